@@ -1,0 +1,24 @@
+// Element-wise optimizer updates on fp32 spans: the CPU reference for kernels/cuda and the
+// path parameter buckets run on machines without a GPU. Callers own the buffers; every span of
+// one call has the same length. No allocation, no threads, safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/adam_hyper.hpp"
+
+namespace troupe::kernels {
+
+// Adam (Kingma & Ba 2015), with decoupled weight decay (Loshchilov & Hutter 2019):
+//   m <- b1 m + (1-b1) g          v <- b2 v + (1-b2) g^2
+//   theta <- theta - lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * theta )
+void adam_step(std::span<float> theta, std::span<float> m, std::span<float> v,
+               std::span<const float> grad, const adam_hyper& h);
+
+// SGD with heavy-ball momentum: u <- mu u + g + wd theta;  theta <- theta - lr u.
+// momentum = 0 is plain SGD (velocity is then unused and may be empty).
+void sgd_momentum_step(std::span<float> theta, std::span<float> velocity,
+                       std::span<const float> grad, float lr, float momentum, float weight_decay);
+
+}  // namespace troupe::kernels

@@ -1,0 +1,300 @@
+// Codec for the control plane: the join handshake, membership, placement, progress, report.
+#include "messages/codec_detail.hpp"
+
+namespace troupe {
+
+using detail::decode_budget;
+
+namespace {
+
+constexpr size_t max_nonce_bytes = 64;
+
+caf::expected<role> read_role(schema::Role in) {
+  switch (in) {
+    case schema::Role::COORDINATOR: return role::coordinator;
+    case schema::Role::SERVER: return role::server;
+    case schema::Role::WORKER: return role::worker;
+    case schema::Role::CONSOLE: return role::console;
+  }
+  return make_error(errc::malformed_message, "unknown role");
+}
+
+schema::Role write_role(role r) { return static_cast<schema::Role>(static_cast<uint16_t>(r)); }
+
+caf::expected<std::string> read_bounded_text(capnp::Text::Reader in, const decode_budget& budget,
+                                             const char* what) {
+  if (auto err = detail::check_text(in, budget, what)) return err;
+  return detail::read_text(in);
+}
+
+void write_placement(schema::Placement::Builder out, const placement& x) {
+  out.setVersion(x.version);
+  auto buckets = out.initBuckets(x.buckets.size());
+  for (unsigned i = 0; i < x.buckets.size(); ++i) {
+    const auto& b = x.buckets[i];
+    buckets[i].setBucket(b.bucket);
+    buckets[i].setServer(b.server);
+    auto slices = buckets[i].initSlices(b.slices.size());
+    for (unsigned j = 0; j < b.slices.size(); ++j) {
+      slices[j].setTensor(b.slices[j].tensor);
+      slices[j].setRowOffset(b.slices[j].row_offset);
+      detail::write_shape(slices[j].initShape(b.slices[j].shape.size()), b.slices[j].shape);
+    }
+  }
+}
+
+caf::expected<placement> read_placement(schema::Placement::Reader in, decode_budget& budget) {
+  placement x;
+  x.version = in.getVersion();
+  if (in.getBuckets().size() > budget.limits.max_list)
+    return make_error(errc::message_too_large, "placement: too many buckets");
+  for (auto b : in.getBuckets()) {
+    bucket_placement out{b.getBucket(), b.getServer(), {}};
+    if (b.getSlices().size() > budget.limits.max_tensors)
+      return make_error(errc::message_too_large, "placement: too many slices");
+    for (auto s : b.getSlices()) {
+      auto name = read_bounded_text(s.getTensor(), budget, "slice name");
+      if (!name) return std::move(name.error());
+      auto shape = detail::read_shape(s.getShape(), budget);
+      if (!shape) return std::move(shape.error());
+      out.slices.push_back(slice{std::move(*name), s.getRowOffset(), std::move(*shape)});
+    }
+    x.buckets.push_back(std::move(out));
+  }
+  return x;
+}
+
+}  // namespace
+
+// -- handshake ----------------------------------------------------------------------------------
+
+wire encode(const hello& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::Hello>();
+  out.setRole(write_role(x.sender));
+  out.setName(x.name);
+  detail::write_bytes(out.initNodeNonce(x.node_nonce.size()), x.node_nonce);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<hello> decode<hello>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::Hello, hello>(
+      w, limits, [](schema::Hello::Reader in, decode_budget& budget) -> caf::expected<hello> {
+        auto r = read_role(in.getRole());
+        if (!r) return std::move(r.error());
+        auto name = read_bounded_text(in.getName(), budget, "node name");
+        if (!name) return std::move(name.error());
+        auto nonce = detail::read_bytes(in.getNodeNonce(), max_nonce_bytes, "nonce");
+        if (!nonce) return std::move(nonce.error());
+        return hello{*r, std::move(*name), std::move(*nonce)};
+      });
+}
+
+wire encode(const challenge& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::Challenge>();
+  out.setSession(x.session);
+  detail::write_bytes(out.initGatekeeperNonce(x.gatekeeper_nonce.size()), x.gatekeeper_nonce);
+  detail::write_bytes(out.initGatekeeperProof(x.gatekeeper_proof.size()), x.gatekeeper_proof);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<challenge> decode<challenge>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::Challenge, challenge>(
+      w, limits, [](schema::Challenge::Reader in, decode_budget&) -> caf::expected<challenge> {
+        auto nonce = detail::read_bytes(in.getGatekeeperNonce(), max_nonce_bytes, "nonce");
+        if (!nonce) return std::move(nonce.error());
+        auto mac = detail::read_bytes(in.getGatekeeperProof(), max_nonce_bytes, "proof");
+        if (!mac) return std::move(mac.error());
+        return challenge{in.getSession(), std::move(*nonce), std::move(*mac)};
+      });
+}
+
+wire encode(const proof& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::Proof>();
+  out.setSession(x.session);
+  detail::write_bytes(out.initNodeProof(x.node_proof.size()), x.node_proof);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<proof> decode<proof>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::Proof, proof>(
+      w, limits, [](schema::Proof::Reader in, decode_budget&) -> caf::expected<proof> {
+        auto mac = detail::read_bytes(in.getNodeProof(), max_nonce_bytes, "proof");
+        if (!mac) return std::move(mac.error());
+        return proof{in.getSession(), std::move(*mac)};
+      });
+}
+
+// -- membership ---------------------------------------------------------------------------------
+
+wire encode(const join_request& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::Join>();
+  out.setRole(write_role(x.sender));
+  out.setName(x.name);
+  out.setPid(x.pid);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<join_request> decode<join_request>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::Join, join_request>(
+      w, limits, [](schema::Join::Reader in, decode_budget& budget) -> caf::expected<join_request> {
+        auto r = read_role(in.getRole());
+        if (!r) return std::move(r.error());
+        auto name = read_bounded_text(in.getName(), budget, "node name");
+        if (!name) return std::move(name.error());
+        return join_request{*r, std::move(*name), in.getPid()};
+      });
+}
+
+wire encode(const join_reply& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::JoinReply>();
+  out.setRank(x.rank);
+  out.setWorldWorkers(x.world_workers);
+  out.setWorldServers(x.world_servers);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<join_reply> decode<join_reply>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::JoinReply, join_reply>(
+      w, limits, [](schema::JoinReply::Reader in, decode_budget&) -> caf::expected<join_reply> {
+        return join_reply{in.getRank(), in.getWorldWorkers(), in.getWorldServers()};
+      });
+}
+
+wire encode(const heartbeat& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::Heartbeat>();
+  out.setName(x.name);
+  out.setSequence(x.sequence);
+  out.setSentUnixMs(x.sent_unix_ms);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<heartbeat> decode<heartbeat>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::Heartbeat, heartbeat>(
+      w, limits, [](schema::Heartbeat::Reader in, decode_budget& budget) -> caf::expected<heartbeat> {
+        auto name = read_bounded_text(in.getName(), budget, "node name");
+        if (!name) return std::move(name.error());
+        return heartbeat{std::move(*name), in.getSequence(), in.getSentUnixMs()};
+      });
+}
+
+wire encode(const placement& x) {
+  capnp::MallocMessageBuilder message;
+  write_placement(message.initRoot<schema::Placement>(), x);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<placement> decode<placement>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::Placement, placement>(w, limits, read_placement);
+}
+
+// -- progress and report ------------------------------------------------------------------------
+
+wire encode(const start_job& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::StartJob>();
+  out.setWorker(x.worker);
+  out.setWorkers(x.workers);
+  out.setEpochs(x.epochs);
+  out.setBatch(x.batch);
+  out.setSeed(x.seed);
+  write_placement(out.initPlacement(), x.layout);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::StartJob, start_job>(
+      w, limits, [](schema::StartJob::Reader in, decode_budget& budget) -> caf::expected<start_job> {
+        auto layout = read_placement(in.getPlacement(), budget);
+        if (!layout) return std::move(layout.error());
+        if (in.getWorkers() == 0 || in.getWorker() >= in.getWorkers() || in.getBatch() == 0)
+          return make_error(errc::malformed_message, "start: bad worker index or batch size");
+        return start_job{in.getWorker(), in.getWorkers(), in.getEpochs(),
+                         in.getBatch(),  in.getSeed(),    std::move(*layout)};
+      });
+}
+
+wire encode(const epoch_done& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::EpochDone>();
+  out.setWorker(x.worker);
+  out.setEpoch(x.epoch);
+  out.setSteps(x.steps);
+  out.setMeanLoss(x.mean_loss);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<epoch_done> decode<epoch_done>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::EpochDone, epoch_done>(
+      w, limits, [](schema::EpochDone::Reader in, decode_budget&) -> caf::expected<epoch_done> {
+        // A diverged worker may report a non-finite loss: that is information, not corruption.
+        return epoch_done{in.getWorker(), in.getEpoch(), in.getSteps(), in.getMeanLoss()};
+      });
+}
+
+wire encode(const job_report& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::JobReport>();
+  out.setTestAccuracy(x.test_accuracy);
+  out.setSteps(x.steps);
+  out.setWallS(x.wall_s);
+  out.setUpdatesApplied(x.updates_applied);
+  out.setUpdatesRejected(x.updates_rejected);
+  out.setMaxStaleness(x.max_staleness);
+  out.setMeanStaleness(x.mean_staleness);
+  out.setRestarts(x.restarts);
+  auto lost = out.initWorkersLost(x.workers_lost.size());
+  for (unsigned i = 0; i < x.workers_lost.size(); ++i) lost.set(i, x.workers_lost[i]);
+  auto epochs = out.initEpochs(x.epochs.size());
+  for (unsigned i = 0; i < x.epochs.size(); ++i) {
+    epochs[i].setEpoch(x.epochs[i].epoch);
+    epochs[i].setTestAccuracy(x.epochs[i].test_accuracy);
+    epochs[i].setTestLoss(x.epochs[i].test_loss);
+    epochs[i].setTrainLoss(x.epochs[i].train_loss);
+    epochs[i].setWallS(x.epochs[i].wall_s);
+  }
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<job_report> decode<job_report>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::JobReport, job_report>(
+      w, limits, [](schema::JobReport::Reader in, decode_budget& budget) -> caf::expected<job_report> {
+        job_report x;
+        x.test_accuracy = in.getTestAccuracy();
+        x.steps = in.getSteps();
+        x.wall_s = in.getWallS();
+        x.updates_applied = in.getUpdatesApplied();
+        x.updates_rejected = in.getUpdatesRejected();
+        x.max_staleness = in.getMaxStaleness();
+        x.mean_staleness = in.getMeanStaleness();
+        x.restarts = in.getRestarts();
+        if (in.getWorkersLost().size() + in.getEpochs().size() > budget.limits.max_list)
+          return make_error(errc::message_too_large, "report: too many entries");
+        for (auto name : in.getWorkersLost()) {
+          auto text = read_bounded_text(name, budget, "worker name");
+          if (!text) return std::move(text.error());
+          x.workers_lost.push_back(std::move(*text));
+        }
+        for (auto e : in.getEpochs())
+          x.epochs.push_back(epoch_entry{e.getEpoch(), e.getTestAccuracy(), e.getTestLoss(),
+                                         e.getTrainLoss(), e.getWallS()});
+        return x;
+      });
+}
+
+}  // namespace troupe

@@ -1,0 +1,94 @@
+// Internal helpers shared by the codec's .cpp files: framing bytes as Cap'n Proto words,
+// reading a root under limits, and converting tensors, clocks and slices in both directions.
+// Not part of any public API.
+#pragma once
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <string>
+
+#include "messages/codec.hpp"
+#include "messages/troupe.capnp.h"
+#include "troupe/error.hpp"
+
+namespace troupe::detail {
+
+// Running totals of one decode, checked against the limits as fields are read.
+struct decode_budget {
+  const codec_limits& limits;
+  uint64_t elements = 0;
+  size_t tensors = 0;
+};
+
+wire to_wire(capnp::MessageBuilder& message);
+
+// Copies a Cap'n Proto primitive list (its iterators are not standard iterators).
+template <class T>
+std::vector<T> to_vector(typename capnp::List<T>::Reader list) {
+  std::vector<T> out;
+  out.reserve(list.size());
+  for (T x : list) out.push_back(x);
+  return out;
+}
+
+// Frames `w` as a Cap'n Proto message and calls read(root, budget) -> caf::expected<T>.
+// Catches every kj::Exception the reader throws and returns it as errc::malformed_message.
+template <class Root, class T, class Read>
+caf::expected<T> read_root(const wire& w, const codec_limits& limits, Read&& read);
+
+caf::error check_text(capnp::Text::Reader text, const decode_budget& budget, const char* what);
+std::string read_text(capnp::Text::Reader text);
+
+void write_shape(capnp::List<uint32_t>::Builder out, const std::vector<uint32_t>& shape);
+caf::expected<std::vector<uint32_t>> read_shape(capnp::List<uint32_t>::Reader in,
+                                                decode_budget& budget);
+
+// Stores `values` into `out`, which the caller sized as values.size() * dtype_size(storage).
+void write_values(capnp::Data::Builder out, const std::vector<float>& values, dtype storage);
+// Widens `data` (stored as `type`) into `count` fp32 values, checking size and finiteness.
+caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::DType type,
+                                              uint64_t count, decode_budget& budget,
+                                              const std::string& what);
+
+void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype storage);
+caf::expected<dense_tensor> read_dense(schema::DenseTensor::Reader in, decode_budget& budget);
+
+void write_sparse(schema::SparseRows::Builder out, const sparse_rows& x, dtype storage);
+caf::expected<sparse_rows> read_sparse(schema::SparseRows::Reader in, decode_budget& budget);
+
+void write_sign(schema::SignTensor::Builder out, const sign_tensor& x);
+caf::expected<sign_tensor> read_sign(schema::SignTensor::Reader in, decode_budget& budget);
+
+void write_clock(schema::VectorClock::Builder out, const vector_clock& clock);
+caf::expected<vector_clock> read_clock(schema::VectorClock::Reader in,
+                                       const decode_budget& budget);
+
+void write_bytes(capnp::Data::Builder out, const std::vector<uint8_t>& bytes);
+caf::expected<std::vector<uint8_t>> read_bytes(capnp::Data::Reader in, size_t max,
+                                               const char* what);
+
+// -- implementation of the template ------------------------------------------------------------
+
+caf::expected<kj::Array<capnp::word>> frame_words(const wire& w, const codec_limits& limits);
+
+template <class Root, class T, class Read>
+caf::expected<T> read_root(const wire& w, const codec_limits& limits, Read&& read) {
+  auto words = frame_words(w, limits);
+  if (!words) return std::move(words.error());
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = words->size() + 64;
+    options.nestingLimit = 16;
+    capnp::FlatArrayMessageReader reader(words->asPtr(), options);
+    if (reader.getEnd() != words->end())
+      return make_error(errc::malformed_message, "trailing bytes after the message");
+    decode_budget budget{limits};
+    return read(reader.getRoot<Root>(), budget);
+  } catch (const kj::Exception& e) {
+    return make_error(errc::malformed_message, e.getDescription().cStr());
+  }
+}
+
+}  // namespace troupe::detail

@@ -1,0 +1,240 @@
+// Codec for the parameter service: pull, push, ack, bucket spec and bucket statistics.
+#include <cmath>
+
+#include "messages/codec_detail.hpp"
+
+namespace troupe {
+
+using detail::decode_budget;
+
+namespace {
+
+// A first segment big enough for the tensor payload avoids growing the message repeatedly.
+unsigned first_segment_words(const std::vector<dense_tensor>& tensors, dtype storage) {
+  uint64_t bytes = 1024;
+  for (const auto& t : tensors) bytes += t.values.size() * dtype_size(storage) + 64 + t.name.size();
+  return static_cast<unsigned>(std::min<uint64_t>(bytes / 8 + 1, uint64_t{1} << 28));
+}
+
+template <class List>
+caf::expected<std::vector<dense_tensor>> read_dense_list(List in, decode_budget& budget) {
+  if (in.size() > budget.limits.max_tensors)
+    return make_error(errc::message_too_large, "too many tensors");
+  std::vector<dense_tensor> out;
+  out.reserve(in.size());
+  for (auto t : in) {
+    auto x = detail::read_dense(t, budget);
+    if (!x) return std::move(x.error());
+    out.push_back(std::move(*x));
+  }
+  return out;
+}
+
+caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in) {
+  optimizer_config x;
+  switch (in.getKind()) {
+    case schema::Optimizer::Kind::ADAM: x.type = optimizer_config::kind::adam; break;
+    case schema::Optimizer::Kind::SGD: x.type = optimizer_config::kind::sgd; break;
+    default: return make_error(errc::malformed_message, "unknown optimizer kind");
+  }
+  x.lr = in.getLr();
+  x.beta1 = in.getBeta1();
+  x.beta2 = in.getBeta2();
+  x.epsilon = in.getEpsilon();
+  x.weight_decay = in.getWeightDecay();
+  for (float v : {x.lr, x.beta1, x.beta2, x.epsilon, x.weight_decay})
+    if (!std::isfinite(v)) return make_error(errc::non_finite, "optimizer hyper-parameter");
+  return x;
+}
+
+}  // namespace
+
+// -- pull ---------------------------------------------------------------------------------------
+
+wire encode(const pull_request& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::PullRequest>();
+  out.setBucket(x.bucket);
+  out.setWorker(x.worker);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<pull_request> decode<pull_request>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::PullRequest, pull_request>(
+      w, limits, [](schema::PullRequest::Reader in, decode_budget&) -> caf::expected<pull_request> {
+        return pull_request{in.getBucket(), in.getWorker()};
+      });
+}
+
+wire encode(const pull_reply& x, const encode_options& opts) {
+  capnp::MallocMessageBuilder message(first_segment_words(x.tensors, opts.storage));
+  auto out = message.initRoot<schema::PullReply>();
+  out.setBucket(x.bucket);
+  out.setVersion(x.version);
+  detail::write_clock(out.initClock(), x.clock);
+  auto tensors = out.initTensors(x.tensors.size());
+  for (unsigned i = 0; i < x.tensors.size(); ++i)
+    detail::write_dense(tensors[i], x.tensors[i], opts.storage);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<pull_reply> decode<pull_reply>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::PullReply, pull_reply>(
+      w, limits, [](schema::PullReply::Reader in, decode_budget& budget) -> caf::expected<pull_reply> {
+        pull_reply x;
+        x.bucket = in.getBucket();
+        x.version = in.getVersion();
+        auto clock = detail::read_clock(in.getClock(), budget);
+        if (!clock) return std::move(clock.error());
+        x.clock = std::move(*clock);
+        auto tensors = read_dense_list(in.getTensors(), budget);
+        if (!tensors) return std::move(tensors.error());
+        x.tensors = std::move(*tensors);
+        return x;
+      });
+}
+
+// -- push ---------------------------------------------------------------------------------------
+
+wire encode(const push_request& x, const encode_options& opts) {
+  capnp::MallocMessageBuilder message(first_segment_words(x.dense, opts.storage));
+  auto out = message.initRoot<schema::PushRequest>();
+  out.setBucket(x.bucket);
+  out.setWorker(x.worker);
+  out.setWorkerClock(x.worker_clock);
+  detail::write_clock(out.initReadClock(), x.read_clock);
+  auto dense = out.initDense(x.dense.size());
+  for (unsigned i = 0; i < x.dense.size(); ++i)
+    detail::write_dense(dense[i], x.dense[i], opts.storage);
+  auto sparse = out.initSparse(x.sparse.size());
+  for (unsigned i = 0; i < x.sparse.size(); ++i)
+    detail::write_sparse(sparse[i], x.sparse[i], opts.storage);
+  auto signs = out.initSigns(x.signs.size());
+  for (unsigned i = 0; i < x.signs.size(); ++i) detail::write_sign(signs[i], x.signs[i]);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<push_request> decode<push_request>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::PushRequest, push_request>(
+      w, limits,
+      [](schema::PushRequest::Reader in, decode_budget& budget) -> caf::expected<push_request> {
+        push_request x;
+        x.bucket = in.getBucket();
+        x.worker = in.getWorker();
+        x.worker_clock = in.getWorkerClock();
+        auto clock = detail::read_clock(in.getReadClock(), budget);
+        if (!clock) return std::move(clock.error());
+        x.read_clock = std::move(*clock);
+        auto dense = read_dense_list(in.getDense(), budget);
+        if (!dense) return std::move(dense.error());
+        x.dense = std::move(*dense);
+        if (in.getSparse().size() + in.getSigns().size() > budget.limits.max_tensors)
+          return make_error(errc::message_too_large, "too many tensors");
+        for (auto s : in.getSparse()) {
+          auto rows = detail::read_sparse(s, budget);
+          if (!rows) return std::move(rows.error());
+          x.sparse.push_back(std::move(*rows));
+        }
+        for (auto s : in.getSigns()) {
+          auto sign = detail::read_sign(s, budget);
+          if (!sign) return std::move(sign.error());
+          x.signs.push_back(std::move(*sign));
+        }
+        return x;
+      });
+}
+
+wire encode(const push_ack& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::PushAck>();
+  out.setBucket(x.bucket);
+  out.setVersion(x.version);
+  out.setStaleness(x.staleness);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<push_ack> decode<push_ack>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::PushAck, push_ack>(
+      w, limits, [](schema::PushAck::Reader in, decode_budget&) -> caf::expected<push_ack> {
+        return push_ack{in.getBucket(), in.getVersion(), in.getStaleness()};
+      });
+}
+
+// -- bucket spec and statistics -------------------------------------------------------------
+
+wire encode(const bucket_spec& x) {
+  capnp::MallocMessageBuilder message(first_segment_words(x.tensors, dtype::f32));
+  auto out = message.initRoot<schema::BucketSpec>();
+  out.setBucket(x.bucket);
+  out.setWorkers(x.workers);
+  auto opt = out.initOptimizer();
+  opt.setKind(x.optimizer.type == optimizer_config::kind::adam ? schema::Optimizer::Kind::ADAM
+                                                               : schema::Optimizer::Kind::SGD);
+  opt.setLr(x.optimizer.lr);
+  opt.setBeta1(x.optimizer.beta1);
+  opt.setBeta2(x.optimizer.beta2);
+  opt.setEpsilon(x.optimizer.epsilon);
+  opt.setWeightDecay(x.optimizer.weight_decay);
+  auto tensors = out.initTensors(x.tensors.size());
+  for (unsigned i = 0; i < x.tensors.size(); ++i)
+    detail::write_dense(tensors[i], x.tensors[i], dtype::f32);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<bucket_spec> decode<bucket_spec>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::BucketSpec, bucket_spec>(
+      w, limits,
+      [](schema::BucketSpec::Reader in, decode_budget& budget) -> caf::expected<bucket_spec> {
+        bucket_spec x;
+        x.bucket = in.getBucket();
+        x.workers = in.getWorkers();
+        if (x.workers == 0 || x.workers > budget.limits.max_clock_entries)
+          return make_error(errc::malformed_message, "bucket spec: bad worker count");
+        auto opt = read_optimizer(in.getOptimizer());
+        if (!opt) return std::move(opt.error());
+        x.optimizer = *opt;
+        auto tensors = read_dense_list(in.getTensors(), budget);
+        if (!tensors) return std::move(tensors.error());
+        x.tensors = std::move(*tensors);
+        return x;
+      });
+}
+
+wire encode(const bucket_stats& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::BucketStats>();
+  out.setBucket(x.bucket);
+  out.setVersion(x.version);
+  out.setUpdatesApplied(x.updates_applied);
+  out.setUpdatesRejected(x.updates_rejected);
+  out.setMaxStaleness(x.max_staleness);
+  out.setStalenessSum(x.staleness_sum);
+  detail::write_clock(out.initClock(), x.clock);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<bucket_stats> decode<bucket_stats>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::BucketStats, bucket_stats>(
+      w, limits,
+      [](schema::BucketStats::Reader in, decode_budget& budget) -> caf::expected<bucket_stats> {
+        bucket_stats x;
+        x.bucket = in.getBucket();
+        x.version = in.getVersion();
+        x.updates_applied = in.getUpdatesApplied();
+        x.updates_rejected = in.getUpdatesRejected();
+        x.max_staleness = in.getMaxStaleness();
+        x.staleness_sum = in.getStalenessSum();
+        auto clock = detail::read_clock(in.getClock(), budget);
+        if (!clock) return std::move(clock.error());
+        x.clock = std::move(*clock);
+        return x;
+      });
+}
+
+}  // namespace troupe

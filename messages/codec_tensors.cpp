@@ -1,0 +1,236 @@
+// Tensor, clock and byte-field conversions shared by every message of the codec.
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/half.hpp"
+#include "messages/codec_detail.hpp"
+
+static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
+
+namespace troupe::detail {
+
+namespace {
+
+caf::expected<dtype> to_dtype(schema::DType type) {
+  switch (type) {
+    case schema::DType::F32: return dtype::f32;
+    case schema::DType::BF16: return dtype::bf16;
+    case schema::DType::F16: return dtype::f16;
+  }
+  return make_error(errc::malformed_message, "unknown dtype");
+}
+
+schema::DType to_schema(dtype type) {
+  switch (type) {
+    case dtype::bf16: return schema::DType::BF16;
+    case dtype::f16: return schema::DType::F16;
+    case dtype::f32: break;
+  }
+  return schema::DType::F32;
+}
+
+}  // namespace
+
+caf::expected<kj::Array<capnp::word>> frame_words(const wire& w, const codec_limits& limits) {
+  if (w.bytes.empty()) return make_error(errc::malformed_message, "empty message");
+  if (w.bytes.size() > limits.max_bytes)
+    return make_error(errc::message_too_large, std::to_string(w.bytes.size()) +
+                                                   " bytes, limit " +
+                                                   std::to_string(limits.max_bytes));
+  if (w.bytes.size() % sizeof(capnp::word) != 0)
+    return make_error(errc::malformed_message, "length is not a whole number of 8-byte words");
+  // Cap'n Proto reads aligned words; one copy into an aligned array is cheap next to decoding.
+  auto words = kj::heapArray<capnp::word>(w.bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), w.bytes.data(), w.bytes.size());
+  return words;
+}
+
+wire to_wire(capnp::MessageBuilder& message) {
+  auto words = capnp::messageToFlatArray(message);
+  auto bytes = words.asChars();
+  wire w;
+  w.bytes.assign(bytes.begin(), bytes.end());
+  return w;
+}
+
+caf::error check_text(capnp::Text::Reader text, const decode_budget& budget, const char* what) {
+  if (text.size() > budget.limits.max_text)
+    return make_error(errc::message_too_large, std::string{what} + " is too long");
+  return {};
+}
+
+std::string read_text(capnp::Text::Reader text) { return std::string{text.cStr(), text.size()}; }
+
+void write_shape(capnp::List<uint32_t>::Builder out, const std::vector<uint32_t>& shape) {
+  for (unsigned i = 0; i < shape.size(); ++i) out.set(i, shape[i]);
+}
+
+caf::expected<std::vector<uint32_t>> read_shape(capnp::List<uint32_t>::Reader in,
+                                                decode_budget& budget) {
+  if (in.size() > budget.limits.max_dims)
+    return make_error(errc::message_too_large, "too many dimensions");
+  std::vector<uint32_t> shape = to_vector<uint32_t>(in);
+  uint64_t count = 1;
+  for (uint32_t d : shape) {
+    count *= d;
+    if (count > budget.limits.max_elements)
+      return make_error(errc::message_too_large, "tensor has too many elements");
+  }
+  return shape;
+}
+
+void write_values(capnp::Data::Builder out, const std::vector<float>& values, dtype storage) {
+  switch (storage) {
+    case dtype::f32:
+      std::memcpy(out.begin(), values.data(), values.size() * sizeof(float));
+      return;
+    case dtype::bf16:
+    case dtype::f16:
+      for (size_t i = 0; i < values.size(); ++i) {
+        const uint16_t v = storage == dtype::bf16 ? kernels::float_to_bf16(values[i])
+                                                  : kernels::float_to_half(values[i]);
+        std::memcpy(out.begin() + 2 * i, &v, sizeof v);
+      }
+      return;
+  }
+}
+
+caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::DType type,
+                                              uint64_t count, decode_budget& budget,
+                                              const std::string& what) {
+  auto storage = to_dtype(type);
+  if (!storage) return std::move(storage.error());
+  budget.elements += count;
+  if (budget.elements > budget.limits.max_elements)
+    return make_error(errc::message_too_large, "too many tensor elements in one message");
+  if (data.size() != count * dtype_size(*storage))
+    return make_error(errc::shape_mismatch,
+                      what + ": " + std::to_string(data.size()) + " bytes for " +
+                          std::to_string(count) + " elements");
+  std::vector<float> values(count);
+  if (*storage == dtype::f32) {
+    std::memcpy(values.data(), data.begin(), data.size());
+  } else {
+    for (uint64_t i = 0; i < count; ++i) {
+      uint16_t v;
+      std::memcpy(&v, data.begin() + 2 * i, sizeof v);
+      values[i] = *storage == dtype::bf16 ? kernels::bf16_to_float(v) : kernels::half_to_float(v);
+    }
+  }
+  if (budget.limits.require_finite) {
+    for (uint64_t i = 0; i < count; ++i)
+      if (!std::isfinite(values[i]))
+        return make_error(errc::non_finite, what + ": element " + std::to_string(i));
+  }
+  return values;
+}
+
+void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype storage) {
+  out.setName(x.name);
+  write_shape(out.initShape(x.shape.size()), x.shape);
+  out.setRowOffset(x.row_offset);
+  out.setDtype(to_schema(storage));
+  write_values(out.initData(x.values.size() * dtype_size(storage)), x.values, storage);
+}
+
+caf::expected<dense_tensor> read_dense(schema::DenseTensor::Reader in, decode_budget& budget) {
+  if (++budget.tensors > budget.limits.max_tensors)
+    return make_error(errc::message_too_large, "too many tensors");
+  if (auto err = check_text(in.getName(), budget, "tensor name")) return err;
+  dense_tensor x;
+  x.name = read_text(in.getName());
+  auto shape = read_shape(in.getShape(), budget);
+  if (!shape) return std::move(shape.error());
+  x.shape = std::move(*shape);
+  x.row_offset = in.getRowOffset();
+  auto values = read_values(in.getData(), in.getDtype(), numel(x.shape), budget, x.name);
+  if (!values) return std::move(values.error());
+  x.values = std::move(*values);
+  return x;
+}
+
+void write_sparse(schema::SparseRows::Builder out, const sparse_rows& x, dtype storage) {
+  out.setName(x.name);
+  out.setRowDim(x.row_dim);
+  auto ids = out.initIds(x.ids.size());
+  for (unsigned i = 0; i < x.ids.size(); ++i) ids.set(i, x.ids[i]);
+  out.setDtype(to_schema(storage));
+  write_values(out.initData(x.values.size() * dtype_size(storage)), x.values, storage);
+}
+
+caf::expected<sparse_rows> read_sparse(schema::SparseRows::Reader in, decode_budget& budget) {
+  if (++budget.tensors > budget.limits.max_tensors)
+    return make_error(errc::message_too_large, "too many tensors");
+  if (auto err = check_text(in.getName(), budget, "tensor name")) return err;
+  sparse_rows x;
+  x.name = read_text(in.getName());
+  x.row_dim = in.getRowDim();
+  auto ids = in.getIds();
+  if (ids.size() > budget.limits.max_list)
+    return make_error(errc::message_too_large, x.name + ": too many rows");
+  x.ids = to_vector<uint64_t>(ids);
+  const uint64_t count = uint64_t{x.row_dim} * x.ids.size();
+  if (count > budget.limits.max_elements)
+    return make_error(errc::message_too_large, x.name + ": too many elements");
+  auto values = read_values(in.getData(), in.getDtype(), count, budget, x.name);
+  if (!values) return std::move(values.error());
+  x.values = std::move(*values);
+  return x;
+}
+
+void write_sign(schema::SignTensor::Builder out, const sign_tensor& x) {
+  out.setName(x.name);
+  write_shape(out.initShape(x.shape.size()), x.shape);
+  out.setRowOffset(x.row_offset);
+  out.setScale(x.scale);
+  write_bytes(out.initBits(x.bits.size()), x.bits);
+}
+
+caf::expected<sign_tensor> read_sign(schema::SignTensor::Reader in, decode_budget& budget) {
+  if (++budget.tensors > budget.limits.max_tensors)
+    return make_error(errc::message_too_large, "too many tensors");
+  if (auto err = check_text(in.getName(), budget, "tensor name")) return err;
+  sign_tensor x;
+  x.name = read_text(in.getName());
+  auto shape = read_shape(in.getShape(), budget);
+  if (!shape) return std::move(shape.error());
+  x.shape = std::move(*shape);
+  x.row_offset = in.getRowOffset();
+  x.scale = in.getScale();
+  if (budget.limits.require_finite && !std::isfinite(x.scale))
+    return make_error(errc::non_finite, x.name + ": scale");
+  const uint64_t count = numel(x.shape);
+  budget.elements += count;
+  if (budget.elements > budget.limits.max_elements)
+    return make_error(errc::message_too_large, "too many tensor elements in one message");
+  if (in.getBits().size() != (count + 7) / 8)
+    return make_error(errc::shape_mismatch, x.name + ": sign bits do not match the shape");
+  x.bits.assign(in.getBits().begin(), in.getBits().end());
+  return x;
+}
+
+void write_clock(schema::VectorClock::Builder out, const vector_clock& clock) {
+  auto entries = out.initEntries(clock.size());
+  for (unsigned i = 0; i < clock.size(); ++i) entries.set(i, clock.at(i));
+}
+
+caf::expected<vector_clock> read_clock(schema::VectorClock::Reader in,
+                                       const decode_budget& budget) {
+  auto entries = in.getEntries();
+  if (entries.size() > budget.limits.max_clock_entries)
+    return make_error(errc::message_too_large, "vector clock has too many entries");
+  return vector_clock{to_vector<uint64_t>(entries)};
+}
+
+void write_bytes(capnp::Data::Builder out, const std::vector<uint8_t>& bytes) {
+  if (!bytes.empty()) std::memcpy(out.begin(), bytes.data(), bytes.size());
+}
+
+caf::expected<std::vector<uint8_t>> read_bytes(capnp::Data::Reader in, size_t max,
+                                               const char* what) {
+  if (in.size() > max) return make_error(errc::message_too_large, std::string{what} + " too long");
+  return std::vector<uint8_t>(in.begin(), in.end());
+}
+
+}  // namespace troupe::detail

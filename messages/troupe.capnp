@@ -1,0 +1,215 @@
+# Everything that crosses a process boundary in Troupe. Tensors travel only inside these
+# messages, as raw little-endian bytes (CAF 0.17 moves byte vectors ~30x faster than float
+# vectors and corrupts NaN/Inf in the latter). The codec (codec.hpp) validates every field on
+# decode; never read these structs directly from untrusted bytes.
+@0xf1bfe5478274a336;
+
+$import "/capnp/c++.capnp".namespace("troupe::schema");
+
+# -- tensors ------------------------------------------------------------------------------------
+
+enum DType {
+  f32 @0;
+  bf16 @1;   # storage only: widened to fp32 on decode
+  f16 @2;    # storage only: widened to fp32 on decode
+}
+
+# A dense tensor, or a row range of one (rowOffset > 0 when it is a slice of a larger matrix).
+struct DenseTensor {
+  name @0 :Text;
+  shape @1 :List(UInt32);   # shape of these values; numel = product (1 for a scalar)
+  rowOffset @2 :UInt32;     # first row of the parent tensor that these values hold
+  dtype @3 :DType;
+  data @4 :Data;            # numel * sizeof(dtype) bytes, little-endian
+}
+
+# Rows of an embedding table keyed by 64-bit ids.
+struct SparseRows {
+  name @0 :Text;
+  rowDim @1 :UInt32;
+  ids @2 :List(UInt64);
+  dtype @3 :DType;
+  data @4 :Data;            # ids.length * rowDim values
+}
+
+# 1-bit sign compression: value_i = scale * (bit_i ? +1 : -1).
+struct SignTensor {
+  name @0 :Text;
+  shape @1 :List(UInt32);
+  rowOffset @2 :UInt32;
+  scale @3 :Float32;
+  bits @4 :Data;            # ceil(numel / 8) bytes, bit i of byte i/8 is element i
+}
+
+# -- parameter service --------------------------------------------------------------------------
+
+# V[i] = updates from worker i applied to a bucket.
+struct VectorClock {
+  entries @0 :List(UInt64);
+}
+
+struct PullRequest {
+  bucket @0 :UInt32;
+  worker @1 :UInt32;
+}
+
+struct PullReply {
+  bucket @0 :UInt32;
+  version @1 :UInt64;       # updates applied so far
+  clock @2 :VectorClock;
+  tensors @3 :List(DenseTensor);
+}
+
+struct PushRequest {
+  bucket @0 :UInt32;
+  worker @1 :UInt32;
+  workerClock @2 :UInt64;   # the worker's logical clock (steps done)
+  readClock @3 :VectorClock;# the bucket clock the gradient was computed from
+  dense @4 :List(DenseTensor);
+  sparse @5 :List(SparseRows);
+  signs @6 :List(SignTensor);
+}
+
+struct PushAck {
+  bucket @0 :UInt32;
+  version @1 :UInt64;
+  staleness @2 :UInt64;     # sum(V_now) - sum(V_read) at apply time
+}
+
+# What a server needs to host one bucket: its slices, their initial values, the optimizer.
+struct BucketSpec {
+  bucket @0 :UInt32;
+  workers @1 :UInt32;
+  optimizer @2 :Optimizer;
+  tensors @3 :List(DenseTensor);
+}
+
+struct Optimizer {
+  kind @0 :Kind;
+  lr @1 :Float32;
+  beta1 @2 :Float32;        # adam; momentum coefficient for sgd
+  beta2 @3 :Float32;
+  epsilon @4 :Float32;
+  weightDecay @5 :Float32;
+  enum Kind {
+    adam @0;
+    sgd @1;                 # with momentum beta1 (0 = plain SGD)
+  }
+}
+
+struct BucketStats {
+  bucket @0 :UInt32;
+  version @1 :UInt64;
+  updatesApplied @2 :UInt64;
+  updatesRejected @3 :UInt64;
+  maxStaleness @4 :UInt64;
+  stalenessSum @5 :UInt64;
+  clock @6 :VectorClock;
+}
+
+# -- membership ---------------------------------------------------------------------------------
+
+enum Role {
+  coordinator @0;
+  server @1;
+  worker @2;
+  console @3;
+}
+
+# Step 1 of the join handshake: node -> gatekeeper.
+struct Hello {
+  role @0 :Role;
+  name @1 :Text;
+  nodeNonce @2 :Data;       # 32 random bytes
+}
+
+# Step 2: gatekeeper -> node. gatekeeperProof = HMAC(secret, "troupe-gatekeeper" | nodeNonce |
+# gatekeeperNonce) shows the node that the coordinator knows the secret.
+struct Challenge {
+  session @0 :UInt64;
+  gatekeeperNonce @1 :Data;
+  gatekeeperProof @2 :Data;
+}
+
+# Step 3: node -> gatekeeper. nodeProof = HMAC(secret, "troupe-node" | gatekeeperNonce |
+# nodeNonce | role | name). The secret itself never travels.
+struct Proof {
+  session @0 :UInt64;
+  nodeProof @1 :Data;
+}
+
+# After the handshake: a node registers its actor with the coordinator.
+struct Join {
+  role @0 :Role;
+  name @1 :Text;
+  pid @2 :UInt32;
+}
+
+struct JoinReply {
+  rank @0 :UInt32;          # index among nodes of the same role
+  worldWorkers @1 :UInt32;
+  worldServers @2 :UInt32;
+}
+
+struct Heartbeat {
+  name @0 :Text;
+  sequence @1 :UInt64;
+  sentUnixMs @2 :UInt64;
+}
+
+# Where each bucket lives and how it maps onto the model's tensors.
+struct Placement {
+  version @0 :UInt64;
+  buckets @1 :List(BucketPlacement);
+}
+
+struct BucketPlacement {
+  bucket @0 :UInt32;
+  server @1 :UInt32;        # server rank
+  slices @2 :List(Slice);
+}
+
+struct Slice {
+  tensor @0 :Text;
+  rowOffset @1 :UInt32;
+  shape @2 :List(UInt32);
+}
+
+# -- training progress and the report -----------------------------------------------------------
+
+struct StartJob {
+  worker @0 :UInt32;
+  workers @1 :UInt32;
+  epochs @2 :UInt32;
+  batch @3 :UInt32;
+  seed @4 :UInt64;
+  placement @5 :Placement;
+}
+
+struct EpochDone {
+  worker @0 :UInt32;
+  epoch @1 :UInt32;
+  steps @2 :UInt64;
+  meanLoss @3 :Float32;
+}
+
+struct EpochEntry {
+  epoch @0 :UInt32;
+  testAccuracy @1 :Float64;
+  testLoss @2 :Float64;
+  trainLoss @3 :Float64;
+  wallS @4 :Float64;
+}
+
+struct JobReport {
+  testAccuracy @0 :Float64;
+  steps @1 :UInt64;
+  wallS @2 :Float64;
+  updatesApplied @3 :UInt64;
+  updatesRejected @4 :UInt64;
+  maxStaleness @5 :UInt64;
+  meanStaleness @6 :Float64;
+  restarts @7 :UInt64;
+  workersLost @8 :List(Text);
+  epochs @9 :List(EpochEntry);
+}

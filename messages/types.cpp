@@ -1,0 +1,73 @@
+#include "messages/types.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace troupe {
+
+size_t dtype_size(dtype type) { return type == dtype::f32 ? 4 : 2; }
+
+uint64_t numel(const std::vector<uint32_t>& shape) {
+  uint64_t n = 1;
+  for (uint32_t d : shape) n *= d;
+  return n;
+}
+
+std::string to_string(role r) {
+  switch (r) {
+    case role::coordinator: return "coordinator";
+    case role::server: return "server";
+    case role::worker: return "worker";
+    case role::console: return "console";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// JSON has no NaN or Inf: a diverged run reports null rather than an unparsable file.
+std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : "null"; }
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string to_json(const job_report& r) {
+  std::string out = "{\n";
+  out += fmt::format("  \"test_accuracy\": {},\n", json_number(r.test_accuracy));
+  out += fmt::format("  \"steps\": {},\n", r.steps);
+  out += fmt::format("  \"wall_s\": {},\n", json_number(r.wall_s));
+  out += fmt::format("  \"updates_applied\": {},\n", r.updates_applied);
+  out += fmt::format("  \"updates_rejected\": {},\n", r.updates_rejected);
+  out += fmt::format("  \"max_staleness\": {},\n", r.max_staleness);
+  out += fmt::format("  \"mean_staleness\": {},\n", json_number(r.mean_staleness));
+  out += fmt::format("  \"restarts\": {},\n", r.restarts);
+  out += "  \"workers_lost\": [";
+  for (size_t i = 0; i < r.workers_lost.size(); ++i)
+    out += (i ? ", " : "") + json_string(r.workers_lost[i]);
+  out += "],\n  \"epochs\": [";
+  for (size_t i = 0; i < r.epochs.size(); ++i) {
+    const auto& e = r.epochs[i];
+    out += fmt::format(
+        "{}\n    {{\"epoch\": {}, \"test_accuracy\": {}, \"test_loss\": {}, \"train_loss\": {}, "
+        "\"wall_s\": {}}}",
+        i ? "," : "", e.epoch, json_number(e.test_accuracy), json_number(e.test_loss),
+        json_number(e.train_loss), json_number(e.wall_s));
+  }
+  out += r.epochs.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+}  // namespace troupe

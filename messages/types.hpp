@@ -1,0 +1,194 @@
+// The in-memory form of every message in troupe.capnp: plain value types that actors and
+// kernels use. Tensor values are always fp32 here; the storage dtype is chosen when encoding.
+// Decoding (codec.hpp) is the only way to build these from bytes, and it validates them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "troupe/vector_clock.hpp"
+
+namespace troupe {
+
+enum class dtype : uint8_t { f32 = 0, bf16 = 1, f16 = 2 };
+
+size_t dtype_size(dtype type);
+
+// Number of elements of a shape; 1 for the empty shape (a scalar).
+uint64_t numel(const std::vector<uint32_t>& shape);
+
+struct dense_tensor {
+  std::string name;
+  std::vector<uint32_t> shape;
+  uint32_t row_offset = 0;
+  std::vector<float> values;
+};
+
+struct sparse_rows {
+  std::string name;
+  uint32_t row_dim = 0;
+  std::vector<uint64_t> ids;
+  std::vector<float> values;  // ids.size() * row_dim
+};
+
+struct sign_tensor {
+  std::string name;
+  std::vector<uint32_t> shape;
+  uint32_t row_offset = 0;
+  float scale = 0;
+  std::vector<uint8_t> bits;  // ceil(numel / 8) bytes
+};
+
+struct pull_request {
+  uint32_t bucket = 0;
+  uint32_t worker = 0;
+};
+
+struct pull_reply {
+  uint32_t bucket = 0;
+  uint64_t version = 0;
+  vector_clock clock;
+  std::vector<dense_tensor> tensors;
+};
+
+struct push_request {
+  uint32_t bucket = 0;
+  uint32_t worker = 0;
+  uint64_t worker_clock = 0;
+  vector_clock read_clock;
+  std::vector<dense_tensor> dense;
+  std::vector<sparse_rows> sparse;
+  std::vector<sign_tensor> signs;
+};
+
+struct push_ack {
+  uint32_t bucket = 0;
+  uint64_t version = 0;
+  uint64_t staleness = 0;
+};
+
+struct optimizer_config {
+  enum class kind : uint8_t { adam = 0, sgd = 1 };
+  kind type = kind::adam;
+  float lr = 1e-3f;
+  float beta1 = 0.9f;  // Adam's first moment; the momentum coefficient for SGD
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+  float weight_decay = 0.0f;
+};
+
+struct bucket_spec {
+  uint32_t bucket = 0;
+  uint32_t workers = 0;
+  optimizer_config optimizer;
+  std::vector<dense_tensor> tensors;  // the slices this bucket owns, with initial values
+};
+
+struct bucket_stats {
+  uint32_t bucket = 0;
+  uint64_t version = 0;
+  uint64_t updates_applied = 0;
+  uint64_t updates_rejected = 0;
+  uint64_t max_staleness = 0;
+  uint64_t staleness_sum = 0;
+  vector_clock clock;
+};
+
+enum class role : uint8_t { coordinator = 0, server = 1, worker = 2, console = 3 };
+
+std::string to_string(role r);
+
+struct hello {
+  role sender = role::worker;
+  std::string name;
+  std::vector<uint8_t> node_nonce;
+};
+
+struct challenge {
+  uint64_t session = 0;
+  std::vector<uint8_t> gatekeeper_nonce;
+  std::vector<uint8_t> gatekeeper_proof;
+};
+
+struct proof {
+  uint64_t session = 0;
+  std::vector<uint8_t> node_proof;
+};
+
+struct join_request {
+  role sender = role::worker;
+  std::string name;
+  uint32_t pid = 0;
+};
+
+struct join_reply {
+  uint32_t rank = 0;
+  uint32_t world_workers = 0;
+  uint32_t world_servers = 0;
+};
+
+struct heartbeat {
+  std::string name;
+  uint64_t sequence = 0;
+  uint64_t sent_unix_ms = 0;
+};
+
+struct slice {
+  std::string tensor;
+  uint32_t row_offset = 0;
+  std::vector<uint32_t> shape;
+};
+
+struct bucket_placement {
+  uint32_t bucket = 0;
+  uint32_t server = 0;
+  std::vector<slice> slices;
+};
+
+struct placement {
+  uint64_t version = 0;
+  std::vector<bucket_placement> buckets;
+};
+
+struct start_job {
+  uint32_t worker = 0;
+  uint32_t workers = 0;
+  uint32_t epochs = 0;
+  uint32_t batch = 0;
+  uint64_t seed = 0;
+  placement layout;
+};
+
+struct epoch_done {
+  uint32_t worker = 0;
+  uint32_t epoch = 0;
+  uint64_t steps = 0;
+  float mean_loss = 0;
+};
+
+struct epoch_entry {
+  uint32_t epoch = 0;
+  double test_accuracy = 0;
+  double test_loss = 0;
+  double train_loss = 0;
+  double wall_s = 0;
+};
+
+struct job_report {
+  double test_accuracy = 0;
+  uint64_t steps = 0;
+  double wall_s = 0;
+  uint64_t updates_applied = 0;
+  uint64_t updates_rejected = 0;
+  uint64_t max_staleness = 0;
+  double mean_staleness = 0;
+  uint64_t restarts = 0;
+  std::vector<std::string> workers_lost;
+  std::vector<epoch_entry> epochs;
+};
+
+// The report as the JSON document that `--report FILE` writes.
+std::string to_json(const job_report& report);
+
+}  // namespace troupe

@@ -1,0 +1,31 @@
+// The cluster-secret handshake (HMAC-SHA256 challenge-response, OpenSSL). Both sides prove
+// they know the secret without sending it: the gatekeeper proves it over the node's nonce, the
+// node over the gatekeeper's nonce, its role and its name. Fresh nonces make replays useless.
+// Pure functions; what this protects against (and what not) is in docs/SECURITY.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "messages/types.hpp"
+
+namespace troupe::auth {
+
+constexpr size_t nonce_bytes = 32;
+
+using bytes = std::vector<uint8_t>;
+
+// Cryptographically random bytes (OpenSSL RAND_bytes); empty if the generator fails.
+bytes random_nonce(size_t n = nonce_bytes);
+
+bytes gatekeeper_proof(const std::string& secret, const bytes& node_nonce,
+                       const bytes& gatekeeper_nonce);
+
+bytes node_proof(const std::string& secret, const bytes& gatekeeper_nonce,
+                 const bytes& node_nonce, role sender, const std::string& name);
+
+// Constant-time comparison; false when lengths differ or either side is empty.
+bool proofs_match(const bytes& expected, const bytes& received);
+
+}  // namespace troupe::auth

@@ -1,0 +1,37 @@
+// Troupe's error vocabulary: one enum, registered with CAF as the "troupe" error category so
+// that errors cross actor and process boundaries as values. Every layer returns these inside
+// caf::error / caf::expected; nothing throws across an actor or kernel boundary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/atom.hpp>
+#include <caf/error.hpp>
+#include <caf/make_message.hpp>
+
+namespace troupe {
+
+enum class errc : uint8_t {
+  malformed_message = 1,  // bytes that are not a valid message of the expected kind
+  message_too_large,      // over a byte, element or count cap
+  shape_mismatch,         // a tensor whose name/shape/offset does not match what was declared
+  non_finite,             // NaN or Inf where finite values are required
+  unknown_bucket,         // a bucket id this actor does not own
+  authentication_failed,  // a peer that could not prove it knows the cluster secret
+  bad_configuration,      // flags or environment that cannot describe a valid node
+  io_failure,             // files, sockets, data sets
+  timeout,                // a request that got no answer in time
+  job_failed,             // the job cannot go on (a server was lost, a worker failed)
+};
+
+constexpr caf::atom_value error_category = caf::atom("troupe");
+
+std::string to_string(errc code);
+
+caf::error make_error(errc code, std::string context = {});
+
+// One line for a human: "shape_mismatch: bucket 3 expects fc1.w rows 0..128".
+std::string describe(const caf::error& err);
+
+}  // namespace troupe

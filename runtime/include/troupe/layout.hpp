@@ -1,0 +1,52 @@
+// How a model's flat parameter vector is cut into buckets: each tensor is split into row
+// ranges no larger than the per-bucket share and the pieces are spread so buckets hold about
+// the same number of values. The coordinator computes the plan; workers and the evaluator use
+// it to scatter and gather. Pure functions over value types.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "messages/types.hpp"
+#include "troupe/task.hpp"
+
+namespace troupe {
+
+// Offsets of each tensor of `specs` in the flat parameter vector.
+struct flat_layout {
+  std::vector<tensor_spec> specs;
+  std::vector<uint64_t> offsets;  // offsets[i]: first value of specs[i]
+  uint64_t total = 0;
+
+  explicit flat_layout(std::vector<tensor_spec> tensors);
+
+  // Index of the tensor called `name`, or -1.
+  int find(const std::string& name) const;
+};
+
+// Values per row of a tensor of this shape (1 for a vector).
+uint64_t row_size(const std::vector<uint32_t>& shape);
+
+// Splits `layout` into `buckets` buckets placed round-robin on `servers` servers.
+placement plan_buckets(const flat_layout& layout, uint32_t buckets, uint32_t servers);
+
+// Where slice `s` lives in the flat vector: its first value and its number of values.
+struct flat_range {
+  uint64_t offset = 0;
+  uint64_t count = 0;
+};
+flat_range locate(const flat_layout& layout, const slice& s);
+
+// Copies the values of each slice of bucket `b` out of `flat` as dense tensors.
+std::vector<dense_tensor> gather(const flat_layout& layout, const bucket_placement& b,
+                                 std::span<const float> flat);
+
+// Writes `tensors` (a bucket's slices, validated against the plan by the caller) into `flat`.
+void scatter(const flat_layout& layout, const std::vector<dense_tensor>& tensors,
+             std::span<float> flat);
+
+// True when `tensors` are exactly the slices of `b` (names, offsets, shapes, value counts).
+bool matches(const bucket_placement& b, const std::vector<dense_tensor>& tensors);
+
+}  // namespace troupe

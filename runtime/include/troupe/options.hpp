@@ -1,0 +1,85 @@
+// Launch options of every Troupe binary: the contract flags (--role, --listen, --coordinator,
+// --secret), the job flags, and flags an app declares for itself. Each flag --foo-bar can also
+// come from the environment as TROUPE_FOO_BAR; torchrun's MASTER_ADDR, MASTER_PORT, RANK and
+// WORLD_SIZE map onto role and addresses. Precedence: flag > TROUPE_* > torchrun > default.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "troupe/log.hpp"
+
+namespace troupe {
+
+enum class node_role { embedded, coordinator, server, worker };
+
+std::string to_string(node_role r);
+
+struct host_port {
+  std::string host;
+  uint16_t port = 0;
+};
+
+std::string to_string(const host_port& x);
+
+// A flag an app adds to the common ones, e.g. {"data", "DIR", "Fashion-MNIST folder", "/usr/..."}.
+struct app_flag {
+  std::string name;
+  std::string value_name;  // empty: a switch that takes no value
+  std::string help;
+  std::string default_value;
+};
+
+struct launch_options {
+  node_role role = node_role::embedded;
+  host_port listen{"127.0.0.1", 7600};
+  host_port coordinator{"127.0.0.1", 7600};
+  std::string secret;
+  bool insecure = false;  // allows --listen on an address other than loopback
+  std::string name;       // this node's name in logs and the report; derived when empty
+  uint32_t workers = 2;
+  uint32_t servers = 2;
+  uint32_t buckets = 0;  // 0: two per worker
+  uint32_t epochs = 3;
+  uint32_t batch = 64;
+  float lr = 1e-3f;
+  std::string optimizer = "adam";  // adam | sgd
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+  uint64_t seed = 1;
+  std::string report;
+  unsigned threads = 0;  // CAF scheduler threads; 0: one per core
+  log_level level = log_level::info;
+  std::chrono::seconds join_timeout{30};
+  std::chrono::seconds request_timeout{30};
+  bool help = false;
+  std::map<std::string, std::string> app;  // values of the app's own flags
+
+  // The value of an app flag (its default when not given).
+  const std::string& app_value(const std::string& flag) const;
+};
+
+// Looks up an environment variable; tests pass their own.
+using env_lookup = std::function<std::optional<std::string>(const std::string&)>;
+env_lookup process_environment();
+
+caf::expected<launch_options> parse_launch_options(const std::vector<std::string>& args,
+                                                   const env_lookup& env,
+                                                   const std::vector<app_flag>& app_flags = {});
+
+// The --help text: usage line, every flag with its default, the environment variables.
+std::string launch_usage(const std::string& program, const std::string& summary,
+                         const std::vector<app_flag>& app_flags);
+
+caf::expected<host_port> parse_host_port(const std::string& text);
+
+bool is_loopback(const std::string& host);
+
+}  // namespace troupe

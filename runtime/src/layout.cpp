@@ -1,0 +1,111 @@
+#include "troupe/layout.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace troupe {
+
+flat_layout::flat_layout(std::vector<tensor_spec> tensors) : specs(std::move(tensors)) {
+  for (const auto& s : specs) {
+    offsets.push_back(total);
+    total += numel(s.shape);
+  }
+}
+
+int flat_layout::find(const std::string& name) const {
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+uint64_t row_size(const std::vector<uint32_t>& shape) {
+  uint64_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+namespace {
+
+uint32_t rows_of(const std::vector<uint32_t>& shape) { return shape.empty() ? 1 : shape[0]; }
+
+std::vector<uint32_t> with_rows(std::vector<uint32_t> shape, uint32_t rows) {
+  if (shape.empty()) return shape;
+  shape[0] = rows;
+  return shape;
+}
+
+}  // namespace
+
+placement plan_buckets(const flat_layout& layout, uint32_t buckets, uint32_t servers) {
+  buckets = std::max<uint32_t>(buckets, 1);
+  servers = std::max<uint32_t>(servers, 1);
+  const uint64_t share = std::max<uint64_t>(1, (layout.total + buckets - 1) / buckets);
+  // Cut every tensor into row ranges of at most `share` values (at least one row each).
+  std::vector<slice> pieces;
+  for (const auto& spec : layout.specs) {
+    const uint64_t per_row = std::max<uint64_t>(1, row_size(spec.shape));
+    const uint32_t rows = rows_of(spec.shape);
+    const uint32_t rows_per_piece =
+        static_cast<uint32_t>(std::clamp<uint64_t>(share / per_row, 1, std::max(rows, 1u)));
+    for (uint32_t r = 0; r < rows; r += rows_per_piece) {
+      const uint32_t n = std::min(rows_per_piece, rows - r);
+      pieces.push_back(slice{spec.name, r, with_rows(spec.shape, n)});
+    }
+    if (rows == 0) pieces.push_back(slice{spec.name, 0, spec.shape});
+  }
+  // Largest pieces first, each onto the bucket holding the fewest values so far.
+  std::stable_sort(pieces.begin(), pieces.end(),
+                   [](const slice& a, const slice& b) { return numel(a.shape) > numel(b.shape); });
+  placement plan;
+  std::vector<uint64_t> load(buckets, 0);
+  for (uint32_t b = 0; b < buckets; ++b) plan.buckets.push_back({b, b % servers, {}});
+  for (auto& piece : pieces) {
+    const auto b = std::min_element(load.begin(), load.end()) - load.begin();
+    load[b] += numel(piece.shape);
+    plan.buckets[b].slices.push_back(std::move(piece));
+  }
+  return plan;
+}
+
+flat_range locate(const flat_layout& layout, const slice& s) {
+  const int t = layout.find(s.tensor);
+  if (t < 0) return {};
+  const auto& spec = layout.specs[t];
+  return {layout.offsets[t] + uint64_t{s.row_offset} * row_size(spec.shape), numel(s.shape)};
+}
+
+std::vector<dense_tensor> gather(const flat_layout& layout, const bucket_placement& b,
+                                 std::span<const float> flat) {
+  std::vector<dense_tensor> out;
+  out.reserve(b.slices.size());
+  for (const auto& s : b.slices) {
+    const flat_range r = locate(layout, s);
+    dense_tensor t{s.tensor, s.shape, s.row_offset, {}};
+    t.values.assign(flat.begin() + r.offset, flat.begin() + r.offset + r.count);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+void scatter(const flat_layout& layout, const std::vector<dense_tensor>& tensors,
+             std::span<float> flat) {
+  for (const auto& t : tensors) {
+    const flat_range r = locate(layout, slice{t.name, t.row_offset, t.shape});
+    if (r.count != t.values.size() || r.offset + r.count > flat.size()) continue;
+    std::memcpy(flat.data() + r.offset, t.values.data(), r.count * sizeof(float));
+  }
+}
+
+bool matches(const bucket_placement& b, const std::vector<dense_tensor>& tensors) {
+  if (b.slices.size() != tensors.size()) return false;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& s = b.slices[i];
+    const auto& t = tensors[i];
+    if (s.tensor != t.name || s.row_offset != t.row_offset || s.shape != t.shape ||
+        numel(s.shape) != t.values.size())
+      return false;
+  }
+  return true;
+}
+
+}  // namespace troupe

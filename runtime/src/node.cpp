@@ -1,0 +1,84 @@
+#include "troupe/node.hpp"
+
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <cblas.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "troupe/auth.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+void configure_actor_system(caf::actor_system_config& cfg, const launch_options& opts) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("scheduler.max-threads", static_cast<size_t>(opts.threads ? opts.threads : cores));
+  cfg.set("middleman.workers", size_t{0});
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  cfg.load<caf::io::middleman>();
+  register_protocol(cfg);
+}
+
+std::string node_name(const launch_options& opts) {
+  if (!opts.name.empty()) return opts.name;
+  return to_string(opts.role) + "-" + std::to_string(::getpid());
+}
+
+void set_blas_threads(int threads) { openblas_set_num_threads(std::max(1, threads)); }
+
+namespace {
+
+caf::expected<gatekeeper_actor> connect_gatekeeper(caf::actor_system& sys,
+                                                   const launch_options& opts,
+                                                   const logger& log) {
+  const auto deadline = std::chrono::steady_clock::now() + opts.join_timeout;
+  caf::error last;
+  for (int attempt = 0;; ++attempt) {
+    auto gk = sys.middleman().remote_actor<gatekeeper_actor>(opts.coordinator.host,
+                                                             opts.coordinator.port);
+    if (gk) return gk;
+    last = std::move(gk.error());
+    if (attempt == 0)
+      log.info("waiting for the coordinator at {} ...", to_string(opts.coordinator));
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return make_error(errc::timeout, "cannot reach the coordinator at " +
+                                       to_string(opts.coordinator) + " within " +
+                                       std::to_string(opts.join_timeout.count()) + " s (" +
+                                       sys.render(last) + ")");
+}
+
+}  // namespace
+
+caf::expected<coordinator_actor> join_cluster(caf::actor_system& sys, const launch_options& opts,
+                                              role sender, const std::string& name,
+                                              const logger& log) {
+  auto gk = connect_gatekeeper(sys, opts, log);
+  if (!gk) return std::move(gk.error());
+  caf::scoped_actor self{sys};
+  const auth::bytes nonce = auth::random_nonce();
+  if (nonce.empty()) return make_error(errc::authentication_failed, "no random bytes");
+  caf::expected<challenge> offered = make_error(errc::timeout, "no challenge");
+  self->request(*gk, opts.request_timeout, hello_atom_v, encode(hello{sender, name, nonce}))
+      .receive([&](const wire& w) { offered = decode<challenge>(w); },
+               [&](caf::error& err) { offered = std::move(err); });
+  if (!offered) return std::move(offered.error());
+  const auto expected_proof = auth::gatekeeper_proof(opts.secret, nonce, offered->gatekeeper_nonce);
+  if (!auth::proofs_match(expected_proof, offered->gatekeeper_proof))
+    return make_error(errc::authentication_failed,
+                      "the coordinator at " + to_string(opts.coordinator) +
+                          " does not know our cluster secret (check --secret / TROUPE_SECRET)");
+  const proof mine{offered->session, auth::node_proof(opts.secret, offered->gatekeeper_nonce,
+                                                      nonce, sender, name)};
+  caf::expected<coordinator_actor> result = make_error(errc::timeout, "no answer to our proof");
+  self->request(*gk, opts.request_timeout, prove_atom_v, encode(mine))
+      .receive([&](coordinator_actor& c) { result = std::move(c); },
+               [&](caf::error& err) { result = std::move(err); });
+  return result;
+}
+
+}  // namespace troupe

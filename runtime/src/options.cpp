@@ -1,0 +1,270 @@
+#include "troupe/options.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+namespace {
+
+// The flags every binary accepts; the app's own flags are appended.
+const std::vector<app_flag>& common_flags() {
+  static const std::vector<app_flag> flags = {
+      {"role", "ROLE", "coordinator | server | worker; none: everything in this process", ""},
+      {"listen", "HOST:PORT", "where the coordinator accepts nodes", "127.0.0.1:7600"},
+      {"coordinator", "HOST:PORT", "the coordinator a server or worker joins", "127.0.0.1:7600"},
+      {"secret", "S", "cluster secret; proven, never sent", ""},
+      {"insecure", "", "allow --listen on a non-loopback address (see docs/SECURITY.md)", ""},
+      {"name", "NAME", "this node's name in logs and reports", ""},
+      {"workers", "N", "workers in the job", "2"},
+      {"servers", "M", "parameter servers in the job", "2"},
+      {"buckets", "K", "parameter buckets; 0: two per worker", "0"},
+      {"epochs", "E", "passes over the training set", "3"},
+      {"batch", "B", "examples per worker step", "64"},
+      {"lr", "X", "learning rate", "0.001"},
+      {"optimizer", "NAME", "adam | sgd (with --momentum)", "adam"},
+      {"momentum", "MU", "SGD momentum", "0.9"},
+      {"weight-decay", "WD", "decoupled weight decay", "0"},
+      {"seed", "S", "seed of initialisation and data order", "1"},
+      {"report", "FILE", "write the job report (JSON) here when the job ends", ""},
+      {"threads", "N", "actor scheduler threads; 0: one per core", "0"},
+      {"log-level", "LEVEL", "error | warn | info | debug", "info"},
+      {"join-timeout", "SECONDS", "how long a node tries to reach the coordinator", "30"},
+      {"request-timeout", "SECONDS", "timeout of every request between actors", "30"},
+      {"help", "", "print this help", ""},
+  };
+  return flags;
+}
+
+std::string env_name(const std::string& flag) {
+  std::string out = "TROUPE_";
+  for (char c : flag) out += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return out;
+}
+
+template <class T>
+caf::error parse_number(const std::string& flag, const std::string& text, T& out) {
+  if constexpr (std::is_floating_point_v<T>) {
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(value))
+      return make_error(errc::bad_configuration, fmt::format("--{}: not a number: '{}'", flag, text));
+    out = static_cast<T>(value);
+    return {};
+  } else {
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size())
+      return make_error(errc::bad_configuration,
+                        fmt::format("--{}: not a non-negative integer: '{}'", flag, text));
+    return {};
+  }
+}
+
+// Collects raw values: defaults, then torchrun, then TROUPE_*, then flags (later wins).
+caf::expected<std::map<std::string, std::string>> collect(const std::vector<std::string>& args,
+                                                          const env_lookup& env,
+                                                          const std::vector<app_flag>& flags) {
+  std::map<std::string, std::string> values;
+  std::map<std::string, const app_flag*> by_name;
+  for (const auto& f : flags) by_name[f.name] = &f;
+  if (auto addr = env("MASTER_ADDR")) {
+    const std::string port = env("MASTER_PORT").value_or("7600");
+    values["listen"] = *addr + ":" + port;
+    values["coordinator"] = *addr + ":" + port;
+  }
+  if (auto rank = env("RANK")) values["torchrun-rank"] = *rank;
+  if (auto world = env("WORLD_SIZE")) values["torchrun-world"] = *world;
+  for (const auto& f : flags)
+    if (auto v = env(env_name(f.name))) values[f.name] = *v;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.rfind("--", 0) != 0)
+      return make_error(errc::bad_configuration, fmt::format("unexpected argument '{}'", arg));
+    std::string name = arg.substr(2);
+    std::optional<std::string> inline_value;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      inline_value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    auto it = by_name.find(name);
+    if (it == by_name.end())
+      return make_error(errc::bad_configuration, fmt::format("unknown flag --{} (see --help)", name));
+    if (it->second->value_name.empty()) {
+      values[name] = "true";
+    } else if (inline_value) {
+      values[name] = *inline_value;
+    } else if (i + 1 < args.size()) {
+      values[name] = args[++i];
+    } else {
+      return make_error(errc::bad_configuration, fmt::format("--{} needs a value", name));
+    }
+  }
+  return values;
+}
+
+// Maps torchrun's RANK / WORLD_SIZE onto a role: rank 0 coordinates, ranks 1..servers serve,
+// the rest are workers; WORLD_SIZE sets --workers when it is not given.
+caf::error apply_torchrun(std::map<std::string, std::string>& values, launch_options& out) {
+  if (!values.count("torchrun-rank") || values.count("role")) return {};
+  uint32_t rank = 0;
+  if (auto err = parse_number("RANK", values["torchrun-rank"], rank)) return err;
+  out.role = rank == 0 ? node_role::coordinator
+                       : rank <= out.servers ? node_role::server : node_role::worker;
+  if (values.count("torchrun-world") && !values.count("workers")) {
+    uint32_t world = 0;
+    if (auto err = parse_number("WORLD_SIZE", values["torchrun-world"], world)) return err;
+    if (world < out.servers + 2)
+      return make_error(errc::bad_configuration,
+                        fmt::format("WORLD_SIZE {} leaves no worker beside the coordinator and "
+                                    "{} servers", world, out.servers));
+    out.workers = world - 1 - out.servers;
+  }
+  return {};
+}
+
+caf::error parse_role(const std::string& text, node_role& out) {
+  if (text.empty()) out = node_role::embedded;
+  else if (text == "coordinator") out = node_role::coordinator;
+  else if (text == "server") out = node_role::server;
+  else if (text == "worker") out = node_role::worker;
+  else
+    return make_error(errc::bad_configuration,
+                      fmt::format("--role must be coordinator, server or worker, not '{}'", text));
+  return {};
+}
+
+caf::error validate(const launch_options& o) {
+  auto bad = [](std::string text) { return make_error(errc::bad_configuration, std::move(text)); };
+  if (o.workers == 0 || o.servers == 0) return bad("--workers and --servers must be at least 1");
+  if (o.epochs == 0 || o.batch == 0) return bad("--epochs and --batch must be at least 1");
+  if (!(o.lr > 0)) return bad("--lr must be positive");
+  if (o.optimizer != "adam" && o.optimizer != "sgd") return bad("--optimizer must be adam or sgd");
+  if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
+  if (o.role == node_role::coordinator && !o.insecure && !is_loopback(o.listen.host))
+    return bad(fmt::format("--listen {} is not a loopback address: Troupe's handshake keeps out "
+                           "mistakes, not attackers (docs/SECURITY.md); add --insecure to do it",
+                           to_string(o.listen)));
+  if (o.role != node_role::embedded && o.secret.empty())
+    return bad("a distributed node needs --secret or TROUPE_SECRET");
+  return {};
+}
+
+}  // namespace
+
+std::string to_string(node_role r) {
+  switch (r) {
+    case node_role::embedded: return "embedded";
+    case node_role::coordinator: return "coordinator";
+    case node_role::server: return "server";
+    case node_role::worker: return "worker";
+  }
+  return "unknown";
+}
+
+std::string to_string(const host_port& x) { return fmt::format("{}:{}", x.host, x.port); }
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+caf::expected<host_port> parse_host_port(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return make_error(errc::bad_configuration, fmt::format("'{}' is not HOST:PORT", text));
+  host_port out{text.substr(0, colon), 0};
+  if (auto err = parse_number("port", text.substr(colon + 1), out.port)) return err;
+  return out;
+}
+
+const std::string& launch_options::app_value(const std::string& flag) const {
+  static const std::string empty;
+  auto it = app.find(flag);
+  return it == app.end() ? empty : it->second;
+}
+
+env_lookup process_environment() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    if (const char* v = std::getenv(name.c_str())) return std::string{v};
+    return std::nullopt;
+  };
+}
+
+caf::expected<launch_options> parse_launch_options(const std::vector<std::string>& args,
+                                                   const env_lookup& env,
+                                                   const std::vector<app_flag>& app_flags) {
+  std::vector<app_flag> flags = common_flags();
+  flags.insert(flags.end(), app_flags.begin(), app_flags.end());
+  auto collected = collect(args, env, flags);
+  if (!collected) return std::move(collected.error());
+  auto& v = *collected;
+  launch_options o;
+  for (const auto& f : app_flags) o.app[f.name] = v.count(f.name) ? v[f.name] : f.default_value;
+  auto get = [&](const char* name) -> const std::string* {
+    auto it = v.find(name);
+    return it == v.end() ? nullptr : &it->second;
+  };
+  caf::error err;
+  auto number = [&](const char* name, auto& field) {
+    if (auto s = get(name); s && !err) err = parse_number(name, *s, field);
+  };
+  auto address = [&](const char* name, host_port& field) {
+    if (auto s = get(name); s && !err) {
+      if (auto hp = parse_host_port(*s)) field = *hp;
+      else err = std::move(hp.error());
+    }
+  };
+  if (auto s = get("role")) err = parse_role(*s, o.role);
+  address("listen", o.listen);
+  address("coordinator", o.coordinator);
+  number("workers", o.workers);
+  number("servers", o.servers);
+  number("buckets", o.buckets);
+  number("epochs", o.epochs);
+  number("batch", o.batch);
+  number("lr", o.lr);
+  number("momentum", o.momentum);
+  number("weight-decay", o.weight_decay);
+  number("seed", o.seed);
+  number("threads", o.threads);
+  int64_t join_s = o.join_timeout.count(), request_s = o.request_timeout.count();
+  number("join-timeout", join_s);
+  number("request-timeout", request_s);
+  if (err) return err;
+  o.join_timeout = std::chrono::seconds{join_s};
+  o.request_timeout = std::chrono::seconds{request_s};
+  if (auto s = get("secret")) o.secret = *s;
+  if (auto s = get("name")) o.name = *s;
+  if (auto s = get("optimizer")) o.optimizer = *s;
+  if (auto s = get("report")) o.report = *s;
+  o.insecure = get("insecure") && *get("insecure") != "false" && *get("insecure") != "0";
+  o.help = get("help") != nullptr;
+  if (auto s = get("log-level"); s && !parse_log_level(*s, o.level))
+    return make_error(errc::bad_configuration, fmt::format("--log-level: unknown level '{}'", *s));
+  if (auto e = apply_torchrun(v, o)) return e;
+  if (o.help) return o;
+  if (auto e = validate(o)) return e;
+  return o;
+}
+
+std::string launch_usage(const std::string& program, const std::string& summary,
+                         const std::vector<app_flag>& app_flags) {
+  std::string out = fmt::format("{}: {}\n\nusage: {} [flags]\n\n", program, summary, program);
+  auto add = [&](const app_flag& f) {
+    const std::string left = f.value_name.empty() ? "--" + f.name : "--" + f.name + " " + f.value_name;
+    out += fmt::format("  {:<26} {}", left, f.help);
+    if (!f.default_value.empty()) out += fmt::format(" (default {})", f.default_value);
+    out += '\n';
+  };
+  for (const auto& f : common_flags()) add(f);
+  for (const auto& f : app_flags) add(f);
+  out += "\nEvery flag --foo-bar may also be given as TROUPE_FOO_BAR. torchrun's MASTER_ADDR,\n"
+         "MASTER_PORT, RANK (0 coordinator, 1..M servers, then workers) and WORLD_SIZE are read.\n";
+  return out;
+}
+
+}  // namespace troupe
