@@ -40,13 +40,13 @@ using bucket_actor = caf::typed_actor<
 // The host of a server node: spawns and owns the buckets the coordinator places on it.
 using server_actor = caf::typed_actor<
     caf::replies_to<host_atom, wire>::with<bucket_actor>,  // bucket_spec -> the new bucket
-    caf::reacts_to<stop_atom>>;                            // the job is over
+    caf::replies_to<stop_atom>::with<bool>>;               // the job is over; true, then quit
 
 // A worker: trains on its shard once started, reporting each epoch to the coordinator.
 using worker_actor = caf::typed_actor<
     caf::reacts_to<start_atom, wire, std::vector<bucket_actor>>,  // start_job, one handle per
                                                                    // bucket in placement order
-    caf::reacts_to<stop_atom>>;
+    caf::replies_to<stop_atom>::with<bool>>;                      // true, then quit
 
 // The coordinator: membership, placement, progress, evaluation, the report.
 using coordinator_actor = caf::typed_actor<

@@ -33,6 +33,7 @@ const std::vector<app_flag>& common_flags() {
       {"seed", "S", "seed of initialisation and data order", "1"},
       {"report", "FILE", "write the job report (JSON) here when the job ends", ""},
       {"threads", "N", "actor scheduler threads; 0: one per core", "0"},
+      {"blas-threads", "N", "OpenBLAS threads per process; 0: cores / workers in it", "0"},
       {"log-level", "LEVEL", "error | warn | info | debug", "info"},
       {"join-timeout", "SECONDS", "how long a node tries to reach the coordinator", "30"},
       {"request-timeout", "SECONDS", "timeout of every request between actors", "30"},
@@ -231,6 +232,7 @@ caf::expected<launch_options> parse_launch_options(const std::vector<std::string
   number("weight-decay", o.weight_decay);
   number("seed", o.seed);
   number("threads", o.threads);
+  number("blas-threads", o.blas_threads);
   int64_t join_s = o.join_timeout.count(), request_s = o.request_timeout.count();
   number("join-timeout", join_s);
   number("request-timeout", request_s);

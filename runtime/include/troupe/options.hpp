@@ -55,7 +55,8 @@ struct launch_options {
   float weight_decay = 0.0f;
   uint64_t seed = 1;
   std::string report;
-  unsigned threads = 0;  // CAF scheduler threads; 0: one per core
+  unsigned threads = 0;       // CAF scheduler threads; 0: one per core
+  unsigned blas_threads = 0;  // OpenBLAS threads per process; 0: cores / local workers
   log_level level = log_level::info;
   std::chrono::seconds join_timeout{30};
   std::chrono::seconds request_timeout{30};

@@ -1,0 +1,327 @@
+#include "actors/coordinator.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "actors/exit_guard.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+namespace {
+
+using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+optimizer_config optimizer_from(const launch_options& o) {
+  optimizer_config x;
+  x.type = o.optimizer == "sgd" ? optimizer_config::kind::sgd : optimizer_config::kind::adam;
+  x.lr = o.lr;
+  x.weight_decay = o.weight_decay;
+  if (x.type == optimizer_config::kind::sgd) x.beta1 = o.momentum;
+  return x;
+}
+
+void finish(self_ptr self, const coordinator_config& config);
+void maybe_evaluate(self_ptr self, const coordinator_config& config);
+
+// Asks every live node to stop, then quits with `reason` once all answered (or timed out).
+void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::error reason) {
+  auto& st = self->state;
+  st.phase = job_phase::finishing;
+  auto pending = std::make_shared<size_t>(0);
+  auto done = [=] {
+    if (--*pending == 0) self->quit(reason);
+  };
+  auto ask = [&](const auto& handle, const member& m) {
+    if (m.lost) return;
+    ++*pending;
+    self->request(handle, config.opts.request_timeout, stop_atom_v)
+        .then([=](bool) { done(); }, [=](caf::error&) { done(); });
+  };
+  ++*pending;  // held until every request is out
+  for (size_t i = 0; i < st.workers.size(); ++i) ask(st.workers[i], st.worker_members[i]);
+  for (size_t i = 0; i < st.servers.size(); ++i) ask(st.servers[i], st.server_members[i]);
+  done();
+}
+
+void fail(self_ptr self, const coordinator_config& config, std::string why) {
+  if (self->state.phase == job_phase::finishing) return;
+  config.log.error("the job failed: {}", why);
+  stop_all_and_quit(self, config, make_error(errc::job_failed, std::move(why)));
+}
+
+// -- placement and start ------------------------------------------------------------------------
+
+void start_training(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  st.phase = job_phase::training;
+  st.started = std::chrono::steady_clock::now();
+  const auto& o = config.opts;
+  st.epoch_loss.assign(o.epochs, 0.0);
+  st.epoch_reports.assign(o.epochs, 0);
+  config.log.info("training: {} workers, {} servers, {} buckets, {} epochs", st.workers.size(),
+                  st.servers.size(), st.buckets.size(), o.epochs);
+  for (uint32_t r = 0; r < st.workers.size(); ++r) {
+    const start_job job{r, static_cast<uint32_t>(st.workers.size()), o.epochs, o.batch, o.seed,
+                        st.plan};
+    self->send(st.workers[r], start_atom_v, encode(job), st.buckets);
+  }
+}
+
+void place_buckets(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  st.phase = job_phase::placing;
+  const auto& o = config.opts;
+  st.layout.emplace(config.task->parameters());
+  const uint32_t buckets = o.buckets ? o.buckets : 2 * o.workers;
+  st.plan = plan_buckets(*st.layout, buckets, static_cast<uint32_t>(st.servers.size()));
+  std::vector<float> initial(st.layout->total);
+  config.task->initialize(o.seed, initial);
+  st.buckets.resize(st.plan.buckets.size());
+  for (const auto& b : st.plan.buckets) {
+    const bucket_spec spec{b.bucket, o.workers, optimizer_from(o), gather(*st.layout, b, initial)};
+    self->request(st.servers[b.server], o.request_timeout, host_atom_v, encode(spec))
+        .then(
+            [=](bucket_actor& handle) {
+              auto& st = self->state;
+              st.buckets[b.bucket] = std::move(handle);
+              if (++st.placed == st.buckets.size()) start_training(self, config);
+            },
+            [=](caf::error& err) {
+              fail(self, config, fmt::format("placing bucket {}: {}", b.bucket, describe(err)));
+            });
+  }
+}
+
+// -- membership ---------------------------------------------------------------------------------
+
+template <class Handle>
+caf::result<wire> admit(self_ptr self, const coordinator_config& config, const wire& w,
+                        Handle handle, std::vector<Handle>& handles, std::vector<member>& members,
+                        uint32_t wanted, role expected) {
+  auto request = decode<join_request>(w);
+  if (!request) return std::move(request.error());
+  if (request->sender != expected)
+    return make_error(errc::malformed_message, "join: role does not match the handle");
+  if (self->state.phase != job_phase::joining || handles.size() >= wanted)
+    return make_error(errc::job_failed, fmt::format("the job already has its {} {}s", wanted,
+                                                    to_string(expected)));
+  self->monitor(handle);
+  members.push_back(member{request->name, handle.address()});
+  handles.push_back(std::move(handle));
+  const auto rank = static_cast<uint32_t>(handles.size() - 1);
+  config.log.info("{} '{}' joined ({} of {})", to_string(expected), request->name, rank + 1,
+                  wanted);
+  auto& st = self->state;
+  if (st.servers.size() == config.opts.servers && st.workers.size() == config.opts.workers)
+    place_buckets(self, config);
+  return encode(join_reply{rank, config.opts.workers, config.opts.servers});
+}
+
+void on_down(self_ptr self, const coordinator_config& config, const caf::down_msg& msg) {
+  auto& st = self->state;
+  if (st.phase == job_phase::finishing) return;
+  for (size_t i = 0; i < st.server_members.size(); ++i) {
+    auto& m = st.server_members[i];
+    if (m.address != msg.source || m.lost) continue;
+    m.lost = true;
+    if (st.phase == job_phase::joining) {
+      config.log.warn("server '{}' left before the job started", m.name);
+      st.servers.erase(st.servers.begin() + i);
+      st.server_members.erase(st.server_members.begin() + i);
+      return;
+    }
+    return fail(self, config, fmt::format("lost server '{}' ({}); its buckets are gone", m.name,
+                                          describe(msg.reason)));
+  }
+  for (size_t i = 0; i < st.worker_members.size(); ++i) {
+    auto& m = st.worker_members[i];
+    if (m.address != msg.source || m.lost) continue;
+    m.lost = true;
+    if (st.phase == job_phase::joining) {
+      config.log.warn("worker '{}' left before the job started", m.name);
+      st.workers.erase(st.workers.begin() + i);
+      st.worker_members.erase(st.worker_members.begin() + i);
+      return;
+    }
+    if (m.done) return;
+    config.log.warn("lost worker '{}' ({}); going on without it", m.name, describe(msg.reason));
+    st.report.workers_lost.push_back(m.name);
+    const bool anyone_left = std::any_of(st.worker_members.begin(), st.worker_members.end(),
+                                         [](const member& w) { return !w.lost && !w.done; });
+    if (!anyone_left && st.evaluated < config.opts.epochs &&
+        std::all_of(st.worker_members.begin(), st.worker_members.end(),
+                    [](const member& w) { return w.lost; }))
+      return fail(self, config, "every worker was lost");
+    return maybe_evaluate(self, config);
+  }
+}
+
+// -- progress and evaluation --------------------------------------------------------------------
+
+bool epoch_complete(const coordinator_state& st, uint32_t epoch) {
+  bool anyone = false;
+  for (const auto& m : st.worker_members) {
+    if (m.epochs_reported > epoch) anyone = true;
+    else if (!m.lost) return false;
+  }
+  return anyone;
+}
+
+void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t epoch,
+                       double accuracy, double loss) {
+  auto& st = self->state;
+  st.evaluating = false;
+  const double train_loss =
+      st.epoch_reports[epoch] ? st.epoch_loss[epoch] / st.epoch_reports[epoch] : 0.0;
+  const double wall = seconds_since(st.started);
+  st.report.epochs.push_back(epoch_entry{epoch + 1, accuracy, loss, train_loss, wall});
+  std::printf("epoch %u/%u  test_accuracy %.4f  test_loss %.4f  train_loss %.4f  %.1f s\n",
+              epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall);
+  std::fflush(stdout);
+  st.evaluated = epoch + 1;
+  if (st.evaluated == config.opts.epochs) return finish(self, config);
+  maybe_evaluate(self, config);
+}
+
+// Pulls every bucket into one flat vector and hands it to the evaluator.
+void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
+  auto& st = self->state;
+  st.evaluating = true;
+  auto params = std::make_shared<std::vector<float>>(st.layout->total, 0.0f);
+  auto pending = std::make_shared<size_t>(st.buckets.size());
+  for (size_t b = 0; b < st.buckets.size(); ++b) {
+    self->request(st.buckets[b], config.opts.request_timeout, pull_atom_v,
+                  encode(pull_request{static_cast<uint32_t>(b), 0}))
+        .then(
+            [=](const wire& w) {
+              auto& st = self->state;
+              auto reply = decode<pull_reply>(w);
+              if (!reply || !matches(st.plan.buckets[b], reply->tensors))
+                return fail(self, config, fmt::format("bucket {} sent a bad snapshot", b));
+              scatter(*st.layout, reply->tensors, *params);
+              if (--*pending > 0) return;
+              self->request(st.evaluator, config.opts.request_timeout * 10, eval_atom_v,
+                            std::move(*params))
+                  .then([=](double accuracy,
+                            double loss) { record_evaluation(self, config, epoch, accuracy, loss); },
+                        [=](caf::error& err) {
+                          fail(self, config, "evaluation failed: " + describe(err));
+                        });
+            },
+            [=](caf::error& err) {
+              fail(self, config, fmt::format("pulling bucket {}: {}", b, describe(err)));
+            });
+  }
+}
+
+void maybe_evaluate(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  if (st.phase != job_phase::training || st.evaluating) return;
+  if (st.evaluated < config.opts.epochs && epoch_complete(st, st.evaluated))
+    evaluate(self, config, st.evaluated);
+}
+
+void on_epoch(self_ptr self, const coordinator_config& config, const wire& w) {
+  auto& st = self->state;
+  auto report = decode<epoch_done>(w);
+  if (!report || report->worker >= st.worker_members.size() || report->epoch >= config.opts.epochs)
+    return config.log.warn("ignored a malformed epoch report");
+  auto& m = st.worker_members[report->worker];
+  if (report->epoch != m.epochs_reported) return config.log.warn("ignored an out-of-order report");
+  m.epochs_reported = report->epoch + 1;
+  st.epoch_loss[report->epoch] += report->mean_loss;
+  st.epoch_reports[report->epoch] += 1;
+  st.steps += report->steps;
+  maybe_evaluate(self, config);
+}
+
+// -- the end ------------------------------------------------------------------------------------
+
+void write_report(const coordinator_config& config, const job_report& report) {
+  if (config.opts.report.empty()) return;
+  const std::string tmp = config.opts.report + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << to_json(report);
+    if (!out) return config.log.error("cannot write the report to {}", tmp);
+  }
+  if (std::rename(tmp.c_str(), config.opts.report.c_str()) != 0)
+    config.log.error("cannot move the report to {}", config.opts.report);
+}
+
+void finish(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  st.phase = job_phase::finishing;
+  auto stats = std::make_shared<std::vector<bucket_stats>>();
+  auto pending = std::make_shared<size_t>(st.buckets.size());
+  auto complete = [=] {
+    auto& st = self->state;
+    job_report& r = st.report;
+    uint64_t staleness_sum = 0;
+    for (const auto& s : *stats) {
+      r.updates_applied += s.updates_applied;
+      r.updates_rejected += s.updates_rejected;
+      r.max_staleness = std::max(r.max_staleness, s.max_staleness);
+      staleness_sum += s.staleness_sum;
+    }
+    r.mean_staleness = r.updates_applied ? double(staleness_sum) / r.updates_applied : 0.0;
+    r.steps = st.steps;
+    r.wall_s = seconds_since(st.started);
+    r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
+    write_report(config, r);
+    config.log.info("done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} updates applied, {} "
+                    "rejected, max staleness {}",
+                    r.test_accuracy, r.steps, r.wall_s, r.updates_applied, r.updates_rejected,
+                    r.max_staleness);
+    stop_all_and_quit(self, config, caf::error{});
+  };
+  for (auto& bucket : st.buckets) {
+    self->request(bucket, config.opts.request_timeout, stats_atom_v)
+        .then(
+            [=](const wire& w) {
+              if (auto s = decode<bucket_stats>(w)) stats->push_back(std::move(*s));
+              if (--*pending == 0) complete();
+            },
+            [=](caf::error& err) {
+              config.log.warn("no statistics from a bucket: {}", describe(err));
+              if (--*pending == 0) complete();
+            });
+  }
+}
+
+}  // namespace
+
+coordinator_actor::behavior_type coordinator(
+    coordinator_actor::stateful_pointer<coordinator_state> self, coordinator_config config) {
+  accept_exits_only_from(self, config.supervisor, config.log);
+  self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
+  self->set_down_handler([=](caf::down_msg& msg) { on_down(self, config, msg); });
+  config.log.info("waiting for {} servers and {} workers", config.opts.servers,
+                  config.opts.workers);
+  return {
+      [=](join_atom, const wire& w, server_actor s) -> caf::result<wire> {
+        auto& st = self->state;
+        return admit(self, config, w, std::move(s), st.servers, st.server_members,
+                     config.opts.servers, role::server);
+      },
+      [=](join_atom, const wire& w, worker_actor x) -> caf::result<wire> {
+        auto& st = self->state;
+        return admit(self, config, w, std::move(x), st.workers, st.worker_members,
+                     config.opts.workers, role::worker);
+      },
+      [=](epoch_atom, const wire& w) { on_epoch(self, config, w); },
+      [=](done_atom, uint32_t rank) {
+        auto& st = self->state;
+        if (rank < st.worker_members.size()) st.worker_members[rank].done = true;
+      },
+  };
+}
+
+}  // namespace troupe

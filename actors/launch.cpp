@@ -1,0 +1,159 @@
+// run_app: turns a parsed command line into a running node. The embedded default spawns the
+// coordinator, servers and workers in one actor system; each distributed role spawns its one
+// actor after the handshake. main() waits for that actor to end and maps its exit reason to
+// the process exit code.
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "actors/coordinator.hpp"
+#include "actors/gatekeeper.hpp"
+#include "actors/server.hpp"
+#include "actors/worker.hpp"
+#include "troupe/app.hpp"
+#include "troupe/error.hpp"
+#include "troupe/node.hpp"
+
+namespace troupe {
+
+namespace {
+
+// Blocks until `actor` ends; 0 if it ended normally, 1 (with the reason on stderr) otherwise.
+int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::string& program) {
+  self->monitor(actor);
+  caf::error reason;
+  bool down = false;
+  self->receive_while([&] { return !down; })([&](caf::down_msg& msg) {
+    if (msg.source != actor) return;
+    reason = std::move(msg.reason);
+    down = true;
+  });
+  if (!reason || reason == caf::exit_reason::normal) return 0;
+  fmt::print(stderr, "{}: {}\n", program, describe(reason));
+  return 1;
+}
+
+void size_blas(const launch_options& opts, unsigned local_workers) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  set_blas_threads(static_cast<int>(opts.blas_threads ? opts.blas_threads
+                                                      : std::max(1u, cores / local_workers)));
+}
+
+int run_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
+                 const app_description& app, const logger& log) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  size_blas(opts, opts.workers);
+  auto coord = sys.spawn(coordinator,
+                         coordinator_config{opts, task, self->address(), log.named("coordinator")});
+  for (uint32_t i = 0; i < opts.servers; ++i) {
+    const std::string name = "server-" + std::to_string(i);
+    sys.spawn(server, server_config{coord, name, opts.request_timeout, self->address(),
+                                    log.named(name)});
+  }
+  for (uint32_t i = 0; i < opts.workers; ++i) {
+    const std::string name = "worker-" + std::to_string(i);
+    sys.spawn<caf::detached>(worker, worker_config{coord, task, name, opts.request_timeout,
+                                                   self->address(), log.named(name)});
+  }
+  return wait_for(self, coord.address(), app.name);
+}
+
+int run_coordinator(const launch_options& opts, std::shared_ptr<const training_task> task,
+                    const app_description& app, const logger& log) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  size_blas(opts, 1);
+  auto coord = sys.spawn(coordinator,
+                         coordinator_config{opts, task, self->address(), log.named("coordinator")});
+  auto gk = sys.spawn(gatekeeper, gatekeeper_config{opts.secret, coord, self->address(),
+                                                    log.named("gatekeeper")});
+  auto port = sys.middleman().publish(gk, opts.listen.port, opts.listen.host.c_str(), true);
+  if (!port) {
+    fmt::print(stderr, "{}: cannot listen on {}: {}\n", app.name, to_string(opts.listen),
+               sys.render(port.error()));
+    self->send_exit(coord, caf::exit_reason::user_shutdown);
+    self->send_exit(gk, caf::exit_reason::user_shutdown);
+    return 1;
+  }
+  log.info("listening on {}:{}", opts.listen.host, *port);
+  const int code = wait_for(self, coord.address(), app.name);
+  self->send_exit(gk, caf::exit_reason::user_shutdown);
+  return code;
+}
+
+template <class Spawn>
+int run_member(const launch_options& opts, role as, const app_description& app,
+               const logger& log, Spawn spawn) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  const std::string name = node_name(opts);
+  auto coord = join_cluster(sys, opts, as, name, log);
+  if (!coord) {
+    fmt::print(stderr, "{}: cannot join the job: {}\n", app.name, describe(coord.error()));
+    return 1;
+  }
+  caf::scoped_actor self{sys};
+  auto actor = spawn(sys, *coord, name, self->address());
+  return wait_for(self, actor, app.name);
+}
+
+}  // namespace
+
+int run_app(int argc, char** argv, const app_description& app) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  auto opts = parse_launch_options(args, process_environment(), app.flags);
+  if (!opts) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(opts.error()));
+    return 2;
+  }
+  if (opts->help) {
+    fmt::print("{}", launch_usage(app.name, app.summary, app.flags));
+    return 0;
+  }
+  const logger log{node_name(*opts), opts->level};
+  if (opts->role == node_role::server) {
+    return run_member(*opts, role::server, app, log,
+                      [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+                          caf::actor_addr supervisor) {
+                        return sys
+                            .spawn(server, server_config{coord, name, opts->request_timeout,
+                                                         supervisor, log})
+                            .address();
+                      });
+  }
+  auto made = app.make_task(*opts);
+  if (!made) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(made.error()));
+    return 1;
+  }
+  std::shared_ptr<const training_task> task = std::move(*made);
+  switch (opts->role) {
+    case node_role::embedded: return run_embedded(*opts, task, app, log);
+    case node_role::coordinator: return run_coordinator(*opts, task, app, log);
+    case node_role::worker:
+      size_blas(*opts, 1);
+      return run_member(*opts, role::worker, app, log,
+                        [&](caf::actor_system& sys, coordinator_actor coord,
+                            const std::string& name, caf::actor_addr supervisor) {
+                          return sys
+                              .spawn<caf::detached>(worker,
+                                                    worker_config{coord, task, name,
+                                                                  opts->request_timeout,
+                                                                  supervisor, log})
+                              .address();
+                        });
+    case node_role::server: break;
+  }
+  return 1;
+}
+
+}  // namespace troupe

@@ -1,0 +1,64 @@
+#include "actors/server.hpp"
+
+#include <unistd.h>
+
+#include "actors/exit_guard.hpp"
+#include "actors/parameter_bucket.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+namespace {
+
+// Joins the coordinator; a refusal or a lost coordinator ends this server with an error.
+void join(server_actor::stateful_pointer<server_state> self, const server_config& config) {
+  const join_request request{role::server, config.name, static_cast<uint32_t>(::getpid())};
+  self->request(config.coordinator, config.request_timeout, join_atom_v, encode(request),
+                caf::actor_cast<server_actor>(self))
+      .then(
+          [=](const wire& w) {
+            if (auto reply = decode<join_reply>(w))
+              config.log.info("joined as server {} of {}", reply->rank, reply->world_servers);
+            else
+              self->quit(reply.error());
+          },
+          [=](caf::error& err) {
+            config.log.error("the coordinator refused us: {}", describe(err));
+            self->quit(std::move(err));
+          });
+}
+
+}  // namespace
+
+server_actor::behavior_type server(server_actor::stateful_pointer<server_state> self,
+                                   server_config config) {
+  accept_exits_only_from(self, config.supervisor, config.log);
+  self->monitor(config.coordinator);
+  self->set_down_handler([=](caf::down_msg& msg) {
+    if (msg.source != config.coordinator.address() || self->state.stopping) return;
+    config.log.error("lost the coordinator ({})", describe(msg.reason));
+    self->quit(make_error(errc::job_failed, "lost the coordinator"));
+  });
+  join(self, config);
+  return {
+      [=](host_atom, const wire& w) -> caf::result<bucket_actor> {
+        auto spec = decode<bucket_spec>(w);
+        if (!spec) return std::move(spec.error());
+        const uint32_t id = spec->bucket;
+        auto bucket = self->spawn<caf::linked>(parameter_bucket, std::move(*spec), self->address(),
+                                               config.log.named("bucket-" + std::to_string(id)));
+        self->state.buckets.push_back(bucket);
+        config.log.debug("hosting bucket {}", id);
+        return bucket;
+      },
+      [=](stop_atom) {
+        self->state.stopping = true;
+        config.log.info("the job is over; stopping {} buckets", self->state.buckets.size());
+        // Linked buckets end with us; quitting after this reply lets it reach the coordinator.
+        self->quit();
+        return true;
+      },
+  };
+}
+
+}  // namespace troupe

@@ -1,0 +1,166 @@
+#include "actors/worker.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+
+#include "actors/exit_guard.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+namespace {
+
+using self_ptr = worker_actor::stateful_pointer<worker_state>;
+
+void pull_round(self_ptr self, const worker_config& config);
+
+void fail(self_ptr self, const worker_config& config, caf::error err) {
+  config.log.error("stopping: {}", describe(err));
+  self->quit(std::move(err));
+}
+
+bool all_finite(const std::vector<float>& xs) {
+  for (float x : xs)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+// After the last push of a step: advance the clocks, report a finished epoch, go on or end.
+void finish_step(self_ptr self, const worker_config& config) {
+  auto& st = self->state;
+  ++st.step;
+  ++st.clock;
+  if (st.step == st.replica->steps_per_epoch()) {
+    const epoch_done report{st.job->worker, st.epoch, st.step,
+                            static_cast<float>(st.epoch_loss / static_cast<double>(st.step))};
+    self->send(config.coordinator, epoch_atom_v, encode(report));
+    config.log.debug("epoch {} done, mean loss {:.4f}", st.epoch + 1, report.mean_loss);
+    ++st.epoch;
+    st.step = 0;
+    st.epoch_loss = 0;
+    if (st.epoch == st.job->epochs) {
+      self->send(config.coordinator, done_atom_v, st.job->worker);
+      return;
+    }
+  }
+  pull_round(self, config);
+}
+
+void push_round(self_ptr self, const worker_config& config) {
+  auto& st = self->state;
+  st.pending = st.buckets.size();
+  for (size_t b = 0; b < st.buckets.size(); ++b) {
+    const auto& plan = st.job->layout.buckets[b];
+    push_request push{plan.bucket, st.job->worker, st.clock, st.read_clocks[b],
+                      gather(*st.layout, plan, st.grad), {}, {}};
+    self->request(st.buckets[b], config.request_timeout, push_atom_v, encode(push))
+        .then(
+            [=](const wire&) {
+              if (--self->state.pending == 0) finish_step(self, config);
+            },
+            [=](caf::error& err) {
+              // A refused push loses one gradient, not the job; timeouts and lost buckets do.
+              if (err.category() == error_category) {
+                ++self->state.rejected;
+                config.log.warn("bucket {} refused our push: {}", b, describe(err));
+                if (--self->state.pending == 0) finish_step(self, config);
+              } else {
+                fail(self, config, std::move(err));
+              }
+            });
+  }
+}
+
+void compute(self_ptr self, const worker_config& config) {
+  auto& st = self->state;
+  const float loss = st.replica->gradient(st.params, st.epoch, st.step, st.grad);
+  st.epoch_loss += loss;
+  if (!std::isfinite(loss) || !all_finite(st.grad)) {
+    // Never send a poisoned gradient: skip this step's push and say so.
+    config.log.warn("non-finite loss or gradient at epoch {} step {}; push skipped",
+                    st.epoch + 1, st.step);
+    finish_step(self, config);
+    return;
+  }
+  push_round(self, config);
+}
+
+void pull_round(self_ptr self, const worker_config& config) {
+  auto& st = self->state;
+  st.pending = st.buckets.size();
+  for (size_t b = 0; b < st.buckets.size(); ++b) {
+    const auto& plan = st.job->layout.buckets[b];
+    self->request(st.buckets[b], config.request_timeout, pull_atom_v,
+                  encode(pull_request{plan.bucket, st.job->worker}))
+        .then(
+            [=](const wire& w) {
+              auto& st = self->state;
+              auto reply = decode<pull_reply>(w);
+              if (!reply) return fail(self, config, std::move(reply.error()));
+              if (!matches(st.job->layout.buckets[b], reply->tensors))
+                return fail(self, config,
+                            make_error(errc::shape_mismatch,
+                                       "bucket " + std::to_string(b) + " sent other slices"));
+              scatter(*st.layout, reply->tensors, st.params);
+              st.read_clocks[b] = std::move(reply->clock);
+              if (--st.pending == 0) compute(self, config);
+            },
+            [=](caf::error& err) { fail(self, config, std::move(err)); });
+  }
+}
+
+void start(self_ptr self, const worker_config& config, const wire& w,
+           std::vector<bucket_actor> buckets) {
+  auto& st = self->state;
+  auto job = decode<start_job>(w);
+  if (!job) return fail(self, config, std::move(job.error()));
+  if (buckets.size() != job->layout.buckets.size())
+    return fail(self, config, make_error(errc::malformed_message, "bucket handles do not match"));
+  auto replica = config.task->make_replica(job->worker, job->workers, job->batch, job->seed);
+  if (!replica) return fail(self, config, std::move(replica.error()));
+  st.layout.emplace(config.task->parameters());
+  st.params.assign(st.layout->total, 0.0f);
+  st.grad.assign(st.layout->total, 0.0f);
+  st.read_clocks.assign(buckets.size(), vector_clock{});
+  st.replica = std::move(*replica);
+  st.buckets = std::move(buckets);
+  st.job = std::move(*job);
+  config.log.info("training: worker {} of {}, {} steps per epoch, {} epochs", st.job->worker,
+                  st.job->workers, st.replica->steps_per_epoch(), st.job->epochs);
+  if (st.job->epochs == 0 || st.replica->steps_per_epoch() == 0) {
+    self->send(config.coordinator, done_atom_v, st.job->worker);
+    return;
+  }
+  pull_round(self, config);
+}
+
+}  // namespace
+
+worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
+                                   worker_config config) {
+  accept_exits_only_from(self, config.supervisor, config.log);
+  self->monitor(config.coordinator);
+  self->set_down_handler([=](caf::down_msg& msg) {
+    if (msg.source != config.coordinator.address() || self->state.stopping) return;
+    fail(self, config, make_error(errc::job_failed, "lost the coordinator"));
+  });
+  const join_request request{role::worker, config.name, static_cast<uint32_t>(::getpid())};
+  self->request(config.coordinator, config.request_timeout, join_atom_v, encode(request),
+                caf::actor_cast<worker_actor>(self))
+      .then([=](const wire&) { config.log.debug("joined the coordinator"); },
+            [=](caf::error& err) { fail(self, config, std::move(err)); });
+  return {
+      [=](start_atom, const wire& w, std::vector<bucket_actor> buckets) {
+        if (self->state.job) return config.log.warn("ignored a second start");
+        start(self, config, w, std::move(buckets));
+      },
+      [=](stop_atom) {
+        self->state.stopping = true;
+        self->quit();
+        return true;
+      },
+  };
+}
+
+}  // namespace troupe

@@ -1,0 +1,51 @@
+// worker: one training worker. It joins the coordinator, and once started runs its replica's
+// steps: pull every bucket, compute the gradient, push each bucket its slice stamped with the
+// bucket clock it read, repeat; one epoch_done per epoch, done at the end. Spawn it detached:
+// gradient() runs inside its handler and must not hold a CAF scheduler thread.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <optional>
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include "messages/protocol.hpp"
+#include "troupe/layout.hpp"
+#include "troupe/log.hpp"
+#include "troupe/task.hpp"
+
+namespace troupe {
+
+struct worker_config {
+  coordinator_actor coordinator;
+  std::shared_ptr<const training_task> task;
+  std::string name;
+  std::chrono::seconds request_timeout{30};
+  caf::actor_addr supervisor;
+  logger log;
+};
+
+struct worker_state {
+  static inline const char* name = "troupe.worker";
+  std::optional<start_job> job;
+  std::optional<flat_layout> layout;
+  std::unique_ptr<task_replica> replica;
+  std::vector<bucket_actor> buckets;
+  std::vector<vector_clock> read_clocks;  // per bucket: the clock of the values last pulled
+  std::vector<float> params;
+  std::vector<float> grad;
+  uint32_t epoch = 0;
+  uint64_t step = 0;      // within the epoch
+  uint64_t clock = 0;     // steps done in total: the worker's logical clock
+  size_t pending = 0;     // replies still due in the current pull or push round
+  double epoch_loss = 0;  // sum of batch losses this epoch
+  uint64_t rejected = 0;  // pushes a bucket refused
+  bool stopping = false;
+};
+
+worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
+                                   worker_config config);
+
+}  // namespace troupe
