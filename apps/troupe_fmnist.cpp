@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "fmnist/mlp_task.hpp"
+#include "fmnist/mnist_data.hpp"
 #include "troupe/app.hpp"
 #include "troupe/error.hpp"
 
@@ -17,7 +18,7 @@ caf::expected<size_t> limit_flag(const troupe::launch_options& opts, const std::
   if (text.empty() || *end != '\0' || text[0] == '-')
     return troupe::make_error(troupe::errc::bad_configuration,
                               "--" + flag + " must be a non-negative integer");
-  return static_cast<size_t>(value);
+  return value == 0 ? troupe::fmnist::all_examples : static_cast<size_t>(value);
 }
 
 troupe::app_description fmnist_app() {

@@ -63,9 +63,10 @@ using gatekeeper_actor = caf::typed_actor<
 
 }  // namespace troupe
 
-  // Types get their ids after the aliases above; add_message_type<T> also registers vector<T>.
+  // Types get their ids after the aliases above.
   CAF_ADD_TYPE_ID(troupe, (troupe::wire))
   CAF_ADD_TYPE_ID(troupe, (troupe::bucket_actor))
+  CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::bucket_actor>))
   CAF_ADD_TYPE_ID(troupe, (troupe::server_actor))
   CAF_ADD_TYPE_ID(troupe, (troupe::worker_actor))
   CAF_ADD_TYPE_ID(troupe, (troupe::coordinator_actor))

@@ -1,6 +1,8 @@
 #include "troupe/error.hpp"
 
+#include <caf/exit_reason.hpp>
 #include <caf/message.hpp>
+#include <caf/sec.hpp>
 
 namespace troupe {
 
@@ -31,6 +33,10 @@ std::string describe(const caf::error& err) {
   std::string what;
   if (err.category() == error_category) {
     what = to_string(static_cast<errc>(err.code()));
+  } else if (err.category() == caf::atom("system")) {
+    what = caf::to_string(static_cast<caf::sec>(err.code()));
+  } else if (err.category() == caf::atom("exit")) {
+    what = caf::to_string(static_cast<caf::exit_reason>(err.code()));
   } else {
     what = caf::to_string(err.category()) + " error " + std::to_string(err.code());
   }

@@ -1,0 +1,181 @@
+#include "apps/fmnist/mlp_task.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "apps/fmnist/mlp_math.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::fmnist {
+namespace {
+
+constexpr size_t eval_chunk = 1000;
+constexpr int64_t no_epoch = -1;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t epoch_seed(uint64_t seed, uint32_t rank, uint32_t epoch) {
+  return splitmix64(splitmix64(splitmix64(seed) ^ rank) ^ epoch);
+}
+
+// A float in [0, 1) from the top 24 bits, so the result is the same on every platform.
+float unit_float(std::mt19937_64& gen) {
+  return static_cast<float>(gen() >> 40) * 0x1p-24f;
+}
+
+// Fisher-Yates written out, since std::shuffle's order differs between standard libraries.
+// The modulo bias is below 2^-40 for any shard that fits in memory.
+void shuffle(std::vector<uint32_t>& v, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[gen() % i]);
+}
+
+// Copies the examples `indices` of `data` into the first rows of b.x and b.y.
+void load_rows(const dataset& data, std::span<const uint32_t> indices, mlp_buffers& b) {
+  for (size_t r = 0; r < indices.size(); ++r) {
+    normalize_image(data.image(indices[r]), b.x.data() + r * image_size);
+    b.y[r] = data.labels[indices[r]];
+  }
+}
+
+// One worker's shard, its shuffled order for the current epoch, and preallocated activations.
+class fmnist_replica : public task_replica {
+ public:
+  fmnist_replica(std::shared_ptr<const dataset> train, uint32_t rank, uint32_t workers,
+                 uint32_t batch, uint64_t seed)
+      : train_(std::move(train)),
+        rank_(rank),
+        batch_(batch),
+        seed_(seed),
+        buffers_(std::min<size_t>(batch, shard_size(train_->size(), rank, workers)), true) {
+    for (size_t i = rank; i < train_->size(); i += workers)
+      shard_.push_back(static_cast<uint32_t>(i));
+    order_.reserve(shard_.size());
+  }
+
+  static size_t shard_size(size_t n, uint32_t rank, uint32_t workers) {
+    return rank < n ? (n - rank + workers - 1) / workers : 0;
+  }
+
+  uint64_t steps_per_epoch() const override { return (shard_.size() + batch_ - 1) / batch_; }
+
+  float gradient(std::span<const float> params, uint32_t epoch, uint64_t step,
+                 std::span<float> grad) override {
+    if (params.size() != mlp_parameter_count || grad.size() != mlp_parameter_count)
+      return std::numeric_limits<float>::quiet_NaN();
+    const size_t rows = load_batch(epoch, step % steps_per_epoch());
+    mlp_forward(params.data(), rows, buffers_);
+    batch_score score = softmax_cross_entropy(rows, buffers_, true);
+    mlp_backward(params.data(), rows, buffers_, grad.data());
+    return static_cast<float>(score.loss_sum / static_cast<double>(rows));
+  }
+
+ private:
+  // Fills the buffers with batch `step` of `epoch`'s order and returns its row count.
+  size_t load_batch(uint32_t epoch, uint64_t step) {
+    if (epoch_ != epoch) {
+      order_.assign(shard_.begin(), shard_.end());
+      shuffle(order_, epoch_seed(seed_, rank_, epoch));
+      epoch_ = epoch;
+    }
+    const size_t begin = step * batch_;
+    const size_t rows = std::min<size_t>(batch_, order_.size() - begin);
+    load_rows(*train_, std::span<const uint32_t>(order_).subspan(begin, rows), buffers_);
+    return rows;
+  }
+
+  std::shared_ptr<const dataset> train_;
+  uint32_t rank_;
+  uint32_t batch_;
+  uint64_t seed_;
+  std::vector<uint32_t> shard_;  // this worker's example indices, in file order
+  std::vector<uint32_t> order_;  // shard_ shuffled for epoch_
+  int64_t epoch_ = no_epoch;
+  mlp_buffers buffers_;
+};
+
+}  // namespace
+
+fmnist_task::fmnist_task(dataset train, dataset test)
+    : train_(std::make_shared<const dataset>(std::move(train))),
+      test_(std::make_shared<const dataset>(std::move(test))) {
+}
+
+std::vector<tensor_spec> fmnist_task::parameters() const {
+  std::vector<tensor_spec> specs;
+  for (size_t i = 0; i < mlp_layers.size(); ++i) {
+    const auto& l = mlp_layers[i];
+    const std::string name = "fc" + std::to_string(i + 1);
+    specs.push_back({name + ".w", {l.out, l.in}});
+    specs.push_back({name + ".b", {l.out}});
+  }
+  return specs;
+}
+
+void fmnist_task::initialize(uint64_t seed, std::span<float> params) const {
+  if (params.size() != mlp_parameter_count) return;
+  std::mt19937_64 gen(seed);
+  for (const auto& l : mlp_layers) {
+    const float bound = std::sqrt(6.0f / static_cast<float>(l.in));
+    auto w = params.subspan(l.w_offset, size_t{l.out} * l.in);
+    for (float& v : w) v = (2.0f * unit_float(gen) - 1.0f) * bound;
+    auto b = params.subspan(l.b_offset, l.out);
+    std::fill(b.begin(), b.end(), 0.0f);
+  }
+}
+
+caf::expected<std::unique_ptr<task_replica>>
+fmnist_task::make_replica(uint32_t rank, uint32_t workers, uint32_t batch,
+                          uint64_t seed) const {
+  const std::string who = "fmnist worker " + std::to_string(rank) + " of " +
+                          std::to_string(workers);
+  if (train_->empty())
+    return make_error(errc::bad_configuration,
+                      who + ": no training data loaded (task built for evaluation only)");
+  if (workers == 0 || rank >= workers || batch == 0)
+    return make_error(errc::bad_configuration,
+                      who + " with batch " + std::to_string(batch) + " is not a valid worker");
+  if (rank >= train_->size())
+    return make_error(errc::bad_configuration,
+                      who + ": no examples in a training set of " +
+                          std::to_string(train_->size()));
+  return std::make_unique<fmnist_replica>(train_, rank, workers, batch, seed);
+}
+
+evaluation fmnist_task::evaluate(std::span<const float> params) const {
+  const size_t n = test_->size();
+  if (params.size() != mlp_parameter_count)
+    return {0, std::numeric_limits<double>::quiet_NaN()};
+  if (n == 0) return {};
+  mlp_buffers buffers(std::min(eval_chunk, n), false);
+  std::vector<uint32_t> indices(buffers.capacity);
+  batch_score total;
+  for (size_t begin = 0; begin < n; begin += eval_chunk) {
+    const size_t rows = std::min(eval_chunk, n - begin);
+    for (size_t r = 0; r < rows; ++r) indices[r] = static_cast<uint32_t>(begin + r);
+    load_rows(*test_, std::span<const uint32_t>(indices).first(rows), buffers);
+    mlp_forward(params.data(), rows, buffers);
+    batch_score s = softmax_cross_entropy(rows, buffers, false);
+    total.loss_sum += s.loss_sum;
+    total.correct += s.correct;
+  }
+  return {static_cast<double>(total.correct) / static_cast<double>(n),
+          total.loss_sum / static_cast<double>(n)};
+}
+
+caf::expected<std::unique_ptr<training_task>> make_fmnist_task(const std::string& data_dir,
+                                                               size_t train_limit,
+                                                               size_t test_limit) {
+  auto data = load_fashion_mnist(data_dir, train_limit, test_limit);
+  if (!data) return data.error();
+  return std::make_unique<fmnist_task>(std::move(data->train), std::move(data->test));
+}
+
+}  // namespace troupe::fmnist
