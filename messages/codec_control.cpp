@@ -21,12 +21,6 @@ caf::expected<role> read_role(schema::Role in) {
 
 schema::Role write_role(role r) { return static_cast<schema::Role>(static_cast<uint16_t>(r)); }
 
-caf::expected<std::string> read_bounded_text(capnp::Text::Reader in, const decode_budget& budget,
-                                             const char* what) {
-  if (auto err = detail::check_text(in, budget, what)) return err;
-  return detail::read_text(in);
-}
-
 void write_placement(schema::Placement::Builder out, const placement& x) {
   out.setVersion(x.version);
   auto buckets = out.initBuckets(x.buckets.size());
@@ -46,14 +40,16 @@ void write_placement(schema::Placement::Builder out, const placement& x) {
 caf::expected<placement> read_placement(schema::Placement::Reader in, decode_budget& budget) {
   placement x;
   x.version = in.getVersion();
-  if (in.getBuckets().size() > budget.limits.max_list)
+  const auto buckets = in.getBuckets();
+  if (buckets.size() > budget.limits.max_list)
     return make_error(errc::message_too_large, "placement: too many buckets");
-  for (auto b : in.getBuckets()) {
+  for (auto b : buckets) {
     bucket_placement out{b.getBucket(), b.getServer(), {}};
-    if (b.getSlices().size() > budget.limits.max_tensors)
+    const auto slices = b.getSlices();
+    if (slices.size() > budget.limits.max_tensors)
       return make_error(errc::message_too_large, "placement: too many slices");
-    for (auto s : b.getSlices()) {
-      auto name = read_bounded_text(s.getTensor(), budget, "slice name");
+    for (auto s : slices) {
+      auto name = detail::read_text(s.getTensor(), budget, "slice name");
       if (!name) return std::move(name.error());
       auto shape = detail::read_shape(s.getShape(), budget);
       if (!shape) return std::move(shape.error());
@@ -83,7 +79,7 @@ caf::expected<hello> decode<hello>(const wire& w, const codec_limits& limits) {
       w, limits, [](schema::Hello::Reader in, decode_budget& budget) -> caf::expected<hello> {
         auto r = read_role(in.getRole());
         if (!r) return std::move(r.error());
-        auto name = read_bounded_text(in.getName(), budget, "node name");
+        auto name = detail::read_text(in.getName(), budget, "node name");
         if (!name) return std::move(name.error());
         auto nonce = detail::read_bytes(in.getNodeNonce(), max_nonce_bytes, "nonce");
         if (!nonce) return std::move(nonce.error());
@@ -147,7 +143,7 @@ caf::expected<join_request> decode<join_request>(const wire& w, const codec_limi
       w, limits, [](schema::Join::Reader in, decode_budget& budget) -> caf::expected<join_request> {
         auto r = read_role(in.getRole());
         if (!r) return std::move(r.error());
-        auto name = read_bounded_text(in.getName(), budget, "node name");
+        auto name = detail::read_text(in.getName(), budget, "node name");
         if (!name) return std::move(name.error());
         return join_request{*r, std::move(*name), in.getPid()};
       });
@@ -183,7 +179,7 @@ template <>
 caf::expected<heartbeat> decode<heartbeat>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::Heartbeat, heartbeat>(
       w, limits, [](schema::Heartbeat::Reader in, decode_budget& budget) -> caf::expected<heartbeat> {
-        auto name = read_bounded_text(in.getName(), budget, "node name");
+        auto name = detail::read_text(in.getName(), budget, "node name");
         if (!name) return std::move(name.error());
         return heartbeat{std::move(*name), in.getSequence(), in.getSentUnixMs()};
       });
@@ -283,14 +279,16 @@ caf::expected<job_report> decode<job_report>(const wire& w, const codec_limits& 
         x.max_staleness = in.getMaxStaleness();
         x.mean_staleness = in.getMeanStaleness();
         x.restarts = in.getRestarts();
-        if (in.getWorkersLost().size() + in.getEpochs().size() > budget.limits.max_list)
+        const auto lost = in.getWorkersLost();
+        const auto epochs = in.getEpochs();
+        if (lost.size() + epochs.size() > budget.limits.max_list)
           return make_error(errc::message_too_large, "report: too many entries");
-        for (auto name : in.getWorkersLost()) {
-          auto text = read_bounded_text(name, budget, "worker name");
+        for (auto name : lost) {
+          auto text = detail::read_text(name, budget, "worker name");
           if (!text) return std::move(text.error());
           x.workers_lost.push_back(std::move(*text));
         }
-        for (auto e : in.getEpochs())
+        for (auto e : epochs)
           x.epochs.push_back(epoch_entry{e.getEpoch(), e.getTestAccuracy(), e.getTestLoss(),
                                          e.getTrainLoss(), e.getWallS()});
         return x;

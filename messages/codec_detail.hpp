@@ -38,8 +38,9 @@ std::vector<T> to_vector(typename capnp::List<T>::Reader list) {
 template <class Root, class T, class Read>
 caf::expected<T> read_root(const wire& w, const codec_limits& limits, Read&& read);
 
-caf::error check_text(capnp::Text::Reader text, const decode_budget& budget, const char* what);
-std::string read_text(capnp::Text::Reader text);
+// The text, or errc::message_too_large when it is longer than limits.max_text.
+caf::expected<std::string> read_text(capnp::Text::Reader text, const decode_budget& budget,
+                                     const char* what);
 
 void write_shape(capnp::List<uint32_t>::Builder out, const std::vector<uint32_t>& shape);
 caf::expected<std::vector<uint32_t>> read_shape(capnp::List<uint32_t>::Reader in,
@@ -79,7 +80,9 @@ caf::expected<T> read_root(const wire& w, const codec_limits& limits, Read&& rea
   if (!words) return std::move(words.error());
   try {
     capnp::ReaderOptions options;
-    options.traversalLimitInWords = words->size() + 64;
+    // Every field read counts against this limit, so it must exceed the message size: 8x
+    // leaves room for the codec's reads while still stopping pointer-amplification tricks.
+    options.traversalLimitInWords = words->size() * 8 + 1024;
     options.nestingLimit = 16;
     capnp::FlatArrayMessageReader reader(words->asPtr(), options);
     if (reader.getEnd() != words->end())

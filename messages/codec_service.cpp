@@ -131,14 +131,16 @@ caf::expected<push_request> decode<push_request>(const wire& w, const codec_limi
         auto dense = read_dense_list(in.getDense(), budget);
         if (!dense) return std::move(dense.error());
         x.dense = std::move(*dense);
-        if (in.getSparse().size() + in.getSigns().size() > budget.limits.max_tensors)
+        const auto sparse = in.getSparse();
+        const auto signs = in.getSigns();
+        if (sparse.size() + signs.size() > budget.limits.max_tensors)
           return make_error(errc::message_too_large, "too many tensors");
-        for (auto s : in.getSparse()) {
+        for (auto s : sparse) {
           auto rows = detail::read_sparse(s, budget);
           if (!rows) return std::move(rows.error());
           x.sparse.push_back(std::move(*rows));
         }
-        for (auto s : in.getSigns()) {
+        for (auto s : signs) {
           auto sign = detail::read_sign(s, budget);
           if (!sign) return std::move(sign.error());
           x.signs.push_back(std::move(*sign));

@@ -54,13 +54,12 @@ wire to_wire(capnp::MessageBuilder& message) {
   return w;
 }
 
-caf::error check_text(capnp::Text::Reader text, const decode_budget& budget, const char* what) {
+caf::expected<std::string> read_text(capnp::Text::Reader text, const decode_budget& budget,
+                                     const char* what) {
   if (text.size() > budget.limits.max_text)
     return make_error(errc::message_too_large, std::string{what} + " is too long");
-  return {};
+  return std::string{text.cStr(), text.size()};
 }
-
-std::string read_text(capnp::Text::Reader text) { return std::string{text.cStr(), text.size()}; }
 
 void write_shape(capnp::List<uint32_t>::Builder out, const std::vector<uint32_t>& shape) {
   for (unsigned i = 0; i < shape.size(); ++i) out.set(i, shape[i]);
@@ -137,9 +136,10 @@ void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype 
 caf::expected<dense_tensor> read_dense(schema::DenseTensor::Reader in, decode_budget& budget) {
   if (++budget.tensors > budget.limits.max_tensors)
     return make_error(errc::message_too_large, "too many tensors");
-  if (auto err = check_text(in.getName(), budget, "tensor name")) return err;
+  auto name = read_text(in.getName(), budget, "tensor name");
+  if (!name) return std::move(name.error());
   dense_tensor x;
-  x.name = read_text(in.getName());
+  x.name = std::move(*name);
   auto shape = read_shape(in.getShape(), budget);
   if (!shape) return std::move(shape.error());
   x.shape = std::move(*shape);
@@ -162,9 +162,10 @@ void write_sparse(schema::SparseRows::Builder out, const sparse_rows& x, dtype s
 caf::expected<sparse_rows> read_sparse(schema::SparseRows::Reader in, decode_budget& budget) {
   if (++budget.tensors > budget.limits.max_tensors)
     return make_error(errc::message_too_large, "too many tensors");
-  if (auto err = check_text(in.getName(), budget, "tensor name")) return err;
+  auto name = read_text(in.getName(), budget, "tensor name");
+  if (!name) return std::move(name.error());
   sparse_rows x;
-  x.name = read_text(in.getName());
+  x.name = std::move(*name);
   x.row_dim = in.getRowDim();
   auto ids = in.getIds();
   if (ids.size() > budget.limits.max_list)
@@ -190,9 +191,10 @@ void write_sign(schema::SignTensor::Builder out, const sign_tensor& x) {
 caf::expected<sign_tensor> read_sign(schema::SignTensor::Reader in, decode_budget& budget) {
   if (++budget.tensors > budget.limits.max_tensors)
     return make_error(errc::message_too_large, "too many tensors");
-  if (auto err = check_text(in.getName(), budget, "tensor name")) return err;
+  auto name = read_text(in.getName(), budget, "tensor name");
+  if (!name) return std::move(name.error());
   sign_tensor x;
-  x.name = read_text(in.getName());
+  x.name = std::move(*name);
   auto shape = read_shape(in.getShape(), budget);
   if (!shape) return std::move(shape.error());
   x.shape = std::move(*shape);
@@ -204,9 +206,10 @@ caf::expected<sign_tensor> read_sign(schema::SignTensor::Reader in, decode_budge
   budget.elements += count;
   if (budget.elements > budget.limits.max_elements)
     return make_error(errc::message_too_large, "too many tensor elements in one message");
-  if (in.getBits().size() != (count + 7) / 8)
+  const auto bits = in.getBits();
+  if (bits.size() != (count + 7) / 8)
     return make_error(errc::shape_mismatch, x.name + ": sign bits do not match the shape");
-  x.bits.assign(in.getBits().begin(), in.getBits().end());
+  x.bits.assign(bits.begin(), bits.end());
   return x;
 }
 

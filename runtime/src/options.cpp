@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <arpa/inet.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -96,7 +98,7 @@ caf::expected<std::map<std::string, std::string>> collect(const std::vector<std:
     if (it == by_name.end())
       return make_error(errc::bad_configuration, fmt::format("unknown flag --{} (see --help)", name));
     if (it->second->value_name.empty()) {
-      values[name] = "true";
+      values[name] = inline_value.value_or("true");  // a switch: --x, --x=true, --x=false
     } else if (inline_value) {
       values[name] = *inline_value;
     } else if (i + 1 < args.size()) {
@@ -128,6 +130,17 @@ caf::error apply_torchrun(std::map<std::string, std::string>& values, launch_opt
   return {};
 }
 
+// A switch is on when given bare or as true/1/yes, off as false/0/no.
+caf::error parse_switch(const char* flag, const std::string* text, bool& out) {
+  if (!text) return {};
+  if (*text == "true" || *text == "1" || *text == "yes") out = true;
+  else if (*text == "false" || *text == "0" || *text == "no") out = false;
+  else
+    return make_error(errc::bad_configuration,
+                      fmt::format("--{} takes no value, or true/false, not '{}'", flag, *text));
+  return {};
+}
+
 caf::error parse_role(const std::string& text, node_role& out) {
   if (text.empty()) out = node_role::embedded;
   else if (text == "coordinator") out = node_role::coordinator;
@@ -146,6 +159,8 @@ caf::error validate(const launch_options& o) {
   if (!(o.lr > 0)) return bad("--lr must be positive");
   if (o.optimizer != "adam" && o.optimizer != "sgd") return bad("--optimizer must be adam or sgd");
   if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
+  if (o.join_timeout.count() <= 0 || o.request_timeout.count() <= 0)
+    return bad("--join-timeout and --request-timeout must be positive");
   if (o.role == node_role::coordinator && !o.insecure && !is_loopback(o.listen.host))
     return bad(fmt::format("--listen {} is not a loopback address: Troupe's handshake keeps out "
                            "mistakes, not attackers (docs/SECURITY.md); add --insecure to do it",
@@ -170,7 +185,9 @@ std::string to_string(node_role r) {
 std::string to_string(const host_port& x) { return fmt::format("{}:{}", x.host, x.port); }
 
 bool is_loopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr v4{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 caf::expected<host_port> parse_host_port(const std::string& text) {
@@ -243,8 +260,8 @@ caf::expected<launch_options> parse_launch_options(const std::vector<std::string
   if (auto s = get("name")) o.name = *s;
   if (auto s = get("optimizer")) o.optimizer = *s;
   if (auto s = get("report")) o.report = *s;
-  o.insecure = get("insecure") && *get("insecure") != "false" && *get("insecure") != "0";
-  o.help = get("help") != nullptr;
+  if (auto e = parse_switch("insecure", get("insecure"), o.insecure)) return e;
+  if (auto e = parse_switch("help", get("help"), o.help)) return e;
   if (auto s = get("log-level"); s && !parse_log_level(*s, o.level))
     return make_error(errc::bad_configuration, fmt::format("--log-level: unknown level '{}'", *s));
   if (auto e = apply_torchrun(v, o)) return e;

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# From a fresh clone to a running job or a passing test suite:
+#   cmake/bootstrap.sh run [troupe-fmnist flags]   installs what is missing, builds, trains
+#   cmake/bootstrap.sh test                        installs what is missing, builds, runs ctest
+# Dependencies come from Debian's archive only; apt-get runs (as root, or through sudo) only
+# when a package is missing. BUILD_DIR (default build) and JOBS (default: cores) may be set.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-$here/build}
+jobs=${JOBS:-$(nproc)}
+packages=(cmake g++ make pkg-config libcaf-dev capnproto libcapnp-dev libfmt-dev
+          libboost-test-dev libopenblas-dev libssl-dev zlib1g-dev dataset-fashion-mnist)
+
+install_missing() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "bootstrap: installing ${missing[*]}"
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}"
+}
+
+build() {
+  cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
+  cmake --build "$build_dir" -j "$jobs"
+}
+
+case "${1:-}" in
+  run)
+    shift
+    install_missing
+    build
+    exec "$build_dir/bin/troupe-fmnist" "$@"
+    ;;
+  test)
+    install_missing
+    build
+    cd "$build_dir"
+    exec ctest --output-on-failure --timeout 600
+    ;;
+  *)
+    echo "usage: $0 run [troupe-fmnist flags] | test" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,114 @@
+// Whole jobs of troupe-fmnist on a Fashion-MNIST subset: embedded in one process, and as five
+// processes on loopback with a sixth that has the wrong secret. Each test starts every process
+// it needs and kills whatever is left when it ends.
+#define BOOST_TEST_MODULE fmnist_job
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+
+#include "tests/integration/child_process.hpp"
+
+using namespace troupe::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string binary = TROUPE_FMNIST_BIN;
+const std::vector<std::string> subset = {"--train-limit", "6000", "--test-limit", "2000",
+                                         "--epochs",      "2",    "--blas-threads", "1",
+                                         "--log-level",   "warn"};
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("troupe-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+std::vector<std::string> command(std::vector<std::string> head) {
+  head.insert(head.begin(), binary);
+  head.insert(head.end(), subset.begin(), subset.end());
+  return head;
+}
+
+void check_report(const std::string& path, double min_accuracy) {
+  const std::string report = read_file(path);
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= min_accuracy);
+  BOOST_TEST(json_number(report, "steps").value_or(0) > 0);
+  BOOST_TEST(json_number(report, "updates_applied").value_or(0) > 0);
+  BOOST_TEST(json_number(report, "updates_rejected").value_or(-1) == 0);
+  BOOST_TEST(json_number(report, "restarts").value_or(-1) == 0);
+  BOOST_TEST(report.find("\"max_staleness\":") != std::string::npos);
+  BOOST_TEST(report.find("\"epoch\": 2") != std::string::npos);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(embedded_job_trains_and_reports) {
+  const auto report = scratch("embedded.json");
+  child_process job(command({"--report", report.string()}), scratch("embedded.log").string());
+  BOOST_TEST_REQUIRE(job.started());
+  const auto code = job.wait(std::chrono::seconds(240));
+  BOOST_TEST_INFO("output: " << job.output());
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0);
+  check_report(report.string(), 0.70);
+}
+
+BOOST_AUTO_TEST_CASE(five_processes_train_and_a_wrong_secret_is_refused) {
+  const std::string port = std::to_string(free_port());
+  const std::string address = "127.0.0.1:" + port;
+  const auto report = scratch("distributed.json");
+  const std::vector<std::string> good_secret = {"TROUPE_SECRET=correct horse"};
+  child_process coordinator(command({"--role", "coordinator", "--listen", address, "--workers",
+                                     "2", "--servers", "2", "--report", report.string()}),
+                            scratch("coordinator.log").string(), good_secret);
+  std::vector<std::unique_ptr<child_process>> nodes;
+  for (const char* role : {"server", "server", "worker", "worker"}) {
+    const std::string name = std::string(role) + "-" + std::to_string(nodes.size());
+    nodes.push_back(std::make_unique<child_process>(
+        command({"--role", role, "--coordinator", address, "--name", name}),
+        scratch(name + ".log").string(), good_secret));
+  }
+  child_process intruder(command({"--role", "worker", "--coordinator", address}),
+                         scratch("intruder.log").string(), {"TROUPE_SECRET=battery staple"});
+
+  const auto intruder_code = intruder.wait(std::chrono::seconds(60));
+  BOOST_TEST_INFO("intruder: " << intruder.output());
+  BOOST_TEST_REQUIRE(intruder_code.has_value());
+  BOOST_TEST(*intruder_code != 0);
+  BOOST_TEST(intruder.output().find("secret") != std::string::npos);
+
+  const auto code = coordinator.wait(std::chrono::seconds(300));
+  BOOST_TEST_INFO("coordinator: " << coordinator.output());
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0);
+  for (auto& node : nodes) {
+    const auto node_code = node->wait(std::chrono::seconds(30));
+    BOOST_TEST_INFO("node: " << node->output());
+    BOOST_TEST_REQUIRE(node_code.has_value());
+    BOOST_TEST(*node_code == 0);
+  }
+  check_report(report.string(), 0.70);
+}
+
+BOOST_AUTO_TEST_CASE(a_non_loopback_listen_address_needs_insecure) {
+  child_process job({binary, "--role", "coordinator", "--listen", "0.0.0.0:7600", "--secret", "s"},
+                    scratch("insecure.log").string());
+  const auto code = job.wait(std::chrono::seconds(30));
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 2);
+  BOOST_TEST(job.output().find("--insecure") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_without_a_coordinator_gives_up_with_a_clear_message) {
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  child_process job(command({"--role", "worker", "--coordinator", address, "--secret", "s",
+                             "--join-timeout", "1"}),
+                    scratch("lonely.log").string());
+  const auto code = job.wait(std::chrono::seconds(60));
+  BOOST_TEST_INFO("output: " << job.output());
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 1);
+  BOOST_TEST(job.output().find("cannot reach the coordinator") != std::string::npos);
+}

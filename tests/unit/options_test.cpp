@@ -1,0 +1,518 @@
+// Unit tests of parse_launch_options (troupe/options.hpp) with a fake environment: defaults,
+// flags in both forms, TROUPE_* variables, torchrun's variables, precedence, app flags and every
+// rejection; plus parse_host_port and is_loopback.
+#define BOOST_TEST_MODULE options
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+
+#include "expect_error.hpp"
+#include "troupe/options.hpp"
+
+using namespace std::chrono_literals;
+using troupe::app_flag;
+using troupe::errc;
+using troupe::launch_options;
+using troupe::node_role;
+using troupe::testing::fails_with;
+using troupe::testing::succeeded;
+
+namespace {
+
+using env_map = std::map<std::string, std::string>;
+
+troupe::env_lookup fake_env(env_map vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+caf::expected<launch_options> parse(const std::vector<std::string>& args, env_map env = {},
+                                    const std::vector<app_flag>& app = {}) {
+  return troupe::parse_launch_options(args, fake_env(std::move(env)), app);
+}
+
+// The environment torchrun gives one process, with a loopback master and a secret.
+env_map torchrun(const std::string& rank, const std::string& world = "") {
+  env_map env{{"MASTER_ADDR", "127.0.0.1"},
+              {"MASTER_PORT", "29500"},
+              {"RANK", rank},
+              {"TROUPE_SECRET", "s3cret"}};
+  if (!world.empty()) env["WORLD_SIZE"] = world;
+  return env;
+}
+
+const std::vector<app_flag> app_flags = {
+    {"data", "DIR", "data folder", "/usr/share/data"},
+    {"hidden", "N", "hidden units", "128"},
+    {"no-eval", "", "skip evaluation", ""},
+};
+
+}  // namespace
+
+// -- defaults and flags -------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(defaults_without_flags_or_environment) {
+  auto o = parse({});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST((o->role == node_role::embedded));
+  BOOST_TEST(o->listen.host == "127.0.0.1");
+  BOOST_TEST(o->listen.port == 7600);
+  BOOST_TEST(o->coordinator.host == "127.0.0.1");
+  BOOST_TEST(o->coordinator.port == 7600);
+  BOOST_TEST(o->secret.empty());
+  BOOST_TEST(!o->insecure);
+  BOOST_TEST(o->name.empty());
+  BOOST_TEST(o->workers == 2u);
+  BOOST_TEST(o->servers == 2u);
+  BOOST_TEST(o->buckets == 0u);
+  BOOST_TEST(o->epochs == 3u);
+  BOOST_TEST(o->batch == 64u);
+  BOOST_TEST(o->lr == 1e-3f);
+  BOOST_TEST(o->optimizer == "adam");
+  BOOST_TEST(o->momentum == 0.9f);
+  BOOST_TEST(o->weight_decay == 0.0f);
+  BOOST_TEST(o->seed == 1u);
+  BOOST_TEST(o->report.empty());
+  BOOST_TEST(o->threads == 0u);
+  BOOST_TEST((o->level == troupe::log_level::info));
+  BOOST_TEST(o->join_timeout.count() == 30);
+  BOOST_TEST(o->request_timeout.count() == 30);
+  BOOST_TEST(!o->help);
+  BOOST_TEST(o->app.empty());
+}
+
+BOOST_AUTO_TEST_CASE(flags_with_separate_values) {
+  auto o = parse({"--workers",         "4",        "--servers",      "3",
+                  "--buckets",         "12",       "--epochs",       "5",
+                  "--batch",           "32",       "--lr",           "0.01",
+                  "--optimizer",       "sgd",      "--momentum",     "0.5",
+                  "--weight-decay",    "0.0001",   "--seed",         "42",
+                  "--report",          "out.json", "--threads",      "8",
+                  "--log-level",       "debug",    "--join-timeout", "7",
+                  "--request-timeout", "9",        "--name",         "alpha"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->workers == 4u);
+  BOOST_TEST(o->servers == 3u);
+  BOOST_TEST(o->buckets == 12u);
+  BOOST_TEST(o->epochs == 5u);
+  BOOST_TEST(o->batch == 32u);
+  BOOST_TEST(o->lr == 0.01f);
+  BOOST_TEST(o->optimizer == "sgd");
+  BOOST_TEST(o->momentum == 0.5f);
+  BOOST_TEST(o->weight_decay == 0.0001f);
+  BOOST_TEST(o->seed == 42u);
+  BOOST_TEST(o->report == "out.json");
+  BOOST_TEST(o->threads == 8u);
+  BOOST_TEST((o->level == troupe::log_level::debug));
+  BOOST_TEST(o->join_timeout.count() == 7);
+  BOOST_TEST(o->request_timeout.count() == 9);
+  BOOST_TEST(o->name == "alpha");
+}
+
+BOOST_AUTO_TEST_CASE(flags_with_equals_values) {
+  auto o = parse({"--workers=6", "--lr=0.5", "--listen=127.0.0.2:9000", "--name=a=b"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->workers == 6u);
+  BOOST_TEST(o->lr == 0.5f);
+  BOOST_TEST(o->listen.host == "127.0.0.2");
+  BOOST_TEST(o->listen.port == 9000);
+  BOOST_TEST(o->name == "a=b");  // only the first '=' separates name and value
+}
+
+BOOST_AUTO_TEST_CASE(equals_form_accepts_empty_value) {
+  auto o = parse({"--report="});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->report.empty());
+}
+
+BOOST_AUTO_TEST_CASE(roles_and_addresses_from_flags) {
+  auto o = parse({"--role", "worker", "--coordinator", "10.1.2.3:7700", "--secret", "s"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST((o->role == node_role::worker));
+  BOOST_TEST(o->coordinator.host == "10.1.2.3");
+  BOOST_TEST(o->coordinator.port == 7700);
+  BOOST_TEST(o->secret == "s");
+}
+
+BOOST_AUTO_TEST_CASE(each_role_name_parses) {
+  const std::pair<const char*, node_role> cases[] = {{"coordinator", node_role::coordinator},
+                                                     {"server", node_role::server},
+                                                     {"worker", node_role::worker},
+                                                     {"", node_role::embedded}};
+  for (const auto& [text, expected] : cases) {
+    auto o = parse({"--role", text, "--secret", "s"});
+    BOOST_TEST_REQUIRE(succeeded(o), text);
+    BOOST_TEST((o->role == expected), text);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(switch_takes_no_value) {
+  // --insecure is a switch: the next argument is a flag of its own, not its value.
+  auto o = parse({"--insecure", "--workers", "3"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->insecure);
+  BOOST_TEST(o->workers == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(help_skips_validation) {
+  // A worker without a secret is invalid, but --help must still be answered.
+  auto o = parse({"--help", "--role", "worker"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->help);
+}
+
+BOOST_AUTO_TEST_CASE(later_flag_wins) {
+  auto o = parse({"--workers", "3", "--workers", "5"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->workers == 5u);
+}
+
+// -- environment --------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(troupe_environment_sets_options) {
+  auto o = parse({}, {{"TROUPE_WORKERS", "8"},
+                      {"TROUPE_WEIGHT_DECAY", "0.25"},
+                      {"TROUPE_ROLE", "server"},
+                      {"TROUPE_SECRET", "from-env"},
+                      {"TROUPE_COORDINATOR", "192.168.1.5:8000"},
+                      {"TROUPE_LOG_LEVEL", "warn"},
+                      {"TROUPE_REQUEST_TIMEOUT", "3"}});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->workers == 8u);
+  BOOST_TEST(o->weight_decay == 0.25f);
+  BOOST_TEST((o->role == node_role::server));
+  BOOST_TEST(o->secret == "from-env");
+  BOOST_TEST(o->coordinator.host == "192.168.1.5");
+  BOOST_TEST(o->coordinator.port == 8000);
+  BOOST_TEST((o->level == troupe::log_level::warn));
+  BOOST_TEST(o->request_timeout.count() == 3);
+}
+
+BOOST_AUTO_TEST_CASE(environment_switch_values) {
+  BOOST_TEST(parse({}, {{"TROUPE_INSECURE", "1"}})->insecure);
+  BOOST_TEST(parse({}, {{"TROUPE_INSECURE", "true"}})->insecure);
+  BOOST_TEST(!parse({}, {{"TROUPE_INSECURE", "0"}})->insecure);
+  BOOST_TEST(!parse({}, {{"TROUPE_INSECURE", "false"}})->insecure);
+}
+
+BOOST_AUTO_TEST_CASE(flag_overrides_environment) {
+  auto o = parse({"--workers", "7", "--secret", "flag"},
+                 {{"TROUPE_WORKERS", "8"}, {"TROUPE_SECRET", "env"}});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->workers == 7u);
+  BOOST_TEST(o->secret == "flag");
+}
+
+BOOST_AUTO_TEST_CASE(bad_environment_value_is_an_error) {
+  BOOST_TEST(fails_with(parse({}, {{"TROUPE_EPOCHS", "many"}}), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(unrelated_environment_is_ignored) {
+  auto o = parse({}, {{"WORKERS", "9"}, {"TROUPE_UNKNOWN_THING", "x"}});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->workers == 2u);
+}
+
+// -- torchrun -----------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(torchrun_master_sets_both_addresses) {
+  auto o = parse({}, torchrun("3"));
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->listen.host == "127.0.0.1");
+  BOOST_TEST(o->listen.port == 29500);
+  BOOST_TEST(o->coordinator.host == "127.0.0.1");
+  BOOST_TEST(o->coordinator.port == 29500);
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_master_port_defaults_to_7600) {
+  auto o = parse({}, {{"MASTER_ADDR", "127.0.0.5"}});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->coordinator.host == "127.0.0.5");
+  BOOST_TEST(o->coordinator.port == 7600);
+  BOOST_TEST((o->role == node_role::embedded));  // no RANK: no role
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_rank_zero_is_coordinator) {
+  auto o = parse({}, torchrun("0"));
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST((o->role == node_role::coordinator));
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_ranks_one_to_servers_are_servers) {
+  for (const char* rank : {"1", "2"}) {
+    auto o = parse({}, torchrun(rank));
+    BOOST_TEST_REQUIRE(succeeded(o));
+    BOOST_TEST((o->role == node_role::server), "rank " << rank);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_ranks_after_servers_are_workers) {
+  for (const char* rank : {"3", "4", "100"}) {
+    auto o = parse({}, torchrun(rank));
+    BOOST_TEST_REQUIRE(succeeded(o));
+    BOOST_TEST((o->role == node_role::worker), "rank " << rank);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_rank_uses_the_servers_flag) {
+  auto o = parse({"--servers", "3"}, torchrun("3"));
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST((o->role == node_role::server));
+  auto w = parse({"--servers", "1"}, torchrun("2"));
+  BOOST_TEST_REQUIRE(succeeded(w));
+  BOOST_TEST((w->role == node_role::worker));
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_world_size_sets_workers) {
+  auto o = parse({}, torchrun("4", "6"));  // 1 coordinator + 2 servers + 3 workers
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->workers == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_smallest_world_has_one_worker) {
+  auto o = parse({}, torchrun("3", "4"));
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->workers == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_world_without_room_for_a_worker_is_an_error) {
+  BOOST_TEST(fails_with(parse({}, torchrun("1", "3")), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_workers_flag_beats_world_size) {
+  auto o = parse({"--workers", "5"}, torchrun("4", "6"));
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->workers == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_role_flag_beats_rank) {
+  auto o = parse({"--role", "worker"}, torchrun("0"));
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST((o->role == node_role::worker));
+}
+
+BOOST_AUTO_TEST_CASE(troupe_environment_beats_torchrun) {
+  env_map env = torchrun("0", "6");
+  env["TROUPE_ROLE"] = "server";
+  env["TROUPE_WORKERS"] = "9";
+  env["TROUPE_LISTEN"] = "127.0.0.9:1234";
+  auto o = parse({}, env);
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST((o->role == node_role::server));
+  BOOST_TEST(o->workers == 9u);
+  BOOST_TEST(o->listen.host == "127.0.0.9");
+  BOOST_TEST(o->listen.port == 1234);
+  BOOST_TEST(o->coordinator.port == 29500);  // still from MASTER_PORT
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_bad_rank_is_an_error) {
+  BOOST_TEST(fails_with(parse({}, torchrun("-1")), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({}, torchrun("one")), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_bad_world_size_is_an_error) {
+  BOOST_TEST(fails_with(parse({}, torchrun("3", "six")), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_non_loopback_master_needs_insecure_for_coordinator) {
+  env_map env = torchrun("0");
+  env["MASTER_ADDR"] = "10.0.0.1";
+  BOOST_TEST(fails_with(parse({}, env), errc::bad_configuration));
+  auto o = parse({"--insecure"}, env);
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->listen.host == "10.0.0.1");
+}
+
+// -- rejections ---------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(unknown_flag_is_an_error) {
+  BOOST_TEST(fails_with(parse({"--wrokers", "3"}), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(positional_argument_is_an_error) {
+  BOOST_TEST(fails_with(parse({"train"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"-w", "3"}), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(missing_value_is_an_error) {
+  BOOST_TEST(fails_with(parse({"--workers"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--epochs", "2", "--secret"}), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(bad_integer_is_an_error) {
+  for (const char* text : {"abc", "", "4x", "-1", "1.5", " 4", "99999999999"})
+    BOOST_TEST(fails_with(parse({"--workers", text}), errc::bad_configuration), "'" << text << "'");
+}
+
+BOOST_AUTO_TEST_CASE(bad_float_is_an_error) {
+  for (const char* text : {"abc", "", "0.1x", "nan", "inf"})
+    BOOST_TEST(fails_with(parse({"--lr", text}), errc::bad_configuration), "'" << text << "'");
+}
+
+BOOST_AUTO_TEST_CASE(bad_role_is_an_error) {
+  BOOST_TEST(fails_with(parse({"--role", "boss", "--secret", "s"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--role", "Worker", "--secret", "s"}), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(bad_address_is_an_error) {
+  BOOST_TEST(fails_with(parse({"--listen", "localhost"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--coordinator", "host:port"}), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(bad_log_level_is_an_error) {
+  BOOST_TEST(fails_with(parse({"--log-level", "verbose"}), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(out_of_range_values_are_errors) {
+  BOOST_TEST(fails_with(parse({"--workers", "0"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--servers", "0"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--epochs", "0"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--batch", "0"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--lr", "0"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--lr", "-0.1"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--momentum", "1"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--momentum", "-0.1"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--optimizer", "rmsprop"}), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(non_loopback_listen_for_coordinator_needs_insecure) {
+  BOOST_TEST(
+      fails_with(parse({"--role", "coordinator", "--secret", "s", "--listen", "0.0.0.0:7600"}),
+                 errc::bad_configuration));
+  BOOST_TEST(
+      fails_with(parse({"--role", "coordinator", "--secret", "s", "--listen", "10.0.0.1:7600"}),
+                 errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(non_loopback_listen_accepted_with_insecure) {
+  auto o =
+      parse({"--role", "coordinator", "--secret", "s", "--listen", "0.0.0.0:7600", "--insecure"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->insecure);
+  BOOST_TEST(o->listen.host == "0.0.0.0");
+}
+
+BOOST_AUTO_TEST_CASE(loopback_listen_for_coordinator_needs_no_insecure) {
+  for (const char* listen : {"127.0.0.1:7600", "localhost:7600", "::1:7600"}) {
+    auto o = parse({"--role", "coordinator", "--secret", "s", "--listen", listen});
+    BOOST_TEST(succeeded(o), listen);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(non_loopback_listen_ignored_for_other_roles) {
+  auto o = parse({"--role", "worker", "--secret", "s", "--listen", "10.0.0.1:7600"});
+  BOOST_TEST(succeeded(o));
+}
+
+BOOST_AUTO_TEST_CASE(distributed_role_needs_a_secret) {
+  for (const char* role : {"coordinator", "server", "worker"})
+    BOOST_TEST(fails_with(parse({"--role", role}), errc::bad_configuration), role);
+  BOOST_TEST(fails_with(parse({"--role", "worker", "--secret", ""}), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(secret_from_environment_is_enough) {
+  auto o = parse({"--role", "worker"}, {{"TROUPE_SECRET", "s"}});
+  BOOST_TEST(succeeded(o));
+}
+
+BOOST_AUTO_TEST_CASE(embedded_needs_no_secret) {
+  BOOST_TEST(succeeded(parse({})));
+}
+
+BOOST_AUTO_TEST_CASE(negative_timeout_is_an_error) {
+  BOOST_TEST(fails_with(parse({"--join-timeout", "-5"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--request-timeout", "-1"}), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(switch_with_false_value_stays_off) {
+  auto o = parse({"--insecure=false"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(!o->insecure);
+}
+
+// -- app flags ----------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(app_flags_have_their_defaults) {
+  auto o = parse({}, {}, app_flags);
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->app_value("data") == "/usr/share/data");
+  BOOST_TEST(o->app_value("hidden") == "128");
+  BOOST_TEST(o->app_value("no-eval") == "");
+}
+
+BOOST_AUTO_TEST_CASE(app_flags_from_flags) {
+  auto o = parse({"--data", "/tmp/d", "--hidden=64", "--no-eval"}, {}, app_flags);
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->app_value("data") == "/tmp/d");
+  BOOST_TEST(o->app_value("hidden") == "64");
+  BOOST_TEST(o->app_value("no-eval") == "true");
+}
+
+BOOST_AUTO_TEST_CASE(app_flags_from_environment) {
+  auto o =
+      parse({"--hidden", "32"}, {{"TROUPE_DATA", "/env/d"}, {"TROUPE_HIDDEN", "16"}}, app_flags);
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->app_value("data") == "/env/d");
+  BOOST_TEST(o->app_value("hidden") == "32");
+}
+
+BOOST_AUTO_TEST_CASE(app_value_of_undeclared_flag_is_empty) {
+  auto o = parse({}, {}, app_flags);
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->app_value("nope") == "");
+}
+
+BOOST_AUTO_TEST_CASE(app_flag_unknown_without_declaration) {
+  BOOST_TEST(fails_with(parse({"--data", "/tmp/d"}), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(app_flag_missing_value_is_an_error) {
+  BOOST_TEST(fails_with(parse({"--data"}, {}, app_flags), errc::bad_configuration));
+}
+
+// -- parse_host_port and is_loopback ------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(host_port_parses) {
+  auto hp = troupe::parse_host_port("example.org:8080");
+  BOOST_TEST_REQUIRE(succeeded(hp));
+  BOOST_TEST(hp->host == "example.org");
+  BOOST_TEST(hp->port == 8080);
+  BOOST_TEST(troupe::to_string(*hp) == "example.org:8080");
+}
+
+BOOST_AUTO_TEST_CASE(host_port_splits_at_last_colon) {
+  auto hp = troupe::parse_host_port("::1:7600");
+  BOOST_TEST_REQUIRE(succeeded(hp));
+  BOOST_TEST(hp->host == "::1");
+  BOOST_TEST(hp->port == 7600);
+}
+
+BOOST_AUTO_TEST_CASE(host_port_port_limits) {
+  auto zero = troupe::parse_host_port("h:0");
+  BOOST_TEST_REQUIRE(succeeded(zero));
+  BOOST_TEST(zero->port == 0);
+  auto max = troupe::parse_host_port("h:65535");
+  BOOST_TEST_REQUIRE(succeeded(max));
+  BOOST_TEST(max->port == 65535);
+  BOOST_TEST(fails_with(troupe::parse_host_port("h:65536"), errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(host_port_rejections) {
+  for (const char* text : {"", "host", ":80", "host:", "host:-1", "host:80x", "host:http"})
+    BOOST_TEST(fails_with(troupe::parse_host_port(text), errc::bad_configuration),
+               "'" << text << "'");
+}
+
+BOOST_AUTO_TEST_CASE(loopback_hosts) {
+  for (const char* host : {"localhost", "127.0.0.1", "127.1.2.3", "::1"})
+    BOOST_TEST(troupe::is_loopback(host), host);
+}
+
+BOOST_AUTO_TEST_CASE(non_loopback_hosts) {
+  for (const char* host :
+       {"", "0.0.0.0", "10.0.0.1", "128.0.0.1", "1.127.0.0", "::", "example.org", "127.example.org"})
+    BOOST_TEST(!troupe::is_loopback(host), host);
+}
