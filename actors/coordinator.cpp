@@ -153,10 +153,7 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
     if (m.done) return;
     config.log.warn("lost worker '{}' ({}); going on without it", m.name, describe(msg.reason));
     st.report.workers_lost.push_back(m.name);
-    const bool anyone_left = std::any_of(st.worker_members.begin(), st.worker_members.end(),
-                                         [](const member& w) { return !w.lost && !w.done; });
-    if (!anyone_left && st.evaluated < config.opts.epochs &&
-        std::all_of(st.worker_members.begin(), st.worker_members.end(),
+    if (std::all_of(st.worker_members.begin(), st.worker_members.end(),
                     [](const member& w) { return w.lost; }))
       return fail(self, config, "every worker was lost");
     return maybe_evaluate(self, config);
