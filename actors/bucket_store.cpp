@@ -32,8 +32,7 @@ caf::error bucket_store::validate(const push_request& push) const {
                       fmt::format("bucket {}: read clock has {} entries for {} workers", id_,
                                   push.read_clock.size(), workers_));
   if (!push.sparse.empty() || !push.signs.empty())
-    return make_error(errc::shape_mismatch,
-                      fmt::format("bucket {} holds dense tensors only", id_));
+    return make_error(errc::shape_mismatch, fmt::format("bucket {} holds dense tensors only", id_));
   if (push.dense.size() != slices_.size())
     return make_error(errc::shape_mismatch, fmt::format("bucket {} holds {} slices, push has {}",
                                                         id_, slices_.size(), push.dense.size()));
@@ -58,8 +57,8 @@ void bucket_store::step(size_t slice, const std::vector<float>& grad) {
                           optimizer_.epsilon, optimizer_.weight_decay, version_ + 1};
     kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad, h);
   } else {
-    kernels::sgd_momentum_step(theta, first_moment_[slice], grad, optimizer_.lr,
-                               optimizer_.beta1, optimizer_.weight_decay);
+    kernels::sgd_momentum_step(theta, first_moment_[slice], grad, optimizer_.lr, optimizer_.beta1,
+                               optimizer_.weight_decay);
   }
 }
 
@@ -77,7 +76,9 @@ caf::expected<push_ack> bucket_store::apply(const push_request& push) {
   return push_ack{id_, version_, staleness};
 }
 
-pull_reply bucket_store::snapshot() const { return pull_reply{id_, version_, clock_, slices_}; }
+pull_reply bucket_store::snapshot() const {
+  return pull_reply{id_, version_, clock_, slices_};
+}
 
 bucket_stats bucket_store::stats() const {
   return bucket_stats{id_, version_, version_, rejected_, max_staleness_, staleness_sum_, clock_};

@@ -68,7 +68,7 @@ void start_training(self_ptr self, const coordinator_config& config) {
   config.log.info("training: {} workers, {} servers, {} buckets, {} epochs", st.workers.size(),
                   st.servers.size(), st.buckets.size(), o.epochs);
   for (uint32_t r = 0; r < st.workers.size(); ++r) {
-    const start_job job{r, static_cast<uint32_t>(st.workers.size()), o.epochs, o.batch, o.seed,
+    const start_job job{r,      static_cast<uint32_t>(st.workers.size()), o.epochs, o.batch, o.seed,
                         st.plan};
     self->send(st.workers[r], start_atom_v, encode(job), st.buckets);
   }
@@ -110,8 +110,8 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   if (request->sender != expected)
     return make_error(errc::malformed_message, "join: role does not match the handle");
   if (self->state.phase != job_phase::joining || handles.size() >= wanted)
-    return make_error(errc::job_failed, fmt::format("the job already has its {} {}s", wanted,
-                                                    to_string(expected)));
+    return make_error(errc::job_failed,
+                      fmt::format("the job already has its {} {}s", wanted, to_string(expected)));
   self->monitor(handle);
   members.push_back(member{request->name, handle.address()});
   handles.push_back(std::move(handle));
@@ -137,8 +137,9 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
       st.server_members.erase(st.server_members.begin() + i);
       return;
     }
-    return fail(self, config, fmt::format("lost server '{}' ({}); its buckets are gone", m.name,
-                                          describe(msg.reason)));
+    return fail(
+        self, config,
+        fmt::format("lost server '{}' ({}); its buckets are gone", m.name, describe(msg.reason)));
   }
   for (size_t i = 0; i < st.worker_members.size(); ++i) {
     auto& m = st.worker_members[i];
@@ -165,8 +166,10 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
 bool epoch_complete(const coordinator_state& st, uint32_t epoch) {
   bool anyone = false;
   for (const auto& m : st.worker_members) {
-    if (m.epochs_reported > epoch) anyone = true;
-    else if (!m.lost) return false;
+    if (m.epochs_reported > epoch)
+      anyone = true;
+    else if (!m.lost)
+      return false;
   }
   return anyone;
 }
@@ -206,11 +209,13 @@ void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
               if (--*pending > 0) return;
               self->request(st.evaluator, config.opts.request_timeout * 10, eval_atom_v,
                             std::move(*params))
-                  .then([=](double accuracy,
-                            double loss) { record_evaluation(self, config, epoch, accuracy, loss); },
-                        [=](caf::error& err) {
-                          fail(self, config, "evaluation failed: " + describe(err));
-                        });
+                  .then(
+                      [=](double accuracy, double loss) {
+                        record_evaluation(self, config, epoch, accuracy, loss);
+                      },
+                      [=](caf::error& err) {
+                        fail(self, config, "evaluation failed: " + describe(err));
+                      });
             },
             [=](caf::error& err) {
               fail(self, config, fmt::format("pulling bucket {}: {}", b, describe(err)));
@@ -273,10 +278,10 @@ void finish(self_ptr self, const coordinator_config& config) {
     r.wall_s = seconds_since(st.started);
     r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
     write_report(config, r);
-    config.log.info("done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} updates applied, {} "
-                    "rejected, max staleness {}",
-                    r.test_accuracy, r.steps, r.wall_s, r.updates_applied, r.updates_rejected,
-                    r.max_staleness);
+    config.log.info(
+        "done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} updates applied, {} "
+        "rejected, max staleness {}",
+        r.test_accuracy, r.steps, r.wall_s, r.updates_applied, r.updates_rejected, r.max_staleness);
     stop_all_and_quit(self, config, caf::error{});
   };
   for (auto& bucket : st.buckets) {

@@ -23,8 +23,8 @@ void drop_expired(gatekeeper_state& st, size_t max_pending) {
 
 }  // namespace
 
-gatekeeper_actor::behavior_type gatekeeper(gatekeeper_actor::stateful_pointer<gatekeeper_state> self,
-                                           gatekeeper_config config) {
+gatekeeper_actor::behavior_type gatekeeper(
+    gatekeeper_actor::stateful_pointer<gatekeeper_state> self, gatekeeper_config config) {
   accept_exits_only_from(self, config.supervisor, config.log);
   return {
       [=](hello_atom, const wire& w) -> caf::result<wire> {
@@ -39,9 +39,9 @@ gatekeeper_actor::behavior_type gatekeeper(gatekeeper_actor::stateful_pointer<ga
         if (nonce.empty()) return make_error(errc::authentication_failed, "no random bytes");
         challenge reply{session, nonce,
                         auth::gatekeeper_proof(config.secret, request->node_nonce, nonce)};
-        st.pending[session] = pending_challenge{std::move(*request), std::move(nonce),
-                                                std::chrono::steady_clock::now() +
-                                                    config.challenge_ttl};
+        st.pending[session] =
+            pending_challenge{std::move(*request), std::move(nonce),
+                              std::chrono::steady_clock::now() + config.challenge_ttl};
         return encode(reply);
       },
       [=](prove_atom, const wire& w) -> caf::result<coordinator_actor> {
@@ -53,9 +53,9 @@ gatekeeper_actor::behavior_type gatekeeper(gatekeeper_actor::stateful_pointer<ga
           return make_error(errc::authentication_failed, "unknown or expired session");
         const pending_challenge challenge = std::move(it->second);
         st.pending.erase(it);  // one proof per challenge: replays find nothing
-        const auto expected = auth::node_proof(config.secret, challenge.nonce,
-                                               challenge.request.node_nonce,
-                                               challenge.request.sender, challenge.request.name);
+        const auto expected =
+            auth::node_proof(config.secret, challenge.nonce, challenge.request.node_nonce,
+                             challenge.request.sender, challenge.request.name);
         if (!auth::proofs_match(expected, answer->node_proof)) {
           ++st.refused;
           config.log.warn("refused {} '{}': it does not know the cluster secret",

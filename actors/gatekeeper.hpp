@@ -35,7 +35,7 @@ struct gatekeeper_state {
   uint64_t refused = 0;
 };
 
-gatekeeper_actor::behavior_type gatekeeper(gatekeeper_actor::stateful_pointer<gatekeeper_state> self,
-                                           gatekeeper_config config);
+gatekeeper_actor::behavior_type gatekeeper(
+    gatekeeper_actor::stateful_pointer<gatekeeper_state> self, gatekeeper_config config);
 
 }  // namespace troupe

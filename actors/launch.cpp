@@ -2,10 +2,10 @@
 // coordinator, servers and workers in one actor system; each distributed role spawns its one
 // actor after the handshake. main() waits for that actor to end and maps its exit reason to
 // the process exit code.
+#include <fmt/format.h>
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
-#include <fmt/format.h>
 
 #include <thread>
 
@@ -53,8 +53,8 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
                          coordinator_config{opts, task, self->address(), log.named("coordinator")});
   for (uint32_t i = 0; i < opts.servers; ++i) {
     const std::string name = "server-" + std::to_string(i);
-    sys.spawn(server, server_config{coord, name, opts.request_timeout, self->address(),
-                                    log.named(name)});
+    sys.spawn(server,
+              server_config{coord, name, opts.request_timeout, self->address(), log.named(name)});
   }
   for (uint32_t i = 0; i < opts.workers; ++i) {
     const std::string name = "worker-" + std::to_string(i);
@@ -73,8 +73,8 @@ int run_coordinator(const launch_options& opts, std::shared_ptr<const training_t
   size_blas(opts, 1);
   auto coord = sys.spawn(coordinator,
                          coordinator_config{opts, task, self->address(), log.named("coordinator")});
-  auto gk = sys.spawn(gatekeeper, gatekeeper_config{opts.secret, coord, self->address(),
-                                                    log.named("gatekeeper")});
+  auto gk = sys.spawn(
+      gatekeeper, gatekeeper_config{opts.secret, coord, self->address(), log.named("gatekeeper")});
   auto port = sys.middleman().publish(gk, opts.listen.port, opts.listen.host.c_str(), true);
   if (!port) {
     fmt::print(stderr, "{}: cannot listen on {}: {}\n", app.name, to_string(opts.listen),
@@ -90,8 +90,8 @@ int run_coordinator(const launch_options& opts, std::shared_ptr<const training_t
 }
 
 template <class Spawn>
-int run_member(const launch_options& opts, role as, const app_description& app,
-               const logger& log, Spawn spawn) {
+int run_member(const launch_options& opts, role as, const app_description& app, const logger& log,
+               Spawn spawn) {
   caf::actor_system_config cfg;
   configure_actor_system(cfg, opts);
   caf::actor_system sys{cfg};
@@ -121,14 +121,14 @@ int run_app(int argc, char** argv, const app_description& app) {
   }
   const logger log{node_name(*opts), opts->level};
   if (opts->role == node_role::server) {
-    return run_member(*opts, role::server, app, log,
-                      [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
-                          caf::actor_addr supervisor) {
-                        return sys
-                            .spawn(server, server_config{coord, name, opts->request_timeout,
-                                                         supervisor, log})
-                            .address();
-                      });
+    return run_member(
+        *opts, role::server, app, log,
+        [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+            caf::actor_addr supervisor) {
+          return sys
+              .spawn(server, server_config{coord, name, opts->request_timeout, supervisor, log})
+              .address();
+        });
   }
   auto made = app.make_task(*opts);
   if (!made) {
@@ -137,21 +137,23 @@ int run_app(int argc, char** argv, const app_description& app) {
   }
   std::shared_ptr<const training_task> task = std::move(*made);
   switch (opts->role) {
-    case node_role::embedded: return run_embedded(*opts, task, app, log);
-    case node_role::coordinator: return run_coordinator(*opts, task, app, log);
+    case node_role::embedded:
+      return run_embedded(*opts, task, app, log);
+    case node_role::coordinator:
+      return run_coordinator(*opts, task, app, log);
     case node_role::worker:
       size_blas(*opts, 1);
       return run_member(*opts, role::worker, app, log,
                         [&](caf::actor_system& sys, coordinator_actor coord,
                             const std::string& name, caf::actor_addr supervisor) {
                           return sys
-                              .spawn<caf::detached>(worker,
-                                                    worker_config{coord, task, name,
-                                                                  opts->request_timeout,
-                                                                  supervisor, log})
+                              .spawn<caf::detached>(
+                                  worker, worker_config{coord, task, name, opts->request_timeout,
+                                                        supervisor, log})
                               .address();
                         });
-    case node_role::server: break;
+    case node_role::server:
+      break;
   }
   return 1;
 }

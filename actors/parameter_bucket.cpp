@@ -5,9 +5,9 @@
 
 namespace troupe {
 
-bucket_actor::behavior_type parameter_bucket(bucket_actor::stateful_pointer<bucket_actor_state> self,
-                                             bucket_spec spec, caf::actor_addr supervisor,
-                                             logger log) {
+bucket_actor::behavior_type parameter_bucket(
+    bucket_actor::stateful_pointer<bucket_actor_state> self, bucket_spec spec,
+    caf::actor_addr supervisor, logger log) {
   accept_exits_only_from(self, supervisor, log);
   self->state.store.emplace(std::move(spec));
   // Messages bigger than any honest push or pull for this bucket are refused before decoding.
@@ -20,9 +20,9 @@ bucket_actor::behavior_type parameter_bucket(bucket_actor::stateful_pointer<buck
         if (!request) return std::move(request.error());
         auto& store = *self->state.store;
         if (request->bucket != store.id())
-          return make_error(errc::unknown_bucket, "pull for bucket " +
-                                                      std::to_string(request->bucket) +
-                                                      " reached bucket " + std::to_string(store.id()));
+          return make_error(errc::unknown_bucket,
+                            "pull for bucket " + std::to_string(request->bucket) +
+                                " reached bucket " + std::to_string(store.id()));
         return encode(store.snapshot());
       },
       [=](push_atom, const wire& w) -> caf::result<wire> {

@@ -20,8 +20,8 @@ struct bucket_actor_state {
   codec_limits limits;
 };
 
-bucket_actor::behavior_type parameter_bucket(bucket_actor::stateful_pointer<bucket_actor_state> self,
-                                             bucket_spec spec, caf::actor_addr supervisor,
-                                             logger log);
+bucket_actor::behavior_type parameter_bucket(
+    bucket_actor::stateful_pointer<bucket_actor_state> self, bucket_spec spec,
+    caf::actor_addr supervisor, logger log);
 
 }  // namespace troupe

@@ -52,8 +52,13 @@ void push_round(self_ptr self, const worker_config& config) {
   st.pending = st.buckets.size();
   for (size_t b = 0; b < st.buckets.size(); ++b) {
     const auto& plan = st.job->layout.buckets[b];
-    push_request push{plan.bucket, st.job->worker, st.clock, st.read_clocks[b],
-                      gather(*st.layout, plan, st.grad), {}, {}};
+    push_request push{plan.bucket,
+                      st.job->worker,
+                      st.clock,
+                      st.read_clocks[b],
+                      gather(*st.layout, plan, st.grad),
+                      {},
+                      {}};
     self->request(st.buckets[b], config.request_timeout, push_atom_v, encode(push))
         .then(
             [=](const wire&) {
@@ -78,8 +83,8 @@ void compute(self_ptr self, const worker_config& config) {
   st.epoch_loss += loss;
   if (!std::isfinite(loss) || !all_finite(st.grad)) {
     // Never send a poisoned gradient: skip this step's push and say so.
-    config.log.warn("non-finite loss or gradient at epoch {} step {}; push skipped",
-                    st.epoch + 1, st.step);
+    config.log.warn("non-finite loss or gradient at epoch {} step {}; push skipped", st.epoch + 1,
+                    st.step);
     finish_step(self, config);
     return;
   }

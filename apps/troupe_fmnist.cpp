@@ -43,4 +43,6 @@ troupe::app_description fmnist_app() {
 
 }  // namespace
 
-int main(int argc, char** argv) { return troupe::run_app(argc, argv, fmnist_app()); }
+int main(int argc, char** argv) {
+  return troupe::run_app(argc, argv, fmnist_app());
+}

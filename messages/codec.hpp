@@ -25,7 +25,7 @@ typename Inspector::result_type inspect(Inspector& f, wire& x) {
 }
 
 struct codec_limits {
-  size_t max_bytes = size_t{16} << 20;       // one message; CAF 0.17 struggles above 16 MiB
+  size_t max_bytes = size_t{16} << 20;        // one message; CAF 0.17 struggles above 16 MiB
   uint64_t max_elements = uint64_t{8} << 20;  // all tensor elements of one message
   size_t max_tensors = 4096;
   size_t max_dims = 8;

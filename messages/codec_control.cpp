@@ -11,15 +11,21 @@ constexpr size_t max_nonce_bytes = 64;
 
 caf::expected<role> read_role(schema::Role in) {
   switch (in) {
-    case schema::Role::COORDINATOR: return role::coordinator;
-    case schema::Role::SERVER: return role::server;
-    case schema::Role::WORKER: return role::worker;
-    case schema::Role::CONSOLE: return role::console;
+    case schema::Role::COORDINATOR:
+      return role::coordinator;
+    case schema::Role::SERVER:
+      return role::server;
+    case schema::Role::WORKER:
+      return role::worker;
+    case schema::Role::CONSOLE:
+      return role::console;
   }
   return make_error(errc::malformed_message, "unknown role");
 }
 
-schema::Role write_role(role r) { return static_cast<schema::Role>(static_cast<uint16_t>(r)); }
+schema::Role write_role(role r) {
+  return static_cast<schema::Role>(static_cast<uint16_t>(r));
+}
 
 void write_placement(schema::Placement::Builder out, const placement& x) {
   out.setVersion(x.version);
@@ -178,7 +184,8 @@ wire encode(const heartbeat& x) {
 template <>
 caf::expected<heartbeat> decode<heartbeat>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::Heartbeat, heartbeat>(
-      w, limits, [](schema::Heartbeat::Reader in, decode_budget& budget) -> caf::expected<heartbeat> {
+      w, limits,
+      [](schema::Heartbeat::Reader in, decode_budget& budget) -> caf::expected<heartbeat> {
         auto name = detail::read_text(in.getName(), budget, "node name");
         if (!name) return std::move(name.error());
         return heartbeat{std::move(*name), in.getSequence(), in.getSentUnixMs()};
@@ -213,7 +220,8 @@ wire encode(const start_job& x) {
 template <>
 caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::StartJob, start_job>(
-      w, limits, [](schema::StartJob::Reader in, decode_budget& budget) -> caf::expected<start_job> {
+      w, limits,
+      [](schema::StartJob::Reader in, decode_budget& budget) -> caf::expected<start_job> {
         auto layout = read_placement(in.getPlacement(), budget);
         if (!layout) return std::move(layout.error());
         if (in.getWorkers() == 0 || in.getWorker() >= in.getWorkers() || in.getBatch() == 0)
@@ -269,7 +277,8 @@ wire encode(const job_report& x) {
 template <>
 caf::expected<job_report> decode<job_report>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::JobReport, job_report>(
-      w, limits, [](schema::JobReport::Reader in, decode_budget& budget) -> caf::expected<job_report> {
+      w, limits,
+      [](schema::JobReport::Reader in, decode_budget& budget) -> caf::expected<job_report> {
         job_report x;
         x.test_accuracy = in.getTestAccuracy();
         x.steps = in.getSteps();

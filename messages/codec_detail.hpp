@@ -63,8 +63,7 @@ void write_sign(schema::SignTensor::Builder out, const sign_tensor& x);
 caf::expected<sign_tensor> read_sign(schema::SignTensor::Reader in, decode_budget& budget);
 
 void write_clock(schema::VectorClock::Builder out, const vector_clock& clock);
-caf::expected<vector_clock> read_clock(schema::VectorClock::Reader in,
-                                       const decode_budget& budget);
+caf::expected<vector_clock> read_clock(schema::VectorClock::Reader in, const decode_budget& budget);
 
 void write_bytes(capnp::Data::Builder out, const std::vector<uint8_t>& bytes);
 caf::expected<std::vector<uint8_t>> read_bytes(capnp::Data::Reader in, size_t max,

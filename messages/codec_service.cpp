@@ -33,9 +33,14 @@ caf::expected<std::vector<dense_tensor>> read_dense_list(List in, decode_budget&
 caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in) {
   optimizer_config x;
   switch (in.getKind()) {
-    case schema::Optimizer::Kind::ADAM: x.type = optimizer_config::kind::adam; break;
-    case schema::Optimizer::Kind::SGD: x.type = optimizer_config::kind::sgd; break;
-    default: return make_error(errc::malformed_message, "unknown optimizer kind");
+    case schema::Optimizer::Kind::ADAM:
+      x.type = optimizer_config::kind::adam;
+      break;
+    case schema::Optimizer::Kind::SGD:
+      x.type = optimizer_config::kind::sgd;
+      break;
+    default:
+      return make_error(errc::malformed_message, "unknown optimizer kind");
   }
   x.lr = in.getLr();
   x.beta1 = in.getBeta1();
@@ -82,7 +87,8 @@ wire encode(const pull_reply& x, const encode_options& opts) {
 template <>
 caf::expected<pull_reply> decode<pull_reply>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::PullReply, pull_reply>(
-      w, limits, [](schema::PullReply::Reader in, decode_budget& budget) -> caf::expected<pull_reply> {
+      w, limits,
+      [](schema::PullReply::Reader in, decode_budget& budget) -> caf::expected<pull_reply> {
         pull_reply x;
         x.bucket = in.getBucket();
         x.version = in.getVersion();

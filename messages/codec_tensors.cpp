@@ -14,18 +14,24 @@ namespace {
 
 caf::expected<dtype> to_dtype(schema::DType type) {
   switch (type) {
-    case schema::DType::F32: return dtype::f32;
-    case schema::DType::BF16: return dtype::bf16;
-    case schema::DType::F16: return dtype::f16;
+    case schema::DType::F32:
+      return dtype::f32;
+    case schema::DType::BF16:
+      return dtype::bf16;
+    case schema::DType::F16:
+      return dtype::f16;
   }
   return make_error(errc::malformed_message, "unknown dtype");
 }
 
 schema::DType to_schema(dtype type) {
   switch (type) {
-    case dtype::bf16: return schema::DType::BF16;
-    case dtype::f16: return schema::DType::F16;
-    case dtype::f32: break;
+    case dtype::bf16:
+      return schema::DType::BF16;
+    case dtype::f16:
+      return schema::DType::F16;
+    case dtype::f32:
+      break;
   }
   return schema::DType::F32;
 }
@@ -35,8 +41,7 @@ schema::DType to_schema(dtype type) {
 caf::expected<kj::Array<capnp::word>> frame_words(const wire& w, const codec_limits& limits) {
   if (w.bytes.empty()) return make_error(errc::malformed_message, "empty message");
   if (w.bytes.size() > limits.max_bytes)
-    return make_error(errc::message_too_large, std::to_string(w.bytes.size()) +
-                                                   " bytes, limit " +
+    return make_error(errc::message_too_large, std::to_string(w.bytes.size()) + " bytes, limit " +
                                                    std::to_string(limits.max_bytes));
   if (w.bytes.size() % sizeof(capnp::word) != 0)
     return make_error(errc::malformed_message, "length is not a whole number of 8-byte words");
@@ -104,9 +109,9 @@ caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::
   if (budget.elements > budget.limits.max_elements)
     return make_error(errc::message_too_large, "too many tensor elements in one message");
   if (data.size() != count * dtype_size(*storage))
-    return make_error(errc::shape_mismatch,
-                      what + ": " + std::to_string(data.size()) + " bytes for " +
-                          std::to_string(count) + " elements");
+    return make_error(errc::shape_mismatch, what + ": " + std::to_string(data.size()) +
+                                                " bytes for " + std::to_string(count) +
+                                                " elements");
   std::vector<float> values(count);
   if (*storage == dtype::f32) {
     std::memcpy(values.data(), data.begin(), data.size());

@@ -8,44 +8,45 @@
 #include <vector>
 
 #include <caf/atom.hpp>
+#include <caf/replies_to.hpp>
 #include <caf/type_id.hpp>
 #include <caf/typed_actor.hpp>
-#include <caf/replies_to.hpp>
 
 #include "messages/codec.hpp"
 
 CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
-  CAF_ADD_ATOM(troupe, troupe, pull_atom, "pull")
-  CAF_ADD_ATOM(troupe, troupe, push_atom, "push")
-  CAF_ADD_ATOM(troupe, troupe, stats_atom, "stats")
-  CAF_ADD_ATOM(troupe, troupe, host_atom, "host")
-  CAF_ADD_ATOM(troupe, troupe, start_atom, "start")
-  CAF_ADD_ATOM(troupe, troupe, stop_atom, "stop")
-  CAF_ADD_ATOM(troupe, troupe, join_atom, "join")
-  CAF_ADD_ATOM(troupe, troupe, epoch_atom, "epoch")
-  CAF_ADD_ATOM(troupe, troupe, done_atom, "done")
-  CAF_ADD_ATOM(troupe, troupe, hello_atom, "hello")
-  CAF_ADD_ATOM(troupe, troupe, prove_atom, "prove")
-  CAF_ADD_ATOM(troupe, troupe, eval_atom, "eval")
-  CAF_ADD_ATOM(troupe, troupe, step_atom, "step")
+CAF_ADD_ATOM(troupe, troupe, pull_atom, "pull")
+CAF_ADD_ATOM(troupe, troupe, push_atom, "push")
+CAF_ADD_ATOM(troupe, troupe, stats_atom, "stats")
+CAF_ADD_ATOM(troupe, troupe, host_atom, "host")
+CAF_ADD_ATOM(troupe, troupe, start_atom, "start")
+CAF_ADD_ATOM(troupe, troupe, stop_atom, "stop")
+CAF_ADD_ATOM(troupe, troupe, join_atom, "join")
+CAF_ADD_ATOM(troupe, troupe, epoch_atom, "epoch")
+CAF_ADD_ATOM(troupe, troupe, done_atom, "done")
+CAF_ADD_ATOM(troupe, troupe, hello_atom, "hello")
+CAF_ADD_ATOM(troupe, troupe, prove_atom, "prove")
+CAF_ADD_ATOM(troupe, troupe, eval_atom, "eval")
 
 namespace troupe {
 
 // A parameter bucket owns slices of the model's tensors and their optimizer state.
-using bucket_actor = caf::typed_actor<
-    caf::replies_to<pull_atom, wire>::with<wire>,  // pull_request -> pull_reply
-    caf::replies_to<push_atom, wire>::with<wire>,  // push_request -> push_ack (or an errc)
-    caf::replies_to<stats_atom>::with<wire>>;      // -> bucket_stats
+using bucket_actor =
+    caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wire>,  // pull_request -> pull_reply
+                     caf::replies_to<push_atom, wire>::with<wire>,  // push_request -> push_ack (or
+                                                                    // an errc)
+                     caf::replies_to<stats_atom>::with<wire>>;      // -> bucket_stats
 
 // The host of a server node: spawns and owns the buckets the coordinator places on it.
-using server_actor = caf::typed_actor<
-    caf::replies_to<host_atom, wire>::with<bucket_actor>,  // bucket_spec -> the new bucket
-    caf::replies_to<stop_atom>::with<bool>>;               // the job is over; true, then quit
+using server_actor =
+    caf::typed_actor<caf::replies_to<host_atom, wire>::with<bucket_actor>,  // bucket_spec -> the
+                                                                            // new bucket
+                     caf::replies_to<stop_atom>::with<bool>>;  // the job is over; true, then quit
 
 // A worker: trains on its shard once started, reporting each epoch to the coordinator.
 using worker_actor = caf::typed_actor<
     caf::reacts_to<start_atom, wire, std::vector<bucket_actor>>,  // start_job, one handle per
-                                                                   // bucket in placement order
+                                                                  // bucket in placement order
     caf::replies_to<stop_atom>::with<bool>>;                      // true, then quit
 
 // The coordinator: membership, placement, progress, evaluation, the report.
@@ -57,20 +58,21 @@ using coordinator_actor = caf::typed_actor<
 
 // The only actor a node publishes: it hands out the coordinator to peers that prove they know
 // the cluster secret (runtime/auth.hpp).
-using gatekeeper_actor = caf::typed_actor<
-    caf::replies_to<hello_atom, wire>::with<wire>,                // hello -> challenge
-    caf::replies_to<prove_atom, wire>::with<coordinator_actor>>;  // proof -> coordinator
+using gatekeeper_actor =
+    caf::typed_actor<caf::replies_to<hello_atom, wire>::with<wire>,  // hello -> challenge
+                     caf::replies_to<prove_atom, wire>::with<coordinator_actor>>;  // proof ->
+                                                                                   // coordinator
 
 }  // namespace troupe
 
-  // Types get their ids after the aliases above.
-  CAF_ADD_TYPE_ID(troupe, (troupe::wire))
-  CAF_ADD_TYPE_ID(troupe, (troupe::bucket_actor))
-  CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::bucket_actor>))
-  CAF_ADD_TYPE_ID(troupe, (troupe::server_actor))
-  CAF_ADD_TYPE_ID(troupe, (troupe::worker_actor))
-  CAF_ADD_TYPE_ID(troupe, (troupe::coordinator_actor))
-  CAF_ADD_TYPE_ID(troupe, (troupe::gatekeeper_actor))
+// Types get their ids after the aliases above.
+CAF_ADD_TYPE_ID(troupe, (troupe::wire))
+CAF_ADD_TYPE_ID(troupe, (troupe::bucket_actor))
+CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::bucket_actor>))
+CAF_ADD_TYPE_ID(troupe, (troupe::server_actor))
+CAF_ADD_TYPE_ID(troupe, (troupe::worker_actor))
+CAF_ADD_TYPE_ID(troupe, (troupe::coordinator_actor))
+CAF_ADD_TYPE_ID(troupe, (troupe::gatekeeper_actor))
 CAF_END_TYPE_ID_BLOCK(troupe)
 
 namespace troupe {

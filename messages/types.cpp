@@ -6,7 +6,9 @@
 
 namespace troupe {
 
-size_t dtype_size(dtype type) { return type == dtype::f32 ? 4 : 2; }
+size_t dtype_size(dtype type) {
+  return type == dtype::f32 ? 4 : 2;
+}
 
 uint64_t numel(const std::vector<uint32_t>& shape) {
   uint64_t n = 1;
@@ -16,10 +18,14 @@ uint64_t numel(const std::vector<uint32_t>& shape) {
 
 std::string to_string(role r) {
   switch (r) {
-    case role::coordinator: return "coordinator";
-    case role::server: return "server";
-    case role::worker: return "worker";
-    case role::console: return "console";
+    case role::coordinator:
+      return "coordinator";
+    case role::server:
+      return "server";
+    case role::worker:
+      return "worker";
+    case role::console:
+      return "console";
   }
   return "unknown";
 }
@@ -27,7 +33,9 @@ std::string to_string(role r) {
 namespace {
 
 // JSON has no NaN or Inf: a diverged run reports null rather than an unparsable file.
-std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : "null"; }
+std::string json_number(double x) {
+  return std::isfinite(x) ? fmt::format("{:.6g}", x) : "null";
+}
 
 std::string json_string(const std::string& s) {
   std::string out = "\"";

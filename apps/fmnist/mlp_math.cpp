@@ -30,9 +30,8 @@ void dense_forward(const float* params, const dense_shape& l, const float* x, si
   const float* bias = params + l.b_offset;
   for (size_t r = 0; r < rows; ++r) std::copy(bias, bias + l.out, y + r * l.out);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
-              static_cast<int>(l.out), static_cast<int>(l.in), 1.0f, x,
-              static_cast<int>(l.in), w, static_cast<int>(l.in), 1.0f, y,
-              static_cast<int>(l.out));
+              static_cast<int>(l.out), static_cast<int>(l.in), 1.0f, x, static_cast<int>(l.in), w,
+              static_cast<int>(l.in), 1.0f, y, static_cast<int>(l.out));
 }
 
 void relu(float* y, size_t n) {
@@ -40,8 +39,8 @@ void relu(float* y, size_t n) {
 }
 
 // From dy[rows, out]: dW = dy^T x, db = column sums of dy, and (when dx) dx = dy W.
-void dense_backward(const float* params, const dense_shape& l, const float* x,
-                    const float* dy, size_t rows, float* grad, float* dx) {
+void dense_backward(const float* params, const dense_shape& l, const float* x, const float* dy,
+                    size_t rows, float* grad, float* dx) {
   const int m = static_cast<int>(rows);
   const int in = static_cast<int>(l.in);
   const int out = static_cast<int>(l.out);

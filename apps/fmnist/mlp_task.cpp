@@ -105,8 +105,7 @@ class fmnist_replica : public task_replica {
 
 fmnist_task::fmnist_task(dataset train, dataset test)
     : train_(std::make_shared<const dataset>(std::move(train))),
-      test_(std::make_shared<const dataset>(std::move(test))) {
-}
+      test_(std::make_shared<const dataset>(std::move(test))) {}
 
 std::vector<tensor_spec> fmnist_task::parameters() const {
   std::vector<tensor_spec> specs;
@@ -131,11 +130,12 @@ void fmnist_task::initialize(uint64_t seed, std::span<float> params) const {
   }
 }
 
-caf::expected<std::unique_ptr<task_replica>>
-fmnist_task::make_replica(uint32_t rank, uint32_t workers, uint32_t batch,
-                          uint64_t seed) const {
-  const std::string who = "fmnist worker " + std::to_string(rank) + " of " +
-                          std::to_string(workers);
+caf::expected<std::unique_ptr<task_replica>> fmnist_task::make_replica(uint32_t rank,
+                                                                       uint32_t workers,
+                                                                       uint32_t batch,
+                                                                       uint64_t seed) const {
+  const std::string who =
+      "fmnist worker " + std::to_string(rank) + " of " + std::to_string(workers);
   if (train_->empty())
     return make_error(errc::bad_configuration,
                       who + ": no training data loaded (task built for evaluation only)");
@@ -144,15 +144,13 @@ fmnist_task::make_replica(uint32_t rank, uint32_t workers, uint32_t batch,
                       who + " with batch " + std::to_string(batch) + " is not a valid worker");
   if (rank >= train_->size())
     return make_error(errc::bad_configuration,
-                      who + ": no examples in a training set of " +
-                          std::to_string(train_->size()));
+                      who + ": no examples in a training set of " + std::to_string(train_->size()));
   return std::make_unique<fmnist_replica>(train_, rank, workers, batch, seed);
 }
 
 evaluation fmnist_task::evaluate(std::span<const float> params) const {
   const size_t n = test_->size();
-  if (params.size() != mlp_parameter_count)
-    return {0, std::numeric_limits<double>::quiet_NaN()};
+  if (params.size() != mlp_parameter_count) return {0, std::numeric_limits<double>::quiet_NaN()};
   if (n == 0) return {};
   mlp_buffers buffers(std::min(eval_chunk, n), false);
   std::vector<uint32_t> indices(buffers.capacity);

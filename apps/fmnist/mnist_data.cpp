@@ -15,8 +15,8 @@
 namespace troupe::fmnist {
 namespace {
 
-constexpr uint32_t images_magic = 0x00000803;  // unsigned bytes, 3 dimensions
-constexpr uint32_t labels_magic = 0x00000801;  // unsigned bytes, 1 dimension
+constexpr uint32_t images_magic = 0x00000803;     // unsigned bytes, 3 dimensions
+constexpr uint32_t labels_magic = 0x00000801;     // unsigned bytes, 1 dimension
 constexpr uint32_t max_file_examples = 1u << 21;  // far above any MNIST-style file
 
 struct gz_closer {
@@ -62,8 +62,7 @@ caf::error open_idx(const std::string& path, gz_file& file, std::span<uint32_t> 
 }
 
 // Reads at most `limit` images; `file_count` receives the count the header declares.
-caf::error read_images(const std::string& path, size_t limit, dataset& out,
-                       uint32_t& file_count) {
+caf::error read_images(const std::string& path, size_t limit, dataset& out, uint32_t& file_count) {
   gz_file file;
   std::array<uint32_t, 4> header{};  // magic, count, rows, cols
   if (auto err = open_idx(path, file, header)) return err;
@@ -72,8 +71,8 @@ caf::error read_images(const std::string& path, size_t limit, dataset& out,
   if (header[1] > max_file_examples)
     return fail(path, "implausible image count " + std::to_string(header[1]));
   if (header[2] != image_rows || header[3] != image_cols)
-    return fail(path, "images are " + std::to_string(header[2]) + "x" +
-                          std::to_string(header[3]) + ", expected 28x28");
+    return fail(path, "images are " + std::to_string(header[2]) + "x" + std::to_string(header[3]) +
+                          ", expected 28x28");
   file_count = header[1];
   size_t n = std::min<size_t>(limit, file_count);
   out.pixels.assign(n * image_size, 0);
@@ -83,8 +82,7 @@ caf::error read_images(const std::string& path, size_t limit, dataset& out,
 }
 
 // Reads at most `limit` labels, each checked to lie in 0..9.
-caf::error read_labels(const std::string& path, size_t limit, dataset& out,
-                       uint32_t& file_count) {
+caf::error read_labels(const std::string& path, size_t limit, dataset& out, uint32_t& file_count) {
   gz_file file;
   std::array<uint32_t, 2> header{};  // magic, count
   if (auto err = open_idx(path, file, header)) return err;
@@ -123,13 +121,12 @@ caf::expected<dataset> load_idx(const std::string& images_path, const std::strin
   if (auto err = read_images(images_path, limit, out, image_count)) return err;
   if (auto err = read_labels(labels_path, limit, out, label_count)) return err;
   if (image_count != label_count)
-    return fail(images_path, std::to_string(image_count) + " images but " + labels_path +
-                                 " has " + std::to_string(label_count) + " labels");
+    return fail(images_path, std::to_string(image_count) + " images but " + labels_path + " has " +
+                                 std::to_string(label_count) + " labels");
   return out;
 }
 
-caf::expected<dataset> load_split(const std::string& dir, const std::string& split,
-                                  size_t limit) {
+caf::expected<dataset> load_split(const std::string& dir, const std::string& split, size_t limit) {
   if (limit == 0) return dataset{};
   return load_idx(pick_file(dir, split + "-images-idx3-ubyte"),
                   pick_file(dir, split + "-labels-idx1-ubyte"), limit);

@@ -7,7 +7,7 @@ uint16_t float_to_half(float value) {
   std::memcpy(&bits, &value, sizeof bits);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> Inf
   if (abs < 0x38800000u) {
     // Subnormal half (or zero): shift the mantissa with its implicit bit, round to even.

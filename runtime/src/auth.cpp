@@ -42,10 +42,11 @@ bytes gatekeeper_proof(const std::string& secret, const bytes& node_nonce,
   return hmac(secret, {"troupe-gatekeeper-v1", view(node_nonce), view(gatekeeper_nonce)});
 }
 
-bytes node_proof(const std::string& secret, const bytes& gatekeeper_nonce,
-                 const bytes& node_nonce, role sender, const std::string& name) {
+bytes node_proof(const std::string& secret, const bytes& gatekeeper_nonce, const bytes& node_nonce,
+                 role sender, const std::string& name) {
   const std::string role_name = to_string(sender);
-  return hmac(secret, {"troupe-node-v1", view(gatekeeper_nonce), view(node_nonce), role_name, name});
+  return hmac(secret,
+              {"troupe-node-v1", view(gatekeeper_nonce), view(node_nonce), role_name, name});
 }
 
 bool proofs_match(const bytes& expected, const bytes& received) {

@@ -8,16 +8,26 @@ namespace troupe {
 
 std::string to_string(errc code) {
   switch (code) {
-    case errc::malformed_message: return "malformed_message";
-    case errc::message_too_large: return "message_too_large";
-    case errc::shape_mismatch: return "shape_mismatch";
-    case errc::non_finite: return "non_finite";
-    case errc::unknown_bucket: return "unknown_bucket";
-    case errc::authentication_failed: return "authentication_failed";
-    case errc::bad_configuration: return "bad_configuration";
-    case errc::io_failure: return "io_failure";
-    case errc::timeout: return "timeout";
-    case errc::job_failed: return "job_failed";
+    case errc::malformed_message:
+      return "malformed_message";
+    case errc::message_too_large:
+      return "message_too_large";
+    case errc::shape_mismatch:
+      return "shape_mismatch";
+    case errc::non_finite:
+      return "non_finite";
+    case errc::unknown_bucket:
+      return "unknown_bucket";
+    case errc::authentication_failed:
+      return "authentication_failed";
+    case errc::bad_configuration:
+      return "bad_configuration";
+    case errc::io_failure:
+      return "io_failure";
+    case errc::timeout:
+      return "timeout";
+    case errc::job_failed:
+      return "job_failed";
   }
   return "unknown_error";
 }
@@ -41,8 +51,10 @@ std::string describe(const caf::error& err) {
     what = caf::to_string(err.category()) + " error " + std::to_string(err.code());
   }
   const auto& ctx = err.context();
-  if (ctx.match_elements<std::string>()) what += ": " + ctx.get_as<std::string>(0);
-  else if (!ctx.empty()) what += ": " + caf::to_string(ctx);
+  if (ctx.match_elements<std::string>())
+    what += ": " + ctx.get_as<std::string>(0);
+  else if (!ctx.empty())
+    what += ": " + caf::to_string(ctx);
   return what;
 }
 

@@ -26,7 +26,9 @@ uint64_t row_size(const std::vector<uint32_t>& shape) {
 
 namespace {
 
-uint32_t rows_of(const std::vector<uint32_t>& shape) { return shape.empty() ? 1 : shape[0]; }
+uint32_t rows_of(const std::vector<uint32_t>& shape) {
+  return shape.empty() ? 1 : shape[0];
+}
 
 std::vector<uint32_t> with_rows(std::vector<uint32_t> shape, uint32_t rows) {
   if (shape.empty()) return shape;

@@ -6,9 +6,10 @@
 namespace troupe {
 
 bool parse_log_level(std::string_view text, log_level& out) {
-  constexpr std::pair<std::string_view, log_level> names[] = {
-      {"error", log_level::error}, {"warn", log_level::warn},
-      {"info", log_level::info},   {"debug", log_level::debug}};
+  constexpr std::pair<std::string_view, log_level> names[] = {{"error", log_level::error},
+                                                              {"warn", log_level::warn},
+                                                              {"info", log_level::info},
+                                                              {"debug", log_level::debug}};
   for (const auto& [name, level] : names) {
     if (text == name) {
       out = level;
@@ -22,13 +23,13 @@ void logger::emit(log_level at, const std::string& text) const {
   constexpr const char* labels[] = {"error", "warn ", "info ", "debug"};
   const auto now = std::chrono::system_clock::now();
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) %
-                  1000;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
   std::tm local{};
   localtime_r(&seconds, &local);
   const std::string line =
-      fmt::format("{:02}:{:02}:{:02}.{:03} {} {}: {}\n", local.tm_hour, local.tm_min,
-                  local.tm_sec, ms.count(), labels[static_cast<int>(at)], name_, text);
+      fmt::format("{:02}:{:02}:{:02}.{:03} {} {}: {}\n", local.tm_hour, local.tm_min, local.tm_sec,
+                  ms.count(), labels[static_cast<int>(at)], name_, text);
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 

@@ -1,9 +1,9 @@
 #include "troupe/node.hpp"
 
-#include <caf/io/middleman.hpp>
-#include <caf/scoped_actor.hpp>
 #include <cblas.h>
 #include <unistd.h>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include <thread>
 
@@ -27,13 +27,14 @@ std::string node_name(const launch_options& opts) {
   return to_string(opts.role) + "-" + std::to_string(::getpid());
 }
 
-void set_blas_threads(int threads) { openblas_set_num_threads(std::max(1, threads)); }
+void set_blas_threads(int threads) {
+  openblas_set_num_threads(std::max(1, threads));
+}
 
 namespace {
 
 caf::expected<gatekeeper_actor> connect_gatekeeper(caf::actor_system& sys,
-                                                   const launch_options& opts,
-                                                   const logger& log) {
+                                                   const launch_options& opts, const logger& log) {
   const auto deadline = std::chrono::steady_clock::now() + opts.join_timeout;
   caf::error last;
   for (int attempt = 0;; ++attempt) {
@@ -72,8 +73,8 @@ caf::expected<coordinator_actor> join_cluster(caf::actor_system& sys, const laun
     return make_error(errc::authentication_failed,
                       "the coordinator at " + to_string(opts.coordinator) +
                           " does not know our cluster secret (check --secret / TROUPE_SECRET)");
-  const proof mine{offered->session, auth::node_proof(opts.secret, offered->gatekeeper_nonce,
-                                                      nonce, sender, name)};
+  const proof mine{offered->session,
+                   auth::node_proof(opts.secret, offered->gatekeeper_nonce, nonce, sender, name)};
   caf::expected<coordinator_actor> result = make_error(errc::timeout, "no answer to our proof");
   self->request(*gk, opts.request_timeout, prove_atom_v, encode(mine))
       .receive([&](coordinator_actor& c) { result = std::move(c); },

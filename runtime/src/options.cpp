@@ -56,7 +56,8 @@ caf::error parse_number(const std::string& flag, const std::string& text, T& out
     char* end = nullptr;
     const double value = std::strtod(text.c_str(), &end);
     if (text.empty() || *end != '\0' || !std::isfinite(value))
-      return make_error(errc::bad_configuration, fmt::format("--{}: not a number: '{}'", flag, text));
+      return make_error(errc::bad_configuration,
+                        fmt::format("--{}: not a number: '{}'", flag, text));
     out = static_cast<T>(value);
     return {};
   } else {
@@ -96,7 +97,8 @@ caf::expected<std::map<std::string, std::string>> collect(const std::vector<std:
     }
     auto it = by_name.find(name);
     if (it == by_name.end())
-      return make_error(errc::bad_configuration, fmt::format("unknown flag --{} (see --help)", name));
+      return make_error(errc::bad_configuration,
+                        fmt::format("unknown flag --{} (see --help)", name));
     if (it->second->value_name.empty()) {
       values[name] = inline_value.value_or("true");  // a switch: --x, --x=true, --x=false
     } else if (inline_value) {
@@ -116,15 +118,17 @@ caf::error apply_torchrun(std::map<std::string, std::string>& values, launch_opt
   if (!values.count("torchrun-rank") || values.count("role")) return {};
   uint32_t rank = 0;
   if (auto err = parse_number("RANK", values["torchrun-rank"], rank)) return err;
-  out.role = rank == 0 ? node_role::coordinator
-                       : rank <= out.servers ? node_role::server : node_role::worker;
+  out.role = rank == 0             ? node_role::coordinator
+             : rank <= out.servers ? node_role::server
+                                   : node_role::worker;
   if (values.count("torchrun-world") && !values.count("workers")) {
     uint32_t world = 0;
     if (auto err = parse_number("WORLD_SIZE", values["torchrun-world"], world)) return err;
     if (world < out.servers + 2)
       return make_error(errc::bad_configuration,
                         fmt::format("WORLD_SIZE {} leaves no worker beside the coordinator and "
-                                    "{} servers", world, out.servers));
+                                    "{} servers",
+                                    world, out.servers));
     out.workers = world - 1 - out.servers;
   }
   return {};
@@ -133,8 +137,10 @@ caf::error apply_torchrun(std::map<std::string, std::string>& values, launch_opt
 // A switch is on when given bare or as true/1/yes, off as false/0/no.
 caf::error parse_switch(const char* flag, const std::string* text, bool& out) {
   if (!text) return {};
-  if (*text == "true" || *text == "1" || *text == "yes") out = true;
-  else if (*text == "false" || *text == "0" || *text == "no") out = false;
+  if (*text == "true" || *text == "1" || *text == "yes")
+    out = true;
+  else if (*text == "false" || *text == "0" || *text == "no")
+    out = false;
   else
     return make_error(errc::bad_configuration,
                       fmt::format("--{} takes no value, or true/false, not '{}'", flag, *text));
@@ -142,10 +148,14 @@ caf::error parse_switch(const char* flag, const std::string* text, bool& out) {
 }
 
 caf::error parse_role(const std::string& text, node_role& out) {
-  if (text.empty()) out = node_role::embedded;
-  else if (text == "coordinator") out = node_role::coordinator;
-  else if (text == "server") out = node_role::server;
-  else if (text == "worker") out = node_role::worker;
+  if (text.empty())
+    out = node_role::embedded;
+  else if (text == "coordinator")
+    out = node_role::coordinator;
+  else if (text == "server")
+    out = node_role::server;
+  else if (text == "worker")
+    out = node_role::worker;
   else
     return make_error(errc::bad_configuration,
                       fmt::format("--role must be coordinator, server or worker, not '{}'", text));
@@ -162,9 +172,10 @@ caf::error validate(const launch_options& o) {
   if (o.join_timeout.count() <= 0 || o.request_timeout.count() <= 0)
     return bad("--join-timeout and --request-timeout must be positive");
   if (o.role == node_role::coordinator && !o.insecure && !is_loopback(o.listen.host))
-    return bad(fmt::format("--listen {} is not a loopback address: Troupe's handshake keeps out "
-                           "mistakes, not attackers (docs/SECURITY.md); add --insecure to do it",
-                           to_string(o.listen)));
+    return bad(
+        fmt::format("--listen {} is not a loopback address: Troupe's handshake keeps out "
+                    "mistakes, not attackers (docs/SECURITY.md); add --insecure to do it",
+                    to_string(o.listen)));
   if (o.role != node_role::embedded && o.secret.empty())
     return bad("a distributed node needs --secret or TROUPE_SECRET");
   return {};
@@ -174,15 +185,21 @@ caf::error validate(const launch_options& o) {
 
 std::string to_string(node_role r) {
   switch (r) {
-    case node_role::embedded: return "embedded";
-    case node_role::coordinator: return "coordinator";
-    case node_role::server: return "server";
-    case node_role::worker: return "worker";
+    case node_role::embedded:
+      return "embedded";
+    case node_role::coordinator:
+      return "coordinator";
+    case node_role::server:
+      return "server";
+    case node_role::worker:
+      return "worker";
   }
   return "unknown";
 }
 
-std::string to_string(const host_port& x) { return fmt::format("{}:{}", x.host, x.port); }
+std::string to_string(const host_port& x) {
+  return fmt::format("{}:{}", x.host, x.port);
+}
 
 bool is_loopback(const std::string& host) {
   if (host == "localhost" || host == "::1" || host == "[::1]") return true;
@@ -232,8 +249,10 @@ caf::expected<launch_options> parse_launch_options(const std::vector<std::string
   };
   auto address = [&](const char* name, host_port& field) {
     if (auto s = get(name); s && !err) {
-      if (auto hp = parse_host_port(*s)) field = *hp;
-      else err = std::move(hp.error());
+      if (auto hp = parse_host_port(*s))
+        field = *hp;
+      else
+        err = std::move(hp.error());
     }
   };
   if (auto s = get("role")) err = parse_role(*s, o.role);
@@ -274,15 +293,17 @@ std::string launch_usage(const std::string& program, const std::string& summary,
                          const std::vector<app_flag>& app_flags) {
   std::string out = fmt::format("{}: {}\n\nusage: {} [flags]\n\n", program, summary, program);
   auto add = [&](const app_flag& f) {
-    const std::string left = f.value_name.empty() ? "--" + f.name : "--" + f.name + " " + f.value_name;
+    const std::string left =
+        f.value_name.empty() ? "--" + f.name : "--" + f.name + " " + f.value_name;
     out += fmt::format("  {:<26} {}", left, f.help);
     if (!f.default_value.empty()) out += fmt::format(" (default {})", f.default_value);
     out += '\n';
   };
   for (const auto& f : common_flags()) add(f);
   for (const auto& f : app_flags) add(f);
-  out += "\nEvery flag --foo-bar may also be given as TROUPE_FOO_BAR. torchrun's MASTER_ADDR,\n"
-         "MASTER_PORT, RANK (0 coordinator, 1..M servers, then workers) and WORLD_SIZE are read.\n";
+  out +=
+      "\nEvery flag --foo-bar may also be given as TROUPE_FOO_BAR. torchrun's MASTER_ADDR,\n"
+      "MASTER_PORT, RANK (0 coordinator, 1..M servers, then workers) and WORLD_SIZE are read.\n";
   return out;
 }
 

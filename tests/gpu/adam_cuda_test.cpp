@@ -39,7 +39,8 @@ struct device_buffer {
   size_t n = 0;
   explicit device_buffer(const std::vector<float>& host) : n(host.size()) {
     BOOST_REQUIRE(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(float)) == cudaSuccess);
-    if (n) BOOST_REQUIRE(cudaMemcpy(ptr, host.data(), n * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+    if (n)
+      BOOST_REQUIRE(cudaMemcpy(ptr, host.data(), n * 4, cudaMemcpyHostToDevice) == cudaSuccess);
   }
   ~device_buffer() { cudaFree(ptr); }
   std::vector<float> to_host() const {
@@ -61,8 +62,8 @@ void compare_steps(size_t n, float weight_decay) {
     h.weight_decay = weight_decay;
     h.step = step;
     troupe::kernels::adam_step(theta, m, v, grad, h);
-    BOOST_REQUIRE(troupe::kernels::cuda::adam_step(d_theta.ptr, d_m.ptr, d_v.ptr, d_grad.ptr, n,
-                                                   h, nullptr) == cudaSuccess);
+    BOOST_REQUIRE(troupe::kernels::cuda::adam_step(d_theta.ptr, d_m.ptr, d_v.ptr, d_grad.ptr, n, h,
+                                                   nullptr) == cudaSuccess);
     BOOST_REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   }
   const auto gpu_theta = d_theta.to_host();
@@ -87,5 +88,6 @@ BOOST_AUTO_TEST_CASE(adam_kernel_matches_the_cpu_twin, *boost::unit_test::precon
 // tests/gpu/run.sh sets TROUPE_REQUIRE_GPU=1: there a missing GPU is a failure, not a skip.
 BOOST_AUTO_TEST_CASE(a_gpu_is_present_when_required) {
   const char* required = std::getenv("TROUPE_REQUIRE_GPU");
-  if (required && std::string{required} == "1") BOOST_TEST(troupe::kernels::cuda::device_count() > 0);
+  if (required && std::string{required} == "1")
+    BOOST_TEST(troupe::kernels::cuda::device_count() > 0);
 }

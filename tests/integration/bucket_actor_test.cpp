@@ -122,7 +122,8 @@ BOOST_AUTO_TEST_CASE(a_bucket_actor_refuses_malformed_pushes_and_keeps_its_value
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   const auto spec = two_slice_spec(optimizer_config{});
-  auto bucket = sys.spawn(parameter_bucket, spec, self->address(), logger{"bucket", log_level::error});
+  auto bucket =
+      sys.spawn(parameter_bucket, spec, self->address(), logger{"bucket", log_level::error});
   const auto timeout = std::chrono::seconds(10);
 
   auto push = [&](const wire& w) {

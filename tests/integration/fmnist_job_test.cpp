@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string binary = TROUPE_FMNIST_BIN;
-const std::vector<std::string> subset = {"--train-limit", "6000", "--test-limit", "2000",
+const std::vector<std::string> subset = {"--train-limit", "6000", "--test-limit",   "2000",
                                          "--epochs",      "2",    "--blas-threads", "1",
                                          "--log-level",   "warn"};
 
@@ -60,8 +60,8 @@ BOOST_AUTO_TEST_CASE(five_processes_train_and_a_wrong_secret_is_refused) {
   const std::string address = "127.0.0.1:" + port;
   const auto report = scratch("distributed.json");
   const std::vector<std::string> good_secret = {"TROUPE_SECRET=correct horse"};
-  child_process coordinator(command({"--role", "coordinator", "--listen", address, "--workers",
-                                     "2", "--servers", "2", "--report", report.string()}),
+  child_process coordinator(command({"--role", "coordinator", "--listen", address, "--workers", "2",
+                                     "--servers", "2", "--report", report.string()}),
                             scratch("coordinator.log").string(), good_secret);
   std::vector<std::unique_ptr<child_process>> nodes;
   for (const char* role : {"server", "server", "worker", "worker"}) {

@@ -512,7 +512,7 @@ BOOST_AUTO_TEST_CASE(loopback_hosts) {
 }
 
 BOOST_AUTO_TEST_CASE(non_loopback_hosts) {
-  for (const char* host :
-       {"", "0.0.0.0", "10.0.0.1", "128.0.0.1", "1.127.0.0", "::", "example.org", "127.example.org"})
+  for (const char* host : {"", "0.0.0.0", "10.0.0.1", "128.0.0.1", "1.127.0.0", "::", "example.org",
+                           "127.example.org"})
     BOOST_TEST(!troupe::is_loopback(host), host);
 }

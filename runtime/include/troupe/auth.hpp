@@ -22,8 +22,8 @@ bytes random_nonce(size_t n = nonce_bytes);
 bytes gatekeeper_proof(const std::string& secret, const bytes& node_nonce,
                        const bytes& gatekeeper_nonce);
 
-bytes node_proof(const std::string& secret, const bytes& gatekeeper_nonce,
-                 const bytes& node_nonce, role sender, const std::string& name);
+bytes node_proof(const std::string& secret, const bytes& gatekeeper_nonce, const bytes& node_nonce,
+                 role sender, const std::string& name);
 
 // Constant-time comparison; false when lengths differ or either side is empty.
 bool proofs_match(const bytes& expected, const bytes& received);

@@ -48,8 +48,7 @@ class training_task {
   virtual void initialize(uint64_t seed, std::span<float> params) const = 0;
 
   // The replica of worker `rank` of `workers`: its shard of the data, batches of `batch`.
-  virtual caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t rank,
-                                                                    uint32_t workers,
+  virtual caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t rank, uint32_t workers,
                                                                     uint32_t batch,
                                                                     uint64_t seed) const = 0;
 
