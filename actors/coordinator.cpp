@@ -67,9 +67,11 @@ void start_training(self_ptr self, const coordinator_config& config) {
   st.epoch_reports.assign(o.epochs, 0);
   config.log.info("training: {} workers, {} servers, {} buckets, {} epochs", st.workers.size(),
                   st.servers.size(), st.buckets.size(), o.epochs);
-  for (uint32_t r = 0; r < st.workers.size(); ++r) {
-    const start_job job{r,      static_cast<uint32_t>(st.workers.size()), o.epochs, o.batch, o.seed,
-                        st.plan};
+  std::vector<endpoint> servers;
+  for (const auto& m : st.server_members) servers.push_back(m.data);
+  const auto workers = static_cast<uint32_t>(st.workers.size());
+  for (uint32_t r = 0; r < workers; ++r) {
+    const start_job job{r, workers, o.epochs, o.batch, o.seed, st.plan, servers};
     self->send(st.workers[r], start_atom_v, encode(job), st.buckets);
   }
 }
@@ -114,6 +116,7 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
                       fmt::format("the job already has its {} {}s", wanted, to_string(expected)));
   self->monitor(handle);
   members.push_back(member{request->name, handle.address()});
+  members.back().data = request->data;
   handles.push_back(std::move(handle));
   const auto rank = static_cast<uint32_t>(handles.size() - 1);
   config.log.info("{} '{}' joined ({} of {})", to_string(expected), request->name, rank + 1,

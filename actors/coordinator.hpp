@@ -36,6 +36,7 @@ struct member {
   bool lost = false;
   uint32_t epochs_reported = 0;
   bool done = false;
+  endpoint data;  // a server's port for direct connections from workers
 };
 
 struct coordinator_state {

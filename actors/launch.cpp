@@ -89,6 +89,16 @@ int run_coordinator(const launch_options& opts, std::shared_ptr<const training_t
   return code;
 }
 
+// A server opens its own port so that workers connect to it directly; without one, all data
+// would travel through the coordinator's node.
+endpoint open_data_port(caf::actor_system& sys, const launch_options& opts, const logger& log) {
+  auto port = sys.middleman().open(opts.listen.port, opts.listen.host.c_str(), true);
+  if (port) return endpoint{opts.listen.host, *port};
+  log.warn("cannot open {} for workers ({}); data goes through the coordinator",
+           to_string(opts.listen), sys.render(port.error()));
+  return endpoint{};
+}
+
 template <class Spawn>
 int run_member(const launch_options& opts, role as, const app_description& app, const logger& log,
                Spawn spawn) {
@@ -121,14 +131,14 @@ int run_app(int argc, char** argv, const app_description& app) {
   }
   const logger log{node_name(*opts), opts->level};
   if (opts->role == node_role::server) {
-    return run_member(
-        *opts, role::server, app, log,
-        [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
-            caf::actor_addr supervisor) {
-          return sys
-              .spawn(server, server_config{coord, name, opts->request_timeout, supervisor, log})
-              .address();
-        });
+    return run_member(*opts, role::server, app, log,
+                      [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+                          caf::actor_addr supervisor) {
+                        const endpoint data = open_data_port(sys, *opts, log);
+                        const server_config config{coord,      name, opts->request_timeout,
+                                                   supervisor, log,  data};
+                        return sys.spawn(server, config).address();
+                      });
   }
   auto made = app.make_task(*opts);
   if (!made) {

@@ -12,7 +12,8 @@ namespace {
 
 // Joins the coordinator; a refusal or a lost coordinator ends this server with an error.
 void join(server_actor::stateful_pointer<server_state> self, const server_config& config) {
-  const join_request request{role::server, config.name, static_cast<uint32_t>(::getpid())};
+  const join_request request{role::server, config.name, static_cast<uint32_t>(::getpid()),
+                             config.data};
   self->request(config.coordinator, config.request_timeout, join_atom_v, encode(request),
                 caf::actor_cast<server_actor>(self))
       .then(

@@ -24,6 +24,7 @@ struct server_config {
   std::chrono::seconds request_timeout{30};
   caf::actor_addr supervisor;
   logger log;
+  endpoint data;  // this node's own port for workers (port 0: in-process, none)
 };
 
 server_actor::behavior_type server(server_actor::stateful_pointer<server_state> self,

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include <caf/io/middleman.hpp>
+
 #include "actors/exit_guard.hpp"
 #include "troupe/error.hpp"
 
@@ -115,6 +117,21 @@ void pull_round(self_ptr self, const worker_config& config) {
   }
 }
 
+// Opens a direct connection to every server node, so pulls and pushes do not travel through
+// the coordinator's node. Blocks this (detached) worker's thread for the connection set-up; a
+// server that cannot be reached directly is still reached through the coordinator.
+void connect_servers(self_ptr self, const worker_config& config, const start_job& job) {
+  for (const auto& server : job.servers) {
+    if (server.port == 0) continue;
+    auto node = self->system().middleman().connect(server.host, server.port);
+    if (!node)
+      config.log.warn(
+          "no direct connection to the server at {}:{} ({}); going through the "
+          "coordinator",
+          server.host, server.port, self->system().render(node.error()));
+  }
+}
+
 void start(self_ptr self, const worker_config& config, const wire& w,
            std::vector<bucket_actor> buckets) {
   auto& st = self->state;
@@ -130,6 +147,7 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   st.read_clocks.assign(buckets.size(), vector_clock{});
   st.replica = std::move(*replica);
   st.buckets = std::move(buckets);
+  connect_servers(self, config, *job);
   st.job = std::move(*job);
   config.log.info("training: worker {} of {}, {} steps per epoch, {} epochs", st.job->worker,
                   st.job->workers, st.replica->steps_per_epoch(), st.job->epochs);

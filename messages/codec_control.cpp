@@ -27,6 +27,17 @@ schema::Role write_role(role r) {
   return static_cast<schema::Role>(static_cast<uint16_t>(r));
 }
 
+void write_endpoint(schema::Endpoint::Builder out, const endpoint& x) {
+  out.setHost(x.host);
+  out.setPort(x.port);
+}
+
+caf::expected<endpoint> read_endpoint(schema::Endpoint::Reader in, const decode_budget& budget) {
+  auto host = detail::read_text(in.getHost(), budget, "host");
+  if (!host) return std::move(host.error());
+  return endpoint{std::move(*host), in.getPort()};
+}
+
 void write_placement(schema::Placement::Builder out, const placement& x) {
   out.setVersion(x.version);
   auto buckets = out.initBuckets(x.buckets.size());
@@ -140,6 +151,7 @@ wire encode(const join_request& x) {
   out.setRole(write_role(x.sender));
   out.setName(x.name);
   out.setPid(x.pid);
+  write_endpoint(out.initDataEndpoint(), x.data);
   return detail::to_wire(message);
 }
 
@@ -151,7 +163,9 @@ caf::expected<join_request> decode<join_request>(const wire& w, const codec_limi
         if (!r) return std::move(r.error());
         auto name = detail::read_text(in.getName(), budget, "node name");
         if (!name) return std::move(name.error());
-        return join_request{*r, std::move(*name), in.getPid()};
+        auto data = read_endpoint(in.getDataEndpoint(), budget);
+        if (!data) return std::move(data.error());
+        return join_request{*r, std::move(*name), in.getPid(), std::move(*data)};
       });
 }
 
@@ -214,6 +228,8 @@ wire encode(const start_job& x) {
   out.setBatch(x.batch);
   out.setSeed(x.seed);
   write_placement(out.initPlacement(), x.layout);
+  auto servers = out.initServers(x.servers.size());
+  for (unsigned i = 0; i < x.servers.size(); ++i) write_endpoint(servers[i], x.servers[i]);
   return detail::to_wire(message);
 }
 
@@ -226,8 +242,22 @@ caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& li
         if (!layout) return std::move(layout.error());
         if (in.getWorkers() == 0 || in.getWorker() >= in.getWorkers() || in.getBatch() == 0)
           return make_error(errc::malformed_message, "start: bad worker index or batch size");
-        return start_job{in.getWorker(), in.getWorkers(), in.getEpochs(),
-                         in.getBatch(),  in.getSeed(),    std::move(*layout)};
+        start_job x{in.getWorker(),
+                    in.getWorkers(),
+                    in.getEpochs(),
+                    in.getBatch(),
+                    in.getSeed(),
+                    std::move(*layout),
+                    {}};
+        const auto servers = in.getServers();
+        if (servers.size() > budget.limits.max_list)
+          return make_error(errc::message_too_large, "start: too many servers");
+        for (auto s : servers) {
+          auto e = read_endpoint(s, budget);
+          if (!e) return std::move(e.error());
+          x.servers.push_back(std::move(*e));
+        }
+        return x;
       });
 }
 

@@ -143,6 +143,13 @@ struct Join {
   role @0 :Role;
   name @1 :Text;
   pid @2 :UInt32;
+  dataEndpoint @3 :Endpoint;  # a server's own port, for workers to connect to it directly
+}
+
+# A host and port; port 0 means none (e.g. in-process actors).
+struct Endpoint {
+  host @0 :Text;
+  port @1 :UInt16;
 }
 
 struct JoinReply {
@@ -184,6 +191,7 @@ struct StartJob {
   batch @3 :UInt32;
   seed @4 :UInt64;
   placement @5 :Placement;
+  servers @6 :List(Endpoint);  # data endpoint of each server, by server rank
 }
 
 struct EpochDone {

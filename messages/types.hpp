@@ -116,10 +116,17 @@ struct proof {
   std::vector<uint8_t> node_proof;
 };
 
+// A host and port; port 0 means none (in-process actors need no connection).
+struct endpoint {
+  std::string host;
+  uint16_t port = 0;
+};
+
 struct join_request {
   role sender = role::worker;
   std::string name;
   uint32_t pid = 0;
+  endpoint data;  // a server's own port, where workers connect to reach its buckets directly
 };
 
 struct join_reply {
@@ -158,6 +165,7 @@ struct start_job {
   uint32_t batch = 0;
   uint64_t seed = 0;
   placement layout;
+  std::vector<endpoint> servers;  // data endpoint of each server, by server rank
 };
 
 struct epoch_done {

@@ -18,7 +18,10 @@ namespace {
 const std::vector<app_flag>& common_flags() {
   static const std::vector<app_flag> flags = {
       {"role", "ROLE", "coordinator | server | worker; none: everything in this process", ""},
-      {"listen", "HOST:PORT", "where the coordinator accepts nodes", "127.0.0.1:7600"},
+      {"listen", "HOST:PORT",
+       "coordinator: where nodes join; server: where workers reach its buckets (default "
+       "127.0.0.1:0, any free port)",
+       "127.0.0.1:7600"},
       {"coordinator", "HOST:PORT", "the coordinator a server or worker joins", "127.0.0.1:7600"},
       {"secret", "S", "cluster secret; proven, never sent", ""},
       {"insecure", "", "allow --listen on a non-loopback address (see docs/SECURITY.md)", ""},
@@ -78,7 +81,7 @@ caf::expected<std::map<std::string, std::string>> collect(const std::vector<std:
   for (const auto& f : flags) by_name[f.name] = &f;
   if (auto addr = env("MASTER_ADDR")) {
     const std::string port = env("MASTER_PORT").value_or("7600");
-    values["listen"] = *addr + ":" + port;
+    values["torchrun-master"] = *addr + ":" + port;
     values["coordinator"] = *addr + ":" + port;
   }
   if (auto rank = env("RANK")) values["torchrun-rank"] = *rank;
@@ -171,7 +174,8 @@ caf::error validate(const launch_options& o) {
   if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
   if (o.join_timeout.count() <= 0 || o.request_timeout.count() <= 0)
     return bad("--join-timeout and --request-timeout must be positive");
-  if (o.role == node_role::coordinator && !o.insecure && !is_loopback(o.listen.host))
+  const bool listens = o.role == node_role::coordinator || o.role == node_role::server;
+  if (listens && !o.insecure && !is_loopback(o.listen.host))
     return bad(
         fmt::format("--listen {} is not a loopback address: Troupe's handshake keeps out "
                     "mistakes, not attackers (docs/SECURITY.md); add --insecure to do it",
@@ -284,6 +288,16 @@ caf::expected<launch_options> parse_launch_options(const std::vector<std::string
   if (auto s = get("log-level"); s && !parse_log_level(*s, o.level))
     return make_error(errc::bad_configuration, fmt::format("--log-level: unknown level '{}'", *s));
   if (auto e = apply_torchrun(v, o)) return e;
+  if (!get("listen")) {
+    // torchrun's master address is where rank 0 listens; a server takes any free port.
+    if (o.role == node_role::coordinator && get("torchrun-master")) {
+      auto hp = parse_host_port(*get("torchrun-master"));
+      if (!hp) return std::move(hp.error());
+      o.listen = *hp;
+    } else if (o.role == node_role::server) {
+      o.listen = host_port{"127.0.0.1", 0};
+    }
+  }
   if (o.help) return o;
   if (auto e = validate(o)) return e;
   return o;

@@ -353,12 +353,14 @@ BOOST_AUTO_TEST_CASE(proof_fields) {
 }
 
 BOOST_AUTO_TEST_CASE(join_request_fields) {
-  const join_request x{role::server, "server-1", 4242};
+  const join_request x{role::server, "server-1", 4242, endpoint{"127.0.0.2", 40123}};
   auto y = decode<join_request>(encode(x));
   BOOST_TEST_REQUIRE(succeeded(y));
   BOOST_TEST((y->sender == role::server));
   BOOST_TEST(y->name == "server-1");
   BOOST_TEST(y->pid == 4242u);
+  BOOST_TEST(y->data.host == "127.0.0.2");
+  BOOST_TEST(y->data.port == 40123u);
 }
 
 BOOST_AUTO_TEST_CASE(join_reply_fields) {
@@ -394,7 +396,13 @@ BOOST_AUTO_TEST_CASE(placement_empty) {
 }
 
 BOOST_AUTO_TEST_CASE(start_job_fields) {
-  const start_job x{1, 4, 10, 64, 0x1234567890ull, make_placement(2, 3)};
+  const start_job x{1,
+                    4,
+                    10,
+                    64,
+                    0x1234567890ull,
+                    make_placement(2, 3),
+                    {endpoint{"127.0.0.1", 4000}, endpoint{"", 0}}};
   auto y = decode<start_job>(encode(x));
   BOOST_TEST_REQUIRE(succeeded(y));
   BOOST_TEST(y->worker == 1u);
@@ -403,6 +411,10 @@ BOOST_AUTO_TEST_CASE(start_job_fields) {
   BOOST_TEST(y->batch == 64u);
   BOOST_TEST(y->seed == 0x1234567890ull);
   check_placement(y->layout, x.layout);
+  BOOST_TEST_REQUIRE(y->servers.size() == 2u);
+  BOOST_TEST(y->servers[0].host == "127.0.0.1");
+  BOOST_TEST(y->servers[0].port == 4000u);
+  BOOST_TEST(y->servers[1].port == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(epoch_done_fields) {

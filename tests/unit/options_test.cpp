@@ -218,13 +218,38 @@ BOOST_AUTO_TEST_CASE(unrelated_environment_is_ignored) {
 
 // -- torchrun -----------------------------------------------------------------------------------
 
-BOOST_AUTO_TEST_CASE(torchrun_master_sets_both_addresses) {
-  auto o = parse({}, torchrun("3"));
+BOOST_AUTO_TEST_CASE(torchrun_master_is_where_rank_zero_listens) {
+  auto o = parse({}, torchrun("0"));
   BOOST_TEST_REQUIRE(succeeded(o));
   BOOST_TEST(o->listen.host == "127.0.0.1");
   BOOST_TEST(o->listen.port == 29500);
   BOOST_TEST(o->coordinator.host == "127.0.0.1");
   BOOST_TEST(o->coordinator.port == 29500);
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_master_is_what_other_ranks_join) {
+  auto o = parse({}, torchrun("3"));
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->coordinator.host == "127.0.0.1");
+  BOOST_TEST(o->coordinator.port == 29500);
+}
+
+BOOST_AUTO_TEST_CASE(a_server_listens_on_any_free_loopback_port_by_default) {
+  auto o = parse({}, torchrun("1"));
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST((o->role == node_role::server));
+  BOOST_TEST(o->listen.host == "127.0.0.1");
+  BOOST_TEST(o->listen.port == 0);
+  auto explicit_port = parse({"--role", "server", "--secret", "s", "--listen", "127.0.0.3:9000"});
+  BOOST_TEST_REQUIRE(succeeded(explicit_port));
+  BOOST_TEST(explicit_port->listen.port == 9000);
+}
+
+BOOST_AUTO_TEST_CASE(non_loopback_listen_for_a_server_needs_insecure) {
+  BOOST_TEST(fails_with(parse({"--role", "server", "--secret", "s", "--listen", "10.0.0.1:0"}),
+                        errc::bad_configuration));
+  BOOST_TEST(succeeded(
+      parse({"--role", "server", "--secret", "s", "--listen", "10.0.0.1:0", "--insecure"})));
 }
 
 BOOST_AUTO_TEST_CASE(torchrun_master_port_defaults_to_7600) {
