@@ -34,6 +34,7 @@ void maybe_evaluate(self_ptr self, const coordinator_config& config);
 void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::error reason) {
   auto& st = self->state;
   st.phase = job_phase::finishing;
+  const std::string why = reason ? describe(reason) : std::string{};
   auto pending = std::make_shared<size_t>(0);
   auto done = [=] {
     if (--*pending == 0) self->quit(reason);
@@ -41,7 +42,7 @@ void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::err
   auto ask = [&](const auto& handle, const member& m) {
     if (m.lost) return;
     ++*pending;
-    self->request(handle, config.opts.request_timeout, stop_atom_v)
+    self->request(handle, config.opts.request_timeout, stop_atom_v, why)
         .then([=](bool) { done(); }, [=](caf::error&) { done(); });
   };
   ++*pending;  // held until every request is out

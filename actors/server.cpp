@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "actors/exit_guard.hpp"
+#include "actors/job_outcome.hpp"
 #include "actors/parameter_bucket.hpp"
 #include "troupe/error.hpp"
 
@@ -52,11 +53,11 @@ server_actor::behavior_type server(server_actor::stateful_pointer<server_state> 
         config.log.debug("hosting bucket {}", id);
         return bucket;
       },
-      [=](stop_atom) {
+      [=](stop_atom, const std::string& failure) {
         self->state.stopping = true;
         config.log.info("the job is over; stopping {} buckets", self->state.buckets.size());
         // Linked buckets end with us; quitting after this reply lets it reach the coordinator.
-        self->quit();
+        self->quit(job_outcome(failure));
         return true;
       },
   };

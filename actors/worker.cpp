@@ -7,6 +7,7 @@
 #include <caf/io/middleman.hpp>
 
 #include "actors/exit_guard.hpp"
+#include "actors/job_outcome.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -20,6 +21,12 @@ void pull_round(self_ptr self, const worker_config& config);
 void fail(self_ptr self, const worker_config& config, caf::error err) {
   config.log.error("stopping: {}", describe(err));
   self->quit(std::move(err));
+}
+
+// Fails with what we were doing in front of the reason, e.g. "pushing to bucket 3: ...".
+void fail(self_ptr self, const worker_config& config, const std::string& doing,
+          const caf::error& err) {
+  fail(self, config, make_error(errc::job_failed, doing + ": " + describe(err)));
 }
 
 bool all_finite(const std::vector<float>& xs) {
@@ -73,7 +80,7 @@ void push_round(self_ptr self, const worker_config& config) {
                 config.log.warn("bucket {} refused our push: {}", b, describe(err));
                 if (--self->state.pending == 0) finish_step(self, config);
               } else {
-                fail(self, config, std::move(err));
+                fail(self, config, "pushing to bucket " + std::to_string(b), err);
               }
             });
   }
@@ -113,7 +120,9 @@ void pull_round(self_ptr self, const worker_config& config) {
               st.read_clocks[b] = std::move(reply->clock);
               if (--st.pending == 0) compute(self, config);
             },
-            [=](caf::error& err) { fail(self, config, std::move(err)); });
+            [=](caf::error& err) {
+              fail(self, config, "pulling bucket " + std::to_string(b), err);
+            });
   }
 }
 
@@ -172,15 +181,15 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
   self->request(config.coordinator, config.request_timeout, join_atom_v, encode(request),
                 caf::actor_cast<worker_actor>(self))
       .then([=](const wire&) { config.log.debug("joined the coordinator"); },
-            [=](caf::error& err) { fail(self, config, std::move(err)); });
+            [=](caf::error& err) { fail(self, config, "joining the coordinator", err); });
   return {
       [=](start_atom, const wire& w, std::vector<bucket_actor> buckets) {
         if (self->state.job) return config.log.warn("ignored a second start");
         start(self, config, w, std::move(buckets));
       },
-      [=](stop_atom) {
+      [=](stop_atom, const std::string& failure) {
         self->state.stopping = true;
-        self->quit();
+        self->quit(job_outcome(failure));
         return true;
       },
   };

@@ -41,13 +41,13 @@ using bucket_actor =
 using server_actor =
     caf::typed_actor<caf::replies_to<host_atom, wire>::with<bucket_actor>,  // bucket_spec -> the
                                                                             // new bucket
-                     caf::replies_to<stop_atom>::with<bool>>;  // the job is over; true, then quit
+                     caf::replies_to<stop_atom, std::string>::with<bool>>;  // job over; why it failed ("" = done)
 
 // A worker: trains on its shard once started, reporting each epoch to the coordinator.
 using worker_actor = caf::typed_actor<
     caf::reacts_to<start_atom, wire, std::vector<bucket_actor>>,  // start_job, one handle per
                                                                   // bucket in placement order
-    caf::replies_to<stop_atom>::with<bool>>;                      // true, then quit
+    caf::replies_to<stop_atom, std::string>::with<bool>>;  // job over; why it failed ("" = done)
 
 // The coordinator: membership, placement, progress, evaluation, the report.
 using coordinator_actor = caf::typed_actor<

@@ -59,6 +59,22 @@ class child_process {
 
   bool started() const { return pid_ > 0; }
 
+  // Sends SIGKILL, as a crash would end the process.
+  void kill() {
+    if (pid_ > 0 && !exit_code_) ::kill(pid_, SIGKILL);
+  }
+
+  // Waits until the output contains `text`; false if the process ended or time ran out first.
+  bool wait_for_output(const std::string& text, std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (output().find(text) != std::string::npos) return true;
+      if (wait(std::chrono::seconds(0))) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
   // The exit code (128 + signal if killed by one), or nullopt if still running at the deadline.
   std::optional<int> wait(std::chrono::seconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;

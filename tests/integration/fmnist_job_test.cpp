@@ -92,6 +92,71 @@ BOOST_AUTO_TEST_CASE(five_processes_train_and_a_wrong_secret_is_refused) {
   check_report(report.string(), 0.70);
 }
 
+// A coordinator, two servers and two workers on loopback, for the fault tests below.
+struct small_cluster {
+  std::string address = "127.0.0.1:" + std::to_string(free_port());
+  fs::path report = scratch("cluster-" + address.substr(10) + ".json");
+  std::vector<std::string> env = {"TROUPE_SECRET=s"};
+  std::unique_ptr<child_process> coordinator;
+  std::vector<std::unique_ptr<child_process>> servers, workers;
+
+  explicit small_cluster(const std::string& epochs) {
+    auto with_epochs = [&](std::vector<std::string> args) {
+      args = command(std::move(args));
+      args.insert(args.end(), {"--epochs", epochs});  // the later flag wins
+      return args;
+    };
+    coordinator = std::make_unique<child_process>(
+        with_epochs({"--role", "coordinator", "--listen", address, "--report", report.string()}),
+        scratch("c-" + address.substr(10) + ".log").string(), env);
+    for (int i = 0; i < 2; ++i) {
+      const std::string n = std::to_string(i) + "-" + address.substr(10);
+      servers.push_back(std::make_unique<child_process>(
+          with_epochs({"--role", "server", "--coordinator", address}),
+          scratch("s" + n + ".log").string(), env));
+      workers.push_back(std::make_unique<child_process>(
+          with_epochs({"--role", "worker", "--coordinator", address, "--name", "worker-" + n}),
+          scratch("w" + n + ".log").string(), env));
+    }
+  }
+};
+
+BOOST_AUTO_TEST_CASE(a_lost_worker_is_reported_and_the_job_goes_on) {
+  small_cluster cluster{"20"};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/20", std::chrono::seconds(120)));
+  cluster.workers[1]->kill();
+  const auto code = cluster.coordinator->wait(std::chrono::seconds(300));
+  BOOST_TEST_INFO("coordinator: " << cluster.coordinator->output());
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0);
+  const std::string report = read_file(cluster.report.string());
+  BOOST_TEST(report.find("\"workers_lost\": [\"worker-1-") != std::string::npos, report);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.70);
+  BOOST_TEST(cluster.workers[0]->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_server_fails_the_job_and_every_process_says_so) {
+  small_cluster cluster{"50"};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/50", std::chrono::seconds(120)));
+  cluster.servers[1]->kill();
+  const auto code = cluster.coordinator->wait(std::chrono::seconds(120));
+  BOOST_TEST_INFO("coordinator: " << cluster.coordinator->output());
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 1);
+  BOOST_TEST(cluster.coordinator->output().find("lost server") != std::string::npos);
+  for (auto* node :
+       {cluster.servers[0].get(), cluster.workers[0].get(), cluster.workers[1].get()}) {
+    const auto node_code = node->wait(std::chrono::seconds(60));
+    BOOST_TEST_INFO("node: " << node->output());
+    BOOST_TEST_REQUIRE(node_code.has_value());
+    BOOST_TEST(*node_code != 0);
+    // Told by the coordinator, or a worker that found the bucket gone first: either says why.
+    const std::string out = node->output();
+    BOOST_TEST(
+        (out.find("lost server") != std::string::npos || out.find("bucket") != std::string::npos));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_non_loopback_listen_address_needs_insecure) {
   child_process job({binary, "--role", "coordinator", "--listen", "0.0.0.0:7600", "--secret", "s"},
                     scratch("insecure.log").string());
