@@ -128,40 +128,46 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   return encode(join_reply{rank, config.opts.workers, config.opts.servers});
 }
 
+// Index of the member at `address` not yet known to be lost.
+std::optional<size_t> find_live(const std::vector<member>& members,
+                                const caf::actor_addr& address) {
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i].address == address && !members[i].lost) return i;
+  return std::nullopt;
+}
+
+// A member that leaves before the job starts simply leaves the roster.
+template <class Handle>
+void leave_roster(std::vector<Handle>& handles, std::vector<member>& members, size_t i,
+                  const logger& log) {
+  log.warn("'{}' left before the job started", members[i].name);
+  handles.erase(handles.begin() + i);
+  members.erase(members.begin() + i);
+}
+
 void on_down(self_ptr self, const coordinator_config& config, const caf::down_msg& msg) {
   auto& st = self->state;
   if (st.phase == job_phase::finishing) return;
-  for (size_t i = 0; i < st.server_members.size(); ++i) {
-    auto& m = st.server_members[i];
-    if (m.address != msg.source || m.lost) continue;
+  const bool joining = st.phase == job_phase::joining;
+  if (auto i = find_live(st.server_members, msg.source)) {
+    if (joining) return leave_roster(st.servers, st.server_members, *i, config.log);
+    auto& m = st.server_members[*i];
     m.lost = true;
-    if (st.phase == job_phase::joining) {
-      config.log.warn("server '{}' left before the job started", m.name);
-      st.servers.erase(st.servers.begin() + i);
-      st.server_members.erase(st.server_members.begin() + i);
-      return;
-    }
     return fail(
         self, config,
         fmt::format("lost server '{}' ({}); its buckets are gone", m.name, describe(msg.reason)));
   }
-  for (size_t i = 0; i < st.worker_members.size(); ++i) {
-    auto& m = st.worker_members[i];
-    if (m.address != msg.source || m.lost) continue;
+  if (auto i = find_live(st.worker_members, msg.source)) {
+    if (joining) return leave_roster(st.workers, st.worker_members, *i, config.log);
+    auto& m = st.worker_members[*i];
     m.lost = true;
-    if (st.phase == job_phase::joining) {
-      config.log.warn("worker '{}' left before the job started", m.name);
-      st.workers.erase(st.workers.begin() + i);
-      st.worker_members.erase(st.worker_members.begin() + i);
-      return;
-    }
     if (m.done) return;
     config.log.warn("lost worker '{}' ({}); going on without it", m.name, describe(msg.reason));
     st.report.workers_lost.push_back(m.name);
     if (std::all_of(st.worker_members.begin(), st.worker_members.end(),
                     [](const member& w) { return w.lost; }))
       return fail(self, config, "every worker was lost");
-    return maybe_evaluate(self, config);
+    maybe_evaluate(self, config);
   }
 }
 
