@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "kernels/cpu/optimizers.hpp"
 #include "troupe/error.hpp"
 
@@ -39,6 +41,11 @@ caf::error bucket_store::validate(const push_request& push) const {
   for (size_t i = 0; i < slices_.size(); ++i) {
     const auto& mine = slices_[i];
     const auto& theirs = push.dense[i];
+    for (float g : theirs.values)
+      if (!(std::abs(g) <= max_abs_gradient))
+        return make_error(errc::non_finite,
+                          fmt::format("bucket {}: a gradient value of {} in {} (limit {:g})", id_,
+                                      g, theirs.name, max_abs_gradient));
     if (mine.name != theirs.name || mine.row_offset != theirs.row_offset ||
         mine.shape != theirs.shape || mine.values.size() != theirs.values.size())
       return make_error(errc::shape_mismatch,

@@ -10,6 +10,10 @@
 
 namespace troupe {
 
+// Gradient values beyond this are refused like NaN/Inf: no single step of Adam or momentum SGD
+// can then overflow fp32 and leave non-finite parameters behind.
+constexpr float max_abs_gradient = 1e15f;
+
 class bucket_store {
  public:
   // Takes the slices and their initial values from `spec`.
@@ -17,8 +21,8 @@ class bucket_store {
 
   uint32_t id() const { return id_; }
 
-  // Applies one gradient push; errc::unknown_bucket, shape_mismatch or malformed_message on a
-  // push that does not fit this bucket (counted as rejected).
+  // Applies one gradient push; errc::unknown_bucket, shape_mismatch, malformed_message or
+  // non_finite (|g| > max_abs_gradient) on a push that does not fit (counted as rejected).
   caf::expected<push_ack> apply(const push_request& push);
 
   // Counts a push that failed before it could be decoded.

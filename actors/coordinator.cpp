@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "actors/exit_guard.hpp"
+#include "actors/guards.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -13,6 +13,10 @@ namespace troupe {
 namespace {
 
 using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
+
+// The most values one bucket holds: 8 MiB of fp32, so that a bucket's spec, pulls and pushes
+// each fit in one message well under the codec's 16 MiB cap.
+constexpr uint64_t max_bucket_values = uint64_t{2} << 20;
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -59,6 +63,13 @@ void fail(self_ptr self, const coordinator_config& config, std::string why) {
 
 // -- placement and start ------------------------------------------------------------------------
 
+// --buckets (default two per worker), but never so few that a bucket outgrows one message.
+uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
+  const uint64_t wanted = o.buckets ? o.buckets : 2 * uint64_t{o.workers};
+  const uint64_t needed = (total_values + max_bucket_values - 1) / max_bucket_values;
+  return static_cast<uint32_t>(std::max(wanted, needed));
+}
+
 void start_training(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   st.phase = job_phase::training;
@@ -82,7 +93,7 @@ void place_buckets(self_ptr self, const coordinator_config& config) {
   st.phase = job_phase::placing;
   const auto& o = config.opts;
   st.layout.emplace(config.task->parameters());
-  const uint32_t buckets = o.buckets ? o.buckets : 2 * o.workers;
+  const uint32_t buckets = bucket_count(o, st.layout->total);
   st.plan = plan_buckets(*st.layout, buckets, static_cast<uint32_t>(st.servers.size()));
   std::vector<float> initial(st.layout->total);
   config.task->initialize(o.seed, initial);
@@ -93,6 +104,7 @@ void place_buckets(self_ptr self, const coordinator_config& config) {
         .then(
             [=](bucket_actor& handle) {
               auto& st = self->state;
+              if (st.phase != job_phase::placing) return;
               st.buckets[b.bucket] = std::move(handle);
               if (++st.placed == st.buckets.size()) start_training(self, config);
             },
@@ -112,6 +124,13 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   if (!request) return std::move(request.error());
   if (request->sender != expected)
     return make_error(errc::malformed_message, "join: role does not match the handle");
+  const auto same = [&](const member& m) {
+    return m.address == handle.address() || m.name == request->name;
+  };
+  if (std::any_of(members.begin(), members.end(), same))
+    return make_error(errc::bad_configuration,
+                      fmt::format("a {} named '{}' has already joined; names must be unique",
+                                  to_string(expected), request->name));
   if (self->state.phase != job_phase::joining || handles.size() >= wanted)
     return make_error(errc::job_failed,
                       fmt::format("the job already has its {} {}s", wanted, to_string(expected)));
@@ -176,7 +195,7 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
 bool epoch_complete(const coordinator_state& st, uint32_t epoch) {
   bool anyone = false;
   for (const auto& m : st.worker_members) {
-    if (m.epochs_reported > epoch)
+    if (m.epochs_reported > epoch || m.done)
       anyone = true;
     else if (!m.lost)
       return false;
@@ -187,6 +206,7 @@ bool epoch_complete(const coordinator_state& st, uint32_t epoch) {
 void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t epoch,
                        double accuracy, double loss) {
   auto& st = self->state;
+  if (st.phase != job_phase::training) return;
   st.evaluating = false;
   const double train_loss =
       st.epoch_reports[epoch] ? st.epoch_loss[epoch] / st.epoch_reports[epoch] : 0.0;
@@ -212,6 +232,7 @@ void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
         .then(
             [=](const wire& w) {
               auto& st = self->state;
+              if (st.phase != job_phase::training) return;
               auto reply = decode<pull_reply>(w);
               if (!reply || !matches(st.plan.buckets[b], reply->tensors))
                 return fail(self, config, fmt::format("bucket {} sent a bad snapshot", b));
@@ -242,10 +263,12 @@ void maybe_evaluate(self_ptr self, const coordinator_config& config) {
 
 void on_epoch(self_ptr self, const coordinator_config& config, const wire& w) {
   auto& st = self->state;
+  if (st.phase != job_phase::training) return config.log.warn("ignored an early epoch report");
   auto report = decode<epoch_done>(w);
   if (!report || report->worker >= st.worker_members.size() || report->epoch >= config.opts.epochs)
     return config.log.warn("ignored a malformed epoch report");
   auto& m = st.worker_members[report->worker];
+  if (!sent_by(self, m.address)) return config.log.warn("ignored a report sent for another worker");
   if (report->epoch != m.epochs_reported) return config.log.warn("ignored an out-of-order report");
   m.epochs_reported = report->epoch + 1;
   st.epoch_loss[report->epoch] += report->mean_loss;
@@ -331,7 +354,11 @@ coordinator_actor::behavior_type coordinator(
       [=](epoch_atom, const wire& w) { on_epoch(self, config, w); },
       [=](done_atom, uint32_t rank) {
         auto& st = self->state;
-        if (rank < st.worker_members.size()) st.worker_members[rank].done = true;
+        if (st.phase != job_phase::training || rank >= st.worker_members.size() ||
+            !sent_by(self, st.worker_members[rank].address))
+          return config.log.warn("ignored a done message that is not from that worker");
+        st.worker_members[rank].done = true;
+        maybe_evaluate(self, config);
       },
   };
 }

@@ -1,6 +1,8 @@
 #include "actors/gatekeeper.hpp"
 
-#include "actors/exit_guard.hpp"
+#include <algorithm>
+
+#include "actors/guards.hpp"
 #include "troupe/auth.hpp"
 #include "troupe/error.hpp"
 
@@ -15,10 +17,16 @@ uint64_t random_session() {
   return id;
 }
 
+// Drops expired challenges, then the ones closest to expiry until there is room for one more.
 void drop_expired(gatekeeper_state& st, size_t max_pending) {
   const auto now = std::chrono::steady_clock::now();
   std::erase_if(st.pending, [&](const auto& kv) { return kv.second.expires < now; });
-  while (st.pending.size() >= max_pending) st.pending.erase(st.pending.begin());
+  while (!st.pending.empty() && st.pending.size() >= max_pending) {
+    auto oldest = std::min_element(
+        st.pending.begin(), st.pending.end(),
+        [](const auto& a, const auto& b) { return a.second.expires < b.second.expires; });
+    st.pending.erase(oldest);
+  }
 }
 
 }  // namespace

@@ -116,6 +116,20 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
   return wait_for(self, actor, app.name);
 }
 
+// The handshake is only as strong as the secret (docs/SECURITY.md).
+void warn_about_the_secret(const std::vector<std::string>& args, const launch_options& opts,
+                           const logger& log) {
+  if (opts.secret.size() < 16)
+    log.warn(
+        "the cluster secret has fewer than 16 characters: whoever sees one handshake can "
+        "guess it offline; use a long random secret");
+  for (const auto& arg : args)
+    if (arg == "--secret" || arg.rfind("--secret=", 0) == 0)
+      return log.warn(
+          "--secret on the command line is visible to every local user; prefer "
+          "TROUPE_SECRET");
+}
+
 }  // namespace
 
 int run_app(int argc, char** argv, const app_description& app) {
@@ -130,6 +144,7 @@ int run_app(int argc, char** argv, const app_description& app) {
     return 0;
   }
   const logger log{node_name(*opts), opts->level};
+  if (opts->role != node_role::embedded) warn_about_the_secret(args, *opts, log);
   if (opts->role == node_role::server) {
     return run_member(*opts, role::server, app, log,
                       [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,

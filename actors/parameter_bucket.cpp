@@ -1,6 +1,6 @@
 #include "actors/parameter_bucket.hpp"
 
-#include "actors/exit_guard.hpp"
+#include "actors/guards.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {

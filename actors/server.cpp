@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include "actors/exit_guard.hpp"
+#include "actors/guards.hpp"
 #include "actors/job_outcome.hpp"
 #include "actors/parameter_bucket.hpp"
 #include "troupe/error.hpp"
@@ -10,6 +10,9 @@
 namespace troupe {
 
 namespace {
+
+// More than any job places on one server; a bound on what a confused coordinator can spawn.
+constexpr size_t max_buckets_per_server = 1 << 14;
 
 // Joins the coordinator; a refusal or a lost coordinator ends this server with an error.
 void join(server_actor::stateful_pointer<server_state> self, const server_config& config) {
@@ -44,6 +47,10 @@ server_actor::behavior_type server(server_actor::stateful_pointer<server_state> 
   join(self, config);
   return {
       [=](host_atom, const wire& w) -> caf::result<bucket_actor> {
+        if (!sent_by(self, config.coordinator.address()))
+          return make_error(errc::authentication_failed, "only the coordinator places buckets");
+        if (self->state.buckets.size() >= max_buckets_per_server)
+          return make_error(errc::message_too_large, "this server hosts enough buckets");
         auto spec = decode<bucket_spec>(w);
         if (!spec) return std::move(spec.error());
         const uint32_t id = spec->bucket;
@@ -53,7 +60,9 @@ server_actor::behavior_type server(server_actor::stateful_pointer<server_state> 
         config.log.debug("hosting bucket {}", id);
         return bucket;
       },
-      [=](stop_atom, const std::string& failure) {
+      [=](stop_atom, const std::string& failure) -> caf::result<bool> {
+        if (!sent_by(self, config.coordinator.address()))
+          return make_error(errc::authentication_failed, "only the coordinator stops a server");
         self->state.stopping = true;
         config.log.info("the job is over; stopping {} buckets", self->state.buckets.size());
         // Linked buckets end with us; quitting after this reply lets it reach the coordinator.

@@ -6,7 +6,7 @@
 
 #include <caf/io/middleman.hpp>
 
-#include "actors/exit_guard.hpp"
+#include "actors/guards.hpp"
 #include "actors/job_outcome.hpp"
 #include "troupe/error.hpp"
 
@@ -148,9 +148,11 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   if (!job) return fail(self, config, std::move(job.error()));
   if (buckets.size() != job->layout.buckets.size())
     return fail(self, config, make_error(errc::malformed_message, "bucket handles do not match"));
+  st.layout.emplace(config.task->parameters());
+  if (auto err = validate_plan(*st.layout, job->layout))
+    return fail(self, config, "checking the coordinator's placement against our model", err);
   auto replica = config.task->make_replica(job->worker, job->workers, job->batch, job->seed);
   if (!replica) return fail(self, config, std::move(replica.error()));
-  st.layout.emplace(config.task->parameters());
   st.params.assign(st.layout->total, 0.0f);
   st.grad.assign(st.layout->total, 0.0f);
   st.read_clocks.assign(buckets.size(), vector_clock{});
@@ -184,10 +186,14 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
             [=](caf::error& err) { fail(self, config, "joining the coordinator", err); });
   return {
       [=](start_atom, const wire& w, std::vector<bucket_actor> buckets) {
+        if (!sent_by(self, config.coordinator.address()))
+          return config.log.warn("ignored a start that is not from the coordinator");
         if (self->state.job) return config.log.warn("ignored a second start");
         start(self, config, w, std::move(buckets));
       },
-      [=](stop_atom, const std::string& failure) {
+      [=](stop_atom, const std::string& failure) -> caf::result<bool> {
+        if (!sent_by(self, config.coordinator.address()))
+          return make_error(errc::authentication_failed, "only the coordinator stops a worker");
         self->state.stopping = true;
         self->quit(job_outcome(failure));
         return true;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "troupe/error.hpp"
+
 namespace troupe {
 
 flat_layout::flat_layout(std::vector<tensor_spec> tensors) : specs(std::move(tensors)) {
@@ -69,11 +71,28 @@ placement plan_buckets(const flat_layout& layout, uint32_t buckets, uint32_t ser
   return plan;
 }
 
-flat_range locate(const flat_layout& layout, const slice& s) {
+std::optional<flat_range> locate(const flat_layout& layout, const slice& s) {
   const int t = layout.find(s.tensor);
-  if (t < 0) return {};
-  const auto& spec = layout.specs[t];
-  return {layout.offsets[t] + uint64_t{s.row_offset} * row_size(spec.shape), numel(s.shape)};
+  if (t < 0) return std::nullopt;
+  const auto& spec = layout.specs[t].shape;
+  if (s.shape.size() != spec.size()) return std::nullopt;
+  for (size_t d = 1; d < spec.size(); ++d)
+    if (s.shape[d] != spec[d]) return std::nullopt;
+  if (uint64_t{s.row_offset} + rows_of(s.shape) > rows_of(spec)) return std::nullopt;
+  return flat_range{layout.offsets[t] + uint64_t{s.row_offset} * row_size(spec), numel(s.shape)};
+}
+
+caf::error validate_plan(const flat_layout& layout, const placement& plan) {
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    if (plan.buckets[b].bucket != b)
+      return make_error(errc::shape_mismatch, "bucket " + std::to_string(b) + " has id " +
+                                                  std::to_string(plan.buckets[b].bucket));
+    for (const auto& s : plan.buckets[b].slices)
+      if (!locate(layout, s))
+        return make_error(errc::shape_mismatch, "bucket " + std::to_string(b) + " holds '" +
+                                                    s.tensor + "' rows this model does not have");
+  }
+  return {};
 }
 
 std::vector<dense_tensor> gather(const flat_layout& layout, const bucket_placement& b,
@@ -81,9 +100,9 @@ std::vector<dense_tensor> gather(const flat_layout& layout, const bucket_placeme
   std::vector<dense_tensor> out;
   out.reserve(b.slices.size());
   for (const auto& s : b.slices) {
-    const flat_range r = locate(layout, s);
     dense_tensor t{s.tensor, s.shape, s.row_offset, {}};
-    t.values.assign(flat.begin() + r.offset, flat.begin() + r.offset + r.count);
+    if (const auto r = locate(layout, s); r && r->offset + r->count <= flat.size())
+      t.values.assign(flat.begin() + r->offset, flat.begin() + r->offset + r->count);
     out.push_back(std::move(t));
   }
   return out;
@@ -92,9 +111,9 @@ std::vector<dense_tensor> gather(const flat_layout& layout, const bucket_placeme
 void scatter(const flat_layout& layout, const std::vector<dense_tensor>& tensors,
              std::span<float> flat) {
   for (const auto& t : tensors) {
-    const flat_range r = locate(layout, slice{t.name, t.row_offset, t.shape});
-    if (r.count != t.values.size() || r.offset + r.count > flat.size()) continue;
-    std::memcpy(flat.data() + r.offset, t.values.data(), r.count * sizeof(float));
+    const auto r = locate(layout, slice{t.name, t.row_offset, t.shape});
+    if (!r || r->count != t.values.size() || r->offset + r->count > flat.size()) continue;
+    std::memcpy(flat.data() + r->offset, t.values.data(), r->count * sizeof(float));
   }
 }
 

@@ -34,7 +34,7 @@ const std::vector<app_flag>& common_flags() {
       {"lr", "X", "learning rate", "0.001"},
       {"optimizer", "NAME", "adam | sgd (with --momentum)", "adam"},
       {"momentum", "MU", "SGD momentum", "0.9"},
-      {"weight-decay", "WD", "decoupled weight decay", "0"},
+      {"weight-decay", "WD", "weight decay (decoupled for adam, L2 for sgd)", "0"},
       {"seed", "S", "seed of initialisation and data order", "1"},
       {"report", "FILE", "write the job report (JSON) here when the job ends", ""},
       {"threads", "N", "actor scheduler threads; 0: one per core", "0"},
@@ -172,6 +172,8 @@ caf::error validate(const launch_options& o) {
   if (!(o.lr > 0)) return bad("--lr must be positive");
   if (o.optimizer != "adam" && o.optimizer != "sgd") return bad("--optimizer must be adam or sgd");
   if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
+  if (o.weight_decay < 0) return bad("--weight-decay must not be negative");
+  if (o.buckets > (1u << 16)) return bad("--buckets must be at most 65536");
   if (o.join_timeout.count() <= 0 || o.request_timeout.count() <= 0)
     return bad("--join-timeout and --request-timeout must be positive");
   const bool listens = o.role == node_role::coordinator || o.role == node_role::server;

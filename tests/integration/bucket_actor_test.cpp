@@ -149,6 +149,8 @@ BOOST_AUTO_TEST_CASE(a_bucket_actor_refuses_malformed_pushes_and_keeps_its_value
   auto other_bucket = push_for(spec, 0, 1.0f);
   other_bucket.bucket = 8;
   auto unknown_worker = push_for(spec, 5, 1.0f);
+  auto huge = push_for(spec, 0, 1.0f);
+  huge.dense[0].values[2] = 3e30f;  // finite, but Adam's g*g would overflow
 
   BOOST_TEST(static_cast<bool>(push(random_bytes)));  // some error: random bytes are no push
   BOOST_TEST(is_error(push(truncated), errc::malformed_message));
@@ -158,6 +160,7 @@ BOOST_AUTO_TEST_CASE(a_bucket_actor_refuses_malformed_pushes_and_keeps_its_value
   BOOST_TEST(is_error(push(encode(with_inf)), errc::non_finite));
   BOOST_TEST(is_error(push(encode(other_bucket)), errc::unknown_bucket));
   BOOST_TEST(is_error(push(encode(unknown_worker)), errc::malformed_message));
+  BOOST_TEST(is_error(push(encode(huge)), errc::non_finite));
 
   caf::expected<pull_reply> snapshot = make_error(errc::timeout);
   self->request(bucket, timeout, pull_atom_v, encode(pull_request{7, 0}))
@@ -176,7 +179,7 @@ BOOST_AUTO_TEST_CASE(a_bucket_actor_refuses_malformed_pushes_and_keeps_its_value
       .receive([&](const wire& w) { stats = decode<bucket_stats>(w); },
                [&](caf::error& err) { stats = std::move(err); });
   BOOST_TEST_REQUIRE(testing::succeeded(stats));
-  BOOST_TEST(stats->updates_rejected == 8u);
+  BOOST_TEST(stats->updates_rejected == 9u);
   BOOST_TEST(stats->updates_applied == 1u);
   self->send_exit(bucket, caf::exit_reason::user_shutdown);
 }

@@ -35,8 +35,9 @@ std::vector<int> coverage(const flat_layout& layout, const placement& plan) {
   for (const auto& b : plan.buckets)
     for (const auto& s : b.slices) {
       const auto r = troupe::locate(layout, s);
-      BOOST_TEST_REQUIRE(r.offset + r.count <= layout.total, s.tensor);
-      for (uint64_t i = r.offset; i < r.offset + r.count; ++i) ++seen[i];
+      BOOST_TEST_REQUIRE(r.has_value(), s.tensor);
+      BOOST_TEST_REQUIRE(r->offset + r->count <= layout.total, s.tensor);
+      for (uint64_t i = r->offset; i < r->offset + r->count; ++i) ++seen[i];
     }
   return seen;
 }
@@ -103,15 +104,41 @@ BOOST_AUTO_TEST_CASE(row_size_of_shapes) {
 BOOST_AUTO_TEST_CASE(locate_slice_in_flat_vector) {
   flat_layout layout{mlp()};
   const auto r = troupe::locate(layout, {"fc2.w", 10, {5, 256}});
-  BOOST_TEST(r.offset == 200960u + 10u * 256u);
-  BOOST_TEST(r.count == 5u * 256u);
+  BOOST_TEST_REQUIRE(r.has_value());
+  BOOST_TEST(r->offset == 200960u + 10u * 256u);
+  BOOST_TEST(r->count == 5u * 256u);
 }
 
-BOOST_AUTO_TEST_CASE(locate_unknown_tensor_is_empty) {
+BOOST_AUTO_TEST_CASE(locate_rejects_what_is_not_a_row_range) {
   flat_layout layout{mlp()};
-  const auto r = troupe::locate(layout, {"nope", 0, {3}});
-  BOOST_TEST(r.offset == 0u);
-  BOOST_TEST(r.count == 0u);
+  BOOST_TEST(!troupe::locate(layout, {"nope", 0, {3}}));
+  BOOST_TEST(!troupe::locate(layout, {"fc3.b", 257, {256}}));   // rows past the end
+  BOOST_TEST(!troupe::locate(layout, {"fc3.b", 5, {6}}));       // 5 + 6 > 10 rows
+  BOOST_TEST(!troupe::locate(layout, {"fc2.w", 0, {5, 255}}));  // other trailing dimension
+  BOOST_TEST(!troupe::locate(layout, {"fc2.w", 0, {5}}));       // other rank
+  BOOST_TEST(troupe::locate(layout, {"fc3.b", 4, {6}}).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(validate_plan_accepts_our_plans_and_rejects_foreign_slices) {
+  flat_layout layout{mlp()};
+  placement plan = troupe::plan_buckets(layout, 4, 2);
+  BOOST_TEST(!troupe::validate_plan(layout, plan));
+  placement renumbered = plan;
+  renumbered.buckets[1].bucket = 3;
+  BOOST_TEST(static_cast<bool>(troupe::validate_plan(layout, renumbered)));
+  plan.buckets[0].slices.push_back({"fc3.b", 257, {256}});
+  BOOST_TEST(static_cast<bool>(troupe::validate_plan(layout, plan)));
+}
+
+BOOST_AUTO_TEST_CASE(gather_and_scatter_ignore_slices_outside_the_model) {
+  flat_layout layout{mlp()};
+  std::vector<float> flat(layout.total, 1.0f);
+  const bucket_placement hostile{0, 0, {{"fc3.b", 8, {4}}}};  // rows 8..11 of 10
+  const auto out = troupe::gather(layout, hostile, flat);
+  BOOST_TEST_REQUIRE(out.size() == 1u);
+  BOOST_TEST(out[0].values.empty());
+  troupe::scatter(layout, {dense_tensor{"fc3.b", {4}, 8, {9, 9, 9, 9}}}, flat);
+  BOOST_TEST(std::count(flat.begin(), flat.end(), 9.0f) == 0);
 }
 
 // -- plan_buckets -------------------------------------------------------------------------------

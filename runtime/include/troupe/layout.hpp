@@ -5,8 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
+
+#include <caf/error.hpp>
 
 #include "messages/types.hpp"
 #include "troupe/task.hpp"
@@ -31,18 +34,25 @@ uint64_t row_size(const std::vector<uint32_t>& shape);
 // Splits `layout` into `buckets` buckets placed round-robin on `servers` servers.
 placement plan_buckets(const flat_layout& layout, uint32_t buckets, uint32_t servers);
 
-// Where slice `s` lives in the flat vector: its first value and its number of values.
+// Where slice `s` lives in the flat vector: its first value and its number of values; nullopt
+// when `s` is not a row range of one of the layout's tensors (unknown name, other trailing
+// dimensions, rows past the end).
 struct flat_range {
   uint64_t offset = 0;
   uint64_t count = 0;
 };
-flat_range locate(const flat_layout& layout, const slice& s);
+std::optional<flat_range> locate(const flat_layout& layout, const slice& s);
 
-// Copies the values of each slice of bucket `b` out of `flat` as dense tensors.
+// errc::shape_mismatch unless every slice of `plan` is a row range of `layout` and bucket i of
+// the plan has id i. A worker checks the coordinator's plan against its own model with this.
+caf::error validate_plan(const flat_layout& layout, const placement& plan);
+
+// Copies the values of each slice of bucket `b` out of `flat` as dense tensors (a slice that
+// locate() rejects comes back without values).
 std::vector<dense_tensor> gather(const flat_layout& layout, const bucket_placement& b,
                                  std::span<const float> flat);
 
-// Writes `tensors` (a bucket's slices, validated against the plan by the caller) into `flat`.
+// Writes `tensors` into `flat`; tensors that locate() rejects are skipped.
 void scatter(const flat_layout& layout, const std::vector<dense_tensor>& tensors,
              std::span<float> flat);
 

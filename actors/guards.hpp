@@ -1,0 +1,35 @@
+// Guards of actors reachable from the network: they accept exit messages only from their
+// supervisor, and control messages only from the actor entitled to send them. Both compare the
+// sender CAF reports, which keeps out mistakes and stray handles; a peer that forges CAF's wire
+// protocol can forge a sender too (docs/SECURITY.md). CAF 0.17 always honours
+// exit_reason::kill, whoever sends it.
+#pragma once
+
+#include <caf/actor_addr.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scheduled_actor.hpp>
+#include <caf/system_messages.hpp>
+
+#include "troupe/log.hpp"
+
+namespace troupe {
+
+// True when the message being handled came from `expected`.
+template <class Self>
+bool sent_by(Self* self, const caf::actor_addr& expected) {
+  return caf::actor_cast<caf::actor_addr>(self->current_sender()) == expected;
+}
+
+template <class Self>
+void accept_exits_only_from(Self* self, caf::actor_addr supervisor, logger log) {
+  self->set_exit_handler([self, supervisor, log](caf::exit_msg& msg) {
+    if (msg.source == supervisor) {
+      self->quit(std::move(msg.reason));
+      return;
+    }
+    log.warn("ignored an exit message from {} (not our supervisor)", caf::to_string(msg.source));
+  });
+}
+
+}  // namespace troupe
