@@ -2,85 +2,211 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/compensation.hpp"
 #include "kernels/cpu/optimizers.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
 
+namespace {
+
+using opt_kind = optimizer_config::kind;
+using dc_kind = compensation_config::kind;
+
+bool uses_first_moment(opt_kind k) {
+  return k != opt_kind::sgd;
+}
+bool uses_second_moment(opt_kind k) {
+  return k == opt_kind::adam || k == opt_kind::adamw;
+}
+
+std::vector<std::vector<float>> zeros_like(const std::vector<dense_tensor>& slices, bool wanted) {
+  std::vector<std::vector<float>> out;
+  for (const auto& s : slices) out.emplace_back(wanted ? s.values.size() : 0, 0.0f);
+  return out;
+}
+
+}  // namespace
+
 bucket_store::bucket_store(bucket_spec spec)
     : id_(spec.bucket),
       workers_(spec.workers),
       optimizer_(spec.optimizer),
+      compensation_(spec.compensation),
+      gate_(spec.consistency, spec.workers),
       slices_(std::move(spec.tensors)),
-      clock_(spec.workers) {
-  const bool adam = optimizer_.type == optimizer_config::kind::adam;
-  for (const auto& s : slices_) {
-    first_moment_.emplace_back(s.values.size(), 0.0f);
-    second_moment_.emplace_back(adam ? s.values.size() : 0, 0.0f);
-  }
+      clock_(spec.workers),
+      histogram_(staleness_histogram_size, 0) {
+  first_moment_ = zeros_like(slices_, uses_first_moment(optimizer_.type));
+  second_moment_ = zeros_like(slices_, uses_second_moment(optimizer_.type));
+  if (compensation_.type != dc_kind::none) read_.resize(workers_);
+  mean_square_ = zeros_like(slices_, compensation_.type == dc_kind::dcasgd_adaptive);
+  const bool bsp = gate_.mode() == consistency_config::mode::bsp;
+  round_sum_ = zeros_like(slices_, bsp);
+  in_round_.assign(bsp ? workers_ : 0, false);
 }
 
 caf::error bucket_store::validate(const push_request& push) const {
+  auto bad = [&](errc code, std::string what) {
+    return make_error(code, fmt::format("bucket {}: {}", id_, what));
+  };
   if (push.bucket != id_)
-    return make_error(errc::unknown_bucket,
-                      fmt::format("bucket {} got a push for bucket {}", id_, push.bucket));
+    return bad(errc::unknown_bucket, fmt::format("got a push for bucket {}", push.bucket));
   if (push.worker >= workers_)
-    return make_error(errc::malformed_message,
-                      fmt::format("bucket {}: worker {} of {}", id_, push.worker, workers_));
+    return bad(errc::malformed_message, fmt::format("worker {} of {}", push.worker, workers_));
+  if (gate_.retired(push.worker))
+    return bad(errc::malformed_message, fmt::format("worker {} has retired", push.worker));
+  if (!in_round_.empty() && in_round_[push.worker])
+    return bad(errc::malformed_message,
+               fmt::format("worker {} pushed twice in one bsp round", push.worker));
   if (push.read_clock.size() > workers_)
-    return make_error(errc::malformed_message,
-                      fmt::format("bucket {}: read clock has {} entries for {} workers", id_,
-                                  push.read_clock.size(), workers_));
+    return bad(errc::malformed_message, "read clock has more entries than workers");
   if (!push.sparse.empty() || !push.signs.empty())
-    return make_error(errc::shape_mismatch, fmt::format("bucket {} holds dense tensors only", id_));
+    return bad(errc::shape_mismatch, "holds dense tensors only");
   if (push.dense.size() != slices_.size())
-    return make_error(errc::shape_mismatch, fmt::format("bucket {} holds {} slices, push has {}",
-                                                        id_, slices_.size(), push.dense.size()));
+    return bad(errc::shape_mismatch,
+               fmt::format("holds {} slices, push has {}", slices_.size(), push.dense.size()));
   for (size_t i = 0; i < slices_.size(); ++i) {
     const auto& mine = slices_[i];
     const auto& theirs = push.dense[i];
-    for (float g : theirs.values)
-      if (!(std::abs(g) <= max_abs_gradient))
-        return make_error(errc::non_finite,
-                          fmt::format("bucket {}: a gradient value of {} in {} (limit {:g})", id_,
-                                      g, theirs.name, max_abs_gradient));
     if (mine.name != theirs.name || mine.row_offset != theirs.row_offset ||
         mine.shape != theirs.shape || mine.values.size() != theirs.values.size())
-      return make_error(errc::shape_mismatch,
-                        fmt::format("bucket {} slice {}: expects {} from row {} ({} values), "
-                                    "got {} from row {} ({} values)",
-                                    id_, i, mine.name, mine.row_offset, mine.values.size(),
-                                    theirs.name, theirs.row_offset, theirs.values.size()));
+      return bad(errc::shape_mismatch,
+                 fmt::format("slice {} expects {} from row {} ({} values), got {} from row {} "
+                             "({} values)",
+                             i, mine.name, mine.row_offset, mine.values.size(), theirs.name,
+                             theirs.row_offset, theirs.values.size()));
+    for (float g : theirs.values)
+      if (!(std::abs(g) <= max_abs_gradient))
+        return bad(errc::non_finite, fmt::format("gradient value {} in {} (limit {:g})", g,
+                                                 theirs.name, max_abs_gradient));
   }
   return {};
 }
 
-void bucket_store::step(size_t slice, const std::vector<float>& grad) {
-  auto& theta = slices_[slice].values;
-  if (optimizer_.type == optimizer_config::kind::adam) {
-    kernels::adam_hyper h{optimizer_.lr,      optimizer_.beta1,        optimizer_.beta2,
-                          optimizer_.epsilon, optimizer_.weight_decay, version_ + 1};
-    kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad, h);
-  } else {
-    kernels::sgd_momentum_step(theta, first_moment_[slice], grad, optimizer_.lr, optimizer_.beta1,
-                               optimizer_.weight_decay);
+void bucket_store::compensate(uint32_t worker, size_t slice, std::vector<float>& grad) {
+  if (compensation_.type == dc_kind::none || read_[worker].empty()) return;
+  const auto& now = slices_[slice].values;
+  const auto& then = read_[worker][slice];
+  const float lambda = compensation_.lambda;
+  switch (compensation_.type) {
+    case dc_kind::linear:
+      return kernels::compensate_linear(grad, now, then, lambda);
+    case dc_kind::dcasgd:
+      return kernels::compensate_dcasgd(grad, now, then, lambda);
+    case dc_kind::dcasgd_adaptive:
+      return kernels::compensate_dcasgd_adaptive(grad, now, then, lambda, mean_square_[slice]);
+    case dc_kind::none:
+      return;
   }
 }
 
-caf::expected<push_ack> bucket_store::apply(const push_request& push) {
+void bucket_store::step(size_t slice, std::vector<float>& grad, uint64_t staleness) {
+  auto& theta = slices_[slice].values;
+  const auto& o = optimizer_;
+  const float lr = o.lr_staleness ? o.lr / (1.0f + static_cast<float>(staleness)) : o.lr;
+  switch (o.type) {
+    case opt_kind::sgd:
+      return kernels::sgd_momentum_step(theta, {}, grad, lr, 0.0f, o.weight_decay);
+    case opt_kind::momentum:
+      return kernels::sgd_momentum_step(theta, first_moment_[slice], grad, lr, o.beta1,
+                                        o.weight_decay);
+    case opt_kind::adam:
+      for (size_t k = 0; k < grad.size(); ++k) grad[k] += o.weight_decay * theta[k];
+      return kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
+                                {lr, o.beta1, o.beta2, o.epsilon, 0.0f, version_ + 1});
+    case opt_kind::adamw:
+      return kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
+                                {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
+  }
+}
+
+void bucket_store::record(uint64_t staleness) {
+  max_staleness_ = std::max(max_staleness_, staleness);
+  staleness_sum_ += staleness;
+  ++histogram_[std::min<uint64_t>(staleness, staleness_histogram_size - 1)];
+}
+
+void bucket_store::apply_now(push_request& push, uint64_t staleness) {
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    compensate(push.worker, i, push.dense[i].values);
+    step(i, push.dense[i].values, staleness);
+  }
+  clock_.tick(push.worker);
+  ++version_;
+  ++applied_;
+  record(staleness);
+}
+
+void bucket_store::collect_round(const push_request& push) {
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    auto& sum = round_sum_[i];
+    const auto& g = push.dense[i].values;
+    for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
+  }
+  in_round_[push.worker] = true;
+  record(0);  // every push of a bsp round was computed from the previous round's values
+}
+
+void bucket_store::finish_round_if_complete() {
+  uint32_t contributors = 0;
+  for (uint32_t w = 0; w < workers_; ++w) {
+    if (in_round_[w])
+      ++contributors;
+    else if (!gate_.retired(w))
+      return;  // a live worker has not pushed yet
+  }
+  if (contributors == 0) return;
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    auto& sum = round_sum_[i];
+    for (float& g : sum) g /= static_cast<float>(contributors);
+    step(i, sum, 0);
+    std::fill(sum.begin(), sum.end(), 0.0f);
+  }
+  for (uint32_t w = 0; w < workers_; ++w)
+    if (in_round_[w]) clock_.tick(w);
+  std::fill(in_round_.begin(), in_round_.end(), false);
+  ++version_;
+  applied_ += contributors;
+}
+
+caf::expected<push_ack> bucket_store::apply(push_request push) {
   if (auto err = validate(push)) {
     ++rejected_;
     return err;
   }
   const uint64_t staleness = clock_.staleness_since(push.read_clock);
-  for (size_t i = 0; i < slices_.size(); ++i) step(i, push.dense[i].values);
-  clock_.tick(push.worker);
-  ++version_;
-  max_staleness_ = std::max(max_staleness_, staleness);
-  staleness_sum_ += staleness;
-  return push_ack{id_, version_, staleness};
+  if (in_round_.empty()) {
+    apply_now(push, staleness);
+  } else {
+    collect_round(push);
+    finish_round_if_complete();
+  }
+  if (push.last) retire(push.worker);
+  return push_ack{id_, version_, in_round_.empty() ? staleness : 0};
+}
+
+bool bucket_store::pull_allowed(uint32_t worker, uint64_t worker_clock) const {
+  return worker == observer_worker || gate_.allows(worker_clock, clock_);
+}
+
+pull_reply bucket_store::grant_pull(uint32_t worker, uint64_t worker_clock) {
+  if (worker == observer_worker || worker >= workers_) return snapshot();
+  max_clock_gap_ = std::max(max_clock_gap_, gate_.gap(worker_clock, clock_));
+  if (!read_.empty()) {
+    auto& mine = read_[worker];
+    mine.resize(slices_.size());
+    for (size_t i = 0; i < slices_.size(); ++i) mine[i] = slices_[i].values;
+  }
+  return snapshot();
+}
+
+void bucket_store::retire(uint32_t worker) {
+  gate_.retire(worker);
+  if (!in_round_.empty()) finish_round_if_complete();
 }
 
 pull_reply bucket_store::snapshot() const {
@@ -88,7 +214,8 @@ pull_reply bucket_store::snapshot() const {
 }
 
 bucket_stats bucket_store::stats() const {
-  return bucket_stats{id_, version_, version_, rejected_, max_staleness_, staleness_sum_, clock_};
+  return bucket_stats{id_,    version_,   applied_,      rejected_, max_staleness_, staleness_sum_,
+                      clock_, histogram_, max_clock_gap_};
 }
 
 }  // namespace troupe

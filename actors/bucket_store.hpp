@@ -1,11 +1,17 @@
 // The state of one parameter bucket without the actor around it: its slices, optimizer state,
-// vector clock and counters. apply() validates a push against the slices this bucket owns
-// before touching anything, so a rejected push leaves the parameters exactly as they were.
-// Owned by one parameter_bucket actor (or a test); not thread-safe.
+// vector clock, consistency gate, delay-compensation memory and counters. apply() validates a
+// push against the slices this bucket owns before touching anything, so a rejected push
+// leaves the parameters exactly as they were. Owned by one parameter_bucket actor (or a
+// test); not thread-safe.
+//
+// Memory: values + optimizer state (2x for Adam, 1x for momentum) per slice; with delay
+// compensation, one copy of the bucket per worker (what that worker last read), plus one
+// running mean of g*g for the adaptive form; with bsp, one round sum.
 #pragma once
 
 #include <caf/expected.hpp>
 
+#include "actors/clock_gate.hpp"
 #include "messages/types.hpp"
 
 namespace troupe {
@@ -14,6 +20,13 @@ namespace troupe {
 // can then overflow fp32 and leave non-finite parameters behind.
 constexpr float max_abs_gradient = 1e15f;
 
+// A pull from this worker id is an observer's (the coordinator's evaluation): it is never
+// held back and leaves no trace in the bucket.
+constexpr uint32_t observer_worker = 0xffffffffu;
+
+// Staleness values counted one by one in the histogram; larger ones share the last entry.
+constexpr size_t staleness_histogram_size = 65;
+
 class bucket_store {
  public:
   // Takes the slices and their initial values from `spec`.
@@ -21,12 +34,22 @@ class bucket_store {
 
   uint32_t id() const { return id_; }
 
-  // Applies one gradient push; errc::unknown_bucket, shape_mismatch, malformed_message or
-  // non_finite (|g| > max_abs_gradient) on a push that does not fit (counted as rejected).
-  caf::expected<push_ack> apply(const push_request& push);
+  // Applies (async, ssp) or collects (bsp) one gradient push; errc::unknown_bucket,
+  // shape_mismatch, malformed_message or non_finite on a push that does not fit, counted as
+  // rejected. A push with `last` set retires its worker from the consistency gate.
+  caf::expected<push_ack> apply(push_request push);
 
   // Counts a push that failed before it could be decoded.
   void count_rejected() { ++rejected_; }
+
+  // Whether a pull by a worker that has pushed `worker_clock` times may be answered now.
+  bool pull_allowed(uint32_t worker, uint64_t worker_clock) const;
+
+  // The reply to an allowed pull; remembers what `worker` read when compensation needs it.
+  pull_reply grant_pull(uint32_t worker, uint64_t worker_clock);
+
+  // A worker that finished or was lost no longer holds back the others.
+  void retire(uint32_t worker);
 
   pull_reply snapshot() const;
   bucket_stats stats() const;
@@ -34,19 +57,33 @@ class bucket_store {
 
  private:
   caf::error validate(const push_request& push) const;
-  void step(size_t slice, const std::vector<float>& grad);
+  void compensate(uint32_t worker, size_t slice, std::vector<float>& grad);
+  void step(size_t slice, std::vector<float>& grad, uint64_t staleness);
+  void apply_now(push_request& push, uint64_t staleness);
+  void collect_round(const push_request& push);
+  void finish_round_if_complete();
+  void record(uint64_t staleness);
 
   uint32_t id_;
   uint32_t workers_;
   optimizer_config optimizer_;
+  compensation_config compensation_;
+  clock_gate gate_;
   std::vector<dense_tensor> slices_;
-  std::vector<std::vector<float>> first_moment_;   // Adam m, or SGD velocity
-  std::vector<std::vector<float>> second_moment_;  // Adam v; empty for SGD
+  std::vector<std::vector<float>> first_moment_;       // Adam m, or the momentum velocity
+  std::vector<std::vector<float>> second_moment_;      // Adam v
+  std::vector<std::vector<std::vector<float>>> read_;  // [worker][slice]: values it last read
+  std::vector<std::vector<float>> mean_square_;        // adaptive DC: running mean of g*g
+  std::vector<std::vector<float>> round_sum_;          // bsp: this round's summed gradients
+  std::vector<bool> in_round_;                         // bsp: who pushed this round
   vector_clock clock_;
   uint64_t version_ = 0;
+  uint64_t applied_ = 0;
   uint64_t rejected_ = 0;
   uint64_t max_staleness_ = 0;
   uint64_t staleness_sum_ = 0;
+  uint64_t max_clock_gap_ = 0;
+  std::vector<uint64_t> histogram_;
 };
 
 }  // namespace troupe

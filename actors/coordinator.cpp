@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "actors/guards.hpp"
+#include "actors/report.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -23,12 +24,23 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 optimizer_config optimizer_from(const launch_options& o) {
+  using kind = optimizer_config::kind;
   optimizer_config x;
-  x.type = o.optimizer == "sgd" ? optimizer_config::kind::sgd : optimizer_config::kind::adam;
+  x.type = o.optimizer == "sgd"        ? kind::sgd
+           : o.optimizer == "momentum" ? kind::momentum
+           : o.optimizer == "adamw"    ? kind::adamw
+                                       : kind::adam;
   x.lr = o.lr;
   x.weight_decay = o.weight_decay;
-  if (x.type == optimizer_config::kind::sgd) x.beta1 = o.momentum;
+  x.lr_staleness = o.lr_staleness;
+  if (x.type == kind::momentum) x.beta1 = o.momentum;
   return x;
+}
+
+// Tells every bucket that worker `rank` will push no more (finished or lost), so that ssp and
+// bsp stop waiting for it.
+void retire_everywhere(self_ptr self, uint32_t rank) {
+  for (auto& bucket : self->state.buckets) self->send(bucket, retire_atom_v, rank);
 }
 
 void finish(self_ptr self, const coordinator_config& config);
@@ -83,7 +95,11 @@ void start_training(self_ptr self, const coordinator_config& config) {
   for (const auto& m : st.server_members) servers.push_back(m.data);
   const auto workers = static_cast<uint32_t>(st.workers.size());
   for (uint32_t r = 0; r < workers; ++r) {
-    const start_job job{r, workers, o.epochs, o.batch, o.seed, st.plan, servers};
+    start_job job{r, workers, o.epochs, o.batch, o.seed, st.plan, servers};
+    job.accumulate = o.accumulate;
+    job.prefetch = o.prefetch;
+    if (auto it = o.worker_delay_ms.find(r); it != o.worker_delay_ms.end())
+      job.delay_ms = it->second;
     self->send(st.workers[r], start_atom_v, encode(job), st.buckets);
   }
 }
@@ -99,7 +115,9 @@ void place_buckets(self_ptr self, const coordinator_config& config) {
   config.task->initialize(o.seed, initial);
   st.buckets.resize(st.plan.buckets.size());
   for (const auto& b : st.plan.buckets) {
-    const bucket_spec spec{b.bucket, o.workers, optimizer_from(o), gather(*st.layout, b, initial)};
+    const bucket_spec spec{b.bucket,          o.workers,
+                           optimizer_from(o), gather(*st.layout, b, initial),
+                           o.consistency,     o.compensation};
     self->request(st.servers[b.server], o.request_timeout, host_atom_v, encode(spec))
         .then(
             [=](bucket_actor& handle) {
@@ -183,6 +201,7 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
     if (m.done) return;
     config.log.warn("lost worker '{}' ({}); going on without it", m.name, describe(msg.reason));
     st.report.workers_lost.push_back(m.name);
+    retire_everywhere(self, static_cast<uint32_t>(*i));
     if (std::all_of(st.worker_members.begin(), st.worker_members.end(),
                     [](const member& w) { return w.lost; }))
       return fail(self, config, "every worker was lost");
@@ -271,6 +290,9 @@ void on_epoch(self_ptr self, const coordinator_config& config, const wire& w) {
   if (!sent_by(self, m.address)) return config.log.warn("ignored a report sent for another worker");
   if (report->epoch != m.epochs_reported) return config.log.warn("ignored an out-of-order report");
   m.epochs_reported = report->epoch + 1;
+  m.steps += report->steps;
+  m.compute_s = report->compute_s;
+  m.wall_s = report->wall_s;
   st.epoch_loss[report->epoch] += report->mean_loss;
   st.epoch_reports[report->epoch] += 1;
   st.steps += report->steps;
@@ -278,18 +300,6 @@ void on_epoch(self_ptr self, const coordinator_config& config, const wire& w) {
 }
 
 // -- the end ------------------------------------------------------------------------------------
-
-void write_report(const coordinator_config& config, const job_report& report) {
-  if (config.opts.report.empty()) return;
-  const std::string tmp = config.opts.report + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << to_json(report);
-    if (!out) return config.log.error("cannot write the report to {}", tmp);
-  }
-  if (std::rename(tmp.c_str(), config.opts.report.c_str()) != 0)
-    config.log.error("cannot move the report to {}", config.opts.report);
-}
 
 void finish(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
@@ -299,22 +309,20 @@ void finish(self_ptr self, const coordinator_config& config) {
   auto complete = [=] {
     auto& st = self->state;
     job_report& r = st.report;
-    uint64_t staleness_sum = 0;
-    for (const auto& s : *stats) {
-      r.updates_applied += s.updates_applied;
-      r.updates_rejected += s.updates_rejected;
-      r.max_staleness = std::max(r.max_staleness, s.max_staleness);
-      staleness_sum += s.staleness_sum;
-    }
-    r.mean_staleness = r.updates_applied ? double(staleness_sum) / r.updates_applied : 0.0;
+    summarize_buckets(*stats, r);
     r.steps = st.steps;
     r.wall_s = seconds_since(st.started);
     r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
-    write_report(config, r);
+    for (const auto& m : st.worker_members)
+      r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0});
+    if (!config.opts.report.empty())
+      if (auto err = write_report_file(config.opts.report, r))
+        config.log.error("{}", describe(err));
     config.log.info(
-        "done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} updates applied, {} "
-        "rejected, max staleness {}",
-        r.test_accuracy, r.steps, r.wall_s, r.updates_applied, r.updates_rejected, r.max_staleness);
+        "done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} updates applied, {} rejected, "
+        "staleness mean {:.2f} p99 {} max {}, max clock gap {}",
+        r.test_accuracy, r.steps, r.wall_s, r.updates_applied, r.updates_rejected, r.mean_staleness,
+        r.staleness_p99, r.max_staleness, r.max_clock_gap);
     stop_all_and_quit(self, config, caf::error{});
   };
   for (auto& bucket : st.buckets) {
@@ -358,6 +366,7 @@ coordinator_actor::behavior_type coordinator(
             !sent_by(self, st.worker_members[rank].address))
           return config.log.warn("ignored a done message that is not from that worker");
         st.worker_members[rank].done = true;
+        retire_everywhere(self, rank);
         maybe_evaluate(self, config);
       },
   };

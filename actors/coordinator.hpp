@@ -36,7 +36,10 @@ struct member {
   bool lost = false;
   uint32_t epochs_reported = 0;
   bool done = false;
-  endpoint data;  // a server's port for direct connections from workers
+  endpoint data;         // a server's port for direct connections from workers
+  uint64_t steps = 0;    // a worker's batches so far
+  double compute_s = 0;  // a worker's time in gradient computation so far
+  double wall_s = 0;     // a worker's time since it started training
 };
 
 struct coordinator_state {

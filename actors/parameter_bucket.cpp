@@ -5,42 +5,75 @@
 
 namespace troupe {
 
-bucket_actor::behavior_type parameter_bucket(
-    bucket_actor::stateful_pointer<bucket_actor_state> self, bucket_spec spec,
-    caf::actor_addr supervisor, logger log) {
-  accept_exits_only_from(self, supervisor, log);
+namespace {
+
+using self_ptr = bucket_actor::stateful_pointer<bucket_actor_state>;
+
+// Answers every held pull that the clocks now allow.
+void release_held_pulls(self_ptr self) {
+  auto& st = self->state;
+  std::erase_if(st.held, [&](held_pull& p) {
+    if (!st.store->pull_allowed(p.worker, p.clock)) return false;
+    p.promise.deliver(encode(st.store->grant_pull(p.worker, p.clock)));
+    return true;
+  });
+}
+
+caf::result<wire> on_pull(self_ptr self, const wire& w) {
+  auto request = decode<pull_request>(w);
+  if (!request) return std::move(request.error());
+  auto& st = self->state;
+  auto& store = *st.store;
+  if (request->bucket != store.id())
+    return make_error(errc::unknown_bucket, "pull for bucket " + std::to_string(request->bucket) +
+                                                " reached bucket " + std::to_string(store.id()));
+  if (store.pull_allowed(request->worker, request->worker_clock))
+    return encode(store.grant_pull(request->worker, request->worker_clock));
+  for (const auto& p : st.held)
+    if (p.worker == request->worker)
+      return make_error(errc::malformed_message, "a pull of this worker is already waiting");
+  auto promise = self->make_response_promise<wire>();
+  st.held.push_back(held_pull{promise, request->worker, request->worker_clock});
+  return promise;
+}
+
+caf::result<wire> on_push(self_ptr self, const wire& w, const logger& log) {
+  auto& store = *self->state.store;
+  auto push = decode<push_request>(w, self->state.limits);
+  if (!push) {
+    store.count_rejected();
+    log.warn("rejected a push: {}", describe(push.error()));
+    return std::move(push.error());
+  }
+  auto ack = store.apply(std::move(*push));
+  if (!ack) {
+    log.warn("rejected a push: {}", describe(ack.error()));
+    return std::move(ack.error());
+  }
+  release_held_pulls(self);
+  return encode(*ack);
+}
+
+}  // namespace
+
+bucket_actor::behavior_type parameter_bucket(self_ptr self, bucket_spec spec,
+                                             bucket_actor_config config) {
+  accept_exits_only_from(self, config.supervisor, config.log);
   self->state.store.emplace(std::move(spec));
   // Messages bigger than any honest push or pull for this bucket are refused before decoding.
   uint64_t values = 0;
   for (const auto& s : self->state.store->slices()) values += s.values.size();
   self->state.limits.max_elements = values;
   return {
-      [=](pull_atom, const wire& w) -> caf::result<wire> {
-        auto request = decode<pull_request>(w);
-        if (!request) return std::move(request.error());
-        auto& store = *self->state.store;
-        if (request->bucket != store.id())
-          return make_error(errc::unknown_bucket,
-                            "pull for bucket " + std::to_string(request->bucket) +
-                                " reached bucket " + std::to_string(store.id()));
-        return encode(store.snapshot());
-      },
-      [=](push_atom, const wire& w) -> caf::result<wire> {
-        auto& store = *self->state.store;
-        auto push = decode<push_request>(w, self->state.limits);
-        if (!push) {
-          store.count_rejected();
-          log.warn("rejected a push: {}", describe(push.error()));
-          return std::move(push.error());
-        }
-        auto ack = store.apply(*push);
-        if (!ack) {
-          log.warn("rejected a push: {}", describe(ack.error()));
-          return std::move(ack.error());
-        }
-        return encode(*ack);
-      },
+      [=](pull_atom, const wire& w) { return on_pull(self, w); },
+      [=](push_atom, const wire& w) { return on_push(self, w, config.log); },
       [=](stats_atom) -> wire { return encode(self->state.store->stats()); },
+      [=](retire_atom, uint32_t worker) {
+        if (!sent_by(self, config.controller))
+          return config.log.warn("ignored a retire that is not from the coordinator");
+        self->state.store->retire(worker);
+        release_held_pulls(self);
+      },
   };
 }
 

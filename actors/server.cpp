@@ -54,8 +54,9 @@ server_actor::behavior_type server(server_actor::stateful_pointer<server_state> 
         auto spec = decode<bucket_spec>(w);
         if (!spec) return std::move(spec.error());
         const uint32_t id = spec->bucket;
-        auto bucket = self->spawn<caf::linked>(parameter_bucket, std::move(*spec), self->address(),
-                                               config.log.named("bucket-" + std::to_string(id)));
+        const bucket_actor_config bucket_config{self->address(), config.coordinator.address(),
+                                                config.log.named("bucket-" + std::to_string(id))};
+        auto bucket = self->spawn<caf::linked>(parameter_bucket, std::move(*spec), bucket_config);
         self->state.buckets.push_back(bucket);
         config.log.debug("hosting bucket {}", id);
         return bucket;

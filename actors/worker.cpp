@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include <caf/io/middleman.hpp>
 
@@ -17,6 +19,7 @@ namespace {
 using self_ptr = worker_actor::stateful_pointer<worker_state>;
 
 void pull_round(self_ptr self, const worker_config& config);
+void maybe_compute(self_ptr self, const worker_config& config);
 
 void fail(self_ptr self, const worker_config& config, caf::error err) {
   config.log.error("stopping: {}", describe(err));
@@ -35,30 +38,45 @@ bool all_finite(const std::vector<float>& xs) {
   return true;
 }
 
-// After the last push of a step: advance the clocks, report a finished epoch, go on or end.
-void finish_step(self_ptr self, const worker_config& config) {
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+bool last_push(const worker_state& st) {
+  return st.epoch + 1 == st.job->epochs && st.step == st.replica->steps_per_epoch();
+}
+
+// Reports a finished epoch; true when it was the last one.
+bool end_epoch(self_ptr self, const worker_config& config) {
   auto& st = self->state;
-  ++st.step;
+  const epoch_done report{
+      st.job->worker, st.epoch,
+      st.step,        static_cast<float>(st.epoch_loss / static_cast<double>(st.step)),
+      st.compute_s,   seconds_since(st.started)};
+  self->send(config.coordinator, epoch_atom_v, encode(report));
+  config.log.debug("epoch {} done, mean loss {:.4f}", st.epoch + 1, report.mean_loss);
+  ++st.epoch;
+  st.step = 0;
+  st.epoch_loss = 0;
+  if (st.epoch < st.job->epochs) return false;
+  self->send(config.coordinator, done_atom_v, st.job->worker);
+  return true;
+}
+
+// Once every bucket acknowledged a push: the clock advances, the epoch may end, and without
+// prefetch the next pull goes out.
+void pushed(self_ptr self, const worker_config& config) {
+  auto& st = self->state;
   ++st.clock;
-  if (st.step == st.replica->steps_per_epoch()) {
-    const epoch_done report{st.job->worker, st.epoch, st.step,
-                            static_cast<float>(st.epoch_loss / static_cast<double>(st.step))};
-    self->send(config.coordinator, epoch_atom_v, encode(report));
-    config.log.debug("epoch {} done, mean loss {:.4f}", st.epoch + 1, report.mean_loss);
-    ++st.epoch;
-    st.step = 0;
-    st.epoch_loss = 0;
-    if (st.epoch == st.job->epochs) {
-      self->send(config.coordinator, done_atom_v, st.job->worker);
-      return;
-    }
-  }
-  pull_round(self, config);
+  if (st.step == st.replica->steps_per_epoch() && end_epoch(self, config)) return;
+  if (!st.job->prefetch) pull_round(self, config);
+  maybe_compute(self, config);
 }
 
 void push_round(self_ptr self, const worker_config& config) {
   auto& st = self->state;
-  st.pending = st.buckets.size();
+  st.pushes_pending = st.buckets.size();
+  const bool last = last_push(st);
   for (size_t b = 0; b < st.buckets.size(); ++b) {
     const auto& plan = st.job->layout.buckets[b];
     push_request push{plan.bucket,
@@ -67,46 +85,70 @@ void push_round(self_ptr self, const worker_config& config) {
                       st.read_clocks[b],
                       gather(*st.layout, plan, st.grad),
                       {},
-                      {}};
+                      {},
+                      last};
     self->request(st.buckets[b], config.request_timeout, push_atom_v, encode(push))
         .then(
             [=](const wire&) {
-              if (--self->state.pending == 0) finish_step(self, config);
+              if (--self->state.pushes_pending == 0) pushed(self, config);
             },
             [=](caf::error& err) {
               // A refused push loses one gradient, not the job; timeouts and lost buckets do.
-              if (err.category() == error_category) {
-                ++self->state.rejected;
-                config.log.warn("bucket {} refused our push: {}", b, describe(err));
-                if (--self->state.pending == 0) finish_step(self, config);
-              } else {
-                fail(self, config, "pushing to bucket " + std::to_string(b), err);
-              }
+              if (err.category() != error_category)
+                return fail(self, config, "pushing to bucket " + std::to_string(b), err);
+              ++self->state.rejected;
+              config.log.warn("bucket {} refused our push: {}", b, describe(err));
+              if (--self->state.pushes_pending == 0) pushed(self, config);
             });
   }
 }
 
-void compute(self_ptr self, const worker_config& config) {
+// Averages the gradients of up to `accumulate` batches of this epoch into st.grad.
+float accumulate_gradients(worker_state& st) {
+  const uint64_t batches =
+      std::min<uint64_t>(st.job->accumulate, st.replica->steps_per_epoch() - st.step);
+  float loss_sum = 0;
+  std::fill(st.grad.begin(), st.grad.end(), 0.0f);
+  for (uint64_t i = 0; i < batches; ++i) {
+    const auto began = std::chrono::steady_clock::now();
+    auto& target = batches == 1 ? st.grad : st.batch_grad;
+    const float loss = st.replica->gradient(st.params, st.epoch, st.step, target);
+    if (batches > 1)
+      for (size_t k = 0; k < st.grad.size(); ++k) st.grad[k] += target[k] / batches;
+    if (st.job->delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(st.job->delay_ms));
+    st.compute_s += seconds_since(began);
+    loss_sum += loss;
+    st.epoch_loss += loss;
+    ++st.step;
+  }
+  return loss_sum / static_cast<float>(batches);
+}
+
+// Computes and pushes once the values of the latest pull are in and no push is in flight.
+void maybe_compute(self_ptr self, const worker_config& config) {
   auto& st = self->state;
-  const float loss = st.replica->gradient(st.params, st.epoch, st.step, st.grad);
-  st.epoch_loss += loss;
+  if (!st.have_params || st.pulls_pending > 0 || st.pushes_pending > 0) return;
+  st.have_params = false;
+  const bool more_after_this = !(st.epoch + 1 == st.job->epochs &&
+                                 st.step + st.job->accumulate >= st.replica->steps_per_epoch());
+  if (st.job->prefetch && more_after_this) pull_round(self, config);
+  const float loss = accumulate_gradients(st);
   if (!std::isfinite(loss) || !all_finite(st.grad)) {
-    // Never send a poisoned gradient: skip this step's push and say so.
+    // Never send a poisoned gradient: skip this push and say so; the clock still advances.
     config.log.warn("non-finite loss or gradient at epoch {} step {}; push skipped", st.epoch + 1,
                     st.step);
-    finish_step(self, config);
-    return;
+    return pushed(self, config);
   }
   push_round(self, config);
 }
 
 void pull_round(self_ptr self, const worker_config& config) {
   auto& st = self->state;
-  st.pending = st.buckets.size();
+  st.pulls_pending = st.buckets.size();
   for (size_t b = 0; b < st.buckets.size(); ++b) {
     const auto& plan = st.job->layout.buckets[b];
     self->request(st.buckets[b], config.request_timeout, pull_atom_v,
-                  encode(pull_request{plan.bucket, st.job->worker}))
+                  encode(pull_request{plan.bucket, st.job->worker, st.clock}))
         .then(
             [=](const wire& w) {
               auto& st = self->state;
@@ -118,7 +160,9 @@ void pull_round(self_ptr self, const worker_config& config) {
                                        "bucket " + std::to_string(b) + " sent other slices"));
               scatter(*st.layout, reply->tensors, st.params);
               st.read_clocks[b] = std::move(reply->clock);
-              if (--st.pending == 0) compute(self, config);
+              if (--st.pulls_pending > 0) return;
+              st.have_params = true;
+              maybe_compute(self, config);
             },
             [=](caf::error& err) {
               fail(self, config, "pulling bucket " + std::to_string(b), err);
@@ -155,11 +199,13 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   if (!replica) return fail(self, config, std::move(replica.error()));
   st.params.assign(st.layout->total, 0.0f);
   st.grad.assign(st.layout->total, 0.0f);
+  st.batch_grad.assign(job->accumulate > 1 ? st.layout->total : 0, 0.0f);
   st.read_clocks.assign(buckets.size(), vector_clock{});
   st.replica = std::move(*replica);
   st.buckets = std::move(buckets);
   connect_servers(self, config, *job);
   st.job = std::move(*job);
+  st.started = std::chrono::steady_clock::now();
   config.log.info("training: worker {} of {}, {} steps per epoch, {} epochs", st.job->worker,
                   st.job->workers, st.replica->steps_per_epoch(), st.job->epochs);
   if (st.job->epochs == 0 || st.replica->steps_per_epoch() == 0) {

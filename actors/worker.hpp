@@ -1,13 +1,14 @@
 // worker: one training worker. It joins the coordinator, and once started runs its replica's
-// steps: pull every bucket, compute the gradient, push each bucket its slice stamped with the
-// bucket clock it read, repeat; one epoch_done per epoch, done at the end. Spawn it detached:
-// gradient() runs inside its handler and must not hold a CAF scheduler thread.
+// steps: pull every bucket, compute the gradient (averaged over `accumulate` batches), push
+// each bucket its slice stamped with the bucket clock it read, repeat; with prefetch the next
+// pull is in flight while a batch computes. One epoch_done per epoch, done at the end. Spawn
+// it detached: gradient() runs inside its handler and must not hold a CAF scheduler thread.
 #pragma once
 
+#include <chrono>
 #include <memory>
-#include <vector>
-
 #include <optional>
+#include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
 
@@ -35,13 +36,18 @@ struct worker_state {
   std::vector<bucket_actor> buckets;
   std::vector<vector_clock> read_clocks;  // per bucket: the clock of the values last pulled
   std::vector<float> params;
-  std::vector<float> grad;
+  std::vector<float> grad;        // the gradient being pushed
+  std::vector<float> batch_grad;  // one batch's gradient, summed into grad when accumulating
   uint32_t epoch = 0;
-  uint64_t step = 0;      // within the epoch
-  uint64_t clock = 0;     // steps done in total: the worker's logical clock
-  size_t pending = 0;     // replies still due in the current pull or push round
-  double epoch_loss = 0;  // sum of batch losses this epoch
-  uint64_t rejected = 0;  // pushes a bucket refused
+  uint64_t step = 0;          // batches done in this epoch
+  uint64_t clock = 0;         // pushes done: the worker's logical clock
+  size_t pulls_pending = 0;   // pull replies still due
+  size_t pushes_pending = 0;  // push acks still due
+  bool have_params = false;   // the latest pull round is complete and not yet used
+  double epoch_loss = 0;      // sum of batch losses this epoch
+  uint64_t rejected = 0;      // pushes a bucket refused
+  double compute_s = 0;       // time spent in gradient() (and the straggler delay)
+  std::chrono::steady_clock::time_point started;
   bool stopping = false;
 };
 

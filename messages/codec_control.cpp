@@ -230,6 +230,9 @@ wire encode(const start_job& x) {
   write_placement(out.initPlacement(), x.layout);
   auto servers = out.initServers(x.servers.size());
   for (unsigned i = 0; i < x.servers.size(); ++i) write_endpoint(servers[i], x.servers[i]);
+  out.setAccumulate(x.accumulate);
+  out.setPrefetch(x.prefetch);
+  out.setDelayMs(x.delay_ms);
   return detail::to_wire(message);
 }
 
@@ -257,6 +260,11 @@ caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& li
           if (!e) return std::move(e.error());
           x.servers.push_back(std::move(*e));
         }
+        if (in.getAccumulate() == 0)
+          return make_error(errc::malformed_message, "start: accumulate must be at least 1");
+        x.accumulate = in.getAccumulate();
+        x.prefetch = in.getPrefetch();
+        x.delay_ms = in.getDelayMs();
         return x;
       });
 }
@@ -268,6 +276,8 @@ wire encode(const epoch_done& x) {
   out.setEpoch(x.epoch);
   out.setSteps(x.steps);
   out.setMeanLoss(x.mean_loss);
+  out.setComputeS(x.compute_s);
+  out.setWallS(x.wall_s);
   return detail::to_wire(message);
 }
 
@@ -276,7 +286,8 @@ caf::expected<epoch_done> decode<epoch_done>(const wire& w, const codec_limits& 
   return detail::read_root<schema::EpochDone, epoch_done>(
       w, limits, [](schema::EpochDone::Reader in, decode_budget&) -> caf::expected<epoch_done> {
         // A diverged worker may report a non-finite loss: that is information, not corruption.
-        return epoch_done{in.getWorker(), in.getEpoch(), in.getSteps(), in.getMeanLoss()};
+        return epoch_done{in.getWorker(),   in.getEpoch(),    in.getSteps(),
+                          in.getMeanLoss(), in.getComputeS(), in.getWallS()};
       });
 }
 
@@ -300,6 +311,15 @@ wire encode(const job_report& x) {
     epochs[i].setTestLoss(x.epochs[i].test_loss);
     epochs[i].setTrainLoss(x.epochs[i].train_loss);
     epochs[i].setWallS(x.epochs[i].wall_s);
+  }
+  out.setStalenessP50(x.staleness_p50);
+  out.setStalenessP99(x.staleness_p99);
+  out.setMaxClockGap(x.max_clock_gap);
+  auto workers = out.initWorkers(x.workers.size());
+  for (unsigned i = 0; i < x.workers.size(); ++i) {
+    workers[i].setName(x.workers[i].name);
+    workers[i].setSteps(x.workers[i].steps);
+    workers[i].setUtilization(x.workers[i].utilization);
   }
   return detail::to_wire(message);
 }
@@ -330,6 +350,17 @@ caf::expected<job_report> decode<job_report>(const wire& w, const codec_limits& 
         for (auto e : epochs)
           x.epochs.push_back(epoch_entry{e.getEpoch(), e.getTestAccuracy(), e.getTestLoss(),
                                          e.getTrainLoss(), e.getWallS()});
+        x.staleness_p50 = in.getStalenessP50();
+        x.staleness_p99 = in.getStalenessP99();
+        x.max_clock_gap = in.getMaxClockGap();
+        const auto workers = in.getWorkers();
+        if (workers.size() > budget.limits.max_list)
+          return make_error(errc::message_too_large, "report: too many workers");
+        for (auto w : workers) {
+          auto name = detail::read_text(w.getName(), budget, "worker name");
+          if (!name) return std::move(name.error());
+          x.workers.push_back(worker_entry{std::move(*name), w.getSteps(), w.getUtilization()});
+        }
         return x;
       });
 }

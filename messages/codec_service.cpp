@@ -32,16 +32,11 @@ caf::expected<std::vector<dense_tensor>> read_dense_list(List in, decode_budget&
 
 caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in) {
   optimizer_config x;
-  switch (in.getKind()) {
-    case schema::Optimizer::Kind::ADAM:
-      x.type = optimizer_config::kind::adam;
-      break;
-    case schema::Optimizer::Kind::SGD:
-      x.type = optimizer_config::kind::sgd;
-      break;
-    default:
-      return make_error(errc::malformed_message, "unknown optimizer kind");
-  }
+  const auto kind = static_cast<uint16_t>(in.getKind());
+  if (kind > static_cast<uint16_t>(optimizer_config::kind::adamw))
+    return make_error(errc::malformed_message, "unknown optimizer kind");
+  x.type = static_cast<optimizer_config::kind>(kind);
+  x.lr_staleness = in.getLrStaleness();
   x.lr = in.getLr();
   x.beta1 = in.getBeta1();
   x.beta2 = in.getBeta2();
@@ -50,6 +45,32 @@ caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in) {
   for (float v : {x.lr, x.beta1, x.beta2, x.epsilon, x.weight_decay})
     if (!std::isfinite(v)) return make_error(errc::non_finite, "optimizer hyper-parameter");
   return x;
+}
+
+void write_optimizer(schema::Optimizer::Builder out, const optimizer_config& x) {
+  out.setKind(static_cast<schema::Optimizer::Kind>(static_cast<uint16_t>(x.type)));
+  out.setLr(x.lr);
+  out.setBeta1(x.beta1);
+  out.setBeta2(x.beta2);
+  out.setEpsilon(x.epsilon);
+  out.setWeightDecay(x.weight_decay);
+  out.setLrStaleness(x.lr_staleness);
+}
+
+caf::expected<consistency_config> read_consistency(schema::Consistency::Reader in) {
+  const auto mode = static_cast<uint16_t>(in.getMode());
+  if (mode > static_cast<uint16_t>(consistency_config::mode::bsp))
+    return make_error(errc::malformed_message, "unknown consistency mode");
+  return consistency_config{static_cast<consistency_config::mode>(mode), in.getBound()};
+}
+
+caf::expected<compensation_config> read_compensation(schema::Compensation::Reader in) {
+  const auto kind = static_cast<uint16_t>(in.getKind());
+  if (kind > static_cast<uint16_t>(compensation_config::kind::dcasgd_adaptive))
+    return make_error(errc::malformed_message, "unknown delay compensation");
+  if (!std::isfinite(in.getLambda()) || in.getLambda() < 0)
+    return make_error(errc::non_finite, "delay compensation lambda");
+  return compensation_config{static_cast<compensation_config::kind>(kind), in.getLambda()};
 }
 
 }  // namespace
@@ -61,6 +82,7 @@ wire encode(const pull_request& x) {
   auto out = message.initRoot<schema::PullRequest>();
   out.setBucket(x.bucket);
   out.setWorker(x.worker);
+  out.setWorkerClock(x.worker_clock);
   return detail::to_wire(message);
 }
 
@@ -68,7 +90,7 @@ template <>
 caf::expected<pull_request> decode<pull_request>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::PullRequest, pull_request>(
       w, limits, [](schema::PullRequest::Reader in, decode_budget&) -> caf::expected<pull_request> {
-        return pull_request{in.getBucket(), in.getWorker()};
+        return pull_request{in.getBucket(), in.getWorker(), in.getWorkerClock()};
       });
 }
 
@@ -119,6 +141,7 @@ wire encode(const push_request& x, const encode_options& opts) {
     detail::write_sparse(sparse[i], x.sparse[i], opts.storage);
   auto signs = out.initSigns(x.signs.size());
   for (unsigned i = 0; i < x.signs.size(); ++i) detail::write_sign(signs[i], x.signs[i]);
+  out.setLast(x.last);
   return detail::to_wire(message);
 }
 
@@ -131,6 +154,7 @@ caf::expected<push_request> decode<push_request>(const wire& w, const codec_limi
         x.bucket = in.getBucket();
         x.worker = in.getWorker();
         x.worker_clock = in.getWorkerClock();
+        x.last = in.getLast();
         auto clock = detail::read_clock(in.getReadClock(), budget);
         if (!clock) return std::move(clock.error());
         x.read_clock = std::move(*clock);
@@ -179,14 +203,13 @@ wire encode(const bucket_spec& x) {
   auto out = message.initRoot<schema::BucketSpec>();
   out.setBucket(x.bucket);
   out.setWorkers(x.workers);
-  auto opt = out.initOptimizer();
-  opt.setKind(x.optimizer.type == optimizer_config::kind::adam ? schema::Optimizer::Kind::ADAM
-                                                               : schema::Optimizer::Kind::SGD);
-  opt.setLr(x.optimizer.lr);
-  opt.setBeta1(x.optimizer.beta1);
-  opt.setBeta2(x.optimizer.beta2);
-  opt.setEpsilon(x.optimizer.epsilon);
-  opt.setWeightDecay(x.optimizer.weight_decay);
+  write_optimizer(out.initOptimizer(), x.optimizer);
+  auto consistency = out.initConsistency();
+  consistency.setMode(static_cast<schema::Consistency::Mode>(x.consistency.type));
+  consistency.setBound(x.consistency.bound);
+  auto compensation = out.initCompensation();
+  compensation.setKind(static_cast<schema::Compensation::Kind>(x.compensation.type));
+  compensation.setLambda(x.compensation.lambda);
   auto tensors = out.initTensors(x.tensors.size());
   for (unsigned i = 0; i < x.tensors.size(); ++i)
     detail::write_dense(tensors[i], x.tensors[i], dtype::f32);
@@ -206,6 +229,12 @@ caf::expected<bucket_spec> decode<bucket_spec>(const wire& w, const codec_limits
         auto opt = read_optimizer(in.getOptimizer());
         if (!opt) return std::move(opt.error());
         x.optimizer = *opt;
+        auto consistency = read_consistency(in.getConsistency());
+        if (!consistency) return std::move(consistency.error());
+        x.consistency = *consistency;
+        auto compensation = read_compensation(in.getCompensation());
+        if (!compensation) return std::move(compensation.error());
+        x.compensation = *compensation;
         auto tensors = read_dense_list(in.getTensors(), budget);
         if (!tensors) return std::move(tensors.error());
         x.tensors = std::move(*tensors);
@@ -223,6 +252,10 @@ wire encode(const bucket_stats& x) {
   out.setMaxStaleness(x.max_staleness);
   out.setStalenessSum(x.staleness_sum);
   detail::write_clock(out.initClock(), x.clock);
+  auto histogram = out.initStalenessHistogram(x.staleness_histogram.size());
+  for (unsigned i = 0; i < x.staleness_histogram.size(); ++i)
+    histogram.set(i, x.staleness_histogram[i]);
+  out.setMaxClockGap(x.max_clock_gap);
   return detail::to_wire(message);
 }
 
@@ -241,6 +274,11 @@ caf::expected<bucket_stats> decode<bucket_stats>(const wire& w, const codec_limi
         auto clock = detail::read_clock(in.getClock(), budget);
         if (!clock) return std::move(clock.error());
         x.clock = std::move(*clock);
+        const auto histogram = in.getStalenessHistogram();
+        if (histogram.size() > budget.limits.max_list)
+          return make_error(errc::message_too_large, "staleness histogram too long");
+        x.staleness_histogram = detail::to_vector<uint64_t>(histogram);
+        x.max_clock_gap = in.getMaxClockGap();
         return x;
       });
 }

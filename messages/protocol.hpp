@@ -27,41 +27,51 @@ CAF_ADD_ATOM(troupe, troupe, done_atom, "done")
 CAF_ADD_ATOM(troupe, troupe, hello_atom, "hello")
 CAF_ADD_ATOM(troupe, troupe, prove_atom, "prove")
 CAF_ADD_ATOM(troupe, troupe, eval_atom, "eval")
+CAF_ADD_ATOM(troupe, troupe, retire_atom, "retire")
 
 namespace troupe {
 
+// clang-format off: one message signature per line reads best.
+
 // A parameter bucket owns slices of the model's tensors and their optimizer state.
-using bucket_actor =
-    caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wire>,  // pull_request -> pull_reply
-                     caf::replies_to<push_atom, wire>::with<wire>,  // push_request -> push_ack (or
-                                                                    // an errc)
-                     caf::replies_to<stats_atom>::with<wire>>;      // -> bucket_stats
+//   pull:   pull_request -> pull_reply (held back while ssp/bsp clocks do not allow it)
+//   push:   push_request -> push_ack, or an errc error (counted as rejected)
+//   stats:  -> bucket_stats
+//   retire: worker rank; a lost worker no longer holds back ssp/bsp (coordinator only)
+using bucket_actor = caf::typed_actor<
+    caf::replies_to<pull_atom, wire>::with<wire>, caf::replies_to<push_atom, wire>::with<wire>,
+    caf::replies_to<stats_atom>::with<wire>, caf::reacts_to<retire_atom, uint32_t>>;
 
 // The host of a server node: spawns and owns the buckets the coordinator places on it.
-using server_actor =
-    caf::typed_actor<caf::replies_to<host_atom, wire>::with<bucket_actor>,  // bucket_spec -> the
-                                                                            // new bucket
-                     caf::replies_to<stop_atom, std::string>::with<bool>>;  // job over; why it failed ("" = done)
+//   host: bucket_spec -> the new bucket
+//   stop: why the job failed ("" when it finished) -> true, then the server quits
+using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<bucket_actor>,
+                                      caf::replies_to<stop_atom, std::string>::with<bool>>;
 
 // A worker: trains on its shard once started, reporting each epoch to the coordinator.
-using worker_actor = caf::typed_actor<
-    caf::reacts_to<start_atom, wire, std::vector<bucket_actor>>,  // start_job, one handle per
-                                                                  // bucket in placement order
-    caf::replies_to<stop_atom, std::string>::with<bool>>;  // job over; why it failed ("" = done)
+//   start: start_job and one handle per bucket, in placement order
+//   stop:  as for servers
+using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vector<bucket_actor>>,
+                                      caf::replies_to<stop_atom, std::string>::with<bool>>;
 
 // The coordinator: membership, placement, progress, evaluation, the report.
-using coordinator_actor = caf::typed_actor<
-    caf::replies_to<join_atom, wire, server_actor>::with<wire>,  // join_request -> join_reply
-    caf::replies_to<join_atom, wire, worker_actor>::with<wire>,  // join_request -> join_reply
-    caf::reacts_to<epoch_atom, wire>,                            // epoch_done
-    caf::reacts_to<done_atom, uint32_t>>;                        // worker rank finished
+//   join:  join_request and the member's handle -> join_reply
+//   epoch: epoch_done
+//   done:  the rank of a worker that finished every epoch
+using coordinator_actor =
+    caf::typed_actor<caf::replies_to<join_atom, wire, server_actor>::with<wire>,
+                     caf::replies_to<join_atom, wire, worker_actor>::with<wire>,
+                     caf::reacts_to<epoch_atom, wire>, caf::reacts_to<done_atom, uint32_t>>;
 
 // The only actor a node publishes: it hands out the coordinator to peers that prove they know
-// the cluster secret (runtime/auth.hpp).
+// the cluster secret (runtime/include/troupe/auth.hpp).
+//   hello: hello -> challenge
+//   prove: proof -> the coordinator
 using gatekeeper_actor =
-    caf::typed_actor<caf::replies_to<hello_atom, wire>::with<wire>,  // hello -> challenge
-                     caf::replies_to<prove_atom, wire>::with<coordinator_actor>>;  // proof ->
-                                                                                   // coordinator
+    caf::typed_actor<caf::replies_to<hello_atom, wire>::with<wire>,
+                     caf::replies_to<prove_atom, wire>::with<coordinator_actor>>;
+
+// clang-format on
 
 }  // namespace troupe
 

@@ -51,6 +51,7 @@ struct VectorClock {
 struct PullRequest {
   bucket @0 :UInt32;
   worker @1 :UInt32;
+  workerClock @2 :UInt64;   # steps the worker has pushed; ssp/bsp hold the reply until allowed
 }
 
 struct PullReply {
@@ -68,6 +69,7 @@ struct PushRequest {
   dense @4 :List(DenseTensor);
   sparse @5 :List(SparseRows);
   signs @6 :List(SignTensor);
+  last @7 :Bool;            # the worker's final push: it no longer holds back ssp/bsp peers
 }
 
 struct PushAck {
@@ -82,6 +84,32 @@ struct BucketSpec {
   workers @1 :UInt32;
   optimizer @2 :Optimizer;
   tensors @3 :List(DenseTensor);
+  consistency @4 :Consistency;
+  compensation @5 :Compensation;
+}
+
+# How far workers may drift apart: async (no bound), ssp (a worker's clock at most `bound`
+# ahead of the slowest), bsp (gradients of a round averaged and applied together).
+struct Consistency {
+  mode @0 :Mode;
+  bound @1 :UInt32;
+  enum Mode {
+    async @0;
+    ssp @1;
+    bsp @2;
+  }
+}
+
+# Delay compensation of a stale gradient g read at theta_read (lambda: its strength).
+struct Compensation {
+  kind @0 :Kind;
+  lambda @1 :Float32;
+  enum Kind {
+    none @0;
+    linear @1;             # g + lambda (theta_now - theta_read)
+    dcasgd @2;             # g + lambda g*g*(theta_now - theta_read)
+    dcasgdAdaptive @3;     # lambda scaled by 1/sqrt(running mean of g*g)
+  }
 }
 
 struct Optimizer {
@@ -91,9 +119,12 @@ struct Optimizer {
   beta2 @3 :Float32;
   epsilon @4 :Float32;
   weightDecay @5 :Float32;
+  lrStaleness @6 :Bool;     # scale the step by 1 / (1 + staleness)
   enum Kind {
-    adam @0;
-    sgd @1;                 # with momentum beta1 (0 = plain SGD)
+    adam @0;                # weight decay as L2 in the gradient
+    sgd @1;
+    momentum @2;            # heavy ball with coefficient beta1
+    adamw @3;               # decoupled weight decay
   }
 }
 
@@ -105,6 +136,8 @@ struct BucketStats {
   maxStaleness @4 :UInt64;
   stalenessSum @5 :UInt64;
   clock @6 :VectorClock;
+  stalenessHistogram @7 :List(UInt64);  # entry t: pushes applied with staleness t (last: >=)
+  maxClockGap @8 :UInt64;   # largest worker clock minus slowest live clock at a granted pull
 }
 
 # -- membership ---------------------------------------------------------------------------------
@@ -192,6 +225,9 @@ struct StartJob {
   seed @4 :UInt64;
   placement @5 :Placement;
   servers @6 :List(Endpoint);  # data endpoint of each server, by server rank
+  accumulate @7 :UInt32;    # batches whose gradients are averaged into one push (>= 1)
+  prefetch @8 :Bool;        # pull the next values while the current batch computes
+  delayMs @9 :UInt32;       # extra milliseconds per batch (straggler experiments)
 }
 
 struct EpochDone {
@@ -199,6 +235,8 @@ struct EpochDone {
   epoch @1 :UInt32;
   steps @2 :UInt64;
   meanLoss @3 :Float32;
+  computeS @4 :Float64;     # seconds spent computing gradients so far
+  wallS @5 :Float64;        # seconds since the worker started training
 }
 
 struct EpochEntry {
@@ -220,4 +258,14 @@ struct JobReport {
   restarts @7 :UInt64;
   workersLost @8 :List(Text);
   epochs @9 :List(EpochEntry);
+  stalenessP50 @10 :Float64;
+  stalenessP99 @11 :Float64;
+  maxClockGap @12 :UInt64;
+  workers @13 :List(WorkerEntry);
+}
+
+struct WorkerEntry {
+  name @0 :Text;
+  steps @1 :UInt64;
+  utilization @2 :Float64;  # compute time / wall time
 }

@@ -61,11 +61,20 @@ std::string to_json(const job_report& r) {
   out += fmt::format("  \"updates_rejected\": {},\n", r.updates_rejected);
   out += fmt::format("  \"max_staleness\": {},\n", r.max_staleness);
   out += fmt::format("  \"mean_staleness\": {},\n", json_number(r.mean_staleness));
+  out += fmt::format("  \"staleness\": {{\"mean\": {}, \"p50\": {}, \"p99\": {}, \"max\": {}}},\n",
+                     json_number(r.mean_staleness), json_number(r.staleness_p50),
+                     json_number(r.staleness_p99), r.max_staleness);
+  out += fmt::format("  \"max_clock_gap\": {},\n", r.max_clock_gap);
   out += fmt::format("  \"restarts\": {},\n", r.restarts);
   out += "  \"workers_lost\": [";
   for (size_t i = 0; i < r.workers_lost.size(); ++i)
     out += (i ? ", " : "") + json_string(r.workers_lost[i]);
-  out += "],\n  \"epochs\": [";
+  out += "],\n  \"workers\": [";
+  for (size_t i = 0; i < r.workers.size(); ++i)
+    out += fmt::format("{}\n    {{\"name\": {}, \"steps\": {}, \"utilization\": {}}}", i ? "," : "",
+                       json_string(r.workers[i].name), r.workers[i].steps,
+                       json_number(r.workers[i].utilization));
+  out += r.workers.empty() ? "],\n  \"epochs\": [" : "\n  ],\n  \"epochs\": [";
   for (size_t i = 0; i < r.epochs.size(); ++i) {
     const auto& e = r.epochs[i];
     out += fmt::format(

@@ -43,6 +43,7 @@ struct sign_tensor {
 struct pull_request {
   uint32_t bucket = 0;
   uint32_t worker = 0;
+  uint64_t worker_clock = 0;  // pushes done; ssp/bsp hold the reply until the clock is allowed
 };
 
 struct pull_reply {
@@ -60,6 +61,7 @@ struct push_request {
   std::vector<dense_tensor> dense;
   std::vector<sparse_rows> sparse;
   std::vector<sign_tensor> signs;
+  bool last = false;  // the worker's final push: it no longer holds back ssp/bsp peers
 };
 
 struct push_ack {
@@ -69,13 +71,27 @@ struct push_ack {
 };
 
 struct optimizer_config {
-  enum class kind : uint8_t { adam = 0, sgd = 1 };
+  // adam: weight decay as L2; adamw: decoupled; sgd: plain; momentum: heavy ball (beta1).
+  enum class kind : uint8_t { adam = 0, sgd = 1, momentum = 2, adamw = 3 };
   kind type = kind::adam;
   float lr = 1e-3f;
-  float beta1 = 0.9f;  // Adam's first moment; the momentum coefficient for SGD
+  float beta1 = 0.9f;  // Adam's first moment; the momentum coefficient
   float beta2 = 0.999f;
   float epsilon = 1e-8f;
   float weight_decay = 0.0f;
+  bool lr_staleness = false;  // scale each step by 1 / (1 + staleness)
+};
+
+struct consistency_config {
+  enum class mode : uint8_t { async = 0, ssp = 1, bsp = 2 };
+  mode type = mode::async;
+  uint32_t bound = 0;  // ssp: how many clocks a worker may run ahead of the slowest
+};
+
+struct compensation_config {
+  enum class kind : uint8_t { none = 0, linear = 1, dcasgd = 2, dcasgd_adaptive = 3 };
+  kind type = kind::none;
+  float lambda = 0.0f;
 };
 
 struct bucket_spec {
@@ -83,6 +99,8 @@ struct bucket_spec {
   uint32_t workers = 0;
   optimizer_config optimizer;
   std::vector<dense_tensor> tensors;  // the slices this bucket owns, with initial values
+  consistency_config consistency;
+  compensation_config compensation;
 };
 
 struct bucket_stats {
@@ -93,6 +111,8 @@ struct bucket_stats {
   uint64_t max_staleness = 0;
   uint64_t staleness_sum = 0;
   vector_clock clock;
+  std::vector<uint64_t> staleness_histogram;  // entry t: pushes applied with staleness t
+  uint64_t max_clock_gap = 0;
 };
 
 enum class role : uint8_t { coordinator = 0, server = 1, worker = 2, console = 3 };
@@ -166,6 +186,9 @@ struct start_job {
   uint64_t seed = 0;
   placement layout;
   std::vector<endpoint> servers;  // data endpoint of each server, by server rank
+  uint32_t accumulate = 1;        // batches whose gradients are averaged into one push
+  bool prefetch = false;          // pull the next values while the current batch computes
+  uint32_t delay_ms = 0;          // extra milliseconds per batch (straggler experiments)
 };
 
 struct epoch_done {
@@ -173,6 +196,8 @@ struct epoch_done {
   uint32_t epoch = 0;
   uint64_t steps = 0;
   float mean_loss = 0;
+  double compute_s = 0;  // seconds spent computing gradients so far
+  double wall_s = 0;     // seconds since the worker started training
 };
 
 struct epoch_entry {
@@ -181,6 +206,12 @@ struct epoch_entry {
   double test_loss = 0;
   double train_loss = 0;
   double wall_s = 0;
+};
+
+struct worker_entry {
+  std::string name;
+  uint64_t steps = 0;
+  double utilization = 0;  // compute time / wall time
 };
 
 struct job_report {
@@ -194,6 +225,10 @@ struct job_report {
   uint64_t restarts = 0;
   std::vector<std::string> workers_lost;
   std::vector<epoch_entry> epochs;
+  double staleness_p50 = 0;
+  double staleness_p99 = 0;
+  uint64_t max_clock_gap = 0;
+  std::vector<worker_entry> workers;
 };
 
 // The report as the JSON document that `--report FILE` writes.

@@ -32,8 +32,15 @@ const std::vector<app_flag>& common_flags() {
       {"epochs", "E", "passes over the training set", "3"},
       {"batch", "B", "examples per worker step", "64"},
       {"lr", "X", "learning rate", "0.001"},
-      {"optimizer", "NAME", "adam | sgd (with --momentum)", "adam"},
-      {"momentum", "MU", "SGD momentum", "0.9"},
+      {"optimizer", "NAME", "adam | adamw | sgd | momentum (heavy ball, --momentum)", "adam"},
+      {"momentum", "MU", "momentum coefficient of --optimizer momentum", "0.9"},
+      {"consistency", "MODE", "async | ssp:S (at most S clocks ahead of the slowest) | bsp",
+       "async"},
+      {"dc", "KIND", "delay compensation: none | linear:L | dcasgd:L | dcasgd-adaptive:L0", "none"},
+      {"lr-staleness", "", "scale each update by 1 / (1 + its staleness)", ""},
+      {"accumulate", "N", "batches whose gradients are averaged into one push", "1"},
+      {"prefetch", "", "pull the next values while a batch computes", ""},
+      {"worker-delay-ms", "I:D", "make worker I slower by D ms per batch (I:D,J:E...)", ""},
       {"weight-decay", "WD", "weight decay (decoupled for adam, L2 for sgd)", "0"},
       {"seed", "S", "seed of initialisation and data order", "1"},
       {"report", "FILE", "write the job report (JSON) here when the job ends", ""},
@@ -170,7 +177,13 @@ caf::error validate(const launch_options& o) {
   if (o.workers == 0 || o.servers == 0) return bad("--workers and --servers must be at least 1");
   if (o.epochs == 0 || o.batch == 0) return bad("--epochs and --batch must be at least 1");
   if (!(o.lr > 0)) return bad("--lr must be positive");
-  if (o.optimizer != "adam" && o.optimizer != "sgd") return bad("--optimizer must be adam or sgd");
+  if (o.optimizer != "adam" && o.optimizer != "adamw" && o.optimizer != "sgd" &&
+      o.optimizer != "momentum")
+    return bad("--optimizer must be adam, adamw, sgd or momentum");
+  if (o.accumulate == 0) return bad("--accumulate must be at least 1");
+  for (const auto& [rank, ms] : o.worker_delay_ms)
+    if (rank >= o.workers)
+      return bad(fmt::format("--worker-delay-ms names worker {} of {}", rank, o.workers));
   if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
   if (o.weight_decay < 0) return bad("--weight-decay must not be negative");
   if (o.buckets > (1u << 16)) return bad("--buckets must be at most 65536");
@@ -275,6 +288,7 @@ caf::expected<launch_options> parse_launch_options(const std::vector<std::string
   number("seed", o.seed);
   number("threads", o.threads);
   number("blas-threads", o.blas_threads);
+  number("accumulate", o.accumulate);
   int64_t join_s = o.join_timeout.count(), request_s = o.request_timeout.count();
   number("join-timeout", join_s);
   number("request-timeout", request_s);
@@ -287,6 +301,23 @@ caf::expected<launch_options> parse_launch_options(const std::vector<std::string
   if (auto s = get("report")) o.report = *s;
   if (auto e = parse_switch("insecure", get("insecure"), o.insecure)) return e;
   if (auto e = parse_switch("help", get("help"), o.help)) return e;
+  if (auto e = parse_switch("lr-staleness", get("lr-staleness"), o.lr_staleness)) return e;
+  if (auto e = parse_switch("prefetch", get("prefetch"), o.prefetch)) return e;
+  if (auto s = get("consistency")) {
+    auto c = parse_consistency(*s);
+    if (!c) return std::move(c.error());
+    o.consistency = *c;
+  }
+  if (auto s = get("dc")) {
+    auto c = parse_compensation(*s);
+    if (!c) return std::move(c.error());
+    o.compensation = *c;
+  }
+  if (auto s = get("worker-delay-ms")) {
+    auto d = parse_worker_delays(*s);
+    if (!d) return std::move(d.error());
+    o.worker_delay_ms = std::move(*d);
+  }
   if (auto s = get("log-level"); s && !parse_log_level(*s, o.level))
     return make_error(errc::bad_configuration, fmt::format("--log-level: unknown level '{}'", *s));
   if (auto e = apply_torchrun(v, o)) return e;
@@ -303,6 +334,62 @@ caf::expected<launch_options> parse_launch_options(const std::vector<std::string
   if (o.help) return o;
   if (auto e = validate(o)) return e;
   return o;
+}
+
+caf::expected<consistency_config> parse_consistency(const std::string& text) {
+  using mode = consistency_config::mode;
+  if (text == "async") return consistency_config{mode::async, 0};
+  if (text == "bsp") return consistency_config{mode::bsp, 0};
+  if (text.rfind("ssp:", 0) == 0) {
+    consistency_config c{mode::ssp, 0};
+    if (auto err = parse_number("consistency", text.substr(4), c.bound)) return err;
+    return c;
+  }
+  return make_error(errc::bad_configuration,
+                    fmt::format("--consistency must be async, ssp:S or bsp, not '{}'", text));
+}
+
+caf::expected<compensation_config> parse_compensation(const std::string& text) {
+  using kind = compensation_config::kind;
+  if (text == "none") return compensation_config{kind::none, 0.0f};
+  const auto colon = text.find(':');
+  const std::string name = text.substr(0, colon);
+  compensation_config c;
+  if (name == "linear")
+    c.type = kind::linear;
+  else if (name == "dcasgd")
+    c.type = kind::dcasgd;
+  else if (name == "dcasgd-adaptive")
+    c.type = kind::dcasgd_adaptive;
+  else
+    return make_error(errc::bad_configuration,
+                      fmt::format("--dc must be none, linear:L, dcasgd:L or dcasgd-adaptive:L0, "
+                                  "not '{}'",
+                                  text));
+  if (colon == std::string::npos)
+    return make_error(errc::bad_configuration, fmt::format("--dc {} needs :lambda", name));
+  if (auto err = parse_number("dc", text.substr(colon + 1), c.lambda)) return err;
+  if (c.lambda < 0) return make_error(errc::bad_configuration, "--dc lambda must not be negative");
+  return c;
+}
+
+caf::expected<std::map<uint32_t, uint32_t>> parse_worker_delays(const std::string& text) {
+  std::map<uint32_t, uint32_t> out;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    const auto colon = item.find(':');
+    if (colon == std::string::npos)
+      return make_error(errc::bad_configuration,
+                        fmt::format("--worker-delay-ms: '{}' is not RANK:MS", item));
+    uint32_t rank = 0, ms = 0;
+    if (auto err = parse_number("worker-delay-ms", item.substr(0, colon), rank)) return err;
+    if (auto err = parse_number("worker-delay-ms", item.substr(colon + 1), ms)) return err;
+    out[rank] = ms;
+    begin = end + 1;
+  }
+  return out;
 }
 
 std::string launch_usage(const std::string& program, const std::string& summary,

@@ -79,7 +79,7 @@ BOOST_AUTO_TEST_CASE(adam_updates_match_a_double_precision_reference) {
 
 BOOST_AUTO_TEST_CASE(sgd_momentum_updates_match_the_formula) {
   optimizer_config opt;
-  opt.type = optimizer_config::kind::sgd;
+  opt.type = optimizer_config::kind::momentum;
   opt.lr = 0.1f;
   opt.beta1 = 0.9f;
   const auto spec = two_slice_spec(opt);
@@ -122,8 +122,9 @@ BOOST_AUTO_TEST_CASE(a_bucket_actor_refuses_malformed_pushes_and_keeps_its_value
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   const auto spec = two_slice_spec(optimizer_config{});
-  auto bucket =
-      sys.spawn(parameter_bucket, spec, self->address(), logger{"bucket", log_level::error});
+  const bucket_actor_config config{self->address(), self->address(),
+                                   logger{"bucket", log_level::error}};
+  auto bucket = sys.spawn(parameter_bucket, spec, config);
   const auto timeout = std::chrono::seconds(10);
 
   auto push = [&](const wire& w) {

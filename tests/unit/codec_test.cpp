@@ -311,8 +311,38 @@ BOOST_AUTO_TEST_CASE(bucket_spec_sgd) {
   BOOST_TEST(y->tensors.empty());
 }
 
+BOOST_AUTO_TEST_CASE(bucket_spec_consistency_compensation_and_optimizer_kinds) {
+  for (auto kind : {optimizer_config::kind::momentum, optimizer_config::kind::adamw}) {
+    bucket_spec x;
+    x.workers = 3;
+    x.optimizer.type = kind;
+    x.optimizer.lr_staleness = true;
+    x.consistency = {consistency_config::mode::ssp, 4};
+    x.compensation = {compensation_config::kind::dcasgd_adaptive, 0.5f};
+    auto y = decode<bucket_spec>(encode(x));
+    BOOST_TEST_REQUIRE(succeeded(y));
+    BOOST_TEST((y->optimizer.type == kind));
+    BOOST_TEST(y->optimizer.lr_staleness);
+    BOOST_TEST((y->consistency.type == consistency_config::mode::ssp));
+    BOOST_TEST(y->consistency.bound == 4u);
+    BOOST_TEST((y->compensation.type == compensation_config::kind::dcasgd_adaptive));
+    BOOST_TEST(y->compensation.lambda == 0.5f);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(pull_and_push_carry_clock_and_last) {
+  auto pull = decode<pull_request>(encode(pull_request{3, 1, 77}));
+  BOOST_TEST_REQUIRE(succeeded(pull));
+  BOOST_TEST(pull->worker_clock == 77u);
+  push_request push;
+  push.last = true;
+  auto decoded = decode<push_request>(encode(push));
+  BOOST_TEST_REQUIRE(succeeded(decoded));
+  BOOST_TEST(decoded->last);
+}
+
 BOOST_AUTO_TEST_CASE(bucket_stats_fields) {
-  bucket_stats x{6, 100, 90, 10, 4, 55, vector_clock{std::vector<uint64_t>{30, 60}}};
+  bucket_stats x{6, 100, 90, 10, 4, 55, vector_clock{std::vector<uint64_t>{30, 60}}, {5, 0, 2}, 3};
   auto y = decode<bucket_stats>(encode(x));
   BOOST_TEST_REQUIRE(succeeded(y));
   BOOST_TEST(y->bucket == 6u);
@@ -322,6 +352,8 @@ BOOST_AUTO_TEST_CASE(bucket_stats_fields) {
   BOOST_TEST(y->max_staleness == 4u);
   BOOST_TEST(y->staleness_sum == 55u);
   BOOST_TEST(entries_of(y->clock) == entries_of(x.clock), tt::per_element());
+  BOOST_TEST(y->staleness_histogram == x.staleness_histogram, tt::per_element());
+  BOOST_TEST(y->max_clock_gap == 3u);
 }
 
 BOOST_AUTO_TEST_CASE(hello_fields) {
@@ -970,8 +1002,22 @@ BOOST_AUTO_TEST_CASE(unknown_optimizer_kind) {
   capnp::MallocMessageBuilder message;
   auto spec = message.initRoot<schema::BucketSpec>();
   spec.setWorkers(1);
-  spec.initOptimizer().setKind(static_cast<schema::Optimizer::Kind>(2));
+  spec.initOptimizer().setKind(static_cast<schema::Optimizer::Kind>(4));
   BOOST_TEST(fails_with(decode<bucket_spec>(to_wire(message)), errc::malformed_message));
+}
+
+BOOST_AUTO_TEST_CASE(unknown_consistency_and_compensation) {
+  capnp::MallocMessageBuilder message;
+  auto spec = message.initRoot<schema::BucketSpec>();
+  spec.setWorkers(1);
+  spec.initConsistency().setMode(static_cast<schema::Consistency::Mode>(3));
+  BOOST_TEST(fails_with(decode<bucket_spec>(to_wire(message)), errc::malformed_message));
+  spec.initConsistency().setMode(schema::Consistency::Mode::SSP);
+  spec.initCompensation().setKind(static_cast<schema::Compensation::Kind>(4));
+  BOOST_TEST(fails_with(decode<bucket_spec>(to_wire(message)), errc::malformed_message));
+  spec.initCompensation().setKind(schema::Compensation::Kind::DCASGD);
+  spec.getCompensation().setLambda(-1.0f);
+  BOOST_TEST(fails_with(decode<bucket_spec>(to_wire(message)), errc::non_finite));
 }
 
 BOOST_AUTO_TEST_CASE(bucket_spec_without_workers) {

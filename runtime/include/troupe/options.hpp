@@ -14,6 +14,7 @@
 
 #include <caf/expected.hpp>
 
+#include "messages/types.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe {
@@ -50,9 +51,15 @@ struct launch_options {
   uint32_t epochs = 3;
   uint32_t batch = 64;
   float lr = 1e-3f;
-  std::string optimizer = "adam";  // adam | sgd
+  std::string optimizer = "adam";  // adam | adamw | sgd | momentum
   float momentum = 0.9f;
   float weight_decay = 0.0f;
+  bool lr_staleness = false;  // scale each update by 1 / (1 + staleness)
+  consistency_config consistency;
+  compensation_config compensation;
+  uint32_t accumulate = 1;                       // batches averaged into one push
+  bool prefetch = false;                         // pull the next values while a batch computes
+  std::map<uint32_t, uint32_t> worker_delay_ms;  // worker rank -> extra ms per batch
   uint64_t seed = 1;
   std::string report;
   unsigned threads = 0;       // CAF scheduler threads; 0: one per core
@@ -80,6 +87,15 @@ std::string launch_usage(const std::string& program, const std::string& summary,
                          const std::vector<app_flag>& app_flags);
 
 caf::expected<host_port> parse_host_port(const std::string& text);
+
+// "async", "ssp:S" or "bsp".
+caf::expected<consistency_config> parse_consistency(const std::string& text);
+
+// "none", "linear:L", "dcasgd:L" or "dcasgd-adaptive:L0".
+caf::expected<compensation_config> parse_compensation(const std::string& text);
+
+// "i:D[,j:E...]": worker rank i is slower by D milliseconds per batch.
+caf::expected<std::map<uint32_t, uint32_t>> parse_worker_delays(const std::string& text);
 
 bool is_loopback(const std::string& host);
 

@@ -1,0 +1,24 @@
+// Assembling the job report from what the buckets and workers counted, and writing it. Pure
+// functions over value types; the coordinator calls them once at the end of a job.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+
+#include "messages/types.hpp"
+
+namespace troupe {
+
+// The smallest t with at least a fraction q of the counts at or below t (0 for no counts).
+double histogram_quantile(const std::vector<uint64_t>& histogram, double q);
+
+// Adds every bucket's counters to `report`: updates applied and rejected, staleness mean,
+// p50, p99 and max (from the merged histograms), and the largest clock gap.
+void summarize_buckets(const std::vector<bucket_stats>& buckets, job_report& report);
+
+// Writes to_json(report) to `path` atomically (a temporary file, then rename).
+caf::error write_report_file(const std::string& path, const job_report& report);
+
+}  // namespace troupe
