@@ -88,7 +88,9 @@ void start_training(self_ptr self, const coordinator_config& config) {
   st.started = std::chrono::steady_clock::now();
   const auto& o = config.opts;
   st.epoch_loss.assign(o.epochs, 0.0);
-  st.epoch_reports.assign(o.epochs, 0);
+  st.epoch_batches.assign(o.epochs, 0);
+  st.work.emplace(o.epochs, config.task->batches_per_epoch(o.batch), o.accumulate,
+                  static_cast<uint32_t>(st.workers.size()));
   config.log.info("training: {} workers, {} servers, {} buckets, {} epochs", st.workers.size(),
                   st.servers.size(), st.buckets.size(), o.epochs);
   std::vector<endpoint> servers;
@@ -205,22 +207,17 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
     if (std::all_of(st.worker_members.begin(), st.worker_members.end(),
                     [](const member& w) { return w.lost; }))
       return fail(self, config, "every worker was lost");
+    // Its unfinished batches go to the others; if nobody is left to do them, they are lost.
+    const uint64_t returned = st.work->release(static_cast<uint32_t>(*i));
+    const bool anyone_working = std::any_of(st.worker_members.begin(), st.worker_members.end(),
+                                            [](const member& w) { return !w.lost && !w.done; });
+    if (returned > 0 && !anyone_working)
+      config.log.warn("{} batches were lost with '{}'", st.work->abandon_returned(), m.name);
     maybe_evaluate(self, config);
   }
 }
 
 // -- progress and evaluation --------------------------------------------------------------------
-
-bool epoch_complete(const coordinator_state& st, uint32_t epoch) {
-  bool anyone = false;
-  for (const auto& m : st.worker_members) {
-    if (m.epochs_reported > epoch || m.done)
-      anyone = true;
-    else if (!m.lost)
-      return false;
-  }
-  return anyone;
-}
 
 void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t epoch,
                        double accuracy, double loss) {
@@ -228,7 +225,7 @@ void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t
   if (st.phase != job_phase::training) return;
   st.evaluating = false;
   const double train_loss =
-      st.epoch_reports[epoch] ? st.epoch_loss[epoch] / st.epoch_reports[epoch] : 0.0;
+      st.epoch_batches[epoch] ? st.epoch_loss[epoch] / double(st.epoch_batches[epoch]) : 0.0;
   const double wall = seconds_since(st.started);
   st.report.epochs.push_back(epoch_entry{epoch + 1, accuracy, loss, train_loss, wall});
   std::printf("epoch %u/%u  test_accuracy %.4f  test_loss %.4f  train_loss %.4f  %.1f s\n",
@@ -276,26 +273,25 @@ void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
 void maybe_evaluate(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   if (st.phase != job_phase::training || st.evaluating) return;
-  if (st.evaluated < config.opts.epochs && epoch_complete(st, st.evaluated))
+  if (st.evaluated < config.opts.epochs && st.work->epoch_complete(st.evaluated))
     evaluate(self, config, st.evaluated);
 }
 
-void on_epoch(self_ptr self, const coordinator_config& config, const wire& w) {
+void on_progress(self_ptr self, const coordinator_config& config, const wire& w) {
   auto& st = self->state;
-  if (st.phase != job_phase::training) return config.log.warn("ignored an early epoch report");
-  auto report = decode<epoch_done>(w);
-  if (!report || report->worker >= st.worker_members.size() || report->epoch >= config.opts.epochs)
-    return config.log.warn("ignored a malformed epoch report");
+  if (st.phase != job_phase::training) return config.log.warn("ignored early progress");
+  auto report = decode<progress>(w);
+  if (!report || report->worker >= st.worker_members.size())
+    return config.log.warn("ignored a malformed progress report");
   auto& m = st.worker_members[report->worker];
-  if (!sent_by(self, m.address)) return config.log.warn("ignored a report sent for another worker");
-  if (report->epoch != m.epochs_reported) return config.log.warn("ignored an out-of-order report");
-  m.epochs_reported = report->epoch + 1;
-  m.steps += report->steps;
+  if (!sent_by(self, m.address)) return config.log.warn("ignored progress sent for another worker");
+  if (!st.work->finish(report->worker, report->chunk))
+    return config.log.warn("ignored progress on a chunk '{}' does not hold", m.name);
+  st.epoch_loss[report->chunk.epoch] += report->loss_sum;
+  st.epoch_batches[report->chunk.epoch] += report->chunk.count;
+  m.steps += report->chunk.count;
   m.compute_s = report->compute_s;
   m.wall_s = report->wall_s;
-  st.epoch_loss[report->epoch] += report->mean_loss;
-  st.epoch_reports[report->epoch] += 1;
-  st.steps += report->steps;
   maybe_evaluate(self, config);
 }
 
@@ -310,7 +306,8 @@ void finish(self_ptr self, const coordinator_config& config) {
     auto& st = self->state;
     job_report& r = st.report;
     summarize_buckets(*stats, r);
-    r.steps = st.steps;
+    r.steps = 0;
+    for (const auto& m : st.worker_members) r.steps += m.steps;
     r.wall_s = seconds_since(st.started);
     r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
     for (const auto& m : st.worker_members)
@@ -359,7 +356,14 @@ coordinator_actor::behavior_type coordinator(
         return admit(self, config, w, std::move(x), st.workers, st.worker_members,
                      config.opts.workers, role::worker);
       },
-      [=](epoch_atom, const wire& w) { on_epoch(self, config, w); },
+      [=](claim_atom, uint32_t rank) -> caf::result<wire> {
+        auto& st = self->state;
+        if (st.phase != job_phase::training || rank >= st.worker_members.size() ||
+            !sent_by(self, st.worker_members[rank].address))
+          return make_error(errc::authentication_failed, "claims come from that worker only");
+        return encode(st.work->claim(rank));
+      },
+      [=](progress_atom, const wire& w) { on_progress(self, config, w); },
       [=](done_atom, uint32_t rank) {
         auto& st = self->state;
         if (st.phase != job_phase::training || rank >= st.worker_members.size() ||

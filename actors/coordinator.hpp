@@ -13,6 +13,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/evaluator.hpp"
+#include "actors/work_plan.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/layout.hpp"
 #include "troupe/log.hpp"
@@ -34,7 +35,6 @@ struct member {
   std::string name;
   caf::actor_addr address;
   bool lost = false;
-  uint32_t epochs_reported = 0;
   bool done = false;
   endpoint data;         // a server's port for direct connections from workers
   uint64_t steps = 0;    // a worker's batches so far
@@ -53,9 +53,9 @@ struct coordinator_state {
   placement plan;
   std::vector<bucket_actor> buckets;
   size_t placed = 0;
-  std::vector<double> epoch_loss;  // per epoch: sum of the workers' mean losses
-  std::vector<uint32_t> epoch_reports;
-  uint64_t steps = 0;
+  std::optional<work_plan> work;   // which batches are handed out, done, or to be redone
+  std::vector<double> epoch_loss;  // per epoch: summed batch losses reported so far
+  std::vector<uint64_t> epoch_batches;
   uint32_t evaluated = 0;  // epochs evaluated so far
   bool evaluating = false;
   evaluator_actor evaluator;

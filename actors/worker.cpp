@@ -42,41 +42,42 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-bool last_push(const worker_state& st) {
-  return st.epoch + 1 == st.job->epochs && st.step == st.replica->steps_per_epoch();
-}
-
-// Reports a finished epoch; true when it was the last one.
-bool end_epoch(self_ptr self, const worker_config& config) {
+// Keeps one chunk in reserve, so that the next claim's round trip hides behind computation.
+void claim_work(self_ptr self, const worker_config& config) {
   auto& st = self->state;
-  const epoch_done report{
-      st.job->worker, st.epoch,
-      st.step,        static_cast<float>(st.epoch_loss / static_cast<double>(st.step)),
-      st.compute_s,   seconds_since(st.started)};
-  self->send(config.coordinator, epoch_atom_v, encode(report));
-  config.log.debug("epoch {} done, mean loss {:.4f}", st.epoch + 1, report.mean_loss);
-  ++st.epoch;
-  st.step = 0;
-  st.epoch_loss = 0;
-  if (st.epoch < st.job->epochs) return false;
-  self->send(config.coordinator, done_atom_v, st.job->worker);
-  return true;
+  if (st.claim_pending || st.exhausted || st.queue.size() >= 2) return;
+  st.claim_pending = true;
+  self->request(config.coordinator, config.request_timeout, claim_atom_v, st.job->worker)
+      .then(
+          [=](const wire& w) {
+            auto& st = self->state;
+            st.claim_pending = false;
+            auto chunk = decode<work_chunk>(w);
+            if (!chunk) return fail(self, config, "claiming work", chunk.error());
+            if (chunk->count == 0)
+              st.exhausted = true;
+            else
+              st.queue.push_back(*chunk);
+            claim_work(self, config);
+            maybe_compute(self, config);
+          },
+          [=](caf::error& err) { fail(self, config, "claiming work", err); });
 }
 
-// Once every bucket acknowledged a push: the clock advances, the epoch may end, and without
-// prefetch the next pull goes out.
+// Once every bucket acknowledged a push: the clock advances and the chunk is reported done.
 void pushed(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   ++st.clock;
-  if (st.step == st.replica->steps_per_epoch() && end_epoch(self, config)) return;
-  if (!st.job->prefetch) pull_round(self, config);
+  const progress report{st.job->worker, st.current, st.current_loss, st.compute_s,
+                        seconds_since(st.started)};
+  self->send(config.coordinator, progress_atom_v, encode(report));
   maybe_compute(self, config);
 }
 
 void push_round(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   st.pushes_pending = st.buckets.size();
-  const bool last = last_push(st);
+  const bool last = st.queue.empty() && st.exhausted;
   for (size_t b = 0; b < st.buckets.size(); ++b) {
     const auto& plan = st.job->layout.buckets[b];
     push_request push{plan.bucket,
@@ -103,40 +104,49 @@ void push_round(self_ptr self, const worker_config& config) {
   }
 }
 
-// Averages the gradients of up to `accumulate` batches of this epoch into st.grad.
-float accumulate_gradients(worker_state& st) {
-  const uint64_t batches =
-      std::min<uint64_t>(st.job->accumulate, st.replica->steps_per_epoch() - st.step);
-  float loss_sum = 0;
+// Averages the gradients of the chunk's batches into st.grad; returns their summed loss.
+double compute_chunk(worker_state& st, const work_chunk& chunk) {
+  double loss_sum = 0;
   std::fill(st.grad.begin(), st.grad.end(), 0.0f);
-  for (uint64_t i = 0; i < batches; ++i) {
+  for (uint32_t i = 0; i < chunk.count; ++i) {
     const auto began = std::chrono::steady_clock::now();
-    auto& target = batches == 1 ? st.grad : st.batch_grad;
-    const float loss = st.replica->gradient(st.params, st.epoch, st.step, target);
-    if (batches > 1)
-      for (size_t k = 0; k < st.grad.size(); ++k) st.grad[k] += target[k] / batches;
+    auto& target = chunk.count == 1 ? st.grad : st.batch_grad;
+    if (target.size() != st.grad.size()) target.assign(st.grad.size(), 0.0f);
+    loss_sum += st.replica->gradient(st.params, chunk.epoch, chunk.first + i, target);
+    if (chunk.count > 1)
+      for (size_t k = 0; k < st.grad.size(); ++k) st.grad[k] += target[k] / chunk.count;
     if (st.job->delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(st.job->delay_ms));
     st.compute_s += seconds_since(began);
-    loss_sum += loss;
-    st.epoch_loss += loss;
-    ++st.step;
   }
-  return loss_sum / static_cast<float>(batches);
+  return loss_sum;
 }
 
-// Computes and pushes once the values of the latest pull are in and no push is in flight.
+// Moves the loop on: says done when no work is left, pulls when values are missing, and
+// computes and pushes the next chunk once its values are in and no push is in flight.
 void maybe_compute(self_ptr self, const worker_config& config) {
   auto& st = self->state;
-  if (!st.have_params || st.pulls_pending > 0 || st.pushes_pending > 0) return;
+  if (st.pushes_pending > 0) return;
+  if (st.queue.empty()) {
+    if (st.exhausted && !st.finished) {
+      st.finished = true;
+      self->send(config.coordinator, done_atom_v, st.job->worker);
+    }
+    return;  // otherwise a claim is on its way
+  }
+  if (!st.have_params) {
+    if (st.pulls_pending == 0) pull_round(self, config);
+    return;
+  }
   st.have_params = false;
-  const bool more_after_this = !(st.epoch + 1 == st.job->epochs &&
-                                 st.step + st.job->accumulate >= st.replica->steps_per_epoch());
-  if (st.job->prefetch && more_after_this) pull_round(self, config);
-  const float loss = accumulate_gradients(st);
-  if (!std::isfinite(loss) || !all_finite(st.grad)) {
-    // Never send a poisoned gradient: skip this push and say so; the clock still advances.
-    config.log.warn("non-finite loss or gradient at epoch {} step {}; push skipped", st.epoch + 1,
-                    st.step);
+  st.current = st.queue.front();
+  st.queue.pop_front();
+  claim_work(self, config);
+  if (st.job->prefetch && (!st.queue.empty() || !st.exhausted)) pull_round(self, config);
+  st.current_loss = compute_chunk(st, st.current);
+  if (!std::isfinite(st.current_loss) || !all_finite(st.grad)) {
+    // Never send a poisoned gradient: skip this push and say so; the chunk still counts.
+    config.log.warn("non-finite loss or gradient in epoch {} batch {}; push skipped",
+                    st.current.epoch + 1, st.current.first);
     return pushed(self, config);
   }
   push_round(self, config);
@@ -195,23 +205,18 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   st.layout.emplace(config.task->parameters());
   if (auto err = validate_plan(*st.layout, job->layout))
     return fail(self, config, "checking the coordinator's placement against our model", err);
-  auto replica = config.task->make_replica(job->worker, job->workers, job->batch, job->seed);
+  auto replica = config.task->make_replica(job->batch, job->seed);
   if (!replica) return fail(self, config, std::move(replica.error()));
   st.params.assign(st.layout->total, 0.0f);
   st.grad.assign(st.layout->total, 0.0f);
-  st.batch_grad.assign(job->accumulate > 1 ? st.layout->total : 0, 0.0f);
   st.read_clocks.assign(buckets.size(), vector_clock{});
   st.replica = std::move(*replica);
   st.buckets = std::move(buckets);
   connect_servers(self, config, *job);
   st.job = std::move(*job);
   st.started = std::chrono::steady_clock::now();
-  config.log.info("training: worker {} of {}, {} steps per epoch, {} epochs", st.job->worker,
-                  st.job->workers, st.replica->steps_per_epoch(), st.job->epochs);
-  if (st.job->epochs == 0 || st.replica->steps_per_epoch() == 0) {
-    self->send(config.coordinator, done_atom_v, st.job->worker);
-    return;
-  }
+  config.log.info("training: worker {} of {}", st.job->worker, st.job->workers);
+  claim_work(self, config);
   pull_round(self, config);
 }
 

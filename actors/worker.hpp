@@ -1,11 +1,13 @@
-// worker: one training worker. It joins the coordinator, and once started runs its replica's
-// steps: pull every bucket, compute the gradient (averaged over `accumulate` batches), push
-// each bucket its slice stamped with the bucket clock it read, repeat; with prefetch the next
-// pull is in flight while a batch computes. One epoch_done per epoch, done at the end. Spawn
-// it detached: gradient() runs inside its handler and must not hold a CAF scheduler thread.
+// worker: one training worker. It joins the coordinator, and once started claims chunks of
+// batches from the coordinator (one chunk in reserve) and for each: pulls every bucket,
+// computes the chunk's averaged gradient, pushes each bucket its slice stamped with the bucket
+// clock it read, and reports the chunk done. With prefetch the next pull is in flight while a
+// chunk computes. When no work is left it says done. Spawn it detached: gradient() runs inside
+// its handler and must not hold a CAF scheduler thread.
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -37,16 +39,19 @@ struct worker_state {
   std::vector<vector_clock> read_clocks;  // per bucket: the clock of the values last pulled
   std::vector<float> params;
   std::vector<float> grad;        // the gradient being pushed
-  std::vector<float> batch_grad;  // one batch's gradient, summed into grad when accumulating
-  uint32_t epoch = 0;
-  uint64_t step = 0;          // batches done in this epoch
-  uint64_t clock = 0;         // pushes done: the worker's logical clock
-  size_t pulls_pending = 0;   // pull replies still due
-  size_t pushes_pending = 0;  // push acks still due
-  bool have_params = false;   // the latest pull round is complete and not yet used
-  double epoch_loss = 0;      // sum of batch losses this epoch
-  uint64_t rejected = 0;      // pushes a bucket refused
-  double compute_s = 0;       // time spent in gradient() (and the straggler delay)
+  std::vector<float> batch_grad;  // one batch's gradient, averaged into grad when accumulating
+  std::deque<work_chunk> queue;   // chunks claimed and not yet computed (at most two)
+  work_chunk current;             // the chunk whose gradient is being pushed
+  double current_loss = 0;        // its summed batch losses
+  bool claim_pending = false;     // a claim request is in flight
+  bool exhausted = false;         // the coordinator has no work left for us
+  bool finished = false;          // done has been sent
+  uint64_t clock = 0;             // pushes done: the worker's logical clock
+  size_t pulls_pending = 0;       // pull replies still due
+  size_t pushes_pending = 0;      // push acks still due
+  bool have_params = false;       // a pull round completed since the last computation
+  uint64_t rejected = 0;          // pushes a bucket refused
+  double compute_s = 0;           // time spent in gradient() (and the straggler delay)
   std::chrono::steady_clock::time_point started;
   bool stopping = false;
 };

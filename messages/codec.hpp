@@ -53,7 +53,8 @@ wire encode(const join_reply& x);
 wire encode(const heartbeat& x);
 wire encode(const placement& x);
 wire encode(const start_job& x);
-wire encode(const epoch_done& x);
+wire encode(const work_chunk& x);
+wire encode(const progress& x);
 wire encode(const job_report& x);
 
 // decode<T>(w) for every T that encode() takes.

@@ -38,6 +38,16 @@ caf::expected<endpoint> read_endpoint(schema::Endpoint::Reader in, const decode_
   return endpoint{std::move(*host), in.getPort()};
 }
 
+void write_chunk(schema::WorkChunk::Builder out, const work_chunk& x) {
+  out.setEpoch(x.epoch);
+  out.setFirst(x.first);
+  out.setCount(x.count);
+}
+
+work_chunk read_chunk(schema::WorkChunk::Reader in) {
+  return work_chunk{in.getEpoch(), in.getFirst(), in.getCount()};
+}
+
 void write_placement(schema::Placement::Builder out, const placement& x) {
   out.setVersion(x.version);
   auto buckets = out.initBuckets(x.buckets.size());
@@ -269,25 +279,38 @@ caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& li
       });
 }
 
-wire encode(const epoch_done& x) {
+wire encode(const work_chunk& x) {
   capnp::MallocMessageBuilder message;
-  auto out = message.initRoot<schema::EpochDone>();
+  write_chunk(message.initRoot<schema::WorkChunk>(), x);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<work_chunk> decode<work_chunk>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::WorkChunk, work_chunk>(
+      w, limits, [](schema::WorkChunk::Reader in, decode_budget&) -> caf::expected<work_chunk> {
+        return read_chunk(in);
+      });
+}
+
+wire encode(const progress& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::Progress>();
   out.setWorker(x.worker);
-  out.setEpoch(x.epoch);
-  out.setSteps(x.steps);
-  out.setMeanLoss(x.mean_loss);
+  write_chunk(out.initChunk(), x.chunk);
+  out.setLossSum(x.loss_sum);
   out.setComputeS(x.compute_s);
   out.setWallS(x.wall_s);
   return detail::to_wire(message);
 }
 
 template <>
-caf::expected<epoch_done> decode<epoch_done>(const wire& w, const codec_limits& limits) {
-  return detail::read_root<schema::EpochDone, epoch_done>(
-      w, limits, [](schema::EpochDone::Reader in, decode_budget&) -> caf::expected<epoch_done> {
+caf::expected<progress> decode<progress>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::Progress, progress>(
+      w, limits, [](schema::Progress::Reader in, decode_budget&) -> caf::expected<progress> {
         // A diverged worker may report a non-finite loss: that is information, not corruption.
-        return epoch_done{in.getWorker(),   in.getEpoch(),    in.getSteps(),
-                          in.getMeanLoss(), in.getComputeS(), in.getWallS()};
+        return progress{in.getWorker(), read_chunk(in.getChunk()), in.getLossSum(),
+                        in.getComputeS(), in.getWallS()};
       });
 }
 

@@ -22,7 +22,8 @@ CAF_ADD_ATOM(troupe, troupe, host_atom, "host")
 CAF_ADD_ATOM(troupe, troupe, start_atom, "start")
 CAF_ADD_ATOM(troupe, troupe, stop_atom, "stop")
 CAF_ADD_ATOM(troupe, troupe, join_atom, "join")
-CAF_ADD_ATOM(troupe, troupe, epoch_atom, "epoch")
+CAF_ADD_ATOM(troupe, troupe, claim_atom, "claim")
+CAF_ADD_ATOM(troupe, troupe, progress_atom, "progress")
 CAF_ADD_ATOM(troupe, troupe, done_atom, "done")
 CAF_ADD_ATOM(troupe, troupe, hello_atom, "hello")
 CAF_ADD_ATOM(troupe, troupe, prove_atom, "prove")
@@ -54,14 +55,16 @@ using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<buc
 using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vector<bucket_actor>>,
                                       caf::replies_to<stop_atom, std::string>::with<bool>>;
 
-// The coordinator: membership, placement, progress, evaluation, the report.
-//   join:  join_request and the member's handle -> join_reply
-//   epoch: epoch_done
-//   done:  the rank of a worker that finished every epoch
+// The coordinator: membership, placement, the work, evaluation, the report.
+//   join:     join_request and the member's handle -> join_reply
+//   claim:    a worker's rank -> the next work_chunk for it (count 0: no work left)
+//   progress: progress (a worker finished a chunk)
+//   done:     the rank of a worker that has no work left
 using coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, server_actor>::with<wire>,
                      caf::replies_to<join_atom, wire, worker_actor>::with<wire>,
-                     caf::reacts_to<epoch_atom, wire>, caf::reacts_to<done_atom, uint32_t>>;
+                     caf::replies_to<claim_atom, uint32_t>::with<wire>,
+                     caf::reacts_to<progress_atom, wire>, caf::reacts_to<done_atom, uint32_t>>;
 
 // The only actor a node publishes: it hands out the coordinator to peers that prove they know
 // the cluster secret (runtime/include/troupe/auth.hpp).

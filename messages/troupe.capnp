@@ -230,13 +230,20 @@ struct StartJob {
   delayMs @9 :UInt32;       # extra milliseconds per batch (straggler experiments)
 }
 
-struct EpochDone {
+# Batches first .. first+count-1 of one epoch, handed to a worker; count 0: no work is left.
+struct WorkChunk {
+  epoch @0 :UInt32;
+  first @1 :UInt64;
+  count @2 :UInt32;
+}
+
+# A worker finished a chunk: its summed batch losses, and the worker's time so far.
+struct Progress {
   worker @0 :UInt32;
-  epoch @1 :UInt32;
-  steps @2 :UInt64;
-  meanLoss @3 :Float32;
-  computeS @4 :Float64;     # seconds spent computing gradients so far
-  wallS @5 :Float64;        # seconds since the worker started training
+  chunk @1 :WorkChunk;
+  lossSum @2 :Float64;
+  computeS @3 :Float64;     # seconds spent computing gradients so far
+  wallS @4 :Float64;        # seconds since the worker started training
 }
 
 struct EpochEntry {

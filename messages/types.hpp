@@ -191,12 +191,21 @@ struct start_job {
   uint32_t delay_ms = 0;          // extra milliseconds per batch (straggler experiments)
 };
 
-struct epoch_done {
-  uint32_t worker = 0;
+// Batches first .. first + count - 1 of one epoch; count 0 means no work is left.
+struct work_chunk {
   uint32_t epoch = 0;
-  uint64_t steps = 0;
-  float mean_loss = 0;
-  double compute_s = 0;  // seconds spent computing gradients so far
+  uint64_t first = 0;
+  uint32_t count = 0;
+
+  friend bool operator==(const work_chunk&, const work_chunk&) = default;
+};
+
+// A worker finished `chunk`.
+struct progress {
+  uint32_t worker = 0;
+  work_chunk chunk;
+  double loss_sum = 0;   // sum of the chunk's batch losses
+  double compute_s = 0;  // seconds the worker spent computing gradients so far
   double wall_s = 0;     // seconds since the worker started training
 };
 

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
     for (size_t o = 0; o < l.out; ++o) params[l.b_offset + o] = small(gen);
 
   // One worker whose single batch is the whole shard: the batch is the first `batch` examples.
-  auto replica = task.make_replica(0, 1, batch, 3);
+  auto replica = task.make_replica(batch, 3);
   if (!replica) {
     std::fprintf(stderr, "%s\n", troupe::describe(replica.error()).c_str());
     return 1;

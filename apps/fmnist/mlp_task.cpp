@@ -21,8 +21,8 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint64_t epoch_seed(uint64_t seed, uint32_t rank, uint32_t epoch) {
-  return splitmix64(splitmix64(splitmix64(seed) ^ rank) ^ epoch);
+uint64_t epoch_seed(uint64_t seed, uint32_t epoch) {
+  return splitmix64(splitmix64(seed) ^ epoch);
 }
 
 // A float in [0, 1) from the top 24 bits, so the result is the same on every platform.
@@ -45,32 +45,24 @@ void load_rows(const dataset& data, std::span<const uint32_t> indices, mlp_buffe
   }
 }
 
-// One worker's shard, its shuffled order for the current epoch, and preallocated activations.
+// Any batch of any epoch: the whole training set in the epoch's shuffled order (the same in
+// every replica of a job), and preallocated activations for one batch.
 class fmnist_replica : public task_replica {
  public:
-  fmnist_replica(std::shared_ptr<const dataset> train, uint32_t rank, uint32_t workers,
-                 uint32_t batch, uint64_t seed)
+  fmnist_replica(std::shared_ptr<const dataset> train, uint32_t batch, uint64_t seed)
       : train_(std::move(train)),
-        rank_(rank),
         batch_(batch),
         seed_(seed),
-        buffers_(std::min<size_t>(batch, shard_size(train_->size(), rank, workers)), true) {
-    for (size_t i = rank; i < train_->size(); i += workers)
-      shard_.push_back(static_cast<uint32_t>(i));
-    order_.reserve(shard_.size());
+        buffers_(std::min<size_t>(batch, train_->size()), true) {
+    order_.reserve(train_->size());
   }
 
-  static size_t shard_size(size_t n, uint32_t rank, uint32_t workers) {
-    return rank < n ? (n - rank + workers - 1) / workers : 0;
-  }
-
-  uint64_t steps_per_epoch() const override { return (shard_.size() + batch_ - 1) / batch_; }
-
-  float gradient(std::span<const float> params, uint32_t epoch, uint64_t step,
+  float gradient(std::span<const float> params, uint32_t epoch, uint64_t batch,
                  std::span<float> grad) override {
     if (params.size() != mlp_parameter_count || grad.size() != mlp_parameter_count)
       return std::numeric_limits<float>::quiet_NaN();
-    const size_t rows = load_batch(epoch, step % steps_per_epoch());
+    const size_t rows = load_batch(epoch, batch);
+    if (rows == 0) return std::numeric_limits<float>::quiet_NaN();
     mlp_forward(params.data(), rows, buffers_);
     batch_score score = softmax_cross_entropy(rows, buffers_, true);
     mlp_backward(params.data(), rows, buffers_, grad.data());
@@ -78,25 +70,26 @@ class fmnist_replica : public task_replica {
   }
 
  private:
-  // Fills the buffers with batch `step` of `epoch`'s order and returns its row count.
-  size_t load_batch(uint32_t epoch, uint64_t step) {
+  // Fills the buffers with batch `batch` of `epoch`'s order and returns its row count (0 for a
+  // batch past the end).
+  size_t load_batch(uint32_t epoch, uint64_t batch) {
     if (epoch_ != epoch) {
-      order_.assign(shard_.begin(), shard_.end());
-      shuffle(order_, epoch_seed(seed_, rank_, epoch));
+      order_.resize(train_->size());
+      for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
+      shuffle(order_, epoch_seed(seed_, epoch));
       epoch_ = epoch;
     }
-    const size_t begin = step * batch_;
+    const uint64_t begin = batch * batch_;
+    if (begin >= order_.size()) return 0;
     const size_t rows = std::min<size_t>(batch_, order_.size() - begin);
     load_rows(*train_, std::span<const uint32_t>(order_).subspan(begin, rows), buffers_);
     return rows;
   }
 
   std::shared_ptr<const dataset> train_;
-  uint32_t rank_;
   uint32_t batch_;
   uint64_t seed_;
-  std::vector<uint32_t> shard_;  // this worker's example indices, in file order
-  std::vector<uint32_t> order_;  // shard_ shuffled for epoch_
+  std::vector<uint32_t> order_;  // every example index, shuffled for epoch_
   int64_t epoch_ = no_epoch;
   mlp_buffers buffers_;
 };
@@ -130,22 +123,17 @@ void fmnist_task::initialize(uint64_t seed, std::span<float> params) const {
   }
 }
 
-caf::expected<std::unique_ptr<task_replica>> fmnist_task::make_replica(uint32_t rank,
-                                                                       uint32_t workers,
-                                                                       uint32_t batch,
+uint64_t fmnist_task::batches_per_epoch(uint32_t batch) const {
+  return batch ? (train_->size() + batch - 1) / batch : 0;
+}
+
+caf::expected<std::unique_ptr<task_replica>> fmnist_task::make_replica(uint32_t batch,
                                                                        uint64_t seed) const {
-  const std::string who =
-      "fmnist worker " + std::to_string(rank) + " of " + std::to_string(workers);
   if (train_->empty())
     return make_error(errc::bad_configuration,
-                      who + ": no training data loaded (task built for evaluation only)");
-  if (workers == 0 || rank >= workers || batch == 0)
-    return make_error(errc::bad_configuration,
-                      who + " with batch " + std::to_string(batch) + " is not a valid worker");
-  if (rank >= train_->size())
-    return make_error(errc::bad_configuration,
-                      who + ": no examples in a training set of " + std::to_string(train_->size()));
-  return std::make_unique<fmnist_replica>(train_, rank, workers, batch, seed);
+                      "fmnist: no training data loaded (task built for evaluation only)");
+  if (batch == 0) return make_error(errc::bad_configuration, "fmnist: batch size 0");
+  return std::make_unique<fmnist_replica>(train_, batch, seed);
 }
 
 evaluation fmnist_task::evaluate(std::span<const float> params) const {

@@ -32,10 +32,12 @@ class fmnist_task : public training_task {
   // biases. Leaves `params` untouched unless its size is the parameter count.
   void initialize(uint64_t seed, std::span<float> params) const override;
 
-  // Worker `rank` trains on examples rank, rank + workers, ...; each epoch visits them in an
-  // order shuffled from (seed, rank, epoch), in batches of `batch` (the last may be smaller).
-  caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t rank, uint32_t workers,
-                                                            uint32_t batch,
+  // Batches of `batch` examples over the whole training set (the last may be smaller).
+  uint64_t batches_per_epoch(uint32_t batch) const override;
+
+  // Any batch of any epoch: epoch e visits every training example in an order shuffled from
+  // (seed, e), the same in every replica, in batches of `batch`.
+  caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t batch,
                                                             uint64_t seed) const override;
 
   // Accuracy and mean loss over the whole test set, 1000 examples per sgemm chunk.

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   std::printf("epoch 0: test accuracy %.4f, loss %.4f\n", before.accuracy, before.loss);
 
   // Step 2: one worker holding the whole training set.
-  auto replica = (*task)->make_replica(0, 1, 64, 1);
+  auto replica = (*task)->make_replica(64, 1);
   if (!replica) {
     std::fprintf(stderr, "%s\n", troupe::describe(replica.error()).c_str());
     return 1;
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   for (int e = 0; e < epochs; ++e) {
     auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
-    const uint64_t steps = (*replica)->steps_per_epoch();
+    const uint64_t steps = (*task)->batches_per_epoch(64);
     for (uint64_t s = 0; s < steps; ++s) {
       loss_sum += (*replica)->gradient(params, static_cast<uint32_t>(e), s, grad);
       troupe::kernels::adam_step(params, m, v, grad, hyper);

@@ -449,21 +449,29 @@ BOOST_AUTO_TEST_CASE(start_job_fields) {
   BOOST_TEST(y->servers[1].port == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(epoch_done_fields) {
-  const epoch_done x{2, 5, 1000, 0.3125f};
-  auto y = decode<epoch_done>(encode(x));
+BOOST_AUTO_TEST_CASE(work_chunk_fields) {
+  const work_chunk x{5, 1234567890123ull, 8};
+  auto y = decode<work_chunk>(encode(x));
   BOOST_TEST_REQUIRE(succeeded(y));
-  BOOST_TEST(y->worker == 2u);
-  BOOST_TEST(y->epoch == 5u);
-  BOOST_TEST(y->steps == 1000u);
-  BOOST_TEST(y->mean_loss == 0.3125f);
+  BOOST_TEST((*y == x));
 }
 
-BOOST_AUTO_TEST_CASE(epoch_done_keeps_non_finite_loss) {
-  // A diverged worker's loss is information, not corruption.
-  auto y = decode<epoch_done>(encode(epoch_done{0, 1, 2, nan_value}));
+BOOST_AUTO_TEST_CASE(progress_fields) {
+  const progress x{2, work_chunk{5, 1000, 4}, 1.25, 3.5, 7.25};
+  auto y = decode<progress>(encode(x));
   BOOST_TEST_REQUIRE(succeeded(y));
-  BOOST_TEST(std::isnan(y->mean_loss));
+  BOOST_TEST(y->worker == 2u);
+  BOOST_TEST((y->chunk == x.chunk));
+  BOOST_TEST(y->loss_sum == 1.25);
+  BOOST_TEST(y->compute_s == 3.5);
+  BOOST_TEST(y->wall_s == 7.25);
+}
+
+BOOST_AUTO_TEST_CASE(progress_keeps_non_finite_loss) {
+  // A diverged worker's loss is information, not corruption.
+  auto y = decode<progress>(encode(progress{0, work_chunk{1, 2, 1}, nan_value}));
+  BOOST_TEST_REQUIRE(succeeded(y));
+  BOOST_TEST(std::isnan(y->loss_sum));
 }
 
 BOOST_AUTO_TEST_CASE(job_report_fields) {

@@ -29,12 +29,10 @@ class task_replica {
  public:
   virtual ~task_replica() = default;
 
-  // Steps in one epoch of this replica's shard.
-  virtual uint64_t steps_per_epoch() const = 0;
-
-  // Writes d(loss)/d(params) of batch `step` of `epoch` into `grad` (same layout as params)
-  // and returns the batch's mean loss.
-  virtual float gradient(std::span<const float> params, uint32_t epoch, uint64_t step,
+  // Writes d(loss)/d(params) of batch `batch` (0 <= batch < batches_per_epoch) of `epoch`
+  // into `grad` (same layout as params) and returns the batch's mean loss. Batch b of epoch e
+  // must be the same examples in every replica of a job (same seed).
+  virtual float gradient(std::span<const float> params, uint32_t epoch, uint64_t batch,
                          std::span<float> grad) = 0;
 };
 
@@ -47,9 +45,12 @@ class training_task {
   // Fills `params` (total size of parameters()) deterministically from `seed`.
   virtual void initialize(uint64_t seed, std::span<float> params) const = 0;
 
-  // The replica of worker `rank` of `workers`: its shard of the data, batches of `batch`.
-  virtual caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t rank, uint32_t workers,
-                                                                    uint32_t batch,
+  // Batches in one epoch (one pass over the training set) of `batch` examples each.
+  virtual uint64_t batches_per_epoch(uint32_t batch) const = 0;
+
+  // A replica for one worker. The coordinator hands batches out to workers as they ask for
+  // them, so a replica must be able to compute any batch of any epoch (faster workers do more).
+  virtual caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t batch,
                                                                     uint64_t seed) const = 0;
 
   // Accuracy and mean loss on the held-out set.

@@ -1,0 +1,46 @@
+// The batches of a job, handed to workers in chunks as they ask for them: epoch by epoch, in
+// order, so faster workers simply do more. Chunks that a lost worker held go back to the
+// front of the line. Pure bookkeeping owned by the coordinator; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "messages/types.hpp"
+
+namespace troupe {
+
+class work_plan {
+ public:
+  work_plan(uint32_t epochs, uint64_t batches_per_epoch, uint32_t chunk, uint32_t workers);
+
+  // The next chunk for `worker`; count 0 when nothing is left to hand out.
+  work_chunk claim(uint32_t worker);
+
+  // Records that `worker` finished `chunk`; false (and nothing recorded) if it did not hold it.
+  bool finish(uint32_t worker, const work_chunk& chunk);
+
+  // `worker` is gone: the chunks it held are handed out again before anything else. Returns
+  // the number of batches that went back.
+  uint64_t release(uint32_t worker);
+
+  // Counts every returned, unclaimed chunk as finished (when nobody is left to do them) and
+  // returns how many batches were given up.
+  uint64_t abandon_returned();
+
+  bool epoch_complete(uint32_t epoch) const;
+  uint64_t batches_per_epoch() const { return per_epoch_; }
+
+ private:
+  uint32_t epochs_;
+  uint64_t per_epoch_;
+  uint32_t chunk_;
+  uint32_t next_epoch_ = 0;
+  uint64_t next_batch_ = 0;
+  std::deque<work_chunk> returned_;
+  std::vector<std::vector<work_chunk>> held_;  // per worker: handed out, not yet finished
+  std::vector<uint64_t> finished_;             // per epoch: batches finished (or given up)
+};
+
+}  // namespace troupe
