@@ -41,13 +41,17 @@ void summarize_buckets(const std::vector<bucket_stats>& buckets, job_report& rep
 
 caf::error write_report_file(const std::string& path, const job_report& report) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << to_json(report);
-    if (!out) return make_error(errc::io_failure, "cannot write the report to " + tmp);
+  std::ofstream out(tmp, std::ios::trunc);
+  out << to_json(report);
+  out.close();  // a write error may only show when the buffer is flushed
+  if (!out) {
+    std::remove(tmp.c_str());
+    return make_error(errc::io_failure, "cannot write the report to " + tmp);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
     return make_error(errc::io_failure, "cannot move the report to " + path);
+  }
   return {};
 }
 

@@ -55,6 +55,47 @@ BOOST_AUTO_TEST_CASE(embedded_job_trains_and_reports) {
   check_report(report.string(), 0.70);
 }
 
+// Runs the embedded job with extra flags and returns the report's text.
+std::string embedded_report(const std::string& name, std::vector<std::string> flags) {
+  const auto report = scratch(name + ".json");
+  flags.insert(flags.end(), {"--report", report.string()});
+  child_process job(command(std::move(flags)), scratch(name + ".log").string());
+  const auto code = job.wait(std::chrono::seconds(240));
+  BOOST_TEST_INFO("output: " << job.output());
+  BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
+  return read_file(report.string());
+}
+
+BOOST_AUTO_TEST_CASE(ssp_keeps_every_worker_within_its_bound) {
+  const std::string report =
+      embedded_report("ssp", {"--workers", "3", "--consistency", "ssp:1", "--dc", "dcasgd:0.04"});
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(json_number(report, "max_clock_gap").value_or(99) <= 1);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.70);
+}
+
+BOOST_AUTO_TEST_CASE(bsp_applies_every_gradient_fresh) {
+  const std::string report = embedded_report("bsp", {"--workers", "3", "--consistency", "bsp"});
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(json_number(report, "max_staleness").value_or(99) == 0);
+  BOOST_TEST(json_number(report, "max_clock_gap").value_or(99) == 0);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.70);
+}
+
+BOOST_AUTO_TEST_CASE(a_slow_worker_does_fewer_batches_under_async) {
+  const std::string report =
+      embedded_report("straggler", {"--workers", "2", "--worker-delay-ms", "1:15"});
+  BOOST_TEST_INFO("report: " << report);
+  // Ranks follow join order, so read both workers' steps and compare the larger with the smaller.
+  std::vector<double> steps;
+  for (size_t at = report.find("\"steps\":", report.find("\"workers\"")); at != std::string::npos;
+       at = report.find("\"steps\":", at + 1))
+    steps.push_back(std::stod(report.substr(at + 8)));
+  BOOST_TEST_REQUIRE(steps.size() == 2u);
+  BOOST_TEST(std::max(steps[0], steps[1]) > 2 * std::min(steps[0], steps[1]));
+  BOOST_TEST(steps[0] + steps[1] == 2 * 94);  // 2 epochs of 6000 examples in batches of 64
+}
+
 BOOST_AUTO_TEST_CASE(five_processes_train_and_a_wrong_secret_is_refused) {
   const std::string port = std::to_string(free_port());
   const std::string address = "127.0.0.1:" + port;

@@ -1,4 +1,5 @@
-// Unit tests of the CPU kernels: adam_step and sgd_momentum_step against straightforward
+// Unit tests of the CPU kernels: adam_step, sgd_momentum_step and the delay-compensation
+// kernels (linear, dcasgd, adaptive with its running mean square) against straightforward
 // double-precision references written here (sizes 0, 1, 7, 1000; several steps; abs + rel
 // tolerance 1e-5), and the fp32 <-> bf16 / fp16 conversions (exact values, round to nearest
 // even, NaN, overflow, subnormals, and every one of the 65536 16-bit patterns).
@@ -11,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/compensation.hpp"
 #include "kernels/cpu/half.hpp"
 #include "kernels/cpu/optimizers.hpp"
 
@@ -112,6 +114,55 @@ void run_sgd(size_t n, float momentum, float weight_decay, int steps) {
   }
   check_close(theta, ref.theta, "theta");
   if (momentum != 0.0f) check_close(velocity, ref.velocity, "velocity");
+}
+
+// Delay compensation in double precision, from the formulas in compensation.hpp.
+enum class dc_form { linear, dcasgd, adaptive };
+
+struct compensation_reference {
+  std::vector<double> mean_square;
+
+  std::vector<double> apply(dc_form form, const std::vector<float>& grad,
+                            const std::vector<float>& now, const std::vector<float>& read,
+                            double lambda, double decay = 0.95, double epsilon = 1e-7) {
+    std::vector<double> out(grad.size());
+    for (size_t i = 0; i < grad.size(); ++i) {
+      const double g = grad[i], drift = double(now[i]) - double(read[i]);
+      if (form == dc_form::linear) {
+        out[i] = g + lambda * drift;
+        continue;
+      }
+      double l = lambda;
+      if (form == dc_form::adaptive) {
+        mean_square[i] = decay * mean_square[i] + (1.0 - decay) * g * g;
+        l = lambda / std::sqrt(mean_square[i] + epsilon);
+      }
+      out[i] = g + l * g * g * drift;
+    }
+    return out;
+  }
+};
+
+// Compensates gradients of size n twice (the second time with the running mean square the
+// first left behind) and compares gradient and mean square with the reference after each.
+void run_compensation(dc_form form, size_t n) {
+  const float lambda = form == dc_form::adaptive ? 0.04f : 0.7f;
+  const auto read = random_values(n, 3, -1.0f, 1.0f);
+  std::vector<float> mean_square(form == dc_form::adaptive ? n : 0, 0.0f);
+  compensation_reference ref{std::vector<double>(n, 0.0)};
+  for (int s = 1; s <= 2; ++s) {
+    auto now = random_values(n, 300 + s, -1.0f, 1.0f);
+    auto grad = random_values(n, 400 + s, -2.0f, 2.0f);
+    const auto expected = ref.apply(form, grad, now, read, lambda);
+    if (form == dc_form::linear)
+      k::compensate_linear(grad, now, read, lambda);
+    else if (form == dc_form::dcasgd)
+      k::compensate_dcasgd(grad, now, read, lambda);
+    else
+      k::compensate_dcasgd_adaptive(grad, now, read, lambda, mean_square);
+    check_close(grad, expected, "grad");
+    if (form == dc_form::adaptive) check_close(mean_square, ref.mean_square, "mean_square");
+  }
 }
 
 float from_bits(uint32_t bits) {
@@ -258,6 +309,80 @@ BOOST_AUTO_TEST_CASE(sgd_without_momentum_needs_no_velocity) {
   k::sgd_momentum_step(theta, {}, grad, 0.1f, 0.0f, 0.0f);
   BOOST_TEST(theta[0] == 0.95f, boost::test_tools::tolerance(1e-6f));
   BOOST_TEST(theta[1] == 2.1f, boost::test_tools::tolerance(1e-6f));
+}
+
+// -- delay compensation -------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(compensate_linear_size_0) {
+  run_compensation(dc_form::linear, 0);
+}
+BOOST_AUTO_TEST_CASE(compensate_linear_size_1) {
+  run_compensation(dc_form::linear, 1);
+}
+BOOST_AUTO_TEST_CASE(compensate_linear_size_7) {
+  run_compensation(dc_form::linear, 7);
+}
+BOOST_AUTO_TEST_CASE(compensate_linear_size_1000) {
+  run_compensation(dc_form::linear, 1000);
+}
+
+BOOST_AUTO_TEST_CASE(compensate_dcasgd_size_0) {
+  run_compensation(dc_form::dcasgd, 0);
+}
+BOOST_AUTO_TEST_CASE(compensate_dcasgd_size_1) {
+  run_compensation(dc_form::dcasgd, 1);
+}
+BOOST_AUTO_TEST_CASE(compensate_dcasgd_size_7) {
+  run_compensation(dc_form::dcasgd, 7);
+}
+BOOST_AUTO_TEST_CASE(compensate_dcasgd_size_1000) {
+  run_compensation(dc_form::dcasgd, 1000);
+}
+
+BOOST_AUTO_TEST_CASE(compensate_dcasgd_adaptive_size_0) {
+  run_compensation(dc_form::adaptive, 0);
+}
+BOOST_AUTO_TEST_CASE(compensate_dcasgd_adaptive_size_1) {
+  run_compensation(dc_form::adaptive, 1);
+}
+BOOST_AUTO_TEST_CASE(compensate_dcasgd_adaptive_size_7) {
+  run_compensation(dc_form::adaptive, 7);
+}
+BOOST_AUTO_TEST_CASE(compensate_dcasgd_adaptive_size_1000) {
+  run_compensation(dc_form::adaptive, 1000);
+}
+
+BOOST_AUTO_TEST_CASE(compensation_without_drift_changes_nothing) {
+  const std::vector<float> theta = {0.5f, -1.5f, 3.0f};
+  const std::vector<float> grad = {0.25f, -2.0f, 1e-3f};
+  auto linear = grad, dcasgd = grad, adaptive = grad;
+  std::vector<float> mean_square(3, 0.0f);
+  k::compensate_linear(linear, theta, theta, 10.0f);
+  k::compensate_dcasgd(dcasgd, theta, theta, 10.0f);
+  k::compensate_dcasgd_adaptive(adaptive, theta, theta, 10.0f, mean_square);
+  BOOST_TEST(linear == grad, boost::test_tools::per_element());
+  BOOST_TEST(dcasgd == grad, boost::test_tools::per_element());
+  BOOST_TEST(adaptive == grad, boost::test_tools::per_element());
+  // The running mean square is updated even when there is nothing to correct.
+  BOOST_TEST(mean_square[1] == 0.05f * 4.0f, boost::test_tools::tolerance(1e-6f));
+}
+
+BOOST_AUTO_TEST_CASE(compensate_dcasgd_adaptive_first_use_and_custom_decay) {
+  // ms = 0.95 * 0 + 0.05 g^2 on the first use; then with decay 0.5 and epsilon 1e-3.
+  std::vector<float> grad = {2.0f};
+  std::vector<float> mean_square = {0.0f};
+  const std::vector<float> now = {1.0f}, read = {0.5f};
+  k::compensate_dcasgd_adaptive(grad, now, read, 0.1f, mean_square);
+  const double ms1 = 0.05 * 4.0;
+  BOOST_TEST(mean_square[0] == ms1, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(grad[0] == 2.0 + 0.1 / std::sqrt(ms1 + 1e-7) * 4.0 * 0.5,
+             boost::test_tools::tolerance(1e-6));
+  grad = {-1.0f};
+  k::compensate_dcasgd_adaptive(grad, now, read, 0.1f, mean_square, 0.5f, 1e-3f);
+  const double ms2 = 0.5 * ms1 + 0.5 * 1.0;
+  BOOST_TEST(mean_square[0] == ms2, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(grad[0] == -1.0 + 0.1 / std::sqrt(ms2 + 1e-3) * 1.0 * 0.5,
+             boost::test_tools::tolerance(1e-6));
 }
 
 // -- bf16 ---------------------------------------------------------------------------------------

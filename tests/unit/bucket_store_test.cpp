@@ -1,0 +1,679 @@
+// Unit tests of one bucket's state without an actor around it: the consistency rule
+// (clock_gate: async, ssp:S, bsp, retirement, gap), the bucket_store's pull gating and clock-gap
+// counter under ssp, bsp rounds (collect, average, retire), delay compensation (linear, dcasgd,
+// adaptive), the staleness-scaled learning rate, the four optimizers against double-precision
+// formulas written here, and the staleness histogram. Plain SGD is used wherever the effect of
+// one rule should be visible in the values on its own.
+#define BOOST_TEST_MODULE bucket_store
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "actors/bucket_store.hpp"
+#include "actors/clock_gate.hpp"
+#include "tests/unit/expect_error.hpp"
+
+using namespace troupe;
+using troupe::testing::fails_with;
+using troupe::testing::succeeded;
+
+namespace {
+
+using opt_kind = optimizer_config::kind;
+using mode = consistency_config::mode;
+using dc_kind = compensation_config::kind;
+
+constexpr double tolerance = 1e-5;
+
+vector_clock clock_of(std::vector<uint64_t> entries) {
+  return vector_clock{std::move(entries)};
+}
+
+// -- clock_gate helpers -------------------------------------------------------------------------
+
+clock_gate gate(mode type, uint32_t bound, uint32_t workers = 2) {
+  return clock_gate{consistency_config{type, bound}, workers};
+}
+
+// -- bucket_store helpers -----------------------------------------------------------------------
+
+// Two slices (4 + 3 values), so that per-slice bookkeeping is exercised; tests work on the
+// values of both slices laid end to end.
+bucket_spec spec_of(uint32_t workers, optimizer_config opt, consistency_config consistency = {},
+                    compensation_config compensation = {}) {
+  bucket_spec spec{3, workers, opt, {}, consistency, compensation};
+  spec.tensors.push_back(dense_tensor{"w", {2, 2}, 0, {0.5f, -1.0f, 2.0f, 0.25f}});
+  spec.tensors.push_back(dense_tensor{"b", {3}, 0, {0.1f, -0.2f, 0.3f}});
+  return spec;
+}
+
+optimizer_config sgd(float lr = 0.1f) {
+  optimizer_config opt;
+  opt.type = opt_kind::sgd;
+  opt.lr = lr;
+  return opt;
+}
+
+std::vector<double> flat(const std::vector<dense_tensor>& tensors) {
+  std::vector<double> out;
+  for (const auto& t : tensors) out.insert(out.end(), t.values.begin(), t.values.end());
+  return out;
+}
+
+std::vector<double> values_of(const bucket_store& store) {
+  return flat(store.slices());
+}
+
+// A deterministic, non-zero gradient that differs per worker and per step; the gradients of
+// workers 0 and 1 point in opposite directions but do not cancel out when averaged.
+std::vector<float> gradient(uint32_t worker, int step) {
+  std::vector<float> g(7);
+  for (size_t i = 0; i < g.size(); ++i)
+    g[i] = (worker % 2 ? -0.75f : 1.0f) * (0.2f + 0.1f * static_cast<float>(i)) +
+           0.05f * static_cast<float>(step);
+  return g;
+}
+
+// A push of `g` (the values of both slices end to end) shaped like `spec`'s slices.
+push_request push_of(const bucket_spec& spec, uint32_t worker, const std::vector<float>& g,
+                     vector_clock read = {}, bool last = false) {
+  push_request push{spec.bucket, worker, 0, std::move(read), {}, {}, {}, last};
+  size_t k = 0;
+  for (const auto& t : spec.tensors) {
+    dense_tensor slice = t;
+    for (auto& x : slice.values) x = g[k++];
+    push.dense.push_back(std::move(slice));
+  }
+  return push;
+}
+
+bool close(double actual, double expected) {
+  return std::abs(actual - expected) <= tolerance + tolerance * std::abs(expected);
+}
+
+// Checks every value against `expected`; reports the first mismatch only.
+void check_values(const std::vector<double>& actual, const std::vector<double>& expected) {
+  BOOST_TEST_REQUIRE(actual.size() == expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (!close(actual[i], expected[i])) {
+      BOOST_TEST(close(actual[i], expected[i]),
+                 "value [" << i << "] = " << actual[i] << ", expected " << expected[i]);
+      return;
+    }
+  }
+}
+
+// Whether any value differs from `other` by clearly more than the tolerance.
+bool differs(const std::vector<double>& a, const std::vector<double>& b) {
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::abs(a[i] - b[i]) > 100 * tolerance) return true;
+  return false;
+}
+
+}  // namespace
+
+// -- clock_gate ---------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(gate_async_always_allows) {
+  const auto g = gate(mode::async, 0);
+  BOOST_TEST(g.allows(0, clock_of({0, 0})));
+  BOOST_TEST(g.allows(1000, clock_of({0, 0})));
+  BOOST_TEST(g.allows(1000, vector_clock{}));
+}
+
+BOOST_AUTO_TEST_CASE(gate_ssp_allows_up_to_slowest_plus_bound) {
+  const auto g = gate(mode::ssp, 2);
+  BOOST_TEST(g.allows(3, clock_of({7, 3})));
+  BOOST_TEST(g.allows(5, clock_of({7, 3})));
+  BOOST_TEST(!g.allows(6, clock_of({7, 3})));
+  BOOST_TEST(g.allows(5, clock_of({3, 7})));  // the slowest, whichever it is
+  BOOST_TEST(!g.allows(6, clock_of({3, 7})));
+}
+
+BOOST_AUTO_TEST_CASE(gate_ssp_counts_missing_clock_entries_as_zero) {
+  const auto g = gate(mode::ssp, 1);
+  BOOST_TEST(g.allows(1, clock_of({5})));  // worker 1 has no entry yet: applied 0
+  BOOST_TEST(!g.allows(2, clock_of({5})));
+}
+
+BOOST_AUTO_TEST_CASE(gate_bsp_is_bound_zero) {
+  const auto g = gate(mode::bsp, 3);  // a bound given with bsp is ignored
+  BOOST_TEST((g.mode() == mode::bsp));
+  BOOST_TEST(g.allows(2, clock_of({2, 2})));
+  BOOST_TEST(!g.allows(3, clock_of({2, 2})));
+  BOOST_TEST(!g.allows(2, clock_of({2, 1})));
+}
+
+BOOST_AUTO_TEST_CASE(gate_retired_workers_do_not_hold_others_back) {
+  auto g = gate(mode::ssp, 1);
+  const auto applied = clock_of({10, 0});
+  BOOST_TEST(!g.allows(10, applied));
+  g.retire(1);
+  BOOST_TEST(g.retired(1));
+  BOOST_TEST(!g.retired(0));
+  BOOST_TEST(g.live() == 1u);
+  BOOST_TEST(g.allows(11, applied));  // now worker 0 is the slowest live one
+  BOOST_TEST(!g.allows(12, applied));
+}
+
+BOOST_AUTO_TEST_CASE(gate_all_retired_allows_everything) {
+  auto g = gate(mode::bsp, 0);
+  g.retire(0);
+  g.retire(1);
+  BOOST_TEST(g.live() == 0u);
+  BOOST_TEST(g.allows(1000, clock_of({0, 0})));
+  BOOST_TEST(g.gap(1000, clock_of({0, 0})) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(gate_retiring_an_unknown_worker_changes_nothing) {
+  auto g = gate(mode::ssp, 0);
+  g.retire(7);
+  BOOST_TEST(!g.retired(7));
+  BOOST_TEST(g.live() == 2u);
+  BOOST_TEST(!g.allows(1, clock_of({1, 0})));
+}
+
+BOOST_AUTO_TEST_CASE(gate_gap_is_the_lead_over_the_slowest_live_worker) {
+  auto g = gate(mode::ssp, 5);
+  const auto applied = clock_of({4, 1});
+  BOOST_TEST(g.gap(4, applied) == 3u);
+  BOOST_TEST(g.gap(1, applied) == 0u);
+  BOOST_TEST(g.gap(0, applied) == 0u);  // behind the slowest: no gap
+  g.retire(1);
+  BOOST_TEST(g.gap(4, applied) == 0u);
+  BOOST_TEST(g.gap(6, applied) == 2u);
+}
+
+// -- ssp through the store ----------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(ssp_pull_is_refused_until_the_slow_worker_pushes) {
+  const auto spec = spec_of(2, sgd(), {mode::ssp, 1});
+  bucket_store store{spec};
+  BOOST_TEST(store.pull_allowed(0, 0));
+  store.grant_pull(0, 0);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, gradient(0, 0)))));
+  BOOST_TEST(store.pull_allowed(0, 1));  // one ahead of worker 1: within the bound
+  store.grant_pull(0, 1);
+  BOOST_TEST(store.stats().max_clock_gap == 1u);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, gradient(0, 1)))));
+  BOOST_TEST(!store.pull_allowed(0, 2));  // two ahead: held back
+  BOOST_TEST(store.pull_allowed(1, 0));   // the slow worker itself may read
+  store.grant_pull(1, 0);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 1, gradient(1, 0)))));
+  BOOST_TEST(store.pull_allowed(0, 2));
+  store.grant_pull(0, 2);
+  BOOST_TEST(!store.pull_allowed(0, 3));
+  BOOST_TEST(store.stats().max_clock_gap == 1u);
+}
+
+// Worker 0 tries to read and push on every tick, worker 1 on every third; a pull is granted
+// only when allowed. The recorded clock gap reaches the bound and never exceeds it.
+void run_fast_and_slow_workers(uint32_t bound) {
+  const auto spec = spec_of(2, sgd(0.01f), {mode::ssp, bound});
+  bucket_store store{spec};
+  uint64_t clocks[2] = {0, 0};
+  int refused = 0;
+  for (int tick = 0; tick < 60; ++tick) {
+    for (uint32_t w = 0; w < 2; ++w) {
+      if (w == 1 && tick % 3 != 0) continue;
+      if (!store.pull_allowed(w, clocks[w])) {
+        ++refused;
+        continue;
+      }
+      store.grant_pull(w, clocks[w]);
+      BOOST_TEST_REQUIRE(store.stats().max_clock_gap <= bound);
+      BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, w, gradient(w, tick)))));
+      ++clocks[w];
+    }
+  }
+  BOOST_TEST(refused > 0);
+  BOOST_TEST(store.stats().max_clock_gap == bound);
+  BOOST_TEST(clocks[0] <= clocks[1] + bound + 1);
+}
+
+BOOST_AUTO_TEST_CASE(ssp1_max_clock_gap_never_exceeds_the_bound) {
+  run_fast_and_slow_workers(1);
+}
+
+BOOST_AUTO_TEST_CASE(ssp3_max_clock_gap_never_exceeds_the_bound) {
+  run_fast_and_slow_workers(3);
+}
+
+BOOST_AUTO_TEST_CASE(ssp_retired_worker_no_longer_holds_back_pulls) {
+  const auto spec = spec_of(2, sgd(), {mode::ssp, 1});
+  bucket_store store{spec};
+  for (int i = 0; i < 2; ++i)
+    BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, gradient(0, i)))));
+  BOOST_TEST(!store.pull_allowed(0, 2));
+  store.retire(1);
+  BOOST_TEST(store.pull_allowed(0, 2));
+}
+
+BOOST_AUTO_TEST_CASE(observer_pulls_are_always_allowed_and_leave_no_clock_gap) {
+  const auto spec = spec_of(2, sgd(), {mode::ssp, 1});
+  bucket_store store{spec};
+  for (int i = 0; i < 5; ++i)
+    BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, gradient(0, i)))));
+  BOOST_TEST(!store.pull_allowed(0, 5));
+  BOOST_TEST(store.pull_allowed(observer_worker, 5));
+  BOOST_TEST(store.pull_allowed(observer_worker, 1000));
+  const auto reply = store.grant_pull(observer_worker, 1000);
+  BOOST_TEST(flat(reply.tensors) == values_of(store), boost::test_tools::per_element());
+  BOOST_TEST(reply.version == 5u);
+  BOOST_TEST(store.stats().max_clock_gap == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(observer_pulls_leave_no_compensation_memory) {
+  const auto spec = spec_of(2, sgd(), {}, {dc_kind::linear, 0.5f});
+  bucket_store store{spec};
+  store.grant_pull(observer_worker, 0);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 1, gradient(1, 0)))));
+  const auto before = values_of(store);
+  const auto g = gradient(0, 0);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, g))));
+  std::vector<double> expected(before.size());
+  for (size_t i = 0; i < g.size(); ++i) expected[i] = before[i] - 0.1 * g[i];  // uncompensated
+  check_values(values_of(store), expected);
+}
+
+BOOST_AUTO_TEST_CASE(observer_pulls_do_not_overwrite_a_workers_read) {
+  const auto spec = spec_of(2, sgd(), {}, {dc_kind::linear, 1.0f});
+  bucket_store store{spec};
+  const auto read = flat(store.grant_pull(0, 0).tensors);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 1, gradient(1, 0)))));
+  store.grant_pull(observer_worker, 0);
+  const auto now = values_of(store);
+  const auto g = gradient(0, 0);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, g))));
+  std::vector<double> expected(now.size());
+  for (size_t i = 0; i < g.size(); ++i)
+    expected[i] = now[i] - 0.1 * (g[i] + 1.0 * (now[i] - read[i]));
+  check_values(values_of(store), expected);
+}
+
+// -- bsp ----------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(bsp_first_push_of_a_round_changes_nothing) {
+  const auto spec = spec_of(2, sgd(), {mode::bsp, 0});
+  bucket_store store{spec};
+  const auto initial = values_of(store);
+  const auto ack = store.apply(push_of(spec, 0, gradient(0, 0)));
+  BOOST_TEST_REQUIRE(succeeded(ack));
+  BOOST_TEST(ack->version == 0u);
+  BOOST_TEST(values_of(store) == initial, boost::test_tools::per_element());
+  const auto stats = store.stats();
+  BOOST_TEST(stats.version == 0u);
+  BOOST_TEST(stats.updates_applied == 0u);
+  BOOST_TEST(stats.clock.sum() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(bsp_second_push_applies_the_average_in_one_step) {
+  const auto spec = spec_of(2, sgd(), {mode::bsp, 0});
+  bucket_store store{spec};
+  const auto initial = values_of(store);
+  const auto g0 = gradient(0, 0), g1 = gradient(1, 0);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, g0))));
+  const auto ack = store.apply(push_of(spec, 1, g1));
+  BOOST_TEST_REQUIRE(succeeded(ack));
+  BOOST_TEST(ack->version == 1u);
+  std::vector<double> expected(initial.size());
+  for (size_t i = 0; i < g0.size(); ++i)
+    expected[i] = initial[i] - 0.1 * (double(g0[i]) + double(g1[i])) / 2;
+  check_values(values_of(store), expected);
+  const auto stats = store.stats();
+  BOOST_TEST(stats.version == 1u);
+  BOOST_TEST(stats.updates_applied == 2u);
+  BOOST_TEST(stats.clock.at(0) == 1u);
+  BOOST_TEST(stats.clock.at(1) == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(bsp_records_staleness_zero) {
+  const auto spec = spec_of(2, sgd(), {mode::bsp, 0});
+  bucket_store store{spec};
+  for (int round = 0; round < 2; ++round) {
+    for (uint32_t w = 0; w < 2; ++w) {
+      // Round 2 claims to have read the initial clock: two updates old, still staleness 0.
+      const auto ack = store.apply(push_of(spec, w, gradient(w, round), vector_clock{}));
+      BOOST_TEST_REQUIRE(succeeded(ack));
+      BOOST_TEST(ack->staleness == 0u);
+    }
+  }
+  const auto stats = store.stats();
+  BOOST_TEST(stats.max_staleness == 0u);
+  BOOST_TEST(stats.staleness_sum == 0u);
+  BOOST_TEST(stats.staleness_histogram.at(0) == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(bsp_rounds_take_the_full_step_under_lr_staleness) {
+  auto opt = sgd();
+  opt.lr_staleness = true;  // every bsp push has staleness 0: nothing to scale
+  const auto spec = spec_of(2, opt, {mode::bsp, 0});
+  bucket_store store{spec};
+  const auto initial = values_of(store);
+  const auto g0 = gradient(0, 0), g1 = gradient(1, 0);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, g0, vector_clock{}))));
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 1, g1, vector_clock{}))));
+  std::vector<double> expected(initial.size());
+  for (size_t i = 0; i < g0.size(); ++i)
+    expected[i] = initial[i] - 0.1 * (double(g0[i]) + double(g1[i])) / 2;
+  check_values(values_of(store), expected);
+}
+
+BOOST_AUTO_TEST_CASE(bsp_second_push_of_a_worker_in_one_round_is_rejected) {
+  const auto spec = spec_of(2, sgd(), {mode::bsp, 0});
+  bucket_store store{spec};
+  const auto initial = values_of(store);
+  const auto g0 = gradient(0, 0), g1 = gradient(1, 0);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, g0))));
+  BOOST_TEST(fails_with(store.apply(push_of(spec, 0, gradient(0, 1))), errc::malformed_message));
+  BOOST_TEST(store.stats().updates_rejected == 1u);
+  BOOST_TEST(values_of(store) == initial, boost::test_tools::per_element());
+  // The round still completes with worker 0's first push only.
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 1, g1))));
+  std::vector<double> expected(initial.size());
+  for (size_t i = 0; i < g0.size(); ++i)
+    expected[i] = initial[i] - 0.1 * (double(g0[i]) + double(g1[i])) / 2;
+  check_values(values_of(store), expected);
+}
+
+BOOST_AUTO_TEST_CASE(bsp_retiring_a_worker_that_has_not_pushed_completes_the_round) {
+  const auto spec = spec_of(2, sgd(), {mode::bsp, 0});
+  bucket_store store{spec};
+  const auto initial = values_of(store);
+  const auto g0 = gradient(0, 0);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, g0))));
+  store.retire(1);
+  std::vector<double> expected(initial.size());
+  for (size_t i = 0; i < g0.size(); ++i) expected[i] = initial[i] - 0.1 * g0[i];  // mean of one
+  check_values(values_of(store), expected);
+  BOOST_TEST(store.stats().version == 1u);
+  BOOST_TEST(store.stats().updates_applied == 1u);
+  BOOST_TEST(store.pull_allowed(0, 1));
+}
+
+BOOST_AUTO_TEST_CASE(bsp_pull_waits_for_the_round_to_complete) {
+  const auto spec = spec_of(2, sgd(), {mode::bsp, 0});
+  bucket_store store{spec};
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, gradient(0, 0)))));
+  BOOST_TEST(!store.pull_allowed(0, 1));
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 1, gradient(1, 0)))));
+  BOOST_TEST(store.pull_allowed(0, 1));
+  BOOST_TEST(store.pull_allowed(1, 1));
+  BOOST_TEST(!store.pull_allowed(0, 2));
+}
+
+BOOST_AUTO_TEST_CASE(bsp_a_last_push_retires_its_worker) {
+  const auto spec = spec_of(2, sgd(), {mode::bsp, 0});
+  bucket_store store{spec};
+  const auto g0 = gradient(0, 0), g1 = gradient(1, 0), g1b = gradient(1, 1);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, g0, {}, /*last=*/true))));
+  BOOST_TEST(store.stats().version == 0u);  // worker 1 has not pushed this round yet
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 1, g1))));
+  BOOST_TEST(store.stats().version == 1u);
+  // From now on worker 1 completes every round on its own.
+  const auto before = values_of(store);
+  const auto ack = store.apply(push_of(spec, 1, g1b));
+  BOOST_TEST_REQUIRE(succeeded(ack));
+  BOOST_TEST(ack->version == 2u);
+  std::vector<double> expected(before.size());
+  for (size_t i = 0; i < g1b.size(); ++i) expected[i] = before[i] - 0.1 * g1b[i];
+  check_values(values_of(store), expected);
+  BOOST_TEST(store.pull_allowed(1, 2));
+  BOOST_TEST(fails_with(store.apply(push_of(spec, 0, g0)), errc::malformed_message));
+}
+
+// -- delay compensation -------------------------------------------------------------------------
+
+// Worker 0 reads, worker 1 pushes (the values move), worker 0 pushes g. Returns the values
+// worker 0 read, the values just before its push, its gradient, and the values after it.
+struct stale_push {
+  std::vector<double> read, now, after;
+  std::vector<float> g;
+};
+
+stale_push push_after_a_peer(bucket_store& store, const bucket_spec& spec, bool pull_first) {
+  stale_push out;
+  if (pull_first) out.read = flat(store.grant_pull(0, 0).tensors);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 1, gradient(1, 0)))));
+  out.now = values_of(store);
+  out.g = gradient(0, 0);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, out.g))));
+  out.after = values_of(store);
+  return out;
+}
+
+BOOST_AUTO_TEST_CASE(compensation_linear_corrects_by_the_drift) {
+  const double lambda = 1.0, lr = 0.1;
+  const auto spec = spec_of(2, sgd(), {}, {dc_kind::linear, float(lambda)});
+  bucket_store store{spec};
+  const auto p = push_after_a_peer(store, spec, true);
+  std::vector<double> expected(p.now.size()), plain(p.now.size());
+  for (size_t i = 0; i < p.g.size(); ++i) {
+    expected[i] = p.now[i] - lr * (p.g[i] + lambda * (p.now[i] - p.read[i]));
+    plain[i] = p.now[i] - lr * p.g[i];
+  }
+  check_values(p.after, expected);
+  BOOST_TEST(differs(expected, plain));  // the correction is large enough to see
+}
+
+BOOST_AUTO_TEST_CASE(compensation_dcasgd_corrects_by_g_squared_times_the_drift) {
+  const double lambda = 2.0, lr = 0.1;
+  const auto spec = spec_of(2, sgd(), {}, {dc_kind::dcasgd, float(lambda)});
+  bucket_store store{spec};
+  const auto p = push_after_a_peer(store, spec, true);
+  std::vector<double> expected(p.now.size()), plain(p.now.size());
+  for (size_t i = 0; i < p.g.size(); ++i) {
+    const double g = p.g[i];
+    expected[i] = p.now[i] - lr * (g + lambda * g * g * (p.now[i] - p.read[i]));
+    plain[i] = p.now[i] - lr * g;
+  }
+  check_values(p.after, expected);
+  BOOST_TEST(differs(expected, plain));
+}
+
+BOOST_AUTO_TEST_CASE(compensation_adaptive_scales_lambda_by_the_mean_square) {
+  const double lambda0 = 0.5, lr = 0.1;
+  const auto spec = spec_of(2, sgd(), {}, {dc_kind::dcasgd_adaptive, float(lambda0)});
+  bucket_store store{spec};
+  const auto p = push_after_a_peer(store, spec, true);
+  std::vector<double> expected(p.now.size()), plain(p.now.size());
+  for (size_t i = 0; i < p.g.size(); ++i) {
+    const double g = p.g[i];
+    const double ms = 0.95 * 0.0 + 0.05 * g * g;  // first use: the running mean starts at 0
+    const double lambda = lambda0 / std::sqrt(ms + 1e-7);
+    expected[i] = p.now[i] - lr * (g + lambda * g * g * (p.now[i] - p.read[i]));
+    plain[i] = p.now[i] - lr * g;
+  }
+  check_values(p.after, expected);
+  BOOST_TEST(differs(expected, plain));
+}
+
+BOOST_AUTO_TEST_CASE(compensation_needs_a_prior_pull) {
+  for (auto kind : {dc_kind::linear, dc_kind::dcasgd, dc_kind::dcasgd_adaptive}) {
+    const auto spec = spec_of(2, sgd(), {}, {kind, 0.5f});
+    bucket_store store{spec};
+    const auto p = push_after_a_peer(store, spec, false);
+    std::vector<double> expected(p.now.size());
+    for (size_t i = 0; i < p.g.size(); ++i) expected[i] = p.now[i] - 0.1 * p.g[i];
+    BOOST_TEST_CONTEXT("compensation kind " << int(kind)) {
+      check_values(p.after, expected);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(compensation_of_a_fresh_read_changes_nothing) {
+  const auto spec = spec_of(2, sgd(), {}, {dc_kind::linear, 0.5f});
+  bucket_store store{spec};
+  const auto before = values_of(store);
+  store.grant_pull(0, 0);
+  const auto g = gradient(0, 0);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, g))));
+  std::vector<double> expected(before.size());
+  for (size_t i = 0; i < g.size(); ++i) expected[i] = before[i] - 0.1 * g[i];
+  check_values(values_of(store), expected);
+}
+
+// -- learning rate scaled by staleness ----------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(lr_staleness_divides_the_step_by_one_plus_staleness) {
+  auto opt = sgd();
+  opt.lr_staleness = true;
+  const auto spec = spec_of(2, opt);
+  bucket_store store{spec};
+  for (int i = 0; i < 2; ++i) {
+    const auto before = values_of(store);
+    const auto g = gradient(1, i);
+    const auto ack = store.apply(push_of(spec, 1, g, store.snapshot().clock));
+    BOOST_TEST_REQUIRE(succeeded(ack));
+    BOOST_TEST(ack->staleness == 0u);
+    std::vector<double> expected(before.size());
+    for (size_t k = 0; k < g.size(); ++k) expected[k] = before[k] - 0.1 * g[k];  // full lr
+    check_values(values_of(store), expected);
+  }
+  const auto before = values_of(store);
+  const auto g = gradient(0, 0);
+  const auto ack = store.apply(push_of(spec, 0, g, vector_clock(2)));  // read before both
+  BOOST_TEST_REQUIRE(succeeded(ack));
+  BOOST_TEST(ack->staleness == 2u);
+  std::vector<double> expected(before.size());
+  for (size_t k = 0; k < g.size(); ++k) expected[k] = before[k] - 0.1 / 3.0 * g[k];
+  check_values(values_of(store), expected);
+}
+
+BOOST_AUTO_TEST_CASE(without_lr_staleness_a_stale_push_takes_the_full_step) {
+  const auto spec = spec_of(2, sgd());
+  bucket_store store{spec};
+  for (int i = 0; i < 2; ++i)
+    BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 1, gradient(1, i)))));
+  const auto before = values_of(store);
+  const auto g = gradient(0, 0);
+  const auto ack = store.apply(push_of(spec, 0, g, vector_clock(2)));
+  BOOST_TEST_REQUIRE(succeeded(ack));
+  BOOST_TEST(ack->staleness == 2u);
+  std::vector<double> expected(before.size());
+  for (size_t k = 0; k < g.size(); ++k) expected[k] = before[k] - 0.1 * g[k];
+  check_values(values_of(store), expected);
+}
+
+// -- optimizers ---------------------------------------------------------------------------------
+
+// Pushes two steps from worker 0 and returns the values after them, with the gradients used.
+std::vector<double> two_steps(const optimizer_config& opt, std::vector<float>& g1,
+                              std::vector<float>& g2) {
+  const auto spec = spec_of(1, opt);
+  bucket_store store{spec};
+  g1 = gradient(0, 0);
+  g2 = gradient(0, 3);
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, g1))));
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, g2))));
+  return values_of(store);
+}
+
+std::vector<double> initial_values() {
+  return flat(spec_of(1, {}).tensors);
+}
+
+BOOST_AUTO_TEST_CASE(optimizer_sgd_is_plain_gradient_descent) {
+  auto opt = sgd(0.1f);
+  opt.weight_decay = 0.05f;
+  std::vector<float> g1, g2;
+  const auto actual = two_steps(opt, g1, g2);
+  auto theta = initial_values();
+  for (const auto* g : {&g1, &g2})
+    for (size_t i = 0; i < theta.size(); ++i)
+      theta[i] -= double(opt.lr) * ((*g)[i] + double(opt.weight_decay) * theta[i]);
+  check_values(actual, theta);
+}
+
+BOOST_AUTO_TEST_CASE(optimizer_momentum_is_heavy_ball) {
+  optimizer_config opt;
+  opt.type = opt_kind::momentum;
+  opt.lr = 0.1f;
+  opt.beta1 = 0.9f;
+  opt.weight_decay = 0.05f;
+  std::vector<float> g1, g2;
+  const auto actual = two_steps(opt, g1, g2);
+  auto theta = initial_values();
+  std::vector<double> u(theta.size(), 0.0);
+  for (const auto* g : {&g1, &g2}) {
+    for (size_t i = 0; i < theta.size(); ++i) {
+      u[i] = double(opt.beta1) * u[i] + (*g)[i] + double(opt.weight_decay) * theta[i];
+      theta[i] -= double(opt.lr) * u[i];
+    }
+  }
+  check_values(actual, theta);
+}
+
+// Adam in double precision; `l2` adds the decay to the gradient, otherwise it is decoupled.
+std::vector<double> adam_reference(const optimizer_config& o, bool l2, const std::vector<float>& g1,
+                                   const std::vector<float>& g2) {
+  auto theta = initial_values();
+  std::vector<double> m(theta.size(), 0.0), v(theta.size(), 0.0);
+  const double b1 = o.beta1, b2 = o.beta2, lr = o.lr, eps = o.epsilon, wd = o.weight_decay;
+  int t = 0;
+  for (const auto* grad : {&g1, &g2}) {
+    ++t;
+    for (size_t i = 0; i < theta.size(); ++i) {
+      const double g = (*grad)[i] + (l2 ? wd * theta[i] : 0.0);
+      m[i] = b1 * m[i] + (1 - b1) * g;
+      v[i] = b2 * v[i] + (1 - b2) * g * g;
+      const double m_hat = m[i] / (1 - std::pow(b1, t));
+      const double v_hat = v[i] / (1 - std::pow(b2, t));
+      theta[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + (l2 ? 0.0 : wd * theta[i]));
+    }
+  }
+  return theta;
+}
+
+optimizer_config adam_config(opt_kind kind) {
+  optimizer_config opt;
+  opt.type = kind;
+  opt.lr = 0.01f;
+  opt.weight_decay = 0.5f;  // large, so that L2 and decoupled decay differ visibly
+  return opt;
+}
+
+BOOST_AUTO_TEST_CASE(optimizer_adam_adds_weight_decay_to_the_gradient) {
+  const auto opt = adam_config(opt_kind::adam);
+  std::vector<float> g1, g2;
+  const auto actual = two_steps(opt, g1, g2);
+  const auto expected = adam_reference(opt, true, g1, g2);
+  check_values(actual, expected);
+  BOOST_TEST(differs(expected, adam_reference(opt, false, g1, g2)));
+}
+
+BOOST_AUTO_TEST_CASE(optimizer_adamw_decouples_weight_decay) {
+  const auto opt = adam_config(opt_kind::adamw);
+  std::vector<float> g1, g2;
+  const auto actual = two_steps(opt, g1, g2);
+  check_values(actual, adam_reference(opt, false, g1, g2));
+}
+
+// -- staleness histogram ------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(histogram_counts_pushes_by_staleness_and_caps_at_64) {
+  const auto spec = spec_of(2, sgd(1e-4f));
+  bucket_store store{spec};
+  for (int i = 0; i < 64; ++i)  // fresh pushes: staleness 0
+    BOOST_TEST_REQUIRE(
+        succeeded(store.apply(push_of(spec, 1, gradient(1, 0), store.snapshot().clock))));
+  const uint64_t stale[] = {64, 65, 63};
+  const vector_clock reads[] = {vector_clock(2), vector_clock(2), clock_of({3, 0})};
+  for (int i = 0; i < 3; ++i) {
+    const auto ack = store.apply(push_of(spec, 0, gradient(0, 0), reads[i]));
+    BOOST_TEST_REQUIRE(succeeded(ack));
+    BOOST_TEST(ack->staleness == stale[i]);
+  }
+  const auto stats = store.stats();
+  BOOST_TEST_REQUIRE(stats.staleness_histogram.size() == staleness_histogram_size);
+  BOOST_TEST(stats.staleness_histogram[0] == 64u);
+  BOOST_TEST(stats.staleness_histogram[63] == 1u);
+  BOOST_TEST(stats.staleness_histogram[64] == 2u);  // 64 and 65 share the last entry
+  uint64_t total = 0;
+  for (uint64_t n : stats.staleness_histogram) total += n;
+  BOOST_TEST(total == 67u);
+  BOOST_TEST(stats.updates_applied == 67u);
+  BOOST_TEST(stats.max_staleness == 65u);
+  BOOST_TEST(stats.staleness_sum == 64u + 65u + 63u);
+}
