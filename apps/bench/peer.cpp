@@ -1,0 +1,140 @@
+#include "apps/bench/peer.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <iostream>
+#include <thread>
+
+#include "actors/parameter_bucket.hpp"
+#include "apps/bench/suites.hpp"
+#include "troupe/node.hpp"
+
+namespace troupe::bench {
+
+echo_actor::behavior_type echo(echo_actor::stateful_pointer<echo_state> self) {
+  return {
+      [](uint64_t x) { return x; },
+      [=](uint32_t) { ++self->state.count; },
+      [=](stats_atom) { return self->state.count; },
+  };
+}
+
+server_actor::behavior_type bucket_host(server_actor::pointer self) {
+  return {
+      [=](host_atom, const wire& w) -> caf::result<bucket_actor> {
+        auto spec = decode<bucket_spec>(w);
+        if (!spec) return std::move(spec.error());
+        const bucket_actor_config config{self->address(), self->address(),
+                                         logger{"bench-bucket", log_level::error}};
+        return self->spawn<caf::linked>(parameter_bucket, std::move(*spec), config);
+      },
+      [=](stop_atom, const std::string&) {
+        self->quit();
+        return true;
+      },
+  };
+}
+
+void configure_bench_system(caf::actor_system_config& cfg) {
+  launch_options opts;
+  configure_actor_system(cfg, opts);
+  cfg.add_message_type<echo_actor>("troupe::bench::echo_actor");
+}
+
+namespace {
+
+// Accepts connections one after another and echoes every byte back until the peer closes.
+void raw_echo_server(int listener) {
+  std::vector<char> buffer(1 << 20);
+  for (;;) {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    if (fd < 0) return;
+    for (;;) {
+      const ssize_t got = ::read(fd, buffer.data(), buffer.size());
+      if (got <= 0) break;
+      for (ssize_t sent = 0; sent < got;) {
+        const ssize_t n = ::write(fd, buffer.data() + sent, got - sent);
+        if (n <= 0) break;
+        sent += n;
+      }
+    }
+    ::close(fd);
+  }
+}
+
+int loopback_listener(uint16_t& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 4) != 0)
+    return -1;
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
+}  // namespace
+
+int serve_peer() {
+  caf::actor_system_config cfg;
+  configure_bench_system(cfg);
+  caf::actor_system sys{cfg};
+  auto host = sys.spawn(bucket_host);
+  auto counter = sys.spawn(echo);
+  auto host_port = sys.middleman().publish(host, 0, "127.0.0.1");
+  auto echo_port = sys.middleman().publish(counter, 0, "127.0.0.1");
+  peer_ports ports;
+  const int listener = loopback_listener(ports.raw);
+  if (!host_port || !echo_port || listener < 0) {
+    std::cerr << "troupe-bench peer: cannot listen on loopback\n";
+    return 1;
+  }
+  std::thread(raw_echo_server, listener).detach();
+  std::cout << "ports " << *host_port << ' ' << *echo_port << ' ' << ports.raw << std::endl;
+  // The parent closes our stdin when it is done with us.
+  std::string ignored;
+  while (std::getline(std::cin, ignored)) {
+  }
+  caf::scoped_actor self{sys};
+  self->send_exit(host, caf::exit_reason::user_shutdown);
+  self->send_exit(counter, caf::exit_reason::user_shutdown);
+  ::shutdown(listener, SHUT_RDWR);
+  return 0;
+}
+
+std::optional<peer_ports> peer_process::start(const std::string& self_binary, peer_process& out) {
+  // "w": we hold the peer's stdin; its stdout (the ports line) comes through a file.
+  const std::string ports_file = "/tmp/troupe-bench-peer-" + std::to_string(::getpid());
+  out.pipe_ = ::popen((self_binary + " serve > " + ports_file).c_str(), "w");
+  if (!out.pipe_) return std::nullopt;
+  for (int i = 0; i < 200; ++i) {
+    FILE* f = std::fopen(ports_file.c_str(), "r");
+    peer_ports p;
+    unsigned a = 0, b = 0, c = 0;
+    if (f && std::fscanf(f, "ports %u %u %u", &a, &b, &c) == 3) {
+      std::fclose(f);
+      std::remove(ports_file.c_str());
+      p.host = static_cast<uint16_t>(a);
+      p.echo = static_cast<uint16_t>(b);
+      p.raw = static_cast<uint16_t>(c);
+      return p;
+    }
+    if (f) std::fclose(f);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return std::nullopt;
+}
+
+peer_process::~peer_process() {
+  if (pipe_) ::pclose(pipe_);
+}
+
+}  // namespace troupe::bench

@@ -1,0 +1,157 @@
+// troupe-bench pushpull: a dense push then pull of n floats between two processes on
+// loopback, through real parameter buckets (1 MiB slices, 8 requests in flight, encode and
+// decode included), against a raw TCP socket pair moving the same 8n bytes (n each way).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <deque>
+#include <thread>
+
+#include "apps/bench/peer.hpp"
+#include "apps/bench/suites.hpp"
+
+namespace troupe::bench {
+
+namespace {
+
+constexpr auto timeout = std::chrono::seconds(60);
+constexpr size_t slice_values = size_t{1} << 18;  // 1 MiB of fp32 per bucket
+constexpr size_t window = 8;                      // requests in flight
+
+// Sends request(i) for i < count with at most `window` in flight, handing each reply to `got`.
+template <class Issue, class Got>
+bool windowed(size_t count, Issue issue, Got got) {
+  std::deque<decltype(issue(size_t{0}))> in_flight;
+  size_t next = 0;
+  bool ok = true;
+  while (next < count || !in_flight.empty()) {
+    while (next < count && in_flight.size() < window) in_flight.push_back(issue(next++));
+    in_flight.front().receive([&](const wire& w) { got(w); }, [&](caf::error&) { ok = false; });
+    in_flight.pop_front();
+  }
+  return ok;
+}
+
+struct hosted {
+  std::vector<bucket_actor> buckets;
+  std::vector<dense_tensor> grads;  // one per bucket
+};
+
+std::optional<hosted> host_buckets(caf::scoped_actor& self, const server_actor& host, size_t n) {
+  hosted out;
+  for (size_t first = 0, b = 0; first < n; first += slice_values, ++b) {
+    const auto len = static_cast<uint32_t>(std::min(slice_values, n - first));
+    bucket_spec spec;
+    spec.bucket = static_cast<uint32_t>(b);
+    spec.workers = 1;
+    spec.optimizer.type = optimizer_config::kind::sgd;
+    spec.tensors.push_back(dense_tensor{"t", {len}, 0, random_values(len, 10 + b)});
+    bool ok = false;
+    self->request(host, timeout, host_atom_v, encode(spec))
+        .receive(
+            [&](bucket_actor& bucket) {
+              out.buckets.push_back(std::move(bucket));
+              ok = true;
+            },
+            [](caf::error&) {});
+    if (!ok) return std::nullopt;
+    out.grads.push_back(dense_tensor{"t", {len}, 0, random_values(len, 20 + b, 1e-3f)});
+  }
+  return out;
+}
+
+timing push_pull(caf::scoped_actor& self, const hosted& h, int reps) {
+  const size_t count = h.buckets.size();
+  return measure(1, reps, [&] {
+    windowed(
+        count,
+        [&](size_t b) {
+          const push_request push{
+              static_cast<uint32_t>(b), 0, 0, vector_clock{1}, {h.grads[b]}, {}, {}};
+          return self->request(h.buckets[b], timeout, push_atom_v, encode(push));
+        },
+        [](const wire& w) { (void)decode<push_ack>(w); });
+    windowed(
+        count,
+        [&](size_t b) {
+          return self->request(h.buckets[b], timeout, pull_atom_v,
+                               encode(pull_request{static_cast<uint32_t>(b), 0, 0}));
+        },
+        [](const wire& w) { (void)decode<pull_reply>(w); });
+  });
+}
+
+// Sends `bytes` to the echo peer from one thread while reading them back on this one.
+timing raw_round_trip(int fd, size_t bytes, int reps) {
+  std::vector<char> out(bytes, 'x'), in(std::min<size_t>(bytes, 1 << 20));
+  return measure(1, reps, [&] {
+    std::thread writer([&] {
+      for (size_t sent = 0; sent < bytes;) {
+        const ssize_t n = ::write(fd, out.data() + sent, bytes - sent);
+        if (n <= 0) return;
+        sent += static_cast<size_t>(n);
+      }
+    });
+    for (size_t got = 0; got < bytes;) {
+      const ssize_t n = ::read(fd, in.data(), std::min(in.size(), bytes - got));
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    writer.join();
+  });
+}
+
+int connect_loopback(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string size_name(size_t bytes) {
+  return bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MiB"
+                            : std::to_string(bytes >> 10) + " KiB";
+}
+
+}  // namespace
+
+suite_result run_pushpull(const options& o) {
+  caf::actor_system_config cfg;
+  configure_bench_system(cfg);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  suite_result result{"pushpull", {}};
+  peer_process peer;
+  const auto ports = peer_process::start(o.self_binary, peer);
+  if (!ports) return result;
+  auto host = sys.middleman().remote_actor<server_actor>("127.0.0.1", ports->host);
+  const int fd = connect_loopback(ports->raw);
+  if (!host || fd < 0) return result;
+  for (size_t bytes :
+       {size_t{4} << 10, size_t{64} << 10, size_t{1} << 20, size_t{16} << 20, size_t{64} << 20}) {
+    const size_t n = bytes / sizeof(float);
+    auto h = host_buckets(self, *host, n);
+    if (!h) break;
+    row r{"push+pull " + size_name(bytes), "GB/s"};
+    const double gigabytes = 8.0 * double(n) / 1e9;
+    fill_rate(r, push_pull(self, *h, o.reps), gigabytes);
+    r.limit = gigabytes / raw_round_trip(fd, bytes, o.reps).median_s;
+    r.limit_name = "raw TCP, same bytes";
+    result.rows.push_back(r);
+  }
+  ::close(fd);
+  return result;
+}
+
+}  // namespace troupe::bench

@@ -1,0 +1,24 @@
+// The suites of troupe-bench (see ../shared/design/BENCHMARKS.md) and their options.
+#pragma once
+
+#include <string>
+
+#include "apps/bench/bench.hpp"
+
+namespace troupe::bench {
+
+struct options {
+  size_t size = 0;          // values (apply) or 0 for the suite's default
+  int reps = 7;             // timed repetitions (median reported)
+  std::string self_binary;  // this program, to start the peer process
+};
+
+suite_result run_apply(const options& o);
+suite_result run_messages(const options& o);
+suite_result run_pushpull(const options& o);
+
+// The peer process of messages and pushpull: publishes a bucket host and an echo actor on
+// loopback, runs a raw TCP echo server, prints "ports A B C" and serves until told to stop.
+int serve_peer();
+
+}  // namespace troupe::bench

@@ -1,0 +1,69 @@
+// troupe-bench SUITE [--size N] [--reps R] [--json FILE]: runs one suite of benchmarks and
+// prints our figures beside the limit measured in the same run (../shared/design/BENCHMARKS.md).
+// Suites: apply, messages, pushpull. ("serve" is the peer process the others start.)
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <string>
+
+#include "apps/bench/suites.hpp"
+
+namespace {
+
+std::string self_path(const char* argv0) {
+  char buffer[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : std::string{argv0};
+}
+
+int usage() {
+  fmt::print(stderr,
+             "usage: troupe-bench apply|messages|pushpull [--size N] [--reps R] "
+             "[--json FILE]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace troupe::bench;
+  if (argc < 2) return usage();
+  const std::string suite = argv[1];
+  if (suite == "serve") return serve_peer();
+  options o;
+  o.self_binary = self_path(argv[0]);
+  std::string json;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const std::string value = argv[i + 1];
+    if (flag == "--size")
+      o.size = std::strtoull(value.c_str(), nullptr, 10);
+    else if (flag == "--reps")
+      o.reps = std::max(1, std::atoi(value.c_str()));
+    else if (flag == "--json")
+      json = value;
+    else
+      return usage();
+  }
+  suite_result result;
+  if (suite == "apply")
+    result = run_apply(o);
+  else if (suite == "messages")
+    result = run_messages(o);
+  else if (suite == "pushpull")
+    result = run_pushpull(o);
+  else
+    return usage();
+  if (result.rows.empty()) {
+    fmt::print(stderr, "troupe-bench {}: no figures (could not start the peer process?)\n", suite);
+    return 1;
+  }
+  print(result);
+  if (!json.empty() && !write_json(result, json)) {
+    fmt::print(stderr, "troupe-bench: cannot write {}\n", json);
+    return 1;
+  }
+  return 0;
+}
