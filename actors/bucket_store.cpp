@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/cpu/compensation.hpp"
+#include "kernels/cpu/compression.hpp"
 #include "kernels/cpu/optimizers.hpp"
 #include "troupe/error.hpp"
 
@@ -183,7 +184,35 @@ void bucket_store::finish_round_if_complete() {
   applied_ += contributors;
 }
 
+caf::error bucket_store::expand_signs(push_request& push) const {
+  if (push.signs.empty()) return {};
+  if (!push.dense.empty() || push.signs.size() != slices_.size())
+    return make_error(errc::shape_mismatch,
+                      fmt::format("bucket {}: a compressed push needs one sign tensor per slice "
+                                  "and nothing else",
+                                  id_));
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    auto& sign = push.signs[i];
+    const auto& mine = slices_[i];
+    if (sign.name != mine.name || sign.row_offset != mine.row_offset || sign.shape != mine.shape)
+      return make_error(errc::shape_mismatch,
+                        fmt::format("bucket {}: sign tensor {} does not match slice {} ({})", id_,
+                                    i, mine.name, sign.name));
+    if (!(std::abs(sign.scale) <= max_abs_gradient))
+      return make_error(errc::non_finite, fmt::format("bucket {}: sign scale {}", id_, sign.scale));
+    dense_tensor g{sign.name, sign.shape, sign.row_offset, std::vector<float>(mine.values.size())};
+    kernels::sign_decompress(sign.bits, sign.scale, g.values);
+    push.dense.push_back(std::move(g));
+  }
+  push.signs.clear();
+  return {};
+}
+
 caf::expected<push_ack> bucket_store::apply(push_request push) {
+  if (auto err = expand_signs(push)) {
+    ++rejected_;
+    return err;
+  }
   if (auto err = validate(push)) {
     ++rejected_;
     return err;

@@ -34,7 +34,8 @@ class bucket_store {
 
   uint32_t id() const { return id_; }
 
-  // Applies (async, ssp) or collects (bsp) one gradient push; errc::unknown_bucket,
+  // Applies (async, ssp) or collects (bsp) one gradient push, dense or sign-compressed (one
+  // sign tensor per slice); errc::unknown_bucket,
   // shape_mismatch, malformed_message or non_finite on a push that does not fit, counted as
   // rejected. A push with `last` set retires its worker from the consistency gate.
   caf::expected<push_ack> apply(push_request push);
@@ -56,6 +57,8 @@ class bucket_store {
   const std::vector<dense_tensor>& slices() const { return slices_; }
 
  private:
+  // A sign-compressed push becomes a dense one (one sign tensor per slice, nothing else).
+  caf::error expand_signs(push_request& push) const;
   caf::error validate(const push_request& push) const;
   void compensate(uint32_t worker, size_t slice, std::vector<float>& grad);
   void step(size_t slice, std::vector<float>& grad, uint64_t staleness);

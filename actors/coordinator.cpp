@@ -100,6 +100,7 @@ void start_training(self_ptr self, const coordinator_config& config) {
     start_job job{r, workers, o.epochs, o.batch, o.seed, st.plan, servers};
     job.accumulate = o.accumulate;
     job.prefetch = o.prefetch;
+    job.compress_signs = o.compress_signs;
     if (auto it = o.worker_delay_ms.find(r); it != o.worker_delay_ms.end())
       job.delay_ms = it->second;
     self->send(st.workers[r], start_atom_v, encode(job), st.buckets);

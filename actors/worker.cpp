@@ -10,6 +10,7 @@
 
 #include "actors/guards.hpp"
 #include "actors/job_outcome.hpp"
+#include "kernels/cpu/compression.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -74,20 +75,33 @@ void pushed(self_ptr self, const worker_config& config) {
   maybe_compute(self, config);
 }
 
+// One sign tensor per slice of bucket `plan`, with this worker's error feedback residual.
+std::vector<sign_tensor> compress(worker_state& st, const bucket_placement& plan) {
+  std::vector<sign_tensor> out;
+  for (const auto& s : plan.slices) {
+    const auto range = locate(*st.layout, s);  // validated when the job started
+    const std::span<const float> g{st.grad.data() + range->offset, range->count};
+    const std::span<float> e{st.residual.data() + range->offset, range->count};
+    sign_tensor t{s.tensor, s.shape, s.row_offset, 0.0f,
+                  std::vector<uint8_t>(kernels::sign_bytes(range->count))};
+    t.scale = kernels::sign_compress(g, e, t.bits);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 void push_round(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   st.pushes_pending = st.buckets.size();
   const bool last = st.queue.empty() && st.exhausted;
   for (size_t b = 0; b < st.buckets.size(); ++b) {
     const auto& plan = st.job->layout.buckets[b];
-    push_request push{plan.bucket,
-                      st.job->worker,
-                      st.clock,
-                      st.read_clocks[b],
-                      gather(*st.layout, plan, st.grad),
-                      {},
-                      {},
-                      last};
+    push_request push{plan.bucket, st.job->worker, st.clock, st.read_clocks[b]};
+    push.last = last;
+    if (st.job->compress_signs)
+      push.signs = compress(st, plan);
+    else
+      push.dense = gather(*st.layout, plan, st.grad);
     self->request(st.buckets[b], config.request_timeout, push_atom_v, encode(push))
         .then(
             [=](const wire&) {
@@ -209,6 +223,7 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   if (!replica) return fail(self, config, std::move(replica.error()));
   st.params.assign(st.layout->total, 0.0f);
   st.grad.assign(st.layout->total, 0.0f);
+  st.residual.assign(job->compress_signs ? st.layout->total : 0, 0.0f);
   st.read_clocks.assign(buckets.size(), vector_clock{});
   st.replica = std::move(*replica);
   st.buckets = std::move(buckets);

@@ -40,6 +40,7 @@ struct worker_state {
   std::vector<float> params;
   std::vector<float> grad;        // the gradient being pushed
   std::vector<float> batch_grad;  // one batch's gradient, averaged into grad when accumulating
+  std::vector<float> residual;    // sign compression: what earlier pushes have not yet sent
   std::deque<work_chunk> queue;   // chunks claimed and not yet computed (at most two)
   work_chunk current;             // the chunk whose gradient is being pushed
   double current_loss = 0;        // its summed batch losses

@@ -242,6 +242,7 @@ wire encode(const start_job& x) {
   for (unsigned i = 0; i < x.servers.size(); ++i) write_endpoint(servers[i], x.servers[i]);
   out.setAccumulate(x.accumulate);
   out.setPrefetch(x.prefetch);
+  out.setCompressSigns(x.compress_signs);
   out.setDelayMs(x.delay_ms);
   return detail::to_wire(message);
 }
@@ -274,6 +275,7 @@ caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& li
           return make_error(errc::malformed_message, "start: accumulate must be at least 1");
         x.accumulate = in.getAccumulate();
         x.prefetch = in.getPrefetch();
+        x.compress_signs = in.getCompressSigns();
         x.delay_ms = in.getDelayMs();
         return x;
       });

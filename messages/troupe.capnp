@@ -228,6 +228,7 @@ struct StartJob {
   accumulate @7 :UInt32;    # batches whose gradients are averaged into one push (>= 1)
   prefetch @8 :Bool;        # pull the next values while the current batch computes
   delayMs @9 :UInt32;       # extra milliseconds per batch (straggler experiments)
+  compressSigns @10 :Bool;  # push 1-bit signs with error feedback instead of fp32
 }
 
 # Batches first .. first+count-1 of one epoch, handed to a worker; count 0: no work is left.

@@ -189,6 +189,7 @@ struct start_job {
   uint32_t accumulate = 1;        // batches whose gradients are averaged into one push
   bool prefetch = false;          // pull the next values while the current batch computes
   uint32_t delay_ms = 0;          // extra milliseconds per batch (straggler experiments)
+  bool compress_signs = false;    // push 1-bit signs with error feedback instead of fp32
 };
 
 // Batches first .. first + count - 1 of one epoch; count 0 means no work is left.

@@ -40,6 +40,7 @@ const std::vector<app_flag>& common_flags() {
       {"lr-staleness", "", "scale each update by 1 / (1 + its staleness)", ""},
       {"accumulate", "N", "batches whose gradients are averaged into one push", "1"},
       {"prefetch", "", "pull the next values while a batch computes", ""},
+      {"compress", "KIND", "none | sign (1-bit pushes with error feedback)", "none"},
       {"worker-delay-ms", "I:D", "make worker I slower by D ms per batch (I:D,J:E...)", ""},
       {"weight-decay", "WD", "weight decay (decoupled for adam, L2 for sgd)", "0"},
       {"seed", "S", "seed of initialisation and data order", "1"},
@@ -303,6 +304,12 @@ caf::expected<launch_options> parse_launch_options(const std::vector<std::string
   if (auto e = parse_switch("help", get("help"), o.help)) return e;
   if (auto e = parse_switch("lr-staleness", get("lr-staleness"), o.lr_staleness)) return e;
   if (auto e = parse_switch("prefetch", get("prefetch"), o.prefetch)) return e;
+  if (auto s = get("compress")) {
+    if (*s != "none" && *s != "sign")
+      return make_error(errc::bad_configuration,
+                        fmt::format("--compress must be none or sign, not '{}'", *s));
+    o.compress_signs = *s == "sign";
+  }
   if (auto s = get("consistency")) {
     auto c = parse_consistency(*s);
     if (!c) return std::move(c.error());

@@ -12,6 +12,7 @@
 
 #include "actors/bucket_store.hpp"
 #include "actors/clock_gate.hpp"
+#include "kernels/cpu/compression.hpp"
 #include "tests/unit/expect_error.hpp"
 
 using namespace troupe;
@@ -676,4 +677,38 @@ BOOST_AUTO_TEST_CASE(histogram_counts_pushes_by_staleness_and_caps_at_64) {
   BOOST_TEST(stats.updates_applied == 67u);
   BOOST_TEST(stats.max_staleness == 65u);
   BOOST_TEST(stats.staleness_sum == 64u + 65u + 63u);
+}
+
+// -- sign-compressed pushes ---------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(a_sign_compressed_push_applies_scale_times_sign) {
+  const auto spec = spec_of(1, sgd(0.1f));
+  bucket_store store{spec};
+  push_request push{spec.bucket, 0, 0, clock_of({0})};
+  // Slice "w": signs + - + -, scale 0.5; slice "b": signs - - +, scale 2.
+  push.signs.push_back(sign_tensor{"w", {2, 2}, 0, 0.5f, {0b0101}});
+  push.signs.push_back(sign_tensor{"b", {3}, 0, 2.0f, {0b100}});
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push)));
+  const std::vector<double> g = {0.5, -0.5, 0.5, -0.5, -2.0, -2.0, 2.0};
+  const auto before = flat(spec.tensors);
+  const auto after = values_of(store);
+  for (size_t i = 0; i < g.size(); ++i)
+    BOOST_TEST(after[i] == before[i] - 0.1 * g[i], boost::test_tools::tolerance(tolerance));
+}
+
+BOOST_AUTO_TEST_CASE(a_sign_push_that_does_not_fit_is_rejected_and_changes_nothing) {
+  const auto spec = spec_of(1, sgd(0.1f));
+  bucket_store store{spec};
+  push_request one_missing{spec.bucket, 0, 0, clock_of({0})};
+  one_missing.signs.push_back(sign_tensor{"w", {2, 2}, 0, 0.5f, {0b0101}});
+  BOOST_TEST(fails_with(store.apply(one_missing), errc::shape_mismatch));
+  push_request mixed = push_of(spec, 0, gradient(0, 0));
+  mixed.signs.push_back(sign_tensor{"w", {2, 2}, 0, 0.5f, {0b0101}});
+  BOOST_TEST(fails_with(store.apply(mixed), errc::shape_mismatch));
+  push_request huge{spec.bucket, 0, 0, clock_of({0})};
+  huge.signs.push_back(sign_tensor{"w", {2, 2}, 0, 1e30f, {0b0101}});
+  huge.signs.push_back(sign_tensor{"b", {3}, 0, 2.0f, {0b100}});
+  BOOST_TEST(fails_with(store.apply(huge), errc::non_finite));
+  BOOST_TEST(values_of(store) == flat(spec.tensors), boost::test_tools::per_element());
+  BOOST_TEST(store.stats().updates_rejected == 3u);
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/compensation.hpp"
+#include "kernels/cpu/compression.hpp"
 #include "kernels/cpu/half.hpp"
 #include "kernels/cpu/optimizers.hpp"
 
@@ -540,4 +541,51 @@ BOOST_AUTO_TEST_CASE(half_round_trip_of_every_pattern) {
     if (!ok && ++mismatches <= 5) BOOST_TEST(ok, std::hex << h << " -> " << back);
   }
   BOOST_TEST(mismatches == 0);
+}
+
+// -- sign compression with error feedback -------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(sign_compression_sends_signs_and_the_mean_magnitude) {
+  const std::vector<float> g = {0.5f, -1.5f, 2.0f, -0.25f, 0.0f, 3.0f, -4.0f, 1.0f, -0.5f};
+  std::vector<float> residual(g.size(), 0.0f);
+  std::vector<uint8_t> bits(k::sign_bytes(g.size()));
+  BOOST_TEST_REQUIRE(bits.size() == 2u);
+  const float scale = k::sign_compress(g, residual, bits);
+  double mean = 0;
+  for (float x : g) mean += std::abs(x) / g.size();
+  BOOST_TEST(scale == mean, boost::test_tools::tolerance(1e-6));
+  std::vector<float> q(g.size());
+  k::sign_decompress(bits, scale, q);
+  for (size_t i = 0; i < g.size(); ++i) {
+    BOOST_TEST(q[i] == (g[i] >= 0 ? scale : -scale));
+    BOOST_TEST(residual[i] == g[i] - q[i], boost::test_tools::tolerance(1e-6f));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(error_feedback_loses_nothing_over_many_steps) {
+  // What was sent plus what is still owed equals everything that was compressed.
+  std::mt19937 rng{3};
+  std::normal_distribution<float> dist{0.0f, 1.0f};
+  const size_t n = 1000;
+  std::vector<float> residual(n, 0.0f), sent(n, 0.0f), total(n, 0.0f), g(n), q(n);
+  std::vector<uint8_t> bits(k::sign_bytes(n));
+  for (int step = 0; step < 50; ++step) {
+    for (size_t i = 0; i < n; ++i) {
+      g[i] = dist(rng);
+      total[i] += g[i];
+    }
+    k::sign_decompress(bits, k::sign_compress(g, residual, bits), q);
+    for (size_t i = 0; i < n; ++i) sent[i] += q[i];
+  }
+  for (size_t i = 0; i < n; ++i)
+    BOOST_TEST(sent[i] + residual[i] == total[i], boost::test_tools::tolerance(1e-3f));
+}
+
+BOOST_AUTO_TEST_CASE(sign_compression_of_nothing) {
+  std::vector<float> none;
+  std::vector<uint8_t> bits;
+  BOOST_TEST(k::sign_compress(none, none, bits) == 0.0f);
+  BOOST_TEST(k::sign_bytes(0) == 0u);
+  BOOST_TEST(k::sign_bytes(8) == 1u);
+  BOOST_TEST(k::sign_bytes(9) == 2u);
 }

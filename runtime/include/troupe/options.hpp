@@ -59,6 +59,7 @@ struct launch_options {
   compensation_config compensation;
   uint32_t accumulate = 1;                       // batches averaged into one push
   bool prefetch = false;                         // pull the next values while a batch computes
+  bool compress_signs = false;                   // --compress sign: 1-bit pushes, error feedback
   std::map<uint32_t, uint32_t> worker_delay_ms;  // worker rank -> extra ms per batch
   uint64_t seed = 1;
   std::string report;
