@@ -243,6 +243,17 @@ pull_reply bucket_store::grant_pull(uint32_t worker, uint64_t worker_clock) {
   return snapshot();
 }
 
+uint64_t bucket_store::admit(uint32_t worker) {
+  if (worker < workers_) return gate_.clock_of(worker, clock_);
+  // The vector clock keeps counting real updates only (staleness stays honest); the gate
+  // remembers where the newcomer's clock starts.
+  const uint64_t start = gate_.slowest(clock_).value_or(0);
+  workers_ = gate_.add(start) + 1;
+  if (!read_.empty()) read_.resize(workers_);
+  if (!in_round_.empty()) in_round_.resize(workers_, false);
+  return start;
+}
+
 void bucket_store::retire(uint32_t worker) {
   gate_.retire(worker);
   if (!in_round_.empty()) finish_round_if_complete();

@@ -33,6 +33,7 @@ class bucket_store {
   explicit bucket_store(bucket_spec spec);
 
   uint32_t id() const { return id_; }
+  uint32_t workers() const { return workers_; }
 
   // Applies (async, ssp) or collects (bsp) one gradient push, dense or sign-compressed (one
   // sign tensor per slice); errc::unknown_bucket,
@@ -51,6 +52,11 @@ class bucket_store {
 
   // A worker that finished or was lost no longer holds back the others.
   void retire(uint32_t worker);
+
+  // Makes room for a worker that joins a running job (rank `worker`, the next one) and
+  // returns the clock it starts at: the slowest live worker's, so that ssp and bsp neither
+  // wait for it to catch up from 0 nor let it run ahead.
+  uint64_t admit(uint32_t worker);
 
   pull_reply snapshot() const;
   bucket_stats stats() const;

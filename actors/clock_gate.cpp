@@ -7,7 +7,7 @@ namespace troupe {
 std::optional<uint64_t> clock_gate::slowest(const vector_clock& applied) const {
   std::optional<uint64_t> low;
   for (uint32_t w = 0; w < retired_.size(); ++w)
-    if (!retired_[w]) low = std::min(low.value_or(UINT64_MAX), applied.at(w));
+    if (!retired_[w]) low = std::min(low.value_or(UINT64_MAX), clock_of(w, applied));
   return low;
 }
 

@@ -1,6 +1,7 @@
 // The consistency rule of one bucket, as a pure function of its vector clock: a worker whose
-// clock is c may read once c <= (slowest live worker's applied count) + bound. async has no
-// bound, ssp:S has bound S, bsp has bound 0 (and the bucket averages each round's pushes).
+// clock is c may read once c <= (slowest live worker's clock) + bound, where a worker's clock
+// is the count of its pushes applied plus the clock it started at (late joiners start late). async
+// has no bound, ssp:S has bound S, bsp has bound 0 (and the bucket averages each round's pushes).
 // Workers retire (finish or are lost) and then hold nobody back. Owned by a bucket_store.
 #pragma once
 
@@ -27,15 +28,31 @@ class clock_gate {
   uint64_t gap(uint64_t clock, const vector_clock& applied) const;
 
   void retire(uint32_t worker);
+
+  // Room for one more worker, live, whose clock starts at `start` rather than 0 (a worker that
+  // joins a running job); returns its rank.
+  uint32_t add(uint64_t start) {
+    retired_.push_back(false);
+    start_.resize(retired_.size(), 0);
+    start_.back() = start;
+    return static_cast<uint32_t>(retired_.size() - 1);
+  }
+
+  // Worker w's clock: its applied count plus the clock it started at.
+  uint64_t clock_of(uint32_t w, const vector_clock& applied) const {
+    return applied.at(w) + (w < start_.size() ? start_[w] : 0);
+  }
+
+  // The smallest clock (applied count plus starting clock) of a live worker; nullopt when
+  // every worker has retired.
+  std::optional<uint64_t> slowest(const vector_clock& applied) const;
   bool retired(uint32_t worker) const { return worker < retired_.size() && retired_[worker]; }
   uint32_t live() const;
 
  private:
-  // The smallest applied count of a live worker; nullopt when every worker has retired.
-  std::optional<uint64_t> slowest(const vector_clock& applied) const;
-
   consistency_config config_;
   std::vector<bool> retired_;
+  std::vector<uint64_t> start_;  // per worker: the clock it started at (0 unless it joined late)
 };
 
 }  // namespace troupe

@@ -82,6 +82,19 @@ uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
   return static_cast<uint32_t>(std::max(wanted, needed));
 }
 
+start_job make_start(const coordinator_state& st, const launch_options& o, uint32_t rank) {
+  std::vector<endpoint> servers;
+  for (const auto& m : st.server_members) servers.push_back(m.data);
+  start_job job{
+      rank, static_cast<uint32_t>(st.workers.size()), o.epochs, o.batch, o.seed, st.plan, servers};
+  job.accumulate = o.accumulate;
+  job.prefetch = o.prefetch;
+  job.compress_signs = o.compress_signs;
+  if (auto it = o.worker_delay_ms.find(rank); it != o.worker_delay_ms.end())
+    job.delay_ms = it->second;
+  return job;
+}
+
 void start_training(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   st.phase = job_phase::training;
@@ -93,18 +106,41 @@ void start_training(self_ptr self, const coordinator_config& config) {
                   static_cast<uint32_t>(st.workers.size()));
   config.log.info("training: {} workers, {} servers, {} buckets, {} epochs", st.workers.size(),
                   st.servers.size(), st.buckets.size(), o.epochs);
-  std::vector<endpoint> servers;
-  for (const auto& m : st.server_members) servers.push_back(m.data);
-  const auto workers = static_cast<uint32_t>(st.workers.size());
-  for (uint32_t r = 0; r < workers; ++r) {
-    start_job job{r, workers, o.epochs, o.batch, o.seed, st.plan, servers};
-    job.accumulate = o.accumulate;
-    job.prefetch = o.prefetch;
-    job.compress_signs = o.compress_signs;
-    if (auto it = o.worker_delay_ms.find(r); it != o.worker_delay_ms.end())
-      job.delay_ms = it->second;
-    self->send(st.workers[r], start_atom_v, encode(job), st.buckets);
+  for (uint32_t r = 0; r < st.workers.size(); ++r)
+    self->send(st.workers[r], start_atom_v, encode(make_start(st, o, r)), st.buckets);
+}
+
+// A worker joining a running job: every bucket makes room for it and names the clock it
+// starts at (the slowest live worker's); then it is started from the current parameters.
+void start_late_worker(self_ptr self, const coordinator_config& config, uint32_t rank) {
+  auto& st = self->state;
+  st.work->add_worker();
+  auto pending = std::make_shared<size_t>(st.buckets.size());
+  auto clock = std::make_shared<uint64_t>(UINT64_MAX);
+  for (auto& bucket : st.buckets) {
+    self->request(bucket, config.opts.request_timeout, admit_atom_v, rank)
+        .then(
+            [=](uint64_t start) {
+              *clock = std::min(*clock, start);
+              if (--*pending > 0) return;
+              auto& st = self->state;
+              start_job job = make_start(st, config.opts, rank);
+              job.clock = *clock;
+              self->send(st.workers[rank], start_atom_v, encode(job), st.buckets);
+              config.log.info("late worker {} starts at clock {}", rank, *clock);
+            },
+            [=](caf::error& err) {
+              fail(self, config, fmt::format("admitting worker {}: {}", rank, describe(err)));
+            });
   }
+}
+
+// Whether another worker may join the running job: fewer than --max-workers are active.
+bool room_for_a_late_worker(const coordinator_state& st, const launch_options& o) {
+  const auto active = std::count_if(st.worker_members.begin(), st.worker_members.end(),
+                                    [](const member& m) { return !m.lost && !m.done; });
+  return st.phase == job_phase::training && active < std::max(o.workers, o.max_workers) &&
+         st.worker_members.size() < (1u << 16);
 }
 
 void place_buckets(self_ptr self, const coordinator_config& config) {
@@ -152,7 +188,10 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
     return make_error(errc::bad_configuration,
                       fmt::format("a {} named '{}' has already joined; names must be unique",
                                   to_string(expected), request->name));
-  if (self->state.phase != job_phase::joining || handles.size() >= wanted)
+  bool late = false;
+  if constexpr (std::is_same_v<Handle, worker_actor>)
+    late = room_for_a_late_worker(self->state, config.opts);
+  if (!late && (self->state.phase != job_phase::joining || handles.size() >= wanted))
     return make_error(errc::job_failed,
                       fmt::format("the job already has its {} {}s", wanted, to_string(expected)));
   self->monitor(handle);
@@ -163,7 +202,9 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   config.log.info("{} '{}' joined ({} of {})", to_string(expected), request->name, rank + 1,
                   wanted);
   auto& st = self->state;
-  if (st.servers.size() == config.opts.servers && st.workers.size() == config.opts.workers)
+  if (late)
+    start_late_worker(self, config, rank);
+  else if (st.servers.size() == config.opts.servers && st.workers.size() == config.opts.workers)
     place_buckets(self, config);
   return encode(join_reply{rank, config.opts.workers, config.opts.servers});
 }

@@ -74,6 +74,13 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, bucket_spec spec,
         self->state.store->retire(worker);
         release_held_pulls(self);
       },
+      [=](admit_atom, uint32_t worker) -> caf::result<uint64_t> {
+        if (!sent_by(self, config.controller))
+          return make_error(errc::authentication_failed, "only the coordinator admits workers");
+        if (worker > self->state.store->workers() || worker >= (1u << 16))
+          return make_error(errc::malformed_message, "workers join one rank after another");
+        return self->state.store->admit(worker);
+      },
   };
 }
 

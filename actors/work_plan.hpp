@@ -29,6 +29,12 @@ class work_plan {
   // returns how many batches were given up.
   uint64_t abandon_returned();
 
+  // Room for one more worker (a late joiner); returns its rank.
+  uint32_t add_worker() {
+    held_.emplace_back();
+    return static_cast<uint32_t>(held_.size() - 1);
+  }
+
   bool epoch_complete(uint32_t epoch) const;
   uint64_t batches_per_epoch() const { return per_epoch_; }
 

@@ -229,6 +229,7 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   st.buckets = std::move(buckets);
   connect_servers(self, config, *job);
   st.job = std::move(*job);
+  st.clock = st.job->clock;
   st.started = std::chrono::steady_clock::now();
   config.log.info("training: worker {} of {}", st.job->worker, st.job->workers);
   claim_work(self, config);

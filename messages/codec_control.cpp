@@ -243,6 +243,7 @@ wire encode(const start_job& x) {
   out.setAccumulate(x.accumulate);
   out.setPrefetch(x.prefetch);
   out.setCompressSigns(x.compress_signs);
+  out.setClock(x.clock);
   out.setDelayMs(x.delay_ms);
   return detail::to_wire(message);
 }
@@ -276,6 +277,7 @@ caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& li
         x.accumulate = in.getAccumulate();
         x.prefetch = in.getPrefetch();
         x.compress_signs = in.getCompressSigns();
+        x.clock = in.getClock();
         x.delay_ms = in.getDelayMs();
         return x;
       });

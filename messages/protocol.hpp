@@ -29,19 +29,24 @@ CAF_ADD_ATOM(troupe, troupe, hello_atom, "hello")
 CAF_ADD_ATOM(troupe, troupe, prove_atom, "prove")
 CAF_ADD_ATOM(troupe, troupe, eval_atom, "eval")
 CAF_ADD_ATOM(troupe, troupe, retire_atom, "retire")
+CAF_ADD_ATOM(troupe, troupe, admit_atom, "admit")
 
 namespace troupe {
 
-// clang-format off: one message signature per line reads best.
+// One message signature per line reads best:
+// clang-format off
 
 // A parameter bucket owns slices of the model's tensors and their optimizer state.
 //   pull:   pull_request -> pull_reply (held back while ssp/bsp clocks do not allow it)
 //   push:   push_request -> push_ack, or an errc error (counted as rejected)
 //   stats:  -> bucket_stats
 //   retire: worker rank; a lost worker no longer holds back ssp/bsp (coordinator only)
-using bucket_actor = caf::typed_actor<
-    caf::replies_to<pull_atom, wire>::with<wire>, caf::replies_to<push_atom, wire>::with<wire>,
-    caf::replies_to<stats_atom>::with<wire>, caf::reacts_to<retire_atom, uint32_t>>;
+//   admit:  a late worker's rank -> the clock it starts at (coordinator only)
+using bucket_actor = caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wire>,
+                                      caf::replies_to<push_atom, wire>::with<wire>,
+                                      caf::replies_to<stats_atom>::with<wire>,
+                                      caf::reacts_to<retire_atom, uint32_t>,
+                                      caf::replies_to<admit_atom, uint32_t>::with<uint64_t>>;
 
 // The host of a server node: spawns and owns the buckets the coordinator places on it.
 //   host: bucket_spec -> the new bucket

@@ -229,6 +229,7 @@ struct StartJob {
   prefetch @8 :Bool;        # pull the next values while the current batch computes
   delayMs @9 :UInt32;       # extra milliseconds per batch (straggler experiments)
   compressSigns @10 :Bool;  # push 1-bit signs with error feedback instead of fp32
+  clock @11 :UInt64;        # the worker's starting clock (a late joiner starts at the slowest's)
 }
 
 # Batches first .. first+count-1 of one epoch, handed to a worker; count 0: no work is left.

@@ -190,6 +190,7 @@ struct start_job {
   bool prefetch = false;          // pull the next values while the current batch computes
   uint32_t delay_ms = 0;          // extra milliseconds per batch (straggler experiments)
   bool compress_signs = false;    // push 1-bit signs with error feedback instead of fp32
+  uint64_t clock = 0;             // starting clock: a late joiner starts at the slowest's
 };
 
 // Batches first .. first + count - 1 of one epoch; count 0 means no work is left.

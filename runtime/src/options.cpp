@@ -28,6 +28,7 @@ const std::vector<app_flag>& common_flags() {
       {"name", "NAME", "this node's name in logs and reports", ""},
       {"workers", "N", "workers in the job", "2"},
       {"servers", "M", "parameter servers in the job", "2"},
+      {"max-workers", "N", "workers active at once, late joiners included; 0: --workers", "0"},
       {"buckets", "K", "parameter buckets; 0: two per worker", "0"},
       {"epochs", "E", "passes over the training set", "3"},
       {"batch", "B", "examples per worker step", "64"},
@@ -176,6 +177,9 @@ caf::error parse_role(const std::string& text, node_role& out) {
 caf::error validate(const launch_options& o) {
   auto bad = [](std::string text) { return make_error(errc::bad_configuration, std::move(text)); };
   if (o.workers == 0 || o.servers == 0) return bad("--workers and --servers must be at least 1");
+  if (o.max_workers != 0 && o.max_workers < o.workers)
+    return bad("--max-workers must be at least --workers");
+  if (std::max(o.workers, o.max_workers) > (1u << 16)) return bad("at most 65536 workers");
   if (o.epochs == 0 || o.batch == 0) return bad("--epochs and --batch must be at least 1");
   if (!(o.lr > 0)) return bad("--lr must be positive");
   if (o.optimizer != "adam" && o.optimizer != "adamw" && o.optimizer != "sgd" &&
@@ -280,6 +284,7 @@ caf::expected<launch_options> parse_launch_options(const std::vector<std::string
   address("coordinator", o.coordinator);
   number("workers", o.workers);
   number("servers", o.servers);
+  number("max-workers", o.max_workers);
   number("buckets", o.buckets);
   number("epochs", o.epochs);
   number("batch", o.batch);

@@ -198,6 +198,39 @@ BOOST_AUTO_TEST_CASE(a_lost_server_fails_the_job_and_every_process_says_so) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_worker_joining_a_running_job_starts_cold_and_takes_work) {
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  const auto report = scratch("late.json");
+  const std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
+  auto args = [&](std::vector<std::string> head) {
+    head = command(std::move(head));
+    head.insert(head.end(), {"--epochs", "8", "--consistency", "ssp:2"});
+    return head;
+  };
+  child_process coordinator(
+      args({"--role", "coordinator", "--listen", address, "--workers", "1", "--max-workers", "2",
+            "--servers", "1", "--report", report.string()}),
+      scratch("late-c.log").string(), env);
+  child_process server(args({"--role", "server", "--coordinator", address}),
+                       scratch("late-s.log").string(), env);
+  child_process first(args({"--role", "worker", "--coordinator", address, "--name", "first"}),
+                      scratch("late-w1.log").string(), env);
+  BOOST_TEST_REQUIRE(coordinator.wait_for_output("epoch 1/8", std::chrono::seconds(120)));
+  child_process late(args({"--role", "worker", "--coordinator", address, "--name", "late"}),
+                     scratch("late-w2.log").string(), env);
+  const auto code = coordinator.wait(std::chrono::seconds(300));
+  BOOST_TEST_INFO("coordinator: " << coordinator.output());
+  BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
+  const std::string text = read_file(report.string());
+  BOOST_TEST_INFO("report: " << text);
+  const auto at = text.find("\"name\": \"late\", \"steps\": ");
+  BOOST_TEST_REQUIRE(at != std::string::npos);
+  BOOST_TEST(std::stod(text.substr(at + 25)) > 0);  // the newcomer did part of the work
+  BOOST_TEST(json_number(text, "max_clock_gap").value_or(99) <= 2);
+  for (auto* node : {&server, &first, &late})
+    BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(a_non_loopback_listen_address_needs_insecure) {
   child_process job({binary, "--role", "coordinator", "--listen", "0.0.0.0:7600", "--secret", "s"},
                     scratch("insecure.log").string());

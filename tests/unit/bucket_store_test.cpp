@@ -712,3 +712,29 @@ BOOST_AUTO_TEST_CASE(a_sign_push_that_does_not_fit_is_rejected_and_changes_nothi
   BOOST_TEST(values_of(store) == flat(spec.tensors), boost::test_tools::per_element());
   BOOST_TEST(store.stats().updates_rejected == 3u);
 }
+
+// -- workers that join a running job -------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(a_late_worker_starts_at_the_slowest_clock_without_inflating_staleness) {
+  const auto spec = spec_of(2, sgd(), consistency_config{mode::ssp, 1});
+  bucket_store store{spec};
+  for (int step = 0; step < 3; ++step) {
+    const vector_clock read = store.grant_pull(0, step).clock;
+    BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, gradient(0, step), read))));
+    const vector_clock read1 = store.grant_pull(1, step).clock;
+    BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 1, gradient(1, step), read1))));
+  }
+  const uint64_t start = store.admit(2);
+  BOOST_TEST(start == 3u);  // both workers have pushed three times
+  BOOST_TEST(store.workers() == 3u);
+  BOOST_TEST(store.admit(2) == 3u);  // asking again changes nothing
+  // The newcomer neither holds the others back (its clock is 3, not 0) nor may run ahead.
+  BOOST_TEST(store.pull_allowed(0, 4));
+  BOOST_TEST(!store.pull_allowed(2, 5));
+  // Its first push, read after the admission, is fresh.
+  const vector_clock read = store.grant_pull(2, start).clock;
+  auto ack = store.apply(push_of(spec, 2, gradient(2, 0), read));
+  BOOST_TEST_REQUIRE(succeeded(ack));
+  BOOST_TEST(ack->staleness == 0u);
+  BOOST_TEST(store.stats().max_staleness <= 1u);
+}

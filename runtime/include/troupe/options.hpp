@@ -46,6 +46,7 @@ struct launch_options {
   bool insecure = false;  // allows --listen on an address other than loopback
   std::string name;       // this node's name in logs and the report; derived when empty
   uint32_t workers = 2;
+  uint32_t max_workers = 0;  // workers active at once, late joiners included; 0: --workers
   uint32_t servers = 2;
   uint32_t buckets = 0;  // 0: two per worker
   uint32_t epochs = 3;
