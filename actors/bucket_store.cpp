@@ -59,6 +59,40 @@ bucket_store::bucket_store(bucket_spec spec)
   const bool bsp = gate_.mode() == consistency_config::mode::bsp;
   round_sum_ = zeros_like(slices_, bsp);
   in_round_.assign(bsp ? workers_ : 0, false);
+  for (auto& t : spec.tables)
+    tables_.emplace_back(std::move(t), id_, spec.bucket_count, spec.seed, optimizer_, spec.clip);
+  if (bsp) round_rows_.resize(tables_.size());
+}
+
+sparse_table* bucket_store::table(const std::string& name) {
+  for (auto& t : tables_)
+    if (t.name() == name) return &t;
+  return nullptr;
+}
+
+const sparse_table* bucket_store::table(const std::string& name) const {
+  for (const auto& t : tables_)
+    if (t.name() == name) return &t;
+  return nullptr;
+}
+
+caf::expected<std::vector<sparse_rows>> bucket_store::read_rows(
+    const std::vector<row_request>& requests) {
+  std::vector<sparse_rows> out;
+  for (const auto& r : requests) {
+    auto* t = table(r.table);
+    if (!t)
+      return make_error(errc::shape_mismatch,
+                        fmt::format("bucket {} has no table {}", id_, r.table));
+    auto rows = t->read(r.ids);
+    if (!rows) return std::move(rows.error());
+    out.push_back(std::move(*rows));
+  }
+  return out;
+}
+
+void bucket_store::apply_rows(const std::vector<sparse_rows>& rows, float lr_scale) {
+  for (const auto& r : rows) table(r.name)->apply(r, lr_scale);
 }
 
 caf::error bucket_store::validate(const push_request& push) const {
@@ -76,8 +110,12 @@ caf::error bucket_store::validate(const push_request& push) const {
                fmt::format("worker {} pushed twice in one bsp round", push.worker));
   if (push.read_clock.size() > workers_)
     return bad(errc::malformed_message, "read clock has more entries than workers");
-  if (!push.sparse.empty() || !push.signs.empty())
-    return bad(errc::shape_mismatch, "holds dense tensors only");
+  if (!push.signs.empty()) return bad(errc::shape_mismatch, "sign tensors must be expanded first");
+  for (const auto& rows : push.sparse) {
+    const auto* t = table(rows.name);
+    if (!t) return bad(errc::shape_mismatch, fmt::format("has no table {}", rows.name));
+    if (auto err = t->check(rows, max_abs_gradient)) return err;
+  }
   if (push.dense.size() != slices_.size())
     return bad(errc::shape_mismatch,
                fmt::format("holds {} slices, push has {}", slices_.size(), push.dense.size()));
@@ -146,6 +184,8 @@ void bucket_store::apply_now(push_request& push, uint64_t staleness) {
     compensate(push.worker, i, push.dense[i].values);
     step(i, push.dense[i].values, staleness);
   }
+  const float lr_scale = optimizer_.lr_staleness ? 1.0f / (1.0f + float(staleness)) : 1.0f;
+  apply_rows(push.sparse, lr_scale);
   clock_.tick(push.worker);
   ++version_;
   ++applied_;
@@ -157,6 +197,14 @@ void bucket_store::collect_round(const push_request& push) {
     auto& sum = round_sum_[i];
     const auto& g = push.dense[i].values;
     for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
+  }
+  for (const auto& rows : push.sparse) {
+    const size_t t = static_cast<size_t>(table(rows.name) - tables_.data());
+    for (size_t i = 0; i < rows.ids.size(); ++i) {
+      auto& sum = round_rows_[t][rows.ids[i]];
+      sum.resize(rows.row_dim, 0.0f);
+      for (uint32_t k = 0; k < rows.row_dim; ++k) sum[k] += rows.values[i * rows.row_dim + k];
+    }
   }
   in_round_[push.worker] = true;
   record(0);  // every push of a bsp round was computed from the previous round's values
@@ -176,6 +224,15 @@ void bucket_store::finish_round_if_complete() {
     for (float& g : sum) g /= static_cast<float>(contributors);
     step(i, sum, 0);
     std::fill(sum.begin(), sum.end(), 0.0f);
+  }
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    sparse_rows average{tables_[t].name(), tables_[t].row_dim(), {}, {}};
+    for (auto& [id, sum] : round_rows_[t]) {
+      average.ids.push_back(id);
+      for (float g : sum) average.values.push_back(g / static_cast<float>(contributors));
+    }
+    tables_[t].apply(average, 1.0f);
+    round_rows_[t].clear();
   }
   for (uint32_t w = 0; w < workers_; ++w)
     if (in_round_[w]) clock_.tick(w);

@@ -11,7 +11,10 @@
 
 #include <caf/expected.hpp>
 
+#include <unordered_map>
+
 #include "actors/clock_gate.hpp"
+#include "actors/sparse_table.hpp"
 #include "messages/types.hpp"
 
 namespace troupe {
@@ -19,10 +22,6 @@ namespace troupe {
 // Gradient values beyond this are refused like NaN/Inf: no single step of Adam or momentum SGD
 // can then overflow fp32 and leave non-finite parameters behind.
 constexpr float max_abs_gradient = 1e15f;
-
-// A pull from this worker id is an observer's (the coordinator's evaluation): it is never
-// held back and leaves no trace in the bucket.
-constexpr uint32_t observer_worker = 0xffffffffu;
 
 // Staleness values counted one by one in the histogram; larger ones share the last entry.
 constexpr size_t staleness_histogram_size = 65;
@@ -34,6 +33,7 @@ class bucket_store {
 
   uint32_t id() const { return id_; }
   uint32_t workers() const { return workers_; }
+  bool has_tables() const { return !tables_.empty(); }
 
   // Applies (async, ssp) or collects (bsp) one gradient push, dense or sign-compressed (one
   // sign tensor per slice); errc::unknown_bucket,
@@ -58,6 +58,10 @@ class bucket_store {
   // wait for it to catch up from 0 nor let it run ahead.
   uint64_t admit(uint32_t worker);
 
+  // The embedding rows a pull asks for (created on first read); errc::unknown_bucket or
+  // message_too_large for rows this bucket does not own or has no room for.
+  caf::expected<std::vector<sparse_rows>> read_rows(const std::vector<row_request>& requests);
+
   pull_reply snapshot() const;
   bucket_stats stats() const;
   const std::vector<dense_tensor>& slices() const { return slices_; }
@@ -72,6 +76,9 @@ class bucket_store {
   void collect_round(const push_request& push);
   void finish_round_if_complete();
   void record(uint64_t staleness);
+  sparse_table* table(const std::string& name);
+  const sparse_table* table(const std::string& name) const;
+  void apply_rows(const std::vector<sparse_rows>& rows, float lr_scale);
 
   uint32_t id_;
   uint32_t workers_;
@@ -85,6 +92,9 @@ class bucket_store {
   std::vector<std::vector<float>> mean_square_;        // adaptive DC: running mean of g*g
   std::vector<std::vector<float>> round_sum_;          // bsp: this round's summed gradients
   std::vector<bool> in_round_;                         // bsp: who pushed this round
+  std::vector<sparse_table> tables_;                   // this bucket's share of each table
+  // bsp: this round's summed row gradients, per table.
+  std::vector<std::unordered_map<uint64_t, std::vector<float>>> round_rows_;
   vector_clock clock_;
   uint64_t version_ = 0;
   uint64_t applied_ = 0;

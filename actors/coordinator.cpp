@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "actors/chunk_rows.hpp"
 #include "actors/guards.hpp"
 #include "actors/report.hpp"
 #include "troupe/error.hpp"
@@ -102,6 +103,8 @@ void start_training(self_ptr self, const coordinator_config& config) {
   const auto& o = config.opts;
   st.epoch_loss.assign(o.epochs, 0.0);
   st.epoch_batches.assign(o.epochs, 0);
+  st.evaluation_rows = config.task->evaluation_rows();
+  st.evaluation_rows.resize(config.task->sparse_tables().size());
   st.work.emplace(o.epochs, config.task->batches_per_epoch(o.batch), o.accumulate,
                   static_cast<uint32_t>(st.workers.size()));
   config.log.info("training: {} workers, {} servers, {} buckets, {} epochs", st.workers.size(),
@@ -154,9 +157,14 @@ void place_buckets(self_ptr self, const coordinator_config& config) {
   config.task->initialize(o.seed, initial);
   st.buckets.resize(st.plan.buckets.size());
   for (const auto& b : st.plan.buckets) {
-    const bucket_spec spec{b.bucket,          o.workers,
-                           optimizer_from(o), gather(*st.layout, b, initial),
-                           o.consistency,     o.compensation};
+    bucket_spec spec{b.bucket,          o.workers,
+                     optimizer_from(o), gather(*st.layout, b, initial),
+                     o.consistency,     o.compensation};
+    for (const auto& t : config.task->sparse_tables())
+      spec.tables.push_back(table_config{t.name, t.row_dim, t.init_scale, t.capacity});
+    spec.bucket_count = static_cast<uint32_t>(st.plan.buckets.size());
+    spec.seed = o.seed;
+    spec.clip = o.clip;
     self->request(st.servers[b.server], o.request_timeout, host_atom_v, encode(spec))
         .then(
             [=](bucket_actor& handle) {
@@ -262,10 +270,13 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
 // -- progress and evaluation --------------------------------------------------------------------
 
 void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t epoch,
-                       double accuracy, double loss) {
+                       const eval_output& out) {
   auto& st = self->state;
   if (st.phase != job_phase::training) return;
   st.evaluating = false;
+  const double accuracy = out.result.accuracy;
+  const double loss = out.result.loss;
+  if (!out.figures.empty()) st.report.figures = out.figures;
   const double train_loss =
       st.epoch_batches[epoch] ? st.epoch_loss[epoch] / double(st.epoch_batches[epoch]) : 0.0;
   const double wall = seconds_since(st.started);
@@ -278,30 +289,40 @@ void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t
   maybe_evaluate(self, config);
 }
 
-// Pulls every bucket into one flat vector and hands it to the evaluator.
+// Pulls every bucket (as an observer) into one snapshot, with the embedding rows evaluation
+// reads, and hands it to the evaluator.
 void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
   auto& st = self->state;
   st.evaluating = true;
-  auto params = std::make_shared<std::vector<float>>(st.layout->total, 0.0f);
+  auto input = std::make_shared<eval_input>();
+  input->params.assign(st.layout->total, 0.0f);
+  input->figures = epoch + 1 == config.opts.epochs;
+  const auto tables = config.task->sparse_tables();
+  if (!tables.empty()) {
+    input->rows.ids = st.evaluation_rows;
+    for (size_t t = 0; t < tables.size(); ++t)
+      input->rows.values.emplace_back(input->rows.ids[t].size() * tables[t].row_dim, 0.0f);
+  }
   auto pending = std::make_shared<size_t>(st.buckets.size());
-  for (size_t b = 0; b < st.buckets.size(); ++b) {
-    self->request(st.buckets[b], config.opts.request_timeout, pull_atom_v,
-                  encode(pull_request{static_cast<uint32_t>(b), 0}))
+  const auto buckets = static_cast<uint32_t>(st.buckets.size());
+  for (uint32_t b = 0; b < buckets; ++b) {
+    pull_request request{b, observer_worker, 0};
+    if (!tables.empty()) request.rows = row_requests(tables, input->rows, b, buckets);
+    self->request(st.buckets[b], config.opts.request_timeout, pull_atom_v, encode(request))
         .then(
             [=](const wire& w) {
               auto& st = self->state;
               if (st.phase != job_phase::training) return;
               auto reply = decode<pull_reply>(w);
-              if (!reply || !matches(st.plan.buckets[b], reply->tensors))
+              if (!reply || !matches(st.plan.buckets[b], reply->tensors) ||
+                  fill_rows(tables, reply->rows, input->rows))
                 return fail(self, config, fmt::format("bucket {} sent a bad snapshot", b));
-              scatter(*st.layout, reply->tensors, *params);
+              scatter(*st.layout, reply->tensors, input->params);
               if (--*pending > 0) return;
               self->request(st.evaluator, config.opts.request_timeout * 10, eval_atom_v,
-                            std::move(*params))
+                            std::shared_ptr<const eval_input>{input})
                   .then(
-                      [=](double accuracy, double loss) {
-                        record_evaluation(self, config, epoch, accuracy, loss);
-                      },
+                      [=](const eval_output& out) { record_evaluation(self, config, epoch, out); },
                       [=](caf::error& err) {
                         fail(self, config, "evaluation failed: " + describe(err));
                       });

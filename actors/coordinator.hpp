@@ -56,7 +56,8 @@ struct coordinator_state {
   std::optional<work_plan> work;   // which batches are handed out, done, or to be redone
   std::vector<double> epoch_loss;  // per epoch: summed batch losses reported so far
   std::vector<uint64_t> epoch_batches;
-  uint32_t evaluated = 0;  // epochs evaluated so far
+  std::vector<std::vector<uint64_t>> evaluation_rows;  // per table: rows evaluation reads
+  uint32_t evaluated = 0;                              // epochs evaluated so far
   bool evaluating = false;
   evaluator_actor evaluator;
   job_report report;

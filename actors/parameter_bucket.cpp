@@ -9,12 +9,27 @@ namespace {
 
 using self_ptr = bucket_actor::stateful_pointer<bucket_actor_state>;
 
+// The reply to an allowed pull: the bucket's values and the embedding rows asked for.
+caf::expected<wire> answer(bucket_store& store, const pull_request& request) {
+  pull_reply reply = store.grant_pull(request.worker, request.worker_clock);
+  if (!request.rows.empty()) {
+    auto rows = store.read_rows(request.rows);
+    if (!rows) return std::move(rows.error());
+    reply.rows = std::move(*rows);
+  }
+  return encode(reply);
+}
+
 // Answers every held pull that the clocks now allow.
 void release_held_pulls(self_ptr self) {
   auto& st = self->state;
   std::erase_if(st.held, [&](held_pull& p) {
-    if (!st.store->pull_allowed(p.worker, p.clock)) return false;
-    p.promise.deliver(encode(st.store->grant_pull(p.worker, p.clock)));
+    if (!st.store->pull_allowed(p.request.worker, p.request.worker_clock)) return false;
+    auto reply = answer(*st.store, p.request);
+    if (reply)
+      p.promise.deliver(std::move(*reply));
+    else
+      p.promise.deliver(std::move(reply.error()));
     return true;
   });
 }
@@ -27,13 +42,16 @@ caf::result<wire> on_pull(self_ptr self, const wire& w) {
   if (request->bucket != store.id())
     return make_error(errc::unknown_bucket, "pull for bucket " + std::to_string(request->bucket) +
                                                 " reached bucket " + std::to_string(store.id()));
-  if (store.pull_allowed(request->worker, request->worker_clock))
-    return encode(store.grant_pull(request->worker, request->worker_clock));
+  if (store.pull_allowed(request->worker, request->worker_clock)) {
+    auto reply = answer(store, *request);
+    if (!reply) return std::move(reply.error());
+    return std::move(*reply);
+  }
   for (const auto& p : st.held)
-    if (p.worker == request->worker)
+    if (p.request.worker == request->worker)
       return make_error(errc::malformed_message, "a pull of this worker is already waiting");
   auto promise = self->make_response_promise<wire>();
-  st.held.push_back(held_pull{promise, request->worker, request->worker_clock});
+  st.held.push_back(held_pull{promise, std::move(*request)});
   return promise;
 }
 
@@ -61,9 +79,10 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, bucket_spec spec,
   accept_exits_only_from(self, config.supervisor, config.log);
   self->state.store.emplace(std::move(spec));
   // Messages bigger than any honest push or pull for this bucket are refused before decoding.
+  // (With embedding tables a push also carries rows: then the codec's own caps apply.)
   uint64_t values = 0;
   for (const auto& s : self->state.store->slices()) values += s.values.size();
-  self->state.limits.max_elements = values;
+  if (!self->state.store->has_tables()) self->state.limits.max_elements = values;
   return {
       [=](pull_atom, const wire& w) { return on_pull(self, w); },
       [=](push_atom, const wire& w) { return on_push(self, w, config.log); },

@@ -19,8 +19,7 @@ namespace troupe {
 
 struct held_pull {
   caf::typed_response_promise<wire> promise;
-  uint32_t worker = 0;
-  uint64_t clock = 0;
+  pull_request request;
 };
 
 struct bucket_actor_state {

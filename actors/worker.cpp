@@ -8,6 +8,7 @@
 
 #include <caf/io/middleman.hpp>
 
+#include "actors/chunk_rows.hpp"
 #include "actors/guards.hpp"
 #include "actors/job_outcome.hpp"
 #include "kernels/cpu/compression.hpp"
@@ -102,6 +103,9 @@ void push_round(self_ptr self, const worker_config& config) {
       push.signs = compress(st, plan);
     else
       push.dense = gather(*st.layout, plan, st.grad);
+    if (!st.tables.empty())
+      push.sparse = row_gradients(st.tables, st.rows, static_cast<uint32_t>(b),
+                                  static_cast<uint32_t>(st.buckets.size()));
     self->request(st.buckets[b], config.request_timeout, push_atom_v, encode(push))
         .then(
             [=](const wire&) {
@@ -126,12 +130,18 @@ double compute_chunk(worker_state& st, const work_chunk& chunk) {
     const auto began = std::chrono::steady_clock::now();
     auto& target = chunk.count == 1 ? st.grad : st.batch_grad;
     if (target.size() != st.grad.size()) target.assign(st.grad.size(), 0.0f);
-    loss_sum += st.replica->gradient(st.params, chunk.epoch, chunk.first + i, target);
+    loss_sum +=
+        st.tables.empty()
+            ? st.replica->gradient(st.params, chunk.epoch, chunk.first + i, target)
+            : st.replica->gradient(st.params, st.rows, chunk.epoch, chunk.first + i, target);
     if (chunk.count > 1)
       for (size_t k = 0; k < st.grad.size(); ++k) st.grad[k] += target[k] / chunk.count;
     if (st.job->delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(st.job->delay_ms));
     st.compute_s += seconds_since(began);
   }
+  if (chunk.count > 1)  // row gradients were added up over the chunk's batches
+    for (auto& g : st.rows.grads)
+      for (float& x : g) x /= static_cast<float>(chunk.count);
   return loss_sum;
 }
 
@@ -166,13 +176,19 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   push_round(self, config);
 }
 
+// Pulls every bucket's values and, for models with embedding tables, the rows the chunk at the
+// front of the queue reads.
 void pull_round(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   st.pulls_pending = st.buckets.size();
+  const auto buckets = static_cast<uint32_t>(st.buckets.size());
+  if (!st.tables.empty()) prepare_chunk_rows(*st.replica, st.tables, st.queue.front(), st.rows);
   for (size_t b = 0; b < st.buckets.size(); ++b) {
     const auto& plan = st.job->layout.buckets[b];
-    self->request(st.buckets[b], config.request_timeout, pull_atom_v,
-                  encode(pull_request{plan.bucket, st.job->worker, st.clock}))
+    pull_request request{plan.bucket, st.job->worker, st.clock};
+    if (!st.tables.empty())
+      request.rows = row_requests(st.tables, st.rows, static_cast<uint32_t>(b), buckets);
+    self->request(st.buckets[b], config.request_timeout, pull_atom_v, encode(request))
         .then(
             [=](const wire& w) {
               auto& st = self->state;
@@ -183,6 +199,8 @@ void pull_round(self_ptr self, const worker_config& config) {
                             make_error(errc::shape_mismatch,
                                        "bucket " + std::to_string(b) + " sent other slices"));
               scatter(*st.layout, reply->tensors, st.params);
+              if (auto err = fill_rows(st.tables, reply->rows, st.rows))
+                return fail(self, config, "reading rows from bucket " + std::to_string(b), err);
               st.read_clocks[b] = std::move(reply->clock);
               if (--st.pulls_pending > 0) return;
               st.have_params = true;
@@ -230,10 +248,15 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   connect_servers(self, config, *job);
   st.job = std::move(*job);
   st.clock = st.job->clock;
+  st.tables = config.task->sparse_tables();
+  if (!st.tables.empty() && st.job->prefetch) {
+    config.log.warn("--prefetch is not supported with embedding tables; pulling in turn");
+    st.job->prefetch = false;
+  }
   st.started = std::chrono::steady_clock::now();
   config.log.info("training: worker {} of {}", st.job->worker, st.job->workers);
   claim_work(self, config);
-  pull_round(self, config);
+  if (st.tables.empty()) pull_round(self, config);  // rows need a chunk: pull once it comes
 }
 
 }  // namespace

@@ -38,21 +38,23 @@ struct worker_state {
   std::vector<bucket_actor> buckets;
   std::vector<vector_clock> read_clocks;  // per bucket: the clock of the values last pulled
   std::vector<float> params;
-  std::vector<float> grad;        // the gradient being pushed
-  std::vector<float> batch_grad;  // one batch's gradient, averaged into grad when accumulating
-  std::vector<float> residual;    // sign compression: what earlier pushes have not yet sent
-  std::deque<work_chunk> queue;   // chunks claimed and not yet computed (at most two)
-  work_chunk current;             // the chunk whose gradient is being pushed
-  double current_loss = 0;        // its summed batch losses
-  bool claim_pending = false;     // a claim request is in flight
-  bool exhausted = false;         // the coordinator has no work left for us
-  bool finished = false;          // done has been sent
-  uint64_t clock = 0;             // pushes done: the worker's logical clock
-  size_t pulls_pending = 0;       // pull replies still due
-  size_t pushes_pending = 0;      // push acks still due
-  bool have_params = false;       // a pull round completed since the last computation
-  uint64_t rejected = 0;          // pushes a bucket refused
-  double compute_s = 0;           // time spent in gradient() (and the straggler delay)
+  std::vector<float> grad;         // the gradient being pushed
+  std::vector<float> batch_grad;   // one batch's gradient, averaged into grad when accumulating
+  std::vector<float> residual;     // sign compression: what earlier pushes have not yet sent
+  std::vector<table_spec> tables;  // the task's embedding tables (none for dense models)
+  sparse_rows_view rows;           // the rows of the chunk at the front of the queue
+  std::deque<work_chunk> queue;    // chunks claimed and not yet computed (at most two)
+  work_chunk current;              // the chunk whose gradient is being pushed
+  double current_loss = 0;         // its summed batch losses
+  bool claim_pending = false;      // a claim request is in flight
+  bool exhausted = false;          // the coordinator has no work left for us
+  bool finished = false;           // done has been sent
+  uint64_t clock = 0;              // pushes done: the worker's logical clock
+  size_t pulls_pending = 0;        // pull replies still due
+  size_t pushes_pending = 0;       // push acks still due
+  bool have_params = false;        // a pull round completed since the last computation
+  uint64_t rejected = 0;           // pushes a bucket refused
+  double compute_s = 0;            // time spent in gradient() (and the straggler delay)
   std::chrono::steady_clock::time_point started;
   bool stopping = false;
 };

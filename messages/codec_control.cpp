@@ -348,6 +348,11 @@ wire encode(const job_report& x) {
     workers[i].setSteps(x.workers[i].steps);
     workers[i].setUtilization(x.workers[i].utilization);
   }
+  auto figures = out.initFigures(x.figures.size());
+  for (unsigned i = 0; i < x.figures.size(); ++i) {
+    figures[i].setName(x.figures[i].first);
+    figures[i].setValue(x.figures[i].second);
+  }
   return detail::to_wire(message);
 }
 
@@ -387,6 +392,14 @@ caf::expected<job_report> decode<job_report>(const wire& w, const codec_limits& 
           auto name = detail::read_text(w.getName(), budget, "worker name");
           if (!name) return std::move(name.error());
           x.workers.push_back(worker_entry{std::move(*name), w.getSteps(), w.getUtilization()});
+        }
+        const auto figures = in.getFigures();
+        if (figures.size() > budget.limits.max_list)
+          return make_error(errc::message_too_large, "report: too many figures");
+        for (auto f : figures) {
+          auto name = detail::read_text(f.getName(), budget, "figure name");
+          if (!name) return std::move(name.error());
+          x.figures.emplace_back(std::move(*name), f.getValue());
         }
         return x;
       });

@@ -83,14 +83,35 @@ wire encode(const pull_request& x) {
   out.setBucket(x.bucket);
   out.setWorker(x.worker);
   out.setWorkerClock(x.worker_clock);
+  auto rows = out.initRows(x.rows.size());
+  for (unsigned i = 0; i < x.rows.size(); ++i) {
+    rows[i].setTable(x.rows[i].table);
+    auto ids = rows[i].initIds(x.rows[i].ids.size());
+    for (unsigned k = 0; k < x.rows[i].ids.size(); ++k) ids.set(k, x.rows[i].ids[k]);
+  }
   return detail::to_wire(message);
 }
 
 template <>
 caf::expected<pull_request> decode<pull_request>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::PullRequest, pull_request>(
-      w, limits, [](schema::PullRequest::Reader in, decode_budget&) -> caf::expected<pull_request> {
-        return pull_request{in.getBucket(), in.getWorker(), in.getWorkerClock()};
+      w, limits,
+      [](schema::PullRequest::Reader in, decode_budget& budget) -> caf::expected<pull_request> {
+        pull_request x{in.getBucket(), in.getWorker(), in.getWorkerClock()};
+        const auto rows = in.getRows();
+        if (rows.size() > budget.limits.max_tensors)
+          return make_error(errc::message_too_large, "pull: too many tables");
+        uint64_t total = 0;
+        for (auto r : rows) {
+          auto table = detail::read_text(r.getTable(), budget, "table name");
+          if (!table) return std::move(table.error());
+          const auto ids = r.getIds();
+          total += ids.size();
+          if (total > budget.limits.max_list)
+            return make_error(errc::message_too_large, "pull: too many rows");
+          x.rows.push_back(row_request{std::move(*table), detail::to_vector<uint64_t>(ids)});
+        }
+        return x;
       });
 }
 
@@ -103,6 +124,9 @@ wire encode(const pull_reply& x, const encode_options& opts) {
   auto tensors = out.initTensors(x.tensors.size());
   for (unsigned i = 0; i < x.tensors.size(); ++i)
     detail::write_dense(tensors[i], x.tensors[i], opts.storage);
+  auto rows = out.initRows(x.rows.size());
+  for (unsigned i = 0; i < x.rows.size(); ++i)
+    detail::write_sparse(rows[i], x.rows[i], opts.storage);
   return detail::to_wire(message);
 }
 
@@ -120,6 +144,14 @@ caf::expected<pull_reply> decode<pull_reply>(const wire& w, const codec_limits& 
         auto tensors = read_dense_list(in.getTensors(), budget);
         if (!tensors) return std::move(tensors.error());
         x.tensors = std::move(*tensors);
+        const auto rows = in.getRows();
+        if (rows.size() > budget.limits.max_tensors)
+          return make_error(errc::message_too_large, "too many tables");
+        for (auto r : rows) {
+          auto table = detail::read_sparse(r, budget);
+          if (!table) return std::move(table.error());
+          x.rows.push_back(std::move(*table));
+        }
         return x;
       });
 }
@@ -210,6 +242,16 @@ wire encode(const bucket_spec& x) {
   auto compensation = out.initCompensation();
   compensation.setKind(static_cast<schema::Compensation::Kind>(x.compensation.type));
   compensation.setLambda(x.compensation.lambda);
+  auto tables = out.initTables(x.tables.size());
+  for (unsigned i = 0; i < x.tables.size(); ++i) {
+    tables[i].setName(x.tables[i].name);
+    tables[i].setRowDim(x.tables[i].row_dim);
+    tables[i].setInitScale(x.tables[i].init_scale);
+    tables[i].setCapacity(x.tables[i].capacity);
+  }
+  out.setBucketCount(x.bucket_count);
+  out.setSeed(x.seed);
+  out.setClip(x.clip);
   auto tensors = out.initTensors(x.tensors.size());
   for (unsigned i = 0; i < x.tensors.size(); ++i)
     detail::write_dense(tensors[i], x.tensors[i], dtype::f32);
@@ -235,6 +277,24 @@ caf::expected<bucket_spec> decode<bucket_spec>(const wire& w, const codec_limits
         auto compensation = read_compensation(in.getCompensation());
         if (!compensation) return std::move(compensation.error());
         x.compensation = *compensation;
+        const auto tables = in.getTables();
+        if (tables.size() > budget.limits.max_tensors)
+          return make_error(errc::message_too_large, "bucket spec: too many tables");
+        for (auto t : tables) {
+          auto name = detail::read_text(t.getName(), budget, "table name");
+          if (!name) return std::move(name.error());
+          if (t.getRowDim() == 0 || t.getRowDim() > (1u << 16) || !std::isfinite(t.getInitScale()))
+            return make_error(errc::malformed_message, "bucket spec: bad table " + *name);
+          x.tables.push_back(
+              table_config{std::move(*name), t.getRowDim(), t.getInitScale(), t.getCapacity()});
+        }
+        x.bucket_count = in.getBucketCount();
+        if (x.bucket_count == 0 || (!x.tables.empty() && x.bucket >= x.bucket_count))
+          return make_error(errc::malformed_message, "bucket spec: bad bucket count");
+        x.seed = in.getSeed();
+        x.clip = in.getClip();
+        if (!std::isfinite(x.clip) || x.clip < 0)
+          return make_error(errc::malformed_message, "bucket spec: bad clip");
         auto tensors = read_dense_list(in.getTensors(), budget);
         if (!tensors) return std::move(tensors.error());
         x.tensors = std::move(*tensors);

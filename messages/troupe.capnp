@@ -52,6 +52,12 @@ struct PullRequest {
   bucket @0 :UInt32;
   worker @1 :UInt32;
   workerClock @2 :UInt64;   # steps the worker has pushed; ssp/bsp hold the reply until allowed
+  rows @3 :List(RowRequest);  # embedding rows wanted, per table (ids this bucket owns)
+}
+
+struct RowRequest {
+  table @0 :Text;
+  ids @1 :List(UInt64);
 }
 
 struct PullReply {
@@ -59,6 +65,7 @@ struct PullReply {
   version @1 :UInt64;       # updates applied so far
   clock @2 :VectorClock;
   tensors @3 :List(DenseTensor);
+  rows @4 :List(SparseRows);  # the rows asked for, in the order asked
 }
 
 struct PushRequest {
@@ -86,6 +93,17 @@ struct BucketSpec {
   tensors @3 :List(DenseTensor);
   consistency @4 :Consistency;
   compensation @5 :Compensation;
+  tables @6 :List(TableSpec);  # embedding tables: this bucket holds the rows hashed to it
+  bucketCount @7 :UInt32;      # how many buckets share the tables' rows
+  seed @8 :UInt64;             # rows are initialised from (seed, table, id)
+  clip @9 :Float32;            # clip each embedding row's gradient to this L2 norm (0: off)
+}
+
+struct TableSpec {
+  name @0 :Text;
+  rowDim @1 :UInt32;
+  initScale @2 :Float32;
+  capacity @3 :UInt64;       # rows the whole table may hold
 }
 
 # How far workers may drift apart: async (no bound), ssp (a worker's clock at most `bound`
@@ -271,6 +289,12 @@ struct JobReport {
   stalenessP99 @11 :Float64;
   maxClockGap @12 :UInt64;
   workers @13 :List(WorkerEntry);
+  figures @14 :List(Figure);  # the task's own figures (e.g. test_auc)
+}
+
+struct Figure {
+  name @0 :Text;
+  value @1 :Float64;
 }
 
 struct WorkerEntry {

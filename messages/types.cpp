@@ -65,6 +65,8 @@ std::string to_json(const job_report& r) {
                      json_number(r.mean_staleness), json_number(r.staleness_p50),
                      json_number(r.staleness_p99), r.max_staleness);
   out += fmt::format("  \"max_clock_gap\": {},\n", r.max_clock_gap);
+  for (const auto& [name, value] : r.figures)
+    out += fmt::format("  {}: {},\n", json_string(name), json_number(value));
   out += fmt::format("  \"restarts\": {},\n", r.restarts);
   out += "  \"workers_lost\": [";
   for (size_t i = 0; i < r.workers_lost.size(); ++i)

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "troupe/vector_clock.hpp"
@@ -40,10 +41,20 @@ struct sign_tensor {
   std::vector<uint8_t> bits;  // ceil(numel / 8) bytes
 };
 
+struct row_request {
+  std::string table;
+  std::vector<uint64_t> ids;
+};
+
+// A pull from this worker id is an observer's (the coordinator's evaluation): it is never
+// held back and leaves no trace in the bucket.
+constexpr uint32_t observer_worker = 0xffffffffu;
+
 struct pull_request {
   uint32_t bucket = 0;
   uint32_t worker = 0;
-  uint64_t worker_clock = 0;  // pushes done; ssp/bsp hold the reply until the clock is allowed
+  uint64_t worker_clock = 0;      // pushes done; ssp/bsp hold the reply until the clock is allowed
+  std::vector<row_request> rows;  // embedding rows wanted, per table
 };
 
 struct pull_reply {
@@ -51,6 +62,7 @@ struct pull_reply {
   uint64_t version = 0;
   vector_clock clock;
   std::vector<dense_tensor> tensors;
+  std::vector<sparse_rows> rows;  // the rows asked for, in the order asked
 };
 
 struct push_request {
@@ -94,6 +106,14 @@ struct compensation_config {
   float lambda = 0.0f;
 };
 
+// An embedding table as a bucket holds it (see troupe/task.hpp's table_spec).
+struct table_config {
+  std::string name;
+  uint32_t row_dim = 1;
+  float init_scale = 0.0f;
+  uint64_t capacity = 0;  // rows the whole table may hold
+};
+
 struct bucket_spec {
   uint32_t bucket = 0;
   uint32_t workers = 0;
@@ -101,6 +121,10 @@ struct bucket_spec {
   std::vector<dense_tensor> tensors;  // the slices this bucket owns, with initial values
   consistency_config consistency;
   compensation_config compensation;
+  std::vector<table_config> tables;  // this bucket holds the rows hashed to it
+  uint32_t bucket_count = 1;         // buckets sharing the tables' rows
+  uint64_t seed = 0;                 // rows are initialised from (seed, table, id)
+  float clip = 0.0f;                 // clip each row's gradient to this L2 norm (0: off)
 };
 
 struct bucket_stats {
@@ -240,6 +264,7 @@ struct job_report {
   double staleness_p99 = 0;
   uint64_t max_clock_gap = 0;
   std::vector<worker_entry> workers;
+  std::vector<std::pair<std::string, double>> figures;  // the task's own (e.g. test_auc)
 };
 
 // The report as the JSON document that `--report FILE` writes.

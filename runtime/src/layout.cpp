@@ -117,6 +117,37 @@ void scatter(const flat_layout& layout, const std::vector<dense_tensor>& tensors
   }
 }
 
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace
+
+uint32_t row_bucket(const std::string& table, uint64_t id, uint32_t buckets) {
+  return buckets ? static_cast<uint32_t>(splitmix64(id ^ fnv1a(table)) % buckets) : 0;
+}
+
+void init_row(uint64_t seed, const std::string& table, uint64_t id, float scale,
+              std::span<float> out) {
+  uint64_t state = splitmix64(seed ^ fnv1a(table)) ^ splitmix64(id);
+  for (float& x : out) {
+    state = splitmix64(state);
+    const float unit = static_cast<float>(state >> 40) * 0x1p-24f;  // [0, 1)
+    x = (2.0f * unit - 1.0f) * scale;
+  }
+}
+
 bool matches(const bucket_placement& b, const std::vector<dense_tensor>& tensors) {
   if (b.slices.size() != tensors.size()) return false;
   for (size_t i = 0; i < tensors.size(); ++i) {

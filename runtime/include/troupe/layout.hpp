@@ -56,6 +56,13 @@ std::vector<dense_tensor> gather(const flat_layout& layout, const bucket_placeme
 void scatter(const flat_layout& layout, const std::vector<dense_tensor>& tensors,
              std::span<float> flat);
 
+// Embedding rows: which of `buckets` buckets holds row `id` of `table` (the same answer in
+// every process), and a row's initial values, uniform in [-scale, scale] from
+// (seed, table, id), so that whichever bucket creates a row creates the same one.
+uint32_t row_bucket(const std::string& table, uint64_t id, uint32_t buckets);
+void init_row(uint64_t seed, const std::string& table, uint64_t id, float scale,
+              std::span<float> out);
+
 // True when `tensors` are exactly the slices of `b` (names, offsets, shapes, value counts).
 bool matches(const bucket_placement& b, const std::vector<dense_tensor>& tensors);
 

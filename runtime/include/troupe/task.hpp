@@ -1,6 +1,8 @@
 // What a training app gives Troupe: the model's parameters, how to initialise them, how one
-// worker computes gradients on its shard, and how to evaluate on held-out data. Parameters are
-// one flat fp32 vector, the tensors of parameters() laid out one after another in that order.
+// worker computes gradients on a batch, and how to evaluate on held-out data. Dense parameters
+// are one flat fp32 vector, the tensors of parameters() laid out one after another in that
+// order. Sparse parameters are embedding tables (sparse_tables()): rows keyed by 64-bit ids,
+// created on first use, of which a batch reads only the few rows it names (rows_of()).
 // A training_task is shared and its const methods may be called from any thread; a
 // task_replica belongs to one worker and is used only from that worker's thread.
 #pragma once
@@ -9,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -18,6 +21,25 @@ namespace troupe {
 struct tensor_spec {
   std::string name;
   std::vector<uint32_t> shape;  // row-major; the first dimension is split across buckets
+};
+
+// An embedding table: rows of `row_dim` values keyed by 64-bit ids, created on first use with
+// values uniform in [-init_scale, init_scale] drawn from (seed, table, id), so every bucket
+// creates the same row. A job refuses rows beyond `capacity` (the table's memory bound).
+struct table_spec {
+  std::string name;
+  uint32_t row_dim = 1;
+  float init_scale = 0.0f;
+  uint64_t capacity = uint64_t{1} << 22;
+};
+
+// The rows a batch (or the test set) reads, one entry per table in sparse_tables() order:
+// ids sorted and unique, values ids.size() * row_dim (row i at i * row_dim). For a gradient,
+// `grads` has the same layout and the replica adds each row's gradient into it.
+struct sparse_rows_view {
+  std::vector<std::vector<uint64_t>> ids;
+  std::vector<std::vector<float>> values;
+  std::vector<std::vector<float>> grads;
 };
 
 struct evaluation {
@@ -34,6 +56,20 @@ class task_replica {
   // must be the same examples in every replica of a job (same seed).
   virtual float gradient(std::span<const float> params, uint32_t epoch, uint64_t batch,
                          std::span<float> grad) = 0;
+
+  // Tasks with sparse tables: the ids of the rows batch `batch` of `epoch` reads, per table
+  // (sorted, unique). The default reads none.
+  virtual std::vector<std::vector<uint64_t>> rows_of(uint32_t /*epoch*/, uint64_t /*batch*/) {
+    return {};
+  }
+
+  // Tasks with sparse tables: as gradient(), with the rows the batch reads in `rows` (their
+  // values filled in; grads sized like values and zeroed by the caller, to be added to). The
+  // default ignores the rows.
+  virtual float gradient(std::span<const float> params, sparse_rows_view& /*rows*/, uint32_t epoch,
+                         uint64_t batch, std::span<float> grad) {
+    return gradient(params, epoch, batch, grad);
+  }
 };
 
 class training_task {
@@ -55,6 +91,22 @@ class training_task {
 
   // Accuracy and mean loss on the held-out set.
   virtual evaluation evaluate(std::span<const float> params) const = 0;
+
+  // Tasks with sparse tables: the tables (none by default), the rows evaluation reads (per
+  // table, sorted and unique), and the evaluation with those rows' values filled in.
+  virtual std::vector<table_spec> sparse_tables() const { return {}; }
+  virtual std::vector<std::vector<uint64_t>> evaluation_rows() const { return {}; }
+  virtual evaluation evaluate(std::span<const float> params,
+                              const sparse_rows_view& /*rows*/) const {
+    return evaluate(params);
+  }
+
+  // Extra figures for the report, computed on the held-out set (e.g. {"test_auc", 0.71});
+  // empty by default.
+  virtual std::vector<std::pair<std::string, double>> report_figures(
+      std::span<const float> /*params*/, const sparse_rows_view& /*rows*/) const {
+    return {};
+  }
 };
 
 }  // namespace troupe

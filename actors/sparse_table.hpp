@@ -1,0 +1,57 @@
+// One bucket's share of an embedding table: the rows hashed to this bucket, created on first
+// read with the deterministic init of troupe/layout.hpp, each with its own optimizer state
+// (lazy: a row's Adam step count advances only when the row is updated). Pushed row
+// gradients are checked before anything changes; each may be clipped to an L2 norm. Owned by
+// a bucket_store; not thread-safe.
+#pragma once
+
+#include <caf/expected.hpp>
+
+#include <unordered_map>
+
+#include "messages/types.hpp"
+
+namespace troupe {
+
+class sparse_table {
+ public:
+  sparse_table(table_config config, uint32_t bucket, uint32_t buckets, uint64_t seed,
+               optimizer_config optimizer, float clip);
+
+  const std::string& name() const { return config_.name; }
+  uint32_t row_dim() const { return config_.row_dim; }
+  size_t size() const { return rows_.size(); }
+
+  // The values of `ids`, creating missing rows; errc::unknown_bucket for an id another bucket
+  // owns, errc::message_too_large when the table would outgrow its share of the capacity.
+  caf::expected<sparse_rows> read(const std::vector<uint64_t>& ids);
+
+  // Whether `grads` may be applied: this table, whole rows, ids this bucket owns, values
+  // finite and at most `max_abs` in magnitude, room for the rows it would create.
+  caf::error check(const sparse_rows& grads, float max_abs) const;
+
+  // Applies checked row gradients with learning-rate factor `lr_scale` (staleness-aware lr).
+  void apply(const sparse_rows& grads, float lr_scale);
+
+ private:
+  struct row {
+    std::vector<float> value;
+    std::vector<float> m;  // momentum velocity or Adam's first moment
+    std::vector<float> v;  // Adam's second moment
+    uint64_t steps = 0;
+  };
+
+  row& find_or_create(uint64_t id);
+  caf::error check_ids(const std::vector<uint64_t>& ids) const;
+
+  table_config config_;
+  uint32_t bucket_;
+  uint32_t buckets_;
+  uint64_t seed_;
+  optimizer_config optimizer_;
+  float clip_;
+  uint64_t capacity_;  // this bucket's share of the table's capacity
+  std::unordered_map<uint64_t, row> rows_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,290 @@
+#include "apps/ctr/ctr_task.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "apps/ctr/ctr_math.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::ctr {
+namespace {
+
+constexpr uint32_t max_fm_dim = 256;
+constexpr int64_t no_epoch = -1;
+constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t epoch_seed(uint64_t seed, uint32_t epoch) {
+  return splitmix64(splitmix64(seed) ^ epoch);
+}
+
+// Fisher-Yates written out, since std::shuffle's order differs between standard libraries.
+// The modulo bias is below 2^-32 for any split make_click_log accepts.
+void shuffle(std::vector<uint32_t>& v, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[gen() % i]);
+}
+
+// Whether `rows` has one entry per table (w, then v when k > 0) with values, and grads when
+// `with_grads`, sized for its ids.
+bool rows_fit(const sparse_rows_view& rows, uint32_t k, bool with_grads) {
+  const size_t tables = k ? 2 : 1;
+  if (rows.ids.size() != tables || rows.values.size() != tables) return false;
+  if (with_grads && rows.grads.size() != tables) return false;
+  for (size_t t = 0; t < tables; ++t) {
+    const size_t expected = rows.ids[t].size() * (t == 0 ? 1 : k);
+    if (rows.values[t].size() != expected) return false;
+    if (with_grads && rows.grads[t].size() != expected) return false;
+  }
+  return true;
+}
+
+ctr_model_view model_view(float bias, const sparse_rows_view& rows, uint32_t k) {
+  const std::span<const float> v = k ? std::span<const float>(rows.values[1]) : std::span<float>{};
+  return {bias, rows.values[0], v, k};
+}
+
+// The rows of `count` examples of `log` (example examples[i] at i * fields in each buffer).
+// Returns false when `rows` lacks one of their ids.
+bool locate(const click_log& log, std::span<const uint32_t> examples,
+            const sparse_rows_view& rows, uint32_t k, std::vector<uint64_t>& ids,
+            std::vector<uint32_t>& w_rows, std::vector<uint32_t>& v_rows) {
+  const uint32_t f = log.fields;
+  ids.resize(f);
+  w_rows.resize(examples.size() * f);
+  v_rows.resize(k ? examples.size() * f : 0);
+  for (size_t i = 0; i < examples.size(); ++i) {
+    log.ids_of(examples[i], ids);
+    if (!find_rows(rows.ids[0], ids, std::span(w_rows).subspan(i * f, f))) return false;
+    if (k && !find_rows(rows.ids[1], ids, std::span(v_rows).subspan(i * f, f))) return false;
+  }
+  return true;
+}
+
+example_rows rows_at(const std::vector<uint32_t>& w_rows, const std::vector<uint32_t>& v_rows,
+                     size_t i, uint32_t fields) {
+  const std::span<const uint32_t> w(w_rows), v(v_rows);
+  return {w.subspan(i * fields, fields), v.empty() ? v : v.subspan(i * fields, fields)};
+}
+
+// Any batch of any epoch: the training split in the epoch's shuffled order (the same in every
+// replica of a job), and scratch buffers for one batch.
+class ctr_replica : public task_replica {
+ public:
+  ctr_replica(std::shared_ptr<const click_log> train, uint32_t k, uint32_t batch, uint64_t seed)
+      : train_(std::move(train)), k_(k), batch_(batch), seed_(seed), sums_(k) {}
+
+  float gradient(std::span<const float>, uint32_t, uint64_t, std::span<float>) override {
+    return std::numeric_limits<float>::quiet_NaN();  // the model lives in the sparse rows
+  }
+
+  std::vector<std::vector<uint64_t>> rows_of(uint32_t epoch, uint64_t batch) override {
+    const auto examples = examples_of(epoch, batch);
+    std::vector<uint64_t> ids(examples.size() * train_->fields);
+    for (size_t i = 0; i < examples.size(); ++i)
+      train_->ids_of(examples[i], std::span(ids).subspan(i * train_->fields, train_->fields));
+    std::vector<std::vector<uint64_t>> per_table{sorted_unique(std::move(ids))};
+    if (k_) per_table.push_back(per_table.front());
+    return per_table;
+  }
+
+  // Mean log loss of the batch; NaN, with the grads untouched, when the batch is past the end
+  // or `rows` does not hold its rows.
+  float gradient(std::span<const float> params, sparse_rows_view& rows, uint32_t epoch,
+                 uint64_t batch, std::span<float> grad) override {
+    if (params.size() != 1 || grad.size() != 1 || !rows_fit(rows, k_, true)) return nan;
+    const auto examples = examples_of(epoch, batch);
+    if (examples.empty() || !locate(*train_, examples, rows, k_, ids_, w_rows_, v_rows_))
+      return nan;
+    const ctr_model_view m = model_view(params[0], rows, k_);
+    const std::span<float> v_grad = k_ ? std::span<float>(rows.grads[1]) : std::span<float>{};
+    const double scale = 1.0 / static_cast<double>(examples.size());
+    double loss = 0, bias_grad = 0;
+    for (size_t i = 0; i < examples.size(); ++i) {
+      const example_rows ex = rows_at(w_rows_, v_rows_, i, train_->fields);
+      const double y = ctr_logit(m, ex, sums_);
+      const uint8_t label = train_->labels[examples[i]];
+      loss += logistic_loss(y, label);
+      const double dy = (sigmoid(y) - label) * scale;
+      bias_grad += dy;
+      ctr_backward(m, ex, sums_, dy, rows.grads[0], v_grad);
+    }
+    grad[0] = static_cast<float>(bias_grad);
+    return static_cast<float>(loss * scale);
+  }
+
+ private:
+  // The training examples of batch `batch` of `epoch` (none past the end).
+  std::span<const uint32_t> examples_of(uint32_t epoch, uint64_t batch) {
+    if (epoch_ != epoch) {
+      order_.resize(train_->size());
+      for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
+      shuffle(order_, epoch_seed(seed_, epoch));
+      epoch_ = epoch;
+    }
+    const uint64_t begin = batch * batch_;
+    if (begin >= order_.size()) return {};
+    return std::span<const uint32_t>(order_).subspan(
+        begin, std::min<size_t>(batch_, order_.size() - begin));
+  }
+
+  std::shared_ptr<const click_log> train_;
+  uint32_t k_;
+  uint32_t batch_;
+  uint64_t seed_;
+  std::vector<uint32_t> order_;  // every example index, shuffled for epoch_
+  int64_t epoch_ = no_epoch;
+  std::vector<uint64_t> ids_;     // one example's ids
+  std::vector<uint32_t> w_rows_;  // the batch's rows in table w, `fields` per example
+  std::vector<uint32_t> v_rows_;  // the same in table v
+  std::vector<double> sums_;      // sum_i v_i,c of the current example
+};
+
+// The sorted unique ids of every example of `log`.
+std::vector<uint64_t> ids_of_log(const click_log& log) {
+  std::vector<uint64_t> ids(log.size() * log.fields);
+  for (size_t n = 0; n < log.size(); ++n)
+    log.ids_of(n, std::span(ids).subspan(n * log.fields, log.fields));
+  return sorted_unique(std::move(ids));
+}
+
+double mean_log_loss(std::span<const double> logits, std::span<const uint8_t> labels) {
+  double loss = 0;
+  for (size_t n = 0; n < logits.size(); ++n) loss += logistic_loss(logits[n], labels[n]);
+  return loss / static_cast<double>(logits.size());
+}
+
+double truth_auc_of(const click_log& log) {
+  const std::vector<double> truth(log.truth.begin(), log.truth.end());
+  return exact_auc(truth, log.labels);
+}
+
+// The mean log loss of the true probabilities, kept off 0 and 1 (stored as floats, they may
+// round there).
+double truth_logloss_of(const click_log& log) {
+  if (log.empty()) return nan;
+  constexpr double margin = 1e-7;
+  double loss = 0;
+  for (size_t n = 0; n < log.size(); ++n) {
+    const double p = std::clamp<double>(log.truth[n], margin, 1 - margin);
+    loss -= std::log(log.labels[n] ? p : 1 - p);
+  }
+  return loss / static_cast<double>(log.size());
+}
+
+}  // namespace
+
+click_log_options click_log_options_of(const ctr_options& opts) {
+  click_log_options log;
+  log.fields = opts.fields;
+  log.vocabulary = opts.vocabulary;
+  log.zipf_exponent = opts.zipf_exponent;
+  log.train = opts.train;
+  log.test = opts.test;
+  log.seed = opts.seed;
+  log.sigma = opts.sigma;
+  log.truth_fm_dim = opts.truth_fm_dim;
+  return log;
+}
+
+ctr_task::ctr_task(click_data data, const ctr_options& opts)
+    : train_(std::make_shared<const click_log>(std::move(data.train))),
+      test_(std::make_shared<const click_log>(std::move(data.test))),
+      fm_dim_(opts.fm_dim),
+      capacity_(uint64_t{opts.fields} * opts.vocabulary),
+      test_ids_(ids_of_log(*test_)),
+      truth_auc_(truth_auc_of(*test_)),
+      truth_logloss_(truth_logloss_of(*test_)) {}
+
+std::vector<tensor_spec> ctr_task::parameters() const {
+  return {tensor_spec{"bias", {1}}};
+}
+
+void ctr_task::initialize(uint64_t, std::span<float> params) const {
+  if (params.size() == 1) params[0] = 0.0f;
+}
+
+uint64_t ctr_task::batches_per_epoch(uint32_t batch) const {
+  return batch ? (train_->size() + batch - 1) / batch : 0;
+}
+
+caf::expected<std::unique_ptr<task_replica>> ctr_task::make_replica(uint32_t batch,
+                                                                    uint64_t seed) const {
+  if (train_->empty())
+    return make_error(errc::bad_configuration,
+                      "ctr: no training examples (task built for evaluation only)");
+  if (batch == 0) return make_error(errc::bad_configuration, "ctr: batch size 0");
+  return std::make_unique<ctr_replica>(train_, fm_dim_, batch, seed);
+}
+
+evaluation ctr_task::evaluate(std::span<const float>) const {
+  return {0, nan};
+}
+
+std::vector<table_spec> ctr_task::sparse_tables() const {
+  std::vector<table_spec> tables{table_spec{"w", 1, 0.0f, capacity_}};
+  if (fm_dim_) tables.push_back(table_spec{"v", fm_dim_, fm_init_scale, capacity_});
+  return tables;
+}
+
+std::vector<std::vector<uint64_t>> ctr_task::evaluation_rows() const {
+  std::vector<std::vector<uint64_t>> per_table{test_ids_};
+  if (fm_dim_) per_table.push_back(test_ids_);
+  return per_table;
+}
+
+std::vector<double> ctr_task::test_logits(std::span<const float> params,
+                                          const sparse_rows_view& rows) const {
+  if (params.size() != 1 || !rows_fit(rows, fm_dim_, false)) return {};
+  std::vector<uint32_t> all(test_->size());
+  for (size_t n = 0; n < all.size(); ++n) all[n] = static_cast<uint32_t>(n);
+  std::vector<uint64_t> ids;
+  std::vector<uint32_t> w_rows, v_rows;
+  if (!locate(*test_, all, rows, fm_dim_, ids, w_rows, v_rows)) return {};
+  const ctr_model_view m = model_view(params[0], rows, fm_dim_);
+  std::vector<double> sums(fm_dim_), logits(test_->size());
+  for (size_t n = 0; n < logits.size(); ++n)
+    logits[n] = ctr_logit(m, rows_at(w_rows, v_rows, n, test_->fields), sums);
+  return logits;
+}
+
+evaluation ctr_task::evaluate(std::span<const float> params,
+                              const sparse_rows_view& rows) const {
+  const std::vector<double> logits = test_logits(params, rows);
+  if (logits.empty()) return {0, nan};
+  uint64_t correct = 0;
+  for (size_t n = 0; n < logits.size(); ++n)
+    correct += (sigmoid(logits[n]) >= 0.5) == (test_->labels[n] == 1);
+  return {static_cast<double>(correct) / static_cast<double>(logits.size()),
+          mean_log_loss(logits, test_->labels)};
+}
+
+std::vector<std::pair<std::string, double>> ctr_task::report_figures(
+    std::span<const float> params, const sparse_rows_view& rows) const {
+  const std::vector<double> logits = test_logits(params, rows);
+  const bool fit = !logits.empty();
+  return {{"test_auc", fit ? exact_auc(logits, test_->labels) : nan},
+          {"truth_auc", truth_auc_},
+          {"test_logloss", fit ? mean_log_loss(logits, test_->labels) : nan},
+          {"truth_logloss", truth_logloss_}};
+}
+
+caf::expected<std::unique_ptr<training_task>> make_ctr_task(const ctr_options& opts) {
+  if (opts.fm_dim > max_fm_dim)
+    return make_error(errc::bad_configuration,
+                      "ctr: fm_dim must be at most " + std::to_string(max_fm_dim) + " (got " +
+                          std::to_string(opts.fm_dim) + ")");
+  auto data = make_click_log(click_log_options_of(opts));
+  if (!data) return std::move(data.error());
+  return std::make_unique<ctr_task>(std::move(*data), opts);
+}
+
+}  // namespace troupe::ctr
