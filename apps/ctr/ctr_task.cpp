@@ -27,7 +27,7 @@ uint64_t epoch_seed(uint64_t seed, uint32_t epoch) {
 }
 
 // Fisher-Yates written out, since std::shuffle's order differs between standard libraries.
-// The modulo bias is below 2^-32 for any split make_click_log accepts.
+// The modulo bias is below 2^-36 for any split make_click_log accepts.
 void shuffle(std::vector<uint32_t>& v, uint64_t seed) {
   std::mt19937_64 gen(seed);
   for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[gen() % i]);
@@ -52,8 +52,8 @@ ctr_model_view model_view(float bias, const sparse_rows_view& rows, uint32_t k) 
   return {bias, rows.values[0], v, k};
 }
 
-// The rows of `count` examples of `log` (example examples[i] at i * fields in each buffer).
-// Returns false when `rows` lacks one of their ids.
+// Finds the rows of the examples `examples` of `log` (those of examples[i] at i * fields in
+// w_rows and v_rows). Returns false when `rows` lacks one of their ids.
 bool locate(const click_log& log, std::span<const uint32_t> examples,
             const sparse_rows_view& rows, uint32_t k, std::vector<uint64_t>& ids,
             std::vector<uint32_t>& w_rows, std::vector<uint32_t>& v_rows) {
@@ -130,8 +130,8 @@ class ctr_replica : public task_replica {
       shuffle(order_, epoch_seed(seed_, epoch));
       epoch_ = epoch;
     }
-    const uint64_t begin = batch * batch_;
-    if (begin >= order_.size()) return {};
+    if (batch >= (order_.size() + batch_ - 1) / batch_) return {};
+    const size_t begin = batch * batch_;
     return std::span<const uint32_t>(order_).subspan(
         begin, std::min<size_t>(batch_, order_.size() - begin));
   }
