@@ -134,13 +134,13 @@ void warn_about_the_secret(const std::vector<std::string>& args, const launch_op
 
 int run_app(int argc, char** argv, const app_description& app) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  auto opts = parse_launch_options(args, process_environment(), app.flags);
+  auto opts = parse_launch_options(args, process_environment(), app.flags, app.defaults);
   if (!opts) {
     fmt::print(stderr, "{}: {}\n", app.name, describe(opts.error()));
     return 2;
   }
   if (opts->help) {
-    fmt::print("{}", launch_usage(app.name, app.summary, app.flags));
+    fmt::print("{}", launch_usage(app.name, app.summary, app.flags, app.defaults));
     return 0;
   }
   const logger log{node_name(*opts), opts->level};

@@ -19,12 +19,12 @@ inline constexpr double truth_bias = -1.0;
 struct click_log_options {
   uint32_t fields = 8;
   uint32_t vocabulary = 100000;  // ids per field; the index of popularity rank r is r
-  double zipf_exponent = 1.1;    // P(index i) proportional to (i + 1)^-zipf_exponent
+  double zipf_exponent = 1.2;    // P(index i) proportional to (i + 1)^-zipf_exponent
   uint64_t train = 200000;
   uint64_t test = 20000;
   uint64_t seed = 1;
-  double sigma = 0.5;            // hidden weights w*_id ~ N(0, sigma^2)
-  uint32_t truth_fm_dim = 0;     // 0: the hidden model has no interaction term
+  double sigma = 0.5;         // hidden weights w*_id ~ N(0, sigma^2)
+  uint32_t truth_fm_dim = 0;  // 0: the hidden model has no interaction term
 };
 
 // Refuses options the generator cannot honour, with errc::bad_configuration and a message.

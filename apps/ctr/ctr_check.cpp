@@ -101,8 +101,8 @@ bool check_probes(std::vector<fd_probe> probes, const std::function<double()>& l
     const double err = std::abs(numeric - p.analytic);
     worst = std::max(worst, err / (abs_tol + std::abs(numeric)));
     if (err > abs_tol + rel_tol * std::abs(numeric)) {
-      std::printf("  MISMATCH %s[%zu]: analytic %.8f numeric %.8f\n", p.what, p.index,
-                  p.analytic, numeric);
+      std::printf("  MISMATCH %s[%zu]: analytic %.8f numeric %.8f\n", p.what, p.index, p.analytic,
+                  numeric);
       ok = false;
     }
   }
@@ -201,8 +201,7 @@ struct row_store {
     for (size_t i = 0; i < ids.size(); ++i) {
       const uint32_t s = slot(ids[i]);
       const uint32_t t = ++steps[s];
-      for (uint32_t c = 0; c < dim; ++c)
-        step(size_t{s} * dim + c, grads[i * dim + c], t, o);
+      for (uint32_t c = 0; c < dim; ++c) step(size_t{s} * dim + c, grads[i * dim + c], t, o);
     }
   }
 
@@ -277,12 +276,13 @@ double train(const ctr_options& opts, const optimizer_config& o, uint32_t epochs
     const auto eval = task->evaluate(params, rows);
     const auto figures = task->report_figures(params, rows);
     gap = figure(figures, "truth_auc") - figure(figures, "test_auc");
-    std::printf("epoch %u: %llu steps in %.2f s, train loss %.4f | test logloss %.4f "
-                "(truth %.4f), accuracy %.4f, AUC %.4f (truth %.4f), %zu rows\n",
-                e + 1, static_cast<unsigned long long>(steps), took.count(),
-                loss_sum / static_cast<double>(steps), figure(figures, "test_logloss"),
-                figure(figures, "truth_logloss"), eval.accuracy, figure(figures, "test_auc"),
-                figure(figures, "truth_auc"), stores[0].steps.size());
+    std::printf(
+        "epoch %u: %llu steps in %.2f s, train loss %.4f | test logloss %.4f "
+        "(truth %.4f), accuracy %.4f, AUC %.4f (truth %.4f), %zu rows\n",
+        e + 1, static_cast<unsigned long long>(steps), took.count(),
+        loss_sum / static_cast<double>(steps), figure(figures, "test_logloss"),
+        figure(figures, "truth_logloss"), eval.accuracy, figure(figures, "test_auc"),
+        figure(figures, "truth_auc"), stores[0].steps.size());
   }
   return gap;
 }
@@ -311,17 +311,28 @@ bool parse_arguments(int argc, char** argv, ctr_options& opts, optimizer_config&
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(0, eq), value = eq == arg.npos ? "" : arg.substr(eq + 1);
     bool ok = true;
-    if (name == "optimizer" && (value == "adam" || value == "sgd")) o.adam = value == "adam";
-    else if (name == "lr") ok = lr_given = parse(value, o.lr);
-    else if (name == "epochs") ok = parse(value, epochs);
-    else if (name == "fm_dim") ok = parse(value, opts.fm_dim);
-    else if (name == "truth_fm_dim") ok = parse(value, opts.truth_fm_dim);
-    else if (name == "sigma") ok = parse(value, opts.sigma);
-    else if (name == "zipf") ok = parse(value, opts.zipf_exponent);
-    else if (name == "vocabulary") ok = parse(value, opts.vocabulary);
-    else if (name == "train") ok = parse(value, opts.train);
-    else if (name == "seed") ok = parse(value, opts.seed);
-    else ok = false;
+    if (name == "optimizer" && (value == "adam" || value == "sgd"))
+      o.adam = value == "adam";
+    else if (name == "lr")
+      ok = lr_given = parse(value, o.lr);
+    else if (name == "epochs")
+      ok = parse(value, epochs);
+    else if (name == "fm_dim")
+      ok = parse(value, opts.fm_dim);
+    else if (name == "truth_fm_dim")
+      ok = parse(value, opts.truth_fm_dim);
+    else if (name == "sigma")
+      ok = parse(value, opts.sigma);
+    else if (name == "zipf")
+      ok = parse(value, opts.zipf_exponent);
+    else if (name == "vocabulary")
+      ok = parse(value, opts.vocabulary);
+    else if (name == "train")
+      ok = parse(value, opts.train);
+    else if (name == "seed")
+      ok = parse(value, opts.seed);
+    else
+      ok = false;
     if (!ok) return false;
   }
   if (!lr_given) o.lr = o.adam ? 0.01 : 5.0;
@@ -335,8 +346,9 @@ int main(int argc, char** argv) {
   optimizer_config o;
   uint32_t epochs = 2;
   if (!parse_arguments(argc, argv, opts, o, epochs)) {
-    std::fprintf(stderr, "usage: ctr_check [optimizer=adam|sgd] [lr=X] [epochs=N] [fm_dim=K] "
-                         "[truth_fm_dim=K] [sigma=X] [zipf=X] [vocabulary=N] [train=N] [seed=N]\n");
+    std::fprintf(stderr,
+                 "usage: ctr_check [optimizer=adam|sgd] [lr=X] [epochs=N] [fm_dim=K] "
+                 "[truth_fm_dim=K] [sigma=X] [zipf=X] [vocabulary=N] [train=N] [seed=N]\n");
     return 2;
   }
   bool ok = gradient_check(0);

@@ -54,9 +54,9 @@ ctr_model_view model_view(float bias, const sparse_rows_view& rows, uint32_t k) 
 
 // Finds the rows of the examples `examples` of `log` (those of examples[i] at i * fields in
 // w_rows and v_rows). Returns false when `rows` lacks one of their ids.
-bool locate(const click_log& log, std::span<const uint32_t> examples,
-            const sparse_rows_view& rows, uint32_t k, std::vector<uint64_t>& ids,
-            std::vector<uint32_t>& w_rows, std::vector<uint32_t>& v_rows) {
+bool locate(const click_log& log, std::span<const uint32_t> examples, const sparse_rows_view& rows,
+            uint32_t k, std::vector<uint64_t>& ids, std::vector<uint32_t>& w_rows,
+            std::vector<uint32_t>& v_rows) {
   const uint32_t f = log.fields;
   ids.resize(f);
   w_rows.resize(examples.size() * f);
@@ -256,8 +256,7 @@ std::vector<double> ctr_task::test_logits(std::span<const float> params,
   return logits;
 }
 
-evaluation ctr_task::evaluate(std::span<const float> params,
-                              const sparse_rows_view& rows) const {
+evaluation ctr_task::evaluate(std::span<const float> params, const sparse_rows_view& rows) const {
   const std::vector<double> logits = test_logits(params, rows);
   if (logits.empty()) return {0, nan};
   uint64_t correct = 0;
@@ -279,9 +278,9 @@ std::vector<std::pair<std::string, double>> ctr_task::report_figures(
 
 caf::expected<std::unique_ptr<training_task>> make_ctr_task(const ctr_options& opts) {
   if (opts.fm_dim > max_fm_dim)
-    return make_error(errc::bad_configuration,
-                      "ctr: fm_dim must be at most " + std::to_string(max_fm_dim) + " (got " +
-                          std::to_string(opts.fm_dim) + ")");
+    return make_error(errc::bad_configuration, "ctr: fm_dim must be at most " +
+                                                   std::to_string(max_fm_dim) + " (got " +
+                                                   std::to_string(opts.fm_dim) + ")");
   auto data = make_click_log(click_log_options_of(opts));
   if (!data) return std::move(data.error());
   return std::make_unique<ctr_task>(std::move(*data), opts);

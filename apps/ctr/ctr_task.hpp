@@ -25,7 +25,7 @@ inline constexpr float fm_init_scale = 0.01f;
 struct ctr_options {
   uint32_t fields = 8;
   uint32_t vocabulary = 100000;  // ids per field
-  double zipf_exponent = 1.1;    // popularity of the ids of a field
+  double zipf_exponent = 1.2;    // popularity of the ids of a field
   uint64_t train = 200000;       // training examples (0: a task for evaluation only)
   uint64_t test = 20000;         // test examples
   uint32_t fm_dim = 0;           // k of the model's FM term; 0: plain logistic regression
@@ -85,8 +85,8 @@ class ctr_task : public training_task {
   uint32_t fm_dim_;
   uint64_t capacity_;               // fields * vocabulary: every id the log can name
   std::vector<uint64_t> test_ids_;  // sorted unique ids of the test split
-  double truth_auc_;      // AUC of the true click probabilities on the test split
-  double truth_logloss_;  // their mean log loss: the best any model can do on average
+  double truth_auc_;                // AUC of the true click probabilities on the test split
+  double truth_logloss_;            // their mean log loss: the best any model can do on average
 };
 
 // Generates the click log `opts` describes and builds the task on it. Options out of range

@@ -83,10 +83,10 @@ caf::error parse_number(const std::string& flag, const std::string& text, T& out
 }
 
 // Collects raw values: defaults, then torchrun, then TROUPE_*, then flags (later wins).
-caf::expected<std::map<std::string, std::string>> collect(const std::vector<std::string>& args,
-                                                          const env_lookup& env,
-                                                          const std::vector<app_flag>& flags) {
-  std::map<std::string, std::string> values;
+caf::expected<std::map<std::string, std::string>> collect(
+    const std::vector<std::string>& args, const env_lookup& env, const std::vector<app_flag>& flags,
+    const std::map<std::string, std::string>& defaults) {
+  std::map<std::string, std::string> values = defaults;
   std::map<std::string, const app_flag*> by_name;
   for (const auto& f : flags) by_name[f.name] = &f;
   if (auto addr = env("MASTER_ADDR")) {
@@ -255,12 +255,12 @@ env_lookup process_environment() {
   };
 }
 
-caf::expected<launch_options> parse_launch_options(const std::vector<std::string>& args,
-                                                   const env_lookup& env,
-                                                   const std::vector<app_flag>& app_flags) {
+caf::expected<launch_options> parse_launch_options(
+    const std::vector<std::string>& args, const env_lookup& env,
+    const std::vector<app_flag>& app_flags, const std::map<std::string, std::string>& defaults) {
   std::vector<app_flag> flags = common_flags();
   flags.insert(flags.end(), app_flags.begin(), app_flags.end());
-  auto collected = collect(args, env, flags);
+  auto collected = collect(args, env, flags, defaults);
   if (!collected) return std::move(collected.error());
   auto& v = *collected;
   launch_options o;
@@ -408,13 +408,16 @@ caf::expected<std::map<uint32_t, uint32_t>> parse_worker_delays(const std::strin
 }
 
 std::string launch_usage(const std::string& program, const std::string& summary,
-                         const std::vector<app_flag>& app_flags) {
+                         const std::vector<app_flag>& app_flags,
+                         const std::map<std::string, std::string>& defaults) {
   std::string out = fmt::format("{}: {}\n\nusage: {} [flags]\n\n", program, summary, program);
   auto add = [&](const app_flag& f) {
     const std::string left =
         f.value_name.empty() ? "--" + f.name : "--" + f.name + " " + f.value_name;
     out += fmt::format("  {:<26} {}", left, f.help);
-    if (!f.default_value.empty()) out += fmt::format(" (default {})", f.default_value);
+    const auto own = defaults.find(f.name);
+    const std::string& shown = own != defaults.end() ? own->second : f.default_value;
+    if (!shown.empty()) out += fmt::format(" (default {})", shown);
     out += '\n';
   };
   for (const auto& f : common_flags()) add(f);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ struct app_description {
   std::string name;     // the binary's name, e.g. "troupe-fmnist"
   std::string summary;  // one line for --help
   std::vector<app_flag> flags;
+  // The app's own defaults for common flags, e.g. {{"lr", "0.01"}, {"batch", "256"}}.
+  std::map<std::string, std::string> defaults;
   // Builds the task for this process (not called on servers, which need no model).
   std::function<caf::expected<std::unique_ptr<training_task>>(const launch_options&)> make_task;
 };

@@ -81,13 +81,16 @@ struct launch_options {
 using env_lookup = std::function<std::optional<std::string>(const std::string&)>;
 env_lookup process_environment();
 
-caf::expected<launch_options> parse_launch_options(const std::vector<std::string>& args,
-                                                   const env_lookup& env,
-                                                   const std::vector<app_flag>& app_flags = {});
+// `defaults` replaces the defaults of common flags for one app (lowest precedence).
+caf::expected<launch_options> parse_launch_options(
+    const std::vector<std::string>& args, const env_lookup& env,
+    const std::vector<app_flag>& app_flags = {},
+    const std::map<std::string, std::string>& defaults = {});
 
 // The --help text: usage line, every flag with its default, the environment variables.
 std::string launch_usage(const std::string& program, const std::string& summary,
-                         const std::vector<app_flag>& app_flags);
+                         const std::vector<app_flag>& app_flags,
+                         const std::map<std::string, std::string>& defaults = {});
 
 caf::expected<host_port> parse_host_port(const std::string& text);
 

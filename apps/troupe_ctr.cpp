@@ -1,0 +1,76 @@
+// troupe-ctr: logistic regression (with an optional factorization-machine term) on hashed
+// sparse features of a synthetic click log with a known ground-truth model, trained by
+// Troupe's parameter service with embedding tables. Same launch flags and report as
+// troupe-fmnist; the report adds test_auc, truth_auc, test_logloss and truth_logloss.
+#include <cstdlib>
+#include <type_traits>
+
+#include "ctr/ctr_task.hpp"
+#include "troupe/app.hpp"
+#include "troupe/error.hpp"
+
+namespace {
+
+// Reads a flag as a number (non-negative integers, or a real when `real` is set).
+template <class T>
+caf::expected<T> number_flag(const troupe::launch_options& opts, const std::string& flag) {
+  const std::string& text = opts.app_value(flag);
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  const bool whole = value == static_cast<double>(static_cast<uint64_t>(value));
+  if (text.empty() || *end != '\0' || value < 0 || (std::is_integral_v<T> && !whole))
+    return troupe::make_error(troupe::errc::bad_configuration,
+                              "--" + flag + " must be a non-negative number");
+  return static_cast<T>(value);
+}
+
+caf::expected<troupe::ctr::ctr_options> ctr_options_of(const troupe::launch_options& opts) {
+  troupe::ctr::ctr_options o;
+  caf::error err;
+  auto read = [&](const std::string& flag, auto& field) {
+    if (err) return;
+    auto value = number_flag<std::decay_t<decltype(field)>>(opts, flag);
+    if (value)
+      field = *value;
+    else
+      err = std::move(value.error());
+  };
+  read("fields", o.fields);
+  read("vocabulary", o.vocabulary);
+  read("zipf", o.zipf_exponent);
+  read("train-examples", o.train);
+  read("test-examples", o.test);
+  read("fm-dim", o.fm_dim);
+  read("data-seed", o.seed);
+  if (err) return err;
+  return o;
+}
+
+troupe::app_description ctr_app() {
+  troupe::app_description app;
+  app.name = "troupe-ctr";
+  app.summary = "click-through-rate logistic regression (and FM) on sparse hashed features";
+  app.flags = {
+      {"fields", "F", "feature fields per example", "8"},
+      {"vocabulary", "V", "ids per field", "100000"},
+      {"zipf", "S", "id popularity: P(rank r) ~ r^-S", "1.2"},
+      {"train-examples", "N", "training examples in the click log", "200000"},
+      {"test-examples", "N", "held-out examples", "20000"},
+      {"fm-dim", "K", "factorization-machine dimension (0: logistic regression only)", "0"},
+      {"data-seed", "S", "seed of the click log and its ground-truth model", "1"},
+  };
+  app.defaults = {{"lr", "0.01"}, {"batch", "256"}, {"epochs", "2"}};
+  app.make_task = [](const troupe::launch_options& opts)
+      -> caf::expected<std::unique_ptr<troupe::training_task>> {
+    auto o = ctr_options_of(opts);
+    if (!o) return std::move(o.error());
+    return troupe::ctr::make_ctr_task(*o);
+  };
+  return app;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return troupe::run_app(argc, argv, ctr_app());
+}
