@@ -1,6 +1,6 @@
 // troupe-bench SUITE [--size N] [--reps R] [--json FILE]: runs one suite of benchmarks and
 // prints our figures beside the limit measured in the same run (../shared/design/BENCHMARKS.md).
-// Suites: apply, messages, pushpull. ("serve" is the peer process the others start.)
+// Suites: apply, messages, pushpull, sparse. ("serve" is the peer process the others start.)
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -20,7 +20,7 @@ std::string self_path(const char* argv0) {
 
 int usage() {
   fmt::print(stderr,
-             "usage: troupe-bench apply|messages|pushpull [--size N] [--reps R] "
+             "usage: troupe-bench apply|messages|pushpull|sparse [--size N] [--reps R] "
              "[--json FILE]\n");
   return 2;
 }
@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
     result = run_messages(o);
   else if (suite == "pushpull")
     result = run_pushpull(o);
+  else if (suite == "sparse")
+    result = run_sparse(o);
   else
     return usage();
   if (result.rows.empty()) {
