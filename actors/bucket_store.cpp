@@ -54,7 +54,8 @@ bucket_store::bucket_store(bucket_spec spec)
       histogram_(staleness_histogram_size, 0) {
   first_moment_ = zeros_like(slices_, uses_first_moment(optimizer_.type));
   second_moment_ = zeros_like(slices_, uses_second_moment(optimizer_.type));
-  if (compensation_.type != dc_kind::none) read_.resize(workers_);
+  sync_threshold_ = spec.sync_threshold;
+  if (compensation_.type != dc_kind::none || sync_threshold_ > 0) read_.resize(workers_);
   mean_square_ = zeros_like(slices_, compensation_.type == dc_kind::dcasgd_adaptive);
   const bool bsp = gate_.mode() == consistency_config::mode::bsp;
   round_sum_ = zeros_like(slices_, bsp);
@@ -289,9 +290,41 @@ bool bucket_store::pull_allowed(uint32_t worker, uint64_t worker_clock) const {
   return worker == observer_worker || gate_.allows(worker_clock, clock_);
 }
 
+std::vector<dense_tensor> bucket_store::changed_rows(uint32_t worker) {
+  std::vector<dense_tensor> out;
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    const auto& now = slices_[i];
+    auto& held = read_[worker][i];
+    const uint32_t rows = now.shape.empty() ? 1 : now.shape[0];
+    const size_t width = rows ? now.values.size() / rows : 0;
+    for (uint32_t r = 0; r < rows;) {
+      auto moved = [&](uint32_t row) {
+        for (size_t k = row * width; k < (row + 1) * width; ++k)
+          if (std::abs(now.values[k] - held[k]) > sync_threshold_) return true;
+        return false;
+      };
+      if (!moved(r)) {
+        ++r;
+        continue;
+      }
+      uint32_t end = r + 1;
+      while (end < rows && moved(end)) ++end;
+      dense_tensor run{now.name, now.shape, now.row_offset + r, {}};
+      if (!run.shape.empty()) run.shape[0] = end - r;
+      run.values.assign(now.values.begin() + r * width, now.values.begin() + end * width);
+      std::copy(run.values.begin(), run.values.end(), held.begin() + r * width);
+      out.push_back(std::move(run));
+      r = end;
+    }
+  }
+  return out;
+}
+
 pull_reply bucket_store::grant_pull(uint32_t worker, uint64_t worker_clock) {
   if (worker == observer_worker || worker >= workers_) return snapshot();
   max_clock_gap_ = std::max(max_clock_gap_, gate_.gap(worker_clock, clock_));
+  if (sync_threshold_ > 0 && !read_[worker].empty())
+    return pull_reply{id_, version_, clock_, changed_rows(worker)};
   if (!read_.empty()) {
     auto& mine = read_[worker];
     mine.resize(slices_.size());

@@ -47,7 +47,9 @@ class bucket_store {
   // Whether a pull by a worker that has pushed `worker_clock` times may be answered now.
   bool pull_allowed(uint32_t worker, uint64_t worker_clock) const;
 
-  // The reply to an allowed pull; remembers what `worker` read when compensation needs it.
+  // The reply to an allowed pull; remembers what `worker` read when compensation or selective
+  // sync needs it. With selective sync (after the first pull) only rows that moved by more
+  // than the threshold since the worker last got them are sent, as row ranges of the slices.
   pull_reply grant_pull(uint32_t worker, uint64_t worker_clock);
 
   // A worker that finished or was lost no longer holds back the others.
@@ -76,6 +78,7 @@ class bucket_store {
   void collect_round(const push_request& push);
   void finish_round_if_complete();
   void record(uint64_t staleness);
+  std::vector<dense_tensor> changed_rows(uint32_t worker);
   sparse_table* table(const std::string& name);
   const sparse_table* table(const std::string& name) const;
   void apply_rows(const std::vector<sparse_rows>& rows, float lr_scale);
@@ -86,13 +89,16 @@ class bucket_store {
   compensation_config compensation_;
   clock_gate gate_;
   std::vector<dense_tensor> slices_;
-  std::vector<std::vector<float>> first_moment_;       // Adam m, or the momentum velocity
-  std::vector<std::vector<float>> second_moment_;      // Adam v
-  std::vector<std::vector<std::vector<float>>> read_;  // [worker][slice]: values it last read
-  std::vector<std::vector<float>> mean_square_;        // adaptive DC: running mean of g*g
-  std::vector<std::vector<float>> round_sum_;          // bsp: this round's summed gradients
-  std::vector<bool> in_round_;                         // bsp: who pushed this round
-  std::vector<sparse_table> tables_;                   // this bucket's share of each table
+  std::vector<std::vector<float>> first_moment_;   // Adam m, or the momentum velocity
+  std::vector<std::vector<float>> second_moment_;  // Adam v
+  // [worker][slice]: the values the worker holds (what it last read), kept for delay
+  // compensation and for selective sync.
+  std::vector<std::vector<std::vector<float>>> read_;
+  float sync_threshold_ = 0;
+  std::vector<std::vector<float>> mean_square_;  // adaptive DC: running mean of g*g
+  std::vector<std::vector<float>> round_sum_;    // bsp: this round's summed gradients
+  std::vector<bool> in_round_;                   // bsp: who pushed this round
+  std::vector<sparse_table> tables_;             // this bucket's share of each table
   // bsp: this round's summed row gradients, per table.
   std::vector<std::unordered_map<uint64_t, std::vector<float>>> round_rows_;
   vector_clock clock_;

@@ -165,6 +165,7 @@ void place_buckets(self_ptr self, const coordinator_config& config) {
     spec.bucket_count = static_cast<uint32_t>(st.plan.buckets.size());
     spec.seed = o.seed;
     spec.clip = o.clip;
+    spec.sync_threshold = o.sync_threshold;
     self->request(st.servers[b.server], o.request_timeout, host_atom_v, encode(spec))
         .then(
             [=](bucket_actor& handle) {

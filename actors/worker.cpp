@@ -194,7 +194,7 @@ void pull_round(self_ptr self, const worker_config& config) {
               auto& st = self->state;
               auto reply = decode<pull_reply>(w);
               if (!reply) return fail(self, config, std::move(reply.error()));
-              if (!matches(st.job->layout.buckets[b], reply->tensors))
+              if (!within(st.job->layout.buckets[b], reply->tensors))
                 return fail(self, config,
                             make_error(errc::shape_mismatch,
                                        "bucket " + std::to_string(b) + " sent other slices"));

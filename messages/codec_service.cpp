@@ -252,6 +252,7 @@ wire encode(const bucket_spec& x) {
   out.setBucketCount(x.bucket_count);
   out.setSeed(x.seed);
   out.setClip(x.clip);
+  out.setSyncThreshold(x.sync_threshold);
   auto tensors = out.initTensors(x.tensors.size());
   for (unsigned i = 0; i < x.tensors.size(); ++i)
     detail::write_dense(tensors[i], x.tensors[i], dtype::f32);
@@ -295,6 +296,9 @@ caf::expected<bucket_spec> decode<bucket_spec>(const wire& w, const codec_limits
         x.clip = in.getClip();
         if (!std::isfinite(x.clip) || x.clip < 0)
           return make_error(errc::malformed_message, "bucket spec: bad clip");
+        x.sync_threshold = in.getSyncThreshold();
+        if (!std::isfinite(x.sync_threshold) || x.sync_threshold < 0)
+          return make_error(errc::malformed_message, "bucket spec: bad sync threshold");
         auto tensors = read_dense_list(in.getTensors(), budget);
         if (!tensors) return std::move(tensors.error());
         x.tensors = std::move(*tensors);

@@ -97,6 +97,7 @@ struct BucketSpec {
   bucketCount @7 :UInt32;      # how many buckets share the tables' rows
   seed @8 :UInt64;             # rows are initialised from (seed, table, id)
   clip @9 :Float32;            # clip each embedding row's gradient to this L2 norm (0: off)
+  syncThreshold @10 :Float32;  # selective sync: a pull sends only rows that moved more (0: off)
 }
 
 struct TableSpec {

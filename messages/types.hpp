@@ -125,6 +125,7 @@ struct bucket_spec {
   uint32_t bucket_count = 1;         // buckets sharing the tables' rows
   uint64_t seed = 0;                 // rows are initialised from (seed, table, id)
   float clip = 0.0f;                 // clip each row's gradient to this L2 norm (0: off)
+  float sync_threshold = 0.0f;       // a pull sends only rows that moved more than this (0: off)
 };
 
 struct bucket_stats {

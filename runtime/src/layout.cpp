@@ -148,6 +148,26 @@ void init_row(uint64_t seed, const std::string& table, uint64_t id, float scale,
   }
 }
 
+bool within(const bucket_placement& b, const std::vector<dense_tensor>& tensors) {
+  for (const auto& t : tensors) {
+    const uint32_t rows = t.shape.empty() ? 1 : t.shape[0];
+    bool inside = false;
+    for (const auto& s : b.slices) {
+      const uint32_t slice_rows = s.shape.empty() ? 1 : s.shape[0];
+      if (s.tensor != t.name || s.shape.size() != t.shape.size() ||
+          !std::equal(s.shape.begin() + (s.shape.empty() ? 0 : 1), s.shape.end(),
+                      t.shape.begin() + (t.shape.empty() ? 0 : 1)))
+        continue;
+      inside = t.row_offset >= s.row_offset &&
+               uint64_t{t.row_offset} + rows <= uint64_t{s.row_offset} + slice_rows &&
+               numel(t.shape) == t.values.size();
+      if (inside) break;
+    }
+    if (!inside) return false;
+  }
+  return true;
+}
+
 bool matches(const bucket_placement& b, const std::vector<dense_tensor>& tensors) {
   if (b.slices.size() != tensors.size()) return false;
   for (size_t i = 0; i < tensors.size(); ++i) {

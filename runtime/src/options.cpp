@@ -40,6 +40,7 @@ const std::vector<app_flag>& common_flags() {
       {"dc", "KIND", "delay compensation: none | linear:L | dcasgd:L | dcasgd-adaptive:L0", "none"},
       {"lr-staleness", "", "scale each update by 1 / (1 + its staleness)", ""},
       {"clip", "C", "clip each embedding row's gradient to L2 norm C (0: off)", "0"},
+      {"sync-threshold", "X", "a pull sends only rows that moved more than X (0: all)", "0"},
       {"accumulate", "N", "batches whose gradients are averaged into one push", "1"},
       {"prefetch", "", "pull the next values while a batch computes", ""},
       {"compress", "KIND", "none | sign (1-bit pushes with error feedback)", "none"},
@@ -192,7 +193,8 @@ caf::error validate(const launch_options& o) {
       return bad(fmt::format("--worker-delay-ms names worker {} of {}", rank, o.workers));
   if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
   if (o.weight_decay < 0) return bad("--weight-decay must not be negative");
-  if (o.clip < 0) return bad("--clip must not be negative");
+  if (o.clip < 0 || o.sync_threshold < 0)
+    return bad("--clip and --sync-threshold must not be negative");
   if (o.buckets > (1u << 16)) return bad("--buckets must be at most 65536");
   if (o.join_timeout.count() <= 0 || o.request_timeout.count() <= 0)
     return bad("--join-timeout and --request-timeout must be positive");
@@ -294,6 +296,7 @@ caf::expected<launch_options> parse_launch_options(
   number("momentum", o.momentum);
   number("weight-decay", o.weight_decay);
   number("clip", o.clip);
+  number("sync-threshold", o.sync_threshold);
   number("seed", o.seed);
   number("threads", o.threads);
   number("blas-threads", o.blas_threads);

@@ -738,3 +738,34 @@ BOOST_AUTO_TEST_CASE(a_late_worker_starts_at_the_slowest_clock_without_inflating
   BOOST_TEST(ack->staleness == 0u);
   BOOST_TEST(store.stats().max_staleness <= 1u);
 }
+
+// -- selective sync -----------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(selective_sync_sends_only_rows_that_moved_more_than_the_threshold) {
+  auto spec = spec_of(1, sgd(1.0f));
+  spec.sync_threshold = 0.05f;
+  bucket_store store{spec};
+  const auto first = store.grant_pull(0, 0);
+  BOOST_TEST(first.tensors.size() == 2u);  // the first pull sends everything
+  // Move row 1 of "w" (values 2, 3) by 0.5 and every value of "b" by 0.01 (below 0.05).
+  std::vector<float> g(7, 0.0f);
+  g[2] = -0.5f;
+  g[3] = -0.5f;
+  g[4] = g[5] = g[6] = 0.01f;
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, g, first.clock))));
+  const auto second = store.grant_pull(0, 1);
+  BOOST_TEST_REQUIRE(second.tensors.size() == 1u);
+  const auto& row = second.tensors[0];
+  BOOST_TEST(row.name == "w");
+  BOOST_TEST(row.row_offset == 1u);
+  BOOST_TEST((row.shape == std::vector<uint32_t>{1, 2}));
+  BOOST_TEST(row.values[0] == 2.5f, boost::test_tools::tolerance(1e-6f));
+  // Nothing moved since: nothing is sent; small moves add up until they cross the threshold.
+  BOOST_TEST(store.grant_pull(0, 1).tensors.empty());
+  for (int i = 0; i < 5; ++i) BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, g))));
+  const auto later = store.grant_pull(0, 6);
+  BOOST_TEST_REQUIRE(later.tensors.size() == 2u);  // "w" row 1 again, and now "b"
+  BOOST_TEST(later.tensors[1].name == "b");
+  // Observers always get everything.
+  BOOST_TEST(store.grant_pull(observer_worker, 0).tensors.size() == 2u);
+}

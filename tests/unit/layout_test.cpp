@@ -318,3 +318,17 @@ BOOST_AUTO_TEST_CASE(matches_requires_the_plan_order) {
   BOOST_TEST(troupe::matches(b, {{"a", {1}, 0, {1.0f}}, {"b", {1}, 0, {2.0f}}}));
   BOOST_TEST(!troupe::matches(b, {{"b", {1}, 0, {2.0f}}, {"a", {1}, 0, {1.0f}}}));
 }
+
+BOOST_AUTO_TEST_CASE(within_accepts_row_ranges_of_the_slices_only) {
+  const bucket_placement b{0, 0, {{"fc1.w", 10, {20, 784}}, {"fc3.b", 0, {10}}}};
+  using troupe::within;
+  BOOST_TEST(within(b, {}));
+  BOOST_TEST(within(b, {dense_tensor{"fc1.w", {2, 784}, 15, std::vector<float>(2 * 784)}}));
+  BOOST_TEST(within(b, {dense_tensor{"fc3.b", {3}, 7, std::vector<float>(3)}}));
+  BOOST_TEST(!within(b, {dense_tensor{"fc1.w", {2, 784}, 29, std::vector<float>(2 * 784)}}));
+  BOOST_TEST(!within(b, {dense_tensor{"fc1.w", {2, 784}, 9, std::vector<float>(2 * 784)}}));
+  BOOST_TEST(!within(b, {dense_tensor{"fc1.w", {2, 783}, 12, std::vector<float>(2 * 783)}}));
+  BOOST_TEST(!within(b, {dense_tensor{"fc3.b", {3}, 8, std::vector<float>(3)}}));
+  BOOST_TEST(!within(b, {dense_tensor{"fc3.b", {3}, 0, std::vector<float>(2)}}));
+  BOOST_TEST(!within(b, {dense_tensor{"fc2.w", {1, 256}, 0, std::vector<float>(256)}}));
+}

@@ -63,6 +63,10 @@ uint32_t row_bucket(const std::string& table, uint64_t id, uint32_t buckets);
 void init_row(uint64_t seed, const std::string& table, uint64_t id, float scale,
               std::span<float> out);
 
+// True when every tensor is a row range inside one of the slices of `b` (a selective-sync
+// pull sends only the rows that changed).
+bool within(const bucket_placement& b, const std::vector<dense_tensor>& tensors);
+
 // True when `tensors` are exactly the slices of `b` (names, offsets, shapes, value counts).
 bool matches(const bucket_placement& b, const std::vector<dense_tensor>& tensors);
 

@@ -55,8 +55,9 @@ struct launch_options {
   std::string optimizer = "adam";  // adam | adamw | sgd | momentum
   float momentum = 0.9f;
   float weight_decay = 0.0f;
-  bool lr_staleness = false;  // scale each update by 1 / (1 + staleness)
-  float clip = 0.0f;          // clip each embedding row's gradient to this L2 norm (0: off)
+  bool lr_staleness = false;    // scale each update by 1 / (1 + staleness)
+  float clip = 0.0f;            // clip each embedding row's gradient to this L2 norm (0: off)
+  float sync_threshold = 0.0f;  // a pull sends only rows that moved more than this (0: off)
   consistency_config consistency;
   compensation_config compensation;
   uint32_t accumulate = 1;                       // batches averaged into one push
