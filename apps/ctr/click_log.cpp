@@ -1,5 +1,7 @@
 #include "apps/ctr/click_log.hpp"
 
+#include "troupe/random.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -23,13 +25,6 @@ constexpr uint64_t test_stream = 2;
 // Hash tags, so w*_id and v*_id,c are unrelated draws.
 constexpr uint64_t weight_tag = 0x77;
 constexpr uint64_t factor_tag = 0x76;
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 uint64_t mix(uint64_t a, uint64_t b) {
   return splitmix64(splitmix64(a) ^ b);

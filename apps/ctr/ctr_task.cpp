@@ -7,6 +7,7 @@
 
 #include "apps/ctr/ctr_math.hpp"
 #include "troupe/error.hpp"
+#include "troupe/random.hpp"
 
 namespace troupe::ctr {
 namespace {
@@ -14,24 +15,6 @@ namespace {
 constexpr uint32_t max_fm_dim = 256;
 constexpr int64_t no_epoch = -1;
 constexpr double nan = std::numeric_limits<double>::quiet_NaN();
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-uint64_t epoch_seed(uint64_t seed, uint32_t epoch) {
-  return splitmix64(splitmix64(seed) ^ epoch);
-}
-
-// Fisher-Yates written out, since std::shuffle's order differs between standard libraries.
-// The modulo bias is below 2^-36 for any split make_click_log accepts.
-void shuffle(std::vector<uint32_t>& v, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[gen() % i]);
-}
 
 // Whether `rows` has one entry per table (w, then v when k > 0) with values, and grads when
 // `with_grads`, sized for its ids.

@@ -7,35 +7,13 @@
 
 #include "apps/fmnist/mlp_math.hpp"
 #include "troupe/error.hpp"
+#include "troupe/random.hpp"
 
 namespace troupe::fmnist {
 namespace {
 
 constexpr size_t eval_chunk = 1000;
 constexpr int64_t no_epoch = -1;
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-uint64_t epoch_seed(uint64_t seed, uint32_t epoch) {
-  return splitmix64(splitmix64(seed) ^ epoch);
-}
-
-// A float in [0, 1) from the top 24 bits, so the result is the same on every platform.
-float unit_float(std::mt19937_64& gen) {
-  return static_cast<float>(gen() >> 40) * 0x1p-24f;
-}
-
-// Fisher-Yates written out, since std::shuffle's order differs between standard libraries.
-// The modulo bias is below 2^-40 for any shard that fits in memory.
-void shuffle(std::vector<uint32_t>& v, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[gen() % i]);
-}
 
 // Copies the examples `indices` of `data` into the first rows of b.x and b.y.
 void load_rows(const dataset& data, std::span<const uint32_t> indices, mlp_buffers& b) {
@@ -117,7 +95,7 @@ void fmnist_task::initialize(uint64_t seed, std::span<float> params) const {
   for (const auto& l : mlp_layers) {
     const float bound = std::sqrt(6.0f / static_cast<float>(l.in));
     auto w = params.subspan(l.w_offset, size_t{l.out} * l.in);
-    for (float& v : w) v = (2.0f * unit_float(gen) - 1.0f) * bound;
+    for (float& v : w) v = (2.0f * unit_float(gen()) - 1.0f) * bound;
     auto b = params.subspan(l.b_offset, l.out);
     std::fill(b.begin(), b.end(), 0.0f);
   }

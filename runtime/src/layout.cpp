@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "troupe/error.hpp"
+#include "troupe/random.hpp"
 
 namespace troupe {
 
@@ -118,13 +119,6 @@ void scatter(const flat_layout& layout, const std::vector<dense_tensor>& tensors
 }
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 uint64_t fnv1a(const std::string& text) {
   uint64_t h = 0xcbf29ce484222325ull;
