@@ -59,7 +59,7 @@ bucket_store::bucket_store(bucket_spec spec)
   mean_square_ = zeros_like(slices_, compensation_.type == dc_kind::dcasgd_adaptive);
   const bool bsp = gate_.mode() == consistency_config::mode::bsp;
   round_sum_ = zeros_like(slices_, bsp);
-  in_round_.assign(bsp ? workers_ : 0, false);
+  in_round_.assign(bsp ? workers_ : 0, round_none);
   for (auto& t : spec.tables)
     tables_.emplace_back(std::move(t), id_, spec.bucket_count, spec.seed, optimizer_, spec.clip);
   if (bsp) round_rows_.resize(tables_.size());
@@ -106,15 +106,19 @@ caf::error bucket_store::validate(const push_request& push) const {
     return bad(errc::malformed_message, fmt::format("worker {} of {}", push.worker, workers_));
   if (gate_.retired(push.worker))
     return bad(errc::malformed_message, fmt::format("worker {} has retired", push.worker));
-  if (!in_round_.empty() && in_round_[push.worker])
+  if (!in_round_.empty() && in_round_[push.worker] != round_none)
     return bad(errc::malformed_message,
                fmt::format("worker {} pushed twice in one bsp round", push.worker));
   if (push.read_clock.size() > workers_)
     return bad(errc::malformed_message, "read clock has more entries than workers");
   if (!push.signs.empty()) return bad(errc::shape_mismatch, "sign tensors must be expanded first");
-  for (const auto& rows : push.sparse) {
+  for (size_t i = 0; i < push.sparse.size(); ++i) {
+    const auto& rows = push.sparse[i];
     const auto* t = table(rows.name);
     if (!t) return bad(errc::shape_mismatch, fmt::format("has no table {}", rows.name));
+    for (size_t j = 0; j < i; ++j)
+      if (push.sparse[j].name == rows.name)
+        return bad(errc::malformed_message, fmt::format("table {} appears twice", rows.name));
     if (auto err = t->check(rows, max_abs_gradient)) return err;
   }
   if (push.dense.size() != slices_.size())
@@ -207,19 +211,27 @@ void bucket_store::collect_round(const push_request& push) {
       for (uint32_t k = 0; k < rows.row_dim; ++k) sum[k] += rows.values[i * rows.row_dim + k];
     }
   }
-  in_round_[push.worker] = true;
+  in_round_[push.worker] = round_pushed;
   record(0);  // every push of a bsp round was computed from the previous round's values
 }
 
 void bucket_store::finish_round_if_complete() {
   uint32_t contributors = 0;
+  bool anyone = false;
   for (uint32_t w = 0; w < workers_; ++w) {
-    if (in_round_[w])
-      ++contributors;
+    if (in_round_[w] == round_pushed) ++contributors;
+    if (in_round_[w] != round_none)
+      anyone = true;
     else if (!gate_.retired(w))
       return;  // a live worker has not pushed yet
   }
-  if (contributors == 0) return;
+  if (!anyone) return;
+  if (contributors == 0) {  // everyone skipped this round: only the clocks move
+    for (uint32_t w = 0; w < workers_; ++w)
+      if (in_round_[w] == round_skipped) gate_.skip(w);
+    std::fill(in_round_.begin(), in_round_.end(), round_none);
+    return;
+  }
   for (size_t i = 0; i < slices_.size(); ++i) {
     auto& sum = round_sum_[i];
     for (float& g : sum) g /= static_cast<float>(contributors);
@@ -235,9 +247,11 @@ void bucket_store::finish_round_if_complete() {
     tables_[t].apply(average, 1.0f);
     round_rows_[t].clear();
   }
-  for (uint32_t w = 0; w < workers_; ++w)
-    if (in_round_[w]) clock_.tick(w);
-  std::fill(in_round_.begin(), in_round_.end(), false);
+  for (uint32_t w = 0; w < workers_; ++w) {
+    if (in_round_[w] == round_pushed) clock_.tick(w);
+    if (in_round_[w] == round_skipped) gate_.skip(w);
+  }
+  std::fill(in_round_.begin(), in_round_.end(), round_none);
   ++version_;
   applied_ += contributors;
 }
@@ -266,13 +280,33 @@ caf::error bucket_store::expand_signs(push_request& push) const {
   return {};
 }
 
-caf::expected<push_ack> bucket_store::apply(push_request push) {
-  if (auto err = expand_signs(push)) {
-    ++rejected_;
-    return err;
+bool bucket_store::counts_as_step(const push_request& push) const {
+  return push.bucket == id_ && push.worker < workers_ && !gate_.retired(push.worker) &&
+         (in_round_.empty() || in_round_[push.worker] == round_none);
+}
+
+void bucket_store::skip_step(uint32_t worker) {
+  if (in_round_.empty()) {
+    gate_.skip(worker);
+  } else {
+    in_round_[worker] = round_skipped;
+    finish_round_if_complete();
   }
-  if (auto err = validate(push)) {
+}
+
+caf::expected<push_ack> bucket_store::apply(push_request push) {
+  // A step that applies nothing (skipped by the worker, or refused here) still counts for the
+  // worker's clock, so that ssp and bsp keep in step with it.
+  if (push.skipped && counts_as_step(push)) {
+    skip_step(push.worker);
+    if (push.last) retire(push.worker);
+    return push_ack{id_, version_, 0};
+  }
+  caf::error err = expand_signs(push);
+  if (!err) err = validate(push);
+  if (err) {
     ++rejected_;
+    if (counts_as_step(push)) skip_step(push.worker);
     return err;
   }
   const uint64_t staleness = clock_.staleness_since(push.read_clock);
@@ -291,8 +325,11 @@ bool bucket_store::pull_allowed(uint32_t worker, uint64_t worker_clock) const {
 }
 
 std::vector<dense_tensor> bucket_store::changed_rows(uint32_t worker) {
+  // More runs than this per slice cost more to describe than the slice itself: send it whole.
+  constexpr size_t max_runs_per_slice = 64;
   std::vector<dense_tensor> out;
   for (size_t i = 0; i < slices_.size(); ++i) {
+    const size_t first_run = out.size();
     const auto& now = slices_[i];
     auto& held = read_[worker][i];
     const uint32_t rows = now.shape.empty() ? 1 : now.shape[0];
@@ -315,6 +352,11 @@ std::vector<dense_tensor> bucket_store::changed_rows(uint32_t worker) {
       std::copy(run.values.begin(), run.values.end(), held.begin() + r * width);
       out.push_back(std::move(run));
       r = end;
+    }
+    if (out.size() - first_run > max_runs_per_slice) {
+      out.resize(first_run);
+      out.push_back(now);
+      held = now.values;
     }
   }
   return out;
@@ -340,7 +382,7 @@ uint64_t bucket_store::admit(uint32_t worker) {
   const uint64_t start = gate_.slowest(clock_).value_or(0);
   workers_ = gate_.add(start) + 1;
   if (!read_.empty()) read_.resize(workers_);
-  if (!in_round_.empty()) in_round_.resize(workers_, false);
+  if (!in_round_.empty()) in_round_.resize(workers_, round_none);
   return start;
 }
 

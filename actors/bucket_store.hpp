@@ -72,6 +72,8 @@ class bucket_store {
   // A sign-compressed push becomes a dense one (one sign tensor per slice, nothing else).
   caf::error expand_signs(push_request& push) const;
   caf::error validate(const push_request& push) const;
+  bool counts_as_step(const push_request& push) const;
+  void skip_step(uint32_t worker);
   void compensate(uint32_t worker, size_t slice, std::vector<float>& grad);
   void step(size_t slice, std::vector<float>& grad, uint64_t staleness);
   void apply_now(push_request& push, uint64_t staleness);
@@ -97,8 +99,10 @@ class bucket_store {
   float sync_threshold_ = 0;
   std::vector<std::vector<float>> mean_square_;  // adaptive DC: running mean of g*g
   std::vector<std::vector<float>> round_sum_;    // bsp: this round's summed gradients
-  std::vector<bool> in_round_;                   // bsp: who pushed this round
-  std::vector<sparse_table> tables_;             // this bucket's share of each table
+  // bsp: who pushed (or skipped) this round.
+  static constexpr uint8_t round_none = 0, round_pushed = 1, round_skipped = 2;
+  std::vector<uint8_t> in_round_;
+  std::vector<sparse_table> tables_;  // this bucket's share of each table
   // bsp: this round's summed row gradients, per table.
   std::vector<std::unordered_map<uint64_t, std::vector<float>>> round_rows_;
   vector_clock clock_;

@@ -38,7 +38,14 @@ class clock_gate {
     return static_cast<uint32_t>(retired_.size() - 1);
   }
 
-  // Worker w's clock: its applied count plus the clock it started at.
+  // Counts a step of worker w that applied nothing (skipped or refused), so that its clock
+  // stays in step with the worker's own.
+  void skip(uint32_t w) {
+    if (w >= start_.size()) start_.resize(w + 1, 0);
+    ++start_[w];
+  }
+
+  // Worker w's clock: its applied count plus the clock it started at (and skipped steps).
   uint64_t clock_of(uint32_t w, const vector_clock& applied) const {
     return applied.at(w) + (w < start_.size() ? start_[w] : 0);
   }

@@ -74,6 +74,18 @@ void fail(self_ptr self, const coordinator_config& config, std::string why) {
   stop_all_and_quit(self, config, make_error(errc::job_failed, std::move(why)));
 }
 
+// Once no worker is active (every one finished or was lost), batches handed back by lost
+// workers will never be done: they are given up, so that the epochs can complete.
+void settle_work(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  const bool anyone_working = std::any_of(st.worker_members.begin(), st.worker_members.end(),
+                                          [](const member& w) { return !w.lost && !w.done; });
+  if (!anyone_working)
+    if (const uint64_t lost = st.work->abandon_returned(); lost > 0)
+      config.log.warn("{} batches were lost with the workers that held them", lost);
+  maybe_evaluate(self, config);
+}
+
 // -- placement and start ------------------------------------------------------------------------
 
 // --buckets (default two per worker), but never so few that a bucket outgrows one message.
@@ -259,12 +271,8 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
                     [](const member& w) { return w.lost; }))
       return fail(self, config, "every worker was lost");
     // Its unfinished batches go to the others; if nobody is left to do them, they are lost.
-    const uint64_t returned = st.work->release(static_cast<uint32_t>(*i));
-    const bool anyone_working = std::any_of(st.worker_members.begin(), st.worker_members.end(),
-                                            [](const member& w) { return !w.lost && !w.done; });
-    if (returned > 0 && !anyone_working)
-      config.log.warn("{} batches were lost with '{}'", st.work->abandon_returned(), m.name);
-    maybe_evaluate(self, config);
+    st.work->release(static_cast<uint32_t>(*i));
+    settle_work(self, config);
   }
 }
 
@@ -435,7 +443,7 @@ coordinator_actor::behavior_type coordinator(
           return config.log.warn("ignored a done message that is not from that worker");
         st.worker_members[rank].done = true;
         retire_everywhere(self, rank);
-        maybe_evaluate(self, config);
+        settle_work(self, config);
       },
   };
 }

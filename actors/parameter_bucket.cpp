@@ -42,6 +42,8 @@ caf::result<wire> on_pull(self_ptr self, const wire& w) {
   if (request->bucket != store.id())
     return make_error(errc::unknown_bucket, "pull for bucket " + std::to_string(request->bucket) +
                                                 " reached bucket " + std::to_string(store.id()));
+  if (request->worker != observer_worker && request->worker >= store.workers())
+    return make_error(errc::malformed_message, "pull from an unknown worker");
   if (store.pull_allowed(request->worker, request->worker_clock)) {
     auto reply = answer(store, *request);
     if (!reply) return std::move(reply.error());

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
@@ -35,6 +36,11 @@ sparse_table::sparse_table(table_config config, uint32_t bucket, uint32_t bucket
       capacity_(share_of(config_.capacity, buckets_)) {}
 
 caf::error sparse_table::check_ids(const std::vector<uint64_t>& ids) const {
+  // Workers send ids sorted and unique; anything else could make one message build many rows.
+  if (!std::is_sorted(ids.begin(), ids.end()) ||
+      std::adjacent_find(ids.begin(), ids.end()) != ids.end())
+    return make_error(errc::malformed_message,
+                      fmt::format("rows of {} must come sorted and without repeats", config_.name));
   uint64_t fresh = 0;
   for (uint64_t id : ids) {
     if (row_bucket(config_.name, id, buckets_) != bucket_)

@@ -20,7 +20,8 @@ namespace {
 
 using self_ptr = worker_actor::stateful_pointer<worker_state>;
 
-void pull_round(self_ptr self, const worker_config& config);
+// `ahead`: 1 for a prefetch issued before this worker's push of the current chunk.
+void pull_round(self_ptr self, const worker_config& config, uint64_t ahead = 0);
 void maybe_compute(self_ptr self, const worker_config& config);
 
 void fail(self_ptr self, const worker_config& config, caf::error err) {
@@ -91,7 +92,7 @@ std::vector<sign_tensor> compress(worker_state& st, const bucket_placement& plan
   return out;
 }
 
-void push_round(self_ptr self, const worker_config& config) {
+void push_round(self_ptr self, const worker_config& config, bool skipped) {
   auto& st = self->state;
   st.pushes_pending = st.buckets.size();
   const bool last = st.queue.empty() && st.exhausted;
@@ -99,7 +100,10 @@ void push_round(self_ptr self, const worker_config& config) {
     const auto& plan = st.job->layout.buckets[b];
     push_request push{plan.bucket, st.job->worker, st.clock, st.read_clocks[b]};
     push.last = last;
-    if (st.job->compress_signs)
+    push.skipped = skipped;
+    if (skipped)
+      ;  // no tensors: the bucket counts the step only
+    else if (st.job->compress_signs)
       push.signs = compress(st, plan);
     else
       push.dense = gather(*st.layout, plan, st.grad);
@@ -165,27 +169,28 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   st.current = st.queue.front();
   st.queue.pop_front();
   claim_work(self, config);
-  if (st.job->prefetch && (!st.queue.empty() || !st.exhausted)) pull_round(self, config);
+  // A prefetch asks for the values after this chunk's own push (clock + 1): ssp and bsp hold
+  // it until that push has landed, so prefetching never loosens their bounds.
+  if (st.job->prefetch && (!st.queue.empty() || !st.exhausted)) pull_round(self, config, 1);
   st.current_loss = compute_chunk(st, st.current);
-  if (!std::isfinite(st.current_loss) || !all_finite(st.grad)) {
-    // Never send a poisoned gradient: skip this push and say so; the chunk still counts.
-    config.log.warn("non-finite loss or gradient in epoch {} batch {}; push skipped",
+  bool finite = std::isfinite(st.current_loss) && all_finite(st.grad);
+  for (const auto& g : st.rows.grads) finite = finite && all_finite(g);
+  if (!finite)  // never send a poisoned gradient: the buckets only count the step
+    config.log.warn("non-finite loss or gradient in epoch {} batch {}; nothing pushed",
                     st.current.epoch + 1, st.current.first);
-    return pushed(self, config);
-  }
-  push_round(self, config);
+  push_round(self, config, !finite);
 }
 
 // Pulls every bucket's values and, for models with embedding tables, the rows the chunk at the
 // front of the queue reads.
-void pull_round(self_ptr self, const worker_config& config) {
+void pull_round(self_ptr self, const worker_config& config, uint64_t ahead) {
   auto& st = self->state;
   st.pulls_pending = st.buckets.size();
   const auto buckets = static_cast<uint32_t>(st.buckets.size());
   if (!st.tables.empty()) prepare_chunk_rows(*st.replica, st.tables, st.queue.front(), st.rows);
   for (size_t b = 0; b < st.buckets.size(); ++b) {
     const auto& plan = st.job->layout.buckets[b];
-    pull_request request{plan.bucket, st.job->worker, st.clock};
+    pull_request request{plan.bucket, st.job->worker, st.clock + ahead};
     if (!st.tables.empty())
       request.rows = row_requests(st.tables, st.rows, static_cast<uint32_t>(b), buckets);
     self->request(st.buckets[b], config.request_timeout, pull_atom_v, encode(request))

@@ -2,7 +2,9 @@
 // sparse features of a synthetic click log with a known ground-truth model, trained by
 // Troupe's parameter service with embedding tables. Same launch flags and report as
 // troupe-fmnist; the report adds test_auc, truth_auc, test_logloss and truth_logloss.
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <type_traits>
 
 #include "ctr/ctr_task.hpp"
@@ -17,10 +19,12 @@ caf::expected<T> number_flag(const troupe::launch_options& opts, const std::stri
   const std::string& text = opts.app_value(flag);
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
-  const bool whole = value == static_cast<double>(static_cast<uint64_t>(value));
-  if (text.empty() || *end != '\0' || value < 0 || (std::is_integral_v<T> && !whole))
+  const bool in_range = std::isfinite(value) && value >= 0 &&
+                        value <= static_cast<double>(std::numeric_limits<T>::max());
+  if (text.empty() || *end != '\0' || !in_range ||
+      (std::is_integral_v<T> && value != std::floor(value)))
     return troupe::make_error(troupe::errc::bad_configuration,
-                              "--" + flag + " must be a non-negative number");
+                              "--" + flag + " must be a non-negative number in range");
   return static_cast<T>(value);
 }
 

@@ -174,6 +174,7 @@ wire encode(const push_request& x, const encode_options& opts) {
   auto signs = out.initSigns(x.signs.size());
   for (unsigned i = 0; i < x.signs.size(); ++i) detail::write_sign(signs[i], x.signs[i]);
   out.setLast(x.last);
+  out.setSkipped(x.skipped);
   return detail::to_wire(message);
 }
 
@@ -187,6 +188,7 @@ caf::expected<push_request> decode<push_request>(const wire& w, const codec_limi
         x.worker = in.getWorker();
         x.worker_clock = in.getWorkerClock();
         x.last = in.getLast();
+        x.skipped = in.getSkipped();
         auto clock = detail::read_clock(in.getReadClock(), budget);
         if (!clock) return std::move(clock.error());
         x.read_clock = std::move(*clock);

@@ -77,6 +77,7 @@ struct PushRequest {
   sparse @5 :List(SparseRows);
   signs @6 :List(SignTensor);
   last @7 :Bool;            # the worker's final push: it no longer holds back ssp/bsp peers
+  skipped @8 :Bool;         # this step produced nothing to apply (non-finite): count the step
 }
 
 struct PushAck {

@@ -73,7 +73,8 @@ struct push_request {
   std::vector<dense_tensor> dense;
   std::vector<sparse_rows> sparse;
   std::vector<sign_tensor> signs;
-  bool last = false;  // the worker's final push: it no longer holds back ssp/bsp peers
+  bool last = false;     // the worker's final push: it no longer holds back ssp/bsp peers
+  bool skipped = false;  // this step produced nothing to apply: only its clock counts
 };
 
 struct push_ack {

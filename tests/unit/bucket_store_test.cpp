@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "actors/bucket_store.hpp"
@@ -768,4 +769,34 @@ BOOST_AUTO_TEST_CASE(selective_sync_sends_only_rows_that_moved_more_than_the_thr
   BOOST_TEST(later.tensors[1].name == "b");
   // Observers always get everything.
   BOOST_TEST(store.grant_pull(observer_worker, 0).tensors.size() == 2u);
+}
+
+// -- steps that apply nothing keep the clocks in step -------------------------------------------
+
+BOOST_AUTO_TEST_CASE(a_refused_push_still_counts_the_step_under_bsp) {
+  const auto spec = spec_of(2, sgd(0.1f), consistency_config{mode::bsp, 0});
+  bucket_store store{spec};
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, gradient(0, 0)))));
+  auto poisoned = gradient(1, 0);
+  poisoned[3] = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST(fails_with(store.apply(push_of(spec, 1, poisoned)), errc::non_finite));
+  // The round completed with worker 0's gradient alone, and both may read round 1.
+  BOOST_TEST(store.stats().version == 1u);
+  BOOST_TEST(store.pull_allowed(0, 1));
+  BOOST_TEST(store.pull_allowed(1, 1));
+  BOOST_TEST(store.stats().updates_rejected == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_skipped_push_counts_the_step_and_changes_nothing) {
+  const auto spec = spec_of(2, sgd(0.1f), consistency_config{mode::ssp, 0});
+  bucket_store store{spec};
+  push_request skip{spec.bucket, 1, 0, clock_of({0, 0})};
+  skip.skipped = true;
+  BOOST_TEST_REQUIRE(succeeded(store.apply(skip)));
+  BOOST_TEST(values_of(store) == flat(spec.tensors), boost::test_tools::per_element());
+  BOOST_TEST(store.stats().updates_applied == 0u);
+  // Worker 1 is at clock 1 now; worker 0 (clock 0) holds it back at bound 0 until it pushes.
+  BOOST_TEST(!store.pull_allowed(1, 2));
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, gradient(0, 0)))));
+  BOOST_TEST(store.pull_allowed(1, 1));
 }
