@@ -71,20 +71,27 @@ caf::expected<std::vector<uint8_t>> read_bytes(capnp::Data::Reader in, size_t ma
 
 // -- implementation of the template ------------------------------------------------------------
 
-caf::expected<kj::Array<capnp::word>> frame_words(const wire& w, const codec_limits& limits);
+// The words of a message: a view of the wire's own bytes, or of an aligned copy of them.
+struct framed_words {
+  kj::ArrayPtr<const capnp::word> words;
+  kj::Array<capnp::word> copy;
+};
+
+caf::expected<framed_words> frame_words(const wire& w, const codec_limits& limits);
 
 template <class Root, class T, class Read>
 caf::expected<T> read_root(const wire& w, const codec_limits& limits, Read&& read) {
-  auto words = frame_words(w, limits);
-  if (!words) return std::move(words.error());
+  auto framed = frame_words(w, limits);
+  if (!framed) return std::move(framed.error());
+  const auto words = framed->words;
   try {
     capnp::ReaderOptions options;
     // Every field read counts against this limit, so it must exceed the message size: 8x
     // leaves room for the codec's reads while still stopping pointer-amplification tricks.
-    options.traversalLimitInWords = words->size() * 8 + 1024;
+    options.traversalLimitInWords = words.size() * 8 + 1024;
     options.nestingLimit = 16;
-    capnp::FlatArrayMessageReader reader(words->asPtr(), options);
-    if (reader.getEnd() != words->end())
+    capnp::FlatArrayMessageReader reader(words, options);
+    if (reader.getEnd() != words.end())
       return make_error(errc::malformed_message, "trailing bytes after the message");
     decode_budget budget{limits};
     return read(reader.getRoot<Root>(), budget);

@@ -38,24 +38,49 @@ schema::DType to_schema(dtype type) {
 
 }  // namespace
 
-caf::expected<kj::Array<capnp::word>> frame_words(const wire& w, const codec_limits& limits) {
+caf::expected<framed_words> frame_words(const wire& w, const codec_limits& limits) {
   if (w.bytes.empty()) return make_error(errc::malformed_message, "empty message");
   if (w.bytes.size() > limits.max_bytes)
     return make_error(errc::message_too_large, std::to_string(w.bytes.size()) + " bytes, limit " +
                                                    std::to_string(limits.max_bytes));
   if (w.bytes.size() % sizeof(capnp::word) != 0)
     return make_error(errc::malformed_message, "length is not a whole number of 8-byte words");
-  // Cap'n Proto reads aligned words; one copy into an aligned array is cheap next to decoding.
-  auto words = kj::heapArray<capnp::word>(w.bytes.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), w.bytes.data(), w.bytes.size());
-  return words;
+  const size_t count = w.bytes.size() / sizeof(capnp::word);
+  framed_words out;
+  // Cap'n Proto reads aligned words. Large vectors come 16-byte aligned from the allocator, so
+  // the bytes are read where they are; only a misaligned buffer is copied.
+  if (reinterpret_cast<uintptr_t>(w.bytes.data()) % alignof(capnp::word) == 0) {
+    out.words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(w.bytes.data()), count);
+    return out;
+  }
+  out.copy = kj::heapArray<capnp::word>(count);
+  std::memcpy(out.copy.begin(), w.bytes.data(), w.bytes.size());
+  out.words = out.copy.asPtr();
+  return out;
 }
 
+namespace {
+
+// Appends what Cap'n Proto writes to a std::vector<char>, so a message is copied once.
+class vector_output : public kj::OutputStream {
+ public:
+  explicit vector_output(std::vector<char>& out) : out_(out) {}
+  void write(const void* buffer, size_t size) override {
+    const char* bytes = static_cast<const char*>(buffer);
+    out_.insert(out_.end(), bytes, bytes + size);
+  }
+
+ private:
+  std::vector<char>& out_;
+};
+
+}  // namespace
+
 wire to_wire(capnp::MessageBuilder& message) {
-  auto words = capnp::messageToFlatArray(message);
-  auto bytes = words.asChars();
   wire w;
-  w.bytes.assign(bytes.begin(), bytes.end());
+  w.bytes.reserve(capnp::computeSerializedSizeInWords(message) * sizeof(capnp::word));
+  vector_output out{w.bytes};
+  capnp::writeMessage(out, message);
   return w;
 }
 
