@@ -11,15 +11,23 @@ void adam_step(std::span<float> theta, std::span<float> m, std::span<float> v,
   const float correction2 = static_cast<float>(1.0 - std::pow(double{h.beta2}, t));
   const float step_size = h.lr / correction1;
   const float inv_sqrt_c2 = 1.0f / std::sqrt(correction2);
+  // Locals and restrict-qualified pointers: stores to m, v, theta cannot change the
+  // hyper-parameters or each other, so the loop vectorises.
+  const float beta1 = h.beta1, beta2 = h.beta2, epsilon = h.epsilon;
+  const float decay = h.lr * h.weight_decay;
+  float* __restrict th = theta.data();
+  float* __restrict mp = m.data();
+  float* __restrict vp = v.data();
+  const float* __restrict gp = grad.data();
   const size_t n = theta.size();
   for (size_t i = 0; i < n; ++i) {
-    const float g = grad[i];
-    const float mi = h.beta1 * m[i] + (1.0f - h.beta1) * g;
-    const float vi = h.beta2 * v[i] + (1.0f - h.beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = std::sqrt(vi) * inv_sqrt_c2 + h.epsilon;
-    theta[i] -= step_size * mi / denom + h.lr * h.weight_decay * theta[i];
+    const float g = gp[i];
+    const float mi = beta1 * mp[i] + (1.0f - beta1) * g;
+    const float vi = beta2 * vp[i] + (1.0f - beta2) * g * g;
+    mp[i] = mi;
+    vp[i] = vi;
+    const float denom = std::sqrt(vi) * inv_sqrt_c2 + epsilon;
+    th[i] -= step_size * mi / denom + decay * th[i];
   }
 }
 
