@@ -148,9 +148,13 @@ caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::
     }
   }
   if (budget.limits.require_finite) {
-    for (uint64_t i = 0; i < count; ++i)
-      if (!std::isfinite(values[i]))
-        return make_error(errc::non_finite, what + ": element " + std::to_string(i));
+    // One branch-free pass for the common case (all finite), then find the culprit.
+    bool bad = false;
+    for (float x : values) bad |= !(x - x == 0.0f);  // NaN and +-Inf give NaN
+    if (bad)
+      for (uint64_t i = 0; i < count; ++i)
+        if (!std::isfinite(values[i]))
+          return make_error(errc::non_finite, what + ": element " + std::to_string(i));
   }
   return values;
 }
