@@ -30,6 +30,8 @@ CAF_ADD_ATOM(troupe, troupe, prove_atom, "prove")
 CAF_ADD_ATOM(troupe, troupe, eval_atom, "eval")
 CAF_ADD_ATOM(troupe, troupe, retire_atom, "retire")
 CAF_ADD_ATOM(troupe, troupe, admit_atom, "admit")
+CAF_ADD_ATOM(troupe, troupe, which_atom, "which")
+CAF_ADD_ATOM(troupe, troupe, restart_atom, "restart")
 
 namespace troupe {
 
