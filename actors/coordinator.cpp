@@ -247,24 +247,27 @@ void leave_roster(std::vector<Handle>& handles, std::vector<member>& members, si
   members.erase(members.begin() + i);
 }
 
-void on_down(self_ptr self, const coordinator_config& config, const caf::down_msg& msg) {
+// A member is gone: its process went down, or it stopped sending heartbeats.
+void lose_member(self_ptr self, const coordinator_config& config, const caf::actor_addr& who,
+                 const std::string& why) {
   auto& st = self->state;
   if (st.phase == job_phase::finishing) return;
   const bool joining = st.phase == job_phase::joining;
-  if (auto i = find_live(st.server_members, msg.source)) {
+  if (auto i = find_live(st.server_members, who)) {
     if (joining) return leave_roster(st.servers, st.server_members, *i, config.log);
     auto& m = st.server_members[*i];
     m.lost = true;
-    return fail(
-        self, config,
-        fmt::format("lost server '{}' ({}); its buckets are gone", m.name, describe(msg.reason)));
+    st.beats.forget(m.name);
+    return fail(self, config,
+                fmt::format("lost server '{}' ({}); its buckets are gone", m.name, why));
   }
-  if (auto i = find_live(st.worker_members, msg.source)) {
+  if (auto i = find_live(st.worker_members, who)) {
     if (joining) return leave_roster(st.workers, st.worker_members, *i, config.log);
     auto& m = st.worker_members[*i];
     m.lost = true;
+    st.beats.forget(m.name);
     if (m.done) return;
-    config.log.warn("lost worker '{}' ({}); going on without it", m.name, describe(msg.reason));
+    config.log.warn("lost worker '{}' ({}); going on without it", m.name, why);
     st.report.workers_lost.push_back(m.name);
     retire_everywhere(self, static_cast<uint32_t>(*i));
     if (std::all_of(st.worker_members.begin(), st.worker_members.end(),
@@ -274,6 +277,33 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
     st.work->release(static_cast<uint32_t>(*i));
     settle_work(self, config);
   }
+}
+
+void on_down(self_ptr self, const coordinator_config& config, const caf::down_msg& msg) {
+  lose_member(self, config, msg.source, describe(msg.reason));
+}
+
+void on_heartbeat(self_ptr self, const wire& w) {
+  auto& st = self->state;
+  auto beat = decode<heartbeat>(w);
+  if (!beat) return;
+  for (const auto* members : {&st.server_members, &st.worker_members})
+    for (const auto& m : *members)
+      if (m.name == beat->name && !m.lost) st.beats.heard(m.name, heartbeat_monitor::clock::now());
+}
+
+// Every heartbeat interval: members not heard from within the timeout are lost.
+void check_heartbeats(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  const auto timeout = config.opts.heartbeat_timeout;
+  for (const auto& name : st.beats.expired(heartbeat_monitor::clock::now(), timeout)) {
+    for (const auto* members : {&st.server_members, &st.worker_members})
+      for (const auto& m : *members)
+        if (m.name == name && !m.lost)
+          lose_member(self, config, m.address,
+                      fmt::format("no heartbeat for {} ms", timeout.count()));
+  }
+  self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
 }
 
 // -- progress and evaluation --------------------------------------------------------------------
@@ -356,7 +386,8 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
   if (!report || report->worker >= st.worker_members.size())
     return config.log.warn("ignored a malformed progress report");
   auto& m = st.worker_members[report->worker];
-  if (!sent_by(self, m.address)) return config.log.warn("ignored progress sent for another worker");
+  if (!sent_by(self, m.address) || m.lost)
+    return config.log.warn("ignored progress sent for another (or a lost) worker");
   if (!st.work->finish(report->worker, report->chunk))
     return config.log.warn("ignored progress on a chunk '{}' does not hold", m.name);
   st.epoch_loss[report->chunk.epoch] += report->loss_sum;
@@ -415,6 +446,7 @@ coordinator_actor::behavior_type coordinator(
   accept_exits_only_from(self, config.supervisor, config.log);
   self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, config, msg); });
+  self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
   config.log.info("waiting for {} servers and {} workers", config.opts.servers,
                   config.opts.workers);
   return {
@@ -433,9 +465,13 @@ coordinator_actor::behavior_type coordinator(
         if (st.phase != job_phase::training || rank >= st.worker_members.size() ||
             !sent_by(self, st.worker_members[rank].address))
           return make_error(errc::authentication_failed, "claims come from that worker only");
+        if (st.worker_members[rank].lost)
+          return make_error(errc::job_failed, "this worker was declared lost");
         return encode(st.work->claim(rank));
       },
       [=](progress_atom, const wire& w) { on_progress(self, config, w); },
+      [=](heartbeat_atom, const wire& w) { on_heartbeat(self, w); },
+      [=](tick_atom) { check_heartbeats(self, config); },
       [=](done_atom, uint32_t rank) {
         auto& st = self->state;
         if (st.phase != job_phase::training || rank >= st.worker_members.size() ||

@@ -13,6 +13,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/evaluator.hpp"
+#include "actors/heartbeat.hpp"
 #include "actors/work_plan.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/layout.hpp"
@@ -57,6 +58,7 @@ struct coordinator_state {
   std::vector<double> epoch_loss;  // per epoch: summed batch losses reported so far
   std::vector<uint64_t> epoch_batches;
   std::vector<std::vector<uint64_t>> evaluation_rows;  // per table: rows evaluation reads
+  heartbeat_monitor beats;                             // when each remote node was last heard from
   uint32_t evaluated = 0;                              // epochs evaluated so far
   bool evaluating = false;
   evaluator_actor evaluator;

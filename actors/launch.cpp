@@ -11,6 +11,7 @@
 
 #include "actors/coordinator.hpp"
 #include "actors/gatekeeper.hpp"
+#include "actors/heartbeat.hpp"
 #include "actors/server.hpp"
 #include "actors/worker.hpp"
 #include "troupe/app.hpp"
@@ -113,7 +114,12 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
   }
   caf::scoped_actor self{sys};
   auto actor = spawn(sys, *coord, name, self->address());
-  return wait_for(self, actor, app.name);
+  // Heartbeats come from their own small actor, so a long gradient step cannot silence them.
+  auto beats = sys.spawn(heartbeat_sender, heartbeat_config{*coord, name, opts.heartbeat_interval,
+                                                            self->address(), log});
+  const int code = wait_for(self, actor, app.name);
+  self->send_exit(beats, caf::exit_reason::user_shutdown);
+  return code;
 }
 
 // The handshake is only as strong as the secret (docs/SECURITY.md).

@@ -32,6 +32,8 @@ CAF_ADD_ATOM(troupe, troupe, retire_atom, "retire")
 CAF_ADD_ATOM(troupe, troupe, admit_atom, "admit")
 CAF_ADD_ATOM(troupe, troupe, which_atom, "which")
 CAF_ADD_ATOM(troupe, troupe, restart_atom, "restart")
+CAF_ADD_ATOM(troupe, troupe, heartbeat_atom, "heartbeat")
+CAF_ADD_ATOM(troupe, troupe, tick_atom, "tick")
 
 namespace troupe {
 
@@ -67,11 +69,15 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vect
 //   claim:    a worker's rank -> the next work_chunk for it (count 0: no work left)
 //   progress: progress (a worker finished a chunk)
 //   done:     the rank of a worker that has no work left
+//   heartbeat: heartbeat (a node is alive); tick: internal, the heartbeat check
 using coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, server_actor>::with<wire>,
                      caf::replies_to<join_atom, wire, worker_actor>::with<wire>,
                      caf::replies_to<claim_atom, uint32_t>::with<wire>,
-                     caf::reacts_to<progress_atom, wire>, caf::reacts_to<done_atom, uint32_t>>;
+                     caf::reacts_to<progress_atom, wire>,
+                     caf::reacts_to<done_atom, uint32_t>,
+                     caf::reacts_to<heartbeat_atom, wire>,
+                     caf::reacts_to<tick_atom>>;
 
 // The only actor a node publishes: it hands out the coordinator to peers that prove they know
 // the cluster secret (runtime/include/troupe/auth.hpp).

@@ -53,6 +53,10 @@ const std::vector<app_flag>& common_flags() {
       {"log-level", "LEVEL", "error | warn | info | debug", "info"},
       {"join-timeout", "SECONDS", "how long a node tries to reach the coordinator", "30"},
       {"request-timeout", "SECONDS", "timeout of every request between actors", "30"},
+      {"heartbeat-ms", "MS", "how often a server or worker tells the coordinator it is alive",
+       "500"},
+      {"heartbeat-timeout-ms", "MS", "silence after which the coordinator declares a node lost",
+       "2000"},
       {"help", "", "print this help", ""},
   };
   return flags;
@@ -198,6 +202,8 @@ caf::error validate(const launch_options& o) {
   if (o.buckets > (1u << 16)) return bad("--buckets must be at most 65536");
   if (o.join_timeout.count() <= 0 || o.request_timeout.count() <= 0)
     return bad("--join-timeout and --request-timeout must be positive");
+  if (o.heartbeat_interval.count() <= 0 || o.heartbeat_timeout <= o.heartbeat_interval)
+    return bad("--heartbeat-ms must be positive and below --heartbeat-timeout-ms");
   const bool listens = o.role == node_role::coordinator || o.role == node_role::server;
   if (listens && !o.insecure && !is_loopback(o.listen.host))
     return bad(
@@ -302,11 +308,16 @@ caf::expected<launch_options> parse_launch_options(
   number("blas-threads", o.blas_threads);
   number("accumulate", o.accumulate);
   int64_t join_s = o.join_timeout.count(), request_s = o.request_timeout.count();
+  int64_t beat_ms = o.heartbeat_interval.count(), beat_timeout_ms = o.heartbeat_timeout.count();
   number("join-timeout", join_s);
   number("request-timeout", request_s);
+  number("heartbeat-ms", beat_ms);
+  number("heartbeat-timeout-ms", beat_timeout_ms);
   if (err) return err;
   o.join_timeout = std::chrono::seconds{join_s};
   o.request_timeout = std::chrono::seconds{request_s};
+  o.heartbeat_interval = std::chrono::milliseconds{beat_ms};
+  o.heartbeat_timeout = std::chrono::milliseconds{beat_timeout_ms};
   if (auto s = get("secret")) o.secret = *s;
   if (auto s = get("name")) o.name = *s;
   if (auto s = get("optimizer")) o.optimizer = *s;

@@ -60,8 +60,11 @@ class child_process {
   bool started() const { return pid_ > 0; }
 
   // Sends SIGKILL, as a crash would end the process.
-  void kill() {
-    if (pid_ > 0 && !exit_code_) ::kill(pid_, SIGKILL);
+  void kill() { signal(SIGKILL); }
+
+  // Sends any signal (SIGSTOP freezes the process while its sockets stay open).
+  void signal(int number) {
+    if (pid_ > 0 && !exit_code_) ::kill(pid_, number);
   }
 
   // Waits until the output contains `text`; false if the process ended or time ran out first.

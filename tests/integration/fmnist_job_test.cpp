@@ -176,6 +176,21 @@ BOOST_AUTO_TEST_CASE(a_lost_worker_is_reported_and_the_job_goes_on) {
   BOOST_TEST(cluster.workers[0]->wait(std::chrono::seconds(30)).value_or(-1) == 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_frozen_worker_is_found_by_heartbeats_and_the_job_goes_on) {
+  // SIGSTOP keeps the worker's connection open, so only missing heartbeats can tell.
+  small_cluster cluster{"20"};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/20", std::chrono::seconds(120)));
+  cluster.workers[1]->signal(SIGSTOP);
+  const auto code = cluster.coordinator->wait(std::chrono::seconds(300));
+  BOOST_TEST_INFO("coordinator: " << cluster.coordinator->output());
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0);
+  BOOST_TEST(cluster.coordinator->output().find("no heartbeat for 2000 ms") != std::string::npos);
+  const std::string report = read_file(cluster.report.string());
+  BOOST_TEST(report.find("\"workers_lost\": [\"worker-1-") != std::string::npos, report);
+  BOOST_TEST(cluster.workers[0]->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(a_lost_server_fails_the_job_and_every_process_says_so) {
   small_cluster cluster{"50"};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/50", std::chrono::seconds(120)));

@@ -71,6 +71,8 @@ struct launch_options {
   log_level level = log_level::info;
   std::chrono::seconds join_timeout{30};
   std::chrono::seconds request_timeout{30};
+  std::chrono::milliseconds heartbeat_interval{500};  // how often nodes say they are alive
+  std::chrono::milliseconds heartbeat_timeout{2000};  // silence after which a node is lost
   bool help = false;
   std::map<std::string, std::string> app;  // values of the app's own flags
 
