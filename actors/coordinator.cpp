@@ -218,6 +218,10 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   self->monitor(handle);
   members.push_back(member{request->name, handle.address()});
   members.back().data = request->data;
+  // A node in another process must send heartbeats from now on; one that never does is lost
+  // as surely as one that stops (nodes of the coordinator's own process send none).
+  if (handle.node() != self->node())
+    self->state.beats.heard(request->name, heartbeat_monitor::clock::now());
   handles.push_back(std::move(handle));
   const auto rank = static_cast<uint32_t>(handles.size() - 1);
   config.log.info("{} '{}' joined ({} of {})", to_string(expected), request->name, rank + 1,
