@@ -119,7 +119,6 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
               // A refused push loses one gradient, not the job; timeouts and lost buckets do.
               if (err.category() != error_category)
                 return fail(self, config, "pushing to bucket " + std::to_string(b), err);
-              ++self->state.rejected;
               config.log.warn("bucket {} refused our push: {}", b, describe(err));
               if (--self->state.pushes_pending == 0) pushed(self, config);
             });

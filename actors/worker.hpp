@@ -53,7 +53,6 @@ struct worker_state {
   size_t pulls_pending = 0;        // pull replies still due
   size_t pushes_pending = 0;       // push acks still due
   bool have_params = false;        // a pull round completed since the last computation
-  uint64_t rejected = 0;           // pushes a bucket refused
   double compute_s = 0;            // time spent in gradient() (and the straggler delay)
   std::chrono::steady_clock::time_point started;
   bool stopping = false;

@@ -21,8 +21,10 @@
 #include "apps/ctr/click_log.hpp"
 #include "apps/ctr/ctr_task.hpp"
 #include "troupe/error.hpp"
+#include "troupe/random.hpp"
 
 using namespace troupe::ctr;
+using troupe::splitmix64;
 
 namespace {
 
@@ -30,13 +32,6 @@ constexpr uint32_t train_batch = 256;
 // Calibrated for the default click log (no hidden FM term): even a model that knew w* exactly
 // for every id seen at least 10 times in training would be 0.04 below the truth AUC.
 constexpr double max_auc_gap = 0.07;
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Uniform in [-1, 1) from a hash, the same on every platform.
 double symmetric_unit(uint64_t h) {
