@@ -44,7 +44,8 @@ std::optional<size_t> first_out_of_range(const std::vector<float>& values) {
 }  // namespace
 
 bucket_store::bucket_store(bucket_spec spec)
-    : id_(spec.bucket),
+    : config_(spec),
+      id_(spec.bucket),
       workers_(spec.workers),
       optimizer_(spec.optimizer),
       compensation_(spec.compensation),
@@ -52,6 +53,8 @@ bucket_store::bucket_store(bucket_spec spec)
       slices_(std::move(spec.tensors)),
       clock_(spec.workers),
       histogram_(staleness_histogram_size, 0) {
+  config_.tensors.clear();
+  next_push_.assign(workers_, 0);
   first_moment_ = zeros_like(slices_, uses_first_moment(optimizer_.type));
   second_moment_ = zeros_like(slices_, uses_second_moment(optimizer_.type));
   sync_threshold_ = spec.sync_threshold;
@@ -294,10 +297,21 @@ void bucket_store::skip_step(uint32_t worker) {
   }
 }
 
+bool bucket_store::duplicate(const push_request& push) const {
+  return push.bucket == id_ && push.worker < workers_ &&
+         push.worker_clock < next_push_[push.worker];
+}
+
+void bucket_store::counted(const push_request& push) {
+  if (push.worker < workers_) next_push_[push.worker] = push.worker_clock + 1;
+}
+
 caf::expected<push_ack> bucket_store::apply(push_request push) {
+  if (push.resend && duplicate(push)) return push_ack{id_, version_, 0};
   // A step that applies nothing (skipped by the worker, or refused here) still counts for the
   // worker's clock, so that ssp and bsp keep in step with it.
   if (push.skipped && counts_as_step(push)) {
+    counted(push);
     skip_step(push.worker);
     if (push.last) retire(push.worker);
     return push_ack{id_, version_, 0};
@@ -306,9 +320,13 @@ caf::expected<push_ack> bucket_store::apply(push_request push) {
   if (!err) err = validate(push);
   if (err) {
     ++rejected_;
-    if (counts_as_step(push)) skip_step(push.worker);
+    if (counts_as_step(push)) {
+      counted(push);
+      skip_step(push.worker);
+    }
     return err;
   }
+  counted(push);
   const uint64_t staleness = clock_.staleness_since(push.read_clock);
   if (in_round_.empty()) {
     apply_now(push, staleness);
@@ -381,6 +399,7 @@ uint64_t bucket_store::admit(uint32_t worker) {
   // remembers where the newcomer's clock starts.
   const uint64_t start = gate_.slowest(clock_).value_or(0);
   workers_ = gate_.add(start) + 1;
+  next_push_.resize(workers_, 0);
   if (!read_.empty()) read_.resize(workers_);
   if (!in_round_.empty()) in_round_.resize(workers_, round_none);
   return start;

@@ -15,6 +15,7 @@
 
 #include "actors/clock_gate.hpp"
 #include "actors/sparse_table.hpp"
+#include "messages/codec.hpp"
 #include "messages/types.hpp"
 
 namespace troupe {
@@ -41,6 +42,11 @@ class bucket_store {
   // rejected. A push with `last` set retires its worker from the consistency gate.
   caf::expected<push_ack> apply(push_request push);
 
+  // Whether `push` was already applied (or counted) here. A worker resends a push whose ack it
+  // never got (its bucket restarted, or a backup took over); apply() acknowledges a resent
+  // duplicate without applying it twice.
+  bool duplicate(const push_request& push) const;
+
   // Counts a push that failed before it could be decoded.
   void count_rejected() { ++rejected_; }
 
@@ -59,6 +65,19 @@ class bucket_store {
   // returns the clock it starts at: the slowest live worker's, so that ssp and bsp neither
   // wait for it to catch up from 0 nor let it run ahead.
   uint64_t admit(uint32_t worker);
+
+  // A worker of a resumed job takes rank `worker` again (or joins, for a new rank); returns the
+  // clock it starts at. Its earlier pushes no longer count as resends.
+  uint64_t rejoin(uint32_t worker);
+
+  // The whole state as messages, for a checkpoint or a new backup: first the bucket_spec
+  // (configuration, current values, worker count), then bucket_state_parts, each well under
+  // the codec's caps.
+  std::vector<wire> save() const;
+
+  // Rebuilds a bucket from save()'s messages; errc::shape_mismatch or malformed_message when a
+  // part does not fit the spec (nothing half-restored is returned).
+  static caf::expected<bucket_store> restore(const std::vector<wire>& saved);
 
   // The embedding rows a pull asks for (created on first read); errc::unknown_bucket or
   // message_too_large for rows this bucket does not own or has no room for.
@@ -84,7 +103,11 @@ class bucket_store {
   sparse_table* table(const std::string& name);
   const sparse_table* table(const std::string& name) const;
   void apply_rows(const std::vector<sparse_rows>& rows, float lr_scale);
+  void counted(const push_request& push);
+  bucket_counters counters() const;
+  caf::error restore_part(bucket_state_part part);
 
+  bucket_spec config_;  // as placed, without the values (saved with the state)
   uint32_t id_;
   uint32_t workers_;
   optimizer_config optimizer_;
@@ -113,6 +136,7 @@ class bucket_store {
   uint64_t staleness_sum_ = 0;
   uint64_t max_clock_gap_ = 0;
   std::vector<uint64_t> histogram_;
+  std::vector<uint64_t> next_push_;  // per worker: the push clock expected next
 };
 
 }  // namespace troupe

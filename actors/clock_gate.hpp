@@ -54,6 +54,23 @@ class clock_gate {
   // every worker has retired.
   std::optional<uint64_t> slowest(const vector_clock& applied) const;
   bool retired(uint32_t worker) const { return worker < retired_.size() && retired_[worker]; }
+
+  // A worker of a resumed job takes rank w again: live, and its clock moved up to `clock` (the
+  // slowest live worker's) when it was behind.
+  void rejoin(uint32_t w, uint64_t clock, const vector_clock& applied) {
+    if (w >= retired_.size()) return;
+    retired_[w] = false;
+    if (start_.size() <= w) start_.resize(w + 1, 0);
+    if (const uint64_t now = clock_of(w, applied); now < clock) start_[w] += clock - now;
+  }
+
+  // Saved state (checkpoints, backups).
+  const std::vector<bool>& retired_flags() const { return retired_; }
+  const std::vector<uint64_t>& starts() const { return start_; }
+  void restore(std::vector<bool> retired, std::vector<uint64_t> start) {
+    retired_ = std::move(retired);
+    start_ = std::move(start);
+  }
   uint32_t live() const;
 
  private:

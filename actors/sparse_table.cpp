@@ -132,3 +132,48 @@ void sparse_table::apply(const sparse_rows& grads, float lr_scale) {
 }
 
 }  // namespace troupe
+
+namespace troupe {
+
+std::vector<table_rows> sparse_table::save(size_t rows_per_part) const {
+  std::vector<uint64_t> ids;
+  ids.reserve(rows_.size());
+  for (const auto& [id, r] : rows_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  std::vector<table_rows> out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i % std::max<size_t>(rows_per_part, 1) == 0)
+      out.push_back(table_rows{config_.name, config_.row_dim, {}, {}, {}, {}, {}});
+    const row& r = rows_.at(ids[i]);
+    auto& part = out.back();
+    part.ids.push_back(ids[i]);
+    part.values.insert(part.values.end(), r.value.begin(), r.value.end());
+    part.m.insert(part.m.end(), r.m.begin(), r.m.end());
+    part.v.insert(part.v.end(), r.v.begin(), r.v.end());
+    part.steps.push_back(r.steps);
+  }
+  return out;
+}
+
+caf::error sparse_table::restore(const table_rows& saved) {
+  const size_t dim = config_.row_dim;
+  const size_t n = saved.ids.size();
+  const bool has_m = optimizer_.type != opt_kind::sgd;
+  const bool has_v = optimizer_.type == opt_kind::adam || optimizer_.type == opt_kind::adamw;
+  if (saved.row_dim != dim || saved.values.size() != n * dim || saved.steps.size() != n ||
+      saved.m.size() != (has_m ? n * dim : 0) || saved.v.size() != (has_v ? n * dim : 0))
+    return make_error(errc::shape_mismatch,
+                      fmt::format("saved rows of {} do not match its row width", config_.name));
+  if (auto err = check_ids(saved.ids)) return err;
+  for (size_t i = 0; i < n; ++i) {
+    row& r = find_or_create(saved.ids[i]);
+    const auto at = [&](const std::vector<float>& xs) { return xs.begin() + i * dim; };
+    r.value.assign(at(saved.values), at(saved.values) + dim);
+    if (has_m) r.m.assign(at(saved.m), at(saved.m) + dim);
+    if (has_v) r.v.assign(at(saved.v), at(saved.v) + dim);
+    r.steps = saved.steps[i];
+  }
+  return {};
+}
+
+}  // namespace troupe

@@ -30,6 +30,13 @@ class sparse_table {
   // finite and at most `max_abs` in magnitude, room for the rows it would create.
   caf::error check(const sparse_rows& grads, float max_abs) const;
 
+  // Every row with its optimizer state, at most `rows_per_part` rows per entry (sorted ids).
+  std::vector<table_rows> save(size_t rows_per_part) const;
+
+  // Puts saved rows back (after save()); errc::shape_mismatch for rows of another width or
+  // with missing optimizer state, errc::unknown_bucket for rows another bucket owns.
+  caf::error restore(const table_rows& saved);
+
   // Applies checked row gradients with learning-rate factor `lr_scale` (staleness-aware lr).
   void apply(const sparse_rows& grads, float lr_scale);
 

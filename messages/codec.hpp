@@ -56,6 +56,8 @@ wire encode(const start_job& x);
 wire encode(const work_chunk& x);
 wire encode(const progress& x);
 wire encode(const job_report& x);
+wire encode(const bucket_state_part& x);
+wire encode(const job_checkpoint& x);
 
 // decode<T>(w) for every T that encode() takes.
 template <class T>

@@ -175,6 +175,7 @@ wire encode(const push_request& x, const encode_options& opts) {
   for (unsigned i = 0; i < x.signs.size(); ++i) detail::write_sign(signs[i], x.signs[i]);
   out.setLast(x.last);
   out.setSkipped(x.skipped);
+  out.setResend(x.resend);
   return detail::to_wire(message);
 }
 
@@ -189,6 +190,7 @@ caf::expected<push_request> decode<push_request>(const wire& w, const codec_limi
         x.worker_clock = in.getWorkerClock();
         x.last = in.getLast();
         x.skipped = in.getSkipped();
+        x.resend = in.getResend();
         auto clock = detail::read_clock(in.getReadClock(), budget);
         if (!clock) return std::move(clock.error());
         x.read_clock = std::move(*clock);

@@ -78,6 +78,7 @@ struct PushRequest {
   signs @6 :List(SignTensor);
   last @7 :Bool;            # the worker's final push: it no longer holds back ssp/bsp peers
   skipped @8 :Bool;         # this step produced nothing to apply (non-finite): count the step
+  resend @9 :Bool;          # sent again after a failure: ignored if the bucket already has it
 }
 
 struct PushAck {
@@ -303,4 +304,73 @@ struct WorkerEntry {
   name @0 :Text;
   steps @1 :UInt64;
   utilization @2 :Float64;  # compute time / wall time
+}
+
+# -- saved bucket state: checkpoints and new backups -----------------------------------------------
+
+# One part of a bucket's saved state. A saved bucket is a BucketSpec (its configuration with the
+# current values and worker count) followed by these parts, each well under the message cap.
+struct BucketStatePart {
+  bucket @0 :UInt32;
+  kind @1 :Kind;
+  worker @2 :UInt32;                # read: whose copy
+  tensors @3 :List(DenseTensor);    # moments and read copies: one per slice
+  counters @4 :BucketCounters;
+  rows @5 :TableRows;
+  enum Kind {
+    counters @0;
+    firstMoment @1;                 # Adam m, or the momentum velocity
+    secondMoment @2;                # Adam v
+    meanSquare @3;                  # adaptive delay compensation
+    roundSum @4;                    # bsp: this round's summed gradients
+    read @5;                        # what one worker last read
+    rows @6;                        # embedding rows with their optimizer state
+    roundRows @7;                   # bsp: this round's summed row gradients
+  }
+}
+
+struct BucketCounters {
+  clock @0 :VectorClock;
+  retired @1 :List(Bool);
+  start @2 :List(UInt64);           # per worker: the clock it started at, plus skipped steps
+  inRound @3 :Data;                 # bsp: per worker 0 none, 1 pushed, 2 skipped
+  version @4 :UInt64;
+  applied @5 :UInt64;
+  rejected @6 :UInt64;
+  maxStaleness @7 :UInt64;
+  stalenessSum @8 :UInt64;
+  maxClockGap @9 :UInt64;
+  histogram @10 :List(UInt64);
+  nextPush @11 :List(UInt64);       # per worker: the push clock it must send next (older: a resend)
+}
+
+struct TableRows {
+  table @0 :Text;
+  rowDim @1 :UInt32;
+  ids @2 :List(UInt64);
+  values @3 :Data;                  # fp32, ids.length * rowDim
+  m @4 :Data;                       # fp32 first moments (empty when the optimizer has none)
+  v @5 :Data;                       # fp32 second moments (empty when the optimizer has none)
+  steps @6 :List(UInt64);           # per row: Adam steps taken
+}
+
+# -- checkpoints ------------------------------------------------------------------------------------
+
+# The job's part of a checkpoint: what is done, and enough to check that a resumed job is the same.
+struct JobCheckpoint {
+  step @0 :UInt64;                  # batches finished by all workers when it was taken
+  epochs @1 :UInt32;
+  batchesPerEpoch @2 :UInt64;
+  chunk @3 :UInt32;
+  buckets @4 :UInt32;
+  modelValues @5 :UInt64;
+  nextEpoch @6 :UInt32;
+  nextBatch @7 :UInt64;
+  pending @8 :List(WorkChunk);      # handed out or returned, not finished: to be done again
+  finished @9 :List(UInt64);        # per epoch: batches finished
+  epochLoss @10 :List(Float64);
+  epochBatches @11 :List(UInt64);
+  evaluated @12 :UInt32;
+  history @13 :List(EpochEntry);
+  wallS @14 :Float64;               # training time before the checkpoint
 }

@@ -68,6 +68,20 @@ std::string to_json(const job_report& r) {
   for (const auto& [name, value] : r.figures)
     out += fmt::format("  {}: {},\n", json_string(name), json_number(value));
   out += fmt::format("  \"restarts\": {},\n", r.restarts);
+  out += fmt::format("  \"escalations\": {},\n", r.escalations);
+  out += fmt::format("  \"updates_lost\": {},\n", r.updates_lost);
+  out += fmt::format("  \"recovery_s\": {},\n", json_number(r.recovery_s));
+  out += fmt::format("  \"checkpoints\": {},\n", r.checkpoints);
+  out += fmt::format("  \"resumed_from_step\": {},\n", r.resumed_from_step);
+  out += fmt::format("  \"status\": {},\n", json_string(r.failure.empty() ? "finished" : "failed"));
+  if (!r.failure.empty()) out += fmt::format("  \"failure\": {},\n", json_string(r.failure));
+  out += "  \"losses\": [";
+  for (size_t i = 0; i < r.losses.size(); ++i)
+    out +=
+        fmt::format("{}{{\"name\": {}, \"role\": {}, \"at_s\": {}, \"reason\": {}}}", i ? ", " : "",
+                    json_string(r.losses[i].name), json_string(to_string(r.losses[i].kind)),
+                    json_number(r.losses[i].at_s), json_string(r.losses[i].reason));
+  out += "],\n";
   out += "  \"workers_lost\": [";
   for (size_t i = 0; i < r.workers_lost.size(); ++i)
     out += (i ? ", " : "") + json_string(r.workers_lost[i]);

@@ -75,6 +75,7 @@ struct push_request {
   std::vector<sign_tensor> signs;
   bool last = false;     // the worker's final push: it no longer holds back ssp/bsp peers
   bool skipped = false;  // this step produced nothing to apply: only its clock counts
+  bool resend = false;   // sent again after a failure: ignored if the bucket already counted it
 };
 
 struct push_ack {
@@ -139,6 +140,54 @@ struct bucket_stats {
   vector_clock clock;
   std::vector<uint64_t> staleness_histogram;  // entry t: pushes applied with staleness t
   uint64_t max_clock_gap = 0;
+};
+
+// -- saved bucket state (checkpoints, new backups) ---------------------------------------------
+
+struct bucket_counters {
+  vector_clock clock;
+  std::vector<bool> retired;
+  std::vector<uint64_t> start;    // per worker: starting clock plus skipped steps
+  std::vector<uint8_t> in_round;  // bsp: per worker 0 none, 1 pushed, 2 skipped
+  uint64_t version = 0;
+  uint64_t applied = 0;
+  uint64_t rejected = 0;
+  uint64_t max_staleness = 0;
+  uint64_t staleness_sum = 0;
+  uint64_t max_clock_gap = 0;
+  std::vector<uint64_t> histogram;
+  std::vector<uint64_t> next_push;  // per worker: the push clock expected next
+};
+
+// Saved rows of one embedding table (or, for round_rows, one bsp round's summed gradients).
+struct table_rows {
+  std::string table;
+  uint32_t row_dim = 1;
+  std::vector<uint64_t> ids;
+  std::vector<float> values;  // ids.size() * row_dim
+  std::vector<float> m;       // empty when the optimizer keeps no first moment
+  std::vector<float> v;       // empty when the optimizer keeps no second moment
+  std::vector<uint64_t> steps;
+};
+
+// One part of a bucket's saved state; see bucket_store::save().
+struct bucket_state_part {
+  enum class kind : uint8_t {
+    counters = 0,
+    first_moment = 1,
+    second_moment = 2,
+    mean_square = 3,
+    round_sum = 4,
+    read = 5,
+    rows = 6,
+    round_rows = 7,
+  };
+  uint32_t bucket = 0;
+  kind type = kind::counters;
+  uint32_t worker = 0;                // read: whose copy
+  std::vector<dense_tensor> tensors;  // moments and read copies: one per slice
+  bucket_counters counters;
+  table_rows rows;
 };
 
 enum class role : uint8_t { coordinator = 0, server = 1, worker = 2, console = 3 };
@@ -251,6 +300,14 @@ struct worker_entry {
   double utilization = 0;  // compute time / wall time
 };
 
+// A member the job lost: which, when (seconds since training began) and why.
+struct loss_event {
+  std::string name;
+  role kind = role::worker;
+  double at_s = 0;
+  std::string reason;
+};
+
 struct job_report {
   double test_accuracy = 0;
   uint64_t steps = 0;
@@ -267,6 +324,33 @@ struct job_report {
   uint64_t max_clock_gap = 0;
   std::vector<worker_entry> workers;
   std::vector<std::pair<std::string, double>> figures;  // the task's own (e.g. test_auc)
+  // Fault tolerance (JSON only):
+  std::string failure;  // why the job failed; empty when it finished
+  uint64_t escalations = 0;
+  std::vector<loss_event> losses;  // members lost, with when and why
+  uint64_t updates_lost = 0;       // acknowledged updates lost with a server (0 with replicas)
+  double recovery_s = 0;           // longest time from a server's loss to its buckets served
+  uint64_t resumed_from_step = 0;  // the checkpoint's step when the job was resumed
+  uint64_t checkpoints = 0;        // checkpoints written
+};
+
+// The job's part of a checkpoint (see actors/checkpoint.hpp).
+struct job_checkpoint {
+  uint64_t step = 0;  // batches finished by all workers when it was taken
+  uint32_t epochs = 0;
+  uint64_t batches_per_epoch = 0;
+  uint32_t chunk = 1;
+  uint32_t buckets = 0;
+  uint64_t model_values = 0;
+  uint32_t next_epoch = 0;
+  uint64_t next_batch = 0;
+  std::vector<work_chunk> pending;  // handed out or returned, not finished: to be done again
+  std::vector<uint64_t> finished;   // per epoch: batches finished
+  std::vector<double> epoch_loss;
+  std::vector<uint64_t> epoch_batches;
+  uint32_t evaluated = 0;
+  std::vector<epoch_entry> history;
+  double wall_s = 0;
 };
 
 // The report as the JSON document that `--report FILE` writes.

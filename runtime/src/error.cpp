@@ -26,6 +26,10 @@ std::string to_string(errc code) {
       return "io_failure";
     case errc::timeout:
       return "timeout";
+    case errc::injected_fault:
+      return "injected_fault";
+    case errc::corrupt_data:
+      return "corrupt_data";
     case errc::job_failed:
       return "job_failed";
   }

@@ -77,10 +77,19 @@ std::vector<float> gradient(uint32_t worker, int step) {
   return g;
 }
 
+// Each push a worker sends carries its own clock, one higher than its last: a bucket takes a
+// push with an older clock for a resend and does not apply it again. Never reset, so clocks
+// only grow within any one test.
+uint64_t next_push_clock(uint32_t worker) {
+  static std::vector<uint64_t> clocks(64, 0);
+  return clocks.at(worker)++;
+}
+
 // A push of `g` (the values of both slices end to end) shaped like `spec`'s slices.
 push_request push_of(const bucket_spec& spec, uint32_t worker, const std::vector<float>& g,
                      vector_clock read = {}, bool last = false) {
-  push_request push{spec.bucket, worker, 0, std::move(read), {}, {}, {}, last};
+  push_request push{spec.bucket, worker, next_push_clock(worker), std::move(read), {}, {},
+                    {},          last};
   size_t k = 0;
   for (const auto& t : spec.tensors) {
     dense_tensor slice = t;
@@ -799,4 +808,96 @@ BOOST_AUTO_TEST_CASE(a_skipped_push_counts_the_step_and_changes_nothing) {
   BOOST_TEST(!store.pull_allowed(1, 2));
   BOOST_TEST_REQUIRE(succeeded(store.apply(push_of(spec, 0, gradient(0, 0)))));
   BOOST_TEST(store.pull_allowed(1, 1));
+}
+
+// -- resends and saved state --------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(a_resent_push_is_acknowledged_but_not_applied_twice) {
+  const auto spec = spec_of(2, sgd());
+  bucket_store store{spec};
+  auto push = push_of(spec, 0, gradient(0, 0));
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push)));
+  const auto once = values_of(store);
+  push.resend = true;
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push)));
+  BOOST_TEST(values_of(store) == once, boost::test_tools::per_element());
+  BOOST_TEST(store.stats().updates_applied == 1u);
+  // A resend the bucket never got is applied like any push.
+  auto missed = push_of(spec, 0, gradient(0, 1));
+  missed.resend = true;
+  BOOST_TEST_REQUIRE(succeeded(store.apply(missed)));
+  BOOST_TEST(store.stats().updates_applied == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_resent_push_in_a_bsp_round_is_not_counted_twice) {
+  const auto spec = spec_of(2, sgd(), {mode::bsp, 0});
+  bucket_store store{spec};
+  auto push = push_of(spec, 0, gradient(0, 0));
+  BOOST_TEST_REQUIRE(succeeded(store.apply(push)));
+  push.resend = true;
+  BOOST_TEST(succeeded(store.apply(push)));
+  BOOST_TEST(store.stats().updates_rejected == 0u);
+}
+
+// Restores save()'s messages and checks that the copy behaves exactly like the original.
+void check_restored_copy_matches(const bucket_spec& spec) {
+  bucket_store original{spec};
+  for (int step = 0; step < 3; ++step)
+    for (uint32_t w = 0; w < 2; ++w) {
+      original.grant_pull(w, static_cast<uint64_t>(step));
+      BOOST_TEST_REQUIRE(succeeded(original.apply(push_of(spec, w, gradient(w, step)))));
+    }
+  original.grant_pull(0, 3);
+  auto restored = bucket_store::restore(original.save());
+  BOOST_TEST_REQUIRE(static_cast<bool>(restored), (restored ? "" : describe(restored.error())));
+  BOOST_TEST(values_of(*restored) == values_of(original), boost::test_tools::per_element());
+  BOOST_TEST(restored->stats().updates_applied == original.stats().updates_applied);
+  BOOST_TEST(restored->stats().staleness_histogram == original.stats().staleness_histogram,
+             boost::test_tools::per_element());
+  // The same next pushes give the same values: moments, compensation memory and clocks came
+  // across too.
+  for (uint32_t w = 0; w < 2; ++w) {
+    const auto push = push_of(spec, w, gradient(w, 7), vector_clock{std::vector<uint64_t>{2, 2}});
+    BOOST_TEST_REQUIRE(succeeded(original.apply(push)));
+    BOOST_TEST_REQUIRE(succeeded(restored->apply(push)));
+  }
+  BOOST_TEST(values_of(*restored) == values_of(original), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(save_and_restore_keep_adam_and_compensation_state) {
+  optimizer_config adam;
+  adam.lr = 0.01f;
+  check_restored_copy_matches(spec_of(2, adam, {}, {dc_kind::dcasgd_adaptive, 0.5f}));
+}
+
+BOOST_AUTO_TEST_CASE(save_and_restore_keep_a_half_done_bsp_round) {
+  optimizer_config momentum = sgd();
+  momentum.type = opt_kind::momentum;
+  const auto spec = spec_of(2, momentum, {mode::bsp, 0});
+  bucket_store original{spec};
+  BOOST_TEST_REQUIRE(succeeded(original.apply(push_of(spec, 0, gradient(0, 0)))));
+  auto restored = bucket_store::restore(original.save());
+  BOOST_TEST_REQUIRE(static_cast<bool>(restored));
+  const auto push = push_of(spec, 1, gradient(1, 0));
+  BOOST_TEST_REQUIRE(succeeded(original.apply(push)));
+  BOOST_TEST_REQUIRE(succeeded(restored->apply(push)));
+  BOOST_TEST(values_of(*restored) == values_of(original), boost::test_tools::per_element());
+  BOOST_TEST(original.stats().version == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(restore_refuses_parts_that_do_not_fit) {
+  const auto spec = spec_of(2, optimizer_config{});
+  bucket_store original{spec};
+  BOOST_TEST_REQUIRE(succeeded(original.apply(push_of(spec, 0, gradient(0, 0)))));
+  auto saved = original.save();
+  BOOST_TEST_REQUIRE(saved.size() >= 3u);
+  // The moments of a bucket with other slices do not fit this one.
+  auto other = spec;
+  other.tensors.pop_back();
+  saved[0] = encode(other);
+  BOOST_TEST(fails_with(bucket_store::restore(saved), errc::shape_mismatch));
+  BOOST_TEST(fails_with(bucket_store::restore({}), errc::malformed_message));
+  saved = original.save();
+  saved[1].bytes.resize(saved[1].bytes.size() / 2);
+  BOOST_TEST(!bucket_store::restore(saved));
 }

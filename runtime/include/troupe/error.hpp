@@ -23,6 +23,8 @@ enum class errc : uint8_t {
   io_failure,             // files, sockets, data sets
   timeout,                // a request that got no answer in time
   job_failed,             // the job cannot go on (a server was lost, a worker failed)
+  injected_fault,         // an operator crashed this actor on purpose (fault injection)
+  corrupt_data,           // a checkpoint whose checksum or contents do not hold up
 };
 
 constexpr caf::atom_value error_category = caf::atom("troupe");

@@ -1,0 +1,236 @@
+// Codec for saved state: the parts of a bucket's state (checkpoints and new backups) and the
+// job's part of a checkpoint. Decoding checks sizes and finiteness like every other message.
+#include <cmath>
+
+#include "messages/codec_detail.hpp"
+
+namespace troupe {
+
+using detail::decode_budget;
+
+namespace {
+
+void write_f32(capnp::Data::Builder out, const std::vector<float>& values) {
+  detail::write_values(out, values, dtype::f32);
+}
+
+caf::expected<std::vector<float>> read_f32(capnp::Data::Reader data, uint64_t count,
+                                           decode_budget& budget, const std::string& what) {
+  if (data.size() == 0 && count != 0) return std::vector<float>{};
+  return detail::read_values(data, schema::DType::F32, count, budget, what);
+}
+
+void write_counters(schema::BucketCounters::Builder out, const bucket_counters& x) {
+  detail::write_clock(out.initClock(), x.clock);
+  auto retired = out.initRetired(x.retired.size());
+  for (unsigned i = 0; i < x.retired.size(); ++i) retired.set(i, x.retired[i]);
+  auto start = out.initStart(x.start.size());
+  for (unsigned i = 0; i < x.start.size(); ++i) start.set(i, x.start[i]);
+  detail::write_bytes(out.initInRound(x.in_round.size()), x.in_round);
+  out.setVersion(x.version);
+  out.setApplied(x.applied);
+  out.setRejected(x.rejected);
+  out.setMaxStaleness(x.max_staleness);
+  out.setStalenessSum(x.staleness_sum);
+  out.setMaxClockGap(x.max_clock_gap);
+  auto histogram = out.initHistogram(x.histogram.size());
+  for (unsigned i = 0; i < x.histogram.size(); ++i) histogram.set(i, x.histogram[i]);
+  auto next = out.initNextPush(x.next_push.size());
+  for (unsigned i = 0; i < x.next_push.size(); ++i) next.set(i, x.next_push[i]);
+}
+
+caf::expected<bucket_counters> read_counters(schema::BucketCounters::Reader in,
+                                             decode_budget& budget) {
+  bucket_counters x;
+  auto clock = detail::read_clock(in.getClock(), budget);
+  if (!clock) return std::move(clock.error());
+  x.clock = std::move(*clock);
+  const size_t cap = budget.limits.max_clock_entries;
+  if (in.getRetired().size() > cap || in.getStart().size() > cap ||
+      in.getHistogram().size() > budget.limits.max_list || in.getNextPush().size() > cap)
+    return make_error(errc::message_too_large, "bucket counters: lists too long");
+  for (bool r : in.getRetired()) x.retired.push_back(r);
+  x.start = detail::to_vector<uint64_t>(in.getStart());
+  auto in_round = detail::read_bytes(in.getInRound(), cap, "bsp round");
+  if (!in_round) return std::move(in_round.error());
+  x.in_round = std::move(*in_round);
+  for (uint8_t r : x.in_round)
+    if (r > 2) return make_error(errc::malformed_message, "bucket counters: bad bsp round entry");
+  x.version = in.getVersion();
+  x.applied = in.getApplied();
+  x.rejected = in.getRejected();
+  x.max_staleness = in.getMaxStaleness();
+  x.staleness_sum = in.getStalenessSum();
+  x.max_clock_gap = in.getMaxClockGap();
+  x.histogram = detail::to_vector<uint64_t>(in.getHistogram());
+  x.next_push = detail::to_vector<uint64_t>(in.getNextPush());
+  return x;
+}
+
+void write_rows(schema::TableRows::Builder out, const table_rows& x) {
+  out.setTable(x.table);
+  out.setRowDim(x.row_dim);
+  auto ids = out.initIds(x.ids.size());
+  for (unsigned i = 0; i < x.ids.size(); ++i) ids.set(i, x.ids[i]);
+  write_f32(out.initValues(x.values.size() * 4), x.values);
+  write_f32(out.initM(x.m.size() * 4), x.m);
+  write_f32(out.initV(x.v.size() * 4), x.v);
+  auto steps = out.initSteps(x.steps.size());
+  for (unsigned i = 0; i < x.steps.size(); ++i) steps.set(i, x.steps[i]);
+}
+
+caf::expected<table_rows> read_rows(schema::TableRows::Reader in, decode_budget& budget) {
+  table_rows x;
+  auto name = detail::read_text(in.getTable(), budget, "table name");
+  if (!name) return std::move(name.error());
+  x.table = std::move(*name);
+  x.row_dim = in.getRowDim();
+  if (x.row_dim == 0 || x.row_dim > (1u << 16))
+    return make_error(errc::malformed_message, "saved rows: bad row width");
+  if (in.getIds().size() > budget.limits.max_list || in.getSteps().size() > in.getIds().size())
+    return make_error(errc::message_too_large, "saved rows: too many ids");
+  x.ids = detail::to_vector<uint64_t>(in.getIds());
+  x.steps = detail::to_vector<uint64_t>(in.getSteps());
+  const uint64_t count = x.ids.size() * uint64_t{x.row_dim};
+  auto values = read_f32(in.getValues(), count, budget, x.table);
+  auto m = read_f32(in.getM(), count, budget, x.table + " m");
+  auto v = read_f32(in.getV(), count, budget, x.table + " v");
+  if (!values) return std::move(values.error());
+  if (!m) return std::move(m.error());
+  if (!v) return std::move(v.error());
+  if (values->size() != count)
+    return make_error(errc::shape_mismatch, "saved rows: values do not match the ids");
+  x.values = std::move(*values);
+  x.m = std::move(*m);
+  x.v = std::move(*v);
+  return x;
+}
+
+}  // namespace
+
+wire encode(const bucket_state_part& x) {
+  unsigned words = 1024;
+  for (const auto& t : x.tensors) words += static_cast<unsigned>(t.values.size() / 2 + 16);
+  words += static_cast<unsigned>(x.rows.values.size() * 3 / 2 + x.rows.ids.size() * 2);
+  capnp::MallocMessageBuilder message(words);
+  auto out = message.initRoot<schema::BucketStatePart>();
+  out.setBucket(x.bucket);
+  out.setKind(static_cast<schema::BucketStatePart::Kind>(static_cast<uint16_t>(x.type)));
+  out.setWorker(x.worker);
+  auto tensors = out.initTensors(x.tensors.size());
+  for (unsigned i = 0; i < x.tensors.size(); ++i)
+    detail::write_dense(tensors[i], x.tensors[i], dtype::f32);
+  write_counters(out.initCounters(), x.counters);
+  write_rows(out.initRows(), x.rows);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<bucket_state_part> decode<bucket_state_part>(const wire& w,
+                                                           const codec_limits& limits) {
+  return detail::read_root<schema::BucketStatePart, bucket_state_part>(
+      w, limits,
+      [](schema::BucketStatePart::Reader in,
+         decode_budget& budget) -> caf::expected<bucket_state_part> {
+        bucket_state_part x;
+        x.bucket = in.getBucket();
+        const auto kind = static_cast<uint16_t>(in.getKind());
+        if (kind > static_cast<uint16_t>(bucket_state_part::kind::round_rows))
+          return make_error(errc::malformed_message, "unknown bucket state part");
+        x.type = static_cast<bucket_state_part::kind>(kind);
+        x.worker = in.getWorker();
+        if (in.getTensors().size() > budget.limits.max_tensors)
+          return make_error(errc::message_too_large, "too many tensors");
+        for (auto t : in.getTensors()) {
+          auto dense = detail::read_dense(t, budget);
+          if (!dense) return std::move(dense.error());
+          x.tensors.push_back(std::move(*dense));
+        }
+        auto counters = read_counters(in.getCounters(), budget);
+        if (!counters) return std::move(counters.error());
+        x.counters = std::move(*counters);
+        if (in.hasRows() && in.getRows().getRowDim() != 0) {
+          auto rows = read_rows(in.getRows(), budget);
+          if (!rows) return std::move(rows.error());
+          x.rows = std::move(*rows);
+        }
+        return x;
+      });
+}
+
+wire encode(const job_checkpoint& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::JobCheckpoint>();
+  out.setStep(x.step);
+  out.setEpochs(x.epochs);
+  out.setBatchesPerEpoch(x.batches_per_epoch);
+  out.setChunk(x.chunk);
+  out.setBuckets(x.buckets);
+  out.setModelValues(x.model_values);
+  out.setNextEpoch(x.next_epoch);
+  out.setNextBatch(x.next_batch);
+  auto pending = out.initPending(x.pending.size());
+  for (unsigned i = 0; i < x.pending.size(); ++i) {
+    pending[i].setEpoch(x.pending[i].epoch);
+    pending[i].setFirst(x.pending[i].first);
+    pending[i].setCount(x.pending[i].count);
+  }
+  auto finished = out.initFinished(x.finished.size());
+  for (unsigned i = 0; i < x.finished.size(); ++i) finished.set(i, x.finished[i]);
+  auto loss = out.initEpochLoss(x.epoch_loss.size());
+  for (unsigned i = 0; i < x.epoch_loss.size(); ++i) loss.set(i, x.epoch_loss[i]);
+  auto batches = out.initEpochBatches(x.epoch_batches.size());
+  for (unsigned i = 0; i < x.epoch_batches.size(); ++i) batches.set(i, x.epoch_batches[i]);
+  out.setEvaluated(x.evaluated);
+  auto history = out.initHistory(x.history.size());
+  for (unsigned i = 0; i < x.history.size(); ++i) {
+    history[i].setEpoch(x.history[i].epoch);
+    history[i].setTestAccuracy(x.history[i].test_accuracy);
+    history[i].setTestLoss(x.history[i].test_loss);
+    history[i].setTrainLoss(x.history[i].train_loss);
+    history[i].setWallS(x.history[i].wall_s);
+  }
+  out.setWallS(x.wall_s);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<job_checkpoint> decode<job_checkpoint>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::JobCheckpoint, job_checkpoint>(
+      w, limits,
+      [](schema::JobCheckpoint::Reader in, decode_budget& budget) -> caf::expected<job_checkpoint> {
+        job_checkpoint x;
+        x.step = in.getStep();
+        x.epochs = in.getEpochs();
+        x.batches_per_epoch = in.getBatchesPerEpoch();
+        x.chunk = in.getChunk();
+        x.buckets = in.getBuckets();
+        x.model_values = in.getModelValues();
+        x.next_epoch = in.getNextEpoch();
+        x.next_batch = in.getNextBatch();
+        const size_t cap = budget.limits.max_list;
+        if (x.epochs > cap || in.getPending().size() > cap || in.getFinished().size() != x.epochs ||
+            in.getEpochLoss().size() != x.epochs || in.getEpochBatches().size() != x.epochs ||
+            in.getHistory().size() > x.epochs || in.getEvaluated() > x.epochs ||
+            x.next_epoch > x.epochs || x.chunk == 0)
+          return make_error(errc::malformed_message, "job checkpoint: inconsistent sizes");
+        for (auto c : in.getPending()) {
+          const work_chunk chunk{c.getEpoch(), c.getFirst(), c.getCount()};
+          if (chunk.epoch >= x.epochs || chunk.count == 0 ||
+              chunk.first + chunk.count > x.batches_per_epoch)
+            return make_error(errc::malformed_message, "job checkpoint: bad pending chunk");
+          x.pending.push_back(chunk);
+        }
+        x.finished = detail::to_vector<uint64_t>(in.getFinished());
+        x.epoch_loss = detail::to_vector<double>(in.getEpochLoss());
+        x.epoch_batches = detail::to_vector<uint64_t>(in.getEpochBatches());
+        x.evaluated = in.getEvaluated();
+        for (auto e : in.getHistory())
+          x.history.push_back(epoch_entry{e.getEpoch(), e.getTestAccuracy(), e.getTestLoss(),
+                                          e.getTrainLoss(), e.getWallS()});
+        x.wall_s = in.getWallS();
+        return x;
+      });
+}
+
+}  // namespace troupe
