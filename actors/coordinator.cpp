@@ -6,36 +6,15 @@
 #include <fstream>
 
 #include "actors/chunk_rows.hpp"
+#include "actors/coordinator_parts.hpp"
 #include "actors/guards.hpp"
 #include "actors/report.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe {
-
-namespace {
-
-using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
-
-// The most values one bucket holds: 8 MiB of fp32, so that a bucket's spec, pulls and pushes
-// each fit in one message well under the codec's 16 MiB cap.
-constexpr uint64_t max_bucket_values = uint64_t{2} << 20;
+namespace troupe::coordination {
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-optimizer_config optimizer_from(const launch_options& o) {
-  using kind = optimizer_config::kind;
-  optimizer_config x;
-  x.type = o.optimizer == "sgd"        ? kind::sgd
-           : o.optimizer == "momentum" ? kind::momentum
-           : o.optimizer == "adamw"    ? kind::adamw
-                                       : kind::adam;
-  x.lr = o.lr;
-  x.weight_decay = o.weight_decay;
-  x.lr_staleness = o.lr_staleness;
-  if (x.type == kind::momentum) x.beta1 = o.momentum;
-  return x;
 }
 
 // Tells every bucket that worker `rank` will push no more (finished or lost), so that ssp and
@@ -45,7 +24,6 @@ void retire_everywhere(self_ptr self, uint32_t rank) {
 }
 
 void finish(self_ptr self, const coordinator_config& config);
-void maybe_evaluate(self_ptr self, const coordinator_config& config);
 
 // Asks every live node to stop, then quits with `reason` once all answered (or timed out).
 void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::error reason) {
@@ -68,10 +46,37 @@ void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::err
   done();
 }
 
+// What the report holds without bucket statistics: steps, time, epochs, workers.
+void fill_report(coordinator_state& st) {
+  job_report& r = st.report;
+  r.steps = r.resumed_from_step;
+  for (const auto& m : st.worker_members) r.steps += m.steps;
+  r.wall_s = st.resumed_wall_s + (st.phase == job_phase::joining ? 0.0 : seconds_since(st.started));
+  r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
+  r.workers.clear();
+  for (const auto& m : st.worker_members)
+    r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0});
+}
+
+void write_report(const coordinator_state& st, const coordinator_config& config) {
+  if (config.opts.report.empty()) return;
+  if (auto err = write_report_file(config.opts.report, st.report))
+    config.log.error("{}", describe(err));
+}
+
 void fail(self_ptr self, const coordinator_config& config, std::string why) {
-  if (self->state.phase == job_phase::finishing) return;
+  auto& st = self->state;
+  if (st.phase == job_phase::finishing) return;
   config.log.error("the job failed: {}", why);
+  fill_report(st);
+  st.report.failure = why;
+  write_report(st, config);
   stop_all_and_quit(self, config, make_error(errc::job_failed, std::move(why)));
+}
+
+void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why) {
+  const double at = st.phase == job_phase::training ? seconds_since(st.started) : 0.0;
+  st.report.losses.push_back(loss_event{m.name, kind, st.resumed_wall_s + at, why});
 }
 
 // Once no worker is active (every one finished or was lost), batches handed back by lost
@@ -86,14 +91,7 @@ void settle_work(self_ptr self, const coordinator_config& config) {
   maybe_evaluate(self, config);
 }
 
-// -- placement and start ------------------------------------------------------------------------
-
-// --buckets (default two per worker), but never so few that a bucket outgrows one message.
-uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
-  const uint64_t wanted = o.buckets ? o.buckets : 2 * uint64_t{o.workers};
-  const uint64_t needed = (total_values + max_bucket_values - 1) / max_bucket_values;
-  return static_cast<uint32_t>(std::max(wanted, needed));
-}
+// -- start ----------------------------------------------------------------------------------------
 
 start_job make_start(const coordinator_state& st, const launch_options& o, uint32_t rank) {
   std::vector<endpoint> servers;
@@ -125,11 +123,11 @@ void start_training(self_ptr self, const coordinator_config& config) {
     self->send(st.workers[r], start_atom_v, encode(make_start(st, o, r)), st.buckets);
 }
 
-// A worker joining a running job: every bucket makes room for it and names the clock it
-// starts at (the slowest live worker's); then it is started from the current parameters.
-void start_late_worker(self_ptr self, const coordinator_config& config, uint32_t rank) {
+// A worker joining a running (or resumed) job: every bucket makes room for it and names the
+// clock it starts at (the slowest live worker's); then it is started from the current
+// parameters.
+void start_at_slowest(self_ptr self, const coordinator_config& config, uint32_t rank) {
   auto& st = self->state;
-  st.work->add_worker();
   auto pending = std::make_shared<size_t>(st.buckets.size());
   auto clock = std::make_shared<uint64_t>(UINT64_MAX);
   for (auto& bucket : st.buckets) {
@@ -142,7 +140,7 @@ void start_late_worker(self_ptr self, const coordinator_config& config, uint32_t
               start_job job = make_start(st, config.opts, rank);
               job.clock = *clock;
               self->send(st.workers[rank], start_atom_v, encode(job), st.buckets);
-              config.log.info("late worker {} starts at clock {}", rank, *clock);
+              config.log.info("worker {} starts at clock {}", rank, *clock);
             },
             [=](caf::error& err) {
               fail(self, config, fmt::format("admitting worker {}: {}", rank, describe(err)));
@@ -156,40 +154,6 @@ bool room_for_a_late_worker(const coordinator_state& st, const launch_options& o
                                     [](const member& m) { return !m.lost && !m.done; });
   return st.phase == job_phase::training && active < std::max(o.workers, o.max_workers) &&
          st.worker_members.size() < (1u << 16);
-}
-
-void place_buckets(self_ptr self, const coordinator_config& config) {
-  auto& st = self->state;
-  st.phase = job_phase::placing;
-  const auto& o = config.opts;
-  st.layout.emplace(config.task->parameters());
-  const uint32_t buckets = bucket_count(o, st.layout->total);
-  st.plan = plan_buckets(*st.layout, buckets, static_cast<uint32_t>(st.servers.size()));
-  std::vector<float> initial(st.layout->total);
-  config.task->initialize(o.seed, initial);
-  st.buckets.resize(st.plan.buckets.size());
-  for (const auto& b : st.plan.buckets) {
-    bucket_spec spec{b.bucket,          o.workers,
-                     optimizer_from(o), gather(*st.layout, b, initial),
-                     o.consistency,     o.compensation};
-    for (const auto& t : config.task->sparse_tables())
-      spec.tables.push_back(table_config{t.name, t.row_dim, t.init_scale, t.capacity});
-    spec.bucket_count = static_cast<uint32_t>(st.plan.buckets.size());
-    spec.seed = o.seed;
-    spec.clip = o.clip;
-    spec.sync_threshold = o.sync_threshold;
-    self->request(st.servers[b.server], o.request_timeout, host_atom_v, encode(spec))
-        .then(
-            [=](bucket_actor& handle) {
-              auto& st = self->state;
-              if (st.phase != job_phase::placing) return;
-              st.buckets[b.bucket] = std::move(handle);
-              if (++st.placed == st.buckets.size()) start_training(self, config);
-            },
-            [=](caf::error& err) {
-              fail(self, config, fmt::format("placing bucket {}: {}", b.bucket, describe(err)));
-            });
-  }
 }
 
 // -- membership ---------------------------------------------------------------------------------
@@ -227,9 +191,10 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   config.log.info("{} '{}' joined ({} of {})", to_string(expected), request->name, rank + 1,
                   wanted);
   auto& st = self->state;
-  if (late)
-    start_late_worker(self, config, rank);
-  else if (st.servers.size() == config.opts.servers && st.workers.size() == config.opts.workers)
+  if (late) {
+    st.work->add_worker();
+    start_at_slowest(self, config, rank);
+  } else if (st.servers.size() == config.opts.servers && st.workers.size() == config.opts.workers)
     place_buckets(self, config);
   return encode(join_reply{rank, config.opts.workers, config.opts.servers});
 }
@@ -259,11 +224,7 @@ void lose_member(self_ptr self, const coordinator_config& config, const caf::act
   const bool joining = st.phase == job_phase::joining;
   if (auto i = find_live(st.server_members, who)) {
     if (joining) return leave_roster(st.servers, st.server_members, *i, config.log);
-    auto& m = st.server_members[*i];
-    m.lost = true;
-    st.beats.forget(m.name);
-    return fail(self, config,
-                fmt::format("lost server '{}' ({}); its buckets are gone", m.name, why));
+    return lose_server(self, config, *i, why);
   }
   if (auto i = find_live(st.worker_members, who)) {
     if (joining) return leave_roster(st.workers, st.worker_members, *i, config.log);
@@ -273,6 +234,7 @@ void lose_member(self_ptr self, const coordinator_config& config, const caf::act
     if (m.done) return;
     config.log.warn("lost worker '{}' ({}); going on without it", m.name, why);
     st.report.workers_lost.push_back(m.name);
+    record_loss(st, m, role::worker, why);
     retire_everywhere(self, static_cast<uint32_t>(*i));
     if (std::all_of(st.worker_members.begin(), st.worker_members.end(),
                     [](const member& w) { return w.lost; }))
@@ -322,7 +284,7 @@ void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t
   if (!out.figures.empty()) st.report.figures = out.figures;
   const double train_loss =
       st.epoch_batches[epoch] ? st.epoch_loss[epoch] / double(st.epoch_batches[epoch]) : 0.0;
-  const double wall = seconds_since(st.started);
+  const double wall = st.resumed_wall_s + seconds_since(st.started);
   st.report.epochs.push_back(epoch_entry{epoch + 1, accuracy, loss, train_loss, wall});
   std::printf("epoch %u/%u  test_accuracy %.4f  test_loss %.4f  train_loss %.4f  %.1f s\n",
               epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall);
@@ -371,7 +333,14 @@ void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
                       });
             },
             [=](caf::error& err) {
-              fail(self, config, fmt::format("pulling bucket {}: {}", b, describe(err)));
+              auto& st = self->state;
+              if (err.category() == error_category)
+                return fail(self, config, fmt::format("pulling bucket {}: {}", b, describe(err)));
+              // The bucket is gone for now (restarting, or its backup is taking over): the
+              // heartbeat tick tries the evaluation again.
+              if (st.evaluating && st.phase == job_phase::training)
+                config.log.warn("evaluation waits for bucket {} ({})", b, describe(err));
+              st.evaluating = false;
             });
   }
 }
@@ -400,6 +369,7 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
   m.compute_s = report->compute_s;
   m.wall_s = report->wall_s;
   maybe_evaluate(self, config);
+  count_for_checkpoint(self, config, report->chunk.count);
 }
 
 // -- the end ------------------------------------------------------------------------------------
@@ -413,15 +383,8 @@ void finish(self_ptr self, const coordinator_config& config) {
     auto& st = self->state;
     job_report& r = st.report;
     summarize_buckets(*stats, r);
-    r.steps = 0;
-    for (const auto& m : st.worker_members) r.steps += m.steps;
-    r.wall_s = seconds_since(st.started);
-    r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
-    for (const auto& m : st.worker_members)
-      r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0});
-    if (!config.opts.report.empty())
-      if (auto err = write_report_file(config.opts.report, r))
-        config.log.error("{}", describe(err));
+    fill_report(st);
+    write_report(st, config);
     config.log.info(
         "done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} updates applied, {} rejected, "
         "staleness mean {:.2f} p99 {} max {}, max clock gap {}",
@@ -443,7 +406,11 @@ void finish(self_ptr self, const coordinator_config& config) {
   }
 }
 
-}  // namespace
+}  // namespace troupe::coordination
+
+namespace troupe {
+
+using namespace coordination;
 
 coordinator_actor::behavior_type coordinator(
     coordinator_actor::stateful_pointer<coordinator_state> self, coordinator_config config) {
@@ -451,6 +418,11 @@ coordinator_actor::behavior_type coordinator(
   self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, config, msg); });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+  if (!config.opts.resume.empty())
+    if (auto err = load_resume(self, config)) {
+      config.log.error("cannot resume: {}", describe(err));
+      self->quit(make_error(errc::job_failed, "cannot resume: " + describe(err)));
+    }
   config.log.info("waiting for {} servers and {} workers", config.opts.servers,
                   config.opts.workers);
   return {
@@ -475,7 +447,26 @@ coordinator_actor::behavior_type coordinator(
       },
       [=](progress_atom, const wire& w) { on_progress(self, config, w); },
       [=](heartbeat_atom, const wire& w) { on_heartbeat(self, w); },
-      [=](tick_atom) { check_heartbeats(self, config); },
+      [=](tick_atom) {
+        check_heartbeats(self, config);
+        maybe_evaluate(self, config);  // one that failed during a recovery is tried again
+      },
+      [=](which_atom, uint32_t bucket, const bucket_actor& failed) {
+        return which(self, bucket, failed);
+      },
+      [=](moved_atom, uint32_t bucket, bucket_actor handle) {
+        moved(self, config, bucket, std::move(handle));
+      },
+      [=](escalate_atom, const std::string& why) {
+        ++self->state.report.escalations;
+        config.log.error("a node supervisor escalated: {}", why);
+      },
+      [=](fault_atom, const std::string& name) -> caf::result<std::string> {
+        auto done = inject_fault(self, name);
+        if (!done) return std::move(done.error());
+        config.log.warn("fault injection: {}", *done);
+        return std::move(*done);
+      },
       [=](done_atom, uint32_t rank) {
         auto& st = self->state;
         if (st.phase != job_phase::training || rank >= st.worker_members.size() ||

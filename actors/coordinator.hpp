@@ -1,8 +1,13 @@
 // coordinator: the root of a job. It admits servers and workers (join), places the model's
-// buckets on the servers, starts the workers, evaluates the model each time every live worker
-// has finished an epoch (on a detached evaluator), and at the end gathers bucket statistics,
-// writes the report, stops every node and quits: normally on success, with errc::job_failed
-// when the job cannot go on (a lost server, no live worker left).
+// buckets on the servers (with --replication 2, a primary and a backup on different servers),
+// starts the workers, evaluates the model each time every live worker has finished an epoch
+// (on a detached evaluator), and at the end gathers bucket statistics, writes the report,
+// stops every node and quits: normally on success, with errc::job_failed when the job cannot
+// go on (a server lost without a backup, no live worker left). It is also the directory of
+// bucket handles that workers ask when a bucket restarts or a backup takes over, takes
+// checkpoints (--checkpoint-dir) and resumes from them (--resume), and injects faults.
+// The work is split over coordinator.cpp (membership, progress, evaluation, the end),
+// placement.cpp (placement, replication, recovery, faults) and checkpointing.cpp.
 #pragma once
 
 #include <chrono>
@@ -11,7 +16,9 @@
 #include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
 
+#include "actors/checkpoint_file.hpp"
 #include "actors/evaluator.hpp"
 #include "actors/heartbeat.hpp"
 #include "actors/work_plan.hpp"
@@ -43,6 +50,16 @@ struct member {
   double wall_s = 0;     // a worker's time since it started training
 };
 
+// Where one bucket lives: its primary's server, and its backup (with --replication 2).
+struct bucket_home {
+  uint32_t primary_server = 0;
+  std::optional<bucket_actor> backup;
+  uint32_t backup_server = 0;
+  bool recovering = false;  // its backup is being promoted
+  // which() requests held until the bucket has a new handle.
+  std::vector<caf::typed_response_promise<bucket_actor>> waiting;
+};
+
 struct coordinator_state {
   static inline const char* name = "troupe.coordinator";
   job_phase phase = job_phase::joining;
@@ -52,8 +69,16 @@ struct coordinator_state {
   std::vector<member> worker_members;
   std::optional<flat_layout> layout;
   placement plan;
-  std::vector<bucket_actor> buckets;
+  std::vector<bucket_actor> buckets;  // each bucket's primary
+  std::vector<bucket_home> homes;     // parallel to buckets
+  std::vector<wire> specs;            // each bucket's spec as placed (new backups start here)
   size_t placed = 0;
+  size_t recovering = 0;                          // buckets whose backup is being promoted
+  std::chrono::steady_clock::time_point lost_at;  // when the last server was lost
+  std::optional<checkpoint> resume_from;          // --resume: the checkpoint to start from
+  uint64_t since_checkpoint = 0;                  // batches finished since the last one
+  bool checkpointing = false;
+  double resumed_wall_s = 0;       // training time before the checkpoint resumed from
   std::optional<work_plan> work;   // which batches are handed out, done, or to be redone
   std::vector<double> epoch_loss;  // per epoch: summed batch losses reported so far
   std::vector<uint64_t> epoch_batches;

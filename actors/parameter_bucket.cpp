@@ -9,11 +9,24 @@ namespace {
 
 using self_ptr = bucket_actor::stateful_pointer<bucket_actor_state>;
 
-// The reply to an allowed pull: the bucket's values and the embedding rows asked for.
-caf::expected<wire> answer(bucket_store& store, const pull_request& request) {
-  pull_reply reply = store.grant_pull(request.worker, request.worker_clock);
+// Messages bigger than any honest push for this bucket are refused before decoding. (With
+// embedding tables a push also carries rows: then the codec's own caps apply.)
+void size_limits(bucket_actor_state& st) {
+  st.limits = codec_limits{};
+  uint64_t values = 0;
+  for (const auto& s : st.store->slices()) values += s.values.size();
+  if (!st.store->has_tables()) st.limits.max_elements = std::max<uint64_t>(values, 1);
+}
+
+// The reply to an allowed pull: the bucket's values and the embedding rows asked for. A
+// backup is told what the worker read, so that its compensation memory stays the same.
+caf::expected<wire> answer(self_ptr self, const pull_request& request) {
+  auto& st = self->state;
+  pull_reply reply = st.store->grant_pull(request.worker, request.worker_clock);
+  if (st.backup && request.worker != observer_worker)
+    self->send(*st.backup, mirror_atom_v, encode(request));
   if (!request.rows.empty()) {
-    auto rows = store.read_rows(request.rows);
+    auto rows = st.store->read_rows(request.rows);
     if (!rows) return std::move(rows.error());
     reply.rows = std::move(*rows);
   }
@@ -25,7 +38,7 @@ void release_held_pulls(self_ptr self) {
   auto& st = self->state;
   std::erase_if(st.held, [&](held_pull& p) {
     if (!st.store->pull_allowed(p.request.worker, p.request.worker_clock)) return false;
-    auto reply = answer(*st.store, p.request);
+    auto reply = answer(self, p.request);
     if (reply)
       p.promise.deliver(std::move(*reply));
     else
@@ -45,7 +58,7 @@ caf::result<wire> on_pull(self_ptr self, const wire& w) {
   if (request->worker != observer_worker && request->worker >= store.workers())
     return make_error(errc::malformed_message, "pull from an unknown worker");
   if (store.pull_allowed(request->worker, request->worker_clock)) {
-    auto reply = answer(store, *request);
+    auto reply = answer(self, *request);
     if (!reply) return std::move(reply.error());
     return std::move(*reply);
   }
@@ -57,50 +70,178 @@ caf::result<wire> on_pull(self_ptr self, const wire& w) {
   return promise;
 }
 
-caf::result<wire> on_push(self_ptr self, const wire& w, const logger& log) {
-  auto& store = *self->state.store;
-  auto push = decode<push_request>(w, self->state.limits);
+// A backup that fails is dropped: the primary goes on alone (the coordinator makes a new one).
+void drop_backup(self_ptr self, const bucket_actor_config& config, const caf::error& why) {
+  auto& st = self->state;
+  if (!st.backup) return;
+  config.log.warn("bucket {} lost its backup ({}); going on without one", st.store->id(),
+                  describe(why));
+  st.backup.reset();
+}
+
+caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_config& config) {
+  auto& st = self->state;
+  auto& store = *st.store;
+  auto push = decode<push_request>(w, st.limits);
   if (!push) {
     store.count_rejected();
-    log.warn("rejected a push: {}", describe(push.error()));
+    config.log.warn("rejected a push: {}", describe(push.error()));
     return std::move(push.error());
   }
   auto ack = store.apply(std::move(*push));
-  if (!ack) {
-    log.warn("rejected a push: {}", describe(ack.error()));
-    return std::move(ack.error());
-  }
+  if (!ack) config.log.warn("rejected a push: {}", describe(ack.error()));
   release_held_pulls(self);
-  return encode(*ack);
+  if (!st.backup) {
+    if (!ack) return std::move(ack.error());
+    return encode(*ack);
+  }
+  // Acknowledged once the backup has it too (a refusal only once the backup counted it).
+  auto promise = self->make_response_promise<wire>();
+  caf::expected<wire> reply =
+      ack ? caf::expected<wire>{encode(*ack)} : caf::expected<wire>{std::move(ack.error())};
+  auto deliver = [promise, reply]() mutable {
+    if (reply)
+      promise.deliver(std::move(*reply));
+    else
+      promise.deliver(std::move(reply.error()));
+  };
+  const auto backup = *st.backup;
+  self->request(backup, config.request_timeout, push_atom_v, w)
+      .then([deliver](const wire&) mutable { deliver(); },
+            [=](caf::error& err) mutable {
+              // The backup refusing a push this bucket refused is agreement, not failure.
+              if (err.category() != error_category && self->state.backup == backup)
+                drop_backup(self, config, err);
+              deliver();
+            });
+  return promise;
+}
+
+// A part of saved state; the last one replaces the whole store.
+caf::result<bool> on_restore(self_ptr self, const bucket_actor_config& config, uint32_t index,
+                             uint32_t total, const wire& part) {
+  auto& st = self->state;
+  if (index == 0) {
+    st.incoming.clear();
+    if (!sent_by(self, config.controller))
+      st.primary = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  }
+  if (total == 0 || index != st.incoming.size() || index >= total || total > (1u << 20))
+    return make_error(errc::malformed_message, "state parts out of order");
+  st.incoming.push_back(part);
+  if (index + 1 < total) return true;
+  auto restored = bucket_store::restore(st.incoming);
+  st.incoming.clear();
+  if (!restored) return std::move(restored.error());
+  if (restored->id() != st.store->id())
+    return make_error(errc::unknown_bucket, "the state of another bucket");
+  *st.store = std::move(*restored);
+  size_limits(st);
+  config.log.debug("bucket {} restored from {} parts", st.store->id(), total);
+  return true;
+}
+
+// Makes `target` this primary's backup: sends it the whole state, then forwards from there.
+caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, caf::actor target) {
+  auto& st = self->state;
+  auto backup = caf::actor_cast<bucket_actor>(target);
+  if (!backup) return make_error(errc::malformed_message, "no backup given");
+  const auto parts = st.store->save();
+  const auto total = static_cast<uint32_t>(parts.size());
+  auto promise = self->make_response_promise<bool>();
+  auto pending = std::make_shared<uint32_t>(total);
+  for (uint32_t i = 0; i < total; ++i)
+    self->request(backup, config.request_timeout, restore_atom_v, i, total, parts[i])
+        .then(
+            [=](bool) mutable {
+              if (--*pending == 0) promise.deliver(true);
+            },
+            [=](caf::error& err) mutable {
+              if (self->state.backup == backup) drop_backup(self, config, err);
+              if (*pending != 0) promise.deliver(std::move(err));
+              *pending = 0;
+            });
+  st.backup = backup;  // messages from here on arrive after the state
+  return promise;
+}
+
+// Whether the message came from the coordinator or (for a backup) from its primary.
+bool from_controller_or_primary(self_ptr self, const bucket_actor_config& config) {
+  return sent_by(self, config.controller) ||
+         (self->state.primary && sent_by(self, self->state.primary));
 }
 
 }  // namespace
 
-bucket_actor::behavior_type parameter_bucket(self_ptr self, bucket_spec spec,
+bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<bucket_store> store,
                                              bucket_actor_config config) {
   accept_exits_only_from(self, config.supervisor, config.log);
-  self->state.store.emplace(std::move(spec));
-  // Messages bigger than any honest push or pull for this bucket are refused before decoding.
-  // (With embedding tables a push also carries rows: then the codec's own caps apply.)
-  uint64_t values = 0;
-  for (const auto& s : self->state.store->slices()) values += s.values.size();
-  if (!self->state.store->has_tables()) self->state.limits.max_elements = values;
+  self->state.store = std::move(store);
+  size_limits(self->state);
+  auto refuse = [config](const char* what) {
+    config.log.warn("ignored {} that is not from the coordinator", what);
+  };
   return {
       [=](pull_atom, const wire& w) { return on_pull(self, w); },
-      [=](push_atom, const wire& w) { return on_push(self, w, config.log); },
+      [=](push_atom, const wire& w) { return on_push(self, w, config); },
       [=](stats_atom) -> wire { return encode(self->state.store->stats()); },
       [=](retire_atom, uint32_t worker) {
-        if (!sent_by(self, config.controller))
-          return config.log.warn("ignored a retire that is not from the coordinator");
+        if (!from_controller_or_primary(self, config)) return refuse("a retire");
         self->state.store->retire(worker);
+        if (self->state.backup) self->send(*self->state.backup, retire_atom_v, worker);
         release_held_pulls(self);
       },
       [=](admit_atom, uint32_t worker) -> caf::result<uint64_t> {
-        if (!sent_by(self, config.controller))
+        if (!from_controller_or_primary(self, config))
           return make_error(errc::authentication_failed, "only the coordinator admits workers");
-        if (worker > self->state.store->workers() || worker >= (1u << 16))
+        auto& store = *self->state.store;
+        if (worker > store.workers() || worker >= (1u << 16))
           return make_error(errc::malformed_message, "workers join one rank after another");
-        return self->state.store->admit(worker);
+        if (self->state.backup)
+          self->request(*self->state.backup, config.request_timeout, admit_atom_v, worker)
+              .then([](uint64_t) {}, [](caf::error&) {});
+        return store.rejoin(worker);
+      },
+      [=](fault_atom) {
+        if (!sent_by(self, config.controller)) return refuse("a fault");
+        config.log.warn("bucket {}: crashing on purpose (fault injection)",
+                        self->state.store->id());
+        self->quit(
+            make_error(errc::injected_fault, "bucket " + std::to_string(self->state.store->id())));
+      },
+      [=](save_atom, uint32_t index) -> caf::result<wire, uint32_t> {
+        if (!sent_by(self, config.controller))
+          return make_error(errc::authentication_failed, "only the coordinator saves buckets");
+        auto& st = self->state;
+        if (index == 0) st.saved = st.store->save();
+        if (index >= st.saved.size())
+          return make_error(errc::malformed_message, "no such part of the saved state");
+        const auto total = static_cast<uint32_t>(st.saved.size());
+        wire part = std::move(st.saved[index]);
+        if (index + 1 == total) st.saved.clear();
+        return {std::move(part), total};
+      },
+      [=](restore_atom, uint32_t index, uint32_t total, const wire& part) -> caf::result<bool> {
+        return on_restore(self, config, index, total, part);
+      },
+      [=](backup_atom, caf::actor target) -> caf::result<bool> {
+        if (!sent_by(self, config.controller))
+          return make_error(errc::authentication_failed, "only the coordinator sets backups");
+        return on_backup(self, config, std::move(target));
+      },
+      [=](promote_atom) -> caf::result<bool> {
+        if (!sent_by(self, config.controller))
+          return make_error(errc::authentication_failed, "only the coordinator promotes");
+        self->state.primary = caf::actor_addr{};
+        config.log.info("bucket {}: promoted to primary", self->state.store->id());
+        return true;
+      },
+      [=](mirror_atom, const wire& w) {
+        auto& st = self->state;
+        if (!st.primary || !sent_by(self, st.primary)) return refuse("a mirrored pull");
+        if (auto request = decode<pull_request>(w);
+            request && request->worker < st.store->workers())
+          st.store->grant_pull(request->worker, request->worker_clock);
       },
   };
 }

@@ -1,10 +1,17 @@
 // parameter_bucket: the actor that owns one bucket_store. Pushes are decoded, validated and
 // applied in arrival order (one at a time, so no locks); undecodable or mismatched pushes get
 // an errc error and count as rejected. Pulls that ssp/bsp must hold back wait here as response
-// promises (at most one per worker) and are answered as soon as the clocks allow. Spawned by
-// a server actor, its supervisor; `controller` (the coordinator) may retire lost workers.
+// promises (at most one per worker) and are answered as soon as the clocks allow.
+//
+// Replication (primary-backup): a primary with a backup forwards every push, granted pull,
+// retire and admit to it in order, and acknowledges a push only once the backup has applied
+// it, so an acknowledged update survives the loss of either copy. The store lives in a
+// shared_ptr held by the node's supervisor too, so a restarted bucket keeps its state.
+// Spawned by a server's supervisor; `controller` (the coordinator) may retire and admit
+// workers, save and restore state, set backups, promote, and inject faults.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -24,19 +31,24 @@ struct held_pull {
 
 struct bucket_actor_state {
   static inline const char* name = "troupe.bucket";
-  std::optional<bucket_store> store;
+  std::shared_ptr<bucket_store> store;
   codec_limits limits;
   std::vector<held_pull> held;
+  std::optional<bucket_actor> backup;  // a primary's backup
+  caf::actor_addr primary;             // a backup's primary (the sender of its state)
+  std::vector<wire> incoming;          // state parts received so far (restore)
+  std::vector<wire> saved;             // state parts being handed out (save)
 };
 
 struct bucket_actor_config {
-  caf::actor_addr supervisor;  // the server: the only one whose exit messages count
-  caf::actor_addr controller;  // the coordinator: the only one who may retire workers
+  caf::actor_addr supervisor;  // the only one whose exit messages count
+  caf::actor_addr controller;  // the coordinator
+  std::chrono::seconds request_timeout{30};
   logger log;
 };
 
 bucket_actor::behavior_type parameter_bucket(
-    bucket_actor::stateful_pointer<bucket_actor_state> self, bucket_spec spec,
+    bucket_actor::stateful_pointer<bucket_actor_state> self, std::shared_ptr<bucket_store> store,
     bucket_actor_config config);
 
 }  // namespace troupe

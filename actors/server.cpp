@@ -11,11 +11,15 @@ namespace troupe {
 
 namespace {
 
+using self_ptr = server_actor::stateful_pointer<server_state>;
+
 // More than any job places on one server; a bound on what a confused coordinator can spawn.
 constexpr size_t max_buckets_per_server = 1 << 14;
 
+const std::string bucket_prefix = "bucket-";
+
 // Joins the coordinator; a refusal or a lost coordinator ends this server with an error.
-void join(server_actor::stateful_pointer<server_state> self, const server_config& config) {
+void join(self_ptr self, const server_config& config) {
   const join_request request{role::server, config.name, static_cast<uint32_t>(::getpid()),
                              config.data};
   self->request(config.coordinator, config.request_timeout, join_atom_v, encode(request),
@@ -33,42 +37,99 @@ void join(server_actor::stateful_pointer<server_state> self, const server_config
           });
 }
 
+// The child spec of one bucket: each (re)start spawns an actor around the same store.
+std::shared_ptr<const child_spec> bucket_child(const server_config& config,
+                                               std::shared_ptr<bucket_store> store) {
+  const uint32_t id = store->id();
+  auto spec = std::make_shared<child_spec>();
+  spec->name = bucket_prefix + std::to_string(id);
+  spec->start = [config, store, id](caf::local_actor* parent, caf::actor_addr supervisor) {
+    const bucket_actor_config bucket_config{supervisor, config.coordinator.address(),
+                                            config.request_timeout,
+                                            config.log.named("bucket-" + std::to_string(id))};
+    return caf::actor_cast<caf::actor>(parent->spawn(parameter_bucket, store, bucket_config));
+  };
+  return spec;
+}
+
+caf::result<bucket_actor> host(self_ptr self, const server_config& config, const wire& w) {
+  auto& st = self->state;
+  if (!sent_by(self, config.coordinator.address()))
+    return make_error(errc::authentication_failed, "only the coordinator places buckets");
+  if (st.hosted >= max_buckets_per_server)
+    return make_error(errc::message_too_large, "this server hosts enough buckets");
+  auto spec = decode<bucket_spec>(w);
+  if (!spec) return std::move(spec.error());
+  ++st.hosted;
+  auto store = std::make_shared<bucket_store>(std::move(*spec));
+  auto promise = self->make_response_promise<bucket_actor>();
+  self->request(st.buckets, config.request_timeout, host_atom_v, bucket_child(config, store))
+      .then(
+          [=](const caf::actor& bucket) mutable {
+            config.log.debug("hosting bucket {}", store->id());
+            promise.deliver(caf::actor_cast<bucket_actor>(bucket));
+          },
+          [=](caf::error& err) mutable { promise.deliver(std::move(err)); });
+  return promise;
+}
+
+// The node's supervisor restarted a bucket: the coordinator hands out the new handle.
+void moved(self_ptr self, const server_config& config, const std::string& name,
+           const caf::actor& handle) {
+  if (!sent_by(self, self->state.buckets.address()) || name.rfind(bucket_prefix, 0) != 0) return;
+  const auto id = static_cast<uint32_t>(std::stoul(name.substr(bucket_prefix.size())));
+  self->send(config.coordinator, moved_atom_v, id, caf::actor_cast<bucket_actor>(handle));
+}
+
 }  // namespace
 
-server_actor::behavior_type server(server_actor::stateful_pointer<server_state> self,
-                                   server_config config) {
+server_actor::behavior_type server(self_ptr self, server_config config) {
   accept_exits_only_from(self, config.supervisor, config.log);
+  supervisor_config node;
+  node.name = config.name + " supervisor";
+  node.strategy = restart_strategy::one_for_one;
+  node.max_restarts = config.max_restarts;
+  node.period = config.restart_period;
+  node.parent = self->address();
+  node.observer = caf::actor_cast<restart_observer>(self);
+  node.log = config.log;
+  self->state.buckets =
+      self->spawn<caf::linked>(supervisor, std::move(node), std::vector<child_spec>{});
+  self->monitor(self->state.buckets);
   self->monitor(config.coordinator);
   self->set_down_handler([=](caf::down_msg& msg) {
-    if (msg.source != config.coordinator.address() || self->state.stopping) return;
+    auto& st = self->state;
+    if (st.stopping) return;
+    if (msg.source == st.buckets.address()) {
+      const std::string why = describe(msg.reason);
+      config.log.error("the node supervisor gave up: {}", why);
+      self->send(config.coordinator, escalate_atom_v, config.name + ": " + why);
+      return self->quit(make_error(errc::job_failed, "the node supervisor gave up: " + why));
+    }
+    if (msg.source != config.coordinator.address()) return;
     config.log.error("lost the coordinator ({})", describe(msg.reason));
     self->quit(make_error(errc::job_failed, "lost the coordinator"));
   });
   join(self, config);
   return {
-      [=](host_atom, const wire& w) -> caf::result<bucket_actor> {
-        if (!sent_by(self, config.coordinator.address()))
-          return make_error(errc::authentication_failed, "only the coordinator places buckets");
-        if (self->state.buckets.size() >= max_buckets_per_server)
-          return make_error(errc::message_too_large, "this server hosts enough buckets");
-        auto spec = decode<bucket_spec>(w);
-        if (!spec) return std::move(spec.error());
-        const uint32_t id = spec->bucket;
-        const bucket_actor_config bucket_config{self->address(), config.coordinator.address(),
-                                                config.log.named("bucket-" + std::to_string(id))};
-        auto bucket = self->spawn<caf::linked>(parameter_bucket, std::move(*spec), bucket_config);
-        self->state.buckets.push_back(bucket);
-        config.log.debug("hosting bucket {}", id);
-        return bucket;
-      },
+      [=](host_atom, const wire& w) { return host(self, config, w); },
       [=](stop_atom, const std::string& failure) -> caf::result<bool> {
         if (!sent_by(self, config.coordinator.address()))
           return make_error(errc::authentication_failed, "only the coordinator stops a server");
         self->state.stopping = true;
-        config.log.info("the job is over; stopping {} buckets", self->state.buckets.size());
-        // Linked buckets end with us; quitting after this reply lets it reach the coordinator.
+        config.log.info("the job is over; stopping {} buckets", self->state.hosted);
+        // The linked supervisor and its buckets end with us; quitting after this reply lets
+        // it reach the coordinator.
         self->quit(job_outcome(failure));
         return true;
+      },
+      [=](moved_atom, const std::string& name, const caf::actor& handle) {
+        moved(self, config, name, handle);
+      },
+      [=](fault_atom) {
+        if (!sent_by(self, config.coordinator.address())) return;
+        config.log.warn("crashing on purpose (fault injection)");
+        self->quit(make_error(errc::injected_fault, config.name));
       },
   };
 }

@@ -1,5 +1,8 @@
-// server: the host actor of a server node. It joins the coordinator, spawns a parameter_bucket
-// for every bucket the coordinator places on it (and supervises them), and quits when the
+// server: the host actor of a server node. It joins the coordinator and keeps the node's
+// supervisor (one_for_one), which spawns a parameter_bucket for every bucket the coordinator
+// places here and restarts it, state intact, when it fails: the coordinator learns each new
+// handle. When the supervisor gives up (more than --max-restarts in --restart-period-ms) the
+// server tells the coordinator and ends: the node's buckets are lost with it. Quits when the
 // coordinator says the job is over (or is lost). Accepts exit messages only from `supervisor`.
 #pragma once
 
@@ -7,6 +10,7 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/supervisor.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 
@@ -14,7 +18,9 @@ namespace troupe {
 
 struct server_state {
   static inline const char* name = "troupe.server";
-  std::vector<bucket_actor> buckets;
+  server_state() = default;  // not an aggregate: CAF would build it from the actor pointer
+  supervisor_actor buckets;  // the node's supervisor, parent of every bucket here
+  size_t hosted = 0;
   bool stopping = false;
 };
 
@@ -25,6 +31,8 @@ struct server_config {
   caf::actor_addr supervisor;
   logger log;
   endpoint data;  // this node's own port for workers (port 0: in-process, none)
+  uint32_t max_restarts = 3;
+  std::chrono::milliseconds restart_period{10000};
 };
 
 server_actor::behavior_type server(server_actor::stateful_pointer<server_state> self,

@@ -20,6 +20,13 @@ void start_child(self_ptr self, size_t i) {
   self->monitor(c.handle);
 }
 
+// A restarted child has a new handle: the observer passes it on to whoever needs it.
+void restart_child(self_ptr self, const supervisor_config& config, size_t i) {
+  start_child(self, i);
+  const auto& c = self->state.children[i];
+  if (config.observer) self->send(config.observer, moved_atom_v, c.spec.name, c.handle);
+}
+
 // Stops child i on purpose: no down message, no restart.
 void stop_child(self_ptr self, size_t i) {
   auto& c = self->state.children[i];
@@ -114,13 +121,20 @@ supervisor_actor::behavior_type supervisor(self_ptr self, supervisor_config conf
           if (c.spec.name == name && c.handle) return c.handle;
         return make_error(errc::job_failed, "no running child named " + name);
       },
+      [=](host_atom, const std::shared_ptr<const child_spec>& spec) -> caf::result<caf::actor> {
+        auto& st = self->state;
+        if (st.escalated) return make_error(errc::job_failed, config.name + " has given up");
+        st.children.push_back(supervised_child{*spec});
+        start_child(self, st.children.size() - 1);
+        return st.children.back().handle;
+      },
       [=](restart_atom, uint32_t generation) {
         auto& st = self->state;
         if (generation != st.generation || st.escalated) return;
         std::sort(st.pending.begin(), st.pending.end());
         st.pending.erase(std::unique(st.pending.begin(), st.pending.end()), st.pending.end());
         for (uint32_t j : st.pending)
-          if (!st.children[j].handle) start_child(self, j);
+          if (!st.children[j].handle) restart_child(self, config, j);
         st.pending.clear();
       },
   };

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -20,6 +21,9 @@
 #include "troupe/log.hpp"
 
 namespace troupe {
+
+// Who hears of restarts: after each, (moved, child name, the child's new actor).
+using restart_observer = caf::typed_actor<caf::reacts_to<moved_atom, std::string, caf::actor>>;
 
 enum class restart_strategy { one_for_one, one_for_all, rest_for_one };
 
@@ -42,15 +46,25 @@ struct supervisor_config {
   std::chrono::milliseconds backoff{10};        // before the first restart in a period
   std::chrono::milliseconds max_backoff{1000};  // doubling stops here
   caf::actor_addr parent;                       // whose exit messages the supervisor accepts
+  restart_observer observer;  // told (moved, child name, new actor) after each restart; may be null
   logger log;
 };
 
+}  // namespace troupe
+
+// Child specs hold functions: they are handed to a supervisor in the same process only.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const troupe::child_spec>)
+
+namespace troupe {
+
 // stats: -> (restarts, escalations: 0 or 1); which: child name -> its current actor (or an
-// error when it is not running); restart: internal, the end of a backoff (a generation).
-using supervisor_actor =
-    caf::typed_actor<caf::replies_to<stats_atom>::with<uint64_t, uint64_t>,
-                     caf::replies_to<which_atom, std::string>::with<caf::actor>,
-                     caf::reacts_to<restart_atom, uint32_t>>;
+// error when it is not running); host: a new child (same process only) -> its actor, once
+// started; restart: internal, the end of a backoff (a generation).
+using supervisor_actor = caf::typed_actor<
+    caf::replies_to<stats_atom>::with<uint64_t, uint64_t>,
+    caf::replies_to<which_atom, std::string>::with<caf::actor>,
+    caf::replies_to<host_atom, std::shared_ptr<const child_spec>>::with<caf::actor>,
+    caf::reacts_to<restart_atom, uint32_t>>;
 
 struct supervised_child {
   child_spec spec;

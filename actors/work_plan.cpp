@@ -65,6 +65,33 @@ uint64_t work_plan::abandon_returned() {
   return batches;
 }
 
+void work_plan::save(job_checkpoint& out) const {
+  out.epochs = epochs_;
+  out.batches_per_epoch = per_epoch_;
+  out.chunk = chunk_;
+  out.next_epoch = next_epoch_;
+  out.next_batch = next_batch_;
+  out.finished = finished_;
+  out.pending.assign(returned_.begin(), returned_.end());
+  for (const auto& held : held_) out.pending.insert(out.pending.end(), held.begin(), held.end());
+  out.step = finished_batches();
+}
+
+work_plan work_plan::restore(const job_checkpoint& saved, uint32_t workers) {
+  work_plan plan{saved.epochs, saved.batches_per_epoch, saved.chunk, workers};
+  plan.next_epoch_ = saved.next_epoch;
+  plan.next_batch_ = saved.next_batch;
+  plan.finished_ = saved.finished;
+  plan.returned_.assign(saved.pending.begin(), saved.pending.end());
+  return plan;
+}
+
+uint64_t work_plan::finished_batches() const {
+  uint64_t total = 0;
+  for (uint64_t f : finished_) total += f;
+  return total;
+}
+
 bool work_plan::epoch_complete(uint32_t epoch) const {
   return epoch < epochs_ && finished_[epoch] >= per_epoch_;
 }

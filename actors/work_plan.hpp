@@ -35,6 +35,16 @@ class work_plan {
     return static_cast<uint32_t>(held_.size() - 1);
   }
 
+  // The plan's progress, for a checkpoint: chunks handed out or returned count as not done.
+  void save(job_checkpoint& out) const;
+
+  // A plan that goes on from `saved` (checked by the codec) with `workers` workers: the
+  // chunks not done there are handed out first.
+  static work_plan restore(const job_checkpoint& saved, uint32_t workers);
+
+  // Batches finished (or given up) so far, in all epochs.
+  uint64_t finished_batches() const;
+
   bool epoch_complete(uint32_t epoch) const;
   uint64_t batches_per_epoch() const { return per_epoch_; }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <thread>
 
 #include <caf/io/middleman.hpp>
@@ -92,36 +93,72 @@ std::vector<sign_tensor> compress(worker_state& st, const bucket_placement& plan
   return out;
 }
 
+// Attempts at one pull or push whose bucket keeps failing before the worker gives up.
+constexpr int max_attempts = 5;
+
+// Bucket b did not answer (it restarted, or its server was lost): asks the coordinator for its
+// current handle (held there until it differs from `failed`), then calls `retry`.
+void find_again(self_ptr self, const worker_config& config, size_t b, const bucket_actor& failed,
+                int attempt, const caf::error& why, std::function<void()> retry) {
+  if (attempt >= max_attempts)
+    return fail(self, config, "bucket " + std::to_string(b) + " keeps failing", why);
+  config.log.warn("bucket {} did not answer ({}); asking the coordinator where it is now", b,
+                  describe(why));
+  self->request(config.coordinator, config.request_timeout, which_atom_v, static_cast<uint32_t>(b),
+                failed)
+      .then(
+          [=](bucket_actor& now) {
+            self->state.buckets[b] = std::move(now);
+            retry();
+          },
+          [=](caf::error& err) { fail(self, config, "finding bucket " + std::to_string(b), err); });
+}
+
+// Whether a failed request lost its bucket (as opposed to the bucket refusing the message).
+bool bucket_gone(const caf::error& err) {
+  return err.category() != error_category;
+}
+
+void send_push(self_ptr self, const worker_config& config, size_t b,
+               std::shared_ptr<push_request> push, int attempt) {
+  const auto target = self->state.buckets[b];
+  self->request(target, config.request_timeout, push_atom_v, encode(*push))
+      .then(
+          [=](const wire&) {
+            if (--self->state.pushes_pending == 0) pushed(self, config);
+          },
+          [=](caf::error& err) {
+            if (bucket_gone(err)) {
+              push->resend = true;  // it may have landed before the bucket went
+              return find_again(self, config, b, target, attempt + 1, err,
+                                [=] { send_push(self, config, b, push, attempt + 1); });
+            }
+            // A refused push loses one gradient, not the job.
+            config.log.warn("bucket {} refused our push: {}", b, describe(err));
+            if (--self->state.pushes_pending == 0) pushed(self, config);
+          });
+}
+
 void push_round(self_ptr self, const worker_config& config, bool skipped) {
   auto& st = self->state;
   st.pushes_pending = st.buckets.size();
   const bool last = st.queue.empty() && st.exhausted;
   for (size_t b = 0; b < st.buckets.size(); ++b) {
     const auto& plan = st.job->layout.buckets[b];
-    push_request push{plan.bucket, st.job->worker, st.clock, st.read_clocks[b]};
-    push.last = last;
-    push.skipped = skipped;
+    auto push = std::make_shared<push_request>(
+        push_request{plan.bucket, st.job->worker, st.clock, st.read_clocks[b]});
+    push->last = last;
+    push->skipped = skipped;
     if (skipped)
       ;  // no tensors: the bucket counts the step only
     else if (st.job->compress_signs)
-      push.signs = compress(st, plan);
+      push->signs = compress(st, plan);
     else
-      push.dense = gather(*st.layout, plan, st.grad);
+      push->dense = gather(*st.layout, plan, st.grad);
     if (!st.tables.empty())
-      push.sparse = row_gradients(st.tables, st.rows, static_cast<uint32_t>(b),
-                                  static_cast<uint32_t>(st.buckets.size()));
-    self->request(st.buckets[b], config.request_timeout, push_atom_v, encode(push))
-        .then(
-            [=](const wire&) {
-              if (--self->state.pushes_pending == 0) pushed(self, config);
-            },
-            [=](caf::error& err) {
-              // A refused push loses one gradient, not the job; timeouts and lost buckets do.
-              if (err.category() != error_category)
-                return fail(self, config, "pushing to bucket " + std::to_string(b), err);
-              config.log.warn("bucket {} refused our push: {}", b, describe(err));
-              if (--self->state.pushes_pending == 0) pushed(self, config);
-            });
+      push->sparse = row_gradients(st.tables, st.rows, static_cast<uint32_t>(b),
+                                   static_cast<uint32_t>(st.buckets.size()));
+    send_push(self, config, b, std::move(push), 0);
   }
 }
 
@@ -153,6 +190,11 @@ double compute_chunk(worker_state& st, const work_chunk& chunk) {
 void maybe_compute(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   if (st.pushes_pending > 0) return;
+  if (st.paused) {  // nothing in flight: the coordinator may take its checkpoint
+    if (st.pause) st.pause->deliver(true);
+    st.pause.reset();
+    return;
+  }
   if (st.queue.empty()) {
     if (st.exhausted && !st.finished) {
       st.finished = true;
@@ -180,6 +222,35 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   push_round(self, config, !finite);
 }
 
+void send_pull(self_ptr self, const worker_config& config, size_t b, pull_request request,
+               int attempt) {
+  const auto target = self->state.buckets[b];
+  self->request(target, config.request_timeout, pull_atom_v, encode(request))
+      .then(
+          [=](const wire& w) {
+            auto& st = self->state;
+            auto reply = decode<pull_reply>(w);
+            if (!reply) return fail(self, config, std::move(reply.error()));
+            if (!within(st.job->layout.buckets[b], reply->tensors))
+              return fail(self, config,
+                          make_error(errc::shape_mismatch,
+                                     "bucket " + std::to_string(b) + " sent other slices"));
+            scatter(*st.layout, reply->tensors, st.params);
+            if (auto err = fill_rows(st.tables, reply->rows, st.rows))
+              return fail(self, config, "reading rows from bucket " + std::to_string(b), err);
+            st.read_clocks[b] = std::move(reply->clock);
+            if (--st.pulls_pending > 0) return;
+            st.have_params = true;
+            maybe_compute(self, config);
+          },
+          [=](caf::error& err) {
+            if (!bucket_gone(err))
+              return fail(self, config, "pulling bucket " + std::to_string(b), err);
+            find_again(self, config, b, target, attempt + 1, err,
+                       [=] { send_pull(self, config, b, request, attempt + 1); });
+          });
+}
+
 // Pulls every bucket's values and, for models with embedding tables, the rows the chunk at the
 // front of the queue reads.
 void pull_round(self_ptr self, const worker_config& config, uint64_t ahead) {
@@ -192,27 +263,7 @@ void pull_round(self_ptr self, const worker_config& config, uint64_t ahead) {
     pull_request request{plan.bucket, st.job->worker, st.clock + ahead};
     if (!st.tables.empty())
       request.rows = row_requests(st.tables, st.rows, static_cast<uint32_t>(b), buckets);
-    self->request(st.buckets[b], config.request_timeout, pull_atom_v, encode(request))
-        .then(
-            [=](const wire& w) {
-              auto& st = self->state;
-              auto reply = decode<pull_reply>(w);
-              if (!reply) return fail(self, config, std::move(reply.error()));
-              if (!within(st.job->layout.buckets[b], reply->tensors))
-                return fail(self, config,
-                            make_error(errc::shape_mismatch,
-                                       "bucket " + std::to_string(b) + " sent other slices"));
-              scatter(*st.layout, reply->tensors, st.params);
-              if (auto err = fill_rows(st.tables, reply->rows, st.rows))
-                return fail(self, config, "reading rows from bucket " + std::to_string(b), err);
-              st.read_clocks[b] = std::move(reply->clock);
-              if (--st.pulls_pending > 0) return;
-              st.have_params = true;
-              maybe_compute(self, config);
-            },
-            [=](caf::error& err) {
-              fail(self, config, "pulling bucket " + std::to_string(b), err);
-            });
+    send_pull(self, config, b, std::move(request), 0);
   }
 }
 
@@ -291,6 +342,25 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         self->state.stopping = true;
         self->quit(job_outcome(failure));
         return true;
+      },
+      [=](pause_atom) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!sent_by(self, config.coordinator.address()))
+          return make_error(errc::authentication_failed, "only the coordinator pauses a worker");
+        st.paused = true;
+        if (st.pushes_pending == 0) return true;
+        st.pause = self->make_response_promise<bool>();
+        return *st.pause;
+      },
+      [=](resume_atom) {
+        if (!sent_by(self, config.coordinator.address())) return;
+        self->state.paused = false;
+        if (self->state.job) maybe_compute(self, config);
+      },
+      [=](fault_atom) {
+        if (!sent_by(self, config.coordinator.address())) return;
+        config.log.warn("crashing on purpose (fault injection)");
+        self->quit(make_error(errc::injected_fault, config.name));
       },
   };
 }

@@ -2,7 +2,10 @@
 // batches from the coordinator (one chunk in reserve) and for each: pulls every bucket,
 // computes the chunk's averaged gradient, pushes each bucket its slice stamped with the bucket
 // clock it read, and reports the chunk done. With prefetch the next pull is in flight while a
-// chunk computes. When no work is left it says done. Spawn it detached: gradient() runs inside
+// chunk computes. When no work is left it says done. A pull or push that fails because its
+// bucket is gone (restarted, or its server lost) asks the coordinator for the bucket's current
+// handle and is sent again (a push marked as a resend, so it is never applied twice). Spawn it
+// detached: gradient() runs inside
 // its handler and must not hold a CAF scheduler thread.
 #pragma once
 
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
 
 #include "messages/protocol.hpp"
 #include "troupe/layout.hpp"
@@ -56,6 +60,8 @@ struct worker_state {
   double compute_s = 0;            // time spent in gradient() (and the straggler delay)
   std::chrono::steady_clock::time_point started;
   bool stopping = false;
+  bool paused = false;                                     // no new chunk starts (checkpoint)
+  std::optional<caf::typed_response_promise<bool>> pause;  // answered once no push is in flight
 };
 
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,

@@ -34,6 +34,16 @@ CAF_ADD_ATOM(troupe, troupe, which_atom, "which")
 CAF_ADD_ATOM(troupe, troupe, restart_atom, "restart")
 CAF_ADD_ATOM(troupe, troupe, heartbeat_atom, "heartbeat")
 CAF_ADD_ATOM(troupe, troupe, tick_atom, "tick")
+CAF_ADD_ATOM(troupe, troupe, fault_atom, "fault")
+CAF_ADD_ATOM(troupe, troupe, save_atom, "save")
+CAF_ADD_ATOM(troupe, troupe, restore_atom, "restore")
+CAF_ADD_ATOM(troupe, troupe, backup_atom, "backup")
+CAF_ADD_ATOM(troupe, troupe, promote_atom, "promote")
+CAF_ADD_ATOM(troupe, troupe, mirror_atom, "mirror")
+CAF_ADD_ATOM(troupe, troupe, moved_atom, "moved")
+CAF_ADD_ATOM(troupe, troupe, escalate_atom, "escalate")
+CAF_ADD_ATOM(troupe, troupe, pause_atom, "pause")
+CAF_ADD_ATOM(troupe, troupe, resume_atom, "resume")
 
 namespace troupe {
 
@@ -45,24 +55,48 @@ namespace troupe {
 //   push:   push_request -> push_ack, or an errc error (counted as rejected)
 //   stats:  -> bucket_stats
 //   retire: worker rank; a lost worker no longer holds back ssp/bsp (coordinator only)
-//   admit:  a late worker's rank -> the clock it starts at (coordinator only)
+//   admit:  a late (or resumed) worker's rank -> the clock it starts at (coordinator only)
+// Fault tolerance (from the coordinator, or a backup's primary where noted):
+//   fault:   crash on purpose (fault injection): the bucket ends with errc::injected_fault
+//   save:    part index -> (that part of the saved state, number of parts); index 0 saves anew
+//   restore: part index, number of parts, part -> true once the last part is in (or primary)
+//   backup:  a bucket to keep as backup -> true once it holds this bucket's state; from then
+//            on every push is acknowledged only after the backup has it
+//   promote: -> true; a backup becomes a primary
+//   mirror:  pull_request; a backup records what its primary let a worker read (primary only)
 using bucket_actor = caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wire>,
                                       caf::replies_to<push_atom, wire>::with<wire>,
                                       caf::replies_to<stats_atom>::with<wire>,
                                       caf::reacts_to<retire_atom, uint32_t>,
-                                      caf::replies_to<admit_atom, uint32_t>::with<uint64_t>>;
+                                      caf::replies_to<admit_atom, uint32_t>::with<uint64_t>,
+                                      caf::reacts_to<fault_atom>,
+                                      caf::replies_to<save_atom, uint32_t>::with<wire, uint32_t>,
+                                      caf::replies_to<restore_atom, uint32_t, uint32_t, wire>::with<bool>,
+                                      caf::replies_to<backup_atom, caf::actor>::with<bool>,
+                                      caf::replies_to<promote_atom>::with<bool>,
+                                      caf::reacts_to<mirror_atom, wire>>;
 
-// The host of a server node: spawns and owns the buckets the coordinator places on it.
-//   host: bucket_spec -> the new bucket
-//   stop: why the job failed ("" when it finished) -> true, then the server quits
+// The host of a server node: its supervisor spawns and restarts the buckets placed on it.
+//   host:  bucket_spec -> the new bucket
+//   stop:  why the job failed ("" when it finished) -> true, then the server quits
+//   moved: internal, from the node's supervisor: a restarted child's name and new handle
+//   fault: crash on purpose (fault injection, coordinator only)
 using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<bucket_actor>,
-                                      caf::replies_to<stop_atom, std::string>::with<bool>>;
+                                      caf::replies_to<stop_atom, std::string>::with<bool>,
+                                      caf::reacts_to<moved_atom, std::string, caf::actor>,
+                                      caf::reacts_to<fault_atom>>;
 
 // A worker: trains on its shard once started, reporting each epoch to the coordinator.
-//   start: start_job and one handle per bucket, in placement order
-//   stop:  as for servers
+//   start:  start_job and one handle per bucket, in placement order
+//   stop:   as for servers
+//   pause:  -> true once no push is in flight; no new chunk starts until resume (checkpoints)
+//   resume: go on after a pause
+//   fault:  as for servers
 using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vector<bucket_actor>>,
-                                      caf::replies_to<stop_atom, std::string>::with<bool>>;
+                                      caf::replies_to<stop_atom, std::string>::with<bool>,
+                                      caf::replies_to<pause_atom>::with<bool>,
+                                      caf::reacts_to<resume_atom>,
+                                      caf::reacts_to<fault_atom>>;
 
 // The coordinator: membership, placement, the work, evaluation, the report.
 //   join:     join_request and the member's handle -> join_reply
@@ -70,6 +104,11 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vect
 //   progress: progress (a worker finished a chunk)
 //   done:     the rank of a worker that has no work left
 //   heartbeat: heartbeat (a node is alive); tick: internal, the heartbeat check
+//   which:    bucket id, the handle that failed -> the bucket's current primary (held until
+//             it differs from the failed one: after a restart or a promotion)
+//   moved:    bucket id, its new handle (a server's supervisor restarted it)
+//   escalate: a server's supervisor gave up (why); its buckets are lost with the server
+//   fault:    an actor's name ("bucket-3", a worker's or a server's name) -> what was done
 using coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, server_actor>::with<wire>,
                      caf::replies_to<join_atom, wire, worker_actor>::with<wire>,
@@ -77,7 +116,11 @@ using coordinator_actor =
                      caf::reacts_to<progress_atom, wire>,
                      caf::reacts_to<done_atom, uint32_t>,
                      caf::reacts_to<heartbeat_atom, wire>,
-                     caf::reacts_to<tick_atom>>;
+                     caf::reacts_to<tick_atom>,
+                     caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>,
+                     caf::reacts_to<moved_atom, uint32_t, bucket_actor>,
+                     caf::reacts_to<escalate_atom, std::string>,
+                     caf::replies_to<fault_atom, std::string>::with<std::string>>;
 
 // The only actor a node publishes: it hands out the coordinator to peers that prove they know
 // the cluster secret (runtime/include/troupe/auth.hpp).

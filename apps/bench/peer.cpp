@@ -30,14 +30,17 @@ server_actor::behavior_type bucket_host(server_actor::pointer self) {
       [=](host_atom, const wire& w) -> caf::result<bucket_actor> {
         auto spec = decode<bucket_spec>(w);
         if (!spec) return std::move(spec.error());
-        const bucket_actor_config config{self->address(), self->address(),
+        const bucket_actor_config config{self->address(), self->address(), std::chrono::seconds(30),
                                          logger{"bench-bucket", log_level::error}};
-        return self->spawn<caf::linked>(parameter_bucket, std::move(*spec), config);
+        return self->spawn<caf::linked>(parameter_bucket,
+                                        std::make_shared<bucket_store>(std::move(*spec)), config);
       },
       [=](stop_atom, const std::string&) {
         self->quit();
         return true;
       },
+      [](moved_atom, const std::string&, const caf::actor&) {},
+      [=](fault_atom) { self->quit(); },
   };
 }
 

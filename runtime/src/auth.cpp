@@ -31,6 +31,14 @@ std::string_view view(const bytes& b) {
 
 }  // namespace
 
+bytes sha256(const void* data, size_t size) {
+  bytes out(EVP_MAX_MD_SIZE);
+  unsigned length = 0;
+  EVP_Digest(data, size, out.data(), &length, EVP_sha256(), nullptr);
+  out.resize(length);
+  return out;
+}
+
 bytes random_nonce(size_t n) {
   bytes out(n);
   if (RAND_bytes(out.data(), static_cast<int>(n)) != 1) return {};

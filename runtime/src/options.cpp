@@ -57,6 +57,17 @@ const std::vector<app_flag>& common_flags() {
        "500"},
       {"heartbeat-timeout-ms", "MS", "silence after which the coordinator declares a node lost",
        "2000"},
+      {"max-restarts", "N",
+       "restarts a node's supervisor allows within the period; one more "
+       "escalates",
+       "3"},
+      {"restart-period-ms", "MS", "the period of --max-restarts", "10000"},
+      {"replication", "R", "copies of each bucket on different servers (primary-backup: R <= 2)",
+       "1"},
+      {"checkpoint-dir", "DIR", "write checkpoints here (coordinator)", ""},
+      {"checkpoint-every", "N", "batches between checkpoints; 0: one per epoch", "0"},
+      {"checkpoint-keep", "N", "checkpoints kept in --checkpoint-dir", "3"},
+      {"resume", "DIR", "continue from the newest good checkpoint in DIR (coordinator)", ""},
       {"help", "", "print this help", ""},
   };
   return flags;
@@ -204,6 +215,13 @@ caf::error validate(const launch_options& o) {
     return bad("--join-timeout and --request-timeout must be positive");
   if (o.heartbeat_interval.count() <= 0 || o.heartbeat_timeout <= o.heartbeat_interval)
     return bad("--heartbeat-ms must be positive and below --heartbeat-timeout-ms");
+  if (o.restart_period.count() <= 0) return bad("--restart-period-ms must be positive");
+  if (o.replication < 1 || o.replication > 2)
+    return bad("--replication must be 1 or 2 (primary-backup)");
+  if (o.replication > o.servers)
+    return bad(
+        fmt::format("--replication {} needs at least {} servers", o.replication, o.replication));
+  if (o.checkpoint_keep < 2) return bad("--checkpoint-keep must be at least 2");
   const bool listens = o.role == node_role::coordinator || o.role == node_role::server;
   if (listens && !o.insecure && !is_loopback(o.listen.host))
     return bad(
@@ -307,13 +325,20 @@ caf::expected<launch_options> parse_launch_options(
   number("threads", o.threads);
   number("blas-threads", o.blas_threads);
   number("accumulate", o.accumulate);
+  number("max-restarts", o.max_restarts);
+  number("replication", o.replication);
+  number("checkpoint-every", o.checkpoint_every);
+  number("checkpoint-keep", o.checkpoint_keep);
   int64_t join_s = o.join_timeout.count(), request_s = o.request_timeout.count();
   int64_t beat_ms = o.heartbeat_interval.count(), beat_timeout_ms = o.heartbeat_timeout.count();
   number("join-timeout", join_s);
   number("request-timeout", request_s);
   number("heartbeat-ms", beat_ms);
   number("heartbeat-timeout-ms", beat_timeout_ms);
+  int64_t restart_period_ms = o.restart_period.count();
+  number("restart-period-ms", restart_period_ms);
   if (err) return err;
+  o.restart_period = std::chrono::milliseconds{restart_period_ms};
   o.join_timeout = std::chrono::seconds{join_s};
   o.request_timeout = std::chrono::seconds{request_s};
   o.heartbeat_interval = std::chrono::milliseconds{beat_ms};
@@ -322,6 +347,8 @@ caf::expected<launch_options> parse_launch_options(
   if (auto s = get("name")) o.name = *s;
   if (auto s = get("optimizer")) o.optimizer = *s;
   if (auto s = get("report")) o.report = *s;
+  if (auto s = get("checkpoint-dir")) o.checkpoint_dir = *s;
+  if (auto s = get("resume")) o.resume = *s;
   if (auto e = parse_switch("insecure", get("insecure"), o.insecure)) return e;
   if (auto e = parse_switch("help", get("help"), o.help)) return e;
   if (auto e = parse_switch("lr-staleness", get("lr-staleness"), o.lr_staleness)) return e;

@@ -16,6 +16,9 @@ constexpr size_t nonce_bytes = 32;
 
 using bytes = std::vector<uint8_t>;
 
+// SHA-256 of `size` bytes at `data` (checksums of checkpoint parts).
+bytes sha256(const void* data, size_t size);
+
 // Cryptographically random bytes (OpenSSL RAND_bytes); empty if the generator fails.
 bytes random_nonce(size_t n = nonce_bytes);
 

@@ -73,6 +73,13 @@ struct launch_options {
   std::chrono::seconds request_timeout{30};
   std::chrono::milliseconds heartbeat_interval{500};  // how often nodes say they are alive
   std::chrono::milliseconds heartbeat_timeout{2000};  // silence after which a node is lost
+  uint32_t max_restarts = 3;                          // per node supervisor, within the period
+  std::chrono::milliseconds restart_period{10000};
+  uint32_t replication = 1;       // copies of each bucket, on different servers
+  std::string checkpoint_dir;     // where checkpoints go (none: no checkpoints)
+  uint64_t checkpoint_every = 0;  // batches between checkpoints (0 with a dir: once per epoch)
+  uint32_t checkpoint_keep = 3;   // checkpoints kept
+  std::string resume;             // continue from the newest good checkpoint in this directory
   bool help = false;
   std::map<std::string, std::string> app;  // values of the app's own flags
 

@@ -1,0 +1,43 @@
+// Checkpoint files: one file per checkpoint, `ckpt-<step>.troupe` in the checkpoint directory,
+// holding the job's part (job_checkpoint) and every bucket's saved state (bucket_store::save),
+// each part in Cap'n Proto with its own SHA-256. Files are written to a temporary name and
+// renamed, so a crash never leaves a half-written checkpoint under a real name; the newest
+// `keep` are kept. Reading checks every checksum and decodes the job's part; a file that fails
+// is skipped with one clear line, and the next older one is tried. Pure file I/O, no actors;
+// the coordinator calls it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "messages/codec.hpp"
+#include "messages/types.hpp"
+
+namespace troupe {
+
+struct checkpoint {
+  job_checkpoint job;
+  std::vector<std::vector<wire>> buckets;  // [bucket]: its saved parts, spec first
+};
+
+// Writes `c` as the newest checkpoint in `dir` (created if missing); keeps the newest `keep`.
+// Returns the file's path.
+caf::expected<std::string> write_checkpoint(const std::string& dir, const checkpoint& c,
+                                            uint32_t keep);
+
+// Reads one checkpoint file; errc::corrupt_data (with the part that failed) or io_failure.
+caf::expected<checkpoint> read_checkpoint(const std::string& path);
+
+struct loaded_checkpoint {
+  checkpoint data;
+  std::string path;
+  std::vector<std::string> skipped;  // one line per newer file that failed, with why
+};
+
+// The newest checkpoint in `dir` that reads back whole; errc::io_failure when there is none.
+caf::expected<loaded_checkpoint> read_newest_checkpoint(const std::string& dir);
+
+}  // namespace troupe
