@@ -76,7 +76,11 @@ void fail(self_ptr self, const coordinator_config& config, std::string why) {
 
 void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why) {
   const double at = st.phase == job_phase::training ? seconds_since(st.started) : 0.0;
-  st.report.losses.push_back(loss_event{m.name, kind, st.resumed_wall_s + at, why});
+  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  st.report.losses.push_back(
+      loss_event{m.name, kind, st.resumed_wall_s + at, static_cast<uint64_t>(unix_ms), why});
 }
 
 // Once no worker is active (every one finished or was lost), batches handed back by lost
@@ -299,6 +303,7 @@ void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t
 void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
   auto& st = self->state;
   st.evaluating = true;
+  const uint64_t round = ++st.evaluation_round;
   auto input = std::make_shared<eval_input>();
   input->params.assign(st.layout->total, 0.0f);
   input->figures = epoch + 1 == config.opts.epochs;
@@ -317,7 +322,7 @@ void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
         .then(
             [=](const wire& w) {
               auto& st = self->state;
-              if (st.phase != job_phase::training) return;
+              if (st.phase != job_phase::training || st.evaluation_round != round) return;
               auto reply = decode<pull_reply>(w);
               if (!reply || !matches(st.plan.buckets[b], reply->tensors) ||
                   fill_rows(tables, reply->rows, input->rows))
@@ -327,13 +332,17 @@ void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
               self->request(st.evaluator, config.opts.request_timeout * 10, eval_atom_v,
                             std::shared_ptr<const eval_input>{input})
                   .then(
-                      [=](const eval_output& out) { record_evaluation(self, config, epoch, out); },
+                      [=](const eval_output& out) {
+                        if (self->state.evaluation_round == round)
+                          record_evaluation(self, config, epoch, out);
+                      },
                       [=](caf::error& err) {
                         fail(self, config, "evaluation failed: " + describe(err));
                       });
             },
             [=](caf::error& err) {
               auto& st = self->state;
+              if (st.evaluation_round != round) return;
               if (err.category() == error_category)
                 return fail(self, config, fmt::format("pulling bucket {}: {}", b, describe(err)));
               // The bucket is gone for now (restarting, or its backup is taking over): the

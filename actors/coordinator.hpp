@@ -86,6 +86,7 @@ struct coordinator_state {
   heartbeat_monitor beats;                             // when each remote node was last heard from
   uint32_t evaluated = 0;                              // epochs evaluated so far
   bool evaluating = false;
+  uint64_t evaluation_round = 0;  // a server loss starts a new one: older replies are dropped
   evaluator_actor evaluator;
   job_report report;
   std::chrono::steady_clock::time_point started;

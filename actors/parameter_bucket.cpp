@@ -70,13 +70,25 @@ caf::result<wire> on_pull(self_ptr self, const wire& w) {
   return promise;
 }
 
-// A backup that fails is dropped: the primary goes on alone (the coordinator makes a new one).
+void deliver(awaiting_backup& a) {
+  if (a.reply)
+    a.promise.deliver(std::move(*a.reply));
+  else
+    a.promise.deliver(std::move(a.reply.error()));
+}
+
+// A backup that fails is dropped: the primary goes on alone (the coordinator makes a new
+// one), and every push waiting for it is acknowledged now. (A request to a lost node gets no
+// answer in CAF 0.17, only a timeout: the monitor's down message is what comes at once.)
 void drop_backup(self_ptr self, const bucket_actor_config& config, const caf::error& why) {
   auto& st = self->state;
   if (!st.backup) return;
   config.log.warn("bucket {} lost its backup ({}); going on without one", st.store->id(),
                   describe(why));
+  self->demonitor(st.backup->address());
   st.backup.reset();
+  for (auto& [seq, a] : st.awaiting) deliver(a);
+  st.awaiting.clear();
 }
 
 caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_config& config) {
@@ -96,23 +108,26 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
     return encode(*ack);
   }
   // Acknowledged once the backup has it too (a refusal only once the backup counted it).
+  const uint64_t seq = ++st.forwarded;
   auto promise = self->make_response_promise<wire>();
-  caf::expected<wire> reply =
-      ack ? caf::expected<wire>{encode(*ack)} : caf::expected<wire>{std::move(ack.error())};
-  auto deliver = [promise, reply]() mutable {
-    if (reply)
-      promise.deliver(std::move(*reply));
-    else
-      promise.deliver(std::move(reply.error()));
-  };
+  st.awaiting.emplace(seq,
+                      awaiting_backup{promise, ack ? caf::expected<wire>{encode(*ack)}
+                                                   : caf::expected<wire>{std::move(ack.error())}});
   const auto backup = *st.backup;
+  auto answered = [=] {
+    auto& st = self->state;
+    if (auto it = st.awaiting.find(seq); it != st.awaiting.end()) {
+      deliver(it->second);
+      st.awaiting.erase(it);
+    }
+  };
   self->request(backup, config.request_timeout, push_atom_v, w)
-      .then([deliver](const wire&) mutable { deliver(); },
-            [=](caf::error& err) mutable {
+      .then([=](const wire&) { answered(); },
+            [=](caf::error& err) {
               // The backup refusing a push this bucket refused is agreement, not failure.
               if (err.category() != error_category && self->state.backup == backup)
                 drop_backup(self, config, err);
-              deliver();
+              answered();
             });
   return promise;
 }
@@ -145,7 +160,10 @@ caf::result<bool> on_restore(self_ptr self, const bucket_actor_config& config, u
 caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, caf::actor target) {
   auto& st = self->state;
   auto backup = caf::actor_cast<bucket_actor>(target);
-  if (!backup) return make_error(errc::malformed_message, "no backup given");
+  if (!backup) {  // the coordinator found the backup's server lost
+    drop_backup(self, config, make_error(errc::job_failed, "its server was lost"));
+    return true;
+  }
   const auto parts = st.store->save();
   const auto total = static_cast<uint32_t>(parts.size());
   auto promise = self->make_response_promise<bool>();
@@ -161,7 +179,9 @@ caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, ca
               if (*pending != 0) promise.deliver(std::move(err));
               *pending = 0;
             });
+  if (st.backup) self->demonitor(st.backup->address());
   st.backup = backup;  // messages from here on arrive after the state
+  self->monitor(backup);
   return promise;
 }
 
@@ -178,6 +198,10 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
   accept_exits_only_from(self, config.supervisor, config.log);
   self->state.store = std::move(store);
   size_limits(self->state);
+  self->set_down_handler([=](caf::down_msg& msg) {
+    const auto& backup = self->state.backup;
+    if (backup && msg.source == backup->address()) drop_backup(self, config, msg.reason);
+  });
   auto refuse = [config](const char* what) {
     config.log.warn("ignored {} that is not from the coordinator", what);
   };

@@ -11,6 +11,7 @@
 // workers, save and restore state, set backups, promote, and inject faults.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -29,15 +30,23 @@ struct held_pull {
   pull_request request;
 };
 
+// A push acknowledgement that waits for the backup to have the push too.
+struct awaiting_backup {
+  caf::typed_response_promise<wire> promise;
+  caf::expected<wire> reply;  // what this bucket answers: the ack, or why it refused
+};
+
 struct bucket_actor_state {
   static inline const char* name = "troupe.bucket";
   std::shared_ptr<bucket_store> store;
   codec_limits limits;
   std::vector<held_pull> held;
-  std::optional<bucket_actor> backup;  // a primary's backup
-  caf::actor_addr primary;             // a backup's primary (the sender of its state)
-  std::vector<wire> incoming;          // state parts received so far (restore)
-  std::vector<wire> saved;             // state parts being handed out (save)
+  std::optional<bucket_actor> backup;            // a primary's backup (monitored)
+  std::map<uint64_t, awaiting_backup> awaiting;  // forwarded pushes by sequence number
+  uint64_t forwarded = 0;
+  caf::actor_addr primary;     // a backup's primary (the sender of its state)
+  std::vector<wire> incoming;  // state parts received so far (restore)
+  std::vector<wire> saved;     // state parts being handed out (save)
 };
 
 struct bucket_actor_config {

@@ -244,6 +244,9 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
                                                       "checkpoint)"));
   config.log.warn("{}; its buckets' backups take over", what);
   st.lost_at = std::chrono::steady_clock::now();
+  // An evaluation pulling from the lost server would wait for its timeout: start it again.
+  ++st.evaluation_round;
+  st.evaluating = false;
   for (uint32_t b = 0; b < st.homes.size(); ++b) {
     auto& home = st.homes[b];
     if (home.primary_server == s) {
@@ -251,7 +254,12 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
         return fail(self, config, fmt::format("{}; bucket {} had no live backup", what, b));
       promote(self, config, b);
     } else if (home.backup && home.backup_server == s) {
+      // The primary may not hear of the loss itself (CAF 0.17 routes between servers through
+      // this node and tells nobody when a route breaks): pushes waiting for the lost backup
+      // are acknowledged once it is dropped.
       home.backup.reset();
+      self->request(st.buckets[b], config.opts.request_timeout, backup_atom_v, caf::actor{})
+          .then([](bool) {}, [](caf::error&) {});
       add_backup(self, config, b, [] {});
     }
   }

@@ -108,6 +108,7 @@ void find_again(self_ptr self, const worker_config& config, size_t b, const buck
                 failed)
       .then(
           [=](bucket_actor& now) {
+            self->monitor(now);
             self->state.buckets[b] = std::move(now);
             retry();
           },
@@ -119,20 +120,40 @@ bool bucket_gone(const caf::error& err) {
   return err.category() != error_category;
 }
 
+// Records request `op` to bucket b as in flight; `lost` runs if its bucket goes first.
+uint64_t track(self_ptr self, std::vector<in_flight>& ops, size_t b, const bucket_actor& target,
+               std::function<void(const caf::error&)> lost) {
+  const uint64_t id = ++self->state.requests;
+  ops[b] = in_flight{id, target, std::move(lost)};
+  return id;
+}
+
+// True (and the entry cleared) when request `id` is still the one in flight for bucket b.
+bool settle(std::vector<in_flight>& ops, size_t b, uint64_t id) {
+  if (ops[b].id != id) return false;
+  ops[b] = in_flight{};
+  return true;
+}
+
 void send_push(self_ptr self, const worker_config& config, size_t b,
                std::shared_ptr<push_request> push, int attempt) {
-  const auto target = self->state.buckets[b];
+  auto& st = self->state;
+  const auto target = st.buckets[b];
+  auto lost = [=](const caf::error& err) {
+    push->resend = true;  // it may have landed before the bucket went
+    find_again(self, config, b, target, attempt + 1, err,
+               [=] { send_push(self, config, b, push, attempt + 1); });
+  };
+  const uint64_t id = track(self, st.pushes, b, target, lost);
   self->request(target, config.request_timeout, push_atom_v, encode(*push))
       .then(
           [=](const wire&) {
+            if (!settle(self->state.pushes, b, id)) return;
             if (--self->state.pushes_pending == 0) pushed(self, config);
           },
           [=](caf::error& err) {
-            if (bucket_gone(err)) {
-              push->resend = true;  // it may have landed before the bucket went
-              return find_again(self, config, b, target, attempt + 1, err,
-                                [=] { send_push(self, config, b, push, attempt + 1); });
-            }
+            if (!settle(self->state.pushes, b, id)) return;
+            if (bucket_gone(err)) return lost(err);
             // A refused push loses one gradient, not the job.
             config.log.warn("bucket {} refused our push: {}", b, describe(err));
             if (--self->state.pushes_pending == 0) pushed(self, config);
@@ -224,11 +245,18 @@ void maybe_compute(self_ptr self, const worker_config& config) {
 
 void send_pull(self_ptr self, const worker_config& config, size_t b, pull_request request,
                int attempt) {
-  const auto target = self->state.buckets[b];
+  auto& st = self->state;
+  const auto target = st.buckets[b];
+  auto lost = [=](const caf::error& err) {
+    find_again(self, config, b, target, attempt + 1, err,
+               [=] { send_pull(self, config, b, request, attempt + 1); });
+  };
+  const uint64_t id = track(self, st.pulls, b, target, lost);
   self->request(target, config.request_timeout, pull_atom_v, encode(request))
       .then(
           [=](const wire& w) {
             auto& st = self->state;
+            if (!settle(st.pulls, b, id)) return;
             auto reply = decode<pull_reply>(w);
             if (!reply) return fail(self, config, std::move(reply.error()));
             if (!within(st.job->layout.buckets[b], reply->tensors))
@@ -244,11 +272,23 @@ void send_pull(self_ptr self, const worker_config& config, size_t b, pull_reques
             maybe_compute(self, config);
           },
           [=](caf::error& err) {
+            if (!settle(self->state.pulls, b, id)) return;
             if (!bucket_gone(err))
               return fail(self, config, "pulling bucket " + std::to_string(b), err);
-            find_again(self, config, b, target, attempt + 1, err,
-                       [=] { send_pull(self, config, b, request, attempt + 1); });
+            lost(err);
           });
+}
+
+// A bucket's actor is gone (its node lost, or it crashed): requests in flight to it go again.
+void on_bucket_down(self_ptr self, const caf::down_msg& msg) {
+  auto& st = self->state;
+  for (auto* ops : {&st.pulls, &st.pushes})
+    for (auto& op : *ops)
+      if (op.id != 0 && op.target.address() == msg.source) {
+        auto lost = std::move(op.lost);
+        op = in_flight{};
+        lost(msg.reason);
+      }
 }
 
 // Pulls every bucket's values and, for models with embedding tables, the rows the chunk at the
@@ -300,6 +340,9 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   st.read_clocks.assign(buckets.size(), vector_clock{});
   st.replica = std::move(*replica);
   st.buckets = std::move(buckets);
+  st.pulls.assign(st.buckets.size(), in_flight{});
+  st.pushes.assign(st.buckets.size(), in_flight{});
+  for (const auto& bucket : st.buckets) self->monitor(bucket);
   connect_servers(self, config, *job);
   st.job = std::move(*job);
   st.clock = st.job->clock;
@@ -321,7 +364,8 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
   accept_exits_only_from(self, config.supervisor, config.log);
   self->monitor(config.coordinator);
   self->set_down_handler([=](caf::down_msg& msg) {
-    if (msg.source != config.coordinator.address() || self->state.stopping) return;
+    if (self->state.stopping) return;
+    if (msg.source != config.coordinator.address()) return on_bucket_down(self, msg);
     fail(self, config, make_error(errc::job_failed, "lost the coordinator"));
   });
   const join_request request{role::worker, config.name, static_cast<uint32_t>(::getpid())};

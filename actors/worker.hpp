@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -32,6 +33,14 @@ struct worker_config {
   std::chrono::seconds request_timeout{30};
   caf::actor_addr supervisor;
   logger log;
+};
+
+// A pull or push on its way to a bucket. If the bucket's node is lost, CAF 0.17 answers the
+// request with nothing but a timeout: the monitor's down message retries it at once instead.
+struct in_flight {
+  uint64_t id = 0;  // 0: none
+  bucket_actor target;
+  std::function<void(const caf::error&)> lost;  // sends it again elsewhere
 };
 
 struct worker_state {
@@ -62,6 +71,8 @@ struct worker_state {
   bool stopping = false;
   bool paused = false;                                     // no new chunk starts (checkpoint)
   std::optional<caf::typed_response_promise<bool>> pause;  // answered once no push is in flight
+  std::vector<in_flight> pulls, pushes;                    // per bucket
+  uint64_t requests = 0;                                   // ids of in_flight entries
 };
 
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,

@@ -61,7 +61,8 @@ namespace troupe {
 //   save:    part index -> (that part of the saved state, number of parts); index 0 saves anew
 //   restore: part index, number of parts, part -> true once the last part is in (or primary)
 //   backup:  a bucket to keep as backup -> true once it holds this bucket's state; from then
-//            on every push is acknowledged only after the backup has it
+//            on every push is acknowledged only after the backup has it. An invalid handle
+//            drops the backup (its server was lost: requests to it would only time out)
 //   promote: -> true; a backup becomes a primary
 //   mirror:  pull_request; a backup records what its primary let a worker read (primary only)
 using bucket_actor = caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wire>,

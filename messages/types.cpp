@@ -77,10 +77,10 @@ std::string to_json(const job_report& r) {
   if (!r.failure.empty()) out += fmt::format("  \"failure\": {},\n", json_string(r.failure));
   out += "  \"losses\": [";
   for (size_t i = 0; i < r.losses.size(); ++i)
-    out +=
-        fmt::format("{}{{\"name\": {}, \"role\": {}, \"at_s\": {}, \"reason\": {}}}", i ? ", " : "",
-                    json_string(r.losses[i].name), json_string(to_string(r.losses[i].kind)),
-                    json_number(r.losses[i].at_s), json_string(r.losses[i].reason));
+    out += fmt::format(
+        "{}{{\"name\": {}, \"role\": {}, \"at_s\": {}, \"at_unix_ms\": {}, \"reason\": {}}}",
+        i ? ", " : "", json_string(r.losses[i].name), json_string(to_string(r.losses[i].kind)),
+        json_number(r.losses[i].at_s), r.losses[i].at_unix_ms, json_string(r.losses[i].reason));
   out += "],\n";
   out += "  \"workers_lost\": [";
   for (size_t i = 0; i < r.workers_lost.size(); ++i)

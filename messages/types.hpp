@@ -305,6 +305,7 @@ struct loss_event {
   std::string name;
   role kind = role::worker;
   double at_s = 0;
+  uint64_t at_unix_ms = 0;  // the same moment by the wall clock
   std::string reason;
 };
 

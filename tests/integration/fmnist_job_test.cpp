@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "tests/integration/child_process.hpp"
+#include "tests/integration/fmnist_cluster.hpp"
 
 using namespace troupe::testing;
 namespace fs = std::filesystem;
@@ -18,16 +18,8 @@ const std::vector<std::string> subset = {"--train-limit", "6000", "--test-limit"
                                          "--epochs",      "2",    "--blas-threads", "1",
                                          "--log-level",   "warn"};
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("troupe-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
 std::vector<std::string> command(std::vector<std::string> head) {
-  head.insert(head.begin(), binary);
-  head.insert(head.end(), subset.begin(), subset.end());
-  return head;
+  return fmnist_command(std::move(head), subset);
 }
 
 void check_report(const std::string& path, double min_accuracy) {
@@ -133,32 +125,14 @@ BOOST_AUTO_TEST_CASE(five_processes_train_and_a_wrong_secret_is_refused) {
   check_report(report.string(), 0.70);
 }
 
-// A coordinator, two servers and two workers on loopback, for the fault tests below.
-struct small_cluster {
-  std::string address = "127.0.0.1:" + std::to_string(free_port());
-  fs::path report = scratch("cluster-" + address.substr(10) + ".json");
-  std::vector<std::string> env = {"TROUPE_SECRET=s"};
-  std::unique_ptr<child_process> coordinator;
-  std::vector<std::unique_ptr<child_process>> servers, workers;
+// A coordinator, two servers and two workers on the subset, for the fault tests below.
+struct small_cluster : fmnist_cluster {
+  explicit small_cluster(const std::string& epochs) : fmnist_cluster(with_epochs(epochs)) {}
 
-  explicit small_cluster(const std::string& epochs) {
-    auto with_epochs = [&](std::vector<std::string> args) {
-      args = command(std::move(args));
-      args.insert(args.end(), {"--epochs", epochs});  // the later flag wins
-      return args;
-    };
-    coordinator = std::make_unique<child_process>(
-        with_epochs({"--role", "coordinator", "--listen", address, "--report", report.string()}),
-        scratch("c-" + address.substr(10) + ".log").string(), env);
-    for (int i = 0; i < 2; ++i) {
-      const std::string n = std::to_string(i) + "-" + address.substr(10);
-      servers.push_back(std::make_unique<child_process>(
-          with_epochs({"--role", "server", "--coordinator", address}),
-          scratch("s" + n + ".log").string(), env));
-      workers.push_back(std::make_unique<child_process>(
-          with_epochs({"--role", "worker", "--coordinator", address, "--name", "worker-" + n}),
-          scratch("w" + n + ".log").string(), env));
-    }
+  static std::vector<std::string> with_epochs(const std::string& epochs) {
+    auto flags = subset;
+    flags.insert(flags.end(), {"--epochs", epochs});
+    return flags;
   }
 };
 

@@ -1,0 +1,241 @@
+// Fault tolerance with real processes (troupe-fmnist on all of Fashion-MNIST, 3 epochs, on
+// loopback): kill -9 of a worker, kill -9 of a server with --replication 2 (promotion, no
+// update lost), buckets crashed on purpose until their node's supervisor gives up (restarts
+// with state intact, escalation), and checkpoints: every process killed, --resume, and a
+// damaged newest checkpoint. Each test starts every process it needs and kills what is left.
+#define BOOST_TEST_MODULE fault
+#include <boost/test/unit_test.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <fstream>
+
+#include "tests/integration/fmnist_cluster.hpp"
+#include "troupe/error.hpp"
+#include "troupe/node.hpp"
+
+using namespace troupe;
+using namespace troupe::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::string> full = {"--epochs", "3",           "--blas-threads",
+                                       "1",        "--log-level", "info"};
+constexpr auto job_time = std::chrono::seconds(300);
+
+std::vector<std::string> with(std::vector<std::string> extra) {
+  extra.insert(extra.begin(), full.begin(), full.end());
+  return extra;
+}
+
+uint64_t unix_ms() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// Waits for the coordinator to end with 0 and returns the report.
+std::string finished_report(fmnist_cluster& cluster) {
+  const auto code = cluster.coordinator->wait(job_time);
+  BOOST_TEST_INFO("coordinator: " << cluster.coordinator->output());
+  BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
+  return read_file(cluster.report.string());
+}
+
+// An operator's connection to a running job, as the console makes it.
+struct operator_client {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<caf::scoped_actor> self;
+  coordinator_actor coordinator;
+
+  explicit operator_client(const fmnist_cluster& cluster) {
+    launch_options opts;
+    opts.threads = 1;
+    configure_actor_system(cfg, opts);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    self = std::make_unique<caf::scoped_actor>(*sys);
+    opts.coordinator = *parse_host_port(cluster.address);
+    opts.secret = cluster.secret();
+    auto joined = join_cluster(*sys, opts, role::console, "test-operator",
+                               logger{"operator", log_level::error});
+    if (joined) coordinator = *joined;
+  }
+
+  std::string inject_fault(const std::string& actor) {
+    std::string out;
+    (*self)
+        ->request(coordinator, std::chrono::seconds(10), fault_atom_v, actor)
+        .receive([&](std::string& done) { out = std::move(done); },
+                 [&](caf::error& err) { out = "error: " + describe(err); });
+    return out;
+  }
+
+  // The current handle of a bucket other than `old`, once the coordinator has one.
+  bucket_actor bucket(uint32_t id, const bucket_actor& old = {}) {
+    bucket_actor out;
+    (*self)
+        ->request(coordinator, std::chrono::seconds(20), which_atom_v, id, old)
+        .receive([&](bucket_actor& now) { out = std::move(now); }, [](caf::error&) {});
+    return out;
+  }
+
+  bucket_stats stats(const bucket_actor& bucket) {
+    bucket_stats out;
+    (*self)
+        ->request(bucket, std::chrono::seconds(10), stats_atom_v)
+        .receive(
+            [&](const wire& w) {
+              if (auto s = decode<bucket_stats>(w)) out = std::move(*s);
+            },
+            [](caf::error&) {});
+    return out;
+  }
+};
+
+// The checkpoint files in `dir`, oldest first, and the step in a file's name.
+std::vector<fs::path> checkpoint_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".troupe") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+uint64_t step_of(const fs::path& file) {
+  return std::stoull(file.stem().string().substr(5));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(kill_9_of_a_worker_halfway_the_job_completes_and_reports_it) {
+  fmnist_cluster cluster{full};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", job_time));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // about halfway
+  cluster.workers[1]->kill();
+  const std::string report = finished_report(cluster);
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+  BOOST_TEST(report.find("\"workers_lost\": [\"worker-1-") != std::string::npos);
+  BOOST_TEST(report.find("\"role\": \"worker\", \"at_s\": ") != std::string::npos);
+  BOOST_TEST(cluster.workers[0]->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(kill_9_of_a_replicated_server_loses_no_update) {
+  fmnist_cluster cluster{with({"--replication", "2"}), 3};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", job_time));
+  const uint64_t killed_at = unix_ms();
+  cluster.servers[1]->kill();
+  const std::string report = finished_report(cluster);
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+  BOOST_TEST(json_number(report, "updates_lost").value_or(-1) == 0);
+  // Every push of every step was applied exactly once, through the promotion.
+  const double steps = json_number(report, "steps").value_or(0);
+  BOOST_TEST(json_number(report, "updates_applied").value_or(0) == 4 * steps);
+  // From the kill to every bucket served again: detection plus promotion.
+  const double recovery = json_number(report, "recovery_s").value_or(99);
+  const double detected_at = json_number(report, "at_unix_ms").value_or(0);
+  BOOST_TEST(recovery < 3.0);
+  BOOST_TEST((detected_at - double(killed_at)) / 1000.0 + recovery < 3.0);
+  for (auto* node : {cluster.servers[0].get(), cluster.servers[2].get(), cluster.workers[0].get(),
+                     cluster.workers[1].get()})
+    BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(crashed_buckets_restart_with_their_state_until_the_supervisor_escalates) {
+  fmnist_cluster cluster{with({"--replication", "2", "--restart-period-ms", "120000"}), 3};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("training:", job_time));
+  operator_client op{cluster};
+  BOOST_TEST_REQUIRE(static_cast<bool>(op.coordinator));
+  auto bucket = op.bucket(0);
+  BOOST_TEST_REQUIRE(static_cast<bool>(bucket));
+  for (int crash = 1; crash <= 3; ++crash) {
+    const uint64_t before = op.stats(bucket).version;
+    BOOST_TEST(op.inject_fault("bucket-0").find("crashed bucket-0") == 0u);
+    auto restarted = op.bucket(0, bucket);
+    BOOST_TEST_REQUIRE(static_cast<bool>(restarted));
+    BOOST_TEST((restarted.address() != bucket.address()));
+    // The restarted actor kept the store: its update count went on from where it was.
+    BOOST_TEST(op.stats(restarted).version >= before);
+    bucket = restarted;
+  }
+  // The fourth crash within the period is one too many: the node's supervisor gives up, its
+  // server goes, and the backups of its buckets take over.
+  BOOST_TEST(op.inject_fault("bucket-0").find("crashed bucket-0") == 0u);
+  BOOST_TEST(op.inject_fault("no-such-actor").find("error: bad_configuration") == 0u);
+  const std::string report = finished_report(cluster);
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(json_number(report, "restarts").value_or(0) == 3);
+  BOOST_TEST(json_number(report, "escalations").value_or(0) == 1);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+  BOOST_TEST(report.find("\"role\": \"server\"") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_job_resumes_from_its_checkpoint_and_skips_a_damaged_one) {
+  const fs::path dir = scratch("checkpoints");
+  fs::remove_all(dir);
+  const auto flags =
+      with({"--checkpoint-every", "400", "--checkpoint-dir", dir.string(), "--resume", ""});
+  uint64_t newest = 0;
+  {
+    fmnist_cluster first{flags};
+    // Two checkpoints, then every process of the job is killed.
+    BOOST_TEST_REQUIRE(first.coordinator->wait_for_output("checkpoint at step", job_time));
+    auto second = [&] {
+      const auto text = first.coordinator->output();
+      return text.find("checkpoint at step", text.find("checkpoint at step") + 1);
+    };
+    for (int i = 0; i < 600 && second() == std::string::npos; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    BOOST_TEST_REQUIRE(second() != std::string::npos);
+    for (auto* p : {first.coordinator.get(), first.servers[0].get(), first.servers[1].get(),
+                    first.workers[0].get(), first.workers[1].get()})
+      p->kill();
+  }
+  auto files = checkpoint_files(dir);
+  BOOST_TEST_REQUIRE(files.size() >= 2u);
+  newest = step_of(files.back());
+
+  auto resume_flags = flags;
+  resume_flags.back() = dir.string();  // --resume DIR
+  {
+    fmnist_cluster resumed{resume_flags};
+    const std::string report = finished_report(resumed);
+    BOOST_TEST_INFO("report: " << report);
+    BOOST_TEST(json_number(report, "resumed_from_step").value_or(0) == double(newest));
+    BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+  }
+  // The resumed job wrote checkpoints of its own. Flip one byte in the middle of the newest:
+  // the one before it is used.
+  files = checkpoint_files(dir);
+  BOOST_TEST_REQUIRE(files.size() >= 2u);
+  const uint64_t older = step_of(files[files.size() - 2]);
+  {
+    std::fstream f(files.back(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const auto middle = f.tellg() / 2;
+    f.seekg(middle);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    f.seekp(middle);
+    f.write(&c, 1);
+  }
+  const fs::path report = scratch("resumed-again.json");
+  child_process job(fmnist_command({"--resume", dir.string(), "--report", report.string()}, full),
+                    scratch("resumed-again.log").string());
+  const auto code = job.wait(job_time);
+  BOOST_TEST_INFO("output: " << job.output());
+  BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
+  const std::string damaged = files.back().filename().string();
+  BOOST_TEST(job.output().find("skipping a damaged checkpoint: corrupt_data: " + damaged) !=
+             std::string::npos);
+  BOOST_TEST(job.output().find("checksum mismatch") != std::string::npos);
+  const std::string text = read_file(report.string());
+  BOOST_TEST_INFO("report: " << text);
+  BOOST_TEST(json_number(text, "resumed_from_step").value_or(0) == double(older));
+  BOOST_TEST(json_number(text, "test_accuracy").value_or(0) >= 0.84);
+}

@@ -1,0 +1,65 @@
+// Test helper: troupe-fmnist jobs as real processes on loopback. `scratch` gives each test's
+// files a directory of their own; `fmnist_command` adds the binary and the flags every test
+// shares; `fmnist_cluster` starts a coordinator, servers and workers with extra flags (the
+// destructors of child_process kill whatever is left). For tests only.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/integration/child_process.hpp"
+
+namespace troupe::testing {
+
+inline std::filesystem::path scratch(const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("troupe-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+// The binary, `head`, then `tail` (later flags win).
+inline std::vector<std::string> fmnist_command(std::vector<std::string> head,
+                                               const std::vector<std::string>& tail) {
+  head.insert(head.begin(), TROUPE_FMNIST_BIN);
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
+struct fmnist_cluster {
+  std::string address = "127.0.0.1:" + std::to_string(free_port());
+  std::string tag = address.substr(10);
+  std::filesystem::path report = scratch("cluster-" + tag + ".json");
+  std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
+  std::unique_ptr<child_process> coordinator;
+  std::vector<std::unique_ptr<child_process>> servers, workers;
+
+  // `flags` go to every process; `coordinator_flags` to the coordinator only.
+  fmnist_cluster(const std::vector<std::string>& flags, uint32_t server_count = 2,
+                 uint32_t worker_count = 2, std::vector<std::string> coordinator_flags = {}) {
+    coordinator_flags.insert(
+        coordinator_flags.end(),
+        {"--role", "coordinator", "--listen", address, "--servers", std::to_string(server_count),
+         "--workers", std::to_string(worker_count), "--report", report.string()});
+    coordinator = std::make_unique<child_process>(fmnist_command(coordinator_flags, flags),
+                                                  scratch("c-" + tag + ".log").string(), env);
+    for (uint32_t i = 0; i < server_count; ++i)
+      servers.push_back(std::make_unique<child_process>(
+          fmnist_command({"--role", "server", "--coordinator", address, "--name",
+                          "server-" + std::to_string(i) + "-" + tag},
+                         flags),
+          scratch("s" + std::to_string(i) + "-" + tag + ".log").string(), env));
+    for (uint32_t i = 0; i < worker_count; ++i)
+      workers.push_back(std::make_unique<child_process>(
+          fmnist_command({"--role", "worker", "--coordinator", address, "--name",
+                          "worker-" + std::to_string(i) + "-" + tag},
+                         flags),
+          scratch("w" + std::to_string(i) + "-" + tag + ".log").string(), env));
+  }
+
+  std::string secret() const { return env[0].substr(env[0].find('=') + 1); }
+};
+
+}  // namespace troupe::testing
