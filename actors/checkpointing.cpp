@@ -35,6 +35,9 @@ void write_out(self_ptr self, const coordinator_config& config, std::shared_ptr<
   auto path = write_checkpoint(config.opts.checkpoint_dir, *c, config.opts.checkpoint_keep);
   if (path) {
     ++st.report.checkpoints;
+    st.chunks_at_step[job.step] = st.chunks_done;
+    while (st.chunks_at_step.size() > config.opts.checkpoint_keep + 1u)
+      st.chunks_at_step.erase(st.chunks_at_step.begin());
     config.log.info("checkpoint at step {}: {} ({:.2f} s to write)", job.step, *path,
                     seconds_since(began));
   } else {

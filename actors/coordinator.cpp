@@ -378,6 +378,7 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
   m.compute_s = report->compute_s;
   m.wall_s = report->wall_s;
   maybe_evaluate(self, config);
+  ++st.chunks_done;
   count_for_checkpoint(self, config, report->chunk.count);
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -77,6 +78,8 @@ struct coordinator_state {
   std::chrono::steady_clock::time_point lost_at;  // when the last server was lost
   std::optional<checkpoint> resume_from;          // --resume: the checkpoint to start from
   uint64_t since_checkpoint = 0;                  // batches finished since the last one
+  uint64_t chunks_done = 0;                       // chunks finished: pushes acked per bucket
+  std::map<uint64_t, uint64_t> chunks_at_step;    // chunks_done when each checkpoint was taken
   bool checkpointing = false;
   double resumed_wall_s = 0;       // training time before the checkpoint resumed from
   std::optional<work_plan> work;   // which batches are handed out, done, or to be redone

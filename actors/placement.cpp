@@ -168,6 +168,21 @@ void set_primary(self_ptr self, uint32_t b, bucket_actor handle, uint32_t s) {
   st.homes[b].waiting.clear();
 }
 
+// Bucket b has a live primary again after a server loss.
+void served_again(self_ptr self, const coordinator_config& config, uint32_t b) {
+  auto& st = self->state;
+  st.homes[b].recovering = false;
+  // Retirements the old primary may not have passed on reach the new one.
+  for (uint32_t r = 0; r < st.worker_members.size(); ++r)
+    if (st.worker_members[r].lost || st.worker_members[r].done)
+      self->send(st.buckets[b], retire_atom_v, r);
+  const double took = seconds_since(st.lost_at);
+  st.report.recovery_s = std::max(st.report.recovery_s, took);
+  if (--st.recovering == 0)
+    config.log.info("every bucket is served again, {:.2f} s after the loss", took);
+  maybe_evaluate(self, config);
+}
+
 // The backup of bucket b becomes its primary; a new backup is made on another live server.
 void promote(self_ptr self, const coordinator_config& config, uint32_t b) {
   auto& st = self->state;
@@ -180,24 +195,63 @@ void promote(self_ptr self, const coordinator_config& config, uint32_t b) {
   self->request(backup, config.opts.request_timeout, promote_atom_v)
       .then(
           [=](bool) {
-            auto& st = self->state;
             set_primary(self, b, backup, server);
-            st.homes[b].recovering = false;
-            // Retirements the old primary may not have passed on reach the new one.
-            for (uint32_t r = 0; r < st.worker_members.size(); ++r)
-              if (st.worker_members[r].lost || st.worker_members[r].done)
-                self->send(st.buckets[b], retire_atom_v, r);
-            const double took = seconds_since(st.lost_at);
-            st.report.recovery_s = std::max(st.report.recovery_s, took);
-            if (--st.recovering == 0)
-              config.log.info("every bucket is served again, {:.2f} s after the loss", took);
+            served_again(self, config, b);
             add_backup(self, config, b, [] {});
-            maybe_evaluate(self, config);
           },
           [=](caf::error& err) {
             fail(self, config,
                  fmt::format("promoting the backup of bucket {}: {}", b, describe(err)));
           });
+}
+
+// Without a backup, server s's buckets come back from the newest good checkpoint on live
+// servers; the pushes acknowledged since then are lost and counted. Async only: under ssp and
+// bsp the restored clocks would hold the workers back forever.
+void restore_from_checkpoint(self_ptr self, const coordinator_config& config, size_t s,
+                             const std::string& what) {
+  auto& st = self->state;
+  if (config.opts.consistency.type != consistency_config::mode::async)
+    return fail(self, config,
+                what +
+                    "; restoring buckets from a checkpoint mid-job needs --consistency async "
+                    "(or --replication 2)");
+  auto saved = read_newest_checkpoint(config.opts.checkpoint_dir);
+  if (!saved)
+    return fail(self, config,
+                what + "; no checkpoint to restore its buckets from: " + describe(saved.error()));
+  for (const auto& skipped : saved->skipped)
+    config.log.warn("skipping a damaged checkpoint: {}", skipped);
+  if (saved->data.buckets.size() != st.buckets.size())
+    return fail(self, config, what + "; the checkpoint is of another job");
+  auto it = st.chunks_at_step.find(saved->data.job.step);
+  const uint64_t since = st.chunks_done - (it == st.chunks_at_step.end() ? 0 : it->second);
+  st.resume_from = std::move(saved->data);
+  config.log.warn(
+      "{}; restoring its buckets from the checkpoint at step {} ({} updates each are lost)", what,
+      st.resume_from->job.step, since);
+  for (uint32_t b = 0; b < st.homes.size(); ++b) {
+    if (st.homes[b].primary_server != s) continue;
+    const auto server = backup_server_for(st, static_cast<uint32_t>(s));
+    if (!server) return fail(self, config, what + "; no live server is left for its buckets");
+    st.report.updates_lost += since;
+    st.homes[b].recovering = true;
+    ++st.recovering;
+    st.specs[b] = st.resume_from->buckets[b][0];
+    host_bucket(
+        self, config, b, *server,
+        [=](bucket_actor& handle) {
+          self->state.buckets[b] = handle;  // restore_bucket sends the parts there
+          restore_bucket(self, config, b, [=] {
+            set_primary(self, b, handle, *server);
+            served_again(self, config, b);
+            if (self->state.recovering == 0) self->state.resume_from.reset();
+          });
+        },
+        [=](caf::error& err) {
+          fail(self, config, fmt::format("restoring bucket {}: {}", b, describe(err)));
+        });
+  }
 }
 
 }  // namespace
@@ -234,19 +288,17 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
   record_loss(st, m, role::server, why);
   const std::string what = fmt::format("lost server '{}' ({})", m.name, why);
   if (st.phase != job_phase::training) return fail(self, config, what);
-  if (config.opts.replication < 2)
-    return fail(
-        self, config,
-        what + "; its buckets are gone (--replication 2 keeps a backup of each" +
-            (config.opts.checkpoint_dir.empty() ? ")"
-                                                : "; --resume " + config.opts.checkpoint_dir +
-                                                      " goes on from the last "
-                                                      "checkpoint)"));
-  config.log.warn("{}; its buckets' backups take over", what);
+  if (config.opts.replication < 2 && config.opts.checkpoint_dir.empty())
+    return fail(self, config,
+                what +
+                    "; its buckets are gone (--replication 2 keeps a backup of each; "
+                    "--checkpoint-dir restores them from the last checkpoint)");
   st.lost_at = std::chrono::steady_clock::now();
   // An evaluation pulling from the lost server would wait for its timeout: start it again.
   ++st.evaluation_round;
   st.evaluating = false;
+  if (config.opts.replication < 2) return restore_from_checkpoint(self, config, s, what);
+  config.log.warn("{}; its buckets' backups take over", what);
   for (uint32_t b = 0; b < st.homes.size(); ++b) {
     auto& home = st.homes[b];
     if (home.primary_server == s) {

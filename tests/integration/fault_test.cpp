@@ -145,6 +145,21 @@ BOOST_AUTO_TEST_CASE(kill_9_of_a_replicated_server_loses_no_update) {
     BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
 }
 
+BOOST_AUTO_TEST_CASE(without_replication_a_lost_servers_buckets_come_back_from_a_checkpoint) {
+  const fs::path dir = scratch("restore-checkpoints");
+  fs::remove_all(dir);
+  fmnist_cluster cluster{with({"--checkpoint-dir", dir.string(), "--checkpoint-every", "300"})};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("checkpoint at step", job_time));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // updates after the checkpoint
+  cluster.servers[0]->kill();
+  const std::string report = finished_report(cluster);
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(cluster.coordinator->output().find("restoring its buckets from the checkpoint") !=
+             std::string::npos);
+  BOOST_TEST(json_number(report, "updates_lost").value_or(0) > 0);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+}
+
 BOOST_AUTO_TEST_CASE(crashed_buckets_restart_with_their_state_until_the_supervisor_escalates) {
   fmnist_cluster cluster{with({"--replication", "2", "--restart-period-ms", "120000"}), 3};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("training:", job_time));
