@@ -541,3 +541,22 @@ BOOST_AUTO_TEST_CASE(non_loopback_hosts) {
                            "127.example.org"})
     BOOST_TEST(!troupe::is_loopback(host), host);
 }
+
+BOOST_AUTO_TEST_CASE(fault_tolerance_flags) {
+  auto o = parse({"--replication", "2", "--servers", "3", "--checkpoint-dir", "/tmp/c",
+                  "--checkpoint-every", "500", "--checkpoint-keep", "4", "--resume", "/tmp/c",
+                  "--max-restarts", "5", "--restart-period-ms", "2000"});
+  BOOST_TEST_REQUIRE(static_cast<bool>(o));
+  BOOST_TEST(o->replication == 2u);
+  BOOST_TEST(o->checkpoint_dir == "/tmp/c");
+  BOOST_TEST(o->checkpoint_every == 500u);
+  BOOST_TEST(o->checkpoint_keep == 4u);
+  BOOST_TEST(o->resume == "/tmp/c");
+  BOOST_TEST(o->max_restarts == 5u);
+  BOOST_TEST(o->restart_period.count() == 2000);
+  BOOST_TEST(!parse({"--replication", "3", "--servers", "3"}));
+  BOOST_TEST(!parse({"--replication", "2", "--servers", "1"}));
+  BOOST_TEST(!parse({"--replication", "0"}));
+  BOOST_TEST(!parse({"--checkpoint-keep", "1"}));
+  BOOST_TEST(!parse({"--restart-period-ms", "0"}));
+}
