@@ -170,8 +170,9 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   if (!request) return std::move(request.error());
   if (request->sender != expected)
     return make_error(errc::malformed_message, "join: role does not match the handle");
+  // A lost member's name is free again: a restarted process may rejoin under it.
   const auto same = [&](const member& m) {
-    return m.address == handle.address() || m.name == request->name;
+    return m.address == handle.address() || (m.name == request->name && !m.lost);
   };
   if (std::any_of(members.begin(), members.end(), same))
     return make_error(errc::bad_configuration,
@@ -183,6 +184,10 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   if (!late && (self->state.phase != job_phase::joining || handles.size() >= wanted))
     return make_error(errc::job_failed,
                       fmt::format("the job already has its {} {}s", wanted, to_string(expected)));
+  // A lost member's name coming back is a restarted process (or actor): it rejoins cold.
+  if (std::any_of(members.begin(), members.end(),
+                  [&](const member& m) { return m.lost && m.name == request->name; }))
+    ++self->state.report.restarts;
   self->monitor(handle);
   members.push_back(member{request->name, handle.address()});
   members.back().data = request->data;

@@ -13,6 +13,7 @@
 #include "actors/gatekeeper.hpp"
 #include "actors/heartbeat.hpp"
 #include "actors/server.hpp"
+#include "actors/supervisor.hpp"
 #include "actors/worker.hpp"
 #include "troupe/app.hpp"
 #include "troupe/error.hpp"
@@ -113,13 +114,47 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
     return 1;
   }
   caf::scoped_actor self{sys};
-  auto actor = spawn(sys, *coord, name, self->address());
+  // Held here: a supervisor nobody references would end as unreachable.
+  const caf::actor actor = spawn(sys, *coord, name, self->address());
   // Heartbeats come from their own small actor, so a long gradient step cannot silence them.
   auto beats = sys.spawn(heartbeat_sender, heartbeat_config{*coord, name, opts.heartbeat_interval,
                                                             self->address(), log});
-  const int code = wait_for(self, actor, app.name);
+  const int code = wait_for(self, actor.address(), app.name);
   self->send_exit(beats, caf::exit_reason::user_shutdown);
   return code;
+}
+
+// Whether a restart can mend a worker that ended with `reason`: a crash can, but not the job
+// ending, a lost coordinator or a refused join (errc::job_failed and the other troupe errors
+// a worker ends with on purpose).
+bool worker_restart_mends(const caf::error& reason) {
+  if (!reason) return false;
+  return reason.category() != error_category ||
+         reason.code() == static_cast<uint8_t>(errc::injected_fault);
+}
+
+// A worker node: its supervisor restarts the worker after a crash (it rejoins the job cold,
+// under the same name, as a late worker) and ends with it otherwise.
+caf::actor spawn_worker_node(caf::actor_system& sys, const launch_options& opts,
+                             std::shared_ptr<const training_task> task, coordinator_actor coord,
+                             const std::string& name, caf::actor_addr parent, const logger& log) {
+  child_spec child;
+  child.name = name;
+  child.policy = restart_policy::transient;
+  child.restart_on = worker_restart_mends;
+  child.start = [=](caf::local_actor* self, caf::actor_addr supervisor) {
+    const worker_config config{coord, task, name, opts.request_timeout, supervisor, log};
+    return caf::actor_cast<caf::actor>(self->spawn<caf::detached>(worker, config));
+  };
+  supervisor_config node;
+  node.name = name + " supervisor";
+  node.max_restarts = opts.max_restarts;
+  node.period = opts.restart_period;
+  node.backoff = std::chrono::milliseconds(100);
+  node.parent = parent;
+  node.quit_when_idle = true;
+  node.log = log;
+  return caf::actor_cast<caf::actor>(sys.spawn(supervisor, node, std::vector<child_spec>{child}));
 }
 
 // The handshake is only as strong as the secret (docs/SECURITY.md).
@@ -158,7 +193,7 @@ int run_app(int argc, char** argv, const app_description& app) {
                         const endpoint data = open_data_port(sys, *opts, log);
                         const server_config config{coord,      name, opts->request_timeout,
                                                    supervisor, log,  data};
-                        return sys.spawn(server, config).address();
+                        return caf::actor_cast<caf::actor>(sys.spawn(server, config));
                       });
   }
   auto made = app.make_task(*opts);
@@ -176,12 +211,8 @@ int run_app(int argc, char** argv, const app_description& app) {
       size_blas(*opts, 1);
       return run_member(*opts, role::worker, app, log,
                         [&](caf::actor_system& sys, coordinator_actor coord,
-                            const std::string& name, caf::actor_addr supervisor) {
-                          return sys
-                              .spawn<caf::detached>(
-                                  worker, worker_config{coord, task, name, opts->request_timeout,
-                                                        supervisor, log})
-                              .address();
+                            const std::string& name, caf::actor_addr parent) {
+                          return spawn_worker_node(sys, *opts, task, coord, name, parent, log);
                         });
     case node_role::server:
       break;

@@ -86,8 +86,16 @@ void on_child_down(self_ptr self, const supervisor_config& config, const caf::do
   it->handle = nullptr;
   const bool failed = msg.reason && msg.reason != caf::exit_reason::normal;
   const auto policy = it->spec.policy;
-  if (policy == restart_policy::temporary || (policy == restart_policy::transient && !failed))
-    return config.log.info("{}: child '{}' ended; not restarting it", config.name, it->spec.name);
+  const bool mendable = !failed || !it->spec.restart_on || it->spec.restart_on(msg.reason);
+  if (policy == restart_policy::temporary || (policy == restart_policy::transient && !failed) ||
+      (failed && !mendable)) {
+    config.log.info("{}: child '{}' ended ({}); not restarting it", config.name, it->spec.name,
+                    failed ? describe(msg.reason) : "normally");
+    const bool idle = st.pending.empty() && std::none_of(st.children.begin(), st.children.end(),
+                                                         [](const auto& c) { return c.handle; });
+    if (config.quit_when_idle && idle) self->quit(msg.reason);
+    return;
+  }
   if (!within_intensity(self, config)) return escalate(self, config, it->spec.name);
   ++st.restarts;
   const auto again = restart_set(st, config.strategy, i);

@@ -36,6 +36,9 @@ struct child_spec {
   // Spawns the child; `supervisor` is the address its exit guard must accept.
   std::function<caf::actor(caf::local_actor* self, caf::actor_addr supervisor)> start;
   restart_policy policy = restart_policy::permanent;
+  // Which failures a restart can mend (none given: every failure). A child that ended for
+  // another reason is not restarted, as if it were temporary.
+  std::function<bool(const caf::error&)> restart_on;
 };
 
 struct supervisor_config {
@@ -46,6 +49,9 @@ struct supervisor_config {
   std::chrono::milliseconds backoff{10};        // before the first restart in a period
   std::chrono::milliseconds max_backoff{1000};  // doubling stops here
   caf::actor_addr parent;                       // whose exit messages the supervisor accepts
+  // Quit once no child runs or waits for a restart, with the reason the last one ended with
+  // (a node whose only child is its worker ends with it).
+  bool quit_when_idle = false;
   restart_observer observer;  // told (moved, child name, new actor) after each restart; may be null
   logger log;
 };

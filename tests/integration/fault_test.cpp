@@ -123,6 +123,24 @@ BOOST_AUTO_TEST_CASE(kill_9_of_a_worker_halfway_the_job_completes_and_reports_it
   BOOST_TEST(cluster.workers[0]->wait(std::chrono::seconds(30)).value_or(-1) == 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_crashed_worker_is_restarted_by_its_node_and_rejoins_cold) {
+  fmnist_cluster cluster{full};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", job_time));
+  operator_client op{cluster};
+  BOOST_TEST_REQUIRE(static_cast<bool>(op.coordinator));
+  const std::string name = "worker-1-" + cluster.tag;
+  BOOST_TEST(op.inject_fault(name) == "crashed worker " + name);
+  const std::string report = finished_report(cluster);
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(json_number(report, "restarts").value_or(0) == 1);
+  BOOST_TEST(report.find("\"workers_lost\": [\"" + name + "\"]") != std::string::npos);
+  // The restarted worker did part of the work under the same name.
+  const auto second = report.find("\"name\": \"" + name + "\"", report.find("\"workers\": ["));
+  BOOST_TEST(report.find("\"name\": \"" + name + "\"", second + 1) != std::string::npos);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+  BOOST_TEST(cluster.workers[1]->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(kill_9_of_a_replicated_server_loses_no_update) {
   fmnist_cluster cluster{with({"--replication", "2"}), 3};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", job_time));

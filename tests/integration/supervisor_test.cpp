@@ -14,6 +14,7 @@
 #include "troupe/node.hpp"
 
 using namespace troupe;
+using troupe::testing::is_error;
 
 namespace {
 
@@ -185,4 +186,33 @@ BOOST_FIXTURE_TEST_CASE(a_fourth_failure_within_the_period_escalates, fixture) {
   });
   BOOST_TEST(testing::is_error(reason, errc::job_failed));  // the parent learns why
   // ... and the other child went down with the supervisor (both down messages arrived).
+}
+
+BOOST_FIXTURE_TEST_CASE(a_failure_no_restart_can_mend_ends_an_idle_supervisor_with_its_reason,
+                        fixture) {
+  auto child = spec("only", restart_policy::transient);
+  child.restart_on = [](const caf::error&) { return false; };  // nothing mends it
+  supervisor_config config;
+  config.parent = (*self)->address();
+  config.quit_when_idle = true;
+  config.log = logger{"supervisor", log_level::error};
+  auto sup = sys->spawn(supervisor, config, std::vector<child_spec>{child});
+  (*self)->monitor(sup);
+  crash(which(sup, "only"));
+  caf::error reason;
+  (*self)->receive([&](caf::down_msg& msg) { reason = msg.reason; });
+  BOOST_TEST(is_error(reason, errc::job_failed));  // the child's own reason
+  BOOST_TEST(stats(sup).first == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_supervisor_hosts_children_added_later, fixture) {
+  auto sup = start(restart_strategy::one_for_one, {});
+  caf::actor added;
+  (*self)
+      ->request(sup, timeout, host_atom_v, std::make_shared<const child_spec>(spec("late")))
+      .receive([&](caf::actor& a) { added = std::move(a); }, [](caf::error&) {});
+  BOOST_TEST_REQUIRE(static_cast<bool>(added));
+  crash(added);
+  BOOST_TEST(static_cast<bool>(which(sup, "late", added)));  // restarted like the others
+  (*self)->send_exit(sup, caf::exit_reason::user_shutdown);
 }
