@@ -94,8 +94,10 @@ std::vector<wire> bucket_store::save() const {
   for (size_t t = 0; t < round_rows_.size(); ++t) {
     if (round_rows_[t].empty()) continue;
     table_rows sums{tables_[t].name(), tables_[t].row_dim(), {}, {}, {}, {}, {}};
-    for (const auto& [id, sum] : round_rows_[t]) {
-      sums.ids.push_back(id);
+    for (const auto& [id, sum] : round_rows_[t]) sums.ids.push_back(id);
+    std::sort(sums.ids.begin(), sums.ids.end());  // the same state saves to the same bytes
+    for (uint64_t id : sums.ids) {
+      const auto& sum = round_rows_[t].at(id);
       sums.values.insert(sums.values.end(), sum.begin(), sum.end());
     }
     bucket_state_part part{id_, part_kind::round_rows};
