@@ -23,6 +23,7 @@ void record_loss(coordinator_state& st, const member& m, role kind, const std::s
 
 // -- placement.cpp
 void place_buckets(self_ptr self, const coordinator_config& config);
+void place_all(self_ptr self, const coordinator_config& config);
 // Server `s` is gone: its primaries' backups take over (or the job fails without them).
 void lose_server(self_ptr self, const coordinator_config& config, size_t s, const std::string& why);
 caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_actor& failed);

@@ -256,9 +256,40 @@ void restore_from_checkpoint(self_ptr self, const coordinator_config& config, si
 
 }  // namespace
 
-void place_buckets(self_ptr self, const coordinator_config& config) {
+// With replication, servers talk to each other: each pair connects directly before any bucket
+// is placed, so that a primary's messages to its backup take one hop and one route (CAF keeps
+// order on a route, not across a change of route). Then `then` runs.
+void connect_servers(self_ptr self, const coordinator_config& config, std::function<void()> then) {
   auto& st = self->state;
-  st.phase = job_phase::placing;
+  auto pending = std::make_shared<size_t>(1);  // held until every request is out
+  auto connected = [=] {
+    if (--*pending == 0) then();
+  };
+  if (config.opts.replication >= 2)
+    for (size_t s = 0; s < st.servers.size(); ++s)
+      for (size_t t = s + 1; t < st.servers.size(); ++t) {
+        const endpoint& peer = st.server_members[t].data;
+        if (peer.port == 0 || st.servers[s].node() == st.servers[t].node()) continue;
+        ++*pending;
+        self->request(st.servers[s], config.opts.request_timeout, peer_atom_v, peer.host, peer.port)
+            .then([=](bool) { connected(); },
+                  [=](caf::error& err) {
+                    config.log.warn("servers {} and {} talk through this node: {}", s, t,
+                                    describe(err));
+                    connected();
+                  });
+      }
+  connected();
+}
+
+void place_buckets(self_ptr self, const coordinator_config& config) {
+  self->state.phase = job_phase::placing;
+  connect_servers(self, config, [=] { place_all(self, config); });
+}
+
+void place_all(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  if (st.phase != job_phase::placing) return;
   const auto& o = config.opts;
   st.layout.emplace(config.task->parameters());
   const uint32_t count = bucket_count(o, st.layout->total);

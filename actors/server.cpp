@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <caf/io/middleman.hpp>
+
 #include "actors/guards.hpp"
 #include "actors/job_outcome.hpp"
 #include "actors/parameter_bucket.hpp"
@@ -81,6 +83,18 @@ void moved(self_ptr self, const server_config& config, const std::string& name,
   self->send(config.coordinator, moved_atom_v, id, caf::actor_cast<bucket_actor>(handle));
 }
 
+// Connects this node to another server's port. Runs detached: middleman().connect blocks.
+caf::behavior connector(caf::event_based_actor* self) {
+  return {
+      [=](const std::string& host, uint16_t port) -> caf::result<bool> {
+        auto node = self->system().middleman().connect(host, port);
+        self->quit();
+        if (!node) return make_error(errc::io_failure, self->system().render(node.error()));
+        return true;
+      },
+  };
+}
+
 }  // namespace
 
 server_actor::behavior_type server(self_ptr self, server_config config) {
@@ -122,6 +136,16 @@ server_actor::behavior_type server(self_ptr self, server_config config) {
         // it reach the coordinator.
         self->quit(job_outcome(failure));
         return true;
+      },
+      [=](peer_atom, const std::string& host, uint16_t port) -> caf::result<bool> {
+        if (!sent_by(self, config.coordinator.address()))
+          return make_error(errc::authentication_failed, "only the coordinator names peers");
+        auto helper = self->spawn<caf::detached>(connector);
+        auto promise = self->make_response_promise<bool>();
+        self->request(helper, config.request_timeout, host, port)
+            .then([=](bool) mutable { promise.deliver(true); },
+                  [=](caf::error& err) mutable { promise.deliver(std::move(err)); });
+        return promise;
       },
       [=](moved_atom, const std::string& name, const caf::actor& handle) {
         moved(self, config, name, handle);

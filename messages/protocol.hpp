@@ -44,6 +44,7 @@ CAF_ADD_ATOM(troupe, troupe, moved_atom, "moved")
 CAF_ADD_ATOM(troupe, troupe, escalate_atom, "escalate")
 CAF_ADD_ATOM(troupe, troupe, pause_atom, "pause")
 CAF_ADD_ATOM(troupe, troupe, resume_atom, "resume")
+CAF_ADD_ATOM(troupe, troupe, peer_atom, "peer")
 
 namespace troupe {
 
@@ -82,8 +83,11 @@ using bucket_actor = caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wir
 //   stop:  why the job failed ("" when it finished) -> true, then the server quits
 //   moved: internal, from the node's supervisor: a restarted child's name and new handle
 //   fault: crash on purpose (fault injection, coordinator only)
+//   peer:  another server's host and port -> true once connected directly (primaries then
+//          reach their backups in one hop; coordinator only, before any bucket is placed)
 using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<bucket_actor>,
                                       caf::replies_to<stop_atom, std::string>::with<bool>,
+                                      caf::replies_to<peer_atom, std::string, uint16_t>::with<bool>,
                                       caf::reacts_to<moved_atom, std::string, caf::actor>,
                                       caf::reacts_to<fault_atom>>;
 

@@ -39,6 +39,7 @@ server_actor::behavior_type bucket_host(server_actor::pointer self) {
         self->quit();
         return true;
       },
+      [](peer_atom, const std::string&, uint16_t) { return false; },
       [](moved_atom, const std::string&, const caf::actor&) {},
       [=](fault_atom) { self->quit(); },
   };
