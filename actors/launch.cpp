@@ -56,7 +56,8 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
   for (uint32_t i = 0; i < opts.servers; ++i) {
     const std::string name = "server-" + std::to_string(i);
     sys.spawn(server,
-              server_config{coord, name, opts.request_timeout, self->address(), log.named(name)});
+              server_config{coord, name, opts.request_timeout, self->address(), log.named(name),
+                            endpoint{}, opts.max_restarts, opts.restart_period});
   }
   for (uint32_t i = 0; i < opts.workers; ++i) {
     const std::string name = "worker-" + std::to_string(i);
@@ -191,8 +192,9 @@ int run_app(int argc, char** argv, const app_description& app) {
                       [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
                           caf::actor_addr supervisor) {
                         const endpoint data = open_data_port(sys, *opts, log);
-                        const server_config config{coord,      name, opts->request_timeout,
-                                                   supervisor, log,  data};
+                        const server_config config{
+                            coord, name, opts->request_timeout, supervisor,
+                            log,   data, opts->max_restarts,    opts->restart_period};
                         return caf::actor_cast<caf::actor>(sys.spawn(server, config));
                       });
   }

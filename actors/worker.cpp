@@ -144,6 +144,8 @@ void send_push(self_ptr self, const worker_config& config, size_t b,
     find_again(self, config, b, target, attempt + 1, err,
                [=] { send_push(self, config, b, push, attempt + 1); });
   };
+  if (st.gone[b] == target.address())  // a request to it would only time out
+    return lost(make_error(errc::job_failed, "the bucket's actor is down"));
   const uint64_t id = track(self, st.pushes, b, target, lost);
   self->request(target, config.request_timeout, push_atom_v, encode(*push))
       .then(
@@ -251,6 +253,8 @@ void send_pull(self_ptr self, const worker_config& config, size_t b, pull_reques
     find_again(self, config, b, target, attempt + 1, err,
                [=] { send_pull(self, config, b, request, attempt + 1); });
   };
+  if (st.gone[b] == target.address())
+    return lost(make_error(errc::job_failed, "the bucket's actor is down"));
   const uint64_t id = track(self, st.pulls, b, target, lost);
   self->request(target, config.request_timeout, pull_atom_v, encode(request))
       .then(
@@ -282,6 +286,8 @@ void send_pull(self_ptr self, const worker_config& config, size_t b, pull_reques
 // A bucket's actor is gone (its node lost, or it crashed): requests in flight to it go again.
 void on_bucket_down(self_ptr self, const caf::down_msg& msg) {
   auto& st = self->state;
+  for (size_t b = 0; b < st.buckets.size(); ++b)
+    if (st.buckets[b].address() == msg.source) st.gone[b] = msg.source;
   for (auto* ops : {&st.pulls, &st.pushes})
     for (auto& op : *ops)
       if (op.id != 0 && op.target.address() == msg.source) {
@@ -342,6 +348,7 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   st.buckets = std::move(buckets);
   st.pulls.assign(st.buckets.size(), in_flight{});
   st.pushes.assign(st.buckets.size(), in_flight{});
+  st.gone.assign(st.buckets.size(), caf::actor_addr{});
   for (const auto& bucket : st.buckets) self->monitor(bucket);
   connect_servers(self, config, *job);
   st.job = std::move(*job);

@@ -72,7 +72,8 @@ struct worker_state {
   bool paused = false;                                     // no new chunk starts (checkpoint)
   std::optional<caf::typed_response_promise<bool>> pause;  // answered once no push is in flight
   std::vector<in_flight> pulls, pushes;                    // per bucket
-  uint64_t requests = 0;                                   // ids of in_flight entries
+  std::vector<caf::actor_addr> gone;  // per bucket: a handle known to be down (not yet replaced)
+  uint64_t requests = 0;              // ids of in_flight entries
 };
 
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
