@@ -188,7 +188,9 @@ uint64_t bucket_store::rejoin(uint32_t worker) {
   const uint64_t now = gate_.clock_of(worker, clock_);
   gate_.rejoin(worker, gate_.slowest(clock_).value_or(now), clock_);
   next_push_[worker] = 0;
-  return gate_.clock_of(worker, clock_);
+  // A push already in this bsp round counts: the worker goes on with the next round.
+  const bool in_round = !in_round_.empty() && in_round_[worker] != round_none;
+  return gate_.clock_of(worker, clock_) + (in_round ? 1 : 0);
 }
 
 }  // namespace troupe

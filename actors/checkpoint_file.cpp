@@ -73,16 +73,19 @@ std::string file_name(uint64_t step) {
   return fmt::format("ckpt-{:012d}.troupe", step);
 }
 
-// Checkpoint files in `dir`, newest (highest step) first.
+// Checkpoint files in `dir`, newest (last written) first: a resumed job's checkpoints may have
+// lower steps than the ones it resumed from.
 std::vector<fs::path> checkpoint_files(const std::string& dir) {
-  std::vector<fs::path> out;
+  std::vector<std::pair<fs::file_time_type, fs::path>> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const auto name = entry.path().filename().string();
     if (name.rfind("ckpt-", 0) == 0 && entry.path().extension() == ".troupe")
-      out.push_back(entry.path());
+      found.emplace_back(fs::last_write_time(entry.path(), ec), entry.path());
   }
-  std::sort(out.rbegin(), out.rend());
+  std::sort(found.rbegin(), found.rend());
+  std::vector<fs::path> out;
+  for (auto& [time, path] : found) out.push_back(std::move(path));
   return out;
 }
 

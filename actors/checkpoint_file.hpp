@@ -2,9 +2,9 @@
 // holding the job's part (job_checkpoint) and every bucket's saved state (bucket_store::save),
 // each part in Cap'n Proto with its own SHA-256. Files are written to a temporary name and
 // renamed, so a crash never leaves a half-written checkpoint under a real name; the newest
-// `keep` are kept. Reading checks every checksum and decodes the job's part; a file that fails
-// is skipped with one clear line, and the next older one is tried. Pure file I/O, no actors;
-// the coordinator calls it.
+// `keep` (by the time they were written) are kept. Reading checks every checksum and decodes the
+// job's part; a file that fails is skipped with one clear line, and the next older one is tried.
+// Pure file I/O, no actors; the coordinator calls it.
 #pragma once
 
 #include <string>

@@ -35,6 +35,7 @@ void write_out(self_ptr self, const coordinator_config& config, std::shared_ptr<
   auto path = write_checkpoint(config.opts.checkpoint_dir, *c, config.opts.checkpoint_keep);
   if (path) {
     ++st.report.checkpoints;
+    st.checkpoints_written.push_back(*path);
     st.chunks_at_step[job.step] = st.chunks_done;
     while (st.chunks_at_step.size() > config.opts.checkpoint_keep + 1u)
       st.chunks_at_step.erase(st.chunks_at_step.begin());
@@ -61,8 +62,9 @@ void save_parts(self_ptr self, const coordinator_config& config, uint32_t b, uin
 
 void save_buckets(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (st.phase != job_phase::training || st.recovering > 0) {
-    config.log.warn("checkpoint skipped: a bucket is recovering");
+  if (st.phase != job_phase::training || st.recovering > 0 || st.checkpoint_spoiled) {
+    config.log.warn("checkpoint skipped: {}",
+                    st.checkpoint_spoiled ? "not every worker paused" : "a bucket is recovering");
     return resume_workers(self);
   }
   auto c = std::make_shared<checkpoint>();
@@ -74,8 +76,9 @@ void save_buckets(self_ptr self, const coordinator_config& config) {
       if (err && !*failure) *failure = std::move(err);
       if (--*pending > 0) return;
       if (self->state.phase != job_phase::training) return;
-      if (*failure) {
-        config.log.warn("checkpoint skipped: {}", describe(*failure));
+      if (*failure || self->state.checkpoint_spoiled) {
+        config.log.warn("checkpoint skipped: {}",
+                        *failure ? describe(*failure) : "a worker started meanwhile");
         return resume_workers(self);
       }
       write_out(self, config, c);
@@ -86,6 +89,7 @@ void save_buckets(self_ptr self, const coordinator_config& config) {
 void take_checkpoint(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   st.checkpointing = true;
+  st.checkpoint_spoiled = false;
   st.since_checkpoint = 0;
   auto pending = std::make_shared<size_t>(1);  // held until every request is out
   auto paused = [=] {
@@ -95,7 +99,13 @@ void take_checkpoint(self_ptr self, const coordinator_config& config) {
     if (st.worker_members[i].lost) continue;
     ++*pending;
     self->request(st.workers[i], config.opts.request_timeout, pause_atom_v)
-        .then([=](bool) { paused(); }, [=](caf::error&) { paused(); });
+        .then([=](bool) { paused(); },
+              [=](caf::error& err) {
+                // A worker that may still be pushing would make the snapshot inconsistent.
+                config.log.warn("worker {} did not pause ({})", i, describe(err));
+                self->state.checkpoint_spoiled = true;
+                paused();
+              });
   }
   paused();
 }

@@ -130,26 +130,41 @@ void start_training(self_ptr self, const coordinator_config& config) {
 // A worker joining a running (or resumed) job: every bucket makes room for it and names the
 // clock it starts at (the slowest live worker's); then it is started from the current
 // parameters.
+// Asks bucket b where worker `rank` starts; once every bucket answered, starts it. A bucket
+// that is restarting or being replaced is asked again once it is served.
+void admit_at(self_ptr self, const coordinator_config& config, uint32_t rank, uint32_t b,
+              std::shared_ptr<size_t> pending, std::shared_ptr<uint64_t> clock) {
+  const auto bucket = self->state.buckets[b];
+  self->request(bucket, config.opts.request_timeout, admit_atom_v, rank)
+      .then(
+          [=](uint64_t start) {
+            *clock = std::min(*clock, start);
+            if (--*pending > 0) return;
+            auto& st = self->state;
+            if (st.checkpointing) st.checkpoint_spoiled = true;  // it was never paused
+            start_job job = make_start(st, config.opts, rank);
+            job.clock = *clock;
+            self->send(st.workers[rank], start_atom_v, encode(job), st.buckets);
+            config.log.info("worker {} starts at clock {}", rank, *clock);
+          },
+          [=](caf::error& err) {
+            auto& st = self->state;
+            if (err.category() == error_category)
+              return fail(self, config,
+                          fmt::format("admitting worker {}: {}", rank, describe(err)));
+            auto again = [=] { admit_at(self, config, rank, b, pending, clock); };
+            if (st.buckets[b] != bucket)
+              again();
+            else
+              st.homes[b].when_served.push_back(again);
+          });
+}
+
 void start_at_slowest(self_ptr self, const coordinator_config& config, uint32_t rank) {
   auto& st = self->state;
   auto pending = std::make_shared<size_t>(st.buckets.size());
   auto clock = std::make_shared<uint64_t>(UINT64_MAX);
-  for (auto& bucket : st.buckets) {
-    self->request(bucket, config.opts.request_timeout, admit_atom_v, rank)
-        .then(
-            [=](uint64_t start) {
-              *clock = std::min(*clock, start);
-              if (--*pending > 0) return;
-              auto& st = self->state;
-              start_job job = make_start(st, config.opts, rank);
-              job.clock = *clock;
-              self->send(st.workers[rank], start_atom_v, encode(job), st.buckets);
-              config.log.info("worker {} starts at clock {}", rank, *clock);
-            },
-            [=](caf::error& err) {
-              fail(self, config, fmt::format("admitting worker {}: {}", rank, describe(err)));
-            });
-  }
+  for (uint32_t b = 0; b < st.buckets.size(); ++b) admit_at(self, config, rank, b, pending, clock);
 }
 
 // Whether another worker may join the running job: fewer than --max-workers are active.

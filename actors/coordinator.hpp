@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -57,8 +58,10 @@ struct bucket_home {
   std::optional<bucket_actor> backup;
   uint32_t backup_server = 0;
   bool recovering = false;  // its backup is being promoted
-  // which() requests held until the bucket has a new handle.
+  // which() requests held until the bucket has a new handle, and the coordinator's own
+  // requests to send again then.
   std::vector<caf::typed_response_promise<bucket_actor>> waiting;
+  std::vector<std::function<void()>> when_served;
 };
 
 struct coordinator_state {
@@ -81,7 +84,9 @@ struct coordinator_state {
   uint64_t chunks_done = 0;                       // chunks finished: pushes acked per bucket
   std::map<uint64_t, uint64_t> chunks_at_step;    // chunks_done when each checkpoint was taken
   bool checkpointing = false;
-  double resumed_wall_s = 0;       // training time before the checkpoint resumed from
+  bool checkpoint_spoiled = false;               // a worker started while the others were paused
+  std::vector<std::string> checkpoints_written;  // by this job, oldest first
+  double resumed_wall_s = 0;                     // training time before the checkpoint resumed from
   std::optional<work_plan> work;   // which batches are handed out, done, or to be redone
   std::vector<double> epoch_loss;  // per epoch: summed batch losses reported so far
   std::vector<uint64_t> epoch_batches;

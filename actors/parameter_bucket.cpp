@@ -33,6 +33,11 @@ caf::expected<wire> answer(self_ptr self, const pull_request& request) {
   return encode(reply);
 }
 
+bool is_not_primary(const caf::error& err) {
+  return err && err.category() == error_category &&
+         err.code() == static_cast<uint8_t>(errc::not_primary);
+}
+
 // Answers every held pull that the clocks now allow.
 void release_held_pulls(self_ptr self) {
   auto& st = self->state;
@@ -48,6 +53,7 @@ void release_held_pulls(self_ptr self) {
 }
 
 caf::result<wire> on_pull(self_ptr self, const wire& w) {
+  if (self->state.deposed) return make_error(errc::not_primary, "a backup took over this bucket");
   auto request = decode<pull_request>(w);
   if (!request) return std::move(request.error());
   auto& st = self->state;
@@ -94,6 +100,11 @@ void drop_backup(self_ptr self, const bucket_actor_config& config, const caf::er
 caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_config& config) {
   auto& st = self->state;
   auto& store = *st.store;
+  // A promoted backup takes nothing more from its former primary (a late forward, or a primary
+  // declared lost that is still running): workers resend to it directly.
+  if (st.former_primary && sent_by(self, st.former_primary))
+    return make_error(errc::not_primary, "this bucket was promoted; resend here");
+  if (st.deposed) return make_error(errc::not_primary, "a backup took over this bucket");
   auto push = decode<push_request>(w, st.limits);
   if (!push) {
     store.count_rejected();
@@ -102,8 +113,8 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   }
   auto ack = store.apply(std::move(*push));
   if (!ack) config.log.warn("rejected a push: {}", describe(ack.error()));
-  release_held_pulls(self);
   if (!st.backup) {
+    release_held_pulls(self);
     if (!ack) return std::move(ack.error());
     return encode(*ack);
   }
@@ -124,11 +135,25 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   self->request(backup, config.request_timeout, push_atom_v, w)
       .then([=](const wire&) { answered(); },
             [=](caf::error& err) {
+              auto& st = self->state;
+              if (is_not_primary(err)) {
+                // Declared lost and replaced: serve nobody, so that workers go to the new one.
+                config.log.error("bucket {}: its backup was promoted; stepping down",
+                                 st.store->id());
+                st.deposed = true;
+                if (auto it = st.awaiting.find(seq); it != st.awaiting.end()) {
+                  it->second.reply = std::move(err);
+                  answered();
+                }
+                return;
+              }
               // The backup refusing a push this bucket refused is agreement, not failure.
-              if (err.category() != error_category && self->state.backup == backup)
+              if (err.category() != error_category && st.backup == backup)
                 drop_backup(self, config, err);
               answered();
             });
+  // Only now: pulls this push releases are mirrored to the backup after the push itself.
+  release_held_pulls(self);
   return promise;
 }
 
@@ -256,6 +281,7 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
       [=](promote_atom) -> caf::result<bool> {
         if (!sent_by(self, config.controller))
           return make_error(errc::authentication_failed, "only the coordinator promotes");
+        self->state.former_primary = self->state.primary;
         self->state.primary = caf::actor_addr{};
         config.log.info("bucket {}: promoted to primary", self->state.store->id());
         return true;

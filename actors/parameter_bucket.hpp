@@ -44,9 +44,11 @@ struct bucket_actor_state {
   std::optional<bucket_actor> backup;            // a primary's backup (monitored)
   std::map<uint64_t, awaiting_backup> awaiting;  // forwarded pushes by sequence number
   uint64_t forwarded = 0;
-  caf::actor_addr primary;     // a backup's primary (the sender of its state)
-  std::vector<wire> incoming;  // state parts received so far (restore)
-  std::vector<wire> saved;     // state parts being handed out (save)
+  caf::actor_addr primary;         // a backup's primary (the sender of its state)
+  caf::actor_addr former_primary;  // after a promotion: pushes from it are refused
+  bool deposed = false;            // its backup was promoted in its place: it serves nobody
+  std::vector<wire> incoming;      // state parts received so far (restore)
+  std::vector<wire> saved;         // state parts being handed out (save)
 };
 
 struct bucket_actor_config {

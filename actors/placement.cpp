@@ -92,11 +92,13 @@ void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
   host_bucket(
       self, config, b, *s,
       [=](bucket_actor& backup) {
-        auto& st = self->state;
-        self->request(st.buckets[b], config.opts.request_timeout, backup_atom_v,
+        const auto primary = self->state.buckets[b];
+        self->request(primary, config.opts.request_timeout, backup_atom_v,
                       caf::actor_cast<caf::actor>(backup))
             .then(
                 [=](bool) {
+                  // A primary restarted meanwhile does not know this backup: make another.
+                  if (self->state.buckets[b] != primary) return add_backup(self, config, b, then);
                   auto& home = self->state.homes[b];
                   home.backup = backup;
                   home.backup_server = *s;
@@ -163,19 +165,23 @@ void place_one(self_ptr self, const coordinator_config& config, uint32_t b) {
 void set_primary(self_ptr self, uint32_t b, bucket_actor handle, uint32_t s) {
   auto& st = self->state;
   st.buckets[b] = std::move(handle);
-  st.homes[b].primary_server = s;
-  for (auto& promise : st.homes[b].waiting) promise.deliver(st.buckets[b]);
-  st.homes[b].waiting.clear();
+  auto& home = st.homes[b];
+  home.primary_server = s;
+  // Retirements the old actor may not have had (or passed on) reach the new one.
+  for (uint32_t r = 0; r < st.worker_members.size(); ++r)
+    if (st.worker_members[r].lost || st.worker_members[r].done)
+      self->send(st.buckets[b], retire_atom_v, r);
+  for (auto& promise : home.waiting) promise.deliver(st.buckets[b]);
+  home.waiting.clear();
+  auto again = std::move(home.when_served);
+  home.when_served.clear();
+  for (auto& f : again) f();
 }
 
 // Bucket b has a live primary again after a server loss.
 void served_again(self_ptr self, const coordinator_config& config, uint32_t b) {
   auto& st = self->state;
   st.homes[b].recovering = false;
-  // Retirements the old primary may not have passed on reach the new one.
-  for (uint32_t r = 0; r < st.worker_members.size(); ++r)
-    if (st.worker_members[r].lost || st.worker_members[r].done)
-      self->send(st.buckets[b], retire_atom_v, r);
   const double took = seconds_since(st.lost_at);
   st.report.recovery_s = std::max(st.report.recovery_s, took);
   if (--st.recovering == 0)
@@ -216,17 +222,21 @@ void restore_from_checkpoint(self_ptr self, const coordinator_config& config, si
                 what +
                     "; restoring buckets from a checkpoint mid-job needs --consistency async "
                     "(or --replication 2)");
-  auto saved = read_newest_checkpoint(config.opts.checkpoint_dir);
+  // Only checkpoints this job wrote: the directory may hold another run's.
+  std::optional<checkpoint> saved;
+  for (auto path = st.checkpoints_written.rbegin(); path != st.checkpoints_written.rend(); ++path) {
+    auto c = read_checkpoint(*path);
+    if (c) {
+      saved = std::move(*c);
+      break;
+    }
+    config.log.warn("skipping a damaged checkpoint: {}", describe(c.error()));
+  }
   if (!saved)
-    return fail(self, config,
-                what + "; no checkpoint to restore its buckets from: " + describe(saved.error()));
-  for (const auto& skipped : saved->skipped)
-    config.log.warn("skipping a damaged checkpoint: {}", skipped);
-  if (saved->data.buckets.size() != st.buckets.size())
-    return fail(self, config, what + "; the checkpoint is of another job");
-  auto it = st.chunks_at_step.find(saved->data.job.step);
+    return fail(self, config, what + "; this job has no checkpoint to restore its buckets from");
+  auto it = st.chunks_at_step.find(saved->job.step);
   const uint64_t since = st.chunks_done - (it == st.chunks_at_step.end() ? 0 : it->second);
-  st.resume_from = std::move(saved->data);
+  st.resume_from = std::move(*saved);
   config.log.warn(
       "{}; restoring its buckets from the checkpoint at step {} ({} updates each are lost)", what,
       st.resume_from->job.step, since);
@@ -243,6 +253,12 @@ void restore_from_checkpoint(self_ptr self, const coordinator_config& config, si
         [=](bucket_actor& handle) {
           self->state.buckets[b] = handle;  // restore_bucket sends the parts there
           restore_bucket(self, config, b, [=] {
+            // Workers that joined after the checkpoint take their ranks again, in order.
+            auto& st = self->state;
+            const auto spec = decode<bucket_spec>(st.specs[b]);
+            for (uint32_t r = spec ? spec->workers : 0; r < st.worker_members.size(); ++r)
+              self->request(handle, config.opts.request_timeout, admit_atom_v, r)
+                  .then([](uint64_t) {}, [](caf::error&) {});
             set_primary(self, b, handle, *server);
             served_again(self, config, b);
             if (self->state.recovering == 0) self->state.resume_from.reset();
@@ -317,6 +333,9 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
   m.lost = true;
   st.beats.forget(m.name);
   record_loss(st, m, role::server, why);
+  // One declared lost while still running (frozen, cut off) must not serve again.
+  self->request(st.servers[s], config.opts.request_timeout, stop_atom_v, "declared lost: " + why)
+      .then([](bool) {}, [](caf::error&) {});
   const std::string what = fmt::format("lost server '{}' ({})", m.name, why);
   if (st.phase != job_phase::training) return fail(self, config, what);
   if (config.opts.replication < 2 && config.opts.checkpoint_dir.empty())

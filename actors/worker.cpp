@@ -115,9 +115,10 @@ void find_again(self_ptr self, const worker_config& config, size_t b, const buck
           [=](caf::error& err) { fail(self, config, "finding bucket " + std::to_string(b), err); });
 }
 
-// Whether a failed request lost its bucket (as opposed to the bucket refusing the message).
+// Whether a failed request lost its bucket (as opposed to the bucket refusing the message):
+// it went down, or a backup took its place.
 bool bucket_gone(const caf::error& err) {
-  return err.category() != error_category;
+  return err.category() != error_category || err.code() == static_cast<uint8_t>(errc::not_primary);
 }
 
 // Records request `op` to bucket b as in flight; `lost` runs if its bucket goes first.

@@ -30,6 +30,8 @@ std::string to_string(errc code) {
       return "injected_fault";
     case errc::corrupt_data:
       return "corrupt_data";
+    case errc::not_primary:
+      return "not_primary";
     case errc::job_failed:
       return "job_failed";
   }

@@ -25,6 +25,7 @@ enum class errc : uint8_t {
   job_failed,             // the job cannot go on (a server was lost, a worker failed)
   injected_fault,         // an operator crashed this actor on purpose (fault injection)
   corrupt_data,           // a checkpoint whose checksum or contents do not hold up
+  not_primary,            // a bucket whose backup was promoted in its place: ask for the new one
 };
 
 constexpr caf::atom_value error_category = caf::atom("troupe");
