@@ -901,3 +901,20 @@ BOOST_AUTO_TEST_CASE(restore_refuses_parts_that_do_not_fit) {
   saved[1].bytes.resize(saved[1].bytes.size() / 2);
   BOOST_TEST(!bucket_store::restore(saved));
 }
+
+BOOST_AUTO_TEST_CASE(a_resumed_bsp_worker_goes_on_after_its_push_in_the_open_round) {
+  const auto spec = spec_of(2, sgd(), {mode::bsp, 0});
+  bucket_store original{spec};
+  auto first = push_of(spec, 0, gradient(0, 0));
+  first.worker_clock = 0;
+  BOOST_TEST_REQUIRE(succeeded(original.apply(first)));  // worker 1 has not pushed yet
+  auto restored = bucket_store::restore(original.save());
+  BOOST_TEST_REQUIRE(static_cast<bool>(restored));
+  BOOST_TEST(restored->rejoin(0) == 1u);  // its round-0 push is in; it goes on with round 1
+  BOOST_TEST(restored->rejoin(1) == 0u);
+  auto late = push_of(spec, 1, gradient(1, 0));
+  late.worker_clock = 0;
+  BOOST_TEST_REQUIRE(succeeded(restored->apply(late)));  // completes round 0
+  BOOST_TEST(restored->stats().version == 1u);
+  BOOST_TEST(restored->pull_allowed(0, 1));
+}
