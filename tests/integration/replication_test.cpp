@@ -2,7 +2,8 @@
 // the values, moments and counters it had; a primary with a backup acknowledges a push only
 // once the backup applied it, keeps the backup identical through pushes, pulls, retires and
 // a new backup's state transfer, and a promoted backup answers with the same values; a resent
-// push is acknowledged without being applied twice.
+// push is acknowledged without being applied twice; a primary whose backup was promoted steps
+// down.
 #define BOOST_TEST_MODULE replication
 #include <boost/test/unit_test.hpp>
 
@@ -13,6 +14,7 @@
 
 #include "actors/parameter_bucket.hpp"
 #include "actors/supervisor.hpp"
+#include "troupe/error.hpp"
 #include "troupe/node.hpp"
 
 using namespace troupe;
@@ -218,4 +220,24 @@ BOOST_FIXTURE_TEST_CASE(state_messages_from_strangers_are_refused, fixture) {
   BOOST_TEST(values(pull(bucket, observer_worker, 0)) == spec_of().tensors[0].values,
              boost::test_tools::per_element());
   (*self)->send_exit(bucket, caf::exit_reason::user_shutdown);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_primary_whose_backup_was_promoted_steps_down, fixture) {
+  // A primary declared lost (frozen, cut off) that comes back must not go on alone.
+  auto primary = spawn_bucket(std::make_shared<bucket_store>(spec_of()));
+  auto backup = spawn_bucket(std::make_shared<bucket_store>(spec_of()));
+  BOOST_TEST_REQUIRE(ask(primary, backup_atom_v, caf::actor_cast<caf::actor>(backup)));
+  BOOST_TEST_REQUIRE(push(primary, push_of(0, 0, 0.3f)));
+  BOOST_TEST_REQUIRE(ask(backup, promote_atom_v));
+  caf::error refused;
+  (*self)
+      ->request(primary, timeout, push_atom_v, push_of(1, 0, 0.2f))
+      .receive([](const wire&) {}, [&](caf::error& err) { refused = std::move(err); });
+  BOOST_TEST(describe(refused).find("not_primary") == 0u, describe(refused));
+  BOOST_TEST(pull(primary, 0, 1).tensors.empty());  // it serves nobody now
+  // The worker resends to the new primary, which applies it once.
+  BOOST_TEST_REQUIRE(push(backup, push_of(1, 0, 0.2f, true)));
+  BOOST_TEST(stats(backup).updates_applied == 2u);
+  (*self)->send_exit(primary, caf::exit_reason::user_shutdown);
+  (*self)->send_exit(backup, caf::exit_reason::user_shutdown);
 }
