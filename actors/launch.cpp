@@ -12,11 +12,13 @@
 #include "actors/coordinator.hpp"
 #include "actors/gatekeeper.hpp"
 #include "actors/heartbeat.hpp"
+#include "actors/node_metrics.hpp"
 #include "actors/server.hpp"
 #include "actors/supervisor.hpp"
 #include "actors/worker.hpp"
 #include "troupe/app.hpp"
 #include "troupe/error.hpp"
+#include "troupe/metrics_http.hpp"
 #include "troupe/node.hpp"
 
 namespace troupe {
@@ -44,11 +46,35 @@ void size_blas(const launch_options& opts, unsigned local_workers) {
                                                       : std::max(1u, cores / local_workers)));
 }
 
+// This process's metrics registry with every node metric declared, served over HTTP when
+// --metrics-port is given (on --listen's host) until the object goes.
+struct node_metrics {
+  std::shared_ptr<metrics_registry> registry = std::make_shared<metrics_registry>();
+  std::unique_ptr<metrics_endpoint> endpoint;
+};
+
+caf::error start_metrics(const launch_options& opts, const logger& log, node_metrics& out) {
+  declare_node_metrics(*out.registry);
+  set(out.registry->gauge("troupe_up"), 1);
+  if (opts.metrics_port < 0) return {};
+  const host_port where{opts.listen.host, static_cast<uint16_t>(opts.metrics_port)};
+  auto served = metrics_endpoint::start(out.registry, where);
+  if (!served) return std::move(served.error());
+  out.endpoint = std::move(*served);
+  log.info("metrics at http://{}:{}/metrics", where.host, out.endpoint->port());
+  return {};
+}
+
 int run_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
                  const app_description& app, const logger& log) {
   caf::actor_system_config cfg;
   configure_actor_system(cfg, opts);
   caf::actor_system sys{cfg};
+  node_metrics metrics;
+  if (auto err = start_metrics(opts, log, metrics)) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
+    return 1;
+  }
   caf::scoped_actor self{sys};
   size_blas(opts, opts.workers);
   auto coord = sys.spawn(coordinator,
@@ -57,12 +83,13 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
     const std::string name = "server-" + std::to_string(i);
     sys.spawn(server,
               server_config{coord, name, opts.request_timeout, self->address(), log.named(name),
-                            endpoint{}, opts.max_restarts, opts.restart_period});
+                            endpoint{}, opts.max_restarts, opts.restart_period, metrics.registry});
   }
   for (uint32_t i = 0; i < opts.workers; ++i) {
     const std::string name = "worker-" + std::to_string(i);
-    sys.spawn<caf::detached>(worker, worker_config{coord, task, name, opts.request_timeout,
-                                                   self->address(), log.named(name)});
+    sys.spawn<caf::detached>(worker,
+                             worker_config{coord, task, name, opts.request_timeout, self->address(),
+                                           log.named(name), metrics.registry});
   }
   return wait_for(self, coord.address(), app.name);
 }
@@ -72,6 +99,11 @@ int run_coordinator(const launch_options& opts, std::shared_ptr<const training_t
   caf::actor_system_config cfg;
   configure_actor_system(cfg, opts);
   caf::actor_system sys{cfg};
+  node_metrics metrics;  // troupe_up for now
+  if (auto err = start_metrics(opts, log, metrics)) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
+    return 1;
+  }
   caf::scoped_actor self{sys};
   size_blas(opts, 1);
   auto coord = sys.spawn(coordinator,
@@ -109,6 +141,11 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
   configure_actor_system(cfg, opts);
   caf::actor_system sys{cfg};
   const std::string name = node_name(opts);
+  node_metrics metrics;
+  if (auto err = start_metrics(opts, log, metrics)) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
+    return 1;
+  }
   auto coord = join_cluster(sys, opts, as, name, log);
   if (!coord) {
     fmt::print(stderr, "{}: cannot join the job: {}\n", app.name, describe(coord.error()));
@@ -116,7 +153,7 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
   }
   caf::scoped_actor self{sys};
   // Held here: a supervisor nobody references would end as unreachable.
-  const caf::actor actor = spawn(sys, *coord, name, self->address());
+  const caf::actor actor = spawn(sys, *coord, name, self->address(), metrics.registry);
   // Heartbeats come from their own small actor, so a long gradient step cannot silence them.
   auto beats = sys.spawn(heartbeat_sender, heartbeat_config{*coord, name, opts.heartbeat_interval,
                                                             self->address(), log});
@@ -138,13 +175,14 @@ bool worker_restart_mends(const caf::error& reason) {
 // under the same name, as a late worker) and ends with it otherwise.
 caf::actor spawn_worker_node(caf::actor_system& sys, const launch_options& opts,
                              std::shared_ptr<const training_task> task, coordinator_actor coord,
-                             const std::string& name, caf::actor_addr parent, const logger& log) {
+                             const std::string& name, caf::actor_addr parent, const logger& log,
+                             std::shared_ptr<metrics_registry> metrics) {
   child_spec child;
   child.name = name;
   child.policy = restart_policy::transient;
   child.restart_on = worker_restart_mends;
   child.start = [=](caf::local_actor* self, caf::actor_addr supervisor) {
-    const worker_config config{coord, task, name, opts.request_timeout, supervisor, log};
+    const worker_config config{coord, task, name, opts.request_timeout, supervisor, log, metrics};
     return caf::actor_cast<caf::actor>(self->spawn<caf::detached>(worker, config));
   };
   supervisor_config node;
@@ -190,11 +228,17 @@ int run_app(int argc, char** argv, const app_description& app) {
   if (opts->role == node_role::server) {
     return run_member(*opts, role::server, app, log,
                       [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
-                          caf::actor_addr supervisor) {
+                          caf::actor_addr supervisor, std::shared_ptr<metrics_registry> metrics) {
                         const endpoint data = open_data_port(sys, *opts, log);
-                        const server_config config{
-                            coord, name, opts->request_timeout, supervisor,
-                            log,   data, opts->max_restarts,    opts->restart_period};
+                        const server_config config{coord,
+                                                   name,
+                                                   opts->request_timeout,
+                                                   supervisor,
+                                                   log,
+                                                   data,
+                                                   opts->max_restarts,
+                                                   opts->restart_period,
+                                                   std::move(metrics)};
                         return caf::actor_cast<caf::actor>(sys.spawn(server, config));
                       });
   }
@@ -211,11 +255,13 @@ int run_app(int argc, char** argv, const app_description& app) {
       return run_coordinator(*opts, task, app, log);
     case node_role::worker:
       size_blas(*opts, 1);
-      return run_member(*opts, role::worker, app, log,
-                        [&](caf::actor_system& sys, coordinator_actor coord,
-                            const std::string& name, caf::actor_addr parent) {
-                          return spawn_worker_node(sys, *opts, task, coord, name, parent, log);
-                        });
+      return run_member(
+          *opts, role::worker, app, log,
+          [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+              caf::actor_addr parent, std::shared_ptr<metrics_registry> metrics) {
+            return spawn_worker_node(sys, *opts, task, coord, name, parent, log,
+                                     std::move(metrics));
+          });
     case node_role::server:
       break;
   }

@@ -30,7 +30,9 @@ caf::expected<wire> answer(self_ptr self, const pull_request& request) {
     if (!rows) return std::move(rows.error());
     reply.rows = std::move(*rows);
   }
-  return encode(reply);
+  wire out = encode(reply);
+  add(st.metrics.bytes_out, double(out.bytes.size()));
+  return out;
 }
 
 bool is_not_primary(const caf::error& err) {
@@ -113,6 +115,11 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   }
   auto ack = store.apply(std::move(*push));
   if (!ack) config.log.warn("rejected a push: {}", describe(ack.error()));
+  auto& m = st.metrics;
+  add(m.bytes_in, double(w.bytes.size()));
+  add(ack ? m.updates : m.rejected, 1);
+  if (ack && m.staleness) m.staleness->observe(double(ack->staleness));
+  set(m.mailbox, double(self->mailbox().size()));
   if (!st.backup) {
     release_held_pulls(self);
     if (!ack) return std::move(ack.error());
@@ -222,6 +229,7 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
                                              bucket_actor_config config) {
   accept_exits_only_from(self, config.supervisor, config.log);
   self->state.store = std::move(store);
+  self->state.metrics = bucket_metrics::of(config.metrics, self->state.store->id());
   size_limits(self->state);
   self->set_down_handler([=](caf::down_msg& msg) {
     const auto& backup = self->state.backup;

@@ -20,6 +20,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/bucket_store.hpp"
+#include "actors/node_metrics.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 
@@ -49,6 +50,7 @@ struct bucket_actor_state {
   bool deposed = false;            // its backup was promoted in its place: it serves nobody
   std::vector<wire> incoming;      // state parts received so far (restore)
   std::vector<wire> saved;         // state parts being handed out (save)
+  bucket_metrics metrics;          // this bucket's series (null without a registry)
 };
 
 struct bucket_actor_config {
@@ -56,6 +58,7 @@ struct bucket_actor_config {
   caf::actor_addr controller;  // the coordinator
   std::chrono::seconds request_timeout{30};
   logger log;
+  std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
 };
 
 bucket_actor::behavior_type parameter_bucket(

@@ -46,9 +46,9 @@ std::shared_ptr<const child_spec> bucket_child(const server_config& config,
   auto spec = std::make_shared<child_spec>();
   spec->name = bucket_prefix + std::to_string(id);
   spec->start = [config, store, id](caf::local_actor* parent, caf::actor_addr supervisor) {
-    const bucket_actor_config bucket_config{supervisor, config.coordinator.address(),
-                                            config.request_timeout,
-                                            config.log.named("bucket-" + std::to_string(id))};
+    const bucket_actor_config bucket_config{
+        supervisor, config.coordinator.address(), config.request_timeout,
+        config.log.named("bucket-" + std::to_string(id)), config.metrics};
     return caf::actor_cast<caf::actor>(parent->spawn(parameter_bucket, store, bucket_config));
   };
   return spec;
@@ -80,6 +80,9 @@ void moved(self_ptr self, const server_config& config, const std::string& name,
            const caf::actor& handle) {
   if (!sent_by(self, self->state.buckets.address()) || name.rfind(bucket_prefix, 0) != 0) return;
   const auto id = static_cast<uint32_t>(std::stoul(name.substr(bucket_prefix.size())));
+  if (config.metrics)
+    if (auto* restarts = config.metrics->counter("troupe_restarts_total", {config.name}))
+      restarts->add(1);
   self->send(config.coordinator, moved_atom_v, id, caf::actor_cast<bucket_actor>(handle));
 }
 

@@ -13,6 +13,7 @@
 #include "actors/supervisor.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
+#include "troupe/metrics.hpp"
 
 namespace troupe {
 
@@ -33,6 +34,7 @@ struct server_config {
   endpoint data;  // this node's own port for workers (port 0: in-process, none)
   uint32_t max_restarts = 3;
   std::chrono::milliseconds restart_period{10000};
+  std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
 };
 
 server_actor::behavior_type server(server_actor::stateful_pointer<server_state> self,

@@ -148,7 +148,9 @@ void send_push(self_ptr self, const worker_config& config, size_t b,
   if (st.gone[b] == target.address())  // a request to it would only time out
     return lost(make_error(errc::job_failed, "the bucket's actor is down"));
   const uint64_t id = track(self, st.pushes, b, target, lost);
-  self->request(target, config.request_timeout, push_atom_v, encode(*push))
+  wire bytes = encode(*push);
+  add(st.metrics.bytes_out, double(bytes.bytes.size()));
+  self->request(target, config.request_timeout, push_atom_v, std::move(bytes))
       .then(
           [=](const wire&) {
             if (!settle(self->state.pushes, b, id)) return;
@@ -238,6 +240,8 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   // it until that push has landed, so prefetching never loosens their bounds.
   if (st.job->prefetch && (!st.queue.empty() || !st.exhausted)) pull_round(self, config, 1);
   st.current_loss = compute_chunk(st, st.current);
+  add(st.metrics.steps, st.current.count);
+  set(st.metrics.loss, st.current_loss / std::max<uint32_t>(st.current.count, 1));
   bool finite = std::isfinite(st.current_loss) && all_finite(st.grad);
   for (const auto& g : st.rows.grads) finite = finite && all_finite(g);
   if (!finite)  // never send a poisoned gradient: the buckets only count the step
@@ -262,6 +266,7 @@ void send_pull(self_ptr self, const worker_config& config, size_t b, pull_reques
           [=](const wire& w) {
             auto& st = self->state;
             if (!settle(st.pulls, b, id)) return;
+            add(st.metrics.bytes_in, double(w.bytes.size()));
             auto reply = decode<pull_reply>(w);
             if (!reply) return fail(self, config, std::move(reply.error()));
             if (!within(st.job->layout.buckets[b], reply->tensors))
@@ -370,6 +375,7 @@ void start(self_ptr self, const worker_config& config, const wire& w,
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
                                    worker_config config) {
   accept_exits_only_from(self, config.supervisor, config.log);
+  self->state.metrics = worker_metrics::of(config.metrics, config.name);
   self->monitor(config.coordinator);
   self->set_down_handler([=](caf::down_msg& msg) {
     if (self->state.stopping) return;

@@ -19,6 +19,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/node_metrics.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/layout.hpp"
 #include "troupe/log.hpp"
@@ -33,6 +34,7 @@ struct worker_config {
   std::chrono::seconds request_timeout{30};
   caf::actor_addr supervisor;
   logger log;
+  std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
 };
 
 // A pull or push on its way to a bucket. If the bucket's node is lost, CAF 0.17 answers the
@@ -74,6 +76,7 @@ struct worker_state {
   std::vector<in_flight> pulls, pushes;                    // per bucket
   std::vector<caf::actor_addr> gone;  // per bucket: a handle known to be down (not yet replaced)
   uint64_t requests = 0;              // ids of in_flight entries
+  worker_metrics metrics;             // this worker's series (null without a registry)
 };
 
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,

@@ -68,6 +68,10 @@ const std::vector<app_flag>& common_flags() {
       {"checkpoint-every", "N", "batches between checkpoints; 0: one per epoch", "0"},
       {"checkpoint-keep", "N", "checkpoints kept in --checkpoint-dir", "3"},
       {"resume", "DIR", "continue from the newest good checkpoint in DIR (coordinator)", ""},
+      {"metrics-port", "P",
+       "serve Prometheus metrics at http://HOST:P/metrics, HOST as in --listen (0: any free "
+       "port)",
+       ""},
       {"help", "", "print this help", ""},
   };
   return flags;
@@ -222,6 +226,12 @@ caf::error validate(const launch_options& o) {
     return bad(
         fmt::format("--replication {} needs at least {} servers", o.replication, o.replication));
   if (o.checkpoint_keep < 2) return bad("--checkpoint-keep must be at least 2");
+  if (o.metrics_port < -1 || o.metrics_port > 65535)
+    return bad("--metrics-port must be a port number (0: any free port)");
+  if (o.metrics_port >= 0 && !o.insecure && !is_loopback(o.listen.host))
+    return bad(
+        "--metrics-port serves on --listen's host, which is not a loopback address; add "
+        "--insecure to do it (docs/SECURITY.md)");
   const bool listens = o.role == node_role::coordinator || o.role == node_role::server;
   if (listens && !o.insecure && !is_loopback(o.listen.host))
     return bad(
@@ -329,6 +339,7 @@ caf::expected<launch_options> parse_launch_options(
   number("replication", o.replication);
   number("checkpoint-every", o.checkpoint_every);
   number("checkpoint-keep", o.checkpoint_keep);
+  number("metrics-port", o.metrics_port);
   int64_t join_s = o.join_timeout.count(), request_s = o.request_timeout.count();
   int64_t beat_ms = o.heartbeat_interval.count(), beat_timeout_ms = o.heartbeat_timeout.count();
   number("join-timeout", join_s);

@@ -80,6 +80,7 @@ struct launch_options {
   uint64_t checkpoint_every = 0;  // batches between checkpoints (0 with a dir: once per epoch)
   uint32_t checkpoint_keep = 3;   // checkpoints kept
   std::string resume;             // continue from the newest good checkpoint in this directory
+  int32_t metrics_port = -1;      // serve Prometheus metrics here (0: any free port; -1: off)
   bool help = false;
   std::map<std::string, std::string> app;  // values of the app's own flags
 

@@ -1,0 +1,49 @@
+#include "actors/node_metrics.hpp"
+
+namespace troupe {
+
+void declare_node_metrics(metrics_registry& r) {
+  r.declare("troupe_up", metric_kind::gauge, "1 while this node runs");
+  r.declare("troupe_bucket_updates_total", metric_kind::counter,
+            "pushes a bucket applied (or counted, under bsp)", {"bucket"});
+  r.declare("troupe_bucket_rejected_total", metric_kind::counter,
+            "pushes a bucket refused: malformed, wrong shape, non-finite", {"bucket"});
+  r.declare("troupe_push_staleness", metric_kind::histogram,
+            "updates a bucket applied between a worker's pull and its push", {"bucket"},
+            {0, 1, 2, 4, 8, 16, 32, 64});
+  r.declare("troupe_bytes_received_total", metric_kind::counter,
+            "message bytes an actor received (pushes, pull replies)", {"actor"});
+  r.declare("troupe_bytes_sent_total", metric_kind::counter,
+            "message bytes an actor sent (pushes, pull replies)", {"actor"});
+  r.declare("troupe_actor_mailbox_size", metric_kind::gauge,
+            "messages waiting in an actor's mailbox when it last handled one", {"actor"});
+  r.declare("troupe_restarts_total", metric_kind::counter,
+            "actors restarted by this node's supervisor", {"node"});
+  r.declare("troupe_worker_steps_total", metric_kind::counter, "batches a worker computed",
+            {"worker"});
+  r.declare("troupe_worker_last_loss", metric_kind::gauge,
+            "mean loss of the last chunk a worker computed", {"worker"});
+}
+
+bucket_metrics bucket_metrics::of(const std::shared_ptr<metrics_registry>& r, uint32_t bucket) {
+  if (!r) return {};
+  const std::string id = std::to_string(bucket);
+  const std::string actor = "bucket-" + id;
+  return bucket_metrics{r->counter("troupe_bucket_updates_total", {id}),
+                        r->counter("troupe_bucket_rejected_total", {id}),
+                        r->histogram("troupe_push_staleness", {id}),
+                        r->counter("troupe_bytes_received_total", {actor}),
+                        r->counter("troupe_bytes_sent_total", {actor}),
+                        r->gauge("troupe_actor_mailbox_size", {actor})};
+}
+
+worker_metrics worker_metrics::of(const std::shared_ptr<metrics_registry>& r,
+                                  const std::string& worker) {
+  if (!r) return {};
+  return worker_metrics{r->counter("troupe_worker_steps_total", {worker}),
+                        r->counter("troupe_bytes_received_total", {worker}),
+                        r->counter("troupe_bytes_sent_total", {worker}),
+                        r->gauge("troupe_worker_last_loss", {worker})};
+}
+
+}  // namespace troupe

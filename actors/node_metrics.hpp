@@ -1,0 +1,47 @@
+// The metrics every Troupe node declares (see troupe/metrics.hpp), and the series handles one
+// bucket or worker actor updates. launch.cpp makes one registry per process and declares them;
+// actors that get no registry (tests, benchmarks) update nothing.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "troupe/metrics.hpp"
+
+namespace troupe {
+
+// Declares every metric below in `registry` (idempotent).
+void declare_node_metrics(metrics_registry& registry);
+
+// The series of one bucket: all null without a registry.
+struct bucket_metrics {
+  metric_value* updates = nullptr;       // troupe_bucket_updates_total
+  metric_value* rejected = nullptr;      // troupe_bucket_rejected_total
+  histogram_value* staleness = nullptr;  // troupe_push_staleness
+  metric_value* bytes_in = nullptr;      // troupe_bytes_received_total
+  metric_value* bytes_out = nullptr;     // troupe_bytes_sent_total
+  metric_value* mailbox = nullptr;       // troupe_actor_mailbox_size
+
+  static bucket_metrics of(const std::shared_ptr<metrics_registry>& registry, uint32_t bucket);
+};
+
+// The series of one worker.
+struct worker_metrics {
+  metric_value* steps = nullptr;      // troupe_worker_steps_total
+  metric_value* bytes_in = nullptr;   // troupe_bytes_received_total
+  metric_value* bytes_out = nullptr;  // troupe_bytes_sent_total
+  metric_value* loss = nullptr;       // troupe_worker_last_loss
+
+  static worker_metrics of(const std::shared_ptr<metrics_registry>& registry,
+                           const std::string& worker);
+};
+
+inline void add(metric_value* m, double x) {
+  if (m) m->add(x);
+}
+
+inline void set(metric_value* m, double x) {
+  if (m) m->set(x);
+}
+
+}  // namespace troupe
