@@ -1,10 +1,18 @@
 // Whole jobs of troupe-fmnist on a Fashion-MNIST subset: embedded in one process, and as five
-// processes on loopback with a sixth that has the wrong secret. Each test starts every process
+// processes on loopback with a sixth that has the wrong secret (and nodes serving metrics that
+// promtool accepts). Each test starts every process
 // it needs and kills whatever is left when it ends.
 #define BOOST_TEST_MODULE fmnist_job
 #include <boost/test/unit_test.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "tests/integration/fmnist_cluster.hpp"
 
@@ -218,6 +226,47 @@ BOOST_AUTO_TEST_CASE(a_worker_joining_a_running_job_starts_cold_and_takes_work) 
   BOOST_TEST(json_number(text, "max_clock_gap").value_or(99) <= 2);
   for (auto* node : {&server, &first, &late})
     BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
+// The HTTP response of GET `path` on 127.0.0.1:port (empty when nobody answers).
+std::string http_get(uint16_t port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.0\r\n\r\n";
+    (void)::write(fd, request.data(), request.size());
+    char buffer[4096];
+    for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) out.append(buffer, n);
+  }
+  ::close(fd);
+  return out;
+}
+
+BOOST_AUTO_TEST_CASE(every_node_serves_metrics_that_promtool_accepts) {
+  auto flags = small_cluster::with_epochs("2");
+  flags.insert(flags.end(), {"--metrics-port", "0", "--log-level", "info"});
+  fmnist_cluster cluster{flags};
+  const std::string marker = "metrics at http://127.0.0.1:";
+  BOOST_TEST_REQUIRE(cluster.servers[0]->wait_for_output(marker, std::chrono::seconds(60)));
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/2", std::chrono::seconds(120)));
+  const std::string log = cluster.servers[0]->output();
+  const auto port = static_cast<uint16_t>(std::stoi(log.substr(log.find(marker) + marker.size())));
+  const std::string response = http_get(port, "/metrics");
+  BOOST_TEST_INFO("response: " << response);
+  BOOST_TEST_REQUIRE(response.rfind("HTTP/1.0 200 OK", 0) == 0u);
+  BOOST_TEST(response.find("troupe_bucket_updates_total{bucket=") != std::string::npos);
+  BOOST_TEST(response.find("troupe_push_staleness_bucket{bucket=") != std::string::npos);
+  const auto body = scratch("metrics.txt");
+  std::ofstream(body) << response.substr(response.find("\r\n\r\n") + 4);
+  if (::access("/usr/bin/promtool", X_OK) == 0)
+    BOOST_TEST(std::system(("/usr/bin/promtool check metrics < " + body.string()).c_str()) == 0);
+  else
+    BOOST_TEST_MESSAGE("promtool is not installed: format checked by metrics_test only");
+  BOOST_TEST(cluster.coordinator->wait(std::chrono::seconds(240)).value_or(-1) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_non_loopback_listen_address_needs_insecure) {
