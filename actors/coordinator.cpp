@@ -310,8 +310,16 @@ void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t
       st.epoch_batches[epoch] ? st.epoch_loss[epoch] / double(st.epoch_batches[epoch]) : 0.0;
   const double wall = st.resumed_wall_s + seconds_since(st.started);
   st.report.epochs.push_back(epoch_entry{epoch + 1, accuracy, loss, train_loss, wall});
-  std::printf("epoch %u/%u  test_accuracy %.4f  test_loss %.4f  train_loss %.4f  %.1f s\n",
-              epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall);
+  // Throughput of this run (a resumed job counts from where it resumed) and the time left.
+  const uint64_t done = st.work->finished_batches();
+  const uint64_t total = uint64_t{config.opts.epochs} * st.work->batches_per_epoch();
+  const double rate = double(done - std::min(done, st.report.resumed_from_step)) /
+                      std::max(seconds_since(st.started), 1e-9);
+  const double eta = rate > 0 ? double(total - std::min(total, done)) / rate : 0.0;
+  std::printf(
+      "epoch %u/%u  test_accuracy %.4f  test_loss %.4f  train_loss %.4f  %.1f s  %.0f batches/s  "
+      "eta %.1f s\n",
+      epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall, rate, eta);
   std::fflush(stdout);
   st.evaluated = epoch + 1;
   if (st.evaluated == config.opts.epochs) return finish(self, config);

@@ -1,7 +1,7 @@
 // Whole jobs of troupe-fmnist on a Fashion-MNIST subset: embedded in one process, and as five
 // processes on loopback with a sixth that has the wrong secret (and nodes serving metrics that
-// promtool accepts). Each test starts every process
-// it needs and kills whatever is left when it ends.
+// promtool accepts). Each test starts every process it needs and kills whatever is left when
+// it ends.
 #define BOOST_TEST_MODULE fmnist_job
 #include <boost/test/unit_test.hpp>
 
