@@ -35,6 +35,7 @@ void write_out(self_ptr self, const coordinator_config& config, std::shared_ptr<
   auto path = write_checkpoint(config.opts.checkpoint_dir, *c, config.opts.checkpoint_keep);
   if (path) {
     ++st.report.checkpoints;
+    add(st.metrics.checkpoints, 1);
     st.checkpoints_written.push_back(*path);
     st.chunks_at_step[job.step] = st.chunks_done;
     while (st.chunks_at_step.size() > config.opts.checkpoint_keep + 1u)

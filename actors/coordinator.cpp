@@ -74,7 +74,15 @@ void fail(self_ptr self, const coordinator_config& config, std::string why) {
   stop_all_and_quit(self, config, make_error(errc::job_failed, std::move(why)));
 }
 
+// Workers that are training now (joined, not finished, not lost).
+double live_workers(const coordinator_state& st) {
+  return double(std::count_if(st.worker_members.begin(), st.worker_members.end(),
+                              [](const member& w) { return !w.lost && !w.done; }));
+}
+
 void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why) {
+  add(st.metrics.lost, 1);
+  set(st.metrics.workers, live_workers(st));
   const double at = st.phase == job_phase::training ? seconds_since(st.started) : 0.0;
   const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
@@ -201,10 +209,13 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
                       fmt::format("the job already has its {} {}s", wanted, to_string(expected)));
   // A lost member's name coming back is a restarted process (or actor): it rejoins cold.
   if (std::any_of(members.begin(), members.end(),
-                  [&](const member& m) { return m.lost && m.name == request->name; }))
+                  [&](const member& m) { return m.lost && m.name == request->name; })) {
     ++self->state.report.restarts;
+    add(self->state.metrics.restarts, 1);
+  }
   self->monitor(handle);
   members.push_back(member{request->name, handle.address()});
+  set(self->state.metrics.workers, live_workers(self->state));
   members.back().data = request->data;
   // A node in another process must send heartbeats from now on; one that never does is lost
   // as surely as one that stops (nodes of the coordinator's own process send none).
@@ -322,6 +333,8 @@ void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t
       epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall, rate, eta);
   std::fflush(stdout);
   st.evaluated = epoch + 1;
+  set(st.metrics.epochs, st.evaluated);
+  set(st.metrics.accuracy, accuracy);
   if (st.evaluated == config.opts.epochs) return finish(self, config);
   maybe_evaluate(self, config);
 }
@@ -403,6 +416,7 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
   st.epoch_loss[report->chunk.epoch] += report->loss_sum;
   st.epoch_batches[report->chunk.epoch] += report->chunk.count;
   m.steps += report->chunk.count;
+  add(st.metrics.batches, report->chunk.count);
   m.compute_s = report->compute_s;
   m.wall_s = report->wall_s;
   maybe_evaluate(self, config);
@@ -453,6 +467,7 @@ using namespace coordination;
 coordinator_actor::behavior_type coordinator(
     coordinator_actor::stateful_pointer<coordinator_state> self, coordinator_config config) {
   accept_exits_only_from(self, config.supervisor, config.log);
+  self->state.metrics = job_metrics::of(config.metrics);
   self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, config, msg); });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
@@ -497,6 +512,7 @@ coordinator_actor::behavior_type coordinator(
       },
       [=](escalate_atom, const std::string& why) {
         ++self->state.report.escalations;
+        add(self->state.metrics.escalations, 1);
         config.log.error("a node supervisor escalated: {}", why);
       },
       [=](fault_atom, const std::string& name) -> caf::result<std::string> {
@@ -511,6 +527,7 @@ coordinator_actor::behavior_type coordinator(
             !sent_by(self, st.worker_members[rank].address))
           return config.log.warn("ignored a done message that is not from that worker");
         st.worker_members[rank].done = true;
+        set(st.metrics.workers, live_workers(st));
         retire_everywhere(self, rank);
         settle_work(self, config);
       },

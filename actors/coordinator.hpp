@@ -23,6 +23,7 @@
 #include "actors/checkpoint_file.hpp"
 #include "actors/evaluator.hpp"
 #include "actors/heartbeat.hpp"
+#include "actors/node_metrics.hpp"
 #include "actors/work_plan.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/layout.hpp"
@@ -37,6 +38,7 @@ struct coordinator_config {
   std::shared_ptr<const training_task> task;
   caf::actor_addr supervisor;
   logger log;
+  std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
 };
 
 enum class job_phase { joining, placing, training, finishing };
@@ -97,6 +99,7 @@ struct coordinator_state {
   uint64_t evaluation_round = 0;  // a server loss starts a new one: older replies are dropped
   evaluator_actor evaluator;
   job_report report;
+  job_metrics metrics;
   std::chrono::steady_clock::time_point started;
 };
 

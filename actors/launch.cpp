@@ -77,8 +77,9 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
   }
   caf::scoped_actor self{sys};
   size_blas(opts, opts.workers);
-  auto coord = sys.spawn(coordinator,
-                         coordinator_config{opts, task, self->address(), log.named("coordinator")});
+  auto coord = sys.spawn(
+      coordinator,
+      coordinator_config{opts, task, self->address(), log.named("coordinator"), metrics.registry});
   for (uint32_t i = 0; i < opts.servers; ++i) {
     const std::string name = "server-" + std::to_string(i);
     sys.spawn(server,
@@ -106,8 +107,9 @@ int run_coordinator(const launch_options& opts, std::shared_ptr<const training_t
   }
   caf::scoped_actor self{sys};
   size_blas(opts, 1);
-  auto coord = sys.spawn(coordinator,
-                         coordinator_config{opts, task, self->address(), log.named("coordinator")});
+  auto coord = sys.spawn(
+      coordinator,
+      coordinator_config{opts, task, self->address(), log.named("coordinator"), metrics.registry});
   auto gk = sys.spawn(
       gatekeeper, gatekeeper_config{opts.secret, coord, self->address(), log.named("gatekeeper")});
   auto port = sys.middleman().publish(gk, opts.listen.port, opts.listen.host.c_str(), true);

@@ -23,6 +23,24 @@ void declare_node_metrics(metrics_registry& r) {
             {"worker"});
   r.declare("troupe_worker_last_loss", metric_kind::gauge,
             "mean loss of the last chunk a worker computed", {"worker"});
+  r.declare("troupe_job_batches_total", metric_kind::counter, "batches the job finished");
+  r.declare("troupe_job_epochs_done", metric_kind::gauge, "epochs evaluated so far");
+  r.declare("troupe_job_test_accuracy", metric_kind::gauge, "test accuracy after the last epoch");
+  r.declare("troupe_job_workers_live", metric_kind::gauge, "workers training now");
+  r.declare("troupe_job_restarts_total", metric_kind::counter,
+            "restarts of buckets and workers in the job");
+  r.declare("troupe_job_escalations_total", metric_kind::counter, "node supervisors that gave up");
+  r.declare("troupe_job_members_lost_total", metric_kind::counter, "servers and workers lost");
+  r.declare("troupe_job_checkpoints_total", metric_kind::counter, "checkpoints written");
+}
+
+job_metrics job_metrics::of(const std::shared_ptr<metrics_registry>& r) {
+  if (!r) return {};
+  return job_metrics{
+      r->counter("troupe_job_batches_total"),      r->gauge("troupe_job_epochs_done"),
+      r->gauge("troupe_job_test_accuracy"),        r->gauge("troupe_job_workers_live"),
+      r->counter("troupe_job_restarts_total"),     r->counter("troupe_job_escalations_total"),
+      r->counter("troupe_job_members_lost_total"), r->counter("troupe_job_checkpoints_total")};
 }
 
 bucket_metrics bucket_metrics::of(const std::shared_ptr<metrics_registry>& r, uint32_t bucket) {

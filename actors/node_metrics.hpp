@@ -36,6 +36,20 @@ struct worker_metrics {
                            const std::string& worker);
 };
 
+// The series of the coordinator: the job as a whole.
+struct job_metrics {
+  metric_value* batches = nullptr;      // troupe_job_batches_total
+  metric_value* epochs = nullptr;       // troupe_job_epochs_done
+  metric_value* accuracy = nullptr;     // troupe_job_test_accuracy
+  metric_value* workers = nullptr;      // troupe_job_workers_live
+  metric_value* restarts = nullptr;     // troupe_job_restarts_total
+  metric_value* escalations = nullptr;  // troupe_job_escalations_total
+  metric_value* lost = nullptr;         // troupe_job_members_lost_total
+  metric_value* checkpoints = nullptr;  // troupe_job_checkpoints_total
+
+  static job_metrics of(const std::shared_ptr<metrics_registry>& registry);
+};
+
 inline void add(metric_value* m, double x) {
   if (m) m->add(x);
 }

@@ -404,6 +404,7 @@ void moved(self_ptr self, const coordinator_config& config, uint32_t b, bucket_a
     return config.log.warn("ignored a moved bucket that is not from its server");
   auto& home = st.homes[b];
   ++st.report.restarts;
+  add(st.metrics.restarts, 1);
   if (home.primary_server == s && !home.recovering) {
     config.log.warn("bucket {} was restarted by its server's supervisor", b);
     set_primary(self, b, std::move(handle), static_cast<uint32_t>(s));
