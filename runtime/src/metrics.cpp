@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "troupe/error.hpp"
 
@@ -145,6 +149,23 @@ histogram_value* metrics_registry::histogram(const std::string& name,
   auto& slot = f->histograms[values];
   if (!slot) slot = std::make_unique<histogram_value>(f->bounds);
   return slot.get();
+}
+
+void update_process_metrics(metrics_registry& registry) {
+  registry.declare("process_cpu_seconds_total", metric_kind::counter,
+                   "user and system CPU time of this process");
+  registry.declare("process_resident_memory_bytes", metric_kind::gauge,
+                   "resident memory of this process");
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) == 0)
+    if (auto* cpu = registry.counter("process_cpu_seconds_total"))
+      cpu->set(double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+               double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6);
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0, resident = 0;
+  if (statm >> pages >> resident)
+    if (auto* rss = registry.gauge("process_resident_memory_bytes"))
+      rss->set(double(resident) * double(::sysconf(_SC_PAGESIZE)));
 }
 
 std::string render_labels(const std::vector<std::string>& names,

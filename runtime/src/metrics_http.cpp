@@ -62,7 +62,7 @@ std::string metrics_response(const metrics_registry& registry, const std::string
 }
 
 caf::expected<std::unique_ptr<metrics_endpoint>> metrics_endpoint::start(
-    std::shared_ptr<const metrics_registry> registry, const host_port& where) {
+    std::shared_ptr<metrics_registry> registry, const host_port& where) {
   auto fail = [&](const std::string& what) {
     return make_error(errc::io_failure, fmt::format("cannot serve metrics on {}: {} ({})",
                                                     to_string(where), what, std::strerror(errno)));
@@ -87,7 +87,7 @@ caf::expected<std::unique_ptr<metrics_endpoint>> metrics_endpoint::start(
       new metrics_endpoint(std::move(registry), fd, ntohs(addr.sin_port)));
 }
 
-metrics_endpoint::metrics_endpoint(std::shared_ptr<const metrics_registry> registry, int listener,
+metrics_endpoint::metrics_endpoint(std::shared_ptr<metrics_registry> registry, int listener,
                                    uint16_t port)
     : registry_(std::move(registry)), listener_(listener), port_(port) {
   thread_ = std::thread([this] { serve(); });
@@ -105,7 +105,9 @@ void metrics_endpoint::serve() {
     if (::poll(&p, 1, accept_poll_ms) <= 0) continue;
     const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    write_all(fd, metrics_response(*registry_, read_request(fd)));
+    const std::string request = read_request(fd);
+    update_process_metrics(*registry_);
+    write_all(fd, metrics_response(*registry_, request));
     ::shutdown(fd, SHUT_WR);
     ::close(fd);
   }

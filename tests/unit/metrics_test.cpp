@@ -108,7 +108,9 @@ BOOST_AUTO_TEST_CASE(the_endpoint_serves_metrics_over_http_on_loopback) {
   const std::string ok = http_get(port, "/metrics");
   BOOST_TEST(ok.rfind("HTTP/1.0 200 OK\r\n", 0) == 0u, ok);
   BOOST_TEST(contains(ok, "text/plain; version=0.0.4"));
-  BOOST_TEST(contains(ok, "\r\n\r\n# HELP up 1 while up\n# TYPE up gauge\nup 1\n"));
+  BOOST_TEST(contains(ok, "# HELP up 1 while up\n# TYPE up gauge\nup 1\n"));
+  BOOST_TEST(contains(ok, "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total "));
+  BOOST_TEST(contains(ok, "process_resident_memory_bytes "));
   BOOST_TEST(http_get(port, "/nothing").rfind("HTTP/1.0 404", 0) == 0u);
   BOOST_TEST(is_error(metrics_endpoint::start(r, host_port{"not-an-ip", 0}).error(),
                       errc::bad_configuration));

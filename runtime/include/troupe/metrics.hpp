@@ -87,6 +87,11 @@ class metrics_registry {
   std::map<std::string, family> families_;
 };
 
+// Declares and sets process_cpu_seconds_total and process_resident_memory_bytes (the
+// standard process metrics) from getrusage and /proc/self/statm; the endpoint calls it before
+// each scrape.
+void update_process_metrics(metrics_registry& registry);
+
 // The label values of a series as Prometheus writes them: {a="x",b="y"} (empty: "").
 std::string render_labels(const std::vector<std::string>& names,
                           const std::vector<std::string>& values);

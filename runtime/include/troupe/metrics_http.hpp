@@ -20,8 +20,9 @@ namespace troupe {
 class metrics_endpoint {
  public:
   // Listens on `where` (port 0: any free port); errc::io_failure when it cannot.
+  // Each scrape also refreshes the process metrics (update_process_metrics).
   static caf::expected<std::unique_ptr<metrics_endpoint>> start(
-      std::shared_ptr<const metrics_registry> registry, const host_port& where);
+      std::shared_ptr<metrics_registry> registry, const host_port& where);
 
   ~metrics_endpoint();
   metrics_endpoint(const metrics_endpoint&) = delete;
@@ -30,10 +31,10 @@ class metrics_endpoint {
   uint16_t port() const { return port_; }
 
  private:
-  metrics_endpoint(std::shared_ptr<const metrics_registry> registry, int listener, uint16_t port);
+  metrics_endpoint(std::shared_ptr<metrics_registry> registry, int listener, uint16_t port);
   void serve();
 
-  std::shared_ptr<const metrics_registry> registry_;
+  std::shared_ptr<metrics_registry> registry_;
   int listener_;
   uint16_t port_;
   std::atomic<bool> stopping_{false};
