@@ -288,9 +288,14 @@ void on_heartbeat(self_ptr self, const wire& w) {
   auto& st = self->state;
   auto beat = decode<heartbeat>(w);
   if (!beat) return;
-  for (const auto* members : {&st.server_members, &st.worker_members})
-    for (const auto& m : *members)
-      if (m.name == beat->name && !m.lost) st.beats.heard(m.name, heartbeat_monitor::clock::now());
+  for (auto* members : {&st.server_members, &st.worker_members})
+    for (auto& m : *members)
+      if (m.name == beat->name && !m.lost) {
+        m.heard = heartbeat_monitor::clock::now();
+        m.cpu_s = beat->cpu_seconds;
+        m.rss = beat->rss_bytes;
+        st.beats.heard(m.name, m.heard);
+      }
 }
 
 // Every heartbeat interval: members not heard from within the timeout are lost.
@@ -419,6 +424,7 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
   add(st.metrics.batches, report->chunk.count);
   m.compute_s = report->compute_s;
   m.wall_s = report->wall_s;
+  m.last_loss = report->loss_sum / std::max<uint32_t>(report->chunk.count, 1);
   maybe_evaluate(self, config);
   ++st.chunks_done;
   count_for_checkpoint(self, config, report->chunk.count);
@@ -515,6 +521,7 @@ coordinator_actor::behavior_type coordinator(
         add(self->state.metrics.escalations, 1);
         config.log.error("a node supervisor escalated: {}", why);
       },
+      [=](inspect_atom, const std::string& view) { return inspect(self, config, view); },
       [=](fault_atom, const std::string& name) -> caf::result<std::string> {
         auto done = inject_fault(self, name);
         if (!done) return std::move(done.error());

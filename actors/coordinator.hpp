@@ -52,6 +52,12 @@ struct member {
   uint64_t steps = 0;    // a worker's batches so far
   double compute_s = 0;  // a worker's time in gradient computation so far
   double wall_s = 0;     // a worker's time since it started training
+  // For the console:
+  std::chrono::steady_clock::time_point joined = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point heard = joined;  // last heartbeat
+  double cpu_s = 0;      // its process's CPU time, from the last heartbeat
+  uint64_t rss = 0;      // and resident memory
+  double last_loss = 0;  // a worker's mean loss over its last chunk
 };
 
 // Where one bucket lives: its primary's server, and its backup (with --replication 2).
@@ -101,6 +107,7 @@ struct coordinator_state {
   job_report report;
   job_metrics metrics;
   std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
 };
 
 coordinator_actor::behavior_type coordinator(

@@ -30,6 +30,10 @@ caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_act
 void moved(self_ptr self, const coordinator_config& config, uint32_t bucket, bucket_actor handle);
 caf::expected<std::string> inject_fault(self_ptr self, const std::string& name);
 
+// -- inspection.cpp
+// The console's views of the job: "nodes", "workers" or "buckets" as a table_view.
+caf::result<wire> inspect(self_ptr self, const coordinator_config& config, const std::string& view);
+
 // -- checkpointing.cpp
 // Reads the newest good checkpoint of --resume; says which newer ones it skipped and why.
 caf::error load_resume(self_ptr self, const coordinator_config& config);

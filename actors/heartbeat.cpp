@@ -1,6 +1,7 @@
 #include "actors/heartbeat.hpp"
 
 #include "actors/guards.hpp"
+#include "troupe/metrics.hpp"
 
 namespace troupe {
 
@@ -11,10 +12,12 @@ heartbeat_actor::behavior_type heartbeat_sender(
   return {
       [=](tick_atom) {
         const auto now = std::chrono::system_clock::now().time_since_epoch();
+        const auto usage = current_process_usage();
         const heartbeat beat{
             config.name, ++self->state.sequence,
             static_cast<uint64_t>(
-                std::chrono::duration_cast<std::chrono::milliseconds>(now).count())};
+                std::chrono::duration_cast<std::chrono::milliseconds>(now).count()),
+            usage.cpu_seconds, usage.rss_bytes};
         self->send(config.coordinator, heartbeat_atom_v, encode(beat));
         self->delayed_send(self, config.interval, tick_atom_v);
       },

@@ -58,6 +58,7 @@ wire encode(const progress& x);
 wire encode(const job_report& x);
 wire encode(const bucket_state_part& x);
 wire encode(const job_checkpoint& x);
+wire encode(const table_view& x);
 
 // decode<T>(w) for every T that encode() takes.
 template <class T>

@@ -1,4 +1,6 @@
 // Codec for the control plane: the join handshake, membership, placement, progress, report.
+#include <cmath>
+
 #include "messages/codec_detail.hpp"
 
 namespace troupe {
@@ -202,6 +204,8 @@ wire encode(const heartbeat& x) {
   out.setName(x.name);
   out.setSequence(x.sequence);
   out.setSentUnixMs(x.sent_unix_ms);
+  out.setCpuSeconds(x.cpu_seconds);
+  out.setRssBytes(x.rss_bytes);
   return detail::to_wire(message);
 }
 
@@ -212,7 +216,9 @@ caf::expected<heartbeat> decode<heartbeat>(const wire& w, const codec_limits& li
       [](schema::Heartbeat::Reader in, decode_budget& budget) -> caf::expected<heartbeat> {
         auto name = detail::read_text(in.getName(), budget, "node name");
         if (!name) return std::move(name.error());
-        return heartbeat{std::move(*name), in.getSequence(), in.getSentUnixMs()};
+        const double cpu = in.getCpuSeconds();
+        return heartbeat{std::move(*name), in.getSequence(), in.getSentUnixMs(),
+                         std::isfinite(cpu) && cpu >= 0 ? cpu : 0.0, in.getRssBytes()};
       });
 }
 

@@ -234,3 +234,47 @@ caf::expected<job_checkpoint> decode<job_checkpoint>(const wire& w, const codec_
 }
 
 }  // namespace troupe
+
+namespace troupe {
+
+wire encode(const table_view& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::Table>();
+  auto columns = out.initColumns(x.columns.size());
+  for (unsigned i = 0; i < x.columns.size(); ++i) columns.set(i, x.columns[i]);
+  auto rows = out.initRows(x.rows.size());
+  for (unsigned r = 0; r < x.rows.size(); ++r) {
+    auto cells = rows[r].initCells(x.rows[r].size());
+    for (unsigned c = 0; c < x.rows[r].size(); ++c) cells.set(c, x.rows[r][c]);
+  }
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<table_view> decode<table_view>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::Table, table_view>(
+      w, limits,
+      [](schema::Table::Reader in, detail::decode_budget& budget) -> caf::expected<table_view> {
+        table_view x;
+        if (in.getColumns().size() > 64 || in.getRows().size() > budget.limits.max_list)
+          return make_error(errc::message_too_large, "table too large");
+        for (auto c : in.getColumns()) {
+          auto text = detail::read_text(c, budget, "column");
+          if (!text) return std::move(text.error());
+          x.columns.push_back(std::move(*text));
+        }
+        for (auto row : in.getRows()) {
+          if (row.getCells().size() != x.columns.size())
+            return make_error(errc::malformed_message, "a row with the wrong number of cells");
+          auto& cells = x.rows.emplace_back();
+          for (auto c : row.getCells()) {
+            auto text = detail::read_text(c, budget, "cell");
+            if (!text) return std::move(text.error());
+            cells.push_back(std::move(*text));
+          }
+        }
+        return x;
+      });
+}
+
+}  // namespace troupe

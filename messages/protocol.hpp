@@ -45,6 +45,7 @@ CAF_ADD_ATOM(troupe, troupe, escalate_atom, "escalate")
 CAF_ADD_ATOM(troupe, troupe, pause_atom, "pause")
 CAF_ADD_ATOM(troupe, troupe, resume_atom, "resume")
 CAF_ADD_ATOM(troupe, troupe, peer_atom, "peer")
+CAF_ADD_ATOM(troupe, troupe, inspect_atom, "inspect")
 
 namespace troupe {
 
@@ -114,6 +115,7 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vect
 //   moved:    bucket id, its new handle (a server's supervisor restarted it)
 //   escalate: a server's supervisor gave up (why); its buckets are lost with the server
 //   fault:    an actor's name ("bucket-3", a worker's or a server's name) -> what was done
+//   inspect:  a view ("nodes", "workers", "buckets") -> table_view (the console's)
 using coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, server_actor>::with<wire>,
                      caf::replies_to<join_atom, wire, worker_actor>::with<wire>,
@@ -125,7 +127,8 @@ using coordinator_actor =
                      caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>,
                      caf::reacts_to<moved_atom, uint32_t, bucket_actor>,
                      caf::reacts_to<escalate_atom, std::string>,
-                     caf::replies_to<fault_atom, std::string>::with<std::string>>;
+                     caf::replies_to<fault_atom, std::string>::with<std::string>,
+                     caf::replies_to<inspect_atom, std::string>::with<wire>>;
 
 // The only actor a node publishes: it hands out the coordinator to peers that prove they know
 // the cluster secret (runtime/include/troupe/auth.hpp).

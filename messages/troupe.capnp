@@ -216,6 +216,8 @@ struct Heartbeat {
   name @0 :Text;
   sequence @1 :UInt64;
   sentUnixMs @2 :UInt64;
+  cpuSeconds @3 :Float64;   # user + system CPU time of the node's process so far
+  rssBytes @4 :UInt64;      # its resident memory
 }
 
 # Where each bucket lives and how it maps onto the model's tensors.
@@ -373,4 +375,16 @@ struct JobCheckpoint {
   evaluated @12 :UInt32;
   history @13 :List(EpochEntry);
   wallS @14 :Float64;               # training time before the checkpoint
+}
+
+# -- the console ------------------------------------------------------------------------------------
+
+# A view of the running job for the console: named columns, rows of text cells.
+struct Table {
+  columns @0 :List(Text);
+  rows @1 :List(Row);
+}
+
+struct Row {
+  cells @0 :List(Text);
 }

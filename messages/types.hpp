@@ -234,6 +234,14 @@ struct heartbeat {
   std::string name;
   uint64_t sequence = 0;
   uint64_t sent_unix_ms = 0;
+  double cpu_seconds = 0;  // the node's process: CPU time so far
+  uint64_t rss_bytes = 0;  // and resident memory
+};
+
+// A view of the running job for the console: named columns, rows of text cells.
+struct table_view {
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;  // each as many cells as columns
 };
 
 struct slice {

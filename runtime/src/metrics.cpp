@@ -151,21 +151,27 @@ histogram_value* metrics_registry::histogram(const std::string& name,
   return slot.get();
 }
 
+process_usage current_process_usage() {
+  process_usage out;
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) == 0)
+    out.cpu_seconds = double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                      double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0, resident = 0;
+  if (statm >> pages >> resident) out.rss_bytes = resident * uint64_t(::sysconf(_SC_PAGESIZE));
+  return out;
+}
+
 void update_process_metrics(metrics_registry& registry) {
   registry.declare("process_cpu_seconds_total", metric_kind::counter,
                    "user and system CPU time of this process");
   registry.declare("process_resident_memory_bytes", metric_kind::gauge,
                    "resident memory of this process");
-  rusage usage{};
-  if (::getrusage(RUSAGE_SELF, &usage) == 0)
-    if (auto* cpu = registry.counter("process_cpu_seconds_total"))
-      cpu->set(double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-               double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6);
-  std::ifstream statm("/proc/self/statm");
-  uint64_t pages = 0, resident = 0;
-  if (statm >> pages >> resident)
-    if (auto* rss = registry.gauge("process_resident_memory_bytes"))
-      rss->set(double(resident) * double(::sysconf(_SC_PAGESIZE)));
+  const auto usage = current_process_usage();
+  if (auto* cpu = registry.counter("process_cpu_seconds_total")) cpu->set(usage.cpu_seconds);
+  if (auto* rss = registry.gauge("process_resident_memory_bytes"))
+    rss->set(double(usage.rss_bytes));
 }
 
 std::string render_labels(const std::vector<std::string>& names,

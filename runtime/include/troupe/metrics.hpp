@@ -87,6 +87,13 @@ class metrics_registry {
   std::map<std::string, family> families_;
 };
 
+// This process's CPU time (user + system) and resident memory, now.
+struct process_usage {
+  double cpu_seconds = 0;
+  uint64_t rss_bytes = 0;
+};
+process_usage current_process_usage();
+
 // Declares and sets process_cpu_seconds_total and process_resident_memory_bytes (the
 // standard process metrics) from getrusage and /proc/self/statm; the endpoint calls it before
 // each scrape.
