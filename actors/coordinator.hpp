@@ -65,7 +65,9 @@ struct bucket_home {
   uint32_t primary_server = 0;
   std::optional<bucket_actor> backup;
   uint32_t backup_server = 0;
-  bool recovering = false;  // its backup is being promoted
+  bool recovering = false;        // its backup is being promoted
+  uint64_t primary_restarts = 0;  // by the primary's server's supervisor
+  uint64_t backup_restarts = 0;   // by the backup's
   // which() requests held until the bucket has a new handle, and the coordinator's own
   // requests to send again then.
   std::vector<caf::typed_response_promise<bucket_actor>> waiting;

@@ -66,6 +66,43 @@ table_view workers(const coordinator_state& st) {
   return t;
 }
 
+// The supervision tree: the coordinator, each node's supervisor, and what it supervises.
+table_view tree(const coordinator_state& st) {
+  table_view t{{"actor", "kind", "node", "state", "restarts"}, {}};
+  t.rows.push_back({"coordinator", "coordinator", "coordinator", phase_name(st.phase), "0"});
+  for (size_t s = 0; s < st.server_members.size(); ++s) {
+    const auto& m = st.server_members[s];
+    const std::string state = m.lost ? "lost" : "live";
+    t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name, state, "-"});
+    for (uint32_t b = 0; b < st.homes.size(); ++b) {
+      const auto& home = st.homes[b];
+      const bool primary = home.primary_server == s;
+      const bool backup = home.backup && home.backup_server == s;
+      if (!primary && !backup) continue;
+      t.rows.push_back({"    bucket-" + std::to_string(b), primary ? "bucket" : "backup", m.name,
+                        m.lost            ? "lost"
+                        : home.recovering ? "recovering"
+                                          : "live",
+                        std::to_string(primary ? home.primary_restarts : home.backup_restarts)});
+    }
+  }
+  for (size_t w = 0; w < st.worker_members.size(); ++w) {
+    const auto& m = st.worker_members[w];
+    const bool seen_before = std::any_of(st.worker_members.begin(), st.worker_members.begin() + w,
+                                         [&](const member& o) { return o.name == m.name; });
+    if (seen_before) continue;  // one line per worker node, its latest incarnation below
+    size_t lives = 0;
+    const member* latest = &m;
+    for (const auto& o : st.worker_members)
+      if (o.name == m.name) ++lives, latest = &o;
+    t.rows.push_back(
+        {"  " + m.name + " supervisor", "supervisor", m.name, latest->lost ? "lost" : "live", "-"});
+    t.rows.push_back(
+        {"    " + m.name, "worker", m.name, state_of(*latest), std::to_string(lives - 1)});
+  }
+  return t;
+}
+
 std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_stats& s) {
   const auto& home = st.homes[s.bucket];
   std::string clock_text;
@@ -91,8 +128,10 @@ caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
   auto& st = self->state;
   if (view == "nodes") return encode(nodes(st, config));
   if (view == "workers") return encode(workers(st));
+  if (view == "tree") return encode(tree(st));
   if (view != "buckets")
-    return make_error(errc::bad_configuration, "no view '" + view + "' (nodes, workers, buckets)");
+    return make_error(errc::bad_configuration,
+                      "no view '" + view + "' (nodes, tree, workers, buckets)");
   if (st.phase != job_phase::training)
     return make_error(errc::job_failed, "no buckets to show before training starts");
   auto table = std::make_shared<table_view>(

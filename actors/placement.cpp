@@ -101,6 +101,7 @@ void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
                   if (self->state.buckets[b] != primary) return add_backup(self, config, b, then);
                   auto& home = self->state.homes[b];
                   home.backup = backup;
+                  home.backup_restarts = 0;
                   home.backup_server = *s;
                   config.log.debug("bucket {}: backup on server {}", b, *s);
                   then();
@@ -198,6 +199,8 @@ void promote(self_ptr self, const coordinator_config& config, uint32_t b) {
   const auto backup = *home.backup;
   const uint32_t server = home.backup_server;
   home.backup.reset();
+  home.primary_restarts = home.backup_restarts;  // the backup is the primary from now on
+  home.backup_restarts = 0;
   self->request(backup, config.opts.request_timeout, promote_atom_v)
       .then(
           [=](bool) {
@@ -407,11 +410,13 @@ void moved(self_ptr self, const coordinator_config& config, uint32_t b, bucket_a
   add(st.metrics.restarts, 1);
   if (home.primary_server == s && !home.recovering) {
     config.log.warn("bucket {} was restarted by its server's supervisor", b);
+    ++home.primary_restarts;
     set_primary(self, b, std::move(handle), static_cast<uint32_t>(s));
     // The new primary actor does not know its backup yet; the store kept the values.
     if (home.backup) relink_backup(self, config, b, *home.backup);
   } else if (home.backup && home.backup_server == s) {
     config.log.warn("the backup of bucket {} was restarted; bringing it up to date", b);
+    ++home.backup_restarts;
     home.backup = handle;
     relink_backup(self, config, b, std::move(handle));
   }

@@ -26,7 +26,7 @@ constexpr const char* usage =
     "  --secret S           the cluster secret (default: TROUPE_SECRET)\n"
     "  -c CMD               run one command and exit\n"
     "  --json               print tables as JSON arrays of objects\n"
-    "commands: nodes | workers | buckets | inject-fault ACTOR | history | help | quit\n";
+    "commands: nodes | tree | workers | buckets | inject-fault ACTOR | history | help | quit\n";
 
 struct console_options {
   launch_options node;  // coordinator address, secret, timeouts
@@ -141,7 +141,7 @@ bool run(caf::scoped_actor& self, const coordinator_actor& coordinator, const st
         .receive([&](const std::string& done) { fmt::print("{}\n", done), ok = true; }, failed);
     return ok;
   }
-  if (command != "nodes" && command != "workers" && command != "buckets")
+  if (command != "nodes" && command != "tree" && command != "workers" && command != "buckets")
     return fmt::print(stderr, "error: unknown command '{}' (try help)\n", command), false;
   self->request(coordinator, timeout, inspect_atom_v, command)
       .receive(

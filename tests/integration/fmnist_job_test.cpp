@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "tests/integration/fmnist_cluster.hpp"
 
@@ -303,9 +304,27 @@ BOOST_AUTO_TEST_CASE(the_console_inspects_and_operates_a_running_job) {
     ++rows;
   }
   BOOST_TEST(rows == 4u);
+  // The tree lists every supervisor, bucket and worker; a crashed bucket's restarts go up.
+  const auto [tree_code, tree] = console({"-c", "tree", "--json"}, cluster.secret());
+  BOOST_TEST_INFO("tree: " << tree);
+  BOOST_TEST(tree_code == 0);
+  BOOST_TEST(tree.find("\"actor\": \"  server-0-" + cluster.tag + " supervisor\"") !=
+             std::string::npos);
+  BOOST_TEST(tree.find("\"actor\": \"    worker-1-" + cluster.tag + "\"") != std::string::npos);
+  const std::string restarted = "{\"actor\": \"    bucket-0\", \"kind\": \"bucket\"";
+  BOOST_TEST(tree.find(restarted) != std::string::npos);
   const auto [fault_code, fault] = console({"-c", "inject-fault bucket-0"}, cluster.secret());
   BOOST_TEST(fault_code == 0);
   BOOST_TEST(fault.find("crashed bucket-0") != std::string::npos, fault);
+  bool counted = false;
+  for (int attempt = 0; attempt < 20 && !counted; ++attempt) {
+    const auto after = console({"-c", "tree", "--json"}, cluster.secret()).second;
+    const auto row = after.find(restarted);
+    counted =
+        row != std::string::npos && after.find("\"restarts\": 1}", row) < after.find("}", row) + 1;
+    if (!counted) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  BOOST_TEST(counted);
   const auto [bad_code, bad] = console({"-c", "nodes"}, "not-the-secret");
   BOOST_TEST(bad_code == 1);
   BOOST_TEST(bad.find("does not know our cluster secret") != std::string::npos, bad);
