@@ -6,8 +6,9 @@
 // go on (a server lost without a backup, no live worker left). It is also the directory of
 // bucket handles that workers ask when a bucket restarts or a backup takes over, takes
 // checkpoints (--checkpoint-dir) and resumes from them (--resume), and injects faults.
-// The work is split over coordinator.cpp (membership, progress, evaluation, the end),
-// placement.cpp (placement, replication, recovery, faults) and checkpointing.cpp.
+// The work is split over coordinator.cpp (start, progress, evaluation, the end),
+// membership.cpp (joins, losses, heartbeats), placement.cpp (placement, replication,
+// recovery, faults), checkpointing.cpp and inspection.cpp (the console's views).
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,6 @@
-// The coordinator's functions shared between its three source files (coordinator.cpp,
-// placement.cpp, checkpointing.cpp). Internal to the coordinator: nothing else may call them.
+// The coordinator's functions shared between its source files (coordinator.cpp,
+// membership.cpp, placement.cpp, checkpointing.cpp, inspection.cpp). Internal to the
+// coordinator: nothing else may call them.
 #pragma once
 
 #include <string>
@@ -19,6 +20,18 @@ void start_training(self_ptr self, const coordinator_config& config);
 // Starts worker `rank` at the clock every bucket agrees on (a late joiner, a resumed job).
 void start_at_slowest(self_ptr self, const coordinator_config& config, uint32_t rank);
 void retire_everywhere(self_ptr self, uint32_t rank);
+// Gives up batches nobody is left to do, then evaluates what can be.
+void settle_work(self_ptr self, const coordinator_config& config);
+
+// -- membership.cpp
+caf::result<wire> admit_server(self_ptr self, const coordinator_config& config, const wire& w,
+                               server_actor handle);
+caf::result<wire> admit_worker(self_ptr self, const coordinator_config& config, const wire& w,
+                               worker_actor handle);
+void on_down(self_ptr self, const coordinator_config& config, const caf::down_msg& msg);
+void on_heartbeat(self_ptr self, const wire& w);
+void check_heartbeats(self_ptr self, const coordinator_config& config);
+double live_workers(const coordinator_state& st);
 void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why);
 
 // -- placement.cpp
