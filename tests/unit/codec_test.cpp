@@ -1097,3 +1097,24 @@ BOOST_AUTO_TEST_CASE(large_dense_tensor_round_trips) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(console_tables_round_trip_and_ragged_rows_are_refused) {
+  const table_view t{{"name", "steps"}, {{"worker-0", "12"}, {"worker-1", "-"}}};
+  auto back = decode<table_view>(encode(t));
+  BOOST_TEST_REQUIRE(static_cast<bool>(back));
+  BOOST_TEST(back->columns == t.columns, boost::test_tools::per_element());
+  BOOST_TEST_REQUIRE(back->rows.size() == 2u);
+  BOOST_TEST(back->rows[1] == t.rows[1], boost::test_tools::per_element());
+  const table_view ragged{{"a", "b"}, {{"only one"}}};
+  BOOST_TEST(fails_with(decode<table_view>(encode(ragged)), errc::malformed_message));
+}
+
+BOOST_AUTO_TEST_CASE(heartbeats_carry_cpu_and_memory_and_refuse_nonsense) {
+  const heartbeat beat{"server-1", 7, 1234, 2.5, 1u << 20};
+  auto back = decode<heartbeat>(encode(beat));
+  BOOST_TEST_REQUIRE(static_cast<bool>(back));
+  BOOST_TEST(back->cpu_seconds == 2.5);
+  BOOST_TEST(back->rss_bytes == (1u << 20));
+  const heartbeat odd{"server-1", 8, 1235, -1.0, 0};
+  BOOST_TEST(decode<heartbeat>(encode(odd))->cpu_seconds == 0.0);  // shown as 0, not trusted
+}
