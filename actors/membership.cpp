@@ -26,9 +26,8 @@ void record_loss(coordinator_state& st, const member& m, role kind, const std::s
 
 // Whether another worker may join the running job: fewer than --max-workers are active.
 bool room_for_a_late_worker(const coordinator_state& st, const launch_options& o) {
-  const auto active = std::count_if(st.worker_members.begin(), st.worker_members.end(),
-                                    [](const member& m) { return !m.lost && !m.done; });
-  return st.phase == job_phase::training && active < std::max(o.workers, o.max_workers) &&
+  return st.phase == job_phase::training &&
+         live_workers(st) < double(std::max(o.workers, o.max_workers)) &&
          st.worker_members.size() < (1u << 16);
 }
 

@@ -74,29 +74,16 @@ bool is_number(const std::string& s) {
   return end == s.c_str() + s.size();
 }
 
-std::string json_text(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string as_json(const table_view& t) {
   std::string out = "[";
   for (size_t r = 0; r < t.rows.size(); ++r) {
     out += r ? ",\n {" : "\n {";
     for (size_t c = 0; c < t.columns.size(); ++c) {
       const auto& cell = t.rows[r][c];
-      out += fmt::format("{}{}: {}", c ? ", " : "", json_text(t.columns[c]),
+      out += fmt::format("{}{}: {}", c ? ", " : "", json_string(t.columns[c]),
                          cell == "-"       ? "null"
                          : is_number(cell) ? cell
-                                           : json_text(cell));
+                                           : json_string(cell));
     }
     out += "}";
   }

@@ -40,16 +40,6 @@ caf::expected<endpoint> read_endpoint(schema::Endpoint::Reader in, const decode_
   return endpoint{std::move(*host), in.getPort()};
 }
 
-void write_chunk(schema::WorkChunk::Builder out, const work_chunk& x) {
-  out.setEpoch(x.epoch);
-  out.setFirst(x.first);
-  out.setCount(x.count);
-}
-
-work_chunk read_chunk(schema::WorkChunk::Reader in) {
-  return work_chunk{in.getEpoch(), in.getFirst(), in.getCount()};
-}
-
 void write_placement(schema::Placement::Builder out, const placement& x) {
   out.setVersion(x.version);
   auto buckets = out.initBuckets(x.buckets.size());
@@ -291,7 +281,7 @@ caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& li
 
 wire encode(const work_chunk& x) {
   capnp::MallocMessageBuilder message;
-  write_chunk(message.initRoot<schema::WorkChunk>(), x);
+  detail::write_chunk(message.initRoot<schema::WorkChunk>(), x);
   return detail::to_wire(message);
 }
 
@@ -299,7 +289,7 @@ template <>
 caf::expected<work_chunk> decode<work_chunk>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::WorkChunk, work_chunk>(
       w, limits, [](schema::WorkChunk::Reader in, decode_budget&) -> caf::expected<work_chunk> {
-        return read_chunk(in);
+        return detail::read_chunk(in);
       });
 }
 
@@ -307,7 +297,7 @@ wire encode(const progress& x) {
   capnp::MallocMessageBuilder message;
   auto out = message.initRoot<schema::Progress>();
   out.setWorker(x.worker);
-  write_chunk(out.initChunk(), x.chunk);
+  detail::write_chunk(out.initChunk(), x.chunk);
   out.setLossSum(x.loss_sum);
   out.setComputeS(x.compute_s);
   out.setWallS(x.wall_s);
@@ -319,7 +309,7 @@ caf::expected<progress> decode<progress>(const wire& w, const codec_limits& limi
   return detail::read_root<schema::Progress, progress>(
       w, limits, [](schema::Progress::Reader in, decode_budget&) -> caf::expected<progress> {
         // A diverged worker may report a non-finite loss: that is information, not corruption.
-        return progress{in.getWorker(), read_chunk(in.getChunk()), in.getLossSum(),
+        return progress{in.getWorker(), detail::read_chunk(in.getChunk()), in.getLossSum(),
                         in.getComputeS(), in.getWallS()};
       });
 }
@@ -337,14 +327,7 @@ wire encode(const job_report& x) {
   out.setRestarts(x.restarts);
   auto lost = out.initWorkersLost(x.workers_lost.size());
   for (unsigned i = 0; i < x.workers_lost.size(); ++i) lost.set(i, x.workers_lost[i]);
-  auto epochs = out.initEpochs(x.epochs.size());
-  for (unsigned i = 0; i < x.epochs.size(); ++i) {
-    epochs[i].setEpoch(x.epochs[i].epoch);
-    epochs[i].setTestAccuracy(x.epochs[i].test_accuracy);
-    epochs[i].setTestLoss(x.epochs[i].test_loss);
-    epochs[i].setTrainLoss(x.epochs[i].train_loss);
-    epochs[i].setWallS(x.epochs[i].wall_s);
-  }
+  detail::write_epochs(out.initEpochs(x.epochs.size()), x.epochs);
   out.setStalenessP50(x.staleness_p50);
   out.setStalenessP99(x.staleness_p99);
   out.setMaxClockGap(x.max_clock_gap);
@@ -385,9 +368,7 @@ caf::expected<job_report> decode<job_report>(const wire& w, const codec_limits& 
           if (!text) return std::move(text.error());
           x.workers_lost.push_back(std::move(*text));
         }
-        for (auto e : epochs)
-          x.epochs.push_back(epoch_entry{e.getEpoch(), e.getTestAccuracy(), e.getTestLoss(),
-                                         e.getTrainLoss(), e.getWallS()});
+        x.epochs = detail::read_epochs(epochs);
         x.staleness_p50 = in.getStalenessP50();
         x.staleness_p99 = in.getStalenessP99();
         x.max_clock_gap = in.getMaxClockGap();

@@ -65,6 +65,14 @@ caf::expected<sign_tensor> read_sign(schema::SignTensor::Reader in, decode_budge
 void write_clock(schema::VectorClock::Builder out, const vector_clock& clock);
 caf::expected<vector_clock> read_clock(schema::VectorClock::Reader in, const decode_budget& budget);
 
+void write_chunk(schema::WorkChunk::Builder out, const work_chunk& x);
+work_chunk read_chunk(schema::WorkChunk::Reader in);
+
+// Epoch entries of the report and of a checkpoint's history.
+void write_epochs(capnp::List<schema::EpochEntry>::Builder out,
+                  const std::vector<epoch_entry>& epochs);
+std::vector<epoch_entry> read_epochs(capnp::List<schema::EpochEntry>::Reader in);
+
 void write_bytes(capnp::Data::Builder out, const std::vector<uint8_t>& bytes);
 caf::expected<std::vector<uint8_t>> read_bytes(capnp::Data::Reader in, size_t max,
                                                const char* what);

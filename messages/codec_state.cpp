@@ -170,11 +170,7 @@ wire encode(const job_checkpoint& x) {
   out.setNextEpoch(x.next_epoch);
   out.setNextBatch(x.next_batch);
   auto pending = out.initPending(x.pending.size());
-  for (unsigned i = 0; i < x.pending.size(); ++i) {
-    pending[i].setEpoch(x.pending[i].epoch);
-    pending[i].setFirst(x.pending[i].first);
-    pending[i].setCount(x.pending[i].count);
-  }
+  for (unsigned i = 0; i < x.pending.size(); ++i) detail::write_chunk(pending[i], x.pending[i]);
   auto finished = out.initFinished(x.finished.size());
   for (unsigned i = 0; i < x.finished.size(); ++i) finished.set(i, x.finished[i]);
   auto loss = out.initEpochLoss(x.epoch_loss.size());
@@ -182,14 +178,7 @@ wire encode(const job_checkpoint& x) {
   auto batches = out.initEpochBatches(x.epoch_batches.size());
   for (unsigned i = 0; i < x.epoch_batches.size(); ++i) batches.set(i, x.epoch_batches[i]);
   out.setEvaluated(x.evaluated);
-  auto history = out.initHistory(x.history.size());
-  for (unsigned i = 0; i < x.history.size(); ++i) {
-    history[i].setEpoch(x.history[i].epoch);
-    history[i].setTestAccuracy(x.history[i].test_accuracy);
-    history[i].setTestLoss(x.history[i].test_loss);
-    history[i].setTrainLoss(x.history[i].train_loss);
-    history[i].setWallS(x.history[i].wall_s);
-  }
+  detail::write_epochs(out.initHistory(x.history.size()), x.history);
   out.setWallS(x.wall_s);
   return detail::to_wire(message);
 }
@@ -215,7 +204,7 @@ caf::expected<job_checkpoint> decode<job_checkpoint>(const wire& w, const codec_
             x.next_epoch > x.epochs || x.chunk == 0)
           return make_error(errc::malformed_message, "job checkpoint: inconsistent sizes");
         for (auto c : in.getPending()) {
-          const work_chunk chunk{c.getEpoch(), c.getFirst(), c.getCount()};
+          const work_chunk chunk = detail::read_chunk(c);
           if (chunk.epoch >= x.epochs || chunk.count == 0 ||
               chunk.first + chunk.count > x.batches_per_epoch)
             return make_error(errc::malformed_message, "job checkpoint: bad pending chunk");
@@ -225,9 +214,7 @@ caf::expected<job_checkpoint> decode<job_checkpoint>(const wire& w, const codec_
         x.epoch_loss = detail::to_vector<double>(in.getEpochLoss());
         x.epoch_batches = detail::to_vector<uint64_t>(in.getEpochBatches());
         x.evaluated = in.getEvaluated();
-        for (auto e : in.getHistory())
-          x.history.push_back(epoch_entry{e.getEpoch(), e.getTestAccuracy(), e.getTestLoss(),
-                                          e.getTrainLoss(), e.getWallS()});
+        x.history = detail::read_epochs(in.getHistory());
         x.wall_s = in.getWallS();
         return x;
       });

@@ -1,4 +1,5 @@
-// Tensor, clock and byte-field conversions shared by every message of the codec.
+// Tensor, clock, byte-field, work-chunk and epoch conversions shared by every message of the
+// codec.
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -268,6 +269,35 @@ caf::expected<std::vector<uint8_t>> read_bytes(capnp::Data::Reader in, size_t ma
                                                const char* what) {
   if (in.size() > max) return make_error(errc::message_too_large, std::string{what} + " too long");
   return std::vector<uint8_t>(in.begin(), in.end());
+}
+
+void write_chunk(schema::WorkChunk::Builder out, const work_chunk& x) {
+  out.setEpoch(x.epoch);
+  out.setFirst(x.first);
+  out.setCount(x.count);
+}
+
+work_chunk read_chunk(schema::WorkChunk::Reader in) {
+  return work_chunk{in.getEpoch(), in.getFirst(), in.getCount()};
+}
+
+void write_epochs(capnp::List<schema::EpochEntry>::Builder out,
+                  const std::vector<epoch_entry>& epochs) {
+  for (unsigned i = 0; i < epochs.size(); ++i) {
+    out[i].setEpoch(epochs[i].epoch);
+    out[i].setTestAccuracy(epochs[i].test_accuracy);
+    out[i].setTestLoss(epochs[i].test_loss);
+    out[i].setTrainLoss(epochs[i].train_loss);
+    out[i].setWallS(epochs[i].wall_s);
+  }
+}
+
+std::vector<epoch_entry> read_epochs(capnp::List<schema::EpochEntry>::Reader in) {
+  std::vector<epoch_entry> out;
+  for (auto e : in)
+    out.push_back(epoch_entry{e.getEpoch(), e.getTestAccuracy(), e.getTestLoss(), e.getTrainLoss(),
+                              e.getWallS()});
+  return out;
 }
 
 }  // namespace troupe::detail

@@ -37,6 +37,8 @@ std::string json_number(double x) {
   return std::isfinite(x) ? fmt::format("{:.6g}", x) : "null";
 }
 
+}  // namespace
+
 std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -49,8 +51,6 @@ std::string json_string(const std::string& s) {
   }
   return out + "\"";
 }
-
-}  // namespace
 
 std::string to_json(const job_report& r) {
   std::string out = "{\n";

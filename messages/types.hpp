@@ -362,6 +362,9 @@ struct job_checkpoint {
   double wall_s = 0;
 };
 
+// `s` as a JSON string literal: quoted, with quotes, backslashes and control characters escaped.
+std::string json_string(const std::string& s);
+
 // The report as the JSON document that `--report FILE` writes.
 std::string to_json(const job_report& report);
 

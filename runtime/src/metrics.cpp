@@ -121,20 +121,10 @@ metrics_registry::family* metrics_registry::find(const std::string& name, metric
   return &f;
 }
 
-metric_value* metrics_registry::counter(const std::string& name,
-                                        const std::vector<std::string>& values) {
-  std::lock_guard<std::mutex> guard{mutex_};
-  auto* f = find(name, metric_kind::counter, values);
-  if (!f) return nullptr;
-  auto& slot = f->values[values];
-  if (!slot) slot = std::make_unique<metric_value>();
-  return slot.get();
-}
-
-metric_value* metrics_registry::gauge(const std::string& name,
+metric_value* metrics_registry::value(const std::string& name, metric_kind kind,
                                       const std::vector<std::string>& values) {
   std::lock_guard<std::mutex> guard{mutex_};
-  auto* f = find(name, metric_kind::gauge, values);
+  auto* f = find(name, kind, values);
   if (!f) return nullptr;
   auto& slot = f->values[values];
   if (!slot) slot = std::make_unique<metric_value>();

@@ -1,6 +1,7 @@
-// Test helper: start a program as a child process with its output in a file, wait for it with
+// Test helpers: start a program as a child process with its output in a file, wait for it with
 // a deadline, and make sure it is gone when the test ends (the destructor kills it). Also picks
-// a free loopback port. For tests only.
+// a free loopback port, fetches a page over HTTP on loopback and reads numbers from JSON text.
+// For tests only.
 #pragma once
 
 #include <fcntl.h>
@@ -119,6 +120,24 @@ inline uint16_t free_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+// The whole HTTP response to GET `path` on 127.0.0.1:port (empty when nobody answers).
+inline std::string http_get(uint16_t port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.0\r\n\r\n";
+    (void)::write(fd, request.data(), request.size());
+    char buffer[4096];
+    for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) out.append(buffer, n);
+  }
+  ::close(fd);
+  return out;
 }
 
 // A number after "key": in a JSON text (enough for the flat fields of a job report).

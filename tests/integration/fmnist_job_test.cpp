@@ -5,9 +5,6 @@
 #define BOOST_TEST_MODULE fmnist_job
 #include <boost/test/unit_test.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -227,24 +224,6 @@ BOOST_AUTO_TEST_CASE(a_worker_joining_a_running_job_starts_cold_and_takes_work) 
   BOOST_TEST(json_number(text, "max_clock_gap").value_or(99) <= 2);
   for (auto* node : {&server, &first, &late})
     BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
-}
-
-// The HTTP response of GET `path` on 127.0.0.1:port (empty when nobody answers).
-std::string http_get(uint16_t port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.0\r\n\r\n";
-    (void)::write(fd, request.data(), request.size());
-    char buffer[4096];
-    for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) out.append(buffer, n);
-  }
-  ::close(fd);
-  return out;
 }
 
 BOOST_AUTO_TEST_CASE(every_node_serves_metrics_that_promtool_accepts) {

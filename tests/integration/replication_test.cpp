@@ -211,7 +211,7 @@ BOOST_FIXTURE_TEST_CASE(a_backup_mirrors_its_primary_and_takes_over_with_the_sam
   (*self)->send_exit(backup, caf::exit_reason::user_shutdown);
 }
 
-BOOST_FIXTURE_TEST_CASE(state_messages_from_strangers_are_refused, fixture) {
+BOOST_FIXTURE_TEST_CASE(state_parts_out_of_order_or_undecodable_change_nothing, fixture) {
   auto bucket = spawn_bucket(std::make_shared<bucket_store>(spec_of()));
   // Parts out of order, and a part that does not decode, change nothing.
   BOOST_TEST(!ask(bucket, restore_atom_v, uint32_t{1}, uint32_t{2}, wire{}));

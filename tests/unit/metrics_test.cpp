@@ -6,42 +6,19 @@
 #define BOOST_TEST_MODULE metrics
 #include <boost/test/unit_test.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+#include "tests/integration/child_process.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/metrics.hpp"
 #include "troupe/metrics_http.hpp"
 
 using namespace troupe;
+using troupe::testing::http_get;
 using troupe::testing::is_error;
 
 namespace {
 
 bool contains(const std::string& text, const std::string& line) {
   return text.find(line) != std::string::npos;
-}
-
-// One HTTP request to 127.0.0.1:port; the whole response.
-std::string http_get(uint16_t port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return "";
-  }
-  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
-  (void)::write(fd, request.data(), request.size());
-  std::string out;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) out.append(buffer, n);
-  ::close(fd);
-  return out;
 }
 
 }  // namespace

@@ -64,8 +64,12 @@ class metrics_registry {
 
   // The series of `name` with these label values (in the declared order), created on first
   // use; nullptr when `name` is not declared as that kind or the values do not fit.
-  metric_value* counter(const std::string& name, const std::vector<std::string>& values = {});
-  metric_value* gauge(const std::string& name, const std::vector<std::string>& values = {});
+  metric_value* counter(const std::string& name, const std::vector<std::string>& values = {}) {
+    return value(name, metric_kind::counter, values);
+  }
+  metric_value* gauge(const std::string& name, const std::vector<std::string>& values = {}) {
+    return value(name, metric_kind::gauge, values);
+  }
   histogram_value* histogram(const std::string& name, const std::vector<std::string>& values = {});
 
   // Every metric in the text exposition format, sorted by name.
@@ -82,6 +86,8 @@ class metrics_registry {
   };
 
   family* find(const std::string& name, metric_kind kind, const std::vector<std::string>& values);
+  metric_value* value(const std::string& name, metric_kind kind,
+                      const std::vector<std::string>& values);
 
   mutable std::mutex mutex_;
   std::map<std::string, family> families_;
