@@ -187,6 +187,29 @@ void bucket_store::record(uint64_t staleness) {
   ++histogram_[std::min<uint64_t>(staleness, staleness_histogram_size - 1)];
 }
 
+void bucket_store::observe_norm(const push_request& push) {
+  double squares = 0;
+  for (const auto& t : push.dense)
+    for (float g : t.values) squares += double(g) * double(g);
+  for (const auto& rows : push.sparse)
+    for (float g : rows.values) squares += double(g) * double(g);
+  if (norms_.size() < update_window)
+    norms_.push_back(std::sqrt(squares));
+  else
+    norms_[next_norm_] = std::sqrt(squares);
+  next_norm_ = (next_norm_ + 1) % update_window;
+}
+
+double bucket_store::update_variance() const {
+  if (norms_.size() < 2) return 0.0;
+  double sum = 0, squares = 0;
+  for (double x : norms_) sum += x, squares += x * x;
+  const double n = double(norms_.size());
+  const double mean = sum / n;
+  if (mean <= 0) return 0.0;
+  return std::max(0.0, squares / n - mean * mean) / (mean * mean);
+}
+
 void bucket_store::apply_now(push_request& push, uint64_t staleness) {
   for (size_t i = 0; i < slices_.size(); ++i) {
     compensate(push.worker, i, push.dense[i].values);
@@ -313,6 +336,7 @@ caf::expected<push_ack> bucket_store::apply(push_request push) {
   if (push.skipped && counts_as_step(push)) {
     counted(push);
     skip_step(push.worker);
+    ++skipped_;
     if (push.last) retire(push.worker);
     return push_ack{id_, version_, 0};
   }
@@ -327,6 +351,7 @@ caf::expected<push_ack> bucket_store::apply(push_request push) {
     return err;
   }
   counted(push);
+  observe_norm(push);
   const uint64_t staleness = clock_.staleness_since(push.read_clock);
   if (in_round_.empty()) {
     apply_now(push, staleness);
@@ -415,8 +440,9 @@ pull_reply bucket_store::snapshot() const {
 }
 
 bucket_stats bucket_store::stats() const {
-  return bucket_stats{id_,    version_,   applied_,      rejected_, max_staleness_, staleness_sum_,
-                      clock_, histogram_, max_clock_gap_};
+  return bucket_stats{
+      id_,    version_,   applied_,       rejected_, max_staleness_,   staleness_sum_,
+      clock_, histogram_, max_clock_gap_, skipped_,  update_variance()};
 }
 
 }  // namespace troupe

@@ -85,6 +85,12 @@ class bucket_store {
 
   pull_reply snapshot() const;
   bucket_stats stats() const;
+
+  // The update-variance diagnostic: the variance of the norms of the last update_window
+  // applied gradients over their squared mean (0 with fewer than two). High values mean that
+  // pushes disagree in size, as when stale or diverging workers mix in.
+  double update_variance() const;
+  static constexpr size_t update_window = 256;
   const std::vector<dense_tensor>& slices() const { return slices_; }
 
  private:
@@ -99,6 +105,7 @@ class bucket_store {
   void collect_round(const push_request& push);
   void finish_round_if_complete();
   void record(uint64_t staleness);
+  void observe_norm(const push_request& push);
   std::vector<dense_tensor> changed_rows(uint32_t worker);
   sparse_table* table(const std::string& name);
   const sparse_table* table(const std::string& name) const;
@@ -137,6 +144,10 @@ class bucket_store {
   uint64_t max_clock_gap_ = 0;
   std::vector<uint64_t> histogram_;
   std::vector<uint64_t> next_push_;  // per worker: the push clock expected next
+  // Diagnostics only (not saved: a restored bucket starts them afresh).
+  uint64_t skipped_ = 0;       // pushes with nothing to apply
+  std::vector<double> norms_;  // the last update_window gradient norms, a ring
+  size_t next_norm_ = 0;
 };
 
 }  // namespace troupe

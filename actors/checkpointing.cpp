@@ -12,11 +12,21 @@ namespace troupe::coordination {
 
 namespace {
 
-void resume_workers(self_ptr self) {
+// The checkpoint is written (its path) or skipped (why): the workers go on, and whoever asked
+// for it (the console) is told.
+void checkpoint_over(self_ptr self, caf::expected<std::string> outcome) {
   auto& st = self->state;
   st.checkpointing = false;
-  for (size_t i = 0; i < st.workers.size(); ++i)
-    if (!st.worker_members[i].lost) self->send(st.workers[i], resume_atom_v);
+  for (size_t i = 0; i < st.workers.size(); ++i)  // a worker being drained stays paused
+    if (!st.worker_members[i].lost && !st.worker_members[i].draining)
+      self->send(st.workers[i], resume_atom_v);
+  auto waiters = std::move(st.checkpoint_waiters);
+  st.checkpoint_waiters.clear();
+  for (auto& tell : waiters) tell(outcome);
+}
+
+caf::error skipped(std::string why) {
+  return make_error(errc::job_failed, "checkpoint skipped: " + std::move(why));
 }
 
 // Once every bucket is saved: the job's part, the file, and the workers go on.
@@ -45,7 +55,7 @@ void write_out(self_ptr self, const coordinator_config& config, std::shared_ptr<
   } else {
     config.log.error("no checkpoint written: {}", describe(path.error()));
   }
-  resume_workers(self);
+  checkpoint_over(self, std::move(path));
 }
 
 // Saves part `index` (and then the rest) of bucket b into c; calls done(error or none).
@@ -64,9 +74,10 @@ void save_parts(self_ptr self, const coordinator_config& config, uint32_t b, uin
 void save_buckets(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   if (st.phase != job_phase::training || st.recovering > 0 || st.checkpoint_spoiled) {
-    config.log.warn("checkpoint skipped: {}",
-                    st.checkpoint_spoiled ? "not every worker paused" : "a bucket is recovering");
-    return resume_workers(self);
+    const std::string why =
+        st.checkpoint_spoiled ? "not every worker paused" : "a bucket is recovering";
+    config.log.warn("checkpoint skipped: {}", why);
+    return checkpoint_over(self, skipped(why));
   }
   auto c = std::make_shared<checkpoint>();
   c->buckets.resize(st.buckets.size());
@@ -78,17 +89,25 @@ void save_buckets(self_ptr self, const coordinator_config& config) {
       if (--*pending > 0) return;
       if (self->state.phase != job_phase::training) return;
       if (*failure || self->state.checkpoint_spoiled) {
-        config.log.warn("checkpoint skipped: {}",
-                        *failure ? describe(*failure) : "a worker started meanwhile");
-        return resume_workers(self);
+        const std::string why = *failure ? describe(*failure) : "a worker started meanwhile";
+        config.log.warn("checkpoint skipped: {}", why);
+        return checkpoint_over(self, skipped(why));
       }
       write_out(self, config, c);
     });
 }
 
+}  // namespace
+
 // Pauses every active worker; once none has a push in flight, saves the buckets.
 void take_checkpoint(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
+  const auto draining = [](const member& m) { return m.draining; };
+  if (std::any_of(st.server_members.begin(), st.server_members.end(), draining) ||
+      std::any_of(st.worker_members.begin(), st.worker_members.end(), draining)) {
+    config.log.warn("checkpoint skipped: a node is being drained");
+    return checkpoint_over(self, skipped("a node is being drained"));
+  }
   st.checkpointing = true;
   st.checkpoint_spoiled = false;
   st.since_checkpoint = 0;
@@ -110,8 +129,6 @@ void take_checkpoint(self_ptr self, const coordinator_config& config) {
   }
   paused();
 }
-
-}  // namespace
 
 void count_for_checkpoint(self_ptr self, const coordinator_config& config, uint64_t batches) {
   auto& st = self->state;

@@ -178,11 +178,11 @@ void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t
   const double rate = double(done - std::min(done, st.report.resumed_from_step)) /
                       std::max(seconds_since(st.started), 1e-9);
   const double eta = rate > 0 ? double(total - std::min(total, done)) / rate : 0.0;
-  std::printf(
-      "epoch %u/%u  test_accuracy %.4f  test_loss %.4f  train_loss %.4f  %.1f s  %.0f batches/s  "
-      "eta %.1f s\n",
-      epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall, rate, eta);
-  std::fflush(stdout);
+  st.display.line(fmt::format(
+      "epoch {}/{}  test_accuracy {:.4f}  test_loss {:.4f}  train_loss {:.4f}  {:.1f} s  {:.0f} "
+      "batches/s  eta {:.1f} s",
+      epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall, rate, eta));
+  st.curve.on_evaluation(wall, done, epoch + 1, accuracy);
   st.evaluated = epoch + 1;
   set(st.metrics.epochs, st.evaluated);
   set(st.metrics.accuracy, accuracy);
@@ -253,6 +253,22 @@ void maybe_evaluate(self_ptr self, const coordinator_config& config) {
     evaluate(self, config, st.evaluated);
 }
 
+// The training curve and the terminal's progress line learn of a finished chunk.
+void show_progress(self_ptr self, const coordinator_config& config, const progress& report) {
+  auto& st = self->state;
+  const uint64_t done = st.work->finished_batches();
+  const double since = std::max(seconds_since(st.started), 1e-9);
+  const uint32_t epoch = report.chunk.epoch;
+  st.curve.on_progress(st.resumed_wall_s + since, done, epoch + 1, report.loss_sum,
+                       report.chunk.count, report.staleness);
+  if (!st.display.terminal()) return;
+  const uint64_t total = uint64_t{config.opts.epochs} * st.work->batches_per_epoch();
+  const double rate = double(done - std::min(done, st.report.resumed_from_step)) / since;
+  const double eta = rate > 0 ? double(total - std::min(total, done)) / rate : 0.0;
+  st.display.update(epoch + 1, config.opts.epochs, st.epoch_batches[epoch],
+                    st.work->batches_per_epoch(), rate, eta);
+}
+
 void on_progress(self_ptr self, const coordinator_config& config, const wire& w) {
   auto& st = self->state;
   if (st.phase != job_phase::training) return config.log.warn("ignored early progress");
@@ -271,6 +287,9 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
   m.compute_s = report->compute_s;
   m.wall_s = report->wall_s;
   m.last_loss = report->loss_sum / std::max<uint32_t>(report->chunk.count, 1);
+  m.recent_losses.push_back(m.last_loss);
+  if (m.recent_losses.size() > recent_loss_count) m.recent_losses.pop_front();
+  show_progress(self, config, *report);
   maybe_evaluate(self, config);
   ++st.chunks_done;
   count_for_checkpoint(self, config, report->chunk.count);
@@ -364,6 +383,11 @@ coordinator_actor::behavior_type coordinator(
         config.log.error("a node supervisor escalated: {}", why);
       },
       [=](inspect_atom, const std::string& view) { return inspect(self, config, view); },
+      [=](checkpoint_atom) { return checkpoint_now(self, config); },
+      [=](drain_atom, const std::string& name) { return drain(self, config, name); },
+      [=](log_atom, const std::string& level, const std::string& node) {
+        return set_log_level(self, config, level, node);
+      },
       [=](fault_atom, const std::string& name) -> caf::result<std::string> {
         auto done = inject_fault(self, name);
         if (!done) return std::move(done.error());

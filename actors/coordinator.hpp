@@ -8,10 +8,12 @@
 // checkpoints (--checkpoint-dir) and resumes from them (--resume), and injects faults.
 // The work is split over coordinator.cpp (start, progress, evaluation, the end),
 // membership.cpp (joins, losses, heartbeats), placement.cpp (placement, replication,
-// recovery, faults), checkpointing.cpp and inspection.cpp (the console's views).
+// recovery, faults), checkpointing.cpp, inspection.cpp and diagnostics.cpp (the console's
+// views), and operations.cpp (the console's actions: checkpoint now, drain, log level).
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,6 +27,8 @@
 #include "actors/evaluator.hpp"
 #include "actors/heartbeat.hpp"
 #include "actors/node_metrics.hpp"
+#include "actors/progress_line.hpp"
+#include "actors/training_curve.hpp"
 #include "actors/work_plan.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/layout.hpp"
@@ -56,10 +60,16 @@ struct member {
   // For the console:
   std::chrono::steady_clock::time_point joined = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point heard = joined;  // last heartbeat
-  double cpu_s = 0;      // its process's CPU time, from the last heartbeat
-  uint64_t rss = 0;      // and resident memory
-  double last_loss = 0;  // a worker's mean loss over its last chunk
+  double cpu_s = 0;                  // its process's CPU time, from the last heartbeat
+  uint64_t rss = 0;                  // and resident memory
+  double last_loss = 0;              // a worker's mean loss over its last chunk
+  std::deque<double> recent_losses;  // a worker's last chunk losses (loss oscillation), bounded
+  bool draining = false;             // the console is draining it
+  bool drained = false;              // it left cleanly (lost is set too: it is gone)
 };
+
+// Chunk losses kept per worker for the loss-oscillation diagnostic.
+constexpr size_t recent_loss_count = 32;
 
 // Where one bucket lives: its primary's server, and its backup (with --replication 2).
 struct bucket_home {
@@ -109,6 +119,10 @@ struct coordinator_state {
   evaluator_actor evaluator;
   job_report report;
   job_metrics metrics;
+  training_curve curve;   // the console's export-curve
+  progress_line display;  // progress on the terminal
+  // The console's `checkpoint`: told the new file's path (or why none was written).
+  std::vector<std::function<void(caf::expected<std::string>)>> checkpoint_waiters;
   std::chrono::steady_clock::time_point started;
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
 };

@@ -42,10 +42,41 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s, cons
 caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_actor& failed);
 void moved(self_ptr self, const coordinator_config& config, uint32_t bucket, bucket_actor handle);
 caf::expected<std::string> inject_fault(self_ptr self, const std::string& name);
+// Makes a copy of bucket b on another live server that is not being drained; `then` runs once
+// it holds the state (or right away when no copy can be made).
+void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
+                std::function<void()> then);
+// Server s leaves cleanly (drained): its buckets' copies take over, and it stops.
+void hand_over_server(self_ptr self, const coordinator_config& config, size_t s);
 
 // -- inspection.cpp
-// The console's views of the job: "nodes", "workers" or "buckets" as a table_view.
+// The console's views of the job: "nodes", "tree", "workers", "buckets", "metrics", "diag" or
+// "curve" as a table_view.
 caf::result<wire> inspect(self_ptr self, const coordinator_config& config, const std::string& view);
+std::string state_of(const member& m);
+std::string fixed(double x, int digits = 2);
+
+// -- diagnostics.cpp
+using node_texts = std::vector<std::pair<std::string, std::string>>;  // node name, metrics text
+// Asks every live node in another process for its metrics; `done` gets them, the coordinator's
+// own process first. Nodes that do not answer within a few seconds are left out.
+void gather_metrics(self_ptr self, const coordinator_config& config,
+                    std::function<void(node_texts)> done);
+// Every bucket's statistics (none for a bucket that did not answer), in bucket order.
+void gather_stats(self_ptr self, const coordinator_config& config,
+                  std::function<void(std::vector<std::optional<bucket_stats>>)> done);
+// The diagnostics table: update variance, loss oscillation, effective update ratio.
+table_view diagnose(const coordinator_state& st, const diag_thresholds& warn,
+                    const std::vector<std::optional<bucket_stats>>& stats);
+// Every node's metrics as rows: node, family, type, help, metric, labels, value.
+table_view metrics_table(const node_texts& texts);
+
+// -- operations.cpp
+caf::result<std::string> checkpoint_now(self_ptr self, const coordinator_config& config);
+caf::result<std::string> drain(self_ptr self, const coordinator_config& config,
+                               const std::string& name);
+caf::result<std::string> set_log_level(self_ptr self, const coordinator_config& config,
+                                       const std::string& level, const std::string& node);
 
 // -- checkpointing.cpp
 // Reads the newest good checkpoint of --resume; says which newer ones it skipped and why.
@@ -56,5 +87,7 @@ caf::error check_resume(const coordinator_state& st, const coordinator_config& c
 void start_resumed(self_ptr self, const coordinator_config& config);
 // Counts finished batches and takes a checkpoint when --checkpoint-every is reached.
 void count_for_checkpoint(self_ptr self, const coordinator_config& config, uint64_t batches);
+// Pauses the workers, saves every bucket, writes the file; tells checkpoint_waiters.
+void take_checkpoint(self_ptr self, const coordinator_config& config);
 
 }  // namespace troupe::coordination

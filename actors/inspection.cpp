@@ -1,25 +1,27 @@
-// The coordinator's answers to the console: tables of the nodes, the workers and the buckets
-// of the running job, built from what the coordinator tracks (and, for buckets, their stats).
+// The coordinator's answers to the console: tables of the nodes, the supervision tree, the
+// workers, the buckets, every node's metrics, the diagnostics and the training curve, built
+// from what the coordinator tracks and what it asks the nodes and buckets at that moment.
 #include <fmt/format.h>
 
 #include "actors/coordinator_parts.hpp"
 #include "actors/report.hpp"
 #include "troupe/error.hpp"
 #include "troupe/metrics.hpp"
+#include "troupe/metrics_text.hpp"
 
 namespace troupe::coordination {
 
-namespace {
-
-using clock = std::chrono::steady_clock;
-
-std::string fixed(double x, int digits = 2) {
+std::string fixed(double x, int digits) {
   return fmt::format("{:.{}f}", x, digits);
 }
 
 std::string state_of(const member& m) {
-  return m.lost ? "lost" : m.done ? "done" : "live";
+  return m.drained ? "drained" : m.lost ? "lost" : m.done ? "done" : "live";
 }
+
+namespace {
+
+using clock = std::chrono::steady_clock;
 
 std::string phase_name(job_phase p) {
   switch (p) {
@@ -66,24 +68,44 @@ table_view workers(const coordinator_state& st) {
   return t;
 }
 
+// Each node's actors' mailbox sizes, from their metrics: (node, actor) -> messages waiting.
+using mailboxes = std::map<std::pair<std::string, std::string>, std::string>;
+
+mailboxes mailboxes_of(const node_texts& texts) {
+  mailboxes out;
+  for (const auto& [node, text] : texts)
+    for (const auto& s : parse_prometheus_text(text))
+      if (s.name == "troupe_actor_mailbox_size" && s.labels.rfind("actor=\"", 0) == 0)
+        out[{node, s.labels.substr(7, s.labels.size() - 8)}] = s.value;
+  return out;
+}
+
 // The supervision tree: the coordinator, each node's supervisor, and what it supervises.
-table_view tree(const coordinator_state& st) {
-  table_view t{{"actor", "kind", "node", "state", "restarts"}, {}};
-  t.rows.push_back({"coordinator", "coordinator", "coordinator", phase_name(st.phase), "0"});
+table_view tree(const coordinator_state& st, size_t own_mailbox, const mailboxes& boxes) {
+  table_view t{{"actor", "kind", "node", "state", "restarts", "mailbox"}, {}};
+  auto mailbox = [&](const member& m, const std::string& actor) -> std::string {
+    if (m.lost) return "-";
+    auto it = boxes.find({m.name, actor});
+    if (it == boxes.end()) it = boxes.find({"coordinator", actor});  // nodes in its process
+    return it == boxes.end() ? "-" : it->second;
+  };
+  t.rows.push_back({"coordinator", "coordinator", "coordinator", phase_name(st.phase), "0",
+                    std::to_string(own_mailbox)});
   for (size_t s = 0; s < st.server_members.size(); ++s) {
     const auto& m = st.server_members[s];
-    const std::string state = m.lost ? "lost" : "live";
-    t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name, state, "-"});
+    t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name, state_of(m), "-", "-"});
     for (uint32_t b = 0; b < st.homes.size(); ++b) {
       const auto& home = st.homes[b];
       const bool primary = home.primary_server == s;
       const bool backup = home.backup && home.backup_server == s;
       if (!primary && !backup) continue;
-      t.rows.push_back({"    bucket-" + std::to_string(b), primary ? "bucket" : "backup", m.name,
+      const std::string actor = "bucket-" + std::to_string(b);
+      t.rows.push_back({"    " + actor, primary ? "bucket" : "backup", m.name,
                         m.lost            ? "lost"
                         : home.recovering ? "recovering"
                                           : "live",
-                        std::to_string(primary ? home.primary_restarts : home.backup_restarts)});
+                        std::to_string(primary ? home.primary_restarts : home.backup_restarts),
+                        mailbox(m, actor)});
     }
   }
   for (size_t w = 0; w < st.worker_members.size(); ++w) {
@@ -95,10 +117,13 @@ table_view tree(const coordinator_state& st) {
     const member* latest = &m;
     for (const auto& o : st.worker_members)
       if (o.name == m.name) ++lives, latest = &o;
-    t.rows.push_back(
-        {"  " + m.name + " supervisor", "supervisor", m.name, latest->lost ? "lost" : "live", "-"});
-    t.rows.push_back(
-        {"    " + m.name, "worker", m.name, state_of(*latest), std::to_string(lives - 1)});
+    t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name,
+                      latest->drained ? "drained"
+                      : latest->lost  ? "lost"
+                                      : "live",
+                      "-", "-"});
+    t.rows.push_back({"    " + m.name, "worker", m.name, state_of(*latest),
+                      std::to_string(lives - 1), mailbox(*latest, m.name)});
   }
   return t;
 }
@@ -128,31 +153,43 @@ caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
   auto& st = self->state;
   if (view == "nodes") return encode(nodes(st, config));
   if (view == "workers") return encode(workers(st));
-  if (view == "tree") return encode(tree(st));
-  if (view != "buckets")
-    return make_error(errc::bad_configuration,
-                      "no view '" + view + "' (nodes, tree, workers, buckets)");
+  if (view == "curve") return encode(st.curve.table());
+  auto promise = self->make_response_promise<wire>();
+  if (view == "tree" || view == "metrics") {
+    gather_metrics(self, config, [=](node_texts texts) mutable {
+      if (view == "metrics") {
+        promise.deliver(encode(metrics_table(texts)));
+        return;
+      }
+      const auto own = self->mailbox().size();
+      promise.deliver(encode(tree(self->state, own, mailboxes_of(texts))));
+    });
+    return promise;
+  }
+  if (view != "buckets" && view != "diag")
+    return make_error(
+        errc::bad_configuration,
+        "no view '" + view + "' (nodes, tree, workers, buckets, metrics, diag, curve)");
   if (st.phase != job_phase::training)
     return make_error(errc::job_failed, "no buckets to show before training starts");
-  auto table = std::make_shared<table_view>(
-      table_view{{"bucket", "primary", "backup", "version", "applied", "rejected", "staleness_p50",
-                  "staleness_p99", "staleness_max", "clock", "clock_sum"},
-                 std::vector<std::vector<std::string>>(st.buckets.size())});
-  auto promise = self->make_response_promise<wire>();
-  auto pending = std::make_shared<size_t>(st.buckets.size());
-  for (uint32_t b = 0; b < st.buckets.size(); ++b)
-    self->request(st.buckets[b], config.opts.request_timeout, stats_atom_v)
-        .then(
-            [=](const wire& w) mutable {
-              if (auto s = decode<bucket_stats>(w); s && s->bucket < table->rows.size())
-                table->rows[s->bucket] = bucket_row(self->state, *s);
-              if (--*pending == 0) promise.deliver(encode(*table));
-            },
-            [=](caf::error&) mutable {
-              table->rows[b] = std::vector<std::string>(table->columns.size(), "?");
-              table->rows[b][0] = std::to_string(b);
-              if (--*pending == 0) promise.deliver(encode(*table));
-            });
+  gather_stats(self, config, [=](std::vector<std::optional<bucket_stats>> stats) mutable {
+    if (view == "diag") {
+      promise.deliver(encode(diagnose(self->state, config.opts.warn, stats)));
+      return;
+    }
+    table_view table{{"bucket", "primary", "backup", "version", "applied", "rejected",
+                      "staleness_p50", "staleness_p99", "staleness_max", "clock", "clock_sum"},
+                     {}};
+    for (uint32_t b = 0; b < stats.size(); ++b) {
+      if (stats[b]) {
+        table.rows.push_back(bucket_row(self->state, *stats[b]));
+        continue;
+      }
+      table.rows.emplace_back(table.columns.size(), "?");
+      table.rows.back()[0] = std::to_string(b);
+    }
+    promise.deliver(encode(table));
+  });
   return promise;
 }
 

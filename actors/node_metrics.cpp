@@ -11,6 +11,8 @@ void declare_node_metrics(metrics_registry& r) {
   r.declare("troupe_push_staleness", metric_kind::histogram,
             "updates a bucket applied between a worker's pull and its push", {"bucket"},
             {0, 1, 2, 4, 8, 16, 32, 64});
+  r.declare("troupe_bucket_update_variance", metric_kind::gauge,
+            "variance / mean^2 of the norms of a bucket's last 256 applied gradients", {"bucket"});
   r.declare("troupe_bytes_received_total", metric_kind::counter,
             "message bytes an actor received (pushes, pull replies)", {"actor"});
   r.declare("troupe_bytes_sent_total", metric_kind::counter,
@@ -34,6 +36,12 @@ void declare_node_metrics(metrics_registry& r) {
   r.declare("troupe_job_checkpoints_total", metric_kind::counter, "checkpoints written");
 }
 
+std::string node_metrics_text(const std::shared_ptr<metrics_registry>& registry) {
+  if (!registry) return {};
+  update_process_metrics(*registry);
+  return registry->prometheus_text();
+}
+
 job_metrics job_metrics::of(const std::shared_ptr<metrics_registry>& r) {
   if (!r) return {};
   return job_metrics{
@@ -52,7 +60,8 @@ bucket_metrics bucket_metrics::of(const std::shared_ptr<metrics_registry>& r, ui
                         r->histogram("troupe_push_staleness", {id}),
                         r->counter("troupe_bytes_received_total", {actor}),
                         r->counter("troupe_bytes_sent_total", {actor}),
-                        r->gauge("troupe_actor_mailbox_size", {actor})};
+                        r->gauge("troupe_actor_mailbox_size", {actor}),
+                        r->gauge("troupe_bucket_update_variance", {id})};
 }
 
 worker_metrics worker_metrics::of(const std::shared_ptr<metrics_registry>& r,
@@ -61,7 +70,8 @@ worker_metrics worker_metrics::of(const std::shared_ptr<metrics_registry>& r,
   return worker_metrics{r->counter("troupe_worker_steps_total", {worker}),
                         r->counter("troupe_bytes_received_total", {worker}),
                         r->counter("troupe_bytes_sent_total", {worker}),
-                        r->gauge("troupe_worker_last_loss", {worker})};
+                        r->gauge("troupe_worker_last_loss", {worker}),
+                        r->gauge("troupe_actor_mailbox_size", {worker})};
 }
 
 }  // namespace troupe

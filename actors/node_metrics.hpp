@@ -13,6 +13,10 @@ namespace troupe {
 // Declares every metric below in `registry` (idempotent).
 void declare_node_metrics(metrics_registry& registry);
 
+// The node's metrics in the Prometheus text format, process metrics brought up to date
+// (what a node answers the coordinator's `metrics`); "" without a registry.
+std::string node_metrics_text(const std::shared_ptr<metrics_registry>& registry);
+
 // The series of one bucket: all null without a registry.
 struct bucket_metrics {
   metric_value* updates = nullptr;       // troupe_bucket_updates_total
@@ -21,6 +25,7 @@ struct bucket_metrics {
   metric_value* bytes_in = nullptr;      // troupe_bytes_received_total
   metric_value* bytes_out = nullptr;     // troupe_bytes_sent_total
   metric_value* mailbox = nullptr;       // troupe_actor_mailbox_size
+  metric_value* variance = nullptr;      // troupe_bucket_update_variance
 
   static bucket_metrics of(const std::shared_ptr<metrics_registry>& registry, uint32_t bucket);
 };
@@ -31,6 +36,7 @@ struct worker_metrics {
   metric_value* bytes_in = nullptr;   // troupe_bytes_received_total
   metric_value* bytes_out = nullptr;  // troupe_bytes_sent_total
   metric_value* loss = nullptr;       // troupe_worker_last_loss
+  metric_value* mailbox = nullptr;    // troupe_actor_mailbox_size
 
   static worker_metrics of(const std::shared_ptr<metrics_registry>& registry,
                            const std::string& worker);

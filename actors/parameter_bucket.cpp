@@ -120,6 +120,7 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   add(ack ? m.updates : m.rejected, 1);
   if (ack && m.staleness) m.staleness->observe(double(ack->staleness));
   set(m.mailbox, double(self->mailbox().size()));
+  if (ack) set(m.variance, store.update_variance());
   if (!st.backup) {
     release_held_pulls(self);
     if (!ack) return std::move(ack.error());

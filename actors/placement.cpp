@@ -62,7 +62,10 @@ void host_bucket(self_ptr self, const coordinator_config& config, uint32_t b, ui
       .then(on_hosted, on_error);
 }
 
-// The live server other than `not_this` that holds the fewest copies; none if there is none.
+}  // namespace
+
+// The live server other than `not_this`, and not being drained, that holds the fewest copies;
+// none if there is none.
 std::optional<uint32_t> backup_server_for(const coordinator_state& st, uint32_t not_this) {
   std::vector<size_t> load(st.servers.size(), 0);
   for (const auto& h : st.homes) {
@@ -71,7 +74,9 @@ std::optional<uint32_t> backup_server_for(const coordinator_state& st, uint32_t 
   }
   std::optional<uint32_t> best;
   for (uint32_t s = 0; s < st.servers.size(); ++s)
-    if (s != not_this && !st.server_members[s].lost && (!best || load[s] < load[*best])) best = s;
+    if (s != not_this && !st.server_members[s].lost && !st.server_members[s].draining &&
+        (!best || load[s] < load[*best]))
+      best = s;
   return best;
 }
 
@@ -110,6 +115,8 @@ void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
       },
       give_up);
 }
+
+namespace {
 
 // Sends a checkpoint's parts of bucket b to its new primary, then calls `then`.
 void restore_bucket(self_ptr self, const coordinator_config& config, uint32_t b,
@@ -206,7 +213,8 @@ void promote(self_ptr self, const coordinator_config& config, uint32_t b) {
           [=](bool) {
             set_primary(self, b, backup, server);
             served_again(self, config, b);
-            add_backup(self, config, b, [] {});
+            // A copy made only to drain a server (--replication 1) has none after it.
+            if (config.opts.replication >= 2) add_backup(self, config, b, [] {});
           },
           [=](caf::error& err) {
             fail(self, config,
@@ -329,6 +337,9 @@ void place_all(self_ptr self, const coordinator_config& config) {
   for (uint32_t b = 0; b < n; ++b) place_one(self, config, b);
 }
 
+void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
+                    const std::string& what);
+
 void lose_server(self_ptr self, const coordinator_config& config, size_t s,
                  const std::string& why) {
   auto& st = self->state;
@@ -352,6 +363,29 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
   st.evaluating = false;
   if (config.opts.replication < 2) return restore_from_checkpoint(self, config, s, what);
   config.log.warn("{}; its buckets' backups take over", what);
+  take_over_from(self, config, s, what);
+}
+
+void hand_over_server(self_ptr self, const coordinator_config& config, size_t s) {
+  auto& st = self->state;
+  auto& m = st.server_members[s];
+  m.lost = m.drained = true;
+  m.draining = false;
+  st.beats.forget(m.name);
+  st.report.drained.push_back(m.name);
+  st.lost_at = std::chrono::steady_clock::now();
+  ++st.evaluation_round;
+  st.evaluating = false;
+  self->request(st.servers[s], config.opts.request_timeout, stop_atom_v, "")
+      .then([](bool) {}, [](caf::error&) {});
+  config.log.info("drained server '{}': its buckets' copies take over", m.name);
+  take_over_from(self, config, s, "drained server '" + m.name + "'");
+}
+
+// Server s is gone: the backups of its primaries take over, its backups are made anew.
+void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
+                    const std::string& what) {
+  auto& st = self->state;
   for (uint32_t b = 0; b < st.homes.size(); ++b) {
     auto& home = st.homes[b];
     if (home.primary_server == s) {

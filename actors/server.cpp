@@ -6,6 +6,7 @@
 
 #include "actors/guards.hpp"
 #include "actors/job_outcome.hpp"
+#include "actors/node_metrics.hpp"
 #include "actors/parameter_bucket.hpp"
 #include "troupe/error.hpp"
 
@@ -130,6 +131,16 @@ server_actor::behavior_type server(self_ptr self, server_config config) {
   join(self, config);
   return {
       [=](host_atom, const wire& w) { return host(self, config, w); },
+      [=](metrics_atom) -> caf::result<std::string> {
+        if (!sent_by(self, config.coordinator.address()))
+          return make_error(errc::authentication_failed, "only the coordinator reads metrics");
+        return node_metrics_text(config.metrics);
+      },
+      [=](log_atom, const std::string& level) {
+        log_level to;
+        if (sent_by(self, config.coordinator.address()) && parse_log_level(level, to))
+          config.log.set_level(to);
+      },
       [=](stop_atom, const std::string& failure) -> caf::result<bool> {
         if (!sent_by(self, config.coordinator.address()))
           return make_error(errc::authentication_failed, "only the coordinator stops a server");

@@ -72,8 +72,10 @@ void claim_work(self_ptr self, const worker_config& config) {
 void pushed(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   ++st.clock;
-  const progress report{st.job->worker, st.current, st.current_loss, st.compute_s,
-                        seconds_since(st.started)};
+  const double staleness = st.chunk_acks ? st.chunk_staleness / double(st.chunk_acks) : 0.0;
+  const progress report{
+      st.job->worker, st.current, st.current_loss, st.compute_s, seconds_since(st.started),
+      staleness};
   self->send(config.coordinator, progress_atom_v, encode(report));
   maybe_compute(self, config);
 }
@@ -152,9 +154,12 @@ void send_push(self_ptr self, const worker_config& config, size_t b,
   add(st.metrics.bytes_out, double(bytes.bytes.size()));
   self->request(target, config.request_timeout, push_atom_v, std::move(bytes))
       .then(
-          [=](const wire&) {
-            if (!settle(self->state.pushes, b, id)) return;
-            if (--self->state.pushes_pending == 0) pushed(self, config);
+          [=](const wire& w) {
+            auto& st = self->state;
+            if (!settle(st.pushes, b, id)) return;
+            if (auto ack = decode<push_ack>(w))
+              st.chunk_staleness += double(ack->staleness), ++st.chunk_acks;
+            if (--st.pushes_pending == 0) pushed(self, config);
           },
           [=](caf::error& err) {
             if (!settle(self->state.pushes, b, id)) return;
@@ -168,6 +173,8 @@ void send_push(self_ptr self, const worker_config& config, size_t b,
 void push_round(self_ptr self, const worker_config& config, bool skipped) {
   auto& st = self->state;
   st.pushes_pending = st.buckets.size();
+  st.chunk_staleness = 0;
+  st.chunk_acks = 0;
   const bool last = st.queue.empty() && st.exhausted;
   for (size_t b = 0; b < st.buckets.size(); ++b) {
     const auto& plan = st.job->layout.buckets[b];
@@ -217,8 +224,8 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   if (st.pushes_pending > 0) return;
   if (st.paused) {  // nothing in flight: the coordinator may take its checkpoint
-    if (st.pause) st.pause->deliver(true);
-    st.pause.reset();
+    for (auto& p : st.pauses) p.deliver(true);
+    st.pauses.clear();
     return;
   }
   if (st.queue.empty()) {
@@ -407,8 +414,8 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
           return make_error(errc::authentication_failed, "only the coordinator pauses a worker");
         st.paused = true;
         if (st.pushes_pending == 0) return true;
-        st.pause = self->make_response_promise<bool>();
-        return *st.pause;
+        st.pauses.push_back(self->make_response_promise<bool>());
+        return st.pauses.back();
       },
       [=](resume_atom) {
         if (!sent_by(self, config.coordinator.address())) return;
@@ -419,6 +426,17 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         if (!sent_by(self, config.coordinator.address())) return;
         config.log.warn("crashing on purpose (fault injection)");
         self->quit(make_error(errc::injected_fault, config.name));
+      },
+      [=](metrics_atom) -> caf::result<std::string> {
+        if (!sent_by(self, config.coordinator.address()))
+          return make_error(errc::authentication_failed, "only the coordinator reads metrics");
+        set(self->state.metrics.mailbox, double(self->mailbox().size()));
+        return node_metrics_text(config.metrics);
+      },
+      [=](log_atom, const std::string& level) {
+        log_level to;
+        if (sent_by(self, config.coordinator.address()) && parse_log_level(level, to))
+          config.log.set_level(to);
       },
   };
 }

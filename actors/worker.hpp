@@ -61,6 +61,8 @@ struct worker_state {
   std::deque<work_chunk> queue;    // chunks claimed and not yet computed (at most two)
   work_chunk current;              // the chunk whose gradient is being pushed
   double current_loss = 0;         // its summed batch losses
+  double chunk_staleness = 0;      // summed staleness of its pushes' acks so far
+  uint32_t chunk_acks = 0;
   bool claim_pending = false;      // a claim request is in flight
   bool exhausted = false;          // the coordinator has no work left for us
   bool finished = false;           // done has been sent
@@ -72,7 +74,8 @@ struct worker_state {
   std::chrono::steady_clock::time_point started;
   bool stopping = false;
   bool paused = false;                                     // no new chunk starts (checkpoint)
-  std::optional<caf::typed_response_promise<bool>> pause;  // answered once no push is in flight
+  // Pauses (a checkpoint, a drain) answered once no push is in flight.
+  std::vector<caf::typed_response_promise<bool>> pauses;
   std::vector<in_flight> pulls, pushes;                    // per bucket
   std::vector<caf::actor_addr> gone;  // per bucket: a handle known to be down (not yet replaced)
   uint64_t requests = 0;              // ids of in_flight entries

@@ -301,6 +301,7 @@ wire encode(const progress& x) {
   out.setLossSum(x.loss_sum);
   out.setComputeS(x.compute_s);
   out.setWallS(x.wall_s);
+  out.setStaleness(x.staleness);
   return detail::to_wire(message);
 }
 
@@ -310,7 +311,7 @@ caf::expected<progress> decode<progress>(const wire& w, const codec_limits& limi
       w, limits, [](schema::Progress::Reader in, decode_budget&) -> caf::expected<progress> {
         // A diverged worker may report a non-finite loss: that is information, not corruption.
         return progress{in.getWorker(), detail::read_chunk(in.getChunk()), in.getLossSum(),
-                        in.getComputeS(), in.getWallS()};
+                        in.getComputeS(), in.getWallS(), in.getStaleness()};
       });
 }
 

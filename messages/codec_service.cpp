@@ -324,6 +324,8 @@ wire encode(const bucket_stats& x) {
   for (unsigned i = 0; i < x.staleness_histogram.size(); ++i)
     histogram.set(i, x.staleness_histogram[i]);
   out.setMaxClockGap(x.max_clock_gap);
+  out.setUpdatesSkipped(x.updates_skipped);
+  out.setUpdateVariance(x.update_variance);
   return detail::to_wire(message);
 }
 
@@ -347,6 +349,8 @@ caf::expected<bucket_stats> decode<bucket_stats>(const wire& w, const codec_limi
           return make_error(errc::message_too_large, "staleness histogram too long");
         x.staleness_histogram = detail::to_vector<uint64_t>(histogram);
         x.max_clock_gap = in.getMaxClockGap();
+        x.updates_skipped = in.getUpdatesSkipped();
+        x.update_variance = in.getUpdateVariance();
         return x;
       });
 }

@@ -46,6 +46,10 @@ CAF_ADD_ATOM(troupe, troupe, pause_atom, "pause")
 CAF_ADD_ATOM(troupe, troupe, resume_atom, "resume")
 CAF_ADD_ATOM(troupe, troupe, peer_atom, "peer")
 CAF_ADD_ATOM(troupe, troupe, inspect_atom, "inspect")
+CAF_ADD_ATOM(troupe, troupe, metrics_atom, "metrics")
+CAF_ADD_ATOM(troupe, troupe, log_atom, "log")
+CAF_ADD_ATOM(troupe, troupe, drain_atom, "drain")
+CAF_ADD_ATOM(troupe, troupe, checkpoint_atom, "checkpoint")
 
 namespace troupe {
 
@@ -86,23 +90,29 @@ using bucket_actor = caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wir
 //   fault: crash on purpose (fault injection, coordinator only)
 //   peer:  another server's host and port -> true once connected directly (primaries then
 //          reach their backups in one hop; coordinator only, before any bucket is placed)
+//   metrics: -> this node's metrics in the Prometheus text format (coordinator only)
+//   log:   a log level ("error", "warn", "info", "debug") for the whole node (coordinator only)
 using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<bucket_actor>,
                                       caf::replies_to<stop_atom, std::string>::with<bool>,
                                       caf::replies_to<peer_atom, std::string, uint16_t>::with<bool>,
                                       caf::reacts_to<moved_atom, std::string, caf::actor>,
-                                      caf::reacts_to<fault_atom>>;
+                                      caf::reacts_to<fault_atom>,
+                                      caf::replies_to<metrics_atom>::with<std::string>,
+                                      caf::reacts_to<log_atom, std::string>>;
 
 // A worker: trains on its shard once started, reporting each epoch to the coordinator.
 //   start:  start_job and one handle per bucket, in placement order
 //   stop:   as for servers
 //   pause:  -> true once no push is in flight; no new chunk starts until resume (checkpoints)
 //   resume: go on after a pause
-//   fault:  as for servers
+//   fault, metrics, log: as for servers
 using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vector<bucket_actor>>,
                                       caf::replies_to<stop_atom, std::string>::with<bool>,
                                       caf::replies_to<pause_atom>::with<bool>,
                                       caf::reacts_to<resume_atom>,
-                                      caf::reacts_to<fault_atom>>;
+                                      caf::reacts_to<fault_atom>,
+                                      caf::replies_to<metrics_atom>::with<std::string>,
+                                      caf::reacts_to<log_atom, std::string>>;
 
 // The coordinator: membership, placement, the work, evaluation, the report.
 //   join:     join_request and the member's handle -> join_reply
@@ -115,7 +125,13 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vect
 //   moved:    bucket id, its new handle (a server's supervisor restarted it)
 //   escalate: a server's supervisor gave up (why); its buckets are lost with the server
 //   fault:    an actor's name ("bucket-3", a worker's or a server's name) -> what was done
-//   inspect:  a view ("nodes", "workers", "buckets") -> table_view (the console's)
+//   inspect:  a view ("nodes", "tree", "workers", "buckets", "metrics", "diag", "curve")
+//             -> table_view (the console's)
+//   checkpoint: take a checkpoint now -> its path (needs --checkpoint-dir)
+//   drain:    a node's name -> what was done: a worker finishes its push in flight and leaves
+//             (its unfinished batches go to the others); a server's buckets move to the other
+//             servers first (a copy is made where there is none), then it stops
+//   log:      a log level, and a node's name or "" for every node -> what was done
 using coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, server_actor>::with<wire>,
                      caf::replies_to<join_atom, wire, worker_actor>::with<wire>,
@@ -128,7 +144,10 @@ using coordinator_actor =
                      caf::reacts_to<moved_atom, uint32_t, bucket_actor>,
                      caf::reacts_to<escalate_atom, std::string>,
                      caf::replies_to<fault_atom, std::string>::with<std::string>,
-                     caf::replies_to<inspect_atom, std::string>::with<wire>>;
+                     caf::replies_to<inspect_atom, std::string>::with<wire>,
+                     caf::replies_to<checkpoint_atom>::with<std::string>,
+                     caf::replies_to<drain_atom, std::string>::with<std::string>,
+                     caf::replies_to<log_atom, std::string, std::string>::with<std::string>>;
 
 // The only actor a node publishes: it hands out the coordinator to peers that prove they know
 // the cluster secret (runtime/include/troupe/auth.hpp).

@@ -159,6 +159,8 @@ struct BucketStats {
   clock @6 :VectorClock;
   stalenessHistogram @7 :List(UInt64);  # entry t: pushes applied with staleness t (last: >=)
   maxClockGap @8 :UInt64;   # largest worker clock minus slowest live clock at a granted pull
+  updatesSkipped @9 :UInt64;  # pushes with nothing to apply (the worker's gradient was not finite)
+  updateVariance @10 :Float64;  # variance / mean^2 of the applied gradients' norms, recent pushes
 }
 
 # -- membership ---------------------------------------------------------------------------------
@@ -269,6 +271,7 @@ struct Progress {
   lossSum @2 :Float64;
   computeS @3 :Float64;     # seconds spent computing gradients so far
   wallS @4 :Float64;        # seconds since the worker started training
+  staleness @5 :Float64;    # mean staleness the buckets reported for the chunk's pushes
 }
 
 struct EpochEntry {

@@ -140,6 +140,8 @@ struct bucket_stats {
   vector_clock clock;
   std::vector<uint64_t> staleness_histogram;  // entry t: pushes applied with staleness t
   uint64_t max_clock_gap = 0;
+  uint64_t updates_skipped = 0;  // pushes with nothing to apply (non-finite at the worker)
+  double update_variance = 0;    // variance / mean^2 of the recent applied gradients' norms
 };
 
 // -- saved bucket state (checkpoints, new backups) ---------------------------------------------
@@ -292,6 +294,7 @@ struct progress {
   double loss_sum = 0;   // sum of the chunk's batch losses
   double compute_s = 0;  // seconds the worker spent computing gradients so far
   double wall_s = 0;     // seconds since the worker started training
+  double staleness = 0;  // mean staleness the buckets reported for the chunk's pushes
 };
 
 struct epoch_entry {
@@ -327,6 +330,7 @@ struct job_report {
   double mean_staleness = 0;
   uint64_t restarts = 0;
   std::vector<std::string> workers_lost;
+  std::vector<std::string> drained;  // nodes the console drained (they left cleanly)
   std::vector<epoch_entry> epochs;
   double staleness_p50 = 0;
   double staleness_p99 = 0;

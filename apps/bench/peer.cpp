@@ -42,6 +42,8 @@ server_actor::behavior_type bucket_host(server_actor::pointer self) {
       [](peer_atom, const std::string&, uint16_t) { return false; },
       [](moved_atom, const std::string&, const caf::actor&) {},
       [=](fault_atom) { self->quit(); },
+      [](metrics_atom) { return std::string{}; },  // the bench host keeps no metrics
+      [](log_atom, const std::string&) {},
   };
 }
 

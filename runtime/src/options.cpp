@@ -72,6 +72,9 @@ const std::vector<app_flag>& common_flags() {
        "serve Prometheus metrics at http://HOST:P/metrics, HOST as in --listen (0: any free "
        "port)",
        ""},
+      {"warn-update-variance", "X", "diag warns above this update variance", "0.1"},
+      {"warn-loss-oscillation", "X", "diag warns above this mean |loss change| per chunk", "0.5"},
+      {"warn-update-ratio", "X", "diag warns below this share of gradients applied", "0.9"},
       {"help", "", "print this help", ""},
   };
   return flags;
@@ -226,6 +229,9 @@ caf::error validate(const launch_options& o) {
     return bad(
         fmt::format("--replication {} needs at least {} servers", o.replication, o.replication));
   if (o.checkpoint_keep < 2) return bad("--checkpoint-keep must be at least 2");
+  if (!(o.warn.update_variance >= 0) || !(o.warn.loss_oscillation >= 0) ||
+      !(o.warn.update_ratio >= 0 && o.warn.update_ratio <= 1))
+    return bad("--warn-* thresholds must not be negative (--warn-update-ratio: 0 to 1)");
   if (o.metrics_port < -1 || o.metrics_port > 65535)
     return bad("--metrics-port must be a port number (0: any free port)");
   if (o.metrics_port >= 0 && !o.insecure && !is_loopback(o.listen.host))
@@ -340,6 +346,9 @@ caf::expected<launch_options> parse_launch_options(
   number("checkpoint-every", o.checkpoint_every);
   number("checkpoint-keep", o.checkpoint_keep);
   number("metrics-port", o.metrics_port);
+  number("warn-update-variance", o.warn.update_variance);
+  number("warn-loss-oscillation", o.warn.loss_oscillation);
+  number("warn-update-ratio", o.warn.update_ratio);
   int64_t join_s = o.join_timeout.count(), request_s = o.request_timeout.count();
   int64_t beat_ms = o.heartbeat_interval.count(), beat_timeout_ms = o.heartbeat_timeout.count();
   number("join-timeout", join_s);

@@ -1,9 +1,13 @@
 // Levelled logging with fmt: one line per call on stderr, "12:03:04.512 info  worker-1: ...".
 // A logger is a small value (a name and a level) that each actor or node keeps its own copy of;
-// there is no global logger. Safe to use from any thread (one fwrite per line).
+// there is no global logger. Copies and named() loggers share their root's level, so that
+// set_level() on any of them changes the whole node at once (the console's `log LEVEL`).
+// Safe to use from any thread (one fwrite per line; the level is atomic).
 #pragma once
 
+#include <atomic>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -19,11 +23,18 @@ bool parse_log_level(std::string_view text, log_level& out);
 class logger {
  public:
   explicit logger(std::string name = "troupe", log_level level = log_level::info)
-      : name_(std::move(name)), level_(level) {}
+      : name_(std::move(name)), level_(std::make_shared<std::atomic<log_level>>(level)) {}
 
-  logger named(std::string name) const { return logger{std::move(name), level_}; }
-  log_level level() const { return level_; }
-  bool enabled(log_level at) const { return at <= level_; }
+  // A logger under another name that shares this one's level.
+  logger named(std::string name) const {
+    logger out = *this;
+    out.name_ = std::move(name);
+    return out;
+  }
+  log_level level() const { return level_->load(std::memory_order_relaxed); }
+  // Changes the level of this logger and of every copy sharing its root.
+  void set_level(log_level level) const { level_->store(level, std::memory_order_relaxed); }
+  bool enabled(log_level at) const { return at <= level(); }
 
   template <class... Ts>
   void error(fmt::format_string<Ts...> f, Ts&&... xs) const {
@@ -50,7 +61,7 @@ class logger {
   void emit(log_level at, const std::string& text) const;
 
   std::string name_;
-  log_level level_;
+  std::shared_ptr<std::atomic<log_level>> level_;
 };
 
 }  // namespace troupe

@@ -38,6 +38,13 @@ struct app_flag {
   std::string default_value;
 };
 
+// When the console's `diag` (and the coordinator's log) warns about asynchrony hurting.
+struct diag_thresholds {
+  double update_variance = 0.1;   // above: pushes disagree in size (see bucket_store)
+  double loss_oscillation = 0.5;  // above: successive chunk losses jump by this much on average
+  double update_ratio = 0.9;      // below: too few received gradients are applied
+};
+
 struct launch_options {
   node_role role = node_role::embedded;
   host_port listen{"127.0.0.1", 7600};
@@ -81,6 +88,7 @@ struct launch_options {
   uint32_t checkpoint_keep = 3;   // checkpoints kept
   std::string resume;             // continue from the newest good checkpoint in this directory
   int32_t metrics_port = -1;      // serve Prometheus metrics here (0: any free port; -1: off)
+  diag_thresholds warn;           // --warn-update-variance, --warn-loss-oscillation, ...
   bool help = false;
   std::map<std::string, std::string> app;  // values of the app's own flags
 
