@@ -1,5 +1,6 @@
 #include "troupe/metrics_text.hpp"
 
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -20,7 +21,8 @@ std::string family_of(const std::string& name, const std::map<std::string, std::
   return name;
 }
 
-// Splits `name{labels} value` (or `name value`); false when the labels do not close.
+// Splits `name{labels} value` (or `name value`); false when the labels do not close or the
+// value is not a number.
 bool split_sample(const std::string& line, metric_sample& out) {
   const size_t name_end = line.find_first_of("{ ");
   if (name_end == std::string::npos || name_end == 0) return false;
@@ -43,7 +45,9 @@ bool split_sample(const std::string& line, metric_sample& out) {
   }
   std::istringstream tail{line.substr(rest)};
   tail >> out.value;
-  return !out.value.empty();
+  char* end = nullptr;  // a number, +Inf, -Inf or NaN
+  std::strtod(out.value.c_str(), &end);
+  return !out.value.empty() && end == out.value.c_str() + out.value.size();
 }
 
 }  // namespace

@@ -249,69 +249,6 @@ BOOST_AUTO_TEST_CASE(every_node_serves_metrics_that_promtool_accepts) {
   BOOST_TEST(cluster.coordinator->wait(std::chrono::seconds(240)).value_or(-1) == 0);
 }
 
-BOOST_AUTO_TEST_CASE(the_console_inspects_and_operates_a_running_job) {
-  auto flags = small_cluster::with_epochs("30");
-  flags.insert(flags.end(), {"--replication", "2"});
-  fmnist_cluster cluster{flags};
-  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/30", std::chrono::seconds(120)));
-  int run = 0;
-  auto console = [&](std::vector<std::string> args, const std::string& secret) {
-    args.insert(args.begin(), {TROUPE_CONSOLE_BIN, "--connect", cluster.address});
-    child_process c(args, scratch("console-" + std::to_string(++run) + ".log").string(),
-                    {"TROUPE_SECRET=" + secret});
-    const int code = c.wait(std::chrono::seconds(60)).value_or(-1);
-    return std::make_pair(code, c.output());
-  };
-  const auto [nodes_code, nodes] = console({"-c", "nodes"}, cluster.secret());
-  BOOST_TEST_INFO("nodes: " << nodes);
-  BOOST_TEST(nodes_code == 0);
-  BOOST_TEST(nodes.find("coordinator") != std::string::npos);
-  BOOST_TEST(nodes.find("server-1-" + cluster.tag) != std::string::npos);
-  BOOST_TEST(nodes.find("worker-0-" + cluster.tag) != std::string::npos);
-  // Each bucket's vector clock sums to the updates it applied.
-  const auto [buckets_code, buckets] = console({"-c", "buckets", "--json"}, cluster.secret());
-  BOOST_TEST_INFO("buckets: " << buckets);
-  BOOST_TEST(buckets_code == 0);
-  BOOST_TEST(buckets.rfind("[", 0) == 0u);
-  size_t rows = 0;
-  for (size_t at = buckets.find("\"applied\": "); at != std::string::npos;
-       at = buckets.find("\"applied\": ", at + 1)) {
-    const double applied = std::stod(buckets.substr(at + 11));
-    const auto sum_at = buckets.find("\"clock_sum\": ", at);
-    BOOST_TEST_REQUIRE(sum_at != std::string::npos);
-    BOOST_TEST(std::stod(buckets.substr(sum_at + 13)) == applied);
-    ++rows;
-  }
-  BOOST_TEST(rows == 4u);
-  // The tree lists every supervisor, bucket and worker; a crashed bucket's restarts go up.
-  const auto [tree_code, tree] = console({"-c", "tree", "--json"}, cluster.secret());
-  BOOST_TEST_INFO("tree: " << tree);
-  BOOST_TEST(tree_code == 0);
-  BOOST_TEST(tree.find("\"actor\": \"  server-0-" + cluster.tag + " supervisor\"") !=
-             std::string::npos);
-  BOOST_TEST(tree.find("\"actor\": \"    worker-1-" + cluster.tag + "\"") != std::string::npos);
-  const std::string restarted = "{\"actor\": \"    bucket-0\", \"kind\": \"bucket\"";
-  BOOST_TEST(tree.find(restarted) != std::string::npos);
-  const auto [fault_code, fault] = console({"-c", "inject-fault bucket-0"}, cluster.secret());
-  BOOST_TEST(fault_code == 0);
-  BOOST_TEST(fault.find("crashed bucket-0") != std::string::npos, fault);
-  bool counted = false;
-  for (int attempt = 0; attempt < 20 && !counted; ++attempt) {
-    const auto after = console({"-c", "tree", "--json"}, cluster.secret()).second;
-    const auto row = after.find(restarted);
-    counted =
-        row != std::string::npos && after.find("\"restarts\": 1}", row) < after.find("}", row) + 1;
-    if (!counted) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  BOOST_TEST(counted);
-  const auto [bad_code, bad] = console({"-c", "nodes"}, "not-the-secret");
-  BOOST_TEST(bad_code == 1);
-  BOOST_TEST(bad.find("does not know our cluster secret") != std::string::npos, bad);
-  for (auto* p : {cluster.coordinator.get(), cluster.servers[0].get(), cluster.servers[1].get(),
-                  cluster.workers[0].get(), cluster.workers[1].get()})
-    p->kill();
-}
-
 BOOST_AUTO_TEST_CASE(a_non_loopback_listen_address_needs_insecure) {
   child_process job({binary, "--role", "coordinator", "--listen", "0.0.0.0:7600", "--secret", "s"},
                     scratch("insecure.log").string());

@@ -342,7 +342,8 @@ BOOST_AUTO_TEST_CASE(pull_and_push_carry_clock_and_last) {
 }
 
 BOOST_AUTO_TEST_CASE(bucket_stats_fields) {
-  bucket_stats x{6, 100, 90, 10, 4, 55, vector_clock{std::vector<uint64_t>{30, 60}}, {5, 0, 2}, 3};
+  bucket_stats x{6,         100, 90, 10,   4, 55, vector_clock{std::vector<uint64_t>{30, 60}},
+                 {5, 0, 2}, 3,   7,  0.125};
   auto y = decode<bucket_stats>(encode(x));
   BOOST_TEST_REQUIRE(succeeded(y));
   BOOST_TEST(y->bucket == 6u);
@@ -354,6 +355,8 @@ BOOST_AUTO_TEST_CASE(bucket_stats_fields) {
   BOOST_TEST(entries_of(y->clock) == entries_of(x.clock), tt::per_element());
   BOOST_TEST(y->staleness_histogram == x.staleness_histogram, tt::per_element());
   BOOST_TEST(y->max_clock_gap == 3u);
+  BOOST_TEST(y->updates_skipped == 7u);
+  BOOST_TEST(y->update_variance == 0.125);
 }
 
 BOOST_AUTO_TEST_CASE(hello_fields) {
@@ -457,7 +460,7 @@ BOOST_AUTO_TEST_CASE(work_chunk_fields) {
 }
 
 BOOST_AUTO_TEST_CASE(progress_fields) {
-  const progress x{2, work_chunk{5, 1000, 4}, 1.25, 3.5, 7.25};
+  const progress x{2, work_chunk{5, 1000, 4}, 1.25, 3.5, 7.25, 0.75};
   auto y = decode<progress>(encode(x));
   BOOST_TEST_REQUIRE(succeeded(y));
   BOOST_TEST(y->worker == 2u);
@@ -465,6 +468,7 @@ BOOST_AUTO_TEST_CASE(progress_fields) {
   BOOST_TEST(y->loss_sum == 1.25);
   BOOST_TEST(y->compute_s == 3.5);
   BOOST_TEST(y->wall_s == 7.25);
+  BOOST_TEST(y->staleness == 0.75);
 }
 
 BOOST_AUTO_TEST_CASE(progress_keeps_non_finite_loss) {

@@ -560,3 +560,18 @@ BOOST_AUTO_TEST_CASE(fault_tolerance_flags) {
   BOOST_TEST(!parse({"--checkpoint-keep", "1"}));
   BOOST_TEST(!parse({"--restart-period-ms", "0"}));
 }
+
+BOOST_AUTO_TEST_CASE(diagnostic_thresholds_default_to_the_seed_and_can_be_set) {
+  auto defaults = parse({});
+  BOOST_TEST_REQUIRE(succeeded(defaults));
+  BOOST_TEST(defaults->warn.update_variance == 0.1);
+  BOOST_TEST(defaults->warn.update_ratio == 0.9);
+  auto o = parse({"--warn-update-variance", "0.5", "--warn-loss-oscillation", "0.2",
+                  "--warn-update-ratio", "0.75"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->warn.update_variance == 0.5);
+  BOOST_TEST(o->warn.loss_oscillation == 0.2);
+  BOOST_TEST(o->warn.update_ratio == 0.75);
+  BOOST_TEST(!parse({"--warn-update-variance", "-1"}));
+  BOOST_TEST(!parse({"--warn-update-ratio", "1.5"}));
+}
