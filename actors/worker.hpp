@@ -63,23 +63,23 @@ struct worker_state {
   double current_loss = 0;         // its summed batch losses
   double chunk_staleness = 0;      // summed staleness of its pushes' acks so far
   uint32_t chunk_acks = 0;
-  bool claim_pending = false;      // a claim request is in flight
-  bool exhausted = false;          // the coordinator has no work left for us
-  bool finished = false;           // done has been sent
-  uint64_t clock = 0;              // pushes done: the worker's logical clock
-  size_t pulls_pending = 0;        // pull replies still due
-  size_t pushes_pending = 0;       // push acks still due
-  bool have_params = false;        // a pull round completed since the last computation
-  double compute_s = 0;            // time spent in gradient() (and the straggler delay)
+  bool claim_pending = false;  // a claim request is in flight
+  bool exhausted = false;      // the coordinator has no work left for us
+  bool finished = false;       // done has been sent
+  uint64_t clock = 0;          // pushes done: the worker's logical clock
+  size_t pulls_pending = 0;    // pull replies still due
+  size_t pushes_pending = 0;   // push acks still due
+  bool have_params = false;    // a pull round completed since the last computation
+  double compute_s = 0;        // time spent in gradient() (and the straggler delay)
   std::chrono::steady_clock::time_point started;
   bool stopping = false;
-  bool paused = false;                                     // no new chunk starts (checkpoint)
+  bool paused = false;  // no new chunk starts (checkpoint)
   // Pauses (a checkpoint, a drain) answered once no push is in flight.
   std::vector<caf::typed_response_promise<bool>> pauses;
-  std::vector<in_flight> pulls, pushes;                    // per bucket
-  std::vector<caf::actor_addr> gone;  // per bucket: a handle known to be down (not yet replaced)
-  uint64_t requests = 0;              // ids of in_flight entries
-  worker_metrics metrics;             // this worker's series (null without a registry)
+  std::vector<in_flight> pulls, pushes;  // per bucket
+  std::vector<caf::actor_addr> gone;     // per bucket: a handle known to be down (not yet replaced)
+  uint64_t requests = 0;                 // ids of in_flight entries
+  worker_metrics metrics;                // this worker's series (null without a registry)
 };
 
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,

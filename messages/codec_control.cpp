@@ -310,8 +310,9 @@ caf::expected<progress> decode<progress>(const wire& w, const codec_limits& limi
   return detail::read_root<schema::Progress, progress>(
       w, limits, [](schema::Progress::Reader in, decode_budget&) -> caf::expected<progress> {
         // A diverged worker may report a non-finite loss: that is information, not corruption.
-        return progress{in.getWorker(), detail::read_chunk(in.getChunk()), in.getLossSum(),
-                        in.getComputeS(), in.getWallS(), in.getStaleness()};
+        return progress{in.getWorker(),  detail::read_chunk(in.getChunk()),
+                        in.getLossSum(), in.getComputeS(),
+                        in.getWallS(),   in.getStaleness()};
       });
 }
 

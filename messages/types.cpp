@@ -86,8 +86,7 @@ std::string to_json(const job_report& r) {
   for (size_t i = 0; i < r.workers_lost.size(); ++i)
     out += (i ? ", " : "") + json_string(r.workers_lost[i]);
   out += "],\n  \"drained\": [";
-  for (size_t i = 0; i < r.drained.size(); ++i)
-    out += (i ? ", " : "") + json_string(r.drained[i]);
+  for (size_t i = 0; i < r.drained.size(); ++i) out += (i ? ", " : "") + json_string(r.drained[i]);
   out += "],\n  \"workers\": [";
   for (size_t i = 0; i < r.workers.size(); ++i)
     out += fmt::format("{}\n    {{\"name\": {}, \"steps\": {}, \"utilization\": {}}}", i ? "," : "",
