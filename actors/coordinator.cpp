@@ -283,6 +283,7 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
   st.epoch_loss[report->chunk.epoch] += report->loss_sum;
   st.epoch_batches[report->chunk.epoch] += report->chunk.count;
   m.steps += report->chunk.count;
+  m.clock = report->clock;
   add(st.metrics.batches, report->chunk.count);
   m.compute_s = report->compute_s;
   m.wall_s = report->wall_s;

@@ -55,6 +55,7 @@ struct member {
   bool done = false;
   endpoint data;         // a server's port for direct connections from workers
   uint64_t steps = 0;    // a worker's batches so far
+  uint64_t clock = 0;    // a worker's logical clock (its pushes), from its last progress
   double compute_s = 0;  // a worker's time in gradient computation so far
   double wall_s = 0;     // a worker's time since it started training
   // For the console:

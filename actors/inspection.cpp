@@ -58,36 +58,44 @@ table_view nodes(const coordinator_state& st, const coordinator_config& config) 
 }
 
 table_view workers(const coordinator_state& st) {
-  table_view t{{"name", "rank", "state", "steps", "steps_per_s", "utilization", "last_loss"}, {}};
+  table_view t{
+      {"name", "rank", "state", "clock", "steps", "steps_per_s", "utilization", "last_loss"}, {}};
   for (size_t r = 0; r < st.worker_members.size(); ++r) {
     const auto& m = st.worker_members[r];
-    t.rows.push_back({m.name, std::to_string(r), state_of(m), std::to_string(m.steps),
+    t.rows.push_back({m.name, std::to_string(r), state_of(m), std::to_string(m.clock),
+                      std::to_string(m.steps),
                       fixed(m.wall_s > 0 ? double(m.steps) / m.wall_s : 0.0, 1),
                       fixed(m.wall_s > 0 ? m.compute_s / m.wall_s : 0.0), fixed(m.last_loss, 4)});
   }
   return t;
 }
 
-// Each node's actors' mailbox sizes, from their metrics: (node, actor) -> messages waiting.
-using mailboxes = std::map<std::pair<std::string, std::string>, std::string>;
+// One per-actor metric of every node, e.g. mailbox sizes: (node, actor) -> value.
+using actor_values = std::map<std::pair<std::string, std::string>, std::string>;
 
-mailboxes mailboxes_of(const node_texts& texts) {
-  mailboxes out;
+actor_values per_actor(const node_texts& texts, const std::string& metric) {
+  actor_values out;
   for (const auto& [node, text] : texts)
     for (const auto& s : parse_prometheus_text(text))
-      if (s.name == "troupe_actor_mailbox_size" && s.labels.rfind("actor=\"", 0) == 0)
+      if (s.name == metric && s.labels.rfind("actor=\"", 0) == 0)
         out[{node, s.labels.substr(7, s.labels.size() - 8)}] = s.value;
   return out;
 }
 
+// `actor`'s value on node `m` (or in the coordinator's process, whose nodes share its
+// metrics); "-" when it is gone or has none.
+std::string value_of(const actor_values& values, const member& m, const std::string& actor) {
+  if (m.lost) return "-";
+  auto it = values.find({m.name, actor});
+  if (it == values.end()) it = values.find({"coordinator", actor});
+  return it == values.end() ? "-" : it->second;
+}
+
 // The supervision tree: the coordinator, each node's supervisor, and what it supervises.
-table_view tree(const coordinator_state& st, size_t own_mailbox, const mailboxes& boxes) {
+table_view tree(const coordinator_state& st, size_t own_mailbox, const actor_values& boxes) {
   table_view t{{"actor", "kind", "node", "state", "restarts", "mailbox"}, {}};
-  auto mailbox = [&](const member& m, const std::string& actor) -> std::string {
-    if (m.lost) return "-";
-    auto it = boxes.find({m.name, actor});
-    if (it == boxes.end()) it = boxes.find({"coordinator", actor});  // nodes in its process
-    return it == boxes.end() ? "-" : it->second;
+  auto mailbox = [&](const member& m, const std::string& actor) {
+    return value_of(boxes, m, actor);
   };
   t.rows.push_back({"coordinator", "coordinator", "coordinator", phase_name(st.phase), "0",
                     std::to_string(own_mailbox)});
@@ -128,8 +136,11 @@ table_view tree(const coordinator_state& st, size_t own_mailbox, const mailboxes
   return t;
 }
 
-std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_stats& s) {
+std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_stats& s,
+                                    const node_texts& texts) {
   const auto& home = st.homes[s.bucket];
+  const auto& primary = st.server_members[home.primary_server];
+  const std::string actor = "bucket-" + std::to_string(s.bucket);
   std::string clock_text;
   for (uint64_t v : s.clock.entries())
     clock_text += (clock_text.empty() ? "" : " ") + std::to_string(v);
@@ -143,7 +154,9 @@ std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_st
           fixed(histogram_quantile(s.staleness_histogram, 0.99), 0),
           std::to_string(s.max_staleness),
           clock_text,
-          std::to_string(s.clock.sum())};
+          std::to_string(s.clock.sum()),
+          value_of(per_actor(texts, "troupe_bytes_received_total"), primary, actor),
+          value_of(per_actor(texts, "troupe_bytes_sent_total"), primary, actor)};
 }
 
 }  // namespace
@@ -162,7 +175,8 @@ caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
         return;
       }
       const auto own = self->mailbox().size();
-      promise.deliver(encode(tree(self->state, own, mailboxes_of(texts))));
+      promise.deliver(
+          encode(tree(self->state, own, per_actor(texts, "troupe_actor_mailbox_size"))));
     });
     return promise;
   }
@@ -177,18 +191,21 @@ caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
       promise.deliver(encode(diagnose(self->state, config.opts.warn, stats)));
       return;
     }
-    table_view table{{"bucket", "primary", "backup", "version", "applied", "rejected",
-                      "staleness_p50", "staleness_p99", "staleness_max", "clock", "clock_sum"},
-                     {}};
-    for (uint32_t b = 0; b < stats.size(); ++b) {
-      if (stats[b]) {
-        table.rows.push_back(bucket_row(self->state, *stats[b]));
-        continue;
+    gather_metrics(self, config, [=](node_texts texts) mutable {  // bytes in and out
+      table_view table{
+          {"bucket", "primary", "backup", "version", "applied", "rejected", "staleness_p50",
+           "staleness_p99", "staleness_max", "clock", "clock_sum", "bytes_in", "bytes_out"},
+          {}};
+      for (uint32_t b = 0; b < stats.size(); ++b) {
+        if (stats[b]) {
+          table.rows.push_back(bucket_row(self->state, *stats[b], texts));
+          continue;
+        }
+        table.rows.emplace_back(table.columns.size(), "?");
+        table.rows.back()[0] = std::to_string(b);
       }
-      table.rows.emplace_back(table.columns.size(), "?");
-      table.rows.back()[0] = std::to_string(b);
-    }
-    promise.deliver(encode(table));
+      promise.deliver(encode(table));
+    });
   });
   return promise;
 }

@@ -75,7 +75,7 @@ void pushed(self_ptr self, const worker_config& config) {
   const double staleness = st.chunk_acks ? st.chunk_staleness / double(st.chunk_acks) : 0.0;
   const progress report{
       st.job->worker, st.current, st.current_loss, st.compute_s, seconds_since(st.started),
-      staleness};
+      staleness, st.clock};
   self->send(config.coordinator, progress_atom_v, encode(report));
   maybe_compute(self, config);
 }

@@ -302,6 +302,7 @@ wire encode(const progress& x) {
   out.setComputeS(x.compute_s);
   out.setWallS(x.wall_s);
   out.setStaleness(x.staleness);
+  out.setClock(x.clock);
   return detail::to_wire(message);
 }
 
@@ -312,7 +313,8 @@ caf::expected<progress> decode<progress>(const wire& w, const codec_limits& limi
         // A diverged worker may report a non-finite loss: that is information, not corruption.
         return progress{in.getWorker(),  detail::read_chunk(in.getChunk()),
                         in.getLossSum(), in.getComputeS(),
-                        in.getWallS(),   in.getStaleness()};
+                        in.getWallS(),   in.getStaleness(),
+                        in.getClock()};
       });
 }
 

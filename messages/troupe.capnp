@@ -272,6 +272,7 @@ struct Progress {
   computeS @3 :Float64;     # seconds spent computing gradients so far
   wallS @4 :Float64;        # seconds since the worker started training
   staleness @5 :Float64;    # mean staleness the buckets reported for the chunk's pushes
+  clock @6 :UInt64;         # the worker's logical clock after this chunk's push
 }
 
 struct EpochEntry {

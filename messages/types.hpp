@@ -295,6 +295,7 @@ struct progress {
   double compute_s = 0;  // seconds the worker spent computing gradients so far
   double wall_s = 0;     // seconds since the worker started training
   double staleness = 0;  // mean staleness the buckets reported for the chunk's pushes
+  uint64_t clock = 0;    // the worker's logical clock after this chunk's push
 };
 
 struct epoch_entry {

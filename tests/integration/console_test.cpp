@@ -86,6 +86,11 @@ BOOST_AUTO_TEST_CASE(the_console_shows_nodes_buckets_and_the_tree_and_crashes_a_
     ++rows;
   }
   BOOST_TEST(rows == 4u);
+  BOOST_TEST(count_of(buckets, "\"bytes_in\": ") == 4u);  // from the primaries' metrics
+  BOOST_TEST(count_of(buckets, "\"bytes_in\": null") == 0u);
+  const auto [workers_code, workers] = console("workers", true);
+  BOOST_TEST(workers_code == 0);
+  BOOST_TEST(count_of(workers, "\"clock\": ") == 2u, workers);
   // The tree lists every supervisor, bucket and worker with a mailbox size; a crashed
   // bucket's restarts go up.
   const auto [tree_code, tree] = console("tree", true);

@@ -460,7 +460,7 @@ BOOST_AUTO_TEST_CASE(work_chunk_fields) {
 }
 
 BOOST_AUTO_TEST_CASE(progress_fields) {
-  const progress x{2, work_chunk{5, 1000, 4}, 1.25, 3.5, 7.25, 0.75};
+  const progress x{2, work_chunk{5, 1000, 4}, 1.25, 3.5, 7.25, 0.75, 12};
   auto y = decode<progress>(encode(x));
   BOOST_TEST_REQUIRE(succeeded(y));
   BOOST_TEST(y->worker == 2u);
@@ -469,6 +469,7 @@ BOOST_AUTO_TEST_CASE(progress_fields) {
   BOOST_TEST(y->compute_s == 3.5);
   BOOST_TEST(y->wall_s == 7.25);
   BOOST_TEST(y->staleness == 0.75);
+  BOOST_TEST(y->clock == 12u);
 }
 
 BOOST_AUTO_TEST_CASE(progress_keeps_non_finite_loss) {
