@@ -1,0 +1,49 @@
+// Inverse p-th roots of symmetric positive definite matrices, A^{-1/p}: the preconditioner
+// roots of Shampoo and DASH (L^{-1/4}, R^{-1/4}). Four solvers:
+//   evd:            eigendecomposition in double precision (LAPACK dsyevd): the reference;
+//   coupled_newton: the coupled Newton iteration (Guo & Higham 2006) in fp32 GEMMs;
+//   newton_db:      inverse-free Denman-Beavers (Newton-Schulz) iterations: A^{1/2}, then the
+//                   inverse square root of that, A^{-1/4} (p = 4 only);
+//   chebyshev:      not built yet (refused with errc::bad_configuration).
+// Every solver first adds epsilon * lambda_max(A) to the diagonal (damping) and scales A by
+// an upper bound of its largest eigenvalue (power iteration, or the Frobenius norm). Row-major
+// n x n matrices in fp32; scratch is allocated per call. No threads beyond BLAS's; any thread
+// may call.
+#pragma once
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include <cstddef>
+#include <span>
+
+namespace troupe::kernels {
+
+enum class root_solver { evd, coupled_newton, newton_db, chebyshev };
+enum class root_scaling { power_iteration, frobenius };
+
+struct root_options {
+  root_solver solver = root_solver::coupled_newton;
+  root_scaling scaling = root_scaling::power_iteration;
+  float epsilon = 1e-6f;     // damping, relative to the largest eigenvalue
+  int max_iterations = 100;  // per Newton stage
+  float tolerance = 1e-6f;   // stop when max |M - I| is below this (or stops improving)
+};
+
+struct root_outcome {
+  int iterations = 0;     // Newton steps taken (0 for evd)
+  double residual = 0.0;  // max |M - I| at the end (0 for evd)
+};
+
+// out = (a + damping)^{-1/p}, both n x n row-major; p >= 1. errc::non_finite for a matrix
+// with NaN/Inf, errc::shape_mismatch for wrong sizes, errc::bad_configuration for a solver
+// that cannot do p (newton_db: p = 4 only; chebyshev: not built).
+caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int p,
+                                         std::span<float> out, const root_options& options);
+
+// The largest eigenvalue of symmetric a (n x n) by power iteration, in double precision.
+double largest_eigenvalue(std::span<const float> a, size_t n, int iterations = 100);
+
+const char* to_string(root_solver s);
+
+}  // namespace troupe::kernels
