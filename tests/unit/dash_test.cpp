@@ -1,0 +1,179 @@
+// Unit tests of the CPU DASH step (kernels/cpu/dash): the blocks and their groups, one step
+// against the formula computed by hand, blocks that do not influence each other, a block with
+// a NaN gradient reset and counted while the others go on, 16-bit statistics close to fp32,
+// and a least-squares problem that DASH solves.
+#define BOOST_TEST_MODULE dash
+#include <boost/test/unit_test.hpp>
+
+#include <cblas.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/dash.hpp"
+
+using namespace troupe::kernels;
+
+namespace {
+
+std::vector<float> random_values(size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> out(n);
+  for (auto& x : out) x = normal(rng);
+  return out;
+}
+
+dash_config config_with(uint32_t block, uint32_t frequency, root_solver solver) {
+  dash_config c;
+  c.block = block;
+  c.frequency = frequency;
+  c.roots.solver = solver;
+  c.adam.lr = 0.01f;
+  return c;
+}
+
+double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+  return worst;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(blocks_of_one_shape_are_stacked_in_one_group) {
+  const dash_matrix d{5, 7, config_with(3, 1, root_solver::evd)};
+  BOOST_TEST(d.blocks() == 6u);  // rows 3 + 2, columns 3 + 3 + 1
+  BOOST_TEST_REQUIRE(d.groups().size() == 4u);
+  size_t full = 0;
+  for (const auto& g : d.groups())
+    if (g.rows == 3 && g.cols == 3) full = g.size();
+  BOOST_TEST(full == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(one_step_follows_the_formula) {
+  const uint32_t r = 4, c = 3;
+  auto config = config_with(8, 1, root_solver::evd);
+  dash_matrix d{r, c, config};
+  auto theta = random_values(r * c, 1);
+  const auto before = theta;
+  const auto g = random_values(r * c, 2);
+  BOOST_TEST_REQUIRE(d.step(theta, g, 1) == 0u);
+  // By hand: L = (1 - beta) g g^T, R = (1 - beta) g^T g, m-hat = g, Adam's step g / (|g| + eps).
+  const float w = 1.0f - config.beta;
+  std::vector<float> left(r * r), right(c * c), lroot(r * r), rroot(c * c);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, r, c, w, g.data(), c, g.data(), c, 0.0f,
+              left.data(), r);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, c, r, w, g.data(), c, g.data(), c, 0.0f,
+              right.data(), c);
+  BOOST_TEST(max_difference(d.left_of(0, 0), left) < 1e-6);
+  BOOST_TEST(max_difference(d.right_of(0, 0), right) < 1e-6);
+  BOOST_TEST_REQUIRE(static_cast<bool>(inverse_root(left, r, 4, lroot, config.roots)));
+  BOOST_TEST_REQUIRE(static_cast<bool>(inverse_root(right, c, 4, rroot, config.roots)));
+  std::vector<float> tmp(r * c), direction(r * c);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, c, r, 1.0f, lroot.data(), r, g.data(),
+              c, 0.0f, tmp.data(), c);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, c, c, 1.0f, tmp.data(), c, rroot.data(),
+              c, 0.0f, direction.data(), c);
+  double adam = 0, shampoo = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double step = g[i] / (std::abs(g[i]) + config.adam.epsilon);
+    adam += step * step;
+    shampoo += double(direction[i]) * direction[i];
+  }
+  const double graft = std::sqrt(adam / shampoo);
+  for (size_t i = 0; i < theta.size(); ++i)
+    BOOST_TEST(std::abs(theta[i] - (before[i] - config.adam.lr * graft * direction[i])) < 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(blocks_do_not_influence_each_other) {
+  const uint32_t r = 6, c = 5, b = 3;
+  dash_matrix whole{r, c, config_with(b, 2, root_solver::coupled_newton)};
+  auto theta = random_values(r * c, 3);
+  auto copy = theta;
+  for (uint64_t t = 1; t <= 4; ++t) whole.step(theta, random_values(r * c, 10 + t), t);
+  // The top-left 3 x 3 block on its own gives the same values.
+  dash_matrix alone{b, b, config_with(b, 2, root_solver::coupled_newton)};
+  std::vector<float> block(b * b);
+  auto cut = [&](const std::vector<float>& m) {
+    std::vector<float> out(b * b);
+    for (uint32_t i = 0; i < b; ++i)
+      for (uint32_t j = 0; j < b; ++j) out[i * b + j] = m[i * c + j];
+    return out;
+  };
+  block = cut(copy);
+  for (uint64_t t = 1; t <= 4; ++t) alone.step(block, cut(random_values(r * c, 10 + t)), t);
+  BOOST_TEST(max_difference(block, cut(theta)) < 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(a_block_with_a_nan_gradient_is_reset_and_the_others_go_on) {
+  const uint32_t r = 4, c = 4;
+  dash_matrix d{r, c, config_with(2, 1, root_solver::coupled_newton)};
+  auto theta = random_values(r * c, 4);
+  BOOST_TEST(d.step(theta, random_values(r * c, 5), 1) == 0u);
+  const auto before = theta;
+  auto g = random_values(r * c, 6);
+  g[0] = NAN;  // in the top-left block
+  BOOST_TEST(d.step(theta, g, 2) == 1u);
+  BOOST_TEST(d.resets() == 1u);
+  for (uint32_t i = 0; i < 2; ++i)
+    for (uint32_t j = 0; j < 2; ++j) BOOST_TEST(theta[i * c + j] == before[i * c + j]);
+  BOOST_TEST(theta[2 * c + 2] != before[2 * c + 2]);  // another block moved
+  for (float x : theta) BOOST_TEST(std::isfinite(x));
+  for (float x : d.left_of(0, 0)) BOOST_TEST(x == 0.0f);
+  BOOST_TEST(d.step(theta, random_values(r * c, 7), 3) == 0u);  // and it trains again
+}
+
+BOOST_AUTO_TEST_CASE(sixteen_bit_statistics_stay_close_to_fp32) {
+  const uint32_t r = 16, c = 12;
+  for (dash_storage storage : {dash_storage::bf16, dash_storage::fp16}) {
+    auto narrow_config = config_with(8, 2, root_solver::coupled_newton);
+    narrow_config.storage = storage;
+    dash_matrix wide{r, c, config_with(8, 2, root_solver::coupled_newton)};
+    dash_matrix narrow{r, c, narrow_config};
+    auto a = random_values(r * c, 8), b = a;
+    for (uint64_t t = 1; t <= 6; ++t) {
+      const auto g = random_values(r * c, 20 + t, 1e-3f);  // small: fp16 needs the rescaling
+      wide.step(a, g, t);
+      narrow.step(b, g, t);
+    }
+    BOOST_TEST(max_difference(a, b) < 2e-3);
+    const auto exact = wide.left_of(0, 0), stored = narrow.left_of(0, 0);
+    double largest = 0;
+    for (float x : exact) largest = std::max(largest, double(std::abs(x)));
+    BOOST_TEST(max_difference(exact, stored) <= 1e-2 * largest);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(dash_solves_a_least_squares_problem) {
+  // min over the 8 x 6 matrix X of |A X - B|^2 / 2, A 10 x 8: gradient A^T (A X - B).
+  const uint32_t n = 10, r = 8, c = 6;
+  const auto a = random_values(n * r, 30), target = random_values(r * c, 31);
+  std::vector<float> b(n * c);  // B = A X*: the optimum is 0
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c, r, 1.0f, a.data(), r, target.data(),
+              c, 0.0f, b.data(), c);
+  auto loss_and_grad = [&](const std::vector<float>& x, std::vector<float>& grad) {
+    std::vector<float> residual = b;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c, r, 1.0f, a.data(), r, x.data(), c,
+                -1.0f, residual.data(), c);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r, c, n, 1.0f, a.data(), r,
+                residual.data(), c, 0.0f, grad.data(), c);
+    double loss = 0;
+    for (float e : residual) loss += 0.5 * double(e) * e;
+    return loss;
+  };
+  auto config = config_with(4, 5, root_solver::coupled_newton);
+  config.beta = 0.95f;
+  config.adam.lr = 0.02f;
+  dash_matrix d{r, c, config};
+  std::vector<float> x(r * c, 0.0f), grad(r * c);
+  const double first = loss_and_grad(x, grad);
+  double last = first;
+  for (uint64_t t = 1; t <= 400; ++t) {
+    d.step(x, grad, t);
+    last = loss_and_grad(x, grad);
+  }
+  BOOST_TEST(last < 0.01 * first, "loss " << first << " -> " << last);
+  BOOST_TEST(d.resets() == 0u);
+}
