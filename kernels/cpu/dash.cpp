@@ -7,6 +7,7 @@
 #include <map>
 
 #include "kernels/cpu/half.hpp"
+#include "troupe/error.hpp"
 
 namespace troupe::kernels {
 
@@ -45,11 +46,7 @@ struct dash_matrix::scratch {
 };
 
 dash_matrix::dash_matrix(uint32_t rows, uint32_t cols, dash_config config)
-    : rows_(rows),
-      cols_(cols),
-      config_(config),
-      m_(size_t{rows} * cols, 0.0f),
-      v_(size_t{rows} * cols, 0.0f) {
+    : rows_(rows), cols_(cols), config_(config) {
   config_.block = std::max<uint32_t>(config_.block, 1);
   config_.frequency = std::max<uint32_t>(config_.frequency, 1);
   std::map<std::pair<uint32_t, uint32_t>, size_t> index;  // shape -> group
@@ -134,7 +131,7 @@ std::vector<float> dash_matrix::right_of(size_t group, size_t k) const {
   return out;
 }
 
-void dash_matrix::reset_block(dash_group& g, size_t k) {
+void dash_matrix::reset_block(dash_group& g, size_t k, moments mv) {
   const size_t ll = size_t{g.rows} * g.rows, rr = size_t{g.cols} * g.cols;
   store(g, k, true, std::vector<float>(ll, 0.0f));
   store(g, k, false, std::vector<float>(rr, 0.0f));
@@ -142,14 +139,15 @@ void dash_matrix::reset_block(dash_group& g, size_t k) {
   set_identity(g.right_root.data() + k * rr, g.cols);
   for (uint32_t i = 0; i < g.rows; ++i) {
     const size_t at = size_t{g.row0[k] + i} * cols_ + g.col0[k];
-    std::fill(m_.begin() + at, m_.begin() + at + g.cols, 0.0f);
-    std::fill(v_.begin() + at, v_.begin() + at + g.cols, 0.0f);
+    std::fill(mv.m.begin() + at, mv.m.begin() + at + g.cols, 0.0f);
+    std::fill(mv.v.begin() + at, mv.v.begin() + at + g.cols, 0.0f);
   }
   ++resets_;
 }
 
 bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
-                             std::span<const float> grad, uint64_t step, scratch& s) {
+                             std::span<const float> grad, moments mv, uint64_t step, float lr,
+                             scratch& s) {
   const uint32_t r = g.rows, c = g.cols;
   const size_t rc = size_t{r} * c, ll = size_t{r} * r, rr = size_t{c} * c;
   const auto at = [&](uint32_t i) { return size_t{g.row0[k] + i} * cols_ + g.col0[k]; };
@@ -184,13 +182,15 @@ bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
     for (uint32_t j = 0; j < c; ++j) {
       const size_t p = at(i) + j, q = size_t{i} * c + j;
       const float x = s.g[q];
-      m_[p] = h.beta1 * m_[p] + (1.0f - h.beta1) * x;
-      v_[p] = h.beta2 * v_[p] + (1.0f - h.beta2) * x * x;
-      float first = static_cast<float>(m_[p] / correct1);
+      float& m = mv.m[p];
+      float& v = mv.v[p];
+      m = h.beta1 * m + (1.0f - h.beta1) * x;
+      v = h.beta2 * v + (1.0f - h.beta2) * x * x;
+      float first = static_cast<float>(m / correct1);
       if (config_.nesterov)
         first = h.beta1 * first + static_cast<float>((1.0f - h.beta1) * x / correct1);
       s.m[q] = first;
-      s.adam[q] = first / (std::sqrt(static_cast<float>(v_[p] / correct2)) + h.epsilon);
+      s.adam[q] = first / (std::sqrt(static_cast<float>(v / correct2)) + h.epsilon);
     }
   s.product.resize(rc);
   s.direction.resize(rc);
@@ -204,21 +204,75 @@ bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
   for (uint32_t i = 0; i < r; ++i)
     for (uint32_t j = 0; j < c; ++j) {
       float& w = theta[at(i) + j];
-      w -= h.lr * (graft * s.direction[size_t{i} * c + j] + h.weight_decay * w);
+      w -= lr * (graft * s.direction[size_t{i} * c + j] + h.weight_decay * w);
     }
   return true;
 }
 
-uint32_t dash_matrix::step(std::span<float> theta, std::span<const float> grad, uint64_t step) {
+uint32_t dash_matrix::step(std::span<float> theta, std::span<const float> grad, std::span<float> m,
+                           std::span<float> v, uint64_t step, float lr) {
   scratch s;
   uint32_t reset = 0;
+  const moments mv{m, v};
   for (auto& g : groups_)
     for (size_t k = 0; k < g.size(); ++k)
-      if (!step_block(g, k, theta, grad, std::max<uint64_t>(step, 1), s)) {
-        reset_block(g, k);
+      if (!step_block(g, k, theta, grad, mv, std::max<uint64_t>(step, 1), lr, s)) {
+        reset_block(g, k, mv);
         ++reset;
       }
   return reset;
+}
+
+size_t dash_matrix::block_values(size_t index) const {
+  const auto& g = groups_[index / 4];
+  return index % 2 == 0 ? size_t{g.rows} * g.rows : size_t{g.cols} * g.cols;
+}
+
+std::vector<float> dash_matrix::state(size_t index) const {
+  const auto& g = groups_[index / 4];
+  const size_t per = block_values(index);
+  switch (index % 4) {
+    case 0:
+    case 1: {
+      std::vector<float> out, block;
+      for (size_t k = 0; k < g.size(); ++k) {
+        load(g, k, index % 4 == 0, block);
+        out.insert(out.end(), block.begin(), block.end());
+      }
+      return out;
+    }
+    case 2:
+      return std::vector<float>(g.left_root.begin(), g.left_root.begin() + g.size() * per);
+    default:
+      return std::vector<float>(g.right_root.begin(), g.right_root.begin() + g.size() * per);
+  }
+}
+
+caf::error dash_matrix::set_state(size_t index, size_t first, std::span<const float> values) {
+  if (index >= state_count())
+    return make_error(errc::shape_mismatch, "saved DASH state this parameter does not have");
+  auto& g = groups_[index / 4];
+  const size_t per = block_values(index);
+  if (values.size() % per != 0 || first + values.size() / per > g.size())
+    return make_error(errc::shape_mismatch, "saved DASH blocks do not fit the parameter");
+  for (float x : values)
+    if (!std::isfinite(x)) return make_error(errc::non_finite, "saved DASH state is not finite");
+  for (size_t b = 0; b < values.size() / per; ++b) {
+    const auto block = values.subspan(b * per, per);
+    const size_t k = first + b;
+    switch (index % 4) {
+      case 0:
+      case 1:
+        store(g, k, index % 4 == 0, std::vector<float>(block.begin(), block.end()));
+        break;
+      case 2:
+        std::copy(block.begin(), block.end(), g.left_root.begin() + k * per);
+        break;
+      default:
+        std::copy(block.begin(), block.end(), g.right_root.begin() + k * per);
+    }
+  }
+  return {};
 }
 
 }  // namespace troupe::kernels

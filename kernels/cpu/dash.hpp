@@ -52,9 +52,19 @@ class dash_matrix {
  public:
   dash_matrix(uint32_t rows, uint32_t cols, dash_config config);
 
-  // One update of theta (rows x cols, row-major) with grad; `step` counts from 1. Returns the
-  // blocks reset this step (non-finite gradient, statistics or roots).
-  uint32_t step(std::span<float> theta, std::span<const float> grad, uint64_t step);
+  // One update of theta (rows x cols, row-major) with grad; m and v are Adam's moments (the
+  // caller's, as for adam_step), `step` counts from 1 and `lr` is this step's learning rate.
+  // Returns the blocks reset this step (non-finite gradient, statistics or roots).
+  uint32_t step(std::span<float> theta, std::span<const float> grad, std::span<float> m,
+                std::span<float> v, uint64_t step, float lr);
+
+  // The saved state, for checkpoints and backups: four tensors per group (L, R, L^{-1/4},
+  // R^{-1/4}, each its blocks stacked, in fp32). set_state writes whole blocks from block
+  // `first` on; errc::shape_mismatch when they do not fit.
+  size_t state_count() const { return groups_.size() * 4; }
+  size_t block_values(size_t state) const;  // values per block of state tensor `state`
+  std::vector<float> state(size_t index) const;
+  caf::error set_state(size_t index, size_t first, std::span<const float> values);
 
   uint32_t rows() const { return rows_; }
   uint32_t cols() const { return cols_; }
@@ -68,16 +78,18 @@ class dash_matrix {
 
  private:
   struct scratch;
+  struct moments {
+    std::span<float> m, v;
+  };
   bool step_block(dash_group& g, size_t k, std::span<float> theta, std::span<const float> grad,
-                  uint64_t step, scratch& s);
-  void reset_block(dash_group& g, size_t k);
+                  moments mv, uint64_t step, float lr, scratch& s);
+  void reset_block(dash_group& g, size_t k, moments mv);
   void load(const dash_group& g, size_t k, bool left, std::vector<float>& out) const;
   void store(dash_group& g, size_t k, bool left, const std::vector<float>& values);
 
   uint32_t rows_, cols_;
   dash_config config_;
   std::vector<dash_group> groups_;
-  std::vector<float> m_, v_;  // Adam's moments, one per parameter
   uint64_t resets_ = 0;
 };
 

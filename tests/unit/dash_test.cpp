@@ -34,6 +34,16 @@ dash_config config_with(uint32_t block, uint32_t frequency, root_solver solver) 
   return c;
 }
 
+// A dash_matrix with its own Adam moments, stepping at the configured learning rate.
+struct trainer : dash_matrix {
+  std::vector<float> m, v;
+  trainer(uint32_t rows, uint32_t cols, dash_config config)
+      : dash_matrix(rows, cols, config), m(size_t{rows} * cols), v(size_t{rows} * cols) {}
+  uint32_t step(std::vector<float>& theta, const std::vector<float>& g, uint64_t t) {
+    return dash_matrix::step(theta, g, m, v, t, config().adam.lr);
+  }
+};
+
 double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
@@ -43,7 +53,7 @@ double max_difference(const std::vector<float>& a, const std::vector<float>& b) 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(blocks_of_one_shape_are_stacked_in_one_group) {
-  const dash_matrix d{5, 7, config_with(3, 1, root_solver::evd)};
+  const trainer d{5, 7, config_with(3, 1, root_solver::evd)};
   BOOST_TEST(d.blocks() == 6u);  // rows 3 + 2, columns 3 + 3 + 1
   BOOST_TEST_REQUIRE(d.groups().size() == 4u);
   size_t full = 0;
@@ -55,7 +65,7 @@ BOOST_AUTO_TEST_CASE(blocks_of_one_shape_are_stacked_in_one_group) {
 BOOST_AUTO_TEST_CASE(one_step_follows_the_formula) {
   const uint32_t r = 4, c = 3;
   auto config = config_with(8, 1, root_solver::evd);
-  dash_matrix d{r, c, config};
+  trainer d{r, c, config};
   auto theta = random_values(r * c, 1);
   const auto before = theta;
   const auto g = random_values(r * c, 2);
@@ -89,12 +99,12 @@ BOOST_AUTO_TEST_CASE(one_step_follows_the_formula) {
 
 BOOST_AUTO_TEST_CASE(blocks_do_not_influence_each_other) {
   const uint32_t r = 6, c = 5, b = 3;
-  dash_matrix whole{r, c, config_with(b, 2, root_solver::coupled_newton)};
+  trainer whole{r, c, config_with(b, 2, root_solver::coupled_newton)};
   auto theta = random_values(r * c, 3);
   auto copy = theta;
   for (uint64_t t = 1; t <= 4; ++t) whole.step(theta, random_values(r * c, 10 + t), t);
   // The top-left 3 x 3 block on its own gives the same values.
-  dash_matrix alone{b, b, config_with(b, 2, root_solver::coupled_newton)};
+  trainer alone{b, b, config_with(b, 2, root_solver::coupled_newton)};
   std::vector<float> block(b * b);
   auto cut = [&](const std::vector<float>& m) {
     std::vector<float> out(b * b);
@@ -109,7 +119,7 @@ BOOST_AUTO_TEST_CASE(blocks_do_not_influence_each_other) {
 
 BOOST_AUTO_TEST_CASE(a_block_with_a_nan_gradient_is_reset_and_the_others_go_on) {
   const uint32_t r = 4, c = 4;
-  dash_matrix d{r, c, config_with(2, 1, root_solver::coupled_newton)};
+  trainer d{r, c, config_with(2, 1, root_solver::coupled_newton)};
   auto theta = random_values(r * c, 4);
   BOOST_TEST(d.step(theta, random_values(r * c, 5), 1) == 0u);
   const auto before = theta;
@@ -130,8 +140,8 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_statistics_stay_close_to_fp32) {
   for (dash_storage storage : {dash_storage::bf16, dash_storage::fp16}) {
     auto narrow_config = config_with(8, 2, root_solver::coupled_newton);
     narrow_config.storage = storage;
-    dash_matrix wide{r, c, config_with(8, 2, root_solver::coupled_newton)};
-    dash_matrix narrow{r, c, narrow_config};
+    trainer wide{r, c, config_with(8, 2, root_solver::coupled_newton)};
+    trainer narrow{r, c, narrow_config};
     auto a = random_values(r * c, 8), b = a;
     for (uint64_t t = 1; t <= 6; ++t) {
       const auto g = random_values(r * c, 20 + t, 1e-3f);  // small: fp16 needs the rescaling
@@ -166,7 +176,7 @@ BOOST_AUTO_TEST_CASE(dash_solves_a_least_squares_problem) {
   auto config = config_with(4, 5, root_solver::coupled_newton);
   config.beta = 0.95f;
   config.adam.lr = 0.02f;
-  dash_matrix d{r, c, config};
+  trainer d{r, c, config};
   std::vector<float> x(r * c, 0.0f), grad(r * c);
   const double first = loss_and_grad(x, grad);
   double last = first;
@@ -176,4 +186,31 @@ BOOST_AUTO_TEST_CASE(dash_solves_a_least_squares_problem) {
   }
   BOOST_TEST(last < 0.01 * first, "loss " << first << " -> " << last);
   BOOST_TEST(d.resets() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(the_saved_state_restores_the_same_steps) {
+  const uint32_t r = 7, c = 5;
+  auto config = config_with(4, 3, root_solver::coupled_newton);
+  config.storage = dash_storage::bf16;
+  trainer first{r, c, config};
+  auto theta = random_values(r * c, 40);
+  for (uint64_t t = 1; t <= 4; ++t) first.step(theta, random_values(r * c, 41 + t), t);
+  trainer second{r, c, config};
+  second.m = first.m;
+  second.v = first.v;
+  for (size_t i = 0; i < first.state_count(); ++i) {
+    const auto saved = first.state(i);
+    BOOST_TEST(saved.size() % first.block_values(i) == 0u);
+    BOOST_TEST_REQUIRE(!second.set_state(i, 0, saved));
+  }
+  auto other = theta;
+  for (uint64_t t = 5; t <= 7; ++t) {  // step 7 computes the roots again
+    const auto g = random_values(r * c, 41 + t);
+    first.step(theta, g, t);
+    second.step(other, g, t);
+  }
+  BOOST_TEST(max_difference(theta, other) == 0.0);
+  const std::vector<float> too_many(first.block_values(0) * 10, 1.0f);
+  BOOST_TEST(static_cast<bool>(second.set_state(0, 0, too_many)));
+  BOOST_TEST(static_cast<bool>(second.set_state(99, 0, {})));
 }
