@@ -21,7 +21,20 @@ bool uses_first_moment(opt_kind k) {
   return k != opt_kind::sgd;
 }
 bool uses_second_moment(opt_kind k) {
-  return k == opt_kind::adam || k == opt_kind::adamw;
+  return k == opt_kind::adam || k == opt_kind::adamw || k == opt_kind::dash;
+}
+
+// DASH for a matrix slice (both sides above one), none for vectors: they take AdamW.
+std::optional<kernels::dash_matrix> dash_for(const dense_tensor& slice, const optimizer_config& o) {
+  if (o.type != opt_kind::dash || slice.shape.size() != 2 || slice.shape[0] < 2 ||
+      slice.shape[1] < 2)
+    return std::nullopt;
+  kernels::dash_config c;
+  c.block = o.dash_block;
+  c.frequency = o.dash_freq;
+  c.roots.solver = static_cast<kernels::root_solver>(o.dash_solver);
+  c.adam = kernels::adam_hyper{o.lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, 1};
+  return kernels::dash_matrix{slice.shape[0], slice.shape[1], c};
 }
 
 std::vector<std::vector<float>> zeros_like(const std::vector<dense_tensor>& slices, bool wanted) {
@@ -57,6 +70,7 @@ bucket_store::bucket_store(bucket_spec spec)
   next_push_.assign(workers_, 0);
   first_moment_ = zeros_like(slices_, uses_first_moment(optimizer_.type));
   second_moment_ = zeros_like(slices_, uses_second_moment(optimizer_.type));
+  for (const auto& s : slices_) dash_.push_back(dash_for(s, optimizer_));
   sync_threshold_ = spec.sync_threshold;
   if (compensation_.type != dc_kind::none || sync_threshold_ > 0) read_.resize(workers_);
   mean_square_ = zeros_like(slices_, compensation_.type == dc_kind::dcasgd_adaptive);
@@ -178,6 +192,13 @@ void bucket_store::step(size_t slice, std::vector<float>& grad, uint64_t stalene
     case opt_kind::adamw:
       return kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
                                 {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
+    case opt_kind::dash:
+      if (!dash_[slice])
+        return kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
+                                  {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
+      dash_resets_ += dash_[slice]->step(theta, grad, first_moment_[slice], second_moment_[slice],
+                                         version_ + 1, lr);
+      return;
   }
 }
 

@@ -4,7 +4,8 @@
 // leaves the parameters exactly as they were. Owned by one parameter_bucket actor (or a
 // test); not thread-safe.
 //
-// Memory: values + optimizer state (2x for Adam, 1x for momentum) per slice; with delay
+// Memory: values + optimizer state (2x for Adam, 1x for momentum; DASH adds B x B statistics
+// and roots per block, at most about 4 rows x B per matrix slice) per slice; with delay
 // compensation, one copy of the bucket per worker (what that worker last read), plus one
 // running mean of g*g for the adaptive form; with bsp, one round sum.
 #pragma once
@@ -15,6 +16,7 @@
 
 #include "actors/clock_gate.hpp"
 #include "actors/sparse_table.hpp"
+#include "kernels/cpu/dash.hpp"
 #include "messages/codec.hpp"
 #include "messages/types.hpp"
 
@@ -91,6 +93,9 @@ class bucket_store {
   // pushes disagree in size, as when stale or diverging workers mix in.
   double update_variance() const;
   static constexpr size_t update_window = 256;
+
+  // --optimizer dash: blocks reset so far because a value went non-finite.
+  uint64_t dash_resets() const { return dash_resets_; }
   const std::vector<dense_tensor>& slices() const { return slices_; }
 
  private:
@@ -113,6 +118,8 @@ class bucket_store {
   void counted(const push_request& push);
   bucket_counters counters() const;
   caf::error restore_part(bucket_state_part part);
+  void save_dash(std::vector<wire>& out) const;
+  caf::error restore_dash(const bucket_state_part& part);
 
   bucket_spec config_;  // as placed, without the values (saved with the state)
   uint32_t id_;
@@ -123,6 +130,9 @@ class bucket_store {
   std::vector<dense_tensor> slices_;
   std::vector<std::vector<float>> first_moment_;   // Adam m, or the momentum velocity
   std::vector<std::vector<float>> second_moment_;  // Adam v
+  // --optimizer dash: per slice, its block-Shampoo state (none for vectors: AdamW).
+  std::vector<std::optional<kernels::dash_matrix>> dash_;
+  uint64_t dash_resets_ = 0;  // DASH blocks reset for non-finite values
   // [worker][slice]: the values the worker holds (what it last read), kept for delay
   // compensation and for selective sync.
   std::vector<std::vector<std::vector<float>>> read_;

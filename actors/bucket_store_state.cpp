@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "actors/bucket_store.hpp"
 #include "troupe/error.hpp"
@@ -83,6 +84,7 @@ std::vector<wire> bucket_store::save() const {
   if (any_values(round_sum_)) add(part_kind::round_sum, 0, like_slices(slices_, round_sum_));
   for (uint32_t w = 0; w < read_.size(); ++w)
     if (any_values(read_[w])) add(part_kind::read, w, like_slices(slices_, read_[w]));
+  save_dash(out);
   for (const auto& t : tables_) {
     const size_t rows_per_part = std::max<size_t>(1, values_per_part / (3 * t.row_dim()));
     for (auto& rows : t.save(rows_per_part)) {
@@ -105,6 +107,40 @@ std::vector<wire> bucket_store::save() const {
     out.push_back(encode(part));  // one round's rows: bounded by what one round's pushes held
   }
   return out;
+}
+
+// Each slice's DASH state in fp32: one tensor per part, named by its state index, holding
+// whole blocks from block `row_offset` on, at most values_per_part values (one block more
+// when a single block is larger).
+void bucket_store::save_dash(std::vector<wire>& out) const {
+  for (uint32_t s = 0; s < dash_.size(); ++s) {
+    if (!dash_[s]) continue;
+    const auto& d = *dash_[s];
+    for (size_t i = 0; i < d.state_count(); ++i) {
+      const auto values = d.state(i);
+      const size_t per = d.block_values(i);
+      const size_t blocks_per_part = std::max<size_t>(1, values_per_part / per);
+      for (size_t first = 0; first * per < values.size(); first += blocks_per_part) {
+        const size_t end = std::min(values.size(), (first + blocks_per_part) * per);
+        dense_tensor t{std::to_string(i),
+                       {static_cast<uint32_t>(end - first * per)},
+                       static_cast<uint32_t>(first),
+                       std::vector<float>(values.begin() + first * per, values.begin() + end)};
+        out.push_back(encode(bucket_state_part{id_, part_kind::dash, s, {std::move(t)}, {}, {}}));
+      }
+    }
+  }
+}
+
+caf::error bucket_store::restore_dash(const bucket_state_part& part) {
+  if (part.worker >= dash_.size() || !dash_[part.worker] || part.tensors.size() != 1)
+    return make_error(errc::shape_mismatch, "saved DASH state for a slice without DASH");
+  const auto& t = part.tensors[0];
+  char* end = nullptr;
+  const unsigned long index = std::strtoul(t.name.c_str(), &end, 10);
+  if (t.name.empty() || *end != '\0')
+    return make_error(errc::malformed_message, "saved DASH state with a bad name");
+  return dash_[part.worker]->set_state(index, t.row_offset, t.values);
 }
 
 caf::error bucket_store::restore_part(bucket_state_part part) {
@@ -149,6 +185,8 @@ caf::error bucket_store::restore_part(bucket_state_part part) {
       if (part.worker >= read_.size())
         return make_error(errc::shape_mismatch, "a saved read copy this bucket does not keep");
       return values(read_[part.worker]);
+    case part_kind::dash:
+      return restore_dash(part);
     case part_kind::rows: {
       auto* t = table(part.rows.table);
       if (!t) return make_error(errc::shape_mismatch, "saved rows of an unknown table");

@@ -24,11 +24,15 @@ optimizer_config optimizer_from(const launch_options& o) {
   x.type = o.optimizer == "sgd"        ? kind::sgd
            : o.optimizer == "momentum" ? kind::momentum
            : o.optimizer == "adamw"    ? kind::adamw
+           : o.optimizer == "dash"     ? kind::dash
                                        : kind::adam;
   x.lr = o.lr;
   x.weight_decay = o.weight_decay;
   x.lr_staleness = o.lr_staleness;
   if (x.type == kind::momentum) x.beta1 = o.momentum;
+  x.dash_block = o.dash_block;
+  x.dash_freq = o.dash_freq;
+  x.dash_solver = o.dash_solver == "evd" ? 0 : o.dash_solver == "ndb" ? 2 : 1;
   return x;
 }
 

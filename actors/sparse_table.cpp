@@ -33,7 +33,10 @@ sparse_table::sparse_table(table_config config, uint32_t bucket, uint32_t bucket
       seed_(seed),
       optimizer_(optimizer),
       clip_(clip),
-      capacity_(share_of(config_.capacity, buckets_)) {}
+      capacity_(share_of(config_.capacity, buckets_)) {
+  // Rows are vectors: DASH's blocks need matrices, so rows take AdamW, as 1-D slices do.
+  if (optimizer_.type == opt_kind::dash) optimizer_.type = opt_kind::adamw;
+}
 
 caf::error sparse_table::check_ids(const std::vector<uint64_t>& ids) const {
   // Workers send ids sorted and unique; anything else could make one message build many rows.

@@ -33,7 +33,7 @@ caf::expected<std::vector<dense_tensor>> read_dense_list(List in, decode_budget&
 caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in) {
   optimizer_config x;
   const auto kind = static_cast<uint16_t>(in.getKind());
-  if (kind > static_cast<uint16_t>(optimizer_config::kind::adamw))
+  if (kind > static_cast<uint16_t>(optimizer_config::kind::dash))
     return make_error(errc::malformed_message, "unknown optimizer kind");
   x.type = static_cast<optimizer_config::kind>(kind);
   x.lr_staleness = in.getLrStaleness();
@@ -44,6 +44,12 @@ caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in) {
   x.weight_decay = in.getWeightDecay();
   for (float v : {x.lr, x.beta1, x.beta2, x.epsilon, x.weight_decay})
     if (!std::isfinite(v)) return make_error(errc::non_finite, "optimizer hyper-parameter");
+  x.dash_block = in.getDashBlock();
+  x.dash_freq = in.getDashFreq();
+  x.dash_solver = in.getDashSolver();
+  if (x.type == optimizer_config::kind::dash &&
+      (x.dash_block == 0 || x.dash_block > 4096 || x.dash_freq == 0 || x.dash_solver > 3))
+    return make_error(errc::malformed_message, "dash: block 1..4096, frequency >= 1, solver 0..3");
   return x;
 }
 
@@ -55,6 +61,9 @@ void write_optimizer(schema::Optimizer::Builder out, const optimizer_config& x) 
   out.setEpsilon(x.epsilon);
   out.setWeightDecay(x.weight_decay);
   out.setLrStaleness(x.lr_staleness);
+  out.setDashBlock(x.dash_block);
+  out.setDashFreq(x.dash_freq);
+  out.setDashSolver(x.dash_solver);
 }
 
 caf::expected<consistency_config> read_consistency(schema::Consistency::Reader in) {

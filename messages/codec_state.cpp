@@ -135,7 +135,7 @@ caf::expected<bucket_state_part> decode<bucket_state_part>(const wire& w,
         bucket_state_part x;
         x.bucket = in.getBucket();
         const auto kind = static_cast<uint16_t>(in.getKind());
-        if (kind > static_cast<uint16_t>(bucket_state_part::kind::round_rows))
+        if (kind > static_cast<uint16_t>(bucket_state_part::kind::dash))
           return make_error(errc::malformed_message, "unknown bucket state part");
         x.type = static_cast<bucket_state_part::kind>(kind);
         x.worker = in.getWorker();

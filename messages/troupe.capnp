@@ -141,11 +141,15 @@ struct Optimizer {
   epsilon @4 :Float32;
   weightDecay @5 :Float32;
   lrStaleness @6 :Bool;     # scale the step by 1 / (1 + staleness)
+  dashBlock @7 :UInt32;     # dash: block size
+  dashFreq @8 :UInt32;      # dash: steps between inverse roots
+  dashSolver @9 :UInt8;     # dash: 0 evd, 1 coupled Newton, 2 Newton-DB, 3 Chebyshev
   enum Kind {
     adam @0;                # weight decay as L2 in the gradient
     sgd @1;
     momentum @2;            # heavy ball with coefficient beta1
     adamw @3;               # decoupled weight decay
+    dash @4;                # block Shampoo (DASH) with Adam grafting
   }
 }
 
@@ -332,6 +336,7 @@ struct BucketStatePart {
     read @5;                        # what one worker last read
     rows @6;                        # embedding rows with their optimizer state
     roundRows @7;                   # bsp: this round's summed row gradients
+    dash @8;                        # DASH statistics or roots of one slice (worker: the slice)
   }
 }
 

@@ -85,8 +85,9 @@ struct push_ack {
 };
 
 struct optimizer_config {
-  // adam: weight decay as L2; adamw: decoupled; sgd: plain; momentum: heavy ball (beta1).
-  enum class kind : uint8_t { adam = 0, sgd = 1, momentum = 2, adamw = 3 };
+  // adam: weight decay as L2; adamw: decoupled; sgd: plain; momentum: heavy ball (beta1);
+  // dash: block Shampoo with Adam grafting on 2-D slices, AdamW on the others.
+  enum class kind : uint8_t { adam = 0, sgd = 1, momentum = 2, adamw = 3, dash = 4 };
   kind type = kind::adam;
   float lr = 1e-3f;
   float beta1 = 0.9f;  // Adam's first moment; the momentum coefficient
@@ -94,6 +95,9 @@ struct optimizer_config {
   float epsilon = 1e-8f;
   float weight_decay = 0.0f;
   bool lr_staleness = false;  // scale each step by 1 / (1 + staleness)
+  uint32_t dash_block = 128;  // dash: block size B
+  uint32_t dash_freq = 10;    // dash: steps between inverse roots
+  uint8_t dash_solver = 1;    // dash: kernels::root_solver (0 evd, 1 cn, 2 ndb, 3 cheb)
 };
 
 struct consistency_config {
@@ -183,6 +187,7 @@ struct bucket_state_part {
     read = 5,
     rows = 6,
     round_rows = 7,
+    dash = 8,  // one slice's DASH statistics or roots (worker: the slice), see bucket_store
   };
   uint32_t bucket = 0;
   kind type = kind::counters;

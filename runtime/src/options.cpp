@@ -8,77 +8,12 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "option_flags.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
 
 namespace {
-
-// The flags every binary accepts; the app's own flags are appended.
-const std::vector<app_flag>& common_flags() {
-  static const std::vector<app_flag> flags = {
-      {"role", "ROLE", "coordinator | server | worker; none: everything in this process", ""},
-      {"listen", "HOST:PORT",
-       "coordinator: where nodes join; server: where workers reach its buckets (default "
-       "127.0.0.1:0, any free port)",
-       "127.0.0.1:7600"},
-      {"coordinator", "HOST:PORT", "the coordinator a server or worker joins", "127.0.0.1:7600"},
-      {"secret", "S", "cluster secret; proven, never sent", ""},
-      {"insecure", "", "allow --listen on a non-loopback address (see docs/SECURITY.md)", ""},
-      {"name", "NAME", "this node's name in logs and reports", ""},
-      {"workers", "N", "workers in the job", "2"},
-      {"servers", "M", "parameter servers in the job", "2"},
-      {"max-workers", "N", "workers active at once, late joiners included; 0: --workers", "0"},
-      {"buckets", "K", "parameter buckets; 0: two per worker", "0"},
-      {"epochs", "E", "passes over the training set", "3"},
-      {"batch", "B", "examples per worker step", "64"},
-      {"lr", "X", "learning rate", "0.001"},
-      {"optimizer", "NAME", "adam | adamw | sgd | momentum (heavy ball, --momentum)", "adam"},
-      {"momentum", "MU", "momentum coefficient of --optimizer momentum", "0.9"},
-      {"consistency", "MODE", "async | ssp:S (at most S clocks ahead of the slowest) | bsp",
-       "async"},
-      {"dc", "KIND", "delay compensation: none | linear:L | dcasgd:L | dcasgd-adaptive:L0", "none"},
-      {"lr-staleness", "", "scale each update by 1 / (1 + its staleness)", ""},
-      {"clip", "C", "clip each embedding row's gradient to L2 norm C (0: off)", "0"},
-      {"sync-threshold", "X", "a pull sends only rows that moved more than X (0: all)", "0"},
-      {"accumulate", "N", "batches whose gradients are averaged into one push", "1"},
-      {"prefetch", "", "pull the next values while a batch computes", ""},
-      {"compress", "KIND", "none | sign (1-bit pushes with error feedback)", "none"},
-      {"worker-delay-ms", "I:D", "make worker I slower by D ms per batch (I:D,J:E...)", ""},
-      {"weight-decay", "WD", "weight decay (decoupled for adam, L2 for sgd)", "0"},
-      {"seed", "S", "seed of initialisation and data order", "1"},
-      {"report", "FILE", "write the job report (JSON) here when the job ends", ""},
-      {"threads", "N", "actor scheduler threads; 0: one per core", "0"},
-      {"blas-threads", "N", "OpenBLAS threads per process; 0: cores / workers in it", "0"},
-      {"log-level", "LEVEL", "error | warn | info | debug", "info"},
-      {"join-timeout", "SECONDS", "how long a node tries to reach the coordinator", "30"},
-      {"request-timeout", "SECONDS", "timeout of every request between actors", "30"},
-      {"heartbeat-ms", "MS", "how often a server or worker tells the coordinator it is alive",
-       "500"},
-      {"heartbeat-timeout-ms", "MS", "silence after which the coordinator declares a node lost",
-       "2000"},
-      {"max-restarts", "N",
-       "restarts a node's supervisor allows within the period; one more "
-       "escalates",
-       "3"},
-      {"restart-period-ms", "MS", "the period of --max-restarts", "10000"},
-      {"replication", "R", "copies of each bucket on different servers (primary-backup: R <= 2)",
-       "1"},
-      {"checkpoint-dir", "DIR", "write checkpoints here (coordinator)", ""},
-      {"checkpoint-every", "N", "batches between checkpoints; 0: one per epoch", "0"},
-      {"checkpoint-keep", "N", "checkpoints kept in --checkpoint-dir", "3"},
-      {"resume", "DIR", "continue from the newest good checkpoint in DIR (coordinator)", ""},
-      {"metrics-port", "P",
-       "serve Prometheus metrics at http://HOST:P/metrics, HOST as in --listen (0: any free "
-       "port)",
-       ""},
-      {"warn-update-variance", "X", "diag warns above this update variance", "0.1"},
-      {"warn-loss-oscillation", "X", "diag warns above this mean |loss change| per chunk", "0.5"},
-      {"warn-update-ratio", "X", "diag warns below this share of gradients applied", "0.9"},
-      {"help", "", "print this help", ""},
-  };
-  return flags;
-}
 
 std::string env_name(const std::string& flag) {
   std::string out = "TROUPE_";
@@ -207,8 +142,12 @@ caf::error validate(const launch_options& o) {
   if (o.epochs == 0 || o.batch == 0) return bad("--epochs and --batch must be at least 1");
   if (!(o.lr > 0)) return bad("--lr must be positive");
   if (o.optimizer != "adam" && o.optimizer != "adamw" && o.optimizer != "sgd" &&
-      o.optimizer != "momentum")
-    return bad("--optimizer must be adam, adamw, sgd or momentum");
+      o.optimizer != "momentum" && o.optimizer != "dash")
+    return bad("--optimizer must be adam, adamw, sgd, momentum or dash");
+  if (o.dash_block < 1 || o.dash_block > 4096 || o.dash_freq < 1)
+    return bad("--dash-block must be 1 to 4096 and --dash-freq at least 1");
+  if (o.dash_solver != "evd" && o.dash_solver != "cn" && o.dash_solver != "ndb")
+    return bad("--dash-solver must be evd, cn or ndb (cheb is not built yet)");
   if (o.accumulate == 0) return bad("--accumulate must be at least 1");
   for (const auto& [rank, ms] : o.worker_delay_ms)
     if (rank >= o.workers)
@@ -366,6 +305,9 @@ caf::expected<launch_options> parse_launch_options(
   if (auto s = get("secret")) o.secret = *s;
   if (auto s = get("name")) o.name = *s;
   if (auto s = get("optimizer")) o.optimizer = *s;
+  if (auto s = get("dash-solver")) o.dash_solver = *s;
+  number("dash-block", o.dash_block);
+  number("dash-freq", o.dash_freq);
   if (auto s = get("report")) o.report = *s;
   if (auto s = get("checkpoint-dir")) o.checkpoint_dir = *s;
   if (auto s = get("resume")) o.resume = *s;
