@@ -32,7 +32,10 @@ optimizer_config optimizer_from(const launch_options& o) {
   if (x.type == kind::momentum) x.beta1 = o.momentum;
   x.dash_block = o.dash_block;
   x.dash_freq = o.dash_freq;
-  x.dash_solver = o.dash_solver == "evd" ? 0 : o.dash_solver == "ndb" ? 2 : 1;
+  x.dash_solver = o.dash_solver == "evd"    ? 0
+                  : o.dash_solver == "ndb"  ? 2
+                  : o.dash_solver == "cheb" ? 3
+                                            : 1;
   return x;
 }
 

@@ -1,6 +1,7 @@
 // troupe-bench SUITE [--size N] [--reps R] [--json FILE]: runs one suite of benchmarks and
 // prints our figures beside the limit measured in the same run (../shared/design/BENCHMARKS.md).
-// Suites: apply, messages, pushpull, sparse. ("serve" is the peer process the others start.)
+// Suites: apply, messages, pushpull, sparse, dash. ("serve" is the peer process the others
+// start.)
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -20,7 +21,7 @@ std::string self_path(const char* argv0) {
 
 int usage() {
   fmt::print(stderr,
-             "usage: troupe-bench apply|messages|pushpull|sparse [--size N] [--reps R] "
+             "usage: troupe-bench apply|messages|pushpull|sparse|dash [--size N] [--reps R] "
              "[--json FILE]\n");
   return 2;
 }
@@ -56,6 +57,8 @@ int main(int argc, char** argv) {
     result = run_pushpull(o);
   else if (suite == "sparse")
     result = run_sparse(o);
+  else if (suite == "dash")
+    result = run_dash(o);
   else
     return usage();
   if (result.rows.empty()) {

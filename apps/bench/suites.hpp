@@ -17,6 +17,7 @@ suite_result run_apply(const options& o);
 suite_result run_messages(const options& o);
 suite_result run_pushpull(const options& o);
 suite_result run_sparse(const options& o);
+suite_result run_dash(const options& o);
 
 // The peer process of messages and pushpull: publishes a bucket host and an echo actor on
 // loopback, runs a raw TCP echo server, prints "ports A B C" and serves until told to stop.

@@ -170,6 +170,7 @@ bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
     auto lr = inverse_root(s.left, r, 4, {g.left_root.data() + k * ll, ll}, config_.roots);
     auto rt = inverse_root(s.right, c, 4, {g.right_root.data() + k * rr, rr}, config_.roots);
     if (!lr || !rt) return false;
+    gemm_flops_ += lr->gemm_flops + rt->gemm_flops;
   }
   // Adam's moments and step on the block: the first moment is what gets preconditioned, and
   // Adam's step gives the norm (grafting).
@@ -198,6 +199,7 @@ bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
               r, s.m.data(), c, 0.0f, s.product.data(), c);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, c, c, 1.0f, s.product.data(), c,
               g.right_root.data() + k * rr, c, 0.0f, s.direction.data(), c);
+  gemm_flops_ += 4.0 * double(r) * c * (r + c);  // statistics and preconditioning
   if (!all_finite(s.direction)) return false;
   const double shampoo = norm_of(s.direction), adam = norm_of(s.adam);
   const float graft = shampoo > 0 ? static_cast<float>(adam / shampoo) : 0.0f;

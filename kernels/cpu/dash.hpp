@@ -70,6 +70,7 @@ class dash_matrix {
   uint32_t cols() const { return cols_; }
   size_t blocks() const;
   uint64_t resets() const { return resets_; }
+  double gemm_flops() const { return gemm_flops_; }  // matrix-multiply FLOPs so far
   const std::vector<dash_group>& groups() const { return groups_; }
   const dash_config& config() const { return config_; }
   // A block's statistics in fp32, whatever the storage (for checkpoints and tests).
@@ -91,6 +92,7 @@ class dash_matrix {
   dash_config config_;
   std::vector<dash_group> groups_;
   uint64_t resets_ = 0;
+  double gemm_flops_ = 0;
 };
 
 }  // namespace troupe::kernels

@@ -100,6 +100,7 @@ root_outcome coupled_newton(const matrix& a, size_t n, int p, double lambda_max,
     previous = now;
   }
   outcome.residual = previous;
+  outcome.gemm_flops = double(outcome.iterations) * (p + 1) * 2.0 * double(n) * n * n;
   std::copy(x.begin(), x.end(), out.begin());
   return outcome;
 }
@@ -125,6 +126,7 @@ root_outcome schulz(matrix& y, matrix& z, size_t n, const root_options& o) {
     std::swap(z, scratch);
   }
   outcome.residual = previous;
+  outcome.gemm_flops = (3.0 * outcome.iterations + 1) * 2.0 * double(n) * n * n;
   return outcome;
 }
 
@@ -147,7 +149,43 @@ root_outcome newton_db(const matrix& a, size_t n, double lambda_max, const root_
   for (size_t r = 0; r < n; ++r)  // symmetric by construction; average out the rounding
     for (size_t col = 0; col < n; ++col)
       out[r * n + col] = scale * 0.5f * (y[r * n + col] + y[col * n + r]);
-  return root_outcome{first.iterations + second.iterations, second.residual};
+  return root_outcome{first.iterations + second.iterations, second.residual,
+                      first.gemm_flops + second.gemm_flops};
+}
+
+// x^{-1/p} on [lo, 1] as a Chebyshev series (coefficients from degree + 1 nodes, in double),
+// applied to B = A / c by Clenshaw's recurrence on T = (2 B - (1 + lo) I) / (1 - lo):
+// b_k = 2 T b_{k+1} - b_{k+2} + c_k I, result T b_1 - b_2 + c_0 I; then A^{-1/p} = c^{-1/p}
+// times that.
+root_outcome chebyshev(const matrix& a, size_t n, int p, double c, double lo, const root_options& o,
+                       std::span<float> out) {
+  constexpr double pi = 3.14159265358979323846;
+  const int d = o.degree;
+  const int nodes = d + 1;
+  std::vector<double> f(nodes), coefficients(d + 1);
+  for (int j = 0; j < nodes; ++j) {
+    const double x = std::cos(pi * (j + 0.5) / nodes);
+    f[j] = std::pow(((1.0 - lo) * x + (1.0 + lo)) / 2.0, -1.0 / p);
+  }
+  for (int k = 0; k <= d; ++k) {
+    double sum = 0;
+    for (int j = 0; j < nodes; ++j) sum += f[j] * std::cos(pi * k * (j + 0.5) / nodes);
+    coefficients[k] = (k == 0 ? 1.0 : 2.0) * sum / nodes;
+  }
+  const matrix t = shifted(a, n, static_cast<float>(-(1.0 + lo) / (1.0 - lo)),
+                           static_cast<float>(2.0 / (c * (1.0 - lo))));
+  matrix next(n * n, 0.0f), after(n * n, 0.0f), b(n * n);  // b_{k+1}, b_{k+2}, b_k
+  for (int k = d; k >= 1; --k) {
+    b = shifted(after, n, static_cast<float>(coefficients[k]), -1.0f);
+    gemm(t, next, b, n, 2.0f, 1.0f);
+    std::swap(after, next);
+    std::swap(next, b);
+  }
+  b = shifted(after, n, static_cast<float>(coefficients[0]), -1.0f);
+  gemm(t, next, b, n, 1.0f, 1.0f);
+  const float scale = static_cast<float>(std::pow(c, -1.0 / p));
+  for (size_t i = 0; i < n * n; ++i) out[i] = scale * b[i];
+  return root_outcome{d, 0.0, double(d) * 2.0 * double(n) * n * n};
 }
 
 double frobenius(const matrix& a) {
@@ -192,8 +230,8 @@ caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int
     return make_error(errc::shape_mismatch, "inverse_root: an n x n matrix and p >= 1");
   for (float x : a)
     if (!std::isfinite(x)) return make_error(errc::non_finite, "inverse_root: non-finite input");
-  if (o.solver == root_solver::chebyshev)
-    return make_error(errc::bad_configuration, "the chebyshev solver is not built yet");
+  if (o.solver == root_solver::chebyshev && o.degree < 1)
+    return make_error(errc::bad_configuration, "the chebyshev degree must be at least 1");
   if (o.solver == root_solver::newton_db && p != 4)
     return make_error(errc::bad_configuration, "newton_db computes inverse 4th roots only");
   matrix damped(a.begin(), a.end());
@@ -212,8 +250,8 @@ caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int
       return coupled_newton(damped, n, p, lambda, o, out);
     case root_solver::newton_db:
       return newton_db(damped, n, lambda, o, out);
-    case root_solver::chebyshev:
-      break;
+    case root_solver::chebyshev:  // the damping bounds the spectrum from below
+      return chebyshev(damped, n, p, lambda, damping / lambda, o, out);
   }
   return make_error(errc::bad_configuration, "unknown solver");
 }

@@ -4,7 +4,11 @@
 //   coupled_newton: the coupled Newton iteration (Guo & Higham 2006) in fp32 GEMMs;
 //   newton_db:      inverse-free Denman-Beavers (Newton-Schulz) iterations: A^{1/2}, then the
 //                   inverse square root of that, A^{-1/4} (p = 4 only);
-//   chebyshev:      not built yet (refused with errc::bad_configuration).
+//   chebyshev:      a Chebyshev series of x^{-1/p} on [damping, lambda_max], evaluated on the
+//                   matrix by Clenshaw's recurrence (one GEMM per degree). Its interval starts
+//                   at the damping, so its accuracy follows epsilon and the degree: with
+//                   epsilon 1e-2 (condition at most about 1e2) degree 64 is within 1e-6, with
+//                   epsilon 1e-6 no practical degree is.
 // Every solver first adds epsilon * lambda_max(A) to the diagonal (damping) and scales A by
 // an upper bound of its largest eigenvalue (power iteration, or the Frobenius norm). Row-major
 // n x n matrices in fp32; scratch is allocated per call. No threads beyond BLAS's; any thread
@@ -28,16 +32,18 @@ struct root_options {
   float epsilon = 1e-6f;     // damping, relative to the largest eigenvalue
   int max_iterations = 100;  // per Newton stage
   float tolerance = 1e-6f;   // stop when max |M - I| is below this (or stops improving)
+  int degree = 64;           // chebyshev: the series' degree
 };
 
 struct root_outcome {
   int iterations = 0;     // Newton steps taken (0 for evd)
   double residual = 0.0;  // max |M - I| at the end (0 for evd)
+  double gemm_flops = 0;  // matrix-multiply FLOPs spent (0 for evd, which is not GEMMs)
 };
 
 // out = (a + damping)^{-1/p}, both n x n row-major; p >= 1. errc::non_finite for a matrix
 // with NaN/Inf, errc::shape_mismatch for wrong sizes, errc::bad_configuration for a solver
-// that cannot do p (newton_db: p = 4 only; chebyshev: not built).
+// that cannot do p (newton_db: p = 4 only) or a chebyshev degree below 1.
 caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int p,
                                          std::span<float> out, const root_options& options);
 

@@ -67,7 +67,7 @@ const std::vector<app_flag>& common_flags() {
       {"dash-block", "B", "--optimizer dash: block size (matrices are cut into B x B blocks)",
        "128"},
       {"dash-freq", "F", "--optimizer dash: steps between inverse 4th roots", "10"},
-      {"dash-solver", "S", "--optimizer dash: evd | cn | ndb (inverse-root solver)", "cn"},
+      {"dash-solver", "S", "--optimizer dash: evd | cn | ndb | cheb (inverse-root solver)", "cn"},
       {"help", "", "print this help", ""},
   };
   return flags;

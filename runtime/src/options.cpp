@@ -146,8 +146,9 @@ caf::error validate(const launch_options& o) {
     return bad("--optimizer must be adam, adamw, sgd, momentum or dash");
   if (o.dash_block < 1 || o.dash_block > 4096 || o.dash_freq < 1)
     return bad("--dash-block must be 1 to 4096 and --dash-freq at least 1");
-  if (o.dash_solver != "evd" && o.dash_solver != "cn" && o.dash_solver != "ndb")
-    return bad("--dash-solver must be evd, cn or ndb (cheb is not built yet)");
+  if (o.dash_solver != "evd" && o.dash_solver != "cn" && o.dash_solver != "ndb" &&
+      o.dash_solver != "cheb")
+    return bad("--dash-solver must be evd, cn, ndb or cheb");
   if (o.accumulate == 0) return bad("--accumulate must be at least 1");
   for (const auto& [rank, ms] : o.worker_delay_ms)
     if (rank >= o.workers)

@@ -1,8 +1,9 @@
 // Unit tests of the inverse p-th root solvers (kernels/cpu/inverse_root): on random SPD
 // matrices of sizes 1, 7, 64 and 256 with condition numbers 1e2 to 1e6, each iterative
 // solver's inverse 4th root is within 1e-3 relative (Frobenius) error of the double-precision
-// eigendecomposition (one known exception, below); the reference itself inverts a diagonal
-// matrix exactly; bad input is refused.
+// eigendecomposition (one known exception, below), and the Chebyshev series on the interval
+// its damping gives; the reference itself inverts a diagonal matrix exactly; bad input is
+// refused.
 #define BOOST_TEST_MODULE inverse_root
 #include <boost/test/unit_test.hpp>
 
@@ -59,10 +60,12 @@ double relative_error(const std::vector<float>& x, const std::vector<float>& ref
   return std::sqrt(diff / norm);
 }
 
-std::vector<float> root_of(const std::vector<float>& a, size_t n, root_solver solver) {
+std::vector<float> root_of(const std::vector<float>& a, size_t n, root_solver solver,
+                           float epsilon = 1e-6f) {
   std::vector<float> out(n * n);
   root_options o;
   o.solver = solver;
+  o.epsilon = epsilon;
   auto done = inverse_root(a, n, 4, out, o);
   BOOST_TEST_REQUIRE(static_cast<bool>(done));
   return out;
@@ -100,6 +103,18 @@ BOOST_AUTO_TEST_CASE(iterative_solvers_match_the_eigendecomposition) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(chebyshev_matches_the_eigendecomposition_on_its_interval) {
+  // Its interval starts at the damping: with epsilon 1e-2 the damped matrices have condition
+  // at most about 1e2, and degree 64 suffices whatever the original condition.
+  for (size_t n : {1u, 7u, 64u, 256u})
+    for (double condition : {1e2, 1e4, 1e6}) {
+      const auto a = random_spd(n, condition, static_cast<unsigned>(n * 31 + condition));
+      const double error = relative_error(root_of(a, n, root_solver::chebyshev, 1e-2f),
+                                          root_of(a, n, root_solver::evd, 1e-2f));
+      BOOST_TEST(error <= 1e-3, "n " << n << " condition " << condition << ": " << error);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(bad_input_is_refused) {
   std::vector<float> out(4);
   root_options o;
@@ -111,5 +126,6 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused) {
   o.solver = root_solver::newton_db;
   BOOST_TEST(testing::fails_with(inverse_root(a, 2, 2, out, o), errc::bad_configuration));
   o.solver = root_solver::chebyshev;
+  o.degree = 0;
   BOOST_TEST(testing::fails_with(inverse_root(a, 2, 4, out, o), errc::bad_configuration));
 }

@@ -62,7 +62,7 @@ struct launch_options {
   std::string optimizer = "adam";  // adam | adamw | sgd | momentum | dash
   uint32_t dash_block = 128;       // dash: block size B
   uint32_t dash_freq = 10;         // dash: steps between inverse roots
-  std::string dash_solver = "cn";  // dash: evd | cn | ndb
+  std::string dash_solver = "cn";  // dash: evd | cn | ndb | cheb
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   bool lr_staleness = false;    // scale each update by 1 / (1 + staleness)
