@@ -175,8 +175,8 @@ bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
   // Adam's moments and step on the block: the first moment is what gets preconditioned, and
   // Adam's step gives the norm (grafting).
   const auto& h = config_.adam;
-  const double correct1 = 1.0 - std::pow(double(h.beta1), double(step));
-  const double correct2 = 1.0 - std::pow(double(h.beta2), double(step));
+  const auto inverse1 = static_cast<float>(1.0 / (1.0 - std::pow(double(h.beta1), double(step))));
+  const auto inverse2 = static_cast<float>(1.0 / (1.0 - std::pow(double(h.beta2), double(step))));
   s.m.resize(rc);
   s.adam.resize(rc);
   for (uint32_t i = 0; i < r; ++i)
@@ -187,11 +187,10 @@ bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
       float& v = mv.v[p];
       m = h.beta1 * m + (1.0f - h.beta1) * x;
       v = h.beta2 * v + (1.0f - h.beta2) * x * x;
-      float first = static_cast<float>(m / correct1);
-      if (config_.nesterov)
-        first = h.beta1 * first + static_cast<float>((1.0f - h.beta1) * x / correct1);
+      float first = m * inverse1;
+      if (config_.nesterov) first = h.beta1 * first + (1.0f - h.beta1) * x * inverse1;
       s.m[q] = first;
-      s.adam[q] = first / (std::sqrt(static_cast<float>(v / correct2)) + h.epsilon);
+      s.adam[q] = first / (std::sqrt(v * inverse2) + h.epsilon);
     }
   s.product.resize(rc);
   s.direction.resize(rc);
