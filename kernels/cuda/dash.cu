@@ -1,0 +1,339 @@
+// DASH on the GPU for one group of stacked blocks: statistics, coupled-Newton inverse 4th roots,
+// preconditioning and Adam grafting, with non-finite blocks reset. CPU twin:
+// kernels/cpu/dash.cpp (dash_matrix::step with root_solver::coupled_newton); compared in
+// tests/gpu/dash_cuda_test.cpp.
+#include <cmath>
+
+#include "kernels/cuda/dash.hpp"
+
+namespace troupe::kernels::cuda {
+
+namespace {
+
+constexpr int threads = 256;
+constexpr int root_p = 4;
+
+int blocks_for(size_t n) {
+  const size_t wanted = (n + threads - 1) / threads;
+  return static_cast<int>(wanted < 65535 ? wanted : 65535);
+}
+
+#define TROUPE_GRID_STRIDE(i, n)                                                     \
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+
+// Row-major C = alpha A B + beta C for `count` stacked (m x k) (k x n) products.
+cublasStatus_t gemm_rm(cublasHandle_t h, int m, int n, int k, float alpha, const float* a,
+                       long long stride_a, const float* b, long long stride_b, float beta, float* c,
+                       long long stride_c, int count) {
+  return cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, n, stride_b, a,
+                                   k, stride_a, &beta, c, n, stride_c, count);
+}
+
+// -- kernels -----------------------------------------------------------------------------------
+
+__global__ void gather_kernel(const float* from, int param_cols, const uint32_t* row0,
+                              const uint32_t* col0, int rows, int cols, int count, float* to) {
+  const size_t per = static_cast<size_t>(rows) * cols;
+  TROUPE_GRID_STRIDE(i, per * count) {
+    const size_t k = i / per, e = i % per;
+    const size_t r = e / cols, c = e % cols;
+    to[i] = from[(row0[k] + r) * static_cast<size_t>(param_cols) + col0[k] + c];
+  }
+}
+
+// Adam's moments on the stack; `first` gets the (Nesterov) bias-corrected first moment, `adam`
+// Adam's step; a non-finite gradient flags its block.
+__global__ void moments_kernel(const float* g, float* m, float* v, float* first, float* adam,
+                               size_t per, int count, float beta1, float beta2, float epsilon,
+                               float inverse1, float inverse2, bool nesterov, float* flags) {
+  TROUPE_GRID_STRIDE(i, per * count) {
+    const float x = g[i];
+    if (!isfinite(x)) flags[i / per] = 1.0f;
+    const float mi = beta1 * m[i] + (1.0f - beta1) * x;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * x * x;
+    m[i] = mi;
+    v[i] = vi;
+    float f = mi * inverse1;
+    if (nesterov) f = beta1 * f + (1.0f - beta1) * x * inverse1;
+    first[i] = f;
+    adam[i] = f / (sqrtf(vi * inverse2) + epsilon);
+  }
+}
+
+// Flags every block of `data` (count blocks of `per` values) holding a non-finite value.
+__global__ void flag_nonfinite_kernel(const float* data, size_t per, int count, float* flags) {
+  TROUPE_GRID_STRIDE(i, per * count) {
+    if (!isfinite(data[i])) flags[i / per] = 1.0f;
+  }
+}
+
+// Per block (one CUDA block each): w = A v was just computed; lambda = v . w (v has norm 1),
+// v = w / |w|. On the first call v is all ones / sqrt(n).
+__global__ void power_step_kernel(float* v, const float* w, int n, float* lambda) {
+  __shared__ float dot[threads], norm[threads];
+  const int k = blockIdx.x;
+  const float* wk = w + static_cast<size_t>(k) * n;
+  float* vk = v + static_cast<size_t>(k) * n;
+  float d = 0, s = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    d += vk[i] * wk[i];
+    s += wk[i] * wk[i];
+  }
+  dot[threadIdx.x] = d;
+  norm[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      dot[threadIdx.x] += dot[threadIdx.x + half];
+      norm[threadIdx.x] += norm[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  const float length = sqrtf(norm[0]);
+  if (threadIdx.x == 0) lambda[k] = dot[0];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) vk[i] = length > 0 ? wk[i] / length : 0.0f;
+}
+
+__global__ void fill_kernel(float* data, size_t n, float value) {
+  TROUPE_GRID_STRIDE(i, n) { data[i] = value; }
+}
+
+// out_k = s_k I for every block (s from `scales`, or `constant` when scales is null).
+__global__ void scaled_identity_kernel(float* out, int n, int count, const float* scales,
+                                       float constant) {
+  const size_t per = static_cast<size_t>(n) * n;
+  TROUPE_GRID_STRIDE(i, per * count) {
+    const size_t k = i / per, e = i % per;
+    out[i] = (e / n == e % n) ? (scales ? scales[k] : constant) : 0.0f;
+  }
+}
+
+// Per block: lambda = 1.01 lambda_est (as the CPU twin), damping d = eps lambda,
+// z = (p + 1) / (2 (lambda + d)); M = z (A + d I); x_scale = z^{1/p}.
+__global__ void newton_start_kernel(const float* a, float* m, int n, int count, float* lambda,
+                                    float* x_scale, float damping) {
+  const size_t per = static_cast<size_t>(n) * n;
+  TROUPE_GRID_STRIDE(i, per * count) {
+    const size_t k = i / per, e = i % per;
+    float lam = 1.01f * lambda[k];
+    if (!(lam > 0.0f)) lam = 1.0f;
+    const float d = damping * lam;
+    const float z = (root_p + 1.0f) / (2.0f * (lam + d));
+    m[i] = z * (a[i] + ((e / n == e % n) ? d : 0.0f));
+    if (e == 0) x_scale[k] = powf(z, 1.0f / root_p);
+  }
+}
+
+// t = ((p + 1) I - m) / p
+__global__ void newton_step_kernel(const float* m, float* t, int n, int count) {
+  const size_t per = static_cast<size_t>(n) * n;
+  TROUPE_GRID_STRIDE(i, per * count) {
+    const size_t e = i % per;
+    t[i] = (((e / n == e % n) ? root_p + 1.0f : 0.0f) - m[i]) / root_p;
+  }
+}
+
+// Per block (one CUDA block each): graft = |adam| / |p|; a non-finite p flags the block.
+__global__ void graft_kernel(const float* p, const float* adam, size_t per, float* graft,
+                             float* flags) {
+  __shared__ float sp[threads], sa[threads];
+  __shared__ int bad[threads];
+  const size_t k = blockIdx.x;
+  float x = 0, y = 0;
+  int b = 0;
+  for (size_t i = threadIdx.x; i < per; i += blockDim.x) {
+    const float pv = p[k * per + i], av = adam[k * per + i];
+    if (!isfinite(pv)) b = 1;
+    x += pv * pv;
+    y += av * av;
+  }
+  sp[threadIdx.x] = x;
+  sa[threadIdx.x] = y;
+  bad[threadIdx.x] = b;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      sp[threadIdx.x] += sp[threadIdx.x + half];
+      sa[threadIdx.x] += sa[threadIdx.x + half];
+      bad[threadIdx.x] |= bad[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    if (bad[0]) flags[k] = 1.0f;
+    graft[k] = sp[0] > 0 ? sqrtf(sa[0] / sp[0]) : 0.0f;
+  }
+}
+
+__global__ void update_kernel(float* theta, int param_cols, const uint32_t* row0,
+                              const uint32_t* col0, int rows, int cols, int count, const float* p,
+                              const float* graft, const float* flags, float lr, float decay) {
+  const size_t per = static_cast<size_t>(rows) * cols;
+  TROUPE_GRID_STRIDE(i, per * count) {
+    const size_t k = i / per;
+    if (flags[k] != 0.0f) continue;
+    const size_t e = i % per;
+    float& w = theta[(row0[k] + e / cols) * static_cast<size_t>(param_cols) + col0[k] + e % cols];
+    w -= lr * (graft[k] * p[i] + decay * w);
+  }
+}
+
+// Flagged blocks: statistics zero, roots the identity, moments zero; counted.
+__global__ void reset_kernel(const float* flags, int rows, int cols, float* left, float* right,
+                             float* left_root, float* right_root, float* m, float* v, int* resets) {
+  const size_t k = blockIdx.x;
+  if (flags[k] == 0.0f) return;
+  const size_t rr = static_cast<size_t>(rows) * rows, cc = static_cast<size_t>(cols) * cols;
+  const size_t rc = static_cast<size_t>(rows) * cols;
+  for (size_t i = threadIdx.x; i < rr; i += blockDim.x) {
+    left[k * rr + i] = 0.0f;
+    left_root[k * rr + i] = (i / rows == i % rows) ? 1.0f : 0.0f;
+  }
+  for (size_t i = threadIdx.x; i < cc; i += blockDim.x) {
+    right[k * cc + i] = 0.0f;
+    right_root[k * cc + i] = (i / cols == i % cols) ? 1.0f : 0.0f;
+  }
+  for (size_t i = threadIdx.x; i < rc; i += blockDim.x) m[k * rc + i] = v[k * rc + i] = 0.0f;
+  if (threadIdx.x == 0) atomicAdd(resets, 1);
+}
+
+// -- the workspace -----------------------------------------------------------------------------
+
+struct workspace {
+  float *g, *first, *adam, *product, *p;             // count x rows x cols each
+  float *x, *t, *t2, *newton, *scratch;               // count x n x n each, n = max(rows, cols)
+  float *v, *w;                                       // count x n
+  float *lambda, *x_scale, *graft, *flags;            // count
+
+  workspace(float* base, int rows, int cols, int count) {
+    const size_t rc = static_cast<size_t>(rows) * cols * count;
+    const int n = rows > cols ? rows : cols;
+    const size_t nn = static_cast<size_t>(n) * n * count;
+    float** stacks[] = {&g, &first, &adam, &product, &p};
+    for (float** s : stacks) *s = base, base += rc;
+    float** squares[] = {&x, &t, &t2, &newton, &scratch};
+    for (float** s : squares) *s = base, base += nn;
+    v = base, base += static_cast<size_t>(n) * count;
+    w = base, base += static_cast<size_t>(n) * count;
+    float** scalars[] = {&lambda, &x_scale, &graft, &flags};
+    for (float** s : scalars) *s = base, base += count;
+  }
+};
+
+#define TROUPE_CUDA_TRY(call)                 \
+  do {                                        \
+    const cudaError_t err_ = (call);          \
+    if (err_ != cudaSuccess) return err_;     \
+  } while (0)
+#define TROUPE_CUBLAS_TRY(call)                                              \
+  do {                                                                       \
+    if ((call) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;            \
+  } while (0)
+
+// root = a^{-1/4} for every block of a (count x n x n) by coupled Newton.
+cudaError_t inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float* root, int n,
+                         int count, const dash_step_params& p, workspace& ws) {
+  const size_t nn = static_cast<size_t>(n) * n;
+  const size_t all = nn * count;
+  // Largest eigenvalue per block by batched power iteration.
+  fill_kernel<<<blocks_for(static_cast<size_t>(n) * count), threads, 0, s>>>(
+      ws.v, static_cast<size_t>(n) * count, 1.0f / sqrtf(static_cast<float>(n)));
+  for (int i = 0; i < p.power_iterations; ++i) {
+    TROUPE_CUBLAS_TRY(gemm_rm(h, n, 1, n, 1.0f, a, nn, ws.v, n, 0.0f, ws.w, n, count));
+    power_step_kernel<<<count, threads, 0, s>>>(ws.v, ws.w, n, ws.lambda);
+  }
+  newton_start_kernel<<<blocks_for(all), threads, 0, s>>>(a, ws.newton, n, count, ws.lambda,
+                                                           ws.x_scale, p.damping);
+  scaled_identity_kernel<<<blocks_for(all), threads, 0, s>>>(ws.x, n, count, ws.x_scale, 0.0f);
+  float* x = ws.x;
+  float* m = ws.newton;
+  float* scratch = ws.scratch;
+  for (int i = 0; i < p.newton_iterations; ++i) {
+    newton_step_kernel<<<blocks_for(all), threads, 0, s>>>(m, ws.t, n, count);
+    TROUPE_CUBLAS_TRY(gemm_rm(h, n, n, n, 1.0f, x, nn, ws.t, nn, 0.0f, scratch, nn, count));
+    float* swap = x;
+    x = scratch, scratch = swap;
+    TROUPE_CUBLAS_TRY(gemm_rm(h, n, n, n, 1.0f, ws.t, nn, ws.t, nn, 0.0f, ws.t2, nn, count));
+    TROUPE_CUBLAS_TRY(gemm_rm(h, n, n, n, 1.0f, ws.t2, nn, ws.t2, nn, 0.0f, ws.t, nn, count));
+    TROUPE_CUBLAS_TRY(gemm_rm(h, n, n, n, 1.0f, ws.t, nn, m, nn, 0.0f, scratch, nn, count));
+    swap = m;
+    m = scratch, scratch = swap;
+  }
+  TROUPE_CUDA_TRY(cudaMemcpyAsync(root, x, all * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+size_t dash_workspace_floats(int rows, int cols, int count) {
+  const int n = rows > cols ? rows : cols;
+  return static_cast<size_t>(count) *
+         (5 * static_cast<size_t>(rows) * cols + 5 * static_cast<size_t>(n) * n + 2 * n + 4);
+}
+
+cudaError_t dash_group_init(const dash_group_buffers& g, cudaStream_t stream) {
+  const size_t ll = static_cast<size_t>(g.rows) * g.rows * g.count;
+  const size_t rr = static_cast<size_t>(g.cols) * g.cols * g.count;
+  scaled_identity_kernel<<<blocks_for(ll), threads, 0, stream>>>(g.left_root, g.rows, g.count,
+                                                                  nullptr, 1.0f);
+  scaled_identity_kernel<<<blocks_for(rr), threads, 0, stream>>>(g.right_root, g.cols, g.count,
+                                                                  nullptr, 1.0f);
+  return cudaGetLastError();
+}
+
+cudaError_t dash_group_step(cublasHandle_t h, cudaStream_t s, float* theta, const float* grad,
+                            int param_cols, const dash_group_buffers& g,
+                            const dash_step_params& p) {
+  if (g.count == 0) return cudaSuccess;
+  TROUPE_CUBLAS_TRY(cublasSetStream(h, s));
+  workspace ws{g.workspace, g.rows, g.cols, g.count};
+  const int r = g.rows, c = g.cols, count = g.count;
+  const size_t rc = static_cast<size_t>(r) * c, all = rc * count;
+  const long long rr = static_cast<long long>(r) * r, cc = static_cast<long long>(c) * c;
+  fill_kernel<<<1, threads, 0, s>>>(ws.flags, static_cast<size_t>(count), 0.0f);
+  gather_kernel<<<blocks_for(all), threads, 0, s>>>(grad, param_cols, g.row0, g.col0, r, c, count,
+                                                     ws.g);
+  // Statistics: L = beta L + (1 - beta) G G^T, R = beta R + (1 - beta) G^T G (see dash.hpp for
+  // the row-major reading of cuBLAS's column-major calls).
+  const float w = 1.0f - p.beta;
+  TROUPE_CUBLAS_TRY(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, r, r, c, &w, ws.g, c,
+                                              static_cast<long long>(rc), ws.g, c,
+                                              static_cast<long long>(rc), &p.beta, g.left, r, rr,
+                                              count));
+  TROUPE_CUBLAS_TRY(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, c, c, r, &w, ws.g, c,
+                                              static_cast<long long>(rc), ws.g, c,
+                                              static_cast<long long>(rc), &p.beta, g.right, c, cc,
+                                              count));
+  flag_nonfinite_kernel<<<blocks_for(rr * count), threads, 0, s>>>(g.left, rr, count, ws.flags);
+  flag_nonfinite_kernel<<<blocks_for(cc * count), threads, 0, s>>>(g.right, cc, count, ws.flags);
+  if (p.compute_roots) {
+    TROUPE_CUDA_TRY(inverse_root(h, s, g.left, g.left_root, r, count, p, ws));
+    TROUPE_CUDA_TRY(inverse_root(h, s, g.right, g.right_root, c, count, p, ws));
+    flag_nonfinite_kernel<<<blocks_for(rr * count), threads, 0, s>>>(g.left_root, rr, count,
+                                                                      ws.flags);
+    flag_nonfinite_kernel<<<blocks_for(cc * count), threads, 0, s>>>(g.right_root, cc, count,
+                                                                      ws.flags);
+  }
+  const double t = static_cast<double>(p.step);
+  const auto inverse1 = static_cast<float>(1.0 / (1.0 - std::pow(double{p.beta1}, t)));
+  const auto inverse2 = static_cast<float>(1.0 / (1.0 - std::pow(double{p.beta2}, t)));
+  moments_kernel<<<blocks_for(all), threads, 0, s>>>(ws.g, g.m, g.v, ws.first, ws.adam, rc, count,
+                                                      p.beta1, p.beta2, p.epsilon, inverse1,
+                                                      inverse2, p.nesterov, ws.flags);
+  // D = L^{-1/4} M R^{-1/4}, grafted to Adam's norm block by block.
+  TROUPE_CUBLAS_TRY(gemm_rm(h, r, c, r, 1.0f, g.left_root, rr, ws.first,
+                            static_cast<long long>(rc), 0.0f, ws.product,
+                            static_cast<long long>(rc), count));
+  TROUPE_CUBLAS_TRY(gemm_rm(h, r, c, c, 1.0f, ws.product, static_cast<long long>(rc), g.right_root,
+                            cc, 0.0f, ws.p, static_cast<long long>(rc), count));
+  graft_kernel<<<count, threads, 0, s>>>(ws.p, ws.adam, rc, ws.graft, ws.flags);
+  update_kernel<<<blocks_for(all), threads, 0, s>>>(theta, param_cols, g.row0, g.col0, r, c, count,
+                                                     ws.p, ws.graft, ws.flags, p.lr,
+                                                     p.weight_decay);
+  reset_kernel<<<count, threads, 0, s>>>(ws.flags, r, c, g.left, g.right, g.left_root,
+                                         g.right_root, g.m, g.v, g.resets);
+  return cudaGetLastError();
+}
+
+}  // namespace troupe::kernels::cuda
