@@ -50,6 +50,12 @@ CAF_ADD_ATOM(troupe, troupe, metrics_atom, "metrics")
 CAF_ADD_ATOM(troupe, troupe, log_atom, "log")
 CAF_ADD_ATOM(troupe, troupe, drain_atom, "drain")
 CAF_ADD_ATOM(troupe, troupe, checkpoint_atom, "checkpoint")
+CAF_ADD_ATOM(troupe, troupe, alloc_atom, "alloc")
+CAF_ADD_ATOM(troupe, troupe, release_atom, "release")
+CAF_ADD_ATOM(troupe, troupe, upload_atom, "upload")
+CAF_ADD_ATOM(troupe, troupe, download_atom, "download")
+CAF_ADD_ATOM(troupe, troupe, run_atom, "run")
+CAF_ADD_ATOM(troupe, troupe, event_atom, "event")
 
 namespace troupe {
 

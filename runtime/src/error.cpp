@@ -32,6 +32,8 @@ std::string to_string(errc code) {
       return "corrupt_data";
     case errc::not_primary:
       return "not_primary";
+    case errc::device_failure:
+      return "device_failure";
     case errc::job_failed:
       return "job_failed";
   }

@@ -7,7 +7,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build_dir=${1:-$here/build-gpu}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DTROUPE_CUDA=ON
-cmake --build "$build_dir" -j "$(nproc)" --target adam_cuda_test dash_cuda_test troupe-bench
+cmake --build "$build_dir" -j "$(nproc)" --target adam_cuda_test dash_cuda_test gpu_stream_test troupe-bench
 cd "$build_dir"
 TROUPE_REQUIRE_GPU=1 ctest --output-on-failure -L gpu
 # CPU figures of the DASH step on this machine (its many cores), for the note beside the GPU run.

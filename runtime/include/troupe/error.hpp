@@ -26,6 +26,7 @@ enum class errc : uint8_t {
   injected_fault,         // an operator crashed this actor on purpose (fault injection)
   corrupt_data,           // a checkpoint whose checksum or contents do not hold up
   not_primary,            // a bucket whose backup was promoted in its place: ask for the new one
+  device_failure,         // a GPU (CUDA, cuBLAS) call failed, or there is no GPU
 };
 
 constexpr caf::atom_value error_category = caf::atom("troupe");

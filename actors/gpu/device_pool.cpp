@@ -1,0 +1,65 @@
+#include "actors/gpu/device_pool.hpp"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+device_pool::device_pool(size_t page_bytes, size_t capacity_bytes)
+    : page_bytes_(page_bytes ? page_bytes : 1), capacity_pages_(capacity_bytes / page_bytes_) {}
+
+device_pool::~device_pool() {
+  for (auto& [pages, runs] : free_)
+    for (void* p : runs) cudaFree(p);
+  for (auto& [p, pages] : used_) cudaFree(p);
+}
+
+caf::expected<void*> device_pool::acquire(size_t bytes) {
+  const size_t pages = std::max<size_t>(1, (bytes + page_bytes_ - 1) / page_bytes_);
+  if (auto it = free_.find(pages); it != free_.end() && !it->second.empty()) {
+    void* p = it->second.back();
+    it->second.pop_back();
+    used_.emplace(p, pages);
+    return p;
+  }
+  if (reserved_pages_ + pages > capacity_pages_) {
+    // Give the cached runs back before refusing: another size may fit after that.
+    for (auto& [count, runs] : free_)
+      for (void* p : runs) {
+        cudaFree(p);
+        reserved_pages_ -= count;
+      }
+    free_.clear();
+    if (reserved_pages_ + pages > capacity_pages_)
+      return make_error(errc::device_failure,
+                        fmt::format("device pool: {} more pages would pass its {} pages", pages,
+                                    capacity_pages_));
+  }
+  void* p = nullptr;
+  if (const cudaError_t err = cudaMalloc(&p, pages * page_bytes_); err != cudaSuccess) {
+    cudaGetLastError();
+    return make_error(
+        errc::device_failure,
+        fmt::format("cudaMalloc of {} bytes: {}", pages * page_bytes_, cudaGetErrorString(err)));
+  }
+  reserved_pages_ += pages;
+  used_.emplace(p, pages);
+  return p;
+}
+
+void device_pool::release(void* ptr) {
+  auto it = used_.find(ptr);
+  if (it == used_.end()) return;
+  free_[it->second].push_back(ptr);
+  used_.erase(it);
+}
+
+size_t device_pool::in_use_bytes() const {
+  size_t pages = 0;
+  for (const auto& [p, count] : used_) pages += count;
+  return pages * page_bytes_;
+}
+
+}  // namespace troupe

@@ -1,0 +1,41 @@
+// Device memory handed out in fixed-size pages: a request is rounded up to whole pages, and a
+// released run of pages is kept for the next request of the same page count, so a training
+// loop that allocates the same shapes every step reaches a steady state without cudaMalloc or
+// cudaFree (both synchronise the device). Bounded: requests beyond `capacity_bytes` reserved
+// in total fail with errc::device_failure. Owned by one gpu_stream actor; not thread-safe.
+#pragma once
+
+#include <caf/expected.hpp>
+
+#include <cstddef>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+namespace troupe {
+
+class device_pool {
+ public:
+  device_pool(size_t page_bytes, size_t capacity_bytes);
+  ~device_pool();
+  device_pool(const device_pool&) = delete;
+  device_pool& operator=(const device_pool&) = delete;
+
+  // Device memory for at least `bytes` (whole pages), on the current device.
+  caf::expected<void*> acquire(size_t bytes);
+  // Gives back what acquire returned; the pages wait for the next request of their size.
+  void release(void* ptr);
+
+  size_t page_bytes() const { return page_bytes_; }
+  size_t reserved_bytes() const { return reserved_pages_ * page_bytes_; }
+  size_t in_use_bytes() const;
+
+ private:
+  size_t page_bytes_;
+  size_t capacity_pages_;
+  size_t reserved_pages_ = 0;
+  std::map<size_t, std::vector<void*>> free_;  // page count -> released runs
+  std::unordered_map<void*, size_t> used_;     // run -> page count
+};
+
+}  // namespace troupe
