@@ -34,6 +34,8 @@ std::optional<kernels::dash_matrix> dash_for(const dense_tensor& slice, const op
   c.frequency = o.dash_freq;
   c.roots.solver = static_cast<kernels::root_solver>(o.dash_solver);
   c.adam = kernels::adam_hyper{o.lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, 1};
+  c.storage = static_cast<kernels::dash_storage>(o.dash_storage);
+  c.nesterov = o.dash_nesterov;
   return kernels::dash_matrix{slice.shape[0], slice.shape[1], c};
 }
 

@@ -36,6 +36,8 @@ optimizer_config optimizer_from(const launch_options& o) {
                   : o.dash_solver == "ndb"  ? 2
                   : o.dash_solver == "cheb" ? 3
                                             : 1;
+  x.dash_storage = o.dash_storage == "bf16" ? 1 : o.dash_storage == "fp16" ? 2 : 0;
+  x.dash_nesterov = o.dash_nesterov;
   return x;
 }
 

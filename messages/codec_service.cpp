@@ -47,9 +47,13 @@ caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in) {
   x.dash_block = in.getDashBlock();
   x.dash_freq = in.getDashFreq();
   x.dash_solver = in.getDashSolver();
+  x.dash_storage = in.getDashStorage();
+  x.dash_nesterov = in.getDashNesterov();
   if (x.type == optimizer_config::kind::dash &&
-      (x.dash_block == 0 || x.dash_block > 4096 || x.dash_freq == 0 || x.dash_solver > 3))
-    return make_error(errc::malformed_message, "dash: block 1..4096, frequency >= 1, solver 0..3");
+      (x.dash_block == 0 || x.dash_block > 4096 || x.dash_freq == 0 || x.dash_solver > 3 ||
+       x.dash_storage > 2))
+    return make_error(errc::malformed_message,
+                      "dash: block 1..4096, frequency >= 1, solver 0..3, storage 0..2");
   return x;
 }
 
@@ -64,6 +68,8 @@ void write_optimizer(schema::Optimizer::Builder out, const optimizer_config& x) 
   out.setDashBlock(x.dash_block);
   out.setDashFreq(x.dash_freq);
   out.setDashSolver(x.dash_solver);
+  out.setDashStorage(x.dash_storage);
+  out.setDashNesterov(x.dash_nesterov);
 }
 
 caf::expected<consistency_config> read_consistency(schema::Consistency::Reader in) {

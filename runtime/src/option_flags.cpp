@@ -68,6 +68,9 @@ const std::vector<app_flag>& common_flags() {
        "128"},
       {"dash-freq", "F", "--optimizer dash: steps between inverse 4th roots", "10"},
       {"dash-solver", "S", "--optimizer dash: evd | cn | ndb | cheb (inverse-root solver)", "cn"},
+      {"dash-storage", "T", "--optimizer dash: fp32 | bf16 | fp16 statistics (fp32 arithmetic)",
+       "fp32"},
+      {"dash-nesterov", "", "--optimizer dash: precondition Adam's look-ahead moment", ""},
       {"help", "", "print this help", ""},
   };
   return flags;

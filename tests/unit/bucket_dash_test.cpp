@@ -46,12 +46,16 @@ push_request push_at(const bucket_spec& spec, uint64_t clock, unsigned seed) {
 BOOST_AUTO_TEST_CASE(dash_fields_cross_the_codec_and_bad_ones_are_refused) {
   auto spec = dash_spec();
   spec.optimizer.dash_solver = 2;
+  spec.optimizer.dash_storage = 1;
+  spec.optimizer.dash_nesterov = true;
   auto back = decode<bucket_spec>(encode(spec));
   BOOST_TEST_REQUIRE(testing::succeeded(back));
   BOOST_TEST((back->optimizer.type == optimizer_config::kind::dash));
   BOOST_TEST(back->optimizer.dash_block == 2u);
   BOOST_TEST(back->optimizer.dash_freq == 2u);
   BOOST_TEST(back->optimizer.dash_solver == 2u);
+  BOOST_TEST(back->optimizer.dash_storage == 1u);
+  BOOST_TEST(back->optimizer.dash_nesterov);
   spec.optimizer.dash_block = 0;
   BOOST_TEST(testing::fails_with(decode<bucket_spec>(encode(spec)), errc::malformed_message));
 }

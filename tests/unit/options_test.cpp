@@ -575,3 +575,19 @@ BOOST_AUTO_TEST_CASE(diagnostic_thresholds_default_to_the_seed_and_can_be_set) {
   BOOST_TEST(!parse({"--warn-update-variance", "-1"}));
   BOOST_TEST(!parse({"--warn-update-ratio", "1.5"}));
 }
+
+BOOST_AUTO_TEST_CASE(dash_flags) {
+  auto o = parse({"--optimizer", "dash", "--dash-block", "64", "--dash-freq", "5", "--dash-solver",
+                  "ndb", "--dash-storage", "bf16", "--dash-nesterov"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->optimizer == "dash");
+  BOOST_TEST(o->dash_block == 64u);
+  BOOST_TEST(o->dash_freq == 5u);
+  BOOST_TEST(o->dash_solver == "ndb");
+  BOOST_TEST(o->dash_storage == "bf16");
+  BOOST_TEST(o->dash_nesterov);
+  BOOST_TEST(!parse({"--dash-block", "0"}));
+  BOOST_TEST(!parse({"--dash-freq", "0"}));
+  BOOST_TEST(!parse({"--dash-solver", "svd"}));
+  BOOST_TEST(!parse({"--dash-storage", "fp8"}));
+}

@@ -63,6 +63,8 @@ struct launch_options {
   uint32_t dash_block = 128;       // dash: block size B
   uint32_t dash_freq = 10;         // dash: steps between inverse roots
   std::string dash_solver = "cn";  // dash: evd | cn | ndb | cheb
+  std::string dash_storage = "fp32";  // dash: fp32 | bf16 | fp16 statistics
+  bool dash_nesterov = false;
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   bool lr_staleness = false;    // scale each update by 1 / (1 + staleness)
