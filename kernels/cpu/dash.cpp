@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "kernels/cpu/half.hpp"
@@ -28,6 +29,13 @@ double norm_of(const std::vector<float>& xs) {
   double sum = 0;
   for (float x : xs) sum += double(x) * double(x);
   return std::sqrt(sum);
+}
+
+// splitmix64's finaliser: a well-mixed 64-bit value from any counter.
+uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
 // The block edges along one dimension: full blocks of `block`, then the remainder.
@@ -108,15 +116,22 @@ void dash_matrix::store(dash_group& g, size_t k, bool left, const std::vector<fl
     std::copy(values.begin(), values.end(), (left ? g.left : g.right).begin() + k * n);
     return;
   }
-  // Rescaled into [-1, 1] so that fp16 neither overflows nor loses small statistics.
+  // Rescaled into [-1, 1] so that fp16 neither overflows nor loses small statistics, and
+  // rounded stochastically: with beta near 1 each step adds less than one 16-bit step to L,
+  // which rounding to nearest would drop every time; unbiased rounding keeps it on average.
   float largest = 0;
   for (float x : values) largest = std::max(largest, std::abs(x));
   const float scale = largest > 0 ? largest : 1.0f;
   (left ? g.left_scale : g.right_scale)[k] = scale;
   auto& to = left ? g.left16 : g.right16;
   const bool bf16 = config_.storage == dash_storage::bf16;
-  for (size_t i = 0; i < n; ++i)
-    to[k * n + i] = bf16 ? float_to_bf16(values[i] / scale) : float_to_half(values[i] / scale);
+  uint64_t seed = mix(rounding_step_ * 0x9e3779b97f4a7c15ull ^ (uint64_t(k) << 1 | left) ^
+                      uint64_t(&g - groups_.data()) << 32);
+  for (size_t i = 0; i < n; ++i) {
+    const float x = values[i] / scale;
+    seed = mix(seed + i);
+    to[k * n + i] = bf16 ? float_to_bf16_stochastic(x, seed) : float_to_half_stochastic(x, seed);
+  }
 }
 
 std::vector<float> dash_matrix::left_of(size_t group, size_t k) const {
@@ -167,8 +182,13 @@ bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
   store(g, k, true, s.left);
   store(g, k, false, s.right);
   if ((step - 1) % config_.frequency == 0) {
-    auto lr = inverse_root(s.left, r, 4, {g.left_root.data() + k * ll, ll}, config_.roots);
-    auto rt = inverse_root(s.right, c, 4, {g.right_root.data() + k * rr, rr}, config_.roots);
+    // 16-bit statistics hold eigenvalues below about one 16-bit step of the largest only as
+    // rounding noise (which may even be negative): the damping covers at least that.
+    root_options roots = config_.roots;
+    if (config_.storage == dash_storage::bf16) roots.epsilon = std::max(roots.epsilon, 1.0f / 128);
+    if (config_.storage == dash_storage::fp16) roots.epsilon = std::max(roots.epsilon, 1.0f / 1024);
+    auto lr = inverse_root(s.left, r, 4, {g.left_root.data() + k * ll, ll}, roots);
+    auto rt = inverse_root(s.right, c, 4, {g.right_root.data() + k * rr, rr}, roots);
     if (!lr || !rt) return false;
     gemm_flops_ += lr->gemm_flops + rt->gemm_flops;
   }
@@ -215,6 +235,7 @@ uint32_t dash_matrix::step(std::span<float> theta, std::span<const float> grad, 
   scratch s;
   uint32_t reset = 0;
   const moments mv{m, v};
+  rounding_step_ = step;
   for (auto& g : groups_)
     for (size_t k = 0; k < g.size(); ++k)
       if (!step_block(g, k, theta, grad, mv, std::max<uint64_t>(step, 1), lr, s)) {

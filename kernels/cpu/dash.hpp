@@ -8,7 +8,8 @@
 //   D = L^{-1/4} M R^{-1/4}, M Adam's bias-corrected first moment (Nesterov: its look-ahead)
 //   grafting: D is scaled to the norm of Adam's step on the block
 //   theta <- theta - lr (D + weight_decay theta)
-// L and R may be stored in bf16 or fp16, each block scaled by its largest magnitude. A block
+// L and R may be stored in bf16 or fp16, each block scaled by its largest magnitude and rounded
+// stochastically (unbiased), with the damping raised to the format's resolution. A block
 // whose gradient, statistics or roots are not finite is reset (statistics zero, roots the
 // identity, moments zero), its parameters are left as they were, and it is counted. Not
 // thread-safe: one owner (a parameter bucket, a worker, a benchmark).
@@ -93,6 +94,7 @@ class dash_matrix {
   std::vector<dash_group> groups_;
   uint64_t resets_ = 0;
   double gemm_flops_ = 0;
+  uint64_t rounding_step_ = 0;  // seeds the stochastic rounding of 16-bit statistics
 };
 
 }  // namespace troupe::kernels

@@ -1,5 +1,8 @@
 #include "kernels/cpu/half.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace troupe::kernels {
 
 uint16_t float_to_half(float value) {
@@ -49,6 +52,15 @@ float half_to_float(uint16_t value) {
   float out;
   std::memcpy(&out, &bits, sizeof out);
   return out;
+}
+
+uint16_t float_to_half_stochastic(float value, uint64_t random) {
+  // Dither by less than half of fp16's spacing at |value|, then round to nearest.
+  int exponent = 0;
+  std::frexp(value, &exponent);  // |value| in [2^(e-1), 2^e)
+  const float spacing = std::ldexp(1.0f, std::max(exponent - 11, -24));
+  const float u = static_cast<float>(random >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+  return float_to_half(value + (u - 0.5f) * 0.999f * spacing);
 }
 
 }  // namespace troupe::kernels
