@@ -228,6 +228,9 @@ int run_app(int argc, char** argv, const app_description& app) {
   const logger log{node_name(*opts), opts->level};
   if (opts->role != node_role::embedded) warn_about_the_secret(args, *opts, log);
   if (opts->role == node_role::server) {
+    // A server's buckets run side by side on the actor scheduler: one BLAS thread each (DASH's
+    // GEMMs), not OpenBLAS's default of one per core in every bucket at once.
+    set_blas_threads(static_cast<int>(opts->blas_threads ? opts->blas_threads : 1));
     return run_member(*opts, role::server, app, log,
                       [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
                           caf::actor_addr supervisor, std::shared_ptr<metrics_registry> metrics) {
