@@ -12,6 +12,12 @@ namespace troupe::coordination {
 
 namespace {
 
+void tell_waiters(coordinator_state& st, const caf::expected<std::string>& outcome) {
+  auto waiters = std::move(st.checkpoint_waiters);
+  st.checkpoint_waiters.clear();
+  for (auto& tell : waiters) tell(outcome);
+}
+
 // The checkpoint is written (its path) or skipped (why): the workers go on, and whoever asked
 // for it (the console) is told.
 void checkpoint_over(self_ptr self, caf::expected<std::string> outcome) {
@@ -20,9 +26,7 @@ void checkpoint_over(self_ptr self, caf::expected<std::string> outcome) {
   for (size_t i = 0; i < st.workers.size(); ++i)  // a worker being drained stays paused
     if (!st.worker_members[i].lost && !st.worker_members[i].draining)
       self->send(st.workers[i], resume_atom_v);
-  auto waiters = std::move(st.checkpoint_waiters);
-  st.checkpoint_waiters.clear();
-  for (auto& tell : waiters) tell(outcome);
+  tell_waiters(st, std::move(outcome));
 }
 
 caf::error skipped(std::string why) {
@@ -87,7 +91,8 @@ void save_buckets(self_ptr self, const coordinator_config& config) {
     save_parts(self, config, b, 0, c, [=](caf::error err) {
       if (err && !*failure) *failure = std::move(err);
       if (--*pending > 0) return;
-      if (self->state.phase != job_phase::training) return;
+      if (self->state.phase != job_phase::training)
+        return checkpoint_over(self, skipped("the job is ending"));
       if (*failure || self->state.checkpoint_spoiled) {
         const std::string why = *failure ? describe(*failure) : "a worker started meanwhile";
         config.log.warn("checkpoint skipped: {}", why);
@@ -105,8 +110,9 @@ void take_checkpoint(self_ptr self, const coordinator_config& config) {
   const auto draining = [](const member& m) { return m.draining; };
   if (std::any_of(st.server_members.begin(), st.server_members.end(), draining) ||
       std::any_of(st.worker_members.begin(), st.worker_members.end(), draining)) {
+    st.since_checkpoint = 0;  // the next one comes a full interval later
     config.log.warn("checkpoint skipped: a node is being drained");
-    return checkpoint_over(self, skipped("a node is being drained"));
+    return tell_waiters(st, skipped("a node is being drained"));  // nobody was paused
   }
   st.checkpointing = true;
   st.checkpoint_spoiled = false;

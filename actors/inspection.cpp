@@ -137,7 +137,7 @@ table_view tree(const coordinator_state& st, size_t own_mailbox, const actor_val
 }
 
 std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_stats& s,
-                                    const node_texts& texts) {
+                                    const actor_values& bytes_in, const actor_values& bytes_out) {
   const auto& home = st.homes[s.bucket];
   const auto& primary = st.server_members[home.primary_server];
   const std::string actor = "bucket-" + std::to_string(s.bucket);
@@ -155,8 +155,8 @@ std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_st
           std::to_string(s.max_staleness),
           clock_text,
           std::to_string(s.clock.sum()),
-          value_of(per_actor(texts, "troupe_bytes_received_total"), primary, actor),
-          value_of(per_actor(texts, "troupe_bytes_sent_total"), primary, actor)};
+          value_of(bytes_in, primary, actor),
+          value_of(bytes_out, primary, actor)};
 }
 
 }  // namespace
@@ -196,9 +196,11 @@ caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
           {"bucket", "primary", "backup", "version", "applied", "rejected", "staleness_p50",
            "staleness_p99", "staleness_max", "clock", "clock_sum", "bytes_in", "bytes_out"},
           {}};
+      const auto bytes_in = per_actor(texts, "troupe_bytes_received_total");
+      const auto bytes_out = per_actor(texts, "troupe_bytes_sent_total");
       for (uint32_t b = 0; b < stats.size(); ++b) {
         if (stats[b]) {
-          table.rows.push_back(bucket_row(self->state, *stats[b], texts));
+          table.rows.push_back(bucket_row(self->state, *stats[b], bytes_in, bytes_out));
           continue;
         }
         table.rows.emplace_back(table.columns.size(), "?");

@@ -45,6 +45,13 @@ caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& c
               promise.deliver(std::string{"'" + m.name + "' was lost meanwhile"});
               return;
             }
+            if (live_workers(st) < 2) {  // the others were lost meanwhile: it stays
+              self->send(st.workers[w], resume_atom_v);
+              promise.deliver(make_error(errc::job_failed, "'" + m.name +
+                                                               "' stays: it is the last worker "
+                                                               "training now"));
+              return;
+            }
             m.lost = m.drained = true;
             st.beats.forget(m.name);
             st.report.drained.push_back(m.name);
@@ -59,7 +66,10 @@ caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& c
             settle_work(self, config);
           },
           [=](caf::error& err) mutable {
-            self->state.worker_members[w].draining = false;
+            auto& m = self->state.worker_members[w];
+            m.draining = false;
+            // It may have paused after all (its push was held up): let it go on.
+            if (!m.lost) self->send(self->state.workers[w], resume_atom_v);
             promise.deliver(make_error(
                 errc::job_failed,
                 "draining '" + self->state.worker_members[w].name + "': " + describe(err)));
@@ -92,20 +102,25 @@ caf::result<std::string> drain_server(self_ptr self, const coordinator_config& c
     if (--*pending > 0) return;
     auto& st = self->state;
     auto& m = st.server_members[s];
+    m.draining = false;
     if (m.lost) {
       promise.deliver(std::string{"'" + m.name + "' was lost meanwhile"});
       return;
     }
-    for (uint32_t b = 0; b < st.homes.size(); ++b)
-      if (st.homes[b].primary_server == s && !st.homes[b].backup) {
-        m.draining = false;
-        {
-          promise.deliver(
-              make_error(errc::job_failed,
-                         fmt::format("'{}' stays: bucket {} could not be copied", m.name, b)));
-          return;
-        }
+    if (st.recovering > 0) {  // another server was lost meanwhile: its promotions come first
+      promise.deliver(make_error(errc::job_failed,
+                                 "'" + m.name + "' stays: a bucket is recovering; try again"));
+      return;
+    }
+    for (uint32_t b = 0; b < st.homes.size(); ++b) {
+      const auto& home = st.homes[b];
+      if (home.primary_server == s &&
+          (!home.backup || st.server_members[home.backup_server].lost)) {
+        promise.deliver(make_error(
+            errc::job_failed, fmt::format("'{}' stays: bucket {} could not be copied", m.name, b)));
+        return;
       }
+    }
     size_t moved = 0;
     for (const auto& home : st.homes) moved += home.primary_server == s;
     hand_over_server(self, config, s);

@@ -113,6 +113,13 @@ void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
                 [=](bool) {
                   // A primary restarted meanwhile does not know this backup: make another.
                   if (self->state.buckets[b] != primary) return add_backup(self, config, b, then);
+                  // Its server was lost or is being drained meanwhile: drop it, make another.
+                  const auto& host = self->state.server_members[*s];
+                  if (host.lost || host.draining) {
+                    self->request(primary, config.opts.request_timeout, backup_atom_v, caf::actor{})
+                        .then([](bool) {}, [](caf::error&) {});
+                    return add_backup(self, config, b, then);
+                  }
                   auto& home = self->state.homes[b];
                   home.backup = backup;
                   home.backup_restarts = 0;
@@ -354,6 +361,7 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
   auto& st = self->state;
   auto& m = st.server_members[s];
   m.lost = true;
+  m.draining = false;  // a drain under way ends with the loss
   st.beats.forget(m.name);
   record_loss(st, m, role::server, why);
   // One declared lost while still running (frozen, cut off) must not serve again.

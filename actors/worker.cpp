@@ -49,7 +49,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 // Keeps one chunk in reserve, so that the next claim's round trip hides behind computation.
 void claim_work(self_ptr self, const worker_config& config) {
   auto& st = self->state;
-  if (st.claim_pending || st.exhausted || st.queue.size() >= 2) return;
+  // Paused (a checkpoint, a drain): no new work, which a drained worker could not finish.
+  if (st.claim_pending || st.exhausted || st.paused || st.queue.size() >= 2) return;
   st.claim_pending = true;
   self->request(config.coordinator, config.request_timeout, claim_atom_v, st.job->worker)
       .then(
@@ -75,7 +76,7 @@ void pushed(self_ptr self, const worker_config& config) {
   const double staleness = st.chunk_acks ? st.chunk_staleness / double(st.chunk_acks) : 0.0;
   const progress report{
       st.job->worker, st.current, st.current_loss, st.compute_s, seconds_since(st.started),
-      staleness, st.clock};
+      staleness,      st.clock};
   self->send(config.coordinator, progress_atom_v, encode(report));
   maybe_compute(self, config);
 }
@@ -419,8 +420,13 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
       },
       [=](resume_atom) {
         if (!sent_by(self, config.coordinator.address())) return;
-        self->state.paused = false;
-        if (self->state.job) maybe_compute(self, config);
+        auto& st = self->state;
+        st.paused = false;
+        for (auto& p : st.pauses) p.deliver(true);  // whoever paused has given up waiting
+        st.pauses.clear();
+        if (!st.job) return;
+        claim_work(self, config);
+        maybe_compute(self, config);
       },
       [=](fault_atom) {
         if (!sent_by(self, config.coordinator.address())) return;

@@ -3,17 +3,39 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "troupe/error.hpp"
 
 namespace troupe {
 
-device_pool::device_pool(size_t page_bytes, size_t capacity_bytes)
-    : page_bytes_(page_bytes ? page_bytes : 1), capacity_pages_(capacity_bytes / page_bytes_) {}
+device_pool::device_pool(size_t page_bytes, size_t capacity_bytes, memory kind)
+    : page_bytes_(page_bytes ? page_bytes : 1),
+      capacity_pages_(capacity_bytes / page_bytes_),
+      kind_(kind) {}
 
 device_pool::~device_pool() {
   for (auto& [pages, runs] : free_)
-    for (void* p : runs) cudaFree(p);
-  for (auto& [p, pages] : used_) cudaFree(p);
+    for (void* p : runs) free(p);
+  for (auto& [p, pages] : used_) free(p);
+}
+
+void* device_pool::allocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = kind_ == memory::device ? cudaMalloc(&p, bytes)
+                                                  : cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
+void device_pool::free(void* p) {
+  if (kind_ == memory::device)
+    cudaFree(p);
+  else
+    cudaFreeHost(p);
 }
 
 caf::expected<void*> device_pool::acquire(size_t bytes) {
@@ -28,7 +50,7 @@ caf::expected<void*> device_pool::acquire(size_t bytes) {
     // Give the cached runs back before refusing: another size may fit after that.
     for (auto& [count, runs] : free_)
       for (void* p : runs) {
-        cudaFree(p);
+        free(p);
         reserved_pages_ -= count;
       }
     free_.clear();

@@ -1,4 +1,5 @@
-// Device memory handed out in fixed-size pages: a request is rounded up to whole pages, and a
+// Device memory (or pinned host memory, for asynchronous copies) handed out in fixed-size
+// pages: a request is rounded up to whole pages, and a
 // released run of pages is kept for the next request of the same page count, so a training
 // loop that allocates the same shapes every step reaches a steady state without cudaMalloc or
 // cudaFree (both synchronise the device). Bounded: requests beyond `capacity_bytes` reserved
@@ -16,12 +17,14 @@ namespace troupe {
 
 class device_pool {
  public:
-  device_pool(size_t page_bytes, size_t capacity_bytes);
+  enum class memory { device, pinned_host };
+
+  device_pool(size_t page_bytes, size_t capacity_bytes, memory kind = memory::device);
   ~device_pool();
   device_pool(const device_pool&) = delete;
   device_pool& operator=(const device_pool&) = delete;
 
-  // Device memory for at least `bytes` (whole pages), on the current device.
+  // Memory for at least `bytes` (whole pages), on the current device (or pinned on the host).
   caf::expected<void*> acquire(size_t bytes);
   // Gives back what acquire returned; the pages wait for the next request of their size.
   void release(void* ptr);
@@ -31,8 +34,12 @@ class device_pool {
   size_t in_use_bytes() const;
 
  private:
+  void* allocate(size_t bytes);  // null on failure
+  void free(void* p);
+
   size_t page_bytes_;
   size_t capacity_pages_;
+  memory kind_;
   size_t reserved_pages_ = 0;
   std::map<size_t, std::vector<void*>> free_;  // page count -> released runs
   std::unordered_map<void*, size_t> used_;     // run -> page count

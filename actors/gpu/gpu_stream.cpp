@@ -4,6 +4,7 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include <cstring>
 #include <unordered_map>
 
 #include "actors/gpu/device_pool.hpp"
@@ -22,9 +23,10 @@ struct buffer_entry {
 struct gpu_stream_state {
   static inline const char* name = "troupe.gpu_stream";
   cudaStream_t compute = nullptr, transfer = nullptr;
-  cudaEvent_t computed = nullptr, uploaded = nullptr;  // the last job of each stream
+  cudaEvent_t computed = nullptr, transferred = nullptr;  // the last job of each stream
   cublasHandle_t blas = nullptr;
-  std::unique_ptr<device_pool> pool;
+  std::unique_ptr<device_pool> pool;     // device buffers
+  std::unique_ptr<device_pool> staging;  // pinned host pages: copies that never block
   std::unordered_map<uint64_t, buffer_entry> buffers;
   std::unordered_map<uint64_t, std::function<void()>> pending;  // ticket -> what finishing does
   uint64_t next_buffer = 1, next_ticket = 1;
@@ -34,8 +36,9 @@ struct gpu_stream_state {
     if (compute) cudaStreamSynchronize(compute);
     if (transfer) cudaStreamSynchronize(transfer);
     pool.reset();
+    staging.reset();
     if (blas) cublasDestroy(blas);
-    for (cudaEvent_t e : {computed, uploaded})
+    for (cudaEvent_t e : {computed, transferred})
       if (e) cudaEventDestroy(e);
     for (cudaStream_t s : {compute, transfer})
       if (s) cudaStreamDestroy(s);
@@ -54,13 +57,15 @@ caf::error set_up(gpu_stream_state& st, const gpu_stream_config& config) {
   for (cudaStream_t* s : {&st.compute, &st.transfer})
     if (auto err = cudaStreamCreateWithFlags(s, cudaStreamNonBlocking))
       return cuda_error("cudaStreamCreate", err);
-  for (cudaEvent_t* e : {&st.computed, &st.uploaded})
+  for (cudaEvent_t* e : {&st.computed, &st.transferred})
     if (auto err = cudaEventCreateWithFlags(e, cudaEventDisableTiming))
       return cuda_error("cudaEventCreate", err);
   if (cublasCreate(&st.blas) != CUBLAS_STATUS_SUCCESS ||
       cublasSetStream(st.blas, st.compute) != CUBLAS_STATUS_SUCCESS)
     return make_error(errc::device_failure, "cublasCreate failed");
   st.pool = std::make_unique<device_pool>(config.page_bytes, config.capacity_bytes);
+  st.staging = std::make_unique<device_pool>(config.page_bytes, config.staging_bytes,
+                                             device_pool::memory::pinned_host);
   return {};
 }
 
@@ -74,13 +79,16 @@ void CUDART_CB on_complete(void* data) {
   caf::anon_send(c->target, event_atom_v, c->ticket);
 }
 
+// Refuses new work while max_pending jobs wait (every queue has a bound).
+caf::error room_for_more(const gpu_stream_state& st, const gpu_stream_config& config) {
+  if (st.pending.size() < config.max_pending) return {};
+  return make_error(errc::device_failure,
+                    fmt::format("more than {} GPU jobs are waiting", config.max_pending));
+}
+
 // Runs `done` on this actor once everything queued on `stream` so far has finished.
-caf::error when_finished(self_ptr self, const gpu_stream_config& config, cudaStream_t stream,
-                         std::function<void()> done) {
+caf::error when_finished(self_ptr self, cudaStream_t stream, std::function<void()> done) {
   auto& st = self->state;
-  if (st.pending.size() >= config.max_pending)
-    return make_error(errc::device_failure,
-                      fmt::format("more than {} GPU jobs are waiting", config.max_pending));
   const uint64_t ticket = st.next_ticket++;
   auto* c = new completion{caf::actor_cast<caf::actor>(self), ticket};
   if (auto err = cudaLaunchHostFunc(stream, on_complete, c)) {
@@ -96,23 +104,35 @@ float* pointer_of(const gpu_stream_state& st, uint64_t id) {
   return it == st.buffers.end() ? nullptr : static_cast<float*>(it->second.ptr);
 }
 
+// Copies go through pinned staging pages, so cudaMemcpyAsync returns at once (a copy from
+// pageable memory would hold this thread until it is done).
 caf::result<bool> upload(self_ptr self, const gpu_stream_config& config, uint64_t id,
                          host_values values) {
   auto& st = self->state;
   auto it = st.buffers.find(id);
   if (it == st.buffers.end() || !values || values->size() > it->second.floats)
     return make_error(errc::bad_configuration, "upload: no such buffer, or too many values");
+  if (auto err = room_for_more(st, config)) return err;
+  const size_t bytes = values->size() * sizeof(float);
+  auto staged = st.staging->acquire(bytes);
+  if (!staged) return std::move(staged.error());
+  std::memcpy(*staged, values->data(), bytes);
   // Not over values that queued computation may still read.
-  if (auto err = cudaStreamWaitEvent(st.transfer, st.computed, 0))
-    return cuda_error("cudaStreamWaitEvent", err);
-  if (auto err = cudaMemcpyAsync(it->second.ptr, values->data(), values->size() * sizeof(float),
-                                 cudaMemcpyHostToDevice, st.transfer))
+  cudaError_t err = cudaStreamWaitEvent(st.transfer, st.computed, 0);
+  if (!err)
+    err = cudaMemcpyAsync(it->second.ptr, *staged, bytes, cudaMemcpyHostToDevice, st.transfer);
+  if (!err) err = cudaEventRecord(st.transferred, st.transfer);
+  if (err) {
+    st.staging->release(*staged);
     return cuda_error("upload", err);
-  if (auto err = cudaEventRecord(st.uploaded, st.transfer)) return cuda_error("event", err);
+  }
   auto promise = self->make_response_promise<bool>();
-  if (auto err = when_finished(self, config, st.transfer,
-                               [promise, values]() mutable { promise.deliver(true); }))
-    return err;
+  void* page = *staged;
+  if (auto failed = when_finished(self, st.transfer, [self, promise, page]() mutable {
+        self->state.staging->release(page);
+        promise.deliver(true);
+      }))
+    promise.deliver(std::move(failed));  // the staging page stays out of use: it may be read
   return promise;
 }
 
@@ -121,32 +141,46 @@ caf::result<host_result> download(self_ptr self, const gpu_stream_config& config
   auto it = st.buffers.find(id);
   if (it == st.buffers.end())
     return make_error(errc::bad_configuration, "download: no such buffer");
-  auto out = std::make_shared<std::vector<float>>(it->second.floats);
-  if (auto err = cudaStreamWaitEvent(st.transfer, st.computed, 0))
-    return cuda_error("cudaStreamWaitEvent", err);
-  if (auto err = cudaMemcpyAsync(out->data(), it->second.ptr, out->size() * sizeof(float),
-                                 cudaMemcpyDeviceToHost, st.transfer))
+  if (auto err = room_for_more(st, config)) return err;
+  const uint64_t floats = it->second.floats;
+  auto staged = st.staging->acquire(floats * sizeof(float));
+  if (!staged) return std::move(staged.error());
+  cudaError_t err = cudaStreamWaitEvent(st.transfer, st.computed, 0);
+  if (!err)
+    err = cudaMemcpyAsync(*staged, it->second.ptr, floats * sizeof(float), cudaMemcpyDeviceToHost,
+                          st.transfer);
+  if (!err) err = cudaEventRecord(st.transferred, st.transfer);  // later jobs wait for it
+  if (err) {
+    st.staging->release(*staged);
     return cuda_error("download", err);
+  }
   auto promise = self->make_response_promise<host_result>();
-  if (auto err = when_finished(self, config, st.transfer,
-                               [promise, out]() mutable { promise.deliver(out); }))
-    return err;
+  void* page = *staged;
+  if (auto failed = when_finished(self, st.transfer, [self, promise, page, floats]() mutable {
+        const auto* from = static_cast<const float*>(page);
+        auto out = std::make_shared<std::vector<float>>(from, from + floats);
+        self->state.staging->release(page);
+        promise.deliver(std::move(out));
+      }))
+    promise.deliver(std::move(failed));
   return promise;
 }
 
 caf::result<bool> run(self_ptr self, const gpu_stream_config& config, const gpu_work& work) {
   auto& st = self->state;
   if (!work) return make_error(errc::bad_configuration, "run: no work");
-  if (auto err = cudaStreamWaitEvent(st.compute, st.uploaded, 0))
+  if (auto err = room_for_more(st, config)) return err;
+  if (auto err = cudaStreamWaitEvent(st.compute, st.transferred, 0))
     return cuda_error("cudaStreamWaitEvent", err);
   const gpu_context context{st.compute, st.transfer, st.blas,
                             [self](uint64_t id) { return pointer_of(self->state, id); }};
-  if (auto err = work(context)) return cuda_error("GPU work", err);
+  const cudaError_t failed = work(context);
+  // Fenced even when the work failed: kernels it queued before failing may still run.
   if (auto err = cudaEventRecord(st.computed, st.compute)) return cuda_error("event", err);
+  if (failed) return cuda_error("GPU work", failed);
   auto promise = self->make_response_promise<bool>();
-  if (auto err =
-          when_finished(self, config, st.compute, [promise]() mutable { promise.deliver(true); }))
-    return err;
+  if (auto err = when_finished(self, st.compute, [promise]() mutable { promise.deliver(true); }))
+    promise.deliver(std::move(err));
   return promise;
 }
 
@@ -171,9 +205,8 @@ gpu_stream_actor::behavior_type gpu_stream(self_ptr self, gpu_stream_config conf
         void* ptr = it->second.ptr;
         st.buffers.erase(it);
         // Back to the pool once both streams are past every job queued so far.
-        if (cudaStreamWaitEvent(st.compute, st.uploaded, 0) != cudaSuccess ||
-            when_finished(self, config, st.compute,
-                          [self, ptr] { self->state.pool->release(ptr); }))
+        if (cudaStreamWaitEvent(st.compute, st.transferred, 0) != cudaSuccess ||
+            when_finished(self, st.compute, [self, ptr] { self->state.pool->release(ptr); }))
           config.log.warn("buffer {} is not reused: its release could not be queued", id);
       },
       [=](upload_atom, uint64_t id, host_values values) -> caf::result<bool> {

@@ -1,6 +1,7 @@
 // gpu_stream: the actor that owns one GPU for its process. It holds the device, a compute
 // stream and a transfer stream (so copies overlap computation), a pooled device allocator
-// (device_pool, fixed-size pages) and a cuBLAS handle on the compute stream. Messages enqueue
+// (device_pool, fixed-size pages), pinned host pages for copies (so cudaMemcpyAsync returns at
+// once) and a cuBLAS handle on the compute stream. Messages enqueue
 // work and return at once; the reply comes when the work's completion reaches the actor (a
 // host callback on the stream sends it `event`), so no thread ever blocks on the GPU.
 //   alloc:    floats -> a buffer id (device memory from the pool)
@@ -62,7 +63,8 @@ using gpu_stream_actor = caf::typed_actor<
 struct gpu_stream_config {
   int device = 0;
   size_t page_bytes = size_t{4} << 20;      // the pool's page
-  size_t capacity_bytes = size_t{8} << 30;  // the most the pool reserves
+  size_t capacity_bytes = size_t{8} << 30;  // the most the device pool reserves
+  size_t staging_bytes = size_t{1} << 30;   // the most pinned host memory for copies
   size_t max_pending = 1024;                // jobs queued and not yet finished
   logger log{"gpu"};
 };

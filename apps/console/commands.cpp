@@ -34,7 +34,36 @@ const char* const command_help =
 
 namespace {
 
-constexpr auto timeout = std::chrono::seconds(30);
+// Longer than the coordinator's own request timeout (30 s by default): a drain or a checkpoint
+// waits on requests of its own, and its answer should arrive rather than our timeout.
+constexpr auto timeout = std::chrono::seconds(90);
+
+// The terminal in raw mode (keys one by one, no echo) while it lives; restored when it goes,
+// also if top is left by an error. Ctrl-C arrives as a key like any other (ISIG off), so it
+// stops top without killing the console in raw mode; keys typed during top are dropped so that
+// they do not end up in the next command.
+class raw_terminal {
+ public:
+  raw_terminal() {
+    if (::tcgetattr(0, &saved_) != 0) return;
+    termios raw = saved_;
+    raw.c_lflag &= ~(ICANON | ECHO | ISIG);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    active_ = ::tcsetattr(0, TCSANOW, &raw) == 0;
+  }
+  ~raw_terminal() {
+    if (!active_) return;
+    ::tcflush(0, TCIFLUSH);
+    ::tcsetattr(0, TCSANOW, &saved_);
+  }
+  raw_terminal(const raw_terminal&) = delete;
+  raw_terminal& operator=(const raw_terminal&) = delete;
+
+ private:
+  termios saved_{};
+  bool active_ = false;
+};
 
 void print_error(caf::error& err) {
   fmt::print(stderr, "error: {}\n", describe(err));
@@ -106,13 +135,8 @@ bool top(session& s, const std::string& argument) {
     return fmt::print(stderr, "error: top N needs a positive count\n"), false;
   if (count == 0 && !terminal)
     return fmt::print(stderr, "error: top needs a terminal, or a count: top N\n"), false;
-  termios saved{};
-  if (terminal) {  // keys arrive one by one and are not echoed
-    ::tcgetattr(0, &saved);
-    termios raw = saved;
-    raw.c_lflag &= ~(ICANON | ECHO);
-    ::tcsetattr(0, TCSANOW, &raw);
-  }
+  std::optional<raw_terminal> raw;
+  if (terminal) raw.emplace();
   bool ok = true;
   for (long i = 0; count == 0 || i < count; ++i) {
     if (terminal) std::cout << "\033[H\033[2J";
@@ -129,7 +153,6 @@ bool top(session& s, const std::string& argument) {
     else if (key_within_a_second())
       break;
   }
-  if (terminal) ::tcsetattr(0, TCSANOW, &saved);
   return ok;
 }
 

@@ -18,7 +18,7 @@ int blocks_for(size_t n) {
   return static_cast<int>(wanted < 65535 ? wanted : 65535);
 }
 
-#define TROUPE_GRID_STRIDE(i, n)                                                     \
+#define TROUPE_GRID_STRIDE(i, n)                                                       \
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
 
@@ -95,8 +95,22 @@ __global__ void power_step_kernel(float* v, const float* w, int n, float* lambda
   for (int i = threadIdx.x; i < n; i += blockDim.x) vk[i] = length > 0 ? wk[i] / length : 0.0f;
 }
 
+// Power iteration's start: positive pseudo-random entries (as the CPU twin's), so that no
+// block's top eigenvector is orthogonal to it by construction; scaled to about unit norm.
+__global__ void start_vector_kernel(float* v, int n, int count) {
+  TROUPE_GRID_STRIDE(i, static_cast<size_t>(n) * count) {
+    uint32_t h = static_cast<uint32_t>(i % n) * 2654435761u + 12345u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    v[i] = (0.5f + static_cast<float>(h & 0xffffu) / 65536.0f) / sqrtf(static_cast<float>(n));
+  }
+}
+
 __global__ void fill_kernel(float* data, size_t n, float value) {
-  TROUPE_GRID_STRIDE(i, n) { data[i] = value; }
+  TROUPE_GRID_STRIDE(i, n) {
+    data[i] = value;
+  }
 }
 
 // out_k = s_k I for every block (s from `scales`, or `constant` when scales is null).
@@ -201,10 +215,10 @@ __global__ void reset_kernel(const float* flags, int rows, int cols, float* left
 // -- the workspace -----------------------------------------------------------------------------
 
 struct workspace {
-  float *g, *first, *adam, *product, *p;             // count x rows x cols each
-  float *x, *t, *t2, *newton, *scratch;               // count x n x n each, n = max(rows, cols)
-  float *v, *w;                                       // count x n
-  float *lambda, *x_scale, *graft, *flags;            // count
+  float *g, *first, *adam, *product, *p;    // count x rows x cols each
+  float *x, *t, *t2, *newton, *scratch;     // count x n x n each, n = max(rows, cols)
+  float *v, *w;                             // count x n
+  float *lambda, *x_scale, *graft, *flags;  // count
 
   workspace(float* base, int rows, int cols, int count) {
     const size_t rc = static_cast<size_t>(rows) * cols * count;
@@ -221,14 +235,14 @@ struct workspace {
   }
 };
 
-#define TROUPE_CUDA_TRY(call)                 \
-  do {                                        \
-    const cudaError_t err_ = (call);          \
-    if (err_ != cudaSuccess) return err_;     \
+#define TROUPE_CUDA_TRY(call)             \
+  do {                                    \
+    const cudaError_t err_ = (call);      \
+    if (err_ != cudaSuccess) return err_; \
   } while (0)
-#define TROUPE_CUBLAS_TRY(call)                                              \
-  do {                                                                       \
-    if ((call) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;            \
+#define TROUPE_CUBLAS_TRY(call)                                   \
+  do {                                                            \
+    if ((call) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown; \
   } while (0)
 
 // root = a^{-1/4} for every block of a (count x n x n) by coupled Newton.
@@ -237,14 +251,14 @@ cudaError_t inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float
   const size_t nn = static_cast<size_t>(n) * n;
   const size_t all = nn * count;
   // Largest eigenvalue per block by batched power iteration.
-  fill_kernel<<<blocks_for(static_cast<size_t>(n) * count), threads, 0, s>>>(
-      ws.v, static_cast<size_t>(n) * count, 1.0f / sqrtf(static_cast<float>(n)));
+  start_vector_kernel<<<blocks_for(static_cast<size_t>(n) * count), threads, 0, s>>>(ws.v, n,
+                                                                                     count);
   for (int i = 0; i < p.power_iterations; ++i) {
     TROUPE_CUBLAS_TRY(gemm_rm(h, n, 1, n, 1.0f, a, nn, ws.v, n, 0.0f, ws.w, n, count));
     power_step_kernel<<<count, threads, 0, s>>>(ws.v, ws.w, n, ws.lambda);
   }
   newton_start_kernel<<<blocks_for(all), threads, 0, s>>>(a, ws.newton, n, count, ws.lambda,
-                                                           ws.x_scale, p.damping);
+                                                          ws.x_scale, p.damping);
   scaled_identity_kernel<<<blocks_for(all), threads, 0, s>>>(ws.x, n, count, ws.x_scale, 0.0f);
   float* x = ws.x;
   float* m = ws.newton;
@@ -276,9 +290,9 @@ cudaError_t dash_group_init(const dash_group_buffers& g, cudaStream_t stream) {
   const size_t ll = static_cast<size_t>(g.rows) * g.rows * g.count;
   const size_t rr = static_cast<size_t>(g.cols) * g.cols * g.count;
   scaled_identity_kernel<<<blocks_for(ll), threads, 0, stream>>>(g.left_root, g.rows, g.count,
-                                                                  nullptr, 1.0f);
+                                                                 nullptr, 1.0f);
   scaled_identity_kernel<<<blocks_for(rr), threads, 0, stream>>>(g.right_root, g.cols, g.count,
-                                                                  nullptr, 1.0f);
+                                                                 nullptr, 1.0f);
   return cudaGetLastError();
 }
 
@@ -293,46 +307,42 @@ cudaError_t dash_group_step(cublasHandle_t h, cudaStream_t s, float* theta, cons
   const long long rr = static_cast<long long>(r) * r, cc = static_cast<long long>(c) * c;
   fill_kernel<<<1, threads, 0, s>>>(ws.flags, static_cast<size_t>(count), 0.0f);
   gather_kernel<<<blocks_for(all), threads, 0, s>>>(grad, param_cols, g.row0, g.col0, r, c, count,
-                                                     ws.g);
-  // Statistics: L = beta L + (1 - beta) G G^T, R = beta R + (1 - beta) G^T G (see dash.hpp for
-  // the row-major reading of cuBLAS's column-major calls).
+                                                    ws.g);
+  // Statistics: L = beta L + (1 - beta) G G^T, R = beta R + (1 - beta) G^T G. cuBLAS reads the
+  // row-major r x c G as a column-major c x r matrix, G^T: op T of it is G, op N is G^T.
   const float w = 1.0f - p.beta;
-  TROUPE_CUBLAS_TRY(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, r, r, c, &w, ws.g, c,
-                                              static_cast<long long>(rc), ws.g, c,
-                                              static_cast<long long>(rc), &p.beta, g.left, r, rr,
-                                              count));
-  TROUPE_CUBLAS_TRY(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, c, c, r, &w, ws.g, c,
-                                              static_cast<long long>(rc), ws.g, c,
-                                              static_cast<long long>(rc), &p.beta, g.right, c, cc,
-                                              count));
+  TROUPE_CUBLAS_TRY(cublasSgemmStridedBatched(
+      h, CUBLAS_OP_T, CUBLAS_OP_N, r, r, c, &w, ws.g, c, static_cast<long long>(rc), ws.g, c,
+      static_cast<long long>(rc), &p.beta, g.left, r, rr, count));
+  TROUPE_CUBLAS_TRY(cublasSgemmStridedBatched(
+      h, CUBLAS_OP_N, CUBLAS_OP_T, c, c, r, &w, ws.g, c, static_cast<long long>(rc), ws.g, c,
+      static_cast<long long>(rc), &p.beta, g.right, c, cc, count));
   flag_nonfinite_kernel<<<blocks_for(rr * count), threads, 0, s>>>(g.left, rr, count, ws.flags);
   flag_nonfinite_kernel<<<blocks_for(cc * count), threads, 0, s>>>(g.right, cc, count, ws.flags);
   if (p.compute_roots) {
     TROUPE_CUDA_TRY(inverse_root(h, s, g.left, g.left_root, r, count, p, ws));
     TROUPE_CUDA_TRY(inverse_root(h, s, g.right, g.right_root, c, count, p, ws));
     flag_nonfinite_kernel<<<blocks_for(rr * count), threads, 0, s>>>(g.left_root, rr, count,
-                                                                      ws.flags);
+                                                                     ws.flags);
     flag_nonfinite_kernel<<<blocks_for(cc * count), threads, 0, s>>>(g.right_root, cc, count,
-                                                                      ws.flags);
+                                                                     ws.flags);
   }
-  const double t = static_cast<double>(p.step);
+  const double t = static_cast<double>(p.step > 0 ? p.step : 1);
   const auto inverse1 = static_cast<float>(1.0 / (1.0 - std::pow(double{p.beta1}, t)));
   const auto inverse2 = static_cast<float>(1.0 / (1.0 - std::pow(double{p.beta2}, t)));
   moments_kernel<<<blocks_for(all), threads, 0, s>>>(ws.g, g.m, g.v, ws.first, ws.adam, rc, count,
-                                                      p.beta1, p.beta2, p.epsilon, inverse1,
-                                                      inverse2, p.nesterov, ws.flags);
+                                                     p.beta1, p.beta2, p.epsilon, inverse1,
+                                                     inverse2, p.nesterov, ws.flags);
   // D = L^{-1/4} M R^{-1/4}, grafted to Adam's norm block by block.
-  TROUPE_CUBLAS_TRY(gemm_rm(h, r, c, r, 1.0f, g.left_root, rr, ws.first,
-                            static_cast<long long>(rc), 0.0f, ws.product,
-                            static_cast<long long>(rc), count));
+  TROUPE_CUBLAS_TRY(gemm_rm(h, r, c, r, 1.0f, g.left_root, rr, ws.first, static_cast<long long>(rc),
+                            0.0f, ws.product, static_cast<long long>(rc), count));
   TROUPE_CUBLAS_TRY(gemm_rm(h, r, c, c, 1.0f, ws.product, static_cast<long long>(rc), g.right_root,
                             cc, 0.0f, ws.p, static_cast<long long>(rc), count));
   graft_kernel<<<count, threads, 0, s>>>(ws.p, ws.adam, rc, ws.graft, ws.flags);
   update_kernel<<<blocks_for(all), threads, 0, s>>>(theta, param_cols, g.row0, g.col0, r, c, count,
-                                                     ws.p, ws.graft, ws.flags, p.lr,
-                                                     p.weight_decay);
-  reset_kernel<<<count, threads, 0, s>>>(ws.flags, r, c, g.left, g.right, g.left_root,
-                                         g.right_root, g.m, g.v, g.resets);
+                                                    ws.p, ws.graft, ws.flags, p.lr, p.weight_decay);
+  reset_kernel<<<count, threads, 0, s>>>(ws.flags, r, c, g.left, g.right, g.left_root, g.right_root,
+                                         g.m, g.v, g.resets);
   return cudaGetLastError();
 }
 
