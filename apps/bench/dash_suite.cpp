@@ -1,4 +1,5 @@
-// troupe-bench dash: one DASH step on an N x N parameter (default 1024, B = 256) for each
+// troupe-bench dash: one DASH step on an N x N parameter (default 1024, B = 256; eight
+// gradients in turn) for each
 // inverse-root solver, with the roots every step (f = 1) and every 10 steps (f = 10), beside
 // an Adam step on the same tensors. The limit of a DASH step is the time its matrix-multiply
 // FLOPs take at the rate of one large OpenBLAS sgemm measured in the same run (f = 10 steps
@@ -31,19 +32,20 @@ double sgemm_rate(int reps) {
   return 2.0 * n * n * double(n) / t.median_s;
 }
 
+// A parameter stepped with one of eight gradients in turn: statistics that keep changing, as
+// in training (one gradient repeated would leave them nearly singular for ever).
 struct dash_run {
-  std::vector<float> theta, grad, m, v;
+  std::vector<float> theta, m, v;
+  std::vector<std::vector<float>> grads;
   dash_matrix d;
   uint64_t step = 0;
 
   dash_run(uint32_t n, const dash_config& config)
-      : theta(random_values(size_t{n} * n, 3)),
-        grad(random_values(size_t{n} * n, 4, 1e-2f)),
-        m(theta.size()),
-        v(theta.size()),
-        d(n, n, config) {}
+      : theta(random_values(size_t{n} * n, 3)), m(theta.size()), v(theta.size()), d(n, n, config) {
+    for (uint64_t i = 0; i < 8; ++i) grads.push_back(random_values(theta.size(), 4 + i, 1e-2f));
+  }
   void steps(int count) {
-    for (int i = 0; i < count; ++i) d.step(theta, grad, m, v, ++step, 1e-3f);
+    for (int i = 0; i < count; ++i, ++step) d.step(theta, grads[step % 8], m, v, step + 1, 1e-3f);
   }
 };
 
@@ -86,11 +88,7 @@ std::vector<row> solver_errors(uint32_t block) {
   config.block = block;
   config.frequency = 1000;
   dash_run run{block, config};
-  run.grad = random_values(run.theta.size(), 5);
-  for (int i = 0; i < 20; ++i) {
-    run.grad = random_values(run.theta.size(), 10 + i);
-    run.steps(1);
-  }
+  run.steps(20);
   const auto left = run.d.left_of(0, 0);
   std::vector<float> reference(left.size()), out(left.size());
   root_options o;
