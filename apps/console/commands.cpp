@@ -163,6 +163,7 @@ bool run_command(session& s, const std::string& line) {
   std::string command, argument, extra;
   words >> command >> argument >> extra;
   if (command.empty()) return true;
+  if (s.history.size() >= 1000) s.history.erase(s.history.begin());  // bounded
   s.history.push_back(line);
   auto needs = [&](const char* usage) {
     if (!argument.empty()) return true;
