@@ -94,11 +94,11 @@ struct optimizer_config {
   float beta2 = 0.999f;
   float epsilon = 1e-8f;
   float weight_decay = 0.0f;
-  bool lr_staleness = false;  // scale each step by 1 / (1 + staleness)
-  uint32_t dash_block = 128;  // dash: block size B
-  uint32_t dash_freq = 10;    // dash: steps between inverse roots
-  uint8_t dash_solver = 1;    // dash: kernels::root_solver (0 evd, 1 cn, 2 ndb, 3 cheb)
-  uint8_t dash_storage = 0;   // dash: statistics stored as 0 fp32, 1 bf16, 2 fp16
+  bool lr_staleness = false;   // scale each step by 1 / (1 + staleness)
+  uint32_t dash_block = 128;   // dash: block size B
+  uint32_t dash_freq = 10;     // dash: steps between inverse roots
+  uint8_t dash_solver = 1;     // dash: kernels::root_solver (0 evd, 1 cn, 2 ndb, 3 cheb)
+  uint8_t dash_storage = 0;    // dash: statistics stored as 0 fp32, 1 bf16, 2 fp16
   bool dash_nesterov = false;  // dash: precondition Adam's look-ahead moment
 };
 

@@ -59,10 +59,10 @@ struct launch_options {
   uint32_t epochs = 3;
   uint32_t batch = 64;
   float lr = 1e-3f;
-  std::string optimizer = "adam";  // adam | adamw | sgd | momentum | dash
-  uint32_t dash_block = 128;       // dash: block size B
-  uint32_t dash_freq = 10;         // dash: steps between inverse roots
-  std::string dash_solver = "cn";  // dash: evd | cn | ndb | cheb
+  std::string optimizer = "adam";     // adam | adamw | sgd | momentum | dash
+  uint32_t dash_block = 128;          // dash: block size B
+  uint32_t dash_freq = 10;            // dash: steps between inverse roots
+  std::string dash_solver = "cn";     // dash: evd | cn | ndb | cheb
   std::string dash_storage = "fp32";  // dash: fp32 | bf16 | fp16 statistics
   bool dash_nesterov = false;
   float momentum = 0.9f;
