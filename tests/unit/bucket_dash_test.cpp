@@ -85,3 +85,33 @@ BOOST_AUTO_TEST_CASE(a_dash_bucket_trains_and_restores_exactly) {
                boost::test_tools::per_element());
   BOOST_TEST(store.dash_resets() == 0u);
 }
+
+BOOST_AUTO_TEST_CASE(large_dash_state_is_saved_in_parts_of_whole_blocks) {
+  // Two 1450 x 4 blocks: each L block (1450^2 values) is over one part's 2 Mi values, so each
+  // goes in a part of its own (the second from block 1 on), and comes back in place.
+  auto spec = dash_spec();
+  spec.optimizer.dash_block = 1450;
+  spec.optimizer.dash_solver = 0;  // evd: the quickest root at this size here
+  spec.tensors = {dense_tensor{"w", {2900, 4}, 0, std::vector<float>(2900 * 4, 0.5f)}};
+  bucket_store store{spec};
+  push_request push{0, 0, 0, vector_clock{std::vector<uint64_t>{0}}};
+  push.dense.push_back(dense_tensor{"w", {2900, 4}, 0, std::vector<float>(2900 * 4, 1e-3f)});
+  BOOST_TEST_REQUIRE(!!store.apply(push));
+  const auto saved = store.save();
+  size_t dash_parts = 0, from_block_one = 0;
+  for (size_t i = 1; i < saved.size(); ++i) {
+    auto part = decode<bucket_state_part>(saved[i]);
+    BOOST_TEST_REQUIRE(testing::succeeded(part));
+    if (part->type != bucket_state_part::kind::dash) continue;
+    ++dash_parts;
+    BOOST_TEST(part->tensors[0].values.size() <= size_t{1450} * 1450);
+    from_block_one += part->tensors[0].row_offset == 1;
+  }
+  BOOST_TEST(dash_parts == 6u);  // L and its root two parts each; R and its root one each
+  BOOST_TEST(from_block_one == 2u);
+  auto restored = bucket_store::restore(saved);
+  BOOST_TEST_REQUIRE(testing::succeeded(restored));
+  const auto again = restored->save();
+  BOOST_TEST_REQUIRE(again.size() == saved.size());
+  for (size_t i = 0; i < saved.size(); ++i) BOOST_TEST((again[i].bytes == saved[i].bytes));
+}
