@@ -36,6 +36,8 @@ std::optional<kernels::dash_matrix> dash_for(const dense_tensor& slice, const op
   c.adam = kernels::adam_hyper{o.lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, 1};
   c.storage = static_cast<kernels::dash_storage>(o.dash_storage);
   c.nesterov = o.dash_nesterov;
+  c.roots.scaling = o.dash_scaling == 1 ? kernels::root_scaling::frobenius
+                                        : kernels::root_scaling::power_iteration;
   return kernels::dash_matrix{slice.shape[0], slice.shape[1], c};
 }
 

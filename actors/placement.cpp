@@ -38,6 +38,7 @@ optimizer_config optimizer_from(const launch_options& o) {
                                             : 1;
   x.dash_storage = o.dash_storage == "bf16" ? 1 : o.dash_storage == "fp16" ? 2 : 0;
   x.dash_nesterov = o.dash_nesterov;
+  x.dash_scaling = o.dash_scaling == "frobenius" ? 1 : 0;
   return x;
 }
 

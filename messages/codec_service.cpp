@@ -49,11 +49,13 @@ caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in) {
   x.dash_solver = in.getDashSolver();
   x.dash_storage = in.getDashStorage();
   x.dash_nesterov = in.getDashNesterov();
+  x.dash_scaling = in.getDashScaling();
   if (x.type == optimizer_config::kind::dash &&
       (x.dash_block == 0 || x.dash_block > 4096 || x.dash_freq == 0 || x.dash_solver > 3 ||
-       x.dash_storage > 2))
-    return make_error(errc::malformed_message,
-                      "dash: block 1..4096, frequency >= 1, solver 0..3, storage 0..2");
+       x.dash_storage > 2 || x.dash_scaling > 1))
+    return make_error(
+        errc::malformed_message,
+        "dash: block 1..4096, frequency >= 1, solver 0..3, storage 0..2, scaling 0..1");
   return x;
 }
 
@@ -70,6 +72,7 @@ void write_optimizer(schema::Optimizer::Builder out, const optimizer_config& x) 
   out.setDashSolver(x.dash_solver);
   out.setDashStorage(x.dash_storage);
   out.setDashNesterov(x.dash_nesterov);
+  out.setDashScaling(x.dash_scaling);
 }
 
 caf::expected<consistency_config> read_consistency(schema::Consistency::Reader in) {

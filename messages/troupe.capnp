@@ -146,6 +146,7 @@ struct Optimizer {
   dashSolver @9 :UInt8;     # dash: 0 evd, 1 coupled Newton, 2 Newton-DB, 3 Chebyshev
   dashStorage @10 :UInt8;   # dash: statistics as 0 fp32, 1 bf16, 2 fp16 (fp32 accumulation)
   dashNesterov @11 :Bool;   # dash: precondition the look-ahead moment
+  dashScaling @12 :UInt8;   # dash: roots scale by 0 power iteration, 1 Frobenius norm
   enum Kind {
     adam @0;                # weight decay as L2 in the gradient
     sgd @1;

@@ -100,6 +100,7 @@ struct optimizer_config {
   uint8_t dash_solver = 1;     // dash: kernels::root_solver (0 evd, 1 cn, 2 ndb, 3 cheb)
   uint8_t dash_storage = 0;    // dash: statistics stored as 0 fp32, 1 bf16, 2 fp16
   bool dash_nesterov = false;  // dash: precondition Adam's look-ahead moment
+  uint8_t dash_scaling = 0;    // dash: roots scale by 0 power iteration, 1 Frobenius norm
 };
 
 struct consistency_config {

@@ -71,6 +71,8 @@ const std::vector<app_flag>& common_flags() {
       {"dash-storage", "T", "--optimizer dash: fp32 | bf16 | fp16 statistics (fp32 arithmetic)",
        "fp32"},
       {"dash-nesterov", "", "--optimizer dash: precondition Adam's look-ahead moment", ""},
+      {"dash-scaling", "S", "--optimizer dash: power | frobenius (bound on lambda_max for roots)",
+       "power"},
       {"help", "", "print this help", ""},
   };
   return flags;

@@ -151,6 +151,8 @@ caf::error validate(const launch_options& o) {
     return bad("--dash-solver must be evd, cn, ndb or cheb");
   if (o.dash_storage != "fp32" && o.dash_storage != "bf16" && o.dash_storage != "fp16")
     return bad("--dash-storage must be fp32, bf16 or fp16");
+  if (o.dash_scaling != "power" && o.dash_scaling != "frobenius")
+    return bad("--dash-scaling must be power or frobenius");
   if (o.accumulate == 0) return bad("--accumulate must be at least 1");
   for (const auto& [rank, ms] : o.worker_delay_ms)
     if (rank >= o.workers)
@@ -319,6 +321,7 @@ caf::expected<launch_options> parse_launch_options(
   if (auto e = parse_switch("lr-staleness", get("lr-staleness"), o.lr_staleness)) return e;
   if (auto e = parse_switch("dash-nesterov", get("dash-nesterov"), o.dash_nesterov)) return e;
   if (auto s = get("dash-storage")) o.dash_storage = *s;
+  if (auto s = get("dash-scaling")) o.dash_scaling = *s;
   if (auto e = parse_switch("prefetch", get("prefetch"), o.prefetch)) return e;
   if (auto s = get("compress")) {
     if (*s != "none" && *s != "sign")

@@ -48,6 +48,7 @@ BOOST_AUTO_TEST_CASE(dash_fields_cross_the_codec_and_bad_ones_are_refused) {
   spec.optimizer.dash_solver = 2;
   spec.optimizer.dash_storage = 1;
   spec.optimizer.dash_nesterov = true;
+  spec.optimizer.dash_scaling = 1;
   auto back = decode<bucket_spec>(encode(spec));
   BOOST_TEST_REQUIRE(testing::succeeded(back));
   BOOST_TEST((back->optimizer.type == optimizer_config::kind::dash));
@@ -56,6 +57,7 @@ BOOST_AUTO_TEST_CASE(dash_fields_cross_the_codec_and_bad_ones_are_refused) {
   BOOST_TEST(back->optimizer.dash_solver == 2u);
   BOOST_TEST(back->optimizer.dash_storage == 1u);
   BOOST_TEST(back->optimizer.dash_nesterov);
+  BOOST_TEST(back->optimizer.dash_scaling == 1u);
   spec.optimizer.dash_block = 0;
   BOOST_TEST(testing::fails_with(decode<bucket_spec>(encode(spec)), errc::malformed_message));
 }

@@ -577,8 +577,9 @@ BOOST_AUTO_TEST_CASE(diagnostic_thresholds_default_to_the_seed_and_can_be_set) {
 }
 
 BOOST_AUTO_TEST_CASE(dash_flags) {
-  auto o = parse({"--optimizer", "dash", "--dash-block", "64", "--dash-freq", "5", "--dash-solver",
-                  "ndb", "--dash-storage", "bf16", "--dash-nesterov"});
+  auto o =
+      parse({"--optimizer", "dash", "--dash-block", "64", "--dash-freq", "5", "--dash-solver",
+             "ndb", "--dash-storage", "bf16", "--dash-nesterov", "--dash-scaling", "frobenius"});
   BOOST_TEST_REQUIRE(succeeded(o));
   BOOST_TEST(o->optimizer == "dash");
   BOOST_TEST(o->dash_block == 64u);
@@ -586,6 +587,8 @@ BOOST_AUTO_TEST_CASE(dash_flags) {
   BOOST_TEST(o->dash_solver == "ndb");
   BOOST_TEST(o->dash_storage == "bf16");
   BOOST_TEST(o->dash_nesterov);
+  BOOST_TEST(o->dash_scaling == "frobenius");
+  BOOST_TEST(!parse({"--dash-scaling", "trace"}));
   BOOST_TEST(!parse({"--dash-block", "0"}));
   BOOST_TEST(!parse({"--dash-freq", "0"}));
   BOOST_TEST(!parse({"--dash-solver", "svd"}));

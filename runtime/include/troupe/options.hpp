@@ -65,6 +65,7 @@ struct launch_options {
   std::string dash_solver = "cn";     // dash: evd | cn | ndb | cheb
   std::string dash_storage = "fp32";  // dash: fp32 | bf16 | fp16 statistics
   bool dash_nesterov = false;
+  std::string dash_scaling = "power";  // dash: power | frobenius
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   bool lr_staleness = false;    // scale each update by 1 / (1 + staleness)
