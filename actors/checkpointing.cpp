@@ -107,9 +107,7 @@ void save_buckets(self_ptr self, const coordinator_config& config) {
 // Pauses every active worker; once none has a push in flight, saves the buckets.
 void take_checkpoint(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  const auto draining = [](const member& m) { return m.draining; };
-  if (std::any_of(st.server_members.begin(), st.server_members.end(), draining) ||
-      std::any_of(st.worker_members.begin(), st.worker_members.end(), draining)) {
+  if (anyone_draining(st)) {
     st.since_checkpoint = 0;  // the next one comes a full interval later
     config.log.warn("checkpoint skipped: a node is being drained");
     return tell_waiters(st, skipped("a node is being drained"));  // nobody was paused

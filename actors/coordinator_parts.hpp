@@ -32,6 +32,8 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
 void on_heartbeat(self_ptr self, const wire& w);
 void check_heartbeats(self_ptr self, const coordinator_config& config);
 double live_workers(const coordinator_state& st);
+// Whether a drain is under way (checkpoints and other drains wait for it).
+bool anyone_draining(const coordinator_state& st);
 void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why);
 
 // -- placement.cpp

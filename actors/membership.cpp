@@ -13,6 +13,12 @@ double live_workers(const coordinator_state& st) {
                               [](const member& w) { return !w.lost && !w.done; }));
 }
 
+bool anyone_draining(const coordinator_state& st) {
+  const auto draining = [](const member& m) { return m.draining; };
+  return std::any_of(st.server_members.begin(), st.server_members.end(), draining) ||
+         std::any_of(st.worker_members.begin(), st.worker_members.end(), draining);
+}
+
 void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why) {
   add(st.metrics.lost, 1);
   set(st.metrics.workers, live_workers(st));

@@ -17,12 +17,6 @@ void deliver(caf::typed_response_promise<std::string>& promise, caf::expected<T>
     promise.deliver(std::move(outcome.error()));
 }
 
-bool anyone_draining(const coordinator_state& st) {
-  const auto draining = [](const member& m) { return m.draining; };
-  return std::any_of(st.server_members.begin(), st.server_members.end(), draining) ||
-         std::any_of(st.worker_members.begin(), st.worker_members.end(), draining);
-}
-
 // The worker finishes the push in flight (its progress arrives first), then leaves: its
 // unfinished batches go to the others.
 caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& config, size_t w) {

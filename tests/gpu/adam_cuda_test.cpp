@@ -14,49 +14,21 @@
 #include "kernels/cpu/optimizers.hpp"
 #include "kernels/cuda/adam.hpp"
 #include "kernels/cuda/device.hpp"
+#include "tests/gpu/gpu_test_support.hpp"
 
 namespace {
 
-struct has_gpu {
-  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) {
-    boost::test_tools::assertion_result result{troupe::kernels::cuda::device_count() > 0};
-    result.message() << "no usable CUDA device";
-    return result;
-  }
-};
-
-std::vector<float> random_values(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng{seed};
-  std::normal_distribution<float> dist{0.0f, scale};
-  std::vector<float> out(n);
-  for (auto& x : out) x = dist(rng);
-  return out;
-}
-
-// Device copy of a host vector, freed by the destructor.
-struct device_buffer {
-  float* ptr = nullptr;
-  size_t n = 0;
-  explicit device_buffer(const std::vector<float>& host) : n(host.size()) {
-    BOOST_REQUIRE(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(float)) == cudaSuccess);
-    if (n)
-      BOOST_REQUIRE(cudaMemcpy(ptr, host.data(), n * 4, cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  ~device_buffer() { cudaFree(ptr); }
-  std::vector<float> to_host() const {
-    std::vector<float> out(n);
-    if (n) BOOST_REQUIRE(cudaMemcpy(out.data(), ptr, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
-    return out;
-  }
-};
+using troupe::testing::device_array;
+using troupe::testing::has_gpu;
+using troupe::testing::normal_values;
 
 void compare_steps(size_t n, float weight_decay) {
-  auto theta = random_values(n, 1, 1.0f);
+  auto theta = normal_values(n, 1, 1.0f);
   std::vector<float> m(n, 0.0f), v(n, 0.0f);
-  device_buffer d_theta{theta}, d_m{m}, d_v{v};
+  device_array<float> d_theta{theta}, d_m{m}, d_v{v};
   for (uint64_t step = 1; step <= 4; ++step) {
-    const auto grad = random_values(n, 100 + static_cast<uint32_t>(step), 0.5f);
-    device_buffer d_grad{grad};
+    const auto grad = normal_values(n, 100 + static_cast<uint32_t>(step), 0.5f);
+    device_array<float> d_grad{grad};
     troupe::kernels::adam_hyper h;
     h.lr = 0.01f;
     h.weight_decay = weight_decay;

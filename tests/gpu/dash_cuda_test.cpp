@@ -16,46 +16,14 @@
 #include "kernels/cpu/dash.hpp"
 #include "kernels/cuda/dash.hpp"
 #include "kernels/cuda/device.hpp"
+#include "tests/gpu/gpu_test_support.hpp"
 
 namespace {
 
 using namespace troupe::kernels;
-
-struct has_gpu {
-  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) {
-    boost::test_tools::assertion_result result{cuda::device_count() > 0};
-    result.message() << "no usable CUDA device";
-    return result;
-  }
-};
-
-std::vector<float> random_values(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng{seed};
-  std::normal_distribution<float> dist{0.0f, scale};
-  std::vector<float> out(n);
-  for (auto& x : out) x = dist(rng);
-  return out;
-}
-
-template <class T>
-struct device_array {
-  T* ptr = nullptr;
-  size_t n = 0;
-  explicit device_array(size_t count, const T* host = nullptr) : n(count) {
-    BOOST_REQUIRE(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)) == cudaSuccess);
-    BOOST_REQUIRE(cudaMemset(ptr, 0, std::max<size_t>(n, 1) * sizeof(T)) == cudaSuccess);
-    if (host && n)
-      BOOST_REQUIRE(cudaMemcpy(ptr, host, n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  ~device_array() { cudaFree(ptr); }
-  std::vector<T> to_host() const {
-    std::vector<T> out(n);
-    if (n)
-      BOOST_REQUIRE(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost) ==
-                    cudaSuccess);
-    return out;
-  }
-};
+using troupe::testing::device_array;
+using troupe::testing::has_gpu;
+using troupe::testing::normal_values;
 
 // The device state of one group of a CPU dash_matrix's layout.
 struct device_group {
@@ -111,7 +79,7 @@ BOOST_AUTO_TEST_CASE(the_gpu_step_matches_the_cpu_twin,
   config.roots.solver = root_solver::coupled_newton;
   config.adam.lr = 1e-3f;
   dash_matrix cpu{rows, cols, config};
-  std::vector<float> theta = random_values(size_t{rows} * cols, 1, 1.0f);
+  std::vector<float> theta = normal_values(size_t{rows} * cols, 1, 1.0f);
   std::vector<float> m(theta.size()), v(theta.size());
   device_array<float> d_theta(theta.size(), theta.data());
   std::vector<std::unique_ptr<device_group>> groups;
@@ -142,11 +110,11 @@ BOOST_AUTO_TEST_CASE(the_gpu_step_matches_the_cpu_twin,
     return relative_difference(gpu_change, cpu_change);
   };
   for (uint64_t step = 1; step <= 3; ++step) {
-    const double difference = step_both(random_values(theta.size(), 10 + step, 0.1f), step);
+    const double difference = step_both(normal_values(theta.size(), 10 + step, 0.1f), step);
     BOOST_TEST(difference < 1e-2, "step " << step << ": relative difference " << difference);
   }
   // A NaN in the first block: reset and counted on both; its parameters stay.
-  auto grad = random_values(theta.size(), 20, 0.1f);
+  auto grad = normal_values(theta.size(), 20, 0.1f);
   grad[0] = NAN;
   const auto before = d_theta.to_host();
   step_both(grad, 4);

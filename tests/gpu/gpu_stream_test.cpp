@@ -16,9 +16,11 @@
 #include "kernels/cpu/dash.hpp"
 #include "kernels/cuda/dash.hpp"
 #include "kernels/cuda/device.hpp"
+#include "tests/gpu/gpu_test_support.hpp"
 #include "troupe/error.hpp"
 
 using namespace troupe;
+using troupe::testing::normal_values;
 
 namespace {
 
@@ -30,14 +32,6 @@ struct system_fixture {
     sys = std::make_unique<caf::actor_system>(cfg);
   }
 };
-
-std::vector<float> random_values(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng{seed};
-  std::normal_distribution<float> dist{0.0f, scale};
-  std::vector<float> out(n);
-  for (auto& x : out) x = dist(rng);
-  return out;
-}
 
 }  // namespace
 
@@ -75,8 +69,8 @@ BOOST_FIXTURE_TEST_CASE(a_dash_step_runs_through_the_actor, system_fixture) {
   config.block = 128;
   config.frequency = 1;
   kernels::dash_matrix cpu{rows, cols, config};
-  auto theta = random_values(size_t{rows} * cols, 1, 1.0f);
-  const auto grad = random_values(theta.size(), 2, 0.1f);
+  auto theta = normal_values(size_t{rows} * cols, 1, 1.0f);
+  const auto grad = normal_values(theta.size(), 2, 0.1f);
   const uint64_t d_theta = alloc(theta.size()), d_grad = alloc(grad.size());
   const uint64_t d_origin = alloc(1);  // row0 = col0 = 0 (as uint32 bits of 0.0f)
   const uint64_t d_left = alloc(rows * rows), d_right = alloc(cols * cols);
