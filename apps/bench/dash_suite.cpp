@@ -1,14 +1,16 @@
 // troupe-bench dash: one DASH step on an N x N parameter (default 1024, B = 256; eight
-// gradients in turn) for each
-// inverse-root solver, with the roots every step (f = 1) and every 10 steps (f = 10), beside
-// an Adam step on the same tensors. The limit of a DASH step is the time its matrix-multiply
-// FLOPs take at the rate of one large OpenBLAS sgemm measured in the same run (f = 10 steps
-// are timed ten at a time, so that the roots' share is averaged in). Then each iterative
-// solver's relative error against the eigendecomposition on the statistics the steps built.
+// gradients in turn) for each inverse-root solver, with the roots every step (f = 1) and every
+// 10 steps (f = 10), beside an Adam step on the same tensors; once with one step thread and
+// BLAS on all cores, once ("xT") with T step threads over the blocks and one BLAS thread each. The
+// limit of a DASH step is the time its matrix-multiply FLOPs take at the rate of one large OpenBLAS
+// sgemm measured in the same run (f = 10 steps are timed ten at a time, so that the roots' share is
+// averaged in). Then each iterative solver's relative error against the eigendecomposition on the
+// statistics the steps built.
 #include <cblas.h>
 #include <fmt/format.h>
 
 #include <cmath>
+#include <thread>
 
 #include "apps/bench/suites.hpp"
 #include "kernels/cpu/dash.hpp"
@@ -49,12 +51,17 @@ struct dash_run {
   }
 };
 
-row time_dash(uint32_t n, uint32_t block, uint32_t frequency, root_solver solver, int reps,
-              double rate) {
+// threads 1: one step thread, BLAS with all cores; more: that many step threads over the
+// blocks, BLAS with one thread per call.
+row time_dash(uint32_t n, uint32_t block, uint32_t frequency, root_solver solver, uint32_t threads,
+              int reps, double rate) {
   dash_config config;
   config.block = block;
   config.frequency = frequency;
   config.roots.solver = solver;
+  config.threads = threads;
+  const int blas_threads = openblas_get_num_threads();
+  if (threads > 1) openblas_set_num_threads(1);
   dash_run run{n, config};
   const int per_rep = static_cast<int>(frequency);
   run.steps(per_rep);  // warm-up: statistics exist, roots computed once
@@ -63,7 +70,10 @@ row time_dash(uint32_t n, uint32_t block, uint32_t frequency, root_solver solver
   const timing t = measure(0, reps, [&] { run.steps(per_rep); });
   const double flops_per_step =
       (run.d.gemm_flops() - flops_before) / double(run.step - steps_before);
-  row r{fmt::format("dash {} B={} f={}", to_string(solver), block, frequency), "ms/step"};
+  openblas_set_num_threads(blas_threads);
+  row r{fmt::format("dash {} B={} f={}{}", to_string(solver), block, frequency,
+                    threads > 1 ? fmt::format(" x{}", threads) : ""),
+        "ms/step"};
   r.ours = 1e3 * t.median_s / per_rep;
   r.ours_min = 1e3 * t.min_s / per_rep;
   r.ours_max = 1e3 * t.max_s / per_rep;
@@ -120,9 +130,12 @@ suite_result run_dash(const options& o) {
   const double rate = sgemm_rate(reps);
   suite_result result{"dash", {}};
   result.rows.push_back(time_adam(n, o.reps));
-  for (uint32_t f : {1u, 10u})
-    for (root_solver s : {root_solver::evd, root_solver::coupled_newton, root_solver::newton_db})
-      result.rows.push_back(time_dash(n, block, f, s, reps, rate));
+  const auto cores = std::max(1u, std::thread::hardware_concurrency());
+  for (uint32_t threads : {1u, cores})
+    for (uint32_t f : {1u, 10u})
+      for (root_solver s : {root_solver::evd, root_solver::coupled_newton, root_solver::newton_db})
+        if (threads == 1 || cores > 1)
+          result.rows.push_back(time_dash(n, block, f, s, threads, reps, rate));
   for (auto& r : solver_errors(block)) result.rows.push_back(r);
   result.rows.push_back(
       row{"sgemm 2048^3 (the limit's rate)", "GFLOP/s", rate / 1e9, rate / 1e9, rate / 1e9});

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "kernels/cpu/half.hpp"
 #include "troupe/error.hpp"
@@ -162,7 +163,7 @@ void dash_matrix::reset_block(dash_group& g, size_t k, moments mv) {
 
 bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
                              std::span<const float> grad, moments mv, uint64_t step, float lr,
-                             scratch& s) {
+                             scratch& s, double& flops) {
   const uint32_t r = g.rows, c = g.cols;
   const size_t rc = size_t{r} * c, ll = size_t{r} * r, rr = size_t{c} * c;
   const auto at = [&](uint32_t i) { return size_t{g.row0[k] + i} * cols_ + g.col0[k]; };
@@ -190,7 +191,7 @@ bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
     auto lr = inverse_root(s.left, r, 4, {g.left_root.data() + k * ll, ll}, roots);
     auto rt = inverse_root(s.right, c, 4, {g.right_root.data() + k * rr, rr}, roots);
     if (!lr || !rt) return false;
-    gemm_flops_ += lr->gemm_flops + rt->gemm_flops;
+    flops += lr->gemm_flops + rt->gemm_flops;
   }
   // Adam's moments and step on the block: the first moment is what gets preconditioned, and
   // Adam's step gives the norm (grafting).
@@ -218,7 +219,7 @@ bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
               r, s.m.data(), c, 0.0f, s.product.data(), c);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, c, c, 1.0f, s.product.data(), c,
               g.right_root.data() + k * rr, c, 0.0f, s.direction.data(), c);
-  gemm_flops_ += 4.0 * double(r) * c * (r + c);  // statistics and preconditioning
+  flops += 4.0 * double(r) * c * (r + c);  // statistics and preconditioning
   if (!all_finite(s.direction)) return false;
   const double shampoo = norm_of(s.direction), adam = norm_of(s.adam);
   const float graft = shampoo > 0 ? static_cast<float>(adam / shampoo) : 0.0f;
@@ -232,16 +233,34 @@ bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
 
 uint32_t dash_matrix::step(std::span<float> theta, std::span<const float> grad, std::span<float> m,
                            std::span<float> v, uint64_t step, float lr) {
-  scratch s;
-  uint32_t reset = 0;
   const moments mv{m, v};
   rounding_step_ = step;
-  for (auto& g : groups_)
-    for (size_t k = 0; k < g.size(); ++k)
-      if (!step_block(g, k, theta, grad, mv, std::max<uint64_t>(step, 1), lr, s)) {
-        reset_block(g, k, mv);
-        ++reset;
-      }
+  std::vector<std::pair<size_t, size_t>> work;  // (group, block), in order
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t k = 0; k < groups_[gi].size(); ++k) work.emplace_back(gi, k);
+  const size_t threads = std::clamp<size_t>(config_.threads, 1, std::max<size_t>(work.size(), 1));
+  std::vector<char> failed(work.size(), 0);
+  std::vector<double> flops(threads, 0.0);
+  // Blocks are independent (disjoint parameters, moments and statistics; seeds per block):
+  // thread t takes blocks t, t + threads, ...
+  auto run = [&](size_t t) {
+    scratch s;
+    for (size_t i = t; i < work.size(); i += threads)
+      failed[i] = !step_block(groups_[work[i].first], work[i].second, theta, grad, mv,
+                              std::max<uint64_t>(step, 1), lr, s, flops[t]);
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (size_t t = 1; t < threads; ++t) helpers.emplace_back(run, t);
+    run(0);
+  }
+  uint32_t reset = 0;
+  for (size_t i = 0; i < work.size(); ++i)
+    if (failed[i]) {
+      reset_block(groups_[work[i].first], work[i].second, mv);
+      ++reset;
+    }
+  for (double f : flops) gemm_flops_ += f;
   return reset;
 }
 

@@ -12,7 +12,8 @@
 // stochastically (unbiased), with the damping raised to the format's resolution. A block
 // whose gradient, statistics or roots are not finite is reset (statistics zero, roots the
 // identity, moments zero), its parameters are left as they were, and it is counted. Not
-// thread-safe: one owner (a parameter bucket, a worker, a benchmark).
+// thread-safe: one owner (a parameter bucket, a worker, a benchmark); with config.threads > 1
+// a step spreads its blocks over that many threads of its own and returns when all are done.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,10 @@ struct dash_config {
   adam_hyper adam;          // lr, moments, epsilon, weight decay (its step is set per call)
   bool nesterov = false;    // precondition the look-ahead moment
   dash_storage storage = dash_storage::fp32;
+  // Threads that step the blocks (each its own blocks, whose results do not depend on it).
+  // More than one pays when BLAS runs one thread per call (the owner's setting,
+  // troupe::set_blas_threads); otherwise the two kinds of threads contend.
+  uint32_t threads = 1;
 };
 
 // Blocks of one shape, stacked: block k's L is left[k * rows * rows ...], its R
@@ -84,7 +89,7 @@ class dash_matrix {
     std::span<float> m, v;
   };
   bool step_block(dash_group& g, size_t k, std::span<float> theta, std::span<const float> grad,
-                  moments mv, uint64_t step, float lr, scratch& s);
+                  moments mv, uint64_t step, float lr, scratch& s, double& flops);
   void reset_block(dash_group& g, size_t k, moments mv);
   void load(const dash_group& g, size_t k, bool left, std::vector<float>& out) const;
   void store(dash_group& g, size_t k, bool left, const std::vector<float>& values);

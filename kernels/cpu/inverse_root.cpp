@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <vector>
 
+#include "kernels/cpu/spectrum.hpp"
 #include "troupe/error.hpp"
 
 extern "C" void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda,
@@ -18,6 +18,10 @@ namespace troupe::kernels {
 namespace {
 
 using matrix = std::vector<float>;
+
+struct spectrum_interval {
+  double lo = 0, hi = 1;
+};
 
 // c = alpha a b + beta c, all n x n row-major.
 void gemm(const matrix& a, const matrix& b, matrix& c, size_t n, float alpha = 1.0f,
@@ -33,14 +37,6 @@ matrix shifted(const matrix& m, size_t n, float s, float t) {
   for (size_t i = 0; i < n * n; ++i) out[i] = t * m[i];
   for (size_t i = 0; i < n; ++i) out[i * n + i] += s;
   return out;
-}
-
-double distance_from_identity(const matrix& m, size_t n) {
-  double worst = 0;
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < n; ++j)
-      worst = std::max(worst, std::abs(double(m[i * n + j]) - (i == j ? 1.0 : 0.0)));
-  return worst;
 }
 
 // Reference: V diag(w^{-1/p}) V^T in double precision.
@@ -71,95 +67,158 @@ caf::error evd_root(const matrix& a, size_t n, int p, std::span<float> out) {
   return {};
 }
 
-// out = m^p, by squaring where p is a power of two (p = 4: two GEMMs instead of three).
-void raise_to(const matrix& m, int p, matrix& out, matrix& scratch, size_t n) {
-  out = m;
-  int have = 1;
-  while (have * 2 <= p) {
-    gemm(out, out, scratch, n);
-    std::swap(out, scratch);
-    have *= 2;
-  }
-  for (; have < p; ++have) {
-    gemm(out, m, scratch, n);
-    std::swap(out, scratch);
-  }
+// c = a a^T for symmetric a (so a^2), both halves: SYRK does half a GEMM's FLOPs.
+void square(const matrix& a, matrix& c, size_t n) {
+  const int m = static_cast<int>(n);
+  cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, m, m, 1.0f, a.data(), m, 0.0f, c.data(), m);
+  for (size_t r = 1; r < n; ++r)
+    for (size_t col = 0; col < r; ++col) c[r * n + col] = c[col * n + r];
 }
 
-// X = A^{-1/p} with M = X^p A driven to I (Guo & Higham): z = (1 + p) / (2 lambda_max),
-// X0 = z^{1/p} I, M0 = z A; Mi = ((p + 1) I - M) / p, X <- X Mi, M <- Mi^p M.
-root_outcome coupled_newton(const matrix& a, size_t n, int p, double lambda_max,
+// m = (m + m^T) / 2: products of commuting symmetric matrices drift from symmetry by rounding.
+void symmetrise(matrix& m, size_t n) {
+  for (size_t r = 1; r < n; ++r)
+    for (size_t col = 0; col < r; ++col) {
+      const float mean = 0.5f * (m[r * n + col] + m[col * n + r]);
+      m[r * n + col] = mean;
+      m[col * n + r] = mean;
+    }
+}
+
+// out = t^p for symmetric t: squares (SYRK) while they fit, then GEMMs. Returns the FLOPs.
+double raise_to(const matrix& t, int p, matrix& out, matrix& scratch, size_t n) {
+  const double n_gemm = 2.0 * double(n) * n * n;
+  double flops = 0;
+  out = t;
+  int have = 1;
+  for (; have * 2 <= p; have *= 2, flops += n_gemm / 2) {
+    square(out, scratch, n);
+    std::swap(out, scratch);
+  }
+  for (; have < p; ++have, flops += n_gemm) {
+    gemm(out, t, scratch, n);
+    std::swap(out, scratch);
+  }
+  return flops;
+}
+
+// ||m - I||_F, which bounds the spectral distance from above.
+double distance_from_identity(const matrix& m, size_t n) {
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      const double d = double(m[i * n + j]) - (i == j ? 1.0 : 0.0);
+      sum += d * d;
+    }
+  return std::sqrt(sum);
+}
+
+// X = A^{-1/p} with M = X^p A driven to I (coupled Newton, Guo & Higham 2006), A scaled by c
+// so that its eigenvalues lie in [lo, hi] within (0, 1]: X0 = c^{-1/p} I, M0 = A / c, and per
+// step T = gain (I - M / pole), X <- X T, M <- T^p M, the pole chosen for the interval
+// (kernels/cpu/spectrum). Once ||M - I||_F <= sqrt(tolerance), one classic Newton step of X
+// alone brings it to about tolerance, and M is not updated.
+root_outcome coupled_newton(const matrix& a, size_t n, int p, double c, spectrum_interval interval,
                             const root_options& o, std::span<float> out) {
-  const double z = (1.0 + p) / (2.0 * lambda_max);
-  matrix m = shifted(a, n, 0.0f, static_cast<float>(z));
-  matrix x = shifted(matrix(n * n, 0.0f), n, static_cast<float>(std::pow(z, 1.0 / p)), 0.0f);
+  matrix m = shifted(a, n, 0.0f, static_cast<float>(1.0 / c));
+  matrix x = shifted(matrix(n * n, 0.0f), n, static_cast<float>(std::pow(c, -1.0 / p)), 0.0f);
   matrix step(n * n), power(n * n), scratch(n * n);
   root_outcome outcome;
+  const double n_gemm = 2.0 * double(n) * n * n;
   double previous = distance_from_identity(m, n);
-  for (; outcome.iterations < o.max_iterations && previous > o.tolerance; ++outcome.iterations) {
-    step = shifted(m, n, static_cast<float>(p + 1) / p, -1.0f / p);
+  while (outcome.iterations < o.max_iterations && previous > o.tolerance) {
+    const bool last = previous * previous <= o.tolerance;
+    const polynomial_step t = last ? choose_step(1.0, 1.0, p)  // classic Newton
+                                   : choose_step(interval.lo, interval.hi, p);
+    step = shifted(m, n, static_cast<float>(t.gain), static_cast<float>(-t.gain / t.pole));
     gemm(x, step, scratch, n);
     std::swap(x, scratch);
-    raise_to(step, p, power, scratch, n);
+    ++outcome.iterations;
+    outcome.gemm_flops += n_gemm;
+    if (last) {
+      previous = previous * previous * (p + 1) / (2.0 * p);  // Newton's quadratic bound
+      break;
+    }
+    outcome.gemm_flops += raise_to(step, p, power, scratch, n) + n_gemm;
     gemm(power, m, scratch, n);
     std::swap(m, scratch);
+    symmetrise(m, n);
+    interval = {t.next_lo, 1.0};
     const double now = distance_from_identity(m, n);
-    if (now >= previous && now < 1e-3) {  // fp32 has no more to give
+    if (now >= previous && now < 1e-2) {  // fp32 has no more to give
       previous = now;
-      ++outcome.iterations;
       break;
     }
     previous = now;
   }
   outcome.residual = previous;
-  int per_power = 0;  // GEMMs raise_to spends on p
-  for (int have = 1; have < p; have = have * 2 <= p ? have * 2 : have + 1) ++per_power;
-  outcome.gemm_flops = double(outcome.iterations) * (per_power + 2) * 2.0 * double(n) * n * n;
   std::copy(x.begin(), x.end(), out.begin());
   return outcome;
 }
 
-// Coupled Newton-Schulz for a with eigenvalues in (0, 1]: y -> a^{1/2}, z -> a^{-1/2}.
-// t = (3 I - z y) / 2, y <- y t, z <- t z.
-root_outcome schulz(matrix& y, matrix& z, size_t n, const root_options& o) {
+// Coupled Newton-Schulz for a = y0 (z0 = I) with eigenvalues in [lo, hi] within (0, 1]:
+// y -> a^{1/2}, z -> a^{-1/2}. Per step T = gain (I - z y / pole), y <- y T, z <- T z (the
+// classic step is T = (3 I - z y) / 2). Once ||z y - I||_F <= sqrt(tolerance), the last step
+// updates only the one that is wanted.
+enum class wanted { root, inverse_root };
+root_outcome schulz(matrix& y, matrix& z, size_t n, spectrum_interval interval, wanted keep,
+                    const root_options& o) {
   matrix zy(n * n), t(n * n), scratch(n * n);
   root_outcome outcome;
+  const double n_gemm = 2.0 * double(n) * n * n;
   double previous = 1e300;
-  for (; outcome.iterations < o.max_iterations; ++outcome.iterations) {
+  while (outcome.iterations < o.max_iterations) {
     gemm(z, y, zy, n);
+    symmetrise(zy, n);
+    outcome.gemm_flops += n_gemm;
     const double now = distance_from_identity(zy, n);
-    if (now < o.tolerance || (now >= previous && now < 1e-3)) {
+    if (now < o.tolerance || (now >= previous && now < 1e-2)) {
       previous = now;
       break;
     }
+    const bool last = now * now <= o.tolerance;
+    const polynomial_step step =
+        last ? choose_step(1.0, 1.0, 2) : choose_step(interval.lo, interval.hi, 2);
+    t = shifted(zy, n, static_cast<float>(step.gain), static_cast<float>(-step.gain / step.pole));
+    ++outcome.iterations;
+    if (!last || keep == wanted::root) {
+      gemm(y, t, scratch, n);
+      std::swap(y, scratch);
+      outcome.gemm_flops += n_gemm;
+    }
+    if (!last || keep == wanted::inverse_root) {
+      gemm(t, z, scratch, n);
+      std::swap(z, scratch);
+      outcome.gemm_flops += n_gemm;
+    }
+    if (last) {
+      previous = now * now * 3.0 / 4.0;  // the classic step's quadratic bound
+      break;
+    }
+    interval = {step.next_lo, 1.0};
     previous = now;
-    t = shifted(zy, n, 1.5f, -0.5f);
-    gemm(y, t, scratch, n);
-    std::swap(y, scratch);
-    gemm(t, z, scratch, n);
-    std::swap(z, scratch);
   }
   outcome.residual = previous;
-  outcome.gemm_flops = (3.0 * outcome.iterations + 1) * 2.0 * double(n) * n * n;
   return outcome;
 }
 
-// A^{-1/4} = c^{-1/4} (A / c)^{-1/4}, c >= lambda_max: the first stage gives (A / c)^{-1/2}
-// (with its square root), the second the square root of that, scaled into (0, 1] by s, an
-// upper bound of its largest eigenvalue: (A / c)^{-1/4} = s^{1/2} ((A / c)^{-1/2} / s)^{1/2}.
-// Taking the root of the inverse (not the inverse of the root) keeps fp32 accurate along the
-// smallest eigenvalues, which dominate A^{-1/4}.
-root_outcome newton_db(const matrix& a, size_t n, double lambda_max, const root_options& o,
-                       std::span<float> out) {
-  const float c = static_cast<float>(lambda_max);
-  matrix y = shifted(a, n, 0.0f, 1.0f / c);
+// A^{-1/4} = c^{-1/4} (A / c)^{-1/4}, A / c with eigenvalues in [lo, hi]: the first stage
+// gives (A / c)^{-1/2}, with eigenvalues in [hi^{-1/2}, lo^{-1/2}]; the second the square root
+// of that, scaled into (0, 1] by s, an upper bound of its largest eigenvalue:
+// (A / c)^{-1/4} = s^{1/2} ((A / c)^{-1/2} / s)^{1/2}. Taking the root of the inverse (not
+// the inverse of the root) keeps fp32 accurate along the smallest eigenvalues, which dominate
+// A^{-1/4}.
+root_outcome newton_db(const matrix& a, size_t n, double c, spectrum_interval interval,
+                       const root_options& o, std::span<float> out) {
+  matrix y = shifted(a, n, 0.0f, static_cast<float>(1.0 / c));
   matrix z = shifted(matrix(n * n, 0.0f), n, 1.0f, 0.0f);
-  const root_outcome first = schulz(y, z, n, o);  // z = (A/c)^{-1/2}
-  const float s = static_cast<float>(largest_eigenvalue(z, n) * 1.01);
-  y = shifted(z, n, 0.0f, 1.0f / s);
+  const root_outcome first = schulz(y, z, n, interval, wanted::inverse_root, o);
+  const double s = largest_eigenvalue(z, n) * 1.01;
+  y = shifted(z, n, 0.0f, static_cast<float>(1.0 / s));
   z = shifted(matrix(n * n, 0.0f), n, 1.0f, 0.0f);
-  const root_outcome second = schulz(y, z, n, o);  // y = ((A/c)^{-1/2} / s)^{1/2}
-  const float scale = std::sqrt(s) * std::pow(c, -0.25f);
+  const spectrum_interval second_interval{std::min(1.0, 1.0 / (std::sqrt(interval.hi) * s)), 1.0};
+  const root_outcome second = schulz(y, z, n, second_interval, wanted::root, o);
+  const auto scale = static_cast<float>(std::sqrt(s) * std::pow(c, -0.25));
   for (size_t r = 0; r < n; ++r)  // symmetric by construction; average out the rounding
     for (size_t col = 0; col < n; ++col)
       out[r * n + col] = scale * 0.5f * (y[r * n + col] + y[col * n + r]);
@@ -208,33 +267,17 @@ double frobenius(const matrix& a) {
   return std::sqrt(sum);
 }
 
-}  // namespace
-
-double largest_eigenvalue(std::span<const float> a, size_t n, int iterations) {
-  std::vector<float> v(n), next(n);
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(0.5f, 1.5f);  // positive: no start orthogonal to it
-  for (auto& x : v) x = u(rng);
-  const int size = static_cast<int>(n);
-  double lambda = 0;
-  for (int it = 0; it < iterations; ++it) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, size, size, 1.0f, a.data(), size, v.data(), 1, 0.0f,
-                next.data(), 1);
-    double norm = 0, rayleigh = 0, vv = 0;
-    for (size_t r = 0; r < n; ++r) {
-      norm += double(next[r]) * next[r];
-      rayleigh += double(v[r]) * next[r];
-      vv += double(v[r]) * v[r];
-    }
-    norm = std::sqrt(norm);
-    if (norm == 0) return 0;
-    const double previous = lambda;
-    lambda = rayleigh / vv;
-    for (size_t r = 0; r < n; ++r) v[r] = static_cast<float>(next[r] / norm);
-    if (it > 3 && std::abs(lambda - previous) <= 1e-4 * std::abs(lambda)) break;
-  }
-  return lambda;
+// Where the eigenvalues of damped / c lie. The damping is a sure lower bound; Lanczos's
+// smallest Ritz value, halved, a likelier one (eigenvalues below it still converge, at the
+// classic rate, so a poor estimate costs steps, never accuracy).
+spectrum_interval interval_of(const matrix& damped, size_t n, double c, double damping) {
+  const ritz_extremes ritz = lanczos_extremes(damped, n);
+  const double hi = ritz.largest > 0 ? std::min(1.0, 1.01 * ritz.largest / c) : 1.0;
+  const double lo = std::max(damping, 0.5 * ritz.smallest) / c;
+  return {std::min(lo, hi), hi};
 }
+
+}  // namespace
 
 caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int p,
                                          std::span<float> out, const root_options& o) {
@@ -247,9 +290,8 @@ caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int
   if (o.solver == root_solver::newton_db && p != 4)
     return make_error(errc::bad_configuration, "newton_db computes inverse 4th roots only");
   matrix damped(a.begin(), a.end());
-  const matrix plain = damped;
   double lambda =
-      o.scaling == root_scaling::frobenius ? frobenius(plain) : largest_eigenvalue(a, n) * 1.01;
+      o.scaling == root_scaling::frobenius ? frobenius(damped) : largest_eigenvalue(a, n) * 1.01;
   if (!(lambda > 0)) lambda = 1.0;  // a zero matrix: the damping alone is left
   const float damping = static_cast<float>(o.epsilon * lambda);
   for (size_t i = 0; i < n; ++i) damped[i * n + i] += damping;
@@ -259,9 +301,9 @@ caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int
       if (auto err = evd_root(damped, n, p, out)) return err;
       return root_outcome{};
     case root_solver::coupled_newton:
-      return coupled_newton(damped, n, p, lambda, o, out);
+      return coupled_newton(damped, n, p, lambda, interval_of(damped, n, lambda, damping), o, out);
     case root_solver::newton_db:
-      return newton_db(damped, n, lambda, o, out);
+      return newton_db(damped, n, lambda, interval_of(damped, n, lambda, damping), o, out);
     case root_solver::chebyshev:  // the damping bounds the spectrum from below
       return chebyshev(damped, n, p, lambda, damping / lambda, o, out);
   }

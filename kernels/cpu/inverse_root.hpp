@@ -31,7 +31,7 @@ struct root_options {
   root_scaling scaling = root_scaling::power_iteration;
   float epsilon = 1e-6f;     // damping, relative to the largest eigenvalue
   int max_iterations = 100;  // per Newton stage
-  float tolerance = 1e-6f;   // stop when max |M - I| is below this (or stops improving)
+  float tolerance = 1e-6f;   // stop when ||M - I||_F is below this (or stops improving)
   int degree = 64;           // chebyshev: the series' degree
 };
 
@@ -46,9 +46,6 @@ struct root_outcome {
 // that cannot do p (newton_db: p = 4 only) or a chebyshev degree below 1.
 caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int p,
                                          std::span<float> out, const root_options& options);
-
-// The largest eigenvalue of symmetric a (n x n) by power iteration, in double precision.
-double largest_eigenvalue(std::span<const float> a, size_t n, int iterations = 100);
 
 const char* to_string(root_solver s);
 
