@@ -113,38 +113,57 @@ double distance_from_identity(const matrix& m, size_t n) {
   return std::sqrt(sum);
 }
 
-// X = A^{-1/p} with M = X^p A driven to I (coupled Newton, Guo & Higham 2006), A scaled by c
-// so that its eigenvalues lie in [lo, hi] within (0, 1]: X0 = c^{-1/p} I, M0 = A / c, and per
-// step T = gain (I - M / pole), X <- X T, M <- T^p M, the pole chosen for the interval
-// (kernels/cpu/spectrum). Once ||M - I||_F <= sqrt(tolerance), one classic Newton step of X
-// alone brings it to about tolerance, and M is not updated.
+// The coupled Newton iteration's state (Guo & Higham 2006): X -> A^{-1/p} while M = X^p A -> I,
+// from X0 = c^{-1/p} I and M0 = A / c. A step T = gain (I - M / pole) (kernels/cpu/spectrum)
+// makes X <- X T and M <- T^p M.
+struct coupled_newton_state {
+  size_t n;
+  int p;
+  matrix x, m, step, power, scratch;
+
+  coupled_newton_state(const matrix& a, size_t size, int root, double c)
+      : n(size),
+        p(root),
+        x(shifted(matrix(n * n, 0.0f), n, static_cast<float>(std::pow(c, -1.0 / p)), 0.0f)),
+        m(shifted(a, n, 0.0f, static_cast<float>(1.0 / c))),
+        step(n * n),
+        power(n * n),
+        scratch(n * n) {}
+
+  // One step; with x_only, M is left as it was. Returns the FLOPs.
+  double advance(const polynomial_step& t, bool x_only) {
+    const double n_gemm = 2.0 * double(n) * n * n;
+    step = shifted(m, n, static_cast<float>(t.gain), static_cast<float>(-t.gain / t.pole));
+    gemm(x, step, scratch, n);
+    std::swap(x, scratch);
+    if (x_only) return n_gemm;
+    const double flops = n_gemm + raise_to(step, p, power, scratch, n) + n_gemm;
+    gemm(power, m, scratch, n);
+    std::swap(m, scratch);
+    symmetrise(m, n);
+    return flops;
+  }
+};
+
+// X = A^{-1/p} by coupled Newton, the eigenvalues of A / c in [lo, hi] within (0, 1]. Once
+// ||M - I||_F <= sqrt(tolerance), one classic step of X alone brings it to about tolerance.
 root_outcome coupled_newton(const matrix& a, size_t n, int p, double c, spectrum_interval interval,
                             const root_options& o, std::span<float> out) {
-  matrix m = shifted(a, n, 0.0f, static_cast<float>(1.0 / c));
-  matrix x = shifted(matrix(n * n, 0.0f), n, static_cast<float>(std::pow(c, -1.0 / p)), 0.0f);
-  matrix step(n * n), power(n * n), scratch(n * n);
+  coupled_newton_state state(a, n, p, c);
   root_outcome outcome;
-  const double n_gemm = 2.0 * double(n) * n * n;
-  double previous = distance_from_identity(m, n);
+  double previous = distance_from_identity(state.m, n);
   while (outcome.iterations < o.max_iterations && previous > o.tolerance) {
     const bool last = previous * previous <= o.tolerance;
     const polynomial_step t = last ? choose_step(1.0, 1.0, p)  // classic Newton
                                    : choose_step(interval.lo, interval.hi, p);
-    step = shifted(m, n, static_cast<float>(t.gain), static_cast<float>(-t.gain / t.pole));
-    gemm(x, step, scratch, n);
-    std::swap(x, scratch);
+    outcome.gemm_flops += state.advance(t, last);
     ++outcome.iterations;
-    outcome.gemm_flops += n_gemm;
     if (last) {
       previous = previous * previous * (p + 1) / (2.0 * p);  // Newton's quadratic bound
       break;
     }
-    outcome.gemm_flops += raise_to(step, p, power, scratch, n) + n_gemm;
-    gemm(power, m, scratch, n);
-    std::swap(m, scratch);
-    symmetrise(m, n);
     interval = {t.next_lo, 1.0};
-    const double now = distance_from_identity(m, n);
+    const double now = distance_from_identity(state.m, n);
     if (now >= previous && now < 1e-2) {  // fp32 has no more to give
       previous = now;
       break;
@@ -152,7 +171,7 @@ root_outcome coupled_newton(const matrix& a, size_t n, int p, double c, spectrum
     previous = now;
   }
   outcome.residual = previous;
-  std::copy(x.begin(), x.end(), out.begin());
+  std::copy(state.x.begin(), state.x.end(), out.begin());
   return outcome;
 }
 
@@ -226,14 +245,10 @@ root_outcome newton_db(const matrix& a, size_t n, double c, spectrum_interval in
                       first.gemm_flops + second.gemm_flops};
 }
 
-// x^{-1/p} on [lo, 1] as a Chebyshev series (coefficients from degree + 1 nodes, in double),
-// applied to B = A / c by Clenshaw's recurrence on T = (2 B - (1 + lo) I) / (1 - lo):
-// b_k = 2 T b_{k+1} - b_{k+2} + c_k I, result T b_1 - b_2 + c_0 I; then A^{-1/p} = c^{-1/p}
-// times that.
-root_outcome chebyshev(const matrix& a, size_t n, int p, double c, double lo, const root_options& o,
-                       std::span<float> out) {
+// Coefficients of the degree-d Chebyshev series of x^{-1/p} on [lo, 1] (from d + 1 nodes, in
+// double).
+std::vector<double> chebyshev_coefficients(int d, int p, double lo) {
   constexpr double pi = 3.14159265358979323846;
-  const int d = o.degree;
   const int nodes = d + 1;
   std::vector<double> f(nodes), coefficients(d + 1);
   for (int j = 0; j < nodes; ++j) {
@@ -245,20 +260,52 @@ root_outcome chebyshev(const matrix& a, size_t n, int p, double c, double lo, co
     for (int j = 0; j < nodes; ++j) sum += f[j] * std::cos(pi * k * (j + 0.5) / nodes);
     coefficients[k] = (k == 0 ? 1.0 : 2.0) * sum / nodes;
   }
-  const matrix t = shifted(a, n, static_cast<float>(-(1.0 + lo) / (1.0 - lo)),
-                           static_cast<float>(2.0 / (c * (1.0 - lo))));
-  matrix next(n * n, 0.0f), after(n * n, 0.0f), b(n * n);  // b_{k+1}, b_{k+2}, b_k
-  for (int k = d; k >= 1; --k) {
-    b = shifted(after, n, static_cast<float>(coefficients[k]), -1.0f);
-    gemm(t, next, b, n, 2.0f, 1.0f);
+  return coefficients;
+}
+
+// B^{-1/p} for B with eigenvalues in [lo, 1], by the series evaluated with Clenshaw's
+// recurrence on T = (2 B - (1 + lo) I) / (1 - lo): b_k = 2 T b_{k+1} - b_{k+2} + c_k I, and
+// the result T b_1 - b_2 + c_0 I. One GEMM per degree.
+matrix chebyshev_series(const matrix& b, size_t n, int p, double lo, int degree) {
+  const auto coefficients = chebyshev_coefficients(degree, p, lo);
+  const matrix t = shifted(b, n, static_cast<float>(-(1.0 + lo) / (1.0 - lo)),
+                           static_cast<float>(2.0 / (1.0 - lo)));
+  matrix next(n * n, 0.0f), after(n * n, 0.0f), current(n * n);  // b_{k+1}, b_{k+2}, b_k
+  for (int k = degree; k >= 1; --k) {
+    current = shifted(after, n, static_cast<float>(coefficients[k]), -1.0f);
+    gemm(t, next, current, n, 2.0f, 1.0f);
     std::swap(after, next);
-    std::swap(next, b);
+    std::swap(next, current);
   }
-  b = shifted(after, n, static_cast<float>(coefficients[0]), -1.0f);
-  gemm(t, next, b, n, 1.0f, 1.0f);
-  const float scale = static_cast<float>(std::pow(c, -1.0 / p));
-  for (size_t i = 0; i < n * n; ++i) out[i] = scale * b[i];
-  return root_outcome{d, 0.0, double(d) * 2.0 * double(n) * n * n};
+  current = shifted(after, n, static_cast<float>(coefficients[0]), -1.0f);
+  gemm(t, next, current, n, 1.0f, 1.0f);
+  return current;
+}
+
+// A polynomial needs a degree near log(1 / accuracy) / (2 sqrt(lo)) for x^{-1/p} on [lo, 1]:
+// thousands at lo = 1e-6. So coupled-Newton steps, with poles for the sure interval [damping,
+// hi] (no estimate: a Chebyshev series is wild below its interval), first lift its lower end
+// to 0.1; then A^{-1/p} = X M^{-1/p}, M^{-1/p} by the series on [lo, 1] (error below 1e-5 at
+// the default degree 16).
+root_outcome chebyshev(const matrix& a, size_t n, int p, double c, spectrum_interval sure,
+                       const root_options& o, std::span<float> out) {
+  constexpr double enough = 0.1;
+  coupled_newton_state state(a, n, p, c);
+  root_outcome outcome;
+  while (sure.lo < enough && outcome.iterations < o.max_iterations) {
+    const polynomial_step t = choose_step(sure.lo, sure.hi, p);
+    outcome.gemm_flops += state.advance(t, false);
+    ++outcome.iterations;
+    sure = {t.next_lo, 1.0};
+  }
+  const double lo = std::min(sure.lo, 0.99);
+  const matrix series = chebyshev_series(state.m, n, p, lo, o.degree);
+  gemm(state.x, series, state.scratch, n);
+  outcome.gemm_flops += (o.degree + 1) * 2.0 * double(n) * n * n;
+  outcome.iterations += o.degree;
+  outcome.residual = distance_from_identity(state.m, n);
+  std::copy(state.scratch.begin(), state.scratch.end(), out.begin());
+  return outcome;
 }
 
 double frobenius(const matrix& a) {
@@ -305,7 +352,7 @@ caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int
     case root_solver::newton_db:
       return newton_db(damped, n, lambda, interval_of(damped, n, lambda, damping), o, out);
     case root_solver::chebyshev:  // the damping bounds the spectrum from below
-      return chebyshev(damped, n, p, lambda, damping / lambda, o, out);
+      return chebyshev(damped, n, p, lambda, {damping / lambda, 1.0}, o, out);
   }
   return make_error(errc::bad_configuration, "unknown solver");
 }

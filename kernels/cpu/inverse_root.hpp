@@ -1,18 +1,18 @@
 // Inverse p-th roots of symmetric positive definite matrices, A^{-1/p}: the preconditioner
 // roots of Shampoo and DASH (L^{-1/4}, R^{-1/4}). Four solvers:
 //   evd:            eigendecomposition in double precision (LAPACK dsyevd): the reference;
-//   coupled_newton: the coupled Newton iteration (Guo & Higham 2006) in fp32 GEMMs;
-//   newton_db:      inverse-free Denman-Beavers (Newton-Schulz) iterations: A^{1/2}, then the
-//                   inverse square root of that, A^{-1/4} (p = 4 only);
-//   chebyshev:      a Chebyshev series of x^{-1/p} on [damping, lambda_max], evaluated on the
-//                   matrix by Clenshaw's recurrence (one GEMM per degree). Its interval starts
-//                   at the damping, so its accuracy follows epsilon and the degree: with
-//                   epsilon 1e-2 (condition at most about 1e2) degree 64 is within 1e-6, with
-//                   epsilon 1e-6 no practical degree is.
+//   coupled_newton: the coupled Newton iteration (Guo & Higham 2006) in fp32 GEMMs, each
+//                   step's polynomial chosen for where the spectrum is (kernels/cpu/spectrum);
+//   newton_db:      inverse-free Denman-Beavers (Newton-Schulz) iterations: A^{-1/2}, then
+//                   the square root of that, A^{-1/4} (p = 4 only); steps chosen the same way;
+//   chebyshev:      coupled-Newton steps until the spectrum lies in [0.1, 1], then a
+//                   Chebyshev series of x^{-1/p} on that interval, evaluated on the matrix by
+//                   Clenshaw's recurrence (one GEMM per degree). A series alone would need a
+//                   degree in the thousands at condition 1e6.
 // Every solver first adds epsilon * lambda_max(A) to the diagonal (damping) and scales A by
-// an upper bound of its largest eigenvalue (power iteration, or the Frobenius norm). Row-major
-// n x n matrices in fp32; scratch is allocated per call. No threads beyond BLAS's; any thread
-// may call.
+// an upper bound of its largest eigenvalue (power iteration, or the Frobenius norm); the
+// Newton solvers then estimate the smallest eigenvalue by Lanczos. Row-major n x n matrices in
+// fp32; scratch is allocated per call. No threads beyond BLAS's; any thread may call.
 #pragma once
 
 #include <caf/error.hpp>
@@ -32,7 +32,7 @@ struct root_options {
   float epsilon = 1e-6f;     // damping, relative to the largest eigenvalue
   int max_iterations = 100;  // per Newton stage
   float tolerance = 1e-6f;   // stop when ||M - I||_F is below this (or stops improving)
-  int degree = 64;           // chebyshev: the series' degree
+  int degree = 16;           // chebyshev: the series' degree
 };
 
 struct root_outcome {

@@ -1,7 +1,7 @@
 // Unit tests of the CPU DASH step (kernels/cpu/dash): the blocks and their groups, one step
 // against the formula computed by hand, blocks that do not influence each other, a block with
 // a NaN gradient reset and counted while the others go on, 16-bit statistics close to fp32,
-// and a least-squares problem that DASH solves.
+// a least-squares problem that DASH solves, and block threads that change nothing.
 #define BOOST_TEST_MODULE dash
 #include <boost/test/unit_test.hpp>
 
@@ -236,4 +236,26 @@ BOOST_AUTO_TEST_CASE(the_saved_state_restores_the_same_steps) {
   const std::vector<float> too_many(first.block_values(0) * 10, 1.0f);
   BOOST_TEST(static_cast<bool>(second.set_state(0, 0, too_many)));
   BOOST_TEST(static_cast<bool>(second.set_state(99, 0, {})));
+}
+
+BOOST_AUTO_TEST_CASE(block_threads_take_the_same_steps_as_one) {
+  // 70 x 50 with B = 16: full blocks and remainder blocks, in four groups; one block's
+  // gradient is NaN at step 3, so the resets are collected from threads too.
+  auto config = config_with(16, 2, root_solver::coupled_newton);
+  config.storage = dash_storage::bf16;  // stochastic rounding seeded per block, not per thread
+  trainer one{70, 50, config};
+  config.threads = 3;
+  trainer three{70, 50, config};
+  auto theta_one = random_values(70 * 50, 1), theta_three = theta_one;
+  for (uint64_t t = 1; t <= 5; ++t) {
+    auto g = random_values(70 * 50, 10 + static_cast<unsigned>(t), 0.1f);
+    if (t == 3) g[20 * 50 + 40] = NAN;  // the block of rows 16-31, columns 32-47
+    BOOST_TEST(one.step(theta_one, g, t) == (t == 3 ? 1u : 0u));
+    BOOST_TEST(three.step(theta_three, g, t) == (t == 3 ? 1u : 0u));
+  }
+  BOOST_TEST(max_difference(theta_one, theta_three) == 0.0);
+  BOOST_TEST(one.resets() == three.resets());
+  BOOST_TEST(one.gemm_flops() == three.gemm_flops());
+  for (size_t i = 0; i < one.state_count(); ++i)
+    BOOST_TEST(max_difference(one.state(i), three.state(i)) == 0.0, "state " << i);
 }

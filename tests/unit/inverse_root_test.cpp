@@ -1,9 +1,9 @@
 // Unit tests of the inverse p-th root solvers (kernels/cpu/inverse_root): on random SPD
 // matrices of sizes 1, 7, 64 and 256 with condition numbers 1e2 to 1e6, each iterative
 // solver's inverse 4th root is within 1e-3 relative (Frobenius) error of the double-precision
-// eigendecomposition, and the Chebyshev series on the interval
-// its damping gives; the reference itself inverts a diagonal matrix exactly; bad input is
-// refused.
+// eigendecomposition; the reference itself inverts a diagonal matrix exactly; Lanczos's
+// estimates lie inside the spectrum; a chosen step keeps the interval's image in (0, 1] and
+// lifts its lower end; bad input is refused.
 #define BOOST_TEST_MODULE inverse_root
 #include <boost/test/unit_test.hpp>
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/inverse_root.hpp"
+#include "kernels/cpu/spectrum.hpp"
 #include "tests/unit/expect_error.hpp"
 
 using namespace troupe;
@@ -91,7 +92,8 @@ BOOST_AUTO_TEST_CASE(iterative_solvers_match_the_eigendecomposition) {
     for (double condition : {1e2, 1e4, 1e6}) {
       const auto a = random_spd(n, condition, static_cast<unsigned>(n * 31 + condition));
       const auto reference = root_of(a, n, root_solver::evd);
-      for (root_solver s : {root_solver::coupled_newton, root_solver::newton_db}) {
+      for (root_solver s :
+           {root_solver::coupled_newton, root_solver::newton_db, root_solver::chebyshev}) {
         const double error = relative_error(root_of(a, n, s), reference);
         BOOST_TEST(error <= 1e-3, to_string(s) << " n " << n << " condition " << condition
                                                << ": relative error " << error);
@@ -101,15 +103,36 @@ BOOST_AUTO_TEST_CASE(iterative_solvers_match_the_eigendecomposition) {
     }
 }
 
-BOOST_AUTO_TEST_CASE(chebyshev_matches_the_eigendecomposition_on_its_interval) {
-  // Its interval starts at the damping: with epsilon 1e-2 the damped matrices have condition
-  // at most about 1e2, and degree 64 suffices whatever the original condition.
-  for (size_t n : {1u, 7u, 64u, 256u})
-    for (double condition : {1e2, 1e4, 1e6}) {
-      const auto a = random_spd(n, condition, static_cast<unsigned>(n * 31 + condition));
-      const double error = relative_error(root_of(a, n, root_solver::chebyshev, 1e-2f),
-                                          root_of(a, n, root_solver::evd, 1e-2f));
-      BOOST_TEST(error <= 1e-3, "n " << n << " condition " << condition << ": " << error);
+BOOST_AUTO_TEST_CASE(lanczos_brackets_the_spectrum_from_inside) {
+  for (double condition : {1e1, 1e3, 1e6}) {
+    const size_t n = 64;
+    const auto a = random_spd(n, condition, 5);  // eigenvalues 1 ... 1 / condition
+    const ritz_extremes ritz = lanczos_extremes(a, n);
+    BOOST_TEST(ritz.largest <= 1.0 + 1e-5);
+    BOOST_TEST(ritz.largest >= 0.99);
+    BOOST_TEST(ritz.smallest >= (1.0 / condition) * (1.0 - 1e-3));
+    BOOST_TEST(ritz.smallest <= 1.0 / std::sqrt(condition), condition << ": " << ritz.smallest);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_chosen_step_maps_the_interval_into_its_image_and_lifts_the_bottom) {
+  for (int q : {2, 4})
+    for (double lo : {1e-6, 1e-3, 0.1, 0.9, 1.0}) {
+      const polynomial_step t = choose_step(lo, 1.0, q);
+      auto image = [&](double m) { return m * std::pow(t.gain * (1.0 - m / t.pole), q); };
+      BOOST_TEST(t.pole >= 1.25);  // T stays positive a quarter beyond the interval
+      const polynomial_step classic = choose_step(1.0, 1.0, q);  // pole (q + 1), Newton's
+      const double classic_lo = lo * std::pow(classic.gain * (1.0 - lo / classic.pole), q);
+      BOOST_TEST(t.next_lo >= classic_lo * (1.0 - 1e-9), q << " " << lo << ": " << t.next_lo);
+      if (lo <= 1e-3) BOOST_TEST(t.next_lo >= 2.0 * classic_lo, q << " " << lo);
+      for (int i = 0; i <= 100; ++i) {
+        const double m = lo + (1.0 - lo) * i / 100.0;
+        BOOST_TEST(image(m) <= 1.0 + 1e-9);
+        BOOST_TEST(image(m) >= t.next_lo * (1.0 - 1e-9));
+        const double below = lo * i / 100.0;     // eigenvalues the estimate missed: they rise,
+        BOOST_TEST(image(below) <= 1.0 + 1e-9);  // and never past the top
+        BOOST_TEST(image(below) >= below);
+      }
     }
 }
 
