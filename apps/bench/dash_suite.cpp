@@ -1,11 +1,12 @@
 // troupe-bench dash: one DASH step on an N x N parameter (default 1024, B = 256; eight
 // gradients in turn) for each inverse-root solver, with the roots every step (f = 1) and every
 // 10 steps (f = 10), beside an Adam step on the same tensors; once with one step thread and
-// BLAS on all cores, once ("xT") with T step threads over the blocks and one BLAS thread each. The
-// limit of a DASH step is the time its matrix-multiply FLOPs take at the rate of one large OpenBLAS
-// sgemm measured in the same run (f = 10 steps are timed ten at a time, so that the roots' share is
-// averaged in). Then each iterative solver's relative error against the eigendecomposition on the
-// statistics the steps built.
+// BLAS on all cores, once ("xT") with T step threads over the blocks and one BLAS thread each;
+// then B / 2 and 2 B at f = 10. The limit of a DASH step is the time its matrix-multiply FLOPs
+// take at the rate of one large OpenBLAS sgemm measured in the same run (f = 10 steps are
+// timed ten at a time, so that the roots' share is averaged in). Last, each iterative solver's
+// relative error against the eigendecomposition on statistics that one step and twenty steps
+// built.
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -92,20 +93,22 @@ row time_adam(uint32_t n, int reps) {
   return row{"adam (same tensor)", "ms/step", 1e3 * t.median_s, 1e3 * t.min_s, 1e3 * t.max_s};
 }
 
-// Each iterative solver on a statistics block a few DASH steps built, against evd.
-std::vector<row> solver_errors(uint32_t block) {
+// Each iterative solver on a statistics block that `steps` DASH steps built, against evd: one
+// step leaves it of rank B / 2 or so (the damping sets its condition), twenty well conditioned.
+std::vector<row> solver_errors(uint32_t block, int steps) {
   dash_config config;
   config.block = block;
   config.frequency = 1000;
   dash_run run{block, config};
-  run.steps(20);
+  run.steps(steps);
   const auto left = run.d.left_of(0, 0);
   std::vector<float> reference(left.size()), out(left.size());
   root_options o;
   o.solver = root_solver::evd;
   inverse_root(left, block, 4, reference, o);
   std::vector<row> rows;
-  for (root_solver s : {root_solver::coupled_newton, root_solver::newton_db}) {
+  for (root_solver s :
+       {root_solver::coupled_newton, root_solver::newton_db, root_solver::chebyshev}) {
     o.solver = s;
     const auto done = inverse_root(left, block, 4, out, o);
     double diff = 0, norm = 0;
@@ -114,9 +117,9 @@ std::vector<row> solver_errors(uint32_t block) {
       norm += double(reference[i]) * reference[i];
     }
     const double error = std::sqrt(diff / norm);
-    rows.push_back(
-        row{fmt::format("{} error vs evd ({} it)", to_string(s), done ? done->iterations : -1),
-            "rel. error", error, error, error});
+    rows.push_back(row{fmt::format("{} error vs evd, {} step{} ({} it)", to_string(s), steps,
+                                   steps == 1 ? "" : "s", done ? done->iterations : -1),
+                       "rel. error", error, error, error});
   }
   return rows;
 }
@@ -131,12 +134,19 @@ suite_result run_dash(const options& o) {
   suite_result result{"dash", {}};
   result.rows.push_back(time_adam(n, o.reps));
   const auto cores = std::max(1u, std::thread::hardware_concurrency());
+  const auto solvers = {root_solver::evd, root_solver::coupled_newton, root_solver::newton_db,
+                        root_solver::chebyshev};
   for (uint32_t threads : {1u, cores})
     for (uint32_t f : {1u, 10u})
-      for (root_solver s : {root_solver::evd, root_solver::coupled_newton, root_solver::newton_db})
+      for (root_solver s : solvers)
         if (threads == 1 || cores > 1)
           result.rows.push_back(time_dash(n, block, f, s, threads, reps, rate));
-  for (auto& r : solver_errors(block)) result.rows.push_back(r);
+  for (uint32_t other : {block / 2, block * 2})  // other block sizes, f = 10, block threads
+    for (root_solver s : {root_solver::evd, root_solver::coupled_newton})
+      if (other >= 1 && other <= n)
+        result.rows.push_back(time_dash(n, other, 10, s, cores, reps, rate));
+  for (int steps : {1, 20})
+    for (auto& r : solver_errors(block, steps)) result.rows.push_back(r);
   result.rows.push_back(
       row{"sgemm 2048^3 (the limit's rate)", "GFLOP/s", rate / 1e9, rate / 1e9, rate / 1e9});
   return result;
