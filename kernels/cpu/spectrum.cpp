@@ -131,4 +131,15 @@ polynomial_step choose_step(double lo, double hi, int q) {
   return {best_pole, std::pow(most, -1.0 / q), least / most};
 }
 
+std::vector<polynomial_step> newton_schedule(double lo, int q, int classic, int max_steps) {
+  std::vector<polynomial_step> steps;
+  while (lo < 0.999 && static_cast<int>(steps.size()) < max_steps) {
+    steps.push_back(choose_step(lo, 1.0, q));
+    lo = steps.back().next_lo;
+  }
+  for (int i = 0; i < classic && static_cast<int>(steps.size()) < max_steps; ++i)
+    steps.push_back(choose_step(1.0, 1.0, q));
+  return steps;
+}
+
 }  // namespace troupe::kernels

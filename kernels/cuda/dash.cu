@@ -4,6 +4,7 @@
 // tests/gpu/dash_cuda_test.cpp.
 #include <cmath>
 
+#include "kernels/cpu/newton_steps.hpp"
 #include "kernels/cuda/dash.hpp"
 
 namespace troupe::kernels::cuda {
@@ -124,7 +125,8 @@ __global__ void scaled_identity_kernel(float* out, int n, int count, const float
 }
 
 // Per block: lambda = 1.01 lambda_est (as the CPU twin), damping d = eps lambda,
-// z = (p + 1) / (2 (lambda + d)); M = z (A + d I); x_scale = z^{1/p}.
+// z = 1 / (lambda + d); M = z (A + d I), with eigenvalues in [eps / (1 + eps), 1];
+// x_scale = z^{1/p}.
 __global__ void newton_start_kernel(const float* a, float* m, int n, int count, float* lambda,
                                     float* x_scale, float damping) {
   const size_t per = static_cast<size_t>(n) * n;
@@ -133,18 +135,19 @@ __global__ void newton_start_kernel(const float* a, float* m, int n, int count, 
     float lam = 1.01f * lambda[k];
     if (!(lam > 0.0f)) lam = 1.0f;
     const float d = damping * lam;
-    const float z = (root_p + 1.0f) / (2.0f * (lam + d));
+    const float z = 1.0f / (lam + d);
     m[i] = z * (a[i] + ((e / n == e % n) ? d : 0.0f));
     if (e == 0) x_scale[k] = powf(z, 1.0f / root_p);
   }
 }
 
-// t = ((p + 1) I - m) / p
-__global__ void newton_step_kernel(const float* m, float* t, int n, int count) {
+// t = gain (I - m / pole) (kernels/cpu/newton_steps; the classic step is ((p + 1) I - m) / p)
+__global__ void newton_step_kernel(const float* m, float* t, int n, int count, float gain,
+                                   float pole) {
   const size_t per = static_cast<size_t>(n) * n;
   TROUPE_GRID_STRIDE(i, per * count) {
     const size_t e = i % per;
-    t[i] = (((e / n == e % n) ? root_p + 1.0f : 0.0f) - m[i]) / root_p;
+    t[i] = gain * ((e / n == e % n) ? 1.0f : 0.0f) - (gain / pole) * m[i];
   }
 }
 
@@ -263,8 +266,11 @@ cudaError_t inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float
   float* x = ws.x;
   float* m = ws.newton;
   float* scratch = ws.scratch;
-  for (int i = 0; i < p.newton_iterations; ++i) {
-    newton_step_kernel<<<blocks_for(all), threads, 0, s>>>(m, ws.t, n, count);
+  const double sure_lo = double(p.damping) / (1.0 + double(p.damping));
+  for (const polynomial_step& step : newton_schedule(sure_lo, root_p, 3, p.newton_iterations)) {
+    newton_step_kernel<<<blocks_for(all), threads, 0, s>>>(m, ws.t, n, count,
+                                                           static_cast<float>(step.gain),
+                                                           static_cast<float>(step.pole));
     TROUPE_CUBLAS_TRY(gemm_rm(h, n, n, n, 1.0f, x, nn, ws.t, nn, 0.0f, scratch, nn, count));
     float* swap = x;
     x = scratch, scratch = swap;
