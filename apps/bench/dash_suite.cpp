@@ -136,11 +136,12 @@ suite_result run_dash(const options& o) {
   const auto cores = std::max(1u, std::thread::hardware_concurrency());
   const auto solvers = {root_solver::evd, root_solver::coupled_newton, root_solver::newton_db,
                         root_solver::chebyshev};
-  for (uint32_t threads : {1u, cores})
+  const std::vector<uint32_t> thread_counts =
+      cores > 1 ? std::vector<uint32_t>{1u, cores} : std::vector<uint32_t>{1u};
+  for (uint32_t threads : thread_counts)
     for (uint32_t f : {1u, 10u})
       for (root_solver s : solvers)
-        if (threads == 1 || cores > 1)
-          result.rows.push_back(time_dash(n, block, f, s, threads, reps, rate));
+        result.rows.push_back(time_dash(n, block, f, s, threads, reps, rate));
   for (uint32_t other : {block / 2, block * 2})  // other block sizes, f = 10, block threads
     for (root_solver s : {root_solver::evd, root_solver::coupled_newton})
       if (other >= 1 && other <= n)

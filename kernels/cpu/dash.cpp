@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <map>
+#include <system_error>
 #include <thread>
 
 #include "kernels/cpu/half.hpp"
@@ -242,18 +244,32 @@ uint32_t dash_matrix::step(std::span<float> theta, std::span<const float> grad, 
   std::vector<char> failed(work.size(), 0);
   std::vector<double> flops(threads, 0.0);
   // Blocks are independent (disjoint parameters, moments and statistics; seeds per block):
-  // thread t takes blocks t, t + threads, ...
+  // thread t takes blocks t, t + threads, ... An exception in a thread (bad_alloc) is carried
+  // to the caller after all have finished, as it would be with one thread.
+  std::vector<std::exception_ptr> thrown(threads);
   auto run = [&](size_t t) {
-    scratch s;
-    for (size_t i = t; i < work.size(); i += threads)
-      failed[i] = !step_block(groups_[work[i].first], work[i].second, theta, grad, mv,
-                              std::max<uint64_t>(step, 1), lr, s, flops[t]);
+    try {
+      scratch s;
+      for (size_t i = t; i < work.size(); i += threads)
+        failed[i] = !step_block(groups_[work[i].first], work[i].second, theta, grad, mv,
+                                std::max<uint64_t>(step, 1), lr, s, flops[t]);
+    } catch (...) {
+      thrown[t] = std::current_exception();
+    }
   };
   {
     std::vector<std::jthread> helpers;
-    for (size_t t = 1; t < threads; ++t) helpers.emplace_back(run, t);
+    std::vector<size_t> unstarted;  // shares whose thread could not be made: run them here
+    for (size_t t = 1; t < threads; ++t) try {
+        helpers.emplace_back(run, t);
+      } catch (const std::system_error&) {
+        unstarted.push_back(t);
+      }
     run(0);
+    for (size_t t : unstarted) run(t);
   }
+  for (const auto& e : thrown)
+    if (e) std::rethrow_exception(e);
   uint32_t reset = 0;
   for (size_t i = 0; i < work.size(); ++i)
     if (failed[i]) {

@@ -287,8 +287,9 @@ matrix chebyshev_series(const matrix& b, size_t n, int p, double lo, int degree)
 // hi] (no estimate: a Chebyshev series is wild below its interval), first lift its lower end
 // to 0.1; then A^{-1/p} = X M^{-1/p}, M^{-1/p} by the series on [lo, 1] (error below 1e-5 at
 // the default degree 16).
-root_outcome chebyshev(const matrix& a, size_t n, int p, double c, spectrum_interval sure,
-                       const root_options& o, std::span<float> out) {
+caf::expected<root_outcome> chebyshev(const matrix& a, size_t n, int p, double c,
+                                      spectrum_interval sure, const root_options& o,
+                                      std::span<float> out) {
   constexpr double enough = 0.1;
   coupled_newton_state state(a, n, p, c);
   root_outcome outcome;
@@ -298,6 +299,8 @@ root_outcome chebyshev(const matrix& a, size_t n, int p, double c, spectrum_inte
     ++outcome.iterations;
     sure = {t.next_lo, 1.0};
   }
+  if (sure.lo < enough)
+    return make_error(errc::non_finite, "chebyshev: the spectrum was not lifted into [0.1, 1]");
   const double lo = std::min(sure.lo, 0.99);
   const matrix series = chebyshev_series(state.m, n, p, lo, o.degree);
   gemm(state.x, series, state.scratch, n);
@@ -314,14 +317,38 @@ double frobenius(const matrix& a) {
   return std::sqrt(sum);
 }
 
-// Where the eigenvalues of damped / c lie. The damping is a sure lower bound; Lanczos's
-// smallest Ritz value, halved, a likelier one (eigenvalues below it still converge, at the
-// classic rate, so a poor estimate costs steps, never accuracy).
-spectrum_interval interval_of(const matrix& damped, size_t n, double c, double damping) {
-  const ritz_extremes ritz = lanczos_extremes(damped, n);
-  const double hi = ritz.largest > 0 ? std::min(1.0, 1.01 * ritz.largest / c) : 1.0;
-  const double lo = std::max(damping, 0.5 * ritz.smallest) / c;
-  return {std::min(lo, hi), hi};
+// How a matrix is scaled, and where the eigenvalues of (A + damping I) / c lie. The damping
+// is a sure lower bound; Lanczos's smallest Ritz value, halved, a likelier one (eigenvalues
+// below it still converge, at the classic rate, so a poor estimate costs steps, never
+// accuracy). The largest eigenvalue is estimated twice (power iteration and Lanczos, both
+// from below, so the larger, plus 1%); the Frobenius norm bounds it for sure.
+struct root_scale {
+  double c = 1;       // the scale: an upper bound of the damped matrix's largest eigenvalue
+  float damping = 0;  // added to the diagonal
+  spectrum_interval interval;
+};
+
+root_scale scale_of(const matrix& a, size_t n, const root_options& o) {
+  const ritz_extremes ritz = lanczos_extremes(a, n);
+  double lambda = o.scaling == root_scaling::frobenius
+                      ? frobenius(a)
+                      : 1.01 * std::max(largest_eigenvalue(a, n), ritz.largest);
+  if (!(lambda > 0)) lambda = 1.0;  // a zero matrix: the damping alone is left
+  root_scale s;
+  s.damping = static_cast<float>(o.epsilon * lambda);
+  s.c = lambda + s.damping;
+  const double hi = std::min(1.0, 1.01 * (ritz.largest + s.damping) / s.c);
+  const double lo = std::max(double(s.damping), 0.5 * (ritz.smallest + s.damping)) / s.c;
+  s.interval = hi > 0 ? spectrum_interval{std::min(lo, hi), hi} : spectrum_interval{lo, 1.0};
+  return s;
+}
+
+// A Newton solver whose M did not reach I (a scale far off, fp32 exhausted early) gives a root
+// that must not be used.
+caf::expected<root_outcome> converged(root_outcome outcome) {
+  if (outcome.residual <= 1e-2) return outcome;
+  return make_error(errc::non_finite, "the inverse root did not converge (residual " +
+                                          std::to_string(outcome.residual) + ")");
 }
 
 }  // namespace
@@ -336,23 +363,21 @@ caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int
     return make_error(errc::bad_configuration, "the chebyshev degree must be at least 1");
   if (o.solver == root_solver::newton_db && p != 4)
     return make_error(errc::bad_configuration, "newton_db computes inverse 4th roots only");
+  if (o.solver == root_solver::chebyshev && !(o.epsilon > 0))
+    return make_error(errc::bad_configuration, "chebyshev needs a damping epsilon above 0");
   matrix damped(a.begin(), a.end());
-  double lambda =
-      o.scaling == root_scaling::frobenius ? frobenius(damped) : largest_eigenvalue(a, n) * 1.01;
-  if (!(lambda > 0)) lambda = 1.0;  // a zero matrix: the damping alone is left
-  const float damping = static_cast<float>(o.epsilon * lambda);
-  for (size_t i = 0; i < n; ++i) damped[i * n + i] += damping;
-  lambda += damping;
+  const root_scale scale = scale_of(damped, n, o);
+  for (size_t i = 0; i < n; ++i) damped[i * n + i] += scale.damping;
   switch (o.solver) {
     case root_solver::evd:
       if (auto err = evd_root(damped, n, p, out)) return err;
       return root_outcome{};
     case root_solver::coupled_newton:
-      return coupled_newton(damped, n, p, lambda, interval_of(damped, n, lambda, damping), o, out);
+      return converged(coupled_newton(damped, n, p, scale.c, scale.interval, o, out));
     case root_solver::newton_db:
-      return newton_db(damped, n, lambda, interval_of(damped, n, lambda, damping), o, out);
+      return converged(newton_db(damped, n, scale.c, scale.interval, o, out));
     case root_solver::chebyshev:  // the damping bounds the spectrum from below
-      return chebyshev(damped, n, p, lambda, {damping / lambda, 1.0}, o, out);
+      return chebyshev(damped, n, p, scale.c, {scale.damping / scale.c, 1.0}, o, out);
   }
   return make_error(errc::bad_configuration, "unknown solver");
 }

@@ -10,8 +10,9 @@
 //                   Clenshaw's recurrence (one GEMM per degree). A series alone would need a
 //                   degree in the thousands at condition 1e6.
 // Every solver first adds epsilon * lambda_max(A) to the diagonal (damping) and scales A by
-// an upper bound of its largest eigenvalue (power iteration, or the Frobenius norm); the
-// Newton solvers then estimate the smallest eigenvalue by Lanczos. Row-major n x n matrices in
+// its largest eigenvalue: the larger of a power-iteration and a Lanczos estimate, plus 1%, or
+// the Frobenius norm (a sure bound); the Newton solvers start from Lanczos's estimate of the
+// smallest eigenvalue. Row-major n x n matrices in
 // fp32; scratch is allocated per call. No threads beyond BLAS's; any thread may call.
 #pragma once
 
@@ -36,14 +37,16 @@ struct root_options {
 };
 
 struct root_outcome {
-  int iterations = 0;     // Newton steps taken (0 for evd)
-  double residual = 0.0;  // max |M - I| at the end (0 for evd)
+  int iterations = 0;     // Newton steps taken, plus the series' degree for chebyshev (evd: 0)
+  double residual = 0.0;  // ||M - I||_F at the end, or its bound after an X-only last step
   double gemm_flops = 0;  // matrix-multiply FLOPs spent (0 for evd, which is not GEMMs)
 };
 
 // out = (a + damping)^{-1/p}, both n x n row-major; p >= 1. errc::non_finite for a matrix
-// with NaN/Inf, errc::shape_mismatch for wrong sizes, errc::bad_configuration for a solver
-// that cannot do p (newton_db: p = 4 only) or a chebyshev degree below 1.
+// with NaN/Inf or a solver that did not converge (residual above 1e-2; out is then not to be
+// used), errc::shape_mismatch for wrong sizes, errc::bad_configuration for a solver that
+// cannot do p (newton_db: p = 4 only), a chebyshev degree below 1 or chebyshev without
+// damping.
 caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int p,
                                          std::span<float> out, const root_options& options);
 

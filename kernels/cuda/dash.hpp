@@ -41,7 +41,8 @@ struct dash_step_params {
   bool compute_roots = false;  // this step recomputes L^{-1/4} and R^{-1/4}
   // Most coupled-Newton steps per root. The steps are chosen for the sure interval
   // [damping / (1 + damping), 1] (kernels/cpu/newton_steps), the same for every block: with
-  // damping 1e-6 that is 10 chosen steps and 3 classic ones (classic steps alone need ~19).
+  // damping 1e-6 that is 10 chosen steps and 3 classic ones (classic steps alone need ~19);
+  // a smaller cap cuts the schedule short and leaves roots unconverged.
   int newton_iterations = 25;
   int power_iterations = 50;  // batched power iterations per largest eigenvalue
 };

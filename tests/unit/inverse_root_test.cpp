@@ -3,7 +3,8 @@
 // solver's inverse 4th root is within 1e-3 relative (Frobenius) error of the double-precision
 // eigendecomposition; the reference itself inverts a diagonal matrix exactly; Lanczos's
 // estimates lie inside the spectrum; a chosen step keeps the interval's image in (0, 1] and
-// lifts its lower end; bad input is refused.
+// lifts its lower end faster than a classic one; the GPU's schedule converges; rank-deficient
+// statistics are rooted as the reference; bad input is refused.
 #define BOOST_TEST_MODULE inverse_root
 #include <boost/test/unit_test.hpp>
 
@@ -121,6 +122,9 @@ BOOST_AUTO_TEST_CASE(a_chosen_step_maps_the_interval_into_its_image_and_lifts_th
       const polynomial_step t = choose_step(lo, 1.0, q);
       auto image = [&](double m) { return m * std::pow(t.gain * (1.0 - m / t.pole), q); };
       BOOST_TEST(t.pole >= 1.25);  // T stays positive a quarter beyond the interval
+      const polynomial_step half = choose_step(lo / 2, 0.5, q);  // the same, scaled
+      BOOST_TEST(half.pole == t.pole / 2, boost::test_tools::tolerance(1e-6));
+      BOOST_TEST(half.next_lo == t.next_lo, boost::test_tools::tolerance(1e-6));
       const polynomial_step classic = choose_step(1.0, 1.0, q);  // pole (q + 1), Newton's
       const double classic_lo = lo * std::pow(classic.gain * (1.0 - lo / classic.pole), q);
       BOOST_TEST(t.next_lo >= classic_lo * (1.0 - 1e-9), q << " " << lo << ": " << t.next_lo);
@@ -136,6 +140,59 @@ BOOST_AUTO_TEST_CASE(a_chosen_step_maps_the_interval_into_its_image_and_lifts_th
     }
 }
 
+BOOST_AUTO_TEST_CASE(without_a_lower_bound_the_step_is_classic) {
+  const polynomial_step t = choose_step(0.0, 1.0, 4);
+  BOOST_TEST(t.pole == 5.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(t.gain == 1.25, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(t.next_lo == 0.0);  // nothing is known yet, and nothing is claimed
+  BOOST_TEST(choose_step(1.0, 1.0, 4).next_lo == 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_schedule_for_a_sure_interval_converges_it) {
+  // The GPU's roots: one schedule for every block, from the damping's bound.
+  const auto steps = newton_schedule(1e-6, 4, 3, 25);
+  BOOST_TEST(steps.size() <= 14u);  // classic steps alone: about 19
+  double lo = 1e-6;
+  for (const auto& t : steps) lo = t.next_lo;
+  BOOST_TEST(lo >= 0.999);
+  BOOST_TEST(newton_schedule(0.0, 4, 3, 25).size() == 25u);  // no bound: classic, to the cap
+  BOOST_TEST(newton_schedule(1e-6, 4, 3, 5).size() == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(rank_deficient_statistics_are_rooted_as_the_reference) {
+  // One step's statistics: G G^T of a 128 x 16 gradient, rank 16; the damping sets the rest,
+  // and the root is dominated by those 112 eigenvalues. fp32 rounds the matrix by about 6e-8
+  // of its largest eigenvalue, which is a fraction of the damping: the error is about
+  // 4.5e-9 / epsilon for every fp32 solver (4.5e-3 at 1e-6), so 1e-3 needs epsilon >= 1e-5.
+  const size_t n = 128, k = 16;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1e-2f);
+  std::vector<float> g(n * k), a(n * n, 0.0f);
+  for (auto& x : g) x = normal(rng);
+  for (size_t r = 0; r < n; ++r)
+    for (size_t c = 0; c < n; ++c)
+      for (size_t j = 0; j < k; ++j) a[r * n + c] += g[r * k + j] * g[c * k + j];
+  for (float epsilon : {1e-5f, 1e-4f}) {
+    const auto reference = root_of(a, n, root_solver::evd, epsilon);
+    for (root_solver s :
+         {root_solver::coupled_newton, root_solver::newton_db, root_solver::chebyshev}) {
+      const double error = relative_error(root_of(a, n, s, epsilon), reference);
+      BOOST_TEST(error <= 1e-3, to_string(s) << " " << epsilon << ": relative error " << error);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(chosen_steps_take_fewer_than_classic_ones) {
+  const size_t n = 64;
+  const auto a = random_spd(n, 1e6, 3);
+  std::vector<float> out(n * n);
+  root_options o;
+  auto done = inverse_root(a, n, 4, out, o);
+  BOOST_TEST_REQUIRE(static_cast<bool>(done));
+  BOOST_TEST(done->iterations <= 14, done->iterations);  // classic Newton: 17 to 19
+  BOOST_TEST(done->residual <= 1e-2);
+}
+
 BOOST_AUTO_TEST_CASE(bad_input_is_refused) {
   std::vector<float> out(4);
   root_options o;
@@ -148,5 +205,8 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused) {
   BOOST_TEST(testing::fails_with(inverse_root(a, 2, 2, out, o), errc::bad_configuration));
   o.solver = root_solver::chebyshev;
   o.degree = 0;
+  BOOST_TEST(testing::fails_with(inverse_root(a, 2, 4, out, o), errc::bad_configuration));
+  o.degree = 16;
+  o.epsilon = 0.0f;  // a series needs a sure lower end
   BOOST_TEST(testing::fails_with(inverse_root(a, 2, 4, out, o), errc::bad_configuration));
 }
