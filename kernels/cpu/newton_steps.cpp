@@ -8,8 +8,14 @@ namespace troupe::kernels {
 
 namespace {
 
+double power(double x, int q) {  // x^q for a small q >= 0, without pow's cost
+  double out = 1.0;
+  for (int i = 0; i < q; ++i) out *= x;
+  return out;
+}
+
 double image(double m, double pole, int q) {
-  return m * std::pow(1.0 - m / pole, q);
+  return m * power(1.0 - m / pole, q);
 }
 
 // max and min of m (1 - m / pole)^q over [lo, hi]: one peak, at pole / (q + 1).
@@ -38,11 +44,12 @@ polynomial_step choose_step(double lo, double hi, int q) {
     return {last, gain, std::min(next_lo, 1.0)};
   }
   constexpr int samples = 256;  // log-spaced, then refined around the best
-  for (int i = 0; i <= samples; ++i) consider(first * std::pow(last / first, double(i) / samples));
   const double width = std::pow(last / first, 1.0 / samples);
-  const double around = best_pole;
-  for (int i = -16; i <= 16; ++i)
-    consider(std::clamp(around * std::pow(width, i / 16.0), first, last));
+  double pole = first;
+  for (int i = 0; i <= samples; ++i, pole *= width) consider(std::min(pole, last));
+  const double fine = std::pow(width, 1.0 / 16);
+  pole = best_pole / width;
+  for (int i = -16; i <= 16; ++i, pole *= fine) consider(std::clamp(pole, first, last));
   const auto [most, least] = image_range(lo, hi, best_pole, q);
   return {best_pole, std::pow(most, -1.0 / q), least / most};
 }
