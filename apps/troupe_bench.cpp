@@ -1,7 +1,7 @@
 // troupe-bench SUITE [--size N] [--reps R] [--json FILE]: runs one suite of benchmarks and
 // prints our figures beside the limit measured in the same run (../shared/design/BENCHMARKS.md).
-// Suites: apply, messages, pushpull, sparse, dash. ("serve" is the peer process the others
-// start.)
+// Suites: apply, messages, pushpull, sparse, dash, and dash-gpu in builds with CUDA. ("serve"
+// is the peer process the others start.)
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -21,8 +21,8 @@ std::string self_path(const char* argv0) {
 
 int usage() {
   fmt::print(stderr,
-             "usage: troupe-bench apply|messages|pushpull|sparse|dash [--size N] [--reps R] "
-             "[--json FILE]\n");
+             "usage: troupe-bench apply|messages|pushpull|sparse|dash|dash-gpu [--size N] "
+             "[--reps R] [--json FILE]\n");
   return 2;
 }
 
@@ -59,10 +59,21 @@ int main(int argc, char** argv) {
     result = run_sparse(o);
   else if (suite == "dash")
     result = run_dash(o);
+#ifdef TROUPE_BENCH_GPU
+  else if (suite == "dash-gpu")
+    result = run_dash_gpu(o);
+#else
+  else if (suite == "dash-gpu") {
+    fmt::print(stderr, "troupe-bench dash-gpu: this build has no CUDA\n");
+    return 1;
+  }
+#endif
   else
     return usage();
   if (result.rows.empty()) {
-    fmt::print(stderr, "troupe-bench {}: no figures (could not start the peer process?)\n", suite);
+    fmt::print(
+        stderr, "troupe-bench {}: no figures{}\n", suite,
+        suite == "messages" || suite == "pushpull" ? " (could not start the peer process?)" : "");
     return 1;
   }
   print(result);

@@ -18,6 +18,7 @@ suite_result run_messages(const options& o);
 suite_result run_pushpull(const options& o);
 suite_result run_sparse(const options& o);
 suite_result run_dash(const options& o);
+suite_result run_dash_gpu(const options& o);  // only in builds with CUDA (TROUPE_BENCH_GPU)
 
 // The peer process of messages and pushpull: publishes a bucket host and an echo actor on
 // loopback, runs a raw TCP echo server, prints "ports A B C" and serves until told to stop.

@@ -217,13 +217,13 @@ __global__ void reset_kernel(const float* flags, int rows, int cols, float* left
 
 // -- the workspace -----------------------------------------------------------------------------
 
-struct workspace {
+struct workspace_layout {
   float *g, *first, *adam, *product, *p;    // count x rows x cols each
   float *x, *t, *t2, *newton, *scratch;     // count x n x n each, n = max(rows, cols)
   float *v, *w;                             // count x n
   float *lambda, *x_scale, *graft, *flags;  // count
 
-  workspace(float* base, int rows, int cols, int count) {
+  workspace_layout(float* base, int rows, int cols, int count) {
     const size_t rc = static_cast<size_t>(rows) * cols * count;
     const int n = rows > cols ? rows : cols;
     const size_t nn = static_cast<size_t>(n) * n * count;
@@ -250,7 +250,7 @@ struct workspace {
 
 // root = a^{-1/4} for every block of a (count x n x n) by coupled Newton.
 cudaError_t inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float* root, int n,
-                         int count, const dash_step_params& p, workspace& ws) {
+                         int count, const dash_step_params& p, workspace_layout& ws) {
   const size_t nn = static_cast<size_t>(n) * n;
   const size_t all = nn * count;
   // Largest eigenvalue per block by batched power iteration.
@@ -292,6 +292,14 @@ size_t dash_workspace_floats(int rows, int cols, int count) {
          (5 * static_cast<size_t>(rows) * cols + 5 * static_cast<size_t>(n) * n + 2 * n + 4);
 }
 
+cudaError_t batched_inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float* root,
+                                 int n, int count, const dash_step_params& p, float* workspace) {
+  if (count == 0) return cudaSuccess;
+  TROUPE_CUBLAS_TRY(cublasSetStream(h, s));
+  workspace_layout ws{workspace, n, n, count};
+  return inverse_root(h, s, a, root, n, count, p, ws);
+}
+
 cudaError_t dash_group_init(const dash_group_buffers& g, cudaStream_t stream) {
   const size_t ll = static_cast<size_t>(g.rows) * g.rows * g.count;
   const size_t rr = static_cast<size_t>(g.cols) * g.cols * g.count;
@@ -307,7 +315,7 @@ cudaError_t dash_group_step(cublasHandle_t h, cudaStream_t s, float* theta, cons
                             const dash_step_params& p) {
   if (g.count == 0) return cudaSuccess;
   TROUPE_CUBLAS_TRY(cublasSetStream(h, s));
-  workspace ws{g.workspace, g.rows, g.cols, g.count};
+  workspace_layout ws{g.workspace, g.rows, g.cols, g.count};
   const int r = g.rows, c = g.cols, count = g.count;
   const size_t rc = static_cast<size_t>(r) * c, all = rc * count;
   const long long rr = static_cast<long long>(r) * r, cc = static_cast<long long>(c) * c;

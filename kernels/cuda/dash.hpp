@@ -2,10 +2,11 @@
 // kernels::dash_matrix::step (kernels/cpu/dash.hpp) with the coupled-Newton roots, on stacked
 // device tensors and cuBLAS strided-batched GEMMs, so that every block of the group moves in
 // one launch per operation. Differences from the CPU twin, by design: Adam's moments are
-// stacked like the blocks (not in the parameter's layout), the roots take a fixed number of
-// Newton iterations (no host round trip to test convergence), and each block's largest
-// eigenvalue comes from a fixed number of batched power iterations. Everything is enqueued on
-// `stream` and the call returns at once; the caller owns every buffer (C++17 for nvcc).
+// stacked like the blocks (not in the parameter's layout), the roots take one schedule of
+// Newton steps chosen on the host for the sure interval [damping, 1] (no host round trip to
+// test convergence, no per-block estimate of the smallest eigenvalue), and each block's
+// largest eigenvalue comes from a fixed number of batched power iterations. Everything is enqueued
+// on `stream` and the call returns at once; the caller owns every buffer (C++17 for nvcc).
 #pragma once
 
 #include <cublas_v2.h>
@@ -49,6 +50,13 @@ struct dash_step_params {
 
 // Floats of workspace one group step needs.
 size_t dash_workspace_floats(int rows, int cols, int count);
+
+// root = (a + damping)^{-1/4} for `count` stacked n x n blocks, as a group step computes its
+// roots (batched power iteration, then the Newton schedule); `workspace` holds
+// dash_workspace_floats(n, n, count) floats. For benchmarks and tests of the roots alone.
+cudaError_t batched_inverse_root(cublasHandle_t handle, cudaStream_t stream, const float* a,
+                                 float* root, int n, int count, const dash_step_params& p,
+                                 float* workspace);
 
 // Sets the roots of every block to the identity (call once after allocating).
 cudaError_t dash_group_init(const dash_group_buffers& g, cudaStream_t stream);

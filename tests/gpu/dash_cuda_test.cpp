@@ -1,7 +1,9 @@
 // The CUDA DASH group step against its CPU twin (kernels/cpu/dash.cpp, coupled Newton): a
 // 300 x 200 parameter in 128 x 128 blocks (four groups: full, narrow, short, corner), three
 // steps with the roots each step, then a NaN in one block: it is reset and counted, and its
-// parameters do not move. Skipped (not failed) on a machine without a usable GPU.
+// parameters do not move. And the GPU's two roots (the batched Newton schedule and cuSOLVER's
+// eigendecomposition) against the CPU reference. Skipped (not failed) on a machine without a
+// usable GPU.
 #define BOOST_TEST_MODULE dash_cuda
 #include <boost/test/unit_test.hpp>
 
@@ -14,8 +16,10 @@
 #include <vector>
 
 #include "kernels/cpu/dash.hpp"
+#include "kernels/cpu/inverse_root.hpp"
 #include "kernels/cuda/dash.hpp"
 #include "kernels/cuda/device.hpp"
+#include "kernels/cuda/eigen_root.hpp"
 #include "tests/gpu/gpu_test_support.hpp"
 
 namespace {
@@ -127,4 +131,63 @@ BOOST_AUTO_TEST_CASE(the_gpu_step_matches_the_cpu_twin,
   BOOST_TEST(cpu.resets() == 1u);
   for (float x : after) BOOST_TEST_REQUIRE(std::isfinite(x));
   cublasDestroy(handle);
+}
+
+namespace {
+
+// Symmetric positive definite blocks, stacked: G G^T / n plus a ridge of 1e-3 (condition up
+// to about 4e3).
+std::vector<float> spd_blocks(int n, int count, uint32_t seed) {
+  const auto g = normal_values(size_t(n) * n * count, seed, 1.0f);
+  std::vector<float> a(size_t(n) * n * count, 0.0f);
+  for (int k = 0; k < count; ++k) {
+    const float* gk = g.data() + size_t(k) * n * n;
+    float* ak = a.data() + size_t(k) * n * n;
+    for (int r = 0; r < n; ++r)
+      for (int c = 0; c <= r; ++c) {
+        double sum = 0;
+        for (int j = 0; j < n; ++j) sum += double(gk[r * n + j]) * gk[c * n + j];
+        ak[r * n + c] = ak[c * n + r] = static_cast<float>(sum / n + (r == c ? 1e-3 : 0.0));
+      }
+  }
+  return a;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(both_gpu_roots_match_the_cpu_reference,
+                     *boost::unit_test::precondition(has_gpu{})) {
+  for (int n : {64, 256}) {
+    const int count = 3;
+    const auto a = spd_blocks(n, count, 40 + static_cast<uint32_t>(n));
+    const size_t nn = size_t(n) * n;
+    std::vector<float> reference(nn * count);
+    root_options o;
+    o.solver = root_solver::evd;
+    for (int k = 0; k < count; ++k)
+      BOOST_REQUIRE(static_cast<bool>(
+          inverse_root({a.data() + k * nn, nn}, n, 4, {reference.data() + k * nn, nn}, o)));
+    cublasHandle_t blas;
+    cusolverDnHandle_t solver;
+    BOOST_REQUIRE(cublasCreate(&blas) == CUBLAS_STATUS_SUCCESS);
+    BOOST_REQUIRE(cusolverDnCreate(&solver) == CUSOLVER_STATUS_SUCCESS);
+    device_array<float> d_a(a), newton_root(nn * count), eigen_root(nn * count);
+    device_array<float> newton_work(cuda::dash_workspace_floats(n, n, count));
+    const size_t eigen_floats = cuda::eigen_root_workspace_floats(solver, d_a.ptr, n, count);
+    BOOST_REQUIRE(eigen_floats > 0u);
+    device_array<float> eigen_work(eigen_floats);
+    device_array<int> info(count);
+    cuda::dash_step_params p;
+    p.damping = o.epsilon;
+    BOOST_REQUIRE(cuda::batched_inverse_root(blas, nullptr, d_a.ptr, newton_root.ptr, n, count, p,
+                                             newton_work.ptr) == cudaSuccess);
+    BOOST_REQUIRE(cuda::eigen_inverse_root(solver, blas, nullptr, d_a.ptr, eigen_root.ptr, n, count,
+                                           o.epsilon, eigen_work.ptr, info.ptr) == cudaSuccess);
+    BOOST_REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    for (int status : info.to_host()) BOOST_TEST(status == 0);
+    BOOST_TEST(relative_difference(newton_root.to_host(), reference) < 1e-3, "newton n " << n);
+    BOOST_TEST(relative_difference(eigen_root.to_host(), reference) < 1e-3, "eigen n " << n);
+    cusolverDnDestroy(solver);
+    cublasDestroy(blas);
+  }
 }
