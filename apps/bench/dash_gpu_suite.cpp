@@ -27,17 +27,23 @@ namespace {
 
 using namespace troupe::kernels;
 
-// count values of T on the device; empty (ptr null) when the allocation failed.
+// count values of T on the device, zeroed or copied from `host`; a failure (ptr null) is
+// also written to `failed`, which every user checks before enqueuing.
 template <class T>
 struct device_buffer {
   T* ptr = nullptr;
-  explicit device_buffer(size_t count, const std::vector<T>* host = nullptr) {
-    if (cudaMalloc(&ptr, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) {
+  device_buffer(size_t count, cudaError_t& failed, const std::vector<T>* host = nullptr) {
+    const size_t bytes = std::max<size_t>(count, 1) * sizeof(T);
+    cudaError_t err = cudaMalloc(&ptr, bytes);
+    if (err == cudaSuccess) err = cudaMemset(ptr, 0, bytes);
+    if (err == cudaSuccess && host)
+      err = cudaMemcpy(ptr, host->data(), std::min(count, host->size()) * sizeof(T),
+                       cudaMemcpyHostToDevice);
+    if (err != cudaSuccess) {
+      cudaFree(ptr);
       ptr = nullptr;
-      return;
+      if (failed == cudaSuccess) failed = err;
     }
-    cudaMemset(ptr, 0, std::max<size_t>(count, 1) * sizeof(T));
-    if (host) cudaMemcpy(ptr, host->data(), host->size() * sizeof(T), cudaMemcpyHostToDevice);
   }
   ~device_buffer() { cudaFree(ptr); }
   device_buffer(const device_buffer&) = delete;
@@ -56,8 +62,9 @@ timing time_on_gpu(int reps, cudaStream_t stream, const std::function<cudaError_
 
 double sgemm_rate(cublasHandle_t blas, cudaStream_t stream, int reps, cudaError_t& failed) {
   const int n = 8192;
-  device_buffer<float> a(size_t{n} * n), b(size_t{n} * n), c(size_t{n} * n);
-  if (!a.ptr || !b.ptr || !c.ptr) return failed = cudaErrorMemoryAllocation, 0.0;
+  const auto values = random_values(size_t{n} * n, 1);  // not zeros: those run cooler
+  device_buffer<float> a(values.size(), failed, &values), b(values.size(), failed, &values),
+      c(values.size(), failed);
   const float one = 1.0f, zero = 0.0f;
   const timing t = time_on_gpu(
       reps, stream,
@@ -90,10 +97,13 @@ std::vector<row> time_roots(cublasHandle_t blas, cusolverDnHandle_t solver, cuda
         a[k * nn + r * n + c] = a[k * nn + c * n + r] =
             static_cast<float>(sum / n + (r == c ? 1e-3 : 0.0));
       }
-  device_buffer<float> d_a(a.size(), &a), root(a.size());
-  device_buffer<float> newton_work(cuda::dash_workspace_floats(n, n, count));
-  device_buffer<float> eigen_work(cuda::eigen_root_workspace_floats(solver, d_a.ptr, n, count));
-  device_buffer<int> info(count);
+  device_buffer<float> d_a(a.size(), failed, &a), root(a.size(), failed);
+  device_buffer<float> newton_work(cuda::dash_workspace_floats(n, n, count), failed);
+  const size_t eigen_floats =
+      d_a.ptr ? cuda::eigen_root_workspace_floats(solver, d_a.ptr, n, count) : 0;
+  if (eigen_floats == 0 && failed == cudaSuccess) failed = cudaErrorUnknown;  // no syevd size
+  device_buffer<float> eigen_work(eigen_floats, failed);
+  device_buffer<int> info(count, failed);
   cuda::dash_step_params p;
   const timing newton = time_on_gpu(
       reps, stream,
@@ -109,6 +119,11 @@ std::vector<row> time_roots(cublasHandle_t blas, cusolverDnHandle_t solver, cuda
                                         p.damping, eigen_work.ptr, info.ptr);
       },
       failed);
+  std::vector<int> status(count, 0);
+  if (failed == cudaSuccess)
+    failed = cudaMemcpy(status.data(), info.ptr, count * sizeof(int), cudaMemcpyDeviceToHost);
+  for (int s : status)
+    if (s != 0 && failed == cudaSuccess) failed = cudaErrorUnknown;  // a syevd that failed
   const double steps =
       double(newton_schedule(p.damping / (1.0 + p.damping), 4, 3, p.newton_iterations).size());
   const double flops =
@@ -131,17 +146,18 @@ std::vector<row> time_group_steps(cublasHandle_t blas, cudaStream_t stream, size
   for (int i = 0; i < per_side; ++i)
     for (int j = 0; j < per_side; ++j) row0.push_back(i * block), col0.push_back(j * block);
   const auto theta_host = random_values(values, 3);
-  device_buffer<float> theta(values, &theta_host), m(values), v(values);
+  device_buffer<float> theta(values, failed, &theta_host), m(values, failed), v(values, failed);
   std::vector<std::unique_ptr<device_buffer<float>>> grads;
   for (uint64_t k = 0; k < 8; ++k) {
     const auto g = random_values(values, 4 + k, 1e-2f);
-    grads.push_back(std::make_unique<device_buffer<float>>(values, &g));
+    grads.push_back(std::make_unique<device_buffer<float>>(values, failed, &g));
   }
-  device_buffer<uint32_t> d_row0(row0.size(), &row0), d_col0(col0.size(), &col0);
-  device_buffer<float> left(blocks_values), right(blocks_values), left_root(blocks_values),
-      right_root(blocks_values), bm(blocks_values), bv(blocks_values),
-      work(cuda::dash_workspace_floats(block, block, count));
-  device_buffer<int> resets(1);
+  device_buffer<uint32_t> d_row0(row0.size(), failed, &row0), d_col0(col0.size(), failed, &col0);
+  device_buffer<float> left(blocks_values, failed), right(blocks_values, failed),
+      left_root(blocks_values, failed), right_root(blocks_values, failed),
+      bm(blocks_values, failed), bv(blocks_values, failed),
+      work(cuda::dash_workspace_floats(block, block, count), failed);
+  device_buffer<int> resets(1, failed);
   cuda::dash_group_buffers g{block,    block,     count,         d_row0.ptr,     d_col0.ptr,
                              left.ptr, right.ptr, left_root.ptr, right_root.ptr, bm.ptr,
                              bv.ptr,   work.ptr,  resets.ptr};

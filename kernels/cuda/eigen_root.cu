@@ -55,6 +55,10 @@ cudaError_t eigen_inverse_root(cusolverDnHandle_t solver, cublasHandle_t blas, c
                                const float* a, float* root, int n, int count, float epsilon,
                                float* workspace, int* info) {
   if (count == 0) return cudaSuccess;
+  if (count > 65535) return cudaErrorInvalidValue;  // the scaling kernel's grid.y
+  if (cusolverDnSetStream(solver, stream) != CUSOLVER_STATUS_SUCCESS ||
+      cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS)
+    return cudaErrorUnknown;
   eigen_workspace ws{workspace, n, count, 0};
   ws.lwork = syevd_work(solver, n, ws.v, ws.w);
   if (ws.lwork < 0) return cudaErrorUnknown;
@@ -71,6 +75,8 @@ cudaError_t eigen_inverse_root(cusolverDnHandle_t solver, cublasHandle_t blas, c
                       (nn + threads - 1) / threads < 1024 ? (nn + threads - 1) / threads : 1024),
                   static_cast<unsigned>(count));
   scale_columns_kernel<<<grid, threads, 0, stream>>>(ws.v, ws.w, ws.scaled, n, epsilon);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
   // root = scaled V^T (column-major; symmetric, so the same read row-major).
   const float one = 1.0f, zero = 0.0f;
   const long long stride = static_cast<long long>(nn);

@@ -20,7 +20,8 @@ size_t eigen_root_workspace_floats(cusolverDnHandle_t solver, const float* a, in
 
 // root_k = (a_k + epsilon max eig(a_k) I)^{-1/4} for the `count` stacked symmetric n x n blocks
 // of a. `info` is count device ints (cuSOLVER's per-block status: non-zero where syevd failed,
-// and that block's root is then not to be used). Both handles must be bound to `stream`.
+// and that block's root is then not to be used). Binds both handles to `stream`; at most
+// 65535 blocks (cudaErrorInvalidValue beyond).
 cudaError_t eigen_inverse_root(cusolverDnHandle_t solver, cublasHandle_t blas, cudaStream_t stream,
                                const float* a, float* root, int n, int count, float epsilon,
                                float* workspace, int* info);
