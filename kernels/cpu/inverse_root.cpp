@@ -31,11 +31,23 @@ void gemm(const matrix& a, const matrix& b, matrix& c, size_t n, float alpha = 1
               beta, c.data(), m);
 }
 
-// s I + t m
-matrix shifted(const matrix& m, size_t n, float s, float t) {
-  matrix out(n * n);
+// out = s I + t m, into out's storage (the iterations' steps reuse theirs).
+void shift(const matrix& m, size_t n, float s, float t, matrix& out) {
+  out.resize(n * n);
   for (size_t i = 0; i < n * n; ++i) out[i] = t * m[i];
   for (size_t i = 0; i < n; ++i) out[i * n + i] += s;
+}
+
+matrix shifted(const matrix& m, size_t n, float s, float t) {
+  matrix out;
+  shift(m, n, s, t, out);
+  return out;
+}
+
+// s I
+matrix scaled_identity(size_t n, float s) {
+  matrix out(n * n, 0.0f);
+  for (size_t i = 0; i < n; ++i) out[i * n + i] = s;
   return out;
 }
 
@@ -124,7 +136,7 @@ struct coupled_newton_state {
   coupled_newton_state(const matrix& a, size_t size, int root, double c)
       : n(size),
         p(root),
-        x(shifted(matrix(n * n, 0.0f), n, static_cast<float>(std::pow(c, -1.0 / p)), 0.0f)),
+        x(scaled_identity(n, static_cast<float>(std::pow(c, -1.0 / p)))),
         m(shifted(a, n, 0.0f, static_cast<float>(1.0 / c))),
         step(n * n),
         power(n * n),
@@ -133,7 +145,7 @@ struct coupled_newton_state {
   // One step; with x_only, M is left as it was. Returns the FLOPs.
   double advance(const polynomial_step& t, bool x_only) {
     const double n_gemm = 2.0 * double(n) * n * n;
-    step = shifted(m, n, static_cast<float>(t.gain), static_cast<float>(-t.gain / t.pole));
+    shift(m, n, static_cast<float>(t.gain), static_cast<float>(-t.gain / t.pole), step);
     gemm(x, step, scratch, n);
     std::swap(x, scratch);
     if (x_only) return n_gemm;
@@ -198,7 +210,7 @@ root_outcome schulz(matrix& y, matrix& z, size_t n, spectrum_interval interval, 
     const bool last = now * now <= o.tolerance;
     const polynomial_step step =
         last ? choose_step(1.0, 1.0, 2) : choose_step(interval.lo, interval.hi, 2);
-    t = shifted(zy, n, static_cast<float>(step.gain), static_cast<float>(-step.gain / step.pole));
+    shift(zy, n, static_cast<float>(step.gain), static_cast<float>(-step.gain / step.pole), t);
     ++outcome.iterations;
     if (!last || keep == wanted::root) {
       gemm(y, t, scratch, n);
@@ -230,11 +242,11 @@ root_outcome schulz(matrix& y, matrix& z, size_t n, spectrum_interval interval, 
 root_outcome newton_db(const matrix& a, size_t n, double c, spectrum_interval interval,
                        const root_options& o, std::span<float> out) {
   matrix y = shifted(a, n, 0.0f, static_cast<float>(1.0 / c));
-  matrix z = shifted(matrix(n * n, 0.0f), n, 1.0f, 0.0f);
+  matrix z = scaled_identity(n, 1.0f);
   const root_outcome first = schulz(y, z, n, interval, wanted::inverse_root, o);
   const double s = largest_eigenvalue(z, n) * 1.01;
   y = shifted(z, n, 0.0f, static_cast<float>(1.0 / s));
-  z = shifted(matrix(n * n, 0.0f), n, 1.0f, 0.0f);
+  z = scaled_identity(n, 1.0f);
   const spectrum_interval second_interval{std::min(1.0, 1.0 / (std::sqrt(interval.hi) * s)), 1.0};
   const root_outcome second = schulz(y, z, n, second_interval, wanted::root, o);
   const auto scale = static_cast<float>(std::sqrt(s) * std::pow(c, -0.25));
@@ -272,12 +284,12 @@ matrix chebyshev_series(const matrix& b, size_t n, int p, double lo, int degree)
                            static_cast<float>(2.0 / (1.0 - lo)));
   matrix next(n * n, 0.0f), after(n * n, 0.0f), current(n * n);  // b_{k+1}, b_{k+2}, b_k
   for (int k = degree; k >= 1; --k) {
-    current = shifted(after, n, static_cast<float>(coefficients[k]), -1.0f);
+    shift(after, n, static_cast<float>(coefficients[k]), -1.0f, current);
     gemm(t, next, current, n, 2.0f, 1.0f);
     std::swap(after, next);
     std::swap(next, current);
   }
-  current = shifted(after, n, static_cast<float>(coefficients[0]), -1.0f);
+  shift(after, n, static_cast<float>(coefficients[0]), -1.0f, current);
   gemm(t, next, current, n, 1.0f, 1.0f);
   return current;
 }

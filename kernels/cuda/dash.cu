@@ -3,6 +3,7 @@
 // kernels/cpu/dash.cpp (dash_matrix::step with root_solver::coupled_newton); compared in
 // tests/gpu/dash_cuda_test.cpp.
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/newton_steps.hpp"
 #include "kernels/cuda/dash.hpp"
@@ -248,9 +249,16 @@ struct workspace_layout {
     if ((call) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown; \
   } while (0)
 
-// root = a^{-1/4} for every block of a (count x n x n) by coupled Newton.
+// The Newton steps every root of a step takes: chosen for the sure interval [damping, 1].
+std::vector<polynomial_step> schedule_for(const dash_step_params& p) {
+  const double sure_lo = double(p.damping) / (1.0 + double(p.damping));
+  return newton_schedule(sure_lo, root_p, 3, p.newton_iterations);
+}
+
+// root = a^{-1/4} for every block of a (count x n x n) by coupled Newton, taking `schedule`.
 cudaError_t inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float* root, int n,
-                         int count, const dash_step_params& p, workspace_layout& ws) {
+                         int count, const dash_step_params& p,
+                         const std::vector<polynomial_step>& schedule, workspace_layout& ws) {
   const size_t nn = static_cast<size_t>(n) * n;
   const size_t all = nn * count;
   // Largest eigenvalue per block by batched power iteration.
@@ -266,11 +274,9 @@ cudaError_t inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float
   float* x = ws.x;
   float* m = ws.newton;
   float* scratch = ws.scratch;
-  const double sure_lo = double(p.damping) / (1.0 + double(p.damping));
-  for (const polynomial_step& step : newton_schedule(sure_lo, root_p, 3, p.newton_iterations)) {
-    newton_step_kernel<<<blocks_for(all), threads, 0, s>>>(m, ws.t, n, count,
-                                                           static_cast<float>(step.gain),
-                                                           static_cast<float>(step.pole));
+  for (const polynomial_step& step : schedule) {
+    newton_step_kernel<<<blocks_for(all), threads, 0, s>>>(
+        m, ws.t, n, count, static_cast<float>(step.gain), static_cast<float>(step.pole));
     TROUPE_CUBLAS_TRY(gemm_rm(h, n, n, n, 1.0f, x, nn, ws.t, nn, 0.0f, scratch, nn, count));
     float* swap = x;
     x = scratch, scratch = swap;
@@ -297,7 +303,7 @@ cudaError_t batched_inverse_root(cublasHandle_t h, cudaStream_t s, const float* 
   if (count == 0) return cudaSuccess;
   TROUPE_CUBLAS_TRY(cublasSetStream(h, s));
   workspace_layout ws{workspace, n, n, count};
-  return inverse_root(h, s, a, root, n, count, p, ws);
+  return inverse_root(h, s, a, root, n, count, p, schedule_for(p), ws);
 }
 
 cudaError_t dash_group_init(const dash_group_buffers& g, cudaStream_t stream) {
@@ -334,8 +340,9 @@ cudaError_t dash_group_step(cublasHandle_t h, cudaStream_t s, float* theta, cons
   flag_nonfinite_kernel<<<blocks_for(rr * count), threads, 0, s>>>(g.left, rr, count, ws.flags);
   flag_nonfinite_kernel<<<blocks_for(cc * count), threads, 0, s>>>(g.right, cc, count, ws.flags);
   if (p.compute_roots) {
-    TROUPE_CUDA_TRY(inverse_root(h, s, g.left, g.left_root, r, count, p, ws));
-    TROUPE_CUDA_TRY(inverse_root(h, s, g.right, g.right_root, c, count, p, ws));
+    const auto schedule = schedule_for(p);  // the same for L and R
+    TROUPE_CUDA_TRY(inverse_root(h, s, g.left, g.left_root, r, count, p, schedule, ws));
+    TROUPE_CUDA_TRY(inverse_root(h, s, g.right, g.right_root, c, count, p, schedule, ws));
     flag_nonfinite_kernel<<<blocks_for(rr * count), threads, 0, s>>>(g.left_root, rr, count,
                                                                      ws.flags);
     flag_nonfinite_kernel<<<blocks_for(cc * count), threads, 0, s>>>(g.right_root, cc, count,
