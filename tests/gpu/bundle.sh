@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Packs the GPU checks for a GPU machine that lacks this project's libraries. The H200 that the
+# device tool lends has CUDA 13 but no CAF, Cap'n Proto, fmt, Boost.Test or OpenBLAS, and no
+# package archive, so tests/gpu/run.sh cannot build there. This script builds the checks here
+# (CUDA compiles and links here), then writes .gpu/troupe-gpu.tar.gz: the GPU test programs,
+# troupe-bench, every shared library they load except CUDA's and the driver's, and the C
+# library with its loader, so that they run whatever C library the GPU machine has.
+# Usage: tests/gpu/bundle.sh [build-dir]   (default build)
+# Then on the GPU machine (device tool: carry [".gpu"]): tests/gpu/run.sh --bundle
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build_dir=${1:-$here/build}
+programs=(adam_cuda_test dash_cuda_test gpu_stream_test troupe-bench)
+
+cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DTROUPE_CUDA=ON >/dev/null
+cmake --build "$build_dir" -j "$(nproc)" --target "${programs[@]}"
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/troupe-gpu/bin" "$stage/troupe-gpu/lib"
+for program in "${programs[@]}"; do
+  cp "$build_dir/bin/$program" "$stage/troupe-gpu/bin/"
+done
+
+# "name => /path (address)" lines of ldd; CUDA's libraries and the driver stay behind (the GPU
+# machine's own toolkit and driver must match each other), everything else travels under the
+# name the programs ask for.
+ldd "${programs[@]/#/$build_dir/bin/}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
+  sort -u | while read -r name path; do
+  case "$path" in
+    /usr/local/cuda*) continue ;;
+  esac
+  case "$name" in
+    libcuda.so* | libnvidia*) continue ;;
+  esac
+  cp -L "$path" "$stage/troupe-gpu/lib/$name"
+done
+cp -L /lib64/ld-linux-x86-64.so.2 "$stage/troupe-gpu/lib/"
+
+mkdir -p "$here/.gpu"
+tar -C "$stage" -czf "$here/.gpu/troupe-gpu.tar.gz" troupe-gpu
+echo "wrote $here/.gpu/troupe-gpu.tar.gz ($(du -h "$here/.gpu/troupe-gpu.tar.gz" | cut -f1)):"
+ls "$stage/troupe-gpu/bin" "$stage/troupe-gpu/lib" | tr '\n' ' '
+echo
