@@ -12,11 +12,13 @@
 
 #include <caf/expected.hpp>
 
+#include <deque>
 #include <unordered_map>
 
 #include "actors/clock_gate.hpp"
 #include "actors/sparse_table.hpp"
 #include "kernels/cpu/dash.hpp"
+#include "kernels/cpu/dash_pack.hpp"
 #include "messages/codec.hpp"
 #include "messages/types.hpp"
 
@@ -96,6 +98,21 @@ class bucket_store {
 
   // --optimizer dash: blocks reset so far because a value went non-finite.
   uint64_t dash_resets() const { return dash_resets_; }
+
+  // --dash-device gpu (actors/bucket_store_dash.cpp). While on, the DASH steps of slices that
+  // the GPU can step (kernels::gpu_can_step) are deferred instead of run: the owner hands each
+  // to the device and completes it, or runs it here, before anything reads the parameters
+  // again (save() and pulls must not see deferred steps). Returns whether any slice defers.
+  bool defer_dash(bool on);
+  bool dash_pending() const { return !deferred_.empty(); }
+  size_t dash_slices() const;  // slices stepped by DASH (the others by Adam)
+  // The oldest deferred step, packed for the device; dash_pending() must hold.
+  kernels::packed_dash_step pack_deferred_dash() const;
+  // Writes back the device's result of the oldest deferred step and retires it. An error (a
+  // package that does not fit, non-finite values) writes nothing and leaves it pending.
+  caf::error complete_deferred_dash(const kernels::packed_dash_step& done);
+  // Runs every deferred step on the CPU, oldest first.
+  void run_deferred_dash();
   const std::vector<dense_tensor>& slices() const { return slices_; }
 
  private:
@@ -133,6 +150,14 @@ class bucket_store {
   // --optimizer dash: per slice, its block-Shampoo state (none for vectors: AdamW).
   std::vector<std::optional<kernels::dash_matrix>> dash_;
   uint64_t dash_resets_ = 0;  // DASH blocks reset for non-finite values
+  struct deferred_step {
+    size_t slice;
+    std::vector<float> grad;
+    uint64_t step;
+    float lr;
+  };
+  bool defer_dash_ = false;
+  std::deque<deferred_step> deferred_;  // at most one per slice per push or round
   // [worker][slice]: the values the worker holds (what it last read), kept for delay
   // compensation and for selective sync.
   std::vector<std::vector<std::vector<float>>> read_;

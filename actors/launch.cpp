@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "actors/coordinator.hpp"
+#include "actors/dash_device.hpp"
 #include "actors/gatekeeper.hpp"
 #include "actors/heartbeat.hpp"
 #include "actors/node_metrics.hpp"
@@ -46,6 +47,21 @@ void size_blas(const launch_options& opts, unsigned local_workers) {
                                                       : std::max(1u, cores / local_workers)));
 }
 
+// --dash-device gpu: the process's DASH device, shared by its buckets; none for cpu. A GPU
+// that cannot be used refuses the start (a node asked for a GPU should not quietly use CPUs).
+caf::expected<std::optional<dash_device_actor>> start_dash_device(caf::actor_system& sys,
+                                                                  const launch_options& opts,
+                                                                  const logger& log) {
+  if (opts.dash_device != "gpu") return std::optional<dash_device_actor>{};
+  dash_device_config config;
+  config.request_timeout = opts.request_timeout;
+  config.log = log.named("dash-device");
+  auto device = spawn_dash_device(sys, config);
+  if (!device) return std::move(device.error());
+  log.info("buckets step DASH on GPU {}", config.device);
+  return std::optional<dash_device_actor>{std::move(*device)};
+}
+
 // This process's metrics registry with every node metric declared, served over HTTP when
 // --metrics-port is given (on --listen's host) until the object goes.
 struct node_metrics {
@@ -75,6 +91,11 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
     fmt::print(stderr, "{}: {}\n", app.name, describe(err));
     return 1;
   }
+  auto device = start_dash_device(sys, opts, log);
+  if (!device) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(device.error()));
+    return 1;
+  }
   caf::scoped_actor self{sys};
   size_blas(opts, opts.workers);
   auto coord = sys.spawn(
@@ -82,9 +103,9 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
       coordinator_config{opts, task, self->address(), log.named("coordinator"), metrics.registry});
   for (uint32_t i = 0; i < opts.servers; ++i) {
     const std::string name = "server-" + std::to_string(i);
-    sys.spawn(server,
-              server_config{coord, name, opts.request_timeout, self->address(), log.named(name),
-                            endpoint{}, opts.max_restarts, opts.restart_period, metrics.registry});
+    sys.spawn(server, server_config{coord, name, opts.request_timeout, self->address(),
+                                    log.named(name), endpoint{}, opts.max_restarts,
+                                    opts.restart_period, metrics.registry, *device});
   }
   for (uint32_t i = 0; i < opts.workers; ++i) {
     const std::string name = "worker-" + std::to_string(i);
@@ -92,7 +113,9 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
                              worker_config{coord, task, name, opts.request_timeout, self->address(),
                                            log.named(name), metrics.registry});
   }
-  return wait_for(self, coord.address(), app.name);
+  const int code = wait_for(self, coord.address(), app.name);
+  if (*device) self->send_exit(**device, caf::exit_reason::user_shutdown);
+  return code;
 }
 
 int run_coordinator(const launch_options& opts, std::shared_ptr<const training_task> task,
@@ -156,6 +179,7 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
   caf::scoped_actor self{sys};
   // Held here: a supervisor nobody references would end as unreachable.
   const caf::actor actor = spawn(sys, *coord, name, self->address(), metrics.registry);
+  if (!actor) return 1;  // `spawn` said why
   // Heartbeats come from their own small actor, so a long gradient step cannot silence them.
   auto beats = sys.spawn(heartbeat_sender, heartbeat_config{*coord, name, opts.heartbeat_interval,
                                                             self->address(), log});
@@ -235,6 +259,12 @@ int run_app(int argc, char** argv, const app_description& app) {
                       [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
                           caf::actor_addr supervisor, std::shared_ptr<metrics_registry> metrics) {
                         const endpoint data = open_data_port(sys, *opts, log);
+                        // Unreferenced once the server and its buckets end: it ends with them.
+                        auto device = start_dash_device(sys, *opts, log);
+                        if (!device) {
+                          log.error("{}", describe(device.error()));
+                          return caf::actor{};
+                        }
                         const server_config config{coord,
                                                    name,
                                                    opts->request_timeout,
@@ -243,7 +273,8 @@ int run_app(int argc, char** argv, const app_description& app) {
                                                    data,
                                                    opts->max_restarts,
                                                    opts->restart_period,
-                                                   std::move(metrics)};
+                                                   std::move(metrics),
+                                                   *device};
                         return caf::actor_cast<caf::actor>(sys.spawn(server, config));
                       });
   }

@@ -1,5 +1,7 @@
 #include "actors/parameter_bucket.hpp"
 
+#include <functional>
+
 #include "actors/guards.hpp"
 #include "troupe/error.hpp"
 
@@ -99,36 +101,60 @@ void drop_backup(self_ptr self, const bucket_actor_config& config, const caf::er
   st.awaiting.clear();
 }
 
-caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_config& config) {
+// Steps the DASH work the store deferred on the device, oldest first, then calls `next`. Each
+// step is awaited: no other message is handled meanwhile, so nothing reads (or saves, or
+// forwards) half-stepped parameters. A failure steps the rest on the CPU.
+void step_deferred_dash(self_ptr self, const bucket_actor_config& config,
+                        std::function<void()> next) {
+  auto& store = *self->state.store;
+  if (!store.dash_pending()) return next();
+  auto on_cpu = [self, config, next](const caf::error& why) {
+    auto& st = self->state;
+    if (st.device_failures++ % 1000 == 0)
+      config.log.warn("bucket {}: DASH steps on the CPU: the GPU failed ({}; {} so far)",
+                      st.store->id(), describe(why), st.device_failures);
+    st.store->run_deferred_dash();
+    next();
+  };
+  if (!config.dash_device) return on_cpu(make_error(errc::device_failure, "no DASH device"));
+  auto job = std::make_shared<kernels::packed_dash_step>(store.pack_deferred_dash());
+  self->request(*config.dash_device, config.request_timeout, run_atom_v, std::move(job))
+      .await(
+          [self, config, next, on_cpu](const dash_job& done) {
+            if (auto err = self->state.store->complete_deferred_dash(*done)) return on_cpu(err);
+            step_deferred_dash(self, config, next);
+          },
+          [on_cpu](caf::error& err) { on_cpu(err); });
+}
+
+// Sends the DASH steps of slices the GPU can step to the device, if there is one.
+void use_dash_device(self_ptr self, const bucket_actor_config& config) {
+  auto& store = *self->state.store;
+  if (!config.dash_device) return;
+  if (store.defer_dash(true))
+    return config.log.debug("bucket {} steps DASH on the GPU", store.id());
+  store.defer_dash(false);
+  if (store.dash_slices() > 0)
+    config.log.warn(
+        "bucket {}: DASH stays on the CPU: the GPU steps only coupled-Newton roots with power "
+        "scaling and fp32 statistics",
+        store.id());
+}
+
+// A push's reply once it is applied (DASH steps included): at once, or once the backup has it.
+void finish_push(self_ptr self, const wire& w, const bucket_actor_config& config,
+                 caf::expected<push_ack> ack, caf::typed_response_promise<wire> promise) {
   auto& st = self->state;
-  auto& store = *st.store;
-  // A promoted backup takes nothing more from its former primary (a late forward, or a primary
-  // declared lost that is still running): workers resend to it directly.
-  if (st.former_primary && sent_by(self, st.former_primary))
-    return make_error(errc::not_primary, "this bucket was promoted; resend here");
-  if (st.deposed) return make_error(errc::not_primary, "a backup took over this bucket");
-  auto push = decode<push_request>(w, st.limits);
-  if (!push) {
-    store.count_rejected();
-    config.log.warn("rejected a push: {}", describe(push.error()));
-    return std::move(push.error());
-  }
-  auto ack = store.apply(std::move(*push));
-  if (!ack) config.log.warn("rejected a push: {}", describe(ack.error()));
-  auto& m = st.metrics;
-  add(m.bytes_in, double(w.bytes.size()));
-  add(ack ? m.updates : m.rejected, 1);
-  if (ack && m.staleness) m.staleness->observe(double(ack->staleness));
-  set(m.mailbox, double(self->mailbox().size()));
-  if (ack) set(m.variance, store.update_variance());
   if (!st.backup) {
     release_held_pulls(self);
-    if (!ack) return std::move(ack.error());
-    return encode(*ack);
+    if (ack)
+      promise.deliver(encode(*ack));
+    else
+      promise.deliver(std::move(ack.error()));
+    return;
   }
   // Acknowledged once the backup has it too (a refusal only once the backup counted it).
   const uint64_t seq = ++st.forwarded;
-  auto promise = self->make_response_promise<wire>();
   st.awaiting.emplace(seq,
                       awaiting_backup{promise, ack ? caf::expected<wire>{encode(*ack)}
                                                    : caf::expected<wire>{std::move(ack.error())}});
@@ -162,6 +188,38 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
             });
   // Only now: pulls this push releases are mirrored to the backup after the push itself.
   release_held_pulls(self);
+}
+
+caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_config& config) {
+  auto& st = self->state;
+  auto& store = *st.store;
+  // A promoted backup takes nothing more from its former primary (a late forward, or a primary
+  // declared lost that is still running): workers resend to it directly.
+  if (st.former_primary && sent_by(self, st.former_primary))
+    return make_error(errc::not_primary, "this bucket was promoted; resend here");
+  if (st.deposed) return make_error(errc::not_primary, "a backup took over this bucket");
+  auto push = decode<push_request>(w, st.limits);
+  if (!push) {
+    store.count_rejected();
+    config.log.warn("rejected a push: {}", describe(push.error()));
+    return std::move(push.error());
+  }
+  auto ack = store.apply(std::move(*push));
+  if (!ack) config.log.warn("rejected a push: {}", describe(ack.error()));
+  auto& m = st.metrics;
+  add(m.bytes_in, double(w.bytes.size()));
+  add(ack ? m.updates : m.rejected, 1);
+  if (ack && m.staleness) m.staleness->observe(double(ack->staleness));
+  set(m.mailbox, double(self->mailbox().size()));
+  if (ack) set(m.variance, store.update_variance());
+  auto promise = self->make_response_promise<wire>();
+  if (!store.dash_pending()) {
+    finish_push(self, w, config, std::move(ack), promise);
+  } else {
+    step_deferred_dash(self, config, [self, w, config, ack, promise]() {
+      finish_push(self, w, config, ack, promise);
+    });
+  }
   return promise;
 }
 
@@ -184,6 +242,7 @@ caf::result<bool> on_restore(self_ptr self, const bucket_actor_config& config, u
   if (restored->id() != st.store->id())
     return make_error(errc::unknown_bucket, "the state of another bucket");
   *st.store = std::move(*restored);
+  use_dash_device(self, config);
   size_limits(st);
   config.log.debug("bucket {} restored from {} parts", st.store->id(), total);
   return true;
@@ -231,6 +290,7 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
   accept_exits_only_from(self, config.supervisor, config.log);
   self->state.store = std::move(store);
   self->state.metrics = bucket_metrics::of(config.metrics, self->state.store->id());
+  use_dash_device(self, config);
   size_limits(self->state);
   self->set_down_handler([=](caf::down_msg& msg) {
     const auto& backup = self->state.backup;
@@ -245,9 +305,11 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
       [=](stats_atom) -> wire { return encode(self->state.store->stats()); },
       [=](retire_atom, uint32_t worker) {
         if (!from_controller_or_primary(self, config)) return refuse("a retire");
-        self->state.store->retire(worker);
-        if (self->state.backup) self->send(*self->state.backup, retire_atom_v, worker);
-        release_held_pulls(self);
+        self->state.store->retire(worker);  // may complete a bsp round: DASH steps
+        step_deferred_dash(self, config, [self, worker] {
+          if (self->state.backup) self->send(*self->state.backup, retire_atom_v, worker);
+          release_held_pulls(self);
+        });
       },
       [=](admit_atom, uint32_t worker) -> caf::result<uint64_t> {
         if (!from_controller_or_primary(self, config))

@@ -7,7 +7,10 @@
 // retire and admit to it in order, and acknowledges a push only once the backup has applied
 // it, so an acknowledged update survives the loss of either copy. The store lives in a
 // shared_ptr held by the node's supervisor too, so a restarted bucket keeps its state.
-// Spawned by a server's supervisor; `controller` (the coordinator) may retire and admit
+// With a DASH device, the DASH steps a push (or a round) makes are stepped on the GPU before
+// the push is forwarded and acknowledged, each awaited, so that nothing reads half-stepped
+// parameters; any device failure steps them on the CPU instead (the same result up to fp32
+// rounding). Spawned by a server's supervisor; `controller` (the coordinator) may retire and admit
 // workers, save and restore state, set backups, promote, and inject faults.
 #pragma once
 
@@ -20,6 +23,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/bucket_store.hpp"
+#include "actors/dash_device.hpp"
 #include "actors/node_metrics.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
@@ -51,6 +55,7 @@ struct bucket_actor_state {
   std::vector<wire> incoming;      // state parts received so far (restore)
   std::vector<wire> saved;         // state parts being handed out (save)
   bucket_metrics metrics;          // this bucket's series (null without a registry)
+  uint64_t device_failures = 0;    // DASH steps the device failed (then stepped on the CPU)
 };
 
 struct bucket_actor_config {
@@ -59,6 +64,8 @@ struct bucket_actor_config {
   std::chrono::seconds request_timeout{30};
   logger log;
   std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
+  // --dash-device gpu: DASH steps go to this device (the CPU steps them when it fails).
+  std::optional<dash_device_actor> dash_device;
 };
 
 bucket_actor::behavior_type parameter_bucket(

@@ -47,9 +47,12 @@ std::shared_ptr<const child_spec> bucket_child(const server_config& config,
   auto spec = std::make_shared<child_spec>();
   spec->name = bucket_prefix + std::to_string(id);
   spec->start = [config, store, id](caf::local_actor* parent, caf::actor_addr supervisor) {
-    const bucket_actor_config bucket_config{
-        supervisor, config.coordinator.address(), config.request_timeout,
-        config.log.named("bucket-" + std::to_string(id)), config.metrics};
+    const bucket_actor_config bucket_config{supervisor,
+                                            config.coordinator.address(),
+                                            config.request_timeout,
+                                            config.log.named("bucket-" + std::to_string(id)),
+                                            config.metrics,
+                                            config.dash_device};
     return caf::actor_cast<caf::actor>(parent->spawn(parameter_bucket, store, bucket_config));
   };
   return spec;

@@ -6,10 +6,12 @@
 // coordinator says the job is over (or is lost). Accepts exit messages only from `supervisor`.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/dash_device.hpp"
 #include "actors/supervisor.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
@@ -35,6 +37,8 @@ struct server_config {
   uint32_t max_restarts = 3;
   std::chrono::milliseconds restart_period{10000};
   std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
+  // --dash-device gpu: the process's DASH device (the launcher's), handed to every bucket here.
+  std::optional<dash_device_actor> dash_device;
 };
 
 server_actor::behavior_type server(server_actor::stateful_pointer<server_state> self,

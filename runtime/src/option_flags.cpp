@@ -73,6 +73,10 @@ const std::vector<app_flag>& common_flags() {
       {"dash-nesterov", "", "--optimizer dash: precondition Adam's look-ahead moment", ""},
       {"dash-scaling", "S", "--optimizer dash: power | frobenius (bound on lambda_max for roots)",
        "power"},
+      {"dash-device", "D",
+       "--optimizer dash, servers: cpu | gpu (buckets step DASH on this node's GPU 0; needs cn, "
+       "power, fp32)",
+       "cpu"},
       {"help", "", "print this help", ""},
   };
   return flags;

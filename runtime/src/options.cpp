@@ -153,6 +153,13 @@ caf::error validate(const launch_options& o) {
     return bad("--dash-storage must be fp32, bf16 or fp16");
   if (o.dash_scaling != "power" && o.dash_scaling != "frobenius")
     return bad("--dash-scaling must be power or frobenius");
+  if (o.dash_device != "cpu" && o.dash_device != "gpu")
+    return bad("--dash-device must be cpu or gpu");
+  if (o.dash_device == "gpu" &&
+      (o.dash_solver != "cn" || o.dash_scaling != "power" || o.dash_storage != "fp32"))
+    return bad(
+        "--dash-device gpu steps coupled-Newton roots, scaled by power iteration, with fp32 "
+        "statistics: use --dash-solver cn --dash-scaling power --dash-storage fp32");
   if (o.accumulate == 0) return bad("--accumulate must be at least 1");
   for (const auto& [rank, ms] : o.worker_delay_ms)
     if (rank >= o.workers)
@@ -322,6 +329,7 @@ caf::expected<launch_options> parse_launch_options(
   if (auto e = parse_switch("dash-nesterov", get("dash-nesterov"), o.dash_nesterov)) return e;
   if (auto s = get("dash-storage")) o.dash_storage = *s;
   if (auto s = get("dash-scaling")) o.dash_scaling = *s;
+  if (auto s = get("dash-device")) o.dash_device = *s;
   if (auto e = parse_switch("prefetch", get("prefetch"), o.prefetch)) return e;
   if (auto s = get("compress")) {
     if (*s != "none" && *s != "sign")

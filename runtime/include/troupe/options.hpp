@@ -66,6 +66,7 @@ struct launch_options {
   std::string dash_storage = "fp32";  // dash: fp32 | bf16 | fp16 statistics
   bool dash_nesterov = false;
   std::string dash_scaling = "power";  // dash: power | frobenius
+  std::string dash_device = "cpu";     // dash, this node's buckets: cpu | gpu
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   bool lr_staleness = false;    // scale each update by 1 / (1 + staleness)

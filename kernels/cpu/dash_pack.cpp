@@ -1,0 +1,169 @@
+#include "kernels/cpu/dash_pack.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "troupe/error.hpp"
+
+namespace troupe::kernels {
+
+namespace {
+
+// Each tensor starts on a 256-byte boundary of the device buffer.
+size_t aligned(size_t offset) {
+  return (offset + 63) / 64 * 64;
+}
+
+// Reserves `floats` at the end of the layout and returns where they start.
+size_t reserve(size_t& end, size_t floats) {
+  const size_t at = aligned(end);
+  end = at + floats;
+  return at;
+}
+
+template <class T>
+float bits_as_float(T x) {
+  static_assert(sizeof(T) == sizeof(float));
+  float f;
+  std::memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+int32_t float_bits_as_int(float f) {
+  int32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  return x;
+}
+
+// Copies block k of group g between the parameter's layout and the stacked one.
+void stack_block(const dash_group& g, size_t k, uint32_t param_cols, std::span<const float> from,
+                 float* to) {
+  for (uint32_t i = 0; i < g.rows; ++i)
+    std::memcpy(to + (k * g.rows + i) * g.cols,
+                from.data() + size_t{g.row0[k] + i} * param_cols + g.col0[k],
+                g.cols * sizeof(float));
+}
+
+void unstack_block(const dash_group& g, size_t k, uint32_t param_cols, const float* from,
+                   std::span<float> to) {
+  for (uint32_t i = 0; i < g.rows; ++i)
+    std::memcpy(to.data() + size_t{g.row0[k] + i} * param_cols + g.col0[k],
+                from + (k * g.rows + i) * g.cols, g.cols * sizeof(float));
+}
+
+packed_group layout_of(const dash_group& g, size_t& end) {
+  packed_group p;
+  p.rows = g.rows;
+  p.cols = g.cols;
+  p.count = static_cast<uint32_t>(g.size());
+  const size_t n = g.size();
+  p.row0 = reserve(end, n);
+  p.col0 = reserve(end, n);
+  p.left = reserve(end, n * g.rows * g.rows);
+  p.right = reserve(end, n * g.cols * g.cols);
+  p.left_root = reserve(end, n * g.rows * g.rows);
+  p.right_root = reserve(end, n * g.cols * g.cols);
+  p.m = reserve(end, n * g.rows * g.cols);
+  p.v = reserve(end, n * g.rows * g.cols);
+  p.resets = reserve(end, 1);
+  return p;
+}
+
+}  // namespace
+
+bool gpu_can_step(const dash_config& config) {
+  return config.roots.solver == root_solver::coupled_newton &&
+         config.roots.scaling == root_scaling::power_iteration &&
+         config.storage == dash_storage::fp32;
+}
+
+packed_dash_step pack_dash_step(const dash_matrix& dash, std::span<const float> theta,
+                                std::span<const float> grad, std::span<const float> m,
+                                std::span<const float> v, uint64_t step, float lr) {
+  const auto& c = dash.config();
+  packed_dash_step out;
+  out.rows = dash.rows();
+  out.cols = dash.cols();
+  out.hyper = packed_hyper{lr,
+                           c.beta,
+                           c.adam.beta1,
+                           c.adam.beta2,
+                           c.adam.epsilon,
+                           c.adam.weight_decay,
+                           c.roots.epsilon,
+                           c.nesterov,
+                           step,
+                           (step - 1) % std::max<uint32_t>(c.frequency, 1) == 0};
+  size_t end = 0;
+  const size_t size = size_t{out.rows} * out.cols;
+  out.theta = reserve(end, size);
+  out.grad = reserve(end, size);
+  for (const auto& g : dash.groups()) out.groups.push_back(layout_of(g, end));
+  out.values = std::make_shared<std::vector<float>>(end, 0.0f);
+  float* base = out.values->data();
+  std::memcpy(base + out.theta, theta.data(), size * sizeof(float));
+  std::memcpy(base + out.grad, grad.data(), size * sizeof(float));
+  for (size_t gi = 0; gi < dash.groups().size(); ++gi) {
+    const auto& g = dash.groups()[gi];
+    const auto& p = out.groups[gi];
+    for (size_t k = 0; k < g.size(); ++k) {
+      base[p.row0 + k] = bits_as_float(g.row0[k]);
+      base[p.col0 + k] = bits_as_float(g.col0[k]);
+      stack_block(g, k, out.cols, m, base + p.m);
+      stack_block(g, k, out.cols, v, base + p.v);
+    }
+    const size_t at[4] = {p.left, p.right, p.left_root, p.right_root};
+    for (size_t s = 0; s < 4; ++s) {
+      const auto state = dash.state(gi * 4 + s);
+      std::memcpy(base + at[s], state.data(), state.size() * sizeof(float));
+    }
+  }
+  return out;
+}
+
+caf::expected<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matrix& dash,
+                                         std::span<float> theta, std::span<float> m,
+                                         std::span<float> v) {
+  const size_t size = size_t{dash.rows()} * dash.cols();
+  if (!done.values || done.rows != dash.rows() || done.cols != dash.cols() ||
+      done.groups.size() != dash.groups().size() || theta.size() != size || m.size() != size ||
+      v.size() != size)
+    return make_error(errc::shape_mismatch, "a stepped DASH package of another shape");
+  size_t end = 0;
+  reserve(end, size);
+  reserve(end, size);
+  for (size_t gi = 0; gi < dash.groups().size(); ++gi) {
+    const auto expected = layout_of(dash.groups()[gi], end);
+    const auto& p = done.groups[gi];
+    if (p.left != expected.left || p.resets != expected.resets || p.count != expected.count)
+      return make_error(errc::shape_mismatch, "a stepped DASH package of another layout");
+  }
+  const std::vector<float>& values = *done.values;
+  if (values.size() != end) return make_error(errc::shape_mismatch, "a truncated DASH package");
+  // Everything is checked before anything is written: a device that returned non-finite
+  // values (which its own resets should have prevented) changes nothing here. The integer
+  // slots hold small non-negative numbers, whose bits are finite floats.
+  for (float x : values)
+    if (!std::isfinite(x))
+      return make_error(errc::non_finite, "the device returned non-finite DASH values");
+  const float* base = values.data();
+  std::memcpy(theta.data(), base + done.theta, size * sizeof(float));
+  uint32_t resets = 0;
+  for (size_t gi = 0; gi < dash.groups().size(); ++gi) {
+    const auto& g = dash.groups()[gi];
+    const auto& p = done.groups[gi];
+    for (size_t k = 0; k < g.size(); ++k) {
+      unstack_block(g, k, done.cols, base + p.m, m);
+      unstack_block(g, k, done.cols, base + p.v, v);
+    }
+    const size_t at[4] = {p.left, p.right, p.left_root, p.right_root};
+    for (size_t s = 0; s < 4; ++s) {
+      const size_t count = g.size() * dash.block_values(gi * 4 + s);
+      if (auto err = dash.set_state(gi * 4 + s, 0, {base + at[s], count})) return err;
+    }
+    resets += static_cast<uint32_t>(std::max(float_bits_as_int(base[p.resets]), 0));
+  }
+  return resets;
+}
+
+}  // namespace troupe::kernels

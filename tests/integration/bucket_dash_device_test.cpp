@@ -1,0 +1,200 @@
+// Bucket DASH with a device (--dash-device gpu), everything that runs without a GPU: the store
+// defers steps and steps them later exactly as it would have at once; a packed step carries
+// the parameter, moments and DASH state in the documented layout and unpacks to the same
+// state; a package with non-finite values is refused with nothing written; settings the GPU
+// cannot step are not deferred. And a real bucket actor whose device fails, or answers with
+// poisoned values, steps on the CPU and ends exactly where a bucket without a device does.
+// (The GPU itself: tests/gpu/dash_device_test.cpp.)
+#define BOOST_TEST_MODULE bucket_dash_device
+#include <boost/test/unit_test.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "actors/bucket_store.hpp"
+#include "actors/parameter_bucket.hpp"
+#include "tests/unit/expect_error.hpp"
+#include "troupe/error.hpp"
+#include "troupe/node.hpp"
+
+using namespace troupe;
+using troupe::testing::is_error;
+
+namespace {
+
+// A 5 x 7 matrix in 4 x 4 blocks (four groups: full, narrow, short, corner) and a vector.
+bucket_spec dash_spec(uint8_t solver = 1) {
+  bucket_spec spec{0, 1, optimizer_config{}, {}, {}, {}};
+  spec.optimizer.type = optimizer_config::kind::dash;
+  spec.optimizer.lr = 0.01f;
+  spec.optimizer.dash_block = 4;
+  spec.optimizer.dash_freq = 2;
+  spec.optimizer.dash_solver = solver;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  dense_tensor w{"w", {5, 7}, 0, std::vector<float>(35)}, b{"b", {3}, 0, std::vector<float>(3)};
+  for (auto& x : w.values) x = normal(rng);
+  for (auto& x : b.values) x = normal(rng);
+  spec.tensors = {w, b};
+  return spec;
+}
+
+push_request push_at(const bucket_spec& spec, uint64_t clock, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  push_request push{spec.bucket, 0, clock, vector_clock{std::vector<uint64_t>{clock}}};
+  for (const auto& t : spec.tensors) {
+    dense_tensor g = t;
+    for (auto& x : g.values) x = normal(rng);
+    push.dense.push_back(std::move(g));
+  }
+  return push;
+}
+
+uint32_t bits_of(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  return x;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(deferred_steps_run_later_exactly_as_at_once) {
+  const auto spec = dash_spec();
+  bucket_store direct{spec}, deferred{spec};
+  BOOST_TEST(deferred.defer_dash(true));
+  for (uint64_t t = 0; t < 5; ++t) {
+    BOOST_TEST_REQUIRE(testing::succeeded(direct.apply(push_at(spec, t, 10 + t))));
+    BOOST_TEST_REQUIRE(testing::succeeded(deferred.apply(push_at(spec, t, 10 + t))));
+    BOOST_TEST_REQUIRE(deferred.dash_pending());  // the matrix waits; the vector took AdamW
+    BOOST_TEST(deferred.slices()[1].values == direct.slices()[1].values,
+               boost::test_tools::per_element());
+    deferred.run_deferred_dash();
+    BOOST_TEST(!deferred.dash_pending());
+    BOOST_TEST(deferred.slices()[0].values == direct.slices()[0].values,
+               boost::test_tools::per_element());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_package_holds_the_documented_layout_and_unpacks_to_the_same_state) {
+  const auto spec = dash_spec();
+  bucket_store store{spec};
+  store.defer_dash(true);
+  for (uint64_t t = 0; t < 3; ++t) {
+    BOOST_TEST_REQUIRE(testing::succeeded(store.apply(push_at(spec, t, 20 + t))));
+    store.run_deferred_dash();
+  }
+  BOOST_TEST_REQUIRE(testing::succeeded(store.apply(push_at(spec, 3, 30))));
+  const auto before = store.save();
+  const auto package = store.pack_deferred_dash();
+  const auto& values = *package.values;
+  BOOST_TEST(package.hyper.step == 4u);
+  BOOST_TEST(!package.hyper.compute_roots);  // every 2nd step, from the 1st
+  BOOST_TEST(package.groups.size() == 4u);
+  const auto& w = store.slices()[0].values;
+  for (size_t i = 0; i < w.size(); ++i) BOOST_TEST(values[package.theta + i] == w[i]);
+  // The corner group: one 1 x 3 block at (4, 4); its first moment stacked row by row.
+  const auto& corner = package.groups[3];
+  BOOST_TEST(corner.rows == 1u);
+  BOOST_TEST(corner.cols == 3u);
+  BOOST_TEST(bits_of(values[corner.row0]) == 4u);
+  BOOST_TEST(bits_of(values[corner.col0]) == 4u);
+  BOOST_TEST(bits_of(values[corner.resets]) == 0u);
+  // Writing the unstepped package back changes nothing, and retires the step.
+  BOOST_TEST(!store.complete_deferred_dash(package));
+  BOOST_TEST(!store.dash_pending());
+  const auto after = store.save();
+  BOOST_TEST_REQUIRE(after.size() == before.size());
+  for (size_t i = 0; i < after.size(); ++i) BOOST_TEST(after[i].bytes == before[i].bytes);
+}
+
+BOOST_AUTO_TEST_CASE(a_poisoned_or_misshapen_package_writes_nothing) {
+  const auto spec = dash_spec();
+  bucket_store store{spec}, direct{spec};
+  store.defer_dash(true);
+  BOOST_TEST_REQUIRE(testing::succeeded(store.apply(push_at(spec, 0, 40))));
+  BOOST_TEST_REQUIRE(testing::succeeded(direct.apply(push_at(spec, 0, 40))));
+  auto poisoned = store.pack_deferred_dash();
+  (*poisoned.values)[poisoned.theta + 3] = NAN;
+  BOOST_TEST(is_error(store.complete_deferred_dash(poisoned), errc::non_finite));
+  auto short_one = store.pack_deferred_dash();
+  short_one.values->pop_back();
+  BOOST_TEST(is_error(store.complete_deferred_dash(short_one), errc::shape_mismatch));
+  BOOST_TEST_REQUIRE(store.dash_pending());
+  store.run_deferred_dash();
+  BOOST_TEST(store.slices()[0].values == direct.slices()[0].values,
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(settings_the_gpu_cannot_step_are_not_deferred) {
+  const auto spec = dash_spec(0);  // evd roots
+  bucket_store store{spec};
+  BOOST_TEST(!store.defer_dash(true));
+  BOOST_TEST_REQUIRE(testing::succeeded(store.apply(push_at(spec, 0, 50))));
+  BOOST_TEST(!store.dash_pending());
+}
+
+namespace {
+
+// Devices that fail the way a GPU can: refusing (a CUDA error) or answering with NaN.
+dash_device_actor::behavior_type failing_device(dash_device_actor::pointer) {
+  return {[](run_atom, dash_job) -> caf::result<dash_job> {
+    return make_error(errc::device_failure, "cudaErrorLaunchFailure (a test device)");
+  }};
+}
+
+dash_device_actor::behavior_type poisoning_device(dash_device_actor::pointer) {
+  return {[](run_atom, dash_job job) -> caf::result<dash_job> {
+    for (auto& x : *job->values) x = NAN;
+    return job;
+  }};
+}
+
+template <class Device>
+std::vector<float> train_with(Device device, const bucket_spec& spec) {
+  caf::actor_system_config cfg;
+  launch_options opts;
+  opts.threads = 2;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  bucket_actor_config config{self->address(), self->address(), std::chrono::seconds(30),
+                             logger{"bucket", log_level::error}};
+  config.dash_device = sys.spawn(device);
+  auto bucket = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(spec), config);
+  const auto timeout = std::chrono::seconds(30);
+  for (uint64_t t = 0; t < 4; ++t)
+    self->request(bucket, timeout, push_atom_v, encode(push_at(spec, t, 60 + t)))
+        .receive([](const wire&) {},
+                 [](caf::error& err) { BOOST_FAIL("push refused: " << describe(err)); });
+  std::vector<float> values;
+  self->request(bucket, timeout, pull_atom_v, encode(pull_request{0, 0, 4}))
+      .receive(
+          [&](const wire& w) {
+            auto reply = decode<pull_reply>(w);
+            BOOST_TEST_REQUIRE(testing::succeeded(reply));
+            values = reply->tensors[0].values;
+          },
+          [](caf::error& err) { BOOST_FAIL("pull refused: " << describe(err)); });
+  self->send_exit(bucket, caf::exit_reason::user_shutdown);
+  self->send_exit(*config.dash_device, caf::exit_reason::user_shutdown);
+  return values;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_failing_device_leaves_the_cpu_to_step_exactly) {
+  const auto spec = dash_spec();
+  bucket_store direct{spec};
+  for (uint64_t t = 0; t < 4; ++t)
+    BOOST_TEST_REQUIRE(testing::succeeded(direct.apply(push_at(spec, t, 60 + t))));
+  const auto expected = direct.slices()[0].values;
+  BOOST_TEST(train_with(failing_device, spec) == expected, boost::test_tools::per_element());
+  BOOST_TEST(train_with(poisoning_device, spec) == expected, boost::test_tools::per_element());
+}
