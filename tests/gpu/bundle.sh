@@ -10,7 +10,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build_dir=${1:-$here/build}
-programs=(adam_cuda_test dash_cuda_test gpu_stream_test troupe-bench)
+programs=(adam_cuda_test dash_cuda_test gpu_stream_test dash_device_test troupe-bench)
 
 cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DTROUPE_CUDA=ON >/dev/null
 cmake --build "$build_dir" -j "$(nproc)" --target "${programs[@]}"
