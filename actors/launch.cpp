@@ -93,7 +93,7 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
   }
   auto device = start_dash_device(sys, opts, log);
   if (!device) {
-    fmt::print(stderr, "{}: {}\n", app.name, describe(device.error()));
+    fmt::print(stderr, "{}: --dash-device gpu: {}\n", app.name, describe(device.error()));
     return 1;
   }
   caf::scoped_actor self{sys};
@@ -262,7 +262,7 @@ int run_app(int argc, char** argv, const app_description& app) {
                         // Unreferenced once the server and its buckets end: it ends with them.
                         auto device = start_dash_device(sys, *opts, log);
                         if (!device) {
-                          log.error("{}", describe(device.error()));
+                          log.error("--dash-device gpu: {}", describe(device.error()));
                           return caf::actor{};
                         }
                         const server_config config{coord,

@@ -237,9 +237,8 @@ gpu_stream_actor::behavior_type gpu_stream(self_ptr self, gpu_stream_config conf
 caf::expected<gpu_stream_actor> spawn_gpu_stream(caf::actor_system& sys, gpu_stream_config config) {
   const int devices = kernels::cuda::device_count();
   if (config.device < 0 || config.device >= devices)
-    return make_error(
-        errc::device_failure,
-        fmt::format("no GPU {} ({} visible): the CPU kernels run instead", config.device, devices));
+    return make_error(errc::device_failure,
+                      fmt::format("no GPU {} ({} visible)", config.device, devices));
   return sys.spawn<caf::detached>(gpu_stream, std::move(config));
 }
 

@@ -43,8 +43,9 @@ push_request push_at(const bucket_spec& spec, uint64_t clock) {
   push_request push{spec.bucket, 0, clock, vector_clock{std::vector<uint64_t>{clock}}};
   uint32_t seed = 10 + static_cast<uint32_t>(clock);
   for (const auto& t : spec.tensors)
-    push.dense.push_back(dense_tensor{t.name, t.shape, t.row_offset,
-                                      troupe::testing::normal_values(t.values.size(), seed++, 0.1f)});
+    push.dense.push_back(
+        dense_tensor{t.name, t.shape, t.row_offset,
+                     troupe::testing::normal_values(t.values.size(), seed++, 0.1f)});
   return push;
 }
 
@@ -90,9 +91,8 @@ BOOST_FIXTURE_TEST_CASE(a_packed_step_on_the_gpu_matches_the_cpu_step, actor_sys
     cpu.run_deferred_dash();
     auto job = std::make_shared<kernels::packed_dash_step>(gpu.pack_deferred_dash());
     self->request(*device, std::chrono::seconds(60), run_atom_v, job)
-        .receive(
-            [&](const dash_job& done) { BOOST_TEST(!gpu.complete_deferred_dash(*done)); },
-            [](caf::error& err) { BOOST_FAIL("the device refused: " << describe(err)); });
+        .receive([&](const dash_job& done) { BOOST_TEST(!gpu.complete_deferred_dash(*done)); },
+                 [](caf::error& err) { BOOST_FAIL("the device refused: " << describe(err)); });
     const double difference =
         update_difference(before, gpu.slices()[0].values, cpu.slices()[0].values);
     BOOST_TEST(difference < 1e-2, "step " << t + 1 << ": update differs by " << difference);
