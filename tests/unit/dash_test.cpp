@@ -1,7 +1,8 @@
 // Unit tests of the CPU DASH step (kernels/cpu/dash): the blocks and their groups, one step
 // against the formula computed by hand, blocks that do not influence each other, a block with
 // a NaN gradient reset and counted while the others go on, 16-bit statistics close to fp32,
-// a least-squares problem that DASH solves, and block threads that change nothing.
+// a least-squares problem that DASH solves, block threads that change nothing, and the packed
+// layout that a GPU step reads.
 #define BOOST_TEST_MODULE dash
 #include <boost/test/unit_test.hpp>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/dash.hpp"
+#include "kernels/cpu/dash_pack.hpp"
 #include "kernels/cpu/half.hpp"
 
 using namespace troupe::kernels;
@@ -258,4 +260,62 @@ BOOST_AUTO_TEST_CASE(block_threads_take_the_same_steps_as_one) {
   BOOST_TEST(one.gemm_flops() == three.gemm_flops());
   for (size_t i = 0; i < one.state_count(); ++i)
     BOOST_TEST(max_difference(one.state(i), three.state(i)) == 0.0, "state " << i);
+}
+
+// A packed step (kernels/cpu/dash_pack) stacks each block's moments row by row, as the CUDA
+// step reads them, and its statistics and roots in the order of state(); unpacking a package
+// whose values were changed writes each value back to where it came from.
+BOOST_AUTO_TEST_CASE(a_packed_step_stacks_blocks_where_the_gpu_reads_them) {
+  const uint32_t rows = 5, cols = 7;
+  dash_matrix dash{rows, cols, config_with(4, 3, root_solver::coupled_newton)};
+  std::vector<float> theta(rows * cols), grad(rows * cols), m(rows * cols), v(rows * cols);
+  for (size_t i = 0; i < m.size(); ++i) {
+    theta[i] = float(i);
+    grad[i] = -float(i);
+    m[i] = 1000.0f + float(i);
+    v[i] = 2000.0f + float(i);
+  }
+  const auto package = pack_dash_step(dash, theta, grad, m, v, 4, 0.5f);
+  BOOST_TEST(package.hyper.compute_roots);  // steps 1, 4, 7, ... with frequency 3
+  BOOST_TEST(package.hyper.lr == 0.5f);
+  const auto& values = *package.values;
+  for (size_t gi = 0; gi < dash.groups().size(); ++gi) {
+    const auto& g = dash.groups()[gi];
+    const auto& p = package.groups[gi];
+    BOOST_TEST(p.left % 64 == 0u);
+    for (size_t k = 0; k < g.size(); ++k)
+      for (uint32_t r = 0; r < g.rows; ++r)
+        for (uint32_t c = 0; c < g.cols; ++c) {
+          const size_t stacked = (k * g.rows + r) * g.cols + c;
+          const size_t at = size_t{g.row0[k] + r} * cols + g.col0[k] + c;
+          BOOST_TEST(values[p.m + stacked] == m[at]);
+          BOOST_TEST(values[p.v + stacked] == v[at]);
+        }
+    const auto left_root = dash.state(gi * 4 + 2);  // the identity before any root
+    for (size_t i = 0; i < left_root.size(); ++i)
+      BOOST_TEST(values[p.left_root + i] == left_root[i]);
+  }
+  // A "device" that adds 1 to every moment and to theta: each lands where it came from.
+  auto stepped = package;
+  stepped.values = std::make_shared<std::vector<float>>(values);
+  for (size_t i = 0; i < theta.size(); ++i) (*stepped.values)[package.theta + i] += 1.0f;
+  for (const auto& p : package.groups)
+    for (size_t i = 0; i < size_t{p.count} * p.rows * p.cols; ++i) {
+      (*stepped.values)[p.m + i] += 1.0f;
+      (*stepped.values)[p.v + i] += 1.0f;
+    }
+  (*stepped.values)[package.groups[0].resets] = 0.0f;
+  const auto theta_before = theta, m_before = m, v_before = v;
+  auto resets = unpack_dash_step(stepped, dash, theta, m, v);
+  BOOST_TEST_REQUIRE(static_cast<bool>(resets));
+  BOOST_TEST(*resets == 0u);
+  for (size_t i = 0; i < theta.size(); ++i) {
+    BOOST_TEST(theta[i] == theta_before[i] + 1.0f);
+    BOOST_TEST(m[i] == m_before[i] + 1.0f);
+    BOOST_TEST(v[i] == v_before[i] + 1.0f);
+  }
+  // A package for another shape is refused.
+  dash_matrix other{rows + 1, cols, config_with(4, 3, root_solver::coupled_newton)};
+  std::vector<float> bigger((rows + 1) * cols);
+  BOOST_TEST(!unpack_dash_step(stepped, other, bigger, bigger, bigger));
 }
