@@ -5,6 +5,8 @@
 //     speed-up is about; the Newton row's limit is its GEMM FLOPs at the cuBLAS sgemm rate;
 //   - the whole group step with the roots every step (f = 1) and every tenth (f = 10);
 //   - Adam's CUDA step on the same tensor;
+//   - a bucket's DASH step through the GPU route (--dash-device gpu: pack, upload, group
+//     steps, download, unpack) and on the CPU (dash_route_bench.cpp);
 //   - one large cuBLAS sgemm: the rate behind the limits.
 // Without a usable GPU the suite says so and prints nothing else.
 #include <cublas_v2.h>
@@ -217,6 +219,9 @@ suite_result run_dash_gpu(const options& o) {
       result.rows.push_back(r);
   if (failed == cudaSuccess)
     for (auto& r : time_group_steps(blas, stream, o.size ? o.size : 1024, 256, reps, failed))
+      result.rows.push_back(r);
+  if (failed == cudaSuccess)
+    for (auto& r : time_bucket_route(static_cast<uint32_t>(o.size ? o.size : 1024), reps))
       result.rows.push_back(r);
   result.rows.push_back(row{"cuBLAS sgemm 8192^3 (the limit's rate)", "TFLOP/s", rate / 1e12,
                             rate / 1e12, rate / 1e12});

@@ -1,7 +1,9 @@
 // The suites of troupe-bench (see ../shared/design/BENCHMARKS.md) and their options.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "apps/bench/bench.hpp"
 
@@ -19,6 +21,8 @@ suite_result run_pushpull(const options& o);
 suite_result run_sparse(const options& o);
 suite_result run_dash(const options& o);
 suite_result run_dash_gpu(const options& o);  // only in builds with CUDA (TROUPE_BENCH_GPU)
+// dash-gpu's rows for a bucket's GPU route against its CPU step (dash_route_bench.cpp, CUDA).
+std::vector<row> time_bucket_route(uint32_t n, int reps);
 
 // The peer process of messages and pushpull: publishes a bucket host and an echo actor on
 // loopback, runs a raw TCP echo server, prints "ports A B C" and serves until told to stop.
