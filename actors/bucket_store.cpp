@@ -200,7 +200,7 @@ void bucket_store::step(size_t slice, std::vector<float>& grad, uint64_t stalene
       if (!dash_[slice])
         return kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
                                   {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
-      if (defer_dash_ && kernels::gpu_can_step(dash_[slice]->config())) {
+      if (device_steps(slice)) {
         deferred_.push_back(deferred_step{slice, grad, version_ + 1, lr});  // grad may be reused
         return;
       }

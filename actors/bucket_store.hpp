@@ -100,12 +100,14 @@ class bucket_store {
   uint64_t dash_resets() const { return dash_resets_; }
 
   // --dash-device gpu (actors/bucket_store_dash.cpp). While on, the DASH steps of slices that
-  // the GPU can step (kernels::gpu_can_step) are deferred instead of run: the owner hands each
-  // to the device and completes it, or runs it here, before anything reads the parameters
-  // again (save() and pulls must not see deferred steps). Returns whether any slice defers.
+  // the GPU can step (kernels::gpu_can_step, packages up to kernels::max_packed_bytes) are
+  // deferred instead of run: the owner hands each to the device and completes it, or runs it
+  // here, before anything reads the parameters again (save() and pulls must not see deferred
+  // steps). Runs any step still deferred first; returns whether any slice defers.
   bool defer_dash(bool on);
   bool dash_pending() const { return !deferred_.empty(); }
-  size_t dash_slices() const;  // slices stepped by DASH (the others by Adam)
+  size_t dash_slices() const;    // slices stepped by DASH (the others by Adam)
+  size_t device_slices() const;  // of those, the ones whose steps are deferred now
   // The oldest deferred step, packed for the device; dash_pending() must hold.
   kernels::packed_dash_step pack_deferred_dash() const;
   // Writes back the device's result of the oldest deferred step and retires it. An error (a
@@ -123,6 +125,7 @@ class bucket_store {
   void skip_step(uint32_t worker);
   void compensate(uint32_t worker, size_t slice, std::vector<float>& grad);
   void step(size_t slice, std::vector<float>& grad, uint64_t staleness);
+  bool device_steps(size_t slice) const;  // this slice's DASH step is deferred
   void apply_now(push_request& push, uint64_t staleness);
   void collect_round(const push_request& push);
   void finish_round_if_complete();

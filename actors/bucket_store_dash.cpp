@@ -8,16 +8,28 @@
 namespace troupe {
 
 bool bucket_store::defer_dash(bool on) {
-  if (!on) run_deferred_dash();
+  run_deferred_dash();  // a restarted bucket's owner may have left some
   defer_dash_ = on;
   bool any = false;
-  for (const auto& d : dash_) any = any || (d && kernels::gpu_can_step(d->config()));
+  for (size_t s = 0; s < dash_.size(); ++s) any = any || device_steps(s);
   return on && any;
+}
+
+bool bucket_store::device_steps(size_t slice) const {
+  const auto& d = dash_[slice];
+  return defer_dash_ && d && kernels::gpu_can_step(d->config()) &&
+         kernels::packed_floats(*d) * sizeof(float) <= kernels::max_packed_bytes;
 }
 
 size_t bucket_store::dash_slices() const {
   return static_cast<size_t>(
       std::count_if(dash_.begin(), dash_.end(), [](const auto& d) { return d.has_value(); }));
+}
+
+size_t bucket_store::device_slices() const {
+  size_t n = 0;
+  for (size_t s = 0; s < dash_.size(); ++s) n += device_steps(s) ? 1 : 0;
+  return n;
 }
 
 kernels::packed_dash_step bucket_store::pack_deferred_dash() const {

@@ -54,7 +54,8 @@ caf::expected<std::optional<dash_device_actor>> start_dash_device(caf::actor_sys
                                                                   const logger& log) {
   if (opts.dash_device != "gpu") return std::optional<dash_device_actor>{};
   dash_device_config config;
-  config.request_timeout = opts.request_timeout;
+  // Each request to the stream; a bucket waits a quarter of the request timeout in all.
+  config.request_timeout = std::max(std::chrono::seconds(1), opts.request_timeout / 4);
   config.log = log.named("dash-device");
   auto device = spawn_dash_device(sys, config);
   if (!device) return std::move(device.error());

@@ -101,24 +101,38 @@ void drop_backup(self_ptr self, const bucket_actor_config& config, const caf::er
   st.awaiting.clear();
 }
 
+// How long a bucket waits for one DASH step on the device: well inside the request timeout,
+// so that a hung GPU costs a push a fraction of it rather than the worker's whole wait (and
+// a backup's, whose primary would drop it).
+std::chrono::milliseconds device_deadline(const bucket_actor_config& config) {
+  return std::max(
+      std::chrono::milliseconds(1000),
+      std::chrono::duration_cast<std::chrono::milliseconds>(config.request_timeout) / 4);
+}
+
+// After a device failure, this many pushes step on the CPU before the device is tried again.
+constexpr uint32_t device_backoff_pushes = 100;
+
 // Steps the DASH work the store deferred on the device, oldest first, then calls `next`. Each
 // step is awaited: no other message is handled meanwhile, so nothing reads (or saves, or
-// forwards) half-stepped parameters. A failure steps the rest on the CPU.
+// forwards) half-stepped parameters. A failure steps the rest on the CPU, and so do the next
+// device_backoff_pushes pushes.
 void step_deferred_dash(self_ptr self, const bucket_actor_config& config,
                         std::function<void()> next) {
   auto& store = *self->state.store;
   if (!store.dash_pending()) return next();
   auto on_cpu = [self, config, next](const caf::error& why) {
     auto& st = self->state;
-    if (st.device_failures++ % 1000 == 0)
-      config.log.warn("bucket {}: DASH steps on the CPU: the GPU failed ({}; {} so far)",
+    if (st.device_failures++ % 100 == 0)
+      config.log.warn("bucket {}: the GPU failed a DASH step ({}; {} so far): the CPU steps it",
                       st.store->id(), describe(why), st.device_failures);
-    st.store->run_deferred_dash();
+    st.store->defer_dash(false);  // steps what is deferred, here
+    st.device_backoff = device_backoff_pushes;
     next();
   };
   if (!config.dash_device) return on_cpu(make_error(errc::device_failure, "no DASH device"));
   auto job = std::make_shared<kernels::packed_dash_step>(store.pack_deferred_dash());
-  self->request(*config.dash_device, config.request_timeout, run_atom_v, std::move(job))
+  self->request(*config.dash_device, device_deadline(config), run_atom_v, std::move(job))
       .await(
           [self, config, next, on_cpu](const dash_job& done) {
             if (auto err = self->state.store->complete_deferred_dash(*done)) return on_cpu(err);
@@ -131,14 +145,20 @@ void step_deferred_dash(self_ptr self, const bucket_actor_config& config,
 void use_dash_device(self_ptr self, const bucket_actor_config& config) {
   auto& store = *self->state.store;
   if (!config.dash_device) return;
-  if (store.defer_dash(true))
-    return config.log.debug("bucket {} steps DASH on the GPU", store.id());
-  store.defer_dash(false);
-  if (store.dash_slices() > 0)
+  const bool any = store.defer_dash(true);
+  if (!any) store.defer_dash(false);
+  if (store.device_slices() < store.dash_slices())
     config.log.warn(
-        "bucket {}: DASH stays on the CPU: the GPU steps only coupled-Newton roots with power "
-        "scaling and fp32 statistics",
-        store.id());
+        "bucket {}: {} of {} DASH slices stay on the CPU: the GPU steps coupled-Newton roots "
+        "with power scaling and fp32 statistics, in packages of at most {} MiB",
+        store.id(), store.dash_slices() - store.device_slices(), store.dash_slices(),
+        kernels::max_packed_bytes >> 20);
+}
+
+// Counts a push against the device's backoff; the last one of it gives the device another try.
+void count_backoff(self_ptr self, const bucket_actor_config& config) {
+  auto& st = self->state;
+  if (st.device_backoff > 0 && --st.device_backoff == 0) use_dash_device(self, config);
 }
 
 // A push's reply once it is applied (DASH steps included): at once, or once the backup has it.
@@ -198,6 +218,7 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   if (st.former_primary && sent_by(self, st.former_primary))
     return make_error(errc::not_primary, "this bucket was promoted; resend here");
   if (st.deposed) return make_error(errc::not_primary, "a backup took over this bucket");
+  count_backoff(self, config);
   auto push = decode<push_request>(w, st.limits);
   if (!push) {
     store.count_rejected();

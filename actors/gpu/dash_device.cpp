@@ -3,6 +3,7 @@
 // from different buckets may interleave: the gpu_stream orders copies against computation.
 #include "actors/dash_device.hpp"
 
+#include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
@@ -172,8 +173,21 @@ caf::expected<dash_device_actor> spawn_dash_device(caf::actor_system& sys,
   gpu_stream_config stream;
   stream.device = config.device;
   stream.log = config.log;
+  // Room for two buckets' packages on the way in and two on the way out.
+  stream.staging_bytes = 4 * kernels::max_packed_bytes;
   auto gpu = spawn_gpu_stream(sys, stream);
   if (!gpu) return std::move(gpu.error());
+  // A GPU that is visible may still fail to set up: one small allocation tells, now rather
+  // than at the first step.
+  caf::error probe;
+  caf::scoped_actor self{sys};
+  self->request(*gpu, config.request_timeout, alloc_atom_v, uint64_t{1})
+      .receive([&](uint64_t id) { self->send(*gpu, release_atom_v, id); },
+               [&](caf::error& err) { probe = std::move(err); });
+  if (probe) {
+    self->send_exit(*gpu, caf::exit_reason::user_shutdown);
+    return probe;
+  }
   return sys.spawn(dash_device, std::move(*gpu), std::move(config));
 }
 

@@ -1,5 +1,6 @@
 #include "kernels/cpu/dash_pack.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -71,6 +72,14 @@ packed_group layout_of(const dash_group& g, size_t& end) {
 
 }  // namespace
 
+size_t packed_floats(const dash_matrix& dash) {
+  size_t end = 0;
+  reserve(end, size_t{dash.rows()} * dash.cols());
+  reserve(end, size_t{dash.rows()} * dash.cols());
+  for (const auto& g : dash.groups()) layout_of(g, end);
+  return end;
+}
+
 bool gpu_can_step(const dash_config& config) {
   return config.roots.solver == root_solver::coupled_newton &&
          config.roots.scaling == root_scaling::power_iteration &&
@@ -140,12 +149,21 @@ caf::expected<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matr
   }
   const std::vector<float>& values = *done.values;
   if (values.size() != end) return make_error(errc::shape_mismatch, "a truncated DASH package");
-  // Everything is checked before anything is written: a device that returned non-finite
-  // values (which its own resets should have prevented) changes nothing here. The integer
-  // slots hold small non-negative numbers, whose bits are finite floats.
-  for (float x : values)
-    if (!std::isfinite(x))
-      return make_error(errc::non_finite, "the device returned non-finite DASH values");
+  // What will be written is checked before anything is: a device that returned non-finite
+  // values (which its own resets should have prevented) changes nothing here. (The gradient
+  // is not written back: a non-finite one is the device's to reset, not a refusal.)
+  auto finite = [&](size_t from, size_t count) {
+    return std::all_of(values.begin() + from, values.begin() + from + count,
+                       [](float x) { return std::isfinite(x); });
+  };
+  bool ok = finite(done.theta, size);
+  for (const auto& p : done.groups) {
+    const size_t rr = size_t{p.count} * p.rows * p.rows, cc = size_t{p.count} * p.cols * p.cols;
+    const size_t rc = size_t{p.count} * p.rows * p.cols;
+    ok = ok && finite(p.left, rr) && finite(p.right, cc) && finite(p.left_root, rr) &&
+         finite(p.right_root, cc) && finite(p.m, rc) && finite(p.v, rc);
+  }
+  if (!ok) return make_error(errc::non_finite, "the device returned non-finite DASH values");
   const float* base = values.data();
   std::memcpy(theta.data(), base + done.theta, size * sizeof(float));
   uint32_t resets = 0;

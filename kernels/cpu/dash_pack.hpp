@@ -46,6 +46,13 @@ struct packed_dash_step {
 // iteration, statistics in fp32 (the CUDA step has no other solver, scaling or storage).
 bool gpu_can_step(const dash_config& config);
 
+// The floats one packed step of `dash` takes (its parameter, gradient, moments and state).
+size_t packed_floats(const dash_matrix& dash);
+
+// The largest package a GPU route takes (copies go through pinned staging pages of bounded
+// size); bigger parameters step on the CPU.
+constexpr size_t max_packed_bytes = size_t{512} << 20;
+
 // Packs one step of `dash` on theta with grad and the moments m, v (all rows x cols,
 // row-major); `step` counts from 1, `lr` is this step's learning rate.
 packed_dash_step pack_dash_step(const dash_matrix& dash, std::span<const float> theta,
@@ -53,8 +60,8 @@ packed_dash_step pack_dash_step(const dash_matrix& dash, std::span<const float> 
                                 std::span<const float> v, uint64_t step, float lr);
 
 // Writes a stepped package back: the parameter, the moments and the statistics and roots.
-// Returns the blocks the device reset, or errc::shape_mismatch (nothing written) when the
-// package does not fit `dash`.
+// Returns the blocks the device reset, or errc::shape_mismatch or non_finite (nothing
+// written) when the package does not fit `dash` or what would be written is not finite.
 caf::expected<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matrix& dash,
                                          std::span<float> theta, std::span<float> m,
                                          std::span<float> v);

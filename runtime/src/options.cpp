@@ -155,6 +155,8 @@ caf::error validate(const launch_options& o) {
     return bad("--dash-scaling must be power or frobenius");
   if (o.dash_device != "cpu" && o.dash_device != "gpu")
     return bad("--dash-device must be cpu or gpu");
+  if (o.dash_device == "gpu" && o.role == node_role::embedded && o.optimizer != "dash")
+    return bad("--dash-device gpu is for --optimizer dash");
   if (o.dash_device == "gpu" &&
       (o.dash_solver != "cn" || o.dash_scaling != "power" || o.dash_storage != "fp32"))
     return bad(

@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 # CUDA libraries that Python wheels carry; empty when none does.
 library_dir() {
   local library=$1 found
-  found=$(ldconfig -p 2>/dev/null | awk -v l="$library" '$1 == l {print $NF; exit}')
+  found=$(ldconfig -p 2>/dev/null | awk -v l="$library" '$1 == l && /x86-64/ {print $NF; exit}')
   if [[ -z "$found" ]]; then
     found=$(find /usr/local/cuda/ /usr/local/nvidia/ /usr/lib/x86_64-linux-gnu/ /opt/ \
       -name "$library" 2>/dev/null | head -n 1)
@@ -35,8 +35,8 @@ if [[ "${1:-}" == "--bundle" ]]; then
   tar -C "$unpacked" -xzf "$bundle"
   root=$unpacked/troupe-gpu
   search=$root/lib
-  for library in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcusolver.so.12 \
-    libcusparse.so.12 libnvJitLink.so.13 libcuda.so.1; do
+  # The CUDA libraries the programs were linked with (bundle.sh lists them), from this machine.
+  for library in $(cat "$root/lib/cuda-libraries.txt"); do
     if ! dir=$(library_dir "$library"); then
       echo "this machine lacks $library" >&2
       [[ "$library" == libcuda.so.1 ]] || exit 2  # without the driver: "no GPU"

@@ -2,8 +2,9 @@
 // defers steps and steps them later exactly as it would have at once; a packed step carries
 // the parameter, moments and DASH state in the documented layout and unpacks to the same
 // state; a package with non-finite values is refused with nothing written; settings the GPU
-// cannot step are not deferred. And a real bucket actor whose device fails, or answers with
-// poisoned values, steps on the CPU and ends exactly where a bucket without a device does.
+// cannot step are not deferred; deferring again first steps what is left. And a real bucket
+// actor whose device fails, or answers with poisoned values, steps on the CPU, ends exactly
+// where a bucket without a device does, and leaves the device alone for the next pushes.
 // (The GPU itself: tests/gpu/dash_device_test.cpp.)
 #define BOOST_TEST_MODULE bucket_dash_device
 #include <boost/test/unit_test.hpp>
@@ -13,6 +14,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -132,6 +134,29 @@ BOOST_AUTO_TEST_CASE(a_poisoned_or_misshapen_package_writes_nothing) {
              boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(a_gradient_the_device_does_not_write_back_is_not_checked) {
+  const auto spec = dash_spec();
+  bucket_store store{spec};
+  store.defer_dash(true);
+  BOOST_TEST_REQUIRE(testing::succeeded(store.apply(push_at(spec, 0, 45))));
+  auto package = store.pack_deferred_dash();
+  (*package.values)[package.grad] = NAN;  // the device resets such a block itself
+  BOOST_TEST(!store.complete_deferred_dash(package));
+}
+
+BOOST_AUTO_TEST_CASE(deferring_again_first_steps_what_a_lost_owner_left) {
+  const auto spec = dash_spec();
+  bucket_store store{spec}, direct{spec};
+  store.defer_dash(true);
+  BOOST_TEST_REQUIRE(testing::succeeded(store.apply(push_at(spec, 0, 47))));
+  BOOST_TEST_REQUIRE(testing::succeeded(direct.apply(push_at(spec, 0, 47))));
+  BOOST_TEST_REQUIRE(store.dash_pending());
+  BOOST_TEST(store.defer_dash(true));  // what a restarted bucket actor does
+  BOOST_TEST(!store.dash_pending());
+  BOOST_TEST(store.slices()[0].values == direct.slices()[0].values,
+             boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(settings_the_gpu_cannot_step_are_not_deferred) {
   const auto spec = dash_spec(0);  // evd roots
   bucket_store store{spec};
@@ -142,22 +167,28 @@ BOOST_AUTO_TEST_CASE(settings_the_gpu_cannot_step_are_not_deferred) {
 
 namespace {
 
-// Devices that fail the way a GPU can: refusing (a CUDA error) or answering with NaN.
-dash_device_actor::behavior_type failing_device(dash_device_actor::pointer) {
-  return {[](run_atom, dash_job) -> caf::result<dash_job> {
+// Devices that fail the way a GPU can: refusing (a CUDA error) or answering with NaN. Each
+// counts the jobs it was given.
+dash_device_actor::behavior_type failing_device(dash_device_actor::pointer,
+                                                std::shared_ptr<std::atomic<int>> jobs) {
+  return {[jobs](run_atom, dash_job) -> caf::result<dash_job> {
+    ++*jobs;
     return make_error(errc::device_failure, "cudaErrorLaunchFailure (a test device)");
   }};
 }
 
-dash_device_actor::behavior_type poisoning_device(dash_device_actor::pointer) {
-  return {[](run_atom, dash_job job) -> caf::result<dash_job> {
+dash_device_actor::behavior_type poisoning_device(dash_device_actor::pointer,
+                                                  std::shared_ptr<std::atomic<int>> jobs) {
+  return {[jobs](run_atom, dash_job job) -> caf::result<dash_job> {
+    ++*jobs;
     for (auto& x : *job->values) x = NAN;
     return job;
   }};
 }
 
 template <class Device>
-std::vector<float> train_with(Device device, const bucket_spec& spec) {
+std::vector<float> train_with(Device device, const bucket_spec& spec,
+                              std::shared_ptr<std::atomic<int>> jobs) {
   caf::actor_system_config cfg;
   launch_options opts;
   opts.threads = 2;
@@ -166,7 +197,7 @@ std::vector<float> train_with(Device device, const bucket_spec& spec) {
   caf::scoped_actor self{sys};
   bucket_actor_config config{self->address(), self->address(), std::chrono::seconds(30),
                              logger{"bucket", log_level::error}};
-  config.dash_device = sys.spawn(device);
+  config.dash_device = sys.spawn(device, jobs);
   auto bucket = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(spec), config);
   const auto timeout = std::chrono::seconds(30);
   for (uint64_t t = 0; t < 4; ++t)
@@ -195,6 +226,11 @@ BOOST_AUTO_TEST_CASE(a_failing_device_leaves_the_cpu_to_step_exactly) {
   for (uint64_t t = 0; t < 4; ++t)
     BOOST_TEST_REQUIRE(testing::succeeded(direct.apply(push_at(spec, t, 60 + t))));
   const auto expected = direct.slices()[0].values;
-  BOOST_TEST(train_with(failing_device, spec) == expected, boost::test_tools::per_element());
-  BOOST_TEST(train_with(poisoning_device, spec) == expected, boost::test_tools::per_element());
+  auto jobs = std::make_shared<std::atomic<int>>(0);
+  BOOST_TEST(train_with(failing_device, spec, jobs) == expected, boost::test_tools::per_element());
+  BOOST_TEST(*jobs == 1);  // after a failure the next pushes do not wait for the device
+  *jobs = 0;
+  BOOST_TEST(train_with(poisoning_device, spec, jobs) == expected,
+             boost::test_tools::per_element());
+  BOOST_TEST(*jobs == 1);
 }
