@@ -13,6 +13,10 @@ void declare_node_metrics(metrics_registry& r) {
             {0, 1, 2, 4, 8, 16, 32, 64});
   r.declare("troupe_bucket_update_variance", metric_kind::gauge,
             "variance / mean^2 of the norms of a bucket's last 256 applied gradients", {"bucket"});
+  r.declare("troupe_dash_device_steps_total", metric_kind::counter,
+            "DASH steps a bucket ran on the GPU (--dash-device gpu)", {"bucket"});
+  r.declare("troupe_dash_device_failures_total", metric_kind::counter,
+            "DASH steps the GPU failed, which the bucket then ran on the CPU", {"bucket"});
   r.declare("troupe_bytes_received_total", metric_kind::counter,
             "message bytes an actor received (pushes, pull replies)", {"actor"});
   r.declare("troupe_bytes_sent_total", metric_kind::counter,
@@ -61,7 +65,9 @@ bucket_metrics bucket_metrics::of(const std::shared_ptr<metrics_registry>& r, ui
                         r->counter("troupe_bytes_received_total", {actor}),
                         r->counter("troupe_bytes_sent_total", {actor}),
                         r->gauge("troupe_actor_mailbox_size", {actor}),
-                        r->gauge("troupe_bucket_update_variance", {id})};
+                        r->gauge("troupe_bucket_update_variance", {id}),
+                        r->counter("troupe_dash_device_steps_total", {id}),
+                        r->counter("troupe_dash_device_failures_total", {id})};
 }
 
 worker_metrics worker_metrics::of(const std::shared_ptr<metrics_registry>& r,

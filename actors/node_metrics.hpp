@@ -19,13 +19,15 @@ std::string node_metrics_text(const std::shared_ptr<metrics_registry>& registry)
 
 // The series of one bucket: all null without a registry.
 struct bucket_metrics {
-  metric_value* updates = nullptr;       // troupe_bucket_updates_total
-  metric_value* rejected = nullptr;      // troupe_bucket_rejected_total
-  histogram_value* staleness = nullptr;  // troupe_push_staleness
-  metric_value* bytes_in = nullptr;      // troupe_bytes_received_total
-  metric_value* bytes_out = nullptr;     // troupe_bytes_sent_total
-  metric_value* mailbox = nullptr;       // troupe_actor_mailbox_size
-  metric_value* variance = nullptr;      // troupe_bucket_update_variance
+  metric_value* updates = nullptr;          // troupe_bucket_updates_total
+  metric_value* rejected = nullptr;         // troupe_bucket_rejected_total
+  histogram_value* staleness = nullptr;     // troupe_push_staleness
+  metric_value* bytes_in = nullptr;         // troupe_bytes_received_total
+  metric_value* bytes_out = nullptr;        // troupe_bytes_sent_total
+  metric_value* mailbox = nullptr;          // troupe_actor_mailbox_size
+  metric_value* variance = nullptr;         // troupe_bucket_update_variance
+  metric_value* device_steps = nullptr;     // troupe_dash_device_steps_total
+  metric_value* device_failures = nullptr;  // troupe_dash_device_failures_total
 
   static bucket_metrics of(const std::shared_ptr<metrics_registry>& registry, uint32_t bucket);
 };

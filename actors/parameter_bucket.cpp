@@ -123,6 +123,7 @@ void step_deferred_dash(self_ptr self, const bucket_actor_config& config,
   if (!store.dash_pending()) return next();
   auto on_cpu = [self, config, next](const caf::error& why) {
     auto& st = self->state;
+    add(st.metrics.device_failures, 1);
     if (st.device_failures++ % 100 == 0)
       config.log.warn("bucket {}: the GPU failed a DASH step ({}; {} so far): the CPU steps it",
                       st.store->id(), describe(why), st.device_failures);
@@ -136,6 +137,7 @@ void step_deferred_dash(self_ptr self, const bucket_actor_config& config,
       .await(
           [self, config, next, on_cpu](const dash_job& done) {
             if (auto err = self->state.store->complete_deferred_dash(*done)) return on_cpu(err);
+            add(self->state.metrics.device_steps, 1);
             step_deferred_dash(self, config, next);
           },
           [on_cpu](caf::error& err) { on_cpu(err); });

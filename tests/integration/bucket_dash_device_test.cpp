@@ -20,6 +20,7 @@
 #include <random>
 
 #include "actors/bucket_store.hpp"
+#include "actors/node_metrics.hpp"
 #include "actors/parameter_bucket.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/error.hpp"
@@ -188,7 +189,8 @@ dash_device_actor::behavior_type poisoning_device(dash_device_actor::pointer,
 
 template <class Device>
 std::vector<float> train_with(Device device, const bucket_spec& spec,
-                              std::shared_ptr<std::atomic<int>> jobs) {
+                              std::shared_ptr<std::atomic<int>> jobs,
+                              std::shared_ptr<metrics_registry> metrics) {
   caf::actor_system_config cfg;
   launch_options opts;
   opts.threads = 2;
@@ -197,6 +199,7 @@ std::vector<float> train_with(Device device, const bucket_spec& spec,
   caf::scoped_actor self{sys};
   bucket_actor_config config{self->address(), self->address(), std::chrono::seconds(30),
                              logger{"bucket", log_level::error}};
+  config.metrics = std::move(metrics);
   config.dash_device = sys.spawn(device, jobs);
   auto bucket = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(spec), config);
   const auto timeout = std::chrono::seconds(30);
@@ -227,10 +230,16 @@ BOOST_AUTO_TEST_CASE(a_failing_device_leaves_the_cpu_to_step_exactly) {
     BOOST_TEST_REQUIRE(testing::succeeded(direct.apply(push_at(spec, t, 60 + t))));
   const auto expected = direct.slices()[0].values;
   auto jobs = std::make_shared<std::atomic<int>>(0);
-  BOOST_TEST(train_with(failing_device, spec, jobs) == expected, boost::test_tools::per_element());
+  auto metrics = std::make_shared<metrics_registry>();
+  declare_node_metrics(*metrics);
+  BOOST_TEST(train_with(failing_device, spec, jobs, metrics) == expected,
+             boost::test_tools::per_element());
   BOOST_TEST(*jobs == 1);  // after a failure the next pushes do not wait for the device
+  BOOST_TEST(metrics->counter("troupe_dash_device_failures_total", {"0"})->value() == 1.0);
+  BOOST_TEST(metrics->counter("troupe_dash_device_steps_total", {"0"})->value() == 0.0);
   *jobs = 0;
-  BOOST_TEST(train_with(poisoning_device, spec, jobs) == expected,
+  BOOST_TEST(train_with(poisoning_device, spec, jobs, metrics) == expected,
              boost::test_tools::per_element());
   BOOST_TEST(*jobs == 1);
+  BOOST_TEST(metrics->counter("troupe_dash_device_failures_total", {"0"})->value() == 2.0);
 }
