@@ -4,7 +4,8 @@
 // state; a package with non-finite values is refused with nothing written; settings the GPU
 // cannot step are not deferred; deferring again first steps what is left. And a real bucket
 // actor whose device fails, or answers with poisoned values, steps on the CPU, ends exactly
-// where a bucket without a device does, and leaves the device alone for the next pushes.
+// where a bucket without a device does, and leaves the device alone for the next pushes; one
+// whose device steps each package on the CPU from the package alone ends exactly there too.
 // (The GPU itself: tests/gpu/dash_device_test.cpp.)
 #define BOOST_TEST_MODULE bucket_dash_device
 #include <boost/test/unit_test.hpp>
@@ -187,10 +188,41 @@ dash_device_actor::behavior_type poisoning_device(dash_device_actor::pointer,
   }};
 }
 
-template <class Device>
-std::vector<float> train_with(Device device, const bucket_spec& spec,
-                              std::shared_ptr<std::atomic<int>> jobs,
-                              std::shared_ptr<metrics_registry> metrics) {
+// A device that steps each package on the CPU from what the package alone carries (a fresh
+// dash_matrix, given the package's state): the route's success path where there is no GPU,
+// and a check that a package holds everything a step needs (then the result is exact).
+dash_device_actor::behavior_type cpu_device(dash_device_actor::pointer,
+                                            std::shared_ptr<std::atomic<int>> jobs,
+                                            kernels::dash_config config) {
+  return {[jobs, config](run_atom, dash_job job) -> caf::result<dash_job> {
+    ++*jobs;
+    kernels::dash_matrix dash{job->rows, job->cols, config};
+    const size_t n = size_t{job->rows} * job->cols;
+    std::vector<float> theta(n), m(n), v(n);
+    auto unpacked = kernels::unpack_dash_step(*job, dash, theta, m, v);
+    if (!unpacked) return std::move(unpacked.error());
+    const auto grad_at = job->values->begin() + static_cast<ptrdiff_t>(job->grad);
+    const std::vector<float> grad(grad_at, grad_at + static_cast<ptrdiff_t>(n));
+    dash.step(theta, grad, m, v, job->hyper.step, job->hyper.lr);
+    return std::make_shared<kernels::packed_dash_step>(
+        kernels::pack_dash_step(dash, theta, grad, m, v, job->hyper.step, job->hyper.lr));
+  }};
+}
+
+// The DASH settings a bucket gives its matrix slices for `spec` (as bucket_store does).
+kernels::dash_config dash_config_of(const bucket_spec& spec) {
+  const auto& o = spec.optimizer;
+  kernels::dash_config c;
+  c.block = o.dash_block;
+  c.frequency = o.dash_freq;
+  c.roots.solver = kernels::root_solver::coupled_newton;
+  c.adam = kernels::adam_hyper{o.lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, 1};
+  return c;
+}
+
+template <class Device, class... Args>
+std::vector<float> train_with(const bucket_spec& spec, std::shared_ptr<metrics_registry> metrics,
+                              Device device, Args... args) {
   caf::actor_system_config cfg;
   launch_options opts;
   opts.threads = 2;
@@ -200,7 +232,7 @@ std::vector<float> train_with(Device device, const bucket_spec& spec,
   bucket_actor_config config{self->address(), self->address(), std::chrono::seconds(30),
                              logger{"bucket", log_level::error}};
   config.metrics = std::move(metrics);
-  config.dash_device = sys.spawn(device, jobs);
+  config.dash_device = sys.spawn(device, args...);
   auto bucket = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(spec), config);
   const auto timeout = std::chrono::seconds(30);
   for (uint64_t t = 0; t < 4; ++t)
@@ -232,14 +264,30 @@ BOOST_AUTO_TEST_CASE(a_failing_device_leaves_the_cpu_to_step_exactly) {
   auto jobs = std::make_shared<std::atomic<int>>(0);
   auto metrics = std::make_shared<metrics_registry>();
   declare_node_metrics(*metrics);
-  BOOST_TEST(train_with(failing_device, spec, jobs, metrics) == expected,
+  BOOST_TEST(train_with(spec, metrics, failing_device, jobs) == expected,
              boost::test_tools::per_element());
   BOOST_TEST(*jobs == 1);  // after a failure the next pushes do not wait for the device
   BOOST_TEST(metrics->counter("troupe_dash_device_failures_total", {"0"})->value() == 1.0);
   BOOST_TEST(metrics->counter("troupe_dash_device_steps_total", {"0"})->value() == 0.0);
   *jobs = 0;
-  BOOST_TEST(train_with(poisoning_device, spec, jobs, metrics) == expected,
+  BOOST_TEST(train_with(spec, metrics, poisoning_device, jobs) == expected,
              boost::test_tools::per_element());
   BOOST_TEST(*jobs == 1);
   BOOST_TEST(metrics->counter("troupe_dash_device_failures_total", {"0"})->value() == 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_device_that_steps_from_the_package_alone_gives_the_same_values) {
+  const auto spec = dash_spec();
+  bucket_store direct{spec};
+  for (uint64_t t = 0; t < 4; ++t)
+    BOOST_TEST_REQUIRE(testing::succeeded(direct.apply(push_at(spec, t, 60 + t))));
+  auto jobs = std::make_shared<std::atomic<int>>(0);
+  auto metrics = std::make_shared<metrics_registry>();
+  declare_node_metrics(*metrics);
+  BOOST_TEST(train_with(spec, metrics, cpu_device, jobs, dash_config_of(spec)) ==
+                 direct.slices()[0].values,
+             boost::test_tools::per_element());
+  BOOST_TEST(*jobs == 4);  // every step went through the device
+  BOOST_TEST(metrics->counter("troupe_dash_device_steps_total", {"0"})->value() == 4.0);
+  BOOST_TEST(metrics->counter("troupe_dash_device_failures_total", {"0"})->value() == 0.0);
 }
