@@ -152,7 +152,7 @@ void use_dash_device(self_ptr self, const bucket_actor_config& config) {
   if (store.device_slices() < store.dash_slices())
     config.log.warn(
         "bucket {}: {} of {} DASH slices stay on the CPU: the GPU steps coupled-Newton roots "
-        "with power scaling and fp32 statistics, in packages of at most {} MiB",
+        "with power scaling, in packages of at most {} MiB",
         store.id(), store.dash_slices() - store.device_slices(), store.dash_slices(),
         kernels::max_packed_bytes >> 20);
 }

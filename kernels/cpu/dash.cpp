@@ -185,11 +185,8 @@ bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
   store(g, k, true, s.left);
   store(g, k, false, s.right);
   if ((step - 1) % config_.frequency == 0) {
-    // 16-bit statistics hold eigenvalues below about one 16-bit step of the largest only as
-    // rounding noise (which may even be negative): the damping covers at least that.
     root_options roots = config_.roots;
-    if (config_.storage == dash_storage::bf16) roots.epsilon = std::max(roots.epsilon, 1.0f / 128);
-    if (config_.storage == dash_storage::fp16) roots.epsilon = std::max(roots.epsilon, 1.0f / 1024);
+    roots.epsilon = effective_damping(config_);
     auto lr = inverse_root(s.left, r, 4, {g.left_root.data() + k * ll, ll}, roots);
     auto rt = inverse_root(s.right, c, 4, {g.right_root.data() + k * rr, rr}, roots);
     if (!lr || !rt) return false;
@@ -231,6 +228,15 @@ bool dash_matrix::step_block(dash_group& g, size_t k, std::span<float> theta,
       w -= lr * (graft * s.direction[size_t{i} * c + j] + h.weight_decay * w);
     }
   return true;
+}
+
+float effective_damping(const dash_config& config) {
+  // 16-bit statistics hold eigenvalues below about one 16-bit step of the largest only as
+  // rounding noise (which may even be negative): the damping covers at least that.
+  const float epsilon = config.roots.epsilon;
+  if (config.storage == dash_storage::bf16) return std::max(epsilon, 1.0f / 128);
+  if (config.storage == dash_storage::fp16) return std::max(epsilon, 1.0f / 1024);
+  return epsilon;
 }
 
 uint32_t dash_matrix::step(std::span<float> theta, std::span<const float> grad, std::span<float> m,

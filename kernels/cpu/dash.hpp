@@ -54,6 +54,10 @@ struct dash_group {
   size_t size() const { return row0.size(); }
 };
 
+// The damping the roots use: the configured one, raised for 16-bit statistics to the format's
+// resolution (1/128 for bf16, 1/1024 for fp16): below it they hold only rounding noise.
+float effective_damping(const dash_config& config);
+
 class dash_matrix {
  public:
   dash_matrix(uint32_t rows, uint32_t cols, dash_config config);
@@ -79,6 +83,9 @@ class dash_matrix {
   double gemm_flops() const { return gemm_flops_; }  // matrix-multiply FLOPs so far
   const std::vector<dash_group>& groups() const { return groups_; }
   const dash_config& config() const { return config_; }
+  // The step whose seed the stochastic rounding of 16-bit statistics uses: step() sets it;
+  // a step done elsewhere (a GPU, kernels/cpu/dash_pack) sets it before writing back.
+  void set_rounding_step(uint64_t step) { rounding_step_ = step; }
   // A block's statistics in fp32, whatever the storage (for checkpoints and tests).
   std::vector<float> left_of(size_t group, size_t k) const;
   std::vector<float> right_of(size_t group, size_t k) const;

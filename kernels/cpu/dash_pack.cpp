@@ -82,8 +82,7 @@ size_t packed_floats(const dash_matrix& dash) {
 
 bool gpu_can_step(const dash_config& config) {
   return config.roots.solver == root_solver::coupled_newton &&
-         config.roots.scaling == root_scaling::power_iteration &&
-         config.storage == dash_storage::fp32;
+         config.roots.scaling == root_scaling::power_iteration;
 }
 
 packed_dash_step pack_dash_step(const dash_matrix& dash, std::span<const float> theta,
@@ -99,7 +98,7 @@ packed_dash_step pack_dash_step(const dash_matrix& dash, std::span<const float> 
                            c.adam.beta2,
                            c.adam.epsilon,
                            c.adam.weight_decay,
-                           c.roots.epsilon,
+                           effective_damping(c),
                            c.nesterov,
                            step,
                            (step - 1) % std::max<uint32_t>(c.frequency, 1) == 0};
@@ -166,6 +165,7 @@ caf::expected<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matr
   if (!ok) return make_error(errc::non_finite, "the device returned non-finite DASH values");
   const float* base = values.data();
   std::memcpy(theta.data(), base + done.theta, size * sizeof(float));
+  dash.set_rounding_step(done.hyper.step);  // 16-bit statistics round as the CPU step would
   uint32_t resets = 0;
   for (size_t gi = 0; gi < dash.groups().size(); ++gi) {
     const auto& g = dash.groups()[gi];

@@ -43,7 +43,10 @@ struct packed_dash_step {
 };
 
 // Whether the GPU step computes what `config` asks for: coupled-Newton roots scaled by power
-// iteration, statistics in fp32 (the CUDA step has no other solver, scaling or storage).
+// iteration (the CUDA step has no other solver or scaling). 16-bit statistics stay so on the
+// host: the device gets and returns them in fp32, and unpacking rounds them as the CPU step
+// does, which also computes the roots from the fp32 update, with the damping raised as there
+// (packed_hyper::damping).
 bool gpu_can_step(const dash_config& config);
 
 // The floats one packed step of `dash` takes (its parameter, gradient, moments and state).

@@ -74,8 +74,8 @@ const std::vector<app_flag>& common_flags() {
       {"dash-scaling", "S", "--optimizer dash: power | frobenius (bound on lambda_max for roots)",
        "power"},
       {"dash-device", "D",
-       "--optimizer dash, servers: cpu | gpu (buckets step DASH on this node's GPU 0; needs cn, "
-       "power, fp32)",
+       "--optimizer dash, servers: cpu | gpu (buckets step DASH on this node's GPU 0; needs cn "
+       "and power)",
        "cpu"},
       {"help", "", "print this help", ""},
   };

@@ -157,11 +157,10 @@ caf::error validate(const launch_options& o) {
     return bad("--dash-device must be cpu or gpu");
   if (o.dash_device == "gpu" && o.role == node_role::embedded && o.optimizer != "dash")
     return bad("--dash-device gpu is for --optimizer dash");
-  if (o.dash_device == "gpu" &&
-      (o.dash_solver != "cn" || o.dash_scaling != "power" || o.dash_storage != "fp32"))
+  if (o.dash_device == "gpu" && (o.dash_solver != "cn" || o.dash_scaling != "power"))
     return bad(
-        "--dash-device gpu steps coupled-Newton roots, scaled by power iteration, with fp32 "
-        "statistics: use --dash-solver cn --dash-scaling power --dash-storage fp32");
+        "--dash-device gpu steps coupled-Newton roots scaled by power iteration: use "
+        "--dash-solver cn --dash-scaling power");
   if (o.accumulate == 0) return bad("--accumulate must be at least 1");
   for (const auto& [rank, ms] : o.worker_delay_ms)
     if (rank >= o.workers)

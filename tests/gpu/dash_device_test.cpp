@@ -100,24 +100,28 @@ BOOST_FIXTURE_TEST_CASE(a_packed_step_on_the_gpu_matches_the_cpu_step, actor_sys
   caf::scoped_actor self{*sys};
   auto device = spawn_dash_device(*sys, dash_device_config{});
   BOOST_TEST_REQUIRE(testing::succeeded(device));
-  const auto spec = matrix_spec();
-  bucket_store cpu{spec}, gpu{spec};
-  gpu.defer_dash(true);
-  cpu.defer_dash(true);
-  for (uint64_t t = 0; t < 3; ++t) {
-    const auto before = gpu.slices()[0].values;
-    BOOST_TEST_REQUIRE(testing::succeeded(cpu.apply(push_at(spec, t))));
-    BOOST_TEST_REQUIRE(testing::succeeded(gpu.apply(push_at(spec, t))));
-    cpu.run_deferred_dash();
-    auto job = std::make_shared<kernels::packed_dash_step>(gpu.pack_deferred_dash());
-    self->request(*device, std::chrono::seconds(60), run_atom_v, job)
-        .receive([&](const dash_job& done) { BOOST_TEST(!gpu.complete_deferred_dash(*done)); },
-                 [](caf::error& err) { BOOST_FAIL("the device refused: " << describe(err)); });
-    const double difference =
-        update_difference(before, gpu.slices()[0].values, cpu.slices()[0].values);
-    BOOST_TEST(difference < 1e-2, "step " << t + 1 << ": update differs by " << difference);
+  for (uint8_t storage : {0, 1}) {  // fp32 and bf16 statistics on the host
+    auto spec = matrix_spec();
+    spec.optimizer.dash_storage = storage;
+    bucket_store cpu{spec}, gpu{spec};
+    gpu.defer_dash(true);
+    cpu.defer_dash(true);
+    for (uint64_t t = 0; t < 3; ++t) {
+      const auto before = gpu.slices()[0].values;
+      BOOST_TEST_REQUIRE(testing::succeeded(cpu.apply(push_at(spec, t))));
+      BOOST_TEST_REQUIRE(testing::succeeded(gpu.apply(push_at(spec, t))));
+      cpu.run_deferred_dash();
+      auto job = std::make_shared<kernels::packed_dash_step>(gpu.pack_deferred_dash());
+      self->request(*device, std::chrono::seconds(60), run_atom_v, job)
+          .receive([&](const dash_job& done) { BOOST_TEST(!gpu.complete_deferred_dash(*done)); },
+                   [](caf::error& err) { BOOST_FAIL("the device refused: " << describe(err)); });
+      const double difference =
+          update_difference(before, gpu.slices()[0].values, cpu.slices()[0].values);
+      BOOST_TEST(difference < 1e-2, "storage " << int(storage) << ", step " << t + 1
+                                               << ": update differs by " << difference);
+    }
+    BOOST_TEST(gpu.dash_resets() == 0u);
   }
-  BOOST_TEST(gpu.dash_resets() == 0u);
   self->send_exit(*device, caf::exit_reason::user_shutdown);
 }
 

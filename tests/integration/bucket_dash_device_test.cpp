@@ -196,7 +196,11 @@ dash_device_actor::behavior_type cpu_device(dash_device_actor::pointer,
                                             kernels::dash_config config) {
   return {[jobs, config](run_atom, dash_job job) -> caf::result<dash_job> {
     ++*jobs;
-    kernels::dash_matrix dash{job->rows, job->cols, config};
+    // As the GPU does: statistics in fp32, roots damped as the package says.
+    auto fp32 = config;
+    fp32.storage = kernels::dash_storage::fp32;
+    fp32.roots.epsilon = job->hyper.damping;
+    kernels::dash_matrix dash{job->rows, job->cols, fp32};
     const size_t n = size_t{job->rows} * job->cols;
     std::vector<float> theta(n), m(n), v(n);
     auto unpacked = kernels::unpack_dash_step(*job, dash, theta, m, v);
@@ -217,6 +221,7 @@ kernels::dash_config dash_config_of(const bucket_spec& spec) {
   c.frequency = o.dash_freq;
   c.roots.solver = kernels::root_solver::coupled_newton;
   c.adam = kernels::adam_hyper{o.lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, 1};
+  c.storage = static_cast<kernels::dash_storage>(o.dash_storage);
   return c;
 }
 
@@ -277,17 +282,22 @@ BOOST_AUTO_TEST_CASE(a_failing_device_leaves_the_cpu_to_step_exactly) {
 }
 
 BOOST_AUTO_TEST_CASE(a_device_that_steps_from_the_package_alone_gives_the_same_values) {
-  const auto spec = dash_spec();
-  bucket_store direct{spec};
-  for (uint64_t t = 0; t < 4; ++t)
-    BOOST_TEST_REQUIRE(testing::succeeded(direct.apply(push_at(spec, t, 60 + t))));
-  auto jobs = std::make_shared<std::atomic<int>>(0);
-  auto metrics = std::make_shared<metrics_registry>();
-  declare_node_metrics(*metrics);
-  BOOST_TEST(train_with(spec, metrics, cpu_device, jobs, dash_config_of(spec)) ==
-                 direct.slices()[0].values,
-             boost::test_tools::per_element());
-  BOOST_TEST(*jobs == 4);  // every step went through the device
-  BOOST_TEST(metrics->counter("troupe_dash_device_steps_total", {"0"})->value() == 4.0);
-  BOOST_TEST(metrics->counter("troupe_dash_device_failures_total", {"0"})->value() == 0.0);
+  for (uint8_t storage : {0, 1, 2}) {  // fp32, bf16, fp16 statistics on the host
+    BOOST_TEST_CONTEXT("storage " << int(storage)) {
+      auto spec = dash_spec();
+      spec.optimizer.dash_storage = storage;
+      bucket_store direct{spec};
+      for (uint64_t t = 0; t < 4; ++t)
+        BOOST_TEST_REQUIRE(testing::succeeded(direct.apply(push_at(spec, t, 60 + t))));
+      auto jobs = std::make_shared<std::atomic<int>>(0);
+      auto metrics = std::make_shared<metrics_registry>();
+      declare_node_metrics(*metrics);
+      BOOST_TEST(train_with(spec, metrics, cpu_device, jobs, dash_config_of(spec)) ==
+                     direct.slices()[0].values,
+                 boost::test_tools::per_element());
+      BOOST_TEST(*jobs == 4);  // every step went through the device
+      BOOST_TEST(metrics->counter("troupe_dash_device_steps_total", {"0"})->value() == 4.0);
+      BOOST_TEST(metrics->counter("troupe_dash_device_failures_total", {"0"})->value() == 0.0);
+    }
+  }
 }
