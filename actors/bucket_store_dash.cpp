@@ -42,6 +42,8 @@ kernels::packed_dash_step bucket_store::pack_deferred_dash() const {
 caf::error bucket_store::complete_deferred_dash(const kernels::packed_dash_step& done) {
   if (deferred_.empty()) return make_error(errc::malformed_message, "no deferred DASH step");
   const size_t slice = deferred_.front().slice;
+  if (done.hyper.step != deferred_.front().step)
+    return make_error(errc::malformed_message, "a stepped DASH package of another step");
   auto resets = kernels::unpack_dash_step(done, *dash_[slice], slices_[slice].values,
                                           first_moment_[slice], second_moment_[slice]);
   if (!resets) return std::move(resets.error());

@@ -101,13 +101,16 @@ void drop_backup(self_ptr self, const bucket_actor_config& config, const caf::er
   st.awaiting.clear();
 }
 
-// How long a bucket waits for one DASH step on the device: well inside the request timeout,
-// so that a hung GPU costs a push a fraction of it rather than the worker's whole wait (and
-// a backup's, whose primary would drop it).
-std::chrono::milliseconds device_deadline(const bucket_actor_config& config) {
-  return std::max(
-      std::chrono::milliseconds(1000),
-      std::chrono::duration_cast<std::chrono::milliseconds>(config.request_timeout) / 4);
+using device_clock = std::chrono::steady_clock;
+
+// Until when a push (all its DASH steps) may wait for the device: well inside the request
+// timeout, so that a hung GPU costs a push a fraction of it rather than the worker's whole
+// wait (and a backup's, whose primary would drop it).
+device_clock::time_point device_deadline(const bucket_actor_config& config) {
+  return device_clock::now() +
+         std::max(
+             std::chrono::milliseconds(1000),
+             std::chrono::duration_cast<std::chrono::milliseconds>(config.request_timeout) / 4);
 }
 
 // After a device failure, this many pushes step on the CPU before the device is tried again.
@@ -118,7 +121,7 @@ constexpr uint32_t device_backoff_pushes = 100;
 // forwards) half-stepped parameters. A failure steps the rest on the CPU, and so do the next
 // device_backoff_pushes pushes.
 void step_deferred_dash(self_ptr self, const bucket_actor_config& config,
-                        std::function<void()> next) {
+                        device_clock::time_point deadline, std::function<void()> next) {
   auto& store = *self->state.store;
   if (!store.dash_pending()) return next();
   auto on_cpu = [self, config, next](const caf::error& why) {
@@ -132,13 +135,17 @@ void step_deferred_dash(self_ptr self, const bucket_actor_config& config,
     next();
   };
   if (!config.dash_device) return on_cpu(make_error(errc::device_failure, "no DASH device"));
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - device_clock::now());
+  if (left.count() <= 0)
+    return on_cpu(make_error(errc::timeout, "the push's time for the device ran out"));
   auto job = std::make_shared<kernels::packed_dash_step>(store.pack_deferred_dash());
-  self->request(*config.dash_device, device_deadline(config), run_atom_v, std::move(job))
+  self->request(*config.dash_device, left, run_atom_v, std::move(job))
       .await(
-          [self, config, next, on_cpu](const dash_job& done) {
+          [self, config, deadline, next, on_cpu](const dash_job& done) {
             if (auto err = self->state.store->complete_deferred_dash(*done)) return on_cpu(err);
             add(self->state.metrics.device_steps, 1);
-            step_deferred_dash(self, config, next);
+            step_deferred_dash(self, config, deadline, next);
           },
           [on_cpu](caf::error& err) { on_cpu(err); });
 }
@@ -149,7 +156,7 @@ void use_dash_device(self_ptr self, const bucket_actor_config& config) {
   if (!config.dash_device) return;
   const bool any = store.defer_dash(true);
   if (!any) store.defer_dash(false);
-  if (store.device_slices() < store.dash_slices())
+  if (store.device_slices() < store.dash_slices() && !self->state.told_cpu_slices++)
     config.log.warn(
         "bucket {}: {} of {} DASH slices stay on the CPU: the GPU steps coupled-Newton roots "
         "with power scaling, in packages of at most {} MiB",
@@ -157,7 +164,8 @@ void use_dash_device(self_ptr self, const bucket_actor_config& config) {
         kernels::max_packed_bytes >> 20);
 }
 
-// Counts a push against the device's backoff; the last one of it gives the device another try.
+// Counts an applied push against the device's backoff; after the last one, the device gets
+// another try.
 void count_backoff(self_ptr self, const bucket_actor_config& config) {
   auto& st = self->state;
   if (st.device_backoff > 0 && --st.device_backoff == 0) use_dash_device(self, config);
@@ -220,7 +228,6 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   if (st.former_primary && sent_by(self, st.former_primary))
     return make_error(errc::not_primary, "this bucket was promoted; resend here");
   if (st.deposed) return make_error(errc::not_primary, "a backup took over this bucket");
-  count_backoff(self, config);
   auto push = decode<push_request>(w, st.limits);
   if (!push) {
     store.count_rejected();
@@ -229,6 +236,7 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   }
   auto ack = store.apply(std::move(*push));
   if (!ack) config.log.warn("rejected a push: {}", describe(ack.error()));
+  if (ack) count_backoff(self, config);
   auto& m = st.metrics;
   add(m.bytes_in, double(w.bytes.size()));
   add(ack ? m.updates : m.rejected, 1);
@@ -239,7 +247,7 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   if (!store.dash_pending()) {
     finish_push(self, w, config, std::move(ack), promise);
   } else {
-    step_deferred_dash(self, config, [self, w, config, ack, promise]() {
+    step_deferred_dash(self, config, device_deadline(config), [self, w, config, ack, promise]() {
       finish_push(self, w, config, ack, promise);
     });
   }
@@ -265,7 +273,7 @@ caf::result<bool> on_restore(self_ptr self, const bucket_actor_config& config, u
   if (restored->id() != st.store->id())
     return make_error(errc::unknown_bucket, "the state of another bucket");
   *st.store = std::move(*restored);
-  use_dash_device(self, config);
+  if (st.device_backoff == 0) use_dash_device(self, config);
   size_limits(st);
   config.log.debug("bucket {} restored from {} parts", st.store->id(), total);
   return true;
@@ -329,7 +337,7 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
       [=](retire_atom, uint32_t worker) {
         if (!from_controller_or_primary(self, config)) return refuse("a retire");
         self->state.store->retire(worker);  // may complete a bsp round: DASH steps
-        step_deferred_dash(self, config, [self, worker] {
+        step_deferred_dash(self, config, device_deadline(config), [self, worker] {
           if (self->state.backup) self->send(*self->state.backup, retire_atom_v, worker);
           release_held_pulls(self);
         });

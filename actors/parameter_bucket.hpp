@@ -10,7 +10,7 @@
 // With a DASH device, the DASH steps a push (or a round) makes are stepped on the GPU before
 // the push is forwarded and acknowledged, each awaited, so that nothing reads half-stepped
 // parameters; any device failure steps them on the CPU instead (the same result up to fp32
-// rounding), and so do the next 100 pushes before the device is tried again. Spawned by a
+// rounding), and so do the next 100 applied pushes before the device is tried again. Spawned by a
 // server's supervisor; `controller` (the coordinator) may retire and admit
 // workers, save and restore state, set backups, promote, and inject faults.
 #pragma once
@@ -58,6 +58,7 @@ struct bucket_actor_state {
   bucket_metrics metrics;          // this bucket's series (null without a registry)
   uint64_t device_failures = 0;    // DASH steps the device failed (then stepped on the CPU)
   uint32_t device_backoff = 0;     // pushes left that step on the CPU after a failure
+  uint32_t told_cpu_slices = 0;    // times it warned of DASH slices the GPU cannot step
 };
 
 struct bucket_actor_config {

@@ -181,7 +181,9 @@ caf::expected<dash_device_actor> spawn_dash_device(caf::actor_system& sys,
   // than at the first step.
   caf::error probe;
   caf::scoped_actor self{sys};
-  self->request(*gpu, config.request_timeout, alloc_atom_v, uint64_t{1})
+  // The first request also waits for the CUDA context and cuBLAS: give it time.
+  const auto probe_timeout = std::max(std::chrono::seconds(60), 4 * config.request_timeout);
+  self->request(*gpu, probe_timeout, alloc_atom_v, uint64_t{1})
       .receive([&](uint64_t id) { self->send(*gpu, release_atom_v, id); },
                [&](caf::error& err) { probe = std::move(err); });
   if (probe) {

@@ -20,13 +20,16 @@ device_pool::~device_pool() {
   for (auto& [p, pages] : used_) free(p);
 }
 
-void* device_pool::allocate(size_t bytes) {
+caf::expected<void*> device_pool::allocate(size_t bytes) {
   void* p = nullptr;
-  const cudaError_t err = kind_ == memory::device ? cudaMalloc(&p, bytes)
-                                                  : cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+  const bool device = kind_ == memory::device;
+  const cudaError_t err =
+      device ? cudaMalloc(&p, bytes) : cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return nullptr;
+    return make_error(errc::device_failure,
+                      fmt::format("{} of {} bytes: {}", device ? "cudaMalloc" : "cudaHostAlloc",
+                                  bytes, cudaGetErrorString(err)));
   }
   return p;
 }
@@ -59,15 +62,11 @@ caf::expected<void*> device_pool::acquire(size_t bytes) {
                         fmt::format("device pool: {} more pages would pass its {} pages", pages,
                                     capacity_pages_));
   }
-  void* p = nullptr;
-  if (const cudaError_t err = cudaMalloc(&p, pages * page_bytes_); err != cudaSuccess) {
-    cudaGetLastError();
-    return make_error(
-        errc::device_failure,
-        fmt::format("cudaMalloc of {} bytes: {}", pages * page_bytes_, cudaGetErrorString(err)));
-  }
+  // Device memory, or pinned host memory for the staging pool (host code writes into it).
+  auto p = allocate(pages * page_bytes_);
+  if (!p) return p;
   reserved_pages_ += pages;
-  used_.emplace(p, pages);
+  used_.emplace(*p, pages);
   return p;
 }
 

@@ -34,7 +34,7 @@ class device_pool {
   size_t in_use_bytes() const;
 
  private:
-  void* allocate(size_t bytes);  // null on failure
+  caf::expected<void*> allocate(size_t bytes);  // cudaMalloc, or cudaHostAlloc when pinned
   void free(void* p);
 
   size_t page_bytes_;

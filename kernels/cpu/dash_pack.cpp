@@ -133,21 +133,25 @@ caf::expected<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matr
                                          std::span<float> theta, std::span<float> m,
                                          std::span<float> v) {
   const size_t size = size_t{dash.rows()} * dash.cols();
-  if (!done.values || done.rows != dash.rows() || done.cols != dash.cols() ||
-      done.groups.size() != dash.groups().size() || theta.size() != size || m.size() != size ||
-      v.size() != size)
-    return make_error(errc::shape_mismatch, "a stepped DASH package of another shape");
+  if (theta.size() != size || m.size() != size || v.size() != size)
+    return make_error(errc::shape_mismatch, "moments of another shape than the parameter");
+  // The layout is this parameter's own, field by field: the offsets below are then known to
+  // lie inside the values.
   size_t end = 0;
-  reserve(end, size);
-  reserve(end, size);
-  for (size_t gi = 0; gi < dash.groups().size(); ++gi) {
-    const auto expected = layout_of(dash.groups()[gi], end);
+  bool same = done.values && done.rows == dash.rows() && done.cols == dash.cols() &&
+              done.theta == reserve(end, size) && done.grad == reserve(end, size) &&
+              done.groups.size() == dash.groups().size();
+  for (size_t gi = 0; same && gi < dash.groups().size(); ++gi) {
+    const auto e = layout_of(dash.groups()[gi], end);
     const auto& p = done.groups[gi];
-    if (p.left != expected.left || p.resets != expected.resets || p.count != expected.count)
-      return make_error(errc::shape_mismatch, "a stepped DASH package of another layout");
+    same = p.rows == e.rows && p.cols == e.cols && p.count == e.count && p.row0 == e.row0 &&
+           p.col0 == e.col0 && p.left == e.left && p.right == e.right &&
+           p.left_root == e.left_root && p.right_root == e.right_root && p.m == e.m && p.v == e.v &&
+           p.resets == e.resets;
   }
+  if (!same || done.values->size() != end)
+    return make_error(errc::shape_mismatch, "a stepped DASH package of another layout");
   const std::vector<float>& values = *done.values;
-  if (values.size() != end) return make_error(errc::shape_mismatch, "a truncated DASH package");
   // What will be written is checked before anything is: a device that returned non-finite
   // values (which its own resets should have prevented) changes nothing here. (The gradient
   // is not written back: a non-finite one is the device's to reset, not a refusal.)
@@ -163,24 +167,25 @@ caf::expected<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matr
          finite(p.right_root, cc) && finite(p.m, rc) && finite(p.v, rc);
   }
   if (!ok) return make_error(errc::non_finite, "the device returned non-finite DASH values");
+  // The statistics and roots first (set_state checks again), the parameter last.
   const float* base = values.data();
-  std::memcpy(theta.data(), base + done.theta, size * sizeof(float));
   dash.set_rounding_step(done.hyper.step);  // 16-bit statistics round as the CPU step would
   uint32_t resets = 0;
   for (size_t gi = 0; gi < dash.groups().size(); ++gi) {
     const auto& g = dash.groups()[gi];
     const auto& p = done.groups[gi];
-    for (size_t k = 0; k < g.size(); ++k) {
-      unstack_block(g, k, done.cols, base + p.m, m);
-      unstack_block(g, k, done.cols, base + p.v, v);
-    }
     const size_t at[4] = {p.left, p.right, p.left_root, p.right_root};
     for (size_t s = 0; s < 4; ++s) {
       const size_t count = g.size() * dash.block_values(gi * 4 + s);
       if (auto err = dash.set_state(gi * 4 + s, 0, {base + at[s], count})) return err;
     }
+    for (size_t k = 0; k < g.size(); ++k) {
+      unstack_block(g, k, done.cols, base + p.m, m);
+      unstack_block(g, k, done.cols, base + p.v, v);
+    }
     resets += static_cast<uint32_t>(std::max(float_bits_as_int(base[p.resets]), 0));
   }
+  std::memcpy(theta.data(), base + done.theta, size * sizeof(float));
   return resets;
 }
 

@@ -15,9 +15,11 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "actors/bucket_store.hpp"
@@ -130,6 +132,12 @@ BOOST_AUTO_TEST_CASE(a_poisoned_or_misshapen_package_writes_nothing) {
   auto short_one = store.pack_deferred_dash();
   short_one.values->pop_back();
   BOOST_TEST(is_error(store.complete_deferred_dash(short_one), errc::shape_mismatch));
+  auto moved = store.pack_deferred_dash();  // a layout with its moments somewhere else
+  std::swap(moved.groups[0].m, moved.groups[0].v);
+  BOOST_TEST(is_error(store.complete_deferred_dash(moved), errc::shape_mismatch));
+  auto other_step = store.pack_deferred_dash();
+  ++other_step.hyper.step;
+  BOOST_TEST(is_error(store.complete_deferred_dash(other_step), errc::malformed_message));
   BOOST_TEST_REQUIRE(store.dash_pending());
   store.run_deferred_dash();
   BOOST_TEST(store.slices()[0].values == direct.slices()[0].values,
@@ -188,19 +196,32 @@ dash_device_actor::behavior_type poisoning_device(dash_device_actor::pointer,
   }};
 }
 
+// The settings a device learns from a package alone: the block size from its groups, the
+// hyperparameters and whether to compute roots from packed_hyper; coupled Newton with power
+// scaling and fp32 statistics, as on the GPU.
+kernels::dash_config config_of(const kernels::packed_dash_step& job) {
+  kernels::dash_config c;
+  c.block = 0;
+  for (const auto& g : job.groups) c.block = std::max({c.block, g.rows, g.cols});
+  const auto& h = job.hyper;
+  c.frequency = h.compute_roots ? 1 : std::numeric_limits<uint32_t>::max();
+  c.beta = h.beta;
+  c.roots.solver = kernels::root_solver::coupled_newton;
+  c.roots.epsilon = h.damping;
+  c.adam = kernels::adam_hyper{h.lr, h.beta1, h.beta2, h.epsilon, h.weight_decay, h.step};
+  c.nesterov = h.nesterov;
+  return c;
+}
+
 // A device that steps each package on the CPU from what the package alone carries (a fresh
-// dash_matrix, given the package's state): the route's success path where there is no GPU,
-// and a check that a package holds everything a step needs (then the result is exact).
+// dash_matrix, given the package's settings and state): the route's success path where there
+// is no GPU, and a check that a package holds everything a step needs (then the result is
+// exact; a layout that does not fit the settings is refused by the unpacking).
 dash_device_actor::behavior_type cpu_device(dash_device_actor::pointer,
-                                            std::shared_ptr<std::atomic<int>> jobs,
-                                            kernels::dash_config config) {
-  return {[jobs, config](run_atom, dash_job job) -> caf::result<dash_job> {
+                                            std::shared_ptr<std::atomic<int>> jobs) {
+  return {[jobs](run_atom, dash_job job) -> caf::result<dash_job> {
     ++*jobs;
-    // As the GPU does: statistics in fp32, roots damped as the package says.
-    auto fp32 = config;
-    fp32.storage = kernels::dash_storage::fp32;
-    fp32.roots.epsilon = job->hyper.damping;
-    kernels::dash_matrix dash{job->rows, job->cols, fp32};
+    kernels::dash_matrix dash{job->rows, job->cols, config_of(*job)};
     const size_t n = size_t{job->rows} * job->cols;
     std::vector<float> theta(n), m(n), v(n);
     auto unpacked = kernels::unpack_dash_step(*job, dash, theta, m, v);
@@ -213,21 +234,10 @@ dash_device_actor::behavior_type cpu_device(dash_device_actor::pointer,
   }};
 }
 
-// The DASH settings a bucket gives its matrix slices for `spec` (as bucket_store does).
-kernels::dash_config dash_config_of(const bucket_spec& spec) {
-  const auto& o = spec.optimizer;
-  kernels::dash_config c;
-  c.block = o.dash_block;
-  c.frequency = o.dash_freq;
-  c.roots.solver = kernels::root_solver::coupled_newton;
-  c.adam = kernels::adam_hyper{o.lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, 1};
-  c.storage = static_cast<kernels::dash_storage>(o.dash_storage);
-  return c;
-}
-
+// `pushes` pushes into a bucket whose DASH device is `device`; its values after them.
 template <class Device, class... Args>
 std::vector<float> train_with(const bucket_spec& spec, std::shared_ptr<metrics_registry> metrics,
-                              Device device, Args... args) {
+                              uint64_t pushes, Device device, Args... args) {
   caf::actor_system_config cfg;
   launch_options opts;
   opts.threads = 2;
@@ -240,12 +250,12 @@ std::vector<float> train_with(const bucket_spec& spec, std::shared_ptr<metrics_r
   config.dash_device = sys.spawn(device, args...);
   auto bucket = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(spec), config);
   const auto timeout = std::chrono::seconds(30);
-  for (uint64_t t = 0; t < 4; ++t)
+  for (uint64_t t = 0; t < pushes; ++t)
     self->request(bucket, timeout, push_atom_v, encode(push_at(spec, t, 60 + t)))
         .receive([](const wire&) {},
                  [](caf::error& err) { BOOST_FAIL("push refused: " << describe(err)); });
   std::vector<float> values;
-  self->request(bucket, timeout, pull_atom_v, encode(pull_request{0, 0, 4}))
+  self->request(bucket, timeout, pull_atom_v, encode(pull_request{0, 0, pushes}))
       .receive(
           [&](const wire& w) {
             auto reply = decode<pull_reply>(w);
@@ -269,13 +279,13 @@ BOOST_AUTO_TEST_CASE(a_failing_device_leaves_the_cpu_to_step_exactly) {
   auto jobs = std::make_shared<std::atomic<int>>(0);
   auto metrics = std::make_shared<metrics_registry>();
   declare_node_metrics(*metrics);
-  BOOST_TEST(train_with(spec, metrics, failing_device, jobs) == expected,
+  BOOST_TEST(train_with(spec, metrics, 4, failing_device, jobs) == expected,
              boost::test_tools::per_element());
   BOOST_TEST(*jobs == 1);  // after a failure the next pushes do not wait for the device
   BOOST_TEST(metrics->counter("troupe_dash_device_failures_total", {"0"})->value() == 1.0);
   BOOST_TEST(metrics->counter("troupe_dash_device_steps_total", {"0"})->value() == 0.0);
   *jobs = 0;
-  BOOST_TEST(train_with(spec, metrics, poisoning_device, jobs) == expected,
+  BOOST_TEST(train_with(spec, metrics, 4, poisoning_device, jobs) == expected,
              boost::test_tools::per_element());
   BOOST_TEST(*jobs == 1);
   BOOST_TEST(metrics->counter("troupe_dash_device_failures_total", {"0"})->value() == 2.0);
@@ -292,12 +302,24 @@ BOOST_AUTO_TEST_CASE(a_device_that_steps_from_the_package_alone_gives_the_same_v
       auto jobs = std::make_shared<std::atomic<int>>(0);
       auto metrics = std::make_shared<metrics_registry>();
       declare_node_metrics(*metrics);
-      BOOST_TEST(train_with(spec, metrics, cpu_device, jobs, dash_config_of(spec)) ==
-                     direct.slices()[0].values,
+      BOOST_TEST(train_with(spec, metrics, 4, cpu_device, jobs) == direct.slices()[0].values,
                  boost::test_tools::per_element());
       BOOST_TEST(*jobs == 4);  // every step went through the device
       BOOST_TEST(metrics->counter("troupe_dash_device_steps_total", {"0"})->value() == 4.0);
       BOOST_TEST(metrics->counter("troupe_dash_device_failures_total", {"0"})->value() == 0.0);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(after_100_pushes_on_the_cpu_the_device_gets_another_try) {
+  const auto spec = dash_spec();
+  bucket_store direct{spec};
+  for (uint64_t t = 0; t < 102; ++t)
+    BOOST_TEST_REQUIRE(testing::succeeded(direct.apply(push_at(spec, t, 60 + t))));
+  auto jobs = std::make_shared<std::atomic<int>>(0);
+  auto metrics = std::make_shared<metrics_registry>();
+  declare_node_metrics(*metrics);
+  BOOST_TEST(train_with(spec, metrics, 102, failing_device, jobs) == direct.slices()[0].values,
+             boost::test_tools::per_element());
+  BOOST_TEST(*jobs == 2);  // the 1st push, then the 102nd: 100 applied pushes in between
 }

@@ -278,6 +278,9 @@ BOOST_AUTO_TEST_CASE(a_packed_step_stacks_blocks_where_the_gpu_reads_them) {
   const auto package = pack_dash_step(dash, theta, grad, m, v, 4, 0.5f);
   BOOST_TEST(package.hyper.compute_roots);  // steps 1, 4, 7, ... with frequency 3
   BOOST_TEST(package.hyper.lr == 0.5f);
+  BOOST_TEST(package.hyper.beta == dash.config().beta);
+  BOOST_TEST(package.hyper.damping == dash.config().roots.epsilon);
+  BOOST_TEST(package.values->size() == packed_floats(dash));
   const auto& values = *package.values;
   for (size_t gi = 0; gi < dash.groups().size(); ++gi) {
     const auto& g = dash.groups()[gi];
@@ -291,9 +294,11 @@ BOOST_AUTO_TEST_CASE(a_packed_step_stacks_blocks_where_the_gpu_reads_them) {
           BOOST_TEST(values[p.m + stacked] == m[at]);
           BOOST_TEST(values[p.v + stacked] == v[at]);
         }
-    const auto left_root = dash.state(gi * 4 + 2);  // the identity before any root
-    for (size_t i = 0; i < left_root.size(); ++i)
-      BOOST_TEST(values[p.left_root + i] == left_root[i]);
+    const size_t at[4] = {p.left, p.right, p.left_root, p.right_root};
+    for (size_t s = 0; s < 4; ++s) {  // L, R, and their roots (the identity before any)
+      const auto state = dash.state(gi * 4 + s);
+      for (size_t i = 0; i < state.size(); ++i) BOOST_TEST(values[at[s] + i] == state[i]);
+    }
   }
   // A "device" that adds 1 to every moment and to theta: each lands where it came from.
   auto stepped = package;

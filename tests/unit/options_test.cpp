@@ -595,7 +595,9 @@ BOOST_AUTO_TEST_CASE(dash_flags) {
   BOOST_TEST(!parse({"--dash-storage", "fp8"}));
   BOOST_TEST(parse({})->dash_device == "cpu");
   BOOST_TEST(parse({"--optimizer", "dash", "--dash-device", "gpu"})->dash_device == "gpu");
-  BOOST_TEST(!parse({"--dash-device", "gpu"}));  // embedded Adam: no DASH to put on a GPU
+  auto adam_on_gpu = parse({"--dash-device", "gpu"});  // embedded Adam: no DASH for a GPU
+  BOOST_TEST_REQUIRE(!adam_on_gpu);
+  BOOST_TEST(troupe::describe(adam_on_gpu.error()).find("--optimizer dash") != std::string::npos);
   BOOST_TEST(!parse({"--dash-device", "tpu"}));
   // The GPU steps coupled-Newton roots with power scaling only (16-bit statistics stay so on
   // the host).
