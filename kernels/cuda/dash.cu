@@ -2,6 +2,7 @@
 // preconditioning and Adam grafting, with non-finite blocks reset. CPU twin:
 // kernels/cpu/dash.cpp (dash_matrix::step with root_solver::coupled_newton); compared in
 // tests/gpu/dash_cuda_test.cpp.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -264,7 +265,8 @@ cudaError_t inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float
   // Largest eigenvalue per block by batched power iteration.
   start_vector_kernel<<<blocks_for(static_cast<size_t>(n) * count), threads, 0, s>>>(ws.v, n,
                                                                                      count);
-  for (int i = 0; i < p.power_iterations; ++i) {
+  // At least one: the last step writes lambda, which the Newton start reads.
+  for (int i = 0; i < std::max(p.power_iterations, 1); ++i) {
     TROUPE_CUBLAS_TRY(gemm_rm(h, n, 1, n, 1.0f, a, nn, ws.v, n, 0.0f, ws.w, n, count));
     power_step_kernel<<<count, threads, 0, s>>>(ws.v, ws.w, n, ws.lambda);
   }
