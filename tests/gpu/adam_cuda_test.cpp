@@ -59,7 +59,5 @@ BOOST_AUTO_TEST_CASE(adam_kernel_matches_the_cpu_twin, *boost::unit_test::precon
 
 // tests/gpu/run.sh sets TROUPE_REQUIRE_GPU=1: there a missing GPU is a failure, not a skip.
 BOOST_AUTO_TEST_CASE(a_gpu_is_present_when_required) {
-  const char* required = std::getenv("TROUPE_REQUIRE_GPU");
-  if (required && std::string{required} == "1")
-    BOOST_TEST(troupe::kernels::cuda::device_count() > 0);
+  if (troupe::testing::gpu_required()) BOOST_TEST(troupe::kernels::cuda::device_count() > 0);
 }

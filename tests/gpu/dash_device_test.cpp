@@ -145,9 +145,7 @@ BOOST_FIXTURE_TEST_CASE(a_bucket_with_the_device_trains_as_on_the_cpu, actor_sys
 
 // tests/gpu/run.sh sets TROUPE_REQUIRE_GPU=1: there a missing GPU is a failure, not a skip.
 BOOST_AUTO_TEST_CASE(a_gpu_is_present_when_required) {
-  const char* required = std::getenv("TROUPE_REQUIRE_GPU");
-  if (required && std::string{required} == "1")
-    BOOST_TEST(troupe::kernels::cuda::device_count() > 0);
+  if (troupe::testing::gpu_required()) BOOST_TEST(troupe::kernels::cuda::device_count() > 0);
 }
 
 // Where no GPU is visible (CI), asking for the device is a clear error, not a crash.

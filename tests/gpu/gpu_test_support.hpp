@@ -1,5 +1,6 @@
-// What the GPU tests share: the precondition that skips a test where no GPU is visible, normal
-// random values from a fixed seed, and a device array that copies in and out and frees itself.
+// What the GPU tests share: the precondition that skips a test where no GPU is visible, whether
+// run.sh requires one, normal random values from a fixed seed, and a device array that copies
+// in and out and frees itself.
 // For tests/gpu only.
 #pragma once
 
@@ -8,7 +9,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/device.hpp"
@@ -22,6 +25,12 @@ struct has_gpu {
     return result;
   }
 };
+
+// tests/gpu/run.sh sets TROUPE_REQUIRE_GPU=1: there a missing GPU is a failure, not a skip.
+inline bool gpu_required() {
+  const char* required = std::getenv("TROUPE_REQUIRE_GPU");
+  return required && std::string{required} == "1";
+}
 
 inline std::vector<float> normal_values(size_t n, uint32_t seed, float scale) {
   std::mt19937 rng{seed};

@@ -20,47 +20,24 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 
 #include "actors/bucket_store.hpp"
 #include "actors/node_metrics.hpp"
 #include "actors/parameter_bucket.hpp"
+#include "tests/unit/dash_bucket_support.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
 
 using namespace troupe;
 using troupe::testing::is_error;
+using troupe::testing::push_at;
 
 namespace {
 
 // A 5 x 7 matrix in 4 x 4 blocks (four groups: full, narrow, short, corner) and a vector.
 bucket_spec dash_spec(uint8_t solver = 1) {
-  bucket_spec spec{0, 1, optimizer_config{}, {}, {}, {}};
-  spec.optimizer.type = optimizer_config::kind::dash;
-  spec.optimizer.lr = 0.01f;
-  spec.optimizer.dash_block = 4;
-  spec.optimizer.dash_freq = 2;
-  spec.optimizer.dash_solver = solver;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal;
-  dense_tensor w{"w", {5, 7}, 0, std::vector<float>(35)}, b{"b", {3}, 0, std::vector<float>(3)};
-  for (auto& x : w.values) x = normal(rng);
-  for (auto& x : b.values) x = normal(rng);
-  spec.tensors = {w, b};
-  return spec;
-}
-
-push_request push_at(const bucket_spec& spec, uint64_t clock, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  push_request push{spec.bucket, 0, clock, vector_clock{std::vector<uint64_t>{clock}}};
-  for (const auto& t : spec.tensors) {
-    dense_tensor g = t;
-    for (auto& x : g.values) x = normal(rng);
-    push.dense.push_back(std::move(g));
-  }
-  return push;
+  return testing::dash_bucket_spec(5, 7, 4, 5, solver);
 }
 
 uint32_t bits_of(float f) {

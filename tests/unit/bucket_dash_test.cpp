@@ -5,40 +5,18 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
-#include <random>
 
 #include "actors/bucket_store.hpp"
+#include "tests/unit/dash_bucket_support.hpp"
 #include "tests/unit/expect_error.hpp"
 
 using namespace troupe;
+using troupe::testing::push_at;
 
 namespace {
 
 bucket_spec dash_spec() {
-  bucket_spec spec{0, 1, optimizer_config{}, {}, {}, {}};
-  spec.optimizer.type = optimizer_config::kind::dash;
-  spec.optimizer.lr = 0.01f;
-  spec.optimizer.dash_block = 2;
-  spec.optimizer.dash_freq = 2;
-  std::mt19937 rng(3);
-  std::normal_distribution<float> normal;
-  dense_tensor w{"w", {5, 3}, 0, std::vector<float>(15)}, b{"b", {3}, 0, std::vector<float>(3)};
-  for (auto& x : w.values) x = normal(rng);
-  for (auto& x : b.values) x = normal(rng);
-  spec.tensors = {w, b};
-  return spec;
-}
-
-push_request push_at(const bucket_spec& spec, uint64_t clock, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  push_request push{spec.bucket, 0, clock, vector_clock{std::vector<uint64_t>{clock}}};
-  for (const auto& t : spec.tensors) {
-    dense_tensor g = t;
-    for (auto& x : g.values) x = normal(rng);
-    push.dense.push_back(std::move(g));
-  }
-  return push;
+  return testing::dash_bucket_spec(5, 3, 2, 3);
 }
 
 }  // namespace
