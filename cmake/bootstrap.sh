@@ -10,7 +10,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${BUILD_DIR:-$here/build}
 jobs=${JOBS:-$(nproc)}
 packages=(cmake g++ make pkg-config libcaf-dev capnproto libcapnp-dev libfmt-dev
-          libboost-test-dev libopenblas-dev libssl-dev zlib1g-dev dataset-fashion-mnist)
+          libboost-test-dev libopenblas-dev libssl-dev zlib1g-dev dataset-fashion-mnist
+          libgloo-dev)
 
 install_missing() {
   local missing=()

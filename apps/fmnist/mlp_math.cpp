@@ -115,12 +115,19 @@ batch_score softmax_cross_entropy(size_t rows, mlp_buffers& b, bool with_grad) {
   return score;
 }
 
-void mlp_backward(const float* params, size_t rows, mlp_buffers& b, float* grad) {
+void mlp_backward(const float* params, size_t rows, mlp_buffers& b, float* grad,
+                  const std::function<void(size_t layer)>& layer_done) {
+  const auto done = [&](size_t layer) {
+    if (layer_done) layer_done(layer);
+  };
   dense_backward(params, mlp_layers[2], b.h2.data(), b.d3.data(), rows, grad, b.d2.data());
+  done(2);
   relu_backward(b.h2.data(), b.d2.data(), rows * mlp_layers[1].out);
   dense_backward(params, mlp_layers[1], b.h1.data(), b.d2.data(), rows, grad, b.d1.data());
+  done(1);
   relu_backward(b.h1.data(), b.d1.data(), rows * mlp_layers[0].out);
   dense_backward(params, mlp_layers[0], b.x.data(), b.d1.data(), rows, grad, nullptr);
+  done(0);
 }
 
 }  // namespace troupe::fmnist

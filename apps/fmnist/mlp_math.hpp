@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -57,6 +58,8 @@ struct batch_score {
 batch_score softmax_cross_entropy(size_t rows, mlp_buffers& b, bool with_grad);
 
 // Back-propagates b.d3 (from softmax_cross_entropy) into `grad`, the full parameter gradient.
-void mlp_backward(const float* params, size_t rows, mlp_buffers& b, float* grad);
+// `layer_done`, when given, is told each layer (2, 1, 0) as its w and b gradients are final.
+void mlp_backward(const float* params, size_t rows, mlp_buffers& b, float* grad,
+                  const std::function<void(size_t layer)>& layer_done = {});
 
 }  // namespace troupe::fmnist

@@ -37,30 +37,49 @@ class fmnist_replica : public task_replica {
 
   float gradient(std::span<const float> params, uint32_t epoch, uint64_t batch,
                  std::span<float> grad) override {
+    auto done = gradient_range(params, epoch, batch * batch_, batch_, grad, {});
+    if (!done || done->count == 0) return std::numeric_limits<float>::quiet_NaN();
+    return static_cast<float>(done->loss);
+  }
+
+  // Tensors 2l and 2l + 1 (fc{l+1}.w and .b) are final once backward has passed layer l.
+  caf::expected<range_result> gradient_range(std::span<const float> params, uint32_t epoch,
+                                             uint64_t first, uint32_t count,
+                                             std::span<float> grad,
+                                             const gradient_ready& ready) override {
     if (params.size() != mlp_parameter_count || grad.size() != mlp_parameter_count)
-      return std::numeric_limits<float>::quiet_NaN();
-    const size_t rows = load_batch(epoch, batch);
-    if (rows == 0) return std::numeric_limits<float>::quiet_NaN();
+      return make_error(errc::shape_mismatch, "fmnist: parameters or gradient of the wrong size");
+    if (count > batch_)
+      return make_error(errc::bad_configuration,
+                        "fmnist: a range of " + std::to_string(count) +
+                            " examples in a replica made for " + std::to_string(batch_));
+    const size_t rows = load_range(epoch, first, count);
+    if (rows == 0) return range_result{0, 0};
     mlp_forward(params.data(), rows, buffers_);
     batch_score score = softmax_cross_entropy(rows, buffers_, true);
-    mlp_backward(params.data(), rows, buffers_, grad.data());
-    return static_cast<float>(score.loss_sum / static_cast<double>(rows));
+    std::function<void(size_t)> layer_done;
+    if (ready)
+      layer_done = [&](size_t layer) {
+        ready(2 * layer + 1);
+        ready(2 * layer);
+      };
+    mlp_backward(params.data(), rows, buffers_, grad.data(), layer_done);
+    return range_result{score.loss_sum / static_cast<double>(rows), rows};
   }
 
  private:
-  // Fills the buffers with batch `batch` of `epoch`'s order and returns its row count (0 for a
-  // batch past the end).
-  size_t load_batch(uint32_t epoch, uint64_t batch) {
+  // Fills the buffers with examples first .. first + count - 1 of `epoch`'s order (fewer past
+  // its end) and returns how many it loaded.
+  size_t load_range(uint32_t epoch, uint64_t first, uint32_t count) {
     if (epoch_ != epoch) {
       order_.resize(train_->size());
       for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
       shuffle(order_, epoch_seed(seed_, epoch));
       epoch_ = epoch;
     }
-    const uint64_t begin = batch * batch_;
-    if (begin >= order_.size()) return 0;
-    const size_t rows = std::min<size_t>(batch_, order_.size() - begin);
-    load_rows(*train_, std::span<const uint32_t>(order_).subspan(begin, rows), buffers_);
+    if (first >= order_.size()) return 0;
+    const size_t rows = std::min<size_t>(count, order_.size() - first);
+    load_rows(*train_, std::span<const uint32_t>(order_).subspan(first, rows), buffers_);
     return rows;
   }
 

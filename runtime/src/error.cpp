@@ -36,6 +36,8 @@ std::string to_string(errc code) {
       return "device_failure";
     case errc::job_failed:
       return "job_failed";
+    case errc::collective_failed:
+      return "collective_failed";
   }
   return "unknown_error";
 }

@@ -27,6 +27,7 @@ enum class errc : uint8_t {
   corrupt_data,           // a checkpoint whose checksum or contents do not hold up
   not_primary,            // a bucket whose backup was promoted in its place: ask for the new one
   device_failure,         // a GPU (CUDA, cuBLAS) call failed, or there is no GPU
+  collective_failed,      // an allreduce (or other collective) failed: a peer is gone or late
 };
 
 constexpr caf::atom_value error_category = caf::atom("troupe");

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -42,6 +43,18 @@ struct sparse_rows_view {
   std::vector<std::vector<float>> grads;
 };
 
+// What gradient_range() computed: the mean loss over the examples it used, and how many it
+// used (fewer than asked at the end of an epoch).
+struct range_result {
+  double loss = 0;
+  uint64_t count = 0;
+};
+
+// Told, from inside gradient_range(), that tensor `index` (in parameters() order) of the
+// gradient holds its final value. Backward reports tensors as it finishes them, last layer
+// first, so that their allreduce can start while the rest of backward runs.
+using gradient_ready = std::function<void(size_t index)>;
+
 struct evaluation {
   double accuracy = 0;
   double loss = 0;
@@ -56,6 +69,17 @@ class task_replica {
   // must be the same examples in every replica of a job (same seed).
   virtual float gradient(std::span<const float> params, uint32_t epoch, uint64_t batch,
                          std::span<float> grad) = 0;
+
+  // Data-parallel jobs: writes the mean gradient over examples first .. first + count - 1 of
+  // `epoch`'s order into `grad` and returns their mean loss and how many there were (fewer
+  // when the range runs past the epoch's end; 0 when it starts there). count is at most the
+  // `batch` the replica was made with; gradient_range(p, e, b * batch, batch, g) is exactly
+  // gradient(p, e, b, g). `ready`, when given, hears of each tensor as it is finished. The
+  // default: the task does not support data-parallel jobs (errc::bad_configuration).
+  virtual caf::expected<range_result> gradient_range(std::span<const float> params,
+                                                     uint32_t epoch, uint64_t first,
+                                                     uint32_t count, std::span<float> grad,
+                                                     const gradient_ready& ready = {});
 
   // Tasks with sparse tables: the ids of the rows batch `batch` of `epoch` reads, per table
   // (sorted, unique). The default reads none.
@@ -81,7 +105,8 @@ class training_task {
   // Fills `params` (total size of parameters()) deterministically from `seed`.
   virtual void initialize(uint64_t seed, std::span<float> params) const = 0;
 
-  // Batches in one epoch (one pass over the training set) of `batch` examples each.
+  // Batches in one epoch (one pass over the training set) of `batch` examples each; with
+  // batch 1, the examples in one epoch.
   virtual uint64_t batches_per_epoch(uint32_t batch) const = 0;
 
   // A replica for one worker. The coordinator hands batches out to workers as they ask for

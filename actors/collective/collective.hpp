@@ -1,0 +1,69 @@
+// The collective operations a data-parallel group runs, behind one small interface so that
+// the trainer and the allreduce_group do not care which transport moves the bytes: Gloo's TCP
+// pairs (gloo_collective), CAF byte messages between the group actors, or NCCL on GPUs. A
+// collective object is bound to one membership (rank, size, generation) and is used from one
+// thread at a time, the allreduce_group's own. Every call takes a tag (the same on every
+// member for the same call) and a timeout, and returns an error value, never throws: a peer
+// that is gone or late gives errc::collective_failed or errc::timeout, after which the object
+// is spoiled and the group is formed anew.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include <caf/error.hpp>
+
+namespace troupe {
+
+struct collective_call {
+  uint32_t tag = 0;
+  std::chrono::milliseconds timeout{30000};
+};
+
+// Which part of n values member `rank` of `size` holds in a sharded collective: the shards
+// are n / size values each, in rank order.
+struct shard_range {
+  size_t begin = 0;
+  size_t count = 0;
+};
+
+inline shard_range shard_of(size_t n, uint32_t size, uint32_t rank) {
+  const size_t each = size ? n / size : 0;
+  return {each * rank, each};
+}
+
+class collective {
+ public:
+  virtual ~collective() = default;
+
+  virtual uint32_t rank() const = 0;
+  virtual uint32_t size() const = 0;
+  // "gloo", "actors", "nccl": for logs and the console.
+  virtual std::string backend() const = 0;
+
+  // Sums `data` over every member, in place.
+  virtual caf::error allreduce(std::span<float> data, const collective_call& call) = 0;
+
+  // `data` is size() equal shards (errc::shape_mismatch otherwise). Afterwards this member's
+  // shard (shard_of(data.size(), size(), rank())) holds the sum of every member's copy of that
+  // shard; the other shards hold unspecified values.
+  virtual caf::error reduce_scatter(std::span<float> data, const collective_call& call) = 0;
+
+  // `data` is size() equal shards; afterwards every shard holds what its member had there.
+  virtual caf::error all_gather(std::span<float> data, const collective_call& call) = 0;
+
+  // Every member's `data` becomes member `root`'s.
+  virtual caf::error broadcast(std::span<float> data, uint32_t root,
+                               const collective_call& call) = 0;
+
+  // `data` is size() equal shards; shard j goes to member j, and afterwards shard j holds
+  // what member j sent to this one.
+  virtual caf::error all_to_all(std::span<float> data, const collective_call& call) = 0;
+
+  // Returns once every member has called it.
+  virtual caf::error barrier(const collective_call& call) = 0;
+};
+
+}  // namespace troupe
