@@ -11,6 +11,8 @@
 
 #include "actors/coordinator.hpp"
 #include "actors/dash_device.hpp"
+#include "actors/dp_coordinator.hpp"
+#include "actors/dp_trainer.hpp"
 #include "actors/gatekeeper.hpp"
 #include "actors/heartbeat.hpp"
 #include "actors/node_metrics.hpp"
@@ -80,6 +82,59 @@ caf::error start_metrics(const launch_options& opts, const logger& log, node_met
   out.endpoint = std::move(*served);
   log.info("metrics at http://{}:{}/metrics", where.host, out.endpoint->port());
   return {};
+}
+
+// --mode dp, every member in this process: the coordinator and --workers trainers, whose
+// collectives still go over loopback TCP (Gloo).
+int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
+                    const app_description& app, const logger& log) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  size_blas(opts, opts.workers);
+  auto coord = sys.spawn(dp_coordinator, dp_coordinator_config{opts, task, self->address(),
+                                                               log.named("coordinator")});
+  for (uint32_t i = 0; i < opts.workers; ++i) {
+    const std::string name = "worker-" + std::to_string(i);
+    sys.spawn<caf::detached>(dp_trainer, dp_trainer_config{coord, task, name, opts.listen.host,
+                                                           opts.request_timeout, self->address(),
+                                                           log.named(name)});
+  }
+  return wait_for(self, coord.address(), app.name);
+}
+
+// --mode dp, the coordinator's process: it publishes the same gatekeeper, which hands out the
+// dp coordinator; under torchrun (RANK 0) it also runs one trainer.
+int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const training_task> task,
+                       const app_description& app, const logger& log) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  size_blas(opts, 1);
+  auto coord = sys.spawn(dp_coordinator, dp_coordinator_config{opts, task, self->address(),
+                                                               log.named("coordinator")});
+  auto gk = sys.spawn(gatekeeper,
+                      gatekeeper_config{opts.secret, caf::actor_cast<coordinator_actor>(coord),
+                                        self->address(), log.named("gatekeeper")});
+  auto port = sys.middleman().publish(gk, opts.listen.port, opts.listen.host.c_str(), true);
+  if (!port) {
+    fmt::print(stderr, "{}: cannot listen on {}: {}\n", app.name, to_string(opts.listen),
+               sys.render(port.error()));
+    self->send_exit(coord, caf::exit_reason::user_shutdown);
+    self->send_exit(gk, caf::exit_reason::user_shutdown);
+    return 1;
+  }
+  log.info("listening on {}:{}", opts.listen.host, *port);
+  if (opts.dp.coordinator_trains)
+    sys.spawn<caf::detached>(dp_trainer,
+                             dp_trainer_config{coord, task, node_name(opts) + "-trainer",
+                                               opts.listen.host, opts.request_timeout,
+                                               self->address(), log.named("trainer")});
+  const int code = wait_for(self, coord.address(), app.name);
+  self->send_exit(gk, caf::exit_reason::user_shutdown);
+  return code;
 }
 
 int run_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
@@ -285,6 +340,26 @@ int run_app(int argc, char** argv, const app_description& app) {
     return 1;
   }
   std::shared_ptr<const training_task> task = std::move(*made);
+  if (opts->data_parallel) {
+    switch (opts->role) {
+      case node_role::embedded:
+        return run_dp_embedded(*opts, task, app, log);
+      case node_role::coordinator:
+        return run_dp_coordinator(*opts, task, app, log);
+      default:
+        break;
+    }
+    size_blas(*opts, 1);
+    return run_member(*opts, role::worker, app, log,
+                      [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+                          caf::actor_addr parent, std::shared_ptr<metrics_registry>) {
+                        const dp_trainer_config config{
+                            caf::actor_cast<dp_coordinator_actor>(coord), task, name,
+                            opts->listen.host, opts->request_timeout, parent, log};
+                        return caf::actor_cast<caf::actor>(
+                            sys.spawn<caf::detached>(dp_trainer, config));
+                      });
+  }
   switch (opts->role) {
     case node_role::embedded:
       return run_embedded(*opts, task, app, log);

@@ -18,30 +18,6 @@ constexpr uint64_t max_bucket_values = uint64_t{2} << 20;
 // which() requests held per bucket; more means workers are asking in a loop.
 constexpr size_t max_waiting = 1024;
 
-optimizer_config optimizer_from(const launch_options& o) {
-  using kind = optimizer_config::kind;
-  optimizer_config x;
-  x.type = o.optimizer == "sgd"        ? kind::sgd
-           : o.optimizer == "momentum" ? kind::momentum
-           : o.optimizer == "adamw"    ? kind::adamw
-           : o.optimizer == "dash"     ? kind::dash
-                                       : kind::adam;
-  x.lr = o.lr;
-  x.weight_decay = o.weight_decay;
-  x.lr_staleness = o.lr_staleness;
-  if (x.type == kind::momentum) x.beta1 = o.momentum;
-  x.dash_block = o.dash_block;
-  x.dash_freq = o.dash_freq;
-  x.dash_solver = o.dash_solver == "evd"    ? 0
-                  : o.dash_solver == "ndb"  ? 2
-                  : o.dash_solver == "cheb" ? 3
-                                            : 1;
-  x.dash_storage = o.dash_storage == "bf16" ? 1 : o.dash_storage == "fp16" ? 2 : 0;
-  x.dash_nesterov = o.dash_nesterov;
-  x.dash_scaling = o.dash_scaling == "frobenius" ? 1 : 0;
-  return x;
-}
-
 // --buckets (default two per worker), but never so few that a bucket outgrows one message.
 uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
   const uint64_t wanted = o.buckets ? o.buckets : 2 * uint64_t{o.workers};

@@ -59,6 +59,9 @@ wire encode(const job_report& x);
 wire encode(const bucket_state_part& x);
 wire encode(const job_checkpoint& x);
 wire encode(const table_view& x);
+wire encode(const group_start& x);
+wire encode(const step_report& x);
+wire encode(const store_entry& x);
 
 // decode<T>(w) for every T that encode() takes.
 template <class T>

@@ -62,6 +62,10 @@ caf::expected<sparse_rows> read_sparse(schema::SparseRows::Reader in, decode_bud
 void write_sign(schema::SignTensor::Builder out, const sign_tensor& x);
 caf::expected<sign_tensor> read_sign(schema::SignTensor::Reader in, decode_budget& budget);
 
+// The optimizer of a bucket spec or a data-parallel group: kinds and DASH settings checked.
+void write_optimizer(schema::Optimizer::Builder out, const optimizer_config& x);
+caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in);
+
 void write_clock(schema::VectorClock::Builder out, const vector_clock& clock);
 caf::expected<vector_clock> read_clock(schema::VectorClock::Reader in, const decode_budget& budget);
 

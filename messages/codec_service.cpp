@@ -30,6 +30,26 @@ caf::expected<std::vector<dense_tensor>> read_dense_list(List in, decode_budget&
   return out;
 }
 
+caf::expected<consistency_config> read_consistency(schema::Consistency::Reader in) {
+  const auto mode = static_cast<uint16_t>(in.getMode());
+  if (mode > static_cast<uint16_t>(consistency_config::mode::bsp))
+    return make_error(errc::malformed_message, "unknown consistency mode");
+  return consistency_config{static_cast<consistency_config::mode>(mode), in.getBound()};
+}
+
+caf::expected<compensation_config> read_compensation(schema::Compensation::Reader in) {
+  const auto kind = static_cast<uint16_t>(in.getKind());
+  if (kind > static_cast<uint16_t>(compensation_config::kind::dcasgd_adaptive))
+    return make_error(errc::malformed_message, "unknown delay compensation");
+  if (!std::isfinite(in.getLambda()) || in.getLambda() < 0)
+    return make_error(errc::non_finite, "delay compensation lambda");
+  return compensation_config{static_cast<compensation_config::kind>(kind), in.getLambda()};
+}
+
+}  // namespace
+
+namespace detail {
+
 caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in) {
   optimizer_config x;
   const auto kind = static_cast<uint16_t>(in.getKind());
@@ -75,23 +95,10 @@ void write_optimizer(schema::Optimizer::Builder out, const optimizer_config& x) 
   out.setDashScaling(x.dash_scaling);
 }
 
-caf::expected<consistency_config> read_consistency(schema::Consistency::Reader in) {
-  const auto mode = static_cast<uint16_t>(in.getMode());
-  if (mode > static_cast<uint16_t>(consistency_config::mode::bsp))
-    return make_error(errc::malformed_message, "unknown consistency mode");
-  return consistency_config{static_cast<consistency_config::mode>(mode), in.getBound()};
-}
+}  // namespace detail
 
-caf::expected<compensation_config> read_compensation(schema::Compensation::Reader in) {
-  const auto kind = static_cast<uint16_t>(in.getKind());
-  if (kind > static_cast<uint16_t>(compensation_config::kind::dcasgd_adaptive))
-    return make_error(errc::malformed_message, "unknown delay compensation");
-  if (!std::isfinite(in.getLambda()) || in.getLambda() < 0)
-    return make_error(errc::non_finite, "delay compensation lambda");
-  return compensation_config{static_cast<compensation_config::kind>(kind), in.getLambda()};
-}
-
-}  // namespace
+using detail::read_optimizer;
+using detail::write_optimizer;
 
 // -- pull ---------------------------------------------------------------------------------------
 

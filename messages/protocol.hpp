@@ -56,6 +56,11 @@ CAF_ADD_ATOM(troupe, troupe, upload_atom, "upload")
 CAF_ADD_ATOM(troupe, troupe, download_atom, "download")
 CAF_ADD_ATOM(troupe, troupe, run_atom, "run")
 CAF_ADD_ATOM(troupe, troupe, event_atom, "event")
+CAF_ADD_ATOM(troupe, troupe, step_atom, "step")
+CAF_ADD_ATOM(troupe, troupe, put_atom, "put")
+CAF_ADD_ATOM(troupe, troupe, get_atom, "get")
+CAF_ADD_ATOM(troupe, troupe, form_atom, "form")
+CAF_ADD_ATOM(troupe, troupe, reduce_atom, "reduce")
 
 namespace troupe {
 
@@ -163,6 +168,34 @@ using gatekeeper_actor =
     caf::typed_actor<caf::replies_to<hello_atom, wire>::with<wire>,
                      caf::replies_to<prove_atom, wire>::with<coordinator_actor>>;
 
+// --mode dp. A data-parallel worker (actors/dp_trainer.hpp): a full replica of the model.
+//   start: group_start; forms its allreduce group and trains
+//   stop:  as for servers
+//   run:   internal, the next step
+using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
+                                         caf::replies_to<stop_atom, std::string>::with<bool>,
+                                         caf::reacts_to<run_atom>>;
+
+// The coordinator of a data-parallel job (actors/dp_coordinator.hpp). The gatekeeper hands it
+// out as a coordinator_actor handle (heartbeat has the same signature in both); dp workers
+// cast it back.
+//   join:      join_request and the worker's handle -> join_reply
+//   heartbeat: as above; tick: internal, the heartbeat check
+//   step:      step_report (a member finished a step)
+//   eval:      epoch, pull_reply with every tensor (member 0's parameters after the epoch)
+//   done:      the rank of a member that has trained every step
+//   put:       store_entry -> true (a member sets a rendezvous key)
+//   get:       store_entry with no value -> the entry, held until the key is set
+using dp_coordinator_actor =
+    caf::typed_actor<caf::replies_to<join_atom, wire, dp_worker_actor>::with<wire>,
+                     caf::reacts_to<heartbeat_atom, wire>,
+                     caf::reacts_to<tick_atom>,
+                     caf::reacts_to<step_atom, wire>,
+                     caf::reacts_to<eval_atom, uint32_t, wire>,
+                     caf::reacts_to<done_atom, uint32_t>,
+                     caf::replies_to<put_atom, wire>::with<bool>,
+                     caf::replies_to<get_atom, wire>::with<wire>>;
+
 // clang-format on
 
 }  // namespace troupe
@@ -175,6 +208,8 @@ CAF_ADD_TYPE_ID(troupe, (troupe::server_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::worker_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::coordinator_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::gatekeeper_actor))
+CAF_ADD_TYPE_ID(troupe, (troupe::dp_worker_actor))
+CAF_ADD_TYPE_ID(troupe, (troupe::dp_coordinator_actor))
 CAF_END_TYPE_ID_BLOCK(troupe)
 
 namespace troupe {

@@ -400,3 +400,45 @@ struct Table {
 struct Row {
   cells @0 :List(Text);
 }
+
+# -- data-parallel groups (--mode dp) --------------------------------------------------------------
+
+struct GroupStart {
+  rank @0 :UInt32;
+  size @1 :UInt32;
+  generation @2 :UInt64;
+  token @3 :UInt64;
+  epochs @4 :UInt32;
+  globalBatch @5 :UInt32;
+  seed @6 :UInt64;
+  optimizer @7 :Optimizer;
+  bucketBytes @8 :UInt64;
+  overlap @9 :Bool;
+  checksumEvery @10 :UInt32;
+  collective @11 :Text;
+  timeoutMs @12 :UInt64;
+}
+
+struct StepReport {
+  rank @0 :UInt32;
+  generation @1 :UInt64;
+  epoch @2 :UInt32;
+  step @3 :UInt64;
+  lossSum @4 :Float64;
+  examples @5 :UInt64;
+  skipped @6 :Bool;
+  allreduceS @7 :Float64;
+  exposedS @8 :Float64;
+  bytes @9 :UInt64;
+  computeS @10 :Float64;
+  wallS @11 :Float64;
+  checksum @12 :UInt64;
+}
+
+struct StoreEntry {
+  generation @0 :UInt64;
+  rank @1 :UInt32;
+  token @2 :UInt64;
+  key @3 :Text;
+  value @4 :Data;
+}

@@ -73,6 +73,15 @@ std::string to_json(const job_report& r) {
   out += fmt::format("  \"recovery_s\": {},\n", json_number(r.recovery_s));
   out += fmt::format("  \"checkpoints\": {},\n", r.checkpoints);
   out += fmt::format("  \"resumed_from_step\": {},\n", r.resumed_from_step);
+  out += fmt::format("  \"mode\": {},\n", json_string(r.mode));
+  out += fmt::format("  \"allreduce_bytes\": {},\n", r.allreduce_bytes);
+  out += fmt::format("  \"allreduce_bytes_inter_host\": {},\n", r.allreduce_bytes_inter_host);
+  out += fmt::format("  \"allreduce_s\": {},\n", json_number(r.allreduce_s));
+  out += fmt::format("  \"overlap\": {},\n", json_number(r.overlap));
+  out += fmt::format("  \"generations\": {},\n", r.generations);
+  out += fmt::format("  \"reform_s\": {},\n", json_number(r.reform_s));
+  out += fmt::format("  \"skipped_steps\": {},\n", r.skipped_steps);
+  out += fmt::format("  \"checksum_mismatches\": {},\n", r.checksum_mismatches);
   out += fmt::format("  \"status\": {},\n", json_string(r.failure.empty() ? "finished" : "failed"));
   if (!r.failure.empty()) out += fmt::format("  \"failure\": {},\n", json_string(r.failure));
   out += "  \"losses\": [";

@@ -354,6 +354,16 @@ struct job_report {
   double recovery_s = 0;           // longest time from a server's loss to its buckets served
   uint64_t resumed_from_step = 0;  // the checkpoint's step when the job was resumed
   uint64_t checkpoints = 0;        // checkpoints written
+  // --mode dp (JSON only; mode "ps" leaves these 0):
+  std::string mode = "ps";
+  uint64_t allreduce_bytes = 0;             // sent by all members
+  uint64_t allreduce_bytes_inter_host = 0;  // of those, between hosts
+  double allreduce_s = 0;                   // summed over members
+  double overlap = 0;                       // 1 - exposed allreduce time / allreduce_s
+  uint64_t generations = 0;                 // group generations formed
+  double reform_s = 0;                      // longest time from a loss to the next step
+  uint64_t skipped_steps = 0;               // steps skipped by every member (non-finite)
+  uint64_t checksum_mismatches = 0;
 };
 
 // The job's part of a checkpoint (see actors/checkpoint.hpp).
@@ -373,6 +383,58 @@ struct job_checkpoint {
   uint32_t evaluated = 0;
   std::vector<epoch_entry> history;
   double wall_s = 0;
+};
+
+// -- data-parallel groups (--mode dp) ---------------------------------------------------------
+
+// The coordinator forms a group generation: member `rank` of `size` trains with these
+// settings. `token` proves a member's store requests (only members learn each other's
+// collective addresses).
+struct group_start {
+  uint32_t rank = 0;
+  uint32_t size = 0;
+  uint64_t generation = 0;
+  uint64_t token = 0;
+  uint32_t epochs = 0;
+  uint32_t global_batch = 0;  // examples per optimizer step, shared out among the members
+  uint64_t seed = 0;
+  optimizer_config optimizer;
+  uint64_t bucket_bytes = 0;  // gradient bucket cap
+  bool overlap = true;        // reduce buckets while backward runs
+  uint32_t checksum_every = 0;
+  std::string collective;       // the backend: "gloo"
+  uint64_t timeout_ms = 0;      // the bound of every collective
+};
+
+// A member finished a step (applied, or skipped by every member for a non-finite gradient).
+struct step_report {
+  uint32_t rank = 0;
+  uint64_t generation = 0;
+  uint32_t epoch = 0;
+  uint64_t step = 0;         // global optimizer steps done, this one included
+  double loss_sum = 0;       // this member's summed example losses in the step
+  uint64_t examples = 0;     // examples this member computed
+  bool skipped = false;
+  double allreduce_s = 0;    // seconds in this step's collectives
+  double exposed_s = 0;      // of those, seconds spent waiting once backward was done
+  uint64_t bytes = 0;        // bytes this member sent in them
+  double compute_s = 0;      // seconds in gradient computation so far
+  double wall_s = 0;         // seconds since the member started training
+  uint64_t checksum = 0;     // of its parameters after the step; 0: not compared at this step
+};
+
+// The most a rendezvous store holds per value (a rendezvous needs a few hundred bytes per
+// member) and in keys.
+constexpr size_t max_store_value = size_t{1} << 16;
+constexpr size_t max_store_keys = size_t{1} << 16;
+
+// One key of a group's rendezvous store, set or asked for by member `rank` with its token.
+struct store_entry {
+  uint64_t generation = 0;
+  uint32_t rank = 0;
+  uint64_t token = 0;
+  std::string key;
+  std::vector<uint8_t> value;  // empty in a request
 };
 
 // `s` as a JSON string literal: quoted, with quotes, backslashes and control characters escaped.

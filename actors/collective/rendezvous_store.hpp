@@ -15,12 +15,9 @@
 
 #include <caf/expected.hpp>
 
-namespace troupe {
+#include "messages/types.hpp"
 
-// The most a store holds, per value and in keys: a rendezvous needs a few hundred bytes per
-// member.
-constexpr size_t max_store_value = size_t{1} << 16;
-constexpr size_t max_store_keys = size_t{1} << 16;
+namespace troupe {
 
 class rendezvous_store {
  public:

@@ -83,12 +83,66 @@ caf::expected<std::map<std::string, std::string>> collect(
   return values;
 }
 
+caf::error parse_switch(const char* flag, const std::string* text, bool& out);
+
+// Flags that only mean something to the parameter service.
+constexpr const char* parameter_service_flags[] = {
+    "servers", "consistency", "dc", "replication", "sync-threshold", "prefetch", "compress",
+    "buckets", "max-workers", "accumulate", "lr-staleness", "dash-device", "worker-delay-ms"};
+
+// --mode ps|dp and, for dp, its own flags; the parameter service's flags are refused in dp.
+caf::error parse_mode(const std::string& text, const std::map<std::string, std::string>& v,
+                      launch_options& o) {
+  auto bad = [](std::string text) { return make_error(errc::bad_configuration, std::move(text)); };
+  if (text != "ps" && text != "dp") return bad(fmt::format("--mode must be ps or dp, not '{}'", text));
+  const char* dp_only[] = {"collective", "bucket-mb", "no-overlap", "checksum-every"};
+  o.data_parallel = text == "dp";
+  if (!o.data_parallel) {
+    for (const char* flag : dp_only)
+      if (v.count(flag)) return bad(fmt::format("--{} is for --mode dp", flag));
+    return {};
+  }
+  for (const char* flag : parameter_service_flags)
+    if (v.count(flag))
+      return bad(fmt::format(
+          "--{} belongs to the parameter service (--mode ps); a data-parallel job has no servers",
+          flag));
+  if (auto it = v.find("collective"); it != v.end()) {
+    if (it->second == "actors" || it->second == "nccl")
+      return bad(fmt::format("--collective {} is not built yet; use gloo", it->second));
+    if (it->second != "gloo") return bad(fmt::format("--collective must be gloo, not '{}'", it->second));
+    o.dp.collective = it->second;
+  }
+  if (auto it = v.find("bucket-mb"); it != v.end()) {
+    char* end = nullptr;
+    o.dp.bucket_mb = std::strtod(it->second.c_str(), &end);
+    if (it->second.empty() || *end != '\0' || !(o.dp.bucket_mb > 0) || o.dp.bucket_mb > 1024)
+      return bad(fmt::format("--bucket-mb must be a number of MiB above 0, at most 1024, not '{}'",
+                             it->second));
+  }
+  bool no_overlap = false;
+  if (auto e = parse_switch("no-overlap", v.count("no-overlap") ? &v.at("no-overlap") : nullptr,
+                            no_overlap))
+    return e;
+  o.dp.overlap = !no_overlap;
+  if (auto it = v.find("checksum-every"); it != v.end())
+    if (auto e = parse_number("checksum-every", it->second, o.dp.checksum_every)) return e;
+  return {};
+}
+
 // Maps torchrun's RANK / WORLD_SIZE onto a role: rank 0 coordinates, ranks 1..servers serve,
 // the rest are workers; WORLD_SIZE sets --workers when it is not given.
 caf::error apply_torchrun(std::map<std::string, std::string>& values, launch_options& out) {
   if (!values.count("torchrun-rank") || values.count("role")) return {};
   uint32_t rank = 0;
   if (auto err = parse_number("RANK", values["torchrun-rank"], rank)) return err;
+  if (out.data_parallel) {  // rank 0 coordinates and trains; WORLD_SIZE counts trainers
+    out.role = rank == 0 ? node_role::coordinator : node_role::worker;
+    out.dp.coordinator_trains = rank == 0;
+    if (values.count("torchrun-world") && !values.count("workers"))
+      if (auto err = parse_number("WORLD_SIZE", values["torchrun-world"], out.workers)) return err;
+    return {};
+  }
   out.role = rank == 0             ? node_role::coordinator
              : rank <= out.servers ? node_role::server
                                    : node_role::worker;
@@ -276,6 +330,7 @@ caf::expected<launch_options> parse_launch_options(
     }
   };
   if (auto s = get("role")) err = parse_role(*s, o.role);
+  if (auto s = get("mode"); s && !err) err = parse_mode(*s, v, o);
   address("listen", o.listen);
   address("coordinator", o.coordinator);
   number("workers", o.workers);
@@ -369,6 +424,30 @@ caf::expected<launch_options> parse_launch_options(
   if (o.help) return o;
   if (auto e = validate(o)) return e;
   return o;
+}
+
+optimizer_config optimizer_from(const launch_options& o) {
+  using kind = optimizer_config::kind;
+  optimizer_config x;
+  x.type = o.optimizer == "sgd"        ? kind::sgd
+           : o.optimizer == "momentum" ? kind::momentum
+           : o.optimizer == "adamw"    ? kind::adamw
+           : o.optimizer == "dash"     ? kind::dash
+                                       : kind::adam;
+  x.lr = o.lr;
+  x.weight_decay = o.weight_decay;
+  x.lr_staleness = o.lr_staleness;
+  if (x.type == kind::momentum) x.beta1 = o.momentum;
+  x.dash_block = o.dash_block;
+  x.dash_freq = o.dash_freq;
+  x.dash_solver = o.dash_solver == "evd"    ? 0
+                  : o.dash_solver == "ndb"  ? 2
+                  : o.dash_solver == "cheb" ? 3
+                                            : 1;
+  x.dash_storage = o.dash_storage == "bf16" ? 1 : o.dash_storage == "fp16" ? 2 : 0;
+  x.dash_nesterov = o.dash_nesterov;
+  x.dash_scaling = o.dash_scaling == "frobenius" ? 1 : 0;
+  return x;
 }
 
 caf::expected<consistency_config> parse_consistency(const std::string& text) {

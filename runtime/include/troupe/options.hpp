@@ -45,8 +45,19 @@ struct diag_thresholds {
   double update_ratio = 0.9;      // below: too few received gradients are applied
 };
 
+// --mode dp: what a data-parallel job adds (see actors/dp_trainer.hpp).
+struct dp_options {
+  std::string collective = "gloo";  // the backend between members: gloo (actors, nccl: not yet)
+  double bucket_mb = 25;            // gradient bucket cap in MiB; the first is min(1, this)
+  bool overlap = true;              // --no-overlap: reduce only once backward is done
+  uint32_t checksum_every = 100;    // steps between parameter checksum comparisons (0: end only)
+  bool coordinator_trains = false;  // torchrun's RANK 0: the coordinator's process runs a worker
+};
+
 struct launch_options {
   node_role role = node_role::embedded;
+  bool data_parallel = false;  // --mode dp: workers allreduce gradients; no servers
+  dp_options dp;
   host_port listen{"127.0.0.1", 7600};
   host_port coordinator{"127.0.0.1", 7600};
   std::string secret;
@@ -119,6 +130,10 @@ std::string launch_usage(const std::string& program, const std::string& summary,
                          const std::map<std::string, std::string>& defaults = {});
 
 caf::expected<host_port> parse_host_port(const std::string& text);
+
+// The update rule every bucket (or data-parallel replica) applies, from --optimizer, --lr,
+// --momentum, --weight-decay, --lr-staleness and the --dash-* flags.
+optimizer_config optimizer_from(const launch_options& o);
 
 // "async", "ssp:S" or "bsp".
 caf::expected<consistency_config> parse_consistency(const std::string& text);

@@ -1,0 +1,102 @@
+#include "actors/allreduce_group.hpp"
+
+#include <caf/scoped_actor.hpp>
+
+#include "actors/collective/gloo_collective.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+namespace {
+
+// The coordinator's rendezvous store, asked through actor messages from the group's own
+// thread (which may block: it is detached). Every request carries the member's token.
+class coordinator_store : public rendezvous_store {
+ public:
+  coordinator_store(caf::actor_system& sys, const group_form& form) : sys_(sys), form_(form) {}
+
+  caf::error set(const std::string& key, std::vector<char> value) override {
+    store_entry entry{form_.generation, form_.rank, form_.token, key,
+                      std::vector<uint8_t>(value.begin(), value.end())};
+    caf::error result = make_error(errc::timeout, "store: no answer to set '" + key + "'");
+    caf::scoped_actor self{sys_};
+    self->request(form_.coordinator, form_.timeout, put_atom_v, encode(entry))
+        .receive([&](bool) { result = caf::error{}; }, [&](caf::error& err) { result = err; });
+    return result;
+  }
+
+  caf::expected<std::vector<char>> get(const std::string& key,
+                                       std::chrono::milliseconds timeout) override {
+    store_entry entry{form_.generation, form_.rank, form_.token, key, {}};
+    caf::expected<std::vector<char>> result =
+        make_error(errc::timeout, "store: nobody set '" + key + "'");
+    caf::scoped_actor self{sys_};
+    self->request(form_.coordinator, timeout, get_atom_v, encode(entry))
+        .receive(
+            [&](const wire& w) {
+              auto got = decode<store_entry>(w);
+              if (!got)
+                result = std::move(got.error());
+              else
+                result = std::vector<char>(got->value.begin(), got->value.end());
+            },
+            [&](caf::error& err) { result = std::move(err); });
+    return result;
+  }
+
+ private:
+  caf::actor_system& sys_;
+  group_form form_;
+};
+
+caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys,
+                                                   const group_form& form) {
+  if (form.collective != "gloo")
+    return make_error(errc::bad_configuration, "unknown collective '" + form.collective + "'");
+  coordinator_store store{sys, form};
+  const gloo_options options{form.rank, form.size, form.bind_host,
+                             "g" + std::to_string(form.generation) + "/", form.timeout};
+  return make_gloo_collective(store, options);
+}
+
+}  // namespace
+
+allreduce_group_actor::behavior_type allreduce_group(
+    allreduce_group_actor::stateful_pointer<allreduce_group_state> self, logger log) {
+  return {
+      [=](form_atom, std::shared_ptr<const group_form> form) -> caf::result<bool> {
+        auto& st = self->state;
+        st.backend.reset();
+        st.spoiled = caf::error{};
+        st.timeout = form->timeout;
+        auto made = connect(self->system(), *form);
+        if (!made) {
+          log.warn("cannot form generation {}: {}", form->generation, describe(made.error()));
+          return std::move(made.error());
+        }
+        st.backend = std::move(*made);
+        log.debug("generation {}: rank {} of {} over {}", form->generation, form->rank,
+                  form->size, st.backend->backend());
+        return true;
+      },
+      [=](reduce_atom, std::shared_ptr<const reduce_order> order) -> caf::result<reduce_done> {
+        auto& st = self->state;
+        if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
+        if (st.spoiled) return st.spoiled;
+        const auto began = std::chrono::steady_clock::now();
+        if (auto err = st.backend->allreduce(order->data, collective_call{order->tag, st.timeout})) {
+          st.spoiled = err;
+          return err;
+        }
+        const double n = st.backend->size();
+        reduce_done done;
+        done.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+        // A ring allreduce sends 2 (n - 1) / n of the buffer from every member.
+        done.bytes = static_cast<uint64_t>(2.0 * (n - 1) / n * double(order->data.size_bytes()));
+        return done;
+      },
+  };
+}
+
+}  // namespace troupe

@@ -1,0 +1,73 @@
+// allreduce_group: a data-parallel worker's membership in its group and its collective
+// backend. The trainer forms it for one generation (rank, size, the coordinator's rendezvous
+// store, the backend) and then hands it gradient buckets to sum over the members, one
+// request per bucket, answered in the order sent. It runs the backend's blocking calls on a
+// thread of its own (spawn it detached), so the CAF scheduler threads stay free, and the
+// trainer's backward can go on while a bucket is reduced. Local only: its messages carry
+// pointers into the trainer's buffers and never cross a process boundary.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/collective/collective.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe {
+
+struct group_form {
+  uint64_t generation = 0;
+  uint32_t rank = 0;
+  uint32_t size = 1;
+  uint64_t token = 0;              // proves our store requests to the coordinator
+  std::string collective = "gloo";
+  std::string bind_host = "127.0.0.1";  // where the other members reach this one
+  std::chrono::milliseconds timeout{30000};
+  dp_coordinator_actor coordinator;
+};
+
+// Sum `data` over the members. The buffer belongs to the sender and must stay untouched
+// until the reply.
+struct reduce_order {
+  std::span<float> data;
+  uint32_t tag = 0;
+};
+
+struct reduce_done {
+  double seconds = 0;  // in the collective
+  uint64_t bytes = 0;  // this member sent
+};
+
+}  // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const troupe::group_form>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const troupe::reduce_order>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::reduce_done)
+
+namespace troupe {
+
+//   form:   connects this member to the others (blocking, at most the form's timeout)
+//   reduce: one bucket -> reduce_done, or the backend's error (the group is then spoiled
+//           until formed again)
+using allreduce_group_actor = caf::typed_actor<
+    caf::replies_to<form_atom, std::shared_ptr<const group_form>>::with<bool>,
+    caf::replies_to<reduce_atom, std::shared_ptr<const reduce_order>>::with<reduce_done>>;
+
+struct allreduce_group_state {
+  static inline const char* name = "troupe.allreduce_group";
+  std::unique_ptr<collective> backend;
+  std::chrono::milliseconds timeout{30000};
+  caf::error spoiled;  // the error that spoiled the backend, if any
+};
+
+allreduce_group_actor::behavior_type allreduce_group(
+    allreduce_group_actor::stateful_pointer<allreduce_group_state> self, logger log);
+
+}  // namespace troupe

@@ -1,0 +1,359 @@
+#include "actors/dp_coordinator.hpp"
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "actors/collective/rendezvous_store.hpp"
+#include "actors/guards.hpp"
+#include "actors/report.hpp"
+#include "troupe/error.hpp"
+#include "troupe/layout.hpp"
+
+namespace troupe {
+
+namespace {
+
+using self_ptr = dp_coordinator_actor::stateful_pointer<dp_coordinator_state>;
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+void fill_report(dp_coordinator_state& st) {
+  job_report& r = st.report;
+  r.mode = "dp";
+  r.steps = st.steps;
+  r.wall_s = st.training ? seconds_since(st.started) : 0.0;
+  r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
+  r.generations = st.generation;
+  r.overlap = r.allreduce_s > 0 ? std::clamp(1.0 - st.exposed_s / r.allreduce_s, 0.0, 1.0) : 0.0;
+  r.workers.clear();
+  for (const auto& m : st.members)
+    r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0});
+}
+
+// Asks every member to stop, then quits with `reason` once all answered (or timed out).
+void stop_all_and_quit(self_ptr self, const dp_coordinator_config& config, caf::error reason) {
+  auto& st = self->state;
+  st.finishing = true;
+  const std::string why = reason ? describe(reason) : std::string{};
+  auto pending = std::make_shared<size_t>(1);
+  auto done = [=] {
+    if (--*pending == 0) self->quit(reason);
+  };
+  for (const auto& m : st.members) {
+    ++*pending;
+    self->request(m.handle, config.opts.request_timeout, stop_atom_v, why)
+        .then([=](bool) { done(); }, [=](caf::error&) { done(); });
+  }
+  done();
+}
+
+void write_report(const dp_coordinator_state& st, const dp_coordinator_config& config) {
+  if (config.opts.report.empty()) return;
+  if (auto err = write_report_file(config.opts.report, st.report))
+    config.log.error("{}", describe(err));
+}
+
+void fail(self_ptr self, const dp_coordinator_config& config, const std::string& why) {
+  auto& st = self->state;
+  if (st.finishing) return;
+  config.log.error("the job failed: {}", why);
+  fill_report(st);
+  st.report.failure = why;
+  write_report(st, config);
+  stop_all_and_quit(self, config, make_error(errc::job_failed, why));
+}
+
+void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
+  auto& st = self->state;
+  if (st.finishing || st.evaluated < config.opts.epochs) return;
+  if (!std::all_of(st.members.begin(), st.members.end(), [](const dp_member& m) { return m.done; }))
+    return;
+  fill_report(st);
+  write_report(st, config);
+  const auto& r = st.report;
+  config.log.info(
+      "done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} skipped, allreduce {:.1f} MB in "
+      "{:.2f} s (overlap {:.2f})",
+      r.test_accuracy, r.steps, r.wall_s, r.skipped_steps, double(r.allreduce_bytes) / 1e6,
+      r.allreduce_s, r.overlap);
+  stop_all_and_quit(self, config, caf::error{});
+}
+
+// -- forming the group --------------------------------------------------------------------------
+
+void form_group(self_ptr self, const dp_coordinator_config& config) {
+  auto& st = self->state;
+  const auto& o = config.opts;
+  ++st.generation;
+  st.store.clear();
+  st.training = true;
+  st.started = std::chrono::steady_clock::now();
+  st.epoch_loss.assign(o.epochs, 0.0);
+  st.epoch_examples.assign(o.epochs, 0);
+  std::random_device entropy;
+  const auto size = static_cast<uint32_t>(st.members.size());
+  config.log.info("training: {} workers, generation {}, {} examples per step over {}", size,
+                  st.generation, o.batch * size, o.dp.collective);
+  for (uint32_t r = 0; r < size; ++r) {
+    auto& m = st.members[r];
+    m.token = (uint64_t{entropy()} << 32) ^ entropy();
+    group_start start;
+    start.rank = r;
+    start.size = size;
+    start.generation = st.generation;
+    start.token = m.token;
+    start.epochs = o.epochs;
+    start.global_batch = o.batch * size;
+    start.seed = o.seed;
+    start.optimizer = optimizer_from(o);
+    start.bucket_bytes = static_cast<uint64_t>(o.dp.bucket_mb * double(1 << 20));
+    start.overlap = o.dp.overlap;
+    start.checksum_every = o.dp.checksum_every;
+    start.collective = o.dp.collective;
+    start.timeout_ms = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(o.request_timeout).count());
+    self->send(m.handle, start_atom_v, encode(start));
+  }
+}
+
+caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, const wire& w,
+                        dp_worker_actor handle) {
+  auto& st = self->state;
+  auto request = decode<join_request>(w);
+  if (!request) return std::move(request.error());
+  if (request->sender != role::worker)
+    return make_error(errc::bad_configuration, "a data-parallel job has workers only");
+  for (const auto& m : st.members)
+    if (m.name == request->name || m.handle == handle)
+      return make_error(errc::bad_configuration,
+                        fmt::format("a worker named '{}' has already joined", request->name));
+  if (st.training || st.members.size() >= config.opts.workers)
+    return make_error(errc::job_failed, fmt::format("the job already has its {} workers",
+                                                    config.opts.workers));
+  self->monitor(handle);
+  if (handle.node() != self->node())
+    st.beats.heard(request->name, heartbeat_monitor::clock::now());
+  st.members.push_back(dp_member{request->name, std::move(handle)});
+  const auto rank = static_cast<uint32_t>(st.members.size() - 1);
+  config.log.info("worker '{}' joined ({} of {})", request->name, rank + 1, config.opts.workers);
+  if (st.members.size() == config.opts.workers) form_group(self, config);
+  return encode(join_reply{rank, config.opts.workers, 0});
+}
+
+void lose(self_ptr self, const dp_coordinator_config& config, const std::string& name,
+          const std::string& why) {
+  auto& st = self->state;
+  if (st.finishing) return;
+  auto it = std::find_if(st.members.begin(), st.members.end(),
+                         [&](const dp_member& m) { return m.name == name; });
+  if (it == st.members.end()) return;
+  st.beats.forget(name);
+  if (!st.training) {
+    config.log.warn("'{}' left before the job started", name);
+    st.members.erase(it);
+    return;
+  }
+  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  st.report.losses.push_back(
+      loss_event{name, role::worker, seconds_since(st.started), uint64_t(unix_ms), why});
+  st.report.workers_lost.push_back(name);
+  fail(self, config,
+       fmt::format("lost worker '{}' ({}); re-forming a data-parallel group without it is not "
+                   "built yet",
+                   name, why));
+}
+
+// -- the store ----------------------------------------------------------------------------------
+
+// The entry's member, when its rank, token and generation are this group's.
+const dp_member* store_client(const dp_coordinator_state& st, const store_entry& e) {
+  if (!st.training || e.generation != st.generation || e.rank >= st.members.size()) return nullptr;
+  const auto& m = st.members[e.rank];
+  return m.token == e.token ? &m : nullptr;
+}
+
+caf::result<bool> store_put(self_ptr self, const wire& w) {
+  auto& st = self->state;
+  auto entry = decode<store_entry>(w);
+  if (!entry) return std::move(entry.error());
+  if (!store_client(st, *entry))
+    return make_error(errc::authentication_failed, "store: not a member of this generation");
+  std::map<std::string, std::vector<char>> view;  // check_store_set's form of one entry
+  if (auto it = st.store.find(entry->key); it != st.store.end())
+    view.emplace(it->first, std::vector<char>(it->second.begin(), it->second.end()));
+  if (st.store.size() >= max_store_keys) return make_error(errc::message_too_large, "store full");
+  if (auto err = check_store_set(view, entry->key,
+                                 std::vector<char>(entry->value.begin(), entry->value.end())))
+    return err;
+  st.store[entry->key] = entry->value;
+  if (auto it = st.store_waiters.find(entry->key); it != st.store_waiters.end()) {
+    const wire reply = encode(*entry);
+    for (auto& promise : it->second) promise.deliver(reply);
+    st.waiting -= it->second.size();
+    st.store_waiters.erase(it);
+  }
+  return true;
+}
+
+caf::result<wire> store_get(self_ptr self, const wire& w) {
+  auto& st = self->state;
+  auto entry = decode<store_entry>(w);
+  if (!entry) return std::move(entry.error());
+  if (!store_client(st, *entry))
+    return make_error(errc::authentication_failed, "store: not a member of this generation");
+  if (auto it = st.store.find(entry->key); it != st.store.end()) {
+    entry->value = it->second;
+    return encode(*entry);
+  }
+  if (st.waiting >= max_store_waiters)
+    return make_error(errc::message_too_large, "store: too many requests waiting");
+  ++st.waiting;
+  auto& waiters = st.store_waiters[entry->key];
+  waiters.push_back(self->make_response_promise<wire>());
+  return waiters.back();
+}
+
+// -- steps and evaluation -----------------------------------------------------------------------
+
+void compare_checksums(self_ptr self, const dp_coordinator_config& config, uint64_t step) {
+  auto& st = self->state;
+  auto it = st.checksums.find(step);
+  if (it == st.checksums.end() || it->second.size() < st.members.size()) return;
+  std::map<uint64_t, std::vector<std::string>> by_value;
+  for (const auto& [rank, sum] : it->second) by_value[sum].push_back(st.members[rank].name);
+  st.checksums.erase(it);
+  if (by_value.size() == 1) return;
+  ++st.report.checksum_mismatches;
+  std::string groups;
+  for (const auto& [sum, names] : by_value)
+    groups += fmt::format("{}[{}]", groups.empty() ? "" : " vs ", fmt::join(names, ", "));
+  fail(self, config, fmt::format("the replicas differ after step {}: {}", step, groups));
+}
+
+void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) {
+  auto& st = self->state;
+  auto report = decode<step_report>(w);
+  if (!report || report->rank >= st.members.size() || report->generation != st.generation)
+    return config.log.warn("ignored a malformed step report");
+  auto& m = st.members[report->rank];
+  if (!sent_by(self, m.handle.address()))
+    return config.log.warn("ignored a step report sent for another member");
+  if (report->epoch >= config.opts.epochs) return config.log.warn("ignored a step past the end");
+  ++m.steps;
+  m.compute_s = report->compute_s;
+  m.wall_s = report->wall_s;
+  auto& r = st.report;
+  r.allreduce_bytes += report->bytes;
+  r.allreduce_s += report->allreduce_s;
+  st.exposed_s += report->exposed_s;
+  st.epoch_loss[report->epoch] += report->loss_sum;
+  st.epoch_examples[report->epoch] += report->skipped ? 0 : report->examples;
+  if (report->rank == 0) {
+    st.steps = std::max(st.steps, report->step);
+    if (report->skipped) ++r.skipped_steps;
+  }
+  if (report->checksum != 0) {
+    st.checksums[report->step][report->rank] = report->checksum;
+    compare_checksums(self, config, report->step);
+  }
+}
+
+void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
+  auto& st = self->state;
+  if (st.evaluating || st.to_evaluate.empty() || st.finishing) return;
+  st.evaluating = true;
+  auto [epoch, input] = st.to_evaluate.front();
+  st.to_evaluate.pop_front();
+  self->request(st.evaluator, config.opts.request_timeout * 10, eval_atom_v,
+                std::shared_ptr<const eval_input>{input})
+      .then(
+          [=](const eval_output& out) {
+            auto& st = self->state;
+            st.evaluating = false;
+            const double train_loss =
+                st.epoch_examples[epoch] ? st.epoch_loss[epoch] / double(st.epoch_examples[epoch])
+                                         : 0.0;
+            const double wall = seconds_since(st.started);
+            st.report.epochs.push_back(
+                epoch_entry{epoch + 1, out.result.accuracy, out.result.loss, train_loss, wall});
+            if (!out.figures.empty()) st.report.figures = out.figures;
+            st.display.line(fmt::format(
+                "epoch {}/{}  test_accuracy {:.4f}  test_loss {:.4f}  train_loss {:.4f}  {:.1f} s"
+                "  {:.0f} steps/s",
+                epoch + 1, config.opts.epochs, out.result.accuracy, out.result.loss, train_loss,
+                wall, double(st.steps) / std::max(wall, 1e-9)));
+            st.evaluated = epoch + 1;
+            evaluate_next(self, config);
+            maybe_finish(self, config);
+          },
+          [=](caf::error& err) { fail(self, config, "evaluation failed: " + describe(err)); });
+}
+
+void on_snapshot(self_ptr self, const dp_coordinator_config& config, uint32_t epoch,
+                 const wire& w) {
+  auto& st = self->state;
+  if (st.members.empty() || !sent_by(self, st.members[0].handle.address()))
+    return config.log.warn("ignored parameters that are not member 0's");
+  auto snapshot = decode<pull_reply>(w);
+  const flat_layout layout{config.task->parameters()};
+  const placement whole = plan_buckets(layout, 1, 1);
+  if (!snapshot || epoch >= config.opts.epochs || !matches(whole.buckets[0], snapshot->tensors))
+    return fail(self, config, fmt::format("member 0 sent bad parameters after epoch {}", epoch + 1));
+  auto input = std::make_shared<eval_input>();
+  input->params.assign(layout.total, 0.0f);
+  scatter(layout, snapshot->tensors, input->params);
+  input->figures = epoch + 1 == config.opts.epochs;
+  if (config.on_parameters) config.on_parameters(epoch, input->params);
+  st.to_evaluate.emplace_back(epoch, std::move(input));
+  evaluate_next(self, config);
+}
+
+}  // namespace
+
+dp_coordinator_actor::behavior_type dp_coordinator(
+    dp_coordinator_actor::stateful_pointer<dp_coordinator_state> self,
+    dp_coordinator_config config) {
+  accept_exits_only_from(self, config.supervisor, config.log);
+  self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
+  self->set_down_handler([=](caf::down_msg& msg) {
+    for (const auto& m : self->state.members)
+      if (m.handle.address() == msg.source) return lose(self, config, m.name, describe(msg.reason));
+  });
+  self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+  config.log.info("waiting for {} workers (data parallel)", config.opts.workers);
+  return {
+      [=](join_atom, const wire& w, dp_worker_actor handle) {
+        return admit(self, config, w, std::move(handle));
+      },
+      [=](heartbeat_atom, const wire& w) {
+        if (auto beat = decode<heartbeat>(w))
+          for (const auto& m : self->state.members)
+            if (m.name == beat->name) self->state.beats.heard(m.name, heartbeat_monitor::clock::now());
+      },
+      [=](tick_atom) {
+        auto& st = self->state;
+        const auto timeout = config.opts.heartbeat_timeout;
+        for (const auto& name : st.beats.expired(heartbeat_monitor::clock::now(), timeout))
+          lose(self, config, name, fmt::format("no heartbeat for {} ms", timeout.count()));
+        self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+      },
+      [=](step_atom, const wire& w) { on_step(self, config, w); },
+      [=](eval_atom, uint32_t epoch, const wire& w) { on_snapshot(self, config, epoch, w); },
+      [=](done_atom, uint32_t rank) {
+        auto& st = self->state;
+        if (rank >= st.members.size() || !sent_by(self, st.members[rank].handle.address()))
+          return config.log.warn("ignored a done message that is not from that member");
+        st.members[rank].done = true;
+        maybe_finish(self, config);
+      },
+      [=](put_atom, const wire& w) { return store_put(self, w); },
+      [=](get_atom, const wire& w) { return store_get(self, w); },
+  };
+}
+
+}  // namespace troupe

@@ -1,0 +1,81 @@
+// dp_coordinator: the root of a data-parallel job (--mode dp). It admits --workers workers
+// (join), forms their group (ranks, a generation, a token each) and serves the group's
+// rendezvous store to members only, records each step the members report (losses, collective
+// time and bytes, and compares their parameter checksums), evaluates member 0's parameters
+// after each epoch on a detached evaluator, and at the end writes the report, stops every
+// member and quits. A member lost (its process went down, or its heartbeats stopped) fails
+// the job with a message that says so: re-forming the group without it is not built yet.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <span>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/evaluator.hpp"
+#include "actors/heartbeat.hpp"
+#include "actors/progress_line.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/log.hpp"
+#include "troupe/options.hpp"
+#include "troupe/task.hpp"
+
+namespace troupe {
+
+struct dp_coordinator_config {
+  launch_options opts;
+  std::shared_ptr<const training_task> task;
+  caf::actor_addr supervisor;
+  logger log;
+  // Told member 0's parameters after each epoch (before they are evaluated); none: nobody.
+  std::function<void(uint32_t epoch, std::span<const float> params)> on_parameters;
+};
+
+struct dp_member {
+  std::string name;
+  dp_worker_actor handle;
+  uint64_t token = 0;
+  bool done = false;
+  uint64_t steps = 0;  // steps it took part in
+  double compute_s = 0;
+  double wall_s = 0;
+};
+
+// Store requests held until their key is set; more than this means something loops.
+constexpr size_t max_store_waiters = 4096;
+
+struct dp_coordinator_state {
+  static inline const char* name = "troupe.dp_coordinator";
+  bool training = false;
+  bool finishing = false;
+  uint64_t generation = 0;
+  std::vector<dp_member> members;
+  std::map<std::string, std::vector<uint8_t>> store;  // this generation's keys
+  std::map<std::string, std::vector<caf::typed_response_promise<wire>>> store_waiters;
+  size_t waiting = 0;
+  std::map<uint64_t, std::map<uint32_t, uint64_t>> checksums;  // step -> rank -> checksum
+  std::vector<double> epoch_loss;                                // per epoch
+  std::vector<uint64_t> epoch_examples;
+  std::deque<std::pair<uint32_t, std::shared_ptr<eval_input>>> to_evaluate;
+  bool evaluating = false;
+  uint32_t evaluated = 0;
+  uint64_t steps = 0;  // global steps completed (by every member)
+  double exposed_s = 0;
+  heartbeat_monitor beats;
+  evaluator_actor evaluator;
+  job_report report;
+  progress_line display;
+  std::chrono::steady_clock::time_point started;
+};
+
+dp_coordinator_actor::behavior_type dp_coordinator(
+    dp_coordinator_actor::stateful_pointer<dp_coordinator_state> self,
+    dp_coordinator_config config);
+
+}  // namespace troupe

@@ -1,0 +1,46 @@
+// The arithmetic of a data-parallel job, as pure functions: which examples each member
+// computes at each step, how the gradient is cut into buckets in backward order, and the
+// parameter checksum the members compare. Every member computes the same answers from the
+// same inputs; nothing here holds state.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "troupe/layout.hpp"
+
+namespace troupe {
+
+// Optimizer steps in one epoch of `examples` examples, `global_batch` per step (the last
+// step may be smaller).
+uint64_t dp_steps_per_epoch(uint64_t examples, uint32_t global_batch);
+
+// Examples first .. first + count - 1 of an epoch's order: member `rank` of `members`'s
+// share of step `step` (0-based within the epoch). The step's examples are split as evenly as
+// possible, in rank order, so that every example of the epoch is computed exactly once.
+struct example_range {
+  uint64_t first = 0;
+  uint32_t count = 0;
+};
+example_range dp_share(uint64_t examples, uint32_t global_batch, uint64_t step, uint32_t members,
+                       uint32_t rank);
+
+// A run of the flat gradient reduced in one collective: values [begin, end), which overlap
+// `tensors` tensors (a bucket may be sent once all of them are final).
+struct gradient_bucket {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  std::vector<size_t> tensors;
+};
+
+// Cuts the layout's values into buckets of at most `cap_bytes` in reverse tensor order (last
+// tensor first, as backward finishes them), the first bucket at most min(1 MiB, cap_bytes),
+// as DDP does. A tensor larger than a bucket is split across buckets. Buckets come in the
+// order they are reduced; together they cover every value once.
+std::vector<gradient_bucket> plan_gradient_buckets(const flat_layout& layout, uint64_t cap_bytes);
+
+// FNV-1a over the bytes of `values`: replicas that applied the same steps agree bit for bit.
+uint64_t parameter_checksum(std::span<const float> values);
+
+}  // namespace troupe

@@ -1,0 +1,251 @@
+#include "actors/dp_trainer.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "actors/guards.hpp"
+#include "actors/job_outcome.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+namespace {
+
+using self_ptr = dp_worker_actor::stateful_pointer<dp_trainer_state>;
+using clock_type = std::chrono::steady_clock;
+
+double seconds_between(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+void fail(self_ptr self, const dp_trainer_config& config, const std::string& doing,
+          const caf::error& err) {
+  config.log.error("stopping: {}: {}", doing, describe(err));
+  self->quit(make_error(errc::job_failed, doing + ": " + describe(err)));
+}
+
+void finish_step(self_ptr self, const dp_trainer_config& config);
+
+// Values [begin, end) of the step's [meta | gradient] that bucket b reduces: the last
+// bucket (the first tensors) also carries the meta.
+std::span<float> bucket_values(dp_trainer_state& st, size_t b) {
+  const auto& bucket = st.buckets[b];
+  const size_t begin = bucket.begin == 0 ? 0 : meta_size + bucket.begin;
+  return std::span<float>(st.values).subspan(begin, meta_size + bucket.end - begin);
+}
+
+// Sends bucket b to the group: its gradient weighted by this member's examples (the sum over
+// members then divides by all of them), and a note in the meta if any value is not finite.
+void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
+  auto& st = self->state;
+  auto values = bucket_values(st, b);
+  const size_t skip = st.buckets[b].begin == 0 ? meta_size : 0;
+  const float weight = static_cast<float>(st.mine);
+  bool finite = true;
+  for (size_t k = skip; k < values.size(); ++k) {
+    values[k] *= weight;
+    finite = finite && std::isfinite(values[k]);
+  }
+  if (!finite) st.values[meta_non_finite] = 1.0f;
+  auto order = std::make_shared<reduce_order>(
+      reduce_order{values, static_cast<uint32_t>(st.step * st.buckets.size() + b)});
+  ++st.replies_due;
+  const auto timeout = std::chrono::milliseconds(st.job->timeout_ms) + config.request_timeout;
+  self->request(st.group, timeout, reduce_atom_v, std::shared_ptr<const reduce_order>{order})
+      .then(
+          [=](const reduce_done& done) {
+            auto& st = self->state;
+            st.step_allreduce_s += done.seconds;
+            st.step_bytes += done.bytes;
+            if (--st.replies_due == 0 && st.next_bucket == st.buckets.size()) finish_step(self, config);
+          },
+          [=](caf::error& err) { fail(self, config, "allreduce", err); });
+}
+
+// Sends, in order, every bucket whose values are all final.
+void send_ready(self_ptr self, const dp_trainer_config& config) {
+  auto& st = self->state;
+  while (st.next_bucket < st.buckets.size() && st.waiting_for[st.next_bucket] == 0)
+    send_bucket(self, config, st.next_bucket++);
+}
+
+void tensor_ready(self_ptr self, const dp_trainer_config& config, size_t tensor) {
+  auto& st = self->state;
+  for (size_t b = st.next_bucket; b < st.buckets.size(); ++b)
+    for (size_t t : st.buckets[b].tensors)
+      if (t == tensor && st.waiting_for[b] > 0) --st.waiting_for[b];
+  if (st.job->overlap) send_ready(self, config);
+}
+
+// One step: this member's share of the examples, backward with its buckets sent as they
+// become final, then the meta (examples, loss) with the last one.
+void run_step(self_ptr self, const dp_trainer_config& config) {
+  auto& st = self->state;
+  const auto& job = *st.job;
+  const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch);
+  const uint64_t in_epoch = st.step % st.steps_per_epoch;
+  const auto share = dp_share(st.examples, job.global_batch, in_epoch, job.size, job.rank);
+  st.mine = share.count;
+  st.next_bucket = 0;
+  st.replies_due = 0;
+  st.step_allreduce_s = 0;
+  st.step_bytes = 0;
+  for (size_t b = 0; b < st.buckets.size(); ++b)
+    st.waiting_for[b] = st.buckets[b].tensors.size() + (b + 1 == st.buckets.size() ? 1 : 0);
+  std::fill(st.values.begin(), st.values.begin() + meta_size, 0.0f);
+  auto grad = std::span<float>(st.values).subspan(meta_size);
+  double loss = 0;
+  const auto began = clock_type::now();
+  if (share.count == 0) {
+    std::fill(grad.begin(), grad.end(), 0.0f);
+    for (size_t t = 0; t < st.layout->specs.size(); ++t) tensor_ready(self, config, t);
+  } else {
+    auto done = st.replica->gradient_range(st.params, epoch, share.first, share.count, grad,
+                                           [&](size_t t) { tensor_ready(self, config, t); });
+    if (!done) return fail(self, config, "computing the gradient", done.error());
+    if (done->count != share.count)
+      return fail(self, config, "computing the gradient",
+                  make_error(errc::shape_mismatch, "the task computed another number of examples"));
+    loss = done->loss;
+    for (size_t t = 0; t < st.layout->specs.size(); ++t) tensor_ready(self, config, t);
+  }
+  st.backward_done = clock_type::now();
+  st.compute_s += seconds_between(began, st.backward_done);
+  st.values[meta_examples] = static_cast<float>(st.mine);
+  st.own_loss_sum = loss * st.mine;
+  st.values[meta_loss] = static_cast<float>(st.own_loss_sum);
+  if (!std::isfinite(loss)) st.values[meta_non_finite] = 1.0f;
+  --st.waiting_for.back();  // the meta is in
+  send_ready(self, config);
+}
+
+// Every bucket is summed: step (or skip, when some member's gradient was not finite), report,
+// and go on.
+void finish_step(self_ptr self, const dp_trainer_config& config) {
+  auto& st = self->state;
+  const double exposed = seconds_between(st.backward_done, clock_type::now());
+  const float total = st.values[meta_examples];
+  const bool skipped = st.values[meta_non_finite] > 0 || !(total > 0);
+  const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch);
+  if (skipped) {
+    config.log.warn("step {}: a member's gradient is not finite; skipped by every member",
+                    st.step + 1);
+  } else {
+    auto grad = std::span<float>(st.values).subspan(meta_size);
+    const float scale = 1.0f / total;
+    for (float& g : grad) g *= scale;
+    const auto& plan = st.optimizer_plan.buckets[0];
+    push_request push{0, 0, st.step, vector_clock{}};
+    push.dense = gather(*st.layout, plan, grad);
+    auto applied = st.optimizer->apply(std::move(push));
+    if (!applied) return fail(self, config, "applying the step", applied.error());
+    scatter(*st.layout, st.optimizer->slices(), st.params);
+  }
+  ++st.step;
+  const bool last = st.step == st.steps_per_epoch * st.job->epochs;
+  const bool compare = last || (st.job->checksum_every && st.step % st.job->checksum_every == 0);
+  step_report report{st.job->rank, st.job->generation, epoch, st.step,
+                     skipped ? 0.0 : st.own_loss_sum, st.mine, skipped, st.step_allreduce_s,
+                     exposed, st.step_bytes, st.compute_s,
+                     seconds_between(st.started, clock_type::now()),
+                     compare ? std::max<uint64_t>(1, parameter_checksum(st.params)) : 0};
+  self->send(config.coordinator, step_atom_v, encode(report));
+  if (st.job->rank == 0 && st.step % st.steps_per_epoch == 0) {
+    pull_reply snapshot{0, st.step, vector_clock{}, st.optimizer->slices(), {}};
+    self->send(config.coordinator, eval_atom_v, epoch, encode(snapshot));
+  }
+  if (last) {
+    config.log.info("trained {} steps", st.step);
+    self->send(config.coordinator, done_atom_v, st.job->rank);
+    return;
+  }
+  self->send(self, run_atom_v);
+}
+
+caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_start job) {
+  st.layout.emplace(config.task->parameters());
+  auto replica = config.task->make_replica(job.global_batch, job.seed);
+  if (!replica) return std::move(replica.error());
+  st.replica = std::move(*replica);
+  st.params.assign(st.layout->total, 0.0f);
+  config.task->initialize(job.seed, st.params);
+  st.optimizer_plan = plan_buckets(*st.layout, 1, 1);
+  bucket_spec spec{0, 1, job.optimizer, gather(*st.layout, st.optimizer_plan.buckets[0], st.params)};
+  st.optimizer.emplace(std::move(spec));
+  st.values.assign(meta_size + st.layout->total, 0.0f);
+  st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes);
+  st.waiting_for.assign(st.buckets.size(), 0);
+  st.examples = config.task->batches_per_epoch(1);
+  st.steps_per_epoch = dp_steps_per_epoch(st.examples, job.global_batch);
+  if (st.steps_per_epoch == 0)
+    return make_error(errc::bad_configuration, "the task has no training examples");
+  st.job = std::move(job);
+  return {};
+}
+
+void start(self_ptr self, const dp_trainer_config& config, const wire& w) {
+  auto job = decode<group_start>(w);
+  if (!job) return fail(self, config, "reading the group's start", job.error());
+  if (auto err = set_up(self->state, config, *job)) return fail(self, config, "starting", err);
+  auto& st = self->state;
+  auto form = std::make_shared<group_form>();
+  form->generation = st.job->generation;
+  form->rank = st.job->rank;
+  form->size = st.job->size;
+  form->token = st.job->token;
+  form->collective = st.job->collective;
+  form->bind_host = config.bind_host;
+  form->timeout = std::chrono::milliseconds(st.job->timeout_ms);
+  form->coordinator = config.coordinator;
+  config.log.info("member {} of {} (generation {}), {} gradient buckets", st.job->rank,
+                  st.job->size, st.job->generation, st.buckets.size());
+  self->request(st.group, form->timeout + config.request_timeout, form_atom_v,
+                std::shared_ptr<const group_form>{form})
+      .then(
+          [=](bool) {
+            self->state.started = clock_type::now();
+            run_step(self, config);
+          },
+          [=](caf::error& err) { fail(self, config, "forming the group", err); });
+}
+
+}  // namespace
+
+dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_trainer_state> self,
+                                          dp_trainer_config config) {
+  accept_exits_only_from(self, config.supervisor, config.log);
+  self->state.group = self->spawn<caf::detached + caf::linked>(allreduce_group, config.log);
+  self->monitor(config.coordinator);
+  self->set_down_handler([=](caf::down_msg& msg) {
+    if (self->state.stopping || msg.source != config.coordinator.address()) return;
+    fail(self, config, "training", make_error(errc::job_failed, "lost the coordinator"));
+  });
+  const join_request request{role::worker, config.name, static_cast<uint32_t>(::getpid())};
+  self->request(config.coordinator, config.request_timeout, join_atom_v, encode(request),
+                caf::actor_cast<dp_worker_actor>(self))
+      .then([=](const wire&) { config.log.debug("joined the coordinator"); },
+            [=](caf::error& err) { fail(self, config, "joining the coordinator", err); });
+  return {
+      [=](start_atom, const wire& w) {
+        if (!sent_by(self, config.coordinator.address()))
+          return config.log.warn("ignored a start that is not from the coordinator");
+        if (self->state.job) return config.log.warn("ignored a second start");
+        start(self, config, w);
+      },
+      [=](stop_atom, const std::string& failure) -> caf::result<bool> {
+        if (!sent_by(self, config.coordinator.address()))
+          return make_error(errc::authentication_failed, "only the coordinator stops a worker");
+        self->state.stopping = true;
+        self->quit(job_outcome(failure));
+        return true;
+      },
+      [=](run_atom) {
+        if (!sent_by(self, self->address())) return;
+        run_step(self, config);
+      },
+  };
+}
+
+}  // namespace troupe

@@ -1,0 +1,75 @@
+// dp_trainer: one member of a data-parallel job (--mode dp). It joins the coordinator, and
+// once started holds a full replica of the model: every step it computes the gradient of its
+// share of the step's examples (actors/dp_schedule.hpp), hands the gradient to its
+// allreduce_group bucket by bucket (while backward still runs, unless --no-overlap), and when
+// every bucket is summed over the members applies the same optimizer step as every other
+// member (a one-worker bucket_store holds the parameters and the optimizer state), so the
+// replicas stay identical. A step in which any member's gradient is not finite is skipped by
+// all. It reports each step to the coordinator, sends member 0's parameters after each epoch
+// for evaluation, and says done after the last step. Spawn it detached: gradient_range runs
+// inside its handler.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/allreduce_group.hpp"
+#include "actors/bucket_store.hpp"
+#include "actors/dp_schedule.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/layout.hpp"
+#include "troupe/log.hpp"
+#include "troupe/task.hpp"
+
+namespace troupe {
+
+struct dp_trainer_config {
+  dp_coordinator_actor coordinator;
+  std::shared_ptr<const training_task> task;
+  std::string name;
+  std::string bind_host = "127.0.0.1";  // where the other members' collectives reach ours
+  std::chrono::seconds request_timeout{30};
+  caf::actor_addr supervisor;
+  logger log;
+};
+
+// Where in the values [meta | gradient] of one step the member's own figures go; they
+// travel in the last bucket, summed like the gradient.
+enum step_meta : size_t { meta_examples = 0, meta_loss = 1, meta_non_finite = 2, meta_size = 3 };
+
+struct dp_trainer_state {
+  static inline const char* name = "troupe.dp_trainer";
+  std::optional<group_start> job;
+  std::optional<flat_layout> layout;
+  std::unique_ptr<task_replica> replica;
+  std::optional<bucket_store> optimizer;  // the parameters and the optimizer's state
+  placement optimizer_plan;               // its one bucket: every tensor whole
+  allreduce_group_actor group;
+  std::vector<float> params;
+  std::vector<float> values;  // [meta | gradient] of the step in flight
+  std::vector<gradient_bucket> buckets;
+  std::vector<size_t> waiting_for;  // per bucket: tensors not yet final (+1 meta, the last)
+  size_t next_bucket = 0;           // the next bucket to send (they go in order)
+  size_t replies_due = 0;
+  uint64_t examples = 0;         // in one epoch
+  uint64_t steps_per_epoch = 0;
+  uint64_t step = 0;             // global steps done
+  uint32_t mine = 0;             // examples this member computes in the step in flight
+  double own_loss_sum = 0;       // and their summed loss
+  double step_allreduce_s = 0;
+  uint64_t step_bytes = 0;
+  double compute_s = 0;
+  std::chrono::steady_clock::time_point started, backward_done;
+  bool backward_finished = false;
+  bool stopping = false;
+};
+
+dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_trainer_state> self,
+                                          dp_trainer_config config);
+
+}  // namespace troupe

@@ -1,0 +1,142 @@
+// Codec for data-parallel groups (--mode dp): a generation's start, step reports, and the
+// entries of a group's rendezvous store.
+#include <cmath>
+
+#include "messages/codec_detail.hpp"
+
+namespace troupe {
+
+using detail::decode_budget;
+
+namespace {
+
+// Collective backends a start may name.
+bool known_collective(const std::string& name) {
+  return name == "gloo";
+}
+
+}  // namespace
+
+wire encode(const group_start& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::GroupStart>();
+  out.setRank(x.rank);
+  out.setSize(x.size);
+  out.setGeneration(x.generation);
+  out.setToken(x.token);
+  out.setEpochs(x.epochs);
+  out.setGlobalBatch(x.global_batch);
+  out.setSeed(x.seed);
+  detail::write_optimizer(out.initOptimizer(), x.optimizer);
+  out.setBucketBytes(x.bucket_bytes);
+  out.setOverlap(x.overlap);
+  out.setChecksumEvery(x.checksum_every);
+  out.setCollective(x.collective);
+  out.setTimeoutMs(x.timeout_ms);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::GroupStart, group_start>(
+      w, limits,
+      [](schema::GroupStart::Reader in, decode_budget& budget) -> caf::expected<group_start> {
+        group_start x;
+        x.rank = in.getRank();
+        x.size = in.getSize();
+        if (x.size == 0 || x.rank >= x.size || x.size > (1u << 16))
+          return make_error(errc::malformed_message, "group start: rank outside the group");
+        x.generation = in.getGeneration();
+        x.token = in.getToken();
+        x.epochs = in.getEpochs();
+        x.global_batch = in.getGlobalBatch();
+        if (x.epochs == 0 || x.global_batch < x.size)
+          return make_error(errc::malformed_message,
+                            "group start: no epochs, or fewer examples per step than members");
+        x.seed = in.getSeed();
+        auto opt = detail::read_optimizer(in.getOptimizer());
+        if (!opt) return std::move(opt.error());
+        x.optimizer = *opt;
+        x.bucket_bytes = in.getBucketBytes();
+        if (x.bucket_bytes < 4 || x.bucket_bytes > (uint64_t{1} << 30))
+          return make_error(errc::malformed_message, "group start: bucket cap out of range");
+        x.overlap = in.getOverlap();
+        x.checksum_every = in.getChecksumEvery();
+        auto collective = detail::read_text(in.getCollective(), budget, "collective");
+        if (!collective) return std::move(collective.error());
+        if (!known_collective(*collective))
+          return make_error(errc::malformed_message, "group start: unknown collective");
+        x.collective = std::move(*collective);
+        x.timeout_ms = in.getTimeoutMs();
+        if (x.timeout_ms == 0 || x.timeout_ms > 3'600'000)
+          return make_error(errc::malformed_message, "group start: timeout out of range");
+        return x;
+      });
+}
+
+wire encode(const step_report& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::StepReport>();
+  out.setRank(x.rank);
+  out.setGeneration(x.generation);
+  out.setEpoch(x.epoch);
+  out.setStep(x.step);
+  out.setLossSum(x.loss_sum);
+  out.setExamples(x.examples);
+  out.setSkipped(x.skipped);
+  out.setAllreduceS(x.allreduce_s);
+  out.setExposedS(x.exposed_s);
+  out.setBytes(x.bytes);
+  out.setComputeS(x.compute_s);
+  out.setWallS(x.wall_s);
+  out.setChecksum(x.checksum);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<step_report> decode<step_report>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::StepReport, step_report>(
+      w, limits, [](schema::StepReport::Reader in, decode_budget&) -> caf::expected<step_report> {
+        step_report x{in.getRank(),      in.getGeneration(), in.getEpoch(),     in.getStep(),
+                      in.getLossSum(),   in.getExamples(),   in.getSkipped(),   in.getAllreduceS(),
+                      in.getExposedS(),  in.getBytes(),      in.getComputeS(),  in.getWallS(),
+                      in.getChecksum()};
+        // A skipped step may carry a non-finite loss (that is why it was skipped); timings
+        // must be finite and not negative.
+        for (double t : {x.allreduce_s, x.exposed_s, x.compute_s, x.wall_s})
+          if (!std::isfinite(t) || t < 0)
+            return make_error(errc::malformed_message, "step report: bad timing");
+        return x;
+      });
+}
+
+wire encode(const store_entry& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::StoreEntry>();
+  out.setGeneration(x.generation);
+  out.setRank(x.rank);
+  out.setToken(x.token);
+  out.setKey(x.key);
+  detail::write_bytes(out.initValue(x.value.size()), x.value);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<store_entry> decode<store_entry>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::StoreEntry, store_entry>(
+      w, limits, [](schema::StoreEntry::Reader in, decode_budget& budget) -> caf::expected<store_entry> {
+        store_entry x;
+        x.generation = in.getGeneration();
+        x.rank = in.getRank();
+        x.token = in.getToken();
+        auto key = detail::read_text(in.getKey(), budget, "store key");
+        if (!key) return std::move(key.error());
+        x.key = std::move(*key);
+        auto value = detail::read_bytes(in.getValue(), max_store_value, "store value");
+        if (!value) return std::move(value.error());
+        x.value = std::move(*value);
+        return x;
+      });
+}
+
+}  // namespace troupe

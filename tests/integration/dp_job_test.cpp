@@ -1,0 +1,194 @@
+// Data-parallel jobs (--mode dp) on the Fashion-MNIST MLP, in one process and as separate
+// processes: two members with batch 64 compute what one member with batch 128 does (and four
+// with 32), several buckets reduced while backward runs agree with one, a member's NaN
+// gradient makes every member skip the step, and a job of a coordinator and two worker
+// processes finishes with every process exiting 0.
+#define BOOST_TEST_MODULE dp_job
+#include <boost/test/unit_test.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "actors/dp_coordinator.hpp"
+#include "actors/dp_trainer.hpp"
+#include "apps/fmnist/mlp_task.hpp"
+#include "child_process.hpp"
+#include "fmnist_cluster.hpp"
+#include "troupe/node.hpp"
+
+using namespace troupe;
+using namespace troupe::testing;
+
+namespace {
+
+constexpr const char* data_dir = "/usr/share/datasets/fashion-mnist";
+constexpr size_t train_examples = 20 * 128;  // 20 steps of 128 examples: one epoch
+
+std::shared_ptr<const training_task> fmnist_task_of(size_t train = train_examples) {
+  auto task = fmnist::make_fmnist_task(data_dir, train, 1000);
+  BOOST_TEST_REQUIRE(bool(task), "the Fashion-MNIST files are needed");
+  return std::shared_ptr<const training_task>(std::move(*task));
+}
+
+// fmnist, but the member that computes example `poisoned` of epoch 0 gets a NaN gradient.
+class poisoned_task : public training_task {
+ public:
+  poisoned_task(std::shared_ptr<const training_task> inner, uint64_t poisoned)
+      : inner_(std::move(inner)), poisoned_(poisoned) {}
+  std::vector<tensor_spec> parameters() const override { return inner_->parameters(); }
+  void initialize(uint64_t seed, std::span<float> p) const override { inner_->initialize(seed, p); }
+  uint64_t batches_per_epoch(uint32_t b) const override { return inner_->batches_per_epoch(b); }
+  evaluation evaluate(std::span<const float> p) const override { return inner_->evaluate(p); }
+  caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t batch,
+                                                            uint64_t seed) const override;
+
+ private:
+  std::shared_ptr<const training_task> inner_;
+  uint64_t poisoned_;
+};
+
+class poisoned_replica : public task_replica {
+ public:
+  poisoned_replica(std::unique_ptr<task_replica> inner, uint64_t poisoned)
+      : inner_(std::move(inner)), poisoned_(poisoned) {}
+  float gradient(std::span<const float> p, uint32_t e, uint64_t b, std::span<float> g) override {
+    return inner_->gradient(p, e, b, g);
+  }
+  caf::expected<range_result> gradient_range(std::span<const float> p, uint32_t epoch,
+                                             uint64_t first, uint32_t count, std::span<float> g,
+                                             const gradient_ready& ready) override {
+    auto done = inner_->gradient_range(p, epoch, first, count, g, ready);
+    if (done && epoch == 0 && first <= poisoned_ && poisoned_ < first + count)
+      g[12345] = std::numeric_limits<float>::quiet_NaN();
+    return done;
+  }
+
+ private:
+  std::unique_ptr<task_replica> inner_;
+  uint64_t poisoned_;
+};
+
+caf::expected<std::unique_ptr<task_replica>> poisoned_task::make_replica(uint32_t batch,
+                                                                         uint64_t seed) const {
+  auto inner = inner_->make_replica(batch, seed);
+  if (!inner) return std::move(inner.error());
+  return std::unique_ptr<task_replica>(new poisoned_replica(std::move(*inner), poisoned_));
+}
+
+struct dp_run {
+  std::vector<float> params;  // member 0's after the last epoch
+  std::string report;         // the JSON report
+  bool finished = false;
+};
+
+// Runs a dp job in this process: a coordinator and `workers` trainers, Gloo over loopback.
+dp_run run_dp(std::shared_ptr<const training_task> task, uint32_t workers, uint32_t batch,
+              std::vector<std::string> flags = {}) {
+  flags.insert(flags.end(), {"--mode", "dp", "--workers", std::to_string(workers), "--batch",
+                             std::to_string(batch), "--epochs", "1", "--log-level", "warn"});
+  const auto report = scratch("dp-" + std::to_string(workers) + "-" + std::to_string(batch) + ".json");
+  flags.insert(flags.end(), {"--report", report.string()});
+  auto opts = parse_launch_options(flags, [](const std::string&) { return std::nullopt; });
+  BOOST_TEST_REQUIRE(bool(opts));
+  dp_run out;
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, *opts);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  const logger log{"test", opts->level};
+  dp_coordinator_config config{*opts, task, self->address(), log};
+  config.on_parameters = [&out](uint32_t, std::span<const float> p) {
+    out.params.assign(p.begin(), p.end());
+  };
+  auto coord = sys.spawn(dp_coordinator, config);
+  for (uint32_t i = 0; i < workers; ++i)
+    sys.spawn<caf::detached>(dp_trainer,
+                             dp_trainer_config{coord, task, "worker-" + std::to_string(i),
+                                               "127.0.0.1", opts->request_timeout,
+                                               self->address(), log});
+  self->monitor(coord);
+  self->receive([&](caf::down_msg& msg) { out.finished = !msg.reason || msg.reason == caf::exit_reason::normal; },
+                caf::after(std::chrono::seconds(300)) >> [] {});
+  out.report = read_file(report.string());
+  return out;
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff += double(a[i] - b[i]) * double(a[i] - b[i]);
+    norm += double(b[i]) * double(b[i]);
+  }
+  return std::sqrt(diff / norm);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(members_share_the_global_batch_and_compute_the_same_steps) {
+  auto task = fmnist_task_of();
+  const auto one = run_dp(task, 1, 128);
+  const auto two = run_dp(task, 2, 64);
+  const auto four = run_dp(task, 4, 32);
+  for (const auto* run : {&one, &two, &four}) {
+    BOOST_TEST_REQUIRE(run->finished);
+    BOOST_TEST_REQUIRE(run->params.size() == one.params.size());
+    BOOST_TEST(json_number(run->report, "steps").value_or(0) == 20);
+    BOOST_TEST(json_number(run->report, "checksum_mismatches").value_or(1) == 0);
+    BOOST_TEST(run->report.find("\"mode\": \"dp\"") != std::string::npos);
+  }
+  BOOST_TEST(relative_difference(two.params, one.params) <= 1e-5);
+  BOOST_TEST(relative_difference(four.params, one.params) <= 1e-5);
+  BOOST_TEST(json_number(one.report, "allreduce_bytes").value_or(1) == 0);  // alone: nothing sent
+  BOOST_TEST(json_number(two.report, "allreduce_bytes").value_or(0) > 0);
+}
+
+BOOST_AUTO_TEST_CASE(small_buckets_reduced_during_backward_agree_with_one_bucket) {
+  auto task = fmnist_task_of();
+  const auto whole = run_dp(task, 2, 64, {"--no-overlap"});
+  const auto buckets = run_dp(task, 2, 64, {"--bucket-mb", "0.25"});
+  BOOST_TEST_REQUIRE(whole.finished);
+  BOOST_TEST_REQUIRE(buckets.finished);
+  BOOST_TEST(relative_difference(buckets.params, whole.params) <= 1e-6);
+  BOOST_TEST(json_number(buckets.report, "overlap").value_or(0) > 0);
+  BOOST_TEST(json_number(whole.report, "overlap").value_or(1) < 0.5);
+}
+
+BOOST_AUTO_TEST_CASE(a_nan_gradient_on_one_member_is_skipped_by_every_member) {
+  // Example 5 * 128 + 100 is member 1's at step 6 (of two members with 64 each).
+  auto task = std::make_shared<poisoned_task>(fmnist_task_of(), 5 * 128 + 100);
+  const auto run = run_dp(task, 2, 64, {"--checksum-every", "1"});
+  BOOST_TEST_REQUIRE(run.finished);
+  BOOST_TEST(json_number(run.report, "skipped_steps").value_or(0) == 1);
+  BOOST_TEST(json_number(run.report, "checksum_mismatches").value_or(1) == 0);
+  BOOST_TEST(json_number(run.report, "steps").value_or(0) == 20);
+  for (float v : run.params) BOOST_TEST_REQUIRE(std::isfinite(v));
+}
+
+BOOST_AUTO_TEST_CASE(a_coordinator_and_two_worker_processes_finish_and_exit_zero) {
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  const auto report = scratch("dp-processes.json");
+  const std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
+  const std::vector<std::string> common = {"--mode", "dp", "--epochs", "1", "--train-limit",
+                                           std::to_string(train_examples), "--test-limit", "1000",
+                                           "--batch", "64"};
+  child_process coordinator(fmnist_command({"--role", "coordinator", "--listen", address,
+                                            "--workers", "2", "--report", report.string()},
+                                           common),
+                            scratch("dp-c.log").string(), env);
+  child_process w0(fmnist_command({"--role", "worker", "--coordinator", address, "--name", "w0"},
+                                  common),
+                   scratch("dp-w0.log").string(), env);
+  child_process w1(fmnist_command({"--role", "worker", "--coordinator", address, "--name", "w1"},
+                                  common),
+                   scratch("dp-w1.log").string(), env);
+  const auto deadline = std::chrono::seconds(240);
+  BOOST_TEST(coordinator.wait(deadline).value_or(-1) == 0);
+  BOOST_TEST(w0.wait(deadline).value_or(-1) == 0);
+  BOOST_TEST(w1.wait(deadline).value_or(-1) == 0);
+  const auto text = read_file(report.string());
+  BOOST_TEST(json_number(text, "steps").value_or(0) == 20);
+  BOOST_TEST(json_number(text, "test_accuracy").value_or(0) > 0.5);
+}
