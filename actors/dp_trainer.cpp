@@ -71,11 +71,14 @@ void send_ready(self_ptr self, const dp_trainer_config& config) {
     send_bucket(self, config, st.next_bucket++);
 }
 
+// Tensor `tensor` is final (told once per step: a task that tells twice is not counted twice).
 void tensor_ready(self_ptr self, const dp_trainer_config& config, size_t tensor) {
   auto& st = self->state;
+  if (tensor >= st.tensor_final.size() || st.tensor_final[tensor]) return;
+  st.tensor_final[tensor] = true;
   for (size_t b = st.next_bucket; b < st.buckets.size(); ++b)
     for (size_t t : st.buckets[b].tensors)
-      if (t == tensor && st.waiting_for[b] > 0) --st.waiting_for[b];
+      if (t == tensor) --st.waiting_for[b];
   if (st.job->overlap) send_ready(self, config);
 }
 
@@ -94,6 +97,7 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   st.step_bytes = 0;
   for (size_t b = 0; b < st.buckets.size(); ++b)
     st.waiting_for[b] = st.buckets[b].tensors.size() + (b + 1 == st.buckets.size() ? 1 : 0);
+  st.tensor_final.assign(st.layout->specs.size(), false);
   std::fill(st.values.begin(), st.values.begin() + meta_size, 0.0f);
   auto grad = std::span<float>(st.values).subspan(meta_size);
   double loss = 0;

@@ -54,6 +54,7 @@ struct dp_trainer_state {
   std::vector<float> values;  // [meta | gradient] of the step in flight
   std::vector<gradient_bucket> buckets;
   std::vector<size_t> waiting_for;  // per bucket: tensors not yet final (+1 meta, the last)
+  std::vector<bool> tensor_final;   // per tensor: told final in this step
   size_t next_bucket = 0;           // the next bucket to send (they go in order)
   size_t replies_due = 0;
   uint64_t examples = 0;         // in one epoch
