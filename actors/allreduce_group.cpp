@@ -2,6 +2,8 @@
 
 #include <caf/scoped_actor.hpp>
 
+#include <cstring>
+
 #include "actors/collective/gloo_collective.hpp"
 #include "troupe/error.hpp"
 
@@ -59,6 +61,43 @@ caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys,
   return make_gloo_collective(store, options);
 }
 
+// Values whose bits travel unchanged through all_gather and broadcast (no arithmetic).
+void put_bits(uint64_t x, float* out) {
+  std::memcpy(out, &x, sizeof x);
+}
+uint64_t get_bits(const float* in) {
+  uint64_t x = 0;
+  std::memcpy(&x, in, sizeof x);
+  return x;
+}
+
+caf::expected<std::shared_ptr<sync_result>> agree(collective& c, const sync_order& order,
+                                                  std::chrono::milliseconds timeout) {
+  const uint32_t n = c.size();
+  std::vector<float> steps(2 * n, 0.0f);
+  put_bits(order.steps, &steps[2 * c.rank()]);
+  if (auto err = c.all_gather(steps, collective_call{0xfffffff0u, timeout})) return err;
+  auto out = std::make_shared<sync_result>();
+  for (uint32_t r = 0; r < n; ++r)
+    if (get_bits(&steps[2 * r]) > out->steps) out->steps = get_bits(&steps[2 * r]), out->source = r;
+  const bool source = out->source == c.rank();
+  std::vector<float> size(2, 0.0f);
+  if (source) put_bits(order.state.size(), size.data());
+  if (auto err = c.broadcast(size, out->source, collective_call{0xfffffff1u, timeout})) return err;
+  const uint64_t bytes = get_bits(size.data());
+  if (bytes > (uint64_t{1} << 34))
+    return make_error(errc::message_too_large, "state to synchronise is over 16 GiB");
+  std::vector<float> payload((bytes + sizeof(float) - 1) / sizeof(float), 0.0f);
+  if (source) std::memcpy(payload.data(), order.state.data(), bytes);
+  if (auto err = c.broadcast(payload, out->source, collective_call{0xfffffff2u, timeout}))
+    return err;
+  if (!source) {
+    out->state.resize(bytes);
+    std::memcpy(out->state.data(), payload.data(), bytes);
+  }
+  return out;
+}
+
 }  // namespace
 
 allreduce_group_actor::behavior_type allreduce_group(
@@ -81,11 +120,12 @@ allreduce_group_actor::behavior_type allreduce_group(
       },
       [=](reduce_atom, std::shared_ptr<const reduce_order> order) -> caf::result<reduce_done> {
         auto& st = self->state;
-        if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
         if (st.spoiled) return st.spoiled;
+        if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
         const auto began = std::chrono::steady_clock::now();
         if (auto err = st.backend->allreduce(order->data, collective_call{order->tag, st.timeout})) {
           st.spoiled = err;
+          st.backend.reset();  // closes its connections: the other members fail at once too
           return err;
         }
         const double n = st.backend->size();
@@ -95,6 +135,19 @@ allreduce_group_actor::behavior_type allreduce_group(
         // A ring allreduce sends 2 (n - 1) / n of the buffer from every member.
         done.bytes = static_cast<uint64_t>(2.0 * (n - 1) / n * double(order->data.size_bytes()));
         return done;
+      },
+      [=](sync_atom, std::shared_ptr<const sync_order> order)
+          -> caf::result<std::shared_ptr<sync_result>> {
+        auto& st = self->state;
+        if (st.spoiled) return st.spoiled;
+        if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
+        auto agreed = agree(*st.backend, *order, st.timeout);
+        if (!agreed) {
+          st.spoiled = agreed.error();
+          st.backend.reset();
+          return std::move(agreed.error());
+        }
+        return std::move(*agreed);
       },
   };
 }

@@ -45,26 +45,44 @@ struct reduce_done {
   uint64_t bytes = 0;  // this member sent
 };
 
+// After forming a generation the members agree on one state: each says how many steps it
+// has applied and offers its state (bytes); the member with the most steps (the lowest rank
+// among equals) sends its state to every other one.
+struct sync_order {
+  uint64_t steps = 0;
+  std::vector<char> state;
+};
+
+struct sync_result {
+  uint64_t steps = 0;      // the source's
+  uint32_t source = 0;     // its rank
+  std::vector<char> state; // what it sent (empty on the source itself)
+};
+
 }  // namespace troupe
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const troupe::group_form>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const troupe::reduce_order>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::reduce_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const troupe::sync_order>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<troupe::sync_result>)
 
 namespace troupe {
 
 //   form:   connects this member to the others (blocking, at most the form's timeout)
-//   reduce: one bucket -> reduce_done, or the backend's error (the group is then spoiled
-//           until formed again)
+//   reduce: one bucket -> reduce_done, or the backend's error; the backend is then closed at
+//           once (its peers fail fast instead of waiting for their timeout) until formed again
+//   sync:   this member's steps and state -> the state every member goes on from
 using allreduce_group_actor = caf::typed_actor<
     caf::replies_to<form_atom, std::shared_ptr<const group_form>>::with<bool>,
-    caf::replies_to<reduce_atom, std::shared_ptr<const reduce_order>>::with<reduce_done>>;
+    caf::replies_to<reduce_atom, std::shared_ptr<const reduce_order>>::with<reduce_done>,
+    caf::replies_to<sync_atom, std::shared_ptr<const sync_order>>::with<std::shared_ptr<sync_result>>>;
 
 struct allreduce_group_state {
   static inline const char* name = "troupe.allreduce_group";
   std::unique_ptr<collective> backend;
   std::chrono::milliseconds timeout{30000};
-  caf::error spoiled;  // the error that spoiled the backend, if any
+  caf::error spoiled;  // the error that closed the backend, if any
 };
 
 allreduce_group_actor::behavior_type allreduce_group(

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "actors/collective/rendezvous_store.hpp"
+#include "actors/dp_schedule.hpp"
 #include "actors/guards.hpp"
 #include "actors/report.hpp"
 #include "troupe/error.hpp"
@@ -20,6 +21,30 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+size_t live_count(const dp_coordinator_state& st) {
+  return size_t(std::count_if(st.members.begin(), st.members.end(),
+                              [](const dp_member& m) { return !m.lost; }));
+}
+
+// The member that sent the message being handled, if it is one.
+dp_member* sender(self_ptr self) {
+  const auto from = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  for (auto& m : self->state.members)
+    if (m.handle.address() == from) return &m;
+  return nullptr;
+}
+
+// A member declared lost that speaks again is told to stop (once): it is not part of the
+// group any more, and its process exits non-zero saying why.
+void refuse(self_ptr self, const dp_coordinator_config& config, dp_member& m) {
+  if (m.refused) return;
+  m.refused = true;
+  config.log.warn("'{}' was declared lost and spoke again: stopping it", m.name);
+  self->request(m.handle, config.opts.request_timeout, stop_atom_v,
+                std::string("this worker was declared lost and may not rejoin the job"))
+      .then([](bool) {}, [](caf::error&) {});
+}
+
 void fill_report(dp_coordinator_state& st) {
   job_report& r = st.report;
   r.mode = "dp";
@@ -31,6 +56,13 @@ void fill_report(dp_coordinator_state& st) {
   r.workers.clear();
   for (const auto& m : st.members)
     r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0});
+  // Examples per epoch, from the steps that were applied (each counted once).
+  const uint64_t per_epoch = st.steps_per_epoch;
+  for (auto& e : r.epochs) {
+    e.examples = 0;
+    for (const auto& [step, n] : st.step_examples)
+      if (per_epoch && (step - 1) / per_epoch == e.epoch - 1) e.examples += n;
+  }
 }
 
 // Asks every member to stop, then quits with `reason` once all answered (or timed out).
@@ -43,6 +75,7 @@ void stop_all_and_quit(self_ptr self, const dp_coordinator_config& config, caf::
     if (--*pending == 0) self->quit(reason);
   };
   for (const auto& m : st.members) {
+    if (m.lost) continue;
     ++*pending;
     self->request(m.handle, config.opts.request_timeout, stop_atom_v, why)
         .then([=](bool) { done(); }, [=](caf::error&) { done(); });
@@ -69,7 +102,8 @@ void fail(self_ptr self, const dp_coordinator_config& config, const std::string&
 void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
   if (st.finishing || st.evaluated < config.opts.epochs) return;
-  if (!std::all_of(st.members.begin(), st.members.end(), [](const dp_member& m) { return m.done; }))
+  if (!std::all_of(st.members.begin(), st.members.end(),
+                   [](const dp_member& m) { return m.lost || m.done; }))
     return;
   fill_report(st);
   write_report(st, config);
@@ -84,29 +118,45 @@ void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
 
 // -- forming the group --------------------------------------------------------------------------
 
-void form_group(self_ptr self, const dp_coordinator_config& config) {
+// A new generation of the live members: ranks in join order, a token each, the store and
+// pending checksums of the last generation dropped.
+void form_group(self_ptr self, const dp_coordinator_config& config, const std::string& why) {
   auto& st = self->state;
   const auto& o = config.opts;
   ++st.generation;
   st.store.clear();
-  st.training = true;
-  st.started = std::chrono::steady_clock::now();
-  st.epoch_loss.assign(o.epochs, 0.0);
-  st.epoch_examples.assign(o.epochs, 0);
+  st.checksums.clear();
+  for (auto& [key, waiters] : st.store_waiters)
+    for (auto& promise : waiters)
+      promise.deliver(make_error(errc::collective_failed, "a newer generation was formed"));
+  st.store_waiters.clear();
+  st.waiting = 0;
+  if (!st.training) {
+    st.training = true;
+    st.started = std::chrono::steady_clock::now();
+    st.epoch_loss.assign(o.epochs, 0.0);
+    st.epoch_examples.assign(o.epochs, 0);
+    st.snapshot_taken.assign(o.epochs, false);
+    st.global_batch = o.batch * static_cast<uint32_t>(st.members.size());
+    st.steps_per_epoch = dp_steps_per_epoch(config.task->batches_per_epoch(1), st.global_batch);
+  }
   std::random_device entropy;
-  const auto size = static_cast<uint32_t>(st.members.size());
-  config.log.info("training: {} workers, generation {}, {} examples per step over {}", size,
-                  st.generation, o.batch * size, o.dp.collective);
-  for (uint32_t r = 0; r < size; ++r) {
-    auto& m = st.members[r];
+  const auto size = static_cast<uint32_t>(live_count(st));
+  config.log.info("generation {} ({}): {} workers, {} examples per step over {}", st.generation,
+                  why, size, st.global_batch, o.dp.collective);
+  uint32_t rank = 0;
+  for (auto& m : st.members) {
+    if (m.lost) continue;
+    m.rank = rank++;
+    m.done = false;
     m.token = (uint64_t{entropy()} << 32) ^ entropy();
     group_start start;
-    start.rank = r;
+    start.rank = m.rank;
     start.size = size;
     start.generation = st.generation;
     start.token = m.token;
     start.epochs = o.epochs;
-    start.global_batch = o.batch * size;
+    start.global_batch = st.global_batch;
     start.seed = o.seed;
     start.optimizer = optimizer_from(o);
     start.bucket_bytes = static_cast<uint64_t>(o.dp.bucket_mb * double(1 << 20));
@@ -129,18 +179,24 @@ caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, cons
   for (const auto& m : st.members)
     if (m.name == request->name || m.handle == handle)
       return make_error(errc::bad_configuration,
-                        fmt::format("a worker named '{}' has already joined", request->name));
-  if (st.training || st.members.size() >= config.opts.workers)
-    return make_error(errc::job_failed, fmt::format("the job already has its {} workers",
-                                                    config.opts.workers));
+                        fmt::format("a worker named '{}' has already {}", request->name,
+                                    m.lost ? "been lost by this job" : "joined"));
+  const size_t room = st.training ? std::max(config.opts.workers, config.opts.max_workers)
+                                  : config.opts.workers;
+  if (live_count(st) >= room || st.members.size() >= (1u << 16))
+    return make_error(errc::job_failed,
+                      fmt::format("the job already has its {} workers", room));
   self->monitor(handle);
   if (handle.node() != self->node())
     st.beats.heard(request->name, heartbeat_monitor::clock::now());
   st.members.push_back(dp_member{request->name, std::move(handle)});
-  const auto rank = static_cast<uint32_t>(st.members.size() - 1);
-  config.log.info("worker '{}' joined ({} of {})", request->name, rank + 1, config.opts.workers);
-  if (st.members.size() == config.opts.workers) form_group(self, config);
-  return encode(join_reply{rank, config.opts.workers, 0});
+  const auto live = static_cast<uint32_t>(live_count(st));
+  config.log.info("worker '{}' joined ({} of {})", request->name, live, config.opts.workers);
+  if (st.training)
+    form_group(self, config, "'" + request->name + "' joined");
+  else if (live == config.opts.workers)
+    form_group(self, config, "start");
+  return encode(join_reply{live - 1, config.opts.workers, 0});
 }
 
 void lose(self_ptr self, const dp_coordinator_config& config, const std::string& name,
@@ -148,7 +204,7 @@ void lose(self_ptr self, const dp_coordinator_config& config, const std::string&
   auto& st = self->state;
   if (st.finishing) return;
   auto it = std::find_if(st.members.begin(), st.members.end(),
-                         [&](const dp_member& m) { return m.name == name; });
+                         [&](const dp_member& m) { return m.name == name && !m.lost; });
   if (it == st.members.end()) return;
   st.beats.forget(name);
   if (!st.training) {
@@ -156,25 +212,27 @@ void lose(self_ptr self, const dp_coordinator_config& config, const std::string&
     st.members.erase(it);
     return;
   }
+  it->lost = true;
   const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
   st.report.losses.push_back(
       loss_event{name, role::worker, seconds_since(st.started), uint64_t(unix_ms), why});
   st.report.workers_lost.push_back(name);
-  fail(self, config,
-       fmt::format("lost worker '{}' ({}); re-forming a data-parallel group without it is not "
-                   "built yet",
-                   name, why));
+  if (live_count(st) == 0) return fail(self, config, "every worker was lost");
+  config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
+  if (!st.lost_at) st.lost_at = std::chrono::steady_clock::now();
+  form_group(self, config, "'" + name + "' lost");
 }
 
 // -- the store ----------------------------------------------------------------------------------
 
 // The entry's member, when its rank, token and generation are this group's.
 const dp_member* store_client(const dp_coordinator_state& st, const store_entry& e) {
-  if (!st.training || e.generation != st.generation || e.rank >= st.members.size()) return nullptr;
-  const auto& m = st.members[e.rank];
-  return m.token == e.token ? &m : nullptr;
+  if (!st.training || e.generation != st.generation) return nullptr;
+  for (const auto& m : st.members)
+    if (!m.lost && m.rank == e.rank && m.token == e.token) return &m;
+  return nullptr;
 }
 
 caf::result<bool> store_put(self_ptr self, const wire& w) {
@@ -223,9 +281,11 @@ caf::result<wire> store_get(self_ptr self, const wire& w) {
 void compare_checksums(self_ptr self, const dp_coordinator_config& config, uint64_t step) {
   auto& st = self->state;
   auto it = st.checksums.find(step);
-  if (it == st.checksums.end() || it->second.size() < st.members.size()) return;
+  if (it == st.checksums.end() || it->second.size() < live_count(st)) return;
   std::map<uint64_t, std::vector<std::string>> by_value;
-  for (const auto& [rank, sum] : it->second) by_value[sum].push_back(st.members[rank].name);
+  for (const auto& [rank, sum] : it->second)
+    for (const auto& m : st.members)
+      if (!m.lost && m.rank == rank) by_value[sum].push_back(m.name);
   st.checksums.erase(it);
   if (by_value.size() == 1) return;
   ++st.report.checksum_mismatches;
@@ -237,25 +297,29 @@ void compare_checksums(self_ptr self, const dp_coordinator_config& config, uint6
 
 void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) {
   auto& st = self->state;
+  auto* m = sender(self);
+  if (!m) return config.log.warn("ignored a step report from a stranger");
+  if (m->lost) return refuse(self, config, *m);
   auto report = decode<step_report>(w);
-  if (!report || report->rank >= st.members.size() || report->generation != st.generation)
-    return config.log.warn("ignored a malformed step report");
-  auto& m = st.members[report->rank];
-  if (!sent_by(self, m.handle.address()))
-    return config.log.warn("ignored a step report sent for another member");
-  if (report->epoch >= config.opts.epochs) return config.log.warn("ignored a step past the end");
-  ++m.steps;
-  m.compute_s = report->compute_s;
-  m.wall_s = report->wall_s;
+  if (!report || report->epoch >= config.opts.epochs || report->generation > st.generation)
+    return config.log.warn("ignored a malformed step report from '{}'", m->name);
+  ++m->steps;
+  m->compute_s = report->compute_s;
+  m->wall_s = report->wall_s;
   auto& r = st.report;
   r.allreduce_bytes += report->bytes;
   r.allreduce_s += report->allreduce_s;
   st.exposed_s += report->exposed_s;
   st.epoch_loss[report->epoch] += report->loss_sum;
   st.epoch_examples[report->epoch] += report->skipped ? 0 : report->examples;
-  if (report->rank == 0) {
-    st.steps = std::max(st.steps, report->step);
-    if (report->skipped) ++r.skipped_steps;
+  // Every member that applied a step reports it; the first report counts it.
+  if (st.step_examples.emplace(report->step, report->step_examples).second && report->skipped)
+    ++r.skipped_steps;
+  st.steps = std::max(st.steps, report->step);
+  if (report->generation != st.generation) return;
+  if (st.lost_at) {  // the first step of a generation formed after a loss
+    r.reform_s = std::max(r.reform_s, seconds_since(*st.lost_at));
+    st.lost_at.reset();
   }
   if (report->checksum != 0) {
     st.checksums[report->step][report->rank] = report->checksum;
@@ -287,7 +351,7 @@ void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
                 "  {:.0f} steps/s",
                 epoch + 1, config.opts.epochs, out.result.accuracy, out.result.loss, train_loss,
                 wall, double(st.steps) / std::max(wall, 1e-9)));
-            st.evaluated = epoch + 1;
+            st.evaluated = std::max(st.evaluated, epoch + 1);
             evaluate_next(self, config);
             maybe_finish(self, config);
           },
@@ -297,13 +361,17 @@ void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
 void on_snapshot(self_ptr self, const dp_coordinator_config& config, uint32_t epoch,
                  const wire& w) {
   auto& st = self->state;
-  if (st.members.empty() || !sent_by(self, st.members[0].handle.address()))
-    return config.log.warn("ignored parameters that are not member 0's");
+  auto* m = sender(self);
+  if (!m) return config.log.warn("ignored parameters from a stranger");
+  if (m->lost) return refuse(self, config, *m);
+  if (epoch >= config.opts.epochs || st.snapshot_taken[epoch]) return;
   auto snapshot = decode<pull_reply>(w);
   const flat_layout layout{config.task->parameters()};
   const placement whole = plan_buckets(layout, 1, 1);
   if (!snapshot || epoch >= config.opts.epochs || !matches(whole.buckets[0], snapshot->tensors))
-    return fail(self, config, fmt::format("member 0 sent bad parameters after epoch {}", epoch + 1));
+    return fail(self, config,
+                fmt::format("'{}' sent bad parameters after epoch {}", m->name, epoch + 1));
+  st.snapshot_taken[epoch] = true;
   auto input = std::make_shared<eval_input>();
   input->params.assign(layout.total, 0.0f);
   scatter(layout, snapshot->tensors, input->params);
@@ -322,7 +390,10 @@ dp_coordinator_actor::behavior_type dp_coordinator(
   self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) {
     for (const auto& m : self->state.members)
-      if (m.handle.address() == msg.source) return lose(self, config, m.name, describe(msg.reason));
+      if (m.handle.address() == msg.source && !m.lost) {
+        const std::string why = msg.reason ? describe(msg.reason) : std::string("it ended");
+        return lose(self, config, m.name, why);
+      }
   });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
   config.log.info("waiting for {} workers (data parallel)", config.opts.workers);
@@ -332,8 +403,11 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       },
       [=](heartbeat_atom, const wire& w) {
         if (auto beat = decode<heartbeat>(w))
-          for (const auto& m : self->state.members)
-            if (m.name == beat->name) self->state.beats.heard(m.name, heartbeat_monitor::clock::now());
+          for (auto& m : self->state.members) {
+            if (m.name != beat->name) continue;
+            if (m.lost) refuse(self, config, m);
+            else self->state.beats.heard(m.name, heartbeat_monitor::clock::now());
+          }
       },
       [=](tick_atom) {
         auto& st = self->state;
@@ -344,12 +418,26 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       },
       [=](step_atom, const wire& w) { on_step(self, config, w); },
       [=](eval_atom, uint32_t epoch, const wire& w) { on_snapshot(self, config, epoch, w); },
-      [=](done_atom, uint32_t rank) {
-        auto& st = self->state;
-        if (rank >= st.members.size() || !sent_by(self, st.members[rank].handle.address()))
-          return config.log.warn("ignored a done message that is not from that member");
-        st.members[rank].done = true;
+      [=](done_atom, uint32_t) {
+        auto* m = sender(self);
+        if (!m) return config.log.warn("ignored a done message from a stranger");
+        if (m->lost) return refuse(self, config, *m);
+        m->done = true;
         maybe_finish(self, config);
+      },
+      [=](broken_atom, uint64_t generation, const std::string& why) {
+        auto* m = sender(self);
+        if (!m) return;
+        if (m->lost) return refuse(self, config, *m);
+        if (generation != self->state.generation || self->state.finishing) return;
+        config.log.warn("'{}': a collective of generation {} failed ({})", m->name, generation, why);
+        // A loss explains most failures and re-forms at once; give detection its time.
+        self->delayed_send(self, config.opts.heartbeat_timeout, tick_atom_v, generation);
+      },
+      [=](tick_atom, uint64_t generation) {
+        auto& st = self->state;
+        if (!sent_by(self, self->address()) || generation != st.generation || st.finishing) return;
+        form_group(self, config, "a collective failed with every member alive");
       },
       [=](put_atom, const wire& w) { return store_put(self, w); },
       [=](get_atom, const wire& w) { return store_get(self, w); },

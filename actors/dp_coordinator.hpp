@@ -3,8 +3,12 @@
 // rendezvous store to members only, records each step the members report (losses, collective
 // time and bytes, and compares their parameter checksums), evaluates member 0's parameters
 // after each epoch on a detached evaluator, and at the end writes the report, stops every
-// member and quits. A member lost (its process went down, or its heartbeats stopped) fails
-// the job with a message that says so: re-forming the group without it is not built yet.
+// member and quits. Membership changes make a new generation: a member lost (its process
+// went down, or its heartbeats stopped), a collective that failed with no loss to explain it,
+// or a worker that joins a running job (up to --max-workers). The survivors then form the
+// group again and go on from the most advanced member's state; a lost member that speaks up
+// again is stopped with the reason (its process exits non-zero). Only when nobody is left
+// does the job fail.
 #pragma once
 
 #include <chrono>
@@ -12,6 +16,7 @@
 #include <functional>
 #include <span>
 #include <map>
+#include <optional>
 #include <memory>
 #include <vector>
 
@@ -41,6 +46,9 @@ struct dp_member {
   std::string name;
   dp_worker_actor handle;
   uint64_t token = 0;
+  uint32_t rank = 0;  // in the current generation
+  bool lost = false;
+  bool refused = false;  // lost, spoke again and was told to stop
   bool done = false;
   uint64_t steps = 0;  // steps it took part in
   double compute_s = 0;
@@ -60,12 +68,17 @@ struct dp_coordinator_state {
   std::map<std::string, std::vector<caf::typed_response_promise<wire>>> store_waiters;
   size_t waiting = 0;
   std::map<uint64_t, std::map<uint32_t, uint64_t>> checksums;  // step -> rank -> checksum
+  std::map<uint64_t, uint64_t> step_examples;                   // step -> examples it used
+  std::optional<std::chrono::steady_clock::time_point> lost_at;  // a loss not yet re-formed
+  std::vector<bool> snapshot_taken;  // per epoch: parameters queued for evaluation
   std::vector<double> epoch_loss;                                // per epoch
   std::vector<uint64_t> epoch_examples;
   std::deque<std::pair<uint32_t, std::shared_ptr<eval_input>>> to_evaluate;
   bool evaluating = false;
   uint32_t evaluated = 0;
-  uint64_t steps = 0;  // global steps completed (by every member)
+  uint64_t steps = 0;  // global steps applied
+  uint32_t global_batch = 0;     // --batch x the members at the start, shared by the members
+  uint64_t steps_per_epoch = 0;
   double exposed_s = 0;
   heartbeat_monitor beats;
   evaluator_actor evaluator;

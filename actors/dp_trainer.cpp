@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "actors/guards.hpp"
 #include "actors/job_outcome.hpp"
@@ -27,6 +28,9 @@ void fail(self_ptr self, const dp_trainer_config& config, const std::string& doi
 }
 
 void finish_step(self_ptr self, const dp_trainer_config& config);
+void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot);
+void step_settled(self_ptr self, const dp_trainer_config& config, const caf::error& err);
+void apply_start(self_ptr self, const dp_trainer_config& config, group_start job);
 
 // Values [begin, end) of the step's [meta | gradient] that bucket b reduces: the last
 // bucket (the first tensors) also carries the meta.
@@ -59,9 +63,14 @@ void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
             auto& st = self->state;
             st.step_allreduce_s += done.seconds;
             st.step_bytes += done.bytes;
-            if (--st.replies_due == 0 && st.next_bucket == st.buckets.size()) finish_step(self, config);
+            if (--st.replies_due == 0) step_settled(self, config, caf::error{});
           },
-          [=](caf::error& err) { fail(self, config, "allreduce", err); });
+          [=](caf::error& err) {
+            auto& st = self->state;
+            if (!st.broken) config.log.warn("step {}: {}", st.step + 1, describe(err));
+            st.broken = true;
+            if (--st.replies_due == 0) step_settled(self, config, err);
+          });
 }
 
 // Sends, in order, every bucket whose values are all final.
@@ -91,6 +100,7 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   const uint64_t in_epoch = st.step % st.steps_per_epoch;
   const auto share = dp_share(st.examples, job.global_batch, in_epoch, job.size, job.rank);
   st.mine = share.count;
+  st.in_step = true;
   st.next_bucket = 0;
   st.replies_due = 0;
   st.step_allreduce_s = 0;
@@ -148,24 +158,144 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
     scatter(*st.layout, st.optimizer->slices(), st.params);
   }
   ++st.step;
-  const bool last = st.step == st.steps_per_epoch * st.job->epochs;
+  const bool last = st.step == st.total_steps;
   const bool compare = last || (st.job->checksum_every && st.step % st.job->checksum_every == 0);
   step_report report{st.job->rank, st.job->generation, epoch, st.step,
                      skipped ? 0.0 : st.own_loss_sum, st.mine, skipped, st.step_allreduce_s,
                      exposed, st.step_bytes, st.compute_s,
                      seconds_between(st.started, clock_type::now()),
                      compare ? std::max<uint64_t>(1, parameter_checksum(st.params)) : 0};
+  report.step_examples = static_cast<uint64_t>(total);
   self->send(config.coordinator, step_atom_v, encode(report));
-  if (st.job->rank == 0 && st.step % st.steps_per_epoch == 0) {
-    pull_reply snapshot{0, st.step, vector_clock{}, st.optimizer->slices(), {}};
-    self->send(config.coordinator, eval_atom_v, epoch, encode(snapshot));
+  st.in_step = false;
+  go_on(self, config, true);
+}
+
+// After a step (or a new generation's agreement that moved us on): the parameters after an
+// epoch go to the coordinator for evaluation (every member sends them; it keeps the first),
+// then a new generation that arrived meanwhile is formed, or the next step runs, or done is
+// said after the last.
+void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot) {
+  auto& st = self->state;
+  if (snapshot && st.step > 0 && st.step % st.steps_per_epoch == 0) {
+    const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch - 1);
+    pull_reply parameters{0, st.step, vector_clock{}, st.optimizer->slices(), {}};
+    self->send(config.coordinator, eval_atom_v, epoch, encode(parameters));
   }
-  if (last) {
+  if (st.pending) {
+    auto next = std::move(*st.pending);
+    st.pending.reset();
+    return apply_start(self, config, std::move(next));
+  }
+  if (st.step >= st.total_steps) {
     config.log.info("trained {} steps", st.step);
     self->send(config.coordinator, done_atom_v, st.job->rank);
     return;
   }
   self->send(self, run_atom_v);
+}
+
+// A collective of this generation failed: the step is abandoned (nothing was applied) and
+// the coordinator told; it forms a new generation, within a bound.
+void wait_for_generation(self_ptr self, const dp_trainer_config& config, const std::string& why) {
+  auto& st = self->state;
+  st.in_step = false;
+  st.broken = true;
+  if (st.pending) return go_on(self, config, false);
+  self->send(config.coordinator, broken_atom_v, st.job->generation, why);
+  const auto bound = std::chrono::milliseconds(3 * st.job->timeout_ms) + 2 * config.request_timeout;
+  self->delayed_send(self, bound, tick_atom_v, st.job->generation);
+}
+
+void step_settled(self_ptr self, const dp_trainer_config& config, const caf::error& err) {
+  if (!self->state.broken) return finish_step(self, config);
+  wait_for_generation(self, config, describe(err));
+}
+
+// Our whole state as bytes: bucket_store::save()'s messages, each after its length.
+std::vector<char> pack_state(const bucket_store& store) {
+  std::vector<char> out;
+  for (const auto& w : store.save()) {
+    const uint64_t n = w.bytes.size();
+    const auto* p = reinterpret_cast<const char*>(&n);
+    out.insert(out.end(), p, p + sizeof n);
+    out.insert(out.end(), w.bytes.begin(), w.bytes.end());
+  }
+  return out;
+}
+
+caf::expected<bucket_store> unpack_state(const std::vector<char>& bytes) {
+  std::vector<wire> saved;
+  size_t at = 0;
+  while (at < bytes.size()) {
+    uint64_t n = 0;
+    if (bytes.size() - at < sizeof n) return make_error(errc::corrupt_data, "state: cut short");
+    std::memcpy(&n, bytes.data() + at, sizeof n);
+    at += sizeof n;
+    if (n > bytes.size() - at) return make_error(errc::corrupt_data, "state: cut short");
+    saved.push_back(wire{std::vector<char>(bytes.begin() + at, bytes.begin() + at + n)});
+    at += n;
+  }
+  return bucket_store::restore(saved);
+}
+
+// The new generation is formed: go on from the state the members agreed on.
+void synced(self_ptr self, const dp_trainer_config& config, const sync_result& agreed) {
+  auto& st = self->state;
+  if (!agreed.state.empty()) {
+    auto restored = unpack_state(agreed.state);
+    if (!restored) return fail(self, config, "taking over a member's state", restored.error());
+    if (restored->slices().size() != st.optimizer->slices().size())
+      return fail(self, config, "taking over a member's state",
+                  make_error(errc::shape_mismatch, "another model"));
+    st.optimizer.emplace(std::move(*restored));
+    scatter(*st.layout, st.optimizer->slices(), st.params);
+  }
+  const bool moved = agreed.steps != st.step;
+  if (moved || st.job->generation > 1)
+    config.log.info("generation {}: member {} of {}, going on after step {} (member {}'s state)",
+                    st.job->generation, st.job->rank, st.job->size, agreed.steps, agreed.source);
+  st.step = agreed.steps;
+  st.broken = false;
+  go_on(self, config, moved);
+}
+
+// Forms the generation `job` names and agrees on one state with its other members.
+void apply_start(self_ptr self, const dp_trainer_config& config, group_start job) {
+  auto& st = self->state;
+  st.job = std::move(job);
+  st.broken = false;
+  auto form = std::make_shared<group_form>();
+  form->generation = st.job->generation;
+  form->rank = st.job->rank;
+  form->size = st.job->size;
+  form->token = st.job->token;
+  form->collective = st.job->collective;
+  form->bind_host = config.bind_host;
+  form->timeout = std::chrono::milliseconds(st.job->timeout_ms);
+  form->coordinator = config.coordinator;
+  const auto generation = st.job->generation;
+  const auto bound = 2 * form->timeout + config.request_timeout;
+  self->request(st.group, bound, form_atom_v, std::shared_ptr<const group_form>{form})
+      .then(
+          [=](bool) {
+            auto& st = self->state;
+            if (st.job->generation != generation) return;
+            auto order = std::make_shared<sync_order>(sync_order{st.step, pack_state(*st.optimizer)});
+            self->request(st.group, bound, sync_atom_v, std::shared_ptr<const sync_order>{order})
+                .then(
+                    [=](const std::shared_ptr<sync_result>& agreed) {
+                      if (self->state.job->generation == generation) synced(self, config, *agreed);
+                    },
+                    [=](caf::error& err) {
+                      if (self->state.job->generation == generation)
+                        wait_for_generation(self, config, describe(err));
+                    });
+          },
+          [=](caf::error& err) {
+            if (self->state.job->generation == generation)
+              wait_for_generation(self, config, describe(err));
+          });
 }
 
 caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_start job) {
@@ -185,6 +315,7 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   st.steps_per_epoch = dp_steps_per_epoch(st.examples, job.global_batch);
   if (st.steps_per_epoch == 0)
     return make_error(errc::bad_configuration, "the task has no training examples");
+  st.total_steps = st.steps_per_epoch * job.epochs;
   st.job = std::move(job);
   return {};
 }
@@ -192,27 +323,22 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
 void start(self_ptr self, const dp_trainer_config& config, const wire& w) {
   auto job = decode<group_start>(w);
   if (!job) return fail(self, config, "reading the group's start", job.error());
-  if (auto err = set_up(self->state, config, *job)) return fail(self, config, "starting", err);
   auto& st = self->state;
-  auto form = std::make_shared<group_form>();
-  form->generation = st.job->generation;
-  form->rank = st.job->rank;
-  form->size = st.job->size;
-  form->token = st.job->token;
-  form->collective = st.job->collective;
-  form->bind_host = config.bind_host;
-  form->timeout = std::chrono::milliseconds(st.job->timeout_ms);
-  form->coordinator = config.coordinator;
-  config.log.info("member {} of {} (generation {}), {} gradient buckets", st.job->rank,
-                  st.job->size, st.job->generation, st.buckets.size());
-  self->request(st.group, form->timeout + config.request_timeout, form_atom_v,
-                std::shared_ptr<const group_form>{form})
-      .then(
-          [=](bool) {
-            self->state.started = clock_type::now();
-            run_step(self, config);
-          },
-          [=](caf::error& err) { fail(self, config, "forming the group", err); });
+  if (!st.job) {
+    if (auto err = set_up(st, config, *job)) return fail(self, config, "starting", err);
+    st.started = clock_type::now();
+    config.log.info("member {} of {} (generation {}), {} gradient buckets", job->rank, job->size,
+                    job->generation, st.buckets.size());
+    return apply_start(self, config, std::move(*job));
+  }
+  if (job->generation <= st.job->generation && !(st.pending && job->generation > st.pending->generation))
+    return config.log.warn("ignored generation {} (we are in {})", job->generation,
+                           st.job->generation);
+  if (st.in_step) {
+    st.pending = std::move(*job);  // formed once the step in flight settles
+    return;
+  }
+  apply_start(self, config, std::move(*job));
 }
 
 }  // namespace
@@ -247,7 +373,17 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
       },
       [=](run_atom) {
         if (!sent_by(self, self->address())) return;
-        run_step(self, config);
+        auto& st = self->state;
+        if (st.pending) return go_on(self, config, false);
+        if (!st.broken) run_step(self, config);
+      },
+      [=](tick_atom, uint64_t generation) {
+        auto& st = self->state;
+        if (!sent_by(self, self->address()) || !st.broken || st.job->generation != generation ||
+            st.pending)
+          return;
+        fail(self, config, "waiting for a new generation of the group",
+             make_error(errc::timeout, "the coordinator formed none in time"));
       },
   };
 }

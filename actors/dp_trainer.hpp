@@ -5,9 +5,12 @@
 // every bucket is summed over the members applies the same optimizer step as every other
 // member (a one-worker bucket_store holds the parameters and the optimizer state), so the
 // replicas stay identical. A step in which any member's gradient is not finite is skipped by
-// all. It reports each step to the coordinator, sends member 0's parameters after each epoch
-// for evaluation, and says done after the last step. Spawn it detached: gradient_range runs
-// inside its handler.
+// all. It reports each step to the coordinator, sends its parameters after each epoch for
+// evaluation, and says done after the last step. When a collective fails (a member is gone
+// or late) it abandons the step and tells the coordinator; on a new generation it forms the
+// group again, and the members go on from the state of the one that applied the most steps
+// (allreduce_group's sync). A new worker joins the same way. Spawn it detached:
+// gradient_range runs inside its handler.
 #pragma once
 
 #include <chrono>
@@ -66,7 +69,10 @@ struct dp_trainer_state {
   uint64_t step_bytes = 0;
   double compute_s = 0;
   std::chrono::steady_clock::time_point started, backward_done;
-  bool backward_finished = false;
+  uint64_t total_steps = 0;              // epochs x steps_per_epoch
+  bool in_step = false;                  // a step's buckets are with the group
+  bool broken = false;                   // a collective of this generation failed
+  std::optional<group_start> pending;    // a new generation, formed once the step settles
   bool stopping = false;
 };
 

@@ -90,6 +90,7 @@ wire encode(const step_report& x) {
   out.setComputeS(x.compute_s);
   out.setWallS(x.wall_s);
   out.setChecksum(x.checksum);
+  out.setStepExamples(x.step_examples);
   return detail::to_wire(message);
 }
 
@@ -100,7 +101,7 @@ caf::expected<step_report> decode<step_report>(const wire& w, const codec_limits
         step_report x{in.getRank(),      in.getGeneration(), in.getEpoch(),     in.getStep(),
                       in.getLossSum(),   in.getExamples(),   in.getSkipped(),   in.getAllreduceS(),
                       in.getExposedS(),  in.getBytes(),      in.getComputeS(),  in.getWallS(),
-                      in.getChecksum()};
+                      in.getChecksum(),  in.getStepExamples()};
         // A skipped step may carry a non-finite loss (that is why it was skipped); timings
         // must be finite and not negative.
         for (double t : {x.allreduce_s, x.exposed_s, x.compute_s, x.wall_s})

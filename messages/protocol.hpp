@@ -61,6 +61,8 @@ CAF_ADD_ATOM(troupe, troupe, put_atom, "put")
 CAF_ADD_ATOM(troupe, troupe, get_atom, "get")
 CAF_ADD_ATOM(troupe, troupe, form_atom, "form")
 CAF_ADD_ATOM(troupe, troupe, reduce_atom, "reduce")
+CAF_ADD_ATOM(troupe, troupe, sync_atom, "sync")
+CAF_ADD_ATOM(troupe, troupe, broken_atom, "broken")
 
 namespace troupe {
 
@@ -169,12 +171,15 @@ using gatekeeper_actor =
                      caf::replies_to<prove_atom, wire>::with<coordinator_actor>>;
 
 // --mode dp. A data-parallel worker (actors/dp_trainer.hpp): a full replica of the model.
-//   start: group_start; forms its allreduce group and trains
-//   stop:  as for servers
+//   start: group_start; forms that generation of the group (after the step in flight), agrees
+//          with the other members on one state, and trains from there
+//   stop:  as for servers (a member declared lost is stopped with the reason)
 //   run:   internal, the next step
+//   tick:  internal, the bound on waiting for a new generation after a collective failed
 using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
                                          caf::replies_to<stop_atom, std::string>::with<bool>,
-                                         caf::reacts_to<run_atom>>;
+                                         caf::reacts_to<run_atom>,
+                                         caf::reacts_to<tick_atom, uint64_t>>;
 
 // The coordinator of a data-parallel job (actors/dp_coordinator.hpp). The gatekeeper hands it
 // out as a coordinator_actor handle (heartbeat has the same signature in both); dp workers
@@ -186,6 +191,9 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
 //   done:      the rank of a member that has trained every step
 //   put:       store_entry -> true (a member sets a rendezvous key)
 //   get:       store_entry with no value -> the entry, held until the key is set
+//   broken:    generation, why: a member's collective failed; unless a loss explains it
+//              first, the live members form a new generation after --heartbeat-timeout-ms
+//   tick(gen): internal, that check
 using dp_coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, dp_worker_actor>::with<wire>,
                      caf::reacts_to<heartbeat_atom, wire>,
@@ -194,7 +202,9 @@ using dp_coordinator_actor =
                      caf::reacts_to<eval_atom, uint32_t, wire>,
                      caf::reacts_to<done_atom, uint32_t>,
                      caf::replies_to<put_atom, wire>::with<bool>,
-                     caf::replies_to<get_atom, wire>::with<wire>>;
+                     caf::replies_to<get_atom, wire>::with<wire>,
+                     caf::reacts_to<broken_atom, uint64_t, std::string>,
+                     caf::reacts_to<tick_atom, uint64_t>>;
 
 // clang-format on
 

@@ -433,6 +433,7 @@ struct StepReport {
   computeS @10 :Float64;
   wallS @11 :Float64;
   checksum @12 :UInt64;
+  stepExamples @13 :UInt64;
 }
 
 struct StoreEntry {

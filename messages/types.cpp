@@ -106,9 +106,10 @@ std::string to_json(const job_report& r) {
     const auto& e = r.epochs[i];
     out += fmt::format(
         "{}\n    {{\"epoch\": {}, \"test_accuracy\": {}, \"test_loss\": {}, \"train_loss\": {}, "
-        "\"wall_s\": {}}}",
+        "\"wall_s\": {}{}}}",
         i ? "," : "", e.epoch, json_number(e.test_accuracy), json_number(e.test_loss),
-        json_number(e.train_loss), json_number(e.wall_s));
+        json_number(e.train_loss), json_number(e.wall_s),
+        r.mode == "dp" ? fmt::format(", \"examples\": {}", e.examples) : std::string{});
   }
   out += r.epochs.empty() ? "]\n}\n" : "\n  ]\n}\n";
   return out;

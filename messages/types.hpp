@@ -312,6 +312,7 @@ struct epoch_entry {
   double test_loss = 0;
   double train_loss = 0;
   double wall_s = 0;
+  uint64_t examples = 0;  // --mode dp: examples the steps of the epoch were computed from
 };
 
 struct worker_entry {
@@ -421,6 +422,7 @@ struct step_report {
   double compute_s = 0;      // seconds in gradient computation so far
   double wall_s = 0;         // seconds since the member started training
   uint64_t checksum = 0;     // of its parameters after the step; 0: not compared at this step
+  uint64_t step_examples = 0;  // examples of the step, summed over every member
 };
 
 // The most a rendezvous store holds per value (a rendezvous needs a few hundred bytes per

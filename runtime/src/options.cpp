@@ -88,7 +88,7 @@ caf::error parse_switch(const char* flag, const std::string* text, bool& out);
 // Flags that only mean something to the parameter service.
 constexpr const char* parameter_service_flags[] = {
     "servers", "consistency", "dc", "replication", "sync-threshold", "prefetch", "compress",
-    "buckets", "max-workers", "accumulate", "lr-staleness", "dash-device", "worker-delay-ms"};
+    "buckets", "accumulate", "lr-staleness", "dash-device", "worker-delay-ms"};
 
 // --mode ps|dp and, for dp, its own flags; the parameter service's flags are refused in dp.
 caf::error parse_mode(const std::string& text, const std::map<std::string, std::string>& v,
