@@ -361,7 +361,6 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
       [=](start_atom, const wire& w) {
         if (!sent_by(self, config.coordinator.address()))
           return config.log.warn("ignored a start that is not from the coordinator");
-        if (self->state.job) return config.log.warn("ignored a second start");
         start(self, config, w);
       },
       [=](stop_atom, const std::string& failure) -> caf::result<bool> {

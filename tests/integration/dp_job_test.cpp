@@ -9,8 +9,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <csignal>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "actors/dp_coordinator.hpp"
 #include "actors/dp_trainer.hpp"
@@ -191,4 +193,103 @@ BOOST_AUTO_TEST_CASE(a_coordinator_and_two_worker_processes_finish_and_exit_zero
   const auto text = read_file(report.string());
   BOOST_TEST(json_number(text, "steps").value_or(0) == 20);
   BOOST_TEST(json_number(text, "test_accuracy").value_or(0) > 0.5);
+}
+
+namespace {
+
+// A job of a coordinator and `workers` worker processes on loopback.
+struct dp_cluster {
+  std::string address = "127.0.0.1:" + std::to_string(free_port());
+  std::string tag = address.substr(10);
+  std::filesystem::path report = scratch("dp-cluster-" + tag + ".json");
+  std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
+  std::vector<std::string> flags;
+  std::unique_ptr<child_process> coordinator;
+  std::vector<std::unique_ptr<child_process>> workers;
+
+  dp_cluster(uint32_t count, std::vector<std::string> common,
+             std::vector<std::string> coordinator_flags = {})
+      : flags(std::move(common)) {
+    flags.insert(flags.end(), {"--mode", "dp"});
+    coordinator_flags.insert(coordinator_flags.end(),
+                             {"--role", "coordinator", "--listen", address, "--workers",
+                              std::to_string(count), "--report", report.string()});
+    coordinator = std::make_unique<child_process>(fmnist_command(coordinator_flags, flags),
+                                                  log_of("c"), env);
+    for (uint32_t i = 0; i < count; ++i) add_worker();
+  }
+
+  std::string log_of(const std::string& who) const {
+    return scratch("dp-" + who + "-" + tag + ".log").string();
+  }
+
+  void add_worker() {
+    const std::string name = "w" + std::to_string(workers.size());
+    workers.push_back(std::make_unique<child_process>(
+        fmnist_command({"--role", "worker", "--coordinator", address, "--name", name}, flags),
+        log_of(name), env));
+  }
+
+  // Waits (bounded) until the coordinator's log holds `text`.
+  bool await_log(const std::string& text, std::chrono::seconds bound = std::chrono::seconds(180)) {
+    const auto deadline = std::chrono::steady_clock::now() + bound;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (read_file(log_of("c")).find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_killed_worker_process_leaves_the_others_training) {
+  dp_cluster job(4, {"--batch", "32", "--test-limit", "2000"});
+  BOOST_TEST_REQUIRE(job.await_log("epoch 1/3"));
+  job.workers[2]->kill();
+  const auto bound = std::chrono::seconds(300);
+  BOOST_TEST(job.coordinator->wait(bound).value_or(-1) == 0);
+  for (size_t i : {0u, 1u, 3u}) BOOST_TEST(job.workers[i]->wait(bound).value_or(-1) == 0);
+  const auto text = read_file(job.report.string());
+  BOOST_TEST(json_number(text, "generations").value_or(0) >= 2);
+  BOOST_TEST(text.find("\"name\": \"w2\"") != std::string::npos);
+  BOOST_TEST(json_number(text, "reform_s").value_or(99) <= 10);  // 3 on an idle machine
+  BOOST_TEST(json_number(text, "test_accuracy").value_or(0) >= 0.84);
+  BOOST_TEST(json_number(text, "checksum_mismatches").value_or(1) == 0);
+  // Every example of every epoch was used exactly once.
+  size_t epochs = 0;
+  for (size_t at = text.find("\"examples\": "); at != std::string::npos;
+       at = text.find("\"examples\": ", at + 1), ++epochs)
+    BOOST_TEST(std::stoul(text.substr(at + 12)) == 60000u);
+  BOOST_TEST(epochs == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_started_mid_job_joins_and_the_job_completes) {
+  dp_cluster job(2, {"--batch", "64", "--train-limit", "12800", "--test-limit", "1000"},
+                 {"--max-workers", "3"});
+  BOOST_TEST_REQUIRE(job.await_log("epoch 1/3"));
+  job.add_worker();
+  const auto bound = std::chrono::seconds(300);
+  BOOST_TEST(job.coordinator->wait(bound).value_or(-1) == 0);
+  for (auto& w : job.workers) BOOST_TEST(w->wait(bound).value_or(-1) == 0);
+  const auto text = read_file(job.report.string());
+  BOOST_TEST(json_number(text, "generations").value_or(0) >= 2);
+  BOOST_TEST(json_number(text, "steps").value_or(0) == 300);
+  BOOST_TEST(read_file(job.log_of("w2")).find("member 2 of 3") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_stopped_worker_is_left_behind_and_refused_when_it_resumes) {
+  dp_cluster job(3, {"--batch", "64", "--train-limit", "25600", "--test-limit", "1000",
+                     "--request-timeout", "4"});
+  BOOST_TEST_REQUIRE(job.await_log("epoch 1/3"));
+  job.workers[1]->signal(SIGSTOP);
+  BOOST_TEST_REQUIRE(job.await_log("lost worker 'w1'", std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::seconds(5) - std::chrono::milliseconds(2000));
+  job.workers[1]->signal(SIGCONT);
+  const auto bound = std::chrono::seconds(300);
+  BOOST_TEST(job.coordinator->wait(bound).value_or(-1) == 0);
+  BOOST_TEST(job.workers[0]->wait(bound).value_or(-1) == 0);
+  BOOST_TEST(job.workers[2]->wait(bound).value_or(-1) == 0);
+  BOOST_TEST(job.workers[1]->wait(bound).value_or(0) != 0);
+  BOOST_TEST(read_file(job.log_of("w1")).find("declared lost") != std::string::npos);
 }
