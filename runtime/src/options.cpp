@@ -330,7 +330,7 @@ caf::expected<launch_options> parse_launch_options(
     }
   };
   if (auto s = get("role")) err = parse_role(*s, o.role);
-  if (auto s = get("mode"); s && !err) err = parse_mode(*s, v, o);
+  if (!err) err = parse_mode(get("mode") ? *get("mode") : std::string("ps"), v, o);
   address("listen", o.listen);
   address("coordinator", o.coordinator);
   number("workers", o.workers);

@@ -607,3 +607,55 @@ BOOST_AUTO_TEST_CASE(dash_flags) {
   BOOST_TEST(static_cast<bool>(
       parse({"--optimizer", "dash", "--dash-device", "gpu", "--dash-storage", "bf16"})));
 }
+
+BOOST_AUTO_TEST_CASE(data_parallel_mode_and_its_flags) {
+  auto ps = parse({});
+  BOOST_TEST_REQUIRE(bool(ps));
+  BOOST_TEST(!ps->data_parallel);
+  auto dp = parse({"--mode", "dp", "--bucket-mb", "0.25", "--no-overlap", "--checksum-every", "7",
+                   "--max-workers", "4"});
+  BOOST_TEST_REQUIRE(bool(dp));
+  BOOST_TEST(dp->data_parallel);
+  BOOST_TEST(dp->dp.collective == "gloo");
+  BOOST_TEST(dp->dp.bucket_mb == 0.25);
+  BOOST_TEST(!dp->dp.overlap);
+  BOOST_TEST(dp->dp.checksum_every == 7u);
+  BOOST_TEST(dp->max_workers == 4u);
+  auto defaults = parse({"--mode", "dp"});
+  BOOST_TEST_REQUIRE(bool(defaults));
+  BOOST_TEST(defaults->dp.bucket_mb == 25.0);
+  BOOST_TEST(defaults->dp.overlap);
+  BOOST_TEST(defaults->dp.checksum_every == 100u);
+}
+
+BOOST_AUTO_TEST_CASE(data_parallel_refuses_what_belongs_to_the_parameter_service) {
+  for (const char* flag : {"--servers", "--consistency", "--dc", "--replication",
+                           "--sync-threshold", "--compress", "--buckets"}) {
+    const std::string value = std::string(flag) == "--consistency" ? "bsp"
+                              : std::string(flag) == "--dc"        ? "linear:0.1"
+                              : std::string(flag) == "--compress"  ? "sign"
+                                                                   : "1";
+    auto refused = parse({"--mode", "dp", flag, value});
+    BOOST_TEST(fails_with(refused, errc::bad_configuration), flag);
+    if (!refused) BOOST_TEST(troupe::describe(refused.error()).find("parameter service") != std::string::npos);
+  }
+  BOOST_TEST(fails_with(parse({"--mode", "dp", "--prefetch"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--mode", "dp", "--collective", "nccl"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--mode", "dp", "--collective", "mpi"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--mode", "dp", "--bucket-mb", "0"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--mode", "dp", "--bucket-mb", "x"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--mode", "mpi"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--bucket-mb", "1"}), errc::bad_configuration));  // ps
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_in_data_parallel_mode_counts_trainers) {
+  auto zero = parse({"--mode", "dp"}, torchrun("0", "3"));
+  BOOST_TEST_REQUIRE(bool(zero));
+  BOOST_TEST((zero->role == node_role::coordinator));
+  BOOST_TEST(zero->dp.coordinator_trains);
+  BOOST_TEST(zero->workers == 3u);
+  auto two = parse({"--mode", "dp"}, torchrun("2", "3"));
+  BOOST_TEST_REQUIRE(bool(two));
+  BOOST_TEST((two->role == node_role::worker));
+  BOOST_TEST(!two->dp.coordinator_trains);
+}
