@@ -55,9 +55,10 @@ caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys,
                                                    const group_form& form) {
   if (form.collective != "gloo")
     return make_error(errc::bad_configuration, "unknown collective '" + form.collective + "'");
-  coordinator_store store{sys, form};
   const gloo_options options{form.rank, form.size, form.bind_host,
                              "g" + std::to_string(form.generation) + "/", form.timeout};
+  if (form.store) return make_gloo_collective(*form.store, options);
+  coordinator_store store{sys, form};
   return make_gloo_collective(store, options);
 }
 

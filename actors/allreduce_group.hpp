@@ -17,6 +17,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/collective/collective.hpp"
+#include "actors/collective/rendezvous_store.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 
@@ -31,6 +32,9 @@ struct group_form {
   std::string bind_host = "127.0.0.1";  // where the other members reach this one
   std::chrono::milliseconds timeout{30000};
   dp_coordinator_actor coordinator;
+  // Another rendezvous than the coordinator's (troupe-bench's file_store); none: the
+  // coordinator's.
+  std::shared_ptr<rendezvous_store> store;
 };
 
 // Sum `data` over the members. The buffer belongs to the sender and must stay untouched

@@ -1,7 +1,7 @@
 // troupe-bench SUITE [--size N] [--reps R] [--json FILE]: runs one suite of benchmarks and
 // prints our figures beside the limit measured in the same run (../shared/design/BENCHMARKS.md).
-// Suites: apply, messages, pushpull, sparse, dash, and dash-gpu in builds with CUDA. ("serve"
-// is the peer process the others start.)
+// Suites: apply, messages, pushpull, sparse, dash, allreduce (--members N), and dash-gpu in
+// builds with CUDA. ("serve" and "allreduce-member" are the processes the others start.)
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -21,8 +21,8 @@ std::string self_path(const char* argv0) {
 
 int usage() {
   fmt::print(stderr,
-             "usage: troupe-bench apply|messages|pushpull|sparse|dash|dash-gpu [--size N] "
-             "[--reps R] [--json FILE]\n");
+             "usage: troupe-bench apply|messages|pushpull|sparse|dash|dash-gpu|allreduce [--size N] "
+             "[--reps R] [--json FILE] [--members N (allreduce)]\n");
   return 2;
 }
 
@@ -33,9 +33,13 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage();
   const std::string suite = argv[1];
   if (suite == "serve") return serve_peer();
+  if (suite == "allreduce-member" && argc == 6)
+    return serve_allreduce_member(argv[2], uint32_t(std::atoi(argv[3])), uint32_t(std::atoi(argv[4])),
+                                  std::max(1, std::atoi(argv[5])));
   options o;
   o.self_binary = self_path(argv[0]);
   std::string json;
+  uint32_t members = 2;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
@@ -45,6 +49,8 @@ int main(int argc, char** argv) {
       o.reps = std::max(1, std::atoi(value.c_str()));
     else if (flag == "--json")
       json = value;
+    else if (flag == "--members" && suite == "allreduce")
+      members = uint32_t(std::max(2, std::atoi(value.c_str())));
     else
       return usage();
   }
@@ -59,6 +65,8 @@ int main(int argc, char** argv) {
     result = run_sparse(o);
   else if (suite == "dash")
     result = run_dash(o);
+  else if (suite == "allreduce")
+    result = run_allreduce(o, members);
 #ifdef TROUPE_BENCH_GPU
   else if (suite == "dash-gpu")
     result = run_dash_gpu(o);

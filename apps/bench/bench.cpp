@@ -45,9 +45,11 @@ bool write_json(const suite_result& result, const std::string& path) {
     const auto& r = result.rows[i];
     out << fmt::format(
         "{}\n  {{\"case\": \"{}\", \"unit\": \"{}\", \"median\": {:.6g}, \"min\": {:.6g}, "
-        "\"max\": {:.6g}, \"limit\": {:.6g}, \"limit_is\": \"{}\", \"ratio\": {:.4f}}}",
+        "\"max\": {:.6g}, \"limit\": {:.6g}, \"limit_is\": \"{}\", \"ratio\": {:.4f}",
         i ? "," : "", r.name, r.unit, r.ours, r.ours_min, r.ours_max, r.limit, r.limit_name,
         r.limit > 0 ? r.ours / r.limit : 0.0);
+    for (const auto& [key, value] : r.extra) out << fmt::format(", \"{}\": {}", key, value);
+    out << "}";
   }
   out << "\n]}\n";
   out.close();

@@ -27,6 +27,8 @@ struct row {
   double ours_max = 0;
   double limit = 0;  // the same-run limit (median)
   std::string limit_name;
+  // More fields of the row's JSON (name, JSON value), e.g. {"backend", "\"gloo\""}.
+  std::vector<std::pair<std::string, std::string>> extra;
 };
 
 struct suite_result {

@@ -28,4 +28,8 @@ std::vector<row> time_bucket_route(uint32_t n, int reps);
 // loopback, runs a raw TCP echo server, prints "ports A B C" and serves until told to stop.
 int serve_peer();
 
+// allreduce: `members` processes of this program (allreduce-member) on loopback.
+suite_result run_allreduce(const options& o, uint32_t members);
+int serve_allreduce_member(const std::string& dir, uint32_t rank, uint32_t members, int reps);
+
 }  // namespace troupe::bench

@@ -1,0 +1,221 @@
+// troupe-bench allreduce --members N: bus bandwidth of N member processes on loopback summing
+// 1, 4, 25 and 100 MiB of fp32. Rows per backend of ours (`gloo`: the allreduce_group actor a
+// dp worker uses, requests and all), each beside Gloo's own allreduce (gloo::allreduce, its
+// default ring) called directly by the same processes in the same run, whose rows have
+// backend `gloo-library`; plus one raw loopback TCP stream. busbw = bytes / time x
+// 2 (N - 1) / N, as nccl-tests define it. The members find each other through a file_store
+// in a temporary directory.
+#include <fmt/format.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "actors/allreduce_group.hpp"
+#include "apps/bench/suites.hpp"
+#include "troupe/error.hpp"
+#include "troupe/node.hpp"
+
+extern char** environ;
+
+namespace troupe::bench {
+
+namespace {
+
+const std::vector<uint32_t> sizes_mib = {1, 4, 25, 100};
+
+void sum_floats(void* out, const void* a, const void* b, size_t n) {
+  gloo::sum<float>(out, a, b, n);
+}
+
+// Times Gloo's own allreduce (a context of its own) and ours (an allreduce_group actor formed
+// over a file_store) alternately, one repetition each in turn, so that both see the same
+// machine. Prints "BACKEND MIB median min max" (seconds) per size.
+caf::error time_both(const std::string& dir, uint32_t rank, uint32_t members, int reps,
+                     std::ostream& out) {
+  gloo::rendezvous::FileStore library_store(dir + "/library");
+  auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
+  auto context = std::make_shared<gloo::rendezvous::Context>(int(rank), int(members));
+  context->setTimeout(std::chrono::seconds(120));
+  context->connectFullMesh(library_store, device);
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, launch_options{});
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto group = sys.spawn<caf::detached>(allreduce_group, logger{"bench", log_level::warn});
+  auto form = std::make_shared<group_form>();
+  form->rank = rank;
+  form->size = members;
+  form->generation = 1;
+  form->timeout = std::chrono::seconds(120);
+  form->store = std::make_shared<file_store>(dir + "/group");
+  caf::error failed;
+  self->request(group, std::chrono::seconds(300), form_atom_v, std::shared_ptr<const group_form>{form})
+      .receive([](bool) {}, [&](caf::error& err) { failed = err; });
+  uint32_t tag = 0;
+  for (uint32_t mib : sizes_mib) {
+    if (failed) break;
+    auto data = random_values(size_t{mib} << 18, rank + 1);
+    auto library = [&] {
+      gloo::AllreduceOptions o(context);
+      o.setOutput(data.data(), data.size());
+      o.setReduceFunction(&sum_floats);
+      gloo::allreduce(o);
+    };
+    auto ours = [&] {
+      auto order = std::make_shared<reduce_order>(reduce_order{std::span<float>(data), ++tag});
+      self->request(group, std::chrono::seconds(300), reduce_atom_v,
+                    std::shared_ptr<const reduce_order>{order})
+          .receive([](const reduce_done&) {}, [&](caf::error& err) { failed = err; });
+    };
+    std::vector<double> lib_s, our_s;
+    for (int i = 0; i < reps + 3; ++i) {  // the first 3 warm up
+      const auto a = std::chrono::steady_clock::now();
+      library();
+      const auto b = std::chrono::steady_clock::now();
+      ours();
+      const auto c = std::chrono::steady_clock::now();
+      if (i < 3) continue;
+      lib_s.push_back(std::chrono::duration<double>(b - a).count());
+      our_s.push_back(std::chrono::duration<double>(c - b).count());
+    }
+    for (auto [name, v] : {std::pair{"gloo-library", &lib_s}, std::pair{"gloo", &our_s}}) {
+      std::sort(v->begin(), v->end());
+      out << fmt::format("{} {} {} {} {}\n", name, mib, (*v)[v->size() / 2], v->front(), v->back());
+    }
+  }
+  self->send_exit(group, caf::exit_reason::user_shutdown);
+  return failed;
+}
+
+// One raw TCP stream on loopback moving `bytes`: its rate in bytes per second.
+double loopback_tcp(size_t bytes) {
+  const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof at;
+  if (::bind(server, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 || ::listen(server, 1) != 0 ||
+      ::getsockname(server, reinterpret_cast<sockaddr*>(&at), &len) != 0)
+    return 0;
+  std::vector<char> buffer(size_t{4} << 20, 1);
+  std::thread sender([&] {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(s, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0)
+      for (size_t sent = 0; sent < bytes;) {
+        const ssize_t n = ::send(s, buffer.data(), std::min(buffer.size(), bytes - sent), 0);
+        if (n <= 0) break;
+        sent += size_t(n);
+      }
+    ::close(s);
+  });
+  const int c = ::accept(server, nullptr, nullptr);
+  std::vector<char> in(size_t{4} << 20);
+  const auto began = std::chrono::steady_clock::now();
+  size_t got = 0;
+  for (ssize_t n; (n = ::recv(c, in.data(), in.size(), 0)) > 0;) got += size_t(n);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  sender.join();
+  ::close(c);
+  ::close(server);
+  return got == bytes && s > 0 ? double(bytes) / s : 0;
+}
+
+pid_t start_member(const options& o, const std::string& dir, uint32_t rank, uint32_t members,
+                   const std::string& out_path) {
+  std::vector<std::string> args = {o.self_binary, "allreduce-member", dir, std::to_string(rank),
+                                   std::to_string(members), std::to_string(o.reps)};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+}  // namespace
+
+int serve_allreduce_member(const std::string& dir, uint32_t rank, uint32_t members, int reps) {
+  std::ostringstream out;
+  try {
+    if (auto err = time_both(dir, rank, members, reps, out)) {
+      fmt::print(stderr, "member {}: {}\n", rank, describe(err));
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "member {}: gloo: {}\n", rank, e.what());
+    return 1;
+  }
+  fmt::print("{}", out.str());
+  return 0;
+}
+
+suite_result run_allreduce(const options& o, uint32_t members) {
+  suite_result result{"allreduce", {}};
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("troupe-allreduce-{}", ::getpid());
+  fs::create_directories(dir / "library");
+  fs::create_directories(dir / "group");
+  std::vector<pid_t> pids;
+  for (uint32_t r = 0; r < members; ++r)
+    pids.push_back(start_member(o, dir.string(), r, members, (dir / fmt::format("out{}", r)).string()));
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ok = pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0 && ok;
+  }
+  std::ifstream in(dir / "out0");
+  std::map<std::pair<std::string, uint32_t>, timing> times;
+  std::string backend;
+  uint32_t mib = 0;
+  timing t;
+  while (in >> backend >> mib >> t.median_s >> t.min_s >> t.max_s) times[{backend, mib}] = t;
+  fs::remove_all(dir);
+  if (!ok || times.empty()) return result;
+  const double tcp = loopback_tcp(size_t{1} << 30) / 1e9;
+  const double factor = 2.0 * (members - 1) / members;
+  auto make_row = [&](const std::string& name, uint32_t size, double limit, const std::string& is) {
+    const auto& x = times[{name, size}];
+    row r{fmt::format("{} {} MiB x{}", name, size, members), "GB/s busbw"};
+    const double bytes = double(size_t{size} << 20) * factor / 1e9;
+    fill_rate(r, x, bytes);
+    r.limit = limit;
+    r.limit_name = is;
+    r.extra = {{"backend", "\"" + name + "\""}, {"members", std::to_string(members)},
+               {"mib", std::to_string(size)}, {"busbw_gbs", fmt::format("{:.6g}", r.ours)}};
+    return r;
+  };
+  for (uint32_t size : sizes_mib) {
+    auto library = make_row("gloo-library", size, tcp, "loopback TCP stream");
+    result.rows.push_back(make_row("gloo", size, library.ours, "gloo::allreduce, same run"));
+    result.rows.push_back(std::move(library));
+  }
+  row stream{"loopback TCP stream 1 GiB", "GB/s", tcp, tcp, tcp, tcp, "itself"};
+  stream.extra = {{"backend", "\"tcp\""}, {"members", "2"}, {"mib", "1024"},
+                  {"busbw_gbs", fmt::format("{:.6g}", tcp)}};
+  result.rows.push_back(std::move(stream));
+  return result;
+}
+
+}  // namespace troupe::bench
