@@ -51,8 +51,7 @@ class coordinator_store : public rendezvous_store {
   group_form form_;
 };
 
-caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys,
-                                                   const group_form& form) {
+caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const group_form& form) {
   if (form.collective != "gloo")
     return make_error(errc::bad_configuration, "unknown collective '" + form.collective + "'");
   const gloo_options options{form.rank, form.size, form.bind_host,
@@ -115,8 +114,8 @@ allreduce_group_actor::behavior_type allreduce_group(
           return std::move(made.error());
         }
         st.backend = std::move(*made);
-        log.debug("generation {}: rank {} of {} over {}", form->generation, form->rank,
-                  form->size, st.backend->backend());
+        log.debug("generation {}: rank {} of {} over {}", form->generation, form->rank, form->size,
+                  st.backend->backend());
         return true;
       },
       [=](reduce_atom, std::shared_ptr<const reduce_order> order) -> caf::result<reduce_done> {
@@ -124,7 +123,8 @@ allreduce_group_actor::behavior_type allreduce_group(
         if (st.spoiled) return st.spoiled;
         if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
         const auto began = std::chrono::steady_clock::now();
-        if (auto err = st.backend->allreduce(order->data, collective_call{order->tag, st.timeout})) {
+        if (auto err =
+                st.backend->allreduce(order->data, collective_call{order->tag, st.timeout})) {
           st.spoiled = err;
           st.backend.reset();  // closes its connections: the other members fail at once too
           return err;
@@ -137,8 +137,8 @@ allreduce_group_actor::behavior_type allreduce_group(
         done.bytes = static_cast<uint64_t>(2.0 * (n - 1) / n * double(order->data.size_bytes()));
         return done;
       },
-      [=](sync_atom, std::shared_ptr<const sync_order> order)
-          -> caf::result<std::shared_ptr<sync_result>> {
+      [=](sync_atom,
+          std::shared_ptr<const sync_order> order) -> caf::result<std::shared_ptr<sync_result>> {
         auto& st = self->state;
         if (st.spoiled) return st.spoiled;
         if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");

@@ -27,7 +27,7 @@ struct group_form {
   uint64_t generation = 0;
   uint32_t rank = 0;
   uint32_t size = 1;
-  uint64_t token = 0;              // proves our store requests to the coordinator
+  uint64_t token = 0;  // proves our store requests to the coordinator
   std::string collective = "gloo";
   std::string bind_host = "127.0.0.1";  // where the other members reach this one
   std::chrono::milliseconds timeout{30000};
@@ -58,9 +58,9 @@ struct sync_order {
 };
 
 struct sync_result {
-  uint64_t steps = 0;      // the source's
-  uint32_t source = 0;     // its rank
-  std::vector<char> state; // what it sent (empty on the source itself)
+  uint64_t steps = 0;       // the source's
+  uint32_t source = 0;      // its rank
+  std::vector<char> state;  // what it sent (empty on the source itself)
 };
 
 }  // namespace troupe
@@ -80,7 +80,8 @@ namespace troupe {
 using allreduce_group_actor = caf::typed_actor<
     caf::replies_to<form_atom, std::shared_ptr<const group_form>>::with<bool>,
     caf::replies_to<reduce_atom, std::shared_ptr<const reduce_order>>::with<reduce_done>,
-    caf::replies_to<sync_atom, std::shared_ptr<const sync_order>>::with<std::shared_ptr<sync_result>>>;
+    caf::replies_to<sync_atom,
+                    std::shared_ptr<const sync_order>>::with<std::shared_ptr<sync_result>>>;
 
 struct allreduce_group_state {
   static inline const char* name = "troupe.allreduce_group";

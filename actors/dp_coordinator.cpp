@@ -181,14 +181,12 @@ caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, cons
       return make_error(errc::bad_configuration,
                         fmt::format("a worker named '{}' has already {}", request->name,
                                     m.lost ? "been lost by this job" : "joined"));
-  const size_t room = st.training ? std::max(config.opts.workers, config.opts.max_workers)
-                                  : config.opts.workers;
+  const size_t room =
+      st.training ? std::max(config.opts.workers, config.opts.max_workers) : config.opts.workers;
   if (live_count(st) >= room || st.members.size() >= (1u << 16))
-    return make_error(errc::job_failed,
-                      fmt::format("the job already has its {} workers", room));
+    return make_error(errc::job_failed, fmt::format("the job already has its {} workers", room));
   self->monitor(handle);
-  if (handle.node() != self->node())
-    st.beats.heard(request->name, heartbeat_monitor::clock::now());
+  if (handle.node() != self->node()) st.beats.heard(request->name, heartbeat_monitor::clock::now());
   st.members.push_back(dp_member{request->name, std::move(handle)});
   const auto live = static_cast<uint32_t>(live_count(st));
   config.log.info("worker '{}' joined ({} of {})", request->name, live, config.opts.workers);
@@ -339,9 +337,9 @@ void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
           [=](const eval_output& out) {
             auto& st = self->state;
             st.evaluating = false;
-            const double train_loss =
-                st.epoch_examples[epoch] ? st.epoch_loss[epoch] / double(st.epoch_examples[epoch])
-                                         : 0.0;
+            const double train_loss = st.epoch_examples[epoch]
+                                          ? st.epoch_loss[epoch] / double(st.epoch_examples[epoch])
+                                          : 0.0;
             const double wall = seconds_since(st.started);
             st.report.epochs.push_back(
                 epoch_entry{epoch + 1, out.result.accuracy, out.result.loss, train_loss, wall});
@@ -405,8 +403,10 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         if (auto beat = decode<heartbeat>(w))
           for (auto& m : self->state.members) {
             if (m.name != beat->name) continue;
-            if (m.lost) refuse(self, config, m);
-            else self->state.beats.heard(m.name, heartbeat_monitor::clock::now());
+            if (m.lost)
+              refuse(self, config, m);
+            else
+              self->state.beats.heard(m.name, heartbeat_monitor::clock::now());
           }
       },
       [=](tick_atom) {
@@ -430,7 +430,8 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         if (!m) return;
         if (m->lost) return refuse(self, config, *m);
         if (generation != self->state.generation || self->state.finishing) return;
-        config.log.warn("'{}': a collective of generation {} failed ({})", m->name, generation, why);
+        config.log.warn("'{}': a collective of generation {} failed ({})", m->name, generation,
+                        why);
         // A loss explains most failures and re-forms at once; give detection its time.
         self->delayed_send(self, config.opts.heartbeat_timeout, tick_atom_v, generation);
       },

@@ -14,10 +14,10 @@
 #include <chrono>
 #include <deque>
 #include <functional>
-#include <span>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
@@ -67,17 +67,17 @@ struct dp_coordinator_state {
   std::map<std::string, std::vector<uint8_t>> store;  // this generation's keys
   std::map<std::string, std::vector<caf::typed_response_promise<wire>>> store_waiters;
   size_t waiting = 0;
-  std::map<uint64_t, std::map<uint32_t, uint64_t>> checksums;  // step -> rank -> checksum
-  std::map<uint64_t, uint64_t> step_examples;                   // step -> examples it used
+  std::map<uint64_t, std::map<uint32_t, uint64_t>> checksums;    // step -> rank -> checksum
+  std::map<uint64_t, uint64_t> step_examples;                    // step -> examples it used
   std::optional<std::chrono::steady_clock::time_point> lost_at;  // a loss not yet re-formed
   std::vector<bool> snapshot_taken;  // per epoch: parameters queued for evaluation
-  std::vector<double> epoch_loss;                                // per epoch
+  std::vector<double> epoch_loss;    // per epoch
   std::vector<uint64_t> epoch_examples;
   std::deque<std::pair<uint32_t, std::shared_ptr<eval_input>>> to_evaluate;
   bool evaluating = false;
   uint32_t evaluated = 0;
-  uint64_t steps = 0;  // global steps applied
-  uint32_t global_batch = 0;     // --batch x the members at the start, shared by the members
+  uint64_t steps = 0;         // global steps applied
+  uint32_t global_batch = 0;  // --batch x the members at the start, shared by the members
   uint64_t steps_per_epoch = 0;
   double exposed_s = 0;
   heartbeat_monitor beats;

@@ -22,7 +22,8 @@ example_range dp_share(uint64_t examples, uint32_t global_batch, uint64_t step, 
 std::vector<gradient_bucket> plan_gradient_buckets(const flat_layout& layout, uint64_t cap_bytes) {
   constexpr uint64_t first_cap_bytes = uint64_t{1} << 20;
   const uint64_t cap = std::max<uint64_t>(1, cap_bytes / sizeof(float));
-  const uint64_t first_cap = std::max<uint64_t>(1, std::min(first_cap_bytes, cap_bytes) / sizeof(float));
+  const uint64_t first_cap =
+      std::max<uint64_t>(1, std::min(first_cap_bytes, cap_bytes) / sizeof(float));
   std::vector<gradient_bucket> out;
   uint64_t end = layout.total;  // values from `end` on are in buckets already
   while (end > 0) {

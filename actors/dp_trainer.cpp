@@ -160,9 +160,17 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   ++st.step;
   const bool last = st.step == st.total_steps;
   const bool compare = last || (st.job->checksum_every && st.step % st.job->checksum_every == 0);
-  step_report report{st.job->rank, st.job->generation, epoch, st.step,
-                     skipped ? 0.0 : st.own_loss_sum, st.mine, skipped, st.step_allreduce_s,
-                     exposed, st.step_bytes, st.compute_s,
+  step_report report{st.job->rank,
+                     st.job->generation,
+                     epoch,
+                     st.step,
+                     skipped ? 0.0 : st.own_loss_sum,
+                     st.mine,
+                     skipped,
+                     st.step_allreduce_s,
+                     exposed,
+                     st.step_bytes,
+                     st.compute_s,
                      seconds_between(st.started, clock_type::now()),
                      compare ? std::max<uint64_t>(1, parameter_checksum(st.params)) : 0};
   report.step_examples = static_cast<uint64_t>(total);
@@ -281,7 +289,8 @@ void apply_start(self_ptr self, const dp_trainer_config& config, group_start job
           [=](bool) {
             auto& st = self->state;
             if (st.job->generation != generation) return;
-            auto order = std::make_shared<sync_order>(sync_order{st.step, pack_state(*st.optimizer)});
+            auto order =
+                std::make_shared<sync_order>(sync_order{st.step, pack_state(*st.optimizer)});
             self->request(st.group, bound, sync_atom_v, std::shared_ptr<const sync_order>{order})
                 .then(
                     [=](const std::shared_ptr<sync_result>& agreed) {
@@ -306,7 +315,8 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   st.params.assign(st.layout->total, 0.0f);
   config.task->initialize(job.seed, st.params);
   st.optimizer_plan = plan_buckets(*st.layout, 1, 1);
-  bucket_spec spec{0, 1, job.optimizer, gather(*st.layout, st.optimizer_plan.buckets[0], st.params)};
+  bucket_spec spec{0, 1, job.optimizer,
+                   gather(*st.layout, st.optimizer_plan.buckets[0], st.params)};
   st.optimizer.emplace(std::move(spec));
   st.values.assign(meta_size + st.layout->total, 0.0f);
   st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes);
@@ -331,7 +341,8 @@ void start(self_ptr self, const dp_trainer_config& config, const wire& w) {
                     job->generation, st.buckets.size());
     return apply_start(self, config, std::move(*job));
   }
-  if (job->generation <= st.job->generation && !(st.pending && job->generation > st.pending->generation))
+  if (job->generation <= st.job->generation &&
+      !(st.pending && job->generation > st.pending->generation))
     return config.log.warn("ignored generation {} (we are in {})", job->generation,
                            st.job->generation);
   if (st.in_step) {

@@ -60,19 +60,19 @@ struct dp_trainer_state {
   std::vector<bool> tensor_final;   // per tensor: told final in this step
   size_t next_bucket = 0;           // the next bucket to send (they go in order)
   size_t replies_due = 0;
-  uint64_t examples = 0;         // in one epoch
+  uint64_t examples = 0;  // in one epoch
   uint64_t steps_per_epoch = 0;
-  uint64_t step = 0;             // global steps done
-  uint32_t mine = 0;             // examples this member computes in the step in flight
-  double own_loss_sum = 0;       // and their summed loss
+  uint64_t step = 0;        // global steps done
+  uint32_t mine = 0;        // examples this member computes in the step in flight
+  double own_loss_sum = 0;  // and their summed loss
   double step_allreduce_s = 0;
   uint64_t step_bytes = 0;
   double compute_s = 0;
   std::chrono::steady_clock::time_point started, backward_done;
-  uint64_t total_steps = 0;              // epochs x steps_per_epoch
-  bool in_step = false;                  // a step's buckets are with the group
-  bool broken = false;                   // a collective of this generation failed
-  std::optional<group_start> pending;    // a new generation, formed once the step settles
+  uint64_t total_steps = 0;            // epochs x steps_per_epoch
+  bool in_step = false;                // a step's buckets are with the group
+  bool broken = false;                 // a collective of this generation failed
+  std::optional<group_start> pending;  // a new generation, formed once the step settles
   bool stopping = false;
 };
 

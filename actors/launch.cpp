@@ -93,13 +93,13 @@ int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_t
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   size_blas(opts, opts.workers);
-  auto coord = sys.spawn(dp_coordinator, dp_coordinator_config{opts, task, self->address(),
-                                                               log.named("coordinator")});
+  auto coord = sys.spawn(
+      dp_coordinator, dp_coordinator_config{opts, task, self->address(), log.named("coordinator")});
   for (uint32_t i = 0; i < opts.workers; ++i) {
     const std::string name = "worker-" + std::to_string(i);
-    sys.spawn<caf::detached>(dp_trainer, dp_trainer_config{coord, task, name, opts.listen.host,
-                                                           opts.request_timeout, self->address(),
-                                                           log.named(name)});
+    sys.spawn<caf::detached>(
+        dp_trainer, dp_trainer_config{coord, task, name, opts.listen.host, opts.request_timeout,
+                                      self->address(), log.named(name)});
   }
   return wait_for(self, coord.address(), app.name);
 }
@@ -113,8 +113,8 @@ int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const trainin
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   size_blas(opts, 1);
-  auto coord = sys.spawn(dp_coordinator, dp_coordinator_config{opts, task, self->address(),
-                                                               log.named("coordinator")});
+  auto coord = sys.spawn(
+      dp_coordinator, dp_coordinator_config{opts, task, self->address(), log.named("coordinator")});
   auto gk = sys.spawn(gatekeeper,
                       gatekeeper_config{opts.secret, caf::actor_cast<coordinator_actor>(coord),
                                         self->address(), log.named("gatekeeper")});
@@ -128,10 +128,9 @@ int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const trainin
   }
   log.info("listening on {}:{}", opts.listen.host, *port);
   if (opts.dp.coordinator_trains)
-    sys.spawn<caf::detached>(dp_trainer,
-                             dp_trainer_config{coord, task, node_name(opts) + "-trainer",
-                                               opts.listen.host, opts.request_timeout,
-                                               self->address(), log.named("trainer")});
+    sys.spawn<caf::detached>(
+        dp_trainer, dp_trainer_config{coord, task, node_name(opts) + "-trainer", opts.listen.host,
+                                      opts.request_timeout, self->address(), log.named("trainer")});
   const int code = wait_for(self, coord.address(), app.name);
   self->send_exit(gk, caf::exit_reason::user_shutdown);
   return code;
@@ -350,15 +349,19 @@ int run_app(int argc, char** argv, const app_description& app) {
         break;
     }
     size_blas(*opts, 1);
-    return run_member(*opts, role::worker, app, log,
-                      [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
-                          caf::actor_addr parent, std::shared_ptr<metrics_registry>) {
-                        const dp_trainer_config config{
-                            caf::actor_cast<dp_coordinator_actor>(coord), task, name,
-                            opts->listen.host, opts->request_timeout, parent, log};
-                        return caf::actor_cast<caf::actor>(
-                            sys.spawn<caf::detached>(dp_trainer, config));
-                      });
+    return run_member(
+        *opts, role::worker, app, log,
+        [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+            caf::actor_addr parent, std::shared_ptr<metrics_registry>) {
+          const dp_trainer_config config{caf::actor_cast<dp_coordinator_actor>(coord),
+                                         task,
+                                         name,
+                                         opts->listen.host,
+                                         opts->request_timeout,
+                                         parent,
+                                         log};
+          return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(dp_trainer, config));
+        });
   }
   switch (opts->role) {
     case node_role::embedded:

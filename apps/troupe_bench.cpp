@@ -20,9 +20,10 @@ std::string self_path(const char* argv0) {
 }
 
 int usage() {
-  fmt::print(stderr,
-             "usage: troupe-bench apply|messages|pushpull|sparse|dash|dash-gpu|allreduce [--size N] "
-             "[--reps R] [--json FILE] [--members N (allreduce)]\n");
+  fmt::print(
+      stderr,
+      "usage: troupe-bench apply|messages|pushpull|sparse|dash|dash-gpu|allreduce [--size N] "
+      "[--reps R] [--json FILE] [--members N (allreduce)]\n");
   return 2;
 }
 
@@ -34,8 +35,8 @@ int main(int argc, char** argv) {
   const std::string suite = argv[1];
   if (suite == "serve") return serve_peer();
   if (suite == "allreduce-member" && argc == 6)
-    return serve_allreduce_member(argv[2], uint32_t(std::atoi(argv[3])), uint32_t(std::atoi(argv[4])),
-                                  std::max(1, std::atoi(argv[5])));
+    return serve_allreduce_member(argv[2], uint32_t(std::atoi(argv[3])),
+                                  uint32_t(std::atoi(argv[4])), std::max(1, std::atoi(argv[5])));
   options o;
   o.self_binary = self_path(argv[0]);
   std::string json;

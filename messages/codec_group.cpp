@@ -98,10 +98,10 @@ template <>
 caf::expected<step_report> decode<step_report>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::StepReport, step_report>(
       w, limits, [](schema::StepReport::Reader in, decode_budget&) -> caf::expected<step_report> {
-        step_report x{in.getRank(),      in.getGeneration(), in.getEpoch(),     in.getStep(),
-                      in.getLossSum(),   in.getExamples(),   in.getSkipped(),   in.getAllreduceS(),
-                      in.getExposedS(),  in.getBytes(),      in.getComputeS(),  in.getWallS(),
-                      in.getChecksum(),  in.getStepExamples()};
+        step_report x{in.getRank(),     in.getGeneration(),  in.getEpoch(),    in.getStep(),
+                      in.getLossSum(),  in.getExamples(),    in.getSkipped(),  in.getAllreduceS(),
+                      in.getExposedS(), in.getBytes(),       in.getComputeS(), in.getWallS(),
+                      in.getChecksum(), in.getStepExamples()};
         // A skipped step may carry a non-finite loss (that is why it was skipped); timings
         // must be finite and not negative.
         for (double t : {x.allreduce_s, x.exposed_s, x.compute_s, x.wall_s})
@@ -125,7 +125,8 @@ wire encode(const store_entry& x) {
 template <>
 caf::expected<store_entry> decode<store_entry>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::StoreEntry, store_entry>(
-      w, limits, [](schema::StoreEntry::Reader in, decode_budget& budget) -> caf::expected<store_entry> {
+      w, limits,
+      [](schema::StoreEntry::Reader in, decode_budget& budget) -> caf::expected<store_entry> {
         store_entry x;
         x.generation = in.getGeneration();
         x.rank = in.getRank();

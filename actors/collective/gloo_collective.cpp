@@ -23,8 +23,8 @@ namespace {
 // A Gloo failure as one of ours: timeouts apart from the rest (a reset or closed peer).
 caf::error from_gloo(const std::exception& e, const char* doing) {
   const std::string what = e.what();
-  const bool timed_out = what.find("imed out") != std::string::npos ||
-                         what.find("imeout") != std::string::npos;
+  const bool timed_out =
+      what.find("imed out") != std::string::npos || what.find("imeout") != std::string::npos;
   return make_error(timed_out ? errc::timeout : errc::collective_failed,
                     std::string("gloo ") + doing + ": " + what);
 }
@@ -122,8 +122,7 @@ class gloo_collective : public collective {
     });
   }
 
-  caf::error broadcast(std::span<float> data, uint32_t root,
-                       const collective_call& call) override {
+  caf::error broadcast(std::span<float> data, uint32_t root, const collective_call& call) override {
     if (root >= size()) return make_error(errc::bad_configuration, "broadcast: no such root");
     if (data.empty() || size() == 1) return {};
     return guarded("broadcast", [&] {

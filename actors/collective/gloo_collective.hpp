@@ -21,7 +21,7 @@ struct gloo_options {
   uint32_t rank = 0;
   uint32_t size = 1;
   std::string bind_host = "127.0.0.1";  // the address the other members connect to
-  std::string prefix;                    // the store's keys of this generation
+  std::string prefix;                   // the store's keys of this generation
   std::chrono::milliseconds timeout{30000};
 };
 

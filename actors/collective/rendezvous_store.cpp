@@ -37,8 +37,9 @@ caf::error file_store::set(const std::string& key, std::vector<char> value) {
   if (auto err = check_store_set({}, key, value)) return err;
   const std::string path = path_of(key);
   if (auto old = get(key, std::chrono::milliseconds(0)))
-    return *old == value ? caf::error{}
-                         : make_error(errc::bad_configuration, "store: '" + key + "' is already set");
+    return *old == value
+               ? caf::error{}
+               : make_error(errc::bad_configuration, "store: '" + key + "' is already set");
   const std::string temporary = path + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);

@@ -5,6 +5,7 @@
 // backend `gloo-library`; plus one raw loopback TCP stream. busbw = bytes / time x
 // 2 (N - 1) / N, as nccl-tests define it. The members find each other through a file_store
 // in a temporary directory.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -12,7 +13,6 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -66,7 +66,8 @@ caf::error time_both(const std::string& dir, uint32_t rank, uint32_t members, in
   form->timeout = std::chrono::seconds(120);
   form->store = std::make_shared<file_store>(dir + "/group");
   caf::error failed;
-  self->request(group, std::chrono::seconds(300), form_atom_v, std::shared_ptr<const group_form>{form})
+  self->request(group, std::chrono::seconds(300), form_atom_v,
+                std::shared_ptr<const group_form>{form})
       .receive([](bool) {}, [&](caf::error& err) { failed = err; });
   uint32_t tag = 0;
   for (uint32_t mib : sizes_mib) {
@@ -111,7 +112,8 @@ double loopback_tcp(size_t bytes) {
   at.sin_family = AF_INET;
   at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof at;
-  if (::bind(server, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 || ::listen(server, 1) != 0 ||
+  if (::bind(server, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 ||
+      ::listen(server, 1) != 0 ||
       ::getsockname(server, reinterpret_cast<sockaddr*>(&at), &len) != 0)
     return 0;
   std::vector<char> buffer(size_t{4} << 20, 1);
@@ -139,14 +141,16 @@ double loopback_tcp(size_t bytes) {
 
 pid_t start_member(const options& o, const std::string& dir, uint32_t rank, uint32_t members,
                    const std::string& out_path) {
-  std::vector<std::string> args = {o.self_binary, "allreduce-member", dir, std::to_string(rank),
-                                   std::to_string(members), std::to_string(o.reps)};
+  std::vector<std::string> args = {
+      o.self_binary,        "allreduce-member",      dir,
+      std::to_string(rank), std::to_string(members), std::to_string(o.reps)};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
   pid_t pid = -1;
   if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid = -1;
   posix_spawn_file_actions_destroy(&actions);
@@ -178,7 +182,8 @@ suite_result run_allreduce(const options& o, uint32_t members) {
   fs::create_directories(dir / "group");
   std::vector<pid_t> pids;
   for (uint32_t r = 0; r < members; ++r)
-    pids.push_back(start_member(o, dir.string(), r, members, (dir / fmt::format("out{}", r)).string()));
+    pids.push_back(
+        start_member(o, dir.string(), r, members, (dir / fmt::format("out{}", r)).string()));
   bool ok = true;
   for (pid_t pid : pids) {
     int status = 0;
@@ -202,8 +207,10 @@ suite_result run_allreduce(const options& o, uint32_t members) {
     fill_rate(r, x, bytes);
     r.limit = limit;
     r.limit_name = is;
-    r.extra = {{"backend", "\"" + name + "\""}, {"members", std::to_string(members)},
-               {"mib", std::to_string(size)}, {"busbw_gbs", fmt::format("{:.6g}", r.ours)}};
+    r.extra = {{"backend", "\"" + name + "\""},
+               {"members", std::to_string(members)},
+               {"mib", std::to_string(size)},
+               {"busbw_gbs", fmt::format("{:.6g}", r.ours)}};
     return r;
   };
   for (uint32_t size : sizes_mib) {
@@ -212,7 +219,9 @@ suite_result run_allreduce(const options& o, uint32_t members) {
     result.rows.push_back(std::move(library));
   }
   row stream{"loopback TCP stream 1 GiB", "GB/s", tcp, tcp, tcp, tcp, "itself"};
-  stream.extra = {{"backend", "\"tcp\""}, {"members", "2"}, {"mib", "1024"},
+  stream.extra = {{"backend", "\"tcp\""},
+                  {"members", "2"},
+                  {"mib", "1024"},
                   {"busbw_gbs", fmt::format("{:.6g}", tcp)}};
   result.rows.push_back(std::move(stream));
   return result;

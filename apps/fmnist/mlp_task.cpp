@@ -44,15 +44,14 @@ class fmnist_replica : public task_replica {
 
   // Tensors 2l and 2l + 1 (fc{l+1}.w and .b) are final once backward has passed layer l.
   caf::expected<range_result> gradient_range(std::span<const float> params, uint32_t epoch,
-                                             uint64_t first, uint32_t count,
-                                             std::span<float> grad,
+                                             uint64_t first, uint32_t count, std::span<float> grad,
                                              const gradient_ready& ready) override {
     if (params.size() != mlp_parameter_count || grad.size() != mlp_parameter_count)
       return make_error(errc::shape_mismatch, "fmnist: parameters or gradient of the wrong size");
     if (count > batch_)
-      return make_error(errc::bad_configuration,
-                        "fmnist: a range of " + std::to_string(count) +
-                            " examples in a replica made for " + std::to_string(batch_));
+      return make_error(errc::bad_configuration, "fmnist: a range of " + std::to_string(count) +
+                                                     " examples in a replica made for " +
+                                                     std::to_string(batch_));
     const size_t rows = load_range(epoch, first, count);
     if (rows == 0) return range_result{0, 0};
     mlp_forward(params.data(), rows, buffers_);

@@ -87,14 +87,15 @@ caf::error parse_switch(const char* flag, const std::string* text, bool& out);
 
 // Flags that only mean something to the parameter service.
 constexpr const char* parameter_service_flags[] = {
-    "servers", "consistency", "dc", "replication", "sync-threshold", "prefetch", "compress",
-    "buckets", "accumulate", "lr-staleness", "dash-device", "worker-delay-ms"};
+    "servers",  "consistency", "dc",         "replication",  "sync-threshold", "prefetch",
+    "compress", "buckets",     "accumulate", "lr-staleness", "dash-device",    "worker-delay-ms"};
 
 // --mode ps|dp and, for dp, its own flags; the parameter service's flags are refused in dp.
 caf::error parse_mode(const std::string& text, const std::map<std::string, std::string>& v,
                       launch_options& o) {
   auto bad = [](std::string text) { return make_error(errc::bad_configuration, std::move(text)); };
-  if (text != "ps" && text != "dp") return bad(fmt::format("--mode must be ps or dp, not '{}'", text));
+  if (text != "ps" && text != "dp")
+    return bad(fmt::format("--mode must be ps or dp, not '{}'", text));
   const char* dp_only[] = {"collective", "bucket-mb", "no-overlap", "checksum-every"};
   o.data_parallel = text == "dp";
   if (!o.data_parallel) {
@@ -110,7 +111,8 @@ caf::error parse_mode(const std::string& text, const std::map<std::string, std::
   if (auto it = v.find("collective"); it != v.end()) {
     if (it->second == "actors" || it->second == "nccl")
       return bad(fmt::format("--collective {} is not built yet; use gloo", it->second));
-    if (it->second != "gloo") return bad(fmt::format("--collective must be gloo, not '{}'", it->second));
+    if (it->second != "gloo")
+      return bad(fmt::format("--collective must be gloo, not '{}'", it->second));
     o.dp.collective = it->second;
   }
   if (auto it = v.find("bucket-mb"); it != v.end()) {

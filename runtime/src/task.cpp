@@ -4,8 +4,8 @@
 
 namespace troupe {
 
-caf::expected<range_result> task_replica::gradient_range(std::span<const float>, uint32_t,
-                                                         uint64_t, uint32_t, std::span<float>,
+caf::expected<range_result> task_replica::gradient_range(std::span<const float>, uint32_t, uint64_t,
+                                                         uint32_t, std::span<float>,
                                                          const gradient_ready&) {
   return make_error(errc::bad_configuration,
                     "this task computes no gradients over example ranges: it cannot run in "

@@ -9,8 +9,8 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <limits>
 #include <thread>
 
@@ -91,7 +91,8 @@ dp_run run_dp(std::shared_ptr<const training_task> task, uint32_t workers, uint3
               std::vector<std::string> flags = {}) {
   flags.insert(flags.end(), {"--mode", "dp", "--workers", std::to_string(workers), "--batch",
                              std::to_string(batch), "--epochs", "1", "--log-level", "warn"});
-  const auto report = scratch("dp-" + std::to_string(workers) + "-" + std::to_string(batch) + ".json");
+  const auto report =
+      scratch("dp-" + std::to_string(workers) + "-" + std::to_string(batch) + ".json");
   flags.insert(flags.end(), {"--report", report.string()});
   auto opts = parse_launch_options(flags, [](const std::string&) { return std::nullopt; });
   BOOST_TEST_REQUIRE(bool(opts));
@@ -107,13 +108,15 @@ dp_run run_dp(std::shared_ptr<const training_task> task, uint32_t workers, uint3
   };
   auto coord = sys.spawn(dp_coordinator, config);
   for (uint32_t i = 0; i < workers; ++i)
-    sys.spawn<caf::detached>(dp_trainer,
-                             dp_trainer_config{coord, task, "worker-" + std::to_string(i),
-                                               "127.0.0.1", opts->request_timeout,
-                                               self->address(), log});
+    sys.spawn<caf::detached>(
+        dp_trainer, dp_trainer_config{coord, task, "worker-" + std::to_string(i), "127.0.0.1",
+                                      opts->request_timeout, self->address(), log});
   self->monitor(coord);
-  self->receive([&](caf::down_msg& msg) { out.finished = !msg.reason || msg.reason == caf::exit_reason::normal; },
-                caf::after(std::chrono::seconds(300)) >> [] {});
+  self->receive(
+      [&](caf::down_msg& msg) {
+        out.finished = !msg.reason || msg.reason == caf::exit_reason::normal;
+      },
+      caf::after(std::chrono::seconds(300)) >> [] {});
   out.report = read_file(report.string());
   return out;
 }
@@ -173,19 +176,19 @@ BOOST_AUTO_TEST_CASE(a_coordinator_and_two_worker_processes_finish_and_exit_zero
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
   const auto report = scratch("dp-processes.json");
   const std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
-  const std::vector<std::string> common = {"--mode", "dp", "--epochs", "1", "--train-limit",
-                                           std::to_string(train_examples), "--test-limit", "1000",
-                                           "--batch", "64"};
+  const std::vector<std::string> common = {
+      "--mode",       "dp",   "--epochs", "1", "--train-limit", std::to_string(train_examples),
+      "--test-limit", "1000", "--batch",  "64"};
   child_process coordinator(fmnist_command({"--role", "coordinator", "--listen", address,
                                             "--workers", "2", "--report", report.string()},
                                            common),
                             scratch("dp-c.log").string(), env);
-  child_process w0(fmnist_command({"--role", "worker", "--coordinator", address, "--name", "w0"},
-                                  common),
-                   scratch("dp-w0.log").string(), env);
-  child_process w1(fmnist_command({"--role", "worker", "--coordinator", address, "--name", "w1"},
-                                  common),
-                   scratch("dp-w1.log").string(), env);
+  child_process w0(
+      fmnist_command({"--role", "worker", "--coordinator", address, "--name", "w0"}, common),
+      scratch("dp-w0.log").string(), env);
+  child_process w1(
+      fmnist_command({"--role", "worker", "--coordinator", address, "--name", "w1"}, common),
+      scratch("dp-w1.log").string(), env);
   const auto deadline = std::chrono::seconds(240);
   BOOST_TEST(coordinator.wait(deadline).value_or(-1) == 0);
   BOOST_TEST(w0.wait(deadline).value_or(-1) == 0);
@@ -214,8 +217,8 @@ struct dp_cluster {
     coordinator_flags.insert(coordinator_flags.end(),
                              {"--role", "coordinator", "--listen", address, "--workers",
                               std::to_string(count), "--report", report.string()});
-    coordinator = std::make_unique<child_process>(fmnist_command(coordinator_flags, flags),
-                                                  log_of("c"), env);
+    coordinator =
+        std::make_unique<child_process>(fmnist_command(coordinator_flags, flags), log_of("c"), env);
     for (uint32_t i = 0; i < count; ++i) add_worker();
   }
 

@@ -192,10 +192,10 @@ BOOST_AUTO_TEST_CASE(memory_store_sets_once_and_waits_with_a_bound) {
   BOOST_TEST(!store.set("a", {'1'}));  // the same value again is harmless
   BOOST_TEST(is_error(store.set("a", {'2'}), errc::bad_configuration));
   BOOST_TEST(is_error(store.set("", {'2'}), errc::bad_configuration));
-  BOOST_TEST(is_error(store.set("big", std::vector<char>(max_store_value + 1)),
-                      errc::message_too_large));
-  BOOST_TEST(testing::fails_with(store.get("missing", std::chrono::milliseconds(20)),
-                                 errc::timeout));
+  BOOST_TEST(
+      is_error(store.set("big", std::vector<char>(max_store_value + 1)), errc::message_too_large));
+  BOOST_TEST(
+      testing::fails_with(store.get("missing", std::chrono::milliseconds(20)), errc::timeout));
   std::thread later([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     (void)store.set("b", {'x'});

@@ -39,7 +39,8 @@ BOOST_AUTO_TEST_CASE(a_share_is_the_same_examples_as_one_members_batch) {
 }
 
 BOOST_AUTO_TEST_CASE(buckets_cover_every_value_once_in_backward_order) {
-  const flat_layout layout{{{"a.w", {300, 100}}, {"a.b", {300}}, {"b.w", {10, 300}}, {"b.b", {10}}}};
+  const flat_layout layout{
+      {{"a.w", {300, 100}}, {"a.b", {300}}, {"b.w", {10, 300}}, {"b.b", {10}}}};
   for (uint64_t cap : {uint64_t{4}, uint64_t{4000}, uint64_t{100000}, uint64_t{25} << 20}) {
     const auto buckets = plan_gradient_buckets(layout, cap);
     BOOST_TEST_REQUIRE(!buckets.empty());

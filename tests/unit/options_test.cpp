@@ -637,7 +637,8 @@ BOOST_AUTO_TEST_CASE(data_parallel_refuses_what_belongs_to_the_parameter_service
                                                                    : "1";
     auto refused = parse({"--mode", "dp", flag, value});
     BOOST_TEST(fails_with(refused, errc::bad_configuration), flag);
-    if (!refused) BOOST_TEST(troupe::describe(refused.error()).find("parameter service") != std::string::npos);
+    if (!refused)
+      BOOST_TEST(troupe::describe(refused.error()).find("parameter service") != std::string::npos);
   }
   BOOST_TEST(fails_with(parse({"--mode", "dp", "--prefetch"}), errc::bad_configuration));
   BOOST_TEST(fails_with(parse({"--mode", "dp", "--collective", "nccl"}), errc::bad_configuration));

@@ -76,9 +76,9 @@ class task_replica {
   // `batch` the replica was made with; gradient_range(p, e, b * batch, batch, g) is exactly
   // gradient(p, e, b, g). `ready`, when given, hears of each tensor as it is finished. The
   // default: the task does not support data-parallel jobs (errc::bad_configuration).
-  virtual caf::expected<range_result> gradient_range(std::span<const float> params,
-                                                     uint32_t epoch, uint64_t first,
-                                                     uint32_t count, std::span<float> grad,
+  virtual caf::expected<range_result> gradient_range(std::span<const float> params, uint32_t epoch,
+                                                     uint64_t first, uint32_t count,
+                                                     std::span<float> grad,
                                                      const gradient_ready& ready = {});
 
   // Tasks with sparse tables: the ids of the rows batch `batch` of `epoch` reads, per table
