@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "actors/collective/gloo_collective.hpp"
+#include "actors/collective/two_level.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -54,11 +55,27 @@ class coordinator_store : public rendezvous_store {
 caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const group_form& form) {
   if (form.collective != "gloo")
     return make_error(errc::bad_configuration, "unknown collective '" + form.collective + "'");
-  const gloo_options options{form.rank, form.size, form.bind_host,
-                             "g" + std::to_string(form.generation) + "/", form.timeout};
-  if (form.store) return make_gloo_collective(*form.store, options);
-  coordinator_store store{sys, form};
-  return make_gloo_collective(store, options);
+  std::unique_ptr<rendezvous_store> own;
+  rendezvous_store* store = form.store.get();
+  if (!store) store = (own = std::make_unique<coordinator_store>(sys, form)).get();
+  const std::string prefix = "g" + std::to_string(form.generation) + "/";
+  auto flat = make_gloo_collective(
+      *store, gloo_options{form.rank, form.size, form.bind_host, prefix, form.timeout});
+  if (!flat || !form.two_level) return flat;
+  // The members of our host, then those with our local rank on every host.
+  const auto where = layout_of(form.hosts, form.rank);
+  if (!where.uniform || where.hosts < 2)
+    return make_error(errc::bad_configuration, "two-level reduction needs as many members on every host");
+  auto local = make_gloo_collective(
+      *store, gloo_options{where.local_rank, where.local_size, form.bind_host,
+                           prefix + "host" + std::to_string(where.host) + "/", form.timeout});
+  if (!local) return std::move(local.error());
+  auto cross = make_gloo_collective(
+      *store, gloo_options{where.host, where.hosts, form.bind_host,
+                           prefix + "local" + std::to_string(where.local_rank) + "/", form.timeout});
+  if (!cross) return std::move(cross.error());
+  return std::unique_ptr<collective>(
+      new two_level_collective(std::move(*flat), std::move(*local), std::move(*cross)));
 }
 
 // Values whose bits travel unchanged through all_gather and broadcast (no arithmetic).
@@ -114,6 +131,7 @@ allreduce_group_actor::behavior_type allreduce_group(
           return std::move(made.error());
         }
         st.backend = std::move(*made);
+        st.hosts = form->hosts;
         log.debug("generation {}: rank {} of {} over {}", form->generation, form->rank, form->size,
                   st.backend->backend());
         return true;
@@ -130,11 +148,17 @@ allreduce_group_actor::behavior_type allreduce_group(
           return err;
         }
         const double n = st.backend->size();
+        const uint64_t bytes = order->data.size_bytes();
         reduce_done done;
         done.seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-        // A ring allreduce sends 2 (n - 1) / n of the buffer from every member.
-        done.bytes = static_cast<uint64_t>(2.0 * (n - 1) / n * double(order->data.size_bytes()));
+        if (auto* two = dynamic_cast<two_level_collective*>(st.backend.get())) {
+          done.bytes = two->bytes_sent(bytes);
+          done.bytes_inter_host = two->inter_host_bytes(bytes);
+        } else {  // a ring allreduce sends 2 (n - 1) / n of the buffer from every member
+          done.bytes = static_cast<uint64_t>(2.0 * (n - 1) / n * double(bytes));
+          done.bytes_inter_host = flat_inter_host_bytes(st.hosts, st.backend->rank(), bytes);
+        }
         return done;
       },
       [=](sync_atom,

@@ -32,6 +32,8 @@ struct group_form {
   std::string bind_host = "127.0.0.1";  // where the other members reach this one
   std::chrono::milliseconds timeout{30000};
   dp_coordinator_actor coordinator;
+  std::vector<std::string> hosts;  // each rank's host label
+  bool two_level = false;          // reduce inside hosts, then across (collective/two_level.hpp)
   // Another rendezvous than the coordinator's (troupe-bench's file_store); none: the
   // coordinator's.
   std::shared_ptr<rendezvous_store> store;
@@ -45,8 +47,9 @@ struct reduce_order {
 };
 
 struct reduce_done {
-  double seconds = 0;  // in the collective
-  uint64_t bytes = 0;  // this member sent
+  double seconds = 0;           // in the collective
+  uint64_t bytes = 0;           // this member sent
+  uint64_t bytes_inter_host = 0;  // of those, to members on other hosts
 };
 
 // After forming a generation the members agree on one state: each says how many steps it
@@ -86,6 +89,7 @@ using allreduce_group_actor = caf::typed_actor<
 struct allreduce_group_state {
   static inline const char* name = "troupe.allreduce_group";
   std::unique_ptr<collective> backend;
+  std::vector<std::string> hosts;  // each rank's host label, this generation
   std::chrono::milliseconds timeout{30000};
   caf::error spoiled;  // the error that closed the backend, if any
 };

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "actors/collective/rendezvous_store.hpp"
+#include "actors/collective/two_level.hpp"
 #include "actors/dp_schedule.hpp"
 #include "actors/guards.hpp"
 #include "actors/report.hpp"
@@ -142,8 +143,17 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
   }
   std::random_device entropy;
   const auto size = static_cast<uint32_t>(live_count(st));
-  config.log.info("generation {} ({}): {} workers, {} examples per step over {}", st.generation,
-                  why, size, st.global_batch, o.dp.collective);
+  std::vector<std::string> hosts;
+  for (const auto& m : st.members)
+    if (!m.lost) hosts.push_back(m.host);
+  const bool fits = two_level_fits(hosts);
+  const bool two_level = o.dp.reduction == "two-level" ? fits : o.dp.reduction == "auto" && fits;
+  if (o.dp.reduction == "two-level" && !fits)
+    config.log.warn("generation {}: the hosts' member counts do not allow two-level reduction; flat",
+                    st.generation);
+  config.log.info("generation {} ({}): {} workers, {} examples per step over {}{}",
+                  st.generation, why, size, st.global_batch, o.dp.collective,
+                  two_level ? ", two-level" : "");
   uint32_t rank = 0;
   for (auto& m : st.members) {
     if (m.lost) continue;
@@ -163,6 +173,8 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     start.overlap = o.dp.overlap;
     start.checksum_every = o.dp.checksum_every;
     start.collective = o.dp.collective;
+    start.hosts = hosts;
+    start.two_level = two_level;
     start.timeout_ms = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(o.request_timeout).count());
     self->send(m.handle, start_atom_v, encode(start));
@@ -188,6 +200,7 @@ caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, cons
   self->monitor(handle);
   if (handle.node() != self->node()) st.beats.heard(request->name, heartbeat_monitor::clock::now());
   st.members.push_back(dp_member{request->name, std::move(handle)});
+  st.members.back().host = request->host_label.empty() ? request->name : request->host_label;
   const auto live = static_cast<uint32_t>(live_count(st));
   config.log.info("worker '{}' joined ({} of {})", request->name, live, config.opts.workers);
   if (st.training)
@@ -306,6 +319,7 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   m->wall_s = report->wall_s;
   auto& r = st.report;
   r.allreduce_bytes += report->bytes;
+  r.allreduce_bytes_inter_host += report->bytes_inter_host;
   r.allreduce_s += report->allreduce_s;
   st.exposed_s += report->exposed_s;
   st.epoch_loss[report->epoch] += report->loss_sum;

@@ -46,6 +46,7 @@ struct dp_member {
   std::string name;
   dp_worker_actor handle;
   uint64_t token = 0;
+  std::string host;   // its host label
   uint32_t rank = 0;  // in the current generation
   bool lost = false;
   bool refused = false;  // lost, spoke again and was told to stop

@@ -63,6 +63,7 @@ void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
             auto& st = self->state;
             st.step_allreduce_s += done.seconds;
             st.step_bytes += done.bytes;
+            st.step_bytes_inter_host += done.bytes_inter_host;
             if (--st.replies_due == 0) step_settled(self, config, caf::error{});
           },
           [=](caf::error& err) {
@@ -105,6 +106,7 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   st.replies_due = 0;
   st.step_allreduce_s = 0;
   st.step_bytes = 0;
+  st.step_bytes_inter_host = 0;
   for (size_t b = 0; b < st.buckets.size(); ++b)
     st.waiting_for[b] = st.buckets[b].tensors.size() + (b + 1 == st.buckets.size() ? 1 : 0);
   st.tensor_final.assign(st.layout->specs.size(), false);
@@ -174,6 +176,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
                      seconds_between(st.started, clock_type::now()),
                      compare ? std::max<uint64_t>(1, parameter_checksum(st.params)) : 0};
   report.step_examples = static_cast<uint64_t>(total);
+  report.bytes_inter_host = st.step_bytes_inter_host;
   self->send(config.coordinator, step_atom_v, encode(report));
   st.in_step = false;
   go_on(self, config, true);
@@ -282,6 +285,8 @@ void apply_start(self_ptr self, const dp_trainer_config& config, group_start job
   form->bind_host = config.bind_host;
   form->timeout = std::chrono::milliseconds(st.job->timeout_ms);
   form->coordinator = config.coordinator;
+  form->hosts = st.job->hosts;
+  form->two_level = st.job->two_level;
   const auto generation = st.job->generation;
   const auto bound = 2 * form->timeout + config.request_timeout;
   self->request(st.group, bound, form_atom_v, std::shared_ptr<const group_form>{form})
@@ -363,7 +368,8 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
     if (self->state.stopping || msg.source != config.coordinator.address()) return;
     fail(self, config, "training", make_error(errc::job_failed, "lost the coordinator"));
   });
-  const join_request request{role::worker, config.name, static_cast<uint32_t>(::getpid())};
+  const join_request request{role::worker, config.name, static_cast<uint32_t>(::getpid()),
+                             endpoint{}, config.host_label};
   self->request(config.coordinator, config.request_timeout, join_atom_v, encode(request),
                 caf::actor_cast<dp_worker_actor>(self))
       .then([=](const wire&) { config.log.debug("joined the coordinator"); },

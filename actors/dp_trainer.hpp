@@ -36,6 +36,7 @@ struct dp_trainer_config {
   std::shared_ptr<const training_task> task;
   std::string name;
   std::string bind_host = "127.0.0.1";  // where the other members' collectives reach ours
+  std::string host_label;               // the host it counts as (two-level reduction)
   std::chrono::seconds request_timeout{30};
   caf::actor_addr supervisor;
   logger log;
@@ -67,6 +68,7 @@ struct dp_trainer_state {
   double own_loss_sum = 0;  // and their summed loss
   double step_allreduce_s = 0;
   uint64_t step_bytes = 0;
+  uint64_t step_bytes_inter_host = 0;
   double compute_s = 0;
   std::chrono::steady_clock::time_point started, backward_done;
   uint64_t total_steps = 0;            // epochs x steps_per_epoch

@@ -7,6 +7,8 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <unistd.h>
+
 #include <thread>
 
 #include "actors/coordinator.hpp"
@@ -84,6 +86,13 @@ caf::error start_metrics(const launch_options& opts, const logger& log, node_met
   return {};
 }
 
+// The host a dp worker counts as for two-level reduction: --host-label, or the host name.
+std::string host_label_of(const launch_options& opts) {
+  if (!opts.dp.host_label.empty()) return opts.dp.host_label;
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 && name[0] ? std::string(name) : "localhost";
+}
+
 // --mode dp, every member in this process: the coordinator and --workers trainers, whose
 // collectives still go over loopback TCP (Gloo).
 int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
@@ -98,8 +107,8 @@ int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_t
   for (uint32_t i = 0; i < opts.workers; ++i) {
     const std::string name = "worker-" + std::to_string(i);
     sys.spawn<caf::detached>(
-        dp_trainer, dp_trainer_config{coord, task, name, opts.listen.host, opts.request_timeout,
-                                      self->address(), log.named(name)});
+        dp_trainer, dp_trainer_config{coord, task, name, opts.listen.host, host_label_of(opts),
+                                      opts.request_timeout, self->address(), log.named(name)});
   }
   return wait_for(self, coord.address(), app.name);
 }
@@ -129,8 +138,10 @@ int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const trainin
   log.info("listening on {}:{}", opts.listen.host, *port);
   if (opts.dp.coordinator_trains)
     sys.spawn<caf::detached>(
-        dp_trainer, dp_trainer_config{coord, task, node_name(opts) + "-trainer", opts.listen.host,
-                                      opts.request_timeout, self->address(), log.named("trainer")});
+        dp_trainer,
+        dp_trainer_config{coord, task, node_name(opts) + "-trainer", opts.listen.host,
+                          host_label_of(opts), opts.request_timeout, self->address(),
+                          log.named("trainer")});
   const int code = wait_for(self, coord.address(), app.name);
   self->send_exit(gk, caf::exit_reason::user_shutdown);
   return code;
@@ -357,6 +368,7 @@ int run_app(int argc, char** argv, const app_description& app) {
                                          task,
                                          name,
                                          opts->listen.host,
+                                         host_label_of(*opts),
                                          opts->request_timeout,
                                          parent,
                                          log};

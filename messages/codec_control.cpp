@@ -154,6 +154,7 @@ wire encode(const join_request& x) {
   out.setName(x.name);
   out.setPid(x.pid);
   write_endpoint(out.initDataEndpoint(), x.data);
+  out.setHostLabel(x.host_label);
   return detail::to_wire(message);
 }
 
@@ -167,7 +168,9 @@ caf::expected<join_request> decode<join_request>(const wire& w, const codec_limi
         if (!name) return std::move(name.error());
         auto data = read_endpoint(in.getDataEndpoint(), budget);
         if (!data) return std::move(data.error());
-        return join_request{*r, std::move(*name), in.getPid(), std::move(*data)};
+        auto label = detail::read_text(in.getHostLabel(), budget, "host label");
+        if (!label) return std::move(label.error());
+        return join_request{*r, std::move(*name), in.getPid(), std::move(*data), std::move(*label)};
       });
 }
 

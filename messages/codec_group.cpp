@@ -33,6 +33,9 @@ wire encode(const group_start& x) {
   out.setChecksumEvery(x.checksum_every);
   out.setCollective(x.collective);
   out.setTimeoutMs(x.timeout_ms);
+  auto hosts = out.initHosts(static_cast<unsigned>(x.hosts.size()));
+  for (unsigned i = 0; i < x.hosts.size(); ++i) hosts.set(i, x.hosts[i]);
+  out.setTwoLevel(x.two_level);
   return detail::to_wire(message);
 }
 
@@ -70,6 +73,14 @@ caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits
         x.timeout_ms = in.getTimeoutMs();
         if (x.timeout_ms == 0 || x.timeout_ms > 3'600'000)
           return make_error(errc::malformed_message, "group start: timeout out of range");
+        if (in.getHosts().size() != x.size)
+          return make_error(errc::malformed_message, "group start: a host label per member");
+        for (auto label : in.getHosts()) {
+          auto text = detail::read_text(label, budget, "host label");
+          if (!text) return std::move(text.error());
+          x.hosts.push_back(std::move(*text));
+        }
+        x.two_level = in.getTwoLevel();
         return x;
       });
 }
@@ -91,6 +102,7 @@ wire encode(const step_report& x) {
   out.setWallS(x.wall_s);
   out.setChecksum(x.checksum);
   out.setStepExamples(x.step_examples);
+  out.setBytesInterHost(x.bytes_inter_host);
   return detail::to_wire(message);
 }
 
@@ -101,7 +113,7 @@ caf::expected<step_report> decode<step_report>(const wire& w, const codec_limits
         step_report x{in.getRank(),     in.getGeneration(),  in.getEpoch(),    in.getStep(),
                       in.getLossSum(),  in.getExamples(),    in.getSkipped(),  in.getAllreduceS(),
                       in.getExposedS(), in.getBytes(),       in.getComputeS(), in.getWallS(),
-                      in.getChecksum(), in.getStepExamples()};
+                      in.getChecksum(), in.getStepExamples(), in.getBytesInterHost()};
         // A skipped step may carry a non-finite loss (that is why it was skipped); timings
         // must be finite and not negative.
         for (double t : {x.allreduce_s, x.exposed_s, x.compute_s, x.wall_s})

@@ -207,6 +207,7 @@ struct Join {
   name @1 :Text;
   pid @2 :UInt32;
   dataEndpoint @3 :Endpoint;  # a server's own port, for workers to connect to it directly
+  hostLabel @4 :Text;         # --mode dp: which host the worker counts as (two-level reduction)
 }
 
 # A host and port; port 0 means none (e.g. in-process actors).
@@ -417,6 +418,8 @@ struct GroupStart {
   checksumEvery @10 :UInt32;
   collective @11 :Text;
   timeoutMs @12 :UInt64;
+  hosts @13 :List(Text);    # each rank's host label
+  twoLevel @14 :Bool;       # reduce inside each host, then across hosts
 }
 
 struct StepReport {
@@ -434,6 +437,7 @@ struct StepReport {
   wallS @11 :Float64;
   checksum @12 :UInt64;
   stepExamples @13 :UInt64;
+  bytesInterHost @14 :UInt64;
 }
 
 struct StoreEntry {

@@ -232,6 +232,7 @@ struct join_request {
   std::string name;
   uint32_t pid = 0;
   endpoint data;  // a server's own port, where workers connect to reach its buckets directly
+  std::string host_label;  // --mode dp: the host a worker counts as (--host-label)
 };
 
 struct join_reply {
@@ -405,6 +406,8 @@ struct group_start {
   uint32_t checksum_every = 0;
   std::string collective;   // the backend: "gloo"
   uint64_t timeout_ms = 0;  // the bound of every collective
+  std::vector<std::string> hosts;  // each rank's host label
+  bool two_level = false;          // reduce inside each host, then each local rank across hosts
 };
 
 // A member finished a step (applied, or skipped by every member for a non-finite gradient).
@@ -423,6 +426,7 @@ struct step_report {
   double wall_s = 0;           // seconds since the member started training
   uint64_t checksum = 0;       // of its parameters after the step; 0: not compared at this step
   uint64_t step_examples = 0;  // examples of the step, summed over every member
+  uint64_t bytes_inter_host = 0;  // of `bytes`, those sent to a member on another host
 };
 
 // The most a rendezvous store holds per value (a rendezvous needs a few hundred bytes per

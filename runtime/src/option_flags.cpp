@@ -23,6 +23,14 @@ const std::vector<app_flag>& common_flags() {
        "--mode dp: gradient bucket cap in MiB, packed in backward order (the first is min(1, X))",
        "25"},
       {"no-overlap", "", "--mode dp: start reducing only once the whole backward is done", ""},
+      {"host-label", "NAME",
+       "--mode dp: the host this worker counts as for two-level reduction (default: the host "
+       "name)",
+       ""},
+      {"reduction", "KIND",
+       "--mode dp: flat | two-level (inside each host, then across) | auto (two-level when "
+       "several hosts have several workers each)",
+       "auto"},
       {"checksum-every", "N",
        "--mode dp: steps between comparisons of the members' parameter checksums (0: at the end "
        "only)",

@@ -96,7 +96,8 @@ caf::error parse_mode(const std::string& text, const std::map<std::string, std::
   auto bad = [](std::string text) { return make_error(errc::bad_configuration, std::move(text)); };
   if (text != "ps" && text != "dp")
     return bad(fmt::format("--mode must be ps or dp, not '{}'", text));
-  const char* dp_only[] = {"collective", "bucket-mb", "no-overlap", "checksum-every"};
+  const char* dp_only[] = {"collective", "bucket-mb",  "no-overlap",
+                           "checksum-every", "host-label", "reduction"};
   o.data_parallel = text == "dp";
   if (!o.data_parallel) {
     for (const char* flag : dp_only)
@@ -129,6 +130,16 @@ caf::error parse_mode(const std::string& text, const std::map<std::string, std::
   o.dp.overlap = !no_overlap;
   if (auto it = v.find("checksum-every"); it != v.end())
     if (auto e = parse_number("checksum-every", it->second, o.dp.checksum_every)) return e;
+  if (auto it = v.find("host-label"); it != v.end()) {
+    if (it->second.empty() || it->second.size() > 64)
+      return bad("--host-label must be 1 to 64 characters");
+    o.dp.host_label = it->second;
+  }
+  if (auto it = v.find("reduction"); it != v.end()) {
+    if (it->second != "flat" && it->second != "two-level" && it->second != "auto")
+      return bad(fmt::format("--reduction must be flat, two-level or auto, not '{}'", it->second));
+    o.dp.reduction = it->second;
+  }
   return {};
 }
 

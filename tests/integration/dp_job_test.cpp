@@ -87,8 +87,9 @@ struct dp_run {
 };
 
 // Runs a dp job in this process: a coordinator and `workers` trainers, Gloo over loopback.
+// `labels`: each trainer's host label (all "here" when empty).
 dp_run run_dp(std::shared_ptr<const training_task> task, uint32_t workers, uint32_t batch,
-              std::vector<std::string> flags = {}) {
+              std::vector<std::string> flags = {}, std::vector<std::string> labels = {}) {
   flags.insert(flags.end(), {"--mode", "dp", "--workers", std::to_string(workers), "--batch",
                              std::to_string(batch), "--epochs", "1", "--log-level", "warn"});
   const auto report =
@@ -110,7 +111,8 @@ dp_run run_dp(std::shared_ptr<const training_task> task, uint32_t workers, uint3
   for (uint32_t i = 0; i < workers; ++i)
     sys.spawn<caf::detached>(
         dp_trainer, dp_trainer_config{coord, task, "worker-" + std::to_string(i), "127.0.0.1",
-                                      opts->request_timeout, self->address(), log});
+                                      labels.empty() ? "here" : labels[i], opts->request_timeout,
+                                      self->address(), log});
   self->monitor(coord);
   self->receive(
       [&](caf::down_msg& msg) {
@@ -159,6 +161,22 @@ BOOST_AUTO_TEST_CASE(small_buckets_reduced_during_backward_agree_with_one_bucket
   BOOST_TEST(relative_difference(buckets.params, whole.params) <= 1e-6);
   BOOST_TEST(json_number(buckets.report, "overlap").value_or(0) > 0);
   BOOST_TEST(json_number(whole.report, "overlap").value_or(1) < 0.5);
+}
+
+BOOST_AUTO_TEST_CASE(two_level_reduction_agrees_with_flat_and_crosses_hosts_less) {
+  auto task = fmnist_task_of();
+  const std::vector<std::string> hosts = {"a", "a", "b", "b"};
+  const auto flat = run_dp(task, 4, 32, {"--reduction", "flat"}, hosts);
+  const auto two = run_dp(task, 4, 32, {"--reduction", "two-level"}, hosts);
+  BOOST_TEST_REQUIRE(flat.finished);
+  BOOST_TEST_REQUIRE(two.finished);
+  BOOST_TEST(relative_difference(two.params, flat.params) <= 1e-6);
+  const double flat_inter = json_number(flat.report, "allreduce_bytes_inter_host").value_or(0);
+  const double two_inter = json_number(two.report, "allreduce_bytes_inter_host").value_or(0);
+  BOOST_TEST(flat_inter > 0);
+  BOOST_TEST(two_inter > 0);
+  BOOST_TEST(two_inter < flat_inter);
+  BOOST_TEST(json_number(two.report, "checksum_mismatches").value_or(1) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_nan_gradient_on_one_member_is_skipped_by_every_member) {

@@ -52,6 +52,8 @@ struct dp_options {
   bool overlap = true;              // --no-overlap: reduce only once backward is done
   uint32_t checksum_every = 100;    // steps between parameter checksum comparisons (0: end only)
   bool coordinator_trains = false;  // torchrun's RANK 0: the coordinator's process runs a worker
+  std::string host_label;           // the host this worker counts as (default: the host name)
+  std::string reduction = "auto";   // flat | two-level | auto (two-level when hosts repeat)
 };
 
 struct launch_options {
