@@ -9,6 +9,8 @@
 
 #include <unistd.h>
 
+#include <csignal>
+
 #include <thread>
 
 #include "actors/coordinator.hpp"
@@ -316,6 +318,10 @@ int run_app(int argc, char** argv, const app_description& app) {
     return 0;
   }
   const logger log{node_name(*opts), opts->level};
+  // A peer that closed its connection must give a write error, not kill the process: Gloo
+  // writes to its sockets without MSG_NOSIGNAL (a resumed dp worker whose group moved on
+  // died of SIGPIPE, silently).
+  std::signal(SIGPIPE, SIG_IGN);
   if (opts->role != node_role::embedded) warn_about_the_secret(args, *opts, log);
   if (opts->role == node_role::server) {
     // A server's buckets run side by side on the actor scheduler: one BLAS thread each (DASH's
