@@ -50,7 +50,7 @@ void fill_report(dp_coordinator_state& st) {
   job_report& r = st.report;
   r.mode = "dp";
   r.steps = st.steps;
-  r.wall_s = st.training ? seconds_since(st.started) : 0.0;
+  r.wall_s = st.resumed_wall_s + (st.training ? seconds_since(st.started) : 0.0);
   r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
   r.generations = st.generation;
   r.overlap = r.allreduce_s > 0 ? std::clamp(1.0 - st.exposed_s / r.allreduce_s, 0.0, 1.0) : 0.0;
@@ -119,6 +119,75 @@ void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
 
 // -- forming the group --------------------------------------------------------------------------
 
+// --resume: the checkpoint must be of this job (model, epochs, examples per step); the
+// report's history and the progress go on from it.
+caf::error take_resume(dp_coordinator_state& st, const dp_coordinator_config& config) {
+  const auto& job = st.resume_from->job;
+  const flat_layout layout{config.task->parameters()};
+  auto differs = [](const char* what, uint64_t saved, uint64_t now) {
+    return make_error(errc::bad_configuration,
+                      fmt::format("cannot resume: the checkpoint has {} {}, this job {}; resume "
+                                  "with the same model, flags and workers",
+                                  saved, what, now));
+  };
+  if (job.buckets != 1 || st.resume_from->buckets.size() != 1)
+    return differs("buckets (a parameter-service checkpoint?)", job.buckets, 1);
+  if (job.model_values != layout.total) return differs("model values", job.model_values, layout.total);
+  if (job.epochs != config.opts.epochs) return differs("epochs", job.epochs, config.opts.epochs);
+  if (job.chunk != st.global_batch) return differs("examples per step", job.chunk, st.global_batch);
+  if (job.batches_per_epoch != st.steps_per_epoch)
+    return differs("steps per epoch", job.batches_per_epoch, st.steps_per_epoch);
+  st.steps = job.step;
+  st.report.resumed_from_step = job.step;
+  st.report.epochs = job.history;
+  st.evaluated = job.evaluated;
+  st.resumed_wall_s = job.wall_s;
+  for (uint32_t e = 0; e < job.evaluated && e < st.snapshot_taken.size(); ++e) st.snapshot_taken[e] = true;
+  for (size_t e = 0; e < job.epoch_loss.size() && e < st.epoch_loss.size(); ++e) st.epoch_loss[e] = job.epoch_loss[e];
+  for (size_t e = 0; e < job.epoch_batches.size() && e < st.epoch_examples.size(); ++e)
+    st.epoch_examples[e] = job.epoch_batches[e];
+  config.log.info("resuming after step {} of {}", job.step, st.steps_per_epoch * job.epochs);
+  return {};
+}
+
+// Member 0's state after `step`, part by part; the last part writes the checkpoint.
+void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, uint32_t index,
+             uint32_t count, const wire& part) {
+  auto& st = self->state;
+  auto* m = sender(self);
+  if (!m || m->lost || m->rank != 0 || config.opts.checkpoint_dir.empty() || count == 0 ||
+      count > 4096 || index >= count)
+    return config.log.warn("ignored a checkpoint part that is not member 0's");
+  if (index == 0 || step != st.saving_step) st.saving.assign(count, wire{}), st.saving_step = step;
+  if (st.saving.size() != count) return;
+  st.saving[index] = part;
+  if (index + 1 < count) return;
+  checkpoint c;
+  auto& job = c.job;
+  job.step = step;
+  job.epochs = config.opts.epochs;
+  job.batches_per_epoch = st.steps_per_epoch;
+  job.chunk = st.global_batch;
+  job.buckets = 1;
+  job.model_values = flat_layout{config.task->parameters()}.total;
+  job.next_epoch = static_cast<uint32_t>(step / std::max<uint64_t>(st.steps_per_epoch, 1));
+  job.next_batch = step % std::max<uint64_t>(st.steps_per_epoch, 1);
+  for (uint32_t e = 0; e < job.epochs; ++e)  // steps of each epoch applied
+    job.finished.push_back(std::min(job.batches_per_epoch,
+                                    step - std::min(step, uint64_t{e} * job.batches_per_epoch)));
+  job.epoch_loss = st.epoch_loss;
+  job.epoch_batches = st.epoch_examples;
+  job.evaluated = st.evaluated;
+  job.history = st.report.epochs;
+  job.wall_s = st.resumed_wall_s + seconds_since(st.started);
+  c.buckets.push_back(std::move(st.saving));
+  st.saving.clear();
+  auto written = write_checkpoint(config.opts.checkpoint_dir, c, config.opts.checkpoint_keep);
+  if (!written) return config.log.error("checkpoint after step {}: {}", step, describe(written.error()));
+  ++st.report.checkpoints;
+  config.log.info("checkpoint after step {}: {}", step, *written);
+}
+
 // A new generation of the live members: ranks in join order, a token each, the store and
 // pending checksums of the last generation dropped.
 void form_group(self_ptr self, const dp_coordinator_config& config, const std::string& why) {
@@ -140,6 +209,8 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     st.snapshot_taken.assign(o.epochs, false);
     st.global_batch = o.batch * static_cast<uint32_t>(st.members.size());
     st.steps_per_epoch = dp_steps_per_epoch(config.task->batches_per_epoch(1), st.global_batch);
+    if (st.resume_from)
+      if (auto err = take_resume(st, config)) return fail(self, config, describe(err));
   }
   std::random_device entropy;
   const auto size = static_cast<uint32_t>(live_count(st));
@@ -173,10 +244,19 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     start.overlap = o.dp.overlap;
     start.checksum_every = o.dp.checksum_every;
     start.collective = o.dp.collective;
+    start.checkpoint_every =
+        o.checkpoint_dir.empty() ? 0 : (o.checkpoint_every ? o.checkpoint_every : st.steps_per_epoch);
     start.hosts = hosts;
     start.two_level = two_level;
     start.timeout_ms = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(o.request_timeout).count());
+    if (st.resume_from && m.rank == 0) {  // before its start: it goes on from the checkpoint
+      const auto& parts = st.resume_from->buckets[0];
+      for (uint32_t i = 0; i < parts.size(); ++i)
+        self->send(m.handle, restore_atom_v, st.resume_from->job.step, i,
+                   static_cast<uint32_t>(parts.size()), parts[i]);
+      st.resume_from.reset();
+    }
     self->send(m.handle, start_atom_v, encode(start));
   }
 }
@@ -408,6 +488,18 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       }
   });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+  if (!config.opts.resume.empty()) {
+    auto loaded = read_newest_checkpoint(config.opts.resume);
+    if (!loaded) {
+      config.log.error("cannot resume: {}", describe(loaded.error()));
+      self->quit(make_error(errc::job_failed, "cannot resume: " + describe(loaded.error())));
+    } else {
+      for (const auto& skipped : loaded->skipped)
+        config.log.warn("skipping a damaged checkpoint: {}", skipped);
+      config.log.info("resuming from {} (step {})", loaded->path, loaded->data.job.step);
+      self->state.resume_from = std::move(loaded->data);
+    }
+  }
   config.log.info("waiting for {} workers (data parallel)", config.opts.workers);
   return {
       [=](join_atom, const wire& w, dp_worker_actor handle) {
@@ -455,6 +547,9 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         form_group(self, config, "a collective failed with every member alive");
       },
       [=](put_atom, const wire& w) { return store_put(self, w); },
+      [=](save_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
+        on_save(self, config, step, index, count, part);
+      },
       [=](get_atom, const wire& w) { return store_get(self, w); },
   };
 }

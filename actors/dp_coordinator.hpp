@@ -8,7 +8,10 @@
 // or a worker that joins a running job (up to --max-workers). The survivors then form the
 // group again and go on from the most advanced member's state; a lost member that speaks up
 // again is stopped with the reason (its process exits non-zero). Only when nobody is left
-// does the job fail.
+// does the job fail. With --checkpoint-dir, member 0 sends its state every
+// --checkpoint-every steps (0: each epoch) and the coordinator writes it as a checkpoint in the
+// parameter service's format (one bucket: the whole replica); --resume DIR starts member 0
+// from the newest good one, and the others from member 0.
 #pragma once
 
 #include <chrono>
@@ -23,6 +26,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/checkpoint_file.hpp"
 #include "actors/evaluator.hpp"
 #include "actors/heartbeat.hpp"
 #include "actors/progress_line.hpp"
@@ -72,6 +76,10 @@ struct dp_coordinator_state {
   std::map<uint64_t, uint64_t> step_examples;                    // step -> examples it used
   std::optional<std::chrono::steady_clock::time_point> lost_at;  // a loss not yet re-formed
   std::vector<bool> snapshot_taken;  // per epoch: parameters queued for evaluation
+  std::optional<checkpoint> resume_from;  // --resume: the checkpoint to start from
+  double resumed_wall_s = 0;              // training time before it
+  uint64_t saving_step = 0;               // the state member 0 is sending for a checkpoint
+  std::vector<wire> saving;
   std::vector<double> epoch_loss;    // per epoch
   std::vector<uint64_t> epoch_examples;
   std::deque<std::pair<uint32_t, std::shared_ptr<eval_input>>> to_evaluate;

@@ -178,6 +178,11 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   report.step_examples = static_cast<uint64_t>(total);
   report.bytes_inter_host = st.step_bytes_inter_host;
   self->send(config.coordinator, step_atom_v, encode(report));
+  if (st.job->rank == 0 && st.job->checkpoint_every && st.step % st.job->checkpoint_every == 0) {
+    const auto parts = st.optimizer->save();
+    for (uint32_t i = 0; i < parts.size(); ++i)
+      self->send(config.coordinator, save_atom_v, st.step, i, uint32_t(parts.size()), parts[i]);
+  }
   st.in_step = false;
   go_on(self, config, true);
 }
@@ -335,12 +340,31 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   return {};
 }
 
+// A checkpoint's state the coordinator sent before our first start: we go on from it (the
+// other members from us, through sync).
+caf::error take_restored(dp_trainer_state& st, const dp_trainer_config& config) {
+  if (st.restored.empty()) return {};
+  if (std::any_of(st.restored.begin(), st.restored.end(), [](const wire& w) { return w.bytes.empty(); }))
+    return make_error(errc::corrupt_data, "parts of the checkpoint's state are missing");
+  auto restored = bucket_store::restore(st.restored);
+  st.restored.clear();
+  if (!restored) return std::move(restored.error());
+  if (restored->slices().size() != st.optimizer->slices().size())
+    return make_error(errc::shape_mismatch, "the checkpoint holds another model");
+  st.optimizer.emplace(std::move(*restored));
+  scatter(*st.layout, st.optimizer->slices(), st.params);
+  st.step = st.restored_step;
+  config.log.info("resuming after step {}", st.step);
+  return {};
+}
+
 void start(self_ptr self, const dp_trainer_config& config, const wire& w) {
   auto job = decode<group_start>(w);
   if (!job) return fail(self, config, "reading the group's start", job.error());
   auto& st = self->state;
   if (!st.job) {
     if (auto err = set_up(st, config, *job)) return fail(self, config, "starting", err);
+    if (auto err = take_restored(st, config)) return fail(self, config, "resuming", err);
     st.started = clock_type::now();
     config.log.info("member {} of {} (generation {}), {} gradient buckets", job->rank, job->size,
                     job->generation, st.buckets.size());
@@ -392,6 +416,15 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
         auto& st = self->state;
         if (st.pending) return go_on(self, config, false);
         if (!st.broken) run_step(self, config);
+      },
+      [=](restore_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
+        auto& st = self->state;
+        if (!sent_by(self, config.coordinator.address()) || st.job || count == 0 ||
+            count > 4096 || index >= count)
+          return config.log.warn("ignored a restore that is not the coordinator's, or late");
+        st.restored.resize(count);
+        st.restored[index] = part;
+        st.restored_step = step;
       },
       [=](tick_atom, uint64_t generation) {
         auto& st = self->state;

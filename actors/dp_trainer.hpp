@@ -75,6 +75,8 @@ struct dp_trainer_state {
   bool in_step = false;                // a step's buckets are with the group
   bool broken = false;                 // a collective of this generation failed
   std::optional<group_start> pending;  // a new generation, formed once the step settles
+  std::vector<wire> restored;  // a checkpoint's state, before the first start
+  uint64_t restored_step = 0;
   bool stopping = false;
 };
 

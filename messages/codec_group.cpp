@@ -36,6 +36,7 @@ wire encode(const group_start& x) {
   auto hosts = out.initHosts(static_cast<unsigned>(x.hosts.size()));
   for (unsigned i = 0; i < x.hosts.size(); ++i) hosts.set(i, x.hosts[i]);
   out.setTwoLevel(x.two_level);
+  out.setCheckpointEvery(x.checkpoint_every);
   return detail::to_wire(message);
 }
 
@@ -81,6 +82,7 @@ caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits
           x.hosts.push_back(std::move(*text));
         }
         x.two_level = in.getTwoLevel();
+        x.checkpoint_every = in.getCheckpointEvery();
         return x;
       });
 }

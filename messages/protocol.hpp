@@ -176,7 +176,10 @@ using gatekeeper_actor =
 //   stop:  as for servers (a member declared lost is stopped with the reason)
 //   run:   internal, the next step
 //   tick:  internal, the bound on waiting for a new generation after a collective failed
+//   restore: step, part index, part count, part: a checkpoint's state (bucket_store::save),
+//          sent before a start; the member goes on from it (and the others from the member)
 using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
+                                         caf::reacts_to<restore_atom, uint64_t, uint32_t, uint32_t, wire>,
                                          caf::replies_to<stop_atom, std::string>::with<bool>,
                                          caf::reacts_to<run_atom>,
                                          caf::reacts_to<tick_atom, uint64_t>>;
@@ -194,6 +197,8 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
 //   broken:    generation, why: a member's collective failed; unless a loss explains it
 //              first, the live members form a new generation after --heartbeat-timeout-ms
 //   tick(gen): internal, that check
+//   save:      step, part index, part count, part: member 0's state after that step, for a
+//              checkpoint (--checkpoint-dir)
 using dp_coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, dp_worker_actor>::with<wire>,
                      caf::reacts_to<heartbeat_atom, wire>,
@@ -204,6 +209,7 @@ using dp_coordinator_actor =
                      caf::replies_to<put_atom, wire>::with<bool>,
                      caf::replies_to<get_atom, wire>::with<wire>,
                      caf::reacts_to<broken_atom, uint64_t, std::string>,
+                     caf::reacts_to<save_atom, uint64_t, uint32_t, uint32_t, wire>,
                      caf::reacts_to<tick_atom, uint64_t>>;
 
 // clang-format on

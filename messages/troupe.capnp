@@ -420,6 +420,7 @@ struct GroupStart {
   timeoutMs @12 :UInt64;
   hosts @13 :List(Text);    # each rank's host label
   twoLevel @14 :Bool;       # reduce inside each host, then across hosts
+  checkpointEvery @15 :UInt64;  # steps between member 0's saves for checkpoints (0: none)
 }
 
 struct StepReport {

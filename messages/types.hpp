@@ -406,6 +406,7 @@ struct group_start {
   uint32_t checksum_every = 0;
   std::string collective;   // the backend: "gloo"
   uint64_t timeout_ms = 0;  // the bound of every collective
+  uint64_t checkpoint_every = 0;   // steps between member 0's saves for checkpoints (0: none)
   std::vector<std::string> hosts;  // each rank's host label
   bool two_level = false;          // reduce inside each host, then each local rank across hosts
 };

@@ -314,3 +314,28 @@ BOOST_AUTO_TEST_CASE(a_stopped_worker_is_left_behind_and_refused_when_it_resumes
   BOOST_TEST(job.workers[1]->wait(bound).value_or(0) != 0);
   BOOST_TEST(read_file(job.log_of("w1")).find("declared lost") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(a_checkpointed_job_killed_and_resumed_continues_from_the_checkpoint) {
+  namespace fs = std::filesystem;
+  const auto dir = scratch("dp-checkpoints");
+  fs::remove_all(dir);
+  const std::vector<std::string> common = {"--batch", "64", "--train-limit", "12800",
+                                           "--test-limit", "1000"};
+  {
+    dp_cluster first(2, common, {"--checkpoint-dir", dir.string(), "--checkpoint-every", "40"});
+    BOOST_TEST_REQUIRE(first.await_log("checkpoint after step 120"));
+    first.coordinator->kill();
+    for (auto& w : first.workers) w->kill();
+  }
+  dp_cluster second(2, common,
+                    {"--checkpoint-dir", dir.string(), "--resume", dir.string()});
+  const auto bound = std::chrono::seconds(300);
+  BOOST_TEST(second.coordinator->wait(bound).value_or(-1) == 0);
+  for (auto& w : second.workers) BOOST_TEST(w->wait(bound).value_or(-1) == 0);
+  const auto text = read_file(second.report.string());
+  BOOST_TEST(json_number(text, "resumed_from_step").value_or(0) >= 120);
+  BOOST_TEST(json_number(text, "steps").value_or(0) == 300);
+  BOOST_TEST(json_number(text, "test_accuracy").value_or(0) > 0.8);
+  BOOST_TEST(read_file(second.log_of("c")).find("resuming after step") != std::string::npos);
+  fs::remove_all(dir);
+}
