@@ -1,4 +1,5 @@
 #include "actors/dp_coordinator.hpp"
+#include "actors/dp_coordinator_parts.hpp"
 
 #include <fmt/format.h>
 
@@ -12,11 +13,7 @@
 #include "troupe/error.hpp"
 #include "troupe/layout.hpp"
 
-namespace troupe {
-
-namespace {
-
-using self_ptr = dp_coordinator_actor::stateful_pointer<dp_coordinator_state>;
+namespace troupe::dp_coordination {
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -119,75 +116,6 @@ void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
 
 // -- forming the group --------------------------------------------------------------------------
 
-// --resume: the checkpoint must be of this job (model, epochs, examples per step); the
-// report's history and the progress go on from it.
-caf::error take_resume(dp_coordinator_state& st, const dp_coordinator_config& config) {
-  const auto& job = st.resume_from->job;
-  const flat_layout layout{config.task->parameters()};
-  auto differs = [](const char* what, uint64_t saved, uint64_t now) {
-    return make_error(errc::bad_configuration,
-                      fmt::format("cannot resume: the checkpoint has {} {}, this job {}; resume "
-                                  "with the same model, flags and workers",
-                                  saved, what, now));
-  };
-  if (job.buckets != 1 || st.resume_from->buckets.size() != 1)
-    return differs("buckets (a parameter-service checkpoint?)", job.buckets, 1);
-  if (job.model_values != layout.total) return differs("model values", job.model_values, layout.total);
-  if (job.epochs != config.opts.epochs) return differs("epochs", job.epochs, config.opts.epochs);
-  if (job.chunk != st.global_batch) return differs("examples per step", job.chunk, st.global_batch);
-  if (job.batches_per_epoch != st.steps_per_epoch)
-    return differs("steps per epoch", job.batches_per_epoch, st.steps_per_epoch);
-  st.steps = job.step;
-  st.report.resumed_from_step = job.step;
-  st.report.epochs = job.history;
-  st.evaluated = job.evaluated;
-  st.resumed_wall_s = job.wall_s;
-  for (uint32_t e = 0; e < job.evaluated && e < st.snapshot_taken.size(); ++e) st.snapshot_taken[e] = true;
-  for (size_t e = 0; e < job.epoch_loss.size() && e < st.epoch_loss.size(); ++e) st.epoch_loss[e] = job.epoch_loss[e];
-  for (size_t e = 0; e < job.epoch_batches.size() && e < st.epoch_examples.size(); ++e)
-    st.epoch_examples[e] = job.epoch_batches[e];
-  config.log.info("resuming after step {} of {}", job.step, st.steps_per_epoch * job.epochs);
-  return {};
-}
-
-// Member 0's state after `step`, part by part; the last part writes the checkpoint.
-void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, uint32_t index,
-             uint32_t count, const wire& part) {
-  auto& st = self->state;
-  auto* m = sender(self);
-  if (!m || m->lost || m->rank != 0 || config.opts.checkpoint_dir.empty() || count == 0 ||
-      count > 4096 || index >= count)
-    return config.log.warn("ignored a checkpoint part that is not member 0's");
-  if (index == 0 || step != st.saving_step) st.saving.assign(count, wire{}), st.saving_step = step;
-  if (st.saving.size() != count) return;
-  st.saving[index] = part;
-  if (index + 1 < count) return;
-  checkpoint c;
-  auto& job = c.job;
-  job.step = step;
-  job.epochs = config.opts.epochs;
-  job.batches_per_epoch = st.steps_per_epoch;
-  job.chunk = st.global_batch;
-  job.buckets = 1;
-  job.model_values = flat_layout{config.task->parameters()}.total;
-  job.next_epoch = static_cast<uint32_t>(step / std::max<uint64_t>(st.steps_per_epoch, 1));
-  job.next_batch = step % std::max<uint64_t>(st.steps_per_epoch, 1);
-  for (uint32_t e = 0; e < job.epochs; ++e)  // steps of each epoch applied
-    job.finished.push_back(std::min(job.batches_per_epoch,
-                                    step - std::min(step, uint64_t{e} * job.batches_per_epoch)));
-  job.epoch_loss = st.epoch_loss;
-  job.epoch_batches = st.epoch_examples;
-  job.evaluated = st.evaluated;
-  job.history = st.report.epochs;
-  job.wall_s = st.resumed_wall_s + seconds_since(st.started);
-  c.buckets.push_back(std::move(st.saving));
-  st.saving.clear();
-  auto written = write_checkpoint(config.opts.checkpoint_dir, c, config.opts.checkpoint_keep);
-  if (!written) return config.log.error("checkpoint after step {}: {}", step, describe(written.error()));
-  ++st.report.checkpoints;
-  config.log.info("checkpoint after step {}: {}", step, *written);
-}
-
 // A new generation of the live members: ranks in join order, a token each, the store and
 // pending checksums of the last generation dropped.
 void form_group(self_ptr self, const dp_coordinator_config& config, const std::string& why) {
@@ -225,6 +153,9 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
   config.log.info("generation {} ({}): {} workers, {} examples per step over {}{}",
                   st.generation, why, size, st.global_batch, o.dp.collective,
                   two_level ? ", two-level" : "");
+  set(st.group_metrics.generation, double(st.generation));
+  set(st.group_metrics.members, double(size));
+  set(st.metrics.workers, double(size));
   uint32_t rank = 0;
   for (auto& m : st.members) {
     if (m.lost) continue;
@@ -310,61 +241,11 @@ void lose(self_ptr self, const dp_coordinator_config& config, const std::string&
   st.report.losses.push_back(
       loss_event{name, role::worker, seconds_since(st.started), uint64_t(unix_ms), why});
   st.report.workers_lost.push_back(name);
+  add(st.metrics.lost, 1);
   if (live_count(st) == 0) return fail(self, config, "every worker was lost");
   config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
   if (!st.lost_at) st.lost_at = std::chrono::steady_clock::now();
   form_group(self, config, "'" + name + "' lost");
-}
-
-// -- the store ----------------------------------------------------------------------------------
-
-// The entry's member, when its rank, token and generation are this group's.
-const dp_member* store_client(const dp_coordinator_state& st, const store_entry& e) {
-  if (!st.training || e.generation != st.generation) return nullptr;
-  for (const auto& m : st.members)
-    if (!m.lost && m.rank == e.rank && m.token == e.token) return &m;
-  return nullptr;
-}
-
-caf::result<bool> store_put(self_ptr self, const wire& w) {
-  auto& st = self->state;
-  auto entry = decode<store_entry>(w);
-  if (!entry) return std::move(entry.error());
-  if (!store_client(st, *entry))
-    return make_error(errc::authentication_failed, "store: not a member of this generation");
-  std::map<std::string, std::vector<char>> view;  // check_store_set's form of one entry
-  if (auto it = st.store.find(entry->key); it != st.store.end())
-    view.emplace(it->first, std::vector<char>(it->second.begin(), it->second.end()));
-  if (st.store.size() >= max_store_keys) return make_error(errc::message_too_large, "store full");
-  if (auto err = check_store_set(view, entry->key,
-                                 std::vector<char>(entry->value.begin(), entry->value.end())))
-    return err;
-  st.store[entry->key] = entry->value;
-  if (auto it = st.store_waiters.find(entry->key); it != st.store_waiters.end()) {
-    const wire reply = encode(*entry);
-    for (auto& promise : it->second) promise.deliver(reply);
-    st.waiting -= it->second.size();
-    st.store_waiters.erase(it);
-  }
-  return true;
-}
-
-caf::result<wire> store_get(self_ptr self, const wire& w) {
-  auto& st = self->state;
-  auto entry = decode<store_entry>(w);
-  if (!entry) return std::move(entry.error());
-  if (!store_client(st, *entry))
-    return make_error(errc::authentication_failed, "store: not a member of this generation");
-  if (auto it = st.store.find(entry->key); it != st.store.end()) {
-    entry->value = it->second;
-    return encode(*entry);
-  }
-  if (st.waiting >= max_store_waiters)
-    return make_error(errc::message_too_large, "store: too many requests waiting");
-  ++st.waiting;
-  auto& waiters = st.store_waiters[entry->key];
-  waiters.push_back(self->make_response_promise<wire>());
-  return waiters.back();
 }
 
 // -- steps and evaluation -----------------------------------------------------------------------
@@ -399,6 +280,8 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   m->wall_s = report->wall_s;
   auto& r = st.report;
   r.allreduce_bytes += report->bytes;
+  add(st.group_metrics.bytes, double(report->bytes));
+  if (st.group_metrics.seconds) st.group_metrics.seconds->observe(report->allreduce_s);
   r.allreduce_bytes_inter_host += report->bytes_inter_host;
   r.allreduce_s += report->allreduce_s;
   st.exposed_s += report->exposed_s;
@@ -407,6 +290,7 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   // Every member that applied a step reports it; the first report counts it.
   if (st.step_examples.emplace(report->step, report->step_examples).second && report->skipped)
     ++r.skipped_steps;
+  if (report->step > st.steps) add(st.metrics.batches, double(report->step - st.steps));
   st.steps = std::max(st.steps, report->step);
   if (report->generation != st.generation) return;
   if (st.lost_at) {  // the first step of a generation formed after a loss
@@ -444,6 +328,8 @@ void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
                 epoch + 1, config.opts.epochs, out.result.accuracy, out.result.loss, train_loss,
                 wall, double(st.steps) / std::max(wall, 1e-9)));
             st.evaluated = std::max(st.evaluated, epoch + 1);
+            set(st.metrics.epochs, st.evaluated);
+            set(st.metrics.accuracy, out.result.accuracy);
             evaluate_next(self, config);
             maybe_finish(self, config);
           },
@@ -473,12 +359,24 @@ void on_snapshot(self_ptr self, const dp_coordinator_config& config, uint32_t ep
   evaluate_next(self, config);
 }
 
-}  // namespace
+}  // namespace troupe::dp_coordination
+
+namespace troupe {
+
+using namespace dp_coordination;
 
 dp_coordinator_actor::behavior_type dp_coordinator(
     dp_coordinator_actor::stateful_pointer<dp_coordinator_state> self,
     dp_coordinator_config config) {
   accept_exits_only_from(self, config.supervisor, config.log);
+  auto& gm = self->state.group_metrics;
+  self->state.metrics = job_metrics::of(config.metrics);
+  if (config.metrics) {
+    gm.bytes = config.metrics->counter("troupe_allreduce_bytes_total");
+    gm.seconds = config.metrics->histogram("troupe_allreduce_seconds");
+    gm.generation = config.metrics->gauge("troupe_group_generation");
+    gm.members = config.metrics->gauge("troupe_group_members");
+  }
   self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) {
     for (const auto& m : self->state.members)
@@ -488,18 +386,11 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       }
   });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
-  if (!config.opts.resume.empty()) {
-    auto loaded = read_newest_checkpoint(config.opts.resume);
-    if (!loaded) {
-      config.log.error("cannot resume: {}", describe(loaded.error()));
-      self->quit(make_error(errc::job_failed, "cannot resume: " + describe(loaded.error())));
-    } else {
-      for (const auto& skipped : loaded->skipped)
-        config.log.warn("skipping a damaged checkpoint: {}", skipped);
-      config.log.info("resuming from {} (step {})", loaded->path, loaded->data.job.step);
-      self->state.resume_from = std::move(loaded->data);
+  if (!config.opts.resume.empty())
+    if (auto err = load_resume(self, config)) {
+      config.log.error("cannot resume: {}", describe(err));
+      self->quit(make_error(errc::job_failed, "cannot resume: " + describe(err)));
     }
-  }
   config.log.info("waiting for {} workers (data parallel)", config.opts.workers);
   return {
       [=](join_atom, const wire& w, dp_worker_actor handle) {
@@ -547,6 +438,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         form_group(self, config, "a collective failed with every member alive");
       },
       [=](put_atom, const wire& w) { return store_put(self, w); },
+      [=](inspect_atom, const std::string& view) { return inspect(self, config, view); },
       [=](save_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
         on_save(self, config, step, index, count, part);
       },

@@ -29,6 +29,7 @@
 #include "actors/checkpoint_file.hpp"
 #include "actors/evaluator.hpp"
 #include "actors/heartbeat.hpp"
+#include "actors/node_metrics.hpp"
 #include "actors/progress_line.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
@@ -42,6 +43,7 @@ struct dp_coordinator_config {
   std::shared_ptr<const training_task> task;
   caf::actor_addr supervisor;
   logger log;
+  std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
   // Told member 0's parameters after each epoch (before they are evaluated); none: nobody.
   std::function<void(uint32_t epoch, std::span<const float> params)> on_parameters;
 };
@@ -90,6 +92,13 @@ struct dp_coordinator_state {
   uint64_t steps_per_epoch = 0;
   double exposed_s = 0;
   heartbeat_monitor beats;
+  job_metrics metrics;  // steps (batches), epochs, accuracy, live members, losses
+  struct {
+    metric_value* bytes = nullptr;
+    histogram_value* seconds = nullptr;
+    metric_value* generation = nullptr;
+    metric_value* members = nullptr;
+  } group_metrics;
   evaluator_actor evaluator;
   job_report report;
   progress_line display;

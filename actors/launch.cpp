@@ -102,10 +102,16 @@ int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_t
   caf::actor_system_config cfg;
   configure_actor_system(cfg, opts);
   caf::actor_system sys{cfg};
+  node_metrics metrics;
+  if (auto err = start_metrics(opts, log, metrics)) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
+    return 1;
+  }
   caf::scoped_actor self{sys};
   size_blas(opts, opts.workers);
-  auto coord = sys.spawn(
-      dp_coordinator, dp_coordinator_config{opts, task, self->address(), log.named("coordinator")});
+  dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
+  config.metrics = metrics.registry;
+  auto coord = sys.spawn(dp_coordinator, config);
   for (uint32_t i = 0; i < opts.workers; ++i) {
     const std::string name = "worker-" + std::to_string(i);
     sys.spawn<caf::detached>(
@@ -122,10 +128,16 @@ int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const trainin
   caf::actor_system_config cfg;
   configure_actor_system(cfg, opts);
   caf::actor_system sys{cfg};
+  node_metrics metrics;
+  if (auto err = start_metrics(opts, log, metrics)) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
+    return 1;
+  }
   caf::scoped_actor self{sys};
   size_blas(opts, 1);
-  auto coord = sys.spawn(
-      dp_coordinator, dp_coordinator_config{opts, task, self->address(), log.named("coordinator")});
+  dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
+  config.metrics = metrics.registry;
+  auto coord = sys.spawn(dp_coordinator, config);
   auto gk = sys.spawn(gatekeeper,
                       gatekeeper_config{opts.secret, caf::actor_cast<coordinator_actor>(coord),
                                         self->address(), log.named("gatekeeper")});

@@ -30,6 +30,14 @@ void declare_node_metrics(metrics_registry& r) {
   r.declare("troupe_worker_last_loss", metric_kind::gauge,
             "mean loss of the last chunk a worker computed", {"worker"});
   r.declare("troupe_job_batches_total", metric_kind::counter, "batches the job finished");
+  r.declare("troupe_allreduce_bytes_total", metric_kind::counter,
+            "--mode dp: bytes the members sent in collectives");
+  r.declare("troupe_allreduce_seconds", metric_kind::histogram,
+            "--mode dp: seconds a member spent in one step's collectives", {},
+            {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 2});
+  r.declare("troupe_group_generation", metric_kind::gauge,
+            "--mode dp: the generation of the group (1 + the times it was formed again)");
+  r.declare("troupe_group_members", metric_kind::gauge, "--mode dp: members of the group now");
   r.declare("troupe_job_epochs_done", metric_kind::gauge, "epochs evaluated so far");
   r.declare("troupe_job_test_accuracy", metric_kind::gauge, "test accuracy after the last epoch");
   r.declare("troupe_job_workers_live", metric_kind::gauge, "workers training now");

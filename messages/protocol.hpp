@@ -199,6 +199,8 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
 //   tick(gen): internal, that check
 //   save:      step, part index, part count, part: member 0's state after that step, for a
 //              checkpoint (--checkpoint-dir)
+//   inspect:   a view ("group", "tree", "nodes", "metrics") -> table_view (the console's; the
+//              same signature as the parameter service coordinator's)
 using dp_coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, dp_worker_actor>::with<wire>,
                      caf::reacts_to<heartbeat_atom, wire>,
@@ -210,6 +212,7 @@ using dp_coordinator_actor =
                      caf::replies_to<get_atom, wire>::with<wire>,
                      caf::reacts_to<broken_atom, uint64_t, std::string>,
                      caf::reacts_to<save_atom, uint64_t, uint32_t, uint32_t, wire>,
+                     caf::replies_to<inspect_atom, std::string>::with<wire>,
                      caf::reacts_to<tick_atom, uint64_t>>;
 
 // clang-format on

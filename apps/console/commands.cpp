@@ -22,6 +22,8 @@ const char* const command_help =
     "  tree                  the supervision tree: state, restarts, mailbox of every actor\n"
     "  workers               clock, steps, steps/s, utilization, last loss of every worker\n"
     "  buckets               placement, version, staleness, vector clock, bytes per bucket\n"
+    "  group                 --mode dp: generation, members, hosts, steps, allreduce bytes,\n"
+    "                        time and the fraction hidden behind backward\n"
     "  metrics [PREFIX]      every node's metrics (families starting with PREFIX)\n"
     "  diag                  update variance, loss oscillation, effective update ratio\n"
     "  top [N]               workers, buckets and diag every second until a key (or N times)\n"
@@ -176,7 +178,7 @@ bool run_command(session& s, const std::string& line) {
     return true;
   }
   if (command == "nodes" || command == "tree" || command == "workers" || command == "buckets" ||
-      command == "diag")
+      command == "diag" || command == "group")
     return show(s, command);
   if (command == "metrics") return metrics(s, argument);
   if (command == "top") return top(s, argument);

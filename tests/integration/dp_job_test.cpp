@@ -339,3 +339,34 @@ BOOST_AUTO_TEST_CASE(a_checkpointed_job_killed_and_resumed_continues_from_the_ch
   BOOST_TEST(read_file(second.log_of("c")).find("resuming after step") != std::string::npos);
   fs::remove_all(dir);
 }
+
+BOOST_AUTO_TEST_CASE(the_console_and_the_metrics_show_a_live_group) {
+  const uint16_t metrics_port = free_port();
+  dp_cluster job(2, {"--batch", "64", "--train-limit", "12800", "--test-limit", "1000",
+                     "--epochs", "12"},
+                 {"--metrics-port", std::to_string(metrics_port)});
+  BOOST_TEST_REQUIRE(job.await_log("epoch 1/12"));
+  auto console = [&](const std::string& command) {
+    child_process c({TROUPE_CONSOLE_BIN, "--connect", job.address, "-c", command},
+                    job.log_of("console-" + command), job.env);
+    const int code = c.wait(std::chrono::seconds(60)).value_or(-1);
+    return std::pair{code, c.output()};
+  };
+  const auto [group_code, group_text] = console("group");
+  BOOST_TEST(group_code == 0);
+  BOOST_TEST(group_text.find("generation") != std::string::npos);
+  BOOST_TEST(group_text.find("w0") != std::string::npos);
+  BOOST_TEST(group_text.find("w1") != std::string::npos);
+  BOOST_TEST(group_text.find("live") != std::string::npos);
+  const auto [tree_code, tree_text] = console("tree");
+  BOOST_TEST(tree_code == 0);
+  BOOST_TEST(tree_text.find("allreduce_group") != std::string::npos);
+  const std::string metrics = http_get(metrics_port, "/metrics");
+  BOOST_TEST(metrics.find("troupe_group_generation 1") != std::string::npos);
+  BOOST_TEST(metrics.find("troupe_group_members 2") != std::string::npos);
+  BOOST_TEST(metrics.find("troupe_allreduce_bytes_total") != std::string::npos);
+  BOOST_TEST(metrics.find("troupe_allreduce_seconds_count") != std::string::npos);
+  const auto bound = std::chrono::seconds(300);
+  BOOST_TEST(job.coordinator->wait(bound).value_or(-1) == 0);
+  for (auto& w : job.workers) BOOST_TEST(w->wait(bound).value_or(-1) == 0);
+}
