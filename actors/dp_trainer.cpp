@@ -40,13 +40,14 @@ std::span<float> bucket_values(dp_trainer_state& st, size_t b) {
   return std::span<float>(st.values).subspan(begin, meta_size + bucket.end - begin);
 }
 
-// Sends bucket b to the group: its gradient weighted by this member's examples (the sum over
-// members then divides by all of them), and a note in the meta if any value is not finite.
+// Sends bucket b to the group: its gradient weighted by this member's share of the step's
+// examples (so that the sum over the members is the step's mean gradient), and a note in the
+// meta if any value is not finite.
 void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
   auto& st = self->state;
   auto values = bucket_values(st, b);
   const size_t skip = st.buckets[b].begin == 0 ? meta_size : 0;
-  const float weight = static_cast<float>(st.mine);
+  const float weight = static_cast<float>(double(st.mine) / double(st.step_examples));
   bool finite = true;
   for (size_t k = skip; k < values.size(); ++k) {
     values[k] *= weight;
@@ -101,6 +102,8 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   const uint64_t in_epoch = st.step % st.steps_per_epoch;
   const auto share = dp_share(st.examples, job.global_batch, in_epoch, job.size, job.rank);
   st.mine = share.count;
+  // Every member computes the step's examples alike: the sum below is their mean gradient.
+  st.step_examples = std::min<uint64_t>(job.global_batch, st.examples - in_epoch * job.global_batch);
   st.in_step = true;
   st.next_bucket = 0;
   st.replies_due = 0;
@@ -144,14 +147,15 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   const double exposed = seconds_between(st.backward_done, clock_type::now());
   const float total = st.values[meta_examples];
   const bool skipped = st.values[meta_non_finite] > 0 || !(total > 0);
+  if (!skipped && uint64_t(total) != st.step_examples)
+    return fail(self, config, "summing the step",
+                make_error(errc::collective_failed, "the members disagree on the step's examples"));
   const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch);
   if (skipped) {
     config.log.warn("step {}: a member's gradient is not finite; skipped by every member",
                     st.step + 1);
   } else {
     auto grad = std::span<float>(st.values).subspan(meta_size);
-    const float scale = 1.0f / total;
-    for (float& g : grad) g *= scale;
     const auto& plan = st.optimizer_plan.buckets[0];
     push_request push{0, 0, st.step, vector_clock{}};
     push.dense = gather(*st.layout, plan, grad);

@@ -65,7 +65,8 @@ struct dp_trainer_state {
   uint64_t steps_per_epoch = 0;
   uint64_t step = 0;        // global steps done
   uint32_t mine = 0;        // examples this member computes in the step in flight
-  double own_loss_sum = 0;  // and their summed loss
+  double own_loss_sum = 0;
+  uint64_t step_examples = 0;    // examples of the whole step, over every member  // and their summed loss
   double step_allreduce_s = 0;
   uint64_t step_bytes = 0;
   uint64_t step_bytes_inter_host = 0;
