@@ -25,19 +25,29 @@ std::vector<gradient_bucket> plan_gradient_buckets(const flat_layout& layout, ui
   const uint64_t first_cap =
       std::max<uint64_t>(1, std::min(first_cap_bytes, cap_bytes) / sizeof(float));
   std::vector<gradient_bucket> out;
-  uint64_t end = layout.total;  // values from `end` on are in buckets already
-  while (end > 0) {
-    const uint64_t size = out.empty() ? first_cap : cap;
-    const uint64_t begin = end > size ? end - size : 0;
-    gradient_bucket b{begin, end, {}};
-    for (size_t t = layout.specs.size(); t-- > 0;) {
-      const uint64_t t_begin = layout.offsets[t];
-      const uint64_t t_end = t + 1 < layout.specs.size() ? layout.offsets[t + 1] : layout.total;
-      if (t_begin < end && t_end > begin && t_end > t_begin) b.tensors.push_back(t);
+  gradient_bucket open{layout.total, layout.total, {}};
+  auto close = [&] {
+    if (open.begin < open.end) out.push_back(open);
+    open = gradient_bucket{open.begin, open.begin, {}};
+  };
+  for (size_t t = layout.specs.size(); t-- > 0;) {
+    const uint64_t t_begin = layout.offsets[t];
+    uint64_t left = open.begin - t_begin;  // the tensor's values not yet in a bucket
+    while (left > 0) {
+      const uint64_t limit = out.empty() ? first_cap : cap;
+      const uint64_t room = limit - (open.end - open.begin);
+      if (left > room && open.begin < open.end) {  // keep whole tensors together where possible
+        close();
+        continue;
+      }
+      const uint64_t take = std::min(left, room);  // a tensor larger than a bucket is split
+      open.begin -= take;
+      left -= take;
+      if (open.tensors.empty() || open.tensors.back() != t) open.tensors.push_back(t);
+      if (open.end - open.begin == limit) close();
     }
-    out.push_back(std::move(b));
-    end = begin;
   }
+  close();
   return out;
 }
 

@@ -36,8 +36,10 @@ struct gradient_bucket {
 
 // Cuts the layout's values into buckets of at most `cap_bytes` in reverse tensor order (last
 // tensor first, as backward finishes them), the first bucket at most min(1 MiB, cap_bytes),
-// as DDP does. A tensor larger than a bucket is split across buckets. Buckets come in the
-// order they are reduced; together they cover every value once.
+// as DDP does. Tensors stay whole in one bucket when they fit (so that a bucket does not wait
+// for a tensor that backward finishes much later); a tensor larger than a bucket is split
+// across buckets of its own. Buckets come in the order they are reduced; together they
+// cover every value once.
 std::vector<gradient_bucket> plan_gradient_buckets(const flat_layout& layout, uint64_t cap_bytes);
 
 // FNV-1a over the bytes of `values`: replicas that applied the same steps agree bit for bit.

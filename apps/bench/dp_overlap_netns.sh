@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Overlap where the wire, not the CPU, is the limit: two network namespaces joined by a veth
 # pair shaped with tc netem (RATE, DELAY), the coordinator and worker 0 in one, worker 1 in
-# the other, a dp job with several gradient buckets, once reduced while backward runs and
+# the other (tbf, rate only, where the kernel has no netem), a dp job with several gradient buckets, once reduced while backward runs and
 # once after it (--no-overlap), and once on loopback for comparison. Prints the step time and
 # the report's overlap of each. Needs root (ip netns, tc). Removes what it made.
 # Usage: apps/bench/dp_overlap_netns.sh [RATE=1gbit] [DELAY=1ms] [BUCKET_MB=0.25] [EPOCHS=1]
@@ -19,8 +19,14 @@ ip link set va-$$ netns "$a"; ip link set vb-$$ netns "$b"
 ip -n "$a" addr add 10.77.0.1/24 dev va-$$; ip -n "$b" addr add 10.77.0.2/24 dev vb-$$
 for n in "$a" "$b"; do ip -n "$n" link set lo up; done
 ip -n "$a" link set va-$$ up; ip -n "$b" link set vb-$$ up
-ip netns exec "$a" tc qdisc add dev va-$$ root netem rate "$rate" delay "$delay"
-ip netns exec "$b" tc qdisc add dev vb-$$ root netem rate "$rate" delay "$delay"
+# netem (rate and delay) where the kernel has it, else tbf (rate only: no delay).
+shaping="netem rate $rate delay $delay"
+shape() {
+  ip netns exec "$1" tc qdisc add dev "$2" root netem rate "$rate" delay "$delay" 2>/dev/null ||
+    { shaping="tbf rate $rate (this kernel has no netem: no delay)";
+      ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst 256kb latency 100ms; }
+}
+shape "$a" va-$$; shape "$b" vb-$$
 
 # run NAME WHERE(ns|loopback) FLAGS...: one job; prints step ms and overlap.
 run() {
@@ -50,7 +56,7 @@ print(f"{sys.argv[1]:<34} step {1000 * r['wall_s'] / r['steps']:7.2f} ms   overl
 PY
 }
 
-echo "netem rate $rate delay $delay, --bucket-mb $bucket"
+echo "$shaping, --bucket-mb $bucket"
 run "netns, overlap" ns --bucket-mb "$bucket"
 run "netns, --no-overlap" ns --bucket-mb "$bucket" --no-overlap
 run "netns, one bucket (25 MiB)" ns

@@ -73,3 +73,16 @@ BOOST_AUTO_TEST_CASE(checksums_tell_replicas_apart) {
   b[999] = std::nextafter(b[999], 1.0f);
   BOOST_TEST(parameter_checksum(a) != parameter_checksum(b));
 }
+
+BOOST_AUTO_TEST_CASE(buckets_keep_tensors_whole_when_they_fit) {
+  // The MLP's shapes: fc1 is most of the model and backward finishes it last.
+  const flat_layout mlp{{{"fc1.w", {256, 784}}, {"fc1.b", {256}}, {"fc2.w", {128, 256}},
+                         {"fc2.b", {128}}, {"fc3.w", {10, 128}}, {"fc3.b", {10}}}};
+  const auto buckets = plan_gradient_buckets(mlp, uint64_t{1} << 18);  // 0.25 MiB
+  BOOST_TEST_REQUIRE(buckets.size() >= 2u);
+  // The first bucket holds fc3, fc2 and fc1.b, whole, and nothing of fc1.w.
+  BOOST_TEST(buckets[0].begin == mlp.offsets[1]);
+  BOOST_TEST((buckets[0].tensors == std::vector<size_t>{5, 4, 3, 2, 1}));
+  for (size_t i = 1; i < buckets.size(); ++i)
+    BOOST_TEST((buckets[i].tensors == std::vector<size_t>{0}));
+}
