@@ -65,14 +65,16 @@ caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const
   // The members of our host, then those with our local rank on every host.
   const auto where = layout_of(form.hosts, form.rank);
   if (!where.uniform || where.hosts < 2)
-    return make_error(errc::bad_configuration, "two-level reduction needs as many members on every host");
+    return make_error(errc::bad_configuration,
+                      "two-level reduction needs as many members on every host");
   auto local = make_gloo_collective(
       *store, gloo_options{where.local_rank, where.local_size, form.bind_host,
                            prefix + "host" + std::to_string(where.host) + "/", form.timeout});
   if (!local) return std::move(local.error());
   auto cross = make_gloo_collective(
-      *store, gloo_options{where.host, where.hosts, form.bind_host,
-                           prefix + "local" + std::to_string(where.local_rank) + "/", form.timeout});
+      *store,
+      gloo_options{where.host, where.hosts, form.bind_host,
+                   prefix + "local" + std::to_string(where.local_rank) + "/", form.timeout});
   if (!cross) return std::move(cross.error());
   return std::unique_ptr<collective>(
       new two_level_collective(std::move(*flat), std::move(*local), std::move(*cross)));

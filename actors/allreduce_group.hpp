@@ -47,8 +47,8 @@ struct reduce_order {
 };
 
 struct reduce_done {
-  double seconds = 0;           // in the collective
-  uint64_t bytes = 0;           // this member sent
+  double seconds = 0;             // in the collective
+  uint64_t bytes = 0;             // this member sent
   uint64_t bytes_inter_host = 0;  // of those, to members on other hosts
 };
 

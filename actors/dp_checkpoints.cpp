@@ -21,7 +21,8 @@ caf::error take_resume(dp_coordinator_state& st, const dp_coordinator_config& co
   };
   if (job.buckets != 1 || st.resume_from->buckets.size() != 1)
     return differs("buckets (a parameter-service checkpoint?)", job.buckets, 1);
-  if (job.model_values != layout.total) return differs("model values", job.model_values, layout.total);
+  if (job.model_values != layout.total)
+    return differs("model values", job.model_values, layout.total);
   if (job.epochs != config.opts.epochs) return differs("epochs", job.epochs, config.opts.epochs);
   if (job.chunk != st.global_batch) return differs("examples per step", job.chunk, st.global_batch);
   if (job.batches_per_epoch != st.steps_per_epoch)
@@ -31,8 +32,10 @@ caf::error take_resume(dp_coordinator_state& st, const dp_coordinator_config& co
   st.report.epochs = job.history;
   st.evaluated = job.evaluated;
   st.resumed_wall_s = job.wall_s;
-  for (uint32_t e = 0; e < job.evaluated && e < st.snapshot_taken.size(); ++e) st.snapshot_taken[e] = true;
-  for (size_t e = 0; e < job.epoch_loss.size() && e < st.epoch_loss.size(); ++e) st.epoch_loss[e] = job.epoch_loss[e];
+  for (uint32_t e = 0; e < job.evaluated && e < st.snapshot_taken.size(); ++e)
+    st.snapshot_taken[e] = true;
+  for (size_t e = 0; e < job.epoch_loss.size() && e < st.epoch_loss.size(); ++e)
+    st.epoch_loss[e] = job.epoch_loss[e];
   for (size_t e = 0; e < job.epoch_batches.size() && e < st.epoch_examples.size(); ++e)
     st.epoch_examples[e] = job.epoch_batches[e];
   config.log.info("resuming after step {} of {}", job.step, st.steps_per_epoch * job.epochs);
@@ -72,7 +75,8 @@ void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, 
   c.buckets.push_back(std::move(st.saving));
   st.saving.clear();
   auto written = write_checkpoint(config.opts.checkpoint_dir, c, config.opts.checkpoint_keep);
-  if (!written) return config.log.error("checkpoint after step {}: {}", step, describe(written.error()));
+  if (!written)
+    return config.log.error("checkpoint after step {}: {}", step, describe(written.error()));
   ++st.report.checkpoints;
   config.log.info("checkpoint after step {}: {}", step, *written);
 }

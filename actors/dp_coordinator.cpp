@@ -148,11 +148,11 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
   const bool fits = two_level_fits(hosts);
   const bool two_level = o.dp.reduction == "two-level" ? fits : o.dp.reduction == "auto" && fits;
   if (o.dp.reduction == "two-level" && !fits)
-    config.log.warn("generation {}: the hosts' member counts do not allow two-level reduction; flat",
-                    st.generation);
-  config.log.info("generation {} ({}): {} workers, {} examples per step over {}{}",
-                  st.generation, why, size, st.global_batch, o.dp.collective,
-                  two_level ? ", two-level" : "");
+    config.log.warn(
+        "generation {}: the hosts' member counts do not allow two-level reduction; flat",
+        st.generation);
+  config.log.info("generation {} ({}): {} workers, {} examples per step over {}{}", st.generation,
+                  why, size, st.global_batch, o.dp.collective, two_level ? ", two-level" : "");
   set(st.group_metrics.generation, double(st.generation));
   set(st.group_metrics.members, double(size));
   set(st.metrics.workers, double(size));
@@ -175,8 +175,9 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     start.overlap = o.dp.overlap;
     start.checksum_every = o.dp.checksum_every;
     start.collective = o.dp.collective;
-    start.checkpoint_every =
-        o.checkpoint_dir.empty() ? 0 : (o.checkpoint_every ? o.checkpoint_every : st.steps_per_epoch);
+    start.checkpoint_every = o.checkpoint_dir.empty()
+                                 ? 0
+                                 : (o.checkpoint_every ? o.checkpoint_every : st.steps_per_epoch);
     start.hosts = hosts;
     start.two_level = two_level;
     start.timeout_ms = static_cast<uint64_t>(

@@ -77,12 +77,12 @@ struct dp_coordinator_state {
   std::map<uint64_t, std::map<uint32_t, uint64_t>> checksums;    // step -> rank -> checksum
   std::map<uint64_t, uint64_t> step_examples;                    // step -> examples it used
   std::optional<std::chrono::steady_clock::time_point> lost_at;  // a loss not yet re-formed
-  std::vector<bool> snapshot_taken;  // per epoch: parameters queued for evaluation
+  std::vector<bool> snapshot_taken;       // per epoch: parameters queued for evaluation
   std::optional<checkpoint> resume_from;  // --resume: the checkpoint to start from
   double resumed_wall_s = 0;              // training time before it
   uint64_t saving_step = 0;               // the state member 0 is sending for a checkpoint
   std::vector<wire> saving;
-  std::vector<double> epoch_loss;    // per epoch
+  std::vector<double> epoch_loss;  // per epoch
   std::vector<uint64_t> epoch_examples;
   std::deque<std::pair<uint32_t, std::shared_ptr<eval_input>>> to_evaluate;
   bool evaluating = false;

@@ -103,7 +103,8 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   const auto share = dp_share(st.examples, job.global_batch, in_epoch, job.size, job.rank);
   st.mine = share.count;
   // Every member computes the step's examples alike: the sum below is their mean gradient.
-  st.step_examples = std::min<uint64_t>(job.global_batch, st.examples - in_epoch * job.global_batch);
+  st.step_examples =
+      std::min<uint64_t>(job.global_batch, st.examples - in_epoch * job.global_batch);
   st.in_step = true;
   st.next_bucket = 0;
   st.replies_due = 0;
@@ -348,7 +349,8 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
 // other members from us, through sync).
 caf::error take_restored(dp_trainer_state& st, const dp_trainer_config& config) {
   if (st.restored.empty()) return {};
-  if (std::any_of(st.restored.begin(), st.restored.end(), [](const wire& w) { return w.bytes.empty(); }))
+  if (std::any_of(st.restored.begin(), st.restored.end(),
+                  [](const wire& w) { return w.bytes.empty(); }))
     return make_error(errc::corrupt_data, "parts of the checkpoint's state are missing");
   auto restored = bucket_store::restore(st.restored);
   st.restored.clear();
@@ -423,8 +425,8 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
       },
       [=](restore_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
         auto& st = self->state;
-        if (!sent_by(self, config.coordinator.address()) || st.job || count == 0 ||
-            count > 4096 || index >= count)
+        if (!sent_by(self, config.coordinator.address()) || st.job || count == 0 || count > 4096 ||
+            index >= count)
           return config.log.warn("ignored a restore that is not the coordinator's, or late");
         st.restored.resize(count);
         st.restored[index] = part;

@@ -63,10 +63,11 @@ struct dp_trainer_state {
   size_t replies_due = 0;
   uint64_t examples = 0;  // in one epoch
   uint64_t steps_per_epoch = 0;
-  uint64_t step = 0;        // global steps done
-  uint32_t mine = 0;        // examples this member computes in the step in flight
+  uint64_t step = 0;  // global steps done
+  uint32_t mine = 0;  // examples this member computes in the step in flight
   double own_loss_sum = 0;
-  uint64_t step_examples = 0;    // examples of the whole step, over every member  // and their summed loss
+  uint64_t step_examples =
+      0;  // examples of the whole step, over every member  // and their summed loss
   double step_allreduce_s = 0;
   uint64_t step_bytes = 0;
   uint64_t step_bytes_inter_host = 0;
@@ -76,7 +77,7 @@ struct dp_trainer_state {
   bool in_step = false;                // a step's buckets are with the group
   bool broken = false;                 // a collective of this generation failed
   std::optional<group_start> pending;  // a new generation, formed once the step settles
-  std::vector<wire> restored;  // a checkpoint's state, before the first start
+  std::vector<wire> restored;          // a checkpoint's state, before the first start
   uint64_t restored_step = 0;
   bool stopping = false;
 };

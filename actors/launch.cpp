@@ -152,10 +152,9 @@ int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const trainin
   log.info("listening on {}:{}", opts.listen.host, *port);
   if (opts.dp.coordinator_trains)
     sys.spawn<caf::detached>(
-        dp_trainer,
-        dp_trainer_config{coord, task, node_name(opts) + "-trainer", opts.listen.host,
-                          host_label_of(opts), opts.request_timeout, self->address(),
-                          log.named("trainer")});
+        dp_trainer, dp_trainer_config{coord, task, node_name(opts) + "-trainer", opts.listen.host,
+                                      host_label_of(opts), opts.request_timeout, self->address(),
+                                      log.named("trainer")});
   const int code = wait_for(self, coord.address(), app.name);
   self->send_exit(gk, caf::exit_reason::user_shutdown);
   return code;

@@ -112,9 +112,10 @@ template <>
 caf::expected<step_report> decode<step_report>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::StepReport, step_report>(
       w, limits, [](schema::StepReport::Reader in, decode_budget&) -> caf::expected<step_report> {
-        step_report x{in.getRank(),     in.getGeneration(),  in.getEpoch(),    in.getStep(),
-                      in.getLossSum(),  in.getExamples(),    in.getSkipped(),  in.getAllreduceS(),
-                      in.getExposedS(), in.getBytes(),       in.getComputeS(), in.getWallS(),
+        step_report x{in.getRank(),     in.getGeneration(),   in.getEpoch(),
+                      in.getStep(),     in.getLossSum(),      in.getExamples(),
+                      in.getSkipped(),  in.getAllreduceS(),   in.getExposedS(),
+                      in.getBytes(),    in.getComputeS(),     in.getWallS(),
                       in.getChecksum(), in.getStepExamples(), in.getBytesInterHost()};
         // A skipped step may carry a non-finite loss (that is why it was skipped); timings
         // must be finite and not negative.

@@ -404,8 +404,8 @@ struct group_start {
   uint64_t bucket_bytes = 0;  // gradient bucket cap
   bool overlap = true;        // reduce buckets while backward runs
   uint32_t checksum_every = 0;
-  std::string collective;   // the backend: "gloo"
-  uint64_t timeout_ms = 0;  // the bound of every collective
+  std::string collective;          // the backend: "gloo"
+  uint64_t timeout_ms = 0;         // the bound of every collective
   uint64_t checkpoint_every = 0;   // steps between member 0's saves for checkpoints (0: none)
   std::vector<std::string> hosts;  // each rank's host label
   bool two_level = false;          // reduce inside each host, then each local rank across hosts
@@ -420,13 +420,13 @@ struct step_report {
   double loss_sum = 0;    // this member's summed example losses in the step
   uint64_t examples = 0;  // examples this member computed
   bool skipped = false;
-  double allreduce_s = 0;      // seconds in this step's collectives
-  double exposed_s = 0;        // of those, seconds spent waiting once backward was done
-  uint64_t bytes = 0;          // bytes this member sent in them
-  double compute_s = 0;        // seconds in gradient computation so far
-  double wall_s = 0;           // seconds since the member started training
-  uint64_t checksum = 0;       // of its parameters after the step; 0: not compared at this step
-  uint64_t step_examples = 0;  // examples of the step, summed over every member
+  double allreduce_s = 0;         // seconds in this step's collectives
+  double exposed_s = 0;           // of those, seconds spent waiting once backward was done
+  uint64_t bytes = 0;             // bytes this member sent in them
+  double compute_s = 0;           // seconds in gradient computation so far
+  double wall_s = 0;              // seconds since the member started training
+  uint64_t checksum = 0;          // of its parameters after the step; 0: not compared at this step
+  uint64_t step_examples = 0;     // examples of the step, summed over every member
   uint64_t bytes_inter_host = 0;  // of `bytes`, those sent to a member on another host
 };
 

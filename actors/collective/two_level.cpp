@@ -15,7 +15,8 @@ host_layout layout_of(const std::vector<std::string>& hosts, uint32_t rank) {
   }
   if (rank >= hosts.size()) return out;
   out.hosts = static_cast<uint32_t>(order.size());
-  out.host = static_cast<uint32_t>(std::find(order.begin(), order.end(), hosts[rank]) - order.begin());
+  out.host =
+      static_cast<uint32_t>(std::find(order.begin(), order.end(), hosts[rank]) - order.begin());
   out.local_size = counts[hosts[rank]];
   for (uint32_t r = 0; r < rank; ++r) out.local_rank += hosts[r] == hosts[rank] ? 1 : 0;
   out.uniform = std::all_of(counts.begin(), counts.end(),

@@ -16,11 +16,11 @@ namespace troupe {
 
 // Where member `rank` sits when members are grouped by `hosts` (one label per rank).
 struct host_layout {
-  uint32_t host = 0;         // index of its host, in order of first appearance
-  uint32_t hosts = 0;        // how many hosts
-  uint32_t local_rank = 0;   // its place among its host's members (by rank)
-  uint32_t local_size = 0;   // members on its host
-  bool uniform = false;      // every host has local_size members
+  uint32_t host = 0;        // index of its host, in order of first appearance
+  uint32_t hosts = 0;       // how many hosts
+  uint32_t local_rank = 0;  // its place among its host's members (by rank)
+  uint32_t local_size = 0;  // members on its host
+  bool uniform = false;     // every host has local_size members
 };
 
 host_layout layout_of(const std::vector<std::string>& hosts, uint32_t rank);

@@ -96,7 +96,7 @@ caf::error parse_mode(const std::string& text, const std::map<std::string, std::
   auto bad = [](std::string text) { return make_error(errc::bad_configuration, std::move(text)); };
   if (text != "ps" && text != "dp")
     return bad(fmt::format("--mode must be ps or dp, not '{}'", text));
-  const char* dp_only[] = {"collective", "bucket-mb",  "no-overlap",
+  const char* dp_only[] = {"collective",     "bucket-mb",  "no-overlap",
                            "checksum-every", "host-label", "reduction"};
   o.data_parallel = text == "dp";
   if (!o.data_parallel) {

@@ -319,16 +319,15 @@ BOOST_AUTO_TEST_CASE(a_checkpointed_job_killed_and_resumed_continues_from_the_ch
   namespace fs = std::filesystem;
   const auto dir = scratch("dp-checkpoints");
   fs::remove_all(dir);
-  const std::vector<std::string> common = {"--batch", "64", "--train-limit", "12800",
-                                           "--test-limit", "1000"};
+  const std::vector<std::string> common = {"--batch", "64",           "--train-limit",
+                                           "12800",   "--test-limit", "1000"};
   {
     dp_cluster first(2, common, {"--checkpoint-dir", dir.string(), "--checkpoint-every", "40"});
     BOOST_TEST_REQUIRE(first.await_log("checkpoint after step 120"));
     first.coordinator->kill();
     for (auto& w : first.workers) w->kill();
   }
-  dp_cluster second(2, common,
-                    {"--checkpoint-dir", dir.string(), "--resume", dir.string()});
+  dp_cluster second(2, common, {"--checkpoint-dir", dir.string(), "--resume", dir.string()});
   const auto bound = std::chrono::seconds(300);
   BOOST_TEST(second.coordinator->wait(bound).value_or(-1) == 0);
   for (auto& w : second.workers) BOOST_TEST(w->wait(bound).value_or(-1) == 0);
@@ -342,9 +341,9 @@ BOOST_AUTO_TEST_CASE(a_checkpointed_job_killed_and_resumed_continues_from_the_ch
 
 BOOST_AUTO_TEST_CASE(the_console_and_the_metrics_show_a_live_group) {
   const uint16_t metrics_port = free_port();
-  dp_cluster job(2, {"--batch", "64", "--train-limit", "12800", "--test-limit", "1000",
-                     "--epochs", "12"},
-                 {"--metrics-port", std::to_string(metrics_port)});
+  dp_cluster job(
+      2, {"--batch", "64", "--train-limit", "12800", "--test-limit", "1000", "--epochs", "12"},
+      {"--metrics-port", std::to_string(metrics_port)});
   BOOST_TEST_REQUIRE(job.await_log("epoch 1/12"));
   auto console = [&](const std::string& command) {
     child_process c({TROUPE_CONSOLE_BIN, "--connect", job.address, "-c", command},

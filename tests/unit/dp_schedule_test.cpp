@@ -76,8 +76,12 @@ BOOST_AUTO_TEST_CASE(checksums_tell_replicas_apart) {
 
 BOOST_AUTO_TEST_CASE(buckets_keep_tensors_whole_when_they_fit) {
   // The MLP's shapes: fc1 is most of the model and backward finishes it last.
-  const flat_layout mlp{{{"fc1.w", {256, 784}}, {"fc1.b", {256}}, {"fc2.w", {128, 256}},
-                         {"fc2.b", {128}}, {"fc3.w", {10, 128}}, {"fc3.b", {10}}}};
+  const flat_layout mlp{{{"fc1.w", {256, 784}},
+                         {"fc1.b", {256}},
+                         {"fc2.w", {128, 256}},
+                         {"fc2.b", {128}},
+                         {"fc3.w", {10, 128}},
+                         {"fc3.b", {10}}}};
   const auto buckets = plan_gradient_buckets(mlp, uint64_t{1} << 18);  // 0.25 MiB
   BOOST_TEST_REQUIRE(buckets.size() >= 2u);
   // The first bucket holds fc3, fc2 and fc1.b, whole, and nothing of fc1.w.
