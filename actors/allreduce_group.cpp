@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "actors/collective/actor_collective.hpp"
 #include "actors/collective/gloo_collective.hpp"
 #include "actors/collective/two_level.hpp"
 #include "troupe/error.hpp"
@@ -53,28 +54,31 @@ class coordinator_store : public rendezvous_store {
 };
 
 caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const group_form& form) {
-  if (form.collective != "gloo")
+  if (form.collective != "gloo" && form.collective != "actors")
     return make_error(errc::bad_configuration, "unknown collective '" + form.collective + "'");
   std::unique_ptr<rendezvous_store> own;
   rendezvous_store* store = form.store.get();
   if (!store) store = (own = std::make_unique<coordinator_store>(sys, form)).get();
   const std::string prefix = "g" + std::to_string(form.generation) + "/";
-  auto flat = make_gloo_collective(
-      *store, gloo_options{form.rank, form.size, form.bind_host, prefix, form.timeout});
+  // One group of the generation over the chosen backend.
+  auto make = [&](uint32_t rank, uint32_t size, const std::string& keys) {
+    if (form.collective == "actors")
+      return make_actor_collective(sys, *store,
+                                   actor_collective_options{rank, size, form.generation, form.key,
+                                                            form.bind_host, keys, form.timeout});
+    return make_gloo_collective(*store,
+                                gloo_options{rank, size, form.bind_host, keys, form.timeout});
+  };
+  auto flat = make(form.rank, form.size, prefix);
   if (!flat || !form.two_level) return flat;
   // The members of our host, then those with our local rank on every host.
   const auto where = layout_of(form.hosts, form.rank);
   if (!where.uniform || where.hosts < 2)
     return make_error(errc::bad_configuration,
                       "two-level reduction needs as many members on every host");
-  auto local = make_gloo_collective(
-      *store, gloo_options{where.local_rank, where.local_size, form.bind_host,
-                           prefix + "host" + std::to_string(where.host) + "/", form.timeout});
+  auto local = make(where.local_rank, where.local_size, prefix + "host" + std::to_string(where.host) + "/");
   if (!local) return std::move(local.error());
-  auto cross = make_gloo_collective(
-      *store,
-      gloo_options{where.host, where.hosts, form.bind_host,
-                   prefix + "local" + std::to_string(where.local_rank) + "/", form.timeout});
+  auto cross = make(where.host, where.hosts, prefix + "local" + std::to_string(where.local_rank) + "/");
   if (!cross) return std::move(cross.error());
   return std::unique_ptr<collective>(
       new two_level_collective(std::move(*flat), std::move(*local), std::move(*cross)));

@@ -156,6 +156,7 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
   set(st.group_metrics.generation, double(st.generation));
   set(st.group_metrics.members, double(size));
   set(st.metrics.workers, double(size));
+  const uint64_t group_key = (uint64_t{entropy()} << 32) ^ entropy();
   uint32_t rank = 0;
   for (auto& m : st.members) {
     if (m.lost) continue;
@@ -179,6 +180,7 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
                                  ? 0
                                  : (o.checkpoint_every ? o.checkpoint_every : st.steps_per_epoch);
     start.hosts = hosts;
+    start.group_key = group_key;
     start.two_level = two_level;
     start.timeout_ms = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(o.request_timeout).count());

@@ -291,6 +291,7 @@ void apply_start(self_ptr self, const dp_trainer_config& config, group_start job
   form->rank = st.job->rank;
   form->size = st.job->size;
   form->token = st.job->token;
+  form->key = st.job->group_key;
   form->collective = st.job->collective;
   form->bind_host = config.bind_host;
   form->timeout = std::chrono::milliseconds(st.job->timeout_ms);

@@ -1,6 +1,7 @@
 // Codec for data-parallel groups (--mode dp): a generation's start, step reports, and the
 // entries of a group's rendezvous store.
 #include <cmath>
+#include <cstring>
 
 #include "messages/codec_detail.hpp"
 
@@ -12,7 +13,7 @@ namespace {
 
 // Collective backends a start may name.
 bool known_collective(const std::string& name) {
-  return name == "gloo";
+  return name == "gloo" || name == "actors";
 }
 
 }  // namespace
@@ -37,6 +38,7 @@ wire encode(const group_start& x) {
   for (unsigned i = 0; i < x.hosts.size(); ++i) hosts.set(i, x.hosts[i]);
   out.setTwoLevel(x.two_level);
   out.setCheckpointEvery(x.checkpoint_every);
+  out.setGroupKey(x.group_key);
   return detail::to_wire(message);
 }
 
@@ -83,6 +85,7 @@ caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits
         }
         x.two_level = in.getTwoLevel();
         x.checkpoint_every = in.getCheckpointEvery();
+        x.group_key = in.getGroupKey();
         return x;
       });
 }
@@ -152,6 +155,40 @@ caf::expected<store_entry> decode<store_entry>(const wire& w, const codec_limits
         auto value = detail::read_bytes(in.getValue(), max_store_value, "store value");
         if (!value) return std::move(value.error());
         x.value = std::move(*value);
+        return x;
+      });
+}
+
+wire encode(const collective_chunk& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::CollectiveChunk>();
+  out.setGeneration(x.generation);
+  out.setKey(x.key);
+  out.setFrom(x.from);
+  out.setTag(x.tag);
+  out.setOffset(x.offset);
+  out.setTotal(x.total);
+  auto data = out.initValues(x.values.size() * sizeof(float));
+  std::memcpy(data.begin(), x.values.data(), data.size());
+  return detail::to_wire(message);
+}
+
+// Values travel bit for bit (a collective may move NaN, and broadcasts move state bytes);
+// the receiver checks the range against the call it is in.
+template <>
+caf::expected<collective_chunk> decode<collective_chunk>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::CollectiveChunk, collective_chunk>(
+      w, limits,
+      [&](schema::CollectiveChunk::Reader in, decode_budget&) -> caf::expected<collective_chunk> {
+        collective_chunk x{in.getGeneration(), in.getKey(),    in.getFrom(),
+                           in.getTag(),        in.getOffset(), in.getTotal(), {}};
+        const auto data = in.getValues();
+        if (data.size() % sizeof(float) != 0 || data.size() / sizeof(float) > limits.max_elements)
+          return make_error(errc::malformed_message, "collective chunk: bad value bytes");
+        x.values.resize(data.size() / sizeof(float));
+        std::memcpy(x.values.data(), data.begin(), data.size());
+        if (x.offset > x.total || x.values.size() > x.total - x.offset)
+          return make_error(errc::malformed_message, "collective chunk: values outside the part");
         return x;
       });
 }

@@ -63,6 +63,7 @@ CAF_ADD_ATOM(troupe, troupe, form_atom, "form")
 CAF_ADD_ATOM(troupe, troupe, reduce_atom, "reduce")
 CAF_ADD_ATOM(troupe, troupe, sync_atom, "sync")
 CAF_ADD_ATOM(troupe, troupe, broken_atom, "broken")
+CAF_ADD_ATOM(troupe, troupe, chunk_atom, "chunk")
 
 namespace troupe {
 

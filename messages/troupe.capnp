@@ -421,6 +421,7 @@ struct GroupStart {
   hosts @13 :List(Text);    # each rank's host label
   twoLevel @14 :Bool;       # reduce inside each host, then across hosts
   checkpointEvery @15 :UInt64;  # steps between member 0's saves for checkpoints (0: none)
+  groupKey @16 :UInt64;         # the generation's, shared by its members (actors backend)
 }
 
 struct StepReport {
@@ -447,4 +448,15 @@ struct StoreEntry {
   token @2 :UInt64;
   key @3 :Text;
   value @4 :Data;
+}
+
+# One piece of a collective of the `actors` backend, sent to the member that needs it.
+struct CollectiveChunk {
+  generation @0 :UInt64;
+  key @1 :UInt64;           # the generation's group key: only members know it
+  from @2 :UInt32;          # the sender's rank
+  tag @3 :UInt32;           # the collective call
+  offset @4 :UInt64;        # of the first value, within the part the call sends
+  total @5 :UInt64;         # values of that part
+  values @6 :Data;          # fp32, little-endian, bit for bit
 }

@@ -407,6 +407,7 @@ struct group_start {
   std::string collective;          // the backend: "gloo"
   uint64_t timeout_ms = 0;         // the bound of every collective
   uint64_t checkpoint_every = 0;   // steps between member 0's saves for checkpoints (0: none)
+  uint64_t group_key = 0;          // the generation's, the same for every member (actors backend)
   std::vector<std::string> hosts;  // each rank's host label
   bool two_level = false;          // reduce inside each host, then each local rank across hosts
 };
@@ -442,6 +443,18 @@ struct store_entry {
   uint64_t token = 0;
   std::string key;
   std::vector<uint8_t> value;  // empty in a request
+};
+
+// One piece of a collective of the `actors` backend (actors/collective/actor_collective.hpp):
+// values [offset, offset + values.size()) of the `total` that call `tag` sends from `from`.
+struct collective_chunk {
+  uint64_t generation = 0;
+  uint64_t key = 0;
+  uint32_t from = 0;
+  uint32_t tag = 0;
+  uint64_t offset = 0;
+  uint64_t total = 0;
+  std::vector<float> values;
 };
 
 // `s` as a JSON string literal: quoted, with quotes, backslashes and control characters escaped.

@@ -1,6 +1,6 @@
 // troupe-bench allreduce --members N: bus bandwidth of N member processes on loopback summing
-// 1, 4, 25 and 100 MiB of fp32. Rows per backend of ours (`gloo`: the allreduce_group actor a
-// dp worker uses, requests and all), each beside Gloo's own allreduce (gloo::allreduce, its
+// 1, 4, 25 and 100 MiB of fp32. Rows per backend of ours (`gloo`, `actors`: the
+// allreduce_group actor a dp worker uses, requests and all), each beside Gloo's own allreduce (gloo::allreduce, its
 // default ring) called directly by the same processes in the same run, whose rows have
 // backend `gloo-library`; plus one raw loopback TCP stream. busbw = bytes / time x
 // 2 (N - 1) / N, as nccl-tests define it. The members find each other through a file_store
@@ -58,17 +58,24 @@ caf::error time_both(const std::string& dir, uint32_t rank, uint32_t members, in
   configure_actor_system(cfg, launch_options{});
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  auto group = sys.spawn<caf::detached>(allreduce_group, logger{"bench", log_level::warn});
-  auto form = std::make_shared<group_form>();
-  form->rank = rank;
-  form->size = members;
-  form->generation = 1;
-  form->timeout = std::chrono::seconds(120);
-  form->store = std::make_shared<file_store>(dir + "/group");
+  // Our backends, each an allreduce_group actor as a dp worker has.
+  const std::vector<std::string> backends = {"gloo", "actors"};
+  std::vector<allreduce_group_actor> groups;
   caf::error failed;
-  self->request(group, std::chrono::seconds(300), form_atom_v,
-                std::shared_ptr<const group_form>{form})
-      .receive([](bool) {}, [&](caf::error& err) { failed = err; });
+  for (const auto& backend : backends) {
+    groups.push_back(sys.spawn<caf::detached>(allreduce_group, logger{"bench", log_level::warn}));
+    auto form = std::make_shared<group_form>();
+    form->rank = rank;
+    form->size = members;
+    form->generation = 1;
+    form->key = 7;
+    form->collective = backend;
+    form->timeout = std::chrono::seconds(120);
+    form->store = std::make_shared<file_store>(dir + "/" + backend);
+    self->request(groups.back(), std::chrono::seconds(300), form_atom_v,
+                  std::shared_ptr<const group_form>{form})
+        .receive([](bool) {}, [&](caf::error& err) { failed = err; });
+  }
   uint32_t tag = 0;
   for (uint32_t mib : sizes_mib) {
     if (failed) break;
@@ -79,29 +86,33 @@ caf::error time_both(const std::string& dir, uint32_t rank, uint32_t members, in
       o.setReduceFunction(&sum_floats);
       gloo::allreduce(o);
     };
-    auto ours = [&] {
+    auto ours = [&](const allreduce_group_actor& group) {
       auto order = std::make_shared<reduce_order>(reduce_order{std::span<float>(data), ++tag});
       self->request(group, std::chrono::seconds(300), reduce_atom_v,
                     std::shared_ptr<const reduce_order>{order})
           .receive([](const reduce_done&) {}, [&](caf::error& err) { failed = err; });
     };
-    std::vector<double> lib_s, our_s;
+    std::vector<std::vector<double>> seconds(1 + backends.size());  // the library, then ours
     for (int i = 0; i < reps + 3; ++i) {  // the first 3 warm up
-      const auto a = std::chrono::steady_clock::now();
-      library();
-      const auto b = std::chrono::steady_clock::now();
-      ours();
-      const auto c = std::chrono::steady_clock::now();
-      if (i < 3) continue;
-      lib_s.push_back(std::chrono::duration<double>(b - a).count());
-      our_s.push_back(std::chrono::duration<double>(c - b).count());
+      auto began = std::chrono::steady_clock::now();
+      for (size_t k = 0; k < seconds.size(); ++k) {
+        if (k == 0)
+          library();
+        else
+          ours(groups[k - 1]);
+        const auto ended = std::chrono::steady_clock::now();
+        if (i >= 3) seconds[k].push_back(std::chrono::duration<double>(ended - began).count());
+        began = ended;
+      }
     }
-    for (auto [name, v] : {std::pair{"gloo-library", &lib_s}, std::pair{"gloo", &our_s}}) {
-      std::sort(v->begin(), v->end());
-      out << fmt::format("{} {} {} {} {}\n", name, mib, (*v)[v->size() / 2], v->front(), v->back());
+    for (size_t k = 0; k < seconds.size(); ++k) {
+      auto& v = seconds[k];
+      std::sort(v.begin(), v.end());
+      out << fmt::format("{} {} {} {} {}\n", k == 0 ? "gloo-library" : backends[k - 1], mib,
+                         v[v.size() / 2], v.front(), v.back());
     }
   }
-  self->send_exit(group, caf::exit_reason::user_shutdown);
+  for (auto& group : groups) self->send_exit(group, caf::exit_reason::user_shutdown);
   return failed;
 }
 
@@ -179,7 +190,8 @@ suite_result run_allreduce(const options& o, uint32_t members) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / fmt::format("troupe-allreduce-{}", ::getpid());
   fs::create_directories(dir / "library");
-  fs::create_directories(dir / "group");
+  fs::create_directories(dir / "gloo");
+  fs::create_directories(dir / "actors");
   std::vector<pid_t> pids;
   for (uint32_t r = 0; r < members; ++r)
     pids.push_back(
@@ -216,6 +228,7 @@ suite_result run_allreduce(const options& o, uint32_t members) {
   for (uint32_t size : sizes_mib) {
     auto library = make_row("gloo-library", size, tcp, "loopback TCP stream");
     result.rows.push_back(make_row("gloo", size, library.ours, "gloo::allreduce, same run"));
+    result.rows.push_back(make_row("actors", size, library.ours, "gloo::allreduce, same run"));
     result.rows.push_back(std::move(library));
   }
   row stream{"loopback TCP stream 1 GiB", "GB/s", tcp, tcp, tcp, tcp, "itself"};

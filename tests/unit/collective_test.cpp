@@ -1,15 +1,19 @@
-// The collective backends with N ranks as threads of one process over a memory_store: each
-// operation against the sum computed here, at sizes 0, 1, odd and large; uneven shards
-// refused; a member that never calls makes the others time out within the bound; a member
-// that goes away makes them fail fast.
+// The collective backends (gloo, actors) with N ranks as threads of one process over a
+// memory_store: each operation against the sum computed here, at sizes 0, 1, odd and large;
+// uneven shards refused; every member gets the same bits; a member that never calls makes the
+// others time out within the bound; a member that goes away makes them fail.
 #define BOOST_TEST_MODULE collective
 #include <boost/test/unit_test.hpp>
 
 #include <functional>
 #include <thread>
 
+#include <caf/actor_system.hpp>
+
+#include "actors/collective/actor_collective.hpp"
 #include "actors/collective/gloo_collective.hpp"
 #include "expect_error.hpp"
+#include "troupe/node.hpp"
 
 using namespace troupe;
 using troupe::testing::is_error;
@@ -18,16 +22,41 @@ namespace {
 
 using rank_body = std::function<void(collective&, uint32_t rank)>;
 
-// Runs `body` on `size` members, each on its own thread with its own Gloo group; the checks
+// The actor system the `actors` backend's members share (one per test process).
+caf::actor_system& test_system() {
+  static caf::actor_system_config cfg = [] {
+    caf::actor_system_config c;
+    troupe::configure_actor_system(c, launch_options{});
+    return c;
+  }();
+  static caf::actor_system sys{cfg};
+  return sys;
+}
+
+caf::expected<std::unique_ptr<collective>> make_member(const std::string& backend,
+                                                       rendezvous_store& store, uint32_t r,
+                                                       uint32_t size,
+                                                       std::chrono::milliseconds timeout) {
+  if (backend == "actors")
+    return make_actor_collective(
+        test_system(), store,
+        actor_collective_options{r, size, 1, 42, "127.0.0.1", "g1/", timeout});
+  return make_gloo_collective(store, gloo_options{r, size, "127.0.0.1", "g1/", timeout});
+}
+
+const std::vector<std::string> backends = {"gloo", "actors"};
+
+// Runs `body` on `size` members, each on its own thread with its own group; the checks
 // inside are collected and reported on the test's thread.
 std::vector<std::string> run_ranks(uint32_t size, const rank_body& body,
+                                   const std::string& backend = "gloo",
                                    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   memory_store store;
   std::vector<std::string> failures(size);
   std::vector<std::thread> threads;
   for (uint32_t r = 0; r < size; ++r)
     threads.emplace_back([&, r] {
-      auto group = make_gloo_collective(store, gloo_options{r, size, "127.0.0.1", "g1/", timeout});
+      auto group = make_member(backend, store, r, size, timeout);
       if (!group) {
         failures[r] = describe(group.error());
         return;
@@ -53,91 +82,119 @@ collective_call call(uint32_t tag) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(allreduce_sums_every_member_at_every_size) {
-  for (uint32_t size : {1u, 2u, 3u, 4u}) {
-    std::vector<std::vector<float>> results(size);
-    const std::vector<size_t> lengths{0, 1, 7, 1001, 300000};
-    auto failures = run_ranks(size, [&](collective& g, uint32_t r) {
-      uint32_t tag = 0;
-      for (size_t n : lengths) {
-        std::vector<float> data(n);
-        for (size_t i = 0; i < n; ++i) data[i] = value_of(r, i);
-        if (auto err = g.allreduce(data, call(++tag))) return (void)(results[r] = {-1});
-        results[r].insert(results[r].end(), data.begin(), data.end());
+  for (const auto& backend : backends)
+    for (uint32_t size : {1u, 2u, 3u, 4u}) {
+      BOOST_TEST_MESSAGE(backend << " x" << size);
+      std::vector<std::vector<float>> results(size);
+      const std::vector<size_t> lengths{0, 1, 7, 1001, 300000};
+      auto failures = run_ranks(
+          size,
+          [&](collective& g, uint32_t r) {
+            uint32_t tag = 0;
+            for (size_t n : lengths) {
+              std::vector<float> data(n);
+              for (size_t i = 0; i < n; ++i) data[i] = value_of(r, i);
+              if (auto err = g.allreduce(data, call(++tag))) return (void)(results[r] = {-1});
+              results[r].insert(results[r].end(), data.begin(), data.end());
+            }
+          },
+          backend);
+      BOOST_TEST_REQUIRE(failures.empty());
+      std::vector<float> want;
+      for (size_t n : lengths)
+        for (size_t i = 0; i < n; ++i) {
+          float total = 0;
+          for (uint32_t r = 0; r < size; ++r) total += value_of(r, i);
+          want.push_back(total);
+        }
+      for (uint32_t r = 0; r < size; ++r) {
+        BOOST_TEST_REQUIRE(results[r].size() == want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+          BOOST_TEST_REQUIRE(std::abs(results[r][i] - want[i]) <= 1e-4f * (1 + std::abs(want[i])));
+        BOOST_TEST_REQUIRE((results[r] == results[0]));  // the same bits on every member
       }
-    });
-    BOOST_TEST_REQUIRE(failures.empty());
-    std::vector<float> want;
-    for (size_t n : lengths)
-      for (size_t i = 0; i < n; ++i) {
-        float total = 0;
-        for (uint32_t r = 0; r < size; ++r) total += value_of(r, i);
-        want.push_back(total);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(reduce_scatter_then_all_gather_is_an_allreduce) {
+  for (const auto& backend : backends) {
+    BOOST_TEST_CONTEXT(backend) {
+      constexpr uint32_t size = 3;
+      constexpr size_t n = 3 * 1000;
+      std::vector<std::vector<float>> results(size);
+      auto failures = run_ranks(
+          size,
+          [&](collective& g, uint32_t r) {
+            std::vector<float> data(n);
+            for (size_t i = 0; i < n; ++i) data[i] = value_of(r, i);
+            if (g.reduce_scatter(data, call(1)) || g.all_gather(data, call(2))) return;
+            results[r] = data;
+          },
+          backend);
+      BOOST_TEST_REQUIRE(failures.empty());
+      for (uint32_t r = 0; r < size; ++r) {
+        BOOST_TEST_REQUIRE(results[r].size() == n);
+        for (size_t i = 0; i < n; ++i)
+          BOOST_TEST_REQUIRE(results[r][i] == value_of(0, i) + value_of(1, i) + value_of(2, i));
       }
-    for (uint32_t r = 0; r < size; ++r) {
-      BOOST_TEST_REQUIRE(results[r].size() == want.size());
-      for (size_t i = 0; i < want.size(); ++i)
-        BOOST_TEST_REQUIRE(std::abs(results[r][i] - want[i]) <= 1e-4f * (1 + std::abs(want[i])));
     }
   }
 }
 
-BOOST_AUTO_TEST_CASE(reduce_scatter_then_all_gather_is_an_allreduce) {
-  constexpr uint32_t size = 3;
-  constexpr size_t n = 3 * 1000;
-  std::vector<std::vector<float>> results(size);
-  auto failures = run_ranks(size, [&](collective& g, uint32_t r) {
-    std::vector<float> data(n);
-    for (size_t i = 0; i < n; ++i) data[i] = value_of(r, i);
-    if (g.reduce_scatter(data, call(1)) || g.all_gather(data, call(2))) return;
-    results[r] = data;
-  });
-  BOOST_TEST_REQUIRE(failures.empty());
-  for (uint32_t r = 0; r < size; ++r) {
-    BOOST_TEST_REQUIRE(results[r].size() == n);
-    for (size_t i = 0; i < n; ++i)
-      BOOST_TEST_REQUIRE(results[r][i] == value_of(0, i) + value_of(1, i) + value_of(2, i));
-  }
-}
-
 BOOST_AUTO_TEST_CASE(broadcast_and_all_to_all_move_the_right_shards) {
-  constexpr uint32_t size = 4;
-  constexpr size_t each = 5;
-  std::vector<std::vector<float>> sent(size), swapped(size);
-  auto failures = run_ranks(size, [&](collective& g, uint32_t r) {
-    std::vector<float> data(each * size);
-    for (size_t i = 0; i < data.size(); ++i) data[i] = value_of(r, i);
-    if (g.broadcast(data, 2, call(1))) return;
-    sent[r] = data;
-    for (size_t i = 0; i < data.size(); ++i) data[i] = float(r * 100 + i);
-    if (g.all_to_all(data, call(2))) return;
-    swapped[r] = data;
-  });
-  BOOST_TEST_REQUIRE(failures.empty());
-  for (uint32_t r = 0; r < size; ++r) {
-    BOOST_TEST_REQUIRE(sent[r].size() == each * size);
-    for (size_t i = 0; i < sent[r].size(); ++i) BOOST_TEST_REQUIRE(sent[r][i] == value_of(2, i));
-    BOOST_TEST_REQUIRE(swapped[r].size() == each * size);
-    // Shard j came from member j, which sent us its shard r.
-    for (uint32_t j = 0; j < size; ++j)
-      for (size_t k = 0; k < each; ++k)
-        BOOST_TEST_REQUIRE(swapped[r][j * each + k] == float(j * 100 + r * each + k));
+  for (const auto& backend : backends) {
+    BOOST_TEST_CONTEXT(backend) {
+      constexpr uint32_t size = 4;
+      constexpr size_t each = 5;
+      std::vector<std::vector<float>> sent(size), swapped(size);
+      auto failures = run_ranks(
+          size,
+          [&](collective& g, uint32_t r) {
+            std::vector<float> data(each * size);
+            for (size_t i = 0; i < data.size(); ++i) data[i] = value_of(r, i);
+            if (g.broadcast(data, 2, call(1))) return;
+            sent[r] = data;
+            for (size_t i = 0; i < data.size(); ++i) data[i] = float(r * 100 + i);
+            if (g.all_to_all(data, call(2))) return;
+            swapped[r] = data;
+          },
+          backend);
+      BOOST_TEST_REQUIRE(failures.empty());
+      for (uint32_t r = 0; r < size; ++r) {
+        BOOST_TEST_REQUIRE(sent[r].size() == each * size);
+        for (size_t i = 0; i < sent[r].size(); ++i)
+          BOOST_TEST_REQUIRE(sent[r][i] == value_of(2, i));
+        BOOST_TEST_REQUIRE(swapped[r].size() == each * size);
+        // Shard j came from member j, which sent us its shard r.
+        for (uint32_t j = 0; j < size; ++j)
+          for (size_t k = 0; k < each; ++k)
+            BOOST_TEST_REQUIRE(swapped[r][j * each + k] == float(j * 100 + r * each + k));
+      }
+    }
   }
 }
 
 BOOST_AUTO_TEST_CASE(uneven_shards_are_refused_and_the_group_still_works) {
-  std::vector<int> ok(2, 0);
-  auto failures = run_ranks(2, [&](collective& g, uint32_t r) {
-    std::vector<float> odd(7, 1.0f);
-    if (!is_error(g.reduce_scatter(odd, call(1)), errc::shape_mismatch)) return;
-    if (!is_error(g.all_gather(odd, call(2)), errc::shape_mismatch)) return;
-    if (!is_error(g.broadcast(odd, 5, call(3)), errc::bad_configuration)) return;
-    if (g.barrier(call(4))) return;
-    if (g.allreduce(odd, call(5))) return;
-    ok[r] = odd[0] == 2.0f;
-  });
-  BOOST_TEST_REQUIRE(failures.empty());
-  BOOST_TEST(ok[0] == 1);
-  BOOST_TEST(ok[1] == 1);
+  for (const auto& backend : backends) {
+    BOOST_TEST_CONTEXT(backend) {
+      std::vector<int> ok(2, 0);
+      auto failures = run_ranks(
+          2,
+          [&](collective& g, uint32_t r) {
+            std::vector<float> odd(7, 1.0f);
+            if (!is_error(g.reduce_scatter(odd, call(1)), errc::shape_mismatch)) return;
+            if (!is_error(g.all_gather(odd, call(2)), errc::shape_mismatch)) return;
+            if (!is_error(g.broadcast(odd, 5, call(3)), errc::bad_configuration)) return;
+            if (g.barrier(call(4))) return;
+            if (g.allreduce(odd, call(5))) return;
+            ok[r] = odd[0] == 2.0f;
+          },
+          backend);
+      BOOST_TEST_REQUIRE(failures.empty());
+      BOOST_TEST(ok[0] == 1);
+      BOOST_TEST(ok[1] == 1);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_member_that_never_calls_makes_the_others_time_out) {
