@@ -1,10 +1,12 @@
 #include "actors/collective/actor_collective.hpp"
 
 #include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
 #include <caf/io/middleman.hpp>
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 
 #include "messages/protocol.hpp"
@@ -14,13 +16,13 @@ namespace troupe {
 
 namespace {
 
-constexpr size_t chunk_values = size_t{1} << 18;           // 1 MiB of fp32 per message
+constexpr size_t chunk_values = size_t{1} << 18;  // 1 MiB of fp32 per message
 constexpr size_t max_queued_bytes = size_t{256} << 20;     // what the inbox holds at most
 
 // Chunks that arrived, per sender in arrival order (CAF keeps one sender's order), bounded.
 class chunk_queue {
  public:
-  explicit chunk_queue(uint32_t senders) : from_(senders) {}
+  explicit chunk_queue(uint32_t senders) : from_(senders), gone_(senders) {}
 
   void push(collective_chunk c) {
     std::lock_guard<std::mutex> guard{mutex_};
@@ -34,12 +36,25 @@ class chunk_queue {
     changed_.notify_all();
   }
 
+  // Member `from`'s inbox went away (its process died, or its group was closed after a
+  // failure): waiting for more of its data fails at once, as Gloo's waits do on a reset
+  // connection. What it sent before is still delivered.
+  void abort(uint32_t from, std::string why) {
+    std::lock_guard<std::mutex> guard{mutex_};
+    if (from < gone_.size() && gone_[from].empty()) gone_[from] = std::move(why);
+    changed_.notify_all();
+  }
+
   // The next chunk from `from`, waiting until `deadline`.
   caf::expected<collective_chunk> pop(uint32_t from, std::chrono::steady_clock::time_point deadline) {
     std::unique_lock<std::mutex> lock{mutex_};
-    if (!changed_.wait_until(lock, deadline, [&] { return overflowed_ || !from_[from].empty(); }))
+    auto ready = [&] { return overflowed_ || !from_[from].empty() || !gone_[from].empty(); };
+    if (!changed_.wait_until(lock, deadline, ready))
       return make_error(errc::timeout, "actors: no data from member " + std::to_string(from));
     if (overflowed_) return make_error(errc::collective_failed, "actors: the inbox overflowed");
+    if (from_[from].empty())
+      return make_error(errc::collective_failed, "actors: member " + std::to_string(from) +
+                                                     " is gone (" + gone_[from] + ")");
     collective_chunk c = std::move(from_[from].front());
     from_[from].pop_front();
     queued_ -= c.values.size() * sizeof(float);
@@ -52,17 +67,32 @@ class chunk_queue {
   std::vector<std::deque<collective_chunk>> from_;
   size_t queued_ = 0;
   bool overflowed_ = false;
+  std::vector<std::string> gone_;  // per member: why its inbox went away
 };
 
-// Receives the chunks of one generation of one group; anything else is dropped.
-caf::behavior inbox(caf::event_based_actor*, std::shared_ptr<chunk_queue> queue,
-                    actor_collective_options o) {
-  return {[=](chunk_atom, const wire& w) {
-    auto chunk = decode<collective_chunk>(w);
-    if (!chunk || chunk->generation != o.generation || chunk->key != o.key || chunk->from >= o.size)
-      return;
-    queue->push(std::move(*chunk));
-  }};
+// Receives the chunks of one generation of one group; anything else is dropped. It also
+// watches the other members' inboxes (told by its own member, `peer`) and aborts the waits
+// when one goes.
+caf::behavior inbox(caf::stateful_actor<std::map<caf::actor_addr, uint32_t>>* self,
+                    std::shared_ptr<chunk_queue> queue, actor_collective_options o) {
+  self->set_down_handler([=](caf::down_msg& msg) {
+    if (auto it = self->state.find(msg.source); it != self->state.end())
+      queue->abort(it->second, self->system().render(msg.reason));
+  });
+  return {
+      [=](chunk_atom, const wire& w) {
+        auto chunk = decode<collective_chunk>(w);
+        if (!chunk || chunk->generation != o.generation || chunk->key != o.key ||
+            chunk->from >= o.size)
+          return;
+        queue->push(std::move(*chunk));
+      },
+      [=](peer_atom, uint64_t key, uint32_t rank, const caf::actor& peer) {
+        if (key != o.key || rank >= o.size) return;
+        self->state[peer.address()] = rank;
+        self->monitor(peer);
+      },
+  };
 }
 
 class actor_collective : public collective {
@@ -266,6 +296,7 @@ caf::expected<std::unique_ptr<collective>> make_actor_collective(
                                 "actors: cannot reach member " + std::to_string(j) + ": " +
                                     sys.render(peer.error())));
     peers[j] = std::move(*peer);
+    caf::anon_send(box, peer_atom_v, o.key, j, peers[j]);  // watched from now on
   }
   return std::unique_ptr<collective>(
       new actor_collective(sys, o, std::move(queue), std::move(box), *port, std::move(peers)));

@@ -369,3 +369,22 @@ BOOST_AUTO_TEST_CASE(the_console_and_the_metrics_show_a_live_group) {
   BOOST_TEST(job.coordinator->wait(bound).value_or(-1) == 0);
   for (auto& w : job.workers) BOOST_TEST(w->wait(bound).value_or(-1) == 0);
 }
+
+BOOST_AUTO_TEST_CASE(the_actors_backend_trains_and_survives_a_killed_worker) {
+  dp_cluster job(3, {"--batch", "64", "--train-limit", "25600", "--test-limit", "1000",
+                     "--collective", "actors"});
+  BOOST_TEST_REQUIRE(job.await_log("epoch 1/3"));
+  job.workers[1]->kill();
+  const auto bound = std::chrono::seconds(300);
+  BOOST_TEST(job.coordinator->wait(bound).value_or(-1) == 0);
+  BOOST_TEST(job.workers[0]->wait(bound).value_or(-1) == 0);
+  BOOST_TEST(job.workers[2]->wait(bound).value_or(-1) == 0);
+  const auto text = read_file(job.report.string());
+  BOOST_TEST(json_number(text, "generations").value_or(0) >= 2);
+  BOOST_TEST(json_number(text, "reform_s").value_or(99) <= 10);
+  BOOST_TEST(json_number(text, "checksum_mismatches").value_or(1) == 0);
+  BOOST_TEST(json_number(text, "test_accuracy").value_or(0) > 0.8);
+  for (size_t at = text.find("\"examples\": "); at != std::string::npos;
+       at = text.find("\"examples\": ", at + 1))
+    BOOST_TEST(std::stoul(text.substr(at + 12)) == 25600u);
+}
