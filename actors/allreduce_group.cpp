@@ -76,9 +76,11 @@ caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const
   if (!where.uniform || where.hosts < 2)
     return make_error(errc::bad_configuration,
                       "two-level reduction needs as many members on every host");
-  auto local = make(where.local_rank, where.local_size, prefix + "host" + std::to_string(where.host) + "/");
+  auto local =
+      make(where.local_rank, where.local_size, prefix + "host" + std::to_string(where.host) + "/");
   if (!local) return std::move(local.error());
-  auto cross = make(where.host, where.hosts, prefix + "local" + std::to_string(where.local_rank) + "/");
+  auto cross =
+      make(where.host, where.hosts, prefix + "local" + std::to_string(where.local_rank) + "/");
   if (!cross) return std::move(cross.error());
   return std::unique_ptr<collective>(
       new two_level_collective(std::move(*flat), std::move(*local), std::move(*cross)));

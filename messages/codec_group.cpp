@@ -176,12 +176,14 @@ wire encode(const collective_chunk& x) {
 // Values travel bit for bit (a collective may move NaN, and broadcasts move state bytes);
 // the receiver checks the range against the call it is in.
 template <>
-caf::expected<collective_chunk> decode<collective_chunk>(const wire& w, const codec_limits& limits) {
+caf::expected<collective_chunk> decode<collective_chunk>(const wire& w,
+                                                         const codec_limits& limits) {
   return detail::read_root<schema::CollectiveChunk, collective_chunk>(
       w, limits,
       [&](schema::CollectiveChunk::Reader in, decode_budget&) -> caf::expected<collective_chunk> {
-        collective_chunk x{in.getGeneration(), in.getKey(),    in.getFrom(),
-                           in.getTag(),        in.getOffset(), in.getTotal(), {}};
+        collective_chunk x{
+            in.getGeneration(), in.getKey(), in.getFrom(), in.getTag(), in.getOffset(),
+            in.getTotal(),      {}};
         const auto data = in.getValues();
         if (data.size() % sizeof(float) != 0 || data.size() / sizeof(float) > limits.max_elements)
           return make_error(errc::malformed_message, "collective chunk: bad value bytes");

@@ -1,8 +1,8 @@
 #include "actors/collective/actor_collective.hpp"
 
 #include <caf/event_based_actor.hpp>
-#include <caf/stateful_actor.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/stateful_actor.hpp>
 
 #include <condition_variable>
 #include <deque>
@@ -16,8 +16,8 @@ namespace troupe {
 
 namespace {
 
-constexpr size_t chunk_values = size_t{1} << 18;  // 1 MiB of fp32 per message
-constexpr size_t max_queued_bytes = size_t{256} << 20;     // what the inbox holds at most
+constexpr size_t chunk_values = size_t{1} << 18;        // 1 MiB of fp32 per message
+constexpr size_t max_queued_bytes = size_t{256} << 20;  // what the inbox holds at most
 
 // Chunks that arrived, per sender in arrival order (CAF keeps one sender's order), bounded.
 class chunk_queue {
@@ -46,7 +46,8 @@ class chunk_queue {
   }
 
   // The next chunk from `from`, waiting until `deadline`.
-  caf::expected<collective_chunk> pop(uint32_t from, std::chrono::steady_clock::time_point deadline) {
+  caf::expected<collective_chunk> pop(uint32_t from,
+                                      std::chrono::steady_clock::time_point deadline) {
     std::unique_lock<std::mutex> lock{mutex_};
     auto ready = [&] { return overflowed_ || !from_[from].empty() || !gone_[from].empty(); };
     if (!changed_.wait_until(lock, deadline, ready))
@@ -100,8 +101,12 @@ class actor_collective : public collective {
   actor_collective(caf::actor_system& sys, actor_collective_options o,
                    std::shared_ptr<chunk_queue> queue, caf::actor inbox, uint16_t port,
                    std::vector<caf::actor> peers)
-      : sys_(sys), o_(std::move(o)), queue_(std::move(queue)), inbox_(std::move(inbox)),
-        port_(port), peers_(std::move(peers)) {}
+      : sys_(sys),
+        o_(std::move(o)),
+        queue_(std::move(queue)),
+        inbox_(std::move(inbox)),
+        port_(port),
+        peers_(std::move(peers)) {}
 
   ~actor_collective() override {
     sys_.middleman().unpublish(inbox_, port_);
@@ -180,8 +185,8 @@ class actor_collective : public collective {
     const auto deadline = std::chrono::steady_clock::now() + call.timeout;
     for (size_t k = 0; k + 1 < n; ++k) {
       send(next(), call.tag, shard(data, (r + 2 * n - k - 1) % n));
-      if (auto err = receive(previous(), call.tag, shard(data, (r + 2 * n - k - 2) % n), true,
-                             deadline))
+      if (auto err =
+              receive(previous(), call.tag, shard(data, (r + 2 * n - k - 2) % n), true, deadline))
         return err;
     }
     return {};
@@ -193,8 +198,8 @@ class actor_collective : public collective {
     const auto deadline = std::chrono::steady_clock::now() + call.timeout;
     for (size_t k = 0; k + 1 < n; ++k) {
       send(next(), call.tag, shard(data, (r + n - k) % n));
-      if (auto err = receive(previous(), call.tag, shard(data, (r + 2 * n - k - 1) % n), false,
-                             deadline))
+      if (auto err =
+              receive(previous(), call.tag, shard(data, (r + 2 * n - k - 1) % n), false, deadline))
         return err;
     }
     return {};
@@ -203,7 +208,12 @@ class actor_collective : public collective {
   void send(uint32_t to, uint32_t tag, std::span<const float> part) {
     for (size_t at = 0; at < part.size(); at += chunk_values) {
       const size_t n = std::min(chunk_values, part.size() - at);
-      collective_chunk c{o_.generation, o_.key, o_.rank, tag, at, part.size(),
+      collective_chunk c{o_.generation,
+                         o_.key,
+                         o_.rank,
+                         tag,
+                         at,
+                         part.size(),
                          std::vector<float>(part.begin() + at, part.begin() + at + n)};
       caf::anon_send(peers_[to], chunk_atom_v, encode(c));
     }
@@ -258,15 +268,15 @@ caf::expected<std::pair<std::string, uint16_t>> parse_address(const std::vector<
 caf::expected<std::unique_ptr<collective>> make_actor_collective(
     caf::actor_system& sys, rendezvous_store& store, const actor_collective_options& o) {
   if (o.size == 0 || o.rank >= o.size)
-    return make_error(errc::bad_configuration, "actors: rank " + std::to_string(o.rank) + " of " +
-                                                   std::to_string(o.size));
+    return make_error(errc::bad_configuration,
+                      "actors: rank " + std::to_string(o.rank) + " of " + std::to_string(o.size));
   auto queue = std::make_shared<chunk_queue>(o.size);
   auto box = sys.spawn(inbox, queue, o);
   auto port = sys.middleman().publish(box, 0, o.bind_host.c_str(), true);
   if (!port) {
     caf::anon_send_exit(box, caf::exit_reason::user_shutdown);
-    return make_error(errc::io_failure, "actors: cannot listen on " + o.bind_host + ": " +
-                                            sys.render(port.error()));
+    return make_error(errc::io_failure,
+                      "actors: cannot listen on " + o.bind_host + ": " + sys.render(port.error()));
   }
   std::vector<caf::actor> peers(o.size);
   peers[o.rank] = box;
@@ -292,9 +302,9 @@ caf::expected<std::unique_ptr<collective>> make_actor_collective(
     // Connecting directly: chunks go to the member's node, not through the coordinator's.
     auto peer = sys.middleman().remote_actor(address->first, address->second);
     if (!peer)
-      return give_up(make_error(errc::collective_failed,
-                                "actors: cannot reach member " + std::to_string(j) + ": " +
-                                    sys.render(peer.error())));
+      return give_up(make_error(
+          errc::collective_failed,
+          "actors: cannot reach member " + std::to_string(j) + ": " + sys.render(peer.error())));
     peers[j] = std::move(*peer);
     caf::anon_send(box, peer_atom_v, o.key, j, peers[j]);  // watched from now on
   }

@@ -26,9 +26,9 @@ struct actor_collective_options {
   uint32_t rank = 0;
   uint32_t size = 1;
   uint64_t generation = 0;
-  uint64_t key = 0;                      // the generation's group key
+  uint64_t key = 0;                     // the generation's group key
   std::string bind_host = "127.0.0.1";  // where the inbox listens
-  std::string prefix;                    // the store's keys of this group
+  std::string prefix;                   // the store's keys of this group
   std::chrono::milliseconds timeout{30000};
 };
 

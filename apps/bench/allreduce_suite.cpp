@@ -1,10 +1,10 @@
 // troupe-bench allreduce --members N: bus bandwidth of N member processes on loopback summing
 // 1, 4, 25 and 100 MiB of fp32. Rows per backend of ours (`gloo`, `actors`: the
-// allreduce_group actor a dp worker uses, requests and all), each beside Gloo's own allreduce (gloo::allreduce, its
-// default ring) called directly by the same processes in the same run, whose rows have
-// backend `gloo-library`; plus one raw loopback TCP stream. busbw = bytes / time x
-// 2 (N - 1) / N, as nccl-tests define it. The members find each other through a file_store
-// in a temporary directory.
+// allreduce_group actor a dp worker uses, requests and all), each beside Gloo's own allreduce
+// (gloo::allreduce, its default ring) called directly by the same processes in the same run, whose
+// rows have backend `gloo-library`; plus one raw loopback TCP stream. busbw = bytes / time x 2 (N -
+// 1) / N, as nccl-tests define it. The members find each other through a file_store in a temporary
+// directory.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gloo/allreduce.h>
@@ -93,7 +93,7 @@ caf::error time_both(const std::string& dir, uint32_t rank, uint32_t members, in
           .receive([](const reduce_done&) {}, [&](caf::error& err) { failed = err; });
     };
     std::vector<std::vector<double>> seconds(1 + backends.size());  // the library, then ours
-    for (int i = 0; i < reps + 3; ++i) {  // the first 3 warm up
+    for (int i = 0; i < reps + 3; ++i) {                            // the first 3 warm up
       auto began = std::chrono::steady_clock::now();
       for (size_t k = 0; k < seconds.size(); ++k) {
         if (k == 0)

@@ -18,7 +18,10 @@ const std::vector<app_flag>& common_flags() {
        "ps (parameter service: servers hold the parameters) | dp (data parallel: every worker "
        "holds a replica and gradients are allreduced)",
        "ps"},
-      {"collective", "NAME", "--mode dp: the allreduce backend between workers: gloo (Gloo over TCP) | actors (CAF messages)", "gloo"},
+      {"collective", "NAME",
+       "--mode dp: the allreduce backend between workers: gloo (Gloo over TCP) | actors (CAF "
+       "messages)",
+       "gloo"},
       {"bucket-mb", "X",
        "--mode dp: gradient bucket cap in MiB, packed in backward order (the first is min(1, X))",
        "25"},
