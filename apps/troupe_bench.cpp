@@ -3,6 +3,8 @@
 // Suites: apply, messages, pushpull, sparse, dash, allreduce (--members N), and dash-gpu in
 // builds with CUDA. ("serve" and "allreduce-member" are the processes the others start.)
 #include <fmt/format.h>
+
+#include <csignal>
 #include <unistd.h>
 
 #include <climits>
@@ -32,6 +34,7 @@ int usage() {
 int main(int argc, char** argv) {
   using namespace troupe::bench;
   if (argc < 2) return usage();
+  std::signal(SIGPIPE, SIG_IGN);  // Gloo's sockets (allreduce): a closed peer is an error
   const std::string suite = argv[1];
   if (suite == "serve") return serve_peer();
   if (suite == "allreduce-member" && argc == 6)

@@ -24,6 +24,13 @@
 using namespace troupe;
 using namespace troupe::testing;
 
+// Gloo writes to its sockets without MSG_NOSIGNAL: a member that went away must give the
+// others an error, not kill the test with SIGPIPE (run_app ignores it for every node).
+struct ignore_sigpipe {
+  ignore_sigpipe() { std::signal(SIGPIPE, SIG_IGN); }
+};
+BOOST_TEST_GLOBAL_FIXTURE(ignore_sigpipe);
+
 namespace {
 
 constexpr const char* data_dir = "/usr/share/datasets/fashion-mnist";
