@@ -147,7 +147,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   auto& st = self->state;
   const double exposed = seconds_between(st.backward_done, clock_type::now());
   const float total = st.values[meta_examples];
-  const bool skipped = st.values[meta_non_finite] > 0 || !(total > 0);
+  bool skipped = st.values[meta_non_finite] > 0 || !(total > 0);
   if (!skipped && uint64_t(total) != st.step_examples)
     return fail(self, config, "summing the step",
                 make_error(errc::collective_failed, "the members disagree on the step's examples"));
@@ -161,8 +161,18 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
     push_request push{0, 0, st.step, vector_clock{}};
     push.dense = gather(*st.layout, plan, grad);
     auto applied = st.optimizer->apply(std::move(push));
-    if (!applied) return fail(self, config, "applying the step", applied.error());
-    scatter(*st.layout, st.optimizer->slices(), st.params);
+    if (applied) {
+      scatter(*st.layout, st.optimizer->slices(), st.params);
+    } else if (applied.error().category() == error_category &&
+               applied.error().code() == static_cast<uint8_t>(errc::non_finite)) {
+      // Finite gradients whose sum overflowed (or passed the optimizer's bound): every member
+      // holds the same bits and refuses alike, leaving the parameters as they were.
+      config.log.warn("step {}: the summed gradient is not usable ({}); skipped by every member",
+                      st.step + 1, describe(applied.error()));
+      skipped = true;
+    } else {
+      return fail(self, config, "applying the step", applied.error());
+    }
   }
   ++st.step;
   const bool last = st.step == st.total_steps;

@@ -42,11 +42,13 @@ std::shared_ptr<const training_task> fmnist_task_of(size_t train = train_example
   return std::shared_ptr<const training_task>(std::move(*task));
 }
 
-// fmnist, but the member that computes example `poisoned` of epoch 0 gets a NaN gradient.
+// fmnist, but the member that computes example `poisoned` of epoch 0 gets `bad` (NaN by
+// default) in its gradient.
 class poisoned_task : public training_task {
  public:
-  poisoned_task(std::shared_ptr<const training_task> inner, uint64_t poisoned)
-      : inner_(std::move(inner)), poisoned_(poisoned) {}
+  poisoned_task(std::shared_ptr<const training_task> inner, uint64_t poisoned,
+                float bad = std::numeric_limits<float>::quiet_NaN())
+      : inner_(std::move(inner)), poisoned_(poisoned), bad_(bad) {}
   std::vector<tensor_spec> parameters() const override { return inner_->parameters(); }
   void initialize(uint64_t seed, std::span<float> p) const override { inner_->initialize(seed, p); }
   uint64_t batches_per_epoch(uint32_t b) const override { return inner_->batches_per_epoch(b); }
@@ -57,12 +59,13 @@ class poisoned_task : public training_task {
  private:
   std::shared_ptr<const training_task> inner_;
   uint64_t poisoned_;
+  float bad_;
 };
 
 class poisoned_replica : public task_replica {
  public:
-  poisoned_replica(std::unique_ptr<task_replica> inner, uint64_t poisoned)
-      : inner_(std::move(inner)), poisoned_(poisoned) {}
+  poisoned_replica(std::unique_ptr<task_replica> inner, uint64_t poisoned, float bad)
+      : inner_(std::move(inner)), poisoned_(poisoned), bad_(bad) {}
   float gradient(std::span<const float> p, uint32_t e, uint64_t b, std::span<float> g) override {
     return inner_->gradient(p, e, b, g);
   }
@@ -70,21 +73,21 @@ class poisoned_replica : public task_replica {
                                              uint64_t first, uint32_t count, std::span<float> g,
                                              const gradient_ready& ready) override {
     auto done = inner_->gradient_range(p, epoch, first, count, g, ready);
-    if (done && epoch == 0 && first <= poisoned_ && poisoned_ < first + count)
-      g[12345] = std::numeric_limits<float>::quiet_NaN();
+    if (done && epoch == 0 && first <= poisoned_ && poisoned_ < first + count) g[12345] = bad_;
     return done;
   }
 
  private:
   std::unique_ptr<task_replica> inner_;
   uint64_t poisoned_;
+  float bad_;
 };
 
 caf::expected<std::unique_ptr<task_replica>> poisoned_task::make_replica(uint32_t batch,
                                                                          uint64_t seed) const {
   auto inner = inner_->make_replica(batch, seed);
   if (!inner) return std::move(inner.error());
-  return std::unique_ptr<task_replica>(new poisoned_replica(std::move(*inner), poisoned_));
+  return std::unique_ptr<task_replica>(new poisoned_replica(std::move(*inner), poisoned_, bad_));
 }
 
 struct dp_run {
@@ -184,6 +187,16 @@ BOOST_AUTO_TEST_CASE(two_level_reduction_agrees_with_flat_and_crosses_hosts_less
   BOOST_TEST(two_inter > 0);
   BOOST_TEST(two_inter < flat_inter);
   BOOST_TEST(json_number(two.report, "checksum_mismatches").value_or(1) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_finite_gradient_too_large_to_apply_is_skipped_by_every_member) {
+  // Finite on the member (so the step is reduced), refused by the optimizer's bound after.
+  auto task = std::make_shared<poisoned_task>(fmnist_task_of(), 5 * 128 + 100, 1e20f);
+  const auto run = run_dp(task, 2, 64, {"--checksum-every", "1"});
+  BOOST_TEST_REQUIRE(run.finished);
+  BOOST_TEST(json_number(run.report, "skipped_steps").value_or(0) == 1);
+  BOOST_TEST(json_number(run.report, "checksum_mismatches").value_or(1) == 0);
+  for (float v : run.params) BOOST_TEST_REQUIRE(std::isfinite(v));
 }
 
 BOOST_AUTO_TEST_CASE(a_nan_gradient_on_one_member_is_skipped_by_every_member) {
