@@ -54,13 +54,8 @@ void fill_report(dp_coordinator_state& st) {
   r.workers.clear();
   for (const auto& m : st.members)
     r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0});
-  // Examples per epoch, from the steps that were applied (each counted once).
-  const uint64_t per_epoch = st.steps_per_epoch;
-  for (auto& e : r.epochs) {
-    e.examples = 0;
-    for (const auto& [step, n] : st.step_examples)
-      if (per_epoch && (step - 1) / per_epoch == e.epoch - 1) e.examples += n;
-  }
+  for (auto& e : r.epochs)
+    e.examples = e.epoch - 1 < st.applied_examples.size() ? st.applied_examples[e.epoch - 1] : 0;
 }
 
 // Asks every member to stop, then quits with `reason` once all answered (or timed out).
@@ -134,6 +129,7 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     st.started = std::chrono::steady_clock::now();
     st.epoch_loss.assign(o.epochs, 0.0);
     st.epoch_examples.assign(o.epochs, 0);
+    st.applied_examples.assign(o.epochs, 0);
     st.snapshot_taken.assign(o.epochs, false);
     st.global_batch = o.batch * static_cast<uint32_t>(st.members.size());
     st.steps_per_epoch = dp_steps_per_epoch(config.task->batches_per_epoch(1), st.global_batch);
@@ -290,11 +286,13 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   st.exposed_s += report->exposed_s;
   st.epoch_loss[report->epoch] += report->loss_sum;
   st.epoch_examples[report->epoch] += report->skipped ? 0 : report->examples;
-  // Every member that applied a step reports it; the first report counts it.
-  if (st.step_examples.emplace(report->step, report->step_examples).second && report->skipped)
-    ++r.skipped_steps;
-  if (report->step > st.steps) add(st.metrics.batches, double(report->step - st.steps));
-  st.steps = std::max(st.steps, report->step);
+  // Every member that applied a step reports it, in order; the first report counts it.
+  if (report->step > st.steps) {
+    st.applied_examples[report->epoch] += report->step_examples;
+    if (report->skipped) ++r.skipped_steps;
+    add(st.metrics.batches, double(report->step - st.steps));
+    st.steps = report->step;
+  }
   if (report->generation != st.generation) return;
   if (st.lost_at) {  // the first step of a generation formed after a loss
     r.reform_s = std::max(r.reform_s, seconds_since(*st.lost_at));

@@ -74,8 +74,9 @@ struct dp_coordinator_state {
   std::map<std::string, std::vector<uint8_t>> store;  // this generation's keys
   std::map<std::string, std::vector<caf::typed_response_promise<wire>>> store_waiters;
   size_t waiting = 0;
-  std::map<uint64_t, std::map<uint32_t, uint64_t>> checksums;    // step -> rank -> checksum
-  std::map<uint64_t, uint64_t> step_examples;                    // step -> examples it used
+  std::map<uint64_t, std::map<uint32_t, uint64_t>> checksums;  // step -> rank -> checksum
+  std::vector<uint64_t>
+      applied_examples;  // per epoch: examples of the steps applied (first report)
   std::optional<std::chrono::steady_clock::time_point> lost_at;  // a loss not yet re-formed
   std::vector<bool> snapshot_taken;       // per epoch: parameters queued for evaluation
   std::optional<checkpoint> resume_from;  // --resume: the checkpoint to start from

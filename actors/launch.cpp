@@ -95,6 +95,16 @@ std::string host_label_of(const launch_options& opts) {
   return ::gethostname(name, sizeof name - 1) == 0 && name[0] ? std::string(name) : "localhost";
 }
 
+// A dp trainer of this process, named `name`, that ends with `parent`'s exit.
+caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
+                         std::shared_ptr<const training_task> task, dp_coordinator_actor coord,
+                         const std::string& name, caf::actor_addr parent, const logger& log) {
+  const dp_trainer_config config{
+      std::move(coord),     std::move(task),   name, opts.listen.host, host_label_of(opts),
+      opts.request_timeout, std::move(parent), log};
+  return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(dp_trainer, config));
+}
+
 // --mode dp, every member in this process: the coordinator and --workers trainers, whose
 // collectives still go over loopback TCP (Gloo).
 int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
@@ -114,9 +124,7 @@ int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_t
   auto coord = sys.spawn(dp_coordinator, config);
   for (uint32_t i = 0; i < opts.workers; ++i) {
     const std::string name = "worker-" + std::to_string(i);
-    sys.spawn<caf::detached>(
-        dp_trainer, dp_trainer_config{coord, task, name, opts.listen.host, host_label_of(opts),
-                                      opts.request_timeout, self->address(), log.named(name)});
+    spawn_trainer(sys, opts, task, coord, name, self->address(), log.named(name));
   }
   return wait_for(self, coord.address(), app.name);
 }
@@ -151,10 +159,8 @@ int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const trainin
   }
   log.info("listening on {}:{}", opts.listen.host, *port);
   if (opts.dp.coordinator_trains)
-    sys.spawn<caf::detached>(
-        dp_trainer, dp_trainer_config{coord, task, node_name(opts) + "-trainer", opts.listen.host,
-                                      host_label_of(opts), opts.request_timeout, self->address(),
-                                      log.named("trainer")});
+    spawn_trainer(sys, opts, task, coord, node_name(opts) + "-trainer", self->address(),
+                  log.named("trainer"));
   const int code = wait_for(self, coord.address(), app.name);
   self->send_exit(gk, caf::exit_reason::user_shutdown);
   return code;
@@ -377,20 +383,13 @@ int run_app(int argc, char** argv, const app_description& app) {
         break;
     }
     size_blas(*opts, 1);
-    return run_member(
-        *opts, role::worker, app, log,
-        [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
-            caf::actor_addr parent, std::shared_ptr<metrics_registry>) {
-          const dp_trainer_config config{caf::actor_cast<dp_coordinator_actor>(coord),
-                                         task,
-                                         name,
-                                         opts->listen.host,
-                                         host_label_of(*opts),
-                                         opts->request_timeout,
-                                         parent,
-                                         log};
-          return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(dp_trainer, config));
-        });
+    return run_member(*opts, role::worker, app, log,
+                      [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+                          caf::actor_addr parent, std::shared_ptr<metrics_registry>) {
+                        return spawn_trainer(sys, *opts, task,
+                                             caf::actor_cast<dp_coordinator_actor>(coord), name,
+                                             parent, log);
+                      });
   }
   switch (opts->role) {
     case node_role::embedded:
