@@ -6,6 +6,7 @@
 
 #include "actors/collective/actor_collective.hpp"
 #include "actors/collective/gloo_collective.hpp"
+#include "actors/collective/nccl_collective.hpp"
 #include "actors/collective/two_level.hpp"
 #include "troupe/error.hpp"
 
@@ -53,34 +54,47 @@ class coordinator_store : public rendezvous_store {
   group_form form_;
 };
 
+// The backend of the level inside a host in two-level reduction: NCCL where this host has a
+// GPU for each of its members, otherwise the group's own.
+std::string inside_host_backend(const group_form& form, uint32_t local_size) {
+  auto gpus = nccl_devices();
+  return gpus && static_cast<uint32_t>(*gpus) >= local_size ? "nccl" : form.collective;
+}
+
 caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const group_form& form) {
-  if (form.collective != "gloo" && form.collective != "actors")
+  if (form.collective != "gloo" && form.collective != "actors" && form.collective != "nccl")
     return make_error(errc::bad_configuration, "unknown collective '" + form.collective + "'");
   std::unique_ptr<rendezvous_store> own;
   rendezvous_store* store = form.store.get();
   if (!store) store = (own = std::make_unique<coordinator_store>(sys, form)).get();
   const std::string prefix = "g" + std::to_string(form.generation) + "/";
-  // One group of the generation over the chosen backend.
-  auto make = [&](uint32_t rank, uint32_t size, const std::string& keys) {
-    if (form.collective == "actors")
+  // The members of our host, then those with our local rank on every host; the local rank
+  // picks this member's GPU for NCCL.
+  const auto where = layout_of(form.hosts, form.rank);
+  const int device = static_cast<int>(where.local_size ? where.local_rank : form.rank);
+  // One group of the generation over `backend`.
+  auto make = [&](const std::string& backend, uint32_t rank, uint32_t size,
+                  const std::string& keys) -> caf::expected<std::unique_ptr<collective>> {
+    if (backend == "actors")
       return make_actor_collective(sys, *store,
                                    actor_collective_options{rank, size, form.generation, form.key,
                                                             form.bind_host, keys, form.timeout});
+    if (backend == "nccl")
+      return make_nccl_collective(sys, *store,
+                                  nccl_options{rank, size, device, keys, form.timeout});
     return make_gloo_collective(*store,
                                 gloo_options{rank, size, form.bind_host, keys, form.timeout});
   };
-  auto flat = make(form.rank, form.size, prefix);
+  auto flat = make(form.collective, form.rank, form.size, prefix);
   if (!flat || !form.two_level) return flat;
-  // The members of our host, then those with our local rank on every host.
-  const auto where = layout_of(form.hosts, form.rank);
   if (!where.uniform || where.hosts < 2)
     return make_error(errc::bad_configuration,
                       "two-level reduction needs as many members on every host");
-  auto local =
-      make(where.local_rank, where.local_size, prefix + "host" + std::to_string(where.host) + "/");
+  auto local = make(inside_host_backend(form, where.local_size), where.local_rank, where.local_size,
+                    prefix + "host" + std::to_string(where.host) + "/");
   if (!local) return std::move(local.error());
-  auto cross =
-      make(where.host, where.hosts, prefix + "local" + std::to_string(where.local_rank) + "/");
+  auto cross = make(form.collective, where.host, where.hosts,
+                    prefix + "local" + std::to_string(where.local_rank) + "/");
   if (!cross) return std::move(cross.error());
   return std::unique_ptr<collective>(
       new two_level_collective(std::move(*flat), std::move(*local), std::move(*cross)));

@@ -29,12 +29,12 @@ struct group_form {
   uint32_t size = 1;
   uint64_t token = 0;                   // proves our store requests to the coordinator
   uint64_t key = 0;                     // the generation's group key (the actors backend's chunks)
-  std::string collective = "gloo";      // gloo | actors
+  std::string collective = "gloo";      // gloo | actors | nccl
   std::string bind_host = "127.0.0.1";  // where the other members reach this one
   std::chrono::milliseconds timeout{30000};
   dp_coordinator_actor coordinator;
   std::vector<std::string> hosts;  // each rank's host label
-  bool two_level = false;          // reduce inside hosts, then across (collective/two_level.hpp)
+  bool two_level = false;  // reduce inside hosts (NCCL where each has a GPU), then across
   // Another rendezvous than the coordinator's (troupe-bench's file_store); none: the
   // coordinator's.
   std::shared_ptr<rendezvous_store> store;

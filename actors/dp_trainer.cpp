@@ -163,8 +163,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
     auto applied = st.optimizer->apply(std::move(push));
     if (applied) {
       scatter(*st.layout, st.optimizer->slices(), st.params);
-    } else if (applied.error().category() == error_category &&
-               applied.error().code() == static_cast<uint8_t>(errc::non_finite)) {
+    } else if (has_code(applied.error(), errc::non_finite)) {
       // Finite gradients whose sum overflowed (or passed the optimizer's bound): every member
       // holds the same bits and refuses alike, leaving the parameters as they were.
       config.log.warn("step {}: the summed gradient is not usable ({}); skipped by every member",
@@ -328,8 +327,12 @@ void apply_start(self_ptr self, const dp_trainer_config& config, group_start job
                     });
           },
           [=](caf::error& err) {
-            if (self->state.job->generation == generation)
-              wait_for_generation(self, config, describe(err));
+            if (self->state.job->generation != generation) return;
+            // A backend that cannot be set up here (no GPU for NCCL, a bad layout) will not
+            // be set up by trying again.
+            if (has_code(err, errc::device_failure) || has_code(err, errc::bad_configuration))
+              return fail(self, config, "forming the group", err);
+            wait_for_generation(self, config, describe(err));
           });
 }
 

@@ -13,6 +13,7 @@
 
 #include <thread>
 
+#include "actors/collective/nccl_collective.hpp"
 #include "actors/coordinator.hpp"
 #include "actors/dash_device.hpp"
 #include "actors/dp_coordinator.hpp"
@@ -93,6 +94,22 @@ std::string host_label_of(const launch_options& opts) {
   if (!opts.dp.host_label.empty()) return opts.dp.host_label;
   char name[256] = {};
   return ::gethostname(name, sizeof name - 1) == 0 && name[0] ? std::string(name) : "localhost";
+}
+
+// --collective nccl: a GPU for every trainer of this process, or why not (said at the start,
+// not at the first step).
+caf::error check_nccl(const launch_options& opts) {
+  const bool trains_here = opts.role != node_role::coordinator || opts.dp.coordinator_trains;
+  if (opts.dp.collective != "nccl" || !trains_here) return {};
+  auto gpus = nccl_devices();
+  if (!gpus) return std::move(gpus.error());
+  const uint32_t trainers = opts.role == node_role::embedded ? opts.workers : 1;
+  if (static_cast<uint32_t>(*gpus) < trainers)
+    return make_error(errc::bad_configuration,
+                      fmt::format("{} workers in this process and {} GPUs: NCCL needs one GPU "
+                                  "per worker",
+                                  trainers, *gpus));
+  return {};
 }
 
 // A dp trainer of this process, named `name`, that ends with `parent`'s exit.
@@ -374,6 +391,10 @@ int run_app(int argc, char** argv, const app_description& app) {
   }
   std::shared_ptr<const training_task> task = std::move(*made);
   if (opts->data_parallel) {
+    if (auto err = check_nccl(*opts)) {
+      fmt::print(stderr, "{}: --collective nccl: {}\n", app.name, describe(err));
+      return 1;
+    }
     switch (opts->role) {
       case node_role::embedded:
         return run_dp_embedded(*opts, task, app, log);

@@ -38,8 +38,7 @@ caf::expected<wire> answer(self_ptr self, const pull_request& request) {
 }
 
 bool is_not_primary(const caf::error& err) {
-  return err && err.category() == error_category &&
-         err.code() == static_cast<uint8_t>(errc::not_primary);
+  return has_code(err, errc::not_primary);
 }
 
 // Answers every held pull that the clocks now allow.

@@ -129,13 +129,13 @@ class actor_collective : public collective {
   }
 
   caf::error reduce_scatter(std::span<float> data, const collective_call& call) override {
-    if (auto err = check_shards(data)) return err;
+    if (auto err = check_shards(data.size(), size())) return err;
     if (data.empty() || size() == 1) return {};
     return ring_reduce_scatter(data, call);
   }
 
   caf::error all_gather(std::span<float> data, const collective_call& call) override {
-    if (auto err = check_shards(data)) return err;
+    if (auto err = check_shards(data.size(), size())) return err;
     if (data.empty() || size() == 1) return {};
     return ring_all_gather(data, call);
   }
@@ -151,7 +151,7 @@ class actor_collective : public collective {
   }
 
   caf::error all_to_all(std::span<float> data, const collective_call& call) override {
-    if (auto err = check_shards(data)) return err;
+    if (auto err = check_shards(data.size(), size())) return err;
     if (data.empty() || size() == 1) return {};
     const size_t each = data.size() / size();
     const auto deadline = std::chrono::steady_clock::now() + call.timeout;
@@ -236,13 +236,6 @@ class actor_collective : public collective {
       at += c->values.size();
     }
     return {};
-  }
-
-  caf::error check_shards(std::span<const float> data) const {
-    if (data.size() % size() == 0) return {};
-    return make_error(errc::shape_mismatch, std::to_string(data.size()) +
-                                                " values do not split into " +
-                                                std::to_string(size()) + " equal shards");
   }
 
   caf::actor_system& sys_;

@@ -15,6 +15,8 @@
 
 #include <caf/error.hpp>
 
+#include "troupe/error.hpp"
+
 namespace troupe {
 
 struct collective_call {
@@ -32,6 +34,13 @@ struct shard_range {
 inline shard_range shard_of(size_t n, uint32_t size, uint32_t rank) {
   const size_t each = size ? n / size : 0;
   return {each * rank, each};
+}
+
+// errc::shape_mismatch unless n values split into `size` equal shards.
+inline caf::error check_shards(size_t n, uint32_t size) {
+  if (size && n % size == 0) return {};
+  return make_error(errc::shape_mismatch, std::to_string(n) + " values do not split into " +
+                                              std::to_string(size) + " equal shards");
 }
 
 class collective {

@@ -93,7 +93,7 @@ class gloo_collective : public collective {
   // As an all-to-all followed by the sum of what arrived: each member sends (n-1)/n of its
   // values once, as a ring reduce-scatter does.
   caf::error reduce_scatter(std::span<float> data, const collective_call& call) override {
-    if (auto err = check_shards(data)) return err;
+    if (auto err = check_shards(data.size(), size())) return err;
     if (data.empty() || size() == 1) return {};
     if (auto err = all_to_all(data, call)) return err;
     const auto mine = shard_of(data.size(), size(), rank());
@@ -108,7 +108,7 @@ class gloo_collective : public collective {
   }
 
   caf::error all_gather(std::span<float> data, const collective_call& call) override {
-    if (auto err = check_shards(data)) return err;
+    if (auto err = check_shards(data.size(), size())) return err;
     if (data.empty() || size() == 1) return {};
     const auto mine = shard_of(data.size(), size(), rank());
     scratch_.assign(data.begin() + mine.begin, data.begin() + mine.begin + mine.count);
@@ -136,7 +136,7 @@ class gloo_collective : public collective {
   }
 
   caf::error all_to_all(std::span<float> data, const collective_call& call) override {
-    if (auto err = check_shards(data)) return err;
+    if (auto err = check_shards(data.size(), size())) return err;
     if (data.empty() || size() == 1) return {};
     scratch_.assign(data.begin(), data.end());
     return guarded("all_to_all", [&] {
@@ -160,13 +160,6 @@ class gloo_collective : public collective {
   }
 
  private:
-  caf::error check_shards(std::span<const float> data) const {
-    if (data.size() % size() == 0) return {};
-    return make_error(errc::shape_mismatch, std::to_string(data.size()) +
-                                                " values do not split into " +
-                                                std::to_string(size()) + " equal shards");
-  }
-
   template <class Run>
   caf::error guarded(const char* doing, Run run) {
     try {

@@ -42,6 +42,12 @@ two_level_collective::two_level_collective(std::unique_ptr<collective> flat,
                                            std::unique_ptr<collective> cross)
     : flat_(std::move(flat)), local_(std::move(local)), cross_(std::move(cross)) {}
 
+std::string two_level_collective::backend() const {
+  const std::string inside = local_->backend();
+  return flat_->backend() + " two-level" +
+         (inside == flat_->backend() ? "" : " (" + inside + " inside hosts)");
+}
+
 caf::error two_level_collective::allreduce(std::span<float> data, const collective_call& call) {
   if (data.empty()) return {};
   const size_t l = local_->size();

@@ -41,7 +41,7 @@ class two_level_collective : public collective {
 
   uint32_t rank() const override { return flat_->rank(); }
   uint32_t size() const override { return flat_->size(); }
-  std::string backend() const override { return flat_->backend() + " two-level"; }
+  std::string backend() const override;
 
   caf::error allreduce(std::span<float> data, const collective_call& call) override;
   caf::error reduce_scatter(std::span<float> d, const collective_call& c) override {

@@ -20,7 +20,7 @@ const std::vector<app_flag>& common_flags() {
        "ps"},
       {"collective", "NAME",
        "--mode dp: the allreduce backend between workers: gloo (Gloo over TCP) | actors (CAF "
-       "messages)",
+       "messages) | nccl (NCCL on one GPU per worker; builds with CUDA)",
        "gloo"},
       {"bucket-mb", "X",
        "--mode dp: gradient bucket cap in MiB, packed in backward order (the first is min(1, X))",

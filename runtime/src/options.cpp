@@ -110,9 +110,8 @@ caf::error parse_mode(const std::string& text, const std::map<std::string, std::
           "--{} belongs to the parameter service (--mode ps); a data-parallel job has no servers",
           flag));
   if (auto it = v.find("collective"); it != v.end()) {
-    if (it->second == "nccl") return bad("--collective nccl is not built yet; use gloo or actors");
-    if (it->second != "gloo" && it->second != "actors")
-      return bad(fmt::format("--collective must be gloo or actors, not '{}'", it->second));
+    if (it->second != "gloo" && it->second != "actors" && it->second != "nccl")
+      return bad(fmt::format("--collective must be gloo, actors or nccl, not '{}'", it->second));
     o.dp.collective = it->second;
   }
   if (auto it = v.find("bucket-mb"); it != v.end()) {

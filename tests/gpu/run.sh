@@ -11,7 +11,7 @@
 # TROUPE_REQUIRE_GPU=1 (the default here) makes a missing GPU a failure instead of a skip.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-tests=(adam_cuda_test dash_cuda_test gpu_stream_test dash_device_test)
+tests=(adam_cuda_test dash_cuda_test gpu_stream_test dash_device_test nccl_collective_test)
 export TROUPE_REQUIRE_GPU=${TROUPE_REQUIRE_GPU:-1}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
@@ -21,8 +21,9 @@ library_dir() {
   local library=$1 found
   found=$(ldconfig -p 2>/dev/null | awk -v l="$library" '$1 == l && /x86-64/ {print $NF; exit}')
   if [[ -z "$found" ]]; then
+    # (NCCL may come only with a Python wheel: nvidia-nccl under site- or dist-packages.)
     found=$(find /usr/local/cuda/ /usr/local/nvidia/ /usr/lib/x86_64-linux-gnu/ /opt/ \
-      -name "$library" 2>/dev/null | head -n 1)
+      /usr/local/lib/ /usr/lib/python3/ -name "$library" 2>/dev/null | head -n 1)
   fi
   [[ -n "$found" ]] && dirname "$found"
 }

@@ -14,6 +14,7 @@
 #include <limits>
 #include <thread>
 
+#include "actors/collective/nccl_collective.hpp"
 #include "actors/dp_coordinator.hpp"
 #include "actors/dp_trainer.hpp"
 #include "apps/fmnist/mlp_task.hpp"
@@ -407,4 +408,16 @@ BOOST_AUTO_TEST_CASE(the_actors_backend_trains_and_survives_a_killed_worker) {
   for (size_t at = text.find("\"examples\": "); at != std::string::npos;
        at = text.find("\"examples\": ", at + 1))
     BOOST_TEST(std::stoul(text.substr(at + 12)) == 25600u);
+}
+
+BOOST_AUTO_TEST_CASE(nccl_without_a_gpu_for_every_worker_is_refused_at_the_start) {
+  // CI has no GPU: the process says why and exits non-zero before it trains anything.
+  if (nccl_devices()) return;  // a GPU machine: tests/gpu/nccl_collective_test covers it
+  const auto log = scratch("dp-nccl.log");
+  child_process job(
+      fmnist_command({"--mode", "dp", "--workers", "2", "--collective", "nccl", "--epochs", "1"},
+                     {}),
+      log.string());
+  BOOST_TEST(job.wait(std::chrono::seconds(60)).value_or(0) == 1);
+  BOOST_TEST(read_file(log.string()).find("--collective nccl") != std::string::npos);
 }

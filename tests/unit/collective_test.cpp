@@ -13,11 +13,14 @@
 
 #include "actors/collective/actor_collective.hpp"
 #include "actors/collective/gloo_collective.hpp"
+#include "collective_ranks.hpp"
 #include "expect_error.hpp"
 #include "troupe/node.hpp"
 
 using namespace troupe;
 using troupe::testing::is_error;
+using troupe::testing::rank_body;
+using troupe::testing::value_of;
 
 // Gloo writes to its sockets without MSG_NOSIGNAL: a member that went away must give the
 // others an error, not kill the test with SIGPIPE (run_app ignores it for every node).
@@ -27,8 +30,6 @@ struct ignore_sigpipe {
 BOOST_TEST_GLOBAL_FIXTURE(ignore_sigpipe);
 
 namespace {
-
-using rank_body = std::function<void(collective&, uint32_t rank)>;
 
 // The actor system the `actors` backend's members share (one per test process).
 caf::actor_system& test_system() {
@@ -54,33 +55,15 @@ caf::expected<std::unique_ptr<collective>> make_member(const std::string& backen
 
 const std::vector<std::string> backends = {"gloo", "actors"};
 
-// Runs `body` on `size` members, each on its own thread with its own group; the checks
-// inside are collected and reported on the test's thread.
 std::vector<std::string> run_ranks(uint32_t size, const rank_body& body,
                                    const std::string& backend = "gloo",
                                    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  memory_store store;
-  std::vector<std::string> failures(size);
-  std::vector<std::thread> threads;
-  for (uint32_t r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      auto group = make_member(backend, store, r, size, timeout);
-      if (!group) {
-        failures[r] = describe(group.error());
-        return;
-      }
-      body(**group, r);
-    });
-  for (auto& t : threads) t.join();
-  std::vector<std::string> out;
-  for (auto& f : failures)
-    if (!f.empty()) out.push_back(f);
-  return out;
-}
-
-// Member r's value at index i: distinct per member, so that a sum that drops one shows.
-float value_of(uint32_t r, size_t i) {
-  return float((i * 7 + r * 13) % 101) - 50.0f + 0.25f * float(r);
+  return testing::run_ranks(
+      size,
+      [&](rendezvous_store& store, uint32_t r, uint32_t n) {
+        return make_member(backend, store, r, n, timeout);
+      },
+      body);
 }
 
 collective_call call(uint32_t tag) {

@@ -36,6 +36,11 @@ std::string to_string(errc code);
 
 caf::error make_error(errc code, std::string context = {});
 
+// Whether `err` is ours and says `code` (false for an empty error or another category's).
+inline bool has_code(const caf::error& err, errc code) {
+  return err && err.category() == error_category && err.code() == static_cast<uint8_t>(code);
+}
+
 // One line for a human: "shape_mismatch: bucket 3 expects fc1.w rows 0..128".
 std::string describe(const caf::error& err);
 

@@ -47,7 +47,7 @@ struct diag_thresholds {
 
 // --mode dp: what a data-parallel job adds (see actors/dp_trainer.hpp).
 struct dp_options {
-  std::string collective = "gloo";  // the backend between members: gloo (actors, nccl: not yet)
+  std::string collective = "gloo";  // the backend between members: gloo, actors or nccl (GPUs)
   double bucket_mb = 25;            // gradient bucket cap in MiB; the first is min(1, this)
   bool overlap = true;              // --no-overlap: reduce only once backward is done
   uint32_t checksum_every = 100;    // steps between parameter checksum comparisons (0: end only)
