@@ -168,8 +168,7 @@ wire encode(const collective_chunk& x) {
   out.setTag(x.tag);
   out.setOffset(x.offset);
   out.setTotal(x.total);
-  auto data = out.initValues(x.values.size() * sizeof(float));
-  std::memcpy(data.begin(), x.values.data(), data.size());
+  out.setCount(x.count);
   return detail::to_wire(message);
 }
 
@@ -181,15 +180,11 @@ caf::expected<collective_chunk> decode<collective_chunk>(const wire& w,
   return detail::read_root<schema::CollectiveChunk, collective_chunk>(
       w, limits,
       [&](schema::CollectiveChunk::Reader in, decode_budget&) -> caf::expected<collective_chunk> {
-        collective_chunk x{
-            in.getGeneration(), in.getKey(), in.getFrom(), in.getTag(), in.getOffset(),
-            in.getTotal(),      {}};
-        const auto data = in.getValues();
-        if (data.size() % sizeof(float) != 0 || data.size() / sizeof(float) > limits.max_elements)
-          return make_error(errc::malformed_message, "collective chunk: bad value bytes");
-        x.values.resize(data.size() / sizeof(float));
-        std::memcpy(x.values.data(), data.begin(), data.size());
-        if (x.offset > x.total || x.values.size() > x.total - x.offset)
+        collective_chunk x{in.getGeneration(), in.getKey(),   in.getFrom(), in.getTag(),
+                           in.getOffset(),     in.getTotal(), in.getCount()};
+        if (x.count > limits.max_elements)
+          return make_error(errc::malformed_message, "collective chunk: too many values");
+        if (x.offset > x.total || x.count > x.total - x.offset)
           return make_error(errc::malformed_message, "collective chunk: values outside the part");
         return x;
       });

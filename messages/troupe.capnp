@@ -450,7 +450,9 @@ struct StoreEntry {
   value @4 :Data;
 }
 
-# One piece of a collective of the `actors` backend, sent to the member that needs it.
+# The header of one piece of a collective of the `actors` backend, sent to the member that
+# needs it; its values travel beside it in the same actor message, as raw fp32 bytes
+# (little-endian, bit for bit), so that they are copied once each way and never re-encoded.
 struct CollectiveChunk {
   generation @0 :UInt64;
   key @1 :UInt64;           # the generation's group key: only members know it
@@ -458,5 +460,5 @@ struct CollectiveChunk {
   tag @3 :UInt32;           # the collective call
   offset @4 :UInt64;        # of the first value, within the part the call sends
   total @5 :UInt64;         # values of that part
-  values @6 :Data;          # fp32, little-endian, bit for bit
+  count @6 :UInt64;         # values in the bytes beside this header
 }

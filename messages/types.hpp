@@ -445,8 +445,9 @@ struct store_entry {
   std::vector<uint8_t> value;  // empty in a request
 };
 
-// One piece of a collective of the `actors` backend (actors/collective/actor_collective.hpp):
-// values [offset, offset + values.size()) of the `total` that call `tag` sends from `from`.
+// The header of one piece of a collective of the `actors` backend
+// (actors/collective/actor_collective.hpp): values [offset, offset + count) of the `total`
+// that call `tag` sends from `from`. The values are raw fp32 bytes beside it in the message.
 struct collective_chunk {
   uint64_t generation = 0;
   uint64_t key = 0;
@@ -454,7 +455,7 @@ struct collective_chunk {
   uint32_t tag = 0;
   uint64_t offset = 0;
   uint64_t total = 0;
-  std::vector<float> values;
+  uint64_t count = 0;
 };
 
 // `s` as a JSON string literal: quoted, with quotes, backslashes and control characters escaped.

@@ -5,6 +5,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -19,19 +20,25 @@ namespace {
 constexpr size_t chunk_values = size_t{1} << 18;        // 1 MiB of fp32 per message
 constexpr size_t max_queued_bytes = size_t{256} << 20;  // what the inbox holds at most
 
+// A chunk that arrived: its header and its values' raw fp32 bytes.
+struct arrived_chunk {
+  collective_chunk header;
+  std::vector<char> bytes;
+};
+
 // Chunks that arrived, per sender in arrival order (CAF keeps one sender's order), bounded.
 class chunk_queue {
  public:
   explicit chunk_queue(uint32_t senders) : from_(senders), gone_(senders) {}
 
-  void push(collective_chunk c) {
+  void push(arrived_chunk c) {
     std::lock_guard<std::mutex> guard{mutex_};
-    const size_t bytes = c.values.size() * sizeof(float);
+    const size_t bytes = c.bytes.size();
     if (queued_ + bytes > max_queued_bytes) {
       overflowed_ = true;
     } else {
       queued_ += bytes;
-      from_[c.from].push_back(std::move(c));
+      from_[c.header.from].push_back(std::move(c));
     }
     changed_.notify_all();
   }
@@ -46,8 +53,7 @@ class chunk_queue {
   }
 
   // The next chunk from `from`, waiting until `deadline`.
-  caf::expected<collective_chunk> pop(uint32_t from,
-                                      std::chrono::steady_clock::time_point deadline) {
+  caf::expected<arrived_chunk> pop(uint32_t from, std::chrono::steady_clock::time_point deadline) {
     std::unique_lock<std::mutex> lock{mutex_};
     auto ready = [&] { return overflowed_ || !from_[from].empty() || !gone_[from].empty(); };
     if (!changed_.wait_until(lock, deadline, ready))
@@ -56,16 +62,16 @@ class chunk_queue {
     if (from_[from].empty())
       return make_error(errc::collective_failed, "actors: member " + std::to_string(from) +
                                                      " is gone (" + gone_[from] + ")");
-    collective_chunk c = std::move(from_[from].front());
+    arrived_chunk c = std::move(from_[from].front());
     from_[from].pop_front();
-    queued_ -= c.values.size() * sizeof(float);
+    queued_ -= c.bytes.size();
     return c;
   }
 
  private:
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<std::deque<collective_chunk>> from_;
+  std::vector<std::deque<arrived_chunk>> from_;
   size_t queued_ = 0;
   bool overflowed_ = false;
   std::vector<std::string> gone_;  // per member: why its inbox went away
@@ -81,12 +87,13 @@ caf::behavior inbox(caf::stateful_actor<std::map<caf::actor_addr, uint32_t>>* se
       queue->abort(it->second, self->system().render(msg.reason));
   });
   return {
-      [=](chunk_atom, const wire& w) {
-        auto chunk = decode<collective_chunk>(w);
+      [=](chunk_atom, const wire& header, wire& values) {
+        auto chunk = decode<collective_chunk>(header);
         if (!chunk || chunk->generation != o.generation || chunk->key != o.key ||
-            chunk->from >= o.size)
+            chunk->from >= o.size || chunk->count == 0 || chunk->count > chunk_values ||
+            values.bytes.size() != chunk->count * sizeof(float))
           return;
-        queue->push(std::move(*chunk));
+        queue->push(arrived_chunk{*chunk, std::move(values.bytes)});
       },
       [=](peer_atom, uint64_t key, uint32_t rank, const caf::actor& peer) {
         if (key != o.key || rank >= o.size) return;
@@ -208,14 +215,10 @@ class actor_collective : public collective {
   void send(uint32_t to, uint32_t tag, std::span<const float> part) {
     for (size_t at = 0; at < part.size(); at += chunk_values) {
       const size_t n = std::min(chunk_values, part.size() - at);
-      collective_chunk c{o_.generation,
-                         o_.key,
-                         o_.rank,
-                         tag,
-                         at,
-                         part.size(),
-                         std::vector<float>(part.begin() + at, part.begin() + at + n)};
-      caf::anon_send(peers_[to], chunk_atom_v, encode(c));
+      const collective_chunk c{o_.generation, o_.key, o_.rank, tag, at, part.size(), n};
+      const auto* bytes = reinterpret_cast<const char*>(part.data() + at);
+      caf::anon_send(peers_[to], chunk_atom_v, encode(c),
+                     wire{std::vector<char>(bytes, bytes + n * sizeof(float))});
     }
   }
 
@@ -225,15 +228,21 @@ class actor_collective : public collective {
     for (size_t at = 0; at < part.size();) {
       auto c = queue_->pop(from, deadline);
       if (!c) return std::move(c.error());
-      if (c->tag != tag || c->offset != at || c->total != part.size() || c->values.empty())
+      const auto& h = c->header;
+      if (h.tag != tag || h.offset != at || h.total != part.size())
         return make_error(errc::collective_failed,
                           "actors: member " + std::to_string(from) + " sent another call's data");
       float* out = part.data() + at;
+      const char* in = c->bytes.data();
       if (add)
-        for (size_t i = 0; i < c->values.size(); ++i) out[i] += c->values[i];
+        for (size_t i = 0; i < h.count; ++i) {
+          float v;
+          std::memcpy(&v, in + i * sizeof(float), sizeof v);
+          out[i] += v;
+        }
       else
-        std::copy(c->values.begin(), c->values.end(), out);
-      at += c->values.size();
+        std::memcpy(out, in, h.count * sizeof(float));
+      at += h.count;
     }
     return {};
   }
