@@ -71,7 +71,7 @@ caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const
   // The members of our host, then those with our local rank on every host; the local rank
   // picks this member's GPU for NCCL.
   const auto where = layout_of(form.hosts, form.rank);
-  const int device = static_cast<int>(where.local_size ? where.local_rank : form.rank);
+  const int local_rank = static_cast<int>(where.local_size ? where.local_rank : form.rank);
   // One group of the generation over `backend`.
   auto make = [&](const std::string& backend, uint32_t rank, uint32_t size,
                   const std::string& keys) -> caf::expected<std::unique_ptr<collective>> {
@@ -81,7 +81,7 @@ caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const
                                                             form.bind_host, keys, form.timeout});
     if (backend == "nccl")
       return make_nccl_collective(sys, *store,
-                                  nccl_options{rank, size, device, keys, form.timeout});
+                                  nccl_options{rank, size, local_rank, keys, form.timeout});
     return make_gloo_collective(*store,
                                 gloo_options{rank, size, form.bind_host, keys, form.timeout});
   };

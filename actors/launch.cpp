@@ -341,6 +341,7 @@ void warn_about_the_secret(const std::vector<std::string>& args, const launch_op
 }  // namespace
 
 int run_app(int argc, char** argv, const app_description& app) {
+  const std::string blas_note = select_blas_kernels();  // before any BLAS call
   const std::vector<std::string> args(argv + 1, argv + argc);
   auto opts = parse_launch_options(args, process_environment(), app.flags, app.defaults);
   if (!opts) {
@@ -352,6 +353,7 @@ int run_app(int argc, char** argv, const app_description& app) {
     return 0;
   }
   const logger log{node_name(*opts), opts->level};
+  if (!blas_note.empty()) log.debug("{}", blas_note);
   // A peer that closed its connection must give a write error, not kill the process: Gloo
   // writes to its sockets without MSG_NOSIGNAL (a resumed dp worker whose group moved on
   // died of SIGPIPE, silently).

@@ -4,14 +4,16 @@
 // builds with CUDA. ("serve" and "allreduce-member" are the processes the others start.)
 #include <fmt/format.h>
 
-#include <csignal>
 #include <unistd.h>
+#include <csignal>
+#include <cstdio>
 
 #include <climits>
 #include <cstdlib>
 #include <string>
 
 #include "apps/bench/suites.hpp"
+#include "troupe/node.hpp"
 
 namespace {
 
@@ -35,6 +37,8 @@ int main(int argc, char** argv) {
   using namespace troupe::bench;
   if (argc < 2) return usage();
   std::signal(SIGPIPE, SIG_IGN);  // Gloo's sockets (allreduce): a closed peer is an error
+  if (const auto note = troupe::select_blas_kernels(); !note.empty())
+    std::fprintf(stderr, "%s\n", note.c_str());
   const std::string suite = argv[1];
   if (suite == "serve") return serve_peer();
   if (suite == "allreduce-member" && argc == 6)

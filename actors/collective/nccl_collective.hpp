@@ -7,7 +7,9 @@
 // `prefix`; the others read it there. The communicator is non-blocking, so every wait (its
 // setup, each operation) has the call's bound: past it the communicator is aborted (which
 // ends NCCL kernels waiting on a lost peer) and the object is spoiled, as for the other
-// backends. NCCL needs a GPU of its own per member: `device` is this member's.
+// backends; the other members find out at their own deadline. A healthy one is finalised
+// (its last sends flushed) when destroyed. NCCL needs a GPU of its own per member. One call
+// moves at most 256 MiB; allreduce and broadcast go in pieces of that.
 // Built with CUDA and NCCL (nccl_collective.cpp in actors/gpu); otherwise every call refuses
 // with errc::device_failure (nccl_collective_none.cpp). Used from one thread at a time, the
 // allreduce_group's.
@@ -28,7 +30,9 @@ namespace troupe {
 struct nccl_options {
   uint32_t rank = 0;
   uint32_t size = 1;
-  int device = 0;      // the GPU of this process that this member uses
+  // This member's place among the members of its host: it uses GPU local_rank % the GPUs
+  // this process sees (one GPU per process under CUDA_VISIBLE_DEVICES, or one of all).
+  int local_rank = 0;
   std::string prefix;  // the store's keys of this group
   std::chrono::milliseconds timeout{30000};
 };

@@ -5,6 +5,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <cstdlib>
 #include <thread>
 
 #include "troupe/auth.hpp"
@@ -29,6 +30,39 @@ std::string node_name(const launch_options& opts) {
 
 void set_blas_threads(int threads) {
   openblas_set_num_threads(std::max(1, threads));
+}
+
+}  // namespace troupe
+
+// OpenBLAS's own entry points for choosing kernels at run time (exported by DYNAMIC_ARCH
+// builds only, hence weak: another build leaves them null and nothing is changed).
+extern "C" {
+char* openblas_get_corename(void) __attribute__((weak));
+void gotoblas_dynamic_init(void) __attribute__((weak));
+void gotoblas_dynamic_quit(void) __attribute__((weak));
+}
+
+namespace troupe {
+
+std::string select_blas_kernels() {
+  if (!openblas_get_corename || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return {};
+  if (std::getenv("OPENBLAS_CORETYPE")) return {};  // the user's choice
+  const std::string chosen = openblas_get_corename();
+  if (chosen != "Prescott") return {};
+  const char* better = nullptr;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
+    better = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    better = "Haswell";
+  else if (__builtin_cpu_supports("avx"))
+    better = "Sandybridge";
+  if (!better) return {};
+  ::setenv("OPENBLAS_CORETYPE", better, 0);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();  // reads OPENBLAS_CORETYPE
+  return "OpenBLAS: " + chosen + " kernels (its choice for a CPU model it does not know) " +
+         "replaced by " + openblas_get_corename();
 }
 
 namespace {

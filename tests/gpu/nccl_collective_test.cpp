@@ -1,7 +1,8 @@
 // The `nccl` collective backend against the sums computed on the CPU here: members as threads
 // of one process, one GPU each (as many members as GPUs, at most 4; NCCL refuses two members
 // on one GPU), every operation, every member getting the same bits; a member that never
-// joins makes the others fail within the bound; the allreduce_group forms an nccl group and
+// joins makes the others fail within the bound; a call of more than 256 MiB goes in pieces;
+// the allreduce_group forms an nccl group and
 // reduces a bucket through it. Without a GPU (CI) the backend refuses with a clear error.
 #define BOOST_TEST_MODULE nccl_collective
 #include <boost/test/unit_test.hpp>
@@ -90,6 +91,29 @@ BOOST_FIXTURE_TEST_CASE(allreduce_matches_the_cpu_sum_with_the_same_bits_everywh
       }
     }
   for (uint32_t r = 1; r < size; ++r) BOOST_TEST((results[r] == results[0]));
+}
+
+BOOST_FIXTURE_TEST_CASE(an_allreduce_larger_than_one_call_goes_in_pieces, system_fixture,
+                        *boost::unit_test::precondition(has_gpu{})) {
+  const uint32_t size = members_here();
+  const size_t n = (size_t{1} << 26) + 1001;  // 256 MiB and a bit: two pieces
+  std::vector<int> right(size, 0);
+  auto failures = testing::run_ranks(size, nccl_members(*sys), [&](collective& g, uint32_t r) {
+    std::vector<float> data(n);
+    for (size_t i = 0; i < n; ++i) data[i] = value_of(r, i);
+    if (auto err = g.allreduce(data, call(1))) {
+      BOOST_TEST_MESSAGE("member " << r << ": " << describe(err));
+      return;
+    }
+    for (size_t i : {size_t{0}, size_t{1} << 26, n - 1}) {
+      float want = 0;
+      for (uint32_t m = 0; m < size; ++m) want += value_of(m, i);
+      if (std::abs(data[i] - want) > 1e-4f * (1 + std::abs(want))) return;
+    }
+    right[r] = 1;
+  });
+  BOOST_TEST_REQUIRE(failures.empty());
+  for (uint32_t r = 0; r < size; ++r) BOOST_TEST(right[r] == 1);
 }
 
 BOOST_FIXTURE_TEST_CASE(the_sharded_operations_move_the_right_values, system_fixture,

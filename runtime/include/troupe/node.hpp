@@ -31,4 +31,13 @@ std::string node_name(const launch_options& opts);
 // Limits OpenBLAS to `threads` threads for this process (called before compute starts).
 void set_blas_threads(int threads);
 
+// OpenBLAS (a DYNAMIC_ARCH build, as Debian's) picks its kernels from the CPU model when it
+// loads, and a model it does not know gets its baseline SSE3 ("Prescott") kernels: 0.3.21 on
+// this project's Emerald Rapids machines (model 207) runs SGEMM 1.5-3x slower than with the
+// AVX-512 kernels the CPU has. Where OpenBLAS chose "Prescott" and the CPU has AVX-512, AVX2
+// or AVX, this selects the matching kernels (as OPENBLAS_CORETYPE would; a value the user set
+// is left alone) and returns a line saying so; otherwise it changes nothing and returns "".
+// Call it first thing in main, before any BLAS call (run_app and troupe-bench do).
+std::string select_blas_kernels();
+
 }  // namespace troupe
