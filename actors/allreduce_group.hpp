@@ -34,17 +34,19 @@ struct group_form {
   std::chrono::milliseconds timeout{30000};
   dp_coordinator_actor coordinator;
   std::vector<std::string> hosts;  // each rank's host label
-  bool two_level = false;  // reduce inside hosts (NCCL where each has a GPU), then across
+  bool two_level = false;          // reduce inside hosts (NCCL where each has a GPU), then across
   // Another rendezvous than the coordinator's (troupe-bench's file_store); none: the
   // coordinator's.
   std::shared_ptr<rendezvous_store> store;
 };
 
 // Sum `data` over the members. The buffer belongs to the sender and must stay untouched
-// until the reply.
+// until the reply; `owner` keeps it alive while the order is in flight (a sender that stops
+// meanwhile must not leave the backend sending from freed memory).
 struct reduce_order {
   std::span<float> data;
   uint32_t tag = 0;
+  std::shared_ptr<const void> owner;
 };
 
 struct reduce_done {

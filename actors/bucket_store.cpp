@@ -8,6 +8,7 @@
 #include "kernels/cpu/compensation.hpp"
 #include "kernels/cpu/compression.hpp"
 #include "kernels/cpu/optimizers.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -45,17 +46,6 @@ std::vector<std::vector<float>> zeros_like(const std::vector<dense_tensor>& slic
   std::vector<std::vector<float>> out;
   for (const auto& s : slices) out.emplace_back(wanted ? s.values.size() : 0, 0.0f);
   return out;
-}
-
-// Index of the first value that is NaN, Inf or beyond max_abs_gradient. The common case (none)
-// is one branch-free pass the compiler can vectorise.
-std::optional<size_t> first_out_of_range(const std::vector<float>& values) {
-  bool any = false;
-  for (float g : values) any |= !(std::abs(g) <= max_abs_gradient);
-  if (!any) return std::nullopt;
-  for (size_t i = 0; i < values.size(); ++i)
-    if (!(std::abs(values[i]) <= max_abs_gradient)) return i;
-  return std::nullopt;
 }
 
 }  // namespace
@@ -155,7 +145,7 @@ caf::error bucket_store::validate(const push_request& push) const {
                              "({} values)",
                              i, mine.name, mine.row_offset, mine.values.size(), theirs.name,
                              theirs.row_offset, theirs.values.size()));
-    if (const auto at = first_out_of_range(theirs.values))
+    if (const auto at = kernels::first_beyond(theirs.values, max_abs_gradient))
       return bad(errc::non_finite, fmt::format("gradient value {} in {} (limit {:g})",
                                                theirs.values[*at], theirs.name, max_abs_gradient));
   }
@@ -218,10 +208,8 @@ void bucket_store::record(uint64_t staleness) {
 
 void bucket_store::observe_norm(const push_request& push) {
   double squares = 0;
-  for (const auto& t : push.dense)
-    for (float g : t.values) squares += double(g) * double(g);
-  for (const auto& rows : push.sparse)
-    for (float g : rows.values) squares += double(g) * double(g);
+  for (const auto& t : push.dense) squares += kernels::sum_of_squares(t.values);
+  for (const auto& rows : push.sparse) squares += kernels::sum_of_squares(rows.values);
   if (norms_.size() < update_window)
     norms_.push_back(std::sqrt(squares));
   else

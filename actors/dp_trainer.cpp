@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "actors/guards.hpp"
 #include "actors/job_outcome.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -37,7 +39,7 @@ void apply_start(self_ptr self, const dp_trainer_config& config, group_start job
 std::span<float> bucket_values(dp_trainer_state& st, size_t b) {
   const auto& bucket = st.buckets[b];
   const size_t begin = bucket.begin == 0 ? 0 : meta_size + bucket.begin;
-  return std::span<float>(st.values).subspan(begin, meta_size + bucket.end - begin);
+  return std::span<float>(*st.values).subspan(begin, meta_size + bucket.end - begin);
 }
 
 // Sends bucket b to the group: its gradient weighted by this member's share of the step's
@@ -48,14 +50,10 @@ void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
   auto values = bucket_values(st, b);
   const size_t skip = st.buckets[b].begin == 0 ? meta_size : 0;
   const float weight = static_cast<float>(double(st.mine) / double(st.step_examples));
-  bool finite = true;
-  for (size_t k = skip; k < values.size(); ++k) {
-    values[k] *= weight;
-    finite = finite && std::isfinite(values[k]);
-  }
-  if (!finite) st.values[meta_non_finite] = 1.0f;
+  if (!kernels::scale_within(values.subspan(skip), weight, std::numeric_limits<float>::max()))
+    (*st.values)[meta_non_finite] = 1.0f;  // NaN or Inf
   auto order = std::make_shared<reduce_order>(
-      reduce_order{values, static_cast<uint32_t>(st.step * st.buckets.size() + b)});
+      reduce_order{values, static_cast<uint32_t>(st.step * st.buckets.size() + b), st.values});
   ++st.replies_due;
   const auto timeout = std::chrono::milliseconds(st.job->timeout_ms) + config.request_timeout;
   self->request(st.group, timeout, reduce_atom_v, std::shared_ptr<const reduce_order>{order})
@@ -114,8 +112,8 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   for (size_t b = 0; b < st.buckets.size(); ++b)
     st.waiting_for[b] = st.buckets[b].tensors.size() + (b + 1 == st.buckets.size() ? 1 : 0);
   st.tensor_final.assign(st.layout->specs.size(), false);
-  std::fill(st.values.begin(), st.values.begin() + meta_size, 0.0f);
-  auto grad = std::span<float>(st.values).subspan(meta_size);
+  std::fill(st.values->begin(), st.values->begin() + meta_size, 0.0f);
+  auto grad = std::span<float>(*st.values).subspan(meta_size);
   double loss = 0;
   const auto began = clock_type::now();
   if (share.count == 0) {
@@ -133,10 +131,10 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   }
   st.backward_done = clock_type::now();
   st.compute_s += seconds_between(began, st.backward_done);
-  st.values[meta_examples] = static_cast<float>(st.mine);
+  (*st.values)[meta_examples] = static_cast<float>(st.mine);
   st.own_loss_sum = loss * st.mine;
-  st.values[meta_loss] = static_cast<float>(st.own_loss_sum);
-  if (!std::isfinite(loss)) st.values[meta_non_finite] = 1.0f;
+  (*st.values)[meta_loss] = static_cast<float>(st.own_loss_sum);
+  if (!std::isfinite(loss)) (*st.values)[meta_non_finite] = 1.0f;
   --st.waiting_for.back();  // the meta is in
   send_ready(self, config);
 }
@@ -146,8 +144,8 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
 void finish_step(self_ptr self, const dp_trainer_config& config) {
   auto& st = self->state;
   const double exposed = seconds_between(st.backward_done, clock_type::now());
-  const float total = st.values[meta_examples];
-  bool skipped = st.values[meta_non_finite] > 0 || !(total > 0);
+  const float total = (*st.values)[meta_examples];
+  bool skipped = (*st.values)[meta_non_finite] > 0 || !(total > 0);
   if (!skipped && uint64_t(total) != st.step_examples)
     return fail(self, config, "summing the step",
                 make_error(errc::collective_failed, "the members disagree on the step's examples"));
@@ -156,7 +154,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
     config.log.warn("step {}: a member's gradient is not finite; skipped by every member",
                     st.step + 1);
   } else {
-    auto grad = std::span<float>(st.values).subspan(meta_size);
+    auto grad = std::span<float>(*st.values).subspan(meta_size);
     const auto& plan = st.optimizer_plan.buckets[0];
     push_request push{0, 0, st.step, vector_clock{}};
     push.dense = gather(*st.layout, plan, grad);
@@ -347,7 +345,7 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   bucket_spec spec{0, 1, job.optimizer,
                    gather(*st.layout, st.optimizer_plan.buckets[0], st.params)};
   st.optimizer.emplace(std::move(spec));
-  st.values.assign(meta_size + st.layout->total, 0.0f);
+  st.values = std::make_shared<std::vector<float>>(meta_size + st.layout->total, 0.0f);
   st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes);
   st.waiting_for.assign(st.buckets.size(), 0);
   st.examples = config.task->batches_per_epoch(1);

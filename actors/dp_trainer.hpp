@@ -55,7 +55,9 @@ struct dp_trainer_state {
   placement optimizer_plan;               // its one bucket: every tensor whole
   allreduce_group_actor group;
   std::vector<float> params;
-  std::vector<float> values;  // [meta | gradient] of the step in flight
+  // [meta | gradient] of the step in flight; shared with the group's reduce orders, so that a
+  // bucket still being sent when this trainer stops does not point into freed memory
+  std::shared_ptr<std::vector<float>> values;
   std::vector<gradient_bucket> buckets;
   std::vector<size_t> waiting_for;  // per bucket: tensors not yet final (+1 meta, the last)
   std::vector<bool> tensor_final;   // per tensor: told final in this step

@@ -4,6 +4,9 @@
 # ../shared/peers/torch_ddp_fmnist.py 2 EPOCHS (gloo, 2 processes x 1 thread, global batch
 # 128), alternating, REPS times each. Prints each run's wall_s and test_accuracy, the medians
 # and the ratio. Usage: apps/bench/dp_vs_ddp.sh [REPS=3] [EPOCHS=3] [extra troupe flags...]
+# Troupe picks OpenBLAS's AVX-512 kernels where OpenBLAS falls back to SSE3 for a CPU model it
+# does not know (troupe::select_blas_kernels); PEER_CORETYPE=SkylakeX gives DDP (which uses the
+# same OpenBLAS) those kernels too, for a comparison of the runtimes alone.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 reps=${1:-3}; epochs=${2:-3}; shift $(( $# > 2 ? 2 : $# )) || true
@@ -26,6 +29,7 @@ troupe_run() {
 }
 
 ddp_run() {
+  if [[ -n "${PEER_CORETYPE:-}" ]]; then export OPENBLAS_CORETYPE=$PEER_CORETYPE; fi
   /usr/bin/python3 "$peer" 2 "$epochs" | tail -1 |
     sed -E 's/.*test_accuracy=([0-9.]+) wall_s=([0-9.]+).*/\2 \1/'
 }

@@ -1,11 +1,12 @@
 #include "kernels/cpu/optimizers.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 
 #include <cmath>
 
 namespace troupe::kernels {
 
-void adam_step(std::span<float> theta, std::span<float> m, std::span<float> v,
-               std::span<const float> grad, const adam_hyper& h) {
+TROUPE_CPU_CLONES void adam_step(std::span<float> theta, std::span<float> m, std::span<float> v,
+                                 std::span<const float> grad, const adam_hyper& h) {
   const double t = static_cast<double>(h.step);
   const float correction1 = static_cast<float>(1.0 - std::pow(double{h.beta1}, t));
   const float correction2 = static_cast<float>(1.0 - std::pow(double{h.beta2}, t));

@@ -16,6 +16,7 @@
 #include "kernels/cpu/compression.hpp"
 #include "kernels/cpu/half.hpp"
 #include "kernels/cpu/optimizers.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 
 namespace k = troupe::kernels;
 
@@ -588,4 +589,33 @@ BOOST_AUTO_TEST_CASE(sign_compression_of_nothing) {
   BOOST_TEST(k::sign_bytes(0) == 0u);
   BOOST_TEST(k::sign_bytes(8) == 1u);
   BOOST_TEST(k::sign_bytes(9) == 2u);
+}
+
+// The vectorised passes (vector_ops.hpp) against plain loops, at lengths around the vector
+// widths, with a bad value at every position of a short vector.
+BOOST_AUTO_TEST_CASE(vector_ops_match_plain_loops) {
+  std::mt19937 rng{7};
+  std::normal_distribution<float> normal{0.0f, 3.0f};
+  for (size_t n : {0, 1, 7, 8, 9, 31, 33, 1000, 4097}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = normal(rng);
+    double want = 0;
+    for (float v : x) want += double(v) * double(v);
+    BOOST_TEST(std::abs(troupe::kernels::sum_of_squares(x) - want) <= 1e-12 * (1 + want));
+    BOOST_TEST(!troupe::kernels::first_beyond(x, 1e15f).has_value());
+    auto scaled = x;
+    BOOST_TEST(troupe::kernels::scale_within(scaled, 0.5f, 1e15f));
+    for (size_t i = 0; i < n; ++i) BOOST_TEST_REQUIRE(scaled[i] == x[i] * 0.5f);
+  }
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(),
+                       std::numeric_limits<float>::infinity(), -2e15f};
+  for (float b : bad)
+    for (size_t at = 0; at < 19; ++at) {
+      std::vector<float> x(19, 1.0f);
+      x[at] = b;
+      BOOST_TEST(troupe::kernels::first_beyond(x, 1e15f).value_or(99) == at);
+      BOOST_TEST(!troupe::kernels::scale_within(x, 1.0f, 1e15f));
+    }
+  std::vector<float> big(10, 1e30f);  // finite, but beyond the limit once scaled
+  BOOST_TEST(!troupe::kernels::scale_within(big, 1e10f, std::numeric_limits<float>::max()));
 }
