@@ -321,7 +321,8 @@ BOOST_AUTO_TEST_CASE(a_worker_started_mid_job_joins_and_the_job_completes) {
 }
 
 BOOST_AUTO_TEST_CASE(a_stopped_worker_is_left_behind_and_refused_when_it_resumes) {
-  dp_cluster job(3, {"--batch", "64", "--train-limit", "25600", "--test-limit", "1000",
+  // Long enough that the job still runs when the member resumes (3 s after its loss).
+  dp_cluster job(3, {"--batch", "64", "--train-limit", "51200", "--test-limit", "1000",
                      "--request-timeout", "4"});
   BOOST_TEST_REQUIRE(job.await_log("epoch 1/3"));
   job.workers[1]->signal(SIGSTOP);
