@@ -169,18 +169,12 @@ allreduce_group_actor::behavior_type allreduce_group(
           st.backend.reset();  // closes its connections: the other members fail at once too
           return err;
         }
-        const double n = st.backend->size();
         const uint64_t bytes = order->data.size_bytes();
         reduce_done done;
         done.seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-        if (auto* two = dynamic_cast<two_level_collective*>(st.backend.get())) {
-          done.bytes = two->bytes_sent(bytes);
-          done.bytes_inter_host = two->inter_host_bytes(bytes);
-        } else {  // a ring allreduce sends 2 (n - 1) / n of the buffer from every member
-          done.bytes = static_cast<uint64_t>(2.0 * (n - 1) / n * double(bytes));
-          done.bytes_inter_host = flat_inter_host_bytes(st.hosts, st.backend->rank(), bytes);
-        }
+        done.bytes = st.backend->allreduce_bytes(bytes);
+        done.bytes_inter_host = st.backend->allreduce_bytes_inter_host(bytes, st.hosts);
         return done;
       },
       [=](sync_atom,

@@ -183,4 +183,13 @@ caf::expected<loaded_checkpoint> read_newest_checkpoint(const std::string& dir) 
   return make_error(errc::io_failure, why);
 }
 
+caf::expected<checkpoint> read_resume_checkpoint(const std::string& dir, const logger& log) {
+  auto loaded = read_newest_checkpoint(dir);
+  if (!loaded) return std::move(loaded.error());
+  for (const auto& skipped : loaded->skipped)
+    log.warn("skipping a damaged checkpoint: {}", skipped);
+  log.info("resuming from {} (step {})", loaded->path, loaded->data.job.step);
+  return std::move(loaded->data);
+}
+
 }  // namespace troupe

@@ -15,6 +15,7 @@
 
 #include "messages/codec.hpp"
 #include "messages/types.hpp"
+#include "troupe/log.hpp"
 
 namespace troupe {
 
@@ -39,5 +40,9 @@ struct loaded_checkpoint {
 
 // The newest checkpoint in `dir` that reads back whole; errc::io_failure when there is none.
 caf::expected<loaded_checkpoint> read_newest_checkpoint(const std::string& dir);
+
+// --resume DIR: the newest checkpoint there, logging each damaged one skipped and the one
+// taken (both coordinators start from it).
+caf::expected<checkpoint> read_resume_checkpoint(const std::string& dir, const logger& log);
 
 }  // namespace troupe

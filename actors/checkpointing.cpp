@@ -145,16 +145,6 @@ void count_for_checkpoint(self_ptr self, const coordinator_config& config, uint6
     take_checkpoint(self, config);
 }
 
-caf::error load_resume(self_ptr self, const coordinator_config& config) {
-  auto loaded = read_newest_checkpoint(config.opts.resume);
-  if (!loaded) return std::move(loaded.error());
-  for (const auto& skipped : loaded->skipped)
-    config.log.warn("skipping a damaged checkpoint: {}", skipped);
-  config.log.info("resuming from {} (step {})", loaded->path, loaded->data.job.step);
-  self->state.resume_from = std::move(loaded->data);
-  return {};
-}
-
 caf::error check_resume(const coordinator_state& st, const coordinator_config& config) {
   if (!st.resume_from) return {};
   const auto& job = st.resume_from->job;

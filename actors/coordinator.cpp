@@ -343,11 +343,15 @@ coordinator_actor::behavior_type coordinator(
   self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, config, msg); });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
-  if (!config.opts.resume.empty())
-    if (auto err = load_resume(self, config)) {
-      config.log.error("cannot resume: {}", describe(err));
-      self->quit(make_error(errc::job_failed, "cannot resume: " + describe(err)));
+  if (!config.opts.resume.empty()) {
+    auto resumed = read_resume_checkpoint(config.opts.resume, config.log);
+    if (resumed) {
+      self->state.resume_from = std::move(*resumed);
+    } else {
+      config.log.error("cannot resume: {}", describe(resumed.error()));
+      self->quit(make_error(errc::job_failed, "cannot resume: " + describe(resumed.error())));
     }
+  }
   config.log.info("waiting for {} servers and {} workers", config.opts.servers,
                   config.opts.workers);
   return {

@@ -81,8 +81,6 @@ caf::result<std::string> set_log_level(self_ptr self, const coordinator_config& 
                                        const std::string& level, const std::string& node);
 
 // -- checkpointing.cpp
-// Reads the newest good checkpoint of --resume; says which newer ones it skipped and why.
-caf::error load_resume(self_ptr self, const coordinator_config& config);
 // Whether the checkpoint resumed from fits this job; a clear error when it does not.
 caf::error check_resume(const coordinator_state& st, const coordinator_config& config);
 // Starts the workers of a resumed job from the checkpoint's progress.

@@ -81,14 +81,4 @@ void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, 
   config.log.info("checkpoint after step {}: {}", step, *written);
 }
 
-caf::error load_resume(self_ptr self, const dp_coordinator_config& config) {
-  auto loaded = read_newest_checkpoint(config.opts.resume);
-  if (!loaded) return std::move(loaded.error());
-  for (const auto& skipped : loaded->skipped)
-    config.log.warn("skipping a damaged checkpoint: {}", skipped);
-  config.log.info("resuming from {} (step {})", loaded->path, loaded->data.job.step);
-  self->state.resume_from = std::move(loaded->data);
-  return {};
-}
-
 }  // namespace troupe::dp_coordination

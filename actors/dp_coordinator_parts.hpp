@@ -27,7 +27,6 @@ caf::result<bool> store_put(self_ptr self, const wire& w);
 caf::result<wire> store_get(self_ptr self, const wire& w);
 
 // -- dp_checkpoints.cpp
-caf::error load_resume(self_ptr self, const dp_coordinator_config& config);
 caf::error take_resume(dp_coordinator_state& st, const dp_coordinator_config& config);
 void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, uint32_t index,
              uint32_t count, const wire& part);

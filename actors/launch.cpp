@@ -11,6 +11,7 @@
 
 #include <csignal>
 
+#include <optional>
 #include <thread>
 
 #include "actors/collective/nccl_collective.hpp"
@@ -122,6 +123,27 @@ caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
   return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(dp_trainer, config));
 }
 
+// The job's gatekeeper, handing out `coord`, published on --listen. When the port cannot be
+// opened it says why on stderr, stops the coordinator and the gatekeeper, and returns none.
+std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
+                                                   const launch_options& opts,
+                                                   const coordinator_actor& coord,
+                                                   const app_description& app, const logger& log) {
+  auto& sys = self->system();
+  auto gk = sys.spawn(
+      gatekeeper, gatekeeper_config{opts.secret, coord, self->address(), log.named("gatekeeper")});
+  auto port = sys.middleman().publish(gk, opts.listen.port, opts.listen.host.c_str(), true);
+  if (!port) {
+    fmt::print(stderr, "{}: cannot listen on {}: {}\n", app.name, to_string(opts.listen),
+               sys.render(port.error()));
+    self->send_exit(coord, caf::exit_reason::user_shutdown);
+    self->send_exit(gk, caf::exit_reason::user_shutdown);
+    return std::nullopt;
+  }
+  log.info("listening on {}:{}", opts.listen.host, *port);
+  return gk;
+}
+
 // --mode dp, every member in this process: the coordinator and --workers trainers, whose
 // collectives still go over loopback TCP (Gloo).
 int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
@@ -163,23 +185,13 @@ int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const trainin
   dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
   config.metrics = metrics.registry;
   auto coord = sys.spawn(dp_coordinator, config);
-  auto gk = sys.spawn(gatekeeper,
-                      gatekeeper_config{opts.secret, caf::actor_cast<coordinator_actor>(coord),
-                                        self->address(), log.named("gatekeeper")});
-  auto port = sys.middleman().publish(gk, opts.listen.port, opts.listen.host.c_str(), true);
-  if (!port) {
-    fmt::print(stderr, "{}: cannot listen on {}: {}\n", app.name, to_string(opts.listen),
-               sys.render(port.error()));
-    self->send_exit(coord, caf::exit_reason::user_shutdown);
-    self->send_exit(gk, caf::exit_reason::user_shutdown);
-    return 1;
-  }
-  log.info("listening on {}:{}", opts.listen.host, *port);
+  auto gk = publish_gatekeeper(self, opts, caf::actor_cast<coordinator_actor>(coord), app, log);
+  if (!gk) return 1;
   if (opts.dp.coordinator_trains)
     spawn_trainer(sys, opts, task, coord, node_name(opts) + "-trainer", self->address(),
                   log.named("trainer"));
   const int code = wait_for(self, coord.address(), app.name);
-  self->send_exit(gk, caf::exit_reason::user_shutdown);
+  self->send_exit(*gk, caf::exit_reason::user_shutdown);
   return code;
 }
 
@@ -235,19 +247,10 @@ int run_coordinator(const launch_options& opts, std::shared_ptr<const training_t
   auto coord = sys.spawn(
       coordinator,
       coordinator_config{opts, task, self->address(), log.named("coordinator"), metrics.registry});
-  auto gk = sys.spawn(
-      gatekeeper, gatekeeper_config{opts.secret, coord, self->address(), log.named("gatekeeper")});
-  auto port = sys.middleman().publish(gk, opts.listen.port, opts.listen.host.c_str(), true);
-  if (!port) {
-    fmt::print(stderr, "{}: cannot listen on {}: {}\n", app.name, to_string(opts.listen),
-               sys.render(port.error()));
-    self->send_exit(coord, caf::exit_reason::user_shutdown);
-    self->send_exit(gk, caf::exit_reason::user_shutdown);
-    return 1;
-  }
-  log.info("listening on {}:{}", opts.listen.host, *port);
+  auto gk = publish_gatekeeper(self, opts, coord, app, log);
+  if (!gk) return 1;
   const int code = wait_for(self, coord.address(), app.name);
-  self->send_exit(gk, caf::exit_reason::user_shutdown);
+  self->send_exit(*gk, caf::exit_reason::user_shutdown);
   return code;
 }
 

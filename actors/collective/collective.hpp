@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <caf/error.hpp>
 
@@ -73,6 +74,20 @@ class collective {
 
   // Returns once every member has called it.
   virtual caf::error barrier(const collective_call& call) = 0;
+
+  // Bytes this member sends in an allreduce of `bytes`, in all and to members on other hosts
+  // (`hosts`: each rank's host label), for the report. A ring's by default: 2 (n - 1) / n of
+  // the buffer, all to the next rank.
+  virtual uint64_t allreduce_bytes(uint64_t bytes) const {
+    const double n = size();
+    return static_cast<uint64_t>(2.0 * (n - 1) / n * double(bytes));
+  }
+  virtual uint64_t allreduce_bytes_inter_host(uint64_t bytes,
+                                              const std::vector<std::string>& hosts) const {
+    const uint32_t n = size(), r = rank();
+    if (n < 2 || hosts.size() != n || hosts[r] == hosts[(r + 1) % n]) return 0;
+    return allreduce_bytes(bytes);
+  }
 };
 
 }  // namespace troupe

@@ -30,13 +30,6 @@ bool two_level_fits(const std::vector<std::string>& hosts) {
   return l.hosts > 1 && l.local_size > 1 && l.uniform;
 }
 
-uint64_t flat_inter_host_bytes(const std::vector<std::string>& hosts, uint32_t rank,
-                               uint64_t bytes) {
-  const auto n = hosts.size();
-  if (n < 2 || rank >= n || hosts[rank] == hosts[(rank + 1) % n]) return 0;
-  return static_cast<uint64_t>(2.0 * double(n - 1) / double(n) * double(bytes));
-}
-
 two_level_collective::two_level_collective(std::unique_ptr<collective> flat,
                                            std::unique_ptr<collective> local,
                                            std::unique_ptr<collective> cross)
@@ -63,14 +56,13 @@ caf::error two_level_collective::allreduce(std::span<float> data, const collecti
   return {};
 }
 
-uint64_t two_level_collective::inter_host_bytes(uint64_t bytes) const {
-  const double h = cross_->size();
-  return static_cast<uint64_t>(2.0 * (h - 1) / h * double(bytes) / local_->size());
+uint64_t two_level_collective::allreduce_bytes_inter_host(uint64_t bytes,
+                                                          const std::vector<std::string>&) const {
+  return cross_->allreduce_bytes(bytes / local_->size());
 }
 
-uint64_t two_level_collective::bytes_sent(uint64_t bytes) const {
-  const double l = local_->size();
-  return static_cast<uint64_t>(2.0 * (l - 1) / l * double(bytes)) + inter_host_bytes(bytes);
+uint64_t two_level_collective::allreduce_bytes(uint64_t bytes) const {
+  return local_->allreduce_bytes(bytes) + allreduce_bytes_inter_host(bytes, {});
 }
 
 }  // namespace troupe

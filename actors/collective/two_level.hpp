@@ -29,11 +29,6 @@ host_layout layout_of(const std::vector<std::string>& hosts, uint32_t rank);
 // on each, the same number on every one.
 bool two_level_fits(const std::vector<std::string>& hosts);
 
-// Bytes member `rank` sends to other hosts in a flat ring allreduce of `bytes` (the ring
-// sends 2 (n - 1) / n of the buffer to the next rank).
-uint64_t flat_inter_host_bytes(const std::vector<std::string>& hosts, uint32_t rank,
-                               uint64_t bytes);
-
 class two_level_collective : public collective {
  public:
   two_level_collective(std::unique_ptr<collective> flat, std::unique_ptr<collective> local,
@@ -58,9 +53,10 @@ class two_level_collective : public collective {
   }
   caf::error barrier(const collective_call& c) override { return flat_->barrier(c); }
 
-  // Bytes this member sends in an allreduce of `bytes`: in all, and to other hosts.
-  uint64_t bytes_sent(uint64_t bytes) const;
-  uint64_t inter_host_bytes(uint64_t bytes) const;
+  // Inside the host: a ring over the local members; across: each local rank's shard.
+  uint64_t allreduce_bytes(uint64_t bytes) const override;
+  uint64_t allreduce_bytes_inter_host(uint64_t bytes,
+                                      const std::vector<std::string>& hosts) const override;
 
  private:
   std::unique_ptr<collective> flat_, local_, cross_;
