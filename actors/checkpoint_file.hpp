@@ -15,6 +15,7 @@
 
 #include "messages/codec.hpp"
 #include "messages/types.hpp"
+#include "troupe/error.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe {
@@ -44,5 +45,18 @@ caf::expected<loaded_checkpoint> read_newest_checkpoint(const std::string& dir);
 // --resume DIR: the newest checkpoint there, logging each damaged one skipped and the one
 // taken (both coordinators start from it).
 caf::expected<checkpoint> read_resume_checkpoint(const std::string& dir, const logger& log);
+
+// A coordinator's start with --resume DIR: its state's `resume_from` is the checkpoint, or
+// the coordinator stops (job_failed) saying why.
+template <class Self>
+void resume_or_stop(Self* self, const std::string& dir, const logger& log) {
+  auto resumed = read_resume_checkpoint(dir, log);
+  if (resumed) {
+    self->state.resume_from = std::move(*resumed);
+    return;
+  }
+  log.error("cannot resume: {}", describe(resumed.error()));
+  self->quit(make_error(errc::job_failed, "cannot resume: " + describe(resumed.error())));
+}
 
 }  // namespace troupe

@@ -343,15 +343,7 @@ coordinator_actor::behavior_type coordinator(
   self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, config, msg); });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
-  if (!config.opts.resume.empty()) {
-    auto resumed = read_resume_checkpoint(config.opts.resume, config.log);
-    if (resumed) {
-      self->state.resume_from = std::move(*resumed);
-    } else {
-      config.log.error("cannot resume: {}", describe(resumed.error()));
-      self->quit(make_error(errc::job_failed, "cannot resume: " + describe(resumed.error())));
-    }
-  }
+  if (!config.opts.resume.empty()) resume_or_stop(self, config.opts.resume, config.log);
   config.log.info("waiting for {} servers and {} workers", config.opts.servers,
                   config.opts.workers);
   return {

@@ -387,15 +387,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       }
   });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
-  if (!config.opts.resume.empty()) {
-    auto resumed = read_resume_checkpoint(config.opts.resume, config.log);
-    if (resumed) {
-      self->state.resume_from = std::move(*resumed);
-    } else {
-      config.log.error("cannot resume: {}", describe(resumed.error()));
-      self->quit(make_error(errc::job_failed, "cannot resume: " + describe(resumed.error())));
-    }
-  }
+  if (!config.opts.resume.empty()) resume_or_stop(self, config.opts.resume, config.log);
   config.log.info("waiting for {} workers (data parallel)", config.opts.workers);
   return {
       [=](join_atom, const wire& w, dp_worker_actor handle) {
