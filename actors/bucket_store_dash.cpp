@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "troupe/error.hpp"
+#include "actors/kernel_errors.hpp"
 
 namespace troupe {
 
@@ -46,7 +46,7 @@ caf::error bucket_store::complete_deferred_dash(const kernels::packed_dash_step&
     return make_error(errc::malformed_message, "a stepped DASH package of another step");
   auto resets = kernels::unpack_dash_step(done, *dash_[slice], slices_[slice].values,
                                           first_moment_[slice], second_moment_[slice]);
-  if (!resets) return std::move(resets.error());
+  if (!resets) return make_error(resets.error());
   dash_resets_ += *resets;
   deferred_.pop_front();
   return {};

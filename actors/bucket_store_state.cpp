@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "actors/bucket_store.hpp"
+#include "actors/kernel_errors.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -140,7 +141,7 @@ caf::error bucket_store::restore_dash(const bucket_state_part& part) {
   const unsigned long index = std::strtoul(t.name.c_str(), &end, 10);
   if (t.name.empty() || *end != '\0')
     return make_error(errc::malformed_message, "saved DASH state with a bad name");
-  return dash_[part.worker]->set_state(index, t.row_offset, t.values);
+  return make_error(dash_[part.worker]->set_state(index, t.row_offset, t.values));
 }
 
 caf::error bucket_store::restore_part(bucket_state_part part) {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "troupe/auth.hpp"
+#include "troupe/detail/auth.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {

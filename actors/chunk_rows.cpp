@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
-#include "troupe/layout.hpp"
 
 namespace troupe {
 

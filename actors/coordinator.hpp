@@ -31,7 +31,7 @@
 #include "actors/training_curve.hpp"
 #include "actors/work_plan.hpp"
 #include "messages/protocol.hpp"
-#include "troupe/layout.hpp"
+#include "troupe/detail/layout.hpp"
 #include "troupe/log.hpp"
 #include "troupe/options.hpp"
 #include "troupe/task.hpp"

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "actors/dp_coordinator_parts.hpp"
+#include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
-#include "troupe/layout.hpp"
 
 namespace troupe::dp_coordination {
 

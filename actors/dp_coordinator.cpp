@@ -10,8 +10,8 @@
 #include "actors/dp_schedule.hpp"
 #include "actors/guards.hpp"
 #include "actors/report.hpp"
+#include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
-#include "troupe/layout.hpp"
 
 namespace troupe::dp_coordination {
 

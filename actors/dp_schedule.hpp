@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "troupe/layout.hpp"
+#include "troupe/detail/layout.hpp"
 
 namespace troupe {
 

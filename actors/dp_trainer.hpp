@@ -25,7 +25,7 @@
 #include "actors/bucket_store.hpp"
 #include "actors/dp_schedule.hpp"
 #include "messages/protocol.hpp"
-#include "troupe/layout.hpp"
+#include "troupe/detail/layout.hpp"
 #include "troupe/log.hpp"
 #include "troupe/task.hpp"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "actors/guards.hpp"
-#include "troupe/auth.hpp"
+#include "troupe/detail/auth.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {

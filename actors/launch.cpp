@@ -26,6 +26,7 @@
 #include "actors/supervisor.hpp"
 #include "actors/worker.hpp"
 #include "troupe/app.hpp"
+#include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
 #include "troupe/metrics_http.hpp"
 #include "troupe/node.hpp"

@@ -7,8 +7,8 @@
 #include <unordered_set>
 
 #include "kernels/cpu/optimizers.hpp"
+#include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
-#include "troupe/layout.hpp"
 
 namespace troupe {
 

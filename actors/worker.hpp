@@ -21,7 +21,7 @@
 
 #include "actors/node_metrics.hpp"
 #include "messages/protocol.hpp"
-#include "troupe/layout.hpp"
+#include "troupe/detail/layout.hpp"
 #include "troupe/log.hpp"
 #include "troupe/task.hpp"
 

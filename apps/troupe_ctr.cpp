@@ -2,9 +2,6 @@
 // sparse features of a synthetic click log with a known ground-truth model, trained by
 // Troupe's parameter service with embedding tables. Same launch flags and report as
 // troupe-fmnist; the report adds test_auc, truth_auc, test_logloss and truth_logloss.
-#include <cmath>
-#include <cstdlib>
-#include <limits>
 #include <type_traits>
 
 #include "ctr/ctr_task.hpp"
@@ -13,27 +10,12 @@
 
 namespace {
 
-// Reads a flag as a number (non-negative integers, or a real when `real` is set).
-template <class T>
-caf::expected<T> number_flag(const troupe::launch_options& opts, const std::string& flag) {
-  const std::string& text = opts.app_value(flag);
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  const bool in_range = std::isfinite(value) && value >= 0 &&
-                        value <= static_cast<double>(std::numeric_limits<T>::max());
-  if (text.empty() || *end != '\0' || !in_range ||
-      (std::is_integral_v<T> && value != std::floor(value)))
-    return troupe::make_error(troupe::errc::bad_configuration,
-                              "--" + flag + " must be a non-negative number in range");
-  return static_cast<T>(value);
-}
-
 caf::expected<troupe::ctr::ctr_options> ctr_options_of(const troupe::launch_options& opts) {
   troupe::ctr::ctr_options o;
   caf::error err;
   auto read = [&](const std::string& flag, auto& field) {
     if (err) return;
-    auto value = number_flag<std::decay_t<decltype(field)>>(opts, flag);
+    auto value = opts.app_number<std::decay_t<decltype(field)>>(flag);
     if (value)
       field = *value;
     else

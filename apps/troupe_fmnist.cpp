@@ -1,8 +1,6 @@
 // troupe-fmnist: an MLP (784-256-128-10) trained on Fashion-MNIST by Troupe's asynchronous
 // parameter service. Without --role everything runs in this process; with --role the same
 // binary is the coordinator, a server or a worker of a distributed job (see README.md).
-#include <cstdlib>
-
 #include "fmnist/mlp_task.hpp"
 #include "fmnist/mnist_data.hpp"
 #include "troupe/app.hpp"
@@ -10,15 +8,11 @@
 
 namespace {
 
-// Reads a non-negative count flag ("" or "0" means no limit).
+// Reads a limit flag: a count of examples, 0 for all of them.
 caf::expected<size_t> limit_flag(const troupe::launch_options& opts, const std::string& flag) {
-  const std::string& text = opts.app_value(flag);
-  char* end = nullptr;
-  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || text[0] == '-')
-    return troupe::make_error(troupe::errc::bad_configuration,
-                              "--" + flag + " must be a non-negative integer");
-  return value == 0 ? troupe::fmnist::all_examples : static_cast<size_t>(value);
+  auto value = opts.app_number<size_t>(flag);
+  if (!value) return value;
+  return *value == 0 ? troupe::fmnist::all_examples : *value;
 }
 
 troupe::app_description fmnist_app() {

@@ -13,6 +13,7 @@
 
 #include "console/commands.hpp"
 #include "messages/protocol.hpp"
+#include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
 

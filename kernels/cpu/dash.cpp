@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "kernels/cpu/half.hpp"
-#include "troupe/error.hpp"
+#include "kernels/status.hpp"
 
 namespace troupe::kernels {
 
@@ -311,15 +311,15 @@ std::vector<float> dash_matrix::state(size_t index) const {
   }
 }
 
-caf::error dash_matrix::set_state(size_t index, size_t first, std::span<const float> values) {
+status dash_matrix::set_state(size_t index, size_t first, std::span<const float> values) {
   if (index >= state_count())
-    return make_error(errc::shape_mismatch, "saved DASH state this parameter does not have");
+    return failure(errc::shape_mismatch, "saved DASH state this parameter does not have");
   auto& g = groups_[index / 4];
   const size_t per = block_values(index);
   if (values.size() % per != 0 || first + values.size() / per > g.size())
-    return make_error(errc::shape_mismatch, "saved DASH blocks do not fit the parameter");
+    return failure(errc::shape_mismatch, "saved DASH blocks do not fit the parameter");
   for (float x : values)
-    if (!std::isfinite(x)) return make_error(errc::non_finite, "saved DASH state is not finite");
+    if (!std::isfinite(x)) return failure(errc::non_finite, "saved DASH state is not finite");
   for (size_t b = 0; b < values.size() / per; ++b) {
     const auto block = values.subspan(b * per, per);
     const size_t k = first + b;

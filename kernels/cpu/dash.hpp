@@ -74,7 +74,7 @@ class dash_matrix {
   size_t state_count() const { return groups_.size() * 4; }
   size_t block_values(size_t state) const;  // values per block of state tensor `state`
   std::vector<float> state(size_t index) const;
-  caf::error set_state(size_t index, size_t first, std::span<const float> values);
+  status set_state(size_t index, size_t first, std::span<const float> values);
 
   uint32_t rows() const { return rows_; }
   uint32_t cols() const { return cols_; }

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "troupe/error.hpp"
+#include "kernels/status.hpp"
 
 namespace troupe::kernels {
 
@@ -129,12 +129,11 @@ packed_dash_step pack_dash_step(const dash_matrix& dash, std::span<const float> 
   return out;
 }
 
-caf::expected<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matrix& dash,
-                                         std::span<float> theta, std::span<float> m,
-                                         std::span<float> v) {
+result<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matrix& dash,
+                                  std::span<float> theta, std::span<float> m, std::span<float> v) {
   const size_t size = size_t{dash.rows()} * dash.cols();
   if (theta.size() != size || m.size() != size || v.size() != size)
-    return make_error(errc::shape_mismatch, "moments of another shape than the parameter");
+    return failure(errc::shape_mismatch, "moments of another shape than the parameter");
   // The layout is this parameter's own, field by field: the offsets below are then known to
   // lie inside the values.
   size_t end = 0;
@@ -150,7 +149,7 @@ caf::expected<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matr
            p.resets == e.resets;
   }
   if (!same || done.values->size() != end)
-    return make_error(errc::shape_mismatch, "a stepped DASH package of another layout");
+    return failure(errc::shape_mismatch, "a stepped DASH package of another layout");
   const std::vector<float>& values = *done.values;
   // What will be written is checked before anything is: a device that returned non-finite
   // values (which its own resets should have prevented) changes nothing here. (The gradient
@@ -166,7 +165,7 @@ caf::expected<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matr
     ok = ok && finite(p.left, rr) && finite(p.right, cc) && finite(p.left_root, rr) &&
          finite(p.right_root, cc) && finite(p.m, rc) && finite(p.v, rc);
   }
-  if (!ok) return make_error(errc::non_finite, "the device returned non-finite DASH values");
+  if (!ok) return failure(errc::non_finite, "the device returned non-finite DASH values");
   // The statistics and roots first (set_state checks again), the parameter last.
   const float* base = values.data();
   dash.set_rounding_step(done.hyper.step);  // 16-bit statistics round as the CPU step would
@@ -177,7 +176,7 @@ caf::expected<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matr
     const size_t at[4] = {p.left, p.right, p.left_root, p.right_root};
     for (size_t s = 0; s < 4; ++s) {
       const size_t count = g.size() * dash.block_values(gi * 4 + s);
-      if (auto err = dash.set_state(gi * 4 + s, 0, {base + at[s], count})) return err;
+      if (auto done = dash.set_state(gi * 4 + s, 0, {base + at[s], count}); !done.ok()) return done;
     }
     for (size_t k = 0; k < g.size(); ++k) {
       unstack_block(g, k, done.cols, base + p.m, m);

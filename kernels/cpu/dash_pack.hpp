@@ -7,14 +7,13 @@
 // side (actors/gpu/dash_device) that reads the layout; plain C++, no CUDA.
 #pragma once
 
-#include <caf/error.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "kernels/cpu/dash.hpp"
+#include "kernels/status.hpp"
 
 namespace troupe::kernels {
 
@@ -65,8 +64,7 @@ packed_dash_step pack_dash_step(const dash_matrix& dash, std::span<const float> 
 // Writes a stepped package back: the parameter, the moments and the statistics and roots.
 // Returns the blocks the device reset, or errc::shape_mismatch or non_finite (nothing
 // written) when the package does not fit `dash` or what would be written is not finite.
-caf::expected<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matrix& dash,
-                                         std::span<float> theta, std::span<float> m,
-                                         std::span<float> v);
+result<uint32_t> unpack_dash_step(const packed_dash_step& done, dash_matrix& dash,
+                                  std::span<float> theta, std::span<float> m, std::span<float> v);
 
 }  // namespace troupe::kernels

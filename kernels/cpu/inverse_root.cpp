@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/spectrum.hpp"
-#include "troupe/error.hpp"
+#include "kernels/status.hpp"
 
 extern "C" void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda,
                         double* w, double* work, const int* lwork, int* iwork, const int* liwork,
@@ -52,7 +52,7 @@ matrix scaled_identity(size_t n, float s) {
 }
 
 // Reference: V diag(w^{-1/p}) V^T in double precision.
-caf::error evd_root(const matrix& a, size_t n, int p, std::span<float> out) {
+status evd_root(const matrix& a, size_t n, int p, std::span<float> out) {
   std::vector<double> v(a.begin(), a.end()), w(n);
   const int size = static_cast<int>(n);
   int lwork = -1, liwork = -1, info = 0, iwork_size = 0;
@@ -65,7 +65,7 @@ caf::error evd_root(const matrix& a, size_t n, int p, std::span<float> out) {
   std::vector<int> iwork(static_cast<size_t>(std::max(liwork, 1)));
   dsyevd_("V", "U", &size, v.data(), &size, w.data(), work.data(), &lwork, iwork.data(), &liwork,
           &info);
-  if (info != 0) return make_error(errc::non_finite, "the eigendecomposition did not converge");
+  if (info != 0) return failure(errc::non_finite, "the eigendecomposition did not converge");
   // dsyevd leaves eigenvector j in column j of the column-major v, which is row j of v read
   // row-major: out = V diag(w^{-1/p}) V^T = v^T (diag(w^{-1/p}) v) in row-major terms.
   std::vector<double> scaled(v.size()), result(v.size());
@@ -299,9 +299,8 @@ matrix chebyshev_series(const matrix& b, size_t n, int p, double lo, int degree)
 // hi] (no estimate: a Chebyshev series is wild below its interval), first lift its lower end
 // to 0.1; then A^{-1/p} = X M^{-1/p}, M^{-1/p} by the series on [lo, 1] (error below 1e-5 at
 // the default degree 16).
-caf::expected<root_outcome> chebyshev(const matrix& a, size_t n, int p, double c,
-                                      spectrum_interval sure, const root_options& o,
-                                      std::span<float> out) {
+result<root_outcome> chebyshev(const matrix& a, size_t n, int p, double c, spectrum_interval sure,
+                               const root_options& o, std::span<float> out) {
   constexpr double enough = 0.1;
   coupled_newton_state state(a, n, p, c);
   root_outcome outcome;
@@ -312,7 +311,7 @@ caf::expected<root_outcome> chebyshev(const matrix& a, size_t n, int p, double c
     sure = {t.next_lo, 1.0};
   }
   if (sure.lo < enough)
-    return make_error(errc::non_finite, "chebyshev: the spectrum was not lifted into [0.1, 1]");
+    return failure(errc::non_finite, "chebyshev: the spectrum was not lifted into [0.1, 1]");
   const double lo = std::min(sure.lo, 0.99);
   const matrix series = chebyshev_series(state.m, n, p, lo, o.degree);
   gemm(state.x, series, state.scratch, n);
@@ -357,32 +356,32 @@ root_scale scale_of(const matrix& a, size_t n, const root_options& o) {
 
 // A Newton solver whose M did not reach I (a scale far off, fp32 exhausted early) gives a root
 // that must not be used.
-caf::expected<root_outcome> converged(root_outcome outcome) {
+result<root_outcome> converged(root_outcome outcome) {
   if (outcome.residual <= 1e-2) return outcome;
-  return make_error(errc::non_finite, "the inverse root did not converge (residual " +
-                                          std::to_string(outcome.residual) + ")");
+  return failure(errc::non_finite, "the inverse root did not converge (residual " +
+                                       std::to_string(outcome.residual) + ")");
 }
 
 }  // namespace
 
-caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int p,
-                                         std::span<float> out, const root_options& o) {
+result<root_outcome> inverse_root(std::span<const float> a, size_t n, int p, std::span<float> out,
+                                  const root_options& o) {
   if (n == 0 || a.size() != n * n || out.size() != n * n || p < 1)
-    return make_error(errc::shape_mismatch, "inverse_root: an n x n matrix and p >= 1");
+    return failure(errc::shape_mismatch, "inverse_root: an n x n matrix and p >= 1");
   for (float x : a)
-    if (!std::isfinite(x)) return make_error(errc::non_finite, "inverse_root: non-finite input");
+    if (!std::isfinite(x)) return failure(errc::non_finite, "inverse_root: non-finite input");
   if (o.solver == root_solver::chebyshev && o.degree < 1)
-    return make_error(errc::bad_configuration, "the chebyshev degree must be at least 1");
+    return failure(errc::bad_configuration, "the chebyshev degree must be at least 1");
   if (o.solver == root_solver::newton_db && p != 4)
-    return make_error(errc::bad_configuration, "newton_db computes inverse 4th roots only");
+    return failure(errc::bad_configuration, "newton_db computes inverse 4th roots only");
   if (o.solver == root_solver::chebyshev && !(o.epsilon > 0))
-    return make_error(errc::bad_configuration, "chebyshev needs a damping epsilon above 0");
+    return failure(errc::bad_configuration, "chebyshev needs a damping epsilon above 0");
   matrix damped(a.begin(), a.end());
   const root_scale scale = scale_of(damped, n, o);
   for (size_t i = 0; i < n; ++i) damped[i * n + i] += scale.damping;
   switch (o.solver) {
     case root_solver::evd:
-      if (auto err = evd_root(damped, n, p, out)) return err;
+      if (auto done = evd_root(damped, n, p, out); !done.ok()) return done;
       return root_outcome{};
     case root_solver::coupled_newton:
       return converged(coupled_newton(damped, n, p, scale.c, scale.interval, o, out));
@@ -391,7 +390,7 @@ caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int
     case root_solver::chebyshev:  // the damping bounds the spectrum from below
       return chebyshev(damped, n, p, scale.c, {scale.damping / scale.c, 1.0}, o, out);
   }
-  return make_error(errc::bad_configuration, "unknown solver");
+  return failure(errc::bad_configuration, "unknown solver");
 }
 
 const char* to_string(root_solver s) {

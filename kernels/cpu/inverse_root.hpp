@@ -16,11 +16,10 @@
 // fp32; scratch is allocated per call. No threads beyond BLAS's; any thread may call.
 #pragma once
 
-#include <caf/error.hpp>
-#include <caf/expected.hpp>
-
 #include <cstddef>
 #include <span>
+
+#include "kernels/status.hpp"
 
 namespace troupe::kernels {
 
@@ -47,8 +46,8 @@ struct root_outcome {
 // used), errc::shape_mismatch for wrong sizes, errc::bad_configuration for a solver that
 // cannot do p (newton_db: p = 4 only), a chebyshev degree below 1 or chebyshev without
 // damping.
-caf::expected<root_outcome> inverse_root(std::span<const float> a, size_t n, int p,
-                                         std::span<float> out, const root_options& options);
+result<root_outcome> inverse_root(std::span<const float> a, size_t n, int p, std::span<float> out,
+                                  const root_options& options);
 
 const char* to_string(root_solver s);
 

@@ -1,4 +1,4 @@
-#include "troupe/auth.hpp"
+#include "troupe/detail/auth.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

@@ -1,4 +1,4 @@
-#include "troupe/layout.hpp"
+#include "troupe/detail/layout.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -8,7 +8,8 @@
 #include <cstdlib>
 #include <thread>
 
-#include "troupe/auth.hpp"
+#include "troupe/detail/auth.hpp"
+#include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {

@@ -307,6 +307,19 @@ const std::string& launch_options::app_value(const std::string& flag) const {
   return it == app.end() ? empty : it->second;
 }
 
+caf::expected<double> launch_options::app_real(const std::string& flag, bool whole,
+                                               double max) const {
+  const std::string& text = app_value(flag);
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  const bool in_range = std::isfinite(value) && value >= 0 && value <= max;
+  if (text.empty() || *end != '\0' || !in_range || (whole && value != std::floor(value)))
+    return make_error(errc::bad_configuration,
+                      fmt::format("--{} must be a {} in [0, {}], not '{}'", flag,
+                                  whole ? "whole number" : "number", max, text));
+  return value;
+}
+
 env_lookup process_environment() {
   return [](const std::string& name) -> std::optional<std::string> {
     if (const char* v = std::getenv(name.c_str())) return std::string{v};

@@ -22,6 +22,7 @@
 #include <limits>
 
 #include "actors/bucket_store.hpp"
+#include "actors/kernel_errors.hpp"
 #include "actors/node_metrics.hpp"
 #include "actors/parameter_bucket.hpp"
 #include "tests/unit/dash_bucket_support.hpp"
@@ -202,7 +203,7 @@ dash_device_actor::behavior_type cpu_device(dash_device_actor::pointer,
     const size_t n = size_t{job->rows} * job->cols;
     std::vector<float> theta(n), m(n), v(n);
     auto unpacked = kernels::unpack_dash_step(*job, dash, theta, m, v);
-    if (!unpacked) return std::move(unpacked.error());
+    if (!unpacked) return make_error(unpacked.error());
     const auto grad_at = job->values->begin() + static_cast<ptrdiff_t>(job->grad);
     const std::vector<float> grad(grad_at, grad_at + static_cast<ptrdiff_t>(n));
     dash.step(theta, grad, m, v, job->hyper.step, job->hyper.lr);

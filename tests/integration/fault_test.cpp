@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "tests/integration/fmnist_cluster.hpp"
+#include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
 

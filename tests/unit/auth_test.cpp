@@ -4,7 +4,7 @@
 #define BOOST_TEST_MODULE auth
 #include <boost/test/unit_test.hpp>
 
-#include "troupe/auth.hpp"
+#include "troupe/detail/auth.hpp"
 
 namespace auth = troupe::auth;
 using troupe::role;

@@ -8,6 +8,7 @@
 
 #include <caf/expected.hpp>
 
+#include "kernels/status.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::testing {
@@ -32,6 +33,18 @@ boost::test_tools::assertion_result fails_with(const caf::expected<T>& result, e
     return out;
   }
   return is_error(result.error(), code);
+}
+
+// The same for a kernel's result (kernels/status.hpp).
+template <class T>
+boost::test_tools::assertion_result fails_with(const kernels::result<T>& result, errc code) {
+  boost::test_tools::assertion_result out{!result && result.error().code == code};
+  if (result)
+    out.message() << "expected " << to_string(code) << ", got a value";
+  else if (!out)
+    out.message() << "expected " << to_string(code) << ", got " << to_string(result.error().code)
+                  << ": " << result.error().what;
+  return out;
 }
 
 template <class T>

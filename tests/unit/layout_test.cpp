@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "troupe/layout.hpp"
+#include "troupe/detail/layout.hpp"
 
 using troupe::bucket_placement;
 using troupe::dense_tensor;

@@ -13,7 +13,7 @@
 #include "actors/sparse_table.hpp"
 #include "messages/codec.hpp"
 #include "tests/unit/expect_error.hpp"
-#include "troupe/layout.hpp"
+#include "troupe/detail/layout.hpp"
 
 using namespace troupe;
 using troupe::testing::fails_with;

@@ -1,14 +1,13 @@
 // Node bootstrap: the CAF configuration every Troupe process uses (sharing scheduler sized to
 // the cores, the io middleman with no extra worker threads, the protocol's types and error
-// category), and the joining side of the cluster handshake. Call from main() or a test; the
-// join functions block the calling thread (never call them from inside an actor).
+// category), the node's name, and the BLAS threads and kernels of the process. Call from main()
+// or a test.
 #pragma once
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/expected.hpp>
 
-#include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 #include "troupe/options.hpp"
 
@@ -17,13 +16,6 @@ namespace troupe {
 // Applies Troupe's settings to `cfg`: scheduler.policy=sharing, scheduler.max-threads
 // (--threads, default one per core), middleman.workers=0, the io middleman, the protocol.
 void configure_actor_system(caf::actor_system_config& cfg, const launch_options& opts);
-
-// Connects to the coordinator's gatekeeper (retrying until --join-timeout), runs the
-// handshake as `sender` and returns the coordinator. Fails with errc::authentication_failed
-// when either side does not know the secret and errc::timeout when nobody answers.
-caf::expected<coordinator_actor> join_cluster(caf::actor_system& sys, const launch_options& opts,
-                                              role sender, const std::string& name,
-                                              const logger& log);
 
 // The name of this node in logs and reports: --name, or "<role>-<pid>".
 std::string node_name(const launch_options& opts);

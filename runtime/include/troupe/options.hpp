@@ -7,15 +7,17 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <caf/expected.hpp>
 
-#include "messages/types.hpp"
 #include "troupe/log.hpp"
+#include "troupe/values.hpp"
 
 namespace troupe {
 
@@ -114,6 +116,17 @@ struct launch_options {
 
   // The value of an app flag (its default when not given).
   const std::string& app_value(const std::string& flag) const;
+
+  // An app flag as a number: a finite real in [0, max], whole when `whole`; otherwise
+  // errc::bad_configuration naming the flag. app_number<T> reads it as T (integers whole).
+  caf::expected<double> app_real(const std::string& flag, bool whole, double max) const;
+  template <class T>
+  caf::expected<T> app_number(const std::string& flag) const {
+    auto value =
+        app_real(flag, std::is_integral_v<T>, static_cast<double>(std::numeric_limits<T>::max()));
+    if (!value) return std::move(value.error());
+    return static_cast<T>(*value);
+  }
 };
 
 // Looks up an environment variable; tests pass their own.

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "messages/types.hpp"
+#include "troupe/values.hpp"
 
 namespace troupe::auth {
 

@@ -1,0 +1,31 @@
+// Troupe's error codes: one enum that every layer uses, from the kernels (which know nothing
+// of CAF) to the actors. Plain C++: troupe/error.hpp carries these codes inside caf::error so
+// that they cross actor and process boundaries as values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace troupe {
+
+enum class errc : uint8_t {
+  malformed_message = 1,  // bytes that are not a valid message of the expected kind
+  message_too_large,      // over a byte, element or count cap
+  shape_mismatch,         // a tensor whose name/shape/offset does not match what was declared
+  non_finite,             // NaN or Inf where finite values are required
+  unknown_bucket,         // a bucket id this actor does not own
+  authentication_failed,  // a peer that could not prove it knows the cluster secret
+  bad_configuration,      // flags or environment that cannot describe a valid node
+  io_failure,             // files, sockets, data sets
+  timeout,                // a request that got no answer in time
+  job_failed,             // the job cannot go on (a server was lost, a worker failed)
+  injected_fault,         // an operator crashed this actor on purpose (fault injection)
+  corrupt_data,           // a checkpoint whose checksum or contents do not hold up
+  not_primary,            // a bucket whose backup was promoted in its place: ask for the new one
+  device_failure,         // a GPU (CUDA, cuBLAS) call failed, or there is no GPU
+  collective_failed,      // an allreduce (or other collective) failed: a peer is gone or late
+};
+
+std::string to_string(errc code);
+
+}  // namespace troupe

@@ -1,0 +1,131 @@
+// The values a parameter service speaks in, as apps and actors hold them: tensors (dense rows,
+// embedding rows, 1-bit signs), pulls and pushes with their vector-clock stamps, and the
+// optimizer, consistency and compensation a job is configured with. Tensor values are always
+// fp32 here; the storage dtype is chosen when encoding (messages/codec.hpp validates what
+// arrives). Plain value types, no CAF: any layer and any thread may use them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "troupe/vector_clock.hpp"
+
+namespace troupe {
+
+enum class dtype : uint8_t { f32 = 0, bf16 = 1, f16 = 2 };
+
+size_t dtype_size(dtype type);
+
+// Number of elements of a shape; 1 for the empty shape (a scalar).
+uint64_t numel(const std::vector<uint32_t>& shape);
+
+struct dense_tensor {
+  std::string name;
+  std::vector<uint32_t> shape;
+  uint32_t row_offset = 0;
+  std::vector<float> values;
+};
+
+struct sparse_rows {
+  std::string name;
+  uint32_t row_dim = 0;
+  std::vector<uint64_t> ids;
+  std::vector<float> values;  // ids.size() * row_dim
+};
+
+struct sign_tensor {
+  std::string name;
+  std::vector<uint32_t> shape;
+  uint32_t row_offset = 0;
+  float scale = 0;
+  std::vector<uint8_t> bits;  // ceil(numel / 8) bytes
+};
+
+struct row_request {
+  std::string table;
+  std::vector<uint64_t> ids;
+};
+
+// A pull from this worker id is an observer's (the coordinator's evaluation): it is never
+// held back and leaves no trace in the bucket.
+constexpr uint32_t observer_worker = 0xffffffffu;
+
+struct pull_request {
+  uint32_t bucket = 0;
+  uint32_t worker = 0;
+  uint64_t worker_clock = 0;      // pushes done; ssp/bsp hold the reply until the clock is allowed
+  std::vector<row_request> rows;  // embedding rows wanted, per table
+};
+
+struct pull_reply {
+  uint32_t bucket = 0;
+  uint64_t version = 0;
+  vector_clock clock;
+  std::vector<dense_tensor> tensors;
+  std::vector<sparse_rows> rows;  // the rows asked for, in the order asked
+};
+
+struct push_request {
+  uint32_t bucket = 0;
+  uint32_t worker = 0;
+  uint64_t worker_clock = 0;
+  vector_clock read_clock;
+  std::vector<dense_tensor> dense;
+  std::vector<sparse_rows> sparse;
+  std::vector<sign_tensor> signs;
+  bool last = false;     // the worker's final push: it no longer holds back ssp/bsp peers
+  bool skipped = false;  // this step produced nothing to apply: only its clock counts
+  bool resend = false;   // sent again after a failure: ignored if the bucket already counted it
+};
+
+struct push_ack {
+  uint32_t bucket = 0;
+  uint64_t version = 0;
+  uint64_t staleness = 0;
+};
+
+struct optimizer_config {
+  // adam: weight decay as L2; adamw: decoupled; sgd: plain; momentum: heavy ball (beta1);
+  // dash: block Shampoo with Adam grafting on 2-D slices, AdamW on the others.
+  enum class kind : uint8_t { adam = 0, sgd = 1, momentum = 2, adamw = 3, dash = 4 };
+  kind type = kind::adam;
+  float lr = 1e-3f;
+  float beta1 = 0.9f;  // Adam's first moment; the momentum coefficient
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+  float weight_decay = 0.0f;
+  bool lr_staleness = false;   // scale each step by 1 / (1 + staleness)
+  uint32_t dash_block = 128;   // dash: block size B
+  uint32_t dash_freq = 10;     // dash: steps between inverse roots
+  uint8_t dash_solver = 1;     // dash: kernels::root_solver (0 evd, 1 cn, 2 ndb, 3 cheb)
+  uint8_t dash_storage = 0;    // dash: statistics stored as 0 fp32, 1 bf16, 2 fp16
+  bool dash_nesterov = false;  // dash: precondition Adam's look-ahead moment
+  uint8_t dash_scaling = 0;    // dash: roots scale by 0 power iteration, 1 Frobenius norm
+};
+
+struct consistency_config {
+  enum class mode : uint8_t { async = 0, ssp = 1, bsp = 2 };
+  mode type = mode::async;
+  uint32_t bound = 0;  // ssp: how many clocks a worker may run ahead of the slowest
+};
+
+struct compensation_config {
+  enum class kind : uint8_t { none = 0, linear = 1, dcasgd = 2, dcasgd_adaptive = 3 };
+  kind type = kind::none;
+  float lambda = 0.0f;
+};
+
+// An embedding table as a bucket holds it (see troupe/task.hpp's table_spec).
+struct table_config {
+  std::string name;
+  uint32_t row_dim = 1;
+  float init_scale = 0.0f;
+  uint64_t capacity = 0;  // rows the whole table may hold
+};
+
+enum class role : uint8_t { coordinator = 0, server = 1, worker = 2, console = 3 };
+
+std::string to_string(role r);
+
+}  // namespace troupe
