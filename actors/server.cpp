@@ -112,7 +112,7 @@ server_actor::behavior_type server(self_ptr self, server_config config) {
   node.max_restarts = config.max_restarts;
   node.period = config.restart_period;
   node.parent = self->address();
-  node.observer = caf::actor_cast<restart_observer>(self);
+  node.observer = caf::actor_cast<caf::actor>(self);
   node.log = config.log;
   self->state.buckets =
       self->spawn<caf::linked>(supervisor, std::move(node), std::vector<child_spec>{});

@@ -9,7 +9,7 @@
 
 #include <chrono>
 #include <deque>
-#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,49 +19,16 @@
 
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
-
-namespace troupe {
-
-// Who hears of restarts: after each, (moved, child name, the child's new actor).
-using restart_observer = caf::typed_actor<caf::reacts_to<moved_atom, std::string, caf::actor>>;
-
-enum class restart_strategy { one_for_one, one_for_all, rest_for_one };
-
-// permanent: always restarted; transient: restarted only after a failure (not after a normal
-// exit); temporary: never restarted.
-enum class restart_policy { permanent, transient, temporary };
-
-struct child_spec {
-  std::string name;
-  // Spawns the child; `supervisor` is the address its exit guard must accept.
-  std::function<caf::actor(caf::local_actor* self, caf::actor_addr supervisor)> start;
-  restart_policy policy = restart_policy::permanent;
-  // Which failures a restart can mend (none given: every failure). A child that ended for
-  // another reason is not restarted, as if it were temporary.
-  std::function<bool(const caf::error&)> restart_on;
-};
-
-struct supervisor_config {
-  std::string name = "supervisor";
-  restart_strategy strategy = restart_strategy::one_for_one;
-  uint32_t max_restarts = 3;  // within `period`; one more escalates
-  std::chrono::milliseconds period{5000};
-  std::chrono::milliseconds backoff{10};        // before the first restart in a period
-  std::chrono::milliseconds max_backoff{1000};  // doubling stops here
-  caf::actor_addr parent;                       // whose exit messages the supervisor accepts
-  // Quit once no child runs or waits for a restart, with the reason the last one ended with
-  // (a node whose only child is its worker ends with it).
-  bool quit_when_idle = false;
-  restart_observer observer;  // told (moved, child name, new actor) after each restart; may be null
-  logger log;
-};
-
-}  // namespace troupe
+#include "troupe/supervision.hpp"
 
 // Child specs hold functions: they are handed to a supervisor in the same process only.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const troupe::child_spec>)
 
 namespace troupe {
+
+// What supervisor_config::observer must handle: after each restart, (moved, child name, the
+// child's new actor), sent by the supervisor.
+using restart_observer = caf::typed_actor<caf::reacts_to<moved_atom, std::string, caf::actor>>;
 
 // stats: -> (restarts, escalations: 0 or 1); which: child name -> its current actor (or an
 // error when it is not running); host: a new child (same process only) -> its actor, once
@@ -79,7 +46,11 @@ struct supervised_child {
 
 struct supervisor_state {
   static inline const char* name = "troupe.supervisor";
-  std::vector<supervised_child> children;
+  // Shared with the supervisor's exit hook, which stops whatever still runs when it ends.
+  std::shared_ptr<std::vector<supervised_child>> running =
+      std::make_shared<std::vector<supervised_child>>();
+  std::vector<supervised_child>& children() { return *running; }
+  const std::vector<supervised_child>& children() const { return *running; }
   std::deque<std::chrono::steady_clock::time_point> recent;  // restarts within the period
   uint64_t restarts = 0;
   bool escalated = false;

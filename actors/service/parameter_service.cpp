@@ -1,0 +1,298 @@
+// The in-process parameter service of troupe/parameter_service.hpp: parameter buckets under a
+// supervisor, and the clients that fan a pull or push out to every bucket and gather the
+// replies.
+#include "troupe/parameter_service.hpp"
+
+#include <fmt/format.h>
+
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "actors/parameter_bucket.hpp"
+#include "actors/supervisor.hpp"
+#include "troupe/detail/layout.hpp"
+#include "troupe/error.hpp"
+#include "troupe/supervision.hpp"
+
+namespace troupe {
+
+struct parameter_service::shared {
+  flat_layout layout;
+  placement plan;
+  uint32_t clients = 0;
+  std::chrono::milliseconds timeout;
+  caf::actor supervisor;
+  std::vector<bucket_actor> buckets;  // as started; a client finds a restarted one again
+};
+
+struct parameter_client::state {
+  std::shared_ptr<parameter_service::shared> service;
+  uint32_t id = 0;
+  uint64_t pushes = 0;
+  std::vector<bucket_actor> buckets;  // this client's view: replaced when one is found gone
+};
+
+namespace {
+
+const std::string bucket_prefix = "bucket-";
+
+// One reply per bucket, then `finish` once: with the gathered value, or the first error.
+template <class T>
+struct fan_in {
+  size_t waiting = 0;
+  bool failed = false;
+  T value;
+  std::function<void(caf::expected<T>)> finish;
+
+  void fail(caf::error err) {
+    if (failed) return;
+    failed = true;
+    finish(std::move(err));
+  }
+  void arrived() {
+    if (!failed && --waiting == 0) finish(std::move(value));
+  }
+};
+
+bool bucket_gone(const caf::error& err) {
+  return err == caf::sec::request_receiver_down || err == caf::exit_reason::user_shutdown ||
+         err.category() == caf::atom("exit");
+}
+
+caf::error timed_out(caf::error err, uint32_t bucket) {
+  if (err == caf::sec::request_timeout)
+    return make_error(errc::timeout, "bucket " + std::to_string(bucket) + " did not answer");
+  return err;
+}
+
+// Answers its one request after `pause`: a wait for an actor that must not block (nor change
+// its behaviour, which is the app's).
+caf::behavior pause_actor(caf::event_based_actor* self, std::chrono::milliseconds pause) {
+  return {[=](bool) {
+    auto promise = self->make_response_promise();
+    self->become(caf::after(pause) >> [=]() mutable {
+      promise.deliver(true);
+      self->quit();
+    });
+    return promise;
+  }};
+}
+
+// Asks the supervisor for bucket b's actor until it names another than `gone` (the restart
+// waits out a backoff), every 20 ms until `deadline`; then calls found.
+void find_restarted(caf::event_based_actor* self, std::shared_ptr<parameter_client::state> st,
+                    uint32_t b, caf::actor_addr gone,
+                    std::chrono::steady_clock::time_point deadline,
+                    std::function<void(caf::expected<caf::actor>)> found) {
+  const auto timeout = st->service->timeout;
+  child_of(self, st->service->supervisor, bucket_prefix + std::to_string(b), timeout,
+           [=](caf::expected<caf::actor> child) {
+             if (child && child->address() != gone) return found(std::move(child));
+             if (!child && bucket_gone(child.error()))  // the supervisor itself
+               return found(make_error(errc::job_failed, "the parameter service has stopped"));
+             if (std::chrono::steady_clock::now() >= deadline)
+               return found(make_error(errc::job_failed,
+                                       "bucket " + std::to_string(b) + " did not come back"));
+             auto again = [=] { find_restarted(self, st, b, gone, deadline, found); };
+             self->request(self->spawn(pause_actor, std::chrono::milliseconds(20)), timeout, true)
+                 .then([again](bool) { again(); }, [again](caf::error&) { again(); });
+           });
+}
+
+// Sends `bytes` as `Atom` to bucket b; on a gone bucket finds its restarted actor and sends
+// once more (`again` marks the second try), then calls on_reply or on_error.
+template <class Atom, class OnReply, class OnError>
+void ask_bucket(caf::event_based_actor* self, std::shared_ptr<parameter_client::state> st,
+                uint32_t b, std::function<wire(bool again)> bytes, OnReply on_reply,
+                OnError on_error, bool again = false) {
+  const auto timeout = st->service->timeout;
+  const auto target = st->buckets[b];
+  self->request(target, timeout, Atom{}, bytes(again))
+      .then([on_reply](const wire& w) mutable { on_reply(w); },
+            [=](caf::error& err) mutable {
+              if (again || !bucket_gone(err)) return on_error(timed_out(std::move(err), b));
+              find_restarted(self, st, b, target.address(),
+                             std::chrono::steady_clock::now() + timeout,
+                             [=](caf::expected<caf::actor> found) mutable {
+                               if (!found) return on_error(std::move(found.error()));
+                               st->buckets[b] = caf::actor_cast<bucket_actor>(*found);
+                               ask_bucket<Atom>(self, st, b, bytes, on_reply, on_error, true);
+                             });
+            });
+}
+
+caf::expected<std::vector<wire>> bucket_specs(const parameter_service_config& config,
+                                              const flat_layout& layout, const placement& plan) {
+  std::vector<float> initial = config.initial;
+  if (initial.empty()) initial.assign(layout.total, 0.0f);
+  if (initial.size() != layout.total)
+    return make_error(errc::shape_mismatch, "initial values of another size than the tensors");
+  std::vector<wire> specs;
+  for (const auto& b : plan.buckets) {
+    const bucket_spec spec{b.bucket,           config.clients,
+                           config.optimizer,   gather(layout, b, initial),
+                           config.consistency, config.compensation};
+    wire bytes = encode(spec);
+    if (auto checked = decode<bucket_spec>(bytes); !checked)  // the codec's checks, as remote
+      return std::move(checked.error());
+    specs.push_back(std::move(bytes));
+  }
+  return specs;
+}
+
+// A bucket around `store`, restarted with it. It takes orders (retire, admit, save) only from
+// a controller, and here nobody is one.
+child_spec bucket_child(std::shared_ptr<bucket_store> store, const parameter_service_config& c) {
+  const auto timeout = std::chrono::ceil<std::chrono::seconds>(c.timeout);
+  const std::string name = bucket_prefix + std::to_string(store->id());
+  auto log = c.log.named(c.name + "/" + name);
+  return child_spec{
+      name, [store, timeout, log](caf::local_actor* parent, caf::actor_addr supervisor) {
+        const bucket_actor_config config{supervisor, caf::actor_addr{}, timeout, log};
+        return caf::actor_cast<caf::actor>(parent->spawn(parameter_bucket, store, config));
+      }};
+}
+
+}  // namespace
+
+caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys,
+                                                          parameter_service_config config) {
+  if (config.tensors.empty() || config.clients == 0 || config.buckets == 0)
+    return make_error(errc::bad_configuration,
+                      "a parameter service needs tensors, a bucket and a client");
+  auto sh = std::make_shared<shared>(
+      shared{flat_layout{config.tensors}, {}, config.clients, config.timeout, {}, {}});
+  uint64_t rows = 0;
+  for (const auto& t : config.tensors) rows += t.shape.empty() ? 1 : t.shape[0];
+  if (config.buckets > rows)
+    return make_error(errc::bad_configuration, "more buckets than rows to split");
+  sh->plan = plan_buckets(sh->layout, config.buckets, 1);
+  auto specs = bucket_specs(config, sh->layout, sh->plan);
+  if (!specs) return std::move(specs.error());
+  std::vector<child_spec> children;
+  for (const auto& bytes : *specs)
+    children.push_back(
+        bucket_child(std::make_shared<bucket_store>(*decode<bucket_spec>(bytes)), config));
+  supervisor_config sup;
+  sup.name = config.name;
+  sup.log = config.log.named(config.name);
+  sh->supervisor = spawn_supervisor(sys, sup, children);
+  caf::scoped_actor self{sys};
+  for (uint32_t b = 0; b < sh->plan.buckets.size(); ++b) {
+    caf::error failed;
+    self->request(caf::actor_cast<supervisor_actor>(sh->supervisor), config.timeout, which_atom_v,
+                  bucket_prefix + std::to_string(b))
+        .receive(
+            [&](const caf::actor& bucket) {
+              sh->buckets.push_back(caf::actor_cast<bucket_actor>(bucket));
+            },
+            [&](caf::error& err) { failed = std::move(err); });
+    if (failed) {
+      parameter_service{sh}.stop();
+      return failed;
+    }
+  }
+  return parameter_service{std::move(sh)};
+}
+
+caf::expected<parameter_client> parameter_service::client(uint32_t id) const {
+  if (id >= shared_->clients)
+    return make_error(errc::bad_configuration,
+                      fmt::format("client {} of a service for {}", id, shared_->clients));
+  auto st = std::make_shared<parameter_client::state>();
+  st->service = shared_;
+  st->id = id;
+  st->buckets = shared_->buckets;
+  return parameter_client{std::move(st)};
+}
+
+caf::actor parameter_service::supervisor() const {
+  return shared_->supervisor;
+}
+
+void parameter_service::stop() const {
+  // A supervisor takes exit messages only from its parent, which this one has not; kill is
+  // the one reason nobody can refuse, and the supervisor ends its buckets as it goes.
+  caf::anon_send_exit(shared_->supervisor, caf::exit_reason::kill);
+}
+
+uint32_t parameter_client::id() const {
+  return state_->id;
+}
+
+size_t parameter_client::size() const {
+  return state_->service->layout.total;
+}
+
+uint64_t parameter_client::pushes() const {
+  return state_->pushes;
+}
+
+void parameter_client::pull(caf::event_based_actor* self,
+                            std::function<void(caf::expected<parameter_snapshot>)> done) const {
+  auto st = state_;
+  const auto& plan = st->service->plan;
+  auto gathered = std::make_shared<fan_in<parameter_snapshot>>();
+  gathered->waiting = plan.buckets.size();
+  gathered->value.values.assign(size(), 0.0f);
+  gathered->value.clocks.resize(plan.buckets.size());
+  gathered->finish = std::move(done);
+  for (uint32_t b = 0; b < plan.buckets.size(); ++b) {
+    const pull_request request{b, st->id, st->pushes};
+    ask_bucket<pull_atom>(
+        self, st, b, [request](bool) { return encode(request); },
+        [st, gathered, b](const wire& w) {
+          auto reply = decode<pull_reply>(w);
+          if (!reply) return gathered->fail(std::move(reply.error()));
+          const auto& service = *st->service;
+          if (!within(service.plan.buckets[b], reply->tensors))
+            return gathered->fail(make_error(errc::shape_mismatch,
+                                             "bucket " + std::to_string(b) + " sent other slices"));
+          scatter(service.layout, reply->tensors, gathered->value.values);
+          gathered->value.clocks[b] = std::move(reply->clock);
+          gathered->arrived();
+        },
+        [gathered](caf::error err) { gathered->fail(std::move(err)); });
+  }
+}
+
+void parameter_client::push(caf::event_based_actor* self, std::span<const float> grad,
+                            const parameter_snapshot& read,
+                            std::function<void(caf::expected<push_outcome>)> done) const {
+  auto st = state_;
+  const auto& service = *st->service;
+  if (grad.size() != size() || read.clocks.size() != service.plan.buckets.size())
+    return done(make_error(
+        errc::shape_mismatch,
+        fmt::format("a gradient of {} values for a snapshot of {} buckets; "
+                    "this service has {} values in {} buckets",
+                    grad.size(), read.clocks.size(), size(), service.plan.buckets.size())));
+  if (!std::all_of(grad.begin(), grad.end(), [](float x) { return std::isfinite(x); }))
+    return done(make_error(errc::non_finite, "a gradient with NaN or Inf; nothing was pushed"));
+  const uint64_t clock = st->pushes++;
+  auto gathered = std::make_shared<fan_in<push_outcome>>();
+  gathered->waiting = service.plan.buckets.size();
+  gathered->finish = std::move(done);
+  for (uint32_t b = 0; b < service.plan.buckets.size(); ++b) {
+    auto request = std::make_shared<push_request>(push_request{
+        b, st->id, clock, read.clocks[b], gather(service.layout, service.plan.buckets[b], grad)});
+    ask_bucket<push_atom>(
+        self, st, b,
+        [request](bool again) {
+          request->resend = again;  // it may have landed before the bucket went
+          return encode(*request);
+        },
+        [gathered](const wire& w) {
+          auto ack = decode<push_ack>(w);
+          if (!ack) return gathered->fail(std::move(ack.error()));
+          gathered->value.staleness = std::max(gathered->value.staleness, ack->staleness);
+          gathered->arrived();
+        },
+        [gathered](caf::error err) { gathered->fail(std::move(err)); });
+  }
+}
+
+}  // namespace troupe

@@ -1,0 +1,112 @@
+// Parameters for an app's own actors: an in-process parameter service and its clients.
+//
+// parameter_service::start splits the dense tensors into buckets, each a parameter bucket
+// actor (the same actor a distributed job places on its servers: it applies each push as it
+// arrives with the job's optimizer, stamps its values with a vector clock and enforces
+// async/ssp/bsp), under a one_for_one supervisor that restarts a failed bucket with its state.
+// A parameter_client, one per pushing actor, pulls the whole flat parameter vector and pushes
+// flat gradients; each push carries the clocks its gradient was read at, and the buckets
+// answer with its staleness. Every request has the service's timeout; a client that finds a
+// bucket gone asks the supervisor for the restarted one and tries once more.
+//
+// From main() (start, client, stop) and from inside event-based actors (pull, push). A client
+// belongs to one actor: its push count is the clock ssp/bsp gate its pulls by.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/expected.hpp>
+
+#include "troupe/log.hpp"
+#include "troupe/task.hpp"
+#include "troupe/values.hpp"
+#include "troupe/vector_clock.hpp"
+
+namespace troupe {
+
+struct parameter_service_config {
+  std::vector<tensor_spec> tensors;          // dense; the first dimension is split across buckets
+  std::vector<float> initial;                // flat, in `tensors` order; empty: all zeros
+  optimizer_config optimizer;                // sgd, momentum, adam, adamw (dash: 2-D tensors)
+  consistency_config consistency;            // async, ssp (bound), bsp
+  compensation_config compensation;          // delay compensation of stale gradients
+  uint32_t buckets = 1;                      // at most one per row of the tensors
+  uint32_t clients = 1;                      // the actors that push: client ids 0 .. clients - 1
+  std::chrono::milliseconds timeout{10000};  // each pull or push of one bucket
+  std::string name = "parameters";           // the supervisor's name; buckets: bucket-<b>
+  logger log{"parameters"};
+};
+
+// A pull: the flat parameter values and, per bucket, the clock they were read at.
+struct parameter_snapshot {
+  std::vector<float> values;
+  std::vector<vector_clock> clocks;
+};
+
+// What the buckets said of a push: the largest staleness any of them counted (updates others
+// applied since the snapshot the gradient was computed from).
+struct push_outcome {
+  uint64_t staleness = 0;
+};
+
+class parameter_client {
+ public:
+  uint32_t id() const;
+  size_t size() const;  // values in a snapshot (and in a gradient)
+  uint64_t pushes() const;
+
+  // Pulls every bucket at once; `done` gets the snapshot, or the first error (errc::timeout
+  // when a bucket did not answer in time). ssp/bsp hold the pull until this client's clock is
+  // within the bound.
+  void pull(caf::event_based_actor* self,
+            std::function<void(caf::expected<parameter_snapshot>)> done) const;
+
+  // Pushes a flat gradient computed from `read`. A gradient of another size
+  // (errc::shape_mismatch) or with NaN/Inf (errc::non_finite) is refused here, and nothing is
+  // sent. `done` gets the outcome, or the first bucket's error; buckets that accepted keep
+  // the update.
+  void push(caf::event_based_actor* self, std::span<const float> grad,
+            const parameter_snapshot& read,
+            std::function<void(caf::expected<push_outcome>)> done) const;
+
+  struct state;  // the service's layout and buckets, this client's id and clock
+
+ private:
+  friend class parameter_service;
+  explicit parameter_client(std::shared_ptr<state> s) : state_(std::move(s)) {}
+  std::shared_ptr<state> state_;
+};
+
+class parameter_service {
+ public:
+  // errc::bad_configuration or shape_mismatch for a configuration that cannot be served
+  // (no tensors, initial values of another size, more buckets than rows, no clients).
+  static caf::expected<parameter_service> start(caf::actor_system& sys,
+                                                parameter_service_config config);
+
+  // The client of id `id` (< clients): errc::bad_configuration otherwise.
+  caf::expected<parameter_client> client(uint32_t id) const;
+
+  // The supervisor of the buckets (console, supervision trees, child_of).
+  caf::actor supervisor() const;
+
+  // Stops the supervisor and its buckets; clients then fail their requests.
+  void stop() const;
+
+  struct shared;
+
+ private:
+  explicit parameter_service(std::shared_ptr<shared> s) : shared_(std::move(s)) {}
+  std::shared_ptr<shared> shared_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,199 @@
+// The public parameter service with real actors: pulls and pushes through parameter_client
+// from an app's own actor, vector-clock staleness, refused gradients that change nothing, bad
+// configurations, a bucket that crashes and is restarted with its values, a stopped service
+// that answers with errors instead of hanging, and ssp holding a pull back.
+#define BOOST_TEST_MODULE parameter_service
+#include <boost/test/unit_test.hpp>
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+
+#include <cmath>
+#include <future>
+#include <limits>
+
+#include "tests/unit/expect_error.hpp"
+#include "troupe/node.hpp"
+#include "troupe/parameter_service.hpp"
+#include "troupe/supervision.hpp"
+
+using namespace troupe;
+using troupe::testing::fails_with;
+using troupe::testing::succeeded;
+
+namespace {
+
+constexpr auto answer_within = std::chrono::seconds(30);
+
+struct fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+
+  fixture() {
+    launch_options opts;
+    opts.threads = 2;
+    configure_actor_system(cfg, opts);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+
+  // Runs `start(self, done)` in a fresh event-based actor and waits for what `done` gets.
+  template <class T, class Start>
+  caf::expected<T> in_actor(Start start) {
+    auto result = std::make_shared<std::promise<caf::expected<T>>>();
+    auto future = result->get_future();
+    sys->spawn([start, result](caf::event_based_actor* self) {
+      start(self, [self, result](caf::expected<T> r) {
+        result->set_value(std::move(r));
+        self->quit();
+      });
+    });
+    if (future.wait_for(answer_within) != std::future_status::ready)
+      return make_error(errc::timeout, "the test's actor got no answer");
+    return future.get();
+  }
+
+  caf::expected<parameter_snapshot> pull(const parameter_client& c) {
+    return in_actor<parameter_snapshot>([c](auto* self, auto done) { c.pull(self, done); });
+  }
+
+  caf::expected<push_outcome> push(const parameter_client& c, std::vector<float> grad,
+                                   const parameter_snapshot& read) {
+    return in_actor<push_outcome>(
+        [c, grad, read](auto* self, auto done) { c.push(self, grad, read, done); });
+  }
+};
+
+// w: 4 x 2 and b: 3 in two buckets, plain SGD at lr 0.5, initial values 0, 1, 2, ...
+parameter_service_config sgd_config(uint32_t clients = 2) {
+  parameter_service_config c;
+  c.tensors = {{"w", {4, 2}}, {"b", {3}}};
+  for (int i = 0; i < 11; ++i) c.initial.push_back(float(i));
+  c.optimizer.type = optimizer_config::kind::sgd;
+  c.optimizer.lr = 0.5f;
+  c.buckets = 2;
+  c.clients = clients;
+  c.log = logger{"parameters", log_level::error};
+  return c;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_push_moves_every_bucket_and_a_stale_one_is_counted, fixture) {
+  auto service = parameter_service::start(*sys, sgd_config());
+  BOOST_TEST_REQUIRE(succeeded(service));
+  auto first = service->client(0), second = service->client(1);
+  BOOST_TEST_REQUIRE(succeeded(first));
+  BOOST_TEST_REQUIRE(succeeded(second));
+  BOOST_TEST(first->size() == 11u);
+
+  auto read = pull(*first);
+  BOOST_TEST_REQUIRE(succeeded(read));
+  BOOST_TEST(read->values == sgd_config().initial);
+  BOOST_TEST(read->clocks.size() == 2u);
+
+  auto pushed = push(*first, std::vector<float>(11, 1.0f), *read);
+  BOOST_TEST_REQUIRE(succeeded(pushed));
+  BOOST_TEST(pushed->staleness == 0u);
+  BOOST_TEST(first->pushes() == 1u);
+
+  // The second client's gradient was computed from the values before the first push.
+  auto late = push(*second, std::vector<float>(11, 2.0f), *read);
+  BOOST_TEST_REQUIRE(succeeded(late));
+  BOOST_TEST(late->staleness == 1u);
+
+  auto after = pull(*first);
+  BOOST_TEST_REQUIRE(succeeded(after));
+  for (size_t i = 0; i < 11; ++i) BOOST_TEST(after->values[i] == float(i) - 0.5f - 1.0f);
+  BOOST_TEST(after->clocks[0].sum() == 2u);
+  service->stop();
+}
+
+BOOST_FIXTURE_TEST_CASE(refused_gradients_change_nothing, fixture) {
+  auto service = parameter_service::start(*sys, sgd_config());
+  BOOST_TEST_REQUIRE(succeeded(service));
+  auto c = *service->client(0);
+  auto read = pull(c);
+  BOOST_TEST_REQUIRE(succeeded(read));
+  BOOST_TEST(fails_with(push(c, std::vector<float>(10, 1.0f), *read), errc::shape_mismatch));
+  auto poisoned = std::vector<float>(11, 1.0f);
+  poisoned[3] = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST(fails_with(push(c, poisoned, *read), errc::non_finite));
+  poisoned[3] = std::numeric_limits<float>::infinity();
+  BOOST_TEST(fails_with(push(c, poisoned, *read), errc::non_finite));
+  BOOST_TEST(fails_with(push(c, std::vector<float>(11, 1.0f), parameter_snapshot{}),
+                        errc::shape_mismatch));
+  BOOST_TEST(c.pushes() == 0u);
+  auto after = pull(c);
+  BOOST_TEST_REQUIRE(succeeded(after));
+  BOOST_TEST(after->values == sgd_config().initial);
+  service->stop();
+}
+
+BOOST_FIXTURE_TEST_CASE(configurations_that_cannot_be_served_are_refused, fixture) {
+  auto none = sgd_config();
+  none.tensors.clear();
+  BOOST_TEST(fails_with(parameter_service::start(*sys, none), errc::bad_configuration));
+  auto sizes = sgd_config();
+  sizes.initial.pop_back();
+  BOOST_TEST(fails_with(parameter_service::start(*sys, sizes), errc::shape_mismatch));
+  auto split = sgd_config();
+  split.buckets = 8;  // 4 + 3 rows
+  BOOST_TEST(fails_with(parameter_service::start(*sys, split), errc::bad_configuration));
+  auto poisoned = sgd_config();
+  poisoned.initial[0] = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST(fails_with(parameter_service::start(*sys, poisoned), errc::non_finite));
+  auto service = parameter_service::start(*sys, sgd_config(2));
+  BOOST_TEST_REQUIRE(succeeded(service));
+  BOOST_TEST(fails_with(service->client(2), errc::bad_configuration));
+  service->stop();
+}
+
+BOOST_FIXTURE_TEST_CASE(a_crashed_bucket_comes_back_with_its_values, fixture) {
+  auto service = parameter_service::start(*sys, sgd_config());
+  BOOST_TEST_REQUIRE(succeeded(service));
+  auto c = *service->client(0);
+  auto read = pull(c);
+  BOOST_TEST_REQUIRE(succeeded(read));
+  BOOST_TEST_REQUIRE(succeeded(push(c, std::vector<float>(11, 1.0f), *read)));
+  auto bucket = in_actor<caf::actor>([sup = service->supervisor()](auto* self, auto done) {
+    child_of(self, sup, "bucket-0", std::chrono::seconds(5), done);
+  });
+  BOOST_TEST_REQUIRE(succeeded(bucket));
+  caf::anon_send_exit(*bucket, caf::exit_reason::kill);
+  auto after = pull(c);  // finds bucket-0 gone, asks the supervisor, pulls the restarted one
+  BOOST_TEST_REQUIRE(succeeded(after));
+  for (size_t i = 0; i < 11; ++i) BOOST_TEST(after->values[i] == float(i) - 0.5f);
+  BOOST_TEST(succeeded(push(c, std::vector<float>(11, 1.0f), *after)));
+  service->stop();
+}
+
+BOOST_FIXTURE_TEST_CASE(a_stopped_service_answers_with_an_error, fixture) {
+  auto service = parameter_service::start(*sys, sgd_config());
+  BOOST_TEST_REQUIRE(succeeded(service));
+  auto c = *service->client(0);
+  auto read = pull(c);
+  BOOST_TEST_REQUIRE(succeeded(read));
+  service->stop();  // asynchronous: a pull on its way may still be answered
+  caf::expected<parameter_snapshot> gone = *read;
+  for (int tries = 0; gone && tries < 100; ++tries) gone = pull(c);
+  BOOST_TEST_REQUIRE(!gone);
+  BOOST_TEST(!has_code(gone.error(), errc::timeout));  // the test's own bound did not end it
+}
+
+BOOST_FIXTURE_TEST_CASE(ssp_holds_a_pull_until_the_slowest_client_is_within_the_bound, fixture) {
+  auto config = sgd_config(2);
+  config.consistency = {consistency_config::mode::ssp, 1};
+  config.timeout = std::chrono::milliseconds(500);
+  auto service = parameter_service::start(*sys, config);
+  BOOST_TEST_REQUIRE(succeeded(service));
+  auto fast = *service->client(0);
+  for (int step = 0; step < 2; ++step) {
+    auto read = pull(fast);
+    BOOST_TEST_REQUIRE(succeeded(read));
+    BOOST_TEST_REQUIRE(succeeded(push(fast, std::vector<float>(11, 0.1f), *read)));
+  }
+  // Two clocks ahead of a client that has not pushed: the bound is 1, so the pull waits, and
+  // the service's timeout ends the wait.
+  BOOST_TEST(fails_with(pull(fast), errc::timeout));
+  service->stop();
+}
