@@ -27,6 +27,7 @@ void start_child(self_ptr self, size_t i) {
 // A restarted child has a new handle: the observer passes it on to whoever needs it.
 void restart_child(self_ptr self, const supervisor_config& config, size_t i) {
   start_child(self, i);
+  ++self->state.children()[i].restarts;
   const auto& c = self->state.children()[i];
   if (config.observer)
     self->send(caf::actor_cast<restart_observer>(config.observer), moved_atom_v, c.spec.name,
@@ -152,6 +153,21 @@ supervisor_actor::behavior_type supervisor(self_ptr self, supervisor_config conf
         st.children().push_back(supervised_child{*spec});
         start_child(self, st.children().size() - 1);
         return st.children().back().handle;
+      },
+      [=](inspect_atom) {
+        const auto& st = self->state;
+        table_view t{{"actor", "kind", "state", "restarts"}, {}};
+        for (size_t i = 0; i < st.children().size(); ++i) {
+          const auto& c = st.children()[i];
+          const bool waiting =
+              std::find(st.pending.begin(), st.pending.end(), i) != st.pending.end();
+          t.rows.push_back({c.spec.name, c.spec.kind,
+                            c.handle  ? "live"
+                            : waiting ? "restarting"
+                                      : "stopped",
+                            std::to_string(c.restarts)});
+        }
+        return encode(t);
       },
       [=](restart_atom, uint32_t generation) {
         auto& st = self->state;

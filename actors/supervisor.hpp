@@ -32,16 +32,18 @@ using restart_observer = caf::typed_actor<caf::reacts_to<moved_atom, std::string
 
 // stats: -> (restarts, escalations: 0 or 1); which: child name -> its current actor (or an
 // error when it is not running); host: a new child (same process only) -> its actor, once
-// started; restart: internal, the end of a backoff (a generation).
+// started; restart: internal, the end of a backoff (a generation); inspect: -> a table_view of
+// the children (actor, kind, state, restarts), for the console's tree.
 using supervisor_actor = caf::typed_actor<
     caf::replies_to<stats_atom>::with<uint64_t, uint64_t>,
     caf::replies_to<which_atom, std::string>::with<caf::actor>,
     caf::replies_to<host_atom, std::shared_ptr<const child_spec>>::with<caf::actor>,
-    caf::reacts_to<restart_atom, uint32_t>>;
+    caf::reacts_to<restart_atom, uint32_t>, caf::replies_to<inspect_atom>::with<wire>>;
 
 struct supervised_child {
   child_spec spec;
   caf::actor handle;  // invalid while stopped or waiting to restart
+  uint64_t restarts = 0;
 };
 
 struct supervisor_state {

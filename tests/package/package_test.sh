@@ -4,7 +4,8 @@
 #   2. every installed public header compiles on its own through troupe::troupe alone, and the
 #      exported troupe::kernels links no CAF;
 #   3. each example under apps/examples/ is copied out of the tree, configured with only
-#      -DCMAKE_PREFIX_PATH=<prefix>, built, and run to completion (its run.sh says how).
+#      -DCMAKE_PREFIX_PATH=<prefix>, built, and run to completion by its run.sh, which is
+#      given the build folder and the installed troupe-console.
 # usage: package_test.sh BUILD_DIR SOURCE_DIR. Leaves nothing behind.
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -63,6 +64,6 @@ for example in "$source"/apps/examples/*/; do
   rm -rf "$work/$name/build"
   cmake -S "$work/$name" -B "$work/$name/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
   cmake --build "$work/$name/build" -j "$jobs" >/dev/null
-  (cd "$work/$name" && timeout 300 ./run.sh build)
+  (cd "$work/$name" && timeout 300 ./run.sh build "$work/prefix/bin/troupe-console")
 done
 echo "package_test: passed"

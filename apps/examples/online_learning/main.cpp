@@ -2,10 +2,14 @@
 // true model drifts; learner actors, under a one_for_one supervisor, take batches of them,
 // score each event before learning from it (prequential accuracy), and pull and push the
 // model through Troupe's parameter service. A learner told to crash (--crash-after) is
-// restarted by its supervisor, and the source hands its batch to the restarted one.
+// restarted by its supervisor, and the source hands its batch to the restarted one. With
+// --secret, troupe-console reads the supervision tree (app_node), learners and buckets.
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
+
+#include <pthread.h>
+#include <signal.h>
 
 #include <cmath>
 #include <cstdio>
@@ -13,8 +17,10 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 
+#include "troupe/app_node.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
 #include "troupe/options.hpp"
@@ -181,69 +187,119 @@ caf::behavior source(source_ptr self, source_config c) {
           }};
 }
 
-}  // namespace
+struct example_flags {
+  launch_options opts;
+  uint64_t events = 0;
+  int crash_after = 0;
+  double min_accuracy = 0, linger_s = 0;
+};
 
-int main(int argc, char** argv) {
-  const std::vector<app_flag> flags = {
-      {"events", "N", "events in the stream", "200000"},
-      {"crash-after", "K", "learner 0 crashes on its K-th batch, once (0: never)", "0"},
-      {"min-accuracy", "A", "exit 1 unless the last window's accuracy reaches A", "0"}};
+caf::expected<example_flags> parse_flags(int argc, char** argv,
+                                         const std::vector<app_flag>& flags) {
   auto opts = parse_launch_options({argv + 1, argv + argc}, process_environment(), flags,
                                    {{"optimizer", "sgd"}, {"lr", "0.5"}, {"workers", "3"}});
-  auto events = opts ? opts->app_number<uint64_t>("events") : caf::expected<uint64_t>{0};
-  auto crash = opts ? opts->app_number<int>("crash-after") : caf::expected<int>{0};
-  auto floor = opts ? opts->app_number<double>("min-accuracy") : caf::expected<double>{0};
-  for (const caf::error& err :
-       {opts ? caf::error{} : opts.error(), events ? caf::error{} : events.error(),
-        crash ? caf::error{} : crash.error(), floor ? caf::error{} : floor.error()})
-    if (err) return std::fprintf(stderr, "online-learning: %s\n", describe(err).c_str()), 2;
-  if (opts->help)
-    return std::printf("%s", launch_usage("online-learning",
-                                          "online logistic regression by "
-                                          "supervised learner actors",
-                                          flags)
-                                 .c_str()),
-           0;
+  if (!opts) return std::move(opts.error());
+  auto events = opts->app_number<uint64_t>("events");
+  auto crash = opts->app_number<int>("crash-after");
+  auto floor = opts->app_number<double>("min-accuracy");
+  auto linger = opts->app_number<double>("linger");
+  if (!events) return std::move(events.error());
+  if (!crash) return std::move(crash.error());
+  if (!floor) return std::move(floor.error());
+  if (!linger) return std::move(linger.error());
+  return example_flags{*opts, *events, *crash, *floor, *linger};
+}
 
-  caf::actor_system_config cfg;
-  configure_actor_system(cfg, *opts);
-  caf::actor_system sys{cfg};
-  parameter_service_config pc;
-  pc.tensors = {{"w", {dim}}, {"b", {1}}};
-  pc.optimizer = optimizer_from(*opts);
-  pc.consistency = opts->consistency;
-  pc.buckets = 2;
-  pc.clients = opts->workers;
-  auto service = parameter_service::start(sys, pc);
-  if (!service) return std::fprintf(stderr, "%s\n", describe(service.error()).c_str()), 1;
-
+// The learners, each with its parameter client, under a one_for_one supervisor. Learner 0
+// crashes once on its crash_after-th batch (0: never).
+caf::actor start_learners(caf::actor_system& sys, const parameter_service& service, uint32_t count,
+                          int crash_after) {
   auto crashed = std::make_shared<std::atomic<bool>>(false);
   std::vector<child_spec> learners;
-  for (uint32_t i = 0; i < opts->workers; ++i)
-    learners.push_back(
-        {"learner-" + std::to_string(i), [client = *service->client(i), i, crashed, k = *crash](
-                                             caf::local_actor* self, caf::actor_addr) {
-           const bool crash_now = i == 0 && k > 0 && !crashed->exchange(true);
-           return self->spawn(learner, client, crash_now ? k : 0);
-         }});
+  for (uint32_t i = 0; i < count; ++i) {
+    auto client = *service.client(i);
+    child_spec spec{"learner-" + std::to_string(i), [=](caf::local_actor* self, caf::actor_addr) {
+                      const bool crash = i == 0 && crash_after > 0 && !crashed->exchange(true);
+                      return self->spawn(learner, client, crash ? crash_after : 0);
+                    }};
+    spec.kind = "learner";
+    learners.push_back(std::move(spec));
+  }
   supervisor_config sc;
   sc.name = "learners";
   sc.log = logger{"online-learning"};
-  auto supervisor = spawn_supervisor(sys, sc, learners);
+  return spawn_supervisor(sys, sc, learners);
+}
+
+// Waits up to `seconds` for SIGINT or SIGTERM (blocked in every thread since main began).
+void linger(double seconds) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  const timespec wait{time_t(seconds), long((seconds - std::floor(seconds)) * 1e9)};
+  sigtimedwait(&stop, nullptr, &wait);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sigset_t stop;  // blocked before CAF starts its threads, so that linger() receives them
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  const std::vector<app_flag> flags = {
+      {"events", "N", "events in the stream", "200000"},
+      {"crash-after", "K", "learner 0 crashes on its K-th batch, once (0: never)", "0"},
+      {"min-accuracy", "A", "exit 1 unless the last window's accuracy reaches A", "0"},
+      {"linger", "S", "with --secret: keep the console endpoint S s after the stream", "0"}};
+  auto f = parse_flags(argc, argv, flags);
+  if (!f) return std::fprintf(stderr, "online-learning: %s\n", describe(f.error()).c_str()), 2;
+  if (f->opts.help) {
+    std::printf(
+        "%s",
+        launch_usage("online-learning", "online learning by supervised actors", flags).c_str());
+    return 0;
+  }
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, f->opts);
+  caf::actor_system sys{cfg};
+  parameter_service_config pc;
+  pc.tensors = {{"w", {dim}}, {"b", {1}}};
+  pc.optimizer = optimizer_from(f->opts);
+  pc.consistency = f->opts.consistency;
+  pc.buckets = 2;
+  pc.clients = f->opts.workers;
+  auto service = parameter_service::start(sys, pc);
+  if (!service) return std::fprintf(stderr, "%s\n", describe(service.error()).c_str()), 1;
+  auto learners = start_learners(sys, *service, f->opts.workers, f->crash_after);
+  std::optional<app_node> node;  // with a secret, troupe-console can read the tree
+  if (!f->opts.secret.empty()) {
+    auto started = app_node::start(sys, f->opts, logger{"online-learning"});
+    if (!started) return std::fprintf(stderr, "%s\n", describe(started.error()).c_str()), 1;
+    node = *started;
+    node->show("learners", learners);
+    node->show("parameters", service->supervisor());
+  }
 
   std::promise<stream_summary> done;
   auto finished = done.get_future();
   auto streaming =
-      sys.spawn(source, source_config{supervisor, opts->workers, *events, opts->seed,
+      sys.spawn(source, source_config{learners, f->opts.workers, f->events, f->opts.seed,
                                       [&done](stream_summary s) { done.set_value(std::move(s)); }});
   if (finished.wait_for(std::chrono::minutes(5)) != std::future_status::ready)
     caf::anon_send(streaming, std::string{"no end after 5 minutes"});
   const auto s = finished.get();  // the source answers "stop" at once
-  caf::anon_send_exit(supervisor, caf::exit_reason::kill);
+  if (!s.failure)
+    std::printf("%llu events, %llu batches handed out again, last accuracy %.4f\n",
+                (unsigned long long)s.events, (unsigned long long)s.resent, s.last_accuracy);
+  std::fflush(stdout);
+  if (node) linger(f->linger_s);
+  if (node) node->stop();
+  caf::anon_send_exit(learners, caf::exit_reason::kill);
   service->stop();
   if (s.failure)
     return std::fprintf(stderr, "online-learning: %s\n", describe(s.failure).c_str()), 1;
-  std::printf("%llu events, %llu batches handed out again, last accuracy %.4f\n",
-              (unsigned long long)s.events, (unsigned long long)s.resent, s.last_accuracy);
-  return s.last_accuracy >= *floor ? 0 : 1;
+  return s.last_accuracy >= f->min_accuracy ? 0 : 1;
 }

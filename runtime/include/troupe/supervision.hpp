@@ -38,6 +38,7 @@ struct child_spec {
   // Which failures a restart can mend (none given: every failure). A child that ended for
   // another reason is not restarted, as if it were temporary.
   std::function<bool(const caf::error&)> restart_on;
+  std::string kind = "actor";  // what the console's tree calls it ("learner", "bucket", ...)
 };
 
 struct supervisor_config {

@@ -149,11 +149,13 @@ child_spec bucket_child(std::shared_ptr<bucket_store> store, const parameter_ser
   const auto timeout = std::chrono::ceil<std::chrono::seconds>(c.timeout);
   const std::string name = bucket_prefix + std::to_string(store->id());
   auto log = c.log.named(c.name + "/" + name);
-  return child_spec{
+  child_spec spec{
       name, [store, timeout, log](caf::local_actor* parent, caf::actor_addr supervisor) {
         const bucket_actor_config config{supervisor, caf::actor_addr{}, timeout, log};
         return caf::actor_cast<caf::actor>(parent->spawn(parameter_bucket, store, config));
       }};
+  spec.kind = "bucket";
+  return spec;
 }
 
 }  // namespace

@@ -1,0 +1,189 @@
+// app_node (troupe/app_node.hpp): the console's view of an app of its own actors. The node
+// publishes the same gatekeeper as a job's coordinator; past the handshake the console talks
+// to an inspector actor that speaks the coordinator's interface, answers `tree` and `nodes`
+// from the supervisors the app showed, sets log levels, and refuses what needs a job.
+#include "troupe/app_node.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <caf/io/middleman.hpp>
+#include <caf/send.hpp>
+
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "actors/gatekeeper.hpp"
+#include "actors/supervisor.hpp"
+#include "troupe/error.hpp"
+#include "troupe/node.hpp"
+
+namespace troupe {
+
+// The supervisors the app showed, read by the inspector and written by show().
+struct shown_supervisors {
+  std::mutex lock;
+  std::vector<std::pair<std::string, supervisor_actor>> entries;
+
+  std::vector<std::pair<std::string, supervisor_actor>> copy() {
+    std::lock_guard<std::mutex> guard{lock};
+    return entries;
+  }
+};
+
+struct app_node::shared {
+  std::string name;
+  uint16_t port = 0;
+  std::shared_ptr<shown_supervisors> shown;
+  coordinator_actor inspector;
+  gatekeeper_actor gatekeeper;
+  caf::actor_system* sys = nullptr;
+};
+
+namespace {
+
+struct inspector_state {
+  static inline const char* name = "troupe.app_inspector";
+};
+using inspector_ptr = coordinator_actor::stateful_pointer<inspector_state>;
+
+struct inspector_config {
+  std::string name;
+  std::string address;
+  std::shared_ptr<shown_supervisors> shown;
+  std::chrono::milliseconds timeout;
+  logger log;
+};
+
+caf::error no_job(const std::string& what) {
+  return make_error(errc::bad_configuration,
+                    what + ": this node runs an app's own actors, not a training job");
+}
+
+// The tree: the node, each supervisor it showed, and their children, asked of each
+// supervisor at once (one that does not answer in time shows as "silent").
+caf::result<wire> tree(inspector_ptr self, const inspector_config& config) {
+  const auto shown = config.shown->copy();
+  auto promise = self->make_response_promise<wire>();
+  auto parts = std::make_shared<std::vector<std::optional<table_view>>>(shown.size());
+  auto waiting = std::make_shared<size_t>(shown.size());
+  auto finish = [=]() mutable {
+    table_view t{{"actor", "kind", "node", "state", "restarts", "mailbox"}, {}};
+    t.rows.push_back({config.name, "node", config.name, "live", "-", "-"});
+    for (size_t i = 0; i < shown.size(); ++i) {
+      const auto& part = (*parts)[i];
+      t.rows.push_back(
+          {"  " + shown[i].first, "supervisor", config.name, part ? "live" : "silent", "-", "-"});
+      if (part)
+        for (const auto& row : part->rows)
+          t.rows.push_back({"    " + row[0], row[1], config.name, row[2], row[3], "-"});
+    }
+    promise.deliver(encode(t));
+  };
+  if (shown.empty()) finish();
+  for (size_t i = 0; i < shown.size(); ++i)
+    self->request(shown[i].second, config.timeout, inspect_atom_v)
+        .then(
+            [=](const wire& w) mutable {
+              if (auto t = decode<table_view>(w); t && t->columns.size() == 4) (*parts)[i] = *t;
+              if (--*waiting == 0) finish();
+            },
+            [=](caf::error&) mutable {
+              if (--*waiting == 0) finish();
+            });
+  return promise;
+}
+
+caf::result<wire> inspect(inspector_ptr self, const inspector_config& config,
+                          const std::string& view) {
+  if (view == "tree") return tree(self, config);
+  if (view == "nodes") {
+    table_view t{{"role", "name", "address", "state", "pid"}, {}};
+    t.rows.push_back({"app", config.name, config.address, "live", std::to_string(::getpid())});
+    return encode(t);
+  }
+  return make_error(errc::bad_configuration, "no view '" + view + "' on an app node (nodes, tree)");
+}
+
+coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config config) {
+  return {
+      [=](join_atom, const wire&, const server_actor&) -> caf::result<wire> {
+        return no_job("joining as a server");
+      },
+      [=](join_atom, const wire&, const worker_actor&) -> caf::result<wire> {
+        return no_job("joining as a worker");
+      },
+      [=](claim_atom, uint32_t) -> caf::result<wire> { return no_job("claiming work"); },
+      [=](progress_atom, const wire&) {},
+      [=](done_atom, uint32_t) {},
+      [=](heartbeat_atom, const wire&) {},
+      [=](tick_atom) {},
+      [=](which_atom, uint32_t, const bucket_actor&) -> caf::result<bucket_actor> {
+        return no_job("finding a bucket");
+      },
+      [=](moved_atom, uint32_t, const bucket_actor&) {},
+      [=](escalate_atom, const std::string&) {},
+      [=](fault_atom, const std::string&) -> caf::result<std::string> {
+        return no_job("fault injection");
+      },
+      [=](inspect_atom, const std::string& view) { return inspect(self, config, view); },
+      [=](checkpoint_atom) -> caf::result<std::string> { return no_job("a checkpoint"); },
+      [=](drain_atom, const std::string&) -> caf::result<std::string> {
+        return no_job("draining");
+      },
+      [=](log_atom, const std::string& level, const std::string&) -> caf::result<std::string> {
+        log_level to;
+        if (!parse_log_level(level, to))
+          return make_error(errc::bad_configuration, "unknown log level '" + level + "'");
+        config.log.set_level(to);
+        return config.name + " logs at " + level;
+      },
+  };
+}
+
+}  // namespace
+
+caf::expected<app_node> app_node::start(caf::actor_system& sys, const launch_options& opts,
+                                        const logger& log) {
+  if (opts.secret.empty())
+    return make_error(errc::bad_configuration, "an app node needs the cluster secret (--secret)");
+  auto sh = std::make_shared<shared>();
+  sh->name = node_name(opts);
+  sh->shown = std::make_shared<shown_supervisors>();
+  sh->sys = &sys;
+  sh->inspector = sys.spawn(inspector, inspector_config{sh->name, to_string(opts.listen), sh->shown,
+                                                        opts.request_timeout, log});
+  sh->gatekeeper =
+      sys.spawn(gatekeeper, gatekeeper_config{opts.secret, sh->inspector, sh->inspector.address(),
+                                              log.named("gatekeeper")});
+  auto port =
+      sys.middleman().publish(sh->gatekeeper, opts.listen.port, opts.listen.host.c_str(), true);
+  if (!port) {
+    app_node{sh}.stop();
+    return make_error(
+        errc::io_failure,
+        fmt::format("cannot listen on {}: {}", to_string(opts.listen), sys.render(port.error())));
+  }
+  sh->port = *port;
+  log.info("console endpoint on {}:{}", opts.listen.host, *port);
+  return app_node{std::move(sh)};
+}
+
+void app_node::show(const std::string& name, const caf::actor& supervisor) const {
+  std::lock_guard<std::mutex> guard{shared_->shown->lock};
+  shared_->shown->entries.emplace_back(name, caf::actor_cast<supervisor_actor>(supervisor));
+}
+
+uint16_t app_node::port() const {
+  return shared_->port;
+}
+
+void app_node::stop() const {
+  if (shared_->port) shared_->sys->middleman().unpublish(shared_->gatekeeper, shared_->port);
+  caf::anon_send_exit(shared_->gatekeeper, caf::exit_reason::kill);
+  caf::anon_send_exit(shared_->inspector, caf::exit_reason::kill);
+}
+
+}  // namespace troupe

@@ -1,0 +1,44 @@
+// What troupe-console sees of an app of its own actors. app_node::start publishes the node's
+// gatekeeper on --listen (the same handshake as a job's coordinator: a console must prove the
+// cluster secret); show() puts a supervisor and its children in the console's `tree`, with
+// their names, kinds, states and restarts. The console's `nodes` lists this node and `log`
+// changes its log level; the job views (workers, buckets, curve, diag, metrics) and the job
+// commands (fault, checkpoint, drain) answer that this node runs no training job.
+// Start it from main() after the actor system; stop() unpublishes it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include "troupe/log.hpp"
+#include "troupe/options.hpp"
+
+namespace troupe {
+
+class app_node {
+ public:
+  // Listens on opts.listen (port 0: any free port, see port()) for consoles that know
+  // opts.secret; errc::bad_configuration without a secret, io_failure when it cannot listen.
+  static caf::expected<app_node> start(caf::actor_system& sys, const launch_options& opts,
+                                       const logger& log);
+
+  // Shows `supervisor` (from spawn_supervisor) as `name` in the console's tree, its children
+  // below it.
+  void show(const std::string& name, const caf::actor& supervisor) const;
+
+  uint16_t port() const;
+  void stop() const;
+
+  struct shared;
+
+ private:
+  explicit app_node(std::shared_ptr<shared> s) : shared_(std::move(s)) {}
+  std::shared_ptr<shared> shared_;
+};
+
+}  // namespace troupe
