@@ -33,12 +33,11 @@ std::optional<kernels::dash_matrix> dash_for(const dense_tensor& slice, const op
   kernels::dash_config c;
   c.block = o.dash_block;
   c.frequency = o.dash_freq;
-  c.roots.solver = static_cast<kernels::root_solver>(o.dash_solver);
+  c.roots.solver = o.dash_solver;
   c.adam = kernels::adam_hyper{o.lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, 1};
-  c.storage = static_cast<kernels::dash_storage>(o.dash_storage);
+  c.storage = o.dash_storage;
   c.nesterov = o.dash_nesterov;
-  c.roots.scaling = o.dash_scaling == 1 ? kernels::root_scaling::frobenius
-                                        : kernels::root_scaling::power_iteration;
+  c.roots.scaling = o.dash_scaling;
   return kernels::dash_matrix{slice.shape[0], slice.shape[1], c};
 }
 

@@ -60,7 +60,7 @@ void fill_report(coordinator_state& st) {
 
 void write_report(const coordinator_state& st, const coordinator_config& config) {
   if (config.opts.report.empty()) return;
-  if (auto err = write_report_file(config.opts.report, st.report))
+  if (auto err = write_report_file(config.opts.report, st.report, flag_settings(config.opts)))
     config.log.error("{}", describe(err));
 }
 

@@ -78,7 +78,7 @@ void stop_all_and_quit(self_ptr self, const dp_coordinator_config& config, caf::
 
 void write_report(const dp_coordinator_state& st, const dp_coordinator_config& config) {
   if (config.opts.report.empty()) return;
-  if (auto err = write_report_file(config.opts.report, st.report))
+  if (auto err = write_report_file(config.opts.report, st.report, flag_settings(config.opts)))
     config.log.error("{}", describe(err));
 }
 
@@ -142,13 +142,16 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
   for (const auto& m : st.members)
     if (!m.lost) hosts.push_back(m.host);
   const bool fits = two_level_fits(hosts);
-  const bool two_level = o.dp.reduction == "two-level" ? fits : o.dp.reduction == "auto" && fits;
-  if (o.dp.reduction == "two-level" && !fits)
+  const bool two_level = o.dp.reduction == reduction_kind::two_level
+                             ? fits
+                             : o.dp.reduction == reduction_kind::automatic && fits;
+  if (o.dp.reduction == reduction_kind::two_level && !fits)
     config.log.warn(
         "generation {}: the hosts' member counts do not allow two-level reduction; flat",
         st.generation);
   config.log.info("generation {} ({}): {} workers, {} examples per step over {}{}", st.generation,
-                  why, size, st.global_batch, o.dp.collective, two_level ? ", two-level" : "");
+                  why, size, st.global_batch, to_string(o.dp.collective),
+                  two_level ? ", two-level" : "");
   set(st.group_metrics.generation, double(st.generation));
   set(st.group_metrics.members, double(size));
   set(st.metrics.workers, double(size));
@@ -171,7 +174,7 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     start.bucket_bytes = static_cast<uint64_t>(o.dp.bucket_mb * double(1 << 20));
     start.overlap = o.dp.overlap;
     start.checksum_every = o.dp.checksum_every;
-    start.collective = o.dp.collective;
+    start.collective = to_string(o.dp.collective);
     start.checkpoint_every = o.checkpoint_dir.empty()
                                  ? 0
                                  : (o.checkpoint_every ? o.checkpoint_every : st.steps_per_epoch);

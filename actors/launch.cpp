@@ -61,7 +61,7 @@ void size_blas(const launch_options& opts, unsigned local_workers) {
 caf::expected<std::optional<dash_device_actor>> start_dash_device(caf::actor_system& sys,
                                                                   const launch_options& opts,
                                                                   const logger& log) {
-  if (opts.dash_device != "gpu") return std::optional<dash_device_actor>{};
+  if (opts.dash_device != dash_device_kind::gpu) return std::optional<dash_device_actor>{};
   dash_device_config config;
   // Each request to the stream; a bucket waits a quarter of the request timeout in all.
   config.request_timeout = std::max(std::chrono::seconds(1), opts.request_timeout / 4);
@@ -102,7 +102,7 @@ std::string host_label_of(const launch_options& opts) {
 // not at the first step).
 caf::error check_nccl(const launch_options& opts) {
   const bool trains_here = opts.role != node_role::coordinator || opts.dp.coordinator_trains;
-  if (opts.dp.collective != "nccl" || !trains_here) return {};
+  if (opts.dp.collective != collective_kind::nccl || !trains_here) return {};
   auto gpus = nccl_devices();
   if (!gpus) return std::move(gpus.error());
   const uint32_t trainers = opts.role == node_role::embedded ? opts.workers : 1;

@@ -39,7 +39,9 @@ void summarize_buckets(const std::vector<bucket_stats>& buckets, job_report& rep
   report.staleness_p99 = histogram_quantile(merged, 0.99);
 }
 
-caf::error write_report_file(const std::string& path, const job_report& report) {
+caf::error write_report_file(const std::string& path, job_report report,
+                             std::vector<std::pair<std::string, std::string>> settings) {
+  report.settings = std::move(settings);
   const std::string tmp = path + ".tmp";
   std::ofstream out(tmp, std::ios::trunc);
   out << to_json(report);

@@ -18,7 +18,9 @@ double histogram_quantile(const std::vector<uint64_t>& histogram, double q);
 // p50, p99 and max (from the merged histograms), and the largest clock gap.
 void summarize_buckets(const std::vector<bucket_stats>& buckets, job_report& report);
 
-// Writes to_json(report) to `path` atomically (a temporary file, then rename).
-caf::error write_report_file(const std::string& path, const job_report& report);
+// Writes to_json(report), with `settings` (flag_settings of the job's options), to `path`
+// atomically (a temporary file, then rename).
+caf::error write_report_file(const std::string& path, job_report report,
+                             std::vector<std::pair<std::string, std::string>> settings);
 
 }  // namespace troupe

@@ -66,16 +66,16 @@ caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in) {
     if (!std::isfinite(v)) return make_error(errc::non_finite, "optimizer hyper-parameter");
   x.dash_block = in.getDashBlock();
   x.dash_freq = in.getDashFreq();
-  x.dash_solver = in.getDashSolver();
-  x.dash_storage = in.getDashStorage();
   x.dash_nesterov = in.getDashNesterov();
-  x.dash_scaling = in.getDashScaling();
+  // The choices travel as bytes (schema version 1); a byte outside its enum is malformed.
+  if (in.getDashSolver() > 3 || in.getDashStorage() > 2 || in.getDashScaling() > 1)
+    return make_error(errc::malformed_message, "dash: solver 0..3, storage 0..2, scaling 0..1");
+  x.dash_solver = static_cast<root_solver>(in.getDashSolver());
+  x.dash_storage = static_cast<dash_storage>(in.getDashStorage());
+  x.dash_scaling = static_cast<root_scaling>(in.getDashScaling());
   if (x.type == optimizer_config::kind::dash &&
-      (x.dash_block == 0 || x.dash_block > 4096 || x.dash_freq == 0 || x.dash_solver > 3 ||
-       x.dash_storage > 2 || x.dash_scaling > 1))
-    return make_error(
-        errc::malformed_message,
-        "dash: block 1..4096, frequency >= 1, solver 0..3, storage 0..2, scaling 0..1");
+      (x.dash_block == 0 || x.dash_block > 4096 || x.dash_freq == 0))
+    return make_error(errc::malformed_message, "dash: block 1..4096, frequency >= 1");
   return x;
 }
 
@@ -89,10 +89,10 @@ void write_optimizer(schema::Optimizer::Builder out, const optimizer_config& x) 
   out.setLrStaleness(x.lr_staleness);
   out.setDashBlock(x.dash_block);
   out.setDashFreq(x.dash_freq);
-  out.setDashSolver(x.dash_solver);
-  out.setDashStorage(x.dash_storage);
+  out.setDashSolver(static_cast<uint8_t>(x.dash_solver));
+  out.setDashStorage(static_cast<uint8_t>(x.dash_storage));
   out.setDashNesterov(x.dash_nesterov);
-  out.setDashScaling(x.dash_scaling);
+  out.setDashScaling(static_cast<uint8_t>(x.dash_scaling));
 }
 
 }  // namespace detail

@@ -59,6 +59,11 @@ std::string to_json(const job_report& r) {
   out += fmt::format("  \"skipped_steps\": {},\n", r.skipped_steps);
   out += fmt::format("  \"checksum_mismatches\": {},\n", r.checksum_mismatches);
   out += fmt::format("  \"status\": {},\n", json_string(r.failure.empty() ? "finished" : "failed"));
+  out += "  \"settings\": {";
+  for (size_t i = 0; i < r.settings.size(); ++i)
+    out += fmt::format("{}{}: {}", i ? ", " : "", json_string(r.settings[i].first),
+                       json_string(r.settings[i].second));
+  out += "},\n";
   if (!r.failure.empty()) out += fmt::format("  \"failure\": {},\n", json_string(r.failure));
   out += "  \"losses\": [";
   for (size_t i = 0; i < r.losses.size(); ++i)

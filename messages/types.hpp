@@ -253,6 +253,9 @@ struct job_report {
   double reform_s = 0;                      // longest time from a loss to the next step
   uint64_t skipped_steps = 0;               // steps skipped by every member (non-finite)
   uint64_t checksum_mismatches = 0;
+  // The effective value of every flag (flag_settings), added when the report is written; not
+  // on the wire.
+  std::vector<std::pair<std::string, std::string>> settings;
 };
 
 // The job's part of a checkpoint (see actors/checkpoint.hpp).

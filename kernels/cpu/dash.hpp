@@ -25,7 +25,7 @@
 
 namespace troupe::kernels {
 
-enum class dash_storage { fp32, bf16, fp16 };
+using troupe::dash_storage;  // troupe/values.hpp
 
 struct dash_config {
   uint32_t block = 128;     // B

@@ -393,18 +393,4 @@ result<root_outcome> inverse_root(std::span<const float> a, size_t n, int p, std
   return failure(errc::bad_configuration, "unknown solver");
 }
 
-const char* to_string(root_solver s) {
-  switch (s) {
-    case root_solver::evd:
-      return "evd";
-    case root_solver::coupled_newton:
-      return "cn";
-    case root_solver::newton_db:
-      return "ndb";
-    case root_solver::chebyshev:
-      return "cheb";
-  }
-  return "?";
-}
-
 }  // namespace troupe::kernels

@@ -20,11 +20,13 @@
 #include <span>
 
 #include "kernels/status.hpp"
+#include "troupe/values.hpp"
 
 namespace troupe::kernels {
 
-enum class root_solver { evd, coupled_newton, newton_db, chebyshev };
-enum class root_scaling { power_iteration, frobenius };
+// The solver and scaling choices are the job's (troupe/values.hpp), named here too.
+using troupe::root_scaling;
+using troupe::root_solver;
 
 struct root_options {
   root_solver solver = root_solver::coupled_newton;
@@ -48,7 +50,5 @@ struct root_outcome {
 // damping.
 result<root_outcome> inverse_root(std::span<const float> a, size_t n, int p, std::span<float> out,
                                   const root_options& options);
-
-const char* to_string(root_solver s);
 
 }  // namespace troupe::kernels

@@ -5,12 +5,23 @@
 
 namespace troupe {
 
+namespace {
+
+constexpr std::pair<std::string_view, log_level> level_names[] = {{"error", log_level::error},
+                                                                  {"warn", log_level::warn},
+                                                                  {"info", log_level::info},
+                                                                  {"debug", log_level::debug}};
+
+}  // namespace
+
+std::string_view to_string(log_level level) {
+  for (const auto& [name, l] : level_names)
+    if (l == level) return name;
+  return "?";
+}
+
 bool parse_log_level(std::string_view text, log_level& out) {
-  constexpr std::pair<std::string_view, log_level> names[] = {{"error", log_level::error},
-                                                              {"warn", log_level::warn},
-                                                              {"info", log_level::info},
-                                                              {"debug", log_level::debug}};
-  for (const auto& [name, level] : names) {
+  for (const auto& [name, level] : level_names) {
     if (text == name) {
       out = level;
       return true;

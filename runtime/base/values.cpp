@@ -26,4 +26,51 @@ std::string to_string(role r) {
   return "unknown";
 }
 
+const char* to_string(root_solver s) {
+  switch (s) {
+    case root_solver::evd:
+      return "evd";
+    case root_solver::coupled_newton:
+      return "cn";
+    case root_solver::newton_db:
+      return "ndb";
+    case root_solver::chebyshev:
+      return "cheb";
+  }
+  return "?";
+}
+
+const char* to_string(root_scaling s) {
+  return s == root_scaling::frobenius ? "frobenius" : "power";
+}
+
+const char* to_string(dash_storage s) {
+  switch (s) {
+    case dash_storage::fp32:
+      return "fp32";
+    case dash_storage::bf16:
+      return "bf16";
+    case dash_storage::fp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+const char* to_string(optimizer_config::kind k) {
+  using kind = optimizer_config::kind;
+  switch (k) {
+    case kind::adam:
+      return "adam";
+    case kind::sgd:
+      return "sgd";
+    case kind::momentum:
+      return "momentum";
+    case kind::adamw:
+      return "adamw";
+    case kind::dash:
+      return "dash";
+  }
+  return "?";
+}
+
 }  // namespace troupe

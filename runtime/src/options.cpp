@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "option_flags.hpp"
+#include "flag_table.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -21,32 +21,13 @@ std::string env_name(const std::string& flag) {
   return out;
 }
 
-template <class T>
-caf::error parse_number(const std::string& flag, const std::string& text, T& out) {
-  if constexpr (std::is_floating_point_v<T>) {
-    char* end = nullptr;
-    const double value = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !std::isfinite(value))
-      return make_error(errc::bad_configuration,
-                        fmt::format("--{}: not a number: '{}'", flag, text));
-    out = static_cast<T>(value);
-    return {};
-  } else {
-    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-    if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size())
-      return make_error(errc::bad_configuration,
-                        fmt::format("--{}: not a non-negative integer: '{}'", flag, text));
-    return {};
-  }
-}
-
 // Collects raw values: defaults, then torchrun, then TROUPE_*, then flags (later wins).
+// `switches`: every flag's name, and whether it is a switch (takes no value).
 caf::expected<std::map<std::string, std::string>> collect(
-    const std::vector<std::string>& args, const env_lookup& env, const std::vector<app_flag>& flags,
+    const std::vector<std::string>& args, const env_lookup& env,
+    const std::map<std::string, bool>& switches,
     const std::map<std::string, std::string>& defaults) {
   std::map<std::string, std::string> values = defaults;
-  std::map<std::string, const app_flag*> by_name;
-  for (const auto& f : flags) by_name[f.name] = &f;
   if (auto addr = env("MASTER_ADDR")) {
     const std::string port = env("MASTER_PORT").value_or("7600");
     values["torchrun-master"] = *addr + ":" + port;
@@ -54,8 +35,8 @@ caf::expected<std::map<std::string, std::string>> collect(
   }
   if (auto rank = env("RANK")) values["torchrun-rank"] = *rank;
   if (auto world = env("WORLD_SIZE")) values["torchrun-world"] = *world;
-  for (const auto& f : flags)
-    if (auto v = env(env_name(f.name))) values[f.name] = *v;
+  for (const auto& [name, is_switch] : switches)
+    if (auto v = env(env_name(name))) values[name] = *v;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg.rfind("--", 0) != 0)
@@ -66,11 +47,11 @@ caf::expected<std::map<std::string, std::string>> collect(
       inline_value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
-    auto it = by_name.find(name);
-    if (it == by_name.end())
+    auto it = switches.find(name);
+    if (it == switches.end())
       return make_error(errc::bad_configuration,
                         fmt::format("unknown flag --{} (see --help)", name));
-    if (it->second->value_name.empty()) {
+    if (it->second) {
       values[name] = inline_value.value_or("true");  // a switch: --x, --x=true, --x=false
     } else if (inline_value) {
       values[name] = *inline_value;
@@ -83,60 +64,18 @@ caf::expected<std::map<std::string, std::string>> collect(
   return values;
 }
 
-caf::error parse_switch(const char* flag, const std::string* text, bool& out);
-
-// Flags that only mean something to the parameter service.
-constexpr const char* parameter_service_flags[] = {
-    "servers",  "consistency", "dc",         "replication",  "sync-threshold", "prefetch",
-    "compress", "buckets",     "accumulate", "lr-staleness", "dash-device",    "worker-delay-ms"};
-
-// --mode ps|dp and, for dp, its own flags; the parameter service's flags are refused in dp.
-caf::error parse_mode(const std::string& text, const std::map<std::string, std::string>& v,
-                      launch_options& o) {
-  auto bad = [](std::string text) { return make_error(errc::bad_configuration, std::move(text)); };
-  if (text != "ps" && text != "dp")
-    return bad(fmt::format("--mode must be ps or dp, not '{}'", text));
-  const char* dp_only[] = {"collective",     "bucket-mb",  "no-overlap",
-                           "checksum-every", "host-label", "reduction"};
-  o.data_parallel = text == "dp";
-  if (!o.data_parallel) {
-    for (const char* flag : dp_only)
-      if (v.count(flag)) return bad(fmt::format("--{} is for --mode dp", flag));
-    return {};
-  }
-  for (const char* flag : parameter_service_flags)
-    if (v.count(flag))
-      return bad(fmt::format(
-          "--{} belongs to the parameter service (--mode ps); a data-parallel job has no servers",
-          flag));
-  if (auto it = v.find("collective"); it != v.end()) {
-    if (it->second != "gloo" && it->second != "actors" && it->second != "nccl")
-      return bad(fmt::format("--collective must be gloo, actors or nccl, not '{}'", it->second));
-    o.dp.collective = it->second;
-  }
-  if (auto it = v.find("bucket-mb"); it != v.end()) {
-    char* end = nullptr;
-    o.dp.bucket_mb = std::strtod(it->second.c_str(), &end);
-    if (it->second.empty() || *end != '\0' || !(o.dp.bucket_mb > 0) || o.dp.bucket_mb > 1024)
-      return bad(fmt::format("--bucket-mb must be a number of MiB above 0, at most 1024, not '{}'",
-                             it->second));
-  }
-  bool no_overlap = false;
-  if (auto e = parse_switch("no-overlap", v.count("no-overlap") ? &v.at("no-overlap") : nullptr,
-                            no_overlap))
-    return e;
-  o.dp.overlap = !no_overlap;
-  if (auto it = v.find("checksum-every"); it != v.end())
-    if (auto e = parse_number("checksum-every", it->second, o.dp.checksum_every)) return e;
-  if (auto it = v.find("host-label"); it != v.end()) {
-    if (it->second.empty() || it->second.size() > 64)
-      return bad("--host-label must be 1 to 64 characters");
-    o.dp.host_label = it->second;
-  }
-  if (auto it = v.find("reduction"); it != v.end()) {
-    if (it->second != "flat" && it->second != "two-level" && it->second != "auto")
-      return bad(fmt::format("--reduction must be flat, two-level or auto, not '{}'", it->second));
-    o.dp.reduction = it->second;
+// A flag of one job given to the other: the parameter service's flags in --mode dp, the
+// data-parallel ones in --mode ps.
+caf::error check_scopes(const std::map<std::string, std::string>& given, const launch_options& o) {
+  for (const auto& f : flag_table()) {
+    if (!given.count(f.name)) continue;
+    if (f.scope == flag_scope::dp && !o.data_parallel)
+      return make_error(errc::bad_configuration, fmt::format("--{} is for --mode dp", f.name));
+    if (f.scope == flag_scope::ps && o.data_parallel)
+      return make_error(errc::bad_configuration,
+                        fmt::format("--{} belongs to the parameter service (--mode ps); a "
+                                    "data-parallel job has no servers",
+                                    f.name));
   }
   return {};
 }
@@ -170,34 +109,6 @@ caf::error apply_torchrun(std::map<std::string, std::string>& values, launch_opt
   return {};
 }
 
-// A switch is on when given bare or as true/1/yes, off as false/0/no.
-caf::error parse_switch(const char* flag, const std::string* text, bool& out) {
-  if (!text) return {};
-  if (*text == "true" || *text == "1" || *text == "yes")
-    out = true;
-  else if (*text == "false" || *text == "0" || *text == "no")
-    out = false;
-  else
-    return make_error(errc::bad_configuration,
-                      fmt::format("--{} takes no value, or true/false, not '{}'", flag, *text));
-  return {};
-}
-
-caf::error parse_role(const std::string& text, node_role& out) {
-  if (text.empty())
-    out = node_role::embedded;
-  else if (text == "coordinator")
-    out = node_role::coordinator;
-  else if (text == "server")
-    out = node_role::server;
-  else if (text == "worker")
-    out = node_role::worker;
-  else
-    return make_error(errc::bad_configuration,
-                      fmt::format("--role must be coordinator, server or worker, not '{}'", text));
-  return {};
-}
-
 caf::error validate(const launch_options& o) {
   auto bad = [](std::string text) { return make_error(errc::bad_configuration, std::move(text)); };
   if (o.workers == 0 || o.servers == 0) return bad("--workers and --servers must be at least 1");
@@ -206,23 +117,13 @@ caf::error validate(const launch_options& o) {
   if (std::max(o.workers, o.max_workers) > (1u << 16)) return bad("at most 65536 workers");
   if (o.epochs == 0 || o.batch == 0) return bad("--epochs and --batch must be at least 1");
   if (!(o.lr > 0)) return bad("--lr must be positive");
-  if (o.optimizer != "adam" && o.optimizer != "adamw" && o.optimizer != "sgd" &&
-      o.optimizer != "momentum" && o.optimizer != "dash")
-    return bad("--optimizer must be adam, adamw, sgd, momentum or dash");
   if (o.dash_block < 1 || o.dash_block > 4096 || o.dash_freq < 1)
     return bad("--dash-block must be 1 to 4096 and --dash-freq at least 1");
-  if (o.dash_solver != "evd" && o.dash_solver != "cn" && o.dash_solver != "ndb" &&
-      o.dash_solver != "cheb")
-    return bad("--dash-solver must be evd, cn, ndb or cheb");
-  if (o.dash_storage != "fp32" && o.dash_storage != "bf16" && o.dash_storage != "fp16")
-    return bad("--dash-storage must be fp32, bf16 or fp16");
-  if (o.dash_scaling != "power" && o.dash_scaling != "frobenius")
-    return bad("--dash-scaling must be power or frobenius");
-  if (o.dash_device != "cpu" && o.dash_device != "gpu")
-    return bad("--dash-device must be cpu or gpu");
-  if (o.dash_device == "gpu" && o.role == node_role::embedded && o.optimizer != "dash")
+  const bool on_gpu = o.dash_device == dash_device_kind::gpu;
+  if (on_gpu && o.role == node_role::embedded && o.optimizer != optimizer_config::kind::dash)
     return bad("--dash-device gpu is for --optimizer dash");
-  if (o.dash_device == "gpu" && (o.dash_solver != "cn" || o.dash_scaling != "power"))
+  if (on_gpu && (o.dash_solver != root_solver::coupled_newton ||
+                 o.dash_scaling != root_scaling::power_iteration))
     return bad(
         "--dash-device gpu steps coupled-Newton roots scaled by power iteration: use "
         "--dash-solver cn --dash-scaling power");
@@ -330,110 +231,22 @@ env_lookup process_environment() {
 caf::expected<launch_options> parse_launch_options(
     const std::vector<std::string>& args, const env_lookup& env,
     const std::vector<app_flag>& app_flags, const std::map<std::string, std::string>& defaults) {
-  std::vector<app_flag> flags = common_flags();
-  flags.insert(flags.end(), app_flags.begin(), app_flags.end());
-  auto collected = collect(args, env, flags, defaults);
+  std::map<std::string, bool> switches;
+  for (const auto& f : flag_table()) switches[f.name] = f.value_name.empty();
+  for (const auto& f : app_flags) switches[f.name] = f.value_name.empty();
+  auto collected = collect(args, env, switches, defaults);
   if (!collected) return std::move(collected.error());
   auto& v = *collected;
   launch_options o;
   for (const auto& f : app_flags) o.app[f.name] = v.count(f.name) ? v[f.name] : f.default_value;
+  for (const auto& f : flag_table())
+    if (auto it = v.find(f.name); it != v.end())
+      if (auto err = f.apply(it->second, o)) return err;
+  if (auto err = check_scopes(v, o)) return err;
   auto get = [&](const char* name) -> const std::string* {
     auto it = v.find(name);
     return it == v.end() ? nullptr : &it->second;
   };
-  caf::error err;
-  auto number = [&](const char* name, auto& field) {
-    if (auto s = get(name); s && !err) err = parse_number(name, *s, field);
-  };
-  auto address = [&](const char* name, host_port& field) {
-    if (auto s = get(name); s && !err) {
-      if (auto hp = parse_host_port(*s))
-        field = *hp;
-      else
-        err = std::move(hp.error());
-    }
-  };
-  if (auto s = get("role")) err = parse_role(*s, o.role);
-  if (!err) err = parse_mode(get("mode") ? *get("mode") : std::string("ps"), v, o);
-  address("listen", o.listen);
-  address("coordinator", o.coordinator);
-  number("workers", o.workers);
-  number("servers", o.servers);
-  number("max-workers", o.max_workers);
-  number("buckets", o.buckets);
-  number("epochs", o.epochs);
-  number("batch", o.batch);
-  number("lr", o.lr);
-  number("momentum", o.momentum);
-  number("weight-decay", o.weight_decay);
-  number("clip", o.clip);
-  number("sync-threshold", o.sync_threshold);
-  number("seed", o.seed);
-  number("threads", o.threads);
-  number("blas-threads", o.blas_threads);
-  number("accumulate", o.accumulate);
-  number("max-restarts", o.max_restarts);
-  number("replication", o.replication);
-  number("checkpoint-every", o.checkpoint_every);
-  number("checkpoint-keep", o.checkpoint_keep);
-  number("metrics-port", o.metrics_port);
-  number("warn-update-variance", o.warn.update_variance);
-  number("warn-loss-oscillation", o.warn.loss_oscillation);
-  number("warn-update-ratio", o.warn.update_ratio);
-  int64_t join_s = o.join_timeout.count(), request_s = o.request_timeout.count();
-  int64_t beat_ms = o.heartbeat_interval.count(), beat_timeout_ms = o.heartbeat_timeout.count();
-  number("join-timeout", join_s);
-  number("request-timeout", request_s);
-  number("heartbeat-ms", beat_ms);
-  number("heartbeat-timeout-ms", beat_timeout_ms);
-  int64_t restart_period_ms = o.restart_period.count();
-  number("restart-period-ms", restart_period_ms);
-  if (err) return err;
-  o.restart_period = std::chrono::milliseconds{restart_period_ms};
-  o.join_timeout = std::chrono::seconds{join_s};
-  o.request_timeout = std::chrono::seconds{request_s};
-  o.heartbeat_interval = std::chrono::milliseconds{beat_ms};
-  o.heartbeat_timeout = std::chrono::milliseconds{beat_timeout_ms};
-  if (auto s = get("secret")) o.secret = *s;
-  if (auto s = get("name")) o.name = *s;
-  if (auto s = get("optimizer")) o.optimizer = *s;
-  if (auto s = get("dash-solver")) o.dash_solver = *s;
-  number("dash-block", o.dash_block);
-  number("dash-freq", o.dash_freq);
-  if (auto s = get("report")) o.report = *s;
-  if (auto s = get("checkpoint-dir")) o.checkpoint_dir = *s;
-  if (auto s = get("resume")) o.resume = *s;
-  if (auto e = parse_switch("insecure", get("insecure"), o.insecure)) return e;
-  if (auto e = parse_switch("help", get("help"), o.help)) return e;
-  if (auto e = parse_switch("lr-staleness", get("lr-staleness"), o.lr_staleness)) return e;
-  if (auto e = parse_switch("dash-nesterov", get("dash-nesterov"), o.dash_nesterov)) return e;
-  if (auto s = get("dash-storage")) o.dash_storage = *s;
-  if (auto s = get("dash-scaling")) o.dash_scaling = *s;
-  if (auto s = get("dash-device")) o.dash_device = *s;
-  if (auto e = parse_switch("prefetch", get("prefetch"), o.prefetch)) return e;
-  if (auto s = get("compress")) {
-    if (*s != "none" && *s != "sign")
-      return make_error(errc::bad_configuration,
-                        fmt::format("--compress must be none or sign, not '{}'", *s));
-    o.compress_signs = *s == "sign";
-  }
-  if (auto s = get("consistency")) {
-    auto c = parse_consistency(*s);
-    if (!c) return std::move(c.error());
-    o.consistency = *c;
-  }
-  if (auto s = get("dc")) {
-    auto c = parse_compensation(*s);
-    if (!c) return std::move(c.error());
-    o.compensation = *c;
-  }
-  if (auto s = get("worker-delay-ms")) {
-    auto d = parse_worker_delays(*s);
-    if (!d) return std::move(d.error());
-    o.worker_delay_ms = std::move(*d);
-  }
-  if (auto s = get("log-level"); s && !parse_log_level(*s, o.level))
-    return make_error(errc::bad_configuration, fmt::format("--log-level: unknown level '{}'", *s));
   if (auto e = apply_torchrun(v, o)) return e;
   if (!get("listen")) {
     // torchrun's master address is where rank 0 listens; a server takes any free port.
@@ -451,27 +264,55 @@ caf::expected<launch_options> parse_launch_options(
 }
 
 optimizer_config optimizer_from(const launch_options& o) {
-  using kind = optimizer_config::kind;
   optimizer_config x;
-  x.type = o.optimizer == "sgd"        ? kind::sgd
-           : o.optimizer == "momentum" ? kind::momentum
-           : o.optimizer == "adamw"    ? kind::adamw
-           : o.optimizer == "dash"     ? kind::dash
-                                       : kind::adam;
+  x.type = o.optimizer;
   x.lr = o.lr;
   x.weight_decay = o.weight_decay;
   x.lr_staleness = o.lr_staleness;
-  if (x.type == kind::momentum) x.beta1 = o.momentum;
+  if (x.type == optimizer_config::kind::momentum) x.beta1 = o.momentum;
   x.dash_block = o.dash_block;
   x.dash_freq = o.dash_freq;
-  x.dash_solver = o.dash_solver == "evd"    ? 0
-                  : o.dash_solver == "ndb"  ? 2
-                  : o.dash_solver == "cheb" ? 3
-                                            : 1;
-  x.dash_storage = o.dash_storage == "bf16" ? 1 : o.dash_storage == "fp16" ? 2 : 0;
+  x.dash_solver = o.dash_solver;
+  x.dash_storage = o.dash_storage;
   x.dash_nesterov = o.dash_nesterov;
-  x.dash_scaling = o.dash_scaling == "frobenius" ? 1 : 0;
+  x.dash_scaling = o.dash_scaling;
   return x;
+}
+
+std::vector<std::pair<std::string, std::string>> flag_settings(const launch_options& o) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& f : flag_table())
+    if (f.name != "help") out.emplace_back(f.name, f.show(o));
+  for (const auto& [name, value] : o.app) out.emplace_back(name, value);
+  return out;
+}
+
+const char* to_string(collective_kind k) {
+  switch (k) {
+    case collective_kind::gloo:
+      return "gloo";
+    case collective_kind::actors:
+      return "actors";
+    case collective_kind::nccl:
+      return "nccl";
+  }
+  return "?";
+}
+
+const char* to_string(reduction_kind k) {
+  switch (k) {
+    case reduction_kind::flat:
+      return "flat";
+    case reduction_kind::two_level:
+      return "two-level";
+    case reduction_kind::automatic:
+      return "auto";
+  }
+  return "?";
+}
+
+const char* to_string(dash_device_kind k) {
+  return k == dash_device_kind::gpu ? "gpu" : "cpu";
 }
 
 caf::expected<consistency_config> parse_consistency(const std::string& text) {
@@ -534,17 +375,22 @@ std::string launch_usage(const std::string& program, const std::string& summary,
                          const std::vector<app_flag>& app_flags,
                          const std::map<std::string, std::string>& defaults) {
   std::string out = fmt::format("{}: {}\n\nusage: {} [flags]\n\n", program, summary, program);
-  auto add = [&](const app_flag& f) {
-    const std::string left =
-        f.value_name.empty() ? "--" + f.name : "--" + f.name + " " + f.value_name;
-    out += fmt::format("  {:<26} {}", left, f.help);
-    const auto own = defaults.find(f.name);
-    const std::string& shown = own != defaults.end() ? own->second : f.default_value;
+  auto add = [&](const std::string& name, const std::string& value_name, const std::string& help,
+                 const std::string& default_value) {
+    const std::string left = value_name.empty() ? "--" + name : "--" + name + " " + value_name;
+    out += fmt::format("  {:<26} {}", left, help);
+    const auto own = defaults.find(name);
+    const std::string& shown = own != defaults.end() ? own->second : default_value;
     if (!shown.empty()) out += fmt::format(" (default {})", shown);
     out += '\n';
   };
-  for (const auto& f : common_flags()) add(f);
-  for (const auto& f : app_flags) add(f);
+  const launch_options defaults_of_the_struct;
+  for (const auto& f : flag_table()) {
+    const char* job = f.scope == flag_scope::dp ? "--mode dp: " : "";
+    const std::string shown = f.show(defaults_of_the_struct);
+    add(f.name, f.value_name, job + f.help, f.value_name.empty() ? "" : shown);  // switches: off
+  }
+  for (const auto& f : app_flags) add(f.name, f.value_name, f.help, f.default_value);
   out +=
       "\nEvery flag --foo-bar may also be given as TROUPE_FOO_BAR. torchrun's MASTER_ADDR,\n"
       "MASTER_PORT, RANK (0 coordinator, 1..M servers, then workers) and WORLD_SIZE are read.\n";

@@ -81,7 +81,8 @@ BOOST_FIXTURE_TEST_CASE(a_packed_step_on_the_gpu_matches_the_cpu_step, actor_sys
   caf::scoped_actor self{*sys};
   auto device = spawn_dash_device(*sys, dash_device_config{});
   BOOST_TEST_REQUIRE(testing::succeeded(device));
-  for (uint8_t storage : {0, 1}) {  // fp32 and bf16 statistics on the host
+  for (dash_storage storage :
+       {dash_storage::fp32, dash_storage::bf16}) {  // fp32 and bf16 statistics on the host
     auto spec = matrix_spec();
     spec.optimizer.dash_storage = storage;
     bucket_store cpu{spec}, gpu{spec};

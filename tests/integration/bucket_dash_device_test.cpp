@@ -37,7 +37,7 @@ using troupe::testing::push_at;
 namespace {
 
 // A 5 x 7 matrix in 4 x 4 blocks (four groups: full, narrow, short, corner) and a vector.
-bucket_spec dash_spec(uint8_t solver = 1) {
+bucket_spec dash_spec(root_solver solver = root_solver::coupled_newton) {
   return testing::dash_bucket_spec(5, 7, 4, 5, solver);
 }
 
@@ -146,7 +146,7 @@ BOOST_AUTO_TEST_CASE(deferring_again_first_steps_what_a_lost_owner_left) {
 }
 
 BOOST_AUTO_TEST_CASE(settings_the_gpu_cannot_step_are_not_deferred) {
-  const auto spec = dash_spec(0);  // evd roots
+  const auto spec = dash_spec(root_solver::evd);  // evd roots
   bucket_store store{spec};
   BOOST_TEST(!store.defer_dash(true));
   BOOST_TEST_REQUIRE(testing::succeeded(store.apply(push_at(spec, 0, 50))));
@@ -270,7 +270,8 @@ BOOST_AUTO_TEST_CASE(a_failing_device_leaves_the_cpu_to_step_exactly) {
 }
 
 BOOST_AUTO_TEST_CASE(a_device_that_steps_from_the_package_alone_gives_the_same_values) {
-  for (uint8_t storage : {0, 1, 2}) {  // fp32, bf16, fp16 statistics on the host
+  for (dash_storage storage : {dash_storage::fp32, dash_storage::bf16,
+                               dash_storage::fp16}) {  // fp32, bf16, fp16 statistics on the host
     BOOST_TEST_CONTEXT("storage " << int(storage)) {
       auto spec = dash_spec();
       spec.optimizer.dash_storage = storage;

@@ -23,19 +23,19 @@ bucket_spec dash_spec() {
 
 BOOST_AUTO_TEST_CASE(dash_fields_cross_the_codec_and_bad_ones_are_refused) {
   auto spec = dash_spec();
-  spec.optimizer.dash_solver = 2;
-  spec.optimizer.dash_storage = 1;
+  spec.optimizer.dash_solver = root_solver::newton_db;
+  spec.optimizer.dash_storage = dash_storage::bf16;
   spec.optimizer.dash_nesterov = true;
-  spec.optimizer.dash_scaling = 1;
+  spec.optimizer.dash_scaling = root_scaling::frobenius;
   auto back = decode<bucket_spec>(encode(spec));
   BOOST_TEST_REQUIRE(testing::succeeded(back));
   BOOST_TEST((back->optimizer.type == optimizer_config::kind::dash));
   BOOST_TEST(back->optimizer.dash_block == 2u);
   BOOST_TEST(back->optimizer.dash_freq == 2u);
-  BOOST_TEST(back->optimizer.dash_solver == 2u);
-  BOOST_TEST(back->optimizer.dash_storage == 1u);
+  BOOST_TEST((back->optimizer.dash_solver == root_solver::newton_db));
+  BOOST_TEST((back->optimizer.dash_storage == dash_storage::bf16));
   BOOST_TEST(back->optimizer.dash_nesterov);
-  BOOST_TEST(back->optimizer.dash_scaling == 1u);
+  BOOST_TEST((back->optimizer.dash_scaling == root_scaling::frobenius));
   spec.optimizer.dash_block = 0;
   BOOST_TEST(testing::fails_with(decode<bucket_spec>(encode(spec)), errc::malformed_message));
 }
@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(large_dash_state_is_saved_in_parts_of_whole_blocks) {
   // goes in a part of its own (the second from block 1 on), and comes back in place.
   auto spec = dash_spec();
   spec.optimizer.dash_block = 1450;
-  spec.optimizer.dash_solver = 0;  // evd: the quickest root at this size here
+  spec.optimizer.dash_solver = root_solver::evd;  // evd: the quickest root at this size here
   spec.tensors = {dense_tensor{"w", {2900, 4}, 0, std::vector<float>(2900 * 4, 0.5f)}};
   bucket_store store{spec};
   push_request push{0, 0, 0, vector_clock{std::vector<uint64_t>{0}}};

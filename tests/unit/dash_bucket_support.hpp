@@ -11,7 +11,7 @@ namespace troupe::testing {
 
 // A rows x cols matrix "w" in block x block blocks and a 3-vector "b", random from `seed`.
 inline bucket_spec dash_bucket_spec(uint32_t rows, uint32_t cols, uint32_t block, unsigned seed,
-                                    uint8_t solver = 1) {
+                                    root_solver solver = root_solver::coupled_newton) {
   bucket_spec spec{0, 1, optimizer_config{}, {}, {}, {}};
   spec.optimizer.type = optimizer_config::kind::dash;
   spec.optimizer.lr = 0.01f;

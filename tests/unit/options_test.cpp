@@ -5,13 +5,18 @@
 #include <boost/test/unit_test.hpp>
 
 #include <map>
+#include <set>
 
 #include "expect_error.hpp"
+#include "runtime/src/flag_table.hpp"
 #include "troupe/options.hpp"
 
 using namespace std::chrono_literals;
 using troupe::app_flag;
+using troupe::describe;
 using troupe::errc;
+using troupe::flag_settings;
+using troupe::flag_table;
 using troupe::launch_options;
 using troupe::node_role;
 using troupe::testing::fails_with;
@@ -71,7 +76,7 @@ BOOST_AUTO_TEST_CASE(defaults_without_flags_or_environment) {
   BOOST_TEST(o->epochs == 3u);
   BOOST_TEST(o->batch == 64u);
   BOOST_TEST(o->lr == 1e-3f);
-  BOOST_TEST(o->optimizer == "adam");
+  BOOST_TEST(std::string{to_string(o->optimizer)} == "adam");
   BOOST_TEST(o->momentum == 0.9f);
   BOOST_TEST(o->weight_decay == 0.0f);
   BOOST_TEST(o->seed == 1u);
@@ -100,7 +105,7 @@ BOOST_AUTO_TEST_CASE(flags_with_separate_values) {
   BOOST_TEST(o->epochs == 5u);
   BOOST_TEST(o->batch == 32u);
   BOOST_TEST(o->lr == 0.01f);
-  BOOST_TEST(o->optimizer == "sgd");
+  BOOST_TEST(std::string{to_string(o->optimizer)} == "sgd");
   BOOST_TEST(o->momentum == 0.5f);
   BOOST_TEST(o->weight_decay == 0.0001f);
   BOOST_TEST(o->seed == 42u);
@@ -581,20 +586,21 @@ BOOST_AUTO_TEST_CASE(dash_flags) {
       parse({"--optimizer", "dash", "--dash-block", "64", "--dash-freq", "5", "--dash-solver",
              "ndb", "--dash-storage", "bf16", "--dash-nesterov", "--dash-scaling", "frobenius"});
   BOOST_TEST_REQUIRE(succeeded(o));
-  BOOST_TEST(o->optimizer == "dash");
+  BOOST_TEST(std::string{to_string(o->optimizer)} == "dash");
   BOOST_TEST(o->dash_block == 64u);
   BOOST_TEST(o->dash_freq == 5u);
-  BOOST_TEST(o->dash_solver == "ndb");
-  BOOST_TEST(o->dash_storage == "bf16");
+  BOOST_TEST(std::string{to_string(o->dash_solver)} == "ndb");
+  BOOST_TEST(std::string{to_string(o->dash_storage)} == "bf16");
   BOOST_TEST(o->dash_nesterov);
-  BOOST_TEST(o->dash_scaling == "frobenius");
+  BOOST_TEST(std::string{to_string(o->dash_scaling)} == "frobenius");
   BOOST_TEST(!parse({"--dash-scaling", "trace"}));
   BOOST_TEST(!parse({"--dash-block", "0"}));
   BOOST_TEST(!parse({"--dash-freq", "0"}));
   BOOST_TEST(!parse({"--dash-solver", "svd"}));
   BOOST_TEST(!parse({"--dash-storage", "fp8"}));
-  BOOST_TEST(parse({})->dash_device == "cpu");
-  BOOST_TEST(parse({"--optimizer", "dash", "--dash-device", "gpu"})->dash_device == "gpu");
+  BOOST_TEST(std::string{to_string(parse({})->dash_device)} == "cpu");
+  BOOST_TEST(std::string{to_string(
+                 parse({"--optimizer", "dash", "--dash-device", "gpu"})->dash_device)} == "gpu");
   auto adam_on_gpu = parse({"--dash-device", "gpu"});  // embedded Adam: no DASH for a GPU
   BOOST_TEST_REQUIRE(!adam_on_gpu);
   BOOST_TEST(troupe::describe(adam_on_gpu.error()).find("--optimizer dash") != std::string::npos);
@@ -616,7 +622,7 @@ BOOST_AUTO_TEST_CASE(data_parallel_mode_and_its_flags) {
                    "--max-workers", "4"});
   BOOST_TEST_REQUIRE(bool(dp));
   BOOST_TEST(dp->data_parallel);
-  BOOST_TEST(dp->dp.collective == "gloo");
+  BOOST_TEST(std::string{to_string(dp->dp.collective)} == "gloo");
   BOOST_TEST(dp->dp.bucket_mb == 0.25);
   BOOST_TEST(!dp->dp.overlap);
   BOOST_TEST(dp->dp.checksum_every == 7u);
@@ -643,7 +649,7 @@ BOOST_AUTO_TEST_CASE(data_parallel_refuses_what_belongs_to_the_parameter_service
   BOOST_TEST(fails_with(parse({"--mode", "dp", "--prefetch"}), errc::bad_configuration));
   auto nccl = parse({"--mode", "dp", "--collective", "nccl"});  // whether a GPU is here: at start
   BOOST_TEST_REQUIRE(bool(nccl));
-  BOOST_TEST(nccl->dp.collective == "nccl");
+  BOOST_TEST(std::string{to_string(nccl->dp.collective)} == "nccl");
   BOOST_TEST(fails_with(parse({"--mode", "dp", "--collective", "mpi"}), errc::bad_configuration));
   BOOST_TEST(fails_with(parse({"--mode", "dp", "--bucket-mb", "0"}), errc::bad_configuration));
   BOOST_TEST(fails_with(parse({"--mode", "dp", "--bucket-mb", "x"}), errc::bad_configuration));
@@ -661,4 +667,46 @@ BOOST_AUTO_TEST_CASE(torchrun_in_data_parallel_mode_counts_trainers) {
   BOOST_TEST_REQUIRE(bool(two));
   BOOST_TEST((two->role == node_role::worker));
   BOOST_TEST(!two->dp.coordinator_trains);
+}
+
+// -- the flag table ----------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(every_flag_is_declared_once_and_takes_back_what_it_shows) {
+  std::set<std::string> names;
+  const launch_options defaults;
+  for (const auto& f : flag_table()) {
+    BOOST_TEST_CONTEXT("--" << f.name) {
+      BOOST_TEST(names.insert(f.name).second);  // one entry per flag
+      BOOST_TEST(!f.help.empty());
+      // The shown default parses back to the same value (switches and unset texts show "").
+      const std::string shown = f.show(defaults);
+      if (shown.empty() || f.name == "secret") continue;
+      launch_options o;
+      BOOST_TEST(!f.apply(shown, o));
+      BOOST_TEST(f.show(o) == shown);
+    }
+  }
+  BOOST_TEST(names.size() >= 60u);  // every flag of the table this replaced
+}
+
+BOOST_AUTO_TEST_CASE(a_choice_names_its_choices_when_refused) {
+  auto o = parse({"--dash-solver", "lu"});
+  BOOST_TEST_REQUIRE(!o);
+  BOOST_TEST(describe(o.error()).find("evd, cn, ndb, cheb") != std::string::npos,
+             describe(o.error()));
+}
+
+BOOST_AUTO_TEST_CASE(settings_show_every_effective_value) {
+  auto o = parse({"--optimizer", "dash", "--dash-storage", "bf16", "--consistency", "ssp:3",
+                  "--heartbeat-ms", "250"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  std::map<std::string, std::string> settings;
+  for (auto& [name, value] : flag_settings(*o)) settings[name] = value;
+  BOOST_TEST(settings["optimizer"] == "dash");
+  BOOST_TEST(settings["dash-storage"] == "bf16");
+  BOOST_TEST(settings["consistency"] == "ssp:3");
+  BOOST_TEST(settings["heartbeat-ms"] == "250");
+  BOOST_TEST(settings["workers"] == "2");
+  BOOST_TEST(settings["mode"] == "ps");
+  BOOST_TEST(settings.count("help") == 0u);
 }

@@ -15,6 +15,7 @@
 
 #include "actors/report.hpp"
 #include "tests/unit/expect_error.hpp"
+#include "troupe/options.hpp"
 
 using namespace troupe;
 using troupe::testing::is_error;
@@ -178,7 +179,10 @@ BOOST_AUTO_TEST_CASE(write_report_file_writes_a_json_document) {
   temp_dir dir;
   BOOST_TEST_REQUIRE(!dir.path.empty());
   const fs::path path = dir.path / "report.json";
-  BOOST_TEST_REQUIRE(!write_report_file(path.string(), sample_report()));
+  launch_options opts;
+  opts.secret = "never-in-the-report";
+  opts.app["data"] = "/d";
+  BOOST_TEST_REQUIRE(!write_report_file(path.string(), sample_report(), flag_settings(opts)));
   BOOST_TEST_REQUIRE(fs::exists(path));
   BOOST_TEST(!fs::exists(path.string() + ".tmp"));
   const std::string text = read_all(path);
@@ -187,6 +191,13 @@ BOOST_AUTO_TEST_CASE(write_report_file_writes_a_json_document) {
   BOOST_TEST(text.find("\"workers\": [") != std::string::npos, text);
   BOOST_TEST(text.find("\"max_clock_gap\": 2") != std::string::npos, text);
   BOOST_TEST(text.find(R"("say \"hi\"\\")") != std::string::npos, text);  // escaped name
+  // settings: the effective value of every flag, the app's too, and never the secret
+  BOOST_TEST(text.find(R"("workers": "2")") != std::string::npos, text);
+  BOOST_TEST(text.find(R"("optimizer": "adam")") != std::string::npos, text);
+  BOOST_TEST(text.find(R"("consistency": "async")") != std::string::npos, text);
+  BOOST_TEST(text.find(R"("data": "/d")") != std::string::npos, text);
+  BOOST_TEST(text.find(R"x("secret": "(set)")x") != std::string::npos, text);
+  BOOST_TEST(text.find("never-in-the-report") == std::string::npos, text);
 }
 
 BOOST_AUTO_TEST_CASE(write_report_file_replaces_an_older_report) {
@@ -194,9 +205,9 @@ BOOST_AUTO_TEST_CASE(write_report_file_replaces_an_older_report) {
   BOOST_TEST_REQUIRE(!dir.path.empty());
   const fs::path path = dir.path / "report.json";
   auto report = sample_report();
-  BOOST_TEST_REQUIRE(!write_report_file(path.string(), report));
+  BOOST_TEST_REQUIRE(!write_report_file(path.string(), report, {}));
   report.steps = 98765;
-  BOOST_TEST_REQUIRE(!write_report_file(path.string(), report));
+  BOOST_TEST_REQUIRE(!write_report_file(path.string(), report, {}));
   const std::string text = read_all(path);
   BOOST_TEST(text.find("\"steps\": 98765") != std::string::npos, text);
   BOOST_TEST(balanced_json_object(text), text);
@@ -207,7 +218,7 @@ BOOST_AUTO_TEST_CASE(write_report_file_to_an_unwritable_path_is_an_io_failure) {
   temp_dir dir;
   BOOST_TEST_REQUIRE(!dir.path.empty());
   const fs::path path = dir.path / "no-such-directory" / "report.json";
-  BOOST_TEST(is_error(write_report_file(path.string(), sample_report()), errc::io_failure));
+  BOOST_TEST(is_error(write_report_file(path.string(), sample_report(), {}), errc::io_failure));
   BOOST_TEST(!fs::exists(path));
 }
 
@@ -218,7 +229,8 @@ BOOST_AUTO_TEST_CASE(write_report_file_that_cannot_move_leaves_no_temporary_file
   BOOST_TEST_REQUIRE(!dir.path.empty());
   const fs::path path = dir.path / "report.json";
   fs::create_directory(path);  // rename() cannot replace a directory with a file
-  BOOST_TEST_REQUIRE(is_error(write_report_file(path.string(), sample_report()), errc::io_failure));
+  BOOST_TEST_REQUIRE(
+      is_error(write_report_file(path.string(), sample_report(), {}), errc::io_failure));
   BOOST_TEST(!fs::exists(path.string() + ".tmp"));
 }
 
@@ -231,5 +243,5 @@ BOOST_AUTO_TEST_CASE(write_report_file_reports_a_write_error_on_close) {
   BOOST_TEST_REQUIRE(!dir.path.empty());
   const fs::path path = dir.path / "report.json";
   fs::create_symlink("/dev/full", path.string() + ".tmp");
-  BOOST_TEST(is_error(write_report_file(path.string(), sample_report()), errc::io_failure));
+  BOOST_TEST(is_error(write_report_file(path.string(), sample_report(), {}), errc::io_failure));
 }

@@ -19,6 +19,7 @@ enum class log_level { error = 0, warn = 1, info = 2, debug = 3 };
 
 // Parses "error", "warn", "info", "debug"; false if the text is none of them.
 bool parse_log_level(std::string_view text, log_level& out);
+std::string_view to_string(log_level level);  // error | warn | info | debug
 
 class logger {
  public:

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -47,15 +48,26 @@ struct diag_thresholds {
   double update_ratio = 0.9;      // below: too few received gradients are applied
 };
 
+// --collective: the allreduce backend between data-parallel members.
+enum class collective_kind : uint8_t { gloo, actors, nccl };
+// --reduction: flat | two-level (inside each host, then across) | auto.
+enum class reduction_kind : uint8_t { flat, two_level, automatic };
+// --dash-device: where this node's buckets step DASH.
+enum class dash_device_kind : uint8_t { cpu, gpu };
+// The names the flags use: gloo | actors | nccl, flat | two-level | auto, cpu | gpu.
+const char* to_string(collective_kind k);
+const char* to_string(reduction_kind k);
+const char* to_string(dash_device_kind k);
+
 // --mode dp: what a data-parallel job adds (see actors/dp_trainer.hpp).
 struct dp_options {
-  std::string collective = "gloo";  // the backend between members: gloo, actors or nccl (GPUs)
+  collective_kind collective = collective_kind::gloo;  // between members
   double bucket_mb = 25;            // gradient bucket cap in MiB; the first is min(1, this)
   bool overlap = true;              // --no-overlap: reduce only once backward is done
   uint32_t checksum_every = 100;    // steps between parameter checksum comparisons (0: end only)
   bool coordinator_trains = false;  // torchrun's RANK 0: the coordinator's process runs a worker
   std::string host_label;           // the host this worker counts as (default: the host name)
-  std::string reduction = "auto";   // flat | two-level | auto (two-level when hosts repeat)
+  reduction_kind reduction = reduction_kind::automatic;  // auto: two-level when hosts repeat
 };
 
 struct launch_options {
@@ -74,14 +86,14 @@ struct launch_options {
   uint32_t epochs = 3;
   uint32_t batch = 64;
   float lr = 1e-3f;
-  std::string optimizer = "adam";     // adam | adamw | sgd | momentum | dash
-  uint32_t dash_block = 128;          // dash: block size B
-  uint32_t dash_freq = 10;            // dash: steps between inverse roots
-  std::string dash_solver = "cn";     // dash: evd | cn | ndb | cheb
-  std::string dash_storage = "fp32";  // dash: fp32 | bf16 | fp16 statistics
+  optimizer_config::kind optimizer = optimizer_config::kind::adam;
+  uint32_t dash_block = 128;  // dash: block size B
+  uint32_t dash_freq = 10;    // dash: steps between inverse roots
+  root_solver dash_solver = root_solver::coupled_newton;
+  troupe::dash_storage dash_storage = troupe::dash_storage::fp32;  // the statistics' storage
   bool dash_nesterov = false;
-  std::string dash_scaling = "power";  // dash: power | frobenius
-  std::string dash_device = "cpu";     // dash, this node's buckets: cpu | gpu
+  root_scaling dash_scaling = root_scaling::power_iteration;
+  dash_device_kind dash_device = dash_device_kind::cpu;  // this node's buckets
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   bool lr_staleness = false;    // scale each update by 1 / (1 + staleness)
@@ -132,6 +144,10 @@ struct launch_options {
 // Looks up an environment variable; tests pass their own.
 using env_lookup = std::function<std::optional<std::string>(const std::string&)>;
 env_lookup process_environment();
+
+// The effective value of every flag, common and the app's, by name, as a flag would give it
+// (the secret shows as "(set)"): the report's `settings`.
+std::vector<std::pair<std::string, std::string>> flag_settings(const launch_options& o);
 
 // `defaults` replaces the defaults of common flags for one app (lowest precedence).
 caf::expected<launch_options> parse_launch_options(

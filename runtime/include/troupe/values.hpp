@@ -85,24 +85,36 @@ struct push_ack {
   uint64_t staleness = 0;
 };
 
+// DASH's choices (kernels/cpu/inverse_root.hpp, dash.hpp): how inverse roots are computed,
+// how the matrices are scaled first, and how the statistics are stored.
+enum class root_solver : uint8_t { evd = 0, coupled_newton = 1, newton_db = 2, chebyshev = 3 };
+enum class root_scaling : uint8_t { power_iteration = 0, frobenius = 1 };
+enum class dash_storage : uint8_t { fp32 = 0, bf16 = 1, fp16 = 2 };
+// The names flags and reports use: evd | cn | ndb | cheb, power | frobenius, fp32 | bf16 | fp16.
+const char* to_string(root_solver s);
+const char* to_string(root_scaling s);
+const char* to_string(dash_storage s);
+
 struct optimizer_config {
   // adam: weight decay as L2; adamw: decoupled; sgd: plain; momentum: heavy ball (beta1);
   // dash: block Shampoo with Adam grafting on 2-D slices, AdamW on the others.
   enum class kind : uint8_t { adam = 0, sgd = 1, momentum = 2, adamw = 3, dash = 4 };
-  kind type = kind::adam;
+  kind type = kind::adam;  // named adam | sgd | momentum | adamw | dash (to_string)
   float lr = 1e-3f;
   float beta1 = 0.9f;  // Adam's first moment; the momentum coefficient
   float beta2 = 0.999f;
   float epsilon = 1e-8f;
   float weight_decay = 0.0f;
-  bool lr_staleness = false;   // scale each step by 1 / (1 + staleness)
-  uint32_t dash_block = 128;   // dash: block size B
-  uint32_t dash_freq = 10;     // dash: steps between inverse roots
-  uint8_t dash_solver = 1;     // dash: kernels::root_solver (0 evd, 1 cn, 2 ndb, 3 cheb)
-  uint8_t dash_storage = 0;    // dash: statistics stored as 0 fp32, 1 bf16, 2 fp16
+  bool lr_staleness = false;                              // scale each step by 1 / (1 + staleness)
+  uint32_t dash_block = 128;                              // dash: block size B
+  uint32_t dash_freq = 10;                                // dash: steps between inverse roots
+  root_solver dash_solver = root_solver::coupled_newton;  // dash: the inverse-root solver
+  troupe::dash_storage dash_storage = troupe::dash_storage::fp32;  // dash: the statistics
   bool dash_nesterov = false;  // dash: precondition Adam's look-ahead moment
-  uint8_t dash_scaling = 0;    // dash: roots scale by 0 power iteration, 1 Frobenius norm
+  root_scaling dash_scaling = root_scaling::power_iteration;  // dash: bound on lambda_max
 };
+
+const char* to_string(optimizer_config::kind k);
 
 struct consistency_config {
   enum class mode : uint8_t { async = 0, ssp = 1, bsp = 2 };

@@ -1,0 +1,321 @@
+#include "flag_table.hpp"
+
+#include "flag_binders.hpp"
+
+namespace troupe {
+
+namespace {
+
+using namespace flags;
+using scope = flag_scope;
+
+std::string show_consistency(const launch_options& o) {
+  using mode = consistency_config::mode;
+  const auto& c = o.consistency;
+  return c.type == mode::async ? "async"
+         : c.type == mode::bsp ? "bsp"
+                               : fmt::format("ssp:{}", c.bound);
+}
+
+std::string show_compensation(const launch_options& o) {
+  using kind = compensation_config::kind;
+  const auto& c = o.compensation;
+  const char* name = c.type == kind::linear            ? "linear"
+                     : c.type == kind::dcasgd          ? "dcasgd"
+                     : c.type == kind::dcasgd_adaptive ? "dcasgd-adaptive"
+                                                       : "none";
+  return c.type == kind::none ? name : fmt::format("{}:{}", name, c.lambda);
+}
+
+std::string show_worker_delays(const launch_options& o) {
+  std::string out;
+  for (const auto& [rank, ms] : o.worker_delay_ms)
+    out += fmt::format("{}{}:{}", out.empty() ? "" : ",", rank, ms);
+  return out;
+}
+
+std::vector<flag_spec> contract_flags() {
+  return {
+      custom(
+          "role", "ROLE", "embedded (everything in this process) | coordinator | server | worker",
+          scope::any, [](const std::string& t, launch_options& o) { return parse_role(t, o.role); },
+          [](const launch_options& o) { return to_string(o.role); }),
+      custom("listen", "HOST:PORT",
+             "coordinator: where nodes join; server: where workers reach its buckets (a "
+             "server's default is 127.0.0.1:0, any free port)",
+             scope::any,
+             parsed_by(&parse_host_port, [](launch_options& o, host_port hp) { o.listen = hp; }),
+             [](const launch_options& o) { return to_string(o.listen); }),
+      custom(
+          "coordinator", "HOST:PORT", "the coordinator a server or worker joins", scope::any,
+          parsed_by(&parse_host_port, [](launch_options& o, host_port hp) { o.coordinator = hp; }),
+          [](const launch_options& o) { return to_string(o.coordinator); }),
+      custom(
+          "secret", "S", "cluster secret; proven, never sent", scope::any,
+          [](const std::string& t, launch_options& o) {
+            o.secret = t;
+            return caf::error{};
+          },
+          [](const launch_options& o) { return o.secret.empty() ? "" : "(set)"; }),
+      toggle("insecure", "allow --listen on a non-loopback address (see docs/SECURITY.md)",
+             field(&launch_options::insecure)),
+      text("name", "NAME", "this node's name in logs and reports", field(&launch_options::name)),
+      custom(
+          "mode", "MODE",
+          "ps (parameter service: servers hold the parameters) | dp (data parallel: every "
+          "worker holds a replica and gradients are allreduced)",
+          scope::any,
+          [](const std::string& t, launch_options& o) {
+            if (t != "ps" && t != "dp")
+              return make_error(errc::bad_configuration,
+                                fmt::format("--mode must be ps or dp, not '{}'", t));
+            o.data_parallel = t == "dp";
+            return caf::error{};
+          },
+          [](const launch_options& o) { return o.data_parallel ? "dp" : "ps"; }),
+  };
+}
+
+std::vector<flag_spec> data_parallel_flags() {
+  return {
+      choice(
+          "collective", "NAME",
+          "the allreduce backend between workers: gloo (Gloo over TCP) | actors (CAF "
+          "messages) | nccl (NCCL on one GPU per worker; builds with CUDA)",
+          [](auto& o) -> auto& { return o.dp.collective; },
+          {collective_kind::gloo, collective_kind::actors, collective_kind::nccl}, scope::dp),
+      custom(
+          "bucket-mb", "X",
+          "gradient bucket cap in MiB, packed in backward order (the first is min(1, X))",
+          scope::dp,
+          [](const std::string& t, launch_options& o) {
+            if (parse_number("bucket-mb", t, o.dp.bucket_mb) || !(o.dp.bucket_mb > 0) ||
+                o.dp.bucket_mb > 1024)
+              return make_error(errc::bad_configuration,
+                                fmt::format("--bucket-mb must be a number of MiB above 0, at "
+                                            "most 1024, not '{}'",
+                                            t));
+            return caf::error{};
+          },
+          [](const launch_options& o) { return fmt::format("{}", o.dp.bucket_mb); }),
+      toggle(
+          "no-overlap", "start reducing only once the whole backward is done",
+          [](auto& o) -> auto& { return o.dp.overlap; }, scope::dp, false),
+      custom(
+          "host-label", "NAME",
+          "the host this worker counts as for two-level reduction (default: the host name)",
+          scope::dp,
+          [](const std::string& t, launch_options& o) {
+            if (t.empty() || t.size() > 64)
+              return make_error(errc::bad_configuration, "--host-label must be 1 to 64 characters");
+            o.dp.host_label = t;
+            return caf::error{};
+          },
+          [](const launch_options& o) { return o.dp.host_label; }),
+      choice(
+          "reduction", "KIND",
+          "flat | two-level (inside each host, then across) | auto (two-level when several "
+          "hosts have several workers each)",
+          [](auto& o) -> auto& { return o.dp.reduction; },
+          {reduction_kind::flat, reduction_kind::two_level, reduction_kind::automatic}, scope::dp),
+      number(
+          "checksum-every", "N",
+          "steps between comparisons of the members' parameter checksums (0: at the end only)",
+          [](auto& o) -> auto& { return o.dp.checksum_every; }, scope::dp),
+  };
+}
+
+std::vector<flag_spec> job_flags() {
+  using kind = optimizer_config::kind;
+  return {
+      number("workers", "N", "workers in the job", field(&launch_options::workers)),
+      number("servers", "M", "parameter servers in the job", field(&launch_options::servers),
+             scope::ps),
+      number("max-workers", "N", "workers active at once, late joiners included; 0: --workers",
+             field(&launch_options::max_workers)),
+      number("buckets", "K", "parameter buckets; 0: two per worker",
+             field(&launch_options::buckets), scope::ps),
+      number("epochs", "E", "passes over the training set", field(&launch_options::epochs)),
+      number("batch", "B", "examples per worker step", field(&launch_options::batch)),
+      number("lr", "X", "learning rate", field(&launch_options::lr)),
+      choice("optimizer", "NAME",
+             "adam | adamw | sgd | momentum (heavy ball, --momentum) | dash (block Shampoo)",
+             field(&launch_options::optimizer),
+             {kind::adam, kind::adamw, kind::sgd, kind::momentum, kind::dash}),
+      number("momentum", "MU", "momentum coefficient of --optimizer momentum",
+             field(&launch_options::momentum)),
+      custom("consistency", "MODE", "async | ssp:S (at most S clocks ahead of the slowest) | bsp",
+             scope::ps,
+             parsed_by(&parse_consistency,
+                       [](launch_options& o, consistency_config c) { o.consistency = c; }),
+             show_consistency),
+      custom("dc", "KIND", "delay compensation: none | linear:L | dcasgd:L | dcasgd-adaptive:L0",
+             scope::ps,
+             parsed_by(&parse_compensation,
+                       [](launch_options& o, compensation_config c) { o.compensation = c; }),
+             show_compensation),
+      toggle("lr-staleness", "scale each update by 1 / (1 + its staleness)",
+             field(&launch_options::lr_staleness), scope::ps),
+      number("clip", "C", "clip each embedding row's gradient to L2 norm C (0: off)",
+             field(&launch_options::clip)),
+      number("sync-threshold", "X", "a pull sends only rows that moved more than X (0: all)",
+             field(&launch_options::sync_threshold), scope::ps),
+      number("accumulate", "N", "batches whose gradients are averaged into one push",
+             field(&launch_options::accumulate), scope::ps),
+      toggle("prefetch", "pull the next values while a batch computes",
+             field(&launch_options::prefetch), scope::ps),
+      custom(
+          "compress", "KIND", "none | sign (1-bit pushes with error feedback)", scope::ps,
+          [](const std::string& t, launch_options& o) {
+            if (t != "none" && t != "sign")
+              return make_error(errc::bad_configuration,
+                                fmt::format("--compress must be none or sign, not '{}'", t));
+            o.compress_signs = t == "sign";
+            return caf::error{};
+          },
+          [](const launch_options& o) { return o.compress_signs ? "sign" : "none"; }),
+      custom("worker-delay-ms", "I:D", "make worker I slower by D ms per batch (I:D,J:E...)",
+             scope::ps,
+             parsed_by(&parse_worker_delays,
+                       [](launch_options& o, std::map<uint32_t, uint32_t> d) {
+                         o.worker_delay_ms = std::move(d);
+                       }),
+             show_worker_delays),
+      number("weight-decay", "WD",
+             "weight decay: L2 in the gradient for adam, sgd and momentum; decoupled for adamw "
+             "and dash",
+             field(&launch_options::weight_decay)),
+      number("seed", "S", "seed of initialisation and data order", field(&launch_options::seed)),
+  };
+}
+
+std::vector<flag_spec> node_flags() {
+  return {
+      text("report", "FILE", "write the job report (JSON) here when the job ends",
+           field(&launch_options::report)),
+      number("threads", "N", "actor scheduler threads; 0: one per core",
+             field(&launch_options::threads)),
+      number("blas-threads", "N", "OpenBLAS threads per process; 0: cores / workers in it",
+             field(&launch_options::blas_threads)),
+      custom(
+          "log-level", "LEVEL", "error | warn | info | debug", scope::any,
+          [](const std::string& t, launch_options& o) {
+            if (parse_log_level(t, o.level)) return caf::error{};
+            return make_error(errc::bad_configuration,
+                              fmt::format("--log-level: unknown level '{}'", t));
+          },
+          [](const launch_options& o) { return std::string{to_string(o.level)}; }),
+      duration("join-timeout", "SECONDS", "how long a node tries to reach the coordinator",
+               field(&launch_options::join_timeout)),
+      duration("request-timeout", "SECONDS", "timeout of every request between actors",
+               field(&launch_options::request_timeout)),
+      duration("heartbeat-ms", "MS",
+               "how often a server or worker tells the coordinator it is alive",
+               field(&launch_options::heartbeat_interval)),
+      duration("heartbeat-timeout-ms", "MS",
+               "silence after which the coordinator declares a node lost",
+               field(&launch_options::heartbeat_timeout)),
+      number("max-restarts", "N",
+             "restarts a node's supervisor allows within the period; one more escalates",
+             field(&launch_options::max_restarts)),
+      duration("restart-period-ms", "MS", "the period of --max-restarts",
+               field(&launch_options::restart_period)),
+      number("replication", "R",
+             "copies of each bucket on different servers (primary-backup: R <= 2)",
+             field(&launch_options::replication), scope::ps),
+      text("checkpoint-dir", "DIR", "write checkpoints here (coordinator)",
+           field(&launch_options::checkpoint_dir)),
+      number("checkpoint-every", "N", "batches between checkpoints; 0: one per epoch",
+             field(&launch_options::checkpoint_every)),
+      number("checkpoint-keep", "N", "checkpoints kept in --checkpoint-dir",
+             field(&launch_options::checkpoint_keep)),
+      text("resume", "DIR", "continue from the newest good checkpoint in DIR (coordinator)",
+           field(&launch_options::resume)),
+      custom(
+          "metrics-port", "P",
+          "serve Prometheus metrics at http://HOST:P/metrics, HOST as in --listen (0: any "
+          "free port)",
+          scope::any,
+          [](const std::string& t, launch_options& o) {
+            return parse_number("metrics-port", t, o.metrics_port);
+          },
+          [](const launch_options& o) {
+            return o.metrics_port < 0 ? std::string{} : std::to_string(o.metrics_port);
+          }),
+      number(
+          "warn-update-variance", "X", "diag warns above this update variance",
+          [](auto& o) -> auto& { return o.warn.update_variance; }),
+      number(
+          "warn-loss-oscillation", "X", "diag warns above this mean |loss change| per chunk",
+          [](auto& o) -> auto& { return o.warn.loss_oscillation; }),
+      number(
+          "warn-update-ratio", "X", "diag warns below this share of gradients applied",
+          [](auto& o) -> auto& { return o.warn.update_ratio; }),
+  };
+}
+
+std::vector<flag_spec> dash_flags() {
+  return {
+      number("dash-block", "B", "--optimizer dash: block size (matrices are cut into B x B blocks)",
+             field(&launch_options::dash_block)),
+      number("dash-freq", "F", "--optimizer dash: steps between inverse 4th roots",
+             field(&launch_options::dash_freq)),
+      choice("dash-solver", "S", "--optimizer dash: evd | cn | ndb | cheb (inverse-root solver)",
+             field(&launch_options::dash_solver),
+             {root_solver::evd, root_solver::coupled_newton, root_solver::newton_db,
+              root_solver::chebyshev}),
+      choice("dash-storage", "T",
+             "--optimizer dash: fp32 | bf16 | fp16 statistics (fp32 arithmetic)",
+             field(&launch_options::dash_storage),
+             {dash_storage::fp32, dash_storage::bf16, dash_storage::fp16}),
+      toggle("dash-nesterov", "--optimizer dash: precondition Adam's look-ahead moment",
+             field(&launch_options::dash_nesterov)),
+      choice("dash-scaling", "S",
+             "--optimizer dash: power | frobenius (bound on lambda_max for roots)",
+             field(&launch_options::dash_scaling),
+             {root_scaling::power_iteration, root_scaling::frobenius}),
+      choice("dash-device", "D",
+             "--optimizer dash, servers: cpu | gpu (buckets step DASH on this node's GPU 0; "
+             "needs cn and power)",
+             field(&launch_options::dash_device), {dash_device_kind::cpu, dash_device_kind::gpu},
+             scope::ps),
+      toggle("help", "print this help", field(&launch_options::help)),
+  };
+}
+
+}  // namespace
+
+const std::vector<flag_spec>& flag_table() {
+  static const std::vector<flag_spec> table = [] {  // a constant, built once
+    std::vector<flag_spec> all;
+    for (auto part :
+         {contract_flags(), data_parallel_flags(), job_flags(), node_flags(), dash_flags()})
+      for (auto& f : part) all.push_back(std::move(f));
+    return all;
+  }();
+  return table;
+}
+
+caf::error parse_switch(const std::string& flag, const std::string& text, bool& out) {
+  if (text == "true" || text == "1" || text == "yes")
+    out = true;
+  else if (text == "false" || text == "0" || text == "no")
+    out = false;
+  else
+    return make_error(errc::bad_configuration,
+                      fmt::format("--{} takes no value, or true/false, not '{}'", flag, text));
+  return {};
+}
+
+caf::error parse_role(const std::string& text, node_role& out) {
+  for (node_role r :
+       {node_role::embedded, node_role::coordinator, node_role::server, node_role::worker})
+    if (text == to_string(r) || (text.empty() && r == node_role::embedded)) {
+      out = r;
+      return {};
+    }
+  return make_error(errc::bad_configuration,
+                    fmt::format("--role must be coordinator, server or worker, not '{}'", text));
+}
+
+}  // namespace troupe
