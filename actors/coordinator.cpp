@@ -13,10 +13,6 @@
 
 namespace troupe::coordination {
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 // Tells every bucket that worker `rank` will push no more (finished or lost), so that ssp and
 // bsp stop waiting for it.
 void retire_everywhere(self_ptr self, uint32_t rank) {
@@ -175,13 +171,12 @@ void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t
   // Throughput of this run (a resumed job counts from where it resumed) and the time left.
   const uint64_t done = st.work->finished_batches();
   const uint64_t total = uint64_t{config.opts.epochs} * st.work->batches_per_epoch();
-  const double rate = double(done - std::min(done, st.report.resumed_from_step)) /
-                      std::max(seconds_since(st.started), 1e-9);
-  const double eta = rate > 0 ? double(total - std::min(total, done)) / rate : 0.0;
+  const auto pace =
+      throughput_of(done, st.report.resumed_from_step, total, seconds_since(st.started));
   st.display.line(fmt::format(
       "epoch {}/{}  test_accuracy {:.4f}  test_loss {:.4f}  train_loss {:.4f}  {:.1f} s  {:.0f} "
       "batches/s  eta {:.1f} s",
-      epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall, rate, eta));
+      epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall, pace.rate, pace.eta_s));
   st.curve.on_evaluation(wall, done, epoch + 1, accuracy);
   st.evaluated = epoch + 1;
   set(st.metrics.epochs, st.evaluated);
@@ -263,10 +258,9 @@ void show_progress(self_ptr self, const coordinator_config& config, const progre
                        report.chunk.count, report.staleness);
   if (!st.display.terminal()) return;
   const uint64_t total = uint64_t{config.opts.epochs} * st.work->batches_per_epoch();
-  const double rate = double(done - std::min(done, st.report.resumed_from_step)) / since;
-  const double eta = rate > 0 ? double(total - std::min(total, done)) / rate : 0.0;
+  const auto pace = throughput_of(done, st.report.resumed_from_step, total, since);
   st.display.update(epoch + 1, config.opts.epochs, st.epoch_batches[epoch],
-                    st.work->batches_per_epoch(), rate, eta);
+                    st.work->batches_per_epoch(), pace.rate, pace.eta_s);
 }
 
 void on_progress(self_ptr self, const coordinator_config& config, const wire& w) {

@@ -6,12 +6,11 @@
 #include <string>
 
 #include "actors/coordinator.hpp"
+#include "actors/timing.hpp"
 
 namespace troupe::coordination {
 
 using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
-
-double seconds_since(std::chrono::steady_clock::time_point t);
 
 // -- coordinator.cpp
 void fail(self_ptr self, const coordinator_config& config, std::string why);

@@ -15,10 +15,6 @@
 
 namespace troupe::dp_coordination {
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 size_t live_count(const dp_coordinator_state& st) {
   return size_t(std::count_if(st.members.begin(), st.members.end(),
                               [](const dp_member& m) { return !m.lost; }));

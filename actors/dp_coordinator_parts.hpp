@@ -8,12 +8,12 @@
 #include <string>
 
 #include "actors/dp_coordinator.hpp"
+#include "actors/timing.hpp"
 
 namespace troupe::dp_coordination {
 
 using self_ptr = dp_coordinator_actor::stateful_pointer<dp_coordinator_state>;
 
-double seconds_since(std::chrono::steady_clock::time_point t);
 size_t live_count(const dp_coordinator_state& st);
 // The member that sent the message being handled, if it is one.
 dp_member* sender(self_ptr self);

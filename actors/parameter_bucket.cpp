@@ -41,16 +41,21 @@ bool is_not_primary(const caf::error& err) {
   return has_code(err, errc::not_primary);
 }
 
+// Answers `promise` with the value, or with the error.
+template <class T>
+void deliver(caf::typed_response_promise<T>& promise, caf::expected<T> reply) {
+  if (reply)
+    promise.deliver(std::move(*reply));
+  else
+    promise.deliver(std::move(reply.error()));
+}
+
 // Answers every held pull that the clocks now allow.
 void release_held_pulls(self_ptr self) {
   auto& st = self->state;
   std::erase_if(st.held, [&](held_pull& p) {
     if (!st.store->pull_allowed(p.request.worker, p.request.worker_clock)) return false;
-    auto reply = answer(self, p.request);
-    if (reply)
-      p.promise.deliver(std::move(*reply));
-    else
-      p.promise.deliver(std::move(reply.error()));
+    deliver(p.promise, answer(self, p.request));
     return true;
   });
 }
@@ -80,10 +85,7 @@ caf::result<wire> on_pull(self_ptr self, const wire& w) {
 }
 
 void deliver(awaiting_backup& a) {
-  if (a.reply)
-    a.promise.deliver(std::move(*a.reply));
-  else
-    a.promise.deliver(std::move(a.reply.error()));
+  deliver(a.promise, std::move(a.reply));
 }
 
 // A backup that fails is dropped: the primary goes on alone (the coordinator makes a new
@@ -176,10 +178,7 @@ void finish_push(self_ptr self, const wire& w, const bucket_actor_config& config
   auto& st = self->state;
   if (!st.backup) {
     release_held_pulls(self);
-    if (ack)
-      promise.deliver(encode(*ack));
-    else
-      promise.deliver(std::move(ack.error()));
+    deliver(promise, ack ? caf::expected<wire>{encode(*ack)} : std::move(ack.error()));
     return;
   }
   // Acknowledged once the backup has it too (a refusal only once the backup counted it).

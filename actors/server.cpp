@@ -6,6 +6,7 @@
 
 #include "actors/guards.hpp"
 #include "actors/job_outcome.hpp"
+#include "actors/node_control.hpp"
 #include "actors/node_metrics.hpp"
 #include "actors/parameter_bucket.hpp"
 #include "troupe/error.hpp"
@@ -134,15 +135,9 @@ server_actor::behavior_type server(self_ptr self, server_config config) {
   join(self, config);
   return {
       [=](host_atom, const wire& w) { return host(self, config, w); },
-      [=](metrics_atom) -> caf::result<std::string> {
-        if (!sent_by(self, config.coordinator.address()))
-          return make_error(errc::authentication_failed, "only the coordinator reads metrics");
-        return node_metrics_text(config.metrics);
-      },
+      [=](metrics_atom) { return metrics_for(self, config.coordinator.address(), config.metrics); },
       [=](log_atom, const std::string& level) {
-        log_level to;
-        if (sent_by(self, config.coordinator.address()) && parse_log_level(level, to))
-          config.log.set_level(to);
+        set_level_from(self, config.coordinator.address(), level, config.log);
       },
       [=](stop_atom, const std::string& failure) -> caf::result<bool> {
         if (!sent_by(self, config.coordinator.address()))
@@ -168,9 +163,7 @@ server_actor::behavior_type server(self_ptr self, server_config config) {
         moved(self, config, name, handle);
       },
       [=](fault_atom) {
-        if (!sent_by(self, config.coordinator.address())) return;
-        config.log.warn("crashing on purpose (fault injection)");
-        self->quit(make_error(errc::injected_fault, config.name));
+        crash_on_purpose(self, config.coordinator.address(), config.name, config.log);
       },
   };
 }

@@ -1,4 +1,7 @@
 #include "actors/worker.hpp"
+#include "actors/node_control.hpp"
+#include "actors/timing.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 
 #include <unistd.h>
 
@@ -34,16 +37,6 @@ void fail(self_ptr self, const worker_config& config, caf::error err) {
 void fail(self_ptr self, const worker_config& config, const std::string& doing,
           const caf::error& err) {
   fail(self, config, make_error(errc::job_failed, doing + ": " + describe(err)));
-}
-
-bool all_finite(const std::vector<float>& xs) {
-  for (float x : xs)
-    if (!std::isfinite(x)) return false;
-  return true;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 // Keeps one chunk in reserve, so that the next claim's round trip hides behind computation.
@@ -250,8 +243,8 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   st.current_loss = compute_chunk(st, st.current);
   add(st.metrics.steps, st.current.count);
   set(st.metrics.loss, st.current_loss / std::max<uint32_t>(st.current.count, 1));
-  bool finite = std::isfinite(st.current_loss) && all_finite(st.grad);
-  for (const auto& g : st.rows.grads) finite = finite && all_finite(g);
+  bool finite = std::isfinite(st.current_loss) && kernels::all_finite(st.grad);
+  for (const auto& g : st.rows.grads) finite = finite && kernels::all_finite(g);
   if (!finite)  // never send a poisoned gradient: the buckets only count the step
     config.log.warn("non-finite loss or gradient in epoch {} batch {}; nothing pushed",
                     st.current.epoch + 1, st.current.first);
@@ -429,20 +422,14 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         maybe_compute(self, config);
       },
       [=](fault_atom) {
-        if (!sent_by(self, config.coordinator.address())) return;
-        config.log.warn("crashing on purpose (fault injection)");
-        self->quit(make_error(errc::injected_fault, config.name));
+        crash_on_purpose(self, config.coordinator.address(), config.name, config.log);
       },
-      [=](metrics_atom) -> caf::result<std::string> {
-        if (!sent_by(self, config.coordinator.address()))
-          return make_error(errc::authentication_failed, "only the coordinator reads metrics");
+      [=](metrics_atom) {
         set(self->state.metrics.mailbox, double(self->mailbox().size()));
-        return node_metrics_text(config.metrics);
+        return metrics_for(self, config.coordinator.address(), config.metrics);
       },
       [=](log_atom, const std::string& level) {
-        log_level to;
-        if (sent_by(self, config.coordinator.address()) && parse_log_level(level, to))
-          config.log.set_level(to);
+        set_level_from(self, config.coordinator.address(), level, config.log);
       },
   };
 }

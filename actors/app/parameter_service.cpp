@@ -13,6 +13,7 @@
 
 #include "actors/parameter_bucket.hpp"
 #include "actors/supervisor.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
 #include "troupe/supervision.hpp"
@@ -272,7 +273,7 @@ void parameter_client::push(caf::event_based_actor* self, std::span<const float>
         fmt::format("a gradient of {} values for a snapshot of {} buckets; "
                     "this service has {} values in {} buckets",
                     grad.size(), read.clocks.size(), size(), service.plan.buckets.size())));
-  if (!std::all_of(grad.begin(), grad.end(), [](float x) { return std::isfinite(x); }))
+  if (!kernels::all_finite(grad))
     return done(make_error(errc::non_finite, "a gradient with NaN or Inf; nothing was pushed"));
   const uint64_t clock = st->pushes++;
   auto gathered = std::make_shared<fan_in<push_outcome>>();

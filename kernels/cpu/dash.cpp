@@ -11,17 +11,13 @@
 #include <thread>
 
 #include "kernels/cpu/half.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 #include "kernels/status.hpp"
+#include "troupe/random.hpp"
 
 namespace troupe::kernels {
 
 namespace {
-
-bool all_finite(const std::vector<float>& xs) {
-  for (float x : xs)
-    if (!std::isfinite(x)) return false;
-  return true;
-}
 
 void set_identity(float* out, size_t n) {
   std::fill(out, out + n * n, 0.0f);
@@ -32,13 +28,6 @@ double norm_of(const std::vector<float>& xs) {
   double sum = 0;
   for (float x : xs) sum += double(x) * double(x);
   return std::sqrt(sum);
-}
-
-// splitmix64's finaliser: a well-mixed 64-bit value from any counter.
-uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 // The block edges along one dimension: full blocks of `block`, then the remainder.
@@ -128,11 +117,12 @@ void dash_matrix::store(dash_group& g, size_t k, bool left, const std::vector<fl
   (left ? g.left_scale : g.right_scale)[k] = scale;
   auto& to = left ? g.left16 : g.right16;
   const bool bf16 = config_.storage == dash_storage::bf16;
-  uint64_t seed = mix(rounding_step_ * 0x9e3779b97f4a7c15ull ^ (uint64_t(k) << 1 | left) ^
-                      uint64_t(&g - groups_.data()) << 32);
+  uint64_t seed =
+      splitmix64_finalize(rounding_step_ * splitmix64_gamma ^ (uint64_t(k) << 1 | left) ^
+                          uint64_t(&g - groups_.data()) << 32);
   for (size_t i = 0; i < n; ++i) {
     const float x = values[i] / scale;
-    seed = mix(seed + i);
+    seed = splitmix64_finalize(seed + i);
     to[k * n + i] = bf16 ? float_to_bf16_stochastic(x, seed) : float_to_half_stochastic(x, seed);
   }
 }

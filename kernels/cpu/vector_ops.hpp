@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <optional>
 #include <span>
 
@@ -26,6 +27,11 @@ bool scale_within(std::span<float> values, float factor, float limit);
 // The index of the first value that is NaN, Inf or beyond [-limit, limit]; none when all are
 // within (the common case: one branch-free pass).
 std::optional<size_t> first_beyond(std::span<const float> values, float limit);
+
+// Whether every value is finite (no NaN, no Inf).
+inline bool all_finite(std::span<const float> values) {
+  return !first_beyond(values, std::numeric_limits<float>::max());
+}
 
 // The sum of the squares in double precision, in eight running sums, in a fixed order.
 double sum_of_squares(std::span<const float> values);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/cuda/adam.hpp"
+#include "kernels/cuda/common.cuh"
 
 namespace troupe::kernels::cuda {
 
@@ -16,8 +17,7 @@ namespace {
 __global__ void adam_kernel(float* theta, float* m, float* v, const float* grad, size_t n,
                             float beta1, float beta2, float epsilon, float lr, float weight_decay,
                             float step_size, float inv_sqrt_c2) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+  for (size_t i : grid_stride{n}) {
     const float g = grad[i];
     const float mi = beta1 * m[i] + (1.0f - beta1) * g;
     const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
@@ -39,12 +39,9 @@ cudaError_t adam_step(float* theta, float* m, float* v, const float* grad, size_
   const double t = static_cast<double>(h.step);
   const float correction1 = static_cast<float>(1.0 - std::pow(double{h.beta1}, t));
   const float correction2 = static_cast<float>(1.0 - std::pow(double{h.beta2}, t));
-  constexpr int threads = 256;
-  const size_t wanted = (n + threads - 1) / threads;
-  const int blocks = static_cast<int>(wanted < 65535 ? wanted : 65535);
-  adam_kernel<<<blocks, threads, 0, stream>>>(theta, m, v, grad, n, h.beta1, h.beta2, h.epsilon,
-                                              h.lr, h.weight_decay, h.lr / correction1,
-                                              1.0f / std::sqrt(correction2));
+  adam_kernel<<<blocks_for(n), threads, 0, stream>>>(
+      theta, m, v, grad, n, h.beta1, h.beta2, h.epsilon, h.lr, h.weight_decay, h.lr / correction1,
+      1.0f / std::sqrt(correction2));
   return cudaGetLastError();
 }
 

@@ -7,23 +7,19 @@
 #include <vector>
 
 #include "kernels/cpu/newton_steps.hpp"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dash.hpp"
 
 namespace troupe::kernels::cuda {
 
 namespace {
 
-constexpr int threads = 256;
 constexpr int root_p = 4;
 
-int blocks_for(size_t n) {
-  const size_t wanted = (n + threads - 1) / threads;
-  return static_cast<int>(wanted < 65535 ? wanted : 65535);
-}
-
-#define TROUPE_GRID_STRIDE(i, n)                                                       \
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+struct add {
+  __device__ float operator()(float l, float r) const { return l + r; }
+};
+constexpr add sum{};
 
 // Row-major C = alpha A B + beta C for `count` stacked (m x k) (k x n) products.
 cublasStatus_t gemm_rm(cublasHandle_t h, int m, int n, int k, float alpha, const float* a,
@@ -38,7 +34,7 @@ cublasStatus_t gemm_rm(cublasHandle_t h, int m, int n, int k, float alpha, const
 __global__ void gather_kernel(const float* from, int param_cols, const uint32_t* row0,
                               const uint32_t* col0, int rows, int cols, int count, float* to) {
   const size_t per = static_cast<size_t>(rows) * cols;
-  TROUPE_GRID_STRIDE(i, per * count) {
+  for (size_t i : grid_stride{per * count}) {
     const size_t k = i / per, e = i % per;
     const size_t r = e / cols, c = e % cols;
     to[i] = from[(row0[k] + r) * static_cast<size_t>(param_cols) + col0[k] + c];
@@ -50,7 +46,7 @@ __global__ void gather_kernel(const float* from, int param_cols, const uint32_t*
 __global__ void moments_kernel(const float* g, float* m, float* v, float* first, float* adam,
                                size_t per, int count, float beta1, float beta2, float epsilon,
                                float inverse1, float inverse2, bool nesterov, float* flags) {
-  TROUPE_GRID_STRIDE(i, per * count) {
+  for (size_t i : grid_stride{per * count}) {
     const float x = g[i];
     if (!isfinite(x)) flags[i / per] = 1.0f;
     const float mi = beta1 * m[i] + (1.0f - beta1) * x;
@@ -66,7 +62,7 @@ __global__ void moments_kernel(const float* g, float* m, float* v, float* first,
 
 // Flags every block of `data` (count blocks of `per` values) holding a non-finite value.
 __global__ void flag_nonfinite_kernel(const float* data, size_t per, int count, float* flags) {
-  TROUPE_GRID_STRIDE(i, per * count) {
+  for (size_t i : grid_stride{per * count}) {
     if (!isfinite(data[i])) flags[i / per] = 1.0f;
   }
 }
@@ -85,14 +81,8 @@ __global__ void power_step_kernel(float* v, const float* w, int n, float* lambda
   }
   dot[threadIdx.x] = d;
   norm[threadIdx.x] = s;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) {
-      dot[threadIdx.x] += dot[threadIdx.x + half];
-      norm[threadIdx.x] += norm[threadIdx.x + half];
-    }
-    __syncthreads();
-  }
+  block_reduce(dot, sum);
+  block_reduce(norm, sum);
   const float length = sqrtf(norm[0]);
   if (threadIdx.x == 0) lambda[k] = dot[0];
   for (int i = threadIdx.x; i < n; i += blockDim.x) vk[i] = length > 0 ? wk[i] / length : 0.0f;
@@ -101,7 +91,7 @@ __global__ void power_step_kernel(float* v, const float* w, int n, float* lambda
 // Power iteration's start: positive pseudo-random entries (as the CPU twin's), so that no
 // block's top eigenvector is orthogonal to it by construction; scaled to about unit norm.
 __global__ void start_vector_kernel(float* v, int n, int count) {
-  TROUPE_GRID_STRIDE(i, static_cast<size_t>(n) * count) {
+  for (size_t i : grid_stride{static_cast<size_t>(n) * count}) {
     uint32_t h = static_cast<uint32_t>(i % n) * 2654435761u + 12345u;
     h ^= h >> 15;
     h *= 2246822519u;
@@ -111,7 +101,7 @@ __global__ void start_vector_kernel(float* v, int n, int count) {
 }
 
 __global__ void fill_kernel(float* data, size_t n, float value) {
-  TROUPE_GRID_STRIDE(i, n) {
+  for (size_t i : grid_stride{n}) {
     data[i] = value;
   }
 }
@@ -120,7 +110,7 @@ __global__ void fill_kernel(float* data, size_t n, float value) {
 __global__ void scaled_identity_kernel(float* out, int n, int count, const float* scales,
                                        float constant) {
   const size_t per = static_cast<size_t>(n) * n;
-  TROUPE_GRID_STRIDE(i, per * count) {
+  for (size_t i : grid_stride{per * count}) {
     const size_t k = i / per, e = i % per;
     out[i] = (e / n == e % n) ? (scales ? scales[k] : constant) : 0.0f;
   }
@@ -132,7 +122,7 @@ __global__ void scaled_identity_kernel(float* out, int n, int count, const float
 __global__ void newton_start_kernel(const float* a, float* m, int n, int count, float* lambda,
                                     float* x_scale, float damping) {
   const size_t per = static_cast<size_t>(n) * n;
-  TROUPE_GRID_STRIDE(i, per * count) {
+  for (size_t i : grid_stride{per * count}) {
     const size_t k = i / per, e = i % per;
     float lam = 1.01f * lambda[k];
     if (!(lam > 0.0f)) lam = 1.0f;
@@ -147,7 +137,7 @@ __global__ void newton_start_kernel(const float* a, float* m, int n, int count, 
 __global__ void newton_step_kernel(const float* m, float* t, int n, int count, float gain,
                                    float pole) {
   const size_t per = static_cast<size_t>(n) * n;
-  TROUPE_GRID_STRIDE(i, per * count) {
+  for (size_t i : grid_stride{per * count}) {
     const size_t e = i % per;
     t[i] = gain * ((e / n == e % n) ? 1.0f : 0.0f) - (gain / pole) * m[i];
   }
@@ -170,15 +160,9 @@ __global__ void graft_kernel(const float* p, const float* adam, size_t per, floa
   sp[threadIdx.x] = x;
   sa[threadIdx.x] = y;
   bad[threadIdx.x] = b;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) {
-      sp[threadIdx.x] += sp[threadIdx.x + half];
-      sa[threadIdx.x] += sa[threadIdx.x + half];
-      bad[threadIdx.x] |= bad[threadIdx.x + half];
-    }
-    __syncthreads();
-  }
+  block_reduce(sp, sum);
+  block_reduce(sa, sum);
+  block_reduce(bad, [](int l, int r) { return l | r; });
   if (threadIdx.x == 0) {
     if (bad[0]) flags[k] = 1.0f;
     graft[k] = sp[0] > 0 ? sqrtf(sa[0] / sp[0]) : 0.0f;
@@ -189,7 +173,7 @@ __global__ void update_kernel(float* theta, int param_cols, const uint32_t* row0
                               const uint32_t* col0, int rows, int cols, int count, const float* p,
                               const float* graft, const float* flags, float lr, float decay) {
   const size_t per = static_cast<size_t>(rows) * cols;
-  TROUPE_GRID_STRIDE(i, per * count) {
+  for (size_t i : grid_stride{per * count}) {
     const size_t k = i / per;
     if (flags[k] != 0.0f) continue;
     const size_t e = i % per;

@@ -1,10 +1,10 @@
 #include "kernels/cuda/eigen_root.hpp"
 
+#include "kernels/cuda/common.cuh"
+
 namespace troupe::kernels::cuda {
 
 namespace {
-
-constexpr int threads = 256;
 
 // scaled_k[:, j] = v_k[:, j] (w_kj + d_k)^{-1/4} with d_k = epsilon * w_k[n - 1] (the largest;
 // syevd sorts ascending), column-major; eigenvalues that rounding left at or below zero are
@@ -14,7 +14,7 @@ __global__ void scale_columns_kernel(const float* v, const float* w, float* scal
   const size_t k = blockIdx.y;
   const size_t nn = static_cast<size_t>(n) * n;
   const float d = epsilon * fmaxf(w[k * n + n - 1], 0.0f);
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < nn; i += gridDim.x * blockDim.x) {
+  for (size_t i : grid_stride{nn}) {
     const size_t column = i / n;
     const float lambda = fmaxf(w[k * n + column] + d, 1e-30f);
     scaled[k * nn + i] = v[k * nn + i] * rsqrtf(sqrtf(lambda));
@@ -71,9 +71,7 @@ cudaError_t eigen_inverse_root(cusolverDnHandle_t solver, cublasHandle_t blas, c
                          n, ws.w + static_cast<size_t>(k) * n, ws.work, ws.lwork,
                          info + k) != CUSOLVER_STATUS_SUCCESS)
       return cudaErrorUnknown;
-  const dim3 grid(static_cast<unsigned>(
-                      (nn + threads - 1) / threads < 1024 ? (nn + threads - 1) / threads : 1024),
-                  static_cast<unsigned>(count));
+  const dim3 grid(static_cast<unsigned>(blocks_for(nn, 1024)), static_cast<unsigned>(count));
   scale_columns_kernel<<<grid, threads, 0, stream>>>(ws.v, ws.w, ws.scaled, n, epsilon);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;

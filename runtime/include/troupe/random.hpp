@@ -10,12 +10,19 @@
 
 namespace troupe {
 
-// SplitMix64 (Steele, Lea, Flood 2014): a strong 64-bit mix of x.
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
+// SplitMix64's finaliser: a well-mixed 64-bit value from any counter.
+inline uint64_t splitmix64_finalize(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
+}
+
+// The golden-ratio increment SplitMix64 steps its state by.
+constexpr uint64_t splitmix64_gamma = 0x9e3779b97f4a7c15ull;
+
+// SplitMix64 (Steele, Lea, Flood 2014): a strong 64-bit mix of x.
+inline uint64_t splitmix64(uint64_t x) {
+  return splitmix64_finalize(x + splitmix64_gamma);
 }
 
 // A float in [0, 1) from the top 24 bits of x.
