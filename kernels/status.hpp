@@ -1,6 +1,6 @@
 // What a kernel that can fail returns: `status` (a troupe::errc code and a sentence) or
 // `result<T>` (a value or a status). The kernels know nothing of CAF; an actor that calls one
-// turns a failed status into a caf::error with make_error(status) (actors/kernel_errors.hpp).
+// turns a failed status into a caf::error with make_error(status) (actors/bucket/kernel_errors.hpp).
 // Plain value types: any thread may use them.
 #pragma once
 

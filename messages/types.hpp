@@ -336,7 +336,7 @@ struct store_entry {
 };
 
 // The header of one piece of a collective of the `actors` backend
-// (actors/collective/actor_collective.hpp): values [offset, offset + count) of the `total`
+// (actors/dp/collective/actor_collective.hpp): values [offset, offset + count) of the `total`
 // that call `tag` sends from `from`. The values are raw fp32 bytes beside it in the message.
 struct collective_chunk {
   uint64_t generation = 0;

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "actors/gatekeeper.hpp"
-#include "actors/supervisor.hpp"
+#include "actors/supervision/gatekeeper.hpp"
+#include "actors/supervision/supervisor.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
 

@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "actors/parameter_bucket.hpp"
-#include "actors/supervisor.hpp"
+#include "actors/bucket/parameter_bucket.hpp"
+#include "actors/supervision/supervisor.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"

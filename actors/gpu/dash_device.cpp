@@ -1,7 +1,7 @@
 // dash_device over a gpu_stream: each packed step is one device buffer (alloc, upload), a
 // workspace, one `run` of every group's step (kernels/cuda/dash.hpp) and one download. Jobs
 // from different buckets may interleave: the gpu_stream orders copies against computation.
-#include "actors/dash_device.hpp"
+#include "actors/bucket/dash_device.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>

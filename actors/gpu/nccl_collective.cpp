@@ -1,4 +1,4 @@
-#include "actors/collective/nccl_collective.hpp"
+#include "actors/dp/collective/nccl_collective.hpp"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>

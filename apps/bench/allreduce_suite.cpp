@@ -27,7 +27,7 @@
 #include <sstream>
 #include <thread>
 
-#include "actors/allreduce_group.hpp"
+#include "actors/dp/allreduce_group.hpp"
 #include "apps/bench/suites.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "actors/bucket_store.hpp"
+#include "actors/bucket/bucket_store.hpp"
 #include "apps/bench/suites.hpp"
 
 namespace troupe::bench {

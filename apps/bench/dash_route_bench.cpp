@@ -9,8 +9,8 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/bucket_store.hpp"
-#include "actors/dash_device.hpp"
+#include "actors/bucket/bucket_store.hpp"
+#include "actors/bucket/dash_device.hpp"
 #include "apps/bench/suites.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"

@@ -11,7 +11,7 @@
 #include <iostream>
 #include <thread>
 
-#include "actors/parameter_bucket.hpp"
+#include "actors/bucket/parameter_bucket.hpp"
 #include "apps/bench/suites.hpp"
 #include "troupe/node.hpp"
 

@@ -15,10 +15,10 @@
 
 #include "kernels/cuda/device.hpp"
 
-#include "actors/bucket_store.hpp"
-#include "actors/dash_device.hpp"
-#include "actors/node_metrics.hpp"
-#include "actors/parameter_bucket.hpp"
+#include "actors/bucket/bucket_store.hpp"
+#include "actors/bucket/dash_device.hpp"
+#include "actors/bucket/parameter_bucket.hpp"
+#include "actors/supervision/node_metrics.hpp"
 #include "tests/gpu/gpu_test_support.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/node.hpp"

@@ -8,7 +8,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include "actors/supervisor.hpp"
+#include "actors/supervision/supervisor.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/app_node.hpp"
 #include "troupe/detail/join.hpp"

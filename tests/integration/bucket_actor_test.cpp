@@ -12,8 +12,8 @@
 #include <limits>
 #include <random>
 
-#include "actors/bucket_store.hpp"
-#include "actors/parameter_bucket.hpp"
+#include "actors/bucket/bucket_store.hpp"
+#include "actors/bucket/parameter_bucket.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/node.hpp"
 

@@ -21,10 +21,10 @@
 #include <cstring>
 #include <limits>
 
-#include "actors/bucket_store.hpp"
-#include "actors/kernel_errors.hpp"
-#include "actors/node_metrics.hpp"
-#include "actors/parameter_bucket.hpp"
+#include "actors/bucket/bucket_store.hpp"
+#include "actors/bucket/kernel_errors.hpp"
+#include "actors/bucket/parameter_bucket.hpp"
+#include "actors/supervision/node_metrics.hpp"
 #include "tests/unit/dash_bucket_support.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/error.hpp"

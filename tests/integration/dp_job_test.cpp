@@ -14,9 +14,9 @@
 #include <limits>
 #include <thread>
 
-#include "actors/collective/nccl_collective.hpp"
-#include "actors/dp_coordinator.hpp"
-#include "actors/dp_trainer.hpp"
+#include "actors/dp/collective/nccl_collective.hpp"
+#include "actors/dp/dp_coordinator.hpp"
+#include "actors/dp/dp_trainer.hpp"
 #include "apps/fmnist/mlp_task.hpp"
 #include "child_process.hpp"
 #include "fmnist_cluster.hpp"

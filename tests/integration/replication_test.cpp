@@ -12,8 +12,8 @@
 
 #include <thread>
 
-#include "actors/parameter_bucket.hpp"
-#include "actors/supervisor.hpp"
+#include "actors/bucket/parameter_bucket.hpp"
+#include "actors/supervision/supervisor.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
 

@@ -8,8 +8,8 @@
 
 #include <thread>
 
-#include "actors/guards.hpp"
-#include "actors/supervisor.hpp"
+#include "actors/supervision/guards.hpp"
+#include "actors/supervision/supervisor.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/node.hpp"
 

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "actors/bucket_store.hpp"
+#include "actors/bucket/bucket_store.hpp"
 #include "tests/unit/dash_bucket_support.hpp"
 #include "tests/unit/expect_error.hpp"
 

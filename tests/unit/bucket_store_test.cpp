@@ -11,8 +11,8 @@
 #include <limits>
 #include <vector>
 
-#include "actors/bucket_store.hpp"
-#include "actors/clock_gate.hpp"
+#include "actors/bucket/bucket_store.hpp"
+#include "actors/bucket/clock_gate.hpp"
 #include "kernels/cpu/compression.hpp"
 #include "tests/unit/expect_error.hpp"
 

@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "actors/bucket_store.hpp"
-#include "actors/checkpoint_file.hpp"
-#include "actors/work_plan.hpp"
+#include "actors/bucket/bucket_store.hpp"
+#include "actors/coordinator/work_plan.hpp"
+#include "actors/job/checkpoint_file.hpp"
 #include "tests/unit/expect_error.hpp"
 
 using namespace troupe;

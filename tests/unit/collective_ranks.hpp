@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/collective/collective.hpp"
-#include "actors/collective/rendezvous_store.hpp"
+#include "actors/dp/collective/collective.hpp"
+#include "actors/dp/collective/rendezvous_store.hpp"
 
 namespace troupe::testing {
 

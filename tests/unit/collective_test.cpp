@@ -11,8 +11,8 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/collective/actor_collective.hpp"
-#include "actors/collective/gloo_collective.hpp"
+#include "actors/dp/collective/actor_collective.hpp"
+#include "actors/dp/collective/gloo_collective.hpp"
 #include "collective_ranks.hpp"
 #include "expect_error.hpp"
 #include "troupe/node.hpp"

@@ -5,8 +5,8 @@
 #define BOOST_TEST_MODULE diagnostics
 #include <boost/test/unit_test.hpp>
 
-#include "actors/bucket_store.hpp"
-#include "actors/training_curve.hpp"
+#include "actors/bucket/bucket_store.hpp"
+#include "actors/job/training_curve.hpp"
 #include "troupe/log.hpp"
 #include "troupe/metrics.hpp"
 #include "troupe/metrics_text.hpp"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/report.hpp"
+#include "actors/job/report.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/options.hpp"
 

@@ -8,9 +8,9 @@
 #include <cmath>
 #include <set>
 
-#include "actors/bucket_store.hpp"
-#include "actors/chunk_rows.hpp"
-#include "actors/sparse_table.hpp"
+#include "actors/bucket/bucket_store.hpp"
+#include "actors/bucket/sparse_table.hpp"
+#include "actors/worker/chunk_rows.hpp"
 #include "messages/codec.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/detail/layout.hpp"

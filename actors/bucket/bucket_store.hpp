@@ -1,0 +1,191 @@
+// The state of one parameter bucket without the actor around it: its slices, optimizer state,
+// vector clock, consistency gate, delay-compensation memory and counters. apply() validates a
+// push against the slices this bucket owns before touching anything, so a rejected push
+// leaves the parameters exactly as they were. Owned by one parameter_bucket actor (or a
+// test); not thread-safe.
+//
+// Memory: values + optimizer state (2x for Adam, 1x for momentum; DASH adds B x B statistics
+// and roots per block, at most about 4 rows x B per matrix slice) per slice; with delay
+// compensation, one copy of the bucket per worker (what that worker last read), plus one
+// running mean of g*g for the adaptive form; with bsp, one round sum.
+#pragma once
+
+#include <caf/expected.hpp>
+
+#include <deque>
+#include <unordered_map>
+
+#include "actors/bucket/clock_gate.hpp"
+#include "actors/bucket/sparse_table.hpp"
+#include "kernels/cpu/dash.hpp"
+#include "kernels/cpu/dash_pack.hpp"
+#include "messages/codec.hpp"
+#include "messages/types.hpp"
+
+namespace troupe {
+
+// Gradient values beyond this are refused like NaN/Inf: no single step of Adam or momentum SGD
+// can then overflow fp32 and leave non-finite parameters behind.
+constexpr float max_abs_gradient = 1e15f;
+
+// Staleness values counted one by one in the histogram; larger ones share the last entry.
+constexpr size_t staleness_histogram_size = 65;
+
+class bucket_store {
+ public:
+  // Takes the slices and their initial values from `spec`.
+  explicit bucket_store(bucket_spec spec);
+
+  uint32_t id() const { return id_; }
+  uint32_t workers() const { return workers_; }
+  bool has_tables() const { return !tables_.empty(); }
+
+  // Applies (async, ssp) or collects (bsp) one gradient push, dense or sign-compressed (one
+  // sign tensor per slice); errc::unknown_bucket,
+  // shape_mismatch, malformed_message or non_finite on a push that does not fit, counted as
+  // rejected. A push with `last` set retires its worker from the consistency gate.
+  caf::expected<push_ack> apply(push_request push);
+
+  // Whether `push` was already applied (or counted) here. A worker resends a push whose ack it
+  // never got (its bucket restarted, or a backup took over); apply() acknowledges a resent
+  // duplicate without applying it twice.
+  bool duplicate(const push_request& push) const;
+
+  // Counts a push that failed before it could be decoded.
+  void count_rejected() { ++rejected_; }
+
+  // Whether a pull by a worker that has pushed `worker_clock` times may be answered now.
+  bool pull_allowed(uint32_t worker, uint64_t worker_clock) const;
+
+  // The reply to an allowed pull; remembers what `worker` read when compensation or selective
+  // sync needs it. With selective sync (after the first pull) only rows that moved by more
+  // than the threshold since the worker last got them are sent, as row ranges of the slices.
+  pull_reply grant_pull(uint32_t worker, uint64_t worker_clock);
+
+  // A worker that finished or was lost no longer holds back the others.
+  void retire(uint32_t worker);
+
+  // Makes room for a worker that joins a running job (rank `worker`, the next one) and
+  // returns the clock it starts at: the slowest live worker's, so that ssp and bsp neither
+  // wait for it to catch up from 0 nor let it run ahead.
+  uint64_t admit(uint32_t worker);
+
+  // A worker of a resumed job takes rank `worker` again (or joins, for a new rank); returns the
+  // clock it starts at. Its earlier pushes no longer count as resends.
+  uint64_t rejoin(uint32_t worker);
+
+  // The whole state as messages, for a checkpoint or a new backup: first the bucket_spec
+  // (configuration, current values, worker count), then bucket_state_parts, each well under
+  // the codec's caps.
+  std::vector<wire> save() const;
+
+  // Rebuilds a bucket from save()'s messages; errc::shape_mismatch or malformed_message when a
+  // part does not fit the spec (nothing half-restored is returned).
+  static caf::expected<bucket_store> restore(const std::vector<wire>& saved);
+
+  // The embedding rows a pull asks for (created on first read); errc::unknown_bucket or
+  // message_too_large for rows this bucket does not own or has no room for.
+  caf::expected<std::vector<sparse_rows>> read_rows(const std::vector<row_request>& requests);
+
+  pull_reply snapshot() const;
+  bucket_stats stats() const;
+
+  // The update-variance diagnostic: the variance of the norms of the last update_window
+  // applied gradients over their squared mean (0 with fewer than two). High values mean that
+  // pushes disagree in size, as when stale or diverging workers mix in.
+  double update_variance() const;
+  static constexpr size_t update_window = 256;
+
+  // --optimizer dash: blocks reset so far because a value went non-finite.
+  uint64_t dash_resets() const { return dash_resets_; }
+
+  // --dash-device gpu (actors/bucket/bucket_store_dash.cpp). While on, the DASH steps of slices
+  // that the GPU can step (kernels::gpu_can_step, packages up to kernels::max_packed_bytes) are
+  // deferred instead of run: the owner hands each to the device and completes it, or runs it
+  // here, before anything reads the parameters again (save() and pulls must not see deferred
+  // steps). Runs any step still deferred first; returns whether any slice defers.
+  bool defer_dash(bool on);
+  bool dash_pending() const { return !deferred_.empty(); }
+  size_t dash_slices() const;    // slices stepped by DASH (the others by Adam)
+  size_t device_slices() const;  // of those, the ones whose steps are deferred now
+  // The oldest deferred step, packed for the device; dash_pending() must hold.
+  kernels::packed_dash_step pack_deferred_dash() const;
+  // Writes back the device's result of the oldest deferred step and retires it. An error (a
+  // package that does not fit, non-finite values) writes nothing and leaves it pending.
+  caf::error complete_deferred_dash(const kernels::packed_dash_step& done);
+  // Runs every deferred step on the CPU, oldest first.
+  void run_deferred_dash();
+  const std::vector<dense_tensor>& slices() const { return slices_; }
+
+ private:
+  // A sign-compressed push becomes a dense one (one sign tensor per slice, nothing else).
+  caf::error expand_signs(push_request& push) const;
+  caf::error validate(const push_request& push) const;
+  bool counts_as_step(const push_request& push) const;
+  void skip_step(uint32_t worker);
+  void compensate(uint32_t worker, size_t slice, std::vector<float>& grad);
+  void step(size_t slice, std::vector<float>& grad, uint64_t staleness);
+  bool device_steps(size_t slice) const;  // this slice's DASH step is deferred
+  void apply_now(push_request& push, uint64_t staleness);
+  void collect_round(const push_request& push);
+  void finish_round_if_complete();
+  void record(uint64_t staleness);
+  void observe_norm(const push_request& push);
+  std::vector<dense_tensor> changed_rows(uint32_t worker);
+  sparse_table* table(const std::string& name);
+  const sparse_table* table(const std::string& name) const;
+  void apply_rows(const std::vector<sparse_rows>& rows, float lr_scale);
+  void counted(const push_request& push);
+  bucket_counters counters() const;
+  caf::error restore_part(bucket_state_part part);
+  void save_dash(std::vector<wire>& out) const;
+  caf::error restore_dash(const bucket_state_part& part);
+
+  bucket_spec config_;  // as placed, without the values (saved with the state)
+  uint32_t id_;
+  uint32_t workers_;
+  optimizer_config optimizer_;
+  compensation_config compensation_;
+  clock_gate gate_;
+  std::vector<dense_tensor> slices_;
+  std::vector<std::vector<float>> first_moment_;   // Adam m, or the momentum velocity
+  std::vector<std::vector<float>> second_moment_;  // Adam v
+  // --optimizer dash: per slice, its block-Shampoo state (none for vectors: AdamW).
+  std::vector<std::optional<kernels::dash_matrix>> dash_;
+  uint64_t dash_resets_ = 0;  // DASH blocks reset for non-finite values
+  struct deferred_step {
+    size_t slice;
+    std::vector<float> grad;
+    uint64_t step;
+    float lr;
+  };
+  bool defer_dash_ = false;
+  std::deque<deferred_step> deferred_;  // at most one per slice per push or round
+  // [worker][slice]: the values the worker holds (what it last read), kept for delay
+  // compensation and for selective sync.
+  std::vector<std::vector<std::vector<float>>> read_;
+  float sync_threshold_ = 0;
+  std::vector<std::vector<float>> mean_square_;  // adaptive DC: running mean of g*g
+  std::vector<std::vector<float>> round_sum_;    // bsp: this round's summed gradients
+  // bsp: who pushed (or skipped) this round.
+  static constexpr uint8_t round_none = 0, round_pushed = 1, round_skipped = 2;
+  std::vector<uint8_t> in_round_;
+  std::vector<sparse_table> tables_;  // this bucket's share of each table
+  // bsp: this round's summed row gradients, per table.
+  std::vector<std::unordered_map<uint64_t, std::vector<float>>> round_rows_;
+  vector_clock clock_;
+  uint64_t version_ = 0;
+  uint64_t applied_ = 0;
+  uint64_t rejected_ = 0;
+  uint64_t max_staleness_ = 0;
+  uint64_t staleness_sum_ = 0;
+  uint64_t max_clock_gap_ = 0;
+  std::vector<uint64_t> histogram_;
+  std::vector<uint64_t> next_push_;  // per worker: the push clock expected next
+  // Diagnostics only (not saved: a restored bucket starts them afresh).
+  uint64_t skipped_ = 0;       // pushes with nothing to apply
+  std::vector<double> norms_;  // the last update_window gradient norms, a ring
+  size_t next_norm_ = 0;
+};
+
+}  // namespace troupe

@@ -1,0 +1,235 @@
+// bucket_store's saved state: save() cuts a bucket into messages (checkpoints, new backups),
+// restore() rebuilds one from them, and rejoin() lets a resumed job's workers take their ranks.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "actors/bucket/bucket_store.hpp"
+#include "actors/bucket/kernel_errors.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+namespace {
+
+using part_kind = bucket_state_part::kind;
+
+// Values per saved part: a quarter of the codec's element cap leaves room for everything else.
+constexpr uint64_t values_per_part = uint64_t{2} << 20;
+
+bool any_values(const std::vector<std::vector<float>>& xs) {
+  return std::any_of(xs.begin(), xs.end(), [](const auto& x) { return !x.empty(); });
+}
+
+// One tensor per slice, named and shaped like the slice, holding `values[i]`.
+std::vector<dense_tensor> like_slices(const std::vector<dense_tensor>& slices,
+                                      const std::vector<std::vector<float>>& values) {
+  std::vector<dense_tensor> out;
+  for (size_t i = 0; i < slices.size(); ++i)
+    out.push_back(dense_tensor{slices[i].name, slices[i].shape, slices[i].row_offset, values[i]});
+  return out;
+}
+
+// Checks that `part` has one tensor per slice of the same size and moves the values out.
+caf::expected<std::vector<std::vector<float>>> take_values(const std::vector<dense_tensor>& slices,
+                                                           std::vector<dense_tensor>& tensors) {
+  if (tensors.size() != slices.size())
+    return make_error(errc::shape_mismatch, "a saved part has the wrong number of slices");
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    if (tensors[i].values.size() != slices[i].values.size())
+      return make_error(errc::shape_mismatch,
+                        fmt::format("saved slice {} has {} values, the bucket {}", slices[i].name,
+                                    tensors[i].values.size(), slices[i].values.size()));
+    out.push_back(std::move(tensors[i].values));
+  }
+  return out;
+}
+
+}  // namespace
+
+bucket_counters bucket_store::counters() const {
+  std::vector<uint64_t> clock(clock_.entries().begin(), clock_.entries().end());
+  return bucket_counters{vector_clock{std::move(clock)},
+                         gate_.retired_flags(),
+                         gate_.starts(),
+                         in_round_,
+                         version_,
+                         applied_,
+                         rejected_,
+                         max_staleness_,
+                         staleness_sum_,
+                         max_clock_gap_,
+                         histogram_,
+                         next_push_};
+}
+
+std::vector<wire> bucket_store::save() const {
+  bucket_spec spec = config_;
+  spec.workers = workers_;
+  spec.tensors = slices_;
+  std::vector<wire> out{encode(spec)};
+  auto add = [&](part_kind kind, uint32_t worker, std::vector<dense_tensor> tensors) {
+    bucket_state_part part{id_, kind, worker, std::move(tensors), {}, {}};
+    out.push_back(encode(part));
+  };
+  bucket_state_part counters_part{id_, part_kind::counters};
+  counters_part.counters = counters();
+  out.push_back(encode(counters_part));
+  if (any_values(first_moment_))
+    add(part_kind::first_moment, 0, like_slices(slices_, first_moment_));
+  if (any_values(second_moment_))
+    add(part_kind::second_moment, 0, like_slices(slices_, second_moment_));
+  if (any_values(mean_square_)) add(part_kind::mean_square, 0, like_slices(slices_, mean_square_));
+  if (any_values(round_sum_)) add(part_kind::round_sum, 0, like_slices(slices_, round_sum_));
+  for (uint32_t w = 0; w < read_.size(); ++w)
+    if (any_values(read_[w])) add(part_kind::read, w, like_slices(slices_, read_[w]));
+  save_dash(out);
+  for (const auto& t : tables_) {
+    const size_t rows_per_part = std::max<size_t>(1, values_per_part / (3 * t.row_dim()));
+    for (auto& rows : t.save(rows_per_part)) {
+      bucket_state_part part{id_, part_kind::rows};
+      part.rows = std::move(rows);
+      out.push_back(encode(part));
+    }
+  }
+  for (size_t t = 0; t < round_rows_.size(); ++t) {
+    if (round_rows_[t].empty()) continue;
+    table_rows sums{tables_[t].name(), tables_[t].row_dim(), {}, {}, {}, {}, {}};
+    for (const auto& [id, sum] : round_rows_[t]) sums.ids.push_back(id);
+    std::sort(sums.ids.begin(), sums.ids.end());  // the same state saves to the same bytes
+    for (uint64_t id : sums.ids) {
+      const auto& sum = round_rows_[t].at(id);
+      sums.values.insert(sums.values.end(), sum.begin(), sum.end());
+    }
+    bucket_state_part part{id_, part_kind::round_rows};
+    part.rows = std::move(sums);
+    out.push_back(encode(part));  // one round's rows: bounded by what one round's pushes held
+  }
+  return out;
+}
+
+// Each slice's DASH state in fp32: one tensor per part, named by its state index, holding
+// whole blocks from block `row_offset` on, at most values_per_part values (one block more
+// when a single block is larger).
+void bucket_store::save_dash(std::vector<wire>& out) const {
+  for (uint32_t s = 0; s < dash_.size(); ++s) {
+    if (!dash_[s]) continue;
+    const auto& d = *dash_[s];
+    for (size_t i = 0; i < d.state_count(); ++i) {
+      const auto values = d.state(i);
+      const size_t per = d.block_values(i);
+      const size_t blocks_per_part = std::max<size_t>(1, values_per_part / per);
+      for (size_t first = 0; first * per < values.size(); first += blocks_per_part) {
+        const size_t end = std::min(values.size(), (first + blocks_per_part) * per);
+        dense_tensor t{std::to_string(i),
+                       {static_cast<uint32_t>(end - first * per)},
+                       static_cast<uint32_t>(first),
+                       std::vector<float>(values.begin() + first * per, values.begin() + end)};
+        out.push_back(encode(bucket_state_part{id_, part_kind::dash, s, {std::move(t)}, {}, {}}));
+      }
+    }
+  }
+}
+
+caf::error bucket_store::restore_dash(const bucket_state_part& part) {
+  if (part.worker >= dash_.size() || !dash_[part.worker] || part.tensors.size() != 1)
+    return make_error(errc::shape_mismatch, "saved DASH state for a slice without DASH");
+  const auto& t = part.tensors[0];
+  char* end = nullptr;
+  const unsigned long index = std::strtoul(t.name.c_str(), &end, 10);
+  if (t.name.empty() || *end != '\0')
+    return make_error(errc::malformed_message, "saved DASH state with a bad name");
+  return make_error(dash_[part.worker]->set_state(index, t.row_offset, t.values));
+}
+
+caf::error bucket_store::restore_part(bucket_state_part part) {
+  if (part.bucket != id_)
+    return make_error(errc::unknown_bucket,
+                      fmt::format("a part of bucket {} for bucket {}", part.bucket, id_));
+  auto values = [&](std::vector<std::vector<float>>& into) -> caf::error {
+    auto taken = take_values(slices_, part.tensors);
+    if (!taken) return std::move(taken.error());
+    into = std::move(*taken);
+    return {};
+  };
+  switch (part.type) {
+    case part_kind::counters: {
+      auto& c = part.counters;
+      if (c.retired.size() != workers_ || c.next_push.size() != workers_ ||
+          c.clock.size() > workers_ || (!in_round_.empty() && c.in_round.size() != workers_) ||
+          c.histogram.size() != staleness_histogram_size)
+        return make_error(errc::shape_mismatch, "saved counters do not match the bucket");
+      clock_ = std::move(c.clock);
+      gate_.restore(std::move(c.retired), std::move(c.start));
+      if (!in_round_.empty()) in_round_ = std::move(c.in_round);
+      version_ = c.version;
+      applied_ = c.applied;
+      rejected_ = c.rejected;
+      max_staleness_ = c.max_staleness;
+      staleness_sum_ = c.staleness_sum;
+      max_clock_gap_ = c.max_clock_gap;
+      histogram_ = std::move(c.histogram);
+      next_push_ = std::move(c.next_push);
+      return {};
+    }
+    case part_kind::first_moment:
+      return values(first_moment_);
+    case part_kind::second_moment:
+      return values(second_moment_);
+    case part_kind::mean_square:
+      return values(mean_square_);
+    case part_kind::round_sum:
+      return values(round_sum_);
+    case part_kind::read:
+      if (part.worker >= read_.size())
+        return make_error(errc::shape_mismatch, "a saved read copy this bucket does not keep");
+      return values(read_[part.worker]);
+    case part_kind::dash:
+      return restore_dash(part);
+    case part_kind::rows: {
+      auto* t = table(part.rows.table);
+      if (!t) return make_error(errc::shape_mismatch, "saved rows of an unknown table");
+      return t->restore(part.rows);
+    }
+    case part_kind::round_rows: {
+      auto* t = table(part.rows.table);
+      const size_t dim = part.rows.row_dim;
+      if (!t || round_rows_.empty() || dim != t->row_dim() ||
+          part.rows.values.size() != part.rows.ids.size() * dim)
+        return make_error(errc::shape_mismatch, "saved round rows do not match a table");
+      auto& sums = round_rows_[static_cast<size_t>(t - tables_.data())];
+      for (size_t i = 0; i < part.rows.ids.size(); ++i)
+        sums[part.rows.ids[i]].assign(part.rows.values.begin() + i * dim,
+                                      part.rows.values.begin() + (i + 1) * dim);
+      return {};
+    }
+  }
+  return make_error(errc::malformed_message, "unknown saved part");
+}
+
+caf::expected<bucket_store> bucket_store::restore(const std::vector<wire>& saved) {
+  if (saved.empty()) return make_error(errc::malformed_message, "no saved bucket state");
+  auto spec = decode<bucket_spec>(saved[0]);
+  if (!spec) return std::move(spec.error());
+  bucket_store store{std::move(*spec)};
+  for (size_t i = 1; i < saved.size(); ++i) {
+    auto part = decode<bucket_state_part>(saved[i]);
+    if (!part) return std::move(part.error());
+    if (auto err = store.restore_part(std::move(*part))) return err;
+  }
+  return store;
+}
+
+uint64_t bucket_store::rejoin(uint32_t worker) {
+  if (worker >= workers_) return admit(worker);
+  const uint64_t now = gate_.clock_of(worker, clock_);
+  gate_.rejoin(worker, gate_.slowest(clock_).value_or(now), clock_);
+  next_push_[worker] = 0;
+  // A push already in this bsp round counts: the worker goes on with the next round.
+  const bool in_round = !in_round_.empty() && in_round_[worker] != round_none;
+  return gate_.clock_of(worker, clock_) + (in_round ? 1 : 0);
+}
+
+}  // namespace troupe

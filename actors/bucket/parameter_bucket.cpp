@@ -1,0 +1,399 @@
+#include "actors/bucket/parameter_bucket.hpp"
+
+#include <functional>
+
+#include "actors/supervision/guards.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+namespace {
+
+using self_ptr = bucket_actor::stateful_pointer<bucket_actor_state>;
+
+// Messages bigger than any honest push for this bucket are refused before decoding. (With
+// embedding tables a push also carries rows: then the codec's own caps apply.)
+void size_limits(bucket_actor_state& st) {
+  st.limits = codec_limits{};
+  uint64_t values = 0;
+  for (const auto& s : st.store->slices()) values += s.values.size();
+  if (!st.store->has_tables()) st.limits.max_elements = std::max<uint64_t>(values, 1);
+}
+
+// The reply to an allowed pull: the bucket's values and the embedding rows asked for. A
+// backup is told what the worker read, so that its compensation memory stays the same.
+caf::expected<wire> answer(self_ptr self, const pull_request& request) {
+  auto& st = self->state;
+  pull_reply reply = st.store->grant_pull(request.worker, request.worker_clock);
+  if (st.backup && request.worker != observer_worker)
+    self->send(*st.backup, mirror_atom_v, encode(request));
+  if (!request.rows.empty()) {
+    auto rows = st.store->read_rows(request.rows);
+    if (!rows) return std::move(rows.error());
+    reply.rows = std::move(*rows);
+  }
+  wire out = encode(reply);
+  add(st.metrics.bytes_out, double(out.bytes.size()));
+  return out;
+}
+
+bool is_not_primary(const caf::error& err) {
+  return has_code(err, errc::not_primary);
+}
+
+// Answers `promise` with the value, or with the error.
+template <class T>
+void deliver(caf::typed_response_promise<T>& promise, caf::expected<T> reply) {
+  if (reply)
+    promise.deliver(std::move(*reply));
+  else
+    promise.deliver(std::move(reply.error()));
+}
+
+// Answers every held pull that the clocks now allow.
+void release_held_pulls(self_ptr self) {
+  auto& st = self->state;
+  std::erase_if(st.held, [&](held_pull& p) {
+    if (!st.store->pull_allowed(p.request.worker, p.request.worker_clock)) return false;
+    deliver(p.promise, answer(self, p.request));
+    return true;
+  });
+}
+
+caf::result<wire> on_pull(self_ptr self, const wire& w) {
+  if (self->state.deposed) return make_error(errc::not_primary, "a backup took over this bucket");
+  auto request = decode<pull_request>(w);
+  if (!request) return std::move(request.error());
+  auto& st = self->state;
+  auto& store = *st.store;
+  if (request->bucket != store.id())
+    return make_error(errc::unknown_bucket, "pull for bucket " + std::to_string(request->bucket) +
+                                                " reached bucket " + std::to_string(store.id()));
+  if (request->worker != observer_worker && request->worker >= store.workers())
+    return make_error(errc::malformed_message, "pull from an unknown worker");
+  if (store.pull_allowed(request->worker, request->worker_clock)) {
+    auto reply = answer(self, *request);
+    if (!reply) return std::move(reply.error());
+    return std::move(*reply);
+  }
+  for (const auto& p : st.held)
+    if (p.request.worker == request->worker)
+      return make_error(errc::malformed_message, "a pull of this worker is already waiting");
+  auto promise = self->make_response_promise<wire>();
+  st.held.push_back(held_pull{promise, std::move(*request)});
+  return promise;
+}
+
+void deliver(awaiting_backup& a) {
+  deliver(a.promise, std::move(a.reply));
+}
+
+// A backup that fails is dropped: the primary goes on alone (the coordinator makes a new
+// one), and every push waiting for it is acknowledged now. (A request to a lost node gets no
+// answer in CAF 0.17, only a timeout: the monitor's down message is what comes at once.)
+void drop_backup(self_ptr self, const bucket_actor_config& config, const caf::error& why) {
+  auto& st = self->state;
+  if (!st.backup) return;
+  config.log.warn("bucket {} lost its backup ({}); going on without one", st.store->id(),
+                  describe(why));
+  self->demonitor(st.backup->address());
+  st.backup.reset();
+  for (auto& [seq, a] : st.awaiting) deliver(a);
+  st.awaiting.clear();
+}
+
+using device_clock = std::chrono::steady_clock;
+
+// Until when a push (all its DASH steps) may wait for the device: well inside the request
+// timeout, so that a hung GPU costs a push a fraction of it rather than the worker's whole
+// wait (and a backup's, whose primary would drop it).
+device_clock::time_point device_deadline(const bucket_actor_config& config) {
+  return device_clock::now() +
+         std::max(
+             std::chrono::milliseconds(1000),
+             std::chrono::duration_cast<std::chrono::milliseconds>(config.request_timeout) / 4);
+}
+
+// After a device failure, this many pushes step on the CPU before the device is tried again.
+constexpr uint32_t device_backoff_pushes = 100;
+
+// Steps the DASH work the store deferred on the device, oldest first, then calls `next`. Each
+// step is awaited: no other message is handled meanwhile, so nothing reads (or saves, or
+// forwards) half-stepped parameters. A failure steps the rest on the CPU, and so do the next
+// device_backoff_pushes pushes.
+void step_deferred_dash(self_ptr self, const bucket_actor_config& config,
+                        device_clock::time_point deadline, std::function<void()> next) {
+  auto& store = *self->state.store;
+  if (!store.dash_pending()) return next();
+  auto on_cpu = [self, config, next](const caf::error& why) {
+    auto& st = self->state;
+    add(st.metrics.device_failures, 1);
+    if (st.device_failures++ % 100 == 0)
+      config.log.warn("bucket {}: the GPU failed a DASH step ({}; {} so far): the CPU steps it",
+                      st.store->id(), describe(why), st.device_failures);
+    st.store->defer_dash(false);  // steps what is deferred, here
+    st.device_backoff = device_backoff_pushes;
+    next();
+  };
+  if (!config.dash_device) return on_cpu(make_error(errc::device_failure, "no DASH device"));
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - device_clock::now());
+  if (left.count() <= 0)
+    return on_cpu(make_error(errc::timeout, "the push's time for the device ran out"));
+  auto job = std::make_shared<kernels::packed_dash_step>(store.pack_deferred_dash());
+  self->request(*config.dash_device, left, run_atom_v, std::move(job))
+      .await(
+          [self, config, deadline, next, on_cpu](const dash_job& done) {
+            if (auto err = self->state.store->complete_deferred_dash(*done)) return on_cpu(err);
+            add(self->state.metrics.device_steps, 1);
+            step_deferred_dash(self, config, deadline, next);
+          },
+          [on_cpu](caf::error& err) { on_cpu(err); });
+}
+
+// Sends the DASH steps of slices the GPU can step to the device, if there is one.
+void use_dash_device(self_ptr self, const bucket_actor_config& config) {
+  auto& store = *self->state.store;
+  if (!config.dash_device) return;
+  const bool any = store.defer_dash(true);
+  if (!any) store.defer_dash(false);
+  if (store.device_slices() < store.dash_slices() && !self->state.told_cpu_slices++)
+    config.log.warn(
+        "bucket {}: {} of {} DASH slices stay on the CPU: the GPU steps coupled-Newton roots "
+        "with power scaling, in packages of at most {} MiB",
+        store.id(), store.dash_slices() - store.device_slices(), store.dash_slices(),
+        kernels::max_packed_bytes >> 20);
+}
+
+// Counts an applied push against the device's backoff; after the last one, the device gets
+// another try.
+void count_backoff(self_ptr self, const bucket_actor_config& config) {
+  auto& st = self->state;
+  if (st.device_backoff > 0 && --st.device_backoff == 0) use_dash_device(self, config);
+}
+
+// A push's reply once it is applied (DASH steps included): at once, or once the backup has it.
+void finish_push(self_ptr self, const wire& w, const bucket_actor_config& config,
+                 caf::expected<push_ack> ack, caf::typed_response_promise<wire> promise) {
+  auto& st = self->state;
+  if (!st.backup) {
+    release_held_pulls(self);
+    deliver(promise, ack ? caf::expected<wire>{encode(*ack)} : std::move(ack.error()));
+    return;
+  }
+  // Acknowledged once the backup has it too (a refusal only once the backup counted it).
+  const uint64_t seq = ++st.forwarded;
+  st.awaiting.emplace(seq,
+                      awaiting_backup{promise, ack ? caf::expected<wire>{encode(*ack)}
+                                                   : caf::expected<wire>{std::move(ack.error())}});
+  const auto backup = *st.backup;
+  auto answered = [=] {
+    auto& st = self->state;
+    if (auto it = st.awaiting.find(seq); it != st.awaiting.end()) {
+      deliver(it->second);
+      st.awaiting.erase(it);
+    }
+  };
+  self->request(backup, config.request_timeout, push_atom_v, w)
+      .then([=](const wire&) { answered(); },
+            [=](caf::error& err) {
+              auto& st = self->state;
+              if (is_not_primary(err)) {
+                // Declared lost and replaced: serve nobody, so that workers go to the new one.
+                config.log.error("bucket {}: its backup was promoted; stepping down",
+                                 st.store->id());
+                st.deposed = true;
+                if (auto it = st.awaiting.find(seq); it != st.awaiting.end()) {
+                  it->second.reply = std::move(err);
+                  answered();
+                }
+                return;
+              }
+              // The backup refusing a push this bucket refused is agreement, not failure.
+              if (err.category() != error_category && st.backup == backup)
+                drop_backup(self, config, err);
+              answered();
+            });
+  // Only now: pulls this push releases are mirrored to the backup after the push itself.
+  release_held_pulls(self);
+}
+
+caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_config& config) {
+  auto& st = self->state;
+  auto& store = *st.store;
+  // A promoted backup takes nothing more from its former primary (a late forward, or a primary
+  // declared lost that is still running): workers resend to it directly.
+  if (st.former_primary && sent_by(self, st.former_primary))
+    return make_error(errc::not_primary, "this bucket was promoted; resend here");
+  if (st.deposed) return make_error(errc::not_primary, "a backup took over this bucket");
+  auto push = decode<push_request>(w, st.limits);
+  if (!push) {
+    store.count_rejected();
+    config.log.warn("rejected a push: {}", describe(push.error()));
+    return std::move(push.error());
+  }
+  auto ack = store.apply(std::move(*push));
+  if (!ack) config.log.warn("rejected a push: {}", describe(ack.error()));
+  if (ack) count_backoff(self, config);
+  auto& m = st.metrics;
+  add(m.bytes_in, double(w.bytes.size()));
+  add(ack ? m.updates : m.rejected, 1);
+  if (ack && m.staleness) m.staleness->observe(double(ack->staleness));
+  set(m.mailbox, double(self->mailbox().size()));
+  if (ack) set(m.variance, store.update_variance());
+  auto promise = self->make_response_promise<wire>();
+  if (!store.dash_pending()) {
+    finish_push(self, w, config, std::move(ack), promise);
+  } else {
+    step_deferred_dash(self, config, device_deadline(config), [self, w, config, ack, promise]() {
+      finish_push(self, w, config, ack, promise);
+    });
+  }
+  return promise;
+}
+
+// A part of saved state; the last one replaces the whole store.
+caf::result<bool> on_restore(self_ptr self, const bucket_actor_config& config, uint32_t index,
+                             uint32_t total, const wire& part) {
+  auto& st = self->state;
+  if (index == 0) {
+    st.incoming.clear();
+    if (!sent_by(self, config.controller))
+      st.primary = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  }
+  if (total == 0 || index != st.incoming.size() || index >= total || total > (1u << 20))
+    return make_error(errc::malformed_message, "state parts out of order");
+  st.incoming.push_back(part);
+  if (index + 1 < total) return true;
+  auto restored = bucket_store::restore(st.incoming);
+  st.incoming.clear();
+  if (!restored) return std::move(restored.error());
+  if (restored->id() != st.store->id())
+    return make_error(errc::unknown_bucket, "the state of another bucket");
+  *st.store = std::move(*restored);
+  if (st.device_backoff == 0) use_dash_device(self, config);
+  size_limits(st);
+  config.log.debug("bucket {} restored from {} parts", st.store->id(), total);
+  return true;
+}
+
+// Makes `target` this primary's backup: sends it the whole state, then forwards from there.
+caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, caf::actor target) {
+  auto& st = self->state;
+  auto backup = caf::actor_cast<bucket_actor>(target);
+  if (!backup) {  // the coordinator found the backup's server lost
+    drop_backup(self, config, make_error(errc::job_failed, "its server was lost"));
+    return true;
+  }
+  const auto parts = st.store->save();
+  const auto total = static_cast<uint32_t>(parts.size());
+  auto promise = self->make_response_promise<bool>();
+  auto pending = std::make_shared<uint32_t>(total);
+  for (uint32_t i = 0; i < total; ++i)
+    self->request(backup, config.request_timeout, restore_atom_v, i, total, parts[i])
+        .then(
+            [=](bool) mutable {
+              if (--*pending == 0) promise.deliver(true);
+            },
+            [=](caf::error& err) mutable {
+              if (self->state.backup == backup) drop_backup(self, config, err);
+              if (*pending != 0) promise.deliver(std::move(err));
+              *pending = 0;
+            });
+  if (st.backup) self->demonitor(st.backup->address());
+  st.backup = backup;  // messages from here on arrive after the state
+  self->monitor(backup);
+  return promise;
+}
+
+// Whether the message came from the coordinator or (for a backup) from its primary.
+bool from_controller_or_primary(self_ptr self, const bucket_actor_config& config) {
+  return sent_by(self, config.controller) ||
+         (self->state.primary && sent_by(self, self->state.primary));
+}
+
+}  // namespace
+
+bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<bucket_store> store,
+                                             bucket_actor_config config) {
+  accept_exits_only_from(self, config.supervisor, config.log);
+  self->state.store = std::move(store);
+  self->state.metrics = bucket_metrics::of(config.metrics, self->state.store->id());
+  use_dash_device(self, config);
+  size_limits(self->state);
+  self->set_down_handler([=](caf::down_msg& msg) {
+    const auto& backup = self->state.backup;
+    if (backup && msg.source == backup->address()) drop_backup(self, config, msg.reason);
+  });
+  auto refuse = [config](const char* what) {
+    config.log.warn("ignored {} that is not from the coordinator", what);
+  };
+  return {
+      [=](pull_atom, const wire& w) { return on_pull(self, w); },
+      [=](push_atom, const wire& w) { return on_push(self, w, config); },
+      [=](stats_atom) -> wire { return encode(self->state.store->stats()); },
+      [=](retire_atom, uint32_t worker) {
+        if (!from_controller_or_primary(self, config)) return refuse("a retire");
+        self->state.store->retire(worker);  // may complete a bsp round: DASH steps
+        step_deferred_dash(self, config, device_deadline(config), [self, worker] {
+          if (self->state.backup) self->send(*self->state.backup, retire_atom_v, worker);
+          release_held_pulls(self);
+        });
+      },
+      [=](admit_atom, uint32_t worker) -> caf::result<uint64_t> {
+        if (!from_controller_or_primary(self, config))
+          return make_error(errc::authentication_failed, "only the coordinator admits workers");
+        auto& store = *self->state.store;
+        if (worker > store.workers() || worker >= (1u << 16))
+          return make_error(errc::malformed_message, "workers join one rank after another");
+        if (self->state.backup)
+          self->request(*self->state.backup, config.request_timeout, admit_atom_v, worker)
+              .then([](uint64_t) {}, [](caf::error&) {});
+        return store.rejoin(worker);
+      },
+      [=](fault_atom) {
+        if (!sent_by(self, config.controller)) return refuse("a fault");
+        config.log.warn("bucket {}: crashing on purpose (fault injection)",
+                        self->state.store->id());
+        self->quit(
+            make_error(errc::injected_fault, "bucket " + std::to_string(self->state.store->id())));
+      },
+      [=](save_atom, uint32_t index) -> caf::result<wire, uint32_t> {
+        if (!sent_by(self, config.controller))
+          return make_error(errc::authentication_failed, "only the coordinator saves buckets");
+        auto& st = self->state;
+        if (index == 0) st.saved = st.store->save();
+        if (index >= st.saved.size())
+          return make_error(errc::malformed_message, "no such part of the saved state");
+        const auto total = static_cast<uint32_t>(st.saved.size());
+        wire part = std::move(st.saved[index]);
+        if (index + 1 == total) st.saved.clear();
+        return {std::move(part), total};
+      },
+      [=](restore_atom, uint32_t index, uint32_t total, const wire& part) -> caf::result<bool> {
+        return on_restore(self, config, index, total, part);
+      },
+      [=](backup_atom, caf::actor target) -> caf::result<bool> {
+        if (!sent_by(self, config.controller))
+          return make_error(errc::authentication_failed, "only the coordinator sets backups");
+        return on_backup(self, config, std::move(target));
+      },
+      [=](promote_atom) -> caf::result<bool> {
+        if (!sent_by(self, config.controller))
+          return make_error(errc::authentication_failed, "only the coordinator promotes");
+        self->state.former_primary = self->state.primary;
+        self->state.primary = caf::actor_addr{};
+        config.log.info("bucket {}: promoted to primary", self->state.store->id());
+        return true;
+      },
+      [=](mirror_atom, const wire& w) {
+        auto& st = self->state;
+        if (!st.primary || !sent_by(self, st.primary)) return refuse("a mirrored pull");
+        if (auto request = decode<pull_request>(w);
+            request && request->worker < st.store->workers())
+          st.store->grant_pull(request->worker, request->worker_clock);
+      },
+  };
+}
+
+}  // namespace troupe

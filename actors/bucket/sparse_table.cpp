@@ -1,0 +1,182 @@
+#include "actors/bucket/sparse_table.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "kernels/cpu/optimizers.hpp"
+#include "troupe/detail/layout.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+namespace {
+
+using opt_kind = optimizer_config::kind;
+
+// Hashing spreads rows unevenly; a quarter more than the even share (and a little extra for
+// small tables) keeps honest jobs clear of the bound.
+uint64_t share_of(uint64_t capacity, uint32_t buckets) {
+  const uint64_t even = (capacity + buckets - 1) / buckets;
+  return even + even / 4 + 1024;
+}
+
+}  // namespace
+
+sparse_table::sparse_table(table_config config, uint32_t bucket, uint32_t buckets, uint64_t seed,
+                           optimizer_config optimizer, float clip)
+    : config_(std::move(config)),
+      bucket_(bucket),
+      buckets_(std::max<uint32_t>(buckets, 1)),
+      seed_(seed),
+      optimizer_(optimizer),
+      clip_(clip),
+      capacity_(share_of(config_.capacity, buckets_)) {
+  // Rows are vectors: DASH's blocks need matrices, so rows take AdamW, as 1-D slices do.
+  if (optimizer_.type == opt_kind::dash) optimizer_.type = opt_kind::adamw;
+}
+
+caf::error sparse_table::check_ids(const std::vector<uint64_t>& ids) const {
+  // Workers send ids sorted and unique; anything else could make one message build many rows.
+  if (!std::is_sorted(ids.begin(), ids.end()) ||
+      std::adjacent_find(ids.begin(), ids.end()) != ids.end())
+    return make_error(errc::malformed_message,
+                      fmt::format("rows of {} must come sorted and without repeats", config_.name));
+  uint64_t fresh = 0;
+  for (uint64_t id : ids) {
+    if (row_bucket(config_.name, id, buckets_) != bucket_)
+      return make_error(errc::unknown_bucket,
+                        fmt::format("row {} of {} belongs to another bucket", id, config_.name));
+    fresh += rows_.count(id) ? 0 : 1;
+  }
+  if (rows_.size() + fresh > capacity_)
+    return make_error(
+        errc::message_too_large,
+        fmt::format("table {} is full in this bucket ({} rows)", config_.name, capacity_));
+  return {};
+}
+
+sparse_table::row& sparse_table::find_or_create(uint64_t id) {
+  auto [it, created] = rows_.try_emplace(id);
+  if (created) {
+    auto& r = it->second;
+    r.value.resize(config_.row_dim);
+    init_row(seed_, config_.name, id, config_.init_scale, r.value);
+    if (optimizer_.type != opt_kind::sgd) r.m.assign(config_.row_dim, 0.0f);
+    if (optimizer_.type == opt_kind::adam || optimizer_.type == opt_kind::adamw)
+      r.v.assign(config_.row_dim, 0.0f);
+  }
+  return it->second;
+}
+
+caf::expected<sparse_rows> sparse_table::read(const std::vector<uint64_t>& ids) {
+  if (auto err = check_ids(ids)) return err;
+  sparse_rows out{config_.name, config_.row_dim, ids, {}};
+  out.values.reserve(ids.size() * config_.row_dim);
+  for (uint64_t id : ids) {
+    const auto& value = find_or_create(id).value;
+    out.values.insert(out.values.end(), value.begin(), value.end());
+  }
+  return out;
+}
+
+caf::error sparse_table::check(const sparse_rows& grads, float max_abs) const {
+  if (grads.name != config_.name || grads.row_dim != config_.row_dim ||
+      grads.values.size() != grads.ids.size() * uint64_t{config_.row_dim})
+    return make_error(errc::shape_mismatch,
+                      fmt::format("rows for {} ({} values per row) do not fit table {} ({})",
+                                  grads.name, grads.row_dim, config_.name, config_.row_dim));
+  std::unordered_set<uint64_t> seen;
+  for (uint64_t id : grads.ids)
+    if (!seen.insert(id).second)
+      return make_error(errc::malformed_message,
+                        fmt::format("row {} of {} appears twice", id, config_.name));
+  for (float g : grads.values)
+    if (!(std::abs(g) <= max_abs))
+      return make_error(errc::non_finite, fmt::format("row gradient value {} in {} (limit {:g})", g,
+                                                      config_.name, max_abs));
+  return check_ids(grads.ids);
+}
+
+void sparse_table::apply(const sparse_rows& grads, float lr_scale) {
+  const auto& o = optimizer_;
+  const float lr = o.lr * lr_scale;
+  std::vector<float> g(config_.row_dim);
+  for (size_t i = 0; i < grads.ids.size(); ++i) {
+    auto& r = find_or_create(grads.ids[i]);
+    std::copy_n(grads.values.begin() + i * config_.row_dim, config_.row_dim, g.begin());
+    if (clip_ > 0) {
+      double norm = 0;
+      for (float x : g) norm += double(x) * x;
+      norm = std::sqrt(norm);
+      if (norm > clip_)
+        for (float& x : g) x *= static_cast<float>(clip_ / norm);
+    }
+    ++r.steps;
+    switch (o.type) {
+      case opt_kind::sgd:
+        kernels::sgd_momentum_step(r.value, {}, g, lr, 0.0f, o.weight_decay);
+        break;
+      case opt_kind::momentum:
+        kernels::sgd_momentum_step(r.value, r.m, g, lr, o.beta1, o.weight_decay);
+        break;
+      case opt_kind::adam:
+        for (size_t k = 0; k < g.size(); ++k) g[k] += o.weight_decay * r.value[k];
+        kernels::adam_step(r.value, r.m, r.v, g, {lr, o.beta1, o.beta2, o.epsilon, 0.0f, r.steps});
+        break;
+      case opt_kind::adamw:
+        kernels::adam_step(r.value, r.m, r.v, g,
+                           {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, r.steps});
+        break;
+    }
+  }
+}
+
+}  // namespace troupe
+
+namespace troupe {
+
+std::vector<table_rows> sparse_table::save(size_t rows_per_part) const {
+  std::vector<uint64_t> ids;
+  ids.reserve(rows_.size());
+  for (const auto& [id, r] : rows_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  std::vector<table_rows> out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i % std::max<size_t>(rows_per_part, 1) == 0)
+      out.push_back(table_rows{config_.name, config_.row_dim, {}, {}, {}, {}, {}});
+    const row& r = rows_.at(ids[i]);
+    auto& part = out.back();
+    part.ids.push_back(ids[i]);
+    part.values.insert(part.values.end(), r.value.begin(), r.value.end());
+    part.m.insert(part.m.end(), r.m.begin(), r.m.end());
+    part.v.insert(part.v.end(), r.v.begin(), r.v.end());
+    part.steps.push_back(r.steps);
+  }
+  return out;
+}
+
+caf::error sparse_table::restore(const table_rows& saved) {
+  const size_t dim = config_.row_dim;
+  const size_t n = saved.ids.size();
+  const bool has_m = optimizer_.type != opt_kind::sgd;
+  const bool has_v = optimizer_.type == opt_kind::adam || optimizer_.type == opt_kind::adamw;
+  if (saved.row_dim != dim || saved.values.size() != n * dim || saved.steps.size() != n ||
+      saved.m.size() != (has_m ? n * dim : 0) || saved.v.size() != (has_v ? n * dim : 0))
+    return make_error(errc::shape_mismatch,
+                      fmt::format("saved rows of {} do not match its row width", config_.name));
+  if (auto err = check_ids(saved.ids)) return err;
+  for (size_t i = 0; i < n; ++i) {
+    row& r = find_or_create(saved.ids[i]);
+    const auto at = [&](const std::vector<float>& xs) { return xs.begin() + i * dim; };
+    r.value.assign(at(saved.values), at(saved.values) + dim);
+    if (has_m) r.m.assign(at(saved.m), at(saved.m) + dim);
+    if (has_v) r.v.assign(at(saved.v), at(saved.v) + dim);
+    r.steps = saved.steps[i];
+  }
+  return {};
+}
+
+}  // namespace troupe

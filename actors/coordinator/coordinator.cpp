@@ -1,0 +1,401 @@
+#include "actors/coordinator/coordinator.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "actors/coordinator/coordinator_parts.hpp"
+#include "actors/job/report.hpp"
+#include "actors/supervision/guards.hpp"
+#include "actors/worker/chunk_rows.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::coordination {
+
+// Tells every bucket that worker `rank` will push no more (finished or lost), so that ssp and
+// bsp stop waiting for it.
+void retire_everywhere(self_ptr self, uint32_t rank) {
+  for (auto& bucket : self->state.buckets) self->send(bucket, retire_atom_v, rank);
+}
+
+void finish(self_ptr self, const coordinator_config& config);
+
+// Asks every live node to stop, then quits with `reason` once all answered (or timed out).
+void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::error reason) {
+  auto& st = self->state;
+  st.phase = job_phase::finishing;
+  const std::string why = reason ? describe(reason) : std::string{};
+  auto pending = std::make_shared<size_t>(0);
+  auto done = [=] {
+    if (--*pending == 0) self->quit(reason);
+  };
+  auto ask = [&](const auto& handle, const member& m) {
+    if (m.lost) return;
+    ++*pending;
+    self->request(handle, config.opts.request_timeout, stop_atom_v, why)
+        .then([=](bool) { done(); }, [=](caf::error&) { done(); });
+  };
+  ++*pending;  // held until every request is out
+  for (size_t i = 0; i < st.workers.size(); ++i) ask(st.workers[i], st.worker_members[i]);
+  for (size_t i = 0; i < st.servers.size(); ++i) ask(st.servers[i], st.server_members[i]);
+  done();
+}
+
+// What the report holds without bucket statistics: steps, time, epochs, workers.
+void fill_report(coordinator_state& st) {
+  job_report& r = st.report;
+  r.steps = r.resumed_from_step;
+  for (const auto& m : st.worker_members) r.steps += m.steps;
+  r.wall_s = st.resumed_wall_s + (st.phase == job_phase::joining ? 0.0 : seconds_since(st.started));
+  r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
+  r.workers.clear();
+  for (const auto& m : st.worker_members)
+    r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0});
+}
+
+void write_report(const coordinator_state& st, const coordinator_config& config) {
+  if (config.opts.report.empty()) return;
+  if (auto err = write_report_file(config.opts.report, st.report, flag_settings(config.opts)))
+    config.log.error("{}", describe(err));
+}
+
+void fail(self_ptr self, const coordinator_config& config, std::string why) {
+  auto& st = self->state;
+  if (st.phase == job_phase::finishing) return;
+  config.log.error("the job failed: {}", why);
+  fill_report(st);
+  st.report.failure = why;
+  write_report(st, config);
+  stop_all_and_quit(self, config, make_error(errc::job_failed, std::move(why)));
+}
+
+// Once no worker is active (every one finished or was lost), batches handed back by lost
+// workers will never be done: they are given up, so that the epochs can complete.
+void settle_work(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  const bool anyone_working = std::any_of(st.worker_members.begin(), st.worker_members.end(),
+                                          [](const member& w) { return !w.lost && !w.done; });
+  if (!anyone_working)
+    if (const uint64_t lost = st.work->abandon_returned(); lost > 0)
+      config.log.warn("{} batches were lost with the workers that held them", lost);
+  maybe_evaluate(self, config);
+}
+
+// -- start ----------------------------------------------------------------------------------------
+
+start_job make_start(const coordinator_state& st, const launch_options& o, uint32_t rank) {
+  std::vector<endpoint> servers;
+  for (const auto& m : st.server_members) servers.push_back(m.data);
+  start_job job{
+      rank, static_cast<uint32_t>(st.workers.size()), o.epochs, o.batch, o.seed, st.plan, servers};
+  job.accumulate = o.accumulate;
+  job.prefetch = o.prefetch;
+  job.compress_signs = o.compress_signs;
+  if (auto it = o.worker_delay_ms.find(rank); it != o.worker_delay_ms.end())
+    job.delay_ms = it->second;
+  return job;
+}
+
+void start_training(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  st.phase = job_phase::training;
+  st.started = std::chrono::steady_clock::now();
+  const auto& o = config.opts;
+  st.epoch_loss.assign(o.epochs, 0.0);
+  st.epoch_batches.assign(o.epochs, 0);
+  st.evaluation_rows = config.task->evaluation_rows();
+  st.evaluation_rows.resize(config.task->sparse_tables().size());
+  st.work.emplace(o.epochs, config.task->batches_per_epoch(o.batch), o.accumulate,
+                  static_cast<uint32_t>(st.workers.size()));
+  config.log.info("training: {} workers, {} servers, {} buckets, {} epochs", st.workers.size(),
+                  st.servers.size(), st.buckets.size(), o.epochs);
+  for (uint32_t r = 0; r < st.workers.size(); ++r)
+    self->send(st.workers[r], start_atom_v, encode(make_start(st, o, r)), st.buckets);
+}
+
+// A worker joining a running (or resumed) job: every bucket makes room for it and names the
+// clock it starts at (the slowest live worker's); then it is started from the current
+// parameters.
+// Asks bucket b where worker `rank` starts; once every bucket answered, starts it. A bucket
+// that is restarting or being replaced is asked again once it is served.
+void admit_at(self_ptr self, const coordinator_config& config, uint32_t rank, uint32_t b,
+              std::shared_ptr<size_t> pending, std::shared_ptr<uint64_t> clock) {
+  const auto bucket = self->state.buckets[b];
+  self->request(bucket, config.opts.request_timeout, admit_atom_v, rank)
+      .then(
+          [=](uint64_t start) {
+            *clock = std::min(*clock, start);
+            if (--*pending > 0) return;
+            auto& st = self->state;
+            if (st.checkpointing) st.checkpoint_spoiled = true;  // it was never paused
+            start_job job = make_start(st, config.opts, rank);
+            job.clock = *clock;
+            self->send(st.workers[rank], start_atom_v, encode(job), st.buckets);
+            config.log.info("worker {} starts at clock {}", rank, *clock);
+          },
+          [=](caf::error& err) {
+            auto& st = self->state;
+            if (err.category() == error_category)
+              return fail(self, config,
+                          fmt::format("admitting worker {}: {}", rank, describe(err)));
+            auto again = [=] { admit_at(self, config, rank, b, pending, clock); };
+            if (st.buckets[b] != bucket)
+              again();
+            else
+              st.homes[b].when_served.push_back(again);
+          });
+}
+
+void start_at_slowest(self_ptr self, const coordinator_config& config, uint32_t rank) {
+  auto& st = self->state;
+  auto pending = std::make_shared<size_t>(st.buckets.size());
+  auto clock = std::make_shared<uint64_t>(UINT64_MAX);
+  for (uint32_t b = 0; b < st.buckets.size(); ++b) admit_at(self, config, rank, b, pending, clock);
+}
+
+// -- progress and evaluation --------------------------------------------------------------------
+
+void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t epoch,
+                       const eval_output& out) {
+  auto& st = self->state;
+  if (st.phase != job_phase::training) return;
+  st.evaluating = false;
+  const double accuracy = out.result.accuracy;
+  const double loss = out.result.loss;
+  if (!out.figures.empty()) st.report.figures = out.figures;
+  const double train_loss =
+      st.epoch_batches[epoch] ? st.epoch_loss[epoch] / double(st.epoch_batches[epoch]) : 0.0;
+  const double wall = st.resumed_wall_s + seconds_since(st.started);
+  st.report.epochs.push_back(epoch_entry{epoch + 1, accuracy, loss, train_loss, wall});
+  // Throughput of this run (a resumed job counts from where it resumed) and the time left.
+  const uint64_t done = st.work->finished_batches();
+  const uint64_t total = uint64_t{config.opts.epochs} * st.work->batches_per_epoch();
+  const auto pace =
+      throughput_of(done, st.report.resumed_from_step, total, seconds_since(st.started));
+  st.display.line(fmt::format(
+      "epoch {}/{}  test_accuracy {:.4f}  test_loss {:.4f}  train_loss {:.4f}  {:.1f} s  {:.0f} "
+      "batches/s  eta {:.1f} s",
+      epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall, pace.rate, pace.eta_s));
+  st.curve.on_evaluation(wall, done, epoch + 1, accuracy);
+  st.evaluated = epoch + 1;
+  set(st.metrics.epochs, st.evaluated);
+  set(st.metrics.accuracy, accuracy);
+  if (st.evaluated == config.opts.epochs) return finish(self, config);
+  maybe_evaluate(self, config);
+}
+
+// Pulls every bucket (as an observer) into one snapshot, with the embedding rows evaluation
+// reads, and hands it to the evaluator.
+void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
+  auto& st = self->state;
+  st.evaluating = true;
+  const uint64_t round = ++st.evaluation_round;
+  auto input = std::make_shared<eval_input>();
+  input->params.assign(st.layout->total, 0.0f);
+  input->figures = epoch + 1 == config.opts.epochs;
+  const auto tables = config.task->sparse_tables();
+  if (!tables.empty()) {
+    input->rows.ids = st.evaluation_rows;
+    for (size_t t = 0; t < tables.size(); ++t)
+      input->rows.values.emplace_back(input->rows.ids[t].size() * tables[t].row_dim, 0.0f);
+  }
+  auto pending = std::make_shared<size_t>(st.buckets.size());
+  const auto buckets = static_cast<uint32_t>(st.buckets.size());
+  for (uint32_t b = 0; b < buckets; ++b) {
+    pull_request request{b, observer_worker, 0};
+    if (!tables.empty()) request.rows = row_requests(tables, input->rows, b, buckets);
+    self->request(st.buckets[b], config.opts.request_timeout, pull_atom_v, encode(request))
+        .then(
+            [=](const wire& w) {
+              auto& st = self->state;
+              if (st.phase != job_phase::training || st.evaluation_round != round) return;
+              auto reply = decode<pull_reply>(w);
+              if (!reply || !matches(st.plan.buckets[b], reply->tensors) ||
+                  fill_rows(tables, reply->rows, input->rows))
+                return fail(self, config, fmt::format("bucket {} sent a bad snapshot", b));
+              scatter(*st.layout, reply->tensors, input->params);
+              if (--*pending > 0) return;
+              self->request(st.evaluator, config.opts.request_timeout * 10, eval_atom_v,
+                            std::shared_ptr<const eval_input>{input})
+                  .then(
+                      [=](const eval_output& out) {
+                        if (self->state.evaluation_round == round)
+                          record_evaluation(self, config, epoch, out);
+                      },
+                      [=](caf::error& err) {
+                        fail(self, config, "evaluation failed: " + describe(err));
+                      });
+            },
+            [=](caf::error& err) {
+              auto& st = self->state;
+              if (st.evaluation_round != round) return;
+              if (err.category() == error_category)
+                return fail(self, config, fmt::format("pulling bucket {}: {}", b, describe(err)));
+              // The bucket is gone for now (restarting, or its backup is taking over): the
+              // heartbeat tick tries the evaluation again.
+              if (st.evaluating && st.phase == job_phase::training)
+                config.log.warn("evaluation waits for bucket {} ({})", b, describe(err));
+              st.evaluating = false;
+            });
+  }
+}
+
+void maybe_evaluate(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  if (st.phase != job_phase::training || st.evaluating) return;
+  if (st.evaluated < config.opts.epochs && st.work->epoch_complete(st.evaluated))
+    evaluate(self, config, st.evaluated);
+}
+
+// The training curve and the terminal's progress line learn of a finished chunk.
+void show_progress(self_ptr self, const coordinator_config& config, const progress& report) {
+  auto& st = self->state;
+  const uint64_t done = st.work->finished_batches();
+  const double since = std::max(seconds_since(st.started), 1e-9);
+  const uint32_t epoch = report.chunk.epoch;
+  st.curve.on_progress(st.resumed_wall_s + since, done, epoch + 1, report.loss_sum,
+                       report.chunk.count, report.staleness);
+  if (!st.display.terminal()) return;
+  const uint64_t total = uint64_t{config.opts.epochs} * st.work->batches_per_epoch();
+  const auto pace = throughput_of(done, st.report.resumed_from_step, total, since);
+  st.display.update(epoch + 1, config.opts.epochs, st.epoch_batches[epoch],
+                    st.work->batches_per_epoch(), pace.rate, pace.eta_s);
+}
+
+void on_progress(self_ptr self, const coordinator_config& config, const wire& w) {
+  auto& st = self->state;
+  if (st.phase != job_phase::training) return config.log.warn("ignored early progress");
+  auto report = decode<progress>(w);
+  if (!report || report->worker >= st.worker_members.size())
+    return config.log.warn("ignored a malformed progress report");
+  auto& m = st.worker_members[report->worker];
+  if (!sent_by(self, m.address) || m.lost)
+    return config.log.warn("ignored progress sent for another (or a lost) worker");
+  if (!st.work->finish(report->worker, report->chunk))
+    return config.log.warn("ignored progress on a chunk '{}' does not hold", m.name);
+  st.epoch_loss[report->chunk.epoch] += report->loss_sum;
+  st.epoch_batches[report->chunk.epoch] += report->chunk.count;
+  m.steps += report->chunk.count;
+  m.clock = report->clock;
+  add(st.metrics.batches, report->chunk.count);
+  m.compute_s = report->compute_s;
+  m.wall_s = report->wall_s;
+  m.last_loss = report->loss_sum / std::max<uint32_t>(report->chunk.count, 1);
+  m.recent_losses.push_back(m.last_loss);
+  if (m.recent_losses.size() > recent_loss_count) m.recent_losses.pop_front();
+  show_progress(self, config, *report);
+  maybe_evaluate(self, config);
+  ++st.chunks_done;
+  count_for_checkpoint(self, config, report->chunk.count);
+}
+
+// -- the end ------------------------------------------------------------------------------------
+
+void finish(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  st.phase = job_phase::finishing;
+  auto stats = std::make_shared<std::vector<bucket_stats>>();
+  auto pending = std::make_shared<size_t>(st.buckets.size());
+  auto complete = [=] {
+    auto& st = self->state;
+    job_report& r = st.report;
+    summarize_buckets(*stats, r);
+    fill_report(st);
+    write_report(st, config);
+    config.log.info(
+        "done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} updates applied, {} rejected, "
+        "staleness mean {:.2f} p99 {} max {}, max clock gap {}",
+        r.test_accuracy, r.steps, r.wall_s, r.updates_applied, r.updates_rejected, r.mean_staleness,
+        r.staleness_p99, r.max_staleness, r.max_clock_gap);
+    stop_all_and_quit(self, config, caf::error{});
+  };
+  for (auto& bucket : st.buckets) {
+    self->request(bucket, config.opts.request_timeout, stats_atom_v)
+        .then(
+            [=](const wire& w) {
+              if (auto s = decode<bucket_stats>(w)) stats->push_back(std::move(*s));
+              if (--*pending == 0) complete();
+            },
+            [=](caf::error& err) {
+              config.log.warn("no statistics from a bucket: {}", describe(err));
+              if (--*pending == 0) complete();
+            });
+  }
+}
+
+}  // namespace troupe::coordination
+
+namespace troupe {
+
+using namespace coordination;
+
+coordinator_actor::behavior_type coordinator(
+    coordinator_actor::stateful_pointer<coordinator_state> self, coordinator_config config) {
+  accept_exits_only_from(self, config.supervisor, config.log);
+  self->state.metrics = job_metrics::of(config.metrics);
+  self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
+  self->set_down_handler([=](caf::down_msg& msg) { on_down(self, config, msg); });
+  self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+  if (!config.opts.resume.empty()) resume_or_stop(self, config.opts.resume, config.log);
+  config.log.info("waiting for {} servers and {} workers", config.opts.servers,
+                  config.opts.workers);
+  return {
+      [=](join_atom, const wire& w, server_actor s) {
+        return admit_server(self, config, w, std::move(s));
+      },
+      [=](join_atom, const wire& w, worker_actor x) {
+        return admit_worker(self, config, w, std::move(x));
+      },
+      [=](claim_atom, uint32_t rank) -> caf::result<wire> {
+        auto& st = self->state;
+        if (st.phase != job_phase::training || rank >= st.worker_members.size() ||
+            !sent_by(self, st.worker_members[rank].address))
+          return make_error(errc::authentication_failed, "claims come from that worker only");
+        if (st.worker_members[rank].lost)
+          return make_error(errc::job_failed, "this worker was declared lost");
+        return encode(st.work->claim(rank));
+      },
+      [=](progress_atom, const wire& w) { on_progress(self, config, w); },
+      [=](heartbeat_atom, const wire& w) { on_heartbeat(self, w); },
+      [=](tick_atom) {
+        check_heartbeats(self, config);
+        maybe_evaluate(self, config);  // one that failed during a recovery is tried again
+      },
+      [=](which_atom, uint32_t bucket, const bucket_actor& failed) {
+        return which(self, bucket, failed);
+      },
+      [=](moved_atom, uint32_t bucket, bucket_actor handle) {
+        moved(self, config, bucket, std::move(handle));
+      },
+      [=](escalate_atom, const std::string& why) {
+        ++self->state.report.escalations;
+        add(self->state.metrics.escalations, 1);
+        config.log.error("a node supervisor escalated: {}", why);
+      },
+      [=](inspect_atom, const std::string& view) { return inspect(self, config, view); },
+      [=](checkpoint_atom) { return checkpoint_now(self, config); },
+      [=](drain_atom, const std::string& name) { return drain(self, config, name); },
+      [=](log_atom, const std::string& level, const std::string& node) {
+        return set_log_level(self, config, level, node);
+      },
+      [=](fault_atom, const std::string& name) -> caf::result<std::string> {
+        auto done = inject_fault(self, name);
+        if (!done) return std::move(done.error());
+        config.log.warn("fault injection: {}", *done);
+        return std::move(*done);
+      },
+      [=](done_atom, uint32_t rank) {
+        auto& st = self->state;
+        if (st.phase != job_phase::training || rank >= st.worker_members.size() ||
+            !sent_by(self, st.worker_members[rank].address))
+          return config.log.warn("ignored a done message that is not from that worker");
+        st.worker_members[rank].done = true;
+        set(st.metrics.workers, live_workers(st));
+        retire_everywhere(self, rank);
+        settle_work(self, config);
+      },
+  };
+}
+
+}  // namespace troupe

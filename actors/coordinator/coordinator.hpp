@@ -1,0 +1,134 @@
+// coordinator: the root of a job. It admits servers and workers (join), places the model's
+// buckets on the servers (with --replication 2, a primary and a backup on different servers),
+// starts the workers, evaluates the model each time every live worker has finished an epoch
+// (on a detached evaluator), and at the end gathers bucket statistics, writes the report,
+// stops every node and quits: normally on success, with errc::job_failed when the job cannot
+// go on (a server lost without a backup, no live worker left). It is also the directory of
+// bucket handles that workers ask when a bucket restarts or a backup takes over, takes
+// checkpoints (--checkpoint-dir) and resumes from them (--resume), and injects faults.
+// The work is split over coordinator.cpp (start, progress, evaluation, the end),
+// membership.cpp (joins, losses, heartbeats), placement.cpp (placement, replication,
+// recovery, faults), checkpointing.cpp, inspection.cpp and diagnostics.cpp (the console's
+// views), and operations.cpp (the console's actions: checkpoint now, drain, log level).
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/coordinator/evaluator.hpp"
+#include "actors/coordinator/work_plan.hpp"
+#include "actors/job/checkpoint_file.hpp"
+#include "actors/job/progress_line.hpp"
+#include "actors/job/training_curve.hpp"
+#include "actors/supervision/heartbeat.hpp"
+#include "actors/supervision/node_metrics.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/detail/layout.hpp"
+#include "troupe/log.hpp"
+#include "troupe/options.hpp"
+#include "troupe/task.hpp"
+
+namespace troupe {
+
+struct coordinator_config {
+  launch_options opts;
+  std::shared_ptr<const training_task> task;
+  caf::actor_addr supervisor;
+  logger log;
+  std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
+};
+
+enum class job_phase { joining, placing, training, finishing };
+
+struct member {
+  std::string name;
+  caf::actor_addr address;
+  bool lost = false;
+  bool done = false;
+  endpoint data;         // a server's port for direct connections from workers
+  uint64_t steps = 0;    // a worker's batches so far
+  uint64_t clock = 0;    // a worker's logical clock (its pushes), from its last progress
+  double compute_s = 0;  // a worker's time in gradient computation so far
+  double wall_s = 0;     // a worker's time since it started training
+  // For the console:
+  std::chrono::steady_clock::time_point joined = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point heard = joined;  // last heartbeat
+  double cpu_s = 0;                  // its process's CPU time, from the last heartbeat
+  uint64_t rss = 0;                  // and resident memory
+  double last_loss = 0;              // a worker's mean loss over its last chunk
+  std::deque<double> recent_losses;  // a worker's last chunk losses (loss oscillation), bounded
+  bool draining = false;             // the console is draining it
+  bool drained = false;              // it left cleanly (lost is set too: it is gone)
+};
+
+// Chunk losses kept per worker for the loss-oscillation diagnostic.
+constexpr size_t recent_loss_count = 32;
+
+// Where one bucket lives: its primary's server, and its backup (with --replication 2).
+struct bucket_home {
+  uint32_t primary_server = 0;
+  std::optional<bucket_actor> backup;
+  uint32_t backup_server = 0;
+  bool recovering = false;        // its backup is being promoted
+  uint64_t primary_restarts = 0;  // by the primary's server's supervisor
+  uint64_t backup_restarts = 0;   // by the backup's
+  // which() requests held until the bucket has a new handle, and the coordinator's own
+  // requests to send again then.
+  std::vector<caf::typed_response_promise<bucket_actor>> waiting;
+  std::vector<std::function<void()>> when_served;
+};
+
+struct coordinator_state {
+  static inline const char* name = "troupe.coordinator";
+  job_phase phase = job_phase::joining;
+  std::vector<server_actor> servers;
+  std::vector<member> server_members;
+  std::vector<worker_actor> workers;
+  std::vector<member> worker_members;
+  std::optional<flat_layout> layout;
+  placement plan;
+  std::vector<bucket_actor> buckets;  // each bucket's primary
+  std::vector<bucket_home> homes;     // parallel to buckets
+  std::vector<wire> specs;            // each bucket's spec as placed (new backups start here)
+  size_t placed = 0;
+  size_t recovering = 0;                          // buckets whose backup is being promoted
+  std::chrono::steady_clock::time_point lost_at;  // when the last server was lost
+  std::optional<checkpoint> resume_from;          // --resume: the checkpoint to start from
+  uint64_t since_checkpoint = 0;                  // batches finished since the last one
+  uint64_t chunks_done = 0;                       // chunks finished: pushes acked per bucket
+  std::map<uint64_t, uint64_t> chunks_at_step;    // chunks_done when each checkpoint was taken
+  bool checkpointing = false;
+  bool checkpoint_spoiled = false;               // a worker started while the others were paused
+  std::vector<std::string> checkpoints_written;  // by this job, oldest first
+  double resumed_wall_s = 0;                     // training time before the checkpoint resumed from
+  std::optional<work_plan> work;   // which batches are handed out, done, or to be redone
+  std::vector<double> epoch_loss;  // per epoch: summed batch losses reported so far
+  std::vector<uint64_t> epoch_batches;
+  std::vector<std::vector<uint64_t>> evaluation_rows;  // per table: rows evaluation reads
+  heartbeat_monitor beats;                             // when each remote node was last heard from
+  uint32_t evaluated = 0;                              // epochs evaluated so far
+  bool evaluating = false;
+  uint64_t evaluation_round = 0;  // a server loss starts a new one: older replies are dropped
+  evaluator_actor evaluator;
+  job_report report;
+  job_metrics metrics;
+  training_curve curve;   // the console's export-curve
+  progress_line display;  // progress on the terminal
+  // The console's `checkpoint`: told the new file's path (or why none was written).
+  std::vector<std::function<void(caf::expected<std::string>)>> checkpoint_waiters;
+  std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
+};
+
+coordinator_actor::behavior_type coordinator(
+    coordinator_actor::stateful_pointer<coordinator_state> self, coordinator_config config);
+
+}  // namespace troupe

@@ -1,0 +1,92 @@
+// The coordinator's functions shared between its source files (coordinator.cpp,
+// membership.cpp, placement.cpp, checkpointing.cpp, inspection.cpp). Internal to the
+// coordinator: nothing else may call them.
+#pragma once
+
+#include <string>
+
+#include "actors/coordinator/coordinator.hpp"
+#include "actors/job/timing.hpp"
+
+namespace troupe::coordination {
+
+using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
+
+// -- coordinator.cpp
+void fail(self_ptr self, const coordinator_config& config, std::string why);
+void maybe_evaluate(self_ptr self, const coordinator_config& config);
+void start_training(self_ptr self, const coordinator_config& config);
+// Starts worker `rank` at the clock every bucket agrees on (a late joiner, a resumed job).
+void start_at_slowest(self_ptr self, const coordinator_config& config, uint32_t rank);
+void retire_everywhere(self_ptr self, uint32_t rank);
+// Gives up batches nobody is left to do, then evaluates what can be.
+void settle_work(self_ptr self, const coordinator_config& config);
+
+// -- membership.cpp
+caf::result<wire> admit_server(self_ptr self, const coordinator_config& config, const wire& w,
+                               server_actor handle);
+caf::result<wire> admit_worker(self_ptr self, const coordinator_config& config, const wire& w,
+                               worker_actor handle);
+void on_down(self_ptr self, const coordinator_config& config, const caf::down_msg& msg);
+void on_heartbeat(self_ptr self, const wire& w);
+void check_heartbeats(self_ptr self, const coordinator_config& config);
+double live_workers(const coordinator_state& st);
+// Whether a drain is under way (checkpoints and other drains wait for it).
+bool anyone_draining(const coordinator_state& st);
+void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why);
+
+// -- placement.cpp
+void place_buckets(self_ptr self, const coordinator_config& config);
+void place_all(self_ptr self, const coordinator_config& config);
+// Server `s` is gone: its primaries' backups take over (or the job fails without them).
+void lose_server(self_ptr self, const coordinator_config& config, size_t s, const std::string& why);
+caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_actor& failed);
+void moved(self_ptr self, const coordinator_config& config, uint32_t bucket, bucket_actor handle);
+caf::expected<std::string> inject_fault(self_ptr self, const std::string& name);
+// Makes a copy of bucket b on another live server that is not being drained; `then` runs once
+// it holds the state (or right away when no copy can be made).
+void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
+                std::function<void()> then);
+// Server s leaves cleanly (drained): its buckets' copies take over, and it stops.
+void hand_over_server(self_ptr self, const coordinator_config& config, size_t s);
+
+// -- inspection.cpp
+// The console's views of the job: "nodes", "tree", "workers", "buckets", "metrics", "diag" or
+// "curve" as a table_view.
+caf::result<wire> inspect(self_ptr self, const coordinator_config& config, const std::string& view);
+std::string state_of(const member& m);
+std::string fixed(double x, int digits = 2);
+
+// -- diagnostics.cpp
+using node_texts = std::vector<std::pair<std::string, std::string>>;  // node name, metrics text
+// Asks every live node in another process for its metrics; `done` gets them, the coordinator's
+// own process first. Nodes that do not answer within a few seconds are left out.
+void gather_metrics(self_ptr self, const coordinator_config& config,
+                    std::function<void(node_texts)> done);
+// Every bucket's statistics (none for a bucket that did not answer), in bucket order.
+void gather_stats(self_ptr self, const coordinator_config& config,
+                  std::function<void(std::vector<std::optional<bucket_stats>>)> done);
+// The diagnostics table: update variance, loss oscillation, effective update ratio.
+table_view diagnose(const coordinator_state& st, const diag_thresholds& warn,
+                    const std::vector<std::optional<bucket_stats>>& stats);
+// Every node's metrics as rows: node, family, type, help, metric, labels, value.
+table_view metrics_table(const node_texts& texts);
+
+// -- operations.cpp
+caf::result<std::string> checkpoint_now(self_ptr self, const coordinator_config& config);
+caf::result<std::string> drain(self_ptr self, const coordinator_config& config,
+                               const std::string& name);
+caf::result<std::string> set_log_level(self_ptr self, const coordinator_config& config,
+                                       const std::string& level, const std::string& node);
+
+// -- checkpointing.cpp
+// Whether the checkpoint resumed from fits this job; a clear error when it does not.
+caf::error check_resume(const coordinator_state& st, const coordinator_config& config);
+// Starts the workers of a resumed job from the checkpoint's progress.
+void start_resumed(self_ptr self, const coordinator_config& config);
+// Counts finished batches and takes a checkpoint when --checkpoint-every is reached.
+void count_for_checkpoint(self_ptr self, const coordinator_config& config, uint64_t batches);
+// Pauses the workers, saves every bucket, writes the file; tells checkpoint_waiters.
+void take_checkpoint(self_ptr self, const coordinator_config& config);
+
+}  // namespace troupe::coordination

@@ -1,0 +1,143 @@
+// The coordinator's gathering for the console: every node's metrics, every bucket's statistics,
+// and the diagnostics of asynchrony built from them (update variance, loss oscillation,
+// effective update ratio), each against its warning threshold (--warn-*).
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "actors/bucket/bucket_store.hpp"
+#include "actors/coordinator/coordinator_parts.hpp"
+#include "troupe/error.hpp"
+#include "troupe/metrics_text.hpp"
+
+namespace troupe::coordination {
+
+namespace {
+
+// How long the console waits for a node's metrics: a node about to be declared lost should not
+// hold every other node's figures back for the full request timeout.
+std::chrono::seconds metrics_timeout(const coordinator_config& config) {
+  return std::min(config.opts.request_timeout, std::chrono::seconds(5));
+}
+
+// Mean |difference| of successive chunk losses of one worker; none with fewer than two.
+std::optional<double> oscillation(const std::deque<double>& losses) {
+  if (losses.size() < 2) return std::nullopt;
+  double sum = 0;
+  for (size_t i = 1; i < losses.size(); ++i) sum += std::abs(losses[i] - losses[i - 1]);
+  return sum / double(losses.size() - 1);
+}
+
+std::vector<std::string> diag_row(const char* name, double value, double threshold, bool over,
+                                  const std::string& detail) {
+  return {name, fixed(value, 4), fixed(threshold, 4), over ? "warn" : "ok", detail};
+}
+
+}  // namespace
+
+void gather_metrics(self_ptr self, const coordinator_config& config,
+                    std::function<void(node_texts)> done) {
+  auto& st = self->state;
+  auto texts = std::make_shared<node_texts>();
+  texts->emplace_back("coordinator", node_metrics_text(config.metrics));
+  auto pending = std::make_shared<size_t>(1);  // held until every request is out
+  auto answered = [=] {
+    if (--*pending == 0) done(std::move(*texts));
+  };
+  auto ask = [&](const auto& handle, const member& m) {
+    if (m.lost || handle.node() == self->node()) return;  // its metrics are the coordinator's
+    ++*pending;
+    const std::string name = m.name;
+    self->request(handle, metrics_timeout(config), metrics_atom_v)
+        .then(
+            [=](const std::string& text) {
+              texts->emplace_back(name, text);
+              answered();
+            },
+            [=](caf::error& err) {
+              config.log.warn("no metrics from '{}': {}", name, describe(err));
+              answered();
+            });
+  };
+  for (size_t i = 0; i < st.servers.size(); ++i) ask(st.servers[i], st.server_members[i]);
+  for (size_t i = 0; i < st.workers.size(); ++i) ask(st.workers[i], st.worker_members[i]);
+  answered();
+}
+
+void gather_stats(self_ptr self, const coordinator_config& config,
+                  std::function<void(std::vector<std::optional<bucket_stats>>)> done) {
+  auto& st = self->state;
+  using all_stats = std::vector<std::optional<bucket_stats>>;
+  auto stats = std::make_shared<all_stats>(st.buckets.size());
+  auto pending = std::make_shared<size_t>(st.buckets.size() + 1);
+  auto answered = [=] {
+    if (--*pending == 0) done(std::move(*stats));
+  };
+  for (uint32_t b = 0; b < st.buckets.size(); ++b)
+    self->request(st.buckets[b], metrics_timeout(config), stats_atom_v)
+        .then(
+            [=](const wire& w) {
+              if (auto s = decode<bucket_stats>(w); s && s->bucket == b) (*stats)[b] = *s;
+              answered();
+            },
+            [=](caf::error&) { answered(); });
+  answered();
+}
+
+table_view diagnose(const coordinator_state& st, const diag_thresholds& warn,
+                    const std::vector<std::optional<bucket_stats>>& stats) {
+  table_view t{{"diagnostic", "value", "threshold", "state", "detail"}, {}};
+  // Update variance: the worst bucket's.
+  double worst = 0, sum = 0;
+  size_t worst_bucket = 0, answered = 0;
+  uint64_t applied = 0, received = 0;
+  for (const auto& s : stats) {
+    if (!s) continue;
+    ++answered;
+    sum += s->update_variance;
+    if (s->update_variance >= worst) worst = s->update_variance, worst_bucket = s->bucket;
+    applied += s->updates_applied;
+    received += s->updates_applied + s->updates_rejected + s->updates_skipped;
+  }
+  t.rows.push_back(diag_row(
+      "update_variance", worst, warn.update_variance, worst > warn.update_variance,
+      answered
+          ? fmt::format("worst bucket-{}, mean {:.4f} over {} buckets (norms of the last "
+                        "{} gradients each)",
+                        worst_bucket, sum / double(answered), answered, bucket_store::update_window)
+          : "no bucket answered"));
+  // Loss oscillation: the mean over workers of their mean |successive difference|.
+  double osc_sum = 0, osc_worst = 0;
+  std::string osc_worker;
+  size_t counted = 0;
+  for (const auto& m : st.worker_members) {
+    const auto o = oscillation(m.recent_losses);
+    if (!o) continue;
+    osc_sum += *o;
+    ++counted;
+    if (*o >= osc_worst) osc_worst = *o, osc_worker = m.name;
+  }
+  const double osc = counted ? osc_sum / double(counted) : 0.0;
+  t.rows.push_back(diag_row(
+      "loss_oscillation", osc, warn.loss_oscillation, osc > warn.loss_oscillation,
+      counted ? fmt::format("mean |loss change| between a worker's last {} chunks; worst '{}' "
+                            "{:.4f}",
+                            recent_loss_count, osc_worker, osc_worst)
+              : "fewer than two chunks reported"));
+  // Effective update ratio: applied over received (applied, refused, or skipped as non-finite).
+  const double ratio = received ? double(applied) / double(received) : 1.0;
+  t.rows.push_back(diag_row("effective_update_ratio", ratio, warn.update_ratio,
+                            ratio < warn.update_ratio,
+                            fmt::format("{} of {} pushes applied", applied, received)));
+  return t;
+}
+
+table_view metrics_table(const node_texts& texts) {
+  table_view t{{"node", "family", "type", "help", "metric", "labels", "value"}, {}};
+  for (const auto& [node, text] : texts)
+    for (auto& s : parse_prometheus_text(text))
+      t.rows.push_back({node, s.family, s.type, s.help, s.name, s.labels, s.value});
+  return t;
+}
+
+}  // namespace troupe::coordination

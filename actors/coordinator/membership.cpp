@@ -1,0 +1,183 @@
+// The coordinator's membership: admitting servers and workers (late workers too), losing
+// them (their process went down, or their heartbeats stopped) and the heartbeat check.
+#include <fmt/format.h>
+
+#include "actors/coordinator/coordinator_parts.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::coordination {
+
+// Workers that are training now (joined, not finished, not lost).
+double live_workers(const coordinator_state& st) {
+  return double(std::count_if(st.worker_members.begin(), st.worker_members.end(),
+                              [](const member& w) { return !w.lost && !w.done; }));
+}
+
+bool anyone_draining(const coordinator_state& st) {
+  const auto draining = [](const member& m) { return m.draining; };
+  return std::any_of(st.server_members.begin(), st.server_members.end(), draining) ||
+         std::any_of(st.worker_members.begin(), st.worker_members.end(), draining);
+}
+
+void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why) {
+  add(st.metrics.lost, 1);
+  set(st.metrics.workers, live_workers(st));
+  const double at = st.phase == job_phase::training ? seconds_since(st.started) : 0.0;
+  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  st.report.losses.push_back(
+      loss_event{m.name, kind, st.resumed_wall_s + at, static_cast<uint64_t>(unix_ms), why});
+}
+
+// Whether another worker may join the running job: fewer than --max-workers are active.
+bool room_for_a_late_worker(const coordinator_state& st, const launch_options& o) {
+  return st.phase == job_phase::training &&
+         live_workers(st) < double(std::max(o.workers, o.max_workers)) &&
+         st.worker_members.size() < (1u << 16);
+}
+
+// -- membership ---------------------------------------------------------------------------------
+
+template <class Handle>
+caf::result<wire> admit(self_ptr self, const coordinator_config& config, const wire& w,
+                        Handle handle, std::vector<Handle>& handles, std::vector<member>& members,
+                        uint32_t wanted, role expected) {
+  auto request = decode<join_request>(w);
+  if (!request) return std::move(request.error());
+  if (request->sender != expected)
+    return make_error(errc::malformed_message, "join: role does not match the handle");
+  // A lost member's name is free again: a restarted process may rejoin under it.
+  const auto same = [&](const member& m) {
+    return m.address == handle.address() || (m.name == request->name && !m.lost);
+  };
+  if (std::any_of(members.begin(), members.end(), same))
+    return make_error(errc::bad_configuration,
+                      fmt::format("a {} named '{}' has already joined; names must be unique",
+                                  to_string(expected), request->name));
+  bool late = false;
+  if constexpr (std::is_same_v<Handle, worker_actor>)
+    late = room_for_a_late_worker(self->state, config.opts);
+  if (!late && (self->state.phase != job_phase::joining || handles.size() >= wanted))
+    return make_error(errc::job_failed,
+                      fmt::format("the job already has its {} {}s", wanted, to_string(expected)));
+  // A lost member's name coming back is a restarted process (or actor): it rejoins cold.
+  if (std::any_of(members.begin(), members.end(),
+                  [&](const member& m) { return m.lost && m.name == request->name; })) {
+    ++self->state.report.restarts;
+    add(self->state.metrics.restarts, 1);
+  }
+  self->monitor(handle);
+  members.push_back(member{request->name, handle.address()});
+  set(self->state.metrics.workers, live_workers(self->state));
+  members.back().data = request->data;
+  // A node in another process must send heartbeats from now on; one that never does is lost
+  // as surely as one that stops (nodes of the coordinator's own process send none).
+  if (handle.node() != self->node())
+    self->state.beats.heard(request->name, heartbeat_monitor::clock::now());
+  handles.push_back(std::move(handle));
+  const auto rank = static_cast<uint32_t>(handles.size() - 1);
+  config.log.info("{} '{}' joined ({} of {})", to_string(expected), request->name, rank + 1,
+                  wanted);
+  auto& st = self->state;
+  if (late) {
+    st.work->add_worker();
+    start_at_slowest(self, config, rank);
+  } else if (st.servers.size() == config.opts.servers && st.workers.size() == config.opts.workers)
+    place_buckets(self, config);
+  return encode(join_reply{rank, config.opts.workers, config.opts.servers});
+}
+
+// Index of the member at `address` not yet known to be lost.
+std::optional<size_t> find_live(const std::vector<member>& members,
+                                const caf::actor_addr& address) {
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i].address == address && !members[i].lost) return i;
+  return std::nullopt;
+}
+
+// A member that leaves before the job starts simply leaves the roster.
+template <class Handle>
+void leave_roster(std::vector<Handle>& handles, std::vector<member>& members, size_t i,
+                  const logger& log) {
+  log.warn("'{}' left before the job started", members[i].name);
+  handles.erase(handles.begin() + i);
+  members.erase(members.begin() + i);
+}
+
+// A member is gone: its process went down, or it stopped sending heartbeats.
+void lose_member(self_ptr self, const coordinator_config& config, const caf::actor_addr& who,
+                 const std::string& why) {
+  auto& st = self->state;
+  if (st.phase == job_phase::finishing) return;
+  const bool joining = st.phase == job_phase::joining;
+  if (auto i = find_live(st.server_members, who)) {
+    if (joining) return leave_roster(st.servers, st.server_members, *i, config.log);
+    return lose_server(self, config, *i, why);
+  }
+  if (auto i = find_live(st.worker_members, who)) {
+    if (joining) return leave_roster(st.workers, st.worker_members, *i, config.log);
+    auto& m = st.worker_members[*i];
+    m.lost = true;
+    st.beats.forget(m.name);
+    if (m.done) return;
+    config.log.warn("lost worker '{}' ({}); going on without it", m.name, why);
+    st.report.workers_lost.push_back(m.name);
+    record_loss(st, m, role::worker, why);
+    retire_everywhere(self, static_cast<uint32_t>(*i));
+    if (std::all_of(st.worker_members.begin(), st.worker_members.end(),
+                    [](const member& w) { return w.lost; }))
+      return fail(self, config, "every worker was lost");
+    // Its unfinished batches go to the others; if nobody is left to do them, they are lost.
+    st.work->release(static_cast<uint32_t>(*i));
+    settle_work(self, config);
+  }
+}
+
+void on_down(self_ptr self, const coordinator_config& config, const caf::down_msg& msg) {
+  lose_member(self, config, msg.source, describe(msg.reason));
+}
+
+void on_heartbeat(self_ptr self, const wire& w) {
+  auto& st = self->state;
+  auto beat = decode<heartbeat>(w);
+  if (!beat) return;
+  for (auto* members : {&st.server_members, &st.worker_members})
+    for (auto& m : *members)
+      if (m.name == beat->name && !m.lost) {
+        m.heard = heartbeat_monitor::clock::now();
+        m.cpu_s = beat->cpu_seconds;
+        m.rss = beat->rss_bytes;
+        st.beats.heard(m.name, m.heard);
+      }
+}
+
+// Every heartbeat interval: members not heard from within the timeout are lost.
+void check_heartbeats(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  const auto timeout = config.opts.heartbeat_timeout;
+  for (const auto& name : st.beats.expired(heartbeat_monitor::clock::now(), timeout)) {
+    for (const auto* members : {&st.server_members, &st.worker_members})
+      for (const auto& m : *members)
+        if (m.name == name && !m.lost)
+          lose_member(self, config, m.address,
+                      fmt::format("no heartbeat for {} ms", timeout.count()));
+  }
+  self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+}
+
+caf::result<wire> admit_server(self_ptr self, const coordinator_config& config, const wire& w,
+                               server_actor handle) {
+  auto& st = self->state;
+  return admit(self, config, w, std::move(handle), st.servers, st.server_members,
+               config.opts.servers, role::server);
+}
+
+caf::result<wire> admit_worker(self_ptr self, const coordinator_config& config, const wire& w,
+                               worker_actor handle) {
+  auto& st = self->state;
+  return admit(self, config, w, std::move(handle), st.workers, st.worker_members,
+               config.opts.workers, role::worker);
+}
+
+}  // namespace troupe::coordination

@@ -1,0 +1,190 @@
+// The console's actions on a running job: take a checkpoint now, drain a node (it leaves
+// cleanly, nothing is lost), and set the log level of one node or all of them.
+#include <fmt/format.h>
+
+#include "actors/coordinator/coordinator_parts.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::coordination {
+
+namespace {
+
+template <class T>
+void deliver(caf::typed_response_promise<std::string>& promise, caf::expected<T> outcome) {
+  if (outcome)
+    promise.deliver(std::string{*outcome});
+  else
+    promise.deliver(std::move(outcome.error()));
+}
+
+// The worker finishes the push in flight (its progress arrives first), then leaves: its
+// unfinished batches go to the others.
+caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& config, size_t w) {
+  auto& st = self->state;
+  auto& m = st.worker_members[w];
+  if (m.done) return make_error(errc::job_failed, "'" + m.name + "' has no work left to drain");
+  if (live_workers(st) < 2)
+    return make_error(
+        errc::job_failed,
+        "'" + m.name + "' is the last worker training: draining it would stop the job");
+  m.draining = true;
+  auto promise = self->make_response_promise<std::string>();
+  self->request(st.workers[w], config.opts.request_timeout, pause_atom_v)
+      .then(
+          [=](bool) mutable {
+            auto& st = self->state;
+            auto& m = st.worker_members[w];
+            m.draining = false;
+            if (m.lost) {
+              promise.deliver(std::string{"'" + m.name + "' was lost meanwhile"});
+              return;
+            }
+            if (live_workers(st) < 2) {  // the others were lost meanwhile: it stays
+              self->send(st.workers[w], resume_atom_v);
+              promise.deliver(make_error(errc::job_failed, "'" + m.name +
+                                                               "' stays: it is the last worker "
+                                                               "training now"));
+              return;
+            }
+            m.lost = m.drained = true;
+            st.beats.forget(m.name);
+            st.report.drained.push_back(m.name);
+            set(st.metrics.workers, live_workers(st));
+            retire_everywhere(self, static_cast<uint32_t>(w));
+            const uint64_t returned = st.work->release(static_cast<uint32_t>(w));
+            self->request(st.workers[w], config.opts.request_timeout, stop_atom_v, "")
+                .then([](bool) {}, [](caf::error&) {});
+            config.log.info("drained worker '{}'; {} batches go to the others", m.name, returned);
+            promise.deliver(fmt::format(
+                "drained worker '{}': {} unfinished batches go to the others", m.name, returned));
+            settle_work(self, config);
+          },
+          [=](caf::error& err) mutable {
+            auto& m = self->state.worker_members[w];
+            m.draining = false;
+            // It may have paused after all (its push was held up): let it go on.
+            if (!m.lost) self->send(self->state.workers[w], resume_atom_v);
+            promise.deliver(make_error(
+                errc::job_failed,
+                "draining '" + self->state.worker_members[w].name + "': " + describe(err)));
+          });
+  return promise;
+}
+
+// Every bucket whose primary is on server s gets a copy elsewhere first (where it has none);
+// then the copies take over and s stops.
+caf::result<std::string> drain_server(self_ptr self, const coordinator_config& config, size_t s) {
+  auto& st = self->state;
+  auto& m = st.server_members[s];
+  const bool another =
+      std::any_of(st.server_members.begin(), st.server_members.end(),
+                  [&](const member& o) { return &o != &m && !o.lost && !o.draining; });
+  if (!another)
+    return make_error(errc::job_failed, "no other server could take over from '" + m.name + "'");
+  if (st.recovering > 0)
+    return make_error(errc::job_failed, "a bucket is recovering; try again in a moment");
+  m.draining = true;
+  std::vector<uint32_t> to_copy;
+  for (uint32_t b = 0; b < st.homes.size(); ++b) {
+    const auto& home = st.homes[b];
+    if (home.primary_server == s && (!home.backup || st.server_members[home.backup_server].lost))
+      to_copy.push_back(b);
+  }
+  auto promise = self->make_response_promise<std::string>();
+  auto pending = std::make_shared<size_t>(to_copy.size() + 1);  // held until all are asked
+  auto copied = [=]() mutable {
+    if (--*pending > 0) return;
+    auto& st = self->state;
+    auto& m = st.server_members[s];
+    m.draining = false;
+    if (m.lost) {
+      promise.deliver(std::string{"'" + m.name + "' was lost meanwhile"});
+      return;
+    }
+    if (st.recovering > 0) {  // another server was lost meanwhile: its promotions come first
+      promise.deliver(make_error(errc::job_failed,
+                                 "'" + m.name + "' stays: a bucket is recovering; try again"));
+      return;
+    }
+    for (uint32_t b = 0; b < st.homes.size(); ++b) {
+      const auto& home = st.homes[b];
+      if (home.primary_server == s &&
+          (!home.backup || st.server_members[home.backup_server].lost)) {
+        promise.deliver(make_error(
+            errc::job_failed, fmt::format("'{}' stays: bucket {} could not be copied", m.name, b)));
+        return;
+      }
+    }
+    size_t moved = 0;
+    for (const auto& home : st.homes) moved += home.primary_server == s;
+    hand_over_server(self, config, s);
+    promise.deliver(fmt::format("drained server '{}': {} buckets moved ({} copied first)",
+                                st.server_members[s].name, moved, to_copy.size()));
+  };
+  for (uint32_t b : to_copy) add_backup(self, config, b, copied);
+  copied();
+  return promise;
+}
+
+}  // namespace
+
+caf::result<std::string> checkpoint_now(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  if (config.opts.checkpoint_dir.empty())
+    return make_error(errc::bad_configuration,
+                      "this job writes no checkpoints (start the coordinator with "
+                      "--checkpoint-dir DIR)");
+  if (st.phase != job_phase::training)
+    return make_error(errc::job_failed, "checkpoints are taken while the job trains");
+  auto promise = self->make_response_promise<std::string>();
+  st.checkpoint_waiters.push_back(
+      [promise](caf::expected<std::string> path) mutable { deliver(promise, std::move(path)); });
+  if (!st.checkpointing) take_checkpoint(self, config);
+  return promise;
+}
+
+caf::result<std::string> drain(self_ptr self, const coordinator_config& config,
+                               const std::string& name) {
+  auto& st = self->state;
+  if (st.phase != job_phase::training)
+    return make_error(errc::job_failed, "nodes are drained while the job trains");
+  if (st.checkpointing || anyone_draining(st))
+    return make_error(errc::job_failed, "a checkpoint or another drain is under way; try again");
+  for (size_t w = 0; w < st.worker_members.size(); ++w)
+    if (st.worker_members[w].name == name && !st.worker_members[w].lost)
+      return drain_worker(self, config, w);
+  for (size_t s = 0; s < st.server_members.size(); ++s)
+    if (st.server_members[s].name == name && !st.server_members[s].lost)
+      return drain_server(self, config, s);
+  return make_error(errc::bad_configuration,
+                    "no live server or worker named '" + name + "' (see `nodes`)");
+}
+
+caf::result<std::string> set_log_level(self_ptr self, const coordinator_config& config,
+                                       const std::string& level, const std::string& node) {
+  auto& st = self->state;
+  log_level to;
+  if (!parse_log_level(level, to))
+    return make_error(errc::bad_configuration,
+                      "no log level '" + level + "' (error, warn, info, debug)");
+  size_t told = 0;
+  if (node.empty() || node == "coordinator") {
+    config.log.set_level(to);
+    ++told;
+  }
+  auto tell = [&](const auto& handles, const std::vector<member>& members) {
+    for (size_t i = 0; i < members.size(); ++i)
+      if (!members[i].lost && (node.empty() || members[i].name == node)) {
+        self->send(handles[i], log_atom_v, level);
+        ++told;
+      }
+  };
+  tell(st.servers, st.server_members);
+  tell(st.workers, st.worker_members);
+  if (told == 0)
+    return make_error(errc::bad_configuration, "no live node named '" + node + "' (see `nodes`)");
+  config.log.info("log level {} on {} node(s)", level, told);
+  return fmt::format("log level {} on {} node{}", level, told, told == 1 ? "" : "s");
+}
+
+}  // namespace troupe::coordination

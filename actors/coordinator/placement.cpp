@@ -1,0 +1,483 @@
+// The coordinator's placement of buckets on servers, replication (a backup per bucket on
+// another server), recovery from a lost server (promotion, new backups), the directory of
+// bucket handles that workers ask after a failure, and fault injection.
+#include <fmt/format.h>
+
+#include "actors/coordinator/coordinator_parts.hpp"
+#include "actors/supervision/guards.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::coordination {
+
+namespace {
+
+// The most values one bucket holds: 8 MiB of fp32, so that a bucket's spec, pulls and pushes
+// each fit in one message well under the codec's 16 MiB cap.
+constexpr uint64_t max_bucket_values = uint64_t{2} << 20;
+
+// which() requests held per bucket; more means workers are asking in a loop.
+constexpr size_t max_waiting = 1024;
+
+// --buckets (default two per worker), but never so few that a bucket outgrows one message.
+uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
+  const uint64_t wanted = o.buckets ? o.buckets : 2 * uint64_t{o.workers};
+  const uint64_t needed = (total_values + max_bucket_values - 1) / max_bucket_values;
+  return static_cast<uint32_t>(std::max(wanted, needed));
+}
+
+wire spec_of(const coordinator_state& st, const coordinator_config& config,
+             const bucket_placement& b, const std::vector<float>& initial) {
+  const auto& o = config.opts;
+  bucket_spec spec{b.bucket,      o.workers,     optimizer_from(o), gather(*st.layout, b, initial),
+                   o.consistency, o.compensation};
+  for (const auto& t : config.task->sparse_tables())
+    spec.tables.push_back(table_config{t.name, t.row_dim, t.init_scale, t.capacity});
+  spec.bucket_count = static_cast<uint32_t>(st.plan.buckets.size());
+  spec.seed = o.seed;
+  spec.clip = o.clip;
+  spec.sync_threshold = o.sync_threshold;
+  return encode(spec);
+}
+
+// Asks server `s` to host bucket b (from its spec as placed), then calls on_hosted.
+template <class OnHosted, class OnError>
+void host_bucket(self_ptr self, const coordinator_config& config, uint32_t b, uint32_t s,
+                 OnHosted on_hosted, OnError on_error) {
+  auto& st = self->state;
+  self->request(st.servers[s], config.opts.request_timeout, host_atom_v, st.specs[b])
+      .then(on_hosted, on_error);
+}
+
+}  // namespace
+
+// The live server other than `not_this`, and not being drained, that holds the fewest copies;
+// none if there is none.
+std::optional<uint32_t> backup_server_for(const coordinator_state& st, uint32_t not_this) {
+  std::vector<size_t> load(st.servers.size(), 0);
+  for (const auto& h : st.homes) {
+    ++load[h.primary_server];
+    if (h.backup) ++load[h.backup_server];
+  }
+  std::optional<uint32_t> best;
+  for (uint32_t s = 0; s < st.servers.size(); ++s)
+    if (s != not_this && !st.server_members[s].lost && !st.server_members[s].draining &&
+        (!best || load[s] < load[*best]))
+      best = s;
+  return best;
+}
+
+// Makes a new backup of bucket b on another live server; `then` runs once it holds the state
+// (or, when no backup can be made, right away: the bucket goes on with one copy).
+void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
+                std::function<void()> then) {
+  auto& st = self->state;
+  const auto s = backup_server_for(st, st.homes[b].primary_server);
+  if (!s) {
+    config.log.warn("bucket {} has no backup: no other live server", b);
+    return then();
+  }
+  auto give_up = [=](caf::error& err) {
+    config.log.warn("bucket {} has no backup: {}", b, describe(err));
+    then();
+  };
+  host_bucket(
+      self, config, b, *s,
+      [=](bucket_actor& backup) {
+        const auto primary = self->state.buckets[b];
+        self->request(primary, config.opts.request_timeout, backup_atom_v,
+                      caf::actor_cast<caf::actor>(backup))
+            .then(
+                [=](bool) {
+                  // A primary restarted meanwhile does not know this backup: make another.
+                  if (self->state.buckets[b] != primary) return add_backup(self, config, b, then);
+                  // Its server was lost or is being drained meanwhile: drop it, make another.
+                  const auto& host = self->state.server_members[*s];
+                  if (host.lost || host.draining) {
+                    self->request(primary, config.opts.request_timeout, backup_atom_v, caf::actor{})
+                        .then([](bool) {}, [](caf::error&) {});
+                    return add_backup(self, config, b, then);
+                  }
+                  auto& home = self->state.homes[b];
+                  home.backup = backup;
+                  home.backup_restarts = 0;
+                  home.backup_server = *s;
+                  config.log.debug("bucket {}: backup on server {}", b, *s);
+                  then();
+                },
+                give_up);
+      },
+      give_up);
+}
+
+namespace {
+
+// Sends a checkpoint's parts of bucket b to its new primary, then calls `then`.
+void restore_bucket(self_ptr self, const coordinator_config& config, uint32_t b,
+                    std::function<void()> then) {
+  auto& st = self->state;
+  const auto& parts = st.resume_from->buckets[b];
+  const auto total = static_cast<uint32_t>(parts.size());
+  auto pending = std::make_shared<uint32_t>(total);
+  for (uint32_t i = 0; i < total; ++i)
+    self->request(st.buckets[b], config.opts.request_timeout, restore_atom_v, i, total, parts[i])
+        .then(
+            [=](bool) {
+              if (--*pending == 0) then();
+            },
+            [=](caf::error& err) {
+              fail(self, config,
+                   fmt::format("restoring bucket {} from the checkpoint: {}", b, describe(err)));
+            });
+}
+
+void placed_one(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  if (st.phase != job_phase::placing || ++st.placed < st.buckets.size()) return;
+  if (st.resume_from)
+    start_resumed(self, config);
+  else
+    start_training(self, config);
+}
+
+void place_one(self_ptr self, const coordinator_config& config, uint32_t b) {
+  const uint32_t server = self->state.plan.buckets[b].server;
+  host_bucket(
+      self, config, b, server,
+      [=](bucket_actor& primary) {
+        auto& st = self->state;
+        if (st.phase != job_phase::placing) return;
+        st.buckets[b] = std::move(primary);
+        st.homes[b].primary_server = server;
+        auto backed_up = [=] {
+          if (config.opts.replication < 2) return placed_one(self, config);
+          add_backup(self, config, b, [=] { placed_one(self, config); });
+        };
+        if (st.resume_from)
+          restore_bucket(self, config, b, backed_up);
+        else
+          backed_up();
+      },
+      [=](caf::error& err) {
+        fail(self, config, fmt::format("placing bucket {}: {}", b, describe(err)));
+      });
+}
+
+// Bucket b is served by `handle` on server s from now on; held which() requests get it.
+void set_primary(self_ptr self, uint32_t b, bucket_actor handle, uint32_t s) {
+  auto& st = self->state;
+  st.buckets[b] = std::move(handle);
+  auto& home = st.homes[b];
+  home.primary_server = s;
+  // Retirements the old actor may not have had (or passed on) reach the new one.
+  for (uint32_t r = 0; r < st.worker_members.size(); ++r)
+    if (st.worker_members[r].lost || st.worker_members[r].done)
+      self->send(st.buckets[b], retire_atom_v, r);
+  for (auto& promise : home.waiting) promise.deliver(st.buckets[b]);
+  home.waiting.clear();
+  auto again = std::move(home.when_served);
+  home.when_served.clear();
+  for (auto& f : again) f();
+}
+
+// Bucket b has a live primary again after a server loss.
+void served_again(self_ptr self, const coordinator_config& config, uint32_t b) {
+  auto& st = self->state;
+  st.homes[b].recovering = false;
+  const double took = seconds_since(st.lost_at);
+  st.report.recovery_s = std::max(st.report.recovery_s, took);
+  if (--st.recovering == 0)
+    config.log.info("every bucket is served again, {:.2f} s after the loss", took);
+  maybe_evaluate(self, config);
+}
+
+// The backup of bucket b becomes its primary; a new backup is made on another live server.
+void promote(self_ptr self, const coordinator_config& config, uint32_t b) {
+  auto& st = self->state;
+  auto& home = st.homes[b];
+  home.recovering = true;
+  ++st.recovering;
+  const auto backup = *home.backup;
+  const uint32_t server = home.backup_server;
+  home.backup.reset();
+  home.primary_restarts = home.backup_restarts;  // the backup is the primary from now on
+  home.backup_restarts = 0;
+  self->request(backup, config.opts.request_timeout, promote_atom_v)
+      .then(
+          [=](bool) {
+            set_primary(self, b, backup, server);
+            served_again(self, config, b);
+            // A copy made only to drain a server (--replication 1) has none after it.
+            if (config.opts.replication >= 2) add_backup(self, config, b, [] {});
+          },
+          [=](caf::error& err) {
+            fail(self, config,
+                 fmt::format("promoting the backup of bucket {}: {}", b, describe(err)));
+          });
+}
+
+// Without a backup, server s's buckets come back from the newest good checkpoint on live
+// servers; the pushes acknowledged since then are lost and counted. Async only: under ssp and
+// bsp the restored clocks would hold the workers back forever.
+void restore_from_checkpoint(self_ptr self, const coordinator_config& config, size_t s,
+                             const std::string& what) {
+  auto& st = self->state;
+  if (config.opts.consistency.type != consistency_config::mode::async)
+    return fail(self, config,
+                what +
+                    "; restoring buckets from a checkpoint mid-job needs --consistency async "
+                    "(or --replication 2)");
+  // Only checkpoints this job wrote: the directory may hold another run's.
+  std::optional<checkpoint> saved;
+  for (auto path = st.checkpoints_written.rbegin(); path != st.checkpoints_written.rend(); ++path) {
+    auto c = read_checkpoint(*path);
+    if (c) {
+      saved = std::move(*c);
+      break;
+    }
+    config.log.warn("skipping a damaged checkpoint: {}", describe(c.error()));
+  }
+  if (!saved)
+    return fail(self, config, what + "; this job has no checkpoint to restore its buckets from");
+  auto it = st.chunks_at_step.find(saved->job.step);
+  const uint64_t since = st.chunks_done - (it == st.chunks_at_step.end() ? 0 : it->second);
+  st.resume_from = std::move(*saved);
+  config.log.warn(
+      "{}; restoring its buckets from the checkpoint at step {} ({} updates each are lost)", what,
+      st.resume_from->job.step, since);
+  for (uint32_t b = 0; b < st.homes.size(); ++b) {
+    if (st.homes[b].primary_server != s) continue;
+    const auto server = backup_server_for(st, static_cast<uint32_t>(s));
+    if (!server) return fail(self, config, what + "; no live server is left for its buckets");
+    st.report.updates_lost += since;
+    st.homes[b].recovering = true;
+    ++st.recovering;
+    st.specs[b] = st.resume_from->buckets[b][0];
+    host_bucket(
+        self, config, b, *server,
+        [=](bucket_actor& handle) {
+          self->state.buckets[b] = handle;  // restore_bucket sends the parts there
+          restore_bucket(self, config, b, [=] {
+            // Workers that joined after the checkpoint take their ranks again, in order.
+            auto& st = self->state;
+            const auto spec = decode<bucket_spec>(st.specs[b]);
+            for (uint32_t r = spec ? spec->workers : 0; r < st.worker_members.size(); ++r)
+              self->request(handle, config.opts.request_timeout, admit_atom_v, r)
+                  .then([](uint64_t) {}, [](caf::error&) {});
+            set_primary(self, b, handle, *server);
+            served_again(self, config, b);
+            if (self->state.recovering == 0) self->state.resume_from.reset();
+          });
+        },
+        [=](caf::error& err) {
+          fail(self, config, fmt::format("restoring bucket {}: {}", b, describe(err)));
+        });
+  }
+}
+
+}  // namespace
+
+// With replication, servers talk to each other: each pair connects directly before any bucket
+// is placed, so that a primary's messages to its backup take one hop and one route (CAF keeps
+// order on a route, not across a change of route). Then `then` runs.
+void connect_servers(self_ptr self, const coordinator_config& config, std::function<void()> then) {
+  auto& st = self->state;
+  auto pending = std::make_shared<size_t>(1);  // held until every request is out
+  auto connected = [=] {
+    if (--*pending == 0) then();
+  };
+  if (config.opts.replication >= 2)
+    for (size_t s = 0; s < st.servers.size(); ++s)
+      for (size_t t = s + 1; t < st.servers.size(); ++t) {
+        const endpoint& peer = st.server_members[t].data;
+        if (peer.port == 0 || st.servers[s].node() == st.servers[t].node()) continue;
+        ++*pending;
+        self->request(st.servers[s], config.opts.request_timeout, peer_atom_v, peer.host, peer.port)
+            .then([=](bool) { connected(); },
+                  [=](caf::error& err) {
+                    config.log.warn("servers {} and {} talk through this node: {}", s, t,
+                                    describe(err));
+                    connected();
+                  });
+      }
+  connected();
+}
+
+void place_buckets(self_ptr self, const coordinator_config& config) {
+  self->state.phase = job_phase::placing;
+  connect_servers(self, config, [=] { place_all(self, config); });
+}
+
+void place_all(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  if (st.phase != job_phase::placing) return;
+  const auto& o = config.opts;
+  st.layout.emplace(config.task->parameters());
+  const uint32_t count = bucket_count(o, st.layout->total);
+  st.plan = plan_buckets(*st.layout, count, static_cast<uint32_t>(st.servers.size()));
+  if (auto err = check_resume(st, config)) return fail(self, config, describe(err));
+  std::vector<float> initial;
+  if (!st.resume_from) {
+    initial.resize(st.layout->total);
+    config.task->initialize(o.seed, initial);
+  }
+  const auto n = st.plan.buckets.size();
+  st.buckets.resize(n);
+  st.homes.resize(n);
+  st.specs.resize(n);
+  for (const auto& b : st.plan.buckets)
+    st.specs[b.bucket] =
+        st.resume_from ? st.resume_from->buckets[b.bucket][0] : spec_of(st, config, b, initial);
+  for (uint32_t b = 0; b < n; ++b) place_one(self, config, b);
+}
+
+void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
+                    const std::string& what);
+
+void lose_server(self_ptr self, const coordinator_config& config, size_t s,
+                 const std::string& why) {
+  auto& st = self->state;
+  auto& m = st.server_members[s];
+  m.lost = true;
+  m.draining = false;  // a drain under way ends with the loss
+  st.beats.forget(m.name);
+  record_loss(st, m, role::server, why);
+  // One declared lost while still running (frozen, cut off) must not serve again.
+  self->request(st.servers[s], config.opts.request_timeout, stop_atom_v, "declared lost: " + why)
+      .then([](bool) {}, [](caf::error&) {});
+  const std::string what = fmt::format("lost server '{}' ({})", m.name, why);
+  if (st.phase != job_phase::training) return fail(self, config, what);
+  if (config.opts.replication < 2 && config.opts.checkpoint_dir.empty())
+    return fail(self, config,
+                what +
+                    "; its buckets are gone (--replication 2 keeps a backup of each; "
+                    "--checkpoint-dir restores them from the last checkpoint)");
+  st.lost_at = std::chrono::steady_clock::now();
+  // An evaluation pulling from the lost server would wait for its timeout: start it again.
+  ++st.evaluation_round;
+  st.evaluating = false;
+  if (config.opts.replication < 2) return restore_from_checkpoint(self, config, s, what);
+  config.log.warn("{}; its buckets' backups take over", what);
+  take_over_from(self, config, s, what);
+}
+
+void hand_over_server(self_ptr self, const coordinator_config& config, size_t s) {
+  auto& st = self->state;
+  auto& m = st.server_members[s];
+  m.lost = m.drained = true;
+  m.draining = false;
+  st.beats.forget(m.name);
+  st.report.drained.push_back(m.name);
+  st.lost_at = std::chrono::steady_clock::now();
+  ++st.evaluation_round;
+  st.evaluating = false;
+  self->request(st.servers[s], config.opts.request_timeout, stop_atom_v, "")
+      .then([](bool) {}, [](caf::error&) {});
+  config.log.info("drained server '{}': its buckets' copies take over", m.name);
+  take_over_from(self, config, s, "drained server '" + m.name + "'");
+}
+
+// Server s is gone: the backups of its primaries take over, its backups are made anew.
+void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
+                    const std::string& what) {
+  auto& st = self->state;
+  for (uint32_t b = 0; b < st.homes.size(); ++b) {
+    auto& home = st.homes[b];
+    if (home.primary_server == s) {
+      if (!home.backup || st.server_members[home.backup_server].lost)
+        return fail(self, config, fmt::format("{}; bucket {} had no live backup", what, b));
+      promote(self, config, b);
+    } else if (home.backup && home.backup_server == s) {
+      // The primary may not hear of the loss itself (CAF 0.17 routes between servers through
+      // this node and tells nobody when a route breaks): pushes waiting for the lost backup
+      // are acknowledged once it is dropped.
+      home.backup.reset();
+      self->request(st.buckets[b], config.opts.request_timeout, backup_atom_v, caf::actor{})
+          .then([](bool) {}, [](caf::error&) {});
+      add_backup(self, config, b, [] {});
+    }
+  }
+}
+
+caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_actor& failed) {
+  auto& st = self->state;
+  if (bucket >= st.buckets.size())
+    return make_error(errc::unknown_bucket, fmt::format("there is no bucket {}", bucket));
+  auto& home = st.homes[bucket];
+  if (!home.recovering && st.buckets[bucket] != failed) return st.buckets[bucket];
+  if (home.waiting.size() >= max_waiting)
+    return make_error(errc::message_too_large, "too many requests wait for this bucket");
+  home.waiting.push_back(self->make_response_promise<bucket_actor>());
+  return home.waiting.back();
+}
+
+// Tells bucket b's primary to keep `backup` (sending it the whole state first).
+void relink_backup(self_ptr self, const coordinator_config& config, uint32_t b,
+                   bucket_actor backup) {
+  auto& st = self->state;
+  self->request(st.buckets[b], config.opts.request_timeout, backup_atom_v,
+                caf::actor_cast<caf::actor>(backup))
+      .then([](bool) {},
+            [=](caf::error& err) {
+              config.log.warn("bucket {} lost its backup: {}", b, describe(err));
+              auto& home = self->state.homes[b];
+              if (home.backup == backup) {
+                home.backup.reset();
+                add_backup(self, config, b, [] {});
+              }
+            });
+}
+
+void moved(self_ptr self, const coordinator_config& config, uint32_t b, bucket_actor handle) {
+  auto& st = self->state;
+  size_t s = 0;
+  while (s < st.server_members.size() && !sent_by(self, st.server_members[s].address)) ++s;
+  if (s == st.server_members.size() || b >= st.buckets.size() || st.server_members[s].lost)
+    return config.log.warn("ignored a moved bucket that is not from its server");
+  auto& home = st.homes[b];
+  ++st.report.restarts;
+  add(st.metrics.restarts, 1);
+  if (home.primary_server == s && !home.recovering) {
+    config.log.warn("bucket {} was restarted by its server's supervisor", b);
+    ++home.primary_restarts;
+    set_primary(self, b, std::move(handle), static_cast<uint32_t>(s));
+    // The new primary actor does not know its backup yet; the store kept the values.
+    if (home.backup) relink_backup(self, config, b, *home.backup);
+  } else if (home.backup && home.backup_server == s) {
+    config.log.warn("the backup of bucket {} was restarted; bringing it up to date", b);
+    ++home.backup_restarts;
+    home.backup = handle;
+    relink_backup(self, config, b, std::move(handle));
+  }
+}
+
+caf::expected<std::string> inject_fault(self_ptr self, const std::string& name) {
+  auto& st = self->state;
+  const std::string prefix = "bucket-";
+  if (name.rfind(prefix, 0) == 0 && st.phase == job_phase::training) {
+    uint32_t b = 0;
+    try {
+      b = static_cast<uint32_t>(std::stoul(name.substr(prefix.size())));
+    } catch (const std::exception&) {
+      b = UINT32_MAX;
+    }
+    if (b >= st.buckets.size())
+      return make_error(errc::bad_configuration, fmt::format("there is no {}", name));
+    self->send(st.buckets[b], fault_atom_v);
+    return fmt::format("crashed {} (primary on '{}')", name,
+                       st.server_members[st.homes[b].primary_server].name);
+  }
+  for (size_t i = 0; i < st.server_members.size(); ++i)
+    if (st.server_members[i].name == name && !st.server_members[i].lost) {
+      self->send(st.servers[i], fault_atom_v);
+      return "crashed server " + name;
+    }
+  for (size_t i = 0; i < st.worker_members.size(); ++i)
+    if (st.worker_members[i].name == name && !st.worker_members[i].lost) {
+      self->send(st.workers[i], fault_atom_v);
+      return "crashed worker " + name;
+    }
+  return make_error(errc::bad_configuration,
+                    "no running actor named '" + name + "' (bucket-N or a node's name)");
+}
+
+}  // namespace troupe::coordination

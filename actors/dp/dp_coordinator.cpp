@@ -1,0 +1,445 @@
+#include "actors/dp/dp_coordinator.hpp"
+#include "actors/dp/dp_coordinator_parts.hpp"
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "actors/dp/collective/rendezvous_store.hpp"
+#include "actors/dp/collective/two_level.hpp"
+#include "actors/dp/dp_schedule.hpp"
+#include "actors/job/report.hpp"
+#include "actors/supervision/guards.hpp"
+#include "troupe/detail/layout.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::dp_coordination {
+
+size_t live_count(const dp_coordinator_state& st) {
+  return size_t(std::count_if(st.members.begin(), st.members.end(),
+                              [](const dp_member& m) { return !m.lost; }));
+}
+
+// The member that sent the message being handled, if it is one.
+dp_member* sender(self_ptr self) {
+  const auto from = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  for (auto& m : self->state.members)
+    if (m.handle.address() == from) return &m;
+  return nullptr;
+}
+
+// A member declared lost that speaks again is told to stop (once): it is not part of the
+// group any more, and its process exits non-zero saying why.
+void refuse(self_ptr self, const dp_coordinator_config& config, dp_member& m) {
+  if (m.refused) return;
+  m.refused = true;
+  config.log.warn("'{}' was declared lost and spoke again: stopping it", m.name);
+  self->request(m.handle, config.opts.request_timeout, stop_atom_v,
+                std::string("this worker was declared lost and may not rejoin the job"))
+      .then([](bool) {}, [](caf::error&) {});
+}
+
+void fill_report(dp_coordinator_state& st) {
+  job_report& r = st.report;
+  r.mode = "dp";
+  r.steps = st.steps;
+  r.wall_s = st.resumed_wall_s + (st.training ? seconds_since(st.started) : 0.0);
+  r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
+  r.generations = st.generation;
+  r.overlap = r.allreduce_s > 0 ? std::clamp(1.0 - st.exposed_s / r.allreduce_s, 0.0, 1.0) : 0.0;
+  r.workers.clear();
+  for (const auto& m : st.members)
+    r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0});
+  for (auto& e : r.epochs)
+    e.examples = e.epoch - 1 < st.applied_examples.size() ? st.applied_examples[e.epoch - 1] : 0;
+}
+
+// Asks every member to stop, then quits with `reason` once all answered (or timed out).
+void stop_all_and_quit(self_ptr self, const dp_coordinator_config& config, caf::error reason) {
+  auto& st = self->state;
+  st.finishing = true;
+  const std::string why = reason ? describe(reason) : std::string{};
+  auto pending = std::make_shared<size_t>(1);
+  auto done = [=] {
+    if (--*pending == 0) self->quit(reason);
+  };
+  for (const auto& m : st.members) {
+    if (m.lost) continue;
+    ++*pending;
+    self->request(m.handle, config.opts.request_timeout, stop_atom_v, why)
+        .then([=](bool) { done(); }, [=](caf::error&) { done(); });
+  }
+  done();
+}
+
+void write_report(const dp_coordinator_state& st, const dp_coordinator_config& config) {
+  if (config.opts.report.empty()) return;
+  if (auto err = write_report_file(config.opts.report, st.report, flag_settings(config.opts)))
+    config.log.error("{}", describe(err));
+}
+
+void fail(self_ptr self, const dp_coordinator_config& config, const std::string& why) {
+  auto& st = self->state;
+  if (st.finishing) return;
+  config.log.error("the job failed: {}", why);
+  fill_report(st);
+  st.report.failure = why;
+  write_report(st, config);
+  stop_all_and_quit(self, config, make_error(errc::job_failed, why));
+}
+
+void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
+  auto& st = self->state;
+  if (st.finishing || st.evaluated < config.opts.epochs) return;
+  if (!std::all_of(st.members.begin(), st.members.end(),
+                   [](const dp_member& m) { return m.lost || m.done; }))
+    return;
+  fill_report(st);
+  write_report(st, config);
+  const auto& r = st.report;
+  config.log.info(
+      "done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} skipped, allreduce {:.1f} MB in "
+      "{:.2f} s (overlap {:.2f})",
+      r.test_accuracy, r.steps, r.wall_s, r.skipped_steps, double(r.allreduce_bytes) / 1e6,
+      r.allreduce_s, r.overlap);
+  stop_all_and_quit(self, config, caf::error{});
+}
+
+// -- forming the group --------------------------------------------------------------------------
+
+// A new generation of the live members: ranks in join order, a token each, the store and
+// pending checksums of the last generation dropped.
+void form_group(self_ptr self, const dp_coordinator_config& config, const std::string& why) {
+  auto& st = self->state;
+  const auto& o = config.opts;
+  ++st.generation;
+  st.store.clear();
+  st.checksums.clear();
+  for (auto& [key, waiters] : st.store_waiters)
+    for (auto& promise : waiters)
+      promise.deliver(make_error(errc::collective_failed, "a newer generation was formed"));
+  st.store_waiters.clear();
+  st.waiting = 0;
+  if (!st.training) {
+    st.training = true;
+    st.started = std::chrono::steady_clock::now();
+    st.epoch_loss.assign(o.epochs, 0.0);
+    st.epoch_examples.assign(o.epochs, 0);
+    st.applied_examples.assign(o.epochs, 0);
+    st.snapshot_taken.assign(o.epochs, false);
+    st.global_batch = o.batch * static_cast<uint32_t>(st.members.size());
+    st.steps_per_epoch = dp_steps_per_epoch(config.task->batches_per_epoch(1), st.global_batch);
+    if (st.resume_from)
+      if (auto err = take_resume(st, config)) return fail(self, config, describe(err));
+  }
+  std::random_device entropy;
+  const auto size = static_cast<uint32_t>(live_count(st));
+  std::vector<std::string> hosts;
+  for (const auto& m : st.members)
+    if (!m.lost) hosts.push_back(m.host);
+  const bool fits = two_level_fits(hosts);
+  const bool two_level = o.dp.reduction == reduction_kind::two_level
+                             ? fits
+                             : o.dp.reduction == reduction_kind::automatic && fits;
+  if (o.dp.reduction == reduction_kind::two_level && !fits)
+    config.log.warn(
+        "generation {}: the hosts' member counts do not allow two-level reduction; flat",
+        st.generation);
+  config.log.info("generation {} ({}): {} workers, {} examples per step over {}{}", st.generation,
+                  why, size, st.global_batch, to_string(o.dp.collective),
+                  two_level ? ", two-level" : "");
+  set(st.group_metrics.generation, double(st.generation));
+  set(st.group_metrics.members, double(size));
+  set(st.metrics.workers, double(size));
+  const uint64_t group_key = (uint64_t{entropy()} << 32) ^ entropy();
+  uint32_t rank = 0;
+  for (auto& m : st.members) {
+    if (m.lost) continue;
+    m.rank = rank++;
+    m.done = false;
+    m.token = (uint64_t{entropy()} << 32) ^ entropy();
+    group_start start;
+    start.rank = m.rank;
+    start.size = size;
+    start.generation = st.generation;
+    start.token = m.token;
+    start.epochs = o.epochs;
+    start.global_batch = st.global_batch;
+    start.seed = o.seed;
+    start.optimizer = optimizer_from(o);
+    start.bucket_bytes = static_cast<uint64_t>(o.dp.bucket_mb * double(1 << 20));
+    start.overlap = o.dp.overlap;
+    start.checksum_every = o.dp.checksum_every;
+    start.collective = to_string(o.dp.collective);
+    start.checkpoint_every = o.checkpoint_dir.empty()
+                                 ? 0
+                                 : (o.checkpoint_every ? o.checkpoint_every : st.steps_per_epoch);
+    start.hosts = hosts;
+    start.group_key = group_key;
+    start.two_level = two_level;
+    start.timeout_ms = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(o.request_timeout).count());
+    if (st.resume_from && m.rank == 0) {  // before its start: it goes on from the checkpoint
+      const auto& parts = st.resume_from->buckets[0];
+      for (uint32_t i = 0; i < parts.size(); ++i)
+        self->send(m.handle, restore_atom_v, st.resume_from->job.step, i,
+                   static_cast<uint32_t>(parts.size()), parts[i]);
+      st.resume_from.reset();
+    }
+    self->send(m.handle, start_atom_v, encode(start));
+  }
+}
+
+caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, const wire& w,
+                        dp_worker_actor handle) {
+  auto& st = self->state;
+  auto request = decode<join_request>(w);
+  if (!request) return std::move(request.error());
+  if (request->sender != role::worker)
+    return make_error(errc::bad_configuration, "a data-parallel job has workers only");
+  for (const auto& m : st.members)
+    if (m.name == request->name || m.handle == handle)
+      return make_error(errc::bad_configuration,
+                        fmt::format("a worker named '{}' has already {}", request->name,
+                                    m.lost ? "been lost by this job" : "joined"));
+  const size_t room =
+      st.training ? std::max(config.opts.workers, config.opts.max_workers) : config.opts.workers;
+  if (live_count(st) >= room || st.members.size() >= (1u << 16))
+    return make_error(errc::job_failed, fmt::format("the job already has its {} workers", room));
+  self->monitor(handle);
+  if (handle.node() != self->node()) st.beats.heard(request->name, heartbeat_monitor::clock::now());
+  st.members.push_back(dp_member{request->name, std::move(handle)});
+  st.members.back().host = request->host_label.empty() ? request->name : request->host_label;
+  const auto live = static_cast<uint32_t>(live_count(st));
+  config.log.info("worker '{}' joined ({} of {})", request->name, live, config.opts.workers);
+  if (st.training)
+    form_group(self, config, "'" + request->name + "' joined");
+  else if (live == config.opts.workers)
+    form_group(self, config, "start");
+  return encode(join_reply{live - 1, config.opts.workers, 0});
+}
+
+void lose(self_ptr self, const dp_coordinator_config& config, const std::string& name,
+          const std::string& why) {
+  auto& st = self->state;
+  if (st.finishing) return;
+  auto it = std::find_if(st.members.begin(), st.members.end(),
+                         [&](const dp_member& m) { return m.name == name && !m.lost; });
+  if (it == st.members.end()) return;
+  st.beats.forget(name);
+  if (!st.training) {
+    config.log.warn("'{}' left before the job started", name);
+    st.members.erase(it);
+    return;
+  }
+  it->lost = true;
+  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  st.report.losses.push_back(
+      loss_event{name, role::worker, seconds_since(st.started), uint64_t(unix_ms), why});
+  st.report.workers_lost.push_back(name);
+  add(st.metrics.lost, 1);
+  if (live_count(st) == 0) return fail(self, config, "every worker was lost");
+  config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
+  if (!st.lost_at) st.lost_at = std::chrono::steady_clock::now();
+  form_group(self, config, "'" + name + "' lost");
+}
+
+// -- steps and evaluation -----------------------------------------------------------------------
+
+void compare_checksums(self_ptr self, const dp_coordinator_config& config, uint64_t step) {
+  auto& st = self->state;
+  auto it = st.checksums.find(step);
+  if (it == st.checksums.end() || it->second.size() < live_count(st)) return;
+  std::map<uint64_t, std::vector<std::string>> by_value;
+  for (const auto& [rank, sum] : it->second)
+    for (const auto& m : st.members)
+      if (!m.lost && m.rank == rank) by_value[sum].push_back(m.name);
+  st.checksums.erase(it);
+  if (by_value.size() == 1) return;
+  ++st.report.checksum_mismatches;
+  std::string groups;
+  for (const auto& [sum, names] : by_value)
+    groups += fmt::format("{}[{}]", groups.empty() ? "" : " vs ", fmt::join(names, ", "));
+  fail(self, config, fmt::format("the replicas differ after step {}: {}", step, groups));
+}
+
+void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) {
+  auto& st = self->state;
+  auto* m = sender(self);
+  if (!m) return config.log.warn("ignored a step report from a stranger");
+  if (m->lost) return refuse(self, config, *m);
+  auto report = decode<step_report>(w);
+  if (!report || report->epoch >= config.opts.epochs || report->generation > st.generation)
+    return config.log.warn("ignored a malformed step report from '{}'", m->name);
+  ++m->steps;
+  m->compute_s = report->compute_s;
+  m->wall_s = report->wall_s;
+  auto& r = st.report;
+  r.allreduce_bytes += report->bytes;
+  add(st.group_metrics.bytes, double(report->bytes));
+  if (st.group_metrics.seconds) st.group_metrics.seconds->observe(report->allreduce_s);
+  r.allreduce_bytes_inter_host += report->bytes_inter_host;
+  r.allreduce_s += report->allreduce_s;
+  st.exposed_s += report->exposed_s;
+  st.epoch_loss[report->epoch] += report->loss_sum;
+  st.epoch_examples[report->epoch] += report->skipped ? 0 : report->examples;
+  // Every member that applied a step reports it, in order; the first report counts it.
+  if (report->step > st.steps) {
+    st.applied_examples[report->epoch] += report->step_examples;
+    if (report->skipped) ++r.skipped_steps;
+    add(st.metrics.batches, double(report->step - st.steps));
+    st.steps = report->step;
+  }
+  if (report->generation != st.generation) return;
+  if (st.lost_at) {  // the first step of a generation formed after a loss
+    r.reform_s = std::max(r.reform_s, seconds_since(*st.lost_at));
+    st.lost_at.reset();
+  }
+  if (report->checksum != 0) {
+    st.checksums[report->step][report->rank] = report->checksum;
+    compare_checksums(self, config, report->step);
+  }
+}
+
+void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
+  auto& st = self->state;
+  if (st.evaluating || st.to_evaluate.empty() || st.finishing) return;
+  st.evaluating = true;
+  auto [epoch, input] = st.to_evaluate.front();
+  st.to_evaluate.pop_front();
+  self->request(st.evaluator, config.opts.request_timeout * 10, eval_atom_v,
+                std::shared_ptr<const eval_input>{input})
+      .then(
+          [=](const eval_output& out) {
+            auto& st = self->state;
+            st.evaluating = false;
+            const double train_loss = st.epoch_examples[epoch]
+                                          ? st.epoch_loss[epoch] / double(st.epoch_examples[epoch])
+                                          : 0.0;
+            const double wall = seconds_since(st.started);
+            st.report.epochs.push_back(
+                epoch_entry{epoch + 1, out.result.accuracy, out.result.loss, train_loss, wall});
+            if (!out.figures.empty()) st.report.figures = out.figures;
+            st.display.line(fmt::format(
+                "epoch {}/{}  test_accuracy {:.4f}  test_loss {:.4f}  train_loss {:.4f}  {:.1f} s"
+                "  {:.0f} steps/s",
+                epoch + 1, config.opts.epochs, out.result.accuracy, out.result.loss, train_loss,
+                wall, double(st.steps) / std::max(wall, 1e-9)));
+            st.evaluated = std::max(st.evaluated, epoch + 1);
+            set(st.metrics.epochs, st.evaluated);
+            set(st.metrics.accuracy, out.result.accuracy);
+            evaluate_next(self, config);
+            maybe_finish(self, config);
+          },
+          [=](caf::error& err) { fail(self, config, "evaluation failed: " + describe(err)); });
+}
+
+void on_snapshot(self_ptr self, const dp_coordinator_config& config, uint32_t epoch,
+                 const wire& w) {
+  auto& st = self->state;
+  auto* m = sender(self);
+  if (!m) return config.log.warn("ignored parameters from a stranger");
+  if (m->lost) return refuse(self, config, *m);
+  if (epoch >= config.opts.epochs || st.snapshot_taken[epoch]) return;
+  auto snapshot = decode<pull_reply>(w);
+  const flat_layout layout{config.task->parameters()};
+  const placement whole = plan_buckets(layout, 1, 1);
+  if (!snapshot || epoch >= config.opts.epochs || !matches(whole.buckets[0], snapshot->tensors))
+    return fail(self, config,
+                fmt::format("'{}' sent bad parameters after epoch {}", m->name, epoch + 1));
+  st.snapshot_taken[epoch] = true;
+  auto input = std::make_shared<eval_input>();
+  input->params.assign(layout.total, 0.0f);
+  scatter(layout, snapshot->tensors, input->params);
+  input->figures = epoch + 1 == config.opts.epochs;
+  if (config.on_parameters) config.on_parameters(epoch, input->params);
+  st.to_evaluate.emplace_back(epoch, std::move(input));
+  evaluate_next(self, config);
+}
+
+}  // namespace troupe::dp_coordination
+
+namespace troupe {
+
+using namespace dp_coordination;
+
+dp_coordinator_actor::behavior_type dp_coordinator(
+    dp_coordinator_actor::stateful_pointer<dp_coordinator_state> self,
+    dp_coordinator_config config) {
+  accept_exits_only_from(self, config.supervisor, config.log);
+  auto& gm = self->state.group_metrics;
+  self->state.metrics = job_metrics::of(config.metrics);
+  if (config.metrics) {
+    gm.bytes = config.metrics->counter("troupe_allreduce_bytes_total");
+    gm.seconds = config.metrics->histogram("troupe_allreduce_seconds");
+    gm.generation = config.metrics->gauge("troupe_group_generation");
+    gm.members = config.metrics->gauge("troupe_group_members");
+  }
+  self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
+  self->set_down_handler([=](caf::down_msg& msg) {
+    for (const auto& m : self->state.members)
+      if (m.handle.address() == msg.source && !m.lost) {
+        const std::string why = msg.reason ? describe(msg.reason) : std::string("it ended");
+        return lose(self, config, m.name, why);
+      }
+  });
+  self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+  if (!config.opts.resume.empty()) resume_or_stop(self, config.opts.resume, config.log);
+  config.log.info("waiting for {} workers (data parallel)", config.opts.workers);
+  return {
+      [=](join_atom, const wire& w, dp_worker_actor handle) {
+        return admit(self, config, w, std::move(handle));
+      },
+      [=](heartbeat_atom, const wire& w) {
+        if (auto beat = decode<heartbeat>(w))
+          for (auto& m : self->state.members) {
+            if (m.name != beat->name) continue;
+            if (m.lost)
+              refuse(self, config, m);
+            else
+              self->state.beats.heard(m.name, heartbeat_monitor::clock::now());
+          }
+      },
+      [=](tick_atom) {
+        auto& st = self->state;
+        const auto timeout = config.opts.heartbeat_timeout;
+        for (const auto& name : st.beats.expired(heartbeat_monitor::clock::now(), timeout))
+          lose(self, config, name, fmt::format("no heartbeat for {} ms", timeout.count()));
+        self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+      },
+      [=](step_atom, const wire& w) { on_step(self, config, w); },
+      [=](eval_atom, uint32_t epoch, const wire& w) { on_snapshot(self, config, epoch, w); },
+      [=](done_atom, uint32_t) {
+        auto* m = sender(self);
+        if (!m) return config.log.warn("ignored a done message from a stranger");
+        if (m->lost) return refuse(self, config, *m);
+        m->done = true;
+        maybe_finish(self, config);
+      },
+      [=](broken_atom, uint64_t generation, const std::string& why) {
+        auto* m = sender(self);
+        if (!m) return;
+        if (m->lost) return refuse(self, config, *m);
+        if (generation != self->state.generation || self->state.finishing) return;
+        config.log.warn("'{}': a collective of generation {} failed ({})", m->name, generation,
+                        why);
+        // A loss explains most failures and re-forms at once; give detection its time.
+        self->delayed_send(self, config.opts.heartbeat_timeout, tick_atom_v, generation);
+      },
+      [=](tick_atom, uint64_t generation) {
+        auto& st = self->state;
+        if (!sent_by(self, self->address()) || generation != st.generation || st.finishing) return;
+        form_group(self, config, "a collective failed with every member alive");
+      },
+      [=](put_atom, const wire& w) { return store_put(self, w); },
+      [=](inspect_atom, const std::string& view) { return inspect(self, config, view); },
+      [=](save_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
+        on_save(self, config, step, index, count, part);
+      },
+      [=](get_atom, const wire& w) { return store_get(self, w); },
+  };
+}
+
+}  // namespace troupe

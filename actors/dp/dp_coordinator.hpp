@@ -1,0 +1,113 @@
+// dp_coordinator: the root of a data-parallel job (--mode dp). It admits --workers workers
+// (join), forms their group (ranks, a generation, a token each) and serves the group's
+// rendezvous store to members only, records each step the members report (losses, collective
+// time and bytes, and compares their parameter checksums), evaluates member 0's parameters
+// after each epoch on a detached evaluator, and at the end writes the report, stops every
+// member and quits. Membership changes make a new generation: a member lost (its process
+// went down, or its heartbeats stopped), a collective that failed with no loss to explain it,
+// or a worker that joins a running job (up to --max-workers). The survivors then form the
+// group again and go on from the most advanced member's state; a lost member that speaks up
+// again is stopped with the reason (its process exits non-zero). Only when nobody is left
+// does the job fail. With --checkpoint-dir, member 0 sends its state every
+// --checkpoint-every steps (0: each epoch) and the coordinator writes it as a checkpoint in the
+// parameter service's format (one bucket: the whole replica); --resume DIR starts member 0
+// from the newest good one, and the others from member 0.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/coordinator/evaluator.hpp"
+#include "actors/job/checkpoint_file.hpp"
+#include "actors/job/progress_line.hpp"
+#include "actors/supervision/heartbeat.hpp"
+#include "actors/supervision/node_metrics.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/log.hpp"
+#include "troupe/options.hpp"
+#include "troupe/task.hpp"
+
+namespace troupe {
+
+struct dp_coordinator_config {
+  launch_options opts;
+  std::shared_ptr<const training_task> task;
+  caf::actor_addr supervisor;
+  logger log;
+  std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
+  // Told member 0's parameters after each epoch (before they are evaluated); none: nobody.
+  std::function<void(uint32_t epoch, std::span<const float> params)> on_parameters;
+};
+
+struct dp_member {
+  std::string name;
+  dp_worker_actor handle;
+  uint64_t token = 0;
+  std::string host;   // its host label
+  uint32_t rank = 0;  // in the current generation
+  bool lost = false;
+  bool refused = false;  // lost, spoke again and was told to stop
+  bool done = false;
+  uint64_t steps = 0;  // steps it took part in
+  double compute_s = 0;
+  double wall_s = 0;
+};
+
+// Store requests held until their key is set; more than this means something loops.
+constexpr size_t max_store_waiters = 4096;
+
+struct dp_coordinator_state {
+  static inline const char* name = "troupe.dp_coordinator";
+  bool training = false;
+  bool finishing = false;
+  uint64_t generation = 0;
+  std::vector<dp_member> members;
+  std::map<std::string, std::vector<uint8_t>> store;  // this generation's keys
+  std::map<std::string, std::vector<caf::typed_response_promise<wire>>> store_waiters;
+  size_t waiting = 0;
+  std::map<uint64_t, std::map<uint32_t, uint64_t>> checksums;  // step -> rank -> checksum
+  std::vector<uint64_t>
+      applied_examples;  // per epoch: examples of the steps applied (first report)
+  std::optional<std::chrono::steady_clock::time_point> lost_at;  // a loss not yet re-formed
+  std::vector<bool> snapshot_taken;       // per epoch: parameters queued for evaluation
+  std::optional<checkpoint> resume_from;  // --resume: the checkpoint to start from
+  double resumed_wall_s = 0;              // training time before it
+  uint64_t saving_step = 0;               // the state member 0 is sending for a checkpoint
+  std::vector<wire> saving;
+  std::vector<double> epoch_loss;  // per epoch
+  std::vector<uint64_t> epoch_examples;
+  std::deque<std::pair<uint32_t, std::shared_ptr<eval_input>>> to_evaluate;
+  bool evaluating = false;
+  uint32_t evaluated = 0;
+  uint64_t steps = 0;         // global steps applied
+  uint32_t global_batch = 0;  // --batch x the members at the start, shared by the members
+  uint64_t steps_per_epoch = 0;
+  double exposed_s = 0;
+  heartbeat_monitor beats;
+  job_metrics metrics;  // steps (batches), epochs, accuracy, live members, losses
+  struct {
+    metric_value* bytes = nullptr;
+    histogram_value* seconds = nullptr;
+    metric_value* generation = nullptr;
+    metric_value* members = nullptr;
+  } group_metrics;
+  evaluator_actor evaluator;
+  job_report report;
+  progress_line display;
+  std::chrono::steady_clock::time_point started;
+};
+
+dp_coordinator_actor::behavior_type dp_coordinator(
+    dp_coordinator_actor::stateful_pointer<dp_coordinator_state> self,
+    dp_coordinator_config config);
+
+}  // namespace troupe

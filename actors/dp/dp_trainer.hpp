@@ -1,0 +1,90 @@
+// dp_trainer: one member of a data-parallel job (--mode dp). It joins the coordinator, and
+// once started holds a full replica of the model: every step it computes the gradient of its
+// share of the step's examples (actors/dp/dp_schedule.hpp), hands the gradient to its
+// allreduce_group bucket by bucket (while backward still runs, unless --no-overlap), and when
+// every bucket is summed over the members applies the same optimizer step as every other
+// member (a one-worker bucket_store holds the parameters and the optimizer state), so the
+// replicas stay identical. A step in which any member's gradient is not finite is skipped by
+// all. It reports each step to the coordinator, sends its parameters after each epoch for
+// evaluation, and says done after the last step. When a collective fails (a member is gone
+// or late) it abandons the step and tells the coordinator; on a new generation it forms the
+// group again, and the members go on from the state of the one that applied the most steps
+// (allreduce_group's sync). A new worker joins the same way. Spawn it detached:
+// gradient_range runs inside its handler.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/bucket/bucket_store.hpp"
+#include "actors/dp/allreduce_group.hpp"
+#include "actors/dp/dp_schedule.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/detail/layout.hpp"
+#include "troupe/log.hpp"
+#include "troupe/task.hpp"
+
+namespace troupe {
+
+struct dp_trainer_config {
+  dp_coordinator_actor coordinator;
+  std::shared_ptr<const training_task> task;
+  std::string name;
+  std::string bind_host = "127.0.0.1";  // where the other members' collectives reach ours
+  std::string host_label;               // the host it counts as (two-level reduction)
+  std::chrono::seconds request_timeout{30};
+  caf::actor_addr supervisor;
+  logger log;
+};
+
+// Where in the values [meta | gradient] of one step the member's own figures go; they
+// travel in the last bucket, summed like the gradient.
+enum step_meta : size_t { meta_examples = 0, meta_loss = 1, meta_non_finite = 2, meta_size = 3 };
+
+struct dp_trainer_state {
+  static inline const char* name = "troupe.dp_trainer";
+  std::optional<group_start> job;
+  std::optional<flat_layout> layout;
+  std::unique_ptr<task_replica> replica;
+  std::optional<bucket_store> optimizer;  // the parameters and the optimizer's state
+  placement optimizer_plan;               // its one bucket: every tensor whole
+  allreduce_group_actor group;
+  std::vector<float> params;
+  // [meta | gradient] of the step in flight; shared with the group's reduce orders, so that a
+  // bucket still being sent when this trainer stops does not point into freed memory
+  std::shared_ptr<std::vector<float>> values;
+  std::vector<gradient_bucket> buckets;
+  std::vector<size_t> waiting_for;  // per bucket: tensors not yet final (+1 meta, the last)
+  std::vector<bool> tensor_final;   // per tensor: told final in this step
+  size_t next_bucket = 0;           // the next bucket to send (they go in order)
+  size_t replies_due = 0;
+  uint64_t examples = 0;  // in one epoch
+  uint64_t steps_per_epoch = 0;
+  uint64_t step = 0;  // global steps done
+  uint32_t mine = 0;  // examples this member computes in the step in flight
+  double own_loss_sum = 0;
+  uint64_t step_examples =
+      0;  // examples of the whole step, over every member  // and their summed loss
+  double step_allreduce_s = 0;
+  uint64_t step_bytes = 0;
+  uint64_t step_bytes_inter_host = 0;
+  double compute_s = 0;
+  std::chrono::steady_clock::time_point started, backward_done;
+  uint64_t total_steps = 0;            // epochs x steps_per_epoch
+  bool in_step = false;                // a step's buckets are with the group
+  bool broken = false;                 // a collective of this generation failed
+  std::optional<group_start> pending;  // a new generation, formed once the step settles
+  std::vector<wire> restored;          // a checkpoint's state, before the first start
+  uint64_t restored_step = 0;
+  bool stopping = false;
+};
+
+dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_trainer_state> self,
+                                          dp_trainer_config config);
+
+}  // namespace troupe

@@ -1,0 +1,441 @@
+// run_app: turns a parsed command line into a running node. The embedded default spawns the
+// coordinator, servers and workers in one actor system; each distributed role spawns its one
+// actor after the handshake. main() waits for that actor to end and maps its exit reason to
+// the process exit code.
+#include <fmt/format.h>
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <unistd.h>
+
+#include <csignal>
+
+#include <optional>
+#include <thread>
+
+#include "actors/bucket/dash_device.hpp"
+#include "actors/coordinator/coordinator.hpp"
+#include "actors/dp/collective/nccl_collective.hpp"
+#include "actors/dp/dp_coordinator.hpp"
+#include "actors/dp/dp_trainer.hpp"
+#include "actors/server/server.hpp"
+#include "actors/supervision/gatekeeper.hpp"
+#include "actors/supervision/heartbeat.hpp"
+#include "actors/supervision/node_metrics.hpp"
+#include "actors/supervision/supervisor.hpp"
+#include "actors/worker/worker.hpp"
+#include "troupe/app.hpp"
+#include "troupe/detail/join.hpp"
+#include "troupe/error.hpp"
+#include "troupe/metrics_http.hpp"
+#include "troupe/node.hpp"
+
+namespace troupe {
+
+namespace {
+
+// Blocks until `actor` ends; 0 if it ended normally, 1 (with the reason on stderr) otherwise.
+int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::string& program) {
+  self->monitor(actor);
+  caf::error reason;
+  bool down = false;
+  self->receive_while([&] { return !down; })([&](caf::down_msg& msg) {
+    if (msg.source != actor) return;
+    reason = std::move(msg.reason);
+    down = true;
+  });
+  if (!reason || reason == caf::exit_reason::normal) return 0;
+  fmt::print(stderr, "{}: {}\n", program, describe(reason));
+  return 1;
+}
+
+void size_blas(const launch_options& opts, unsigned local_workers) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  set_blas_threads(static_cast<int>(opts.blas_threads ? opts.blas_threads
+                                                      : std::max(1u, cores / local_workers)));
+}
+
+// --dash-device gpu: the process's DASH device, shared by its buckets; none for cpu. A GPU
+// that cannot be used refuses the start (a node asked for a GPU should not quietly use CPUs).
+caf::expected<std::optional<dash_device_actor>> start_dash_device(caf::actor_system& sys,
+                                                                  const launch_options& opts,
+                                                                  const logger& log) {
+  if (opts.dash_device != dash_device_kind::gpu) return std::optional<dash_device_actor>{};
+  dash_device_config config;
+  // Each request to the stream; a bucket waits a quarter of the request timeout in all.
+  config.request_timeout = std::max(std::chrono::seconds(1), opts.request_timeout / 4);
+  config.log = log.named("dash-device");
+  auto device = spawn_dash_device(sys, config);
+  if (!device) return std::move(device.error());
+  log.info("buckets step DASH on GPU {}", config.device);
+  return std::optional<dash_device_actor>{std::move(*device)};
+}
+
+// This process's metrics registry with every node metric declared, served over HTTP when
+// --metrics-port is given (on --listen's host) until the object goes.
+struct node_metrics {
+  std::shared_ptr<metrics_registry> registry = std::make_shared<metrics_registry>();
+  std::unique_ptr<metrics_endpoint> endpoint;
+};
+
+caf::error start_metrics(const launch_options& opts, const logger& log, node_metrics& out) {
+  declare_node_metrics(*out.registry);
+  set(out.registry->gauge("troupe_up"), 1);
+  if (opts.metrics_port < 0) return {};
+  const host_port where{opts.listen.host, static_cast<uint16_t>(opts.metrics_port)};
+  auto served = metrics_endpoint::start(out.registry, where);
+  if (!served) return std::move(served.error());
+  out.endpoint = std::move(*served);
+  log.info("metrics at http://{}:{}/metrics", where.host, out.endpoint->port());
+  return {};
+}
+
+// The host a dp worker counts as for two-level reduction: --host-label, or the host name.
+std::string host_label_of(const launch_options& opts) {
+  if (!opts.dp.host_label.empty()) return opts.dp.host_label;
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 && name[0] ? std::string(name) : "localhost";
+}
+
+// --collective nccl: a GPU for every trainer of this process, or why not (said at the start,
+// not at the first step).
+caf::error check_nccl(const launch_options& opts) {
+  const bool trains_here = opts.role != node_role::coordinator || opts.dp.coordinator_trains;
+  if (opts.dp.collective != collective_kind::nccl || !trains_here) return {};
+  auto gpus = nccl_devices();
+  if (!gpus) return std::move(gpus.error());
+  const uint32_t trainers = opts.role == node_role::embedded ? opts.workers : 1;
+  if (static_cast<uint32_t>(*gpus) < trainers)
+    return make_error(errc::bad_configuration,
+                      fmt::format("{} workers in this process and {} GPUs: NCCL needs one GPU "
+                                  "per worker",
+                                  trainers, *gpus));
+  return {};
+}
+
+// A dp trainer of this process, named `name`, that ends with `parent`'s exit.
+caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
+                         std::shared_ptr<const training_task> task, dp_coordinator_actor coord,
+                         const std::string& name, caf::actor_addr parent, const logger& log) {
+  const dp_trainer_config config{
+      std::move(coord),     std::move(task),   name, opts.listen.host, host_label_of(opts),
+      opts.request_timeout, std::move(parent), log};
+  return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(dp_trainer, config));
+}
+
+// The job's gatekeeper, handing out `coord`, published on --listen. When the port cannot be
+// opened it says why on stderr, stops the coordinator and the gatekeeper, and returns none.
+std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
+                                                   const launch_options& opts,
+                                                   const coordinator_actor& coord,
+                                                   const app_description& app, const logger& log) {
+  auto& sys = self->system();
+  auto gk = sys.spawn(
+      gatekeeper, gatekeeper_config{opts.secret, coord, self->address(), log.named("gatekeeper")});
+  auto port = sys.middleman().publish(gk, opts.listen.port, opts.listen.host.c_str(), true);
+  if (!port) {
+    fmt::print(stderr, "{}: cannot listen on {}: {}\n", app.name, to_string(opts.listen),
+               sys.render(port.error()));
+    self->send_exit(coord, caf::exit_reason::user_shutdown);
+    self->send_exit(gk, caf::exit_reason::user_shutdown);
+    return std::nullopt;
+  }
+  log.info("listening on {}:{}", opts.listen.host, *port);
+  return gk;
+}
+
+// --mode dp, every member in this process: the coordinator and --workers trainers, whose
+// collectives still go over loopback TCP (Gloo).
+int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
+                    const app_description& app, const logger& log) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  node_metrics metrics;
+  if (auto err = start_metrics(opts, log, metrics)) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
+    return 1;
+  }
+  caf::scoped_actor self{sys};
+  size_blas(opts, opts.workers);
+  dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
+  config.metrics = metrics.registry;
+  auto coord = sys.spawn(dp_coordinator, config);
+  for (uint32_t i = 0; i < opts.workers; ++i) {
+    const std::string name = "worker-" + std::to_string(i);
+    spawn_trainer(sys, opts, task, coord, name, self->address(), log.named(name));
+  }
+  return wait_for(self, coord.address(), app.name);
+}
+
+// --mode dp, the coordinator's process: it publishes the same gatekeeper, which hands out the
+// dp coordinator; under torchrun (RANK 0) it also runs one trainer.
+int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const training_task> task,
+                       const app_description& app, const logger& log) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  node_metrics metrics;
+  if (auto err = start_metrics(opts, log, metrics)) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
+    return 1;
+  }
+  caf::scoped_actor self{sys};
+  size_blas(opts, 1);
+  dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
+  config.metrics = metrics.registry;
+  auto coord = sys.spawn(dp_coordinator, config);
+  auto gk = publish_gatekeeper(self, opts, caf::actor_cast<coordinator_actor>(coord), app, log);
+  if (!gk) return 1;
+  if (opts.dp.coordinator_trains)
+    spawn_trainer(sys, opts, task, coord, node_name(opts) + "-trainer", self->address(),
+                  log.named("trainer"));
+  const int code = wait_for(self, coord.address(), app.name);
+  self->send_exit(*gk, caf::exit_reason::user_shutdown);
+  return code;
+}
+
+int run_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
+                 const app_description& app, const logger& log) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  node_metrics metrics;
+  if (auto err = start_metrics(opts, log, metrics)) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
+    return 1;
+  }
+  auto device = start_dash_device(sys, opts, log);
+  if (!device) {
+    fmt::print(stderr, "{}: --dash-device gpu: {}\n", app.name, describe(device.error()));
+    return 1;
+  }
+  caf::scoped_actor self{sys};
+  size_blas(opts, opts.workers);
+  auto coord = sys.spawn(
+      coordinator,
+      coordinator_config{opts, task, self->address(), log.named("coordinator"), metrics.registry});
+  for (uint32_t i = 0; i < opts.servers; ++i) {
+    const std::string name = "server-" + std::to_string(i);
+    sys.spawn(server, server_config{coord, name, opts.request_timeout, self->address(),
+                                    log.named(name), endpoint{}, opts.max_restarts,
+                                    opts.restart_period, metrics.registry, *device});
+  }
+  for (uint32_t i = 0; i < opts.workers; ++i) {
+    const std::string name = "worker-" + std::to_string(i);
+    sys.spawn<caf::detached>(worker,
+                             worker_config{coord, task, name, opts.request_timeout, self->address(),
+                                           log.named(name), metrics.registry});
+  }
+  const int code = wait_for(self, coord.address(), app.name);
+  if (*device) self->send_exit(**device, caf::exit_reason::user_shutdown);
+  return code;
+}
+
+int run_coordinator(const launch_options& opts, std::shared_ptr<const training_task> task,
+                    const app_description& app, const logger& log) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  node_metrics metrics;  // troupe_up for now
+  if (auto err = start_metrics(opts, log, metrics)) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
+    return 1;
+  }
+  caf::scoped_actor self{sys};
+  size_blas(opts, 1);
+  auto coord = sys.spawn(
+      coordinator,
+      coordinator_config{opts, task, self->address(), log.named("coordinator"), metrics.registry});
+  auto gk = publish_gatekeeper(self, opts, coord, app, log);
+  if (!gk) return 1;
+  const int code = wait_for(self, coord.address(), app.name);
+  self->send_exit(*gk, caf::exit_reason::user_shutdown);
+  return code;
+}
+
+// A server opens its own port so that workers connect to it directly; without one, all data
+// would travel through the coordinator's node.
+endpoint open_data_port(caf::actor_system& sys, const launch_options& opts, const logger& log) {
+  auto port = sys.middleman().open(opts.listen.port, opts.listen.host.c_str(), true);
+  if (port) return endpoint{opts.listen.host, *port};
+  log.warn("cannot open {} for workers ({}); data goes through the coordinator",
+           to_string(opts.listen), sys.render(port.error()));
+  return endpoint{};
+}
+
+template <class Spawn>
+int run_member(const launch_options& opts, role as, const app_description& app, const logger& log,
+               Spawn spawn) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  const std::string name = node_name(opts);
+  node_metrics metrics;
+  if (auto err = start_metrics(opts, log, metrics)) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
+    return 1;
+  }
+  auto coord = join_cluster(sys, opts, as, name, log);
+  if (!coord) {
+    fmt::print(stderr, "{}: cannot join the job: {}\n", app.name, describe(coord.error()));
+    return 1;
+  }
+  caf::scoped_actor self{sys};
+  // Held here: a supervisor nobody references would end as unreachable.
+  const caf::actor actor = spawn(sys, *coord, name, self->address(), metrics.registry);
+  if (!actor) return 1;  // `spawn` said why
+  // Heartbeats come from their own small actor, so a long gradient step cannot silence them.
+  auto beats = sys.spawn(heartbeat_sender, heartbeat_config{*coord, name, opts.heartbeat_interval,
+                                                            self->address(), log});
+  const int code = wait_for(self, actor.address(), app.name);
+  self->send_exit(beats, caf::exit_reason::user_shutdown);
+  return code;
+}
+
+// Whether a restart can mend a worker that ended with `reason`: a crash can, but not the job
+// ending, a lost coordinator or a refused join (errc::job_failed and the other troupe errors
+// a worker ends with on purpose).
+bool worker_restart_mends(const caf::error& reason) {
+  if (!reason) return false;
+  return reason.category() != error_category ||
+         reason.code() == static_cast<uint8_t>(errc::injected_fault);
+}
+
+// A worker node: its supervisor restarts the worker after a crash (it rejoins the job cold,
+// under the same name, as a late worker) and ends with it otherwise.
+caf::actor spawn_worker_node(caf::actor_system& sys, const launch_options& opts,
+                             std::shared_ptr<const training_task> task, coordinator_actor coord,
+                             const std::string& name, caf::actor_addr parent, const logger& log,
+                             std::shared_ptr<metrics_registry> metrics) {
+  child_spec child;
+  child.name = name;
+  child.policy = restart_policy::transient;
+  child.restart_on = worker_restart_mends;
+  child.start = [=](caf::local_actor* self, caf::actor_addr supervisor) {
+    const worker_config config{coord, task, name, opts.request_timeout, supervisor, log, metrics};
+    return caf::actor_cast<caf::actor>(self->spawn<caf::detached>(worker, config));
+  };
+  supervisor_config node;
+  node.name = name + " supervisor";
+  node.max_restarts = opts.max_restarts;
+  node.period = opts.restart_period;
+  node.backoff = std::chrono::milliseconds(100);
+  node.parent = parent;
+  node.quit_when_idle = true;
+  node.log = log;
+  return caf::actor_cast<caf::actor>(sys.spawn(supervisor, node, std::vector<child_spec>{child}));
+}
+
+// The handshake is only as strong as the secret (docs/SECURITY.md).
+void warn_about_the_secret(const std::vector<std::string>& args, const launch_options& opts,
+                           const logger& log) {
+  if (opts.secret.size() < 16)
+    log.warn(
+        "the cluster secret has fewer than 16 characters: whoever sees one handshake can "
+        "guess it offline; use a long random secret");
+  for (const auto& arg : args)
+    if (arg == "--secret" || arg.rfind("--secret=", 0) == 0)
+      return log.warn(
+          "--secret on the command line is visible to every local user; prefer "
+          "TROUPE_SECRET");
+}
+
+}  // namespace
+
+int run_app(int argc, char** argv, const app_description& app) {
+  const std::string blas_note = select_blas_kernels();  // before any BLAS call
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  auto opts = parse_launch_options(args, process_environment(), app.flags, app.defaults);
+  if (!opts) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(opts.error()));
+    return 2;
+  }
+  if (opts->help) {
+    fmt::print("{}", launch_usage(app.name, app.summary, app.flags, app.defaults));
+    return 0;
+  }
+  const logger log{node_name(*opts), opts->level};
+  if (!blas_note.empty()) log.debug("{}", blas_note);
+  // A peer that closed its connection must give a write error, not kill the process: Gloo
+  // writes to its sockets without MSG_NOSIGNAL (a resumed dp worker whose group moved on
+  // died of SIGPIPE, silently).
+  std::signal(SIGPIPE, SIG_IGN);
+  if (opts->role != node_role::embedded) warn_about_the_secret(args, *opts, log);
+  if (opts->role == node_role::server) {
+    // A server's buckets run side by side on the actor scheduler: one BLAS thread each (DASH's
+    // GEMMs), not OpenBLAS's default of one per core in every bucket at once.
+    set_blas_threads(static_cast<int>(opts->blas_threads ? opts->blas_threads : 1));
+    return run_member(*opts, role::server, app, log,
+                      [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+                          caf::actor_addr supervisor, std::shared_ptr<metrics_registry> metrics) {
+                        const endpoint data = open_data_port(sys, *opts, log);
+                        // Unreferenced once the server and its buckets end: it ends with them.
+                        auto device = start_dash_device(sys, *opts, log);
+                        if (!device) {
+                          log.error("--dash-device gpu: {}", describe(device.error()));
+                          return caf::actor{};
+                        }
+                        const server_config config{coord,
+                                                   name,
+                                                   opts->request_timeout,
+                                                   supervisor,
+                                                   log,
+                                                   data,
+                                                   opts->max_restarts,
+                                                   opts->restart_period,
+                                                   std::move(metrics),
+                                                   *device};
+                        return caf::actor_cast<caf::actor>(sys.spawn(server, config));
+                      });
+  }
+  auto made = app.make_task(*opts);
+  if (!made) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(made.error()));
+    return 1;
+  }
+  std::shared_ptr<const training_task> task = std::move(*made);
+  if (opts->data_parallel) {
+    if (auto err = check_nccl(*opts)) {
+      fmt::print(stderr, "{}: --collective nccl: {}\n", app.name, describe(err));
+      return 1;
+    }
+    switch (opts->role) {
+      case node_role::embedded:
+        return run_dp_embedded(*opts, task, app, log);
+      case node_role::coordinator:
+        return run_dp_coordinator(*opts, task, app, log);
+      default:
+        break;
+    }
+    size_blas(*opts, 1);
+    return run_member(*opts, role::worker, app, log,
+                      [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+                          caf::actor_addr parent, std::shared_ptr<metrics_registry>) {
+                        return spawn_trainer(sys, *opts, task,
+                                             caf::actor_cast<dp_coordinator_actor>(coord), name,
+                                             parent, log);
+                      });
+  }
+  switch (opts->role) {
+    case node_role::embedded:
+      return run_embedded(*opts, task, app, log);
+    case node_role::coordinator:
+      return run_coordinator(*opts, task, app, log);
+    case node_role::worker:
+      size_blas(*opts, 1);
+      return run_member(
+          *opts, role::worker, app, log,
+          [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+              caf::actor_addr parent, std::shared_ptr<metrics_registry> metrics) {
+            return spawn_worker_node(sys, *opts, task, coord, name, parent, log,
+                                     std::move(metrics));
+          });
+    case node_role::server:
+      break;
+  }
+  return 1;
+}
+
+}  // namespace troupe

@@ -1,0 +1,60 @@
+#include "actors/job/report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+double histogram_quantile(const std::vector<uint64_t>& histogram, double q) {
+  uint64_t total = 0;
+  for (uint64_t n : histogram) total += n;
+  if (total == 0) return 0.0;
+  const double wanted = q * static_cast<double>(total);
+  uint64_t seen = 0;
+  for (size_t t = 0; t < histogram.size(); ++t) {
+    seen += histogram[t];
+    if (static_cast<double>(seen) >= wanted) return static_cast<double>(t);
+  }
+  return static_cast<double>(histogram.size() - 1);
+}
+
+void summarize_buckets(const std::vector<bucket_stats>& buckets, job_report& report) {
+  std::vector<uint64_t> merged;
+  uint64_t staleness_sum = 0;
+  for (const auto& s : buckets) {
+    report.updates_applied += s.updates_applied;
+    report.updates_rejected += s.updates_rejected;
+    report.max_staleness = std::max(report.max_staleness, s.max_staleness);
+    report.max_clock_gap = std::max(report.max_clock_gap, s.max_clock_gap);
+    staleness_sum += s.staleness_sum;
+    if (merged.size() < s.staleness_histogram.size()) merged.resize(s.staleness_histogram.size());
+    for (size_t t = 0; t < s.staleness_histogram.size(); ++t) merged[t] += s.staleness_histogram[t];
+  }
+  report.mean_staleness =
+      report.updates_applied ? double(staleness_sum) / double(report.updates_applied) : 0.0;
+  report.staleness_p50 = histogram_quantile(merged, 0.50);
+  report.staleness_p99 = histogram_quantile(merged, 0.99);
+}
+
+caf::error write_report_file(const std::string& path, job_report report,
+                             std::vector<std::pair<std::string, std::string>> settings) {
+  report.settings = std::move(settings);
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
+  out << to_json(report);
+  out.close();  // a write error may only show when the buffer is flushed
+  if (!out) {
+    std::remove(tmp.c_str());
+    return make_error(errc::io_failure, "cannot write the report to " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return make_error(errc::io_failure, "cannot move the report to " + path);
+  }
+  return {};
+}
+
+}  // namespace troupe

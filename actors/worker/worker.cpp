@@ -1,0 +1,437 @@
+#include "actors/worker/worker.hpp"
+#include "actors/job/timing.hpp"
+#include "actors/supervision/node_control.hpp"
+#include "kernels/cpu/vector_ops.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <thread>
+
+#include <caf/io/middleman.hpp>
+
+#include "actors/job/job_outcome.hpp"
+#include "actors/supervision/guards.hpp"
+#include "actors/worker/chunk_rows.hpp"
+#include "kernels/cpu/compression.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+namespace {
+
+using self_ptr = worker_actor::stateful_pointer<worker_state>;
+
+// `ahead`: 1 for a prefetch issued before this worker's push of the current chunk.
+void pull_round(self_ptr self, const worker_config& config, uint64_t ahead = 0);
+void maybe_compute(self_ptr self, const worker_config& config);
+
+void fail(self_ptr self, const worker_config& config, caf::error err) {
+  config.log.error("stopping: {}", describe(err));
+  self->quit(std::move(err));
+}
+
+// Fails with what we were doing in front of the reason, e.g. "pushing to bucket 3: ...".
+void fail(self_ptr self, const worker_config& config, const std::string& doing,
+          const caf::error& err) {
+  fail(self, config, make_error(errc::job_failed, doing + ": " + describe(err)));
+}
+
+// Keeps one chunk in reserve, so that the next claim's round trip hides behind computation.
+void claim_work(self_ptr self, const worker_config& config) {
+  auto& st = self->state;
+  // Paused (a checkpoint, a drain): no new work, which a drained worker could not finish.
+  if (st.claim_pending || st.exhausted || st.paused || st.queue.size() >= 2) return;
+  st.claim_pending = true;
+  self->request(config.coordinator, config.request_timeout, claim_atom_v, st.job->worker)
+      .then(
+          [=](const wire& w) {
+            auto& st = self->state;
+            st.claim_pending = false;
+            auto chunk = decode<work_chunk>(w);
+            if (!chunk) return fail(self, config, "claiming work", chunk.error());
+            if (chunk->count == 0)
+              st.exhausted = true;
+            else
+              st.queue.push_back(*chunk);
+            claim_work(self, config);
+            maybe_compute(self, config);
+          },
+          [=](caf::error& err) { fail(self, config, "claiming work", err); });
+}
+
+// Once every bucket acknowledged a push: the clock advances and the chunk is reported done.
+void pushed(self_ptr self, const worker_config& config) {
+  auto& st = self->state;
+  ++st.clock;
+  const double staleness = st.chunk_acks ? st.chunk_staleness / double(st.chunk_acks) : 0.0;
+  const progress report{
+      st.job->worker, st.current, st.current_loss, st.compute_s, seconds_since(st.started),
+      staleness,      st.clock};
+  self->send(config.coordinator, progress_atom_v, encode(report));
+  maybe_compute(self, config);
+}
+
+// One sign tensor per slice of bucket `plan`, with this worker's error feedback residual.
+std::vector<sign_tensor> compress(worker_state& st, const bucket_placement& plan) {
+  std::vector<sign_tensor> out;
+  for (const auto& s : plan.slices) {
+    const auto range = locate(*st.layout, s);  // validated when the job started
+    const std::span<const float> g{st.grad.data() + range->offset, range->count};
+    const std::span<float> e{st.residual.data() + range->offset, range->count};
+    sign_tensor t{s.tensor, s.shape, s.row_offset, 0.0f,
+                  std::vector<uint8_t>(kernels::sign_bytes(range->count))};
+    t.scale = kernels::sign_compress(g, e, t.bits);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Attempts at one pull or push whose bucket keeps failing before the worker gives up.
+constexpr int max_attempts = 5;
+
+// Bucket b did not answer (it restarted, or its server was lost): asks the coordinator for its
+// current handle (held there until it differs from `failed`), then calls `retry`.
+void find_again(self_ptr self, const worker_config& config, size_t b, const bucket_actor& failed,
+                int attempt, const caf::error& why, std::function<void()> retry) {
+  if (attempt >= max_attempts)
+    return fail(self, config, "bucket " + std::to_string(b) + " keeps failing", why);
+  config.log.warn("bucket {} did not answer ({}); asking the coordinator where it is now", b,
+                  describe(why));
+  self->request(config.coordinator, config.request_timeout, which_atom_v, static_cast<uint32_t>(b),
+                failed)
+      .then(
+          [=](bucket_actor& now) {
+            self->monitor(now);
+            self->state.buckets[b] = std::move(now);
+            retry();
+          },
+          [=](caf::error& err) { fail(self, config, "finding bucket " + std::to_string(b), err); });
+}
+
+// Whether a failed request lost its bucket (as opposed to the bucket refusing the message):
+// it went down, or a backup took its place.
+bool bucket_gone(const caf::error& err) {
+  return err.category() != error_category || err.code() == static_cast<uint8_t>(errc::not_primary);
+}
+
+// Records request `op` to bucket b as in flight; `lost` runs if its bucket goes first.
+uint64_t track(self_ptr self, std::vector<in_flight>& ops, size_t b, const bucket_actor& target,
+               std::function<void(const caf::error&)> lost) {
+  const uint64_t id = ++self->state.requests;
+  ops[b] = in_flight{id, target, std::move(lost)};
+  return id;
+}
+
+// True (and the entry cleared) when request `id` is still the one in flight for bucket b.
+bool settle(std::vector<in_flight>& ops, size_t b, uint64_t id) {
+  if (ops[b].id != id) return false;
+  ops[b] = in_flight{};
+  return true;
+}
+
+void send_push(self_ptr self, const worker_config& config, size_t b,
+               std::shared_ptr<push_request> push, int attempt) {
+  auto& st = self->state;
+  const auto target = st.buckets[b];
+  auto lost = [=](const caf::error& err) {
+    push->resend = true;  // it may have landed before the bucket went
+    find_again(self, config, b, target, attempt + 1, err,
+               [=] { send_push(self, config, b, push, attempt + 1); });
+  };
+  if (st.gone[b] == target.address())  // a request to it would only time out
+    return lost(make_error(errc::job_failed, "the bucket's actor is down"));
+  const uint64_t id = track(self, st.pushes, b, target, lost);
+  wire bytes = encode(*push);
+  add(st.metrics.bytes_out, double(bytes.bytes.size()));
+  self->request(target, config.request_timeout, push_atom_v, std::move(bytes))
+      .then(
+          [=](const wire& w) {
+            auto& st = self->state;
+            if (!settle(st.pushes, b, id)) return;
+            if (auto ack = decode<push_ack>(w))
+              st.chunk_staleness += double(ack->staleness), ++st.chunk_acks;
+            if (--st.pushes_pending == 0) pushed(self, config);
+          },
+          [=](caf::error& err) {
+            if (!settle(self->state.pushes, b, id)) return;
+            if (bucket_gone(err)) return lost(err);
+            // A refused push loses one gradient, not the job.
+            config.log.warn("bucket {} refused our push: {}", b, describe(err));
+            if (--self->state.pushes_pending == 0) pushed(self, config);
+          });
+}
+
+void push_round(self_ptr self, const worker_config& config, bool skipped) {
+  auto& st = self->state;
+  st.pushes_pending = st.buckets.size();
+  st.chunk_staleness = 0;
+  st.chunk_acks = 0;
+  const bool last = st.queue.empty() && st.exhausted;
+  for (size_t b = 0; b < st.buckets.size(); ++b) {
+    const auto& plan = st.job->layout.buckets[b];
+    auto push = std::make_shared<push_request>(
+        push_request{plan.bucket, st.job->worker, st.clock, st.read_clocks[b]});
+    push->last = last;
+    push->skipped = skipped;
+    if (skipped)
+      ;  // no tensors: the bucket counts the step only
+    else if (st.job->compress_signs)
+      push->signs = compress(st, plan);
+    else
+      push->dense = gather(*st.layout, plan, st.grad);
+    if (!st.tables.empty())
+      push->sparse = row_gradients(st.tables, st.rows, static_cast<uint32_t>(b),
+                                   static_cast<uint32_t>(st.buckets.size()));
+    send_push(self, config, b, std::move(push), 0);
+  }
+}
+
+// Averages the gradients of the chunk's batches into st.grad; returns their summed loss.
+double compute_chunk(worker_state& st, const work_chunk& chunk) {
+  double loss_sum = 0;
+  std::fill(st.grad.begin(), st.grad.end(), 0.0f);
+  for (uint32_t i = 0; i < chunk.count; ++i) {
+    const auto began = std::chrono::steady_clock::now();
+    auto& target = chunk.count == 1 ? st.grad : st.batch_grad;
+    if (target.size() != st.grad.size()) target.assign(st.grad.size(), 0.0f);
+    loss_sum +=
+        st.tables.empty()
+            ? st.replica->gradient(st.params, chunk.epoch, chunk.first + i, target)
+            : st.replica->gradient(st.params, st.rows, chunk.epoch, chunk.first + i, target);
+    if (chunk.count > 1)
+      for (size_t k = 0; k < st.grad.size(); ++k) st.grad[k] += target[k] / chunk.count;
+    if (st.job->delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(st.job->delay_ms));
+    st.compute_s += seconds_since(began);
+  }
+  if (chunk.count > 1)  // row gradients were added up over the chunk's batches
+    for (auto& g : st.rows.grads)
+      for (float& x : g) x /= static_cast<float>(chunk.count);
+  return loss_sum;
+}
+
+// Moves the loop on: says done when no work is left, pulls when values are missing, and
+// computes and pushes the next chunk once its values are in and no push is in flight.
+void maybe_compute(self_ptr self, const worker_config& config) {
+  auto& st = self->state;
+  if (st.pushes_pending > 0) return;
+  if (st.paused) {  // nothing in flight: the coordinator may take its checkpoint
+    for (auto& p : st.pauses) p.deliver(true);
+    st.pauses.clear();
+    return;
+  }
+  if (st.queue.empty()) {
+    if (st.exhausted && !st.finished) {
+      st.finished = true;
+      self->send(config.coordinator, done_atom_v, st.job->worker);
+    }
+    return;  // otherwise a claim is on its way
+  }
+  if (!st.have_params) {
+    if (st.pulls_pending == 0) pull_round(self, config);
+    return;
+  }
+  st.have_params = false;
+  st.current = st.queue.front();
+  st.queue.pop_front();
+  claim_work(self, config);
+  // A prefetch asks for the values after this chunk's own push (clock + 1): ssp and bsp hold
+  // it until that push has landed, so prefetching never loosens their bounds.
+  if (st.job->prefetch && (!st.queue.empty() || !st.exhausted)) pull_round(self, config, 1);
+  st.current_loss = compute_chunk(st, st.current);
+  add(st.metrics.steps, st.current.count);
+  set(st.metrics.loss, st.current_loss / std::max<uint32_t>(st.current.count, 1));
+  bool finite = std::isfinite(st.current_loss) && kernels::all_finite(st.grad);
+  for (const auto& g : st.rows.grads) finite = finite && kernels::all_finite(g);
+  if (!finite)  // never send a poisoned gradient: the buckets only count the step
+    config.log.warn("non-finite loss or gradient in epoch {} batch {}; nothing pushed",
+                    st.current.epoch + 1, st.current.first);
+  push_round(self, config, !finite);
+}
+
+void send_pull(self_ptr self, const worker_config& config, size_t b, pull_request request,
+               int attempt) {
+  auto& st = self->state;
+  const auto target = st.buckets[b];
+  auto lost = [=](const caf::error& err) {
+    find_again(self, config, b, target, attempt + 1, err,
+               [=] { send_pull(self, config, b, request, attempt + 1); });
+  };
+  if (st.gone[b] == target.address())
+    return lost(make_error(errc::job_failed, "the bucket's actor is down"));
+  const uint64_t id = track(self, st.pulls, b, target, lost);
+  self->request(target, config.request_timeout, pull_atom_v, encode(request))
+      .then(
+          [=](const wire& w) {
+            auto& st = self->state;
+            if (!settle(st.pulls, b, id)) return;
+            add(st.metrics.bytes_in, double(w.bytes.size()));
+            auto reply = decode<pull_reply>(w);
+            if (!reply) return fail(self, config, std::move(reply.error()));
+            if (!within(st.job->layout.buckets[b], reply->tensors))
+              return fail(self, config,
+                          make_error(errc::shape_mismatch,
+                                     "bucket " + std::to_string(b) + " sent other slices"));
+            scatter(*st.layout, reply->tensors, st.params);
+            if (auto err = fill_rows(st.tables, reply->rows, st.rows))
+              return fail(self, config, "reading rows from bucket " + std::to_string(b), err);
+            st.read_clocks[b] = std::move(reply->clock);
+            if (--st.pulls_pending > 0) return;
+            st.have_params = true;
+            maybe_compute(self, config);
+          },
+          [=](caf::error& err) {
+            if (!settle(self->state.pulls, b, id)) return;
+            if (!bucket_gone(err))
+              return fail(self, config, "pulling bucket " + std::to_string(b), err);
+            lost(err);
+          });
+}
+
+// A bucket's actor is gone (its node lost, or it crashed): requests in flight to it go again.
+void on_bucket_down(self_ptr self, const caf::down_msg& msg) {
+  auto& st = self->state;
+  for (size_t b = 0; b < st.buckets.size(); ++b)
+    if (st.buckets[b].address() == msg.source) st.gone[b] = msg.source;
+  for (auto* ops : {&st.pulls, &st.pushes})
+    for (auto& op : *ops)
+      if (op.id != 0 && op.target.address() == msg.source) {
+        auto lost = std::move(op.lost);
+        op = in_flight{};
+        lost(msg.reason);
+      }
+}
+
+// Pulls every bucket's values and, for models with embedding tables, the rows the chunk at the
+// front of the queue reads.
+void pull_round(self_ptr self, const worker_config& config, uint64_t ahead) {
+  auto& st = self->state;
+  st.pulls_pending = st.buckets.size();
+  const auto buckets = static_cast<uint32_t>(st.buckets.size());
+  if (!st.tables.empty()) prepare_chunk_rows(*st.replica, st.tables, st.queue.front(), st.rows);
+  for (size_t b = 0; b < st.buckets.size(); ++b) {
+    const auto& plan = st.job->layout.buckets[b];
+    pull_request request{plan.bucket, st.job->worker, st.clock + ahead};
+    if (!st.tables.empty())
+      request.rows = row_requests(st.tables, st.rows, static_cast<uint32_t>(b), buckets);
+    send_pull(self, config, b, std::move(request), 0);
+  }
+}
+
+// Opens a direct connection to every server node, so pulls and pushes do not travel through
+// the coordinator's node. Blocks this (detached) worker's thread for the connection set-up; a
+// server that cannot be reached directly is still reached through the coordinator.
+void connect_servers(self_ptr self, const worker_config& config, const start_job& job) {
+  for (const auto& server : job.servers) {
+    if (server.port == 0) continue;
+    auto node = self->system().middleman().connect(server.host, server.port);
+    if (!node)
+      config.log.warn(
+          "no direct connection to the server at {}:{} ({}); going through the "
+          "coordinator",
+          server.host, server.port, self->system().render(node.error()));
+  }
+}
+
+void start(self_ptr self, const worker_config& config, const wire& w,
+           std::vector<bucket_actor> buckets) {
+  auto& st = self->state;
+  auto job = decode<start_job>(w);
+  if (!job) return fail(self, config, std::move(job.error()));
+  if (buckets.size() != job->layout.buckets.size())
+    return fail(self, config, make_error(errc::malformed_message, "bucket handles do not match"));
+  st.layout.emplace(config.task->parameters());
+  if (auto err = validate_plan(*st.layout, job->layout))
+    return fail(self, config, "checking the coordinator's placement against our model", err);
+  auto replica = config.task->make_replica(job->batch, job->seed);
+  if (!replica) return fail(self, config, std::move(replica.error()));
+  st.params.assign(st.layout->total, 0.0f);
+  st.grad.assign(st.layout->total, 0.0f);
+  st.residual.assign(job->compress_signs ? st.layout->total : 0, 0.0f);
+  st.read_clocks.assign(buckets.size(), vector_clock{});
+  st.replica = std::move(*replica);
+  st.buckets = std::move(buckets);
+  st.pulls.assign(st.buckets.size(), in_flight{});
+  st.pushes.assign(st.buckets.size(), in_flight{});
+  st.gone.assign(st.buckets.size(), caf::actor_addr{});
+  for (const auto& bucket : st.buckets) self->monitor(bucket);
+  connect_servers(self, config, *job);
+  st.job = std::move(*job);
+  st.clock = st.job->clock;
+  st.tables = config.task->sparse_tables();
+  if (!st.tables.empty() && st.job->prefetch) {
+    config.log.warn("--prefetch is not supported with embedding tables; pulling in turn");
+    st.job->prefetch = false;
+  }
+  st.started = std::chrono::steady_clock::now();
+  config.log.info("training: worker {} of {}", st.job->worker, st.job->workers);
+  claim_work(self, config);
+  if (st.tables.empty()) pull_round(self, config);  // rows need a chunk: pull once it comes
+}
+
+}  // namespace
+
+worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
+                                   worker_config config) {
+  accept_exits_only_from(self, config.supervisor, config.log);
+  self->state.metrics = worker_metrics::of(config.metrics, config.name);
+  self->monitor(config.coordinator);
+  self->set_down_handler([=](caf::down_msg& msg) {
+    if (self->state.stopping) return;
+    if (msg.source != config.coordinator.address()) return on_bucket_down(self, msg);
+    fail(self, config, make_error(errc::job_failed, "lost the coordinator"));
+  });
+  const join_request request{role::worker, config.name, static_cast<uint32_t>(::getpid())};
+  self->request(config.coordinator, config.request_timeout, join_atom_v, encode(request),
+                caf::actor_cast<worker_actor>(self))
+      .then([=](const wire&) { config.log.debug("joined the coordinator"); },
+            [=](caf::error& err) { fail(self, config, "joining the coordinator", err); });
+  return {
+      [=](start_atom, const wire& w, std::vector<bucket_actor> buckets) {
+        if (!sent_by(self, config.coordinator.address()))
+          return config.log.warn("ignored a start that is not from the coordinator");
+        if (self->state.job) return config.log.warn("ignored a second start");
+        start(self, config, w, std::move(buckets));
+      },
+      [=](stop_atom, const std::string& failure) -> caf::result<bool> {
+        if (!sent_by(self, config.coordinator.address()))
+          return make_error(errc::authentication_failed, "only the coordinator stops a worker");
+        self->state.stopping = true;
+        self->quit(job_outcome(failure));
+        return true;
+      },
+      [=](pause_atom) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!sent_by(self, config.coordinator.address()))
+          return make_error(errc::authentication_failed, "only the coordinator pauses a worker");
+        st.paused = true;
+        if (st.pushes_pending == 0) return true;
+        st.pauses.push_back(self->make_response_promise<bool>());
+        return st.pauses.back();
+      },
+      [=](resume_atom) {
+        if (!sent_by(self, config.coordinator.address())) return;
+        auto& st = self->state;
+        st.paused = false;
+        for (auto& p : st.pauses) p.deliver(true);  // whoever paused has given up waiting
+        st.pauses.clear();
+        if (!st.job) return;
+        claim_work(self, config);
+        maybe_compute(self, config);
+      },
+      [=](fault_atom) {
+        crash_on_purpose(self, config.coordinator.address(), config.name, config.log);
+      },
+      [=](metrics_atom) {
+        set(self->state.metrics.mailbox, double(self->mailbox().size()));
+        return metrics_for(self, config.coordinator.address(), config.metrics);
+      },
+      [=](log_atom, const std::string& level) {
+        set_level_from(self, config.coordinator.address(), level, config.log);
+      },
+  };
+}
+
+}  // namespace troupe

@@ -1,0 +1,88 @@
+// worker: one training worker. It joins the coordinator, and once started claims chunks of
+// batches from the coordinator (one chunk in reserve) and for each: pulls every bucket,
+// computes the chunk's averaged gradient, pushes each bucket its slice stamped with the bucket
+// clock it read, and reports the chunk done. With prefetch the next pull is in flight while a
+// chunk computes. When no work is left it says done. A pull or push that fails because its
+// bucket is gone (restarted, or its server lost) asks the coordinator for the bucket's current
+// handle and is sent again (a push marked as a resend, so it is never applied twice). Spawn it
+// detached: gradient() runs inside
+// its handler and must not hold a CAF scheduler thread.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/supervision/node_metrics.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/detail/layout.hpp"
+#include "troupe/log.hpp"
+#include "troupe/task.hpp"
+
+namespace troupe {
+
+struct worker_config {
+  coordinator_actor coordinator;
+  std::shared_ptr<const training_task> task;
+  std::string name;
+  std::chrono::seconds request_timeout{30};
+  caf::actor_addr supervisor;
+  logger log;
+  std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
+};
+
+// A pull or push on its way to a bucket. If the bucket's node is lost, CAF 0.17 answers the
+// request with nothing but a timeout: the monitor's down message retries it at once instead.
+struct in_flight {
+  uint64_t id = 0;  // 0: none
+  bucket_actor target;
+  std::function<void(const caf::error&)> lost;  // sends it again elsewhere
+};
+
+struct worker_state {
+  static inline const char* name = "troupe.worker";
+  std::optional<start_job> job;
+  std::optional<flat_layout> layout;
+  std::unique_ptr<task_replica> replica;
+  std::vector<bucket_actor> buckets;
+  std::vector<vector_clock> read_clocks;  // per bucket: the clock of the values last pulled
+  std::vector<float> params;
+  std::vector<float> grad;         // the gradient being pushed
+  std::vector<float> batch_grad;   // one batch's gradient, averaged into grad when accumulating
+  std::vector<float> residual;     // sign compression: what earlier pushes have not yet sent
+  std::vector<table_spec> tables;  // the task's embedding tables (none for dense models)
+  sparse_rows_view rows;           // the rows of the chunk at the front of the queue
+  std::deque<work_chunk> queue;    // chunks claimed and not yet computed (at most two)
+  work_chunk current;              // the chunk whose gradient is being pushed
+  double current_loss = 0;         // its summed batch losses
+  double chunk_staleness = 0;      // summed staleness of its pushes' acks so far
+  uint32_t chunk_acks = 0;
+  bool claim_pending = false;  // a claim request is in flight
+  bool exhausted = false;      // the coordinator has no work left for us
+  bool finished = false;       // done has been sent
+  uint64_t clock = 0;          // pushes done: the worker's logical clock
+  size_t pulls_pending = 0;    // pull replies still due
+  size_t pushes_pending = 0;   // push acks still due
+  bool have_params = false;    // a pull round completed since the last computation
+  double compute_s = 0;        // time spent in gradient() (and the straggler delay)
+  std::chrono::steady_clock::time_point started;
+  bool stopping = false;
+  bool paused = false;  // no new chunk starts (checkpoint)
+  // Pauses (a checkpoint, a drain) answered once no push is in flight.
+  std::vector<caf::typed_response_promise<bool>> pauses;
+  std::vector<in_flight> pulls, pushes;  // per bucket
+  std::vector<caf::actor_addr> gone;     // per bucket: a handle known to be down (not yet replaced)
+  uint64_t requests = 0;                 // ids of in_flight entries
+  worker_metrics metrics;                // this worker's series (null without a registry)
+};
+
+worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
+                                   worker_config config);
+
+}  // namespace troupe
