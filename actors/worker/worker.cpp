@@ -189,18 +189,21 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
   }
 }
 
-// Averages the gradients of the chunk's batches into st.grad; returns their summed loss.
-double compute_chunk(worker_state& st, const work_chunk& chunk) {
+// Averages the gradients of the chunk's batches into st.grad; returns their summed loss, or
+// the task's error.
+caf::expected<double> compute_chunk(worker_state& st, const work_chunk& chunk) {
   double loss_sum = 0;
   std::fill(st.grad.begin(), st.grad.end(), 0.0f);
   for (uint32_t i = 0; i < chunk.count; ++i) {
     const auto began = std::chrono::steady_clock::now();
     auto& target = chunk.count == 1 ? st.grad : st.batch_grad;
     if (target.size() != st.grad.size()) target.assign(st.grad.size(), 0.0f);
-    loss_sum +=
+    auto loss =
         st.tables.empty()
             ? st.replica->gradient(st.params, chunk.epoch, chunk.first + i, target)
             : st.replica->gradient(st.params, st.rows, chunk.epoch, chunk.first + i, target);
+    if (!loss) return std::move(loss.error());
+    loss_sum += *loss;
     if (chunk.count > 1)
       for (size_t k = 0; k < st.grad.size(); ++k) st.grad[k] += target[k] / chunk.count;
     if (st.job->delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(st.job->delay_ms));
@@ -240,7 +243,13 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   // A prefetch asks for the values after this chunk's own push (clock + 1): ssp and bsp hold
   // it until that push has landed, so prefetching never loosens their bounds.
   if (st.job->prefetch && (!st.queue.empty() || !st.exhausted)) pull_round(self, config, 1);
-  st.current_loss = compute_chunk(st, st.current);
+  auto loss = compute_chunk(st, st.current);
+  if (!loss)
+    return fail(self, config,
+                fmt::format("the task's gradient of epoch {} batch {}", st.current.epoch + 1,
+                            st.current.first),
+                loss.error());
+  st.current_loss = *loss;
   add(st.metrics.steps, st.current.count);
   set(st.metrics.loss, st.current_loss / std::max<uint32_t>(st.current.count, 1));
   bool finite = std::isfinite(st.current_loss) && kernels::all_finite(st.grad);

@@ -136,7 +136,7 @@ bool gradient_check(uint32_t fm_dim) {
     }
   }
   std::vector<float> params{0.3f}, grad{0.0f};
-  const float loss = replica->gradient(params, rows, 0, 0, grad);
+  const float loss = *replica->gradient(params, rows, 0, 0, grad);
 
   std::vector<double> bias{params[0]};
   std::vector<double> no_v;
@@ -259,7 +259,7 @@ double train(const ctr_options& opts, const optimizer_config& o, uint32_t epochs
     double loss_sum = 0;
     for (uint64_t b = 0; b < steps; ++b) {
       auto rows = gather_all(stores, replica->rows_of(e, b));
-      loss_sum += replica->gradient(params, rows, e, b, grad);
+      loss_sum += *replica->gradient(params, rows, e, b, grad);
       for (size_t t = 0; t < stores.size(); ++t) stores[t].apply(rows.ids[t], rows.grads[t], o);
       bias.apply({0}, grad, o);
       params[0] = bias.values[0];

@@ -65,8 +65,10 @@ class ctr_replica : public task_replica {
   ctr_replica(std::shared_ptr<const click_log> train, uint32_t k, uint32_t batch, uint64_t seed)
       : train_(std::move(train)), k_(k), batch_(batch), seed_(seed), sums_(k) {}
 
-  float gradient(std::span<const float>, uint32_t, uint64_t, std::span<float>) override {
-    return std::numeric_limits<float>::quiet_NaN();  // the model lives in the sparse rows
+  caf::expected<float> gradient(std::span<const float>, uint32_t, uint64_t,
+                                std::span<float>) override {
+    return make_error(errc::bad_configuration,
+                      "the ctr model lives in its sparse rows: it has no gradient without them");
   }
 
   std::vector<std::vector<uint64_t>> rows_of(uint32_t epoch, uint64_t batch) override {
@@ -79,14 +81,17 @@ class ctr_replica : public task_replica {
     return per_table;
   }
 
-  // Mean log loss of the batch; NaN, with the grads untouched, when the batch is past the end
-  // or `rows` does not hold its rows.
-  float gradient(std::span<const float> params, sparse_rows_view& rows, uint32_t epoch,
-                 uint64_t batch, std::span<float> grad) override {
-    if (params.size() != 1 || grad.size() != 1 || !rows_fit(rows, k_, true)) return nan;
+  // Mean log loss of the batch; errc::shape_mismatch, with the grads untouched, when `rows`
+  // does not hold its rows, bad_configuration when the batch is past the end.
+  caf::expected<float> gradient(std::span<const float> params, sparse_rows_view& rows,
+                                uint32_t epoch, uint64_t batch, std::span<float> grad) override {
+    if (params.size() != 1 || grad.size() != 1 || !rows_fit(rows, k_, true))
+      return make_error(errc::shape_mismatch, "ctr: parameters or rows of the wrong shape");
     const auto examples = examples_of(epoch, batch);
-    if (examples.empty() || !locate(*train_, examples, rows, k_, ids_, w_rows_, v_rows_))
-      return nan;
+    if (examples.empty())
+      return make_error(errc::bad_configuration, "ctr: a batch past the epoch's end");
+    if (!locate(*train_, examples, rows, k_, ids_, w_rows_, v_rows_))
+      return make_error(errc::shape_mismatch, "ctr: the rows do not hold the batch's ids");
     const ctr_model_view m = model_view(params[0], rows, k_);
     const std::span<float> v_grad = k_ ? std::span<float>(rows.grads[1]) : std::span<float>{};
     const double scale = 1.0 / static_cast<double>(examples.size());

@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<float> grad(params.size());
-  const float loss = (*replica)->gradient(params, 0, 0, grad);
+  const float loss = *(*replica)->gradient(params, 0, 0, grad);
   std::vector<double> p(params.begin(), params.end());
   std::printf("loss: task %.6f, double reference %.6f\n", loss, reference_loss(p, train));
 

@@ -35,10 +35,12 @@ class fmnist_replica : public task_replica {
     order_.reserve(train_->size());
   }
 
-  float gradient(std::span<const float> params, uint32_t epoch, uint64_t batch,
-                 std::span<float> grad) override {
+  caf::expected<float> gradient(std::span<const float> params, uint32_t epoch, uint64_t batch,
+                                std::span<float> grad) override {
     auto done = gradient_range(params, epoch, batch * batch_, batch_, grad, {});
-    if (!done || done->count == 0) return std::numeric_limits<float>::quiet_NaN();
+    if (!done) return std::move(done.error());
+    if (done->count == 0)
+      return make_error(errc::bad_configuration, "fmnist: a batch past the epoch's end");
     return static_cast<float>(done->loss);
   }
 

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     double loss_sum = 0;
     const uint64_t steps = (*task)->batches_per_epoch(64);
     for (uint64_t s = 0; s < steps; ++s) {
-      loss_sum += (*replica)->gradient(params, static_cast<uint32_t>(e), s, grad);
+      loss_sum += *(*replica)->gradient(params, static_cast<uint32_t>(e), s, grad);
       troupe::kernels::adam_step(params, m, v, grad, hyper);
       ++hyper.step;
     }

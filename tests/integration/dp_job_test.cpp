@@ -67,7 +67,8 @@ class poisoned_replica : public task_replica {
  public:
   poisoned_replica(std::unique_ptr<task_replica> inner, uint64_t poisoned, float bad)
       : inner_(std::move(inner)), poisoned_(poisoned), bad_(bad) {}
-  float gradient(std::span<const float> p, uint32_t e, uint64_t b, std::span<float> g) override {
+  caf::expected<float> gradient(std::span<const float> p, uint32_t e, uint64_t b,
+                                std::span<float> g) override {
     return inner_->gradient(p, e, b, g);
   }
   caf::expected<range_result> gradient_range(std::span<const float> p, uint32_t epoch,

@@ -151,8 +151,9 @@ BOOST_AUTO_TEST_CASE(bsp_averages_row_gradients_over_the_round) {
 
 // A replica that reads fixed rows per batch, for the chunk helpers.
 struct rows_replica : task_replica {
-  float gradient(std::span<const float>, uint32_t, uint64_t, std::span<float>) override {
-    return 0;
+  caf::expected<float> gradient(std::span<const float>, uint32_t, uint64_t,
+                                std::span<float>) override {
+    return 0.0f;
   }
   std::vector<std::vector<uint64_t>> rows_of(uint32_t, uint64_t batch) override {
     return {{batch + 10, 5}, {batch}};

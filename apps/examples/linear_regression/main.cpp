@@ -52,9 +52,11 @@ class regression_replica : public troupe::task_replica {
   regression_replica(const data_set& train, uint32_t batch, uint64_t seed)
       : train_(train), batch_(batch), seed_(seed) {}
 
-  float gradient(std::span<const float> p, uint32_t epoch, uint64_t batch,
-                 std::span<float> grad) override {
-    return float(gradient_range(p, epoch, batch * batch_, batch_, grad, {})->loss);
+  caf::expected<float> gradient(std::span<const float> p, uint32_t epoch, uint64_t batch,
+                                std::span<float> grad) override {
+    auto done = gradient_range(p, epoch, batch * batch_, batch_, grad, {});
+    if (!done) return std::move(done.error());
+    return float(done->loss);
   }
 
   caf::expected<troupe::range_result> gradient_range(std::span<const float> p, uint32_t epoch,

@@ -66,9 +66,11 @@ class task_replica {
 
   // Writes d(loss)/d(params) of batch `batch` (0 <= batch < batches_per_epoch) of `epoch`
   // into `grad` (same layout as params) and returns the batch's mean loss. Batch b of epoch e
-  // must be the same examples in every replica of a job (same seed).
-  virtual float gradient(std::span<const float> params, uint32_t epoch, uint64_t batch,
-                         std::span<float> grad) = 0;
+  // must be the same examples in every replica of a job (same seed). A loss or gradient that
+  // is not finite is a diverged step (the worker pushes nothing for it); an error (a batch it
+  // cannot read, a gradient the task does not have) stops the worker with that error.
+  virtual caf::expected<float> gradient(std::span<const float> params, uint32_t epoch,
+                                        uint64_t batch, std::span<float> grad) = 0;
 
   // Data-parallel jobs: writes the mean gradient over examples first .. first + count - 1 of
   // `epoch`'s order into `grad` and returns their mean loss and how many there were (fewer
@@ -90,8 +92,8 @@ class task_replica {
   // Tasks with sparse tables: as gradient(), with the rows the batch reads in `rows` (their
   // values filled in; grads sized like values and zeroed by the caller, to be added to). The
   // default ignores the rows.
-  virtual float gradient(std::span<const float> params, sparse_rows_view& /*rows*/, uint32_t epoch,
-                         uint64_t batch, std::span<float> grad) {
+  virtual caf::expected<float> gradient(std::span<const float> params, sparse_rows_view& /*rows*/,
+                                        uint32_t epoch, uint64_t batch, std::span<float> grad) {
     return gradient(params, epoch, batch, grad);
   }
 };
