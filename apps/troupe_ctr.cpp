@@ -37,13 +37,16 @@ troupe::app_description ctr_app() {
   app.name = "troupe-ctr";
   app.summary = "click-through-rate logistic regression (and FM) on sparse hashed features";
   app.flags = {
-      {"fields", "F", "feature fields per example", "8"},
-      {"vocabulary", "V", "ids per field", "100000"},
-      {"zipf", "S", "id popularity: P(rank r) ~ r^-S", "1.2"},
-      {"train-examples", "N", "training examples in the click log", "200000"},
-      {"test-examples", "N", "held-out examples", "20000"},
-      {"fm-dim", "K", "factorization-machine dimension (0: logistic regression only)", "0"},
-      {"data-seed", "S", "seed of the click log and its ground-truth model", "1"},
+      {"fields", "F", "feature fields per example", "8", troupe::app_flag::whole},
+      {"vocabulary", "V", "ids per field", "100000", troupe::app_flag::whole},
+      {"zipf", "S", "id popularity: P(rank r) ~ r^-S", "1.2", troupe::app_flag::number},
+      {"train-examples", "N", "training examples in the click log", "200000",
+       troupe::app_flag::whole},
+      {"test-examples", "N", "held-out examples", "20000", troupe::app_flag::whole},
+      {"fm-dim", "K", "factorization-machine dimension (0: logistic regression only)", "0",
+       troupe::app_flag::whole},
+      {"data-seed", "S", "seed of the click log and its ground-truth model", "1",
+       troupe::app_flag::whole},
   };
   app.defaults = {{"lr", "0.01"}, {"batch", "256"}, {"epochs", "2"}};
   app.make_task = [](const troupe::launch_options& opts)

@@ -21,8 +21,10 @@ troupe::app_description fmnist_app() {
   app.summary = "train an MLP on Fashion-MNIST with Troupe's asynchronous parameter service";
   app.flags = {
       {"data", "DIR", "Fashion-MNIST IDX files", "/usr/share/datasets/fashion-mnist"},
-      {"train-limit", "N", "use only the first N training examples (0: all)", "0"},
-      {"test-limit", "N", "use only the first N test examples (0: all)", "0"},
+      {"train-limit", "N", "use only the first N training examples (0: all)", "0",
+       troupe::app_flag::whole},
+      {"test-limit", "N", "use only the first N test examples (0: all)", "0",
+       troupe::app_flag::whole},
   };
   app.make_task = [](const troupe::launch_options& opts)
       -> caf::expected<std::unique_ptr<troupe::training_task>> {

@@ -216,8 +216,9 @@ caf::expected<double> launch_options::app_real(const std::string& flag, bool who
   const bool in_range = std::isfinite(value) && value >= 0 && value <= max;
   if (text.empty() || *end != '\0' || !in_range || (whole && value != std::floor(value)))
     return make_error(errc::bad_configuration,
-                      fmt::format("--{} must be a {} in [0, {}], not '{}'", flag,
-                                  whole ? "whole number" : "number", max, text));
+                      fmt::format("--{} must be a {} {}, not '{}'", flag,
+                                  whole ? "whole number" : "number",
+                                  max < 1e18 ? fmt::format("in [0, {}]", max) : ">= 0", text));
   return value;
 }
 
@@ -239,6 +240,12 @@ caf::expected<launch_options> parse_launch_options(
   auto& v = *collected;
   launch_options o;
   for (const auto& f : app_flags) o.app[f.name] = v.count(f.name) ? v[f.name] : f.default_value;
+  for (const auto& f : app_flags)
+    if (f.type != app_flag::text)
+      if (auto checked =
+              o.app_real(f.name, f.type == app_flag::whole, std::numeric_limits<double>::max());
+          !checked)
+        return std::move(checked.error());
   for (const auto& f : flag_table())
     if (auto it = v.find(f.name); it != v.end())
       if (auto err = f.apply(it->second, o)) return err;

@@ -710,3 +710,18 @@ BOOST_AUTO_TEST_CASE(settings_show_every_effective_value) {
   BOOST_TEST(settings["mode"] == "ps");
   BOOST_TEST(settings.count("help") == 0u);
 }
+
+BOOST_AUTO_TEST_CASE(typed_app_flags_are_checked_when_parsed) {
+  const std::vector<app_flag> app = {{"fields", "F", "feature fields", "8", app_flag::whole},
+                                     {"zipf", "S", "popularity exponent", "1.2", app_flag::number},
+                                     {"data", "DIR", "where the data is", "/d"}};
+  auto good = parse({"--fields", "12", "--zipf", "0.5", "--data", "x"}, {}, app);
+  BOOST_TEST_REQUIRE(succeeded(good));
+  BOOST_TEST(*good->app_number<uint32_t>("fields") == 12u);
+  BOOST_TEST(*good->app_number<double>("zipf") == 0.5);
+  auto fraction = parse({"--fields", "1.5"}, {}, app);
+  BOOST_TEST(fails_with(fraction, errc::bad_configuration));
+  BOOST_TEST(describe(fraction.error()).find("--fields") != std::string::npos);
+  BOOST_TEST(fails_with(parse({"--zipf", "fast"}, {}, app), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({}, {{"TROUPE_FIELDS", "-3"}}, app), errc::bad_configuration));
+}

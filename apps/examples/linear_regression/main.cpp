@@ -124,8 +124,8 @@ int main(int argc, char** argv) {
   troupe::app_description app;
   app.name = "linear-regression";
   app.summary = "linear regression on generated data (test_accuracy is R^2)";
-  app.flags = {{"dim", "D", "features per example", "16"},
-               {"examples", "N", "training examples", "20000"}};
+  app.flags = {{"dim", "D", "features per example", "16", troupe::app_flag::whole},
+               {"examples", "N", "training examples", "20000", troupe::app_flag::whole}};
   app.defaults = {{"lr", "0.05"}, {"batch", "64"}, {"epochs", "3"}, {"optimizer", "sgd"}};
   app.make_task = [](const troupe::launch_options& opts)
       -> caf::expected<std::unique_ptr<troupe::training_task>> {

@@ -250,10 +250,13 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   const std::vector<app_flag> flags = {
-      {"events", "N", "events in the stream", "200000"},
-      {"crash-after", "K", "learner 0 crashes on its K-th batch, once (0: never)", "0"},
-      {"min-accuracy", "A", "exit 1 unless the last window's accuracy reaches A", "0"},
-      {"linger", "S", "with --secret: keep the console endpoint S s after the stream", "0"}};
+      {"events", "N", "events in the stream", "200000", app_flag::whole},
+      {"crash-after", "K", "learner 0 crashes on its K-th batch, once (0: never)", "0",
+       app_flag::whole},
+      {"min-accuracy", "A", "exit 1 unless the last window's accuracy reaches A", "0",
+       app_flag::number},
+      {"linger", "S", "with --secret: keep the console endpoint S s after the stream", "0",
+       app_flag::number}};
   auto f = parse_flags(argc, argv, flags);
   if (!f) return std::fprintf(stderr, "online-learning: %s\n", describe(f.error()).c_str()), 2;
   if (f->opts.help) {

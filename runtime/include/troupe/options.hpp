@@ -33,12 +33,16 @@ struct host_port {
 
 std::string to_string(const host_port& x);
 
-// A flag an app adds to the common ones, e.g. {"data", "DIR", "Fashion-MNIST folder", "/usr/..."}.
+// A flag an app adds to the common ones, e.g. {"data", "DIR", "Fashion-MNIST folder", "/usr/..."}
+// or {"fields", "F", "feature fields", "8", app_flag::whole}. A number or whole flag is checked
+// when the flags are parsed (its value and its default): a bad one is an error naming it.
 struct app_flag {
+  enum kind : uint8_t { text, number, whole };  // number: a finite real >= 0; whole: an integer
   std::string name;
   std::string value_name;  // empty: a switch that takes no value
   std::string help;
   std::string default_value;
+  kind type = text;
 };
 
 // When the console's `diag` (and the coordinator's log) warns about asynchrony hurting.
