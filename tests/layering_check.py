@@ -36,17 +36,22 @@ SOURCES = (".hpp", ".cpp", ".cu", ".cuh", ".h")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 
 
+def layer_of_troupe_header(name: str) -> str:
+    """The layer of a header under runtime/include/troupe/, named from there ("detail/x.hpp")."""
+    if name.startswith("detail/"):
+        return "detail"
+    if name in BASE_HEADERS:
+        return "base"
+    return "error" if name == "error.hpp" else "public"
+
+
 def layer_of_file(rel: str) -> str | None:
     parts = rel.split("/")
     if parts[0] == "runtime":
         if parts[1] == "base":
             return "base"
         if parts[1] == "include":
-            if parts[3] == "detail":
-                return "detail"
-            if parts[3] in BASE_HEADERS:
-                return "base"
-            return "error" if parts[3] == "error.hpp" else "public"
+            return layer_of_troupe_header("/".join(parts[3:]))
         return "runtime"
     if parts[0] == "apps":
         return "examples" if len(parts) > 1 and parts[1] == "examples" else "apps"
@@ -58,11 +63,7 @@ def layer_of_file(rel: str) -> str | None:
 def layer_of_include(name: str, including: str) -> str | None:
     parts = name.split("/")
     if parts[0] == "troupe":
-        if parts[1] == "detail":
-            return "detail"
-        if parts[1] in BASE_HEADERS:
-            return "base"
-        return "error" if parts[1] == "error.hpp" else "public"
+        return layer_of_troupe_header("/".join(parts[1:]))
     if parts[0] in ("kernels", "messages", "actors", "apps", "tests"):
         return parts[0]
     return including  # a header beside the including file (apps' "fmnist/...", "bench.hpp")

@@ -125,21 +125,22 @@ void ask_bucket(caf::event_based_actor* self, std::shared_ptr<parameter_client::
             });
 }
 
-caf::expected<std::vector<wire>> bucket_specs(const parameter_service_config& config,
-                                              const flat_layout& layout, const placement& plan) {
+// Each bucket's spec, as a remote server would receive it: through the codec and its checks.
+caf::expected<std::vector<bucket_spec>> bucket_specs(const parameter_service_config& config,
+                                                     const flat_layout& layout,
+                                                     const placement& plan) {
   std::vector<float> initial = config.initial;
   if (initial.empty()) initial.assign(layout.total, 0.0f);
   if (initial.size() != layout.total)
     return make_error(errc::shape_mismatch, "initial values of another size than the tensors");
-  std::vector<wire> specs;
+  std::vector<bucket_spec> specs;
   for (const auto& b : plan.buckets) {
     const bucket_spec spec{b.bucket,           config.clients,
                            config.optimizer,   gather(layout, b, initial),
                            config.consistency, config.compensation};
-    wire bytes = encode(spec);
-    if (auto checked = decode<bucket_spec>(bytes); !checked)  // the codec's checks, as remote
-      return std::move(checked.error());
-    specs.push_back(std::move(bytes));
+    auto checked = decode<bucket_spec>(encode(spec));
+    if (!checked) return std::move(checked.error());
+    specs.push_back(std::move(*checked));
   }
   return specs;
 }
@@ -176,9 +177,8 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
   auto specs = bucket_specs(config, sh->layout, sh->plan);
   if (!specs) return std::move(specs.error());
   std::vector<child_spec> children;
-  for (const auto& bytes : *specs)
-    children.push_back(
-        bucket_child(std::make_shared<bucket_store>(*decode<bucket_spec>(bytes)), config));
+  for (auto& spec : *specs)
+    children.push_back(bucket_child(std::make_shared<bucket_store>(std::move(spec)), config));
   supervisor_config sup;
   sup.name = config.name;
   sup.log = config.log.named(config.name);

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <limits>
 
-#include "actors/job/job_outcome.hpp"
 #include "actors/supervision/guards.hpp"
+#include "actors/supervision/node_control.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 #include "troupe/error.hpp"
 
@@ -422,12 +422,8 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
           return config.log.warn("ignored a start that is not from the coordinator");
         start(self, config, w);
       },
-      [=](stop_atom, const std::string& failure) -> caf::result<bool> {
-        if (!sent_by(self, config.coordinator.address()))
-          return make_error(errc::authentication_failed, "only the coordinator stops a worker");
-        self->state.stopping = true;
-        self->quit(job_outcome(failure));
-        return true;
+      [=](stop_atom, const std::string& failure) {
+        return stop_on_request(self, config.coordinator.address(), failure, "worker");
       },
       [=](run_atom) {
         if (!sent_by(self, self->address())) return;

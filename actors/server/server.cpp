@@ -5,7 +5,6 @@
 #include <caf/io/middleman.hpp>
 
 #include "actors/bucket/parameter_bucket.hpp"
-#include "actors/job/job_outcome.hpp"
 #include "actors/supervision/guards.hpp"
 #include "actors/supervision/node_control.hpp"
 #include "actors/supervision/node_metrics.hpp"
@@ -139,15 +138,12 @@ server_actor::behavior_type server(self_ptr self, server_config config) {
       [=](log_atom, const std::string& level) {
         set_level_from(self, config.coordinator.address(), level, config.log);
       },
-      [=](stop_atom, const std::string& failure) -> caf::result<bool> {
-        if (!sent_by(self, config.coordinator.address()))
-          return make_error(errc::authentication_failed, "only the coordinator stops a server");
-        self->state.stopping = true;
-        config.log.info("the job is over; stopping {} buckets", self->state.hosted);
+      [=](stop_atom, const std::string& failure) {
+        if (sent_by(self, config.coordinator.address()))
+          config.log.info("the job is over; stopping {} buckets", self->state.hosted);
         // The linked supervisor and its buckets end with us; quitting after this reply lets
         // it reach the coordinator.
-        self->quit(job_outcome(failure));
-        return true;
+        return stop_on_request(self, config.coordinator.address(), failure, "server");
       },
       [=](peer_atom, const std::string& host, uint16_t port) -> caf::result<bool> {
         if (!sent_by(self, config.coordinator.address()))

@@ -1,6 +1,7 @@
-// The control messages a node's main actor (a server, a worker) takes from its coordinator and
-// from nobody else: crash on purpose (fault injection), its metrics in the Prometheus text
-// format, and a new log level. One handler body each, for both actors' behaviours.
+// The control messages a node's main actor (a server, a worker, a dp trainer) takes from its
+// coordinator and from nobody else: stop, crash on purpose (fault injection), its metrics in
+// the Prometheus text format, and a new log level. One handler body each, for every such
+// actor's behaviour.
 #pragma once
 
 #include <memory>
@@ -9,12 +10,26 @@
 #include <caf/actor_addr.hpp>
 #include <caf/result.hpp>
 
+#include "actors/job/job_outcome.hpp"
 #include "actors/supervision/guards.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe {
+
+// Ends the job for this node with `failure` ("" when it finished); `self->state.stopping`
+// tells its other handlers so. `node` names it in the refusal of another sender.
+template <class Self>
+caf::result<bool> stop_on_request(Self* self, const caf::actor_addr& coordinator,
+                                  const std::string& failure, const char* node) {
+  if (!sent_by(self, coordinator))
+    return make_error(errc::authentication_failed,
+                      std::string{"only the coordinator stops a "} + node);
+  self->state.stopping = true;
+  self->quit(job_outcome(failure));
+  return true;
+}
 
 template <class Self>
 void crash_on_purpose(Self* self, const caf::actor_addr& coordinator, const std::string& name,

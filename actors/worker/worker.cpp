@@ -12,7 +12,6 @@
 
 #include <caf/io/middleman.hpp>
 
-#include "actors/job/job_outcome.hpp"
 #include "actors/supervision/guards.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "kernels/cpu/compression.hpp"
@@ -404,12 +403,8 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         if (self->state.job) return config.log.warn("ignored a second start");
         start(self, config, w, std::move(buckets));
       },
-      [=](stop_atom, const std::string& failure) -> caf::result<bool> {
-        if (!sent_by(self, config.coordinator.address()))
-          return make_error(errc::authentication_failed, "only the coordinator stops a worker");
-        self->state.stopping = true;
-        self->quit(job_outcome(failure));
-        return true;
+      [=](stop_atom, const std::string& failure) {
+        return stop_on_request(self, config.coordinator.address(), failure, "worker");
       },
       [=](pause_atom) -> caf::result<bool> {
         auto& st = self->state;
