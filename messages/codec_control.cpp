@@ -89,6 +89,7 @@ wire encode(const hello& x) {
   out.setRole(write_role(x.sender));
   out.setName(x.name);
   detail::write_bytes(out.initNodeNonce(x.node_nonce.size()), x.node_nonce);
+  out.setSchemaVersion(x.schema_version);
   return detail::to_wire(message);
 }
 
@@ -102,7 +103,7 @@ caf::expected<hello> decode<hello>(const wire& w, const codec_limits& limits) {
         if (!name) return std::move(name.error());
         auto nonce = detail::read_bytes(in.getNodeNonce(), max_nonce_bytes, "nonce");
         if (!nonce) return std::move(nonce.error());
-        return hello{*r, std::move(*name), std::move(*nonce)};
+        return hello{*r, std::move(*name), std::move(*nonce), in.getSchemaVersion()};
       });
 }
 

@@ -64,7 +64,8 @@ caf::expected<sign_tensor> read_sign(schema::SignTensor::Reader in, decode_budge
 
 // The optimizer of a bucket spec or a data-parallel group: kinds and DASH settings checked.
 void write_optimizer(schema::Optimizer::Builder out, const optimizer_config& x);
-caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in);
+caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in,
+                                               const decode_budget& budget);
 
 void write_clock(schema::VectorClock::Builder out, const vector_clock& clock);
 caf::expected<vector_clock> read_clock(schema::VectorClock::Reader in, const decode_budget& budget);

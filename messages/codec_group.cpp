@@ -9,15 +9,6 @@ namespace troupe {
 
 using detail::decode_budget;
 
-namespace {
-
-// Collective backends a start may name.
-bool known_collective(const std::string& name) {
-  return name == "gloo" || name == "actors";
-}
-
-}  // namespace
-
 wire encode(const group_start& x) {
   capnp::MallocMessageBuilder message;
   auto out = message.initRoot<schema::GroupStart>();
@@ -32,7 +23,7 @@ wire encode(const group_start& x) {
   out.setBucketBytes(x.bucket_bytes);
   out.setOverlap(x.overlap);
   out.setChecksumEvery(x.checksum_every);
-  out.setCollective(x.collective);
+  out.setCollective(static_cast<schema::GroupStart::Collective>(x.collective));
   out.setTimeoutMs(x.timeout_ms);
   auto hosts = out.initHosts(static_cast<unsigned>(x.hosts.size()));
   for (unsigned i = 0; i < x.hosts.size(); ++i) hosts.set(i, x.hosts[i]);
@@ -60,7 +51,7 @@ caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits
           return make_error(errc::malformed_message,
                             "group start: no epochs, or fewer examples per step than members");
         x.seed = in.getSeed();
-        auto opt = detail::read_optimizer(in.getOptimizer());
+        auto opt = detail::read_optimizer(in.getOptimizer(), budget);
         if (!opt) return std::move(opt.error());
         x.optimizer = *opt;
         x.bucket_bytes = in.getBucketBytes();
@@ -68,11 +59,10 @@ caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits
           return make_error(errc::malformed_message, "group start: bucket cap out of range");
         x.overlap = in.getOverlap();
         x.checksum_every = in.getChecksumEvery();
-        auto collective = detail::read_text(in.getCollective(), budget, "collective");
-        if (!collective) return std::move(collective.error());
-        if (!known_collective(*collective))
+        const auto collective = static_cast<uint16_t>(in.getCollective());
+        if (collective > static_cast<uint16_t>(collective_kind::nccl))
           return make_error(errc::malformed_message, "group start: unknown collective");
-        x.collective = std::move(*collective);
+        x.collective = static_cast<collective_kind>(collective);
         x.timeout_ms = in.getTimeoutMs();
         if (x.timeout_ms == 0 || x.timeout_ms > 3'600'000)
           return make_error(errc::malformed_message, "group start: timeout out of range");

@@ -50,12 +50,18 @@ caf::expected<compensation_config> read_compensation(schema::Compensation::Reade
 
 namespace detail {
 
-caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in) {
+caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in,
+                                               const decode_budget& budget) {
   optimizer_config x;
   const auto kind = static_cast<uint16_t>(in.getKind());
-  if (kind > static_cast<uint16_t>(optimizer_config::kind::dash))
+  if (kind > static_cast<uint16_t>(optimizer_config::kind::app))
     return make_error(errc::malformed_message, "unknown optimizer kind");
   x.type = static_cast<optimizer_config::kind>(kind);
+  auto rule = read_text(in.getRule(), budget, "update rule");
+  if (!rule) return std::move(rule.error());
+  if (rule->empty() == (x.type == optimizer_config::kind::app))
+    return make_error(errc::malformed_message, "an app's update rule, and only it, has a name");
+  x.rule = std::move(*rule);
   x.lr_staleness = in.getLrStaleness();
   x.lr = in.getLr();
   x.beta1 = in.getBeta1();
@@ -67,12 +73,18 @@ caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in) {
   x.dash_block = in.getDashBlock();
   x.dash_freq = in.getDashFreq();
   x.dash_nesterov = in.getDashNesterov();
-  // The choices travel as bytes (schema version 1); a byte outside its enum is malformed.
-  if (in.getDashSolver() > 3 || in.getDashStorage() > 2 || in.getDashScaling() > 1)
-    return make_error(errc::malformed_message, "dash: solver 0..3, storage 0..2, scaling 0..1");
-  x.dash_solver = static_cast<root_solver>(in.getDashSolver());
-  x.dash_storage = static_cast<dash_storage>(in.getDashStorage());
-  x.dash_scaling = static_cast<root_scaling>(in.getDashScaling());
+  // Version 2 writes the enums and leaves the version-1 bytes 0; a checkpoint of version 1
+  // has only the bytes. Either way a value outside its enum is malformed.
+  const bool legacy =
+      in.getLegacyDashSolver() || in.getLegacyDashStorage() || in.getLegacyDashScaling();
+  const auto solver = legacy ? in.getLegacyDashSolver() : uint16_t(in.getDashSolver());
+  const auto storage = legacy ? in.getLegacyDashStorage() : uint16_t(in.getDashStorage());
+  const auto scaling = legacy ? in.getLegacyDashScaling() : uint16_t(in.getDashScaling());
+  if (solver > 3 || storage > 2 || scaling > 1)
+    return make_error(errc::malformed_message, "dash: unknown solver, storage or scaling");
+  x.dash_solver = static_cast<root_solver>(solver);
+  x.dash_storage = static_cast<dash_storage>(storage);
+  x.dash_scaling = static_cast<root_scaling>(scaling);
   if (x.type == optimizer_config::kind::dash &&
       (x.dash_block == 0 || x.dash_block > 4096 || x.dash_freq == 0))
     return make_error(errc::malformed_message, "dash: block 1..4096, frequency >= 1");
@@ -87,12 +99,13 @@ void write_optimizer(schema::Optimizer::Builder out, const optimizer_config& x) 
   out.setEpsilon(x.epsilon);
   out.setWeightDecay(x.weight_decay);
   out.setLrStaleness(x.lr_staleness);
+  out.setRule(x.rule);
   out.setDashBlock(x.dash_block);
   out.setDashFreq(x.dash_freq);
-  out.setDashSolver(static_cast<uint8_t>(x.dash_solver));
-  out.setDashStorage(static_cast<uint8_t>(x.dash_storage));
+  out.setDashSolver(static_cast<schema::Optimizer::RootSolver>(x.dash_solver));
+  out.setDashStorage(static_cast<schema::Optimizer::DashStorage>(x.dash_storage));
   out.setDashNesterov(x.dash_nesterov);
-  out.setDashScaling(static_cast<uint8_t>(x.dash_scaling));
+  out.setDashScaling(static_cast<schema::Optimizer::RootScaling>(x.dash_scaling));
 }
 
 }  // namespace detail
@@ -298,7 +311,7 @@ caf::expected<bucket_spec> decode<bucket_spec>(const wire& w, const codec_limits
         x.workers = in.getWorkers();
         if (x.workers == 0 || x.workers > budget.limits.max_clock_entries)
           return make_error(errc::malformed_message, "bucket spec: bad worker count");
-        auto opt = read_optimizer(in.getOptimizer());
+        auto opt = read_optimizer(in.getOptimizer(), budget);
         if (!opt) return std::move(opt.error());
         x.optimizer = *opt;
         auto consistency = read_consistency(in.getConsistency());

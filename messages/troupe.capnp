@@ -143,16 +143,39 @@ struct Optimizer {
   lrStaleness @6 :Bool;     # scale the step by 1 / (1 + staleness)
   dashBlock @7 :UInt32;     # dash: block size
   dashFreq @8 :UInt32;      # dash: steps between inverse roots
-  dashSolver @9 :UInt8;     # dash: 0 evd, 1 coupled Newton, 2 Newton-DB, 3 Chebyshev
-  dashStorage @10 :UInt8;   # dash: statistics as 0 fp32, 1 bf16, 2 fp16 (fp32 accumulation)
+  # Schema version 1 sent DASH's choices as bytes (0 evd, 1 cn, 2 ndb, 3 cheb; 0 fp32, 1 bf16,
+  # 2 fp16; 0 power, 1 frobenius). Version 2 writes the enums below and leaves these 0;
+  # checkpoints of version 1 still load through them.
+  legacyDashSolver @9 :UInt8;
+  legacyDashStorage @10 :UInt8;
   dashNesterov @11 :Bool;   # dash: precondition the look-ahead moment
-  dashScaling @12 :UInt8;   # dash: roots scale by 0 power iteration, 1 Frobenius norm
+  legacyDashScaling @12 :UInt8;
+  dashSolver @13 :RootSolver;    # dash: how inverse roots are computed
+  dashStorage @14 :DashStorage;  # dash: how the statistics are stored (fp32 accumulation)
+  dashScaling @15 :RootScaling;  # dash: how matrices are scaled before their roots
+  rule @16 :Text;           # kind app: the name of the app's update rule (troupe/update_rule.hpp)
+  enum RootSolver {
+    evd @0;
+    coupledNewton @1;
+    newtonDb @2;
+    chebyshev @3;
+  }
+  enum DashStorage {
+    fp32 @0;
+    bf16 @1;
+    fp16 @2;
+  }
+  enum RootScaling {
+    powerIteration @0;
+    frobenius @1;
+  }
   enum Kind {
     adam @0;                # weight decay as L2 in the gradient
     sgd @1;
     momentum @2;            # heavy ball with coefficient beta1
     adamw @3;               # decoupled weight decay
     dash @4;                # block Shampoo (DASH) with Adam grafting
+    app @5;                 # an update rule the app registered, named by `rule`
   }
 }
 
@@ -184,6 +207,7 @@ struct Hello {
   role @0 :Role;
   name @1 :Text;
   nodeNonce @2 :Data;       # 32 random bytes
+  schemaVersion @3 :UInt32; # messages/codec.hpp's wire_schema_version; 0 from nodes before it
 }
 
 # Step 2: gatekeeper -> node. gatekeeperProof = HMAC(secret, "troupe-gatekeeper" | nodeNonce |
@@ -416,12 +440,18 @@ struct GroupStart {
   bucketBytes @8 :UInt64;
   overlap @9 :Bool;
   checksumEvery @10 :UInt32;
-  collective @11 :Text;
+  legacyCollective @11 :Text;  # schema version 1: the backend by name; version 2 leaves it empty
   timeoutMs @12 :UInt64;
   hosts @13 :List(Text);    # each rank's host label
   twoLevel @14 :Bool;       # reduce inside each host, then across hosts
   checkpointEvery @15 :UInt64;  # steps between member 0's saves for checkpoints (0: none)
   groupKey @16 :UInt64;         # the generation's, shared by its members (actors backend)
+  collective @17 :Collective;   # the backend between members
+  enum Collective {
+    gloo @0;
+    actors @1;
+    nccl @2;
+  }
 }
 
 struct StepReport {

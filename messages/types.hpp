@@ -91,10 +91,16 @@ struct bucket_state_part {
   table_rows rows;
 };
 
+// The version of troupe.capnp's meaning that nodes speak. A gatekeeper refuses a node of
+// another version (naming both) before anything else crosses. 2: DASH's choices and the
+// collective travel as Cap'n Proto enums; app update rules (optimizer kind app).
+constexpr uint32_t wire_schema_version = 2;
+
 struct hello {
   role sender = role::worker;
   std::string name;
   std::vector<uint8_t> node_nonce;
+  uint32_t schema_version = wire_schema_version;
 };
 
 struct challenge {
@@ -294,8 +300,8 @@ struct group_start {
   uint64_t bucket_bytes = 0;  // gradient bucket cap
   bool overlap = true;        // reduce buckets while backward runs
   uint32_t checksum_every = 0;
-  std::string collective;          // the backend: "gloo"
-  uint64_t timeout_ms = 0;         // the bound of every collective
+  collective_kind collective = collective_kind::gloo;  // the backend between members
+  uint64_t timeout_ms = 0;                             // the bound of every collective
   uint64_t checkpoint_every = 0;   // steps between member 0's saves for checkpoints (0: none)
   uint64_t group_key = 0;          // the generation's, the same for every member (actors backend)
   std::vector<std::string> hosts;  // each rank's host label
@@ -347,9 +353,6 @@ struct collective_chunk {
   uint64_t total = 0;
   uint64_t count = 0;
 };
-
-// `s` as a JSON string literal: quoted, with quotes, backslashes and control characters escaped.
-std::string json_string(const std::string& s);
 
 // The report as the JSON document that `--report FILE` writes.
 std::string to_json(const job_report& report);

@@ -174,11 +174,13 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
   if (config.buckets > rows)
     return make_error(errc::bad_configuration, "more buckets than rows to split");
   sh->plan = plan_buckets(sh->layout, config.buckets, 1);
+  if (auto err = check_rule(config.optimizer, config.rules)) return err;
   auto specs = bucket_specs(config, sh->layout, sh->plan);
   if (!specs) return std::move(specs.error());
   std::vector<child_spec> children;
   for (auto& spec : *specs)
-    children.push_back(bucket_child(std::make_shared<bucket_store>(std::move(spec)), config));
+    children.push_back(
+        bucket_child(std::make_shared<bucket_store>(std::move(spec), config.rules), config));
   supervisor_config sup;
   sup.name = config.name;
   sup.log = config.log.named(config.name);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "actors/bucket/app_rule_step.hpp"
 #include "kernels/cpu/compensation.hpp"
 #include "kernels/cpu/compression.hpp"
 #include "kernels/cpu/optimizers.hpp"
@@ -17,13 +18,6 @@ namespace {
 
 using opt_kind = optimizer_config::kind;
 using dc_kind = compensation_config::kind;
-
-bool uses_first_moment(opt_kind k) {
-  return k != opt_kind::sgd;
-}
-bool uses_second_moment(opt_kind k) {
-  return k == opt_kind::adam || k == opt_kind::adamw || k == opt_kind::dash;
-}
 
 // DASH for a matrix slice (both sides above one), none for vectors: they take AdamW.
 std::optional<kernels::dash_matrix> dash_for(const dense_tensor& slice, const optimizer_config& o) {
@@ -49,11 +43,18 @@ std::vector<std::vector<float>> zeros_like(const std::vector<dense_tensor>& slic
 
 }  // namespace
 
-bucket_store::bucket_store(bucket_spec spec)
+std::optional<update_rule> rule_for(const optimizer_config& o, const update_rules& rules) {
+  const update_rule* rule = o.type == opt_kind::app ? rules.find(o.rule) : nullptr;
+  if (!rule) return std::nullopt;
+  return *rule;
+}
+
+bucket_store::bucket_store(bucket_spec spec, const update_rules& rules)
     : config_(spec),
       id_(spec.bucket),
       workers_(spec.workers),
       optimizer_(spec.optimizer),
+      rule_(rule_for(spec.optimizer, rules)),
       compensation_(spec.compensation),
       gate_(spec.consistency, spec.workers),
       slices_(std::move(spec.tensors)),
@@ -61,8 +62,9 @@ bucket_store::bucket_store(bucket_spec spec)
       histogram_(staleness_histogram_size, 0) {
   config_.tensors.clear();
   next_push_.assign(workers_, 0);
-  first_moment_ = zeros_like(slices_, uses_first_moment(optimizer_.type));
-  second_moment_ = zeros_like(slices_, uses_second_moment(optimizer_.type));
+  const unsigned moments = moments_of(optimizer_, rule_);
+  first_moment_ = zeros_like(slices_, moments >= 1);
+  second_moment_ = zeros_like(slices_, moments >= 2);
   for (const auto& s : slices_) dash_.push_back(dash_for(s, optimizer_));
   sync_threshold_ = spec.sync_threshold;
   if (compensation_.type != dc_kind::none || sync_threshold_ > 0) read_.resize(workers_);
@@ -71,7 +73,8 @@ bucket_store::bucket_store(bucket_spec spec)
   round_sum_ = zeros_like(slices_, bsp);
   in_round_.assign(bsp ? workers_ : 0, round_none);
   for (auto& t : spec.tables)
-    tables_.emplace_back(std::move(t), id_, spec.bucket_count, spec.seed, optimizer_, spec.clip);
+    tables_.emplace_back(std::move(t), id_, spec.bucket_count, spec.seed, optimizer_, spec.clip,
+                         rule_);
   if (bsp) round_rows_.resize(tables_.size());
 }
 
@@ -102,8 +105,28 @@ caf::expected<std::vector<sparse_rows>> bucket_store::read_rows(
   return out;
 }
 
-void bucket_store::apply_rows(const std::vector<sparse_rows>& rows, float lr_scale) {
-  for (const auto& r : rows) table(r.name)->apply(r, lr_scale);
+uint64_t bucket_store::apply_rows(const std::vector<sparse_rows>& rows, float lr_scale) {
+  uint64_t refused = 0;
+  for (const auto& r : rows) refused += table(r.name)->apply(r, lr_scale);
+  return refused;
+}
+
+update_rules bucket_store::rules() const {
+  update_rules out;
+  if (rule_) out.add(*rule_);
+  return out;
+}
+
+caf::error bucket_store::rule_refused(uint64_t slices, uint64_t rows) {
+  if (slices == 0 && rows == 0) return {};
+  ++rejected_;
+  if (!rule_)
+    return make_error(errc::bad_configuration,
+                      fmt::format("bucket {}: no update rule '{}' here", id_, optimizer_.rule));
+  return make_error(errc::non_finite,
+                    fmt::format("bucket {}: update rule '{}' made {} slices and {} rows "
+                                "non-finite; they keep their values",
+                                id_, optimizer_.rule, slices, rows));
 }
 
 caf::error bucket_store::validate(const push_request& push) const {
@@ -168,35 +191,41 @@ void bucket_store::compensate(uint32_t worker, size_t slice, std::vector<float>&
   }
 }
 
-void bucket_store::step(size_t slice, std::vector<float>& grad, uint64_t staleness) {
+bool bucket_store::step(size_t slice, std::vector<float>& grad, uint64_t staleness) {
   auto& theta = slices_[slice].values;
   const auto& o = optimizer_;
   const float lr = o.lr_staleness ? o.lr / (1.0f + static_cast<float>(staleness)) : o.lr;
   switch (o.type) {
     case opt_kind::sgd:
-      return kernels::sgd_momentum_step(theta, {}, grad, lr, 0.0f, o.weight_decay);
+      kernels::sgd_momentum_step(theta, {}, grad, lr, 0.0f, o.weight_decay);
+      return true;
     case opt_kind::momentum:
-      return kernels::sgd_momentum_step(theta, first_moment_[slice], grad, lr, o.beta1,
-                                        o.weight_decay);
+      kernels::sgd_momentum_step(theta, first_moment_[slice], grad, lr, o.beta1, o.weight_decay);
+      return true;
     case opt_kind::adam:
       for (size_t k = 0; k < grad.size(); ++k) grad[k] += o.weight_decay * theta[k];
-      return kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
-                                {lr, o.beta1, o.beta2, o.epsilon, 0.0f, version_ + 1});
+      kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
+                         {lr, o.beta1, o.beta2, o.epsilon, 0.0f, version_ + 1});
+      return true;
     case opt_kind::adamw:
-      return kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
-                                {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
+      kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
+                         {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
+      return true;
     case opt_kind::dash:
       if (!dash_[slice])
-        return kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
-                                  {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
-      if (device_steps(slice)) {
+        kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
+                           {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
+      else if (device_steps(slice))
         deferred_.push_back(deferred_step{slice, grad, version_ + 1, lr});  // grad may be reused
-        return;
-      }
-      dash_resets_ += dash_[slice]->step(theta, grad, first_moment_[slice], second_moment_[slice],
-                                         version_ + 1, lr);
-      return;
+      else
+        dash_resets_ += dash_[slice]->step(theta, grad, first_moment_[slice], second_moment_[slice],
+                                           version_ + 1, lr);
+      return true;
+    case opt_kind::app:
+      return step_app_rule(rule_, o, theta, first_moment_[slice], second_moment_[slice], grad,
+                           version_ + 1, lr);
   }
+  return true;
 }
 
 void bucket_store::record(uint64_t staleness) {
@@ -226,17 +255,19 @@ double bucket_store::update_variance() const {
   return std::max(0.0, squares / n - mean * mean) / (mean * mean);
 }
 
-void bucket_store::apply_now(push_request& push, uint64_t staleness) {
+caf::error bucket_store::apply_now(push_request& push, uint64_t staleness) {
+  uint64_t refused = 0;
   for (size_t i = 0; i < slices_.size(); ++i) {
     compensate(push.worker, i, push.dense[i].values);
-    step(i, push.dense[i].values, staleness);
+    refused += step(i, push.dense[i].values, staleness) ? 0 : 1;
   }
   const float lr_scale = optimizer_.lr_staleness ? 1.0f / (1.0f + float(staleness)) : 1.0f;
-  apply_rows(push.sparse, lr_scale);
+  const uint64_t rows = apply_rows(push.sparse, lr_scale);
   clock_.tick(push.worker);
   ++version_;
   ++applied_;
   record(staleness);
+  return rule_refused(refused, rows);
 }
 
 void bucket_store::collect_round(const push_request& push) {
@@ -257,7 +288,7 @@ void bucket_store::collect_round(const push_request& push) {
   record(0);  // every push of a bsp round was computed from the previous round's values
 }
 
-void bucket_store::finish_round_if_complete() {
+caf::error bucket_store::finish_round_if_complete() {
   uint32_t contributors = 0;
   bool anyone = false;
   for (uint32_t w = 0; w < workers_; ++w) {
@@ -265,19 +296,20 @@ void bucket_store::finish_round_if_complete() {
     if (in_round_[w] != round_none)
       anyone = true;
     else if (!gate_.retired(w))
-      return;  // a live worker has not pushed yet
+      return {};  // a live worker has not pushed yet
   }
-  if (!anyone) return;
+  if (!anyone) return {};
   if (contributors == 0) {  // everyone skipped this round: only the clocks move
     for (uint32_t w = 0; w < workers_; ++w)
       if (in_round_[w] == round_skipped) gate_.skip(w);
     std::fill(in_round_.begin(), in_round_.end(), round_none);
-    return;
+    return {};
   }
+  uint64_t refused = 0, rows = 0;
   for (size_t i = 0; i < slices_.size(); ++i) {
     auto& sum = round_sum_[i];
     for (float& g : sum) g /= static_cast<float>(contributors);
-    step(i, sum, 0);
+    refused += step(i, sum, 0) ? 0 : 1;
     std::fill(sum.begin(), sum.end(), 0.0f);
   }
   for (size_t t = 0; t < tables_.size(); ++t) {
@@ -286,7 +318,7 @@ void bucket_store::finish_round_if_complete() {
       average.ids.push_back(id);
       for (float g : sum) average.values.push_back(g / static_cast<float>(contributors));
     }
-    tables_[t].apply(average, 1.0f);
+    rows += tables_[t].apply(average, 1.0f);
     round_rows_[t].clear();
   }
   for (uint32_t w = 0; w < workers_; ++w) {
@@ -296,6 +328,7 @@ void bucket_store::finish_round_if_complete() {
   std::fill(in_round_.begin(), in_round_.end(), round_none);
   ++version_;
   applied_ += contributors;
+  return rule_refused(refused, rows);
 }
 
 caf::error bucket_store::expand_signs(push_request& push) const {
@@ -332,7 +365,7 @@ void bucket_store::skip_step(uint32_t worker) {
     gate_.skip(worker);
   } else {
     in_round_[worker] = round_skipped;
-    finish_round_if_complete();
+    finish_round_if_complete();  // a rule's refusal counts as rejected
   }
 }
 
@@ -370,12 +403,13 @@ caf::expected<push_ack> bucket_store::apply(push_request push) {
   observe_norm(push);
   const uint64_t staleness = clock_.staleness_since(push.read_clock);
   if (in_round_.empty()) {
-    apply_now(push, staleness);
+    err = apply_now(push, staleness);
   } else {
     collect_round(push);
-    finish_round_if_complete();
+    err = finish_round_if_complete();
   }
   if (push.last) retire(push.worker);
+  if (err) return err;
   return push_ack{id_, version_, in_round_.empty() ? staleness : 0};
 }
 
@@ -448,7 +482,7 @@ uint64_t bucket_store::admit(uint32_t worker) {
 
 void bucket_store::retire(uint32_t worker) {
   gate_.retire(worker);
-  if (!in_round_.empty()) finish_round_if_complete();
+  if (!in_round_.empty()) finish_round_if_complete();  // a rule's refusal counts as rejected
 }
 
 pull_reply bucket_store::snapshot() const {

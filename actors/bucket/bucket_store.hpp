@@ -33,8 +33,10 @@ constexpr size_t staleness_histogram_size = 65;
 
 class bucket_store {
  public:
-  // Takes the slices and their initial values from `spec`.
-  explicit bucket_store(bucket_spec spec);
+  // Takes the slices and their initial values from `spec`; an app's update rule (optimizer
+  // kind app) from `rules`: check_rule(spec.optimizer, rules) first, since without its rule
+  // the bucket refuses every push.
+  explicit bucket_store(bucket_spec spec, const update_rules& rules = update_rules{});
 
   uint32_t id() const { return id_; }
   uint32_t workers() const { return workers_; }
@@ -43,7 +45,8 @@ class bucket_store {
   // Applies (async, ssp) or collects (bsp) one gradient push, dense or sign-compressed (one
   // sign tensor per slice); errc::unknown_bucket,
   // shape_mismatch, malformed_message or non_finite on a push that does not fit, counted as
-  // rejected. A push with `last` set retires its worker from the consistency gate.
+  // rejected. A push with `last` set retires its worker from the consistency gate. An app's
+  // rule that makes values non-finite leaves those values as they were: errc::non_finite.
   caf::expected<push_ack> apply(push_request push);
 
   // Whether `push` was already applied (or counted) here. A worker resends a push whose ack it
@@ -81,7 +84,10 @@ class bucket_store {
 
   // Rebuilds a bucket from save()'s messages; errc::shape_mismatch or malformed_message when a
   // part does not fit the spec (nothing half-restored is returned).
-  static caf::expected<bucket_store> restore(const std::vector<wire>& saved);
+  static caf::expected<bucket_store> restore(const std::vector<wire>& saved,
+                                             const update_rules& rules = update_rules{});
+  // The app rules this bucket was made with (its own, when it has one).
+  update_rules rules() const;
 
   // The embedding rows a pull asks for (created on first read); errc::unknown_bucket or
   // message_too_large for rows this bucket does not own or has no room for.
@@ -124,17 +130,19 @@ class bucket_store {
   bool counts_as_step(const push_request& push) const;
   void skip_step(uint32_t worker);
   void compensate(uint32_t worker, size_t slice, std::vector<float>& grad);
-  void step(size_t slice, std::vector<float>& grad, uint64_t staleness);
+  // False when an app's rule left the slice unchanged (non-finite result).
+  bool step(size_t slice, std::vector<float>& grad, uint64_t staleness);
   bool device_steps(size_t slice) const;  // this slice's DASH step is deferred
-  void apply_now(push_request& push, uint64_t staleness);
+  caf::error apply_now(push_request& push, uint64_t staleness);
   void collect_round(const push_request& push);
-  void finish_round_if_complete();
+  caf::error finish_round_if_complete();
+  caf::error rule_refused(uint64_t slices, uint64_t rows);
   void record(uint64_t staleness);
   void observe_norm(const push_request& push);
   std::vector<dense_tensor> changed_rows(uint32_t worker);
   sparse_table* table(const std::string& name);
   const sparse_table* table(const std::string& name) const;
-  void apply_rows(const std::vector<sparse_rows>& rows, float lr_scale);
+  uint64_t apply_rows(const std::vector<sparse_rows>& rows, float lr_scale);
   void counted(const push_request& push);
   bucket_counters counters() const;
   caf::error restore_part(bucket_state_part part);
@@ -145,6 +153,7 @@ class bucket_store {
   uint32_t id_;
   uint32_t workers_;
   optimizer_config optimizer_;
+  std::optional<update_rule> rule_;  // --optimizer NAME: the app's rule
   compensation_config compensation_;
   clock_gate gate_;
   std::vector<dense_tensor> slices_;

@@ -209,11 +209,13 @@ caf::error bucket_store::restore_part(bucket_state_part part) {
   return make_error(errc::malformed_message, "unknown saved part");
 }
 
-caf::expected<bucket_store> bucket_store::restore(const std::vector<wire>& saved) {
+caf::expected<bucket_store> bucket_store::restore(const std::vector<wire>& saved,
+                                                  const update_rules& rules) {
   if (saved.empty()) return make_error(errc::malformed_message, "no saved bucket state");
   auto spec = decode<bucket_spec>(saved[0]);
   if (!spec) return std::move(spec.error());
-  bucket_store store{std::move(*spec)};
+  if (auto err = check_rule(spec->optimizer, rules)) return err;
+  bucket_store store{std::move(*spec), rules};
   for (size_t i = 1; i < saved.size(); ++i) {
     auto part = decode<bucket_state_part>(saved[i]);
     if (!part) return std::move(part.error());

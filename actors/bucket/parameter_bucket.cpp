@@ -265,7 +265,7 @@ caf::result<bool> on_restore(self_ptr self, const bucket_actor_config& config, u
     return make_error(errc::malformed_message, "state parts out of order");
   st.incoming.push_back(part);
   if (index + 1 < total) return true;
-  auto restored = bucket_store::restore(st.incoming);
+  auto restored = bucket_store::restore(st.incoming, st.store->rules());
   st.incoming.clear();
   if (!restored) return std::move(restored.error());
   if (restored->id() != st.store->id())

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "actors/bucket/app_rule_step.hpp"
 #include "kernels/cpu/optimizers.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
@@ -26,13 +27,14 @@ uint64_t share_of(uint64_t capacity, uint32_t buckets) {
 }  // namespace
 
 sparse_table::sparse_table(table_config config, uint32_t bucket, uint32_t buckets, uint64_t seed,
-                           optimizer_config optimizer, float clip)
+                           optimizer_config optimizer, float clip, std::optional<update_rule> rule)
     : config_(std::move(config)),
       bucket_(bucket),
       buckets_(std::max<uint32_t>(buckets, 1)),
       seed_(seed),
       optimizer_(optimizer),
       clip_(clip),
+      rule_(std::move(rule)),
       capacity_(share_of(config_.capacity, buckets_)) {
   // Rows are vectors: DASH's blocks need matrices, so rows take AdamW, as 1-D slices do.
   if (optimizer_.type == opt_kind::dash) optimizer_.type = opt_kind::adamw;
@@ -64,9 +66,9 @@ sparse_table::row& sparse_table::find_or_create(uint64_t id) {
     auto& r = it->second;
     r.value.resize(config_.row_dim);
     init_row(seed_, config_.name, id, config_.init_scale, r.value);
-    if (optimizer_.type != opt_kind::sgd) r.m.assign(config_.row_dim, 0.0f);
-    if (optimizer_.type == opt_kind::adam || optimizer_.type == opt_kind::adamw)
-      r.v.assign(config_.row_dim, 0.0f);
+    const unsigned moments = moments_of(optimizer_, rule_);
+    if (moments >= 1) r.m.assign(config_.row_dim, 0.0f);
+    if (moments >= 2) r.v.assign(config_.row_dim, 0.0f);
   }
   return it->second;
 }
@@ -100,8 +102,9 @@ caf::error sparse_table::check(const sparse_rows& grads, float max_abs) const {
   return check_ids(grads.ids);
 }
 
-void sparse_table::apply(const sparse_rows& grads, float lr_scale) {
+uint64_t sparse_table::apply(const sparse_rows& grads, float lr_scale) {
   const auto& o = optimizer_;
+  uint64_t refused = 0;
   const float lr = o.lr * lr_scale;
   std::vector<float> g(config_.row_dim);
   for (size_t i = 0; i < grads.ids.size(); ++i) {
@@ -130,8 +133,17 @@ void sparse_table::apply(const sparse_rows& grads, float lr_scale) {
         kernels::adam_step(r.value, r.m, r.v, g,
                            {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, r.steps});
         break;
+      case opt_kind::dash:  // rows take AdamW (the constructor)
+        break;
+      case opt_kind::app:
+        if (!step_app_rule(rule_, o, r.value, r.m, r.v, g, r.steps, lr)) {
+          --r.steps;  // the row is as it was
+          ++refused;
+        }
+        break;
     }
   }
+  return refused;
 }
 
 }  // namespace troupe
@@ -161,8 +173,9 @@ std::vector<table_rows> sparse_table::save(size_t rows_per_part) const {
 caf::error sparse_table::restore(const table_rows& saved) {
   const size_t dim = config_.row_dim;
   const size_t n = saved.ids.size();
-  const bool has_m = optimizer_.type != opt_kind::sgd;
-  const bool has_v = optimizer_.type == opt_kind::adam || optimizer_.type == opt_kind::adamw;
+  const unsigned moments = moments_of(optimizer_, rule_);
+  const bool has_m = moments >= 1;
+  const bool has_v = moments >= 2;
   if (saved.row_dim != dim || saved.values.size() != n * dim || saved.steps.size() != n ||
       saved.m.size() != (has_m ? n * dim : 0) || saved.v.size() != (has_v ? n * dim : 0))
     return make_error(errc::shape_mismatch,

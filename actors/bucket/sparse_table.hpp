@@ -10,13 +10,15 @@
 #include <unordered_map>
 
 #include "messages/types.hpp"
+#include "troupe/update_rule.hpp"
 
 namespace troupe {
 
 class sparse_table {
  public:
   sparse_table(table_config config, uint32_t bucket, uint32_t buckets, uint64_t seed,
-               optimizer_config optimizer, float clip);
+               optimizer_config optimizer, float clip,
+               std::optional<update_rule> rule = std::nullopt);
 
   const std::string& name() const { return config_.name; }
   uint32_t row_dim() const { return config_.row_dim; }
@@ -38,13 +40,14 @@ class sparse_table {
   caf::error restore(const table_rows& saved);
 
   // Applies checked row gradients with learning-rate factor `lr_scale` (staleness-aware lr).
-  void apply(const sparse_rows& grads, float lr_scale);
+  // Returns the rows an app's update rule left unchanged because it made them non-finite.
+  uint64_t apply(const sparse_rows& grads, float lr_scale);
 
  private:
   struct row {
     std::vector<float> value;
-    std::vector<float> m;  // momentum velocity or Adam's first moment
-    std::vector<float> v;  // Adam's second moment
+    std::vector<float> m;  // momentum velocity, Adam's first moment or an app rule's
+    std::vector<float> v;  // Adam's second moment or an app rule's
     uint64_t steps = 0;
   };
 
@@ -57,7 +60,8 @@ class sparse_table {
   uint64_t seed_;
   optimizer_config optimizer_;
   float clip_;
-  uint64_t capacity_;  // this bucket's share of the table's capacity
+  std::optional<update_rule> rule_;  // --optimizer NAME: the app's rule
+  uint64_t capacity_;                // this bucket's share of the table's capacity
   std::unordered_map<uint64_t, row> rows_;
 };
 

@@ -56,14 +56,13 @@ class coordinator_store : public rendezvous_store {
 
 // The backend of the level inside a host in two-level reduction: NCCL where this host has a
 // GPU for each of its members, otherwise the group's own.
-std::string inside_host_backend(const group_form& form, uint32_t local_size) {
+collective_kind inside_host_backend(const group_form& form, uint32_t local_size) {
   auto gpus = nccl_devices();
-  return gpus && static_cast<uint32_t>(*gpus) >= local_size ? "nccl" : form.collective;
+  return gpus && static_cast<uint32_t>(*gpus) >= local_size ? collective_kind::nccl
+                                                            : form.collective;
 }
 
 caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const group_form& form) {
-  if (form.collective != "gloo" && form.collective != "actors" && form.collective != "nccl")
-    return make_error(errc::bad_configuration, "unknown collective '" + form.collective + "'");
   std::unique_ptr<rendezvous_store> own;
   rendezvous_store* store = form.store.get();
   if (!store) store = (own = std::make_unique<coordinator_store>(sys, form)).get();
@@ -73,13 +72,13 @@ caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const
   const auto where = layout_of(form.hosts, form.rank);
   const int local_rank = static_cast<int>(where.local_size ? where.local_rank : form.rank);
   // One group of the generation over `backend`.
-  auto make = [&](const std::string& backend, uint32_t rank, uint32_t size,
+  auto make = [&](collective_kind backend, uint32_t rank, uint32_t size,
                   const std::string& keys) -> caf::expected<std::unique_ptr<collective>> {
-    if (backend == "actors")
+    if (backend == collective_kind::actors)
       return make_actor_collective(sys, *store,
                                    actor_collective_options{rank, size, form.generation, form.key,
                                                             form.bind_host, keys, form.timeout});
-    if (backend == "nccl")
+    if (backend == collective_kind::nccl)
       return make_nccl_collective(sys, *store,
                                   nccl_options{rank, size, local_rank, keys, form.timeout});
     return make_gloo_collective(*store,

@@ -27,9 +27,9 @@ struct group_form {
   uint64_t generation = 0;
   uint32_t rank = 0;
   uint32_t size = 1;
-  uint64_t token = 0;                   // proves our store requests to the coordinator
-  uint64_t key = 0;                     // the generation's group key (the actors backend's chunks)
-  std::string collective = "gloo";      // gloo | actors | nccl
+  uint64_t token = 0;  // proves our store requests to the coordinator
+  uint64_t key = 0;    // the generation's group key (the actors backend's chunks)
+  collective_kind collective = collective_kind::gloo;
   std::string bind_host = "127.0.0.1";  // where the other members reach this one
   std::chrono::milliseconds timeout{30000};
   dp_coordinator_actor coordinator;

@@ -170,7 +170,7 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     start.bucket_bytes = static_cast<uint64_t>(o.dp.bucket_mb * double(1 << 20));
     start.overlap = o.dp.overlap;
     start.checksum_every = o.dp.checksum_every;
-    start.collective = to_string(o.dp.collective);
+    start.collective = o.dp.collective;
     start.checkpoint_every = o.checkpoint_dir.empty()
                                  ? 0
                                  : (o.checkpoint_every ? o.checkpoint_every : st.steps_per_epoch);

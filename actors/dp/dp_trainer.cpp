@@ -252,7 +252,8 @@ std::vector<char> pack_state(const bucket_store& store) {
   return out;
 }
 
-caf::expected<bucket_store> unpack_state(const std::vector<char>& bytes) {
+caf::expected<bucket_store> unpack_state(const std::vector<char>& bytes,
+                                         const update_rules& rules) {
   std::vector<wire> saved;
   size_t at = 0;
   while (at < bytes.size()) {
@@ -264,14 +265,14 @@ caf::expected<bucket_store> unpack_state(const std::vector<char>& bytes) {
     saved.push_back(wire{std::vector<char>(bytes.begin() + at, bytes.begin() + at + n)});
     at += n;
   }
-  return bucket_store::restore(saved);
+  return bucket_store::restore(saved, rules);
 }
 
 // The new generation is formed: go on from the state the members agreed on.
 void synced(self_ptr self, const dp_trainer_config& config, const sync_result& agreed) {
   auto& st = self->state;
   if (!agreed.state.empty()) {
-    auto restored = unpack_state(agreed.state);
+    auto restored = unpack_state(agreed.state, config.rules);
     if (!restored) return fail(self, config, "taking over a member's state", restored.error());
     if (restored->slices().size() != st.optimizer->slices().size())
       return fail(self, config, "taking over a member's state",
@@ -342,9 +343,10 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   st.params.assign(st.layout->total, 0.0f);
   config.task->initialize(job.seed, st.params);
   st.optimizer_plan = plan_buckets(*st.layout, 1, 1);
+  if (auto err = check_rule(job.optimizer, config.rules)) return err;
   bucket_spec spec{0, 1, job.optimizer,
                    gather(*st.layout, st.optimizer_plan.buckets[0], st.params)};
-  st.optimizer.emplace(std::move(spec));
+  st.optimizer.emplace(std::move(spec), config.rules);
   st.values = std::make_shared<std::vector<float>>(meta_size + st.layout->total, 0.0f);
   st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes);
   st.waiting_for.assign(st.buckets.size(), 0);
@@ -364,7 +366,7 @@ caf::error take_restored(dp_trainer_state& st, const dp_trainer_config& config) 
   if (std::any_of(st.restored.begin(), st.restored.end(),
                   [](const wire& w) { return w.bytes.empty(); }))
     return make_error(errc::corrupt_data, "parts of the checkpoint's state are missing");
-  auto restored = bucket_store::restore(st.restored);
+  auto restored = bucket_store::restore(st.restored, config.rules);
   st.restored.clear();
   if (!restored) return std::move(restored.error());
   if (restored->slices().size() != st.optimizer->slices().size())

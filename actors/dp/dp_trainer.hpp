@@ -40,6 +40,7 @@ struct dp_trainer_config {
   std::chrono::seconds request_timeout{30};
   caf::actor_addr supervisor;
   logger log;
+  update_rules rules;  // the app's (--optimizer NAME)
 };
 
 // Where in the values [meta | gradient] of one step the member's own figures go; they

@@ -117,10 +117,17 @@ caf::error check_nccl(const launch_options& opts) {
 // A dp trainer of this process, named `name`, that ends with `parent`'s exit.
 caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
                          std::shared_ptr<const training_task> task, dp_coordinator_actor coord,
-                         const std::string& name, caf::actor_addr parent, const logger& log) {
-  const dp_trainer_config config{
-      std::move(coord),     std::move(task),   name, opts.listen.host, host_label_of(opts),
-      opts.request_timeout, std::move(parent), log};
+                         const std::string& name, caf::actor_addr parent, const logger& log,
+                         const update_rules& rules) {
+  const dp_trainer_config config{std::move(coord),
+                                 std::move(task),
+                                 name,
+                                 opts.listen.host,
+                                 host_label_of(opts),
+                                 opts.request_timeout,
+                                 std::move(parent),
+                                 log,
+                                 rules};
   return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(dp_trainer, config));
 }
 
@@ -164,7 +171,7 @@ int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_t
   auto coord = sys.spawn(dp_coordinator, config);
   for (uint32_t i = 0; i < opts.workers; ++i) {
     const std::string name = "worker-" + std::to_string(i);
-    spawn_trainer(sys, opts, task, coord, name, self->address(), log.named(name));
+    spawn_trainer(sys, opts, task, coord, name, self->address(), log.named(name), app.rules);
   }
   return wait_for(self, coord.address(), app.name);
 }
@@ -190,7 +197,7 @@ int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const trainin
   if (!gk) return 1;
   if (opts.dp.coordinator_trains)
     spawn_trainer(sys, opts, task, coord, node_name(opts) + "-trainer", self->address(),
-                  log.named("trainer"));
+                  log.named("trainer"), app.rules);
   const int code = wait_for(self, coord.address(), app.name);
   self->send_exit(*gk, caf::exit_reason::user_shutdown);
   return code;
@@ -220,7 +227,7 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
     const std::string name = "server-" + std::to_string(i);
     sys.spawn(server, server_config{coord, name, opts.request_timeout, self->address(),
                                     log.named(name), endpoint{}, opts.max_restarts,
-                                    opts.restart_period, metrics.registry, *device});
+                                    opts.restart_period, metrics.registry, *device, app.rules});
   }
   for (uint32_t i = 0; i < opts.workers; ++i) {
     const std::string name = "worker-" + std::to_string(i);
@@ -356,6 +363,13 @@ int run_app(int argc, char** argv, const app_description& app) {
     fmt::print("{}", launch_usage(app.name, app.summary, app.flags, app.defaults));
     return 0;
   }
+  if (auto err = check_rule(optimizer_from(*opts), app.rules)) {
+    fmt::print(stderr,
+               "{}: --optimizer {}: not built in (adam, adamw, sgd, momentum, dash) and "
+               "not a rule of this app ({})\n",
+               app.name, opts->optimizer_rule, app.rules.names());
+    return 2;
+  }
   const logger log{node_name(*opts), opts->level};
   if (!blas_note.empty()) log.debug("{}", blas_note);
   // A peer that closed its connection must give a write error, not kill the process: Gloo
@@ -386,7 +400,8 @@ int run_app(int argc, char** argv, const app_description& app) {
                                                    opts->max_restarts,
                                                    opts->restart_period,
                                                    std::move(metrics),
-                                                   *device};
+                                                   *device,
+                                                   app.rules};
                         return caf::actor_cast<caf::actor>(sys.spawn(server, config));
                       });
   }
@@ -415,7 +430,7 @@ int run_app(int argc, char** argv, const app_description& app) {
                           caf::actor_addr parent, std::shared_ptr<metrics_registry>) {
                         return spawn_trainer(sys, *opts, task,
                                              caf::actor_cast<dp_coordinator_actor>(coord), name,
-                                             parent, log);
+                                             parent, log, app.rules);
                       });
   }
   switch (opts->role) {

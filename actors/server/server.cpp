@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <caf/io/middleman.hpp>
 
 #include "actors/bucket/parameter_bucket.hpp"
@@ -66,8 +67,16 @@ caf::result<bucket_actor> host(self_ptr self, const server_config& config, const
     return make_error(errc::message_too_large, "this server hosts enough buckets");
   auto spec = decode<bucket_spec>(w);
   if (!spec) return std::move(spec.error());
+  if (check_rule(spec->optimizer, config.rules)) {
+    const auto why = fmt::format(
+        "server '{}' cannot host bucket {}: no update rule '{}' here "
+        "(this binary has: {})",
+        config.name, spec->bucket, spec->optimizer.rule, config.rules.names());
+    config.log.error("{}", why);
+    return make_error(errc::bad_configuration, why);
+  }
   ++st.hosted;
-  auto store = std::make_shared<bucket_store>(std::move(*spec));
+  auto store = std::make_shared<bucket_store>(std::move(*spec), config.rules);
   auto promise = self->make_response_promise<bucket_actor>();
   self->request(st.buckets, config.request_timeout, host_atom_v, bucket_child(config, store))
       .then(

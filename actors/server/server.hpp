@@ -16,6 +16,7 @@
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 #include "troupe/metrics.hpp"
+#include "troupe/update_rule.hpp"
 
 namespace troupe {
 
@@ -39,6 +40,7 @@ struct server_config {
   std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
   // --dash-device gpu: the process's DASH device (the launcher's), handed to every bucket here.
   std::optional<dash_device_actor> dash_device;
+  update_rules rules;  // the app's (--optimizer NAME); a bucket needing another is refused
 };
 
 server_actor::behavior_type server(server_actor::stateful_pointer<server_state> self,

@@ -1,5 +1,7 @@
 #include "actors/supervision/gatekeeper.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "actors/supervision/guards.hpp"
@@ -40,6 +42,15 @@ gatekeeper_actor::behavior_type gatekeeper(
         if (!request) return std::move(request.error());
         if (request->node_nonce.size() != auth::nonce_bytes)
           return make_error(errc::authentication_failed, "bad nonce");
+        if (request->schema_version != wire_schema_version) {
+          config.log.warn("refused {} '{}': it speaks wire schema version {}, we speak {}",
+                          to_string(request->sender), request->name, request->schema_version,
+                          wire_schema_version);
+          return make_error(errc::bad_configuration,
+                            fmt::format("the coordinator speaks wire schema version {}, this node "
+                                        "speaks {}: run the same Troupe version on both",
+                                        wire_schema_version, request->schema_version));
+        }
         auto& st = self->state;
         drop_expired(st, config.max_pending);
         const uint64_t session = random_session();

@@ -59,10 +59,10 @@ caf::error time_both(const std::string& dir, uint32_t rank, uint32_t members, in
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   // Our backends, each an allreduce_group actor as a dp worker has.
-  const std::vector<std::string> backends = {"gloo", "actors"};
+  const std::vector<collective_kind> backends = {collective_kind::gloo, collective_kind::actors};
   std::vector<allreduce_group_actor> groups;
   caf::error failed;
-  for (const auto& backend : backends) {
+  for (const collective_kind backend : backends) {
     groups.push_back(sys.spawn<caf::detached>(allreduce_group, logger{"bench", log_level::warn}));
     auto form = std::make_shared<group_form>();
     form->rank = rank;
@@ -71,7 +71,7 @@ caf::error time_both(const std::string& dir, uint32_t rank, uint32_t members, in
     form->key = 7;
     form->collective = backend;
     form->timeout = std::chrono::seconds(120);
-    form->store = std::make_shared<file_store>(dir + "/" + backend);
+    form->store = std::make_shared<file_store>(dir + "/" + to_string(backend));
     self->request(groups.back(), std::chrono::seconds(300), form_atom_v,
                   std::shared_ptr<const group_form>{form})
         .receive([](bool) {}, [&](caf::error& err) { failed = err; });
@@ -108,8 +108,8 @@ caf::error time_both(const std::string& dir, uint32_t rank, uint32_t members, in
     for (size_t k = 0; k < seconds.size(); ++k) {
       auto& v = seconds[k];
       std::sort(v.begin(), v.end());
-      out << fmt::format("{} {} {} {} {}\n", k == 0 ? "gloo-library" : backends[k - 1], mib,
-                         v[v.size() / 2], v.front(), v.back());
+      out << fmt::format("{} {} {} {} {}\n", k == 0 ? "gloo-library" : to_string(backends[k - 1]),
+                         mib, v[v.size() / 2], v.front(), v.back());
     }
   }
   for (auto& group : groups) self->send_exit(group, caf::exit_reason::user_shutdown);

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <random>
 
+#include "messages/json.hpp"
+
 namespace troupe::bench {
 
 timing measure(int warmup, int reps, const std::function<void()>& once) {
@@ -39,19 +41,21 @@ void print(const suite_result& result) {
 }
 
 bool write_json(const suite_result& result, const std::string& path) {
-  std::ofstream out(path, std::ios::trunc);
-  out << fmt::format("{{\"suite\": \"{}\", \"rows\": [", result.suite);
-  for (size_t i = 0; i < result.rows.size(); ++i) {
-    const auto& r = result.rows[i];
-    out << fmt::format(
-        "{}\n  {{\"case\": \"{}\", \"unit\": \"{}\", \"median\": {:.6g}, \"min\": {:.6g}, "
-        "\"max\": {:.6g}, \"limit\": {:.6g}, \"limit_is\": \"{}\", \"ratio\": {:.4f}",
-        i ? "," : "", r.name, r.unit, r.ours, r.ours_min, r.ours_max, r.limit, r.limit_name,
-        r.limit > 0 ? r.ours / r.limit : 0.0);
-    for (const auto& [key, value] : r.extra) out << fmt::format(", \"{}\": {}", key, value);
-    out << "}";
+  json rows = json::array();
+  for (const auto& r : result.rows) {
+    json row = {{"case", r.name},           {"unit", r.unit},
+                {"median", r.ours},         {"min", r.ours_min},
+                {"max", r.ours_max},        {"limit", r.limit},
+                {"limit_is", r.limit_name}, {"ratio", r.limit > 0 ? r.ours / r.limit : 0.0}};
+    // Extra fields hold JSON text (a number, a quoted string); kept as text when it is not.
+    for (const auto& [key, value] : r.extra) {
+      auto parsed = json::parse(value, nullptr, false);
+      row[key] = parsed.is_discarded() ? json(value) : std::move(parsed);
+    }
+    rows.push_back(std::move(row));
   }
-  out << "\n]}\n";
+  std::ofstream out(path, std::ios::trunc);
+  out << to_text(json{{"suite", result.suite}, {"rows", std::move(rows)}});
   out.close();
   return static_cast<bool>(out);
 }

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "messages/json.hpp"
 #include "troupe/metrics.hpp"
 #include "troupe/metrics_text.hpp"
 
@@ -29,19 +30,21 @@ std::string csv_cell(const std::string& cell) {
 }  // namespace
 
 std::string as_json(const table_view& t) {
-  std::string out = "[";
-  for (size_t r = 0; r < t.rows.size(); ++r) {
-    out += r ? ",\n {" : "\n {";
-    for (size_t c = 0; c < t.columns.size(); ++c) {
-      const auto& cell = t.rows[r][c];
-      out += fmt::format("{}{}: {}", c ? ", " : "", json_string(t.columns[c]),
-                         cell == "-"       ? "null"
-                         : is_number(cell) ? cell
-                                           : json_string(cell));
+  json out = json::array();
+  for (const auto& row : t.rows) {
+    json object = json::object();
+    for (size_t c = 0; c < t.columns.size() && c < row.size(); ++c) {
+      const auto& cell = row[c];
+      if (cell == "-")
+        object[t.columns[c]] = nullptr;
+      else if (is_number(cell))
+        object[t.columns[c]] = std::strtod(cell.c_str(), nullptr);
+      else
+        object[t.columns[c]] = cell;
     }
-    out += "}";
+    out.push_back(std::move(object));
   }
-  return out + (t.rows.empty() ? "]\n" : "\n]\n");
+  return to_text(out);
 }
 
 std::string as_table(const table_view& t) {

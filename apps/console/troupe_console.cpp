@@ -1,11 +1,15 @@
 // troupe-console: inspect and operate a running job. Connects to the coordinator with the
 // cluster handshake (the same secret as the nodes); the commands are in commands.cpp.
-// `-c "CMD"` runs one command and exits; without it, a prompt reads commands from stdin.
+// `-c "CMD"` runs one command and exits; without it, commands are read from stdin: at a
+// terminal through libedit's prompt (line editing, history kept in ~/.troupe_console_history,
+// at most history_lines lines), otherwise line by line.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
+
+#include <editline/readline.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -67,6 +71,29 @@ std::optional<std::string> parse(int argc, char** argv, console_options& o) {
   return std::nullopt;
 }
 
+constexpr int history_lines = 500;
+
+std::string history_file() {
+  const char* home = std::getenv("HOME");
+  return home && *home ? std::string{home} + "/.troupe_console_history" : std::string{};
+}
+
+// Commands typed at a terminal, with line editing and history, until quit, exit or EOF.
+void prompt_loop(console::session& session) {
+  const std::string history = history_file();
+  stifle_history(history_lines);
+  if (!history.empty()) read_history(history.c_str());
+  while (char* typed = readline("troupe> ")) {
+    const std::string line{typed};
+    std::free(typed);
+    if (line == "quit" || line == "exit") break;
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    add_history(line.c_str());
+    console::run_command(session, line);
+  }
+  if (!history.empty()) write_history(history.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,11 +117,11 @@ int main(int argc, char** argv) {
   caf::scoped_actor self{sys};
   console::session session{self, *coordinator, o.json, {}};
   if (!o.command.empty()) return console::run_command(session, o.command) ? 0 : 1;
-  const bool terminal = ::isatty(0);
-  for (std::string line;;) {
-    if (terminal) std::cout << "troupe> " << std::flush;
-    if (!std::getline(std::cin, line) || line == "quit" || line == "exit") break;
-    console::run_command(session, line);
+  if (::isatty(0)) {
+    prompt_loop(session);
+    return 0;
   }
+  for (std::string line; std::getline(std::cin, line) && line != "quit" && line != "exit";)
+    console::run_command(session, line);
   return 0;
 }

@@ -56,6 +56,18 @@ const char* to_string(dash_storage s) {
   return "?";
 }
 
+const char* to_string(collective_kind k) {
+  switch (k) {
+    case collective_kind::gloo:
+      return "gloo";
+    case collective_kind::actors:
+      return "actors";
+    case collective_kind::nccl:
+      return "nccl";
+  }
+  return "?";
+}
+
 const char* to_string(optimizer_config::kind k) {
   using kind = optimizer_config::kind;
   switch (k) {
@@ -69,6 +81,8 @@ const char* to_string(optimizer_config::kind k) {
       return "adamw";
     case kind::dash:
       return "dash";
+    case kind::app:
+      return "app";
   }
   return "?";
 }

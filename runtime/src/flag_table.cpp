@@ -1,6 +1,7 @@
 #include "flag_table.hpp"
 
 #include "flag_binders.hpp"
+#include "troupe/update_rule.hpp"
 
 namespace troupe {
 
@@ -125,6 +126,23 @@ std::vector<flag_spec> data_parallel_flags() {
   };
 }
 
+// --optimizer: a built-in name, or a name an app's rule may have (run_app checks that it has).
+caf::error parse_optimizer(const std::string& text, launch_options& o) {
+  if (auto k = built_in_optimizer(text)) {
+    o.optimizer = *k;
+    o.optimizer_rule.clear();
+    return {};
+  }
+  if (!valid_rule_name(text))
+    return make_error(errc::bad_configuration,
+                      fmt::format("--optimizer must be adam, adamw, sgd, momentum, dash or the "
+                                  "name of an app's update rule, not '{}'",
+                                  text));
+  o.optimizer = optimizer_config::kind::app;
+  o.optimizer_rule = text;
+  return {};
+}
+
 std::vector<flag_spec> job_flags() {
   using kind = optimizer_config::kind;
   return {
@@ -138,10 +156,14 @@ std::vector<flag_spec> job_flags() {
       number("epochs", "E", "passes over the training set", field(&launch_options::epochs)),
       number("batch", "B", "examples per worker step", field(&launch_options::batch)),
       number("lr", "X", "learning rate", field(&launch_options::lr)),
-      choice("optimizer", "NAME",
-             "adam | adamw | sgd | momentum (heavy ball, --momentum) | dash (block Shampoo)",
-             field(&launch_options::optimizer),
-             {kind::adam, kind::adamw, kind::sgd, kind::momentum, kind::dash}),
+      custom("optimizer", "NAME",
+             "adam | adamw | sgd | momentum (heavy ball, --momentum) | dash (block Shampoo), "
+             "or an update rule the app registers",
+             scope::any, parse_optimizer,
+             [](const launch_options& o) {
+               return o.optimizer == kind::app ? o.optimizer_rule
+                                               : std::string{to_string(o.optimizer)};
+             }),
       number("momentum", "MU", "momentum coefficient of --optimizer momentum",
              field(&launch_options::momentum)),
       custom("consistency", "MODE", "async | ssp:S (at most S clocks ahead of the slowest) | bsp",

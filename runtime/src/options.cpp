@@ -215,10 +215,10 @@ caf::expected<double> launch_options::app_real(const std::string& flag, bool who
   const double value = std::strtod(text.c_str(), &end);
   const bool in_range = std::isfinite(value) && value >= 0 && value <= max;
   if (text.empty() || *end != '\0' || !in_range || (whole && value != std::floor(value)))
-    return make_error(errc::bad_configuration,
-                      fmt::format("--{} must be a {} {}, not '{}'", flag,
-                                  whole ? "whole number" : "number",
-                                  max < 1e18 ? fmt::format("in [0, {}]", max) : ">= 0", text));
+    return make_error(
+        errc::bad_configuration,
+        fmt::format("--{} must be a {} {}, not '{}'", flag, whole ? "whole number" : "number",
+                    max < 1e18 ? fmt::format("in [0, {}]", max) : ">= 0", text));
   return value;
 }
 
@@ -273,6 +273,7 @@ caf::expected<launch_options> parse_launch_options(
 optimizer_config optimizer_from(const launch_options& o) {
   optimizer_config x;
   x.type = o.optimizer;
+  if (x.type == optimizer_config::kind::app) x.rule = o.optimizer_rule;
   x.lr = o.lr;
   x.weight_decay = o.weight_decay;
   x.lr_staleness = o.lr_staleness;
@@ -292,18 +293,6 @@ std::vector<std::pair<std::string, std::string>> flag_settings(const launch_opti
     if (f.name != "help") out.emplace_back(f.name, f.show(o));
   for (const auto& [name, value] : o.app) out.emplace_back(name, value);
   return out;
-}
-
-const char* to_string(collective_kind k) {
-  switch (k) {
-    case collective_kind::gloo:
-      return "gloo";
-    case collective_kind::actors:
-      return "actors";
-    case collective_kind::nccl:
-      return "nccl";
-  }
-  return "?";
 }
 
 const char* to_string(reduction_kind k) {

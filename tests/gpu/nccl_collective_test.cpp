@@ -189,7 +189,7 @@ BOOST_FIXTURE_TEST_CASE(the_allreduce_group_reduces_a_bucket_over_nccl, system_f
     form->generation = 1;
     form->rank = r;
     form->size = size;
-    form->collective = "nccl";
+    form->collective = troupe::collective_kind::nccl;
     form->hosts.assign(size, "here");  // one host: the local rank picks the GPU
     form->store = store;
     self->send(groups[r], form_atom_v, std::shared_ptr<const group_form>{form});

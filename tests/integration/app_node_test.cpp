@@ -1,14 +1,18 @@
 // app_node with real actors and a real console handshake on loopback: a console that knows
 // the secret reads the tree of the supervisors an app showed (children, kinds, restarts) and
-// its node; one that does not is refused; the job views and commands say there is no job.
+// its node; one that does not is refused, as is a node of another wire schema version; the job
+// views and commands say there is no job.
 #define BOOST_TEST_MODULE app_node
 #include <boost/test/unit_test.hpp>
 
 #include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include "actors/supervision/supervisor.hpp"
+#include "messages/codec.hpp"
+#include "messages/protocol.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/app_node.hpp"
 #include "troupe/detail/join.hpp"
@@ -125,6 +129,25 @@ BOOST_FIXTURE_TEST_CASE(a_console_without_the_secret_is_refused, fixture) {
   auto node = app_node::start(*sys, opts, quiet);
   BOOST_TEST_REQUIRE(succeeded(node));
   BOOST_TEST(fails_with(view(node->port(), "not-the-secret", "tree"), errc::authentication_failed));
+  node->stop();
+}
+
+BOOST_FIXTURE_TEST_CASE(a_node_of_another_schema_version_is_refused, fixture) {
+  auto node = app_node::start(*sys, opts, quiet);
+  BOOST_TEST_REQUIRE(succeeded(node));
+  auto gk = sys->middleman().remote_actor<gatekeeper_actor>("127.0.0.1", node->port());
+  BOOST_TEST_REQUIRE(static_cast<bool>(gk));
+  hello old{role::worker, "old-node", std::vector<uint8_t>(32, 7)};
+  old.schema_version = wire_schema_version - 1;
+  caf::scoped_actor self{*sys};
+  caf::error refused;
+  self->request(*gk, answer_within, hello_atom_v, encode(old))
+      .receive([](const wire&) {}, [&](caf::error& err) { refused = std::move(err); });
+  BOOST_TEST(is_error(refused, errc::bad_configuration));
+  const auto why = describe(refused);
+  BOOST_TEST(why.find("version " + std::to_string(wire_schema_version)) != std::string::npos, why);
+  BOOST_TEST(why.find("speaks " + std::to_string(wire_schema_version - 1)) != std::string::npos,
+             why);
   node->stop();
 }
 

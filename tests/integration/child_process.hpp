@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "messages/json.hpp"
+
 extern char** environ;
 
 namespace troupe::testing {
@@ -140,15 +142,29 @@ inline std::string http_get(uint16_t port, const std::string& path) {
   return out;
 }
 
-// A number after "key": in a JSON text (enough for the flat fields of a job report).
+// A JSON document (a job report, a console's --json table); discarded when it is not one.
+inline troupe::json parse_json(const std::string& text) {
+  return troupe::json::parse(text, nullptr, false);
+}
+
+// The strings of top-level list `key` of a JSON document (e.g. a report's workers_lost).
+inline std::vector<std::string> json_strings(const std::string& text, const std::string& key) {
+  const auto doc = parse_json(text);
+  std::vector<std::string> out;
+  if (!doc.is_object() || !doc.contains(key) || !doc[key].is_array()) return out;
+  for (const auto& x : doc[key])
+    if (x.is_string()) out.push_back(x.get<std::string>());
+  return out;
+}
+
+// The number under top-level `key` of a JSON document (a job report); none when the text is
+// not JSON or the key holds no number.
 inline std::optional<double> json_number(const std::string& text, const std::string& key) {
-  const auto at = text.find("\"" + key + "\":");
-  if (at == std::string::npos) return std::nullopt;
-  try {
-    return std::stod(text.substr(at + key.size() + 3));
-  } catch (...) {
-    return std::nullopt;
-  }
+  const auto doc = parse_json(text);
+  if (!doc.is_object()) return std::nullopt;
+  const auto it = doc.find(key);
+  if (it == doc.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
 }
 
 inline std::string read_file(const std::string& path) {

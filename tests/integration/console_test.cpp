@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "tests/integration/fmnist_cluster.hpp"
@@ -51,13 +52,22 @@ size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
+// The first row of `actor` (of `kind`, when given) in the tree's --json output; null if none.
+troupe::json tree_row(const std::string& tree, const std::string& actor,
+                      const std::string& kind = {}) {
+  const auto rows = troupe::json::parse(tree, nullptr, false);
+  if (!rows.is_array()) return nullptr;
+  for (const auto& row : rows)
+    if (row.is_object() && row.value("actor", "") == actor &&
+        (kind.empty() || row.value("kind", "") == kind))
+      return row;
+  return nullptr;
+}
+
 // Whether the first tree row of `actor` (--json) has a number in its mailbox column.
 bool mailbox_is_a_number(const std::string& tree, const std::string& actor) {
-  const auto row = tree.find("{\"actor\": \"" + actor + "\"");
-  if (row == std::string::npos) return false;
-  const auto at = tree.find("\"mailbox\": ", row);
-  return at != std::string::npos && at < tree.find('}', row) &&
-         std::isdigit(static_cast<unsigned char>(tree[at + 11])) != 0;
+  const auto row = tree_row(tree, actor);
+  return row.is_object() && row.contains("mailbox") && row["mailbox"].is_number();
 }
 
 void kill_all(fmnist_cluster& cluster) {
@@ -112,17 +122,14 @@ BOOST_AUTO_TEST_CASE(the_console_shows_nodes_buckets_and_the_tree_and_crashes_a_
   // Live remote actors' mailboxes are read from their nodes: numbers, not null.
   for (const std::string actor : {"    worker-1-" + cluster.tag, std::string{"    bucket-0"}})
     BOOST_TEST(mailbox_is_a_number(tree, actor), actor);
-  const std::string restarted = "{\"actor\": \"    bucket-0\", \"kind\": \"bucket\"";
-  BOOST_TEST(tree.find(restarted) != std::string::npos);
+  BOOST_TEST(tree_row(tree, "    bucket-0", "bucket").is_object());
   const auto [fault_code, fault] = console("inject-fault bucket-0");
   BOOST_TEST(fault_code == 0);
   BOOST_TEST(fault.find("crashed bucket-0") != std::string::npos, fault);
   bool counted = false;
   for (int attempt = 0; attempt < 20 && !counted; ++attempt) {
-    const auto after = console("tree", true).second;
-    const auto row = after.find(restarted);
-    counted =
-        row != std::string::npos && after.find("\"restarts\": 1,", row) < after.find("}", row);
+    const auto row = tree_row(console("tree", true).second, "    bucket-0", "bucket");
+    counted = row.is_object() && row.value("restarts", 0.0) == 1.0;
     if (!counted) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   BOOST_TEST(counted);
@@ -157,15 +164,15 @@ BOOST_AUTO_TEST_CASE(metrics_diag_and_the_actions_work_on_a_running_job) {
   const auto [diag_code, diag] = console("diag", true);
   BOOST_TEST_INFO("diag: " << diag);
   BOOST_TEST(diag_code == 0);
+  std::map<std::string, troupe::json> diagnostics;
+  for (const auto& row : parse_json(diag))
+    if (row.is_object()) diagnostics[row.value("diagnostic", "")] = row;
   for (const char* name : {"update_variance", "loss_oscillation", "effective_update_ratio"}) {
-    const auto row = diag.find("\"diagnostic\": \"" + std::string{name} + "\", \"value\": ");
-    BOOST_TEST_REQUIRE(row != std::string::npos);
-    const auto value = diag.substr(diag.find("\"value\": ", row) + 9);
-    BOOST_TEST((std::isdigit(static_cast<unsigned char>(value[0])) != 0), value);
+    BOOST_TEST_REQUIRE(diagnostics.count(name) == 1u, name);
+    BOOST_TEST(diagnostics[name]["value"].is_number(), name);
   }
-  BOOST_TEST(diag.find("\"threshold\": 0.1000") != std::string::npos);
-  BOOST_TEST(diag.find("\"diagnostic\": \"effective_update_ratio\", \"value\": 1.0000") !=
-             std::string::npos);
+  BOOST_TEST(diagnostics["update_variance"].value("threshold", 0.0) == 0.1);
+  BOOST_TEST(diagnostics["effective_update_ratio"].value("value", 0.0) == 1.0);
   // A checkpoint now, the log level, the training curve, top.
   const auto [checkpoint_code, checkpoint] = console("checkpoint");
   BOOST_TEST(checkpoint_code == 0, checkpoint);
@@ -213,8 +220,8 @@ BOOST_AUTO_TEST_CASE(a_drained_worker_and_server_leave_and_nothing_is_lost) {
   const std::string report = read_file(cluster.report.string());
   BOOST_TEST_INFO("report: " << report);
   BOOST_TEST(report.find("\"losses\": []") != std::string::npos);
-  BOOST_TEST(report.find("\"drained\": [\"worker-2-" + cluster.tag + "\", \"server-1-" +
-                         cluster.tag + "\"]") != std::string::npos);
+  BOOST_TEST((json_strings(report, "drained") ==
+              std::vector<std::string>{"worker-2-" + cluster.tag, "server-1-" + cluster.tag}));
   // Every push of every step was applied exactly once, through the move of the buckets.
   const double steps = json_number(report, "steps").value_or(0);
   BOOST_TEST(steps > 0);

@@ -64,6 +64,6 @@ for example in "$source"/apps/examples/*/; do
   rm -rf "$work/$name/build"
   cmake -S "$work/$name" -B "$work/$name/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
   cmake --build "$work/$name/build" -j "$jobs" >/dev/null
-  (cd "$work/$name" && timeout 300 ./run.sh build "$work/prefix/bin/troupe-console")
+  (cd "$work/$name" && timeout 300 ./run.sh build "$work/prefix/bin")
 done
 echo "package_test: passed"

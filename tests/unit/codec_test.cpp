@@ -15,9 +15,11 @@
 
 #include "expect_error.hpp"
 #include "messages/codec.hpp"
+#include "messages/codec_detail.hpp"
 #include "messages/troupe.capnp.h"
 
 using namespace troupe;
+using troupe::detail::to_wire;  // the codec's framing, for messages built by hand
 using troupe::testing::fails_with;
 using troupe::testing::succeeded;
 namespace tt = boost::test_tools;
@@ -52,13 +54,6 @@ push_request make_push(std::vector<dense_tensor> dense) {
   x.read_clock = vector_clock{std::vector<uint64_t>{4, 5}};
   x.dense = std::move(dense);
   return x;
-}
-
-// Cap'n Proto bytes of a message built by hand, as the codec would frame them.
-wire to_wire(capnp::MessageBuilder& message) {
-  const auto words = capnp::messageToFlatArray(message);
-  const auto bytes = words.asChars();
-  return wire{std::vector<char>(bytes.begin(), bytes.end())};
 }
 
 // A push whose one dense tensor has `shape`, storage `type` and `data_bytes` bytes of zeros.

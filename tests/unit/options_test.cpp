@@ -405,7 +405,21 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_are_errors) {
   BOOST_TEST(fails_with(parse({"--lr", "-0.1"}), errc::bad_configuration));
   BOOST_TEST(fails_with(parse({"--momentum", "1"}), errc::bad_configuration));
   BOOST_TEST(fails_with(parse({"--momentum", "-0.1"}), errc::bad_configuration));
-  BOOST_TEST(fails_with(parse({"--optimizer", "rmsprop"}), errc::bad_configuration));
+  BOOST_TEST(fails_with(parse({"--optimizer", "RMS prop"}), errc::bad_configuration));
+}
+
+// A name that is not built in names an app's rule; run_app checks that the app has it.
+BOOST_AUTO_TEST_CASE(optimizer_names_an_app_rule) {
+  auto o = parse({"--optimizer", "adagrad"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST((o->optimizer == troupe::optimizer_config::kind::app));
+  BOOST_TEST(optimizer_from(*o).rule == "adagrad");
+  std::map<std::string, std::string> settings;
+  for (auto& [name, value] : flag_settings(*o)) settings[name] = value;
+  BOOST_TEST(settings["optimizer"] == "adagrad");
+  auto built_in = parse({"--optimizer", "sgd"});
+  BOOST_TEST_REQUIRE(succeeded(built_in));
+  BOOST_TEST(optimizer_from(*built_in).rule.empty());
 }
 
 BOOST_AUTO_TEST_CASE(non_loopback_listen_for_coordinator_needs_insecure) {

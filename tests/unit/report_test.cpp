@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "actors/job/report.hpp"
+#include "messages/json.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/options.hpp"
 
@@ -55,32 +56,9 @@ std::string read_all(const fs::path& path) {
   return out.str();
 }
 
-// A tiny well-formedness check: one object, brackets and braces nested properly outside
-// strings, every string closed.
-bool balanced_json_object(const std::string& text) {
-  std::string open;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (open.empty() && i != text.find_first_not_of(" \n")) return false;  // two documents
-      open += c;
-    } else if (c == '}' || c == ']') {
-      if (open.empty() || open.back() != (c == '}' ? '{' : '[')) return false;
-      open.pop_back();
-    }
-  }
-  return !in_string && open.empty() && text.find_first_not_of(" \n") != std::string::npos &&
-         text[text.find_first_not_of(" \n")] == '{';
+// The file's JSON document (nlohmann's parser); discarded when it is not one.
+json parse_file(const fs::path& path) {
+  return json::parse(read_all(path), nullptr, false);
 }
 
 job_report sample_report() {
@@ -186,17 +164,23 @@ BOOST_AUTO_TEST_CASE(write_report_file_writes_a_json_document) {
   BOOST_TEST_REQUIRE(fs::exists(path));
   BOOST_TEST(!fs::exists(path.string() + ".tmp"));
   const std::string text = read_all(path);
-  BOOST_TEST(balanced_json_object(text), text);
-  BOOST_TEST(text.find("\"staleness\": {\"mean\"") != std::string::npos, text);
-  BOOST_TEST(text.find("\"workers\": [") != std::string::npos, text);
-  BOOST_TEST(text.find("\"max_clock_gap\": 2") != std::string::npos, text);
-  BOOST_TEST(text.find(R"("say \"hi\"\\")") != std::string::npos, text);  // escaped name
+  json doc = parse_file(path);
+  BOOST_TEST_REQUIRE(doc.is_object(), text);
+  BOOST_TEST(doc["staleness"]["mean"].get<double>() == 1.5);
+  BOOST_TEST(doc["staleness"]["p99"].get<double>() == 4.0);
+  BOOST_TEST(doc["max_clock_gap"].get<uint64_t>() == 2u);
+  BOOST_TEST_REQUIRE(doc["workers"].size() == 2u);
+  BOOST_TEST(doc["workers"][1]["name"].get<std::string>() == "say \"hi\"\\");  // escaped name
+  BOOST_TEST_REQUIRE(doc["epochs"].size() == 2u);
+  BOOST_TEST(doc["epochs"][1]["test_accuracy"].get<double>() == 0.875);
+  BOOST_TEST(doc["status"].get<std::string>() == "finished");
   // settings: the effective value of every flag, the app's too, and never the secret
-  BOOST_TEST(text.find(R"("workers": "2")") != std::string::npos, text);
-  BOOST_TEST(text.find(R"("optimizer": "adam")") != std::string::npos, text);
-  BOOST_TEST(text.find(R"("consistency": "async")") != std::string::npos, text);
-  BOOST_TEST(text.find(R"("data": "/d")") != std::string::npos, text);
-  BOOST_TEST(text.find(R"x("secret": "(set)")x") != std::string::npos, text);
+  auto& settings = doc["settings"];
+  BOOST_TEST(settings["workers"].get<std::string>() == "2");
+  BOOST_TEST(settings["optimizer"].get<std::string>() == "adam");
+  BOOST_TEST(settings["consistency"].get<std::string>() == "async");
+  BOOST_TEST(settings["data"].get<std::string>() == "/d");
+  BOOST_TEST(settings["secret"].get<std::string>() == "(set)");
   BOOST_TEST(text.find("never-in-the-report") == std::string::npos, text);
 }
 
@@ -208,9 +192,9 @@ BOOST_AUTO_TEST_CASE(write_report_file_replaces_an_older_report) {
   BOOST_TEST_REQUIRE(!write_report_file(path.string(), report, {}));
   report.steps = 98765;
   BOOST_TEST_REQUIRE(!write_report_file(path.string(), report, {}));
-  const std::string text = read_all(path);
-  BOOST_TEST(text.find("\"steps\": 98765") != std::string::npos, text);
-  BOOST_TEST(balanced_json_object(text), text);
+  json doc = parse_file(path);
+  BOOST_TEST_REQUIRE(doc.is_object(), read_all(path));
+  BOOST_TEST(doc["steps"].get<uint64_t>() == 98765u);
   BOOST_TEST(!fs::exists(path.string() + ".tmp"));
 }
 

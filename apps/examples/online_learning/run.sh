@@ -2,10 +2,10 @@
 # Streams 200k events through 3 learners, one of which crashes once and is restarted by its
 # supervisor, with the console endpoint on: troupe-console's tree must show the learners (one
 # restart) and the buckets. Fails unless the last window's prequential accuracy reaches 0.9.
-# usage: run.sh BUILD_DIR [CONSOLE] (tests/package passes the installed troupe-console).
+# usage: run.sh BUILD_DIR [TROUPE_BIN] (tests/package passes the installed binaries' folder).
 set -euo pipefail
 bin="${1:-build}/online-learning"
-console="${2:-troupe-console}"
+console="${2:+$2/}troupe-console"
 secret="example-$$-$RANDOM"
 log=$(mktemp)
 trap 'rm -f "$log"; [ -n "${app:-}" ] && kill "$app" 2>/dev/null || true' EXIT

@@ -14,6 +14,7 @@
 
 #include "troupe/options.hpp"
 #include "troupe/task.hpp"
+#include "troupe/update_rule.hpp"
 
 namespace troupe {
 
@@ -25,6 +26,8 @@ struct app_description {
   std::map<std::string, std::string> defaults;
   // Builds the task for this process (not called on servers, which need no model).
   std::function<caf::expected<std::unique_ptr<training_task>>(const launch_options&)> make_task;
+  // The app's own update rules, chosen with --optimizer NAME (troupe/update_rule.hpp).
+  update_rules rules;
 };
 
 int run_app(int argc, char** argv, const app_description& app);

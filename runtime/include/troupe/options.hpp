@@ -52,14 +52,11 @@ struct diag_thresholds {
   double update_ratio = 0.9;      // below: too few received gradients are applied
 };
 
-// --collective: the allreduce backend between data-parallel members.
-enum class collective_kind : uint8_t { gloo, actors, nccl };
 // --reduction: flat | two-level (inside each host, then across) | auto.
 enum class reduction_kind : uint8_t { flat, two_level, automatic };
 // --dash-device: where this node's buckets step DASH.
 enum class dash_device_kind : uint8_t { cpu, gpu };
-// The names the flags use: gloo | actors | nccl, flat | two-level | auto, cpu | gpu.
-const char* to_string(collective_kind k);
+// The names the flags use: flat | two-level | auto, cpu | gpu.
 const char* to_string(reduction_kind k);
 const char* to_string(dash_device_kind k);
 
@@ -91,8 +88,9 @@ struct launch_options {
   uint32_t batch = 64;
   float lr = 1e-3f;
   optimizer_config::kind optimizer = optimizer_config::kind::adam;
-  uint32_t dash_block = 128;  // dash: block size B
-  uint32_t dash_freq = 10;    // dash: steps between inverse roots
+  std::string optimizer_rule;  // optimizer app: the name of the app's rule (app_description::rules)
+  uint32_t dash_block = 128;   // dash: block size B
+  uint32_t dash_freq = 10;     // dash: steps between inverse roots
   root_solver dash_solver = root_solver::coupled_newton;
   troupe::dash_storage dash_storage = troupe::dash_storage::fp32;  // the statistics' storage
   bool dash_nesterov = false;

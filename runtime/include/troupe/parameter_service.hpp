@@ -28,6 +28,7 @@
 
 #include "troupe/log.hpp"
 #include "troupe/task.hpp"
+#include "troupe/update_rule.hpp"
 #include "troupe/values.hpp"
 #include "troupe/vector_clock.hpp"
 
@@ -37,6 +38,7 @@ struct parameter_service_config {
   std::vector<tensor_spec> tensors;          // dense; the first dimension is split across buckets
   std::vector<float> initial;                // flat, in `tensors` order; empty: all zeros
   optimizer_config optimizer;                // sgd, momentum, adam, adamw (dash: 2-D tensors)
+  update_rules rules;                        // optimizer kind app: its rule is one of these
   consistency_config consistency;            // async, ssp (bound), bsp
   compensation_config compensation;          // delay compensation of stale gradients
   uint32_t buckets = 1;                      // at most one per row of the tensors

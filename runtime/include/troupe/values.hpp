@@ -95,11 +95,16 @@ const char* to_string(root_solver s);
 const char* to_string(root_scaling s);
 const char* to_string(dash_storage s);
 
+// --collective: the allreduce backend between data-parallel members (gloo | actors | nccl).
+enum class collective_kind : uint8_t { gloo = 0, actors = 1, nccl = 2 };
+const char* to_string(collective_kind k);
+
 struct optimizer_config {
   // adam: weight decay as L2; adamw: decoupled; sgd: plain; momentum: heavy ball (beta1);
-  // dash: block Shampoo with Adam grafting on 2-D slices, AdamW on the others.
-  enum class kind : uint8_t { adam = 0, sgd = 1, momentum = 2, adamw = 3, dash = 4 };
-  kind type = kind::adam;  // named adam | sgd | momentum | adamw | dash (to_string)
+  // dash: block Shampoo with Adam grafting on 2-D slices, AdamW on the others; app: the rule
+  // an app registered under `rule` (troupe/update_rule.hpp).
+  enum class kind : uint8_t { adam = 0, sgd = 1, momentum = 2, adamw = 3, dash = 4, app = 5 };
+  kind type = kind::adam;  // named adam | sgd | momentum | adamw | dash (to_string), or `rule`
   float lr = 1e-3f;
   float beta1 = 0.9f;  // Adam's first moment; the momentum coefficient
   float beta2 = 0.999f;
@@ -112,6 +117,7 @@ struct optimizer_config {
   troupe::dash_storage dash_storage = troupe::dash_storage::fp32;  // dash: the statistics
   bool dash_nesterov = false;  // dash: precondition Adam's look-ahead moment
   root_scaling dash_scaling = root_scaling::power_iteration;  // dash: bound on lambda_max
+  std::string rule;  // kind app: the rule's name; empty otherwise
 };
 
 const char* to_string(optimizer_config::kind k);

@@ -1,0 +1,38 @@
+#include "actors/bucket/app_rule_step.hpp"
+
+#include "kernels/cpu/vector_ops.hpp"
+
+namespace troupe {
+
+unsigned moments_of(const optimizer_config& o, const std::optional<update_rule>& rule) {
+  using kind = optimizer_config::kind;
+  switch (o.type) {
+    case kind::sgd:
+      return 0;
+    case kind::momentum:
+      return 1;
+    case kind::adam:
+    case kind::adamw:
+    case kind::dash:
+      return 2;
+    case kind::app:
+      return rule ? rule->moments : 0;
+  }
+  return 0;
+}
+
+bool step_app_rule(const std::optional<update_rule>& rule, const optimizer_config& o,
+                   std::vector<float>& theta, std::vector<float>& m, std::vector<float>& v,
+                   const std::vector<float>& grad, uint64_t step, float lr) {
+  if (!rule) return false;
+  std::vector<float> new_theta = theta, new_m = m, new_v = v;
+  rule->apply(update_args{new_theta, grad, new_m, new_v, step, lr, &o});
+  if (!kernels::all_finite(new_theta) || !kernels::all_finite(new_m) || !kernels::all_finite(new_v))
+    return false;
+  theta.swap(new_theta);
+  m.swap(new_m);
+  v.swap(new_v);
+  return true;
+}
+
+}  // namespace troupe
