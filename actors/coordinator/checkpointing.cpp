@@ -13,8 +13,8 @@ namespace troupe::coordination {
 namespace {
 
 void tell_waiters(coordinator_state& st, const caf::expected<std::string>& outcome) {
-  auto waiters = std::move(st.checkpoint_waiters);
-  st.checkpoint_waiters.clear();
+  auto waiters = std::move(st.checkpoints.waiters);
+  st.checkpoints.waiters.clear();
   for (auto& tell : waiters) tell(outcome);
 }
 
@@ -22,10 +22,10 @@ void tell_waiters(coordinator_state& st, const caf::expected<std::string>& outco
 // for it (the console) is told.
 void checkpoint_over(self_ptr self, caf::expected<std::string> outcome) {
   auto& st = self->state;
-  st.checkpointing = false;
-  for (size_t i = 0; i < st.workers.size(); ++i)  // a worker being drained stays paused
-    if (!st.worker_members[i].lost && !st.worker_members[i].draining)
-      self->send(st.workers[i], resume_atom_v);
+  st.checkpoints.taking = false;
+  for (size_t i = 0; i < st.roster.workers.size(); ++i)  // a worker being drained stays paused
+    if (!st.roster.worker_members[i].lost && !st.roster.worker_members[i].draining)
+      self->send(st.roster.workers[i], resume_atom_v);
   tell_waiters(st, std::move(outcome));
 }
 
@@ -37,23 +37,23 @@ caf::error skipped(std::string why) {
 void write_out(self_ptr self, const coordinator_config& config, std::shared_ptr<checkpoint> c) {
   auto& st = self->state;
   job_checkpoint& job = c->job;
-  st.work->save(job);
-  job.buckets = static_cast<uint32_t>(st.buckets.size());
-  job.model_values = st.layout->total;
-  job.epoch_loss = st.epoch_loss;
-  job.epoch_batches = st.epoch_batches;
-  job.evaluated = st.evaluated;
+  st.training.work->save(job);
+  job.buckets = static_cast<uint32_t>(st.directory.buckets.size());
+  job.model_values = st.directory.layout->total;
+  job.epoch_loss = st.training.epoch_loss;
+  job.epoch_batches = st.training.epoch_batches;
+  job.evaluated = st.evaluation.evaluated;
   job.history = st.report.epochs;
-  job.wall_s = st.resumed_wall_s + seconds_since(st.started);
+  job.wall_s = st.checkpoints.resumed_wall_s + seconds_since(st.training.started);
   const auto began = std::chrono::steady_clock::now();
   auto path = write_checkpoint(config.opts.checkpoint_dir, *c, config.opts.checkpoint_keep);
   if (path) {
     ++st.report.checkpoints;
     add(st.metrics.checkpoints, 1);
-    st.checkpoints_written.push_back(*path);
-    st.chunks_at_step[job.step] = st.chunks_done;
-    while (st.chunks_at_step.size() > config.opts.checkpoint_keep + 1u)
-      st.chunks_at_step.erase(st.chunks_at_step.begin());
+    st.checkpoints.written.push_back(*path);
+    st.checkpoints.chunks_at_step[job.step] = st.checkpoints.chunks_done;
+    while (st.checkpoints.chunks_at_step.size() > config.opts.checkpoint_keep + 1u)
+      st.checkpoints.chunks_at_step.erase(st.checkpoints.chunks_at_step.begin());
     config.log.info("checkpoint at step {}: {} ({:.2f} s to write)", job.step, *path,
                     seconds_since(began));
   } else {
@@ -65,7 +65,7 @@ void write_out(self_ptr self, const coordinator_config& config, std::shared_ptr<
 // Saves part `index` (and then the rest) of bucket b into c; calls done(error or none).
 void save_parts(self_ptr self, const coordinator_config& config, uint32_t b, uint32_t index,
                 std::shared_ptr<checkpoint> c, std::function<void(caf::error)> done) {
-  self->request(self->state.buckets[b], config.opts.request_timeout, save_atom_v, index)
+  self->request(self->state.directory.buckets[b], config.opts.request_timeout, save_atom_v, index)
       .then(
           [=](wire& part, uint32_t total) {
             c->buckets[b].push_back(std::move(part));
@@ -77,23 +77,23 @@ void save_parts(self_ptr self, const coordinator_config& config, uint32_t b, uin
 
 void save_buckets(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (st.phase != job_phase::training || st.recovering > 0 || st.checkpoint_spoiled) {
+  if (st.phase != job_phase::training || st.directory.recovering > 0 || st.checkpoints.spoiled) {
     const std::string why =
-        st.checkpoint_spoiled ? "not every worker paused" : "a bucket is recovering";
+        st.checkpoints.spoiled ? "not every worker paused" : "a bucket is recovering";
     config.log.warn("checkpoint skipped: {}", why);
     return checkpoint_over(self, skipped(why));
   }
   auto c = std::make_shared<checkpoint>();
-  c->buckets.resize(st.buckets.size());
-  auto pending = std::make_shared<size_t>(st.buckets.size());
+  c->buckets.resize(st.directory.buckets.size());
+  auto pending = std::make_shared<size_t>(st.directory.buckets.size());
   auto failure = std::make_shared<caf::error>();
-  for (uint32_t b = 0; b < st.buckets.size(); ++b)
+  for (uint32_t b = 0; b < st.directory.buckets.size(); ++b)
     save_parts(self, config, b, 0, c, [=](caf::error err) {
       if (err && !*failure) *failure = std::move(err);
       if (--*pending > 0) return;
       if (self->state.phase != job_phase::training)
         return checkpoint_over(self, skipped("the job is ending"));
-      if (*failure || self->state.checkpoint_spoiled) {
+      if (*failure || self->state.checkpoints.spoiled) {
         const std::string why = *failure ? describe(*failure) : "a worker started meanwhile";
         config.log.warn("checkpoint skipped: {}", why);
         return checkpoint_over(self, skipped(why));
@@ -108,26 +108,26 @@ void save_buckets(self_ptr self, const coordinator_config& config) {
 void take_checkpoint(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   if (anyone_draining(st)) {
-    st.since_checkpoint = 0;  // the next one comes a full interval later
+    st.checkpoints.since_last = 0;  // the next one comes a full interval later
     config.log.warn("checkpoint skipped: a node is being drained");
     return tell_waiters(st, skipped("a node is being drained"));  // nobody was paused
   }
-  st.checkpointing = true;
-  st.checkpoint_spoiled = false;
-  st.since_checkpoint = 0;
+  st.checkpoints.taking = true;
+  st.checkpoints.spoiled = false;
+  st.checkpoints.since_last = 0;
   auto pending = std::make_shared<size_t>(1);  // held until every request is out
   auto paused = [=] {
     if (--*pending == 0) save_buckets(self, config);
   };
-  for (size_t i = 0; i < st.workers.size(); ++i) {
-    if (st.worker_members[i].lost) continue;
+  for (size_t i = 0; i < st.roster.workers.size(); ++i) {
+    if (st.roster.worker_members[i].lost) continue;
     ++*pending;
-    self->request(st.workers[i], config.opts.request_timeout, pause_atom_v)
+    self->request(st.roster.workers[i], config.opts.request_timeout, pause_atom_v)
         .then([=](bool) { paused(); },
               [=](caf::error& err) {
                 // A worker that may still be pushing would make the snapshot inconsistent.
                 config.log.warn("worker {} did not pause ({})", i, describe(err));
-                self->state.checkpoint_spoiled = true;
+                self->state.checkpoints.spoiled = true;
                 paused();
               });
   }
@@ -137,17 +137,17 @@ void take_checkpoint(self_ptr self, const coordinator_config& config) {
 void count_for_checkpoint(self_ptr self, const coordinator_config& config, uint64_t batches) {
   auto& st = self->state;
   if (config.opts.checkpoint_dir.empty()) return;
-  st.since_checkpoint += batches;
-  const uint64_t every =
-      config.opts.checkpoint_every ? config.opts.checkpoint_every : st.work->batches_per_epoch();
-  if (st.since_checkpoint >= every && !st.checkpointing && st.recovering == 0 &&
-      st.phase == job_phase::training)
+  st.checkpoints.since_last += batches;
+  const uint64_t every = config.opts.checkpoint_every ? config.opts.checkpoint_every
+                                                      : st.training.work->batches_per_epoch();
+  if (st.checkpoints.since_last >= every && !st.checkpoints.taking &&
+      st.directory.recovering == 0 && st.phase == job_phase::training)
     take_checkpoint(self, config);
 }
 
 caf::error check_resume(const coordinator_state& st, const coordinator_config& config) {
-  if (!st.resume_from) return {};
-  const auto& job = st.resume_from->job;
+  if (!st.checkpoints.resume_from) return {};
+  const auto& job = st.checkpoints.resume_from->job;
   const auto& o = config.opts;
   auto differs = [](const char* what, uint64_t saved, uint64_t now) {
     return make_error(errc::bad_configuration,
@@ -155,10 +155,11 @@ caf::error check_resume(const coordinator_state& st, const coordinator_config& c
                                   "model and flags",
                                   saved, what, now));
   };
-  if (job.buckets != st.plan.buckets.size() || st.resume_from->buckets.size() != job.buckets)
-    return differs("buckets", job.buckets, st.plan.buckets.size());
-  if (job.model_values != st.layout->total)
-    return differs("model values", job.model_values, st.layout->total);
+  if (job.buckets != st.directory.plan.buckets.size() ||
+      st.checkpoints.resume_from->buckets.size() != job.buckets)
+    return differs("buckets", job.buckets, st.directory.plan.buckets.size());
+  if (job.model_values != st.directory.layout->total)
+    return differs("model values", job.model_values, st.directory.layout->total);
   if (job.epochs != o.epochs) return differs("epochs", job.epochs, o.epochs);
   if (job.chunk != std::max<uint32_t>(o.accumulate, 1))
     return differs("batches per push", job.chunk, o.accumulate);
@@ -170,24 +171,24 @@ caf::error check_resume(const coordinator_state& st, const coordinator_config& c
 
 void start_resumed(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  const job_checkpoint& job = st.resume_from->job;
+  const job_checkpoint& job = st.checkpoints.resume_from->job;
   st.phase = job_phase::training;
-  st.started = std::chrono::steady_clock::now();
-  st.epoch_loss = job.epoch_loss;
-  st.epoch_batches = job.epoch_batches;
-  st.evaluated = job.evaluated;
+  st.training.started = std::chrono::steady_clock::now();
+  st.training.epoch_loss = job.epoch_loss;
+  st.training.epoch_batches = job.epoch_batches;
+  st.evaluation.evaluated = job.evaluated;
   st.report.epochs = job.history;
   st.report.resumed_from_step = job.step;
-  st.resumed_wall_s = job.wall_s;
-  st.evaluation_rows = config.task->evaluation_rows();
-  st.evaluation_rows.resize(config.task->sparse_tables().size());
-  const auto workers = static_cast<uint32_t>(st.workers.size());
-  st.work.emplace(work_plan::restore(job, workers));
-  auto spec = decode<bucket_spec>(st.specs[0]);
+  st.checkpoints.resumed_wall_s = job.wall_s;
+  st.evaluation.rows = config.task->evaluation_rows();
+  st.evaluation.rows.resize(config.task->sparse_tables().size());
+  const auto workers = static_cast<uint32_t>(st.roster.workers.size());
+  st.training.work.emplace(work_plan::restore(job, workers));
+  auto spec = decode<bucket_spec>(st.directory.specs[0]);
   const uint32_t saved_workers = spec ? spec->workers : workers;
   config.log.info("training resumes at step {}: {} workers, {} buckets", job.step, workers,
-                  st.buckets.size());
-  st.resume_from.reset();  // `job` is gone from here on
+                  st.directory.buckets.size());
+  st.checkpoints.resume_from.reset();  // `job` is gone from here on
   // Ranks the checkpoint knew that this job does not have hold nobody back.
   for (uint32_t r = workers; r < saved_workers; ++r) retire_everywhere(self, r);
   for (uint32_t r = 0; r < workers; ++r) start_at_slowest(self, config, r);

@@ -16,7 +16,7 @@ namespace troupe::coordination {
 // Tells every bucket that worker `rank` will push no more (finished or lost), so that ssp and
 // bsp stop waiting for it.
 void retire_everywhere(self_ptr self, uint32_t rank) {
-  for (auto& bucket : self->state.buckets) self->send(bucket, retire_atom_v, rank);
+  for (auto& bucket : self->state.directory.buckets) self->send(bucket, retire_atom_v, rank);
 }
 
 void finish(self_ptr self, const coordinator_config& config);
@@ -37,8 +37,10 @@ void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::err
         .then([=](bool) { done(); }, [=](caf::error&) { done(); });
   };
   ++*pending;  // held until every request is out
-  for (size_t i = 0; i < st.workers.size(); ++i) ask(st.workers[i], st.worker_members[i]);
-  for (size_t i = 0; i < st.servers.size(); ++i) ask(st.servers[i], st.server_members[i]);
+  for (size_t i = 0; i < st.roster.workers.size(); ++i)
+    ask(st.roster.workers[i], st.roster.worker_members[i]);
+  for (size_t i = 0; i < st.roster.servers.size(); ++i)
+    ask(st.roster.servers[i], st.roster.server_members[i]);
   done();
 }
 
@@ -46,11 +48,12 @@ void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::err
 void fill_report(coordinator_state& st) {
   job_report& r = st.report;
   r.steps = r.resumed_from_step;
-  for (const auto& m : st.worker_members) r.steps += m.steps;
-  r.wall_s = st.resumed_wall_s + (st.phase == job_phase::joining ? 0.0 : seconds_since(st.started));
+  for (const auto& m : st.roster.worker_members) r.steps += m.steps;
+  r.wall_s = st.checkpoints.resumed_wall_s +
+             (st.phase == job_phase::joining ? 0.0 : seconds_since(st.training.started));
   r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
   r.workers.clear();
-  for (const auto& m : st.worker_members)
+  for (const auto& m : st.roster.worker_members)
     r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0});
 }
 
@@ -74,10 +77,11 @@ void fail(self_ptr self, const coordinator_config& config, std::string why) {
 // workers will never be done: they are given up, so that the epochs can complete.
 void settle_work(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  const bool anyone_working = std::any_of(st.worker_members.begin(), st.worker_members.end(),
-                                          [](const member& w) { return !w.lost && !w.done; });
+  const bool anyone_working =
+      std::any_of(st.roster.worker_members.begin(), st.roster.worker_members.end(),
+                  [](const member& w) { return !w.lost && !w.done; });
   if (!anyone_working)
-    if (const uint64_t lost = st.work->abandon_returned(); lost > 0)
+    if (const uint64_t lost = st.training.work->abandon_returned(); lost > 0)
       config.log.warn("{} batches were lost with the workers that held them", lost);
   maybe_evaluate(self, config);
 }
@@ -86,9 +90,11 @@ void settle_work(self_ptr self, const coordinator_config& config) {
 
 start_job make_start(const coordinator_state& st, const launch_options& o, uint32_t rank) {
   std::vector<endpoint> servers;
-  for (const auto& m : st.server_members) servers.push_back(m.data);
-  start_job job{
-      rank, static_cast<uint32_t>(st.workers.size()), o.epochs, o.batch, o.seed, st.plan, servers};
+  for (const auto& m : st.roster.server_members) servers.push_back(m.data);
+  start_job job{rank,     static_cast<uint32_t>(st.roster.workers.size()),
+                o.epochs, o.batch,
+                o.seed,   st.directory.plan,
+                servers};
   job.accumulate = o.accumulate;
   job.prefetch = o.prefetch;
   job.compress_signs = o.compress_signs;
@@ -100,18 +106,20 @@ start_job make_start(const coordinator_state& st, const launch_options& o, uint3
 void start_training(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   st.phase = job_phase::training;
-  st.started = std::chrono::steady_clock::now();
+  st.training.started = std::chrono::steady_clock::now();
   const auto& o = config.opts;
-  st.epoch_loss.assign(o.epochs, 0.0);
-  st.epoch_batches.assign(o.epochs, 0);
-  st.evaluation_rows = config.task->evaluation_rows();
-  st.evaluation_rows.resize(config.task->sparse_tables().size());
-  st.work.emplace(o.epochs, config.task->batches_per_epoch(o.batch), o.accumulate,
-                  static_cast<uint32_t>(st.workers.size()));
-  config.log.info("training: {} workers, {} servers, {} buckets, {} epochs", st.workers.size(),
-                  st.servers.size(), st.buckets.size(), o.epochs);
-  for (uint32_t r = 0; r < st.workers.size(); ++r)
-    self->send(st.workers[r], start_atom_v, encode(make_start(st, o, r)), st.buckets);
+  st.training.epoch_loss.assign(o.epochs, 0.0);
+  st.training.epoch_batches.assign(o.epochs, 0);
+  st.evaluation.rows = config.task->evaluation_rows();
+  st.evaluation.rows.resize(config.task->sparse_tables().size());
+  st.training.work.emplace(o.epochs, config.task->batches_per_epoch(o.batch), o.accumulate,
+                           static_cast<uint32_t>(st.roster.workers.size()));
+  config.log.info("training: {} workers, {} servers, {} buckets, {} epochs",
+                  st.roster.workers.size(), st.roster.servers.size(), st.directory.buckets.size(),
+                  o.epochs);
+  for (uint32_t r = 0; r < st.roster.workers.size(); ++r)
+    self->send(st.roster.workers[r], start_atom_v, encode(make_start(st, o, r)),
+               st.directory.buckets);
 }
 
 // A worker joining a running (or resumed) job: every bucket makes room for it and names the
@@ -121,17 +129,17 @@ void start_training(self_ptr self, const coordinator_config& config) {
 // that is restarting or being replaced is asked again once it is served.
 void admit_at(self_ptr self, const coordinator_config& config, uint32_t rank, uint32_t b,
               std::shared_ptr<size_t> pending, std::shared_ptr<uint64_t> clock) {
-  const auto bucket = self->state.buckets[b];
+  const auto bucket = self->state.directory.buckets[b];
   self->request(bucket, config.opts.request_timeout, admit_atom_v, rank)
       .then(
           [=](uint64_t start) {
             *clock = std::min(*clock, start);
             if (--*pending > 0) return;
             auto& st = self->state;
-            if (st.checkpointing) st.checkpoint_spoiled = true;  // it was never paused
+            if (st.checkpoints.taking) st.checkpoints.spoiled = true;  // it was never paused
             start_job job = make_start(st, config.opts, rank);
             job.clock = *clock;
-            self->send(st.workers[rank], start_atom_v, encode(job), st.buckets);
+            self->send(st.roster.workers[rank], start_atom_v, encode(job), st.directory.buckets);
             config.log.info("worker {} starts at clock {}", rank, *clock);
           },
           [=](caf::error& err) {
@@ -140,18 +148,19 @@ void admit_at(self_ptr self, const coordinator_config& config, uint32_t rank, ui
               return fail(self, config,
                           fmt::format("admitting worker {}: {}", rank, describe(err)));
             auto again = [=] { admit_at(self, config, rank, b, pending, clock); };
-            if (st.buckets[b] != bucket)
+            if (st.directory.buckets[b] != bucket)
               again();
             else
-              st.homes[b].when_served.push_back(again);
+              st.directory.homes[b].when_served.push_back(again);
           });
 }
 
 void start_at_slowest(self_ptr self, const coordinator_config& config, uint32_t rank) {
   auto& st = self->state;
-  auto pending = std::make_shared<size_t>(st.buckets.size());
+  auto pending = std::make_shared<size_t>(st.directory.buckets.size());
   auto clock = std::make_shared<uint64_t>(UINT64_MAX);
-  for (uint32_t b = 0; b < st.buckets.size(); ++b) admit_at(self, config, rank, b, pending, clock);
+  for (uint32_t b = 0; b < st.directory.buckets.size(); ++b)
+    admit_at(self, config, rank, b, pending, clock);
 }
 
 // -- progress and evaluation --------------------------------------------------------------------
@@ -160,28 +169,30 @@ void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t
                        const eval_output& out) {
   auto& st = self->state;
   if (st.phase != job_phase::training) return;
-  st.evaluating = false;
+  st.evaluation.running = false;
   const double accuracy = out.result.accuracy;
   const double loss = out.result.loss;
   if (!out.figures.empty()) st.report.figures = out.figures;
   const double train_loss =
-      st.epoch_batches[epoch] ? st.epoch_loss[epoch] / double(st.epoch_batches[epoch]) : 0.0;
-  const double wall = st.resumed_wall_s + seconds_since(st.started);
+      st.training.epoch_batches[epoch]
+          ? st.training.epoch_loss[epoch] / double(st.training.epoch_batches[epoch])
+          : 0.0;
+  const double wall = st.checkpoints.resumed_wall_s + seconds_since(st.training.started);
   st.report.epochs.push_back(epoch_entry{epoch + 1, accuracy, loss, train_loss, wall});
   // Throughput of this run (a resumed job counts from where it resumed) and the time left.
-  const uint64_t done = st.work->finished_batches();
-  const uint64_t total = uint64_t{config.opts.epochs} * st.work->batches_per_epoch();
+  const uint64_t done = st.training.work->finished_batches();
+  const uint64_t total = uint64_t{config.opts.epochs} * st.training.work->batches_per_epoch();
   const auto pace =
-      throughput_of(done, st.report.resumed_from_step, total, seconds_since(st.started));
-  st.display.line(fmt::format(
+      throughput_of(done, st.report.resumed_from_step, total, seconds_since(st.training.started));
+  st.training.display.line(fmt::format(
       "epoch {}/{}  test_accuracy {:.4f}  test_loss {:.4f}  train_loss {:.4f}  {:.1f} s  {:.0f} "
       "batches/s  eta {:.1f} s",
       epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall, pace.rate, pace.eta_s));
-  st.curve.on_evaluation(wall, done, epoch + 1, accuracy);
-  st.evaluated = epoch + 1;
-  set(st.metrics.epochs, st.evaluated);
+  st.training.curve.on_evaluation(wall, done, epoch + 1, accuracy);
+  st.evaluation.evaluated = epoch + 1;
+  set(st.metrics.epochs, st.evaluation.evaluated);
   set(st.metrics.accuracy, accuracy);
-  if (st.evaluated == config.opts.epochs) return finish(self, config);
+  if (st.evaluation.evaluated == config.opts.epochs) return finish(self, config);
   maybe_evaluate(self, config);
 }
 
@@ -189,38 +200,39 @@ void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t
 // reads, and hands it to the evaluator.
 void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
   auto& st = self->state;
-  st.evaluating = true;
-  const uint64_t round = ++st.evaluation_round;
+  st.evaluation.running = true;
+  const uint64_t round = ++st.evaluation.round;
   auto input = std::make_shared<eval_input>();
-  input->params.assign(st.layout->total, 0.0f);
+  input->params.assign(st.directory.layout->total, 0.0f);
   input->figures = epoch + 1 == config.opts.epochs;
   const auto tables = config.task->sparse_tables();
   if (!tables.empty()) {
-    input->rows.ids = st.evaluation_rows;
+    input->rows.ids = st.evaluation.rows;
     for (size_t t = 0; t < tables.size(); ++t)
       input->rows.values.emplace_back(input->rows.ids[t].size() * tables[t].row_dim, 0.0f);
   }
-  auto pending = std::make_shared<size_t>(st.buckets.size());
-  const auto buckets = static_cast<uint32_t>(st.buckets.size());
+  auto pending = std::make_shared<size_t>(st.directory.buckets.size());
+  const auto buckets = static_cast<uint32_t>(st.directory.buckets.size());
   for (uint32_t b = 0; b < buckets; ++b) {
     pull_request request{b, observer_worker, 0};
     if (!tables.empty()) request.rows = row_requests(tables, input->rows, b, buckets);
-    self->request(st.buckets[b], config.opts.request_timeout, pull_atom_v, encode(request))
+    self->request(st.directory.buckets[b], config.opts.request_timeout, pull_atom_v,
+                  encode(request))
         .then(
             [=](const wire& w) {
               auto& st = self->state;
-              if (st.phase != job_phase::training || st.evaluation_round != round) return;
+              if (st.phase != job_phase::training || st.evaluation.round != round) return;
               auto reply = decode<pull_reply>(w);
-              if (!reply || !matches(st.plan.buckets[b], reply->tensors) ||
+              if (!reply || !matches(st.directory.plan.buckets[b], reply->tensors) ||
                   fill_rows(tables, reply->rows, input->rows))
                 return fail(self, config, fmt::format("bucket {} sent a bad snapshot", b));
-              scatter(*st.layout, reply->tensors, input->params);
+              scatter(*st.directory.layout, reply->tensors, input->params);
               if (--*pending > 0) return;
-              self->request(st.evaluator, config.opts.request_timeout * 10, eval_atom_v,
+              self->request(st.evaluation.actor, config.opts.request_timeout * 10, eval_atom_v,
                             std::shared_ptr<const eval_input>{input})
                   .then(
                       [=](const eval_output& out) {
-                        if (self->state.evaluation_round == round)
+                        if (self->state.evaluation.round == round)
                           record_evaluation(self, config, epoch, out);
                       },
                       [=](caf::error& err) {
@@ -229,53 +241,54 @@ void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
             },
             [=](caf::error& err) {
               auto& st = self->state;
-              if (st.evaluation_round != round) return;
+              if (st.evaluation.round != round) return;
               if (err.category() == error_category)
                 return fail(self, config, fmt::format("pulling bucket {}: {}", b, describe(err)));
               // The bucket is gone for now (restarting, or its backup is taking over): the
               // heartbeat tick tries the evaluation again.
-              if (st.evaluating && st.phase == job_phase::training)
+              if (st.evaluation.running && st.phase == job_phase::training)
                 config.log.warn("evaluation waits for bucket {} ({})", b, describe(err));
-              st.evaluating = false;
+              st.evaluation.running = false;
             });
   }
 }
 
 void maybe_evaluate(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (st.phase != job_phase::training || st.evaluating) return;
-  if (st.evaluated < config.opts.epochs && st.work->epoch_complete(st.evaluated))
-    evaluate(self, config, st.evaluated);
+  if (st.phase != job_phase::training || st.evaluation.running) return;
+  if (st.evaluation.evaluated < config.opts.epochs &&
+      st.training.work->epoch_complete(st.evaluation.evaluated))
+    evaluate(self, config, st.evaluation.evaluated);
 }
 
 // The training curve and the terminal's progress line learn of a finished chunk.
 void show_progress(self_ptr self, const coordinator_config& config, const progress& report) {
   auto& st = self->state;
-  const uint64_t done = st.work->finished_batches();
-  const double since = std::max(seconds_since(st.started), 1e-9);
+  const uint64_t done = st.training.work->finished_batches();
+  const double since = std::max(seconds_since(st.training.started), 1e-9);
   const uint32_t epoch = report.chunk.epoch;
-  st.curve.on_progress(st.resumed_wall_s + since, done, epoch + 1, report.loss_sum,
-                       report.chunk.count, report.staleness);
-  if (!st.display.terminal()) return;
-  const uint64_t total = uint64_t{config.opts.epochs} * st.work->batches_per_epoch();
+  st.training.curve.on_progress(st.checkpoints.resumed_wall_s + since, done, epoch + 1,
+                                report.loss_sum, report.chunk.count, report.staleness);
+  if (!st.training.display.terminal()) return;
+  const uint64_t total = uint64_t{config.opts.epochs} * st.training.work->batches_per_epoch();
   const auto pace = throughput_of(done, st.report.resumed_from_step, total, since);
-  st.display.update(epoch + 1, config.opts.epochs, st.epoch_batches[epoch],
-                    st.work->batches_per_epoch(), pace.rate, pace.eta_s);
+  st.training.display.update(epoch + 1, config.opts.epochs, st.training.epoch_batches[epoch],
+                             st.training.work->batches_per_epoch(), pace.rate, pace.eta_s);
 }
 
 void on_progress(self_ptr self, const coordinator_config& config, const wire& w) {
   auto& st = self->state;
   if (st.phase != job_phase::training) return config.log.warn("ignored early progress");
   auto report = decode<progress>(w);
-  if (!report || report->worker >= st.worker_members.size())
+  if (!report || report->worker >= st.roster.worker_members.size())
     return config.log.warn("ignored a malformed progress report");
-  auto& m = st.worker_members[report->worker];
+  auto& m = st.roster.worker_members[report->worker];
   if (!sent_by(self, m.address) || m.lost)
     return config.log.warn("ignored progress sent for another (or a lost) worker");
-  if (!st.work->finish(report->worker, report->chunk))
+  if (!st.training.work->finish(report->worker, report->chunk))
     return config.log.warn("ignored progress on a chunk '{}' does not hold", m.name);
-  st.epoch_loss[report->chunk.epoch] += report->loss_sum;
-  st.epoch_batches[report->chunk.epoch] += report->chunk.count;
+  st.training.epoch_loss[report->chunk.epoch] += report->loss_sum;
+  st.training.epoch_batches[report->chunk.epoch] += report->chunk.count;
   m.steps += report->chunk.count;
   m.clock = report->clock;
   add(st.metrics.batches, report->chunk.count);
@@ -286,7 +299,7 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
   if (m.recent_losses.size() > recent_loss_count) m.recent_losses.pop_front();
   show_progress(self, config, *report);
   maybe_evaluate(self, config);
-  ++st.chunks_done;
+  ++st.checkpoints.chunks_done;
   count_for_checkpoint(self, config, report->chunk.count);
 }
 
@@ -296,7 +309,7 @@ void finish(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   st.phase = job_phase::finishing;
   auto stats = std::make_shared<std::vector<bucket_stats>>();
-  auto pending = std::make_shared<size_t>(st.buckets.size());
+  auto pending = std::make_shared<size_t>(st.directory.buckets.size());
   auto complete = [=] {
     auto& st = self->state;
     job_report& r = st.report;
@@ -310,7 +323,7 @@ void finish(self_ptr self, const coordinator_config& config) {
         r.staleness_p99, r.max_staleness, r.max_clock_gap);
     stop_all_and_quit(self, config, caf::error{});
   };
-  for (auto& bucket : st.buckets) {
+  for (auto& bucket : st.directory.buckets) {
     self->request(bucket, config.opts.request_timeout, stats_atom_v)
         .then(
             [=](const wire& w) {
@@ -334,10 +347,11 @@ coordinator_actor::behavior_type coordinator(
     coordinator_actor::stateful_pointer<coordinator_state> self, coordinator_config config) {
   accept_exits_only_from(self, config.supervisor, config.log);
   self->state.metrics = job_metrics::of(config.metrics);
-  self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
+  self->state.evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, config, msg); });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
-  if (!config.opts.resume.empty()) resume_or_stop(self, config.opts.resume, config.log);
+  if (!config.opts.resume.empty())
+    resume_or_stop(self, self->state.checkpoints.resume_from, config.opts.resume, config.log);
   config.log.info("waiting for {} servers and {} workers", config.opts.servers,
                   config.opts.workers);
   return {
@@ -349,12 +363,12 @@ coordinator_actor::behavior_type coordinator(
       },
       [=](claim_atom, uint32_t rank) -> caf::result<wire> {
         auto& st = self->state;
-        if (st.phase != job_phase::training || rank >= st.worker_members.size() ||
-            !sent_by(self, st.worker_members[rank].address))
+        if (st.phase != job_phase::training || rank >= st.roster.worker_members.size() ||
+            !sent_by(self, st.roster.worker_members[rank].address))
           return make_error(errc::authentication_failed, "claims come from that worker only");
-        if (st.worker_members[rank].lost)
+        if (st.roster.worker_members[rank].lost)
           return make_error(errc::job_failed, "this worker was declared lost");
-        return encode(st.work->claim(rank));
+        return encode(st.training.work->claim(rank));
       },
       [=](progress_atom, const wire& w) { on_progress(self, config, w); },
       [=](heartbeat_atom, const wire& w) { on_heartbeat(self, w); },
@@ -387,10 +401,10 @@ coordinator_actor::behavior_type coordinator(
       },
       [=](done_atom, uint32_t rank) {
         auto& st = self->state;
-        if (st.phase != job_phase::training || rank >= st.worker_members.size() ||
-            !sent_by(self, st.worker_members[rank].address))
+        if (st.phase != job_phase::training || rank >= st.roster.worker_members.size() ||
+            !sent_by(self, st.roster.worker_members[rank].address))
           return config.log.warn("ignored a done message that is not from that worker");
-        st.worker_members[rank].done = true;
+        st.roster.worker_members[rank].done = true;
         set(st.metrics.workers, live_workers(st));
         retire_everywhere(self, rank);
         settle_work(self, config);

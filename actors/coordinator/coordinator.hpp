@@ -86,13 +86,19 @@ struct bucket_home {
   std::vector<std::function<void()>> when_served;
 };
 
-struct coordinator_state {
-  static inline const char* name = "troupe.coordinator";
-  job_phase phase = job_phase::joining;
+// The job's members (membership.cpp): every server and worker that joined, by rank, with
+// what the coordinator knows of each, and when remote nodes were last heard from.
+struct job_roster {
   std::vector<server_actor> servers;
-  std::vector<member> server_members;
+  std::vector<member> server_members;  // parallel to servers
   std::vector<worker_actor> workers;
-  std::vector<member> worker_members;
+  std::vector<member> worker_members;  // parallel to workers
+  heartbeat_monitor beats;
+};
+
+// Where the model lives (placement.cpp): the flat layout, the buckets cut from it, each
+// bucket's primary and backup, and the recovery of buckets whose server was lost.
+struct bucket_directory {
   std::optional<flat_layout> layout;
   placement plan;
   std::vector<bucket_actor> buckets;  // each bucket's primary
@@ -101,30 +107,53 @@ struct coordinator_state {
   size_t placed = 0;
   size_t recovering = 0;                          // buckets whose backup is being promoted
   std::chrono::steady_clock::time_point lost_at;  // when the last server was lost
-  std::optional<checkpoint> resume_from;          // --resume: the checkpoint to start from
-  uint64_t since_checkpoint = 0;                  // batches finished since the last one
-  uint64_t chunks_done = 0;                       // chunks finished: pushes acked per bucket
-  std::map<uint64_t, uint64_t> chunks_at_step;    // chunks_done when each checkpoint was taken
-  bool checkpointing = false;
-  bool checkpoint_spoiled = false;               // a worker started while the others were paused
-  std::vector<std::string> checkpoints_written;  // by this job, oldest first
-  double resumed_wall_s = 0;                     // training time before the checkpoint resumed from
+};
+
+// Checkpoints (checkpointing.cpp, operations.cpp): the one resumed from, the ones written, and
+// the one being taken.
+struct checkpoint_progress {
+  std::optional<checkpoint> resume_from;        // --resume: the checkpoint to start from
+  uint64_t since_last = 0;                      // batches finished since the last one
+  uint64_t chunks_done = 0;                     // chunks finished: pushes acked per bucket
+  std::map<uint64_t, uint64_t> chunks_at_step;  // chunks_done when each checkpoint was taken
+  bool taking = false;
+  bool spoiled = false;              // a worker started while the others were paused
+  std::vector<std::string> written;  // by this job, oldest first
+  double resumed_wall_s = 0;         // training time before the checkpoint resumed from
+  // The console's `checkpoint`: told the new file's path (or why none was written).
+  std::vector<std::function<void(caf::expected<std::string>)>> waiters;
+};
+
+// Training (coordinator.cpp): which batches are handed out, the losses reported, and what the
+// terminal and the console's export-curve show.
+struct training_progress {
   std::optional<work_plan> work;   // which batches are handed out, done, or to be redone
   std::vector<double> epoch_loss;  // per epoch: summed batch losses reported so far
   std::vector<uint64_t> epoch_batches;
-  std::vector<std::vector<uint64_t>> evaluation_rows;  // per table: rows evaluation reads
-  heartbeat_monitor beats;                             // when each remote node was last heard from
-  uint32_t evaluated = 0;                              // epochs evaluated so far
-  bool evaluating = false;
-  uint64_t evaluation_round = 0;  // a server loss starts a new one: older replies are dropped
-  evaluator_actor evaluator;
-  job_report report;
-  job_metrics metrics;
+  std::chrono::steady_clock::time_point started;
   training_curve curve;   // the console's export-curve
   progress_line display;  // progress on the terminal
-  // The console's `checkpoint`: told the new file's path (or why none was written).
-  std::vector<std::function<void(caf::expected<std::string>)>> checkpoint_waiters;
-  std::chrono::steady_clock::time_point started;
+};
+
+// Evaluation (coordinator.cpp): the detached evaluator and the epochs it has scored.
+struct evaluation_progress {
+  std::vector<std::vector<uint64_t>> rows;  // per table: rows evaluation reads
+  uint32_t evaluated = 0;                   // epochs evaluated so far
+  bool running = false;
+  uint64_t round = 0;  // a server loss starts a new one: older replies are dropped
+  evaluator_actor actor;
+};
+
+struct coordinator_state {
+  static inline const char* name = "troupe.coordinator";
+  job_phase phase = job_phase::joining;
+  job_roster roster;
+  bucket_directory directory;
+  checkpoint_progress checkpoints;
+  training_progress training;
+  evaluation_progress evaluation;
+  job_report report;
+  job_metrics metrics;
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
 };
 

@@ -59,8 +59,10 @@ void gather_metrics(self_ptr self, const coordinator_config& config,
               answered();
             });
   };
-  for (size_t i = 0; i < st.servers.size(); ++i) ask(st.servers[i], st.server_members[i]);
-  for (size_t i = 0; i < st.workers.size(); ++i) ask(st.workers[i], st.worker_members[i]);
+  for (size_t i = 0; i < st.roster.servers.size(); ++i)
+    ask(st.roster.servers[i], st.roster.server_members[i]);
+  for (size_t i = 0; i < st.roster.workers.size(); ++i)
+    ask(st.roster.workers[i], st.roster.worker_members[i]);
   answered();
 }
 
@@ -68,13 +70,13 @@ void gather_stats(self_ptr self, const coordinator_config& config,
                   std::function<void(std::vector<std::optional<bucket_stats>>)> done) {
   auto& st = self->state;
   using all_stats = std::vector<std::optional<bucket_stats>>;
-  auto stats = std::make_shared<all_stats>(st.buckets.size());
-  auto pending = std::make_shared<size_t>(st.buckets.size() + 1);
+  auto stats = std::make_shared<all_stats>(st.directory.buckets.size());
+  auto pending = std::make_shared<size_t>(st.directory.buckets.size() + 1);
   auto answered = [=] {
     if (--*pending == 0) done(std::move(*stats));
   };
-  for (uint32_t b = 0; b < st.buckets.size(); ++b)
-    self->request(st.buckets[b], metrics_timeout(config), stats_atom_v)
+  for (uint32_t b = 0; b < st.directory.buckets.size(); ++b)
+    self->request(st.directory.buckets[b], metrics_timeout(config), stats_atom_v)
         .then(
             [=](const wire& w) {
               if (auto s = decode<bucket_stats>(w); s && s->bucket == b) (*stats)[b] = *s;
@@ -110,7 +112,7 @@ table_view diagnose(const coordinator_state& st, const diag_thresholds& warn,
   double osc_sum = 0, osc_worst = 0;
   std::string osc_worker;
   size_t counted = 0;
-  for (const auto& m : st.worker_members) {
+  for (const auto& m : st.roster.worker_members) {
     const auto o = oscillation(m.recent_losses);
     if (!o) continue;
     osc_sum += *o;

@@ -52,16 +52,16 @@ table_view nodes(const coordinator_state& st, const coordinator_config& config) 
          state_of(m), fixed(seconds_since(m.joined), 1), m.cpu_s > 0 ? std::to_string(age) : "-",
          fixed(m.cpu_s), fixed(double(m.rss) / 1048576.0, 1)});
   };
-  for (const auto& m : st.server_members) add(m, "server");
-  for (const auto& m : st.worker_members) add(m, "worker");
+  for (const auto& m : st.roster.server_members) add(m, "server");
+  for (const auto& m : st.roster.worker_members) add(m, "worker");
   return t;
 }
 
 table_view workers(const coordinator_state& st) {
   table_view t{
       {"name", "rank", "state", "clock", "steps", "steps_per_s", "utilization", "last_loss"}, {}};
-  for (size_t r = 0; r < st.worker_members.size(); ++r) {
-    const auto& m = st.worker_members[r];
+  for (size_t r = 0; r < st.roster.worker_members.size(); ++r) {
+    const auto& m = st.roster.worker_members[r];
     t.rows.push_back({m.name, std::to_string(r), state_of(m), std::to_string(m.clock),
                       std::to_string(m.steps),
                       fixed(m.wall_s > 0 ? double(m.steps) / m.wall_s : 0.0, 1),
@@ -99,11 +99,11 @@ table_view tree(const coordinator_state& st, size_t own_mailbox, const actor_val
   };
   t.rows.push_back({"coordinator", "coordinator", "coordinator", phase_name(st.phase), "0",
                     std::to_string(own_mailbox)});
-  for (size_t s = 0; s < st.server_members.size(); ++s) {
-    const auto& m = st.server_members[s];
+  for (size_t s = 0; s < st.roster.server_members.size(); ++s) {
+    const auto& m = st.roster.server_members[s];
     t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name, state_of(m), "-", "-"});
-    for (uint32_t b = 0; b < st.homes.size(); ++b) {
-      const auto& home = st.homes[b];
+    for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
+      const auto& home = st.directory.homes[b];
       const bool primary = home.primary_server == s;
       const bool backup = home.backup && home.backup_server == s;
       if (!primary && !backup) continue;
@@ -116,14 +116,15 @@ table_view tree(const coordinator_state& st, size_t own_mailbox, const actor_val
                         mailbox(m, actor)});
     }
   }
-  for (size_t w = 0; w < st.worker_members.size(); ++w) {
-    const auto& m = st.worker_members[w];
-    const bool seen_before = std::any_of(st.worker_members.begin(), st.worker_members.begin() + w,
-                                         [&](const member& o) { return o.name == m.name; });
+  for (size_t w = 0; w < st.roster.worker_members.size(); ++w) {
+    const auto& m = st.roster.worker_members[w];
+    const bool seen_before =
+        std::any_of(st.roster.worker_members.begin(), st.roster.worker_members.begin() + w,
+                    [&](const member& o) { return o.name == m.name; });
     if (seen_before) continue;  // one line per worker node, its latest incarnation below
     size_t lives = 0;
     const member* latest = &m;
-    for (const auto& o : st.worker_members)
+    for (const auto& o : st.roster.worker_members)
       if (o.name == m.name) ++lives, latest = &o;
     t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name,
                       latest->drained ? "drained"
@@ -138,15 +139,15 @@ table_view tree(const coordinator_state& st, size_t own_mailbox, const actor_val
 
 std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_stats& s,
                                     const actor_values& bytes_in, const actor_values& bytes_out) {
-  const auto& home = st.homes[s.bucket];
-  const auto& primary = st.server_members[home.primary_server];
+  const auto& home = st.directory.homes[s.bucket];
+  const auto& primary = st.roster.server_members[home.primary_server];
   const std::string actor = "bucket-" + std::to_string(s.bucket);
   std::string clock_text;
   for (uint64_t v : s.clock.entries())
     clock_text += (clock_text.empty() ? "" : " ") + std::to_string(v);
   return {std::to_string(s.bucket),
-          st.server_members[home.primary_server].name,
-          home.backup ? st.server_members[home.backup_server].name : "-",
+          st.roster.server_members[home.primary_server].name,
+          home.backup ? st.roster.server_members[home.backup_server].name : "-",
           std::to_string(s.version),
           std::to_string(s.updates_applied),
           std::to_string(s.updates_rejected),
@@ -166,7 +167,7 @@ caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
   auto& st = self->state;
   if (view == "nodes") return encode(nodes(st, config));
   if (view == "workers") return encode(workers(st));
-  if (view == "curve") return encode(st.curve.table());
+  if (view == "curve") return encode(st.training.curve.table());
   auto promise = self->make_response_promise<wire>();
   if (view == "tree" || view == "metrics") {
     gather_metrics(self, config, [=](node_texts texts) mutable {

@@ -9,32 +9,32 @@ namespace troupe::coordination {
 
 // Workers that are training now (joined, not finished, not lost).
 double live_workers(const coordinator_state& st) {
-  return double(std::count_if(st.worker_members.begin(), st.worker_members.end(),
+  return double(std::count_if(st.roster.worker_members.begin(), st.roster.worker_members.end(),
                               [](const member& w) { return !w.lost && !w.done; }));
 }
 
 bool anyone_draining(const coordinator_state& st) {
   const auto draining = [](const member& m) { return m.draining; };
-  return std::any_of(st.server_members.begin(), st.server_members.end(), draining) ||
-         std::any_of(st.worker_members.begin(), st.worker_members.end(), draining);
+  return std::any_of(st.roster.server_members.begin(), st.roster.server_members.end(), draining) ||
+         std::any_of(st.roster.worker_members.begin(), st.roster.worker_members.end(), draining);
 }
 
 void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why) {
   add(st.metrics.lost, 1);
   set(st.metrics.workers, live_workers(st));
-  const double at = st.phase == job_phase::training ? seconds_since(st.started) : 0.0;
+  const double at = st.phase == job_phase::training ? seconds_since(st.training.started) : 0.0;
   const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
-  st.report.losses.push_back(
-      loss_event{m.name, kind, st.resumed_wall_s + at, static_cast<uint64_t>(unix_ms), why});
+  st.report.losses.push_back(loss_event{m.name, kind, st.checkpoints.resumed_wall_s + at,
+                                        static_cast<uint64_t>(unix_ms), why});
 }
 
 // Whether another worker may join the running job: fewer than --max-workers are active.
 bool room_for_a_late_worker(const coordinator_state& st, const launch_options& o) {
   return st.phase == job_phase::training &&
          live_workers(st) < double(std::max(o.workers, o.max_workers)) &&
-         st.worker_members.size() < (1u << 16);
+         st.roster.worker_members.size() < (1u << 16);
 }
 
 // -- membership ---------------------------------------------------------------------------------
@@ -74,16 +74,17 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   // A node in another process must send heartbeats from now on; one that never does is lost
   // as surely as one that stops (nodes of the coordinator's own process send none).
   if (handle.node() != self->node())
-    self->state.beats.heard(request->name, heartbeat_monitor::clock::now());
+    self->state.roster.beats.heard(request->name, heartbeat_monitor::clock::now());
   handles.push_back(std::move(handle));
   const auto rank = static_cast<uint32_t>(handles.size() - 1);
   config.log.info("{} '{}' joined ({} of {})", to_string(expected), request->name, rank + 1,
                   wanted);
   auto& st = self->state;
   if (late) {
-    st.work->add_worker();
+    st.training.work->add_worker();
     start_at_slowest(self, config, rank);
-  } else if (st.servers.size() == config.opts.servers && st.workers.size() == config.opts.workers)
+  } else if (st.roster.servers.size() == config.opts.servers &&
+             st.roster.workers.size() == config.opts.workers)
     place_buckets(self, config);
   return encode(join_reply{rank, config.opts.workers, config.opts.servers});
 }
@@ -111,25 +112,25 @@ void lose_member(self_ptr self, const coordinator_config& config, const caf::act
   auto& st = self->state;
   if (st.phase == job_phase::finishing) return;
   const bool joining = st.phase == job_phase::joining;
-  if (auto i = find_live(st.server_members, who)) {
-    if (joining) return leave_roster(st.servers, st.server_members, *i, config.log);
+  if (auto i = find_live(st.roster.server_members, who)) {
+    if (joining) return leave_roster(st.roster.servers, st.roster.server_members, *i, config.log);
     return lose_server(self, config, *i, why);
   }
-  if (auto i = find_live(st.worker_members, who)) {
-    if (joining) return leave_roster(st.workers, st.worker_members, *i, config.log);
-    auto& m = st.worker_members[*i];
+  if (auto i = find_live(st.roster.worker_members, who)) {
+    if (joining) return leave_roster(st.roster.workers, st.roster.worker_members, *i, config.log);
+    auto& m = st.roster.worker_members[*i];
     m.lost = true;
-    st.beats.forget(m.name);
+    st.roster.beats.forget(m.name);
     if (m.done) return;
     config.log.warn("lost worker '{}' ({}); going on without it", m.name, why);
     st.report.workers_lost.push_back(m.name);
     record_loss(st, m, role::worker, why);
     retire_everywhere(self, static_cast<uint32_t>(*i));
-    if (std::all_of(st.worker_members.begin(), st.worker_members.end(),
+    if (std::all_of(st.roster.worker_members.begin(), st.roster.worker_members.end(),
                     [](const member& w) { return w.lost; }))
       return fail(self, config, "every worker was lost");
     // Its unfinished batches go to the others; if nobody is left to do them, they are lost.
-    st.work->release(static_cast<uint32_t>(*i));
+    st.training.work->release(static_cast<uint32_t>(*i));
     settle_work(self, config);
   }
 }
@@ -142,13 +143,13 @@ void on_heartbeat(self_ptr self, const wire& w) {
   auto& st = self->state;
   auto beat = decode<heartbeat>(w);
   if (!beat) return;
-  for (auto* members : {&st.server_members, &st.worker_members})
+  for (auto* members : {&st.roster.server_members, &st.roster.worker_members})
     for (auto& m : *members)
       if (m.name == beat->name && !m.lost) {
         m.heard = heartbeat_monitor::clock::now();
         m.cpu_s = beat->cpu_seconds;
         m.rss = beat->rss_bytes;
-        st.beats.heard(m.name, m.heard);
+        st.roster.beats.heard(m.name, m.heard);
       }
 }
 
@@ -156,8 +157,8 @@ void on_heartbeat(self_ptr self, const wire& w) {
 void check_heartbeats(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   const auto timeout = config.opts.heartbeat_timeout;
-  for (const auto& name : st.beats.expired(heartbeat_monitor::clock::now(), timeout)) {
-    for (const auto* members : {&st.server_members, &st.worker_members})
+  for (const auto& name : st.roster.beats.expired(heartbeat_monitor::clock::now(), timeout)) {
+    for (const auto* members : {&st.roster.server_members, &st.roster.worker_members})
       for (const auto& m : *members)
         if (m.name == name && !m.lost)
           lose_member(self, config, m.address,
@@ -169,14 +170,14 @@ void check_heartbeats(self_ptr self, const coordinator_config& config) {
 caf::result<wire> admit_server(self_ptr self, const coordinator_config& config, const wire& w,
                                server_actor handle) {
   auto& st = self->state;
-  return admit(self, config, w, std::move(handle), st.servers, st.server_members,
+  return admit(self, config, w, std::move(handle), st.roster.servers, st.roster.server_members,
                config.opts.servers, role::server);
 }
 
 caf::result<wire> admit_worker(self_ptr self, const coordinator_config& config, const wire& w,
                                worker_actor handle) {
   auto& st = self->state;
-  return admit(self, config, w, std::move(handle), st.workers, st.worker_members,
+  return admit(self, config, w, std::move(handle), st.roster.workers, st.roster.worker_members,
                config.opts.workers, role::worker);
 }
 

@@ -21,7 +21,7 @@ void deliver(caf::typed_response_promise<std::string>& promise, caf::expected<T>
 // unfinished batches go to the others.
 caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& config, size_t w) {
   auto& st = self->state;
-  auto& m = st.worker_members[w];
+  auto& m = st.roster.worker_members[w];
   if (m.done) return make_error(errc::job_failed, "'" + m.name + "' has no work left to drain");
   if (live_workers(st) < 2)
     return make_error(
@@ -29,30 +29,30 @@ caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& c
         "'" + m.name + "' is the last worker training: draining it would stop the job");
   m.draining = true;
   auto promise = self->make_response_promise<std::string>();
-  self->request(st.workers[w], config.opts.request_timeout, pause_atom_v)
+  self->request(st.roster.workers[w], config.opts.request_timeout, pause_atom_v)
       .then(
           [=](bool) mutable {
             auto& st = self->state;
-            auto& m = st.worker_members[w];
+            auto& m = st.roster.worker_members[w];
             m.draining = false;
             if (m.lost) {
               promise.deliver(std::string{"'" + m.name + "' was lost meanwhile"});
               return;
             }
             if (live_workers(st) < 2) {  // the others were lost meanwhile: it stays
-              self->send(st.workers[w], resume_atom_v);
+              self->send(st.roster.workers[w], resume_atom_v);
               promise.deliver(make_error(errc::job_failed, "'" + m.name +
                                                                "' stays: it is the last worker "
                                                                "training now"));
               return;
             }
             m.lost = m.drained = true;
-            st.beats.forget(m.name);
+            st.roster.beats.forget(m.name);
             st.report.drained.push_back(m.name);
             set(st.metrics.workers, live_workers(st));
             retire_everywhere(self, static_cast<uint32_t>(w));
-            const uint64_t returned = st.work->release(static_cast<uint32_t>(w));
-            self->request(st.workers[w], config.opts.request_timeout, stop_atom_v, "")
+            const uint64_t returned = st.training.work->release(static_cast<uint32_t>(w));
+            self->request(st.roster.workers[w], config.opts.request_timeout, stop_atom_v, "")
                 .then([](bool) {}, [](caf::error&) {});
             config.log.info("drained worker '{}'; {} batches go to the others", m.name, returned);
             promise.deliver(fmt::format(
@@ -60,13 +60,13 @@ caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& c
             settle_work(self, config);
           },
           [=](caf::error& err) mutable {
-            auto& m = self->state.worker_members[w];
+            auto& m = self->state.roster.worker_members[w];
             m.draining = false;
             // It may have paused after all (its push was held up): let it go on.
-            if (!m.lost) self->send(self->state.workers[w], resume_atom_v);
+            if (!m.lost) self->send(self->state.roster.workers[w], resume_atom_v);
             promise.deliver(make_error(
                 errc::job_failed,
-                "draining '" + self->state.worker_members[w].name + "': " + describe(err)));
+                "draining '" + self->state.roster.worker_members[w].name + "': " + describe(err)));
           });
   return promise;
 }
@@ -75,19 +75,20 @@ caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& c
 // then the copies take over and s stops.
 caf::result<std::string> drain_server(self_ptr self, const coordinator_config& config, size_t s) {
   auto& st = self->state;
-  auto& m = st.server_members[s];
+  auto& m = st.roster.server_members[s];
   const bool another =
-      std::any_of(st.server_members.begin(), st.server_members.end(),
+      std::any_of(st.roster.server_members.begin(), st.roster.server_members.end(),
                   [&](const member& o) { return &o != &m && !o.lost && !o.draining; });
   if (!another)
     return make_error(errc::job_failed, "no other server could take over from '" + m.name + "'");
-  if (st.recovering > 0)
+  if (st.directory.recovering > 0)
     return make_error(errc::job_failed, "a bucket is recovering; try again in a moment");
   m.draining = true;
   std::vector<uint32_t> to_copy;
-  for (uint32_t b = 0; b < st.homes.size(); ++b) {
-    const auto& home = st.homes[b];
-    if (home.primary_server == s && (!home.backup || st.server_members[home.backup_server].lost))
+  for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
+    const auto& home = st.directory.homes[b];
+    if (home.primary_server == s &&
+        (!home.backup || st.roster.server_members[home.backup_server].lost))
       to_copy.push_back(b);
   }
   auto promise = self->make_response_promise<std::string>();
@@ -95,31 +96,32 @@ caf::result<std::string> drain_server(self_ptr self, const coordinator_config& c
   auto copied = [=]() mutable {
     if (--*pending > 0) return;
     auto& st = self->state;
-    auto& m = st.server_members[s];
+    auto& m = st.roster.server_members[s];
     m.draining = false;
     if (m.lost) {
       promise.deliver(std::string{"'" + m.name + "' was lost meanwhile"});
       return;
     }
-    if (st.recovering > 0) {  // another server was lost meanwhile: its promotions come first
+    if (st.directory.recovering >
+        0) {  // another server was lost meanwhile: its promotions come first
       promise.deliver(make_error(errc::job_failed,
                                  "'" + m.name + "' stays: a bucket is recovering; try again"));
       return;
     }
-    for (uint32_t b = 0; b < st.homes.size(); ++b) {
-      const auto& home = st.homes[b];
+    for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
+      const auto& home = st.directory.homes[b];
       if (home.primary_server == s &&
-          (!home.backup || st.server_members[home.backup_server].lost)) {
+          (!home.backup || st.roster.server_members[home.backup_server].lost)) {
         promise.deliver(make_error(
             errc::job_failed, fmt::format("'{}' stays: bucket {} could not be copied", m.name, b)));
         return;
       }
     }
     size_t moved = 0;
-    for (const auto& home : st.homes) moved += home.primary_server == s;
+    for (const auto& home : st.directory.homes) moved += home.primary_server == s;
     hand_over_server(self, config, s);
     promise.deliver(fmt::format("drained server '{}': {} buckets moved ({} copied first)",
-                                st.server_members[s].name, moved, to_copy.size()));
+                                st.roster.server_members[s].name, moved, to_copy.size()));
   };
   for (uint32_t b : to_copy) add_backup(self, config, b, copied);
   copied();
@@ -137,9 +139,9 @@ caf::result<std::string> checkpoint_now(self_ptr self, const coordinator_config&
   if (st.phase != job_phase::training)
     return make_error(errc::job_failed, "checkpoints are taken while the job trains");
   auto promise = self->make_response_promise<std::string>();
-  st.checkpoint_waiters.push_back(
+  st.checkpoints.waiters.push_back(
       [promise](caf::expected<std::string> path) mutable { deliver(promise, std::move(path)); });
-  if (!st.checkpointing) take_checkpoint(self, config);
+  if (!st.checkpoints.taking) take_checkpoint(self, config);
   return promise;
 }
 
@@ -148,13 +150,13 @@ caf::result<std::string> drain(self_ptr self, const coordinator_config& config,
   auto& st = self->state;
   if (st.phase != job_phase::training)
     return make_error(errc::job_failed, "nodes are drained while the job trains");
-  if (st.checkpointing || anyone_draining(st))
+  if (st.checkpoints.taking || anyone_draining(st))
     return make_error(errc::job_failed, "a checkpoint or another drain is under way; try again");
-  for (size_t w = 0; w < st.worker_members.size(); ++w)
-    if (st.worker_members[w].name == name && !st.worker_members[w].lost)
+  for (size_t w = 0; w < st.roster.worker_members.size(); ++w)
+    if (st.roster.worker_members[w].name == name && !st.roster.worker_members[w].lost)
       return drain_worker(self, config, w);
-  for (size_t s = 0; s < st.server_members.size(); ++s)
-    if (st.server_members[s].name == name && !st.server_members[s].lost)
+  for (size_t s = 0; s < st.roster.server_members.size(); ++s)
+    if (st.roster.server_members[s].name == name && !st.roster.server_members[s].lost)
       return drain_server(self, config, s);
   return make_error(errc::bad_configuration,
                     "no live server or worker named '" + name + "' (see `nodes`)");
@@ -179,8 +181,8 @@ caf::result<std::string> set_log_level(self_ptr self, const coordinator_config& 
         ++told;
       }
   };
-  tell(st.servers, st.server_members);
-  tell(st.workers, st.worker_members);
+  tell(st.roster.servers, st.roster.server_members);
+  tell(st.roster.workers, st.roster.worker_members);
   if (told == 0)
     return make_error(errc::bad_configuration, "no live node named '" + node + "' (see `nodes`)");
   config.log.info("log level {} on {} node(s)", level, told);

@@ -28,11 +28,12 @@ uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
 wire spec_of(const coordinator_state& st, const coordinator_config& config,
              const bucket_placement& b, const std::vector<float>& initial) {
   const auto& o = config.opts;
-  bucket_spec spec{b.bucket,      o.workers,     optimizer_from(o), gather(*st.layout, b, initial),
-                   o.consistency, o.compensation};
+  bucket_spec spec{b.bucket,          o.workers,
+                   optimizer_from(o), gather(*st.directory.layout, b, initial),
+                   o.consistency,     o.compensation};
   for (const auto& t : config.task->sparse_tables())
     spec.tables.push_back(table_config{t.name, t.row_dim, t.init_scale, t.capacity});
-  spec.bucket_count = static_cast<uint32_t>(st.plan.buckets.size());
+  spec.bucket_count = static_cast<uint32_t>(st.directory.plan.buckets.size());
   spec.seed = o.seed;
   spec.clip = o.clip;
   spec.sync_threshold = o.sync_threshold;
@@ -44,7 +45,8 @@ template <class OnHosted, class OnError>
 void host_bucket(self_ptr self, const coordinator_config& config, uint32_t b, uint32_t s,
                  OnHosted on_hosted, OnError on_error) {
   auto& st = self->state;
-  self->request(st.servers[s], config.opts.request_timeout, host_atom_v, st.specs[b])
+  self->request(st.roster.servers[s], config.opts.request_timeout, host_atom_v,
+                st.directory.specs[b])
       .then(on_hosted, on_error);
 }
 
@@ -53,15 +55,15 @@ void host_bucket(self_ptr self, const coordinator_config& config, uint32_t b, ui
 // The live server other than `not_this`, and not being drained, that holds the fewest copies;
 // none if there is none.
 std::optional<uint32_t> backup_server_for(const coordinator_state& st, uint32_t not_this) {
-  std::vector<size_t> load(st.servers.size(), 0);
-  for (const auto& h : st.homes) {
+  std::vector<size_t> load(st.roster.servers.size(), 0);
+  for (const auto& h : st.directory.homes) {
     ++load[h.primary_server];
     if (h.backup) ++load[h.backup_server];
   }
   std::optional<uint32_t> best;
-  for (uint32_t s = 0; s < st.servers.size(); ++s)
-    if (s != not_this && !st.server_members[s].lost && !st.server_members[s].draining &&
-        (!best || load[s] < load[*best]))
+  for (uint32_t s = 0; s < st.roster.servers.size(); ++s)
+    if (s != not_this && !st.roster.server_members[s].lost &&
+        !st.roster.server_members[s].draining && (!best || load[s] < load[*best]))
       best = s;
   return best;
 }
@@ -71,7 +73,7 @@ std::optional<uint32_t> backup_server_for(const coordinator_state& st, uint32_t 
 void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
                 std::function<void()> then) {
   auto& st = self->state;
-  const auto s = backup_server_for(st, st.homes[b].primary_server);
+  const auto s = backup_server_for(st, st.directory.homes[b].primary_server);
   if (!s) {
     config.log.warn("bucket {} has no backup: no other live server", b);
     return then();
@@ -83,21 +85,22 @@ void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
   host_bucket(
       self, config, b, *s,
       [=](bucket_actor& backup) {
-        const auto primary = self->state.buckets[b];
+        const auto primary = self->state.directory.buckets[b];
         self->request(primary, config.opts.request_timeout, backup_atom_v,
                       caf::actor_cast<caf::actor>(backup))
             .then(
                 [=](bool) {
                   // A primary restarted meanwhile does not know this backup: make another.
-                  if (self->state.buckets[b] != primary) return add_backup(self, config, b, then);
+                  if (self->state.directory.buckets[b] != primary)
+                    return add_backup(self, config, b, then);
                   // Its server was lost or is being drained meanwhile: drop it, make another.
-                  const auto& host = self->state.server_members[*s];
+                  const auto& host = self->state.roster.server_members[*s];
                   if (host.lost || host.draining) {
                     self->request(primary, config.opts.request_timeout, backup_atom_v, caf::actor{})
                         .then([](bool) {}, [](caf::error&) {});
                     return add_backup(self, config, b, then);
                   }
-                  auto& home = self->state.homes[b];
+                  auto& home = self->state.directory.homes[b];
                   home.backup = backup;
                   home.backup_restarts = 0;
                   home.backup_server = *s;
@@ -115,11 +118,12 @@ namespace {
 void restore_bucket(self_ptr self, const coordinator_config& config, uint32_t b,
                     std::function<void()> then) {
   auto& st = self->state;
-  const auto& parts = st.resume_from->buckets[b];
+  const auto& parts = st.checkpoints.resume_from->buckets[b];
   const auto total = static_cast<uint32_t>(parts.size());
   auto pending = std::make_shared<uint32_t>(total);
   for (uint32_t i = 0; i < total; ++i)
-    self->request(st.buckets[b], config.opts.request_timeout, restore_atom_v, i, total, parts[i])
+    self->request(st.directory.buckets[b], config.opts.request_timeout, restore_atom_v, i, total,
+                  parts[i])
         .then(
             [=](bool) {
               if (--*pending == 0) then();
@@ -132,27 +136,27 @@ void restore_bucket(self_ptr self, const coordinator_config& config, uint32_t b,
 
 void placed_one(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (st.phase != job_phase::placing || ++st.placed < st.buckets.size()) return;
-  if (st.resume_from)
+  if (st.phase != job_phase::placing || ++st.directory.placed < st.directory.buckets.size()) return;
+  if (st.checkpoints.resume_from)
     start_resumed(self, config);
   else
     start_training(self, config);
 }
 
 void place_one(self_ptr self, const coordinator_config& config, uint32_t b) {
-  const uint32_t server = self->state.plan.buckets[b].server;
+  const uint32_t server = self->state.directory.plan.buckets[b].server;
   host_bucket(
       self, config, b, server,
       [=](bucket_actor& primary) {
         auto& st = self->state;
         if (st.phase != job_phase::placing) return;
-        st.buckets[b] = std::move(primary);
-        st.homes[b].primary_server = server;
+        st.directory.buckets[b] = std::move(primary);
+        st.directory.homes[b].primary_server = server;
         auto backed_up = [=] {
           if (config.opts.replication < 2) return placed_one(self, config);
           add_backup(self, config, b, [=] { placed_one(self, config); });
         };
-        if (st.resume_from)
+        if (st.checkpoints.resume_from)
           restore_bucket(self, config, b, backed_up);
         else
           backed_up();
@@ -165,14 +169,14 @@ void place_one(self_ptr self, const coordinator_config& config, uint32_t b) {
 // Bucket b is served by `handle` on server s from now on; held which() requests get it.
 void set_primary(self_ptr self, uint32_t b, bucket_actor handle, uint32_t s) {
   auto& st = self->state;
-  st.buckets[b] = std::move(handle);
-  auto& home = st.homes[b];
+  st.directory.buckets[b] = std::move(handle);
+  auto& home = st.directory.homes[b];
   home.primary_server = s;
   // Retirements the old actor may not have had (or passed on) reach the new one.
-  for (uint32_t r = 0; r < st.worker_members.size(); ++r)
-    if (st.worker_members[r].lost || st.worker_members[r].done)
-      self->send(st.buckets[b], retire_atom_v, r);
-  for (auto& promise : home.waiting) promise.deliver(st.buckets[b]);
+  for (uint32_t r = 0; r < st.roster.worker_members.size(); ++r)
+    if (st.roster.worker_members[r].lost || st.roster.worker_members[r].done)
+      self->send(st.directory.buckets[b], retire_atom_v, r);
+  for (auto& promise : home.waiting) promise.deliver(st.directory.buckets[b]);
   home.waiting.clear();
   auto again = std::move(home.when_served);
   home.when_served.clear();
@@ -182,10 +186,10 @@ void set_primary(self_ptr self, uint32_t b, bucket_actor handle, uint32_t s) {
 // Bucket b has a live primary again after a server loss.
 void served_again(self_ptr self, const coordinator_config& config, uint32_t b) {
   auto& st = self->state;
-  st.homes[b].recovering = false;
-  const double took = seconds_since(st.lost_at);
+  st.directory.homes[b].recovering = false;
+  const double took = seconds_since(st.directory.lost_at);
   st.report.recovery_s = std::max(st.report.recovery_s, took);
-  if (--st.recovering == 0)
+  if (--st.directory.recovering == 0)
     config.log.info("every bucket is served again, {:.2f} s after the loss", took);
   maybe_evaluate(self, config);
 }
@@ -193,9 +197,9 @@ void served_again(self_ptr self, const coordinator_config& config, uint32_t b) {
 // The backup of bucket b becomes its primary; a new backup is made on another live server.
 void promote(self_ptr self, const coordinator_config& config, uint32_t b) {
   auto& st = self->state;
-  auto& home = st.homes[b];
+  auto& home = st.directory.homes[b];
   home.recovering = true;
-  ++st.recovering;
+  ++st.directory.recovering;
   const auto backup = *home.backup;
   const uint32_t server = home.backup_server;
   home.backup.reset();
@@ -228,7 +232,7 @@ void restore_from_checkpoint(self_ptr self, const coordinator_config& config, si
                     "(or --replication 2)");
   // Only checkpoints this job wrote: the directory may hold another run's.
   std::optional<checkpoint> saved;
-  for (auto path = st.checkpoints_written.rbegin(); path != st.checkpoints_written.rend(); ++path) {
+  for (auto path = st.checkpoints.written.rbegin(); path != st.checkpoints.written.rend(); ++path) {
     auto c = read_checkpoint(*path);
     if (c) {
       saved = std::move(*c);
@@ -238,34 +242,35 @@ void restore_from_checkpoint(self_ptr self, const coordinator_config& config, si
   }
   if (!saved)
     return fail(self, config, what + "; this job has no checkpoint to restore its buckets from");
-  auto it = st.chunks_at_step.find(saved->job.step);
-  const uint64_t since = st.chunks_done - (it == st.chunks_at_step.end() ? 0 : it->second);
-  st.resume_from = std::move(*saved);
+  auto it = st.checkpoints.chunks_at_step.find(saved->job.step);
+  const uint64_t since =
+      st.checkpoints.chunks_done - (it == st.checkpoints.chunks_at_step.end() ? 0 : it->second);
+  st.checkpoints.resume_from = std::move(*saved);
   config.log.warn(
       "{}; restoring its buckets from the checkpoint at step {} ({} updates each are lost)", what,
-      st.resume_from->job.step, since);
-  for (uint32_t b = 0; b < st.homes.size(); ++b) {
-    if (st.homes[b].primary_server != s) continue;
+      st.checkpoints.resume_from->job.step, since);
+  for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
+    if (st.directory.homes[b].primary_server != s) continue;
     const auto server = backup_server_for(st, static_cast<uint32_t>(s));
     if (!server) return fail(self, config, what + "; no live server is left for its buckets");
     st.report.updates_lost += since;
-    st.homes[b].recovering = true;
-    ++st.recovering;
-    st.specs[b] = st.resume_from->buckets[b][0];
+    st.directory.homes[b].recovering = true;
+    ++st.directory.recovering;
+    st.directory.specs[b] = st.checkpoints.resume_from->buckets[b][0];
     host_bucket(
         self, config, b, *server,
         [=](bucket_actor& handle) {
-          self->state.buckets[b] = handle;  // restore_bucket sends the parts there
+          self->state.directory.buckets[b] = handle;  // restore_bucket sends the parts there
           restore_bucket(self, config, b, [=] {
             // Workers that joined after the checkpoint take their ranks again, in order.
             auto& st = self->state;
-            const auto spec = decode<bucket_spec>(st.specs[b]);
-            for (uint32_t r = spec ? spec->workers : 0; r < st.worker_members.size(); ++r)
+            const auto spec = decode<bucket_spec>(st.directory.specs[b]);
+            for (uint32_t r = spec ? spec->workers : 0; r < st.roster.worker_members.size(); ++r)
               self->request(handle, config.opts.request_timeout, admit_atom_v, r)
                   .then([](uint64_t) {}, [](caf::error&) {});
             set_primary(self, b, handle, *server);
             served_again(self, config, b);
-            if (self->state.recovering == 0) self->state.resume_from.reset();
+            if (self->state.directory.recovering == 0) self->state.checkpoints.resume_from.reset();
           });
         },
         [=](caf::error& err) {
@@ -286,12 +291,13 @@ void connect_servers(self_ptr self, const coordinator_config& config, std::funct
     if (--*pending == 0) then();
   };
   if (config.opts.replication >= 2)
-    for (size_t s = 0; s < st.servers.size(); ++s)
-      for (size_t t = s + 1; t < st.servers.size(); ++t) {
-        const endpoint& peer = st.server_members[t].data;
-        if (peer.port == 0 || st.servers[s].node() == st.servers[t].node()) continue;
+    for (size_t s = 0; s < st.roster.servers.size(); ++s)
+      for (size_t t = s + 1; t < st.roster.servers.size(); ++t) {
+        const endpoint& peer = st.roster.server_members[t].data;
+        if (peer.port == 0 || st.roster.servers[s].node() == st.roster.servers[t].node()) continue;
         ++*pending;
-        self->request(st.servers[s], config.opts.request_timeout, peer_atom_v, peer.host, peer.port)
+        self->request(st.roster.servers[s], config.opts.request_timeout, peer_atom_v, peer.host,
+                      peer.port)
             .then([=](bool) { connected(); },
                   [=](caf::error& err) {
                     config.log.warn("servers {} and {} talk through this node: {}", s, t,
@@ -311,22 +317,24 @@ void place_all(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   if (st.phase != job_phase::placing) return;
   const auto& o = config.opts;
-  st.layout.emplace(config.task->parameters());
-  const uint32_t count = bucket_count(o, st.layout->total);
-  st.plan = plan_buckets(*st.layout, count, static_cast<uint32_t>(st.servers.size()));
+  st.directory.layout.emplace(config.task->parameters());
+  const uint32_t count = bucket_count(o, st.directory.layout->total);
+  st.directory.plan =
+      plan_buckets(*st.directory.layout, count, static_cast<uint32_t>(st.roster.servers.size()));
   if (auto err = check_resume(st, config)) return fail(self, config, describe(err));
   std::vector<float> initial;
-  if (!st.resume_from) {
-    initial.resize(st.layout->total);
+  if (!st.checkpoints.resume_from) {
+    initial.resize(st.directory.layout->total);
     config.task->initialize(o.seed, initial);
   }
-  const auto n = st.plan.buckets.size();
-  st.buckets.resize(n);
-  st.homes.resize(n);
-  st.specs.resize(n);
-  for (const auto& b : st.plan.buckets)
-    st.specs[b.bucket] =
-        st.resume_from ? st.resume_from->buckets[b.bucket][0] : spec_of(st, config, b, initial);
+  const auto n = st.directory.plan.buckets.size();
+  st.directory.buckets.resize(n);
+  st.directory.homes.resize(n);
+  st.directory.specs.resize(n);
+  for (const auto& b : st.directory.plan.buckets)
+    st.directory.specs[b.bucket] = st.checkpoints.resume_from
+                                       ? st.checkpoints.resume_from->buckets[b.bucket][0]
+                                       : spec_of(st, config, b, initial);
   for (uint32_t b = 0; b < n; ++b) place_one(self, config, b);
 }
 
@@ -336,13 +344,14 @@ void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
 void lose_server(self_ptr self, const coordinator_config& config, size_t s,
                  const std::string& why) {
   auto& st = self->state;
-  auto& m = st.server_members[s];
+  auto& m = st.roster.server_members[s];
   m.lost = true;
   m.draining = false;  // a drain under way ends with the loss
-  st.beats.forget(m.name);
+  st.roster.beats.forget(m.name);
   record_loss(st, m, role::server, why);
   // One declared lost while still running (frozen, cut off) must not serve again.
-  self->request(st.servers[s], config.opts.request_timeout, stop_atom_v, "declared lost: " + why)
+  self->request(st.roster.servers[s], config.opts.request_timeout, stop_atom_v,
+                "declared lost: " + why)
       .then([](bool) {}, [](caf::error&) {});
   const std::string what = fmt::format("lost server '{}' ({})", m.name, why);
   if (st.phase != job_phase::training) return fail(self, config, what);
@@ -351,10 +360,10 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
                 what +
                     "; its buckets are gone (--replication 2 keeps a backup of each; "
                     "--checkpoint-dir restores them from the last checkpoint)");
-  st.lost_at = std::chrono::steady_clock::now();
+  st.directory.lost_at = std::chrono::steady_clock::now();
   // An evaluation pulling from the lost server would wait for its timeout: start it again.
-  ++st.evaluation_round;
-  st.evaluating = false;
+  ++st.evaluation.round;
+  st.evaluation.running = false;
   if (config.opts.replication < 2) return restore_from_checkpoint(self, config, s, what);
   config.log.warn("{}; its buckets' backups take over", what);
   take_over_from(self, config, s, what);
@@ -362,15 +371,15 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
 
 void hand_over_server(self_ptr self, const coordinator_config& config, size_t s) {
   auto& st = self->state;
-  auto& m = st.server_members[s];
+  auto& m = st.roster.server_members[s];
   m.lost = m.drained = true;
   m.draining = false;
-  st.beats.forget(m.name);
+  st.roster.beats.forget(m.name);
   st.report.drained.push_back(m.name);
-  st.lost_at = std::chrono::steady_clock::now();
-  ++st.evaluation_round;
-  st.evaluating = false;
-  self->request(st.servers[s], config.opts.request_timeout, stop_atom_v, "")
+  st.directory.lost_at = std::chrono::steady_clock::now();
+  ++st.evaluation.round;
+  st.evaluation.running = false;
+  self->request(st.roster.servers[s], config.opts.request_timeout, stop_atom_v, "")
       .then([](bool) {}, [](caf::error&) {});
   config.log.info("drained server '{}': its buckets' copies take over", m.name);
   take_over_from(self, config, s, "drained server '" + m.name + "'");
@@ -380,10 +389,10 @@ void hand_over_server(self_ptr self, const coordinator_config& config, size_t s)
 void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
                     const std::string& what) {
   auto& st = self->state;
-  for (uint32_t b = 0; b < st.homes.size(); ++b) {
-    auto& home = st.homes[b];
+  for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
+    auto& home = st.directory.homes[b];
     if (home.primary_server == s) {
-      if (!home.backup || st.server_members[home.backup_server].lost)
+      if (!home.backup || st.roster.server_members[home.backup_server].lost)
         return fail(self, config, fmt::format("{}; bucket {} had no live backup", what, b));
       promote(self, config, b);
     } else if (home.backup && home.backup_server == s) {
@@ -391,7 +400,8 @@ void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
       // this node and tells nobody when a route breaks): pushes waiting for the lost backup
       // are acknowledged once it is dropped.
       home.backup.reset();
-      self->request(st.buckets[b], config.opts.request_timeout, backup_atom_v, caf::actor{})
+      self->request(st.directory.buckets[b], config.opts.request_timeout, backup_atom_v,
+                    caf::actor{})
           .then([](bool) {}, [](caf::error&) {});
       add_backup(self, config, b, [] {});
     }
@@ -400,10 +410,11 @@ void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
 
 caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_actor& failed) {
   auto& st = self->state;
-  if (bucket >= st.buckets.size())
+  if (bucket >= st.directory.buckets.size())
     return make_error(errc::unknown_bucket, fmt::format("there is no bucket {}", bucket));
-  auto& home = st.homes[bucket];
-  if (!home.recovering && st.buckets[bucket] != failed) return st.buckets[bucket];
+  auto& home = st.directory.homes[bucket];
+  if (!home.recovering && st.directory.buckets[bucket] != failed)
+    return st.directory.buckets[bucket];
   if (home.waiting.size() >= max_waiting)
     return make_error(errc::message_too_large, "too many requests wait for this bucket");
   home.waiting.push_back(self->make_response_promise<bucket_actor>());
@@ -414,12 +425,12 @@ caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_act
 void relink_backup(self_ptr self, const coordinator_config& config, uint32_t b,
                    bucket_actor backup) {
   auto& st = self->state;
-  self->request(st.buckets[b], config.opts.request_timeout, backup_atom_v,
+  self->request(st.directory.buckets[b], config.opts.request_timeout, backup_atom_v,
                 caf::actor_cast<caf::actor>(backup))
       .then([](bool) {},
             [=](caf::error& err) {
               config.log.warn("bucket {} lost its backup: {}", b, describe(err));
-              auto& home = self->state.homes[b];
+              auto& home = self->state.directory.homes[b];
               if (home.backup == backup) {
                 home.backup.reset();
                 add_backup(self, config, b, [] {});
@@ -430,10 +441,12 @@ void relink_backup(self_ptr self, const coordinator_config& config, uint32_t b,
 void moved(self_ptr self, const coordinator_config& config, uint32_t b, bucket_actor handle) {
   auto& st = self->state;
   size_t s = 0;
-  while (s < st.server_members.size() && !sent_by(self, st.server_members[s].address)) ++s;
-  if (s == st.server_members.size() || b >= st.buckets.size() || st.server_members[s].lost)
+  while (s < st.roster.server_members.size() && !sent_by(self, st.roster.server_members[s].address))
+    ++s;
+  if (s == st.roster.server_members.size() || b >= st.directory.buckets.size() ||
+      st.roster.server_members[s].lost)
     return config.log.warn("ignored a moved bucket that is not from its server");
-  auto& home = st.homes[b];
+  auto& home = st.directory.homes[b];
   ++st.report.restarts;
   add(st.metrics.restarts, 1);
   if (home.primary_server == s && !home.recovering) {
@@ -460,20 +473,20 @@ caf::expected<std::string> inject_fault(self_ptr self, const std::string& name) 
     } catch (const std::exception&) {
       b = UINT32_MAX;
     }
-    if (b >= st.buckets.size())
+    if (b >= st.directory.buckets.size())
       return make_error(errc::bad_configuration, fmt::format("there is no {}", name));
-    self->send(st.buckets[b], fault_atom_v);
+    self->send(st.directory.buckets[b], fault_atom_v);
     return fmt::format("crashed {} (primary on '{}')", name,
-                       st.server_members[st.homes[b].primary_server].name);
+                       st.roster.server_members[st.directory.homes[b].primary_server].name);
   }
-  for (size_t i = 0; i < st.server_members.size(); ++i)
-    if (st.server_members[i].name == name && !st.server_members[i].lost) {
-      self->send(st.servers[i], fault_atom_v);
+  for (size_t i = 0; i < st.roster.server_members.size(); ++i)
+    if (st.roster.server_members[i].name == name && !st.roster.server_members[i].lost) {
+      self->send(st.roster.servers[i], fault_atom_v);
       return "crashed server " + name;
     }
-  for (size_t i = 0; i < st.worker_members.size(); ++i)
-    if (st.worker_members[i].name == name && !st.worker_members[i].lost) {
-      self->send(st.workers[i], fault_atom_v);
+  for (size_t i = 0; i < st.roster.worker_members.size(); ++i)
+    if (st.roster.worker_members[i].name == name && !st.roster.worker_members[i].lost) {
+      self->send(st.roster.workers[i], fault_atom_v);
       return "crashed worker " + name;
     }
   return make_error(errc::bad_configuration,

@@ -386,7 +386,8 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       }
   });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
-  if (!config.opts.resume.empty()) resume_or_stop(self, config.opts.resume, config.log);
+  if (!config.opts.resume.empty())
+    resume_or_stop(self, self->state.resume_from, config.opts.resume, config.log);
   config.log.info("waiting for {} workers (data parallel)", config.opts.workers);
   return {
       [=](join_atom, const wire& w, dp_worker_actor handle) {

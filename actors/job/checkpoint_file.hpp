@@ -7,6 +7,7 @@
 // Pure file I/O, no actors; the coordinator calls it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,13 +47,14 @@ caf::expected<loaded_checkpoint> read_newest_checkpoint(const std::string& dir);
 // taken (both coordinators start from it).
 caf::expected<checkpoint> read_resume_checkpoint(const std::string& dir, const logger& log);
 
-// A coordinator's start with --resume DIR: its state's `resume_from` is the checkpoint, or
-// the coordinator stops (job_failed) saying why.
+// A coordinator's start with --resume DIR: `into` (in its state) gets the checkpoint, or the
+// coordinator stops (job_failed) saying why.
 template <class Self>
-void resume_or_stop(Self* self, const std::string& dir, const logger& log) {
+void resume_or_stop(Self* self, std::optional<checkpoint>& into, const std::string& dir,
+                    const logger& log) {
   auto resumed = read_resume_checkpoint(dir, log);
   if (resumed) {
-    self->state.resume_from = std::move(*resumed);
+    into = std::move(*resumed);
     return;
   }
   log.error("cannot resume: {}", describe(resumed.error()));
