@@ -63,6 +63,7 @@ wire encode(const group_start& x);
 wire encode(const step_report& x);
 wire encode(const store_entry& x);
 wire encode(const collective_chunk& x);
+wire encode(const service_directory& x);
 
 // decode<T>(w) for every T that encode() takes.
 template <class T>

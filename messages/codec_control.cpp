@@ -40,6 +40,10 @@ caf::expected<endpoint> read_endpoint(schema::Endpoint::Reader in, const decode_
   return endpoint{std::move(*host), in.getPort()};
 }
 
+}  // namespace
+
+namespace detail {
+
 void write_placement(schema::Placement::Builder out, const placement& x) {
   out.setVersion(x.version);
   auto buckets = out.initBuckets(x.buckets.size());
@@ -79,7 +83,10 @@ caf::expected<placement> read_placement(schema::Placement::Reader in, decode_bud
   return x;
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::read_placement;
+using detail::write_placement;
 
 // -- handshake ----------------------------------------------------------------------------------
 

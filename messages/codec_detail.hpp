@@ -42,6 +42,14 @@ caf::expected<T> read_root(const wire& w, const codec_limits& limits, Read&& rea
 caf::expected<std::string> read_text(capnp::Text::Reader text, const decode_budget& budget,
                                      const char* what);
 
+void write_tables(capnp::List<schema::TableSpec>::Builder out,
+                  const std::vector<table_config>& tables);
+caf::expected<std::vector<table_config>> read_tables(capnp::List<schema::TableSpec>::Reader in,
+                                                     decode_budget& budget);
+
+void write_placement(schema::Placement::Builder out, const placement& x);
+caf::expected<placement> read_placement(schema::Placement::Reader in, decode_budget& budget);
+
 void write_shape(capnp::List<uint32_t>::Builder out, const std::vector<uint32_t>& shape);
 caf::expected<std::vector<uint32_t>> read_shape(capnp::List<uint32_t>::Reader in,
                                                 decode_budget& budget);

@@ -108,6 +108,31 @@ void write_optimizer(schema::Optimizer::Builder out, const optimizer_config& x) 
   out.setDashScaling(static_cast<schema::Optimizer::RootScaling>(x.dash_scaling));
 }
 
+void write_tables(capnp::List<schema::TableSpec>::Builder out,
+                  const std::vector<table_config>& tables) {
+  for (unsigned i = 0; i < tables.size(); ++i) {
+    out[i].setName(tables[i].name);
+    out[i].setRowDim(tables[i].row_dim);
+    out[i].setInitScale(tables[i].init_scale);
+    out[i].setCapacity(tables[i].capacity);
+  }
+}
+
+caf::expected<std::vector<table_config>> read_tables(capnp::List<schema::TableSpec>::Reader in,
+                                                     decode_budget& budget) {
+  if (in.size() > budget.limits.max_tensors)
+    return make_error(errc::message_too_large, "too many tables");
+  std::vector<table_config> out;
+  for (auto t : in) {
+    auto name = read_text(t.getName(), budget, "table name");
+    if (!name) return std::move(name.error());
+    if (t.getRowDim() == 0 || t.getRowDim() > (1u << 16) || !std::isfinite(t.getInitScale()))
+      return make_error(errc::malformed_message, "bad table " + *name);
+    out.push_back(table_config{std::move(*name), t.getRowDim(), t.getInitScale(), t.getCapacity()});
+  }
+  return out;
+}
+
 }  // namespace detail
 
 using detail::read_optimizer;
@@ -284,13 +309,7 @@ wire encode(const bucket_spec& x) {
   auto compensation = out.initCompensation();
   compensation.setKind(static_cast<schema::Compensation::Kind>(x.compensation.type));
   compensation.setLambda(x.compensation.lambda);
-  auto tables = out.initTables(x.tables.size());
-  for (unsigned i = 0; i < x.tables.size(); ++i) {
-    tables[i].setName(x.tables[i].name);
-    tables[i].setRowDim(x.tables[i].row_dim);
-    tables[i].setInitScale(x.tables[i].init_scale);
-    tables[i].setCapacity(x.tables[i].capacity);
-  }
+  detail::write_tables(out.initTables(x.tables.size()), x.tables);
   out.setBucketCount(x.bucket_count);
   out.setSeed(x.seed);
   out.setClip(x.clip);
@@ -320,17 +339,9 @@ caf::expected<bucket_spec> decode<bucket_spec>(const wire& w, const codec_limits
         auto compensation = read_compensation(in.getCompensation());
         if (!compensation) return std::move(compensation.error());
         x.compensation = *compensation;
-        const auto tables = in.getTables();
-        if (tables.size() > budget.limits.max_tensors)
-          return make_error(errc::message_too_large, "bucket spec: too many tables");
-        for (auto t : tables) {
-          auto name = detail::read_text(t.getName(), budget, "table name");
-          if (!name) return std::move(name.error());
-          if (t.getRowDim() == 0 || t.getRowDim() > (1u << 16) || !std::isfinite(t.getInitScale()))
-            return make_error(errc::malformed_message, "bucket spec: bad table " + *name);
-          x.tables.push_back(
-              table_config{std::move(*name), t.getRowDim(), t.getInitScale(), t.getCapacity()});
-        }
+        auto tables = detail::read_tables(in.getTables(), budget);
+        if (!tables) return std::move(tables.error());
+        x.tables = std::move(*tables);
         x.bucket_count = in.getBucketCount();
         if (x.bucket_count == 0 || (!x.tables.empty() && x.bucket >= x.bucket_count))
           return make_error(errc::malformed_message, "bucket spec: bad bucket count");

@@ -58,6 +58,7 @@ CAF_ADD_ATOM(troupe, troupe, run_atom, "run")
 CAF_ADD_ATOM(troupe, troupe, event_atom, "event")
 CAF_ADD_ATOM(troupe, troupe, step_atom, "step")
 CAF_ADD_ATOM(troupe, troupe, put_atom, "put")
+CAF_ADD_ATOM(troupe, troupe, service_atom, "service")
 CAF_ADD_ATOM(troupe, troupe, get_atom, "get")
 CAF_ADD_ATOM(troupe, troupe, form_atom, "form")
 CAF_ADD_ATOM(troupe, troupe, reduce_atom, "reduce")
@@ -146,6 +147,8 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vect
 //             (its unfinished batches go to the others); a server's buckets move to the other
 //             servers first (a copy is made where there is none), then it stops
 //   log:      a log level, and a node's name or "" for every node -> what was done
+//   service:  a parameter service's name -> its service_directory, its supervisor and its
+//             buckets (an app_node that serves it; a training job's coordinator serves none)
 using coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, server_actor>::with<wire>,
                      caf::replies_to<join_atom, wire, worker_actor>::with<wire>,
@@ -161,7 +164,9 @@ using coordinator_actor =
                      caf::replies_to<inspect_atom, std::string>::with<wire>,
                      caf::replies_to<checkpoint_atom>::with<std::string>,
                      caf::replies_to<drain_atom, std::string>::with<std::string>,
-                     caf::replies_to<log_atom, std::string, std::string>::with<std::string>>;
+                     caf::replies_to<log_atom, std::string, std::string>::with<std::string>,
+                     caf::replies_to<service_atom, std::string>::with<wire, caf::actor,
+                                                                      std::vector<bucket_actor>>>;
 
 // The only actor a node publishes: it hands out the coordinator to peers that prove they know
 // the cluster secret (runtime/include/troupe/auth.hpp).

@@ -426,6 +426,24 @@ struct Row {
   cells @0 :List(Text);
 }
 
+# -- an app's parameter service (troupe/parameter_service.hpp) ------------------------------------
+
+# What a remote actor needs to use a parameter service an app_node serves: its tensors in
+# order (the flat layout), its bucket plan, its client count and the timeout of each request.
+# The supervisor's and the buckets' handles travel beside it in the same actor message.
+struct ServiceDirectory {
+  tensors @0 :List(NamedShape);
+  plan @1 :Placement;
+  clients @2 :UInt32;
+  timeoutMs @3 :UInt64;
+  tables @4 :List(TableSpec);  # embedding tables, their rows hashed over the buckets
+}
+
+struct NamedShape {
+  name @0 :Text;
+  shape @1 :List(UInt32);
+}
+
 # -- data-parallel groups (--mode dp) --------------------------------------------------------------
 
 struct GroupStart {

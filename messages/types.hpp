@@ -283,6 +283,23 @@ struct job_checkpoint {
   double wall_s = 0;
 };
 
+// -- an app's parameter service -------------------------------------------------------------------
+
+struct named_shape {
+  std::string name;
+  std::vector<uint32_t> shape;
+};
+
+// A parameter service as an app_node serves it to remote actors (parameter_service::connect):
+// its tensors in order, its bucket plan, its client count and the timeout of each request.
+struct service_directory {
+  std::vector<named_shape> tensors;
+  placement plan;
+  uint32_t clients = 0;
+  uint64_t timeout_ms = 0;
+  std::vector<table_config> tables;  // embedding tables, their rows hashed over the buckets
+};
+
 // -- data-parallel groups (--mode dp) ---------------------------------------------------------
 
 // The coordinator forms a group generation: member `rank` of `size` trains with these

@@ -10,13 +10,16 @@
 #include <caf/io/middleman.hpp>
 #include <caf/send.hpp>
 
+#include <map>
 #include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "actors/app/parameter_service_parts.hpp"
 #include "actors/supervision/gatekeeper.hpp"
 #include "actors/supervision/supervisor.hpp"
+#include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
 
@@ -33,10 +36,23 @@ struct shown_supervisors {
   }
 };
 
+// The parameter services the app serves, by name, read by the inspector and written by serve().
+struct served_services {
+  std::mutex lock;
+  std::map<std::string, std::shared_ptr<parameter_service::shared>> entries;
+
+  std::shared_ptr<parameter_service::shared> find(const std::string& name) {
+    std::lock_guard<std::mutex> guard{lock};
+    auto it = entries.find(name);
+    return it == entries.end() ? nullptr : it->second;
+  }
+};
+
 struct app_node::shared {
   std::string name;
   uint16_t port = 0;
   std::shared_ptr<shown_supervisors> shown;
+  std::shared_ptr<served_services> served;
   coordinator_actor inspector;
   gatekeeper_actor gatekeeper;
   caf::actor_system* sys = nullptr;
@@ -55,6 +71,7 @@ struct inspector_config {
   std::shared_ptr<shown_supervisors> shown;
   std::chrono::milliseconds timeout;
   logger log;
+  std::shared_ptr<served_services> served;
 };
 
 caf::error no_job(const std::string& what) {
@@ -133,6 +150,14 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
       [=](drain_atom, const std::string&) -> caf::result<std::string> {
         return no_job("draining");
       },
+      [=](service_atom,
+          const std::string& name) -> caf::result<wire, caf::actor, std::vector<bucket_actor>> {
+        auto service = config.served->find(name);
+        if (!service)
+          return make_error(errc::bad_configuration,
+                            "this node serves no parameter service '" + name + "'");
+        return {encode(directory_of(*service)), service->supervisor, service->buckets};
+      },
       [=](log_atom, const std::string& level, const std::string&) -> caf::result<std::string> {
         log_level to;
         if (!parse_log_level(level, to))
@@ -152,9 +177,10 @@ caf::expected<app_node> app_node::start(caf::actor_system& sys, const launch_opt
   auto sh = std::make_shared<shared>();
   sh->name = node_name(opts);
   sh->shown = std::make_shared<shown_supervisors>();
+  sh->served = std::make_shared<served_services>();
   sh->sys = &sys;
   sh->inspector = sys.spawn(inspector, inspector_config{sh->name, to_string(opts.listen), sh->shown,
-                                                        opts.request_timeout, log});
+                                                        opts.request_timeout, log, sh->served});
   sh->gatekeeper =
       sys.spawn(gatekeeper, gatekeeper_config{opts.secret, sh->inspector, sh->inspector.address(),
                                               log.named("gatekeeper")});
@@ -174,6 +200,18 @@ caf::expected<app_node> app_node::start(caf::actor_system& sys, const launch_opt
 void app_node::show(const std::string& name, const caf::actor& supervisor) const {
   std::lock_guard<std::mutex> guard{shared_->shown->lock};
   shared_->shown->entries.emplace_back(name, caf::actor_cast<supervisor_actor>(supervisor));
+}
+
+caf::expected<caf::actor> app_node::join(caf::actor_system& sys, const launch_options& opts,
+                                         const logger& log) {
+  auto node = join_cluster(sys, opts, role::worker, node_name(opts), log);
+  if (!node) return std::move(node.error());
+  return caf::actor_cast<caf::actor>(*node);
+}
+
+void app_node::serve(const std::string& name, const parameter_service& service) const {
+  std::lock_guard<std::mutex> guard{shared_->served->lock};
+  shared_->served->entries[name] = service.shared_;
 }
 
 uint16_t app_node::port() const {

@@ -11,23 +11,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "actors/app/parameter_service_parts.hpp"
 #include "actors/bucket/parameter_bucket.hpp"
 #include "actors/supervision/supervisor.hpp"
+#include "actors/worker/chunk_rows.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
 #include "troupe/supervision.hpp"
 
 namespace troupe {
-
-struct parameter_service::shared {
-  flat_layout layout;
-  placement plan;
-  uint32_t clients = 0;
-  std::chrono::milliseconds timeout;
-  caf::actor supervisor;
-  std::vector<bucket_actor> buckets;  // as started; a client finds a restarted one again
-};
 
 struct parameter_client::state {
   std::shared_ptr<parameter_service::shared> service;
@@ -135,9 +128,14 @@ caf::expected<std::vector<bucket_spec>> bucket_specs(const parameter_service_con
     return make_error(errc::shape_mismatch, "initial values of another size than the tensors");
   std::vector<bucket_spec> specs;
   for (const auto& b : plan.buckets) {
-    const bucket_spec spec{b.bucket,           config.clients,
-                           config.optimizer,   gather(layout, b, initial),
-                           config.consistency, config.compensation};
+    bucket_spec spec{b.bucket,           config.clients,
+                     config.optimizer,   gather(layout, b, initial),
+                     config.consistency, config.compensation};
+    for (const auto& t : config.tables)
+      spec.tables.push_back(table_config{t.name, t.row_dim, t.init_scale, t.capacity});
+    spec.bucket_count = static_cast<uint32_t>(plan.buckets.size());
+    spec.seed = config.seed;
+    spec.clip = config.clip;
     auto checked = decode<bucket_spec>(encode(spec));
     if (!checked) return std::move(checked.error());
     specs.push_back(std::move(*checked));
@@ -167,8 +165,14 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
   if (config.tensors.empty() || config.clients == 0 || config.buckets == 0)
     return make_error(errc::bad_configuration,
                       "a parameter service needs tensors, a bucket and a client");
-  auto sh = std::make_shared<shared>(
-      shared{flat_layout{config.tensors}, {}, config.clients, config.timeout, {}, {}});
+  auto sh = std::make_shared<shared>(shared{flat_layout{config.tensors},
+                                            {},
+                                            config.clients,
+                                            config.timeout,
+                                            {},
+                                            {},
+                                            true,
+                                            config.tables});
   uint64_t rows = 0;
   for (const auto& t : config.tensors) rows += t.shape.empty() ? 1 : t.shape[0];
   if (config.buckets > rows)
@@ -203,6 +207,58 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
   return parameter_service{std::move(sh)};
 }
 
+service_directory directory_of(const parameter_service::shared& service) {
+  service_directory out;
+  for (const auto& t : service.layout.specs) out.tensors.push_back(named_shape{t.name, t.shape});
+  out.plan = service.plan;
+  out.clients = service.clients;
+  out.timeout_ms = static_cast<uint64_t>(service.timeout.count());
+  for (const auto& t : service.tables)
+    out.tables.push_back(table_config{t.name, t.row_dim, t.init_scale, t.capacity});
+  return out;
+}
+
+caf::expected<parameter_service> parameter_service::connect(caf::actor_system& sys,
+                                                            const caf::actor& node,
+                                                            const std::string& name,
+                                                            std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{sys};
+  caf::expected<parameter_service> out = make_error(errc::timeout, "no answer from the node");
+  self->request(caf::actor_cast<coordinator_actor>(node), timeout, service_atom_v, name)
+      .receive(
+          [&](const wire& w, const caf::actor& supervisor, std::vector<bucket_actor> buckets) {
+            auto dir = decode<service_directory>(w);
+            if (!dir) {
+              out = std::move(dir.error());
+              return;
+            }
+            std::vector<tensor_spec> tensors;
+            for (auto& t : dir->tensors) tensors.push_back(tensor_spec{t.name, t.shape});
+            std::vector<table_spec> tables;
+            for (auto& t : dir->tables)
+              tables.push_back(table_spec{t.name, t.row_dim, t.init_scale, t.capacity});
+            auto sh = std::make_shared<shared>(
+                shared{flat_layout{std::move(tensors)}, std::move(dir->plan), dir->clients,
+                       std::chrono::milliseconds(dir->timeout_ms), supervisor, std::move(buckets),
+                       false, std::move(tables)});
+            if (sh->buckets.size() != sh->plan.buckets.size() || !supervisor) {
+              out = make_error(errc::malformed_message,
+                               "service '" + name + "': a handle for every bucket");
+              return;
+            }
+            for (const auto& b : sh->plan.buckets)
+              for (const auto& s : b.slices)
+                if (!locate(sh->layout, s)) {
+                  out = make_error(errc::malformed_message,
+                                   "service '" + name + "': a plan that does not fit its tensors");
+                  return;
+                }
+            out = parameter_service{std::move(sh)};
+          },
+          [&](caf::error& err) { out = std::move(err); });
+  return out;
+}
+
 caf::expected<parameter_client> parameter_service::client(uint32_t id) const {
   if (id >= shared_->clients)
     return make_error(errc::bad_configuration,
@@ -219,6 +275,7 @@ caf::actor parameter_service::supervisor() const {
 }
 
 void parameter_service::stop() const {
+  if (!shared_->owned) return;  // connected to: the serving node stops it
   // A supervisor takes exit messages only from its parent, which this one has not; kill is
   // the one reason nobody can refuse, and the supervisor ends its buckets as it goes.
   caf::anon_send_exit(shared_->supervisor, caf::exit_reason::kill);
@@ -238,15 +295,29 @@ uint64_t parameter_client::pushes() const {
 
 void parameter_client::pull(caf::event_based_actor* self,
                             std::function<void(caf::expected<parameter_snapshot>)> done) const {
+  pull(self, {}, std::move(done));
+}
+
+void parameter_client::pull(caf::event_based_actor* self, std::vector<std::vector<uint64_t>> ids,
+                            std::function<void(caf::expected<parameter_snapshot>)> done) const {
   auto st = state_;
   const auto& plan = st->service->plan;
+  const auto& tables = st->service->tables;
+  if (ids.size() > tables.size())
+    return done(make_error(
+        errc::shape_mismatch,
+        fmt::format("rows of {} tables asked of a service with {}", ids.size(), tables.size())));
   auto gathered = std::make_shared<fan_in<parameter_snapshot>>();
-  gathered->waiting = plan.buckets.size();
+  const auto buckets = static_cast<uint32_t>(plan.buckets.size());
+  gathered->waiting = buckets;
   gathered->value.values.assign(size(), 0.0f);
-  gathered->value.clocks.resize(plan.buckets.size());
+  gathered->value.clocks.resize(buckets);
+  gathered->value.rows.ids = std::move(ids);
+  size_rows(tables, gathered->value.rows);
   gathered->finish = std::move(done);
-  for (uint32_t b = 0; b < plan.buckets.size(); ++b) {
-    const pull_request request{b, st->id, st->pushes};
+  for (uint32_t b = 0; b < buckets; ++b) {
+    const pull_request request{b, st->id, st->pushes,
+                               row_requests(tables, gathered->value.rows, b, buckets)};
     ask_bucket<pull_atom>(
         self, st, b, [request](bool) { return encode(request); },
         [st, gathered, b](const wire& w) {
@@ -257,6 +328,8 @@ void parameter_client::pull(caf::event_based_actor* self,
             return gathered->fail(make_error(errc::shape_mismatch,
                                              "bucket " + std::to_string(b) + " sent other slices"));
           scatter(service.layout, reply->tensors, gathered->value.values);
+          if (auto err = fill_rows(service.tables, reply->rows, gathered->value.rows))
+            return gathered->fail(std::move(err));
           gathered->value.clocks[b] = std::move(reply->clock);
           gathered->arrived();
         },
@@ -267,23 +340,56 @@ void parameter_client::pull(caf::event_based_actor* self,
 void parameter_client::push(caf::event_based_actor* self, std::span<const float> grad,
                             const parameter_snapshot& read,
                             std::function<void(caf::expected<push_outcome>)> done) const {
+  push(self, grad, read, {}, std::move(done));
+}
+
+namespace {
+
+// Whether `row_grads` fits the rows `read` pulled from a service with `tables`: none at all,
+// or a list per table of ids.size() x row_dim finite values.
+caf::error check_row_grads(const std::vector<table_spec>& tables, const sparse_rows_view& read,
+                           const std::vector<std::vector<float>>& row_grads) {
+  if (row_grads.empty()) return {};
+  if (row_grads.size() != tables.size() || read.ids.size() != tables.size())
+    return make_error(errc::shape_mismatch, "row gradients: one list per table of the service");
+  for (size_t t = 0; t < tables.size(); ++t) {
+    if (row_grads[t].size() != read.ids[t].size() * tables[t].row_dim)
+      return make_error(
+          errc::shape_mismatch,
+          fmt::format("row gradients of {}: {} values for {} rows of {}", tables[t].name,
+                      row_grads[t].size(), read.ids[t].size(), tables[t].row_dim));
+    if (!kernels::all_finite(row_grads[t]))
+      return make_error(errc::non_finite, "row gradients with NaN or Inf; nothing was pushed");
+  }
+  return {};
+}
+
+}  // namespace
+
+void parameter_client::push(caf::event_based_actor* self, std::span<const float> grad,
+                            const parameter_snapshot& read,
+                            const std::vector<std::vector<float>>& row_grads,
+                            std::function<void(caf::expected<push_outcome>)> done) const {
   auto st = state_;
   const auto& service = *st->service;
-  if (grad.size() != size() || read.clocks.size() != service.plan.buckets.size())
-    return done(make_error(
-        errc::shape_mismatch,
-        fmt::format("a gradient of {} values for a snapshot of {} buckets; "
-                    "this service has {} values in {} buckets",
-                    grad.size(), read.clocks.size(), size(), service.plan.buckets.size())));
+  const auto buckets = static_cast<uint32_t>(service.plan.buckets.size());
+  if (grad.size() != size() || read.clocks.size() != buckets)
+    return done(make_error(errc::shape_mismatch,
+                           fmt::format("a gradient of {} values for a snapshot of {} buckets; "
+                                       "this service has {} values in {} buckets",
+                                       grad.size(), read.clocks.size(), size(), buckets)));
   if (!kernels::all_finite(grad))
     return done(make_error(errc::non_finite, "a gradient with NaN or Inf; nothing was pushed"));
+  if (auto err = check_row_grads(service.tables, read.rows, row_grads)) return done(err);
+  const sparse_rows_view rows{read.rows.ids, {}, row_grads};
   const uint64_t clock = st->pushes++;
   auto gathered = std::make_shared<fan_in<push_outcome>>();
-  gathered->waiting = service.plan.buckets.size();
+  gathered->waiting = buckets;
   gathered->finish = std::move(done);
-  for (uint32_t b = 0; b < service.plan.buckets.size(); ++b) {
+  for (uint32_t b = 0; b < buckets; ++b) {
     auto request = std::make_shared<push_request>(push_request{
         b, st->id, clock, read.clocks[b], gather(service.layout, service.plan.buckets[b], grad)});
+    if (!row_grads.empty()) request->sparse = row_gradients(service.tables, rows, b, buckets);
     ask_bucket<push_atom>(
         self, st, b,
         [request](bool again) {

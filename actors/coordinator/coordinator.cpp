@@ -393,6 +393,13 @@ coordinator_actor::behavior_type coordinator(
       [=](log_atom, const std::string& level, const std::string& node) {
         return set_log_level(self, config, level, node);
       },
+      [=](service_atom,
+          const std::string& name) -> caf::result<wire, caf::actor, std::vector<bucket_actor>> {
+        return make_error(errc::bad_configuration,
+                          "no parameter service '" + name +
+                              "': a training job's parameters are its workers' (an app_node "
+                              "serves services)");
+      },
       [=](fault_atom, const std::string& name) -> caf::result<std::string> {
         auto done = inject_fault(self, name);
         if (!done) return std::move(done.error());

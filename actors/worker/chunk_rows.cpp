@@ -15,6 +15,11 @@ void prepare_chunk_rows(task_replica& replica, const std::vector<table_spec>& ta
     for (size_t t = 0; t < tables.size() && t < wanted.size(); ++t)
       rows.ids[t].insert(rows.ids[t].end(), wanted[t].begin(), wanted[t].end());
   }
+  size_rows(tables, rows);
+}
+
+void size_rows(const std::vector<table_spec>& tables, sparse_rows_view& rows) {
+  rows.ids.resize(tables.size());
   rows.values.resize(tables.size());
   rows.grads.resize(tables.size());
   for (size_t t = 0; t < tables.size(); ++t) {

@@ -16,6 +16,10 @@ namespace troupe {
 void prepare_chunk_rows(task_replica& replica, const std::vector<table_spec>& tables,
                         const work_chunk& chunk, sparse_rows_view& rows);
 
+// Sorts and de-duplicates each table's ids in `rows` (one entry per table, missing ones
+// empty) and sizes values and grads to match, zeroed.
+void size_rows(const std::vector<table_spec>& tables, sparse_rows_view& rows);
+
 // The part of `rows` that bucket `bucket` of `buckets` owns, as pull requests.
 std::vector<row_request> row_requests(const std::vector<table_spec>& tables,
                                       const sparse_rows_view& rows, uint32_t bucket,

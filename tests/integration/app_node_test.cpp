@@ -1,7 +1,8 @@
 // app_node with real actors and a real console handshake on loopback: a console that knows
 // the secret reads the tree of the supervisors an app showed (children, kinds, restarts) and
 // its node; one that does not is refused, as is a node of another wire schema version; the job
-// views and commands say there is no job.
+// views and commands say there is no job; a parameter service the node serves is pulled and
+// pushed by another process (service_peer).
 #define BOOST_TEST_MODULE app_node
 #include <boost/test/unit_test.hpp>
 
@@ -10,18 +11,24 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include <future>
+
 #include "actors/supervision/supervisor.hpp"
 #include "messages/codec.hpp"
 #include "messages/protocol.hpp"
+#include "tests/integration/child_process.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/app_node.hpp"
 #include "troupe/detail/join.hpp"
 #include "troupe/node.hpp"
+#include "troupe/parameter_service.hpp"
 #include "troupe/supervision.hpp"
 
 using namespace troupe;
+using troupe::testing::child_process;
 using troupe::testing::fails_with;
 using troupe::testing::is_error;
+using troupe::testing::scratch;
 using troupe::testing::succeeded;
 
 namespace {
@@ -149,6 +156,48 @@ BOOST_FIXTURE_TEST_CASE(a_node_of_another_schema_version_is_refused, fixture) {
   BOOST_TEST(why.find("speaks " + std::to_string(wire_schema_version - 1)) != std::string::npos,
              why);
   node->stop();
+}
+
+// The serving side: a service of 6 values in 2 buckets (sgd, lr 0.5) that the peer (client 1)
+// pulls and pushes gradient 1..6 into from its own process; then client 0 here reads the step.
+BOOST_FIXTURE_TEST_CASE(another_process_pulls_and_pushes_a_served_service, fixture) {
+  parameter_service_config config;
+  config.tensors = {{"w", {3, 2}}};
+  config.initial = {1, 1, 1, 1, 1, 1};
+  config.optimizer.type = optimizer_config::kind::sgd;
+  config.optimizer.lr = 0.5f;
+  config.buckets = 2;
+  config.clients = 2;
+  config.log = quiet;
+  auto service = parameter_service::start(*sys, config);
+  BOOST_TEST_REQUIRE(succeeded(service));
+  auto node = app_node::start(*sys, opts, quiet);
+  BOOST_TEST_REQUIRE(succeeded(node));
+  node->serve("params", *service);
+  child_process peer(
+      {SERVICE_PEER_BIN, "--coordinator", "127.0.0.1:" + std::to_string(node->port())},
+      scratch("service-peer.log").string(), {"TROUPE_SECRET=" + opts.secret});
+  const auto code = peer.wait(std::chrono::seconds(60));
+  BOOST_TEST_INFO("peer: " << peer.output());
+  BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
+  BOOST_TEST(peer.output().find("values: 0.5 0 -0.5 -1 -1.5 -2") != std::string::npos);
+  // The update landed in this process's buckets.
+  auto local = service->client(0);
+  BOOST_TEST_REQUIRE(succeeded(local));
+  std::promise<caf::expected<parameter_snapshot>> read;
+  sys->spawn([&, c = *local](caf::event_based_actor* self) -> caf::behavior {
+    c.pull(self, [&read, self](caf::expected<parameter_snapshot> s) {
+      read.set_value(std::move(s));
+      self->quit();
+    });
+    return {[](int) {}};
+  });
+  auto snapshot = read.get_future().get();
+  BOOST_TEST_REQUIRE(succeeded(snapshot));
+  const std::vector<float> expected = {0.5f, 0.0f, -0.5f, -1.0f, -1.5f, -2.0f};
+  BOOST_TEST(snapshot->values == expected, boost::test_tools::per_element());
+  node->stop();
+  service->stop();
 }
 
 BOOST_FIXTURE_TEST_CASE(a_node_needs_a_secret_and_a_free_port, fixture) {

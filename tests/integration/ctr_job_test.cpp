@@ -17,12 +17,6 @@ const std::vector<std::string> small_log = {"--train-examples", "30000", "--test
                                             "--vocabulary",     "5000",  "--epochs",        "3",
                                             "--log-level",      "warn",  "--blas-threads",  "1"};
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("troupe-ctr-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
 std::vector<std::string> command(std::vector<std::string> head) {
   head.insert(head.begin(), binary);
   head.insert(head.end(), small_log.begin(), small_log.end());

@@ -13,13 +13,6 @@
 
 namespace troupe::testing {
 
-inline std::filesystem::path scratch(const std::string& name) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("troupe-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
 // The binary, `head`, then `tail` (later flags win).
 inline std::vector<std::string> fmnist_command(std::vector<std::string> head,
                                                const std::vector<std::string>& tail) {

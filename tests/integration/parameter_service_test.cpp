@@ -1,7 +1,8 @@
 // The public parameter service with real actors: pulls and pushes through parameter_client
 // from an app's own actor, vector-clock staleness, refused gradients that change nothing, bad
 // configurations, a bucket that crashes and is restarted with its values, a stopped service
-// that answers with errors instead of hanging, and ssp holding a pull back.
+// that answers with errors instead of hanging, ssp holding a pull back, and embedding rows
+// pulled and pushed by id.
 #define BOOST_TEST_MODULE parameter_service
 #include <boost/test/unit_test.hpp>
 
@@ -195,5 +196,49 @@ BOOST_FIXTURE_TEST_CASE(ssp_holds_a_pull_until_the_slowest_client_is_within_the_
   // Two clocks ahead of a client that has not pushed: the bound is 1, so the pull waits, and
   // the service's timeout ends the wait.
   BOOST_TEST(fails_with(pull(fast), errc::timeout));
+  service->stop();
+}
+
+// Embedding rows through the client: rows hashed over both buckets are created on first read
+// (the same values on every read), a push with row gradients steps exactly those rows (SGD),
+// and row gradients that do not fit the pull are refused before anything is sent.
+BOOST_FIXTURE_TEST_CASE(embedding_rows_are_pulled_and_pushed_by_id, fixture) {
+  auto config = sgd_config(1);
+  config.tables = {{"emb", 2, 0.1f, 1000}};
+  config.seed = 7;
+  auto service = parameter_service::start(*sys, config);
+  BOOST_TEST_REQUIRE(succeeded(service));
+  auto c = service->client(0);
+  BOOST_TEST_REQUIRE(succeeded(c));
+  const std::vector<std::vector<uint64_t>> ids = {{42, 3, 42, 1000001, 8}};
+  auto pull_rows = [&] {
+    return in_actor<parameter_snapshot>(
+        [c = *c, ids](auto* self, auto done) { c.pull(self, ids, done); });
+  };
+  auto first = pull_rows();
+  BOOST_TEST_REQUIRE(succeeded(first));
+  const std::vector<uint64_t> sorted = {3, 8, 42, 1000001};
+  BOOST_TEST(first->rows.ids[0] == sorted, boost::test_tools::per_element());
+  BOOST_TEST_REQUIRE(first->rows.values[0].size() == 8u);
+  for (float v : first->rows.values[0]) BOOST_TEST(std::abs(v) <= 0.1f);
+  std::vector<std::vector<float>> row_grads = {{1, 2, 0, 0, 0, 0, -1, 4}};  // rows 3 and 1000001
+  const std::vector<float> dense(11, 0.0f);
+  auto pushed =
+      in_actor<push_outcome>([c = *c, dense, read = *first, row_grads](auto* self, auto done) {
+        c.push(self, dense, read, row_grads, done);
+      });
+  BOOST_TEST_REQUIRE(succeeded(pushed));
+  auto second = pull_rows();
+  BOOST_TEST_REQUIRE(succeeded(second));
+  for (size_t k = 0; k < 8; ++k)
+    BOOST_TEST(second->rows.values[0][k] == first->rows.values[0][k] - 0.5f * row_grads[0][k],
+               boost::test_tools::tolerance(1e-6f));
+  std::vector<std::vector<float>> short_grads = {{1, 2}};
+  auto refused =
+      in_actor<push_outcome>([c = *c, dense, read = *second, short_grads](auto* self, auto done) {
+        c.push(self, dense, read, short_grads, done);
+      });
+  BOOST_TEST(fails_with(refused, errc::shape_mismatch));
+  BOOST_TEST(c->pushes() == 1u);  // the refused push sent nothing
   service->stop();
 }

@@ -3,7 +3,9 @@
 // cluster secret); show() puts a supervisor and its children in the console's `tree`, with
 // their names, kinds, states and restarts. The console's `nodes` lists this node and `log`
 // changes its log level; the job views (workers, buckets, curve, diag, metrics) and the job
-// commands (fault, checkpoint, drain) answer that this node runs no training job.
+// commands (fault, checkpoint, drain) answer that this node runs no training job. serve()
+// makes a parameter service reachable from actors in other processes that join the node with
+// the same secret (parameter_service::connect).
 // Start it from main() after the actor system; stop() unpublishes it.
 #pragma once
 
@@ -17,6 +19,7 @@
 
 #include "troupe/log.hpp"
 #include "troupe/options.hpp"
+#include "troupe/parameter_service.hpp"
 
 namespace troupe {
 
@@ -27,9 +30,20 @@ class app_node {
   static caf::expected<app_node> start(caf::actor_system& sys, const launch_options& opts,
                                        const logger& log);
 
+  // Joins the app node at opts.coordinator with opts.secret (the same handshake, retried
+  // until opts.join_timeout) from another process, and returns its handle for
+  // parameter_service::connect. errc::authentication_failed for a wrong secret, errc::timeout
+  // when nobody answers. From main(), not from inside an actor.
+  static caf::expected<caf::actor> join(caf::actor_system& sys, const launch_options& opts,
+                                        const logger& log);
+
   // Shows `supervisor` (from spawn_supervisor) as `name` in the console's tree, its children
   // below it.
   void show(const std::string& name, const caf::actor& supervisor) const;
+
+  // Serves `service` as `name`: a node that joined with the secret gets its directory, its
+  // supervisor and its buckets, and then pulls and pushes the buckets directly.
+  void serve(const std::string& name, const parameter_service& service) const;
 
   uint16_t port() const;
   void stop() const;

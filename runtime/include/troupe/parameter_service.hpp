@@ -9,8 +9,10 @@
 // answer with its staleness. Every request has the service's timeout; a client that finds a
 // bucket gone asks the supervisor for the restarted one and tries once more.
 //
-// From main() (start, client, stop) and from inside event-based actors (pull, push). A client
-// belongs to one actor: its push count is the clock ssp/bsp gate its pulls by.
+// From main() (start, connect, client, stop) and from inside event-based actors (pull, push).
+// A client belongs to one actor: its push count is the clock ssp/bsp gate its pulls by. An
+// app_node can serve the service to actors in other processes (app_node::serve), which
+// reach it with parameter_service::connect.
 #pragma once
 
 #include <chrono>
@@ -41,6 +43,9 @@ struct parameter_service_config {
   update_rules rules;                        // optimizer kind app: its rule is one of these
   consistency_config consistency;            // async, ssp (bound), bsp
   compensation_config compensation;          // delay compensation of stale gradients
+  std::vector<table_spec> tables;            // embedding tables: rows hashed over the buckets
+  uint64_t seed = 0;                         // rows start from (seed, table, id)
+  float clip = 0;                            // clip each row gradient to this L2 norm (0: off)
   uint32_t buckets = 1;                      // at most one per row of the tensors
   uint32_t clients = 1;                      // the actors that push: client ids 0 .. clients - 1
   std::chrono::milliseconds timeout{10000};  // each pull or push of one bucket
@@ -48,10 +53,12 @@ struct parameter_service_config {
   logger log{"parameters"};
 };
 
-// A pull: the flat parameter values and, per bucket, the clock they were read at.
+// A pull: the flat parameter values, per bucket the clock they were read at, and the embedding
+// rows asked for (per table: ids sorted and unique, their values; grads sized for a push).
 struct parameter_snapshot {
   std::vector<float> values;
   std::vector<vector_clock> clocks;
+  sparse_rows_view rows;
 };
 
 // What the buckets said of a push: the largest staleness any of them counted (updates others
@@ -72,12 +79,24 @@ class parameter_client {
   void pull(caf::event_based_actor* self,
             std::function<void(caf::expected<parameter_snapshot>)> done) const;
 
+  // The same, with the embedding rows `ids` names (one list per table in the config's order,
+  // any order, repeats allowed; a row is created on first read). errc::shape_mismatch for
+  // more lists than tables.
+  void pull(caf::event_based_actor* self, std::vector<std::vector<uint64_t>> ids,
+            std::function<void(caf::expected<parameter_snapshot>)> done) const;
+
   // Pushes a flat gradient computed from `read`. A gradient of another size
   // (errc::shape_mismatch) or with NaN/Inf (errc::non_finite) is refused here, and nothing is
   // sent. `done` gets the outcome, or the first bucket's error; buckets that accepted keep
   // the update.
   void push(caf::event_based_actor* self, std::span<const float> grad,
             const parameter_snapshot& read,
+            std::function<void(caf::expected<push_outcome>)> done) const;
+
+  // The same, with gradients for the rows `read` pulled: read.rows.ids, and `row_grads` laid
+  // out as read.rows.grads (one list per table, ids.size() x row_dim values each).
+  void push(caf::event_based_actor* self, std::span<const float> grad,
+            const parameter_snapshot& read, const std::vector<std::vector<float>>& row_grads,
             std::function<void(caf::expected<push_outcome>)> done) const;
 
   struct state;  // the service's layout and buckets, this client's id and clock
@@ -95,18 +114,30 @@ class parameter_service {
   static caf::expected<parameter_service> start(caf::actor_system& sys,
                                                 parameter_service_config config);
 
-  // The client of id `id` (< clients): errc::bad_configuration otherwise.
+  // A service that an app_node in another process serves (app_node::serve): `node` is the
+  // handle join_cluster gave for that node (role worker, the cluster secret). Its clients
+  // pull and push over the network; the serving node owns it (stop() here does nothing).
+  // errc::bad_configuration when the node serves no service of that name, errc::timeout when
+  // it does not answer within `timeout`. From main(), not from inside an actor.
+  static caf::expected<parameter_service> connect(caf::actor_system& sys, const caf::actor& node,
+                                                  const std::string& name,
+                                                  std::chrono::milliseconds timeout);
+
+  // The client of id `id` (< clients): errc::bad_configuration otherwise. Clients of one id
+  // must be one actor, in whichever process: the id's push count is its clock.
   caf::expected<parameter_client> client(uint32_t id) const;
 
   // The supervisor of the buckets (console, supervision trees, child_of).
   caf::actor supervisor() const;
 
-  // Stops the supervisor and its buckets; clients then fail their requests.
+  // Stops the supervisor and its buckets (a service this process started); clients then fail
+  // their requests.
   void stop() const;
 
   struct shared;
 
  private:
+  friend class app_node;  // serves it to other processes
   explicit parameter_service(std::shared_ptr<shared> s) : shared_(std::move(s)) {}
   std::shared_ptr<shared> shared_;
 };

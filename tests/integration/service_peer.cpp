@@ -1,0 +1,85 @@
+// service_peer: the other process of app_node_test's remote parameter service test. Joins the
+// app node at --coordinator (TROUPE_SECRET), connects to its service "params", and as client 1
+// pulls, pushes the gradient 1, 2, ..., n once, and pulls again; prints "values: v0 v1 ..."
+// of that last pull and exits 0, or prints the error and exits 1. Also checks that a service
+// of another name is refused.
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "troupe/app_node.hpp"
+#include "troupe/error.hpp"
+#include "troupe/node.hpp"
+#include "troupe/parameter_service.hpp"
+
+using namespace troupe;
+
+namespace {
+
+int failed(const std::string& what, const caf::error& err) {
+  std::printf("%s: %s\n", what.c_str(), describe(err).c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3 || std::string{argv[1]} != "--coordinator") return 2;
+  launch_options opts;
+  auto address = parse_host_port(argv[2]);
+  const char* secret = std::getenv("TROUPE_SECRET");
+  if (!address || !secret) return 2;
+  opts.coordinator = *address;
+  opts.secret = secret;
+  opts.threads = 2;
+  opts.join_timeout = std::chrono::seconds(10);
+  opts.name = "service-peer";
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  const logger log{"service-peer", log_level::warn};
+  auto node = app_node::join(sys, opts, log);
+  if (!node) return failed("join", node.error());
+  const auto timeout = std::chrono::milliseconds(10000);
+  auto wrong = parameter_service::connect(sys, *node, "no-such-service", timeout);
+  if (wrong) {
+    std::printf("connect to no-such-service: it was found\n");
+    return 1;
+  }
+  auto service = parameter_service::connect(sys, *node, "params", timeout);
+  if (!service) return failed("connect", service.error());
+  auto client = service->client(1);
+  if (!client) return failed("client", client.error());
+  std::promise<caf::expected<std::vector<float>>> result;
+  sys.spawn([&, c = *client](caf::event_based_actor* self) -> caf::behavior {
+    auto finish = [&result, self](caf::expected<std::vector<float>> x) {
+      result.set_value(std::move(x));
+      self->quit();
+    };
+    c.pull(self, [=](caf::expected<parameter_snapshot> first) {
+      if (!first) return finish(std::move(first.error()));
+      std::vector<float> grad(c.size());
+      for (size_t i = 0; i < grad.size(); ++i) grad[i] = float(i + 1);
+      c.push(self, grad, *first, [=](caf::expected<push_outcome> pushed) {
+        if (!pushed) return finish(std::move(pushed.error()));
+        c.pull(self, [=](caf::expected<parameter_snapshot> second) {
+          if (!second) return finish(std::move(second.error()));
+          finish(second->values);
+        });
+      });
+    });
+    return {[](int) {}};  // answers nothing: it lives for the requests above
+  });
+  auto values = result.get_future().get();
+  if (!values) return failed("pull and push", values.error());
+  std::printf("values:");
+  for (float v : *values) std::printf(" %g", v);
+  std::printf("\n");
+  return 0;
+}
