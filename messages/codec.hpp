@@ -14,7 +14,7 @@
 
 namespace troupe {
 
-// Cap'n Proto bytes of one message. Registered with CAF in messages/type_ids.hpp.
+// Cap'n Proto bytes of one message. Registered with CAF in messages/protocol.hpp's type-id block.
 struct wire {
   std::vector<char> bytes;
 };

@@ -115,7 +115,8 @@ using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<buc
                                       caf::replies_to<metrics_atom>::with<std::string>,
                                       caf::reacts_to<log_atom, std::string>>;
 
-// A worker: trains on its shard once started, reporting each epoch to the coordinator.
+// A worker: once started, claims chunks of batches from the coordinator (claim), pulls,
+// computes and pushes each batch, and reports each finished chunk (progress).
 //   start:  start_job and one handle per bucket, in placement order
 //   stop:   as for servers
 //   pause:  -> true once no push is in flight; no new chunk starts until resume (checkpoints)
