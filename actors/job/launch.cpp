@@ -411,7 +411,7 @@ int run_app(int argc, char** argv, const app_description& app) {
     return 1;
   }
   std::shared_ptr<const training_task> task = std::move(*made);
-  if (opts->data_parallel) {
+  if (opts->data_parallel()) {
     if (auto err = check_nccl(*opts)) {
       fmt::print(stderr, "{}: --collective nccl: {}\n", app.name, describe(err));
       return 1;

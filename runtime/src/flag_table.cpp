@@ -61,19 +61,10 @@ std::vector<flag_spec> contract_flags() {
       toggle("insecure", "allow --listen on a non-loopback address (see docs/SECURITY.md)",
              field(&launch_options::insecure)),
       text("name", "NAME", "this node's name in logs and reports", field(&launch_options::name)),
-      custom(
-          "mode", "MODE",
-          "ps (parameter service: servers hold the parameters) | dp (data parallel: every "
-          "worker holds a replica and gradients are allreduced)",
-          scope::any,
-          [](const std::string& t, launch_options& o) {
-            if (t != "ps" && t != "dp")
-              return make_error(errc::bad_configuration,
-                                fmt::format("--mode must be ps or dp, not '{}'", t));
-            o.data_parallel = t == "dp";
-            return caf::error{};
-          },
-          [](const launch_options& o) { return o.data_parallel ? "dp" : "ps"; }),
+      choice("mode", "MODE",
+             "ps (parameter service: servers hold the parameters) | dp (data parallel: every "
+             "worker holds a replica and gradients are allreduced)",
+             field(&launch_options::mode), {job_mode::ps, job_mode::dp}),
   };
 }
 

@@ -69,9 +69,9 @@ caf::expected<std::map<std::string, std::string>> collect(
 caf::error check_scopes(const std::map<std::string, std::string>& given, const launch_options& o) {
   for (const auto& f : flag_table()) {
     if (!given.count(f.name)) continue;
-    if (f.scope == flag_scope::dp && !o.data_parallel)
+    if (f.scope == flag_scope::dp && !o.data_parallel())
       return make_error(errc::bad_configuration, fmt::format("--{} is for --mode dp", f.name));
-    if (f.scope == flag_scope::ps && o.data_parallel)
+    if (f.scope == flag_scope::ps && o.data_parallel())
       return make_error(errc::bad_configuration,
                         fmt::format("--{} belongs to the parameter service (--mode ps); a "
                                     "data-parallel job has no servers",
@@ -86,7 +86,7 @@ caf::error apply_torchrun(std::map<std::string, std::string>& values, launch_opt
   if (!values.count("torchrun-rank") || values.count("role")) return {};
   uint32_t rank = 0;
   if (auto err = parse_number("RANK", values["torchrun-rank"], rank)) return err;
-  if (out.data_parallel) {  // rank 0 coordinates and trains; WORLD_SIZE counts trainers
+  if (out.data_parallel()) {  // rank 0 coordinates and trains; WORLD_SIZE counts trainers
     out.role = rank == 0 ? node_role::coordinator : node_role::worker;
     out.dp.coordinator_trains = rank == 0;
     if (values.count("torchrun-world") && !values.count("workers"))
@@ -293,6 +293,10 @@ std::vector<std::pair<std::string, std::string>> flag_settings(const launch_opti
     if (f.name != "help") out.emplace_back(f.name, f.show(o));
   for (const auto& [name, value] : o.app) out.emplace_back(name, value);
   return out;
+}
+
+const char* to_string(job_mode m) {
+  return m == job_mode::dp ? "dp" : "ps";
 }
 
 const char* to_string(reduction_kind k) {

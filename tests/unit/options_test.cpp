@@ -631,11 +631,11 @@ BOOST_AUTO_TEST_CASE(dash_flags) {
 BOOST_AUTO_TEST_CASE(data_parallel_mode_and_its_flags) {
   auto ps = parse({});
   BOOST_TEST_REQUIRE(bool(ps));
-  BOOST_TEST(!ps->data_parallel);
+  BOOST_TEST(!ps->data_parallel());
   auto dp = parse({"--mode", "dp", "--bucket-mb", "0.25", "--no-overlap", "--checksum-every", "7",
                    "--max-workers", "4"});
   BOOST_TEST_REQUIRE(bool(dp));
-  BOOST_TEST(dp->data_parallel);
+  BOOST_TEST(dp->data_parallel());
   BOOST_TEST(std::string{to_string(dp->dp.collective)} == "gloo");
   BOOST_TEST(dp->dp.bucket_mb == 0.25);
   BOOST_TEST(!dp->dp.overlap);

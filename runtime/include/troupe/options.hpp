@@ -56,8 +56,12 @@ struct diag_thresholds {
 enum class reduction_kind : uint8_t { flat, two_level, automatic };
 // --dash-device: where this node's buckets step DASH.
 enum class dash_device_kind : uint8_t { cpu, gpu };
-// The names the flags use: flat | two-level | auto, cpu | gpu.
+// --mode: the parameter service (servers hold the parameters) or data parallel (every worker
+// holds a replica and gradients are allreduced).
+enum class job_mode : uint8_t { ps, dp };
+// The names the flags use: flat | two-level | auto, cpu | gpu, ps | dp.
 const char* to_string(reduction_kind k);
+const char* to_string(job_mode m);
 const char* to_string(dash_device_kind k);
 
 // --mode dp: what a data-parallel job adds (see actors/dp/dp_trainer.hpp).
@@ -73,7 +77,8 @@ struct dp_options {
 
 struct launch_options {
   node_role role = node_role::embedded;
-  bool data_parallel = false;  // --mode dp: workers allreduce gradients; no servers
+  job_mode mode = job_mode::ps;
+  bool data_parallel() const { return mode == job_mode::dp; }  // workers allreduce; no servers
   dp_options dp;
   host_port listen{"127.0.0.1", 7600};
   host_port coordinator{"127.0.0.1", 7600};
