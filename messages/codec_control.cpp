@@ -120,6 +120,7 @@ wire encode(const challenge& x) {
   out.setSession(x.session);
   detail::write_bytes(out.initGatekeeperNonce(x.gatekeeper_nonce.size()), x.gatekeeper_nonce);
   detail::write_bytes(out.initGatekeeperProof(x.gatekeeper_proof.size()), x.gatekeeper_proof);
+  out.setSchemaVersion(x.schema_version);
   return detail::to_wire(message);
 }
 
@@ -131,7 +132,8 @@ caf::expected<challenge> decode<challenge>(const wire& w, const codec_limits& li
         if (!nonce) return std::move(nonce.error());
         auto mac = detail::read_bytes(in.getGatekeeperProof(), max_nonce_bytes, "proof");
         if (!mac) return std::move(mac.error());
-        return challenge{in.getSession(), std::move(*nonce), std::move(*mac)};
+        return challenge{in.getSession(), std::move(*nonce), std::move(*mac),
+                         in.getSchemaVersion()};
       });
 }
 

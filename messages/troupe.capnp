@@ -216,6 +216,7 @@ struct Challenge {
   session @0 :UInt64;
   gatekeeperNonce @1 :Data;
   gatekeeperProof @2 :Data;
+  schemaVersion @3 :UInt32;  # the gatekeeper's; 0 from gatekeepers before it
 }
 
 # Step 3: node -> gatekeeper. nodeProof = HMAC(secret, "troupe-node" | gatekeeperNonce |

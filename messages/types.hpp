@@ -107,6 +107,7 @@ struct challenge {
   uint64_t session = 0;
   std::vector<uint8_t> gatekeeper_nonce;
   std::vector<uint8_t> gatekeeper_proof;
+  uint32_t schema_version = wire_schema_version;  // the gatekeeper's; the node checks it too
 };
 
 struct proof {

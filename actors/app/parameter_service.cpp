@@ -255,7 +255,12 @@ caf::expected<parameter_service> parameter_service::connect(caf::actor_system& s
                 }
             out = parameter_service{std::move(sh)};
           },
-          [&](caf::error& err) { out = std::move(err); });
+          [&](caf::error& err) {
+            if (err == caf::sec::request_timeout || err == caf::sec::request_receiver_down)
+              out = make_error(errc::timeout, "the node did not answer for service '" + name + "'");
+            else
+              out = std::move(err);
+          });
   return out;
 }
 

@@ -111,24 +111,6 @@ uint64_t bucket_store::apply_rows(const std::vector<sparse_rows>& rows, float lr
   return refused;
 }
 
-update_rules bucket_store::rules() const {
-  update_rules out;
-  if (rule_) out.add(*rule_);
-  return out;
-}
-
-caf::error bucket_store::rule_refused(uint64_t slices, uint64_t rows) {
-  if (slices == 0 && rows == 0) return {};
-  ++rejected_;
-  if (!rule_)
-    return make_error(errc::bad_configuration,
-                      fmt::format("bucket {}: no update rule '{}' here", id_, optimizer_.rule));
-  return make_error(errc::non_finite,
-                    fmt::format("bucket {}: update rule '{}' made {} slices and {} rows "
-                                "non-finite; they keep their values",
-                                id_, optimizer_.rule, slices, rows));
-}
-
 caf::error bucket_store::validate(const push_request& push) const {
   auto bad = [&](errc code, std::string what) {
     return make_error(code, fmt::format("bucket {}: {}", id_, what));
@@ -256,6 +238,7 @@ double bucket_store::update_variance() const {
 }
 
 caf::error bucket_store::apply_now(push_request& push, uint64_t staleness) {
+  auto undo = remember_for_rule(row_ids_of(push.sparse));
   uint64_t refused = 0;
   for (size_t i = 0; i < slices_.size(); ++i) {
     compensate(push.worker, i, push.dense[i].values);
@@ -263,11 +246,15 @@ caf::error bucket_store::apply_now(push_request& push, uint64_t staleness) {
   }
   const float lr_scale = optimizer_.lr_staleness ? 1.0f / (1.0f + float(staleness)) : 1.0f;
   const uint64_t rows = apply_rows(push.sparse, lr_scale);
+  if (refused || rows) {  // only an app's rule refuses: the push is applied whole or not at all
+    undo_rule(*undo);
+    return rule_refused(refused, rows);
+  }
   clock_.tick(push.worker);
   ++version_;
   ++applied_;
   record(staleness);
-  return rule_refused(refused, rows);
+  return {};
 }
 
 void bucket_store::collect_round(const push_request& push) {
@@ -305,6 +292,12 @@ caf::error bucket_store::finish_round_if_complete() {
     std::fill(in_round_.begin(), in_round_.end(), round_none);
     return {};
   }
+  std::vector<std::pair<size_t, std::vector<uint64_t>>> round_ids;
+  for (size_t t = 0; t < tables_.size() && optimizer_.type == opt_kind::app; ++t) {
+    round_ids.emplace_back(t, std::vector<uint64_t>{});
+    for (const auto& [id, sum] : round_rows_[t]) round_ids.back().second.push_back(id);
+  }
+  auto undo = remember_for_rule(round_ids);
   uint64_t refused = 0, rows = 0;
   for (size_t i = 0; i < slices_.size(); ++i) {
     auto& sum = round_sum_[i];
@@ -321,6 +314,14 @@ caf::error bucket_store::finish_round_if_complete() {
     rows += tables_[t].apply(average, 1.0f);
     round_rows_[t].clear();
   }
+  if (refused || rows) {  // an app's rule refused the round: nothing applied, the clocks move
+    undo_rule(*undo);
+    for (uint32_t w = 0; w < workers_; ++w)
+      if (in_round_[w] != round_none) gate_.skip(w);
+    std::fill(in_round_.begin(), in_round_.end(), round_none);
+    rejected_ += contributors;
+    return rule_refused(refused, rows);
+  }
   for (uint32_t w = 0; w < workers_; ++w) {
     if (in_round_[w] == round_pushed) clock_.tick(w);
     if (in_round_[w] == round_skipped) gate_.skip(w);
@@ -328,7 +329,7 @@ caf::error bucket_store::finish_round_if_complete() {
   std::fill(in_round_.begin(), in_round_.end(), round_none);
   ++version_;
   applied_ += contributors;
-  return rule_refused(refused, rows);
+  return {};
 }
 
 caf::error bucket_store::expand_signs(push_request& push) const {
@@ -360,13 +361,13 @@ bool bucket_store::counts_as_step(const push_request& push) const {
          (in_round_.empty() || in_round_[push.worker] == round_none);
 }
 
-void bucket_store::skip_step(uint32_t worker) {
+caf::error bucket_store::skip_step(uint32_t worker) {
   if (in_round_.empty()) {
     gate_.skip(worker);
-  } else {
-    in_round_[worker] = round_skipped;
-    finish_round_if_complete();  // a rule's refusal counts as rejected
+    return {};
   }
+  in_round_[worker] = round_skipped;
+  return finish_round_if_complete();
 }
 
 bool bucket_store::duplicate(const push_request& push) const {
@@ -384,9 +385,10 @@ caf::expected<push_ack> bucket_store::apply(push_request push) {
   // worker's clock, so that ssp and bsp keep in step with it.
   if (push.skipped && counts_as_step(push)) {
     counted(push);
-    skip_step(push.worker);
+    caf::error closed = skip_step(push.worker);  // may close a round an app's rule refuses
     ++skipped_;
-    if (push.last) retire(push.worker);
+    if (push.last && !closed) closed = retire(push.worker);
+    if (closed) return closed;
     return push_ack{id_, version_, 0};
   }
   caf::error err = expand_signs(push);
@@ -404,11 +406,16 @@ caf::expected<push_ack> bucket_store::apply(push_request push) {
   const uint64_t staleness = clock_.staleness_since(push.read_clock);
   if (in_round_.empty()) {
     err = apply_now(push, staleness);
+    if (err) {  // an app's rule refused it: counted as rejected, the clock moves as for a skip
+      ++rejected_;
+      gate_.skip(push.worker);
+    }
   } else {
     collect_round(push);
     err = finish_round_if_complete();
   }
-  if (push.last) retire(push.worker);
+  if (push.last)
+    if (auto closed = retire(push.worker); !err) err = std::move(closed);
   if (err) return err;
   return push_ack{id_, version_, in_round_.empty() ? staleness : 0};
 }
@@ -480,9 +487,9 @@ uint64_t bucket_store::admit(uint32_t worker) {
   return start;
 }
 
-void bucket_store::retire(uint32_t worker) {
+caf::error bucket_store::retire(uint32_t worker) {
   gate_.retire(worker);
-  if (!in_round_.empty()) finish_round_if_complete();  // a rule's refusal counts as rejected
+  return in_round_.empty() ? caf::error{} : finish_round_if_complete();
 }
 
 pull_reply bucket_store::snapshot() const {

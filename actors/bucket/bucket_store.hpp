@@ -45,8 +45,9 @@ class bucket_store {
   // Applies (async, ssp) or collects (bsp) one gradient push, dense or sign-compressed (one
   // sign tensor per slice); errc::unknown_bucket,
   // shape_mismatch, malformed_message or non_finite on a push that does not fit, counted as
-  // rejected. A push with `last` set retires its worker from the consistency gate. An app's
-  // rule that makes values non-finite leaves those values as they were: errc::non_finite.
+  // rejected. A push with `last` set retires its worker from the consistency gate. A push
+  // (or bsp round) that an app's rule makes non-finite anywhere is not applied at all:
+  // errc::non_finite, counted as rejected; the worker's clock moves as for a skipped step.
   caf::expected<push_ack> apply(push_request push);
 
   // Whether `push` was already applied (or counted) here. A worker resends a push whose ack it
@@ -65,8 +66,9 @@ class bucket_store {
   // than the threshold since the worker last got them are sent, as row ranges of the slices.
   pull_reply grant_pull(uint32_t worker, uint64_t worker_clock);
 
-  // A worker that finished or was lost no longer holds back the others.
-  void retire(uint32_t worker);
+  // A worker that finished or was lost no longer holds back the others. Under bsp that may
+  // close a round; the error of an app's rule that refused it comes back (nothing applied).
+  caf::error retire(uint32_t worker);
 
   // Makes room for a worker that joins a running job (rank `worker`, the next one) and
   // returns the clock it starts at: the slowest live worker's, so that ssp and bsp neither
@@ -128,7 +130,7 @@ class bucket_store {
   caf::error expand_signs(push_request& push) const;
   caf::error validate(const push_request& push) const;
   bool counts_as_step(const push_request& push) const;
-  void skip_step(uint32_t worker);
+  caf::error skip_step(uint32_t worker);
   void compensate(uint32_t worker, size_t slice, std::vector<float>& grad);
   // False when an app's rule left the slice unchanged (non-finite result).
   bool step(size_t slice, std::vector<float>& grad, uint64_t staleness);
@@ -136,7 +138,18 @@ class bucket_store {
   caf::error apply_now(push_request& push, uint64_t staleness);
   void collect_round(const push_request& push);
   caf::error finish_round_if_complete();
-  caf::error rule_refused(uint64_t slices, uint64_t rows);
+  caf::error rule_refused(uint64_t slices, uint64_t rows) const;
+  // --optimizer NAME: everything a push or round may change, kept to undo it whole when the
+  // app's rule makes any value non-finite (none for other optimizers).
+  struct rule_undo {
+    std::vector<std::vector<float>> theta, m, v;
+    std::vector<std::pair<size_t, sparse_table::row_copies>> rows;  // table index, its rows
+  };
+  std::optional<rule_undo> remember_for_rule(
+      const std::vector<std::pair<size_t, std::vector<uint64_t>>>& rows) const;
+  void undo_rule(rule_undo& undo);
+  std::vector<std::pair<size_t, std::vector<uint64_t>>> row_ids_of(
+      const std::vector<sparse_rows>& rows) const;
   void record(uint64_t staleness);
   void observe_norm(const push_request& push);
   std::vector<dense_tensor> changed_rows(uint32_t worker);

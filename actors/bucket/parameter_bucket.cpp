@@ -334,7 +334,8 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
       [=](stats_atom) -> wire { return encode(self->state.store->stats()); },
       [=](retire_atom, uint32_t worker) {
         if (!from_controller_or_primary(self, config)) return refuse("a retire");
-        self->state.store->retire(worker);  // may complete a bsp round: DASH steps
+        if (auto refused = self->state.store->retire(worker))  // may complete a bsp round
+          config.log.warn("{}", describe(refused));
         step_deferred_dash(self, config, device_deadline(config), [self, worker] {
           if (self->state.backup) self->send(*self->state.backup, retire_atom_v, worker);
           release_held_pulls(self);

@@ -146,6 +146,24 @@ uint64_t sparse_table::apply(const sparse_rows& grads, float lr_scale) {
   return refused;
 }
 
+sparse_table::row_copies sparse_table::copy_rows(const std::vector<uint64_t>& ids) const {
+  row_copies out{ids, {}};
+  for (uint64_t id : ids) {
+    auto it = rows_.find(id);
+    out.rows.push_back(it == rows_.end() ? std::nullopt : std::optional<row>{it->second});
+  }
+  return out;
+}
+
+void sparse_table::restore_rows(row_copies copies) {
+  for (size_t i = 0; i < copies.ids.size(); ++i) {
+    if (copies.rows[i])
+      rows_[copies.ids[i]] = std::move(*copies.rows[i]);
+    else
+      rows_.erase(copies.ids[i]);
+  }
+}
+
 }  // namespace troupe
 
 namespace troupe {

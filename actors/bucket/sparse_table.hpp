@@ -7,6 +7,7 @@
 
 #include <caf/expected.hpp>
 
+#include <optional>
 #include <unordered_map>
 
 #include "messages/types.hpp"
@@ -43,14 +44,22 @@ class sparse_table {
   // Returns the rows an app's update rule left unchanged because it made them non-finite.
   uint64_t apply(const sparse_rows& grads, float lr_scale);
 
- private:
   struct row {
     std::vector<float> value;
     std::vector<float> m;  // momentum velocity, Adam's first moment or an app rule's
     std::vector<float> v;  // Adam's second moment or an app rule's
     uint64_t steps = 0;
   };
+  // Rows `ids` as they are now (none for a row not created yet), and putting them back: an
+  // app rule's push is applied whole or not at all (bucket_store).
+  struct row_copies {
+    std::vector<uint64_t> ids;
+    std::vector<std::optional<row>> rows;
+  };
+  row_copies copy_rows(const std::vector<uint64_t>& ids) const;
+  void restore_rows(row_copies copies);
 
+ private:
   row& find_or_create(uint64_t id);
   caf::error check_ids(const std::vector<uint64_t>& ids) const;
 

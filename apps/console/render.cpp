@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 
 #include "messages/json.hpp"
@@ -12,11 +14,12 @@ namespace troupe::console {
 
 namespace {
 
+// A finite decimal number (strtod alone also takes "inf", "nan" and hex).
 bool is_number(const std::string& s) {
-  if (s.empty()) return false;
+  if (s.empty() || s.find_first_not_of("0123456789+-.eE") != std::string::npos) return false;
   char* end = nullptr;
-  std::strtod(s.c_str(), &end);
-  return end == s.c_str() + s.size();
+  const double x = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && std::isfinite(x);
 }
 
 std::string csv_cell(const std::string& cell) {
@@ -37,6 +40,10 @@ std::string as_json(const table_view& t) {
       const auto& cell = row[c];
       if (cell == "-")
         object[t.columns[c]] = nullptr;
+      else if (int64_t whole = 0;
+               std::from_chars(cell.data(), cell.data() + cell.size(), whole).ptr ==
+               cell.data() + cell.size())
+        object[t.columns[c]] = whole;
       else if (is_number(cell))
         object[t.columns[c]] = std::strtod(cell.c_str(), nullptr);
       else

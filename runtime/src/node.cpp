@@ -1,6 +1,7 @@
 #include "troupe/node.hpp"
 
 #include <cblas.h>
+#include <fmt/format.h>
 #include <unistd.h>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
@@ -103,6 +104,12 @@ caf::expected<coordinator_actor> join_cluster(caf::actor_system& sys, const laun
       .receive([&](const wire& w) { offered = decode<challenge>(w); },
                [&](caf::error& err) { offered = std::move(err); });
   if (!offered) return std::move(offered.error());
+  if (offered->schema_version != wire_schema_version)  // a gatekeeper of another version
+    return make_error(
+        errc::bad_configuration,
+        fmt::format("the coordinator at {} speaks wire schema version {}, this "
+                    "node speaks {}: run the same Troupe version on both",
+                    to_string(opts.coordinator), offered->schema_version, wire_schema_version));
   const auto expected_proof = auth::gatekeeper_proof(opts.secret, nonce, offered->gatekeeper_nonce);
   if (!auth::proofs_match(expected_proof, offered->gatekeeper_proof))
     return make_error(errc::authentication_failed,

@@ -171,7 +171,10 @@ BOOST_AUTO_TEST_CASE(small_buckets_reduced_during_backward_agree_with_one_bucket
   BOOST_TEST_REQUIRE(whole.finished);
   BOOST_TEST_REQUIRE(buckets.finished);
   BOOST_TEST(relative_difference(buckets.params, whole.params) <= 1e-6);
-  BOOST_TEST(json_number(buckets.report, "overlap").value_or(0) > 0);
+  // How much of the allreduce backward hides is timing, which apps/bench/dp_overlap_netns.sh
+  // measures; on a loaded machine it can be none (this check once read 0 under ctest).
+  const double overlap = json_number(buckets.report, "overlap").value_or(-1);
+  BOOST_TEST((overlap >= 0 && overlap <= 1), overlap);
   BOOST_TEST(json_number(whole.report, "overlap").value_or(1) < 0.5);
 }
 

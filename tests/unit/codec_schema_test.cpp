@@ -137,6 +137,10 @@ BOOST_AUTO_TEST_CASE(hello_carries_the_schema_version) {
   auto z = decode<hello>(to_wire(message));
   BOOST_TEST_REQUIRE(succeeded(z));
   BOOST_TEST(z->schema_version == 0u);
+  // The gatekeeper's challenge carries its version too, for the joining node to check.
+  auto c = decode<challenge>(encode(challenge{7, std::vector<uint8_t>(32, 2), {1, 2}}));
+  BOOST_TEST_REQUIRE(succeeded(c));
+  BOOST_TEST(c->schema_version == wire_schema_version);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -130,6 +130,33 @@ BOOST_AUTO_TEST_CASE(non_finite_results_change_nothing) {
   BOOST_TEST(store.slices()[0].values[0] == before[0] - 0.25f);
 }
 
+// A push whose second slice the rule breaks applies nothing at all: not the first slice, not
+// its rows, no update counted; the next good push applies as if the bad one never came.
+BOOST_AUTO_TEST_CASE(a_refused_push_is_applied_whole_or_not_at_all) {
+  const auto rules = rules_with(breaks_on_large());
+  auto spec = rule_spec(app_optimizer("breaks"));
+  spec.tensors.push_back(dense_tensor{"b", {2}, 0, {5.0f, 6.0f}});
+  bucket_store store{spec, rules};
+  BOOST_TEST_REQUIRE(succeeded(store.read_rows({row_request{"emb", {5}}})));
+  const auto w_before = store.slices()[0].values;
+  const auto b_before = store.slices()[1].values;
+  push_request bad = push_of(0, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f});
+  bad.dense.push_back(dense_tensor{"b", {2}, 0, {3.0f, 0.5f}});  // breaks slice b
+  BOOST_TEST(fails_with(store.apply(bad), errc::non_finite));
+  BOOST_TEST(store.slices()[0].values == w_before, boost::test_tools::per_element());
+  BOOST_TEST(store.slices()[1].values == b_before, boost::test_tools::per_element());
+  auto row = store.read_rows({row_request{"emb", {5}}});
+  BOOST_TEST_REQUIRE(succeeded(row));
+  BOOST_TEST((*row)[0].values[0] == 0.0f);
+  BOOST_TEST(store.stats().updates_applied == 0u);
+  BOOST_TEST(store.stats().updates_rejected == 1u);
+  push_request good = push_of(1, {0.5f, 0.5f, 0.5f});
+  good.dense.push_back(dense_tensor{"b", {2}, 0, {0.5f, 0.5f}});
+  BOOST_TEST_REQUIRE(succeeded(store.apply(good)));
+  BOOST_TEST(store.slices()[1].values[0] == 5.0f - 0.25f);
+  BOOST_TEST(store.stats().updates_applied == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(a_bucket_without_the_rule_refuses_pushes) {
   bucket_store store{rule_spec(app_optimizer("adagrad"))};
   const auto before = store.slices()[0].values;

@@ -5,7 +5,8 @@
 // row it updates, after staleness compensation and clipping; the rule must depend on its
 // arguments alone. Its state is up to two per-value moments that the bucket keeps, saves in
 // checkpoints and copies to backups as it does Adam's. A rule that leaves a non-finite value
-// changes nothing: the bucket keeps the old values and answers the push with an error.
+// anywhere in a push (or bsp round) changes nothing: the bucket keeps every old value and
+// answers the push with errc::non_finite, counted as rejected.
 #pragma once
 
 #include <cstdint>
