@@ -25,14 +25,8 @@ bool step_app_rule(const std::optional<update_rule>& rule, const optimizer_confi
                    std::vector<float>& theta, std::vector<float>& m, std::vector<float>& v,
                    const std::vector<float>& grad, uint64_t step, float lr) {
   if (!rule) return false;
-  std::vector<float> new_theta = theta, new_m = m, new_v = v;
-  rule->apply(update_args{new_theta, grad, new_m, new_v, step, lr, &o});
-  if (!kernels::all_finite(new_theta) || !kernels::all_finite(new_m) || !kernels::all_finite(new_v))
-    return false;
-  theta.swap(new_theta);
-  m.swap(new_m);
-  v.swap(new_v);
-  return true;
+  rule->apply(update_args{theta, grad, m, v, step, lr, &o});
+  return kernels::all_finite(theta) && kernels::all_finite(m) && kernels::all_finite(v);
 }
 
 }  // namespace troupe

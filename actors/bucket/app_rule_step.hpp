@@ -14,8 +14,8 @@ namespace troupe {
 // its own count (0 when this process lacks the rule).
 unsigned moments_of(const optimizer_config& o, const std::optional<update_rule>& rule);
 
-// Runs `rule` on copies of theta, m and v and keeps the result only when every value is
-// finite; false (nothing changed) otherwise, or when there is no rule.
+// Runs `rule` on theta, m and v in place; false when a value came out non-finite, or when
+// there is no rule. The caller undoes a refused push whole (bucket_store's rule_undo).
 bool step_app_rule(const std::optional<update_rule>& rule, const optimizer_config& o,
                    std::vector<float>& theta, std::vector<float>& m, std::vector<float>& v,
                    const std::vector<float>& grad, uint64_t step, float lr);

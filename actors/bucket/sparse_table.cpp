@@ -136,10 +136,7 @@ uint64_t sparse_table::apply(const sparse_rows& grads, float lr_scale) {
       case opt_kind::dash:  // rows take AdamW (the constructor)
         break;
       case opt_kind::app:
-        if (!step_app_rule(rule_, o, r.value, r.m, r.v, g, r.steps, lr)) {
-          --r.steps;  // the row is as it was
-          ++refused;
-        }
+        if (!step_app_rule(rule_, o, r.value, r.m, r.v, g, r.steps, lr)) ++refused;
         break;
     }
   }

@@ -41,7 +41,7 @@ class sparse_table {
   caf::error restore(const table_rows& saved);
 
   // Applies checked row gradients with learning-rate factor `lr_scale` (staleness-aware lr).
-  // Returns the rows an app's update rule left unchanged because it made them non-finite.
+  // Returns the rows an app's update rule made non-finite (the bucket undoes the push whole).
   uint64_t apply(const sparse_rows& grads, float lr_scale);
 
   struct row {
