@@ -387,7 +387,8 @@ caf::expected<push_ack> bucket_store::apply(push_request push) {
     counted(push);
     caf::error closed = skip_step(push.worker);  // may close a round an app's rule refuses
     ++skipped_;
-    if (push.last && !closed) closed = retire(push.worker);
+    if (push.last)  // retired even when the round it closed was refused
+      if (auto retired = retire(push.worker); !closed) closed = std::move(retired);
     if (closed) return closed;
     return push_ack{id_, version_, 0};
   }
