@@ -30,8 +30,52 @@ wire encode(const group_start& x) {
   out.setTwoLevel(x.two_level);
   out.setCheckpointEvery(x.checkpoint_every);
   out.setGroupKey(x.group_key);
+  auto c = out.initCompression();
+  c.setDtype(static_cast<schema::DpCompression::Dtype>(x.compression.dtype));
+  auto skip = c.initSkip(static_cast<unsigned>(x.compression.skip.size()));
+  for (unsigned i = 0; i < x.compression.skip.size(); ++i) skip.set(i, x.compression.skip[i]);
+  c.setAdam(static_cast<schema::DpCompression::Adam>(x.compression.adam));
+  c.setFreezeStep(x.compression.freeze_step);
+  c.setVarFreezeStep(x.compression.var_freeze_step);
+  c.setVarUpdateScaler(x.compression.var_update_scaler);
+  c.setLocalStepScaler(x.compression.local_step_scaler);
+  c.setLocalStepClipper(x.compression.local_step_clipper);
+  out.setAccumulate(x.accumulate);
+  out.setBalance(x.balance);
+  out.setSlowdown(x.slowdown);
   return detail::to_wire(message);
 }
+
+namespace {
+
+caf::expected<dp_compression> read_compression(schema::DpCompression::Reader in,
+                                               decode_budget& budget) {
+  dp_compression x;
+  const auto dtype = static_cast<uint16_t>(in.getDtype());
+  const auto adam = static_cast<uint16_t>(in.getAdam());
+  if (dtype > static_cast<uint16_t>(comm_dtype::fp16) ||
+      adam > static_cast<uint16_t>(compressed_adam::zero_one))
+    return make_error(errc::malformed_message, "group start: unknown compression");
+  x.dtype = static_cast<comm_dtype>(dtype);
+  x.adam = static_cast<compressed_adam>(adam);
+  if (in.getSkip().size() > 4096)
+    return make_error(errc::malformed_message, "group start: too many tensors kept at fp32");
+  for (auto name : in.getSkip()) {
+    auto text = detail::read_text(name, budget, "tensor name");
+    if (!text) return std::move(text.error());
+    x.skip.push_back(std::move(*text));
+  }
+  x.freeze_step = in.getFreezeStep();
+  x.var_freeze_step = in.getVarFreezeStep();
+  x.var_update_scaler = in.getVarUpdateScaler();
+  x.local_step_scaler = in.getLocalStepScaler();
+  x.local_step_clipper = in.getLocalStepClipper();
+  if (x.var_update_scaler == 0 || x.local_step_scaler == 0 || x.local_step_clipper == 0)
+    return make_error(errc::malformed_message, "group start: a 0/1 Adam schedule of zero");
+  return x;
+}
+
+}  // namespace
 
 template <>
 caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits& limits) {
@@ -76,6 +120,15 @@ caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits
         x.two_level = in.getTwoLevel();
         x.checkpoint_every = in.getCheckpointEvery();
         x.group_key = in.getGroupKey();
+        auto compression = read_compression(in.getCompression(), budget);
+        if (!compression) return std::move(compression.error());
+        x.compression = std::move(*compression);
+        x.accumulate = in.getAccumulate();
+        x.balance = in.getBalance();
+        x.slowdown = in.getSlowdown();
+        if (x.accumulate == 0 || x.accumulate > 65536 || !(x.slowdown >= 1) || x.slowdown > 1000)
+          return make_error(errc::malformed_message,
+                            "group start: accumulation or slowdown out of range");
         return x;
       });
 }
@@ -98,6 +151,7 @@ wire encode(const step_report& x) {
   out.setChecksum(x.checksum);
   out.setStepExamples(x.step_examples);
   out.setBytesInterHost(x.bytes_inter_host);
+  out.setCompressed(x.compressed);
   return detail::to_wire(message);
 }
 
@@ -110,6 +164,7 @@ caf::expected<step_report> decode<step_report>(const wire& w, const codec_limits
                       in.getSkipped(),  in.getAllreduceS(),   in.getExposedS(),
                       in.getBytes(),    in.getComputeS(),     in.getWallS(),
                       in.getChecksum(), in.getStepExamples(), in.getBytesInterHost()};
+        x.compressed = in.getCompressed();
         // A skipped step may carry a non-finite loss (that is why it was skipped); timings
         // must be finite and not negative.
         for (double t : {x.allreduce_s, x.exposed_s, x.compute_s, x.wall_s})

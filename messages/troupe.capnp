@@ -466,10 +466,35 @@ struct GroupStart {
   checkpointEvery @15 :UInt64;  # steps between member 0's saves for checkpoints (0: none)
   groupKey @16 :UInt64;         # the generation's, shared by its members (actors backend)
   collective @17 :Collective;   # the backend between members
+  compression @18 :DpCompression;
+  accumulate @19 :UInt32;       # micro-batches averaged before one allreduce
+  balance @20 :Bool;            # shares follow the members' measured throughput
+  slowdown @21 :Float64;        # this member computes F times slower (--worker-slowdown)
   enum Collective {
     gloo @0;
     actors @1;
     nccl @2;
+  }
+}
+
+struct DpCompression {
+  dtype @0 :Dtype;
+  skip @1 :List(Text);          # tensors kept at fp32
+  adam @2 :Adam;
+  freezeStep @3 :UInt64;
+  varFreezeStep @4 :UInt64;
+  varUpdateScaler @5 :UInt32;
+  localStepScaler @6 :UInt64;
+  localStepClipper @7 :UInt32;
+  enum Dtype {
+    fp32 @0;
+    bf16 @1;
+    fp16 @2;
+  }
+  enum Adam {
+    none @0;
+    onebit @1;
+    zeroOne @2;
   }
 }
 
@@ -489,6 +514,7 @@ struct StepReport {
   checksum @12 :UInt64;
   stepExamples @13 :UInt64;
   bytesInterHost @14 :UInt64;
+  compressed @15 :Bool;         # a compressed step of 1-bit or 0/1 Adam
 }
 
 struct StoreEntry {

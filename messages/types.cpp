@@ -33,6 +33,11 @@ std::string to_json(const job_report& r) {
   out["allreduce_bytes"] = r.allreduce_bytes;
   out["allreduce_bytes_inter_host"] = r.allreduce_bytes_inter_host;
   out["allreduce_s"] = r.allreduce_s;
+  if (r.mode != "ps") {
+    out["allreduce_bytes_by_stage"] = {{"warmup", r.allreduce_bytes_warmup},
+                                       {"compressed", r.allreduce_bytes_compressed}};
+    out["steps_by_stage"] = {{"warmup", r.steps_warmup}, {"compressed", r.steps_compressed}};
+  }
   out["overlap"] = r.overlap;
   out["generations"] = r.generations;
   out["reform_s"] = r.reform_s;
@@ -53,8 +58,10 @@ std::string to_json(const job_report& r) {
   out["drained"] = r.drained;
   out["workers"] = json::array();
   for (const auto& w : r.workers)
-    out["workers"].push_back(
-        {{"name", w.name}, {"steps", w.steps}, {"utilization", w.utilization}});
+    out["workers"].push_back({{"name", w.name},
+                              {"steps", w.steps},
+                              {"utilization", w.utilization},
+                              {"batch_share", w.batch_share}});
   out["epochs"] = json::array();
   for (const auto& e : r.epochs) {
     json epoch = {{"epoch", e.epoch},

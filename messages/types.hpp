@@ -214,6 +214,7 @@ struct worker_entry {
   std::string name;
   uint64_t steps = 0;
   double utilization = 0;  // compute time / wall time
+  double batch_share = 0;  // --mode dp: its share of the examples of the steps it took part in
 };
 
 // A member the job lost: which, when (seconds since training began) and why.
@@ -260,6 +261,10 @@ struct job_report {
   double reform_s = 0;                      // longest time from a loss to the next step
   uint64_t skipped_steps = 0;               // steps skipped by every member (non-finite)
   uint64_t checksum_mismatches = 0;
+  // By stage of 1-bit / 0/1 Adam: warmup (full precision; every step of other optimizers)
+  // and compressed.
+  uint64_t allreduce_bytes_warmup = 0, allreduce_bytes_compressed = 0;
+  uint64_t steps_warmup = 0, steps_compressed = 0;
   // The effective value of every flag (flag_settings), added when the report is written; not
   // on the wire.
   std::vector<std::pair<std::string, std::string>> settings;
@@ -306,6 +311,19 @@ struct service_directory {
 // The coordinator forms a group generation: member `rank` of `size` trains with these
 // settings. `token` proves a member's store requests (only members learn each other's
 // collective addresses).
+// How a data-parallel group compresses its allreduces (resolved by the coordinator: every
+// step count here is a step number of the job, none left to defaults).
+struct dp_compression {
+  comm_dtype dtype = comm_dtype::fp32;
+  std::vector<std::string> skip;  // tensors kept at fp32
+  compressed_adam adam = compressed_adam::none;
+  uint64_t freeze_step = 0;         // onebit / zero_one: full-precision steps before compressing
+  uint64_t var_freeze_step = 0;     // zero_one: the last step that may refresh the variance
+  uint32_t var_update_scaler = 16;  // zero_one: refreshes at one interval before it doubles
+  uint64_t local_step_scaler = 1;   // zero_one: steps before the local interval doubles
+  uint32_t local_step_clipper = 16;  // zero_one: the most steps between synchronisations
+};
+
 struct group_start {
   uint32_t rank = 0;
   uint32_t size = 0;
@@ -324,6 +342,10 @@ struct group_start {
   uint64_t group_key = 0;          // the generation's, the same for every member (actors backend)
   std::vector<std::string> hosts;  // each rank's host label
   bool two_level = false;          // reduce inside each host, then each local rank across hosts
+  dp_compression compression;
+  uint32_t accumulate = 1;  // micro-batches each member averages before one allreduce
+  bool balance = false;     // shares of each step follow the members' measured throughput
+  double slowdown = 1;      // this member computes F times slower (--worker-slowdown)
 };
 
 // A member finished a step (applied, or skipped by every member for a non-finite gradient).
@@ -343,6 +365,7 @@ struct step_report {
   uint64_t checksum = 0;          // of its parameters after the step; 0: not compared at this step
   uint64_t step_examples = 0;     // examples of the step, summed over every member
   uint64_t bytes_inter_host = 0;  // of `bytes`, those sent to a member on another host
+  bool compressed = false;        // a compressed step of onebit / zero-one Adam (else warmup)
 };
 
 // The most a rendezvous store holds per value (a rendezvous needs a few hundred bytes per

@@ -13,6 +13,7 @@
 #include <caf/expected.hpp>
 
 #include <deque>
+#include <span>
 #include <unordered_map>
 
 #include "actors/bucket/clock_gate.hpp"
@@ -124,6 +125,15 @@ class bucket_store {
   // Runs every deferred step on the CPU, oldest first.
   void run_deferred_dash();
   const std::vector<dense_tensor>& slices() const { return slices_; }
+
+  // --mode dp's 1-bit and 0/1 Adam (actors/dp/compressed_adam.hpp) step the slices of an
+  // Adam bucket themselves: slice s's values and moments, to change in place.
+  struct adam_view {
+    std::span<float> values, m, v;
+  };
+  adam_view adam_state(size_t s) {
+    return {slices_[s].values, first_moment_[s], second_moment_[s]};
+  }
 
  private:
   // A sign-compressed push becomes a dense one (one sign tensor per slice, nothing else).

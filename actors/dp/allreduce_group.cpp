@@ -136,6 +136,29 @@ caf::expected<std::shared_ptr<sync_result>> agree(collective& c, const sync_orde
   return out;
 }
 
+// One reduce order: its plain values summed in fp32, the rest packed by its codec.
+caf::expected<wire_figures> reduce(allreduce_group_state& st, const reduce_order& order) {
+  auto& c = *st.backend;
+  const bool packed = order.codec != kernels::wire_codec::fp32;
+  auto plain =
+      order.data.first(packed ? std::min(order.plain, order.data.size()) : order.data.size());
+  wire_figures out;
+  if (!plain.empty()) {
+    if (auto err = c.allreduce(plain, collective_call{order.tag, st.timeout})) return err;
+    out.bytes = c.allreduce_bytes(plain.size_bytes());
+    out.bytes_inter_host = c.allreduce_bytes_inter_host(plain.size_bytes(), st.hosts);
+  }
+  auto rest = order.data.subspan(plain.size());
+  if (rest.empty()) return out;
+  auto sum = compressed_allreduce(c, rest, order.codec, order.errors,
+                                  collective_call{order.tag ^ 0x80000000u, st.timeout}, st.hosts,
+                                  st.scratch);
+  if (!sum) return sum;
+  out.bytes += sum->bytes;
+  out.bytes_inter_host += sum->bytes_inter_host;
+  return out;
+}
+
 }  // namespace
 
 allreduce_group_actor::behavior_type allreduce_group(
@@ -162,18 +185,17 @@ allreduce_group_actor::behavior_type allreduce_group(
         if (st.spoiled) return st.spoiled;
         if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
         const auto began = std::chrono::steady_clock::now();
-        if (auto err =
-                st.backend->allreduce(order->data, collective_call{order->tag, st.timeout})) {
-          st.spoiled = err;
+        auto summed = reduce(st, *order);
+        if (!summed) {
+          st.spoiled = summed.error();
           st.backend.reset();  // closes its connections: the other members fail at once too
-          return err;
+          return std::move(summed.error());
         }
-        const uint64_t bytes = order->data.size_bytes();
         reduce_done done;
         done.seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-        done.bytes = st.backend->allreduce_bytes(bytes);
-        done.bytes_inter_host = st.backend->allreduce_bytes_inter_host(bytes, st.hosts);
+        done.bytes = summed->bytes;
+        done.bytes_inter_host = summed->bytes_inter_host;
         return done;
       },
       [=](sync_atom,

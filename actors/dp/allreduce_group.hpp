@@ -18,6 +18,7 @@
 
 #include "actors/dp/collective/collective.hpp"
 #include "actors/dp/collective/rendezvous_store.hpp"
+#include "actors/dp/compressed_allreduce.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 
@@ -42,11 +43,16 @@ struct group_form {
 
 // Sum `data` over the members. The buffer belongs to the sender and must stay untouched
 // until the reply; `owner` keeps it alive while the order is in flight (a sender that stops
-// meanwhile must not leave the backend sending from freed memory).
+// meanwhile must not leave the backend sending from freed memory), and the error buffers too.
+// Values [0, plain) are always summed in fp32; the rest travel packed by `codec`
+// (actors/dp/compressed_allreduce.hpp), with `errors` under 1-bit.
 struct reduce_order {
   std::span<float> data;
   uint32_t tag = 0;
   std::shared_ptr<const void> owner;
+  kernels::wire_codec codec = kernels::wire_codec::fp32;
+  size_t plain = 0;
+  error_feedback errors;
 };
 
 struct reduce_done {
@@ -94,7 +100,8 @@ struct allreduce_group_state {
   std::unique_ptr<collective> backend;
   std::vector<std::string> hosts;  // each rank's host label, this generation
   std::chrono::milliseconds timeout{30000};
-  caf::error spoiled;  // the error that closed the backend, if any
+  caf::error spoiled;          // the error that closed the backend, if any
+  std::vector<float> scratch;  // compressed sums' packed chunks
 };
 
 allreduce_group_actor::behavior_type allreduce_group(

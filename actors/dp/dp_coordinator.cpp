@@ -48,8 +48,11 @@ void fill_report(dp_coordinator_state& st) {
   r.generations = st.generation;
   r.overlap = r.allreduce_s > 0 ? std::clamp(1.0 - st.exposed_s / r.allreduce_s, 0.0, 1.0) : 0.0;
   r.workers.clear();
-  for (const auto& m : st.members)
+  for (const auto& m : st.members) {
     r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0});
+    r.workers.back().batch_share =
+        m.step_examples ? double(m.examples) / double(m.step_examples) : 0;
+  }
   for (auto& e : r.epochs)
     e.examples = e.epoch - 1 < st.applied_examples.size() ? st.applied_examples[e.epoch - 1] : 0;
 }
@@ -107,6 +110,21 @@ void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
 
 // -- forming the group --------------------------------------------------------------------------
 
+// The compression flags, every default resolved against the job's `steps`.
+dp_compression compression_of(const launch_options& o, uint64_t steps) {
+  dp_compression c;
+  c.dtype = o.dp.dtype;
+  c.skip = o.dp.compress_skip;
+  c.adam = o.dp.adam;
+  c.freeze_step = o.dp.freeze_step ? o.dp.freeze_step : std::max<uint64_t>(1, steps * 15 / 100);
+  c.var_freeze_step = o.dp.var_freeze_step ? o.dp.var_freeze_step : c.freeze_step;
+  c.var_update_scaler = o.dp.var_update_scaler;
+  c.local_step_scaler =
+      o.dp.local_step_scaler ? o.dp.local_step_scaler : std::max<uint64_t>(1, steps / 20);
+  c.local_step_clipper = o.dp.local_step_clipper;
+  return c;
+}
+
 // A new generation of the live members: ranks in join order, a token each, the store and
 // pending checksums of the last generation dropped.
 void form_group(self_ptr self, const dp_coordinator_config& config, const std::string& why) {
@@ -127,7 +145,7 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     st.epoch_examples.assign(o.epochs, 0);
     st.applied_examples.assign(o.epochs, 0);
     st.snapshot_taken.assign(o.epochs, false);
-    st.global_batch = o.batch * static_cast<uint32_t>(st.members.size());
+    st.global_batch = o.batch * o.accumulate * static_cast<uint32_t>(st.members.size());
     st.steps_per_epoch = dp_steps_per_epoch(config.task->batches_per_epoch(1), st.global_batch);
     if (st.resume_from)
       if (auto err = take_resume(st, config)) return fail(self, config, describe(err));
@@ -177,6 +195,11 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     start.hosts = hosts;
     start.group_key = group_key;
     start.two_level = two_level;
+    start.compression = compression_of(o, st.steps_per_epoch * o.epochs);
+    start.accumulate = o.accumulate;
+    start.balance = o.dp.balance;
+    if (auto it = o.dp.worker_slowdown.find(m.index); it != o.dp.worker_slowdown.end())
+      start.slowdown = it->second;
     start.timeout_ms = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(o.request_timeout).count());
     if (st.resume_from && m.rank == 0) {  // before its start: it goes on from the checkpoint
@@ -209,6 +232,7 @@ caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, cons
   self->monitor(handle);
   if (handle.node() != self->node()) st.beats.heard(request->name, heartbeat_monitor::clock::now());
   st.members.push_back(dp_member{request->name, std::move(handle)});
+  st.members.back().index = static_cast<uint32_t>(st.members.size() - 1);
   st.members.back().host = request->host_label.empty() ? request->name : request->host_label;
   const auto live = static_cast<uint32_t>(live_count(st));
   config.log.info("worker '{}' joined ({} of {})", request->name, live, config.opts.workers);
@@ -274,10 +298,13 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   if (!report || report->epoch >= config.opts.epochs || report->generation > st.generation)
     return config.log.warn("ignored a malformed step report from '{}'", m->name);
   ++m->steps;
+  m->examples += report->examples;
+  m->step_examples += report->step_examples;
   m->compute_s = report->compute_s;
   m->wall_s = report->wall_s;
   auto& r = st.report;
   r.allreduce_bytes += report->bytes;
+  (report->compressed ? r.allreduce_bytes_compressed : r.allreduce_bytes_warmup) += report->bytes;
   add(st.group_metrics.bytes, double(report->bytes));
   if (st.group_metrics.seconds) st.group_metrics.seconds->observe(report->allreduce_s);
   r.allreduce_bytes_inter_host += report->bytes_inter_host;
@@ -289,6 +316,7 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   if (report->step > st.steps) {
     st.applied_examples[report->epoch] += report->step_examples;
     if (report->skipped) ++r.skipped_steps;
+    (report->compressed ? r.steps_compressed : r.steps_warmup) += report->step - st.steps;
     add(st.metrics.batches, double(report->step - st.steps));
     st.steps = report->step;
   }

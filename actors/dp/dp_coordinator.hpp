@@ -57,7 +57,9 @@ struct dp_member {
   bool lost = false;
   bool refused = false;  // lost, spoke again and was told to stop
   bool done = false;
-  uint64_t steps = 0;  // steps it took part in
+  uint64_t steps = 0;                        // steps it took part in
+  uint64_t examples = 0, step_examples = 0;  // it computed; of the steps it took part in
+  uint32_t index = 0;                        // in join order (--worker-slowdown)
   double compute_s = 0;
   double wall_s = 0;
 };

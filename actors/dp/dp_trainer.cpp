@@ -3,200 +3,27 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 
+#include "actors/dp/dp_trainer_parts.hpp"
 #include "actors/supervision/guards.hpp"
 #include "actors/supervision/node_control.hpp"
-#include "kernels/cpu/vector_ops.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
 
-namespace {
+namespace dp_parts {
 
-using self_ptr = dp_worker_actor::stateful_pointer<dp_trainer_state>;
 using clock_type = std::chrono::steady_clock;
 
-double seconds_between(clock_type::time_point a, clock_type::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+namespace {
+void apply_start(self_ptr self, const dp_trainer_config& config, group_start job);
+}  // namespace
 
 void fail(self_ptr self, const dp_trainer_config& config, const std::string& doing,
           const caf::error& err) {
   config.log.error("stopping: {}: {}", doing, describe(err));
   self->quit(make_error(errc::job_failed, doing + ": " + describe(err)));
-}
-
-void finish_step(self_ptr self, const dp_trainer_config& config);
-void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot);
-void step_settled(self_ptr self, const dp_trainer_config& config, const caf::error& err);
-void apply_start(self_ptr self, const dp_trainer_config& config, group_start job);
-
-// Values [begin, end) of the step's [meta | gradient] that bucket b reduces: the last
-// bucket (the first tensors) also carries the meta.
-std::span<float> bucket_values(dp_trainer_state& st, size_t b) {
-  const auto& bucket = st.buckets[b];
-  const size_t begin = bucket.begin == 0 ? 0 : meta_size + bucket.begin;
-  return std::span<float>(*st.values).subspan(begin, meta_size + bucket.end - begin);
-}
-
-// Sends bucket b to the group: its gradient weighted by this member's share of the step's
-// examples (so that the sum over the members is the step's mean gradient), and a note in the
-// meta if any value is not finite.
-void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
-  auto& st = self->state;
-  auto values = bucket_values(st, b);
-  const size_t skip = st.buckets[b].begin == 0 ? meta_size : 0;
-  const float weight = static_cast<float>(double(st.mine) / double(st.step_examples));
-  if (!kernels::scale_within(values.subspan(skip), weight, std::numeric_limits<float>::max()))
-    (*st.values)[meta_non_finite] = 1.0f;  // NaN or Inf
-  auto order = std::make_shared<reduce_order>(
-      reduce_order{values, static_cast<uint32_t>(st.step * st.buckets.size() + b), st.values});
-  ++st.replies_due;
-  const auto timeout = std::chrono::milliseconds(st.job->timeout_ms) + config.request_timeout;
-  self->request(st.group, timeout, reduce_atom_v, std::shared_ptr<const reduce_order>{order})
-      .then(
-          [=](const reduce_done& done) {
-            auto& st = self->state;
-            st.step_allreduce_s += done.seconds;
-            st.step_bytes += done.bytes;
-            st.step_bytes_inter_host += done.bytes_inter_host;
-            if (--st.replies_due == 0) step_settled(self, config, caf::error{});
-          },
-          [=](caf::error& err) {
-            auto& st = self->state;
-            if (!st.broken) config.log.warn("step {}: {}", st.step + 1, describe(err));
-            st.broken = true;
-            if (--st.replies_due == 0) step_settled(self, config, err);
-          });
-}
-
-// Sends, in order, every bucket whose values are all final.
-void send_ready(self_ptr self, const dp_trainer_config& config) {
-  auto& st = self->state;
-  while (st.next_bucket < st.buckets.size() && st.waiting_for[st.next_bucket] == 0)
-    send_bucket(self, config, st.next_bucket++);
-}
-
-// Tensor `tensor` is final (told once per step: a task that tells twice is not counted twice).
-void tensor_ready(self_ptr self, const dp_trainer_config& config, size_t tensor) {
-  auto& st = self->state;
-  if (tensor >= st.tensor_final.size() || st.tensor_final[tensor]) return;
-  st.tensor_final[tensor] = true;
-  for (size_t b = st.next_bucket; b < st.buckets.size(); ++b)
-    for (size_t t : st.buckets[b].tensors)
-      if (t == tensor) --st.waiting_for[b];
-  if (st.job->overlap) send_ready(self, config);
-}
-
-// One step: this member's share of the examples, backward with its buckets sent as they
-// become final, then the meta (examples, loss) with the last one.
-void run_step(self_ptr self, const dp_trainer_config& config) {
-  auto& st = self->state;
-  const auto& job = *st.job;
-  const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch);
-  const uint64_t in_epoch = st.step % st.steps_per_epoch;
-  const auto share = dp_share(st.examples, job.global_batch, in_epoch, job.size, job.rank);
-  st.mine = share.count;
-  // Every member computes the step's examples alike: the sum below is their mean gradient.
-  st.step_examples =
-      std::min<uint64_t>(job.global_batch, st.examples - in_epoch * job.global_batch);
-  st.in_step = true;
-  st.next_bucket = 0;
-  st.replies_due = 0;
-  st.step_allreduce_s = 0;
-  st.step_bytes = 0;
-  st.step_bytes_inter_host = 0;
-  for (size_t b = 0; b < st.buckets.size(); ++b)
-    st.waiting_for[b] = st.buckets[b].tensors.size() + (b + 1 == st.buckets.size() ? 1 : 0);
-  st.tensor_final.assign(st.layout->specs.size(), false);
-  std::fill(st.values->begin(), st.values->begin() + meta_size, 0.0f);
-  auto grad = std::span<float>(*st.values).subspan(meta_size);
-  double loss = 0;
-  const auto began = clock_type::now();
-  if (share.count == 0) {
-    std::fill(grad.begin(), grad.end(), 0.0f);
-    for (size_t t = 0; t < st.layout->specs.size(); ++t) tensor_ready(self, config, t);
-  } else {
-    auto done = st.replica->gradient_range(st.params, epoch, share.first, share.count, grad,
-                                           [&](size_t t) { tensor_ready(self, config, t); });
-    if (!done) return fail(self, config, "computing the gradient", done.error());
-    if (done->count != share.count)
-      return fail(self, config, "computing the gradient",
-                  make_error(errc::shape_mismatch, "the task computed another number of examples"));
-    loss = done->loss;
-    for (size_t t = 0; t < st.layout->specs.size(); ++t) tensor_ready(self, config, t);
-  }
-  st.backward_done = clock_type::now();
-  st.compute_s += seconds_between(began, st.backward_done);
-  (*st.values)[meta_examples] = static_cast<float>(st.mine);
-  st.own_loss_sum = loss * st.mine;
-  (*st.values)[meta_loss] = static_cast<float>(st.own_loss_sum);
-  if (!std::isfinite(loss)) (*st.values)[meta_non_finite] = 1.0f;
-  --st.waiting_for.back();  // the meta is in
-  send_ready(self, config);
-}
-
-// Every bucket is summed: step (or skip, when some member's gradient was not finite), report,
-// and go on.
-void finish_step(self_ptr self, const dp_trainer_config& config) {
-  auto& st = self->state;
-  const double exposed = seconds_between(st.backward_done, clock_type::now());
-  const float total = (*st.values)[meta_examples];
-  bool skipped = (*st.values)[meta_non_finite] > 0 || !(total > 0);
-  if (!skipped && uint64_t(total) != st.step_examples)
-    return fail(self, config, "summing the step",
-                make_error(errc::collective_failed, "the members disagree on the step's examples"));
-  const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch);
-  if (skipped) {
-    config.log.warn("step {}: a member's gradient is not finite; skipped by every member",
-                    st.step + 1);
-  } else {
-    auto grad = std::span<float>(*st.values).subspan(meta_size);
-    const auto& plan = st.optimizer_plan.buckets[0];
-    push_request push{0, 0, st.step, vector_clock{}};
-    push.dense = gather(*st.layout, plan, grad);
-    auto applied = st.optimizer->apply(std::move(push));
-    if (applied) {
-      scatter(*st.layout, st.optimizer->slices(), st.params);
-    } else if (has_code(applied.error(), errc::non_finite)) {
-      // Finite gradients whose sum overflowed (or passed the optimizer's bound): every member
-      // holds the same bits and refuses alike, leaving the parameters as they were.
-      config.log.warn("step {}: the summed gradient is not usable ({}); skipped by every member",
-                      st.step + 1, describe(applied.error()));
-      skipped = true;
-    } else {
-      return fail(self, config, "applying the step", applied.error());
-    }
-  }
-  ++st.step;
-  const bool last = st.step == st.total_steps;
-  const bool compare = last || (st.job->checksum_every && st.step % st.job->checksum_every == 0);
-  step_report report{st.job->rank,
-                     st.job->generation,
-                     epoch,
-                     st.step,
-                     skipped ? 0.0 : st.own_loss_sum,
-                     st.mine,
-                     skipped,
-                     st.step_allreduce_s,
-                     exposed,
-                     st.step_bytes,
-                     st.compute_s,
-                     seconds_between(st.started, clock_type::now()),
-                     compare ? std::max<uint64_t>(1, parameter_checksum(st.params)) : 0};
-  report.step_examples = static_cast<uint64_t>(total);
-  report.bytes_inter_host = st.step_bytes_inter_host;
-  self->send(config.coordinator, step_atom_v, encode(report));
-  if (st.job->rank == 0 && st.job->checkpoint_every && st.step % st.job->checkpoint_every == 0) {
-    const auto parts = st.optimizer->save();
-    for (uint32_t i = 0; i < parts.size(); ++i)
-      self->send(config.coordinator, save_atom_v, st.step, i, uint32_t(parts.size()), parts[i]);
-  }
-  st.in_step = false;
-  go_on(self, config, true);
 }
 
 // After a step (or a new generation's agreement that moved us on): the parameters after an
@@ -235,10 +62,23 @@ void wait_for_generation(self_ptr self, const dp_trainer_config& config, const s
   self->delayed_send(self, bound, tick_atom_v, st.job->generation);
 }
 
-void step_settled(self_ptr self, const dp_trainer_config& config, const caf::error& err) {
-  if (!self->state.broken) return finish_step(self, config);
-  wait_for_generation(self, config, describe(err));
+void size_buffers(dp_trainer_state& st) {
+  const auto& job = *st.job;
+  st.meta_len = meta_size + job.size;
+  st.values = std::make_shared<std::vector<float>>(st.meta_len + st.layout->total, 0.0f);
+  auto f = std::make_shared<feedback_buffers>();
+  const bool onebit = job.compression.adam != compressed_adam::none;
+  f->worker.assign(onebit ? st.layout->total : 0, 0.0f);
+  size_t server = 0;
+  for (const auto& b : st.buckets) {
+    f->server_offsets.push_back(server);
+    if (onebit) server += compressed_chunk(b.end - b.begin, job.size);
+  }
+  f->server.assign(server, 0.0f);
+  st.feedback = std::move(f);
 }
+
+namespace {
 
 // Our whole state as bytes: bucket_store::save()'s messages, each after its length.
 std::vector<char> pack_state(const bucket_store& store) {
@@ -280,6 +120,7 @@ void synced(self_ptr self, const dp_trainer_config& config, const sync_result& a
     st.optimizer.emplace(std::move(*restored));
     scatter(*st.layout, st.optimizer->slices(), st.params);
   }
+  if (st.adam) st.adam->restart(*st.optimizer);
   const bool moved = agreed.steps != st.step;
   if (moved || st.job->generation > 1)
     config.log.info("generation {}: member {} of {}, going on after step {} (member {}'s state)",
@@ -292,8 +133,14 @@ void synced(self_ptr self, const dp_trainer_config& config, const sync_result& a
 // Forms the generation `job` names and agrees on one state with its other members.
 void apply_start(self_ptr self, const dp_trainer_config& config, group_start job) {
   auto& st = self->state;
+  const uint32_t size_before = st.job->size;
   st.job = std::move(job);
   st.broken = false;
+  size_buffers(st);  // a rate per member; 1-bit errors reset
+  if (st.job->size != size_before) st.rates.clear();
+  st.mine_since_sync = st.examples_since_sync = 0;
+  if (st.adam && st.job->generation > 1)
+    config.log.info("generation {}: 1-bit error feedback reset", st.job->generation);
   auto form = std::make_shared<group_form>();
   form->generation = st.job->generation;
   form->rank = st.job->rank;
@@ -347,8 +194,20 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   bucket_spec spec{0, 1, job.optimizer,
                    gather(*st.layout, st.optimizer_plan.buckets[0], st.params)};
   st.optimizer.emplace(std::move(spec), config.rules);
-  st.values = std::make_shared<std::vector<float>>(meta_size + st.layout->total, 0.0f);
-  st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes);
+  std::vector<bool> full_precision(st.layout->specs.size(), false);
+  for (const auto& name : job.compression.skip) {
+    const int t = st.layout->find(name);
+    if (t < 0)
+      return make_error(errc::bad_configuration,
+                        "--compress-skip: the model has no tensor '" + name + "'");
+    full_precision[t] = true;
+  }
+  st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes, full_precision);
+  if (job.compression.adam != compressed_adam::none) {
+    if (job.optimizer.type != optimizer_config::kind::adam)
+      return make_error(errc::bad_configuration, "1-bit and 0/1 Adam are Adam");
+    st.adam.emplace(*st.layout, st.optimizer_plan.buckets[0], job.compression, job.optimizer);
+  }
   st.waiting_for.assign(st.buckets.size(), 0);
   st.examples = config.task->batches_per_epoch(1);
   st.steps_per_epoch = dp_steps_per_epoch(st.examples, job.global_batch);
@@ -356,6 +215,8 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
     return make_error(errc::bad_configuration, "the task has no training examples");
   st.total_steps = st.steps_per_epoch * job.epochs;
   st.job = std::move(job);
+  size_buffers(st);
+  if (st.adam) st.adam->restart(*st.optimizer);
   return {};
 }
 
@@ -373,6 +234,7 @@ caf::error take_restored(dp_trainer_state& st, const dp_trainer_config& config) 
     return make_error(errc::shape_mismatch, "the checkpoint holds another model");
   st.optimizer.emplace(std::move(*restored));
   scatter(*st.layout, st.optimizer->slices(), st.params);
+  if (st.adam) st.adam->restart(*st.optimizer);
   st.step = st.restored_step;
   config.log.info("resuming after step {}", st.step);
   return {};
@@ -403,8 +265,11 @@ void start(self_ptr self, const dp_trainer_config& config, const wire& w) {
 
 }  // namespace
 
+}  // namespace dp_parts
+
 dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_trainer_state> self,
                                           dp_trainer_config config) {
+  using namespace dp_parts;
   accept_exits_only_from(self, config.supervisor, config.log);
   self->state.group = self->spawn<caf::detached + caf::linked>(allreduce_group, config.log);
   self->monitor(config.coordinator);

@@ -22,6 +22,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/bucket/bucket_store.hpp"
+#include "actors/dp/adam_replica.hpp"
 #include "actors/dp/allreduce_group.hpp"
 #include "actors/dp/dp_schedule.hpp"
 #include "messages/protocol.hpp"
@@ -44,8 +45,18 @@ struct dp_trainer_config {
 };
 
 // Where in the values [meta | gradient] of one step the member's own figures go; they
-// travel in the last bucket, summed like the gradient.
+// travel in the last bucket, summed like the gradient, always in fp32. After the fixed ones
+// come one slot per member for its measured examples per second (--balance): each member
+// fills its own, so the sum tells every member everyone's.
 enum step_meta : size_t { meta_examples = 0, meta_loss = 1, meta_non_finite = 2, meta_size = 3 };
+
+// A generation's error-feedback buffers of 1-bit sums (shared with the reduce orders, as the
+// values are): per gradient value, and per bucket the chunk this member owns.
+struct feedback_buffers {
+  std::vector<float> worker;
+  std::vector<float> server;
+  std::vector<size_t> server_offsets;  // per bucket: where its chunk's errors begin
+};
 
 struct dp_trainer_state {
   static inline const char* name = "troupe.dp_trainer";
@@ -54,11 +65,15 @@ struct dp_trainer_state {
   std::unique_ptr<task_replica> replica;
   std::optional<bucket_store> optimizer;  // the parameters and the optimizer's state
   placement optimizer_plan;               // its one bucket: every tensor whole
+  std::optional<adam_replica> adam;       // 1-bit / 0/1 Adam: their stages' steps
   allreduce_group_actor group;
   std::vector<float> params;
   // [meta | gradient] of the step in flight; shared with the group's reduce orders, so that a
   // bucket still being sent when this trainer stops does not point into freed memory
   std::shared_ptr<std::vector<float>> values;
+  size_t meta_len = meta_size;  // meta_size + one rate per member of this generation
+  std::shared_ptr<feedback_buffers> feedback;
+  std::vector<float> micro;  // --accumulate: one micro-batch's gradient
   std::vector<gradient_bucket> buckets;
   std::vector<size_t> waiting_for;  // per bucket: tensors not yet final (+1 meta, the last)
   std::vector<bool> tensor_final;   // per tensor: told final in this step
@@ -66,11 +81,17 @@ struct dp_trainer_state {
   size_t replies_due = 0;
   uint64_t examples = 0;  // in one epoch
   uint64_t steps_per_epoch = 0;
-  uint64_t step = 0;  // global steps done
-  uint32_t mine = 0;  // examples this member computes in the step in flight
+  uint64_t step = 0;                    // global steps done
+  adam_stage stage = adam_stage::full;  // of the step in flight
+  uint32_t mine = 0;                    // examples this member computes in the step in flight
   double own_loss_sum = 0;
-  uint64_t step_examples =
-      0;  // examples of the whole step, over every member  // and their summed loss
+  uint64_t step_examples = 0;  // examples of the whole step, over every member
+  // --balance: every member's examples per second as last summed (empty: an even split),
+  // and this member's own running estimate
+  std::vector<double> rates;
+  double own_rate = 0;
+  // 0/1 Adam: examples since the last synchronisation, this member's and everyone's
+  uint64_t mine_since_sync = 0, examples_since_sync = 0;
   double step_allreduce_s = 0;
   uint64_t step_bytes = 0;
   uint64_t step_bytes_inter_host = 0;

@@ -68,6 +68,30 @@ const char* to_string(collective_kind k) {
   return "?";
 }
 
+const char* to_string(comm_dtype d) {
+  switch (d) {
+    case comm_dtype::fp32:
+      return "fp32";
+    case comm_dtype::bf16:
+      return "bf16";
+    case comm_dtype::fp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+const char* to_string(compressed_adam c) {
+  switch (c) {
+    case compressed_adam::none:
+      return "adam";
+    case compressed_adam::onebit:
+      return "onebit-adam";
+    case compressed_adam::zero_one:
+      return "zero-one-adam";
+  }
+  return "?";
+}
+
 const char* to_string(optimizer_config::kind k) {
   using kind = optimizer_config::kind;
   switch (k) {

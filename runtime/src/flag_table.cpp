@@ -28,11 +28,26 @@ std::string show_compensation(const launch_options& o) {
   return c.type == kind::none ? name : fmt::format("{}:{}", name, c.lambda);
 }
 
-std::string show_worker_delays(const launch_options& o) {
+template <class T>
+std::string show_rank_map(const std::map<uint32_t, T>& m) {
   std::string out;
-  for (const auto& [rank, ms] : o.worker_delay_ms)
-    out += fmt::format("{}{}:{}", out.empty() ? "" : ",", rank, ms);
+  for (const auto& [rank, x] : m) out += fmt::format("{}{}:{}", out.empty() ? "" : ",", rank, x);
   return out;
+}
+
+caf::error parse_compress_skip(const std::string& text, launch_options& o) {
+  o.dp.compress_skip.clear();
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    if (end == begin || end - begin > 256)
+      return make_error(
+          errc::bad_configuration,
+          fmt::format("--compress-skip takes tensor names, NAME,NAME..., not '{}'", text));
+    o.dp.compress_skip.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return {};
 }
 
 std::vector<flag_spec> contract_flags() {
@@ -114,11 +129,67 @@ std::vector<flag_spec> data_parallel_flags() {
           "checksum-every", "N",
           "steps between comparisons of the members' parameter checksums (0: at the end only)",
           [](auto& o) -> auto& { return o.dp.checksum_every; }, scope::dp),
+      choice(
+          "comm-dtype", "T",
+          "fp32 | bf16 | fp16: how gradient buckets travel (summed in fp32; fp16 scaled so "
+          "that nothing overflows)",
+          [](auto& o) -> auto& { return o.dp.dtype; },
+          {comm_dtype::fp32, comm_dtype::bf16, comm_dtype::fp16}, scope::dp),
+      custom("compress-skip", "NAME,...",
+             "tensors kept at fp32 under --comm-dtype and 1-bit compression (e.g. the first layer)",
+             scope::dp, parse_compress_skip,
+             [](const launch_options& o) {
+               return fmt::format("{}", fmt::join(o.dp.compress_skip, ","));
+             }),
+      number(
+          "freeze-step", "N",
+          "onebit-adam, zero-one-adam: full-precision Adam steps before compression (0: 15% "
+          "of the job's steps)",
+          [](auto& o) -> auto& { return o.dp.freeze_step; }, scope::dp),
+      number(
+          "var-freeze-step", "N",
+          "zero-one-adam: the last step that may refresh the variance (0: as --freeze-step)",
+          [](auto& o) -> auto& { return o.dp.var_freeze_step; }, scope::dp),
+      number(
+          "var-update-scaler", "K",
+          "zero-one-adam: variance refreshes at one interval before it doubles",
+          [](auto& o) -> auto& { return o.dp.var_update_scaler; }, scope::dp),
+      number(
+          "local-step-scaler", "N",
+          "zero-one-adam: steps after the variance freezes before the interval between "
+          "synchronisations doubles (0: 5% of the job's steps)",
+          [](auto& o) -> auto& { return o.dp.local_step_scaler; }, scope::dp),
+      number(
+          "local-step-clipper", "H",
+          "zero-one-adam: the most local steps between two synchronisations",
+          [](auto& o) -> auto& { return o.dp.local_step_clipper; }, scope::dp),
+      toggle(
+          "balance",
+          "share each step's examples by the members' measured throughput (re-estimated "
+          "every few steps)",
+          [](auto& o) -> auto& { return o.dp.balance; }, scope::dp),
+      custom("worker-slowdown", "I:F",
+             "make worker I (numbered as in --worker-delay-ms) F times slower per example "
+             "(I:F,J:G...)",
+             scope::dp,
+             parsed_by(&parse_worker_slowdowns,
+                       [](launch_options& o, std::map<uint32_t, double> d) {
+                         o.dp.worker_slowdown = std::move(d);
+                       }),
+             [](const launch_options& o) { return show_rank_map(o.dp.worker_slowdown); }),
   };
 }
 
 // --optimizer: a built-in name, or a name an app's rule may have (run_app checks that it has).
 caf::error parse_optimizer(const std::string& text, launch_options& o) {
+  o.dp.adam = compressed_adam::none;
+  for (auto c : {compressed_adam::onebit, compressed_adam::zero_one})
+    if (text == to_string(c)) {
+      o.optimizer = optimizer_config::kind::adam;
+      o.optimizer_rule.clear();
+      o.dp.adam = c;
+      return {};
+    }
   if (auto k = built_in_optimizer(text)) {
     o.optimizer = *k;
     o.optimizer_rule.clear();
@@ -126,8 +197,9 @@ caf::error parse_optimizer(const std::string& text, launch_options& o) {
   }
   if (!valid_rule_name(text))
     return make_error(errc::bad_configuration,
-                      fmt::format("--optimizer must be adam, adamw, sgd, momentum, dash or the "
-                                  "name of an app's update rule, not '{}'",
+                      fmt::format("--optimizer must be adam, adamw, sgd, momentum, dash, "
+                                  "onebit-adam, zero-one-adam or the name of an app's update "
+                                  "rule, not '{}'",
                                   text));
   o.optimizer = optimizer_config::kind::app;
   o.optimizer_rule = text;
@@ -148,10 +220,12 @@ std::vector<flag_spec> job_flags() {
       number("batch", "B", "examples per worker step", field(&launch_options::batch)),
       number("lr", "X", "learning rate", field(&launch_options::lr)),
       custom("optimizer", "NAME",
-             "adam | adamw | sgd | momentum (heavy ball, --momentum) | dash (block Shampoo), "
-             "or an update rule the app registers",
+             "adam | adamw | sgd | momentum (heavy ball, --momentum) | dash (block Shampoo) | "
+             "onebit-adam | zero-one-adam (--mode dp: 1-bit compressed Adam), or an update "
+             "rule the app registers",
              scope::any, parse_optimizer,
              [](const launch_options& o) {
+               if (o.dp.adam != compressed_adam::none) return std::string{to_string(o.dp.adam)};
                return o.optimizer == kind::app ? o.optimizer_rule
                                                : std::string{to_string(o.optimizer)};
              }),
@@ -173,8 +247,10 @@ std::vector<flag_spec> job_flags() {
              field(&launch_options::clip)),
       number("sync-threshold", "X", "a pull sends only rows that moved more than X (0: all)",
              field(&launch_options::sync_threshold), scope::ps),
-      number("accumulate", "N", "batches whose gradients are averaged into one push",
-             field(&launch_options::accumulate), scope::ps),
+      number("accumulate", "N",
+             "batches whose gradients are averaged into one push (--mode dp: micro-batches of "
+             "--batch averaged before one allreduce)",
+             field(&launch_options::accumulate)),
       toggle("prefetch", "pull the next values while a batch computes",
              field(&launch_options::prefetch), scope::ps),
       custom(
@@ -193,7 +269,7 @@ std::vector<flag_spec> job_flags() {
                        [](launch_options& o, std::map<uint32_t, uint32_t> d) {
                          o.worker_delay_ms = std::move(d);
                        }),
-             show_worker_delays),
+             [](const launch_options& o) { return show_rank_map(o.worker_delay_ms); }),
       number("weight-decay", "WD",
              "weight decay: L2 in the gradient for adam, sgd and momentum; decoupled for adamw "
              "and dash",

@@ -131,6 +131,14 @@ caf::error validate(const launch_options& o) {
   for (const auto& [rank, ms] : o.worker_delay_ms)
     if (rank >= o.workers)
       return bad(fmt::format("--worker-delay-ms names worker {} of {}", rank, o.workers));
+  for (const auto& [rank, factor] : o.dp.worker_slowdown)
+    if (rank >= std::max(o.workers, o.max_workers))
+      return bad(fmt::format("--worker-slowdown names worker {} of {}", rank, o.workers));
+  if (o.dp.adam != compressed_adam::none && !o.data_parallel())
+    return bad(fmt::format("--optimizer {} compresses an allreduce: it needs --mode dp",
+                           to_string(o.dp.adam)));
+  if (o.dp.var_update_scaler == 0 || o.dp.local_step_clipper == 0)
+    return bad("--var-update-scaler and --local-step-clipper must be at least 1");
   if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
   if (o.weight_decay < 0) return bad("--weight-decay must not be negative");
   if (o.clip < 0 || o.sync_threshold < 0)
@@ -352,8 +360,13 @@ caf::expected<compensation_config> parse_compensation(const std::string& text) {
   return c;
 }
 
-caf::expected<std::map<uint32_t, uint32_t>> parse_worker_delays(const std::string& text) {
-  std::map<uint32_t, uint32_t> out;
+namespace {
+
+// "i:X[,j:Y...]" for flag `flag`: a value per worker rank, each read by parse_number.
+template <class T>
+caf::expected<std::map<uint32_t, T>> parse_rank_map(const std::string& flag,
+                                                    const std::string& text) {
+  std::map<uint32_t, T> out;
   size_t begin = 0;
   while (begin < text.size()) {
     const size_t end = std::min(text.find(',', begin), text.size());
@@ -361,13 +374,32 @@ caf::expected<std::map<uint32_t, uint32_t>> parse_worker_delays(const std::strin
     const auto colon = item.find(':');
     if (colon == std::string::npos)
       return make_error(errc::bad_configuration,
-                        fmt::format("--worker-delay-ms: '{}' is not RANK:MS", item));
-    uint32_t rank = 0, ms = 0;
-    if (auto err = parse_number("worker-delay-ms", item.substr(0, colon), rank)) return err;
-    if (auto err = parse_number("worker-delay-ms", item.substr(colon + 1), ms)) return err;
-    out[rank] = ms;
+                        fmt::format("--{}: '{}' is not RANK:VALUE", flag, item));
+    uint32_t rank = 0;
+    T value{};
+    if (auto err = parse_number(flag, item.substr(0, colon), rank)) return err;
+    if (auto err = parse_number(flag, item.substr(colon + 1), value)) return err;
+    out[rank] = value;
     begin = end + 1;
   }
+  return out;
+}
+
+}  // namespace
+
+caf::expected<std::map<uint32_t, uint32_t>> parse_worker_delays(const std::string& text) {
+  return parse_rank_map<uint32_t>("worker-delay-ms", text);
+}
+
+caf::expected<std::map<uint32_t, double>> parse_worker_slowdowns(const std::string& text) {
+  auto out = parse_rank_map<double>("worker-slowdown", text);
+  if (!out) return out;
+  for (const auto& [rank, factor] : *out)
+    if (!(factor >= 1) || factor > 1000)
+      return make_error(errc::bad_configuration,
+                        fmt::format("--worker-slowdown: worker {}'s factor must be 1 to 1000, "
+                                    "not {}",
+                                    rank, factor));
   return out;
 }
 

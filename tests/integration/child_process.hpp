@@ -166,14 +166,18 @@ inline std::vector<std::string> json_strings(const std::string& text, const std:
   return out;
 }
 
-// The number under top-level `key` of a JSON document (a job report); none when the text is
-// not JSON or the key holds no number.
+// The number under `key` of a JSON document (a job report): a top-level key, or a path of
+// keys and list indices joined by dots ("steps_by_stage.warmup", "workers.1.steps"); none
+// when the text is not JSON or the path holds no number.
 inline std::optional<double> json_number(const std::string& text, const std::string& key) {
   const auto doc = parse_json(text);
   if (!doc.is_object()) return std::nullopt;
-  const auto it = doc.find(key);
-  if (it == doc.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
+  std::string pointer = "/" + key;
+  for (auto& c : pointer)
+    if (c == '.') c = '/';
+  const troupe::json::json_pointer path(pointer);
+  if (!doc.contains(path) || !doc.at(path).is_number()) return std::nullopt;
+  return doc.at(path).get<double>();
 }
 
 inline std::string read_file(const std::string& path) {

@@ -90,3 +90,40 @@ BOOST_AUTO_TEST_CASE(buckets_keep_tensors_whole_when_they_fit) {
   for (size_t i = 1; i < buckets.size(); ++i)
     BOOST_TEST((buckets[i].tensors == std::vector<size_t>{0}));
 }
+
+BOOST_AUTO_TEST_CASE(weighted_shares_cover_each_step_once_in_proportion) {
+  const std::vector<double> weights{3.0, 1.0, 0.5};
+  for (uint64_t examples : {1000ull, 1001ull})
+    for (uint32_t batch : {9u, 128u}) {
+      std::vector<int> seen(examples, 0);
+      for (uint64_t s = 0; s < dp_steps_per_epoch(examples, batch); ++s)
+        for (uint32_t r = 0; r < weights.size(); ++r) {
+          const auto share = dp_weighted_share(examples, batch, s, weights, r);
+          for (uint32_t k = 0; k < share.count; ++k) ++seen[share.first + k];
+        }
+      for (int n : seen) BOOST_TEST_REQUIRE(n == 1);
+    }
+  const auto fast = dp_weighted_share(10000, 900, 0, weights, 0);
+  const auto slow = dp_weighted_share(10000, 900, 0, weights, 2);
+  BOOST_TEST(fast.count == 600u);
+  BOOST_TEST(slow.count == 100u);
+}
+
+BOOST_AUTO_TEST_CASE(micro_batches_split_a_share_evenly) {
+  BOOST_TEST((micro_batches(64, 4) == std::vector<uint32_t>{16, 16, 16, 16}));
+  BOOST_TEST((micro_batches(10, 4) == std::vector<uint32_t>{3, 3, 2, 2}));
+  BOOST_TEST((micro_batches(2, 4) == std::vector<uint32_t>{1, 1}));
+  BOOST_TEST((micro_batches(5, 1) == std::vector<uint32_t>{5}));
+}
+
+BOOST_AUTO_TEST_CASE(a_bucket_holds_only_kept_tensors_or_only_others) {
+  flat_layout layout({{"a", {100}}, {"b", {100}}, {"c", {100}}, {"d", {100}}});
+  const auto buckets = plan_gradient_buckets(layout, 1 << 20, {false, true, false, false});
+  BOOST_TEST_REQUIRE(buckets.size() == 3u);  // [c, d], [b], [a] in backward order
+  BOOST_TEST(!buckets[0].full_precision);
+  BOOST_TEST((buckets[1].full_precision && buckets[1].tensors == std::vector<size_t>{1}));
+  BOOST_TEST(!buckets[2].full_precision);
+  uint64_t covered = 0;
+  for (const auto& b : buckets) covered += b.end - b.begin;
+  BOOST_TEST(covered == layout.total);
+}

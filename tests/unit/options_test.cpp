@@ -739,3 +739,37 @@ BOOST_AUTO_TEST_CASE(typed_app_flags_are_checked_when_parsed) {
   BOOST_TEST(fails_with(parse({"--zipf", "fast"}, {}, app), errc::bad_configuration));
   BOOST_TEST(fails_with(parse({}, {{"TROUPE_FIELDS", "-3"}}, app), errc::bad_configuration));
 }
+
+BOOST_AUTO_TEST_CASE(data_parallel_compression_flags_parse_and_are_checked) {
+  auto o = parse({"--mode", "dp", "--optimizer", "onebit-adam", "--freeze-step", "50",
+                  "--comm-dtype", "bf16", "--compress-skip", "fc1.w,emb", "--balance",
+                  "--worker-slowdown", "1:3,0:1.5", "--accumulate", "4"});
+  BOOST_TEST_REQUIRE(bool(o));
+  BOOST_TEST((o->dp.adam == troupe::compressed_adam::onebit));
+  BOOST_TEST((o->optimizer == troupe::optimizer_config::kind::adam));
+  BOOST_TEST(o->dp.freeze_step == 50u);
+  BOOST_TEST((o->dp.dtype == troupe::comm_dtype::bf16));
+  BOOST_TEST((o->dp.compress_skip == std::vector<std::string>{"fc1.w", "emb"}));
+  BOOST_TEST(o->dp.balance);
+  BOOST_TEST(o->dp.worker_slowdown.at(1) == 3.0);
+  BOOST_TEST(o->accumulate == 4u);
+  const auto settings = flag_settings(*o);
+  auto shown = [&](const std::string& name) {
+    for (const auto& [n, v] : settings)
+      if (n == name) return v;
+    return std::string{"(absent)"};
+  };
+  BOOST_TEST(shown("optimizer") == "onebit-adam");
+  BOOST_TEST(shown("worker-slowdown") == "0:1.5,1:3");
+  auto zero_one = parse({"--mode", "dp", "--optimizer", "zero-one-adam"});
+  BOOST_TEST_REQUIRE(bool(zero_one));
+  BOOST_TEST((zero_one->dp.adam == troupe::compressed_adam::zero_one));
+  auto plain = parse({"--mode", "dp", "--optimizer", "zero-one-adam", "--optimizer", "adam"});
+  BOOST_TEST((plain && plain->dp.adam == troupe::compressed_adam::none));
+  BOOST_TEST(!parse({"--optimizer", "onebit-adam"}));  // the parameter service has no allreduce
+  BOOST_TEST(!parse({"--comm-dtype", "bf16"}));
+  BOOST_TEST(!parse({"--mode", "dp", "--comm-dtype", "fp8"}));
+  BOOST_TEST(!parse({"--mode", "dp", "--worker-slowdown", "1:0.5"}));
+  BOOST_TEST(!parse({"--mode", "dp", "--worker-slowdown", "7:2"}));  // 2 workers
+  BOOST_TEST(!parse({"--mode", "dp", "--compress-skip", "a,,b"}));
+}

@@ -99,6 +99,16 @@ const char* to_string(dash_storage s);
 enum class collective_kind : uint8_t { gloo = 0, actors = 1, nccl = 2 };
 const char* to_string(collective_kind k);
 
+// --comm-dtype: how data-parallel gradient buckets travel (fp32 | bf16 | fp16); they are summed
+// in fp32 either way and the parameters stay fp32.
+enum class comm_dtype : uint8_t { fp32 = 0, bf16 = 1, fp16 = 2 };
+const char* to_string(comm_dtype d);
+
+// --optimizer onebit-adam | zero-one-adam: data-parallel Adam whose communication is one bit
+// per value after a full-precision warmup (actors/dp/compressed_adam.hpp); none: as named.
+enum class compressed_adam : uint8_t { none = 0, onebit = 1, zero_one = 2 };
+const char* to_string(compressed_adam c);  // "adam" for none, "onebit-adam", "zero-one-adam"
+
 struct optimizer_config {
   // adam: weight decay as L2; adamw: decoupled; sgd: plain; momentum: heavy ball (beta1);
   // dash: block Shampoo with Adam grafting on 2-D slices, AdamW on the others; app: the rule

@@ -1,0 +1,50 @@
+// The sum over a data-parallel group of values packed by a kernels::wire_codec (bf16, fp16,
+// 1-bit), as 1-bit Adam's compressed allreduce does it, in two phases over the backend's
+// all_to_all and all_gather: every member packs chunk j of its values for member j; each
+// member unpacks the chunks it received, sums them in fp32 (adding its own error for its
+// chunk under 1-bit) and packs the sum again; all_gather hands every member every packed sum,
+// which all unpack alike, so the members end with the same bits. Each member sends
+// 2 (n - 1) packed chunks of ceil(values / n) values. Called on the allreduce_group's thread.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/dp/collective/collective.hpp"
+#include "kernels/cpu/wire_codec.hpp"
+
+namespace troupe {
+
+// Error feedback of a 1-bit sum (empty spans for the other codecs): the member's error for
+// every value it sends, and its error as owner of its chunk (compressed_chunk values).
+struct error_feedback {
+  std::span<float> worker;
+  std::span<float> server;
+};
+
+// Values member rank owns in a compressed sum of n values over `size` members.
+inline size_t compressed_chunk(size_t n, uint32_t size) {
+  return size ? (n + size - 1) / size : n;
+}
+
+struct wire_figures {
+  uint64_t bytes = 0;             // this member sent
+  uint64_t bytes_inter_host = 0;  // of those, to members on other hosts (`hosts` per rank)
+};
+
+// Bytes one member sends in a compressed sum of n values over `size` members.
+uint64_t compressed_sum_bytes(kernels::wire_codec codec, size_t n, uint32_t size);
+
+// Sums `data` over the members of `c`, packed by `codec`; `scratch` is the caller's to reuse.
+// The call's tag is used for the all_to_all and tag ^ 0x40000000 for the all_gather.
+caf::expected<wire_figures> compressed_allreduce(collective& c, std::span<float> data,
+                                                 kernels::wire_codec codec, error_feedback errors,
+                                                 const collective_call& call,
+                                                 const std::vector<std::string>& hosts,
+                                                 std::vector<float>& scratch);
+
+}  // namespace troupe

@@ -1,0 +1,30 @@
+// Internal to the dp_trainer (actors/dp/dp_trainer.cpp, dp_trainer_step.cpp): the functions
+// its two files share. Nobody else calls them.
+#pragma once
+
+#include <string>
+
+#include "actors/dp/dp_trainer.hpp"
+
+namespace troupe::dp_parts {
+
+using self_ptr = dp_worker_actor::stateful_pointer<dp_trainer_state>;
+
+// Stops the trainer with errc::job_failed: `doing`: `err`.
+void fail(self_ptr self, const dp_trainer_config& config, const std::string& doing,
+          const caf::error& err);
+
+// After a step: evaluation after an epoch, a pending generation, the next step or done.
+void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot);
+
+// A collective of this generation failed: wait, within a bound, for the coordinator's next.
+void wait_for_generation(self_ptr self, const dp_trainer_config& config, const std::string& why);
+
+// The buffers a generation's size decides: the step's values (their meta holds a rate per
+// member) and the error feedback of 1-bit sums, which start at zero.
+void size_buffers(dp_trainer_state& st);
+
+// One step: compute this member's share, send its buckets, apply the sum (dp_trainer_step.cpp).
+void run_step(self_ptr self, const dp_trainer_config& config);
+
+}  // namespace troupe::dp_parts
