@@ -137,7 +137,7 @@ void apply_start(self_ptr self, const dp_trainer_config& config, group_start job
   st.job = std::move(job);
   st.broken = false;
   size_buffers(st);  // a rate per member; 1-bit errors reset
-  if (st.job->size != size_before) st.rates.clear();
+  if (st.job->size != size_before) st.weights.clear();
   st.mine_since_sync = st.examples_since_sync = 0;
   if (st.adam && st.job->generation > 1)
     config.log.info("generation {}: 1-bit error feedback reset", st.job->generation);

@@ -46,7 +46,7 @@ struct dp_trainer_config {
 
 // Where in the values [meta | gradient] of one step the member's own figures go; they
 // travel in the last bucket, summed like the gradient, always in fp32. After the fixed ones
-// come one slot per member for its measured examples per second (--balance): each member
+// come one slot per member for its measured compute seconds per step (--balance): each member
 // fills its own, so the sum tells every member everyone's.
 enum step_meta : size_t { meta_examples = 0, meta_loss = 1, meta_non_finite = 2, meta_size = 3 };
 
@@ -86,10 +86,10 @@ struct dp_trainer_state {
   uint32_t mine = 0;                    // examples this member computes in the step in flight
   double own_loss_sum = 0;
   uint64_t step_examples = 0;  // examples of the whole step, over every member
-  // --balance: every member's examples per second as last summed (empty: an even split),
-  // and this member's own running estimate
-  std::vector<double> rates;
-  double own_rate = 0;
+  // --balance: the members' weights (empty: an even split), and this member's running mean
+  // of its step's compute seconds (slowdown included), which it sends in the meta
+  std::vector<double> weights;
+  double own_seconds = 0;
   // 0/1 Adam: examples since the last synchronisation, this member's and everyone's
   uint64_t mine_since_sync = 0, examples_since_sync = 0;
   double step_allreduce_s = 0;

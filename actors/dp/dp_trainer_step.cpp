@@ -20,10 +20,10 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using kernels::wire_codec;
 
-// --balance: steps between two re-estimates of the shares, and the least share of the
-// fastest member's a slow one keeps (so that its speed can still be measured).
+// --balance: steps between two re-estimates of the shares, and the least weight, against the
+// largest, a slow member keeps (so that its speed can still be measured).
 constexpr uint64_t rebalance_every = 4;
-constexpr double least_rate_share = 0.05;
+constexpr double least_weight = 0.05;
 
 double seconds_between(clock_type::time_point a, clock_type::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -176,16 +176,12 @@ caf::expected<double> share_gradient(self_ptr self, const dp_trainer_config& con
   return loss / double(share.count);
 }
 
-// This member's share of the step: even, or (--balance, once every rate is known) in
-// proportion to the members' summed rates, none below a floor.
+// This member's share of the step: even, or (--balance, once weighed) by the members' weights.
 example_range my_share(const dp_trainer_state& st, uint64_t in_epoch) {
   const auto& job = *st.job;
-  if (st.rates.size() != job.size)
+  if (st.weights.size() != job.size)
     return dp_share(st.examples, job.global_batch, in_epoch, job.size, job.rank);
-  const double fastest = *std::max_element(st.rates.begin(), st.rates.end());
-  std::vector<double> weights;
-  for (double r : st.rates) weights.push_back(std::max(r, least_rate_share * fastest));
-  return dp_weighted_share(st.examples, job.global_batch, in_epoch, weights, job.rank);
+  return dp_weighted_share(st.examples, job.global_batch, in_epoch, st.weights, job.rank);
 }
 
 // --worker-slowdown: this member takes F times as long per example as it did.
@@ -211,7 +207,7 @@ void enter_stage(self_ptr self, const dp_trainer_config& config, bool epoch_end)
 }  // namespace
 
 // One step: this member's share of the examples, backward with its buckets sent as they
-// become final, then the meta (examples, loss, rate) with the last one.
+// become final, then the meta (examples, loss, step time) with the last one.
 void run_step(self_ptr self, const dp_trainer_config& config) {
   auto& st = self->state;
   const auto& job = *st.job;
@@ -248,14 +244,11 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   st.backward_done = clock_type::now();
   const double took = seconds_between(began, st.backward_done);
   st.compute_s += took;
-  if (share.count > 0 && took > 0) {
-    const double rate = double(share.count) / took;
-    st.own_rate = st.own_rate > 0 ? 0.5 * st.own_rate + 0.5 * rate : rate;
-  }
+  st.own_seconds = st.own_seconds > 0 ? 0.5 * st.own_seconds + 0.5 * took : took;
   (*st.values)[meta_examples] = static_cast<float>(st.mine);
   st.own_loss_sum = loss * st.mine;
   (*st.values)[meta_loss] = static_cast<float>(st.own_loss_sum);
-  (*st.values)[meta_size + job.rank] = static_cast<float>(st.own_rate);
+  (*st.values)[meta_size + job.rank] = static_cast<float>(st.own_seconds);
   if (!std::isfinite(loss)) (*st.values)[meta_non_finite] = 1.0f;
   st.mine_since_sync += st.mine;
   st.examples_since_sync += st.step_examples;
@@ -272,13 +265,27 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
 
 namespace {
 
-// --balance: every few steps the members take the rates they summed (the same on every one).
-void take_rates(dp_trainer_state& st) {
+// --balance: every few steps the members reweigh their shares from the step times they
+// summed (the same bits on every one, so every one computes the same weights): each weight is
+// scaled by sqrt(mean time / its time), so that the members come to finish their shares
+// together, whatever part of a step's time does not grow with its examples.
+void reweigh(dp_trainer_state& st) {
   if (!st.job->balance || (st.step + 1) % rebalance_every != 0) return;
-  std::vector<double> rates;
-  for (uint32_t r = 0; r < st.job->size; ++r) rates.push_back((*st.values)[meta_size + r]);
-  if (std::all_of(rates.begin(), rates.end(), [](double r) { return r > 0; }))
-    st.rates = std::move(rates);
+  const uint32_t n = st.job->size;
+  std::vector<double> seconds;
+  double mean = 0;
+  for (uint32_t r = 0; r < n; ++r) {
+    seconds.push_back((*st.values)[meta_size + r]);
+    mean += seconds.back() / n;
+  }
+  if (!std::all_of(seconds.begin(), seconds.end(), [](double s) { return s > 0; })) return;
+  if (st.weights.size() != n) st.weights.assign(n, 1.0);
+  double largest = 0;
+  for (uint32_t r = 0; r < n; ++r) {
+    st.weights[r] *= std::sqrt(mean / seconds[r]);
+    largest = std::max(largest, st.weights[r]);
+  }
+  for (auto& w : st.weights) w = std::max(w / largest, least_weight);
 }
 
 // Applies the step's sum: the one-bucket store's optimizer, or 1-bit / 0/1 Adam's stage.
@@ -315,7 +322,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
     return fail(self, config, "summing the step",
                 make_error(errc::collective_failed, "the members disagree on the step's examples"));
   const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch);
-  if (!local) take_rates(st);
+  if (!local) reweigh(st);
   if (skipped) {
     config.log.warn("step {}: a member's gradient is not finite; skipped by every member",
                     st.step + 1);

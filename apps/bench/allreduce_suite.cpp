@@ -2,8 +2,11 @@
 // 1, 4, 25 and 100 MiB of fp32. Rows per backend of ours (`gloo`, `actors`: the
 // allreduce_group actor a dp worker uses, requests and all), each beside Gloo's own allreduce
 // (gloo::allreduce, its default ring) called directly by the same processes in the same run, whose
-// rows have backend `gloo-library`; plus one raw loopback TCP stream. busbw = bytes / time x 2 (N -
-// 1) / N, as nccl-tests define it. The members find each other through a file_store in a temporary
+// rows have backend `gloo-library`; plus one raw loopback TCP stream; and our gloo group summing
+// the same fp32 values packed as bf16 and as 1-bit (with error feedback, as 1-bit Adam sends its
+// momentum), each beside our fp32 gloo row, with the bytes each member puts on the wire. busbw =
+// fp32 bytes / time x 2 (N - 1) / N, as nccl-tests define it (for the packed rows: the fp32
+// values summed per second). The members find each other through a file_store in a temporary
 // directory.
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -26,6 +29,7 @@
 #include <filesystem>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "actors/dp/allreduce_group.hpp"
 #include "apps/bench/suites.hpp"
@@ -40,13 +44,19 @@ namespace {
 
 const std::vector<uint32_t> sizes_mib = {1, 4, 25, 100};
 
+// The rows' `compression`: none, bf16, onebit.
+const char* compression_name(kernels::wire_codec c) {
+  return c == kernels::wire_codec::fp32 ? "none" : kernels::to_string(c);
+}
+
 void sum_floats(void* out, const void* a, const void* b, size_t n) {
   gloo::sum<float>(out, a, b, n);
 }
 
 // Times Gloo's own allreduce (a context of its own) and ours (an allreduce_group actor formed
 // over a file_store) alternately, one repetition each in turn, so that both see the same
-// machine. Prints "BACKEND MIB median min max" (seconds) per size.
+// machine. Prints "BACKEND COMPRESSION MIB median min max WIRE_BYTES" (seconds; bytes this
+// member sent in one call) per size.
 caf::error time_both(const std::string& dir, uint32_t rank, uint32_t members, int reps,
                      std::ostream& out) {
   gloo::rendezvous::FileStore library_store(dir + "/library");
@@ -76,30 +86,47 @@ caf::error time_both(const std::string& dir, uint32_t rank, uint32_t members, in
                   std::shared_ptr<const group_form>{form})
         .receive([](bool) {}, [&](caf::error& err) { failed = err; });
   }
+  // What each of our timed calls runs: the group (by index) and how the values travel.
+  struct variant {
+    size_t group;
+    kernels::wire_codec codec;
+  };
+  const std::vector<variant> variants = {{0, kernels::wire_codec::fp32},
+                                         {1, kernels::wire_codec::fp32},
+                                         {0, kernels::wire_codec::bf16},
+                                         {0, kernels::wire_codec::onebit}};
   uint32_t tag = 0;
   for (uint32_t mib : sizes_mib) {
     if (failed) break;
     auto data = random_values(size_t{mib} << 18, rank + 1);
+    std::vector<float> worker_error(data.size(), 0.0f),
+        server_error(compressed_chunk(data.size(), members), 0.0f);
+    std::vector<uint64_t> wire_bytes(1 + variants.size(), 0);
     auto library = [&] {
       gloo::AllreduceOptions o(context);
       o.setOutput(data.data(), data.size());
       o.setReduceFunction(&sum_floats);
       gloo::allreduce(o);
     };
-    auto ours = [&](const allreduce_group_actor& group) {
+    auto ours = [&](size_t k) {
+      const auto& v = variants[k - 1];
       auto order = std::make_shared<reduce_order>(reduce_order{std::span<float>(data), ++tag});
-      self->request(group, std::chrono::seconds(300), reduce_atom_v,
+      order->codec = v.codec;
+      if (v.codec == kernels::wire_codec::onebit) order->errors = {worker_error, server_error};
+      self->request(groups[v.group], std::chrono::seconds(300), reduce_atom_v,
                     std::shared_ptr<const reduce_order>{order})
-          .receive([](const reduce_done&) {}, [&](caf::error& err) { failed = err; });
+          .receive([&](const reduce_done& done) { wire_bytes[k] = done.bytes; },
+                   [&](caf::error& err) { failed = err; });
     };
-    std::vector<std::vector<double>> seconds(1 + backends.size());  // the library, then ours
+    wire_bytes[0] = uint64_t(2.0 * (members - 1) / members * double(data.size() * 4));
+    std::vector<std::vector<double>> seconds(1 + variants.size());  // the library, then ours
     for (int i = 0; i < reps + 3; ++i) {                            // the first 3 warm up
       auto began = std::chrono::steady_clock::now();
       for (size_t k = 0; k < seconds.size(); ++k) {
         if (k == 0)
           library();
         else
-          ours(groups[k - 1]);
+          ours(k);
         const auto ended = std::chrono::steady_clock::now();
         if (i >= 3) seconds[k].push_back(std::chrono::duration<double>(ended - began).count());
         began = ended;
@@ -108,8 +135,11 @@ caf::error time_both(const std::string& dir, uint32_t rank, uint32_t members, in
     for (size_t k = 0; k < seconds.size(); ++k) {
       auto& v = seconds[k];
       std::sort(v.begin(), v.end());
-      out << fmt::format("{} {} {} {} {}\n", k == 0 ? "gloo-library" : to_string(backends[k - 1]),
-                         mib, v[v.size() / 2], v.front(), v.back());
+      const auto codec = k == 0 ? kernels::wire_codec::fp32 : variants[k - 1].codec;
+      out << fmt::format("{} {} {} {} {} {} {}\n",
+                         k == 0 ? "gloo-library" : to_string(backends[variants[k - 1].group]),
+                         compression_name(codec), mib, v[v.size() / 2], v.front(), v.back(),
+                         wire_bytes[k]);
     }
   }
   for (auto& group : groups) self->send_exit(group, caf::exit_reason::user_shutdown);
@@ -203,36 +233,52 @@ suite_result run_allreduce(const options& o, uint32_t members) {
          WEXITSTATUS(status) == 0 && ok;
   }
   std::ifstream in(dir / "out0");
-  std::map<std::pair<std::string, uint32_t>, timing> times;
-  std::string backend;
+  struct figures {
+    timing t;
+    uint64_t wire_bytes = 0;
+  };
+  std::map<std::tuple<std::string, std::string, uint32_t>, figures> times;
+  std::string backend, compression;
   uint32_t mib = 0;
-  timing t;
-  while (in >> backend >> mib >> t.median_s >> t.min_s >> t.max_s) times[{backend, mib}] = t;
+  figures f;
+  while (in >> backend >> compression >> mib >> f.t.median_s >> f.t.min_s >> f.t.max_s >>
+         f.wire_bytes)
+    times[{backend, compression, mib}] = f;
   fs::remove_all(dir);
   if (!ok || times.empty()) return result;
   const double tcp = loopback_tcp(size_t{1} << 30) / 1e9;
   const double factor = 2.0 * (members - 1) / members;
-  auto make_row = [&](const std::string& name, uint32_t size, double limit, const std::string& is) {
-    const auto& x = times[{name, size}];
-    row r{fmt::format("{} {} MiB x{}", name, size, members), "GB/s busbw"};
+  auto make_row = [&](const std::string& name, const std::string& packed, uint32_t size,
+                      double limit, const std::string& is) {
+    const auto& x = times[{name, packed, size}];
+    const std::string label = packed == "none" ? name : name + " " + packed;
+    row r{fmt::format("{} {} MiB x{}", label, size, members), "GB/s busbw"};
     const double bytes = double(size_t{size} << 20) * factor / 1e9;
-    fill_rate(r, x, bytes);
+    fill_rate(r, x.t, bytes);
     r.limit = limit;
     r.limit_name = is;
     r.extra = {{"backend", "\"" + name + "\""},
+               {"compression", "\"" + packed + "\""},
+               {"wire_bytes", std::to_string(x.wire_bytes)},
                {"members", std::to_string(members)},
                {"mib", std::to_string(size)},
                {"busbw_gbs", fmt::format("{:.6g}", r.ours)}};
     return r;
   };
   for (uint32_t size : sizes_mib) {
-    auto library = make_row("gloo-library", size, tcp, "loopback TCP stream");
-    result.rows.push_back(make_row("gloo", size, library.ours, "gloo::allreduce, same run"));
-    result.rows.push_back(make_row("actors", size, library.ours, "gloo::allreduce, same run"));
+    auto library = make_row("gloo-library", "none", size, tcp, "loopback TCP stream");
+    auto fp32 = make_row("gloo", "none", size, library.ours, "gloo::allreduce, same run");
+    for (const char* packed : {"bf16", "onebit"})
+      result.rows.push_back(make_row("gloo", packed, size, fp32.ours, "our fp32 gloo, same run"));
+    result.rows.push_back(std::move(fp32));
+    result.rows.push_back(
+        make_row("actors", "none", size, library.ours, "gloo::allreduce, same run"));
     result.rows.push_back(std::move(library));
   }
   row stream{"loopback TCP stream 1 GiB", "GB/s", tcp, tcp, tcp, tcp, "itself"};
   stream.extra = {{"backend", "\"tcp\""},
+                  {"compression", "\"none\""},
+                  {"wire_bytes", std::to_string(size_t{1} << 30)},
                   {"members", "2"},
                   {"mib", "1024"},
                   {"busbw_gbs", fmt::format("{:.6g}", tcp)}};

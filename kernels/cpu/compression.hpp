@@ -25,4 +25,7 @@ float sign_compress(std::span<const float> grad, std::span<float> residual,
 // Expands `bits` into scale * (+1 or -1) per value.
 void sign_decompress(std::span<const uint8_t> bits, float scale, std::span<float> out);
 
+// Adds scale * (+1 or -1) per value of `bits` to `sum`.
+void sign_add(std::span<const uint8_t> bits, float scale, std::span<float> sum);
+
 }  // namespace troupe::kernels

@@ -114,9 +114,10 @@ void add_decoded(wire_codec c, std::span<const float> words, std::span<float> su
     case wire_codec::onebit: {
       const size_t blocks = (n + onebit_block - 1) / onebit_block;
       const auto* bits = reinterpret_cast<const uint8_t*>(words.data() + blocks);
-      for (size_t i = 0; i < n; ++i) {
-        const float scale = words[i / onebit_block];
-        sum[i] += (bits[i / 8] >> (i % 8)) & 1u ? scale : -scale;
+      for (size_t k = 0; k < blocks; ++k) {
+        const size_t begin = k * onebit_block, count = std::min(onebit_block, n - begin);
+        sign_add(std::span<const uint8_t>(bits + begin / 8, sign_bytes(count)), words[k],
+                 sum.subspan(begin, count));
       }
       return;
     }
