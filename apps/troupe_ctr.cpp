@@ -1,9 +1,12 @@
 // troupe-ctr: logistic regression (with an optional factorization-machine term) on hashed
 // sparse features of a synthetic click log with a known ground-truth model, trained by
 // Troupe's parameter service with embedding tables. Same launch flags and report as
-// troupe-fmnist; the report adds test_auc, truth_auc, test_logloss and truth_logloss.
+// troupe-fmnist; the report adds test_auc, truth_auc, test_logloss and truth_logloss, and
+// (--reference, on by default) reference_auc and reference_logloss: the same model trained
+// sequentially in the coordinator's process (ctr/ctr_reference.hpp).
 #include <type_traits>
 
+#include "ctr/ctr_reference.hpp"
 #include "ctr/ctr_task.hpp"
 #include "troupe/app.hpp"
 #include "troupe/error.hpp"
@@ -47,13 +50,25 @@ troupe::app_description ctr_app() {
        troupe::app_flag::whole},
       {"data-seed", "S", "seed of the click log and its ground-truth model", "1",
        troupe::app_flag::whole},
+      {"reference", "",
+       "also train the same model sequentially in the coordinator's process and report "
+       "reference_auc (--reference=false: not)",
+       "true"},
   };
   app.defaults = {{"lr", "0.01"}, {"batch", "256"}, {"epochs", "2"}};
   app.make_task = [](const troupe::launch_options& opts)
       -> caf::expected<std::unique_ptr<troupe::training_task>> {
     auto o = ctr_options_of(opts);
     if (!o) return std::move(o.error());
-    return troupe::ctr::make_ctr_task(*o);
+    auto task = troupe::ctr::make_ctr_task(*o);
+    const auto& reference = opts.app_value("reference");
+    if (!task || reference == "false" || reference == "0" || reference == "no") return task;
+    if (reference != "true" && reference != "1" && reference != "yes")
+      return troupe::make_error(
+          troupe::errc::bad_configuration,
+          "--reference takes no value, or true/false, not '" + reference + "'");
+    return troupe::ctr::with_reference(std::move(*task), troupe::ctr::reference_settings_of(opts),
+                                       troupe::logger{"reference", opts.level});
   };
   return app;
 }

@@ -1,8 +1,10 @@
 // troupe-ctr end to end on a small click log: embedded, and as three processes on loopback
-// (coordinator, server, worker), each reaching an AUC near the ground-truth model's own.
+// (coordinator, server, worker), each reaching an AUC near the ground-truth model's own and
+// near the reference's (the same model trained sequentially); --reference=false skips it.
 #define BOOST_TEST_MODULE ctr_job
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <filesystem>
 
 #include "tests/integration/child_process.hpp"
@@ -33,6 +35,10 @@ void check_report(const std::string& path) {
   BOOST_TEST(test_auc > truth_auc - 0.1);
   BOOST_TEST(json_number(report, "test_logloss").value_or(9) < 0.7);
   BOOST_TEST(json_number(report, "updates_rejected").value_or(-1) == 0);
+  // --reference (on by default): the same model trained sequentially in the coordinator.
+  const double reference_auc = json_number(report, "reference_auc").value_or(0);
+  BOOST_TEST(reference_auc > 0.65);
+  BOOST_TEST(std::abs(test_auc - reference_auc) < 0.03);
 }
 
 }  // namespace
@@ -64,4 +70,14 @@ BOOST_AUTO_TEST_CASE(three_process_ctr_job_learns_the_click_model) {
   BOOST_TEST(server.wait(std::chrono::seconds(30)).value_or(-1) == 0);
   BOOST_TEST(worker.wait(std::chrono::seconds(30)).value_or(-1) == 0);
   check_report(report.string());
+}
+
+BOOST_AUTO_TEST_CASE(reference_false_trains_no_reference) {
+  const auto report = scratch("no-reference.json");
+  child_process job(command({"--report", report.string(), "--reference=false"}),
+                    scratch("no-reference.log").string());
+  BOOST_TEST_REQUIRE(job.wait(std::chrono::seconds(240)).value_or(-1) == 0);
+  const std::string text = read_file(report.string());
+  BOOST_TEST(json_number(text, "test_auc").value_or(0) > 0.6);
+  BOOST_TEST(!json_number(text, "reference_auc").has_value());
 }
