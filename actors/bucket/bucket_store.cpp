@@ -91,7 +91,7 @@ const sparse_table* bucket_store::table(const std::string& name) const {
 }
 
 caf::expected<std::vector<sparse_rows>> bucket_store::read_rows(
-    const std::vector<row_request>& requests) {
+    const std::vector<row_request>& requests, uint32_t worker) {
   std::vector<sparse_rows> out;
   for (const auto& r : requests) {
     auto* t = table(r.table);
@@ -102,6 +102,7 @@ caf::expected<std::vector<sparse_rows>> bucket_store::read_rows(
     if (!rows) return std::move(rows.error());
     out.push_back(std::move(*rows));
   }
+  remember_rows(worker, out);
   return out;
 }
 
@@ -154,23 +155,6 @@ caf::error bucket_store::validate(const push_request& push) const {
                                                theirs.values[*at], theirs.name, max_abs_gradient));
   }
   return {};
-}
-
-void bucket_store::compensate(uint32_t worker, size_t slice, std::vector<float>& grad) {
-  if (compensation_.type == dc_kind::none || read_[worker].empty()) return;
-  const auto& now = slices_[slice].values;
-  const auto& then = read_[worker][slice];
-  const float lambda = compensation_.lambda;
-  switch (compensation_.type) {
-    case dc_kind::linear:
-      return kernels::compensate_linear(grad, now, then, lambda);
-    case dc_kind::dcasgd:
-      return kernels::compensate_dcasgd(grad, now, then, lambda);
-    case dc_kind::dcasgd_adaptive:
-      return kernels::compensate_dcasgd_adaptive(grad, now, then, lambda, mean_square_[slice]);
-    case dc_kind::none:
-      return;
-  }
 }
 
 bool bucket_store::step(size_t slice, std::vector<float>& grad, uint64_t staleness) {
@@ -245,6 +229,7 @@ caf::error bucket_store::apply_now(push_request& push, uint64_t staleness) {
     refused += step(i, push.dense[i].values, staleness) ? 0 : 1;
   }
   const float lr_scale = optimizer_.lr_staleness ? 1.0f / (1.0f + float(staleness)) : 1.0f;
+  compensate_rows(push.worker, push.sparse);
   const uint64_t rows = apply_rows(push.sparse, lr_scale);
   if (refused || rows) {  // only an app's rule refuses: the push is applied whole or not at all
     undo_rule(*undo);
@@ -490,6 +475,7 @@ uint64_t bucket_store::admit(uint32_t worker) {
 
 caf::error bucket_store::retire(uint32_t worker) {
   gate_.retire(worker);
+  if (worker < rows_read_.size()) rows_read_[worker].clear();
   return in_round_.empty() ? caf::error{} : finish_round_if_complete();
 }
 

@@ -93,8 +93,11 @@ class bucket_store {
   update_rules rules() const;
 
   // The embedding rows a pull asks for (created on first read); errc::unknown_bucket or
-  // message_too_large for rows this bucket does not own or has no room for.
-  caf::expected<std::vector<sparse_rows>> read_rows(const std::vector<row_request>& requests);
+  // message_too_large for rows this bucket does not own or has no room for. With delay
+  // compensation, what `worker` read is remembered (replacing what it read before), so that
+  // its next push of those rows is compensated as dense slices are; an observer's read is not.
+  caf::expected<std::vector<sparse_rows>> read_rows(const std::vector<row_request>& requests,
+                                                    uint32_t worker = observer_worker);
 
   pull_reply snapshot() const;
   bucket_stats stats() const;
@@ -142,6 +145,9 @@ class bucket_store {
   bool counts_as_step(const push_request& push) const;
   caf::error skip_step(uint32_t worker);
   void compensate(uint32_t worker, size_t slice, std::vector<float>& grad);
+  // Delay compensation of a push's row gradients against the rows the worker last read.
+  void compensate_rows(uint32_t worker, std::vector<sparse_rows>& rows);
+  void remember_rows(uint32_t worker, const std::vector<sparse_rows>& rows);
   // False when an app's rule left the slice unchanged (non-finite result).
   bool step(size_t slice, std::vector<float>& grad, uint64_t staleness);
   bool device_steps(size_t slice) const;  // this slice's DASH step is deferred
@@ -198,6 +204,12 @@ class bucket_store {
   std::vector<std::vector<std::vector<float>>> read_;
   float sync_threshold_ = 0;
   std::vector<std::vector<float>> mean_square_;  // adaptive DC: running mean of g*g
+  // Delay compensation of rows: [worker][table] the rows it last read (id -> values), and
+  // [table] each row's running mean of g*g for the adaptive form. A backup reads the same
+  // rows when a pull is mirrored to it; neither is saved with the state, so after a restart
+  // from a checkpoint a worker's first push of a row is not compensated.
+  std::vector<std::vector<std::unordered_map<uint64_t, std::vector<float>>>> rows_read_;
+  std::vector<std::unordered_map<uint64_t, std::vector<float>>> row_mean_square_;
   std::vector<std::vector<float>> round_sum_;    // bsp: this round's summed gradients
   // bsp: who pushed (or skipped) this round.
   static constexpr uint8_t round_none = 0, round_pushed = 1, round_skipped = 2;

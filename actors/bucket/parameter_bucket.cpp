@@ -28,7 +28,7 @@ caf::expected<wire> answer(self_ptr self, const pull_request& request) {
   if (st.backup && request.worker != observer_worker)
     self->send(*st.backup, mirror_atom_v, encode(request));
   if (!request.rows.empty()) {
-    auto rows = st.store->read_rows(request.rows);
+    auto rows = st.store->read_rows(request.rows, request.worker);
     if (!rows) return std::move(rows.error());
     reply.rows = std::move(*rows);
   }
@@ -391,8 +391,11 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
         auto& st = self->state;
         if (!st.primary || !sent_by(self, st.primary)) return refuse("a mirrored pull");
         if (auto request = decode<pull_request>(w);
-            request && request->worker < st.store->workers())
+            request && request->worker < st.store->workers()) {
           st.store->grant_pull(request->worker, request->worker_clock);
+          if (!request->rows.empty())  // the same rows' memory for delay compensation
+            (void)st.store->read_rows(request->rows, request->worker);
+        }
       },
   };
 }
