@@ -35,6 +35,19 @@ ctr_model_view model_view(float bias, const sparse_rows_view& rows, uint32_t k) 
   return {bias, rows.values[0], v, k};
 }
 
+// The FM model's logit plus the tower's output over the example's embeddings (its rows of
+// table v, concatenated into `input`).
+double full_logit(const ctr_model_view& m, const tower_shape& tower, std::span<const float> params,
+                  const example_rows& ex, std::span<double> sums, std::vector<float>& input,
+                  tower_activations& acts) {
+  double y = ctr_logit(m, ex, sums);
+  if (tower.empty()) return y;
+  input.resize(tower.input);
+  for (size_t f = 0; f < ex.v_rows.size(); ++f)
+    for (uint32_t c = 0; c < m.k; ++c) input[f * m.k + c] = m.v[size_t{ex.v_rows[f]} * m.k + c];
+  return y + tower_forward(tower, params.subspan(1), input, acts);
+}
+
 // Finds the rows of the examples `examples` of `log` (those of examples[i] at i * fields in
 // w_rows and v_rows). Returns false when `rows` lacks one of their ids.
 bool locate(const click_log& log, std::span<const uint32_t> examples, const sparse_rows_view& rows,
@@ -62,8 +75,14 @@ example_rows rows_at(const std::vector<uint32_t>& w_rows, const std::vector<uint
 // replica of a job), and scratch buffers for one batch.
 class ctr_replica : public task_replica {
  public:
-  ctr_replica(std::shared_ptr<const click_log> train, uint32_t k, uint32_t batch, uint64_t seed)
-      : train_(std::move(train)), k_(k), batch_(batch), seed_(seed), sums_(k) {}
+  ctr_replica(std::shared_ptr<const click_log> train, uint32_t k, tower_shape tower, uint32_t batch,
+              uint64_t seed)
+      : train_(std::move(train)),
+        k_(k),
+        tower_(std::move(tower)),
+        batch_(batch),
+        seed_(seed),
+        sums_(k) {}
 
   caf::expected<float> gradient(std::span<const float>, uint32_t, uint64_t,
                                 std::span<float>) override {
@@ -85,7 +104,8 @@ class ctr_replica : public task_replica {
   // does not hold its rows, bad_configuration when the batch is past the end.
   caf::expected<float> gradient(std::span<const float> params, sparse_rows_view& rows,
                                 uint32_t epoch, uint64_t batch, std::span<float> grad) override {
-    if (params.size() != 1 || grad.size() != 1 || !rows_fit(rows, k_, true))
+    const size_t dense = 1 + tower_values(tower_);
+    if (params.size() != dense || grad.size() != dense || !rows_fit(rows, k_, true))
       return make_error(errc::shape_mismatch, "ctr: parameters or rows of the wrong shape");
     const auto examples = examples_of(epoch, batch);
     if (examples.empty())
@@ -96,20 +116,32 @@ class ctr_replica : public task_replica {
     const std::span<float> v_grad = k_ ? std::span<float>(rows.grads[1]) : std::span<float>{};
     const double scale = 1.0 / static_cast<double>(examples.size());
     double loss = 0, bias_grad = 0;
+    std::fill(grad.begin(), grad.end(), 0.0f);
     for (size_t i = 0; i < examples.size(); ++i) {
       const example_rows ex = rows_at(w_rows_, v_rows_, i, train_->fields);
-      const double y = ctr_logit(m, ex, sums_);
+      const double y = full_logit(m, tower_, params, ex, sums_, input_, acts_);
       const uint8_t label = train_->labels[examples[i]];
       loss += logistic_loss(y, label);
       const double dy = (sigmoid(y) - label) * scale;
       bias_grad += dy;
       ctr_backward(m, ex, sums_, dy, rows.grads[0], v_grad);
+      if (!tower_.empty()) embeddings_backward(params, ex, dy, grad, v_grad);
     }
     grad[0] = static_cast<float>(bias_grad);
     return static_cast<float>(loss * scale);
   }
 
  private:
+  // The tower's gradient into grad[1..] and, through its input, into the fields' rows of v.
+  void embeddings_backward(std::span<const float> params, const example_rows& ex, double dy,
+                           std::span<float> grad, std::span<float> v_grad) {
+    dinput_.assign(tower_.input, 0.0f);
+    tower_backward(tower_, params.subspan(1), input_, acts_, dy, grad.subspan(1), dinput_);
+    for (size_t f = 0; f < ex.v_rows.size(); ++f)
+      for (uint32_t c = 0; c < k_; ++c)
+        v_grad[size_t{ex.v_rows[f]} * k_ + c] += dinput_[f * k_ + c];
+  }
+
   // The training examples of batch `batch` of `epoch` (none past the end).
   std::span<const uint32_t> examples_of(uint32_t epoch, uint64_t batch) {
     if (epoch_ != epoch) {
@@ -126,6 +158,7 @@ class ctr_replica : public task_replica {
 
   std::shared_ptr<const click_log> train_;
   uint32_t k_;
+  tower_shape tower_;
   uint32_t batch_;
   uint64_t seed_;
   std::vector<uint32_t> order_;  // every example index, shuffled for epoch_
@@ -134,6 +167,9 @@ class ctr_replica : public task_replica {
   std::vector<uint32_t> w_rows_;  // the batch's rows in table w, `fields` per example
   std::vector<uint32_t> v_rows_;  // the same in table v
   std::vector<double> sums_;      // sum_i v_i,c of the current example
+  std::vector<float> input_;      // the tower's input for the current example
+  std::vector<float> dinput_;     // its gradient
+  tower_activations acts_;
 };
 
 // The sorted unique ids of every example of `log`.
@@ -187,17 +223,22 @@ ctr_task::ctr_task(click_data data, const ctr_options& opts)
     : train_(std::make_shared<const click_log>(std::move(data.train))),
       test_(std::make_shared<const click_log>(std::move(data.test))),
       fm_dim_(opts.fm_dim),
+      tower_{opts.fields * opts.fm_dim, opts.tower},
       capacity_(uint64_t{opts.fields} * opts.vocabulary),
       test_ids_(ids_of_log(*test_)),
       truth_auc_(truth_auc_of(*test_)),
       truth_logloss_(truth_logloss_of(*test_)) {}
 
 std::vector<tensor_spec> ctr_task::parameters() const {
-  return {tensor_spec{"bias", {1}}};
+  std::vector<tensor_spec> out{tensor_spec{"bias", {1}}};
+  for (auto& t : tower_tensors(tower_)) out.push_back(std::move(t));
+  return out;
 }
 
-void ctr_task::initialize(uint64_t, std::span<float> params) const {
-  if (params.size() == 1) params[0] = 0.0f;
+void ctr_task::initialize(uint64_t seed, std::span<float> params) const {
+  if (params.size() != 1 + tower_values(tower_)) return;
+  params[0] = 0.0f;
+  init_tower(tower_, seed, params.subspan(1));
 }
 
 uint64_t ctr_task::batches_per_epoch(uint32_t batch) const {
@@ -210,7 +251,7 @@ caf::expected<std::unique_ptr<task_replica>> ctr_task::make_replica(uint32_t bat
     return make_error(errc::bad_configuration,
                       "ctr: no training examples (task built for evaluation only)");
   if (batch == 0) return make_error(errc::bad_configuration, "ctr: batch size 0");
-  return std::make_unique<ctr_replica>(train_, fm_dim_, batch, seed);
+  return std::make_unique<ctr_replica>(train_, fm_dim_, tower_, batch, seed);
 }
 
 evaluation ctr_task::evaluate(std::span<const float>) const {
@@ -231,7 +272,7 @@ std::vector<std::vector<uint64_t>> ctr_task::evaluation_rows() const {
 
 std::vector<double> ctr_task::test_logits(std::span<const float> params,
                                           const sparse_rows_view& rows) const {
-  if (params.size() != 1 || !rows_fit(rows, fm_dim_, false)) return {};
+  if (params.size() != 1 + tower_values(tower_) || !rows_fit(rows, fm_dim_, false)) return {};
   std::vector<uint32_t> all(test_->size());
   for (size_t n = 0; n < all.size(); ++n) all[n] = static_cast<uint32_t>(n);
   std::vector<uint64_t> ids;
@@ -239,8 +280,11 @@ std::vector<double> ctr_task::test_logits(std::span<const float> params,
   if (!locate(*test_, all, rows, fm_dim_, ids, w_rows, v_rows)) return {};
   const ctr_model_view m = model_view(params[0], rows, fm_dim_);
   std::vector<double> sums(fm_dim_), logits(test_->size());
+  std::vector<float> input;
+  tower_activations acts;
   for (size_t n = 0; n < logits.size(); ++n)
-    logits[n] = ctr_logit(m, rows_at(w_rows, v_rows, n, test_->fields), sums);
+    logits[n] =
+        full_logit(m, tower_, params, rows_at(w_rows, v_rows, n, test_->fields), sums, input, acts);
   return logits;
 }
 
@@ -269,6 +313,14 @@ caf::expected<std::unique_ptr<training_task>> make_ctr_task(const ctr_options& o
     return make_error(errc::bad_configuration, "ctr: fm_dim must be at most " +
                                                    std::to_string(max_fm_dim) + " (got " +
                                                    std::to_string(opts.fm_dim) + ")");
+  if (!opts.tower.empty() && opts.fm_dim == 0)
+    return make_error(errc::bad_configuration,
+                      "ctr: --tower reads the embeddings of table v: give --fm-dim K too");
+  if (opts.tower.size() > 8)
+    return make_error(errc::bad_configuration, "ctr: --tower has at most 8 layers");
+  for (uint32_t width : opts.tower)
+    if (width == 0 || width > 4096)
+      return make_error(errc::bad_configuration, "ctr: --tower widths must be 1 to 4096");
   auto data = make_click_log(click_log_options_of(opts));
   if (!data) return std::move(data.error());
   return std::make_unique<ctr_task>(std::move(*data), opts);

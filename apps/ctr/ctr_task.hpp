@@ -15,6 +15,7 @@
 #include <caf/expected.hpp>
 
 #include "apps/ctr/click_log.hpp"
+#include "apps/ctr/ctr_tower.hpp"
 #include "troupe/task.hpp"
 
 namespace troupe::ctr {
@@ -32,20 +33,24 @@ struct ctr_options {
   uint64_t seed = 1;             // the click log's seed (the same in every process of a job)
   double sigma = 0.5;            // the hidden model's weights are N(0, sigma^2)
   uint32_t truth_fm_dim = 0;     // k of the hidden model's FM term; 0: none
+  std::vector<uint32_t> tower;   // hidden widths of the dense tower over table v; empty: none
 };
 
 // The click log that `opts` describes.
 click_log_options click_log_options_of(const ctr_options& opts);
 
-// Dense parameters: "bias" [1]. Sparse tables: "w" (row_dim 1, the per-id weights) and, when
-// fm_dim > 0, "v" (row_dim fm_dim, the per-id FM factors), each keyed by feature_id().
+// Dense parameters: "bias" [1], then the tower's (ctr_tower.hpp) when it has one. Sparse
+// tables: "w" (row_dim 1, the per-id weights) and, when fm_dim > 0, "v" (row_dim fm_dim, the
+// per-id FM factors, which are also the embeddings the tower reads), each keyed by
+// feature_id(). The logit is the FM model's plus the tower's output.
 class ctr_task : public training_task {
  public:
   ctr_task(click_data data, const ctr_options& opts);
 
   std::vector<tensor_spec> parameters() const override;
 
-  // A zero bias. Leaves `params` untouched unless it holds exactly one value.
+  // A zero bias and the tower's initial weights (from `seed`). Leaves `params` untouched
+  // unless it is as long as parameters() says.
   void initialize(uint64_t seed, std::span<float> params) const override;
 
   // Batches of `batch` examples over the whole training split (the last may be smaller).
@@ -83,6 +88,7 @@ class ctr_task : public training_task {
   std::shared_ptr<const click_log> train_;
   std::shared_ptr<const click_log> test_;
   uint32_t fm_dim_;
+  tower_shape tower_;
   uint64_t capacity_;               // fields * vocabulary: every id the log can name
   std::vector<uint64_t> test_ids_;  // sorted unique ids of the test split
   double truth_auc_;                // AUC of the true click probabilities on the test split

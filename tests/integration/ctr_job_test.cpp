@@ -1,6 +1,7 @@
 // troupe-ctr end to end on a small click log: embedded, and as three processes on loopback
 // (coordinator, server, worker), each reaching an AUC near the ground-truth model's own and
-// near the reference's (the same model trained sequentially); --reference=false skips it.
+// near the reference's (the same model trained sequentially), with and without a dense tower;
+// --reference=false skips the reference.
 #define BOOST_TEST_MODULE ctr_job
 #include <boost/test/unit_test.hpp>
 
@@ -80,4 +81,13 @@ BOOST_AUTO_TEST_CASE(reference_false_trains_no_reference) {
   const std::string text = read_file(report.string());
   BOOST_TEST(json_number(text, "test_auc").value_or(0) > 0.6);
   BOOST_TEST(!json_number(text, "reference_auc").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_ctr_model_with_a_dense_tower_learns_the_click_model) {
+  const auto report = scratch("tower.json");
+  child_process job(command({"--report", report.string(), "--fm-dim", "4", "--tower", "16,8"}),
+                    scratch("tower.log").string());
+  BOOST_TEST_INFO("output: " << job.output());
+  BOOST_TEST_REQUIRE(job.wait(std::chrono::seconds(240)).value_or(-1) == 0);
+  check_report(report.string());
 }
