@@ -44,15 +44,25 @@ float sign_compress(std::span<const float> grad, std::span<float> residual,
   for (size_t i = 0; i < n; ++i)
     residual[i] += grad[i];  // p = g + e, kept in place until e is known
   const float scale = abs_sum(residual.first(n)) / static_cast<float>(n);
-  for (size_t b = 0; b < sign_bytes(n); ++b) {
-    uint8_t byte = 0;
-    const size_t end = std::min(n, 8 * b + 8);
-    for (size_t i = 8 * b; i < end; ++i) {
-      const bool positive = residual[i] >= 0.0f;
-      byte |= static_cast<uint8_t>(positive ? 1u << (i - 8 * b) : 0u);
-      residual[i] -= positive ? scale : -scale;  // e = p - q
+  const size_t whole = n / 8;
+  for (size_t b = 0; b < whole; ++b) {  // eight values per byte, without branches
+    float* p = residual.data() + 8 * b;
+    unsigned byte = 0;
+    for (unsigned j = 0; j < 8; ++j) {
+      const unsigned positive = p[j] >= 0.0f ? 1u : 0u;
+      byte |= positive << j;
+      p[j] -= scale * (2.0f * static_cast<float>(positive) - 1.0f);  // e = p - q
     }
-    bits[b] = byte;
+    bits[b] = static_cast<uint8_t>(byte);
+  }
+  if (whole < sign_bytes(n)) {
+    unsigned byte = 0;
+    for (size_t i = 8 * whole; i < n; ++i) {
+      const bool positive = residual[i] >= 0.0f;
+      byte |= (positive ? 1u : 0u) << (i - 8 * whole);
+      residual[i] -= positive ? scale : -scale;
+    }
+    bits[whole] = static_cast<uint8_t>(byte);
   }
   return scale;
 }

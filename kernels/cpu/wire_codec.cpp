@@ -76,7 +76,8 @@ void encode_values(wire_codec c, std::span<const float> in, std::span<float> res
     case wire_codec::fp16: {
       const float scale = fp16_scale(in);
       words[0] = scale;
-      for (size_t i = 0; i < n; ++i) halves(words.subspan(1))[i] = float_to_half(in[i] / scale);
+      const float inverse = 1.0f / scale;  // a power of two: exact
+      for (size_t i = 0; i < n; ++i) halves(words.subspan(1))[i] = float_to_half(in[i] * inverse);
       return;
     }
     case wire_codec::onebit: {
