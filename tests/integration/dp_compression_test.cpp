@@ -88,6 +88,14 @@ BOOST_AUTO_TEST_CASE(onebit_adam_compresses_after_its_warmup_and_keeps_replicas_
   BOOST_TEST(compressed > 0);
   BOOST_TEST(warm / compressed >= 20, warm / compressed);
   BOOST_TEST(number(onebit, "test_accuracy") >= number(adam, "test_accuracy") - 0.05);
+  // A kept tensor's momentum is summed in fp32: 4 bytes per value per member (two members).
+  const auto kept = run_dp(task, 2, 64,
+                           {"--optimizer", "onebit-adam", "--freeze-step", "5", "--compress-skip",
+                            "fc1.w", "--checksum-every", "1"});
+  check_finished(kept);
+  const double fc1 = 8.0 * double(values_of(*task, "fc1.w"));
+  const double kept_step = number(kept, "allreduce_bytes_by_stage.compressed") / 15;
+  BOOST_TEST((kept_step > fc1 && kept_step < fc1 + 2 * compressed), kept_step << " vs " << fc1);
   // Its warmup is Adam: with the freeze at the last step, 1-bit Adam is Adam.
   const auto all_warm = run_dp(task, 2, 64, {"--optimizer", "onebit-adam", "--freeze-step", "20"});
   check_finished(all_warm);

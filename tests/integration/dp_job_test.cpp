@@ -250,6 +250,24 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_process_leaves_the_others_training) {
   BOOST_TEST(epochs == 3u);
 }
 
+BOOST_AUTO_TEST_CASE(a_killed_worker_of_a_one_bit_adam_job_leaves_the_others_compressing) {
+  // The generation formed after the loss has other chunks, so both error feedbacks restart.
+  dp_cluster job(3, {"--batch", "64", "--train-limit", "19200", "--test-limit", "1000",
+                     "--optimizer", "onebit-adam", "--freeze-step", "30"});
+  BOOST_TEST_REQUIRE(job.await_log("epoch 1/3"));
+  job.workers[1]->kill();
+  const auto bound = std::chrono::seconds(300);
+  BOOST_TEST(job.coordinator->wait(bound).value_or(-1) == 0);
+  for (size_t i : {0u, 2u}) BOOST_TEST(job.workers[i]->wait(bound).value_or(-1) == 0);
+  const auto text = read_file(job.report.string());
+  BOOST_TEST(json_number(text, "generations").value_or(0) >= 2);
+  BOOST_TEST(json_number(text, "checksum_mismatches").value_or(1) == 0);
+  BOOST_TEST(json_number(text, "steps_by_stage.warmup").value_or(0) == 30);
+  BOOST_TEST(json_number(text, "steps_by_stage.compressed").value_or(0) == 300 - 30);
+  BOOST_TEST(json_number(text, "test_accuracy").value_or(0) > 0.7);
+  BOOST_TEST(read_file(job.log_of("w0")).find("error feedback reset") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(a_worker_started_mid_job_joins_and_the_job_completes) {
   dp_cluster job(2, {"--batch", "64", "--train-limit", "12800", "--test-limit", "1000"},
                  {"--max-workers", "3"});
