@@ -91,7 +91,39 @@ class ctr_replica : public task_replica {
   }
 
   std::vector<std::vector<uint64_t>> rows_of(uint32_t epoch, uint64_t batch) override {
+    return rows_in(examples_of(epoch, batch));
+  }
+
+  std::vector<std::vector<uint64_t>> rows_of_range(uint32_t epoch, uint64_t first,
+                                                   uint32_t count) override {
+    return rows_in(examples_in(epoch, first, count));
+  }
+
+  // Mean log loss of the batch; errc::shape_mismatch, with the grads untouched, when `rows`
+  // does not hold its rows, bad_configuration when the batch is past the end.
+  caf::expected<float> gradient(std::span<const float> params, sparse_rows_view& rows,
+                                uint32_t epoch, uint64_t batch, std::span<float> grad) override {
     const auto examples = examples_of(epoch, batch);
+    if (examples.empty())
+      return make_error(errc::bad_configuration, "ctr: a batch past the epoch's end");
+    auto loss = gradient_of(params, rows, examples, grad);
+    if (!loss) return std::move(loss.error());
+    return static_cast<float>(*loss);
+  }
+
+  caf::expected<range_result> gradient_range(std::span<const float> params, sparse_rows_view& rows,
+                                             uint32_t epoch, uint64_t first, uint32_t count,
+                                             std::span<float> grad) override {
+    const auto examples = examples_in(epoch, first, count);
+    if (examples.empty()) return range_result{0, 0};
+    auto loss = gradient_of(params, rows, examples, grad);
+    if (!loss) return std::move(loss.error());
+    return range_result{*loss, examples.size()};
+  }
+
+ private:
+  // The sorted unique ids `examples` read, per table.
+  std::vector<std::vector<uint64_t>> rows_in(std::span<const uint32_t> examples) const {
     std::vector<uint64_t> ids(examples.size() * train_->fields);
     for (size_t i = 0; i < examples.size(); ++i)
       train_->ids_of(examples[i], std::span(ids).subspan(i * train_->fields, train_->fields));
@@ -100,16 +132,13 @@ class ctr_replica : public task_replica {
     return per_table;
   }
 
-  // Mean log loss of the batch; errc::shape_mismatch, with the grads untouched, when `rows`
-  // does not hold its rows, bad_configuration when the batch is past the end.
-  caf::expected<float> gradient(std::span<const float> params, sparse_rows_view& rows,
-                                uint32_t epoch, uint64_t batch, std::span<float> grad) override {
+  // Mean log loss of `examples` (not empty); errc::shape_mismatch, with the grads untouched,
+  // when `rows` does not hold their rows.
+  caf::expected<double> gradient_of(std::span<const float> params, sparse_rows_view& rows,
+                                    std::span<const uint32_t> examples, std::span<float> grad) {
     const size_t dense = 1 + tower_values(tower_);
     if (params.size() != dense || grad.size() != dense || !rows_fit(rows, k_, true))
       return make_error(errc::shape_mismatch, "ctr: parameters or rows of the wrong shape");
-    const auto examples = examples_of(epoch, batch);
-    if (examples.empty())
-      return make_error(errc::bad_configuration, "ctr: a batch past the epoch's end");
     if (!locate(*train_, examples, rows, k_, ids_, w_rows_, v_rows_))
       return make_error(errc::shape_mismatch, "ctr: the rows do not hold the batch's ids");
     const ctr_model_view m = model_view(params[0], rows, k_);
@@ -128,10 +157,9 @@ class ctr_replica : public task_replica {
       if (!tower_.empty()) embeddings_backward(params, ex, dy, grad, v_grad);
     }
     grad[0] = static_cast<float>(bias_grad);
-    return static_cast<float>(loss * scale);
+    return loss * scale;
   }
 
- private:
   // The tower's gradient into grad[1..] and, through its input, into the fields' rows of v.
   void embeddings_backward(std::span<const float> params, const example_rows& ex, double dy,
                            std::span<float> grad, std::span<float> v_grad) {
@@ -144,16 +172,20 @@ class ctr_replica : public task_replica {
 
   // The training examples of batch `batch` of `epoch` (none past the end).
   std::span<const uint32_t> examples_of(uint32_t epoch, uint64_t batch) {
+    return examples_in(epoch, batch * batch_, batch_);
+  }
+
+  // Examples first .. first + count - 1 of `epoch`'s order (fewer past the end).
+  std::span<const uint32_t> examples_in(uint32_t epoch, uint64_t first, uint32_t count) {
     if (epoch_ != epoch) {
       order_.resize(train_->size());
       for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
       shuffle(order_, epoch_seed(seed_, epoch));
       epoch_ = epoch;
     }
-    if (batch >= (order_.size() + batch_ - 1) / batch_) return {};
-    const size_t begin = batch * batch_;
+    if (first >= order_.size()) return {};
     return std::span<const uint32_t>(order_).subspan(
-        begin, std::min<size_t>(batch_, order_.size() - begin));
+        first, std::min<size_t>(count, order_.size() - first));
   }
 
   std::shared_ptr<const click_log> train_;

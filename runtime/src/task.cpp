@@ -12,4 +12,12 @@ caf::expected<range_result> task_replica::gradient_range(std::span<const float>,
                     "--mode dp");
 }
 
+caf::expected<range_result> task_replica::gradient_range(std::span<const float>, sparse_rows_view&,
+                                                         uint32_t, uint64_t, uint32_t,
+                                                         std::span<float>) {
+  return make_error(errc::bad_configuration,
+                    "this task computes no gradients with rows over example ranges: it cannot "
+                    "run in --mode hybrid");
+}
+
 }  // namespace troupe

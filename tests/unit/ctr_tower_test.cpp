@@ -102,3 +102,42 @@ BOOST_AUTO_TEST_CASE(a_ctr_task_with_a_tower_has_the_gradient_of_its_loss) {
   bad.fm_dim = 0;
   BOOST_TEST(!make_ctr_task(bad));  // a tower needs embeddings
 }
+
+BOOST_AUTO_TEST_CASE(a_range_of_examples_is_the_batch_it_covers) {
+  ctr_options o;
+  o.fields = 3;
+  o.vocabulary = 50;
+  o.train = 200;
+  o.test = 50;
+  o.fm_dim = 2;
+  o.tower = {4};
+  auto task = make_ctr_task(o);
+  BOOST_TEST_REQUIRE(bool(task));
+  auto replica = (*task)->make_replica(16, 5);
+  BOOST_TEST_REQUIRE(bool(replica));
+  const size_t dense = 1 + tower_values(tower_shape{6, {4}});
+  std::vector<float> params(dense), by_batch(dense), by_range(dense);
+  (*task)->initialize(3, params);
+  auto rows_for = [&](std::vector<std::vector<uint64_t>> ids) {
+    sparse_rows_view rows;
+    rows.ids = std::move(ids);
+    for (size_t t = 0; t < rows.ids.size(); ++t) {
+      rows.values.emplace_back(rows.ids[t].size() * (t == 0 ? 1 : 2), 0.01f);
+      rows.grads.emplace_back(rows.values[t].size(), 0.0f);
+    }
+    return rows;
+  };
+  const auto ids = (*replica)->rows_of(1, 2);
+  BOOST_TEST((ids == (*replica)->rows_of_range(1, 32, 16)));
+  auto a = rows_for(ids), b = rows_for(ids);
+  auto batch_loss = (*replica)->gradient(params, a, 1, 2, by_batch);
+  auto range = (*replica)->gradient_range(params, b, 1, 32, 16, by_range);
+  BOOST_TEST_REQUIRE((batch_loss && range));
+  BOOST_TEST(range->count == 16u);
+  BOOST_TEST(std::abs(range->loss - *batch_loss) < 1e-6);
+  BOOST_TEST((by_batch == by_range));
+  BOOST_TEST((a.grads == b.grads));
+  auto past = (*replica)->gradient_range(params, b, 1, 200, 16, by_range);
+  BOOST_TEST_REQUIRE(bool(past));
+  BOOST_TEST(past->count == 0u);  // the range starts at the epoch's end
+}

@@ -96,6 +96,20 @@ class task_replica {
                                         uint32_t epoch, uint64_t batch, std::span<float> grad) {
     return gradient(params, epoch, batch, grad);
   }
+
+  // Data-parallel jobs of tasks with sparse tables (--mode hybrid): the rows that examples
+  // first .. first + count - 1 of `epoch`'s order read, per table (sorted, unique), and their
+  // gradient as the gradient() above computes a batch's: gradient_range(p, rows, e, b * batch,
+  // batch, g) is exactly gradient(p, rows, e, b, g). The defaults: no rows, and
+  // errc::bad_configuration.
+  virtual std::vector<std::vector<uint64_t>> rows_of_range(uint32_t /*epoch*/, uint64_t /*first*/,
+                                                           uint32_t /*count*/) {
+    return {};
+  }
+  virtual caf::expected<range_result> gradient_range(std::span<const float> params,
+                                                     sparse_rows_view& rows, uint32_t epoch,
+                                                     uint64_t first, uint32_t count,
+                                                     std::span<float> grad);
 };
 
 class training_task {
