@@ -52,6 +52,7 @@ void bucket_store::compensate_rows(uint32_t worker, std::vector<sparse_rows>& ro
                                  [&](const sparse_table& t) { return t.name() == r.name; });
     if (at == tables_.end()) continue;
     const size_t t = size_t(at - tables_.begin());
+    if (rows_read_[worker].size() <= t) continue;  // it read nothing since it joined or retired
     const auto& held = rows_read_[worker][t];
     auto now = at->read(r.ids);  // rows that are pushed exist: they were read before
     if (!now) continue;

@@ -74,22 +74,26 @@ caf::error adam_replica::apply(adam_stage stage, uint64_t step, std::span<const 
   return {};
 }
 
-caf::error adam_replica::local_step(uint64_t step, std::span<const float> grad,
-                                    bucket_store& store) {
+caf::error adam_replica::local_step(uint64_t step, std::span<const float> grad, bucket_store& store,
+                                    bool in_place) {
+  const auto& o = optimizer_;
+  lr_sum_ += o.lr;  // counted alike on every member, whether this one steps or not
   if (!kernels::all_finite(grad))
     return make_error(errc::non_finite, "this member's gradient is not finite");
-  const auto& o = optimizer_;
   const auto c = corrections(step);
   for_pieces(0, layout_.total, [&](size_t s, uint64_t at, uint64_t flat, uint64_t n) {
     auto state = store.adam_state(s);
-    auto theta = state.values.subspan(at, n), m = state.m.subspan(at, n);
     std::vector<float> g(grad.begin() + flat, grad.begin() + flat + n);
+    std::vector<float> theta(state.values.begin() + at, state.values.begin() + at + n);
+    std::vector<float> m(state.m.begin() + at, state.m.begin() + at + n);
     for (uint64_t i = 0; i < n; ++i) g[i] += o.weight_decay * theta[i];
     update_momentum(m, g, o.beta1);
     adam_move(theta, m, state.v.subspan(at, n), o, c, max_compressed_ratio,
               std::span<float>(accumulated_).subspan(flat, n));
+    if (!in_place) return;
+    std::copy(theta.begin(), theta.end(), state.values.begin() + at);
+    std::copy(m.begin(), m.end(), state.m.begin() + at);
   });
-  lr_sum_ += o.lr;
   return {};
 }
 
@@ -99,8 +103,17 @@ void adam_replica::accumulated(std::span<float> out, float weight) const {
 }
 
 caf::error adam_replica::adopt(uint64_t step, std::span<const float> mean, bucket_store& store) {
-  if (!kernels::all_finite(mean))
-    return make_error(errc::non_finite, "the members' mean update is not finite");
+  if (!kernels::all_finite(mean)) {
+    // Every member goes back to the anchor with no momentum, alike.
+    for_pieces(0, layout_.total, [&](size_t s, uint64_t at, uint64_t flat, uint64_t n) {
+      auto state = store.adam_state(s);
+      std::copy(anchor_.begin() + flat, anchor_.begin() + flat + n, state.values.begin() + at);
+      std::fill(state.m.begin() + at, state.m.begin() + at + n, 0.0f);
+    });
+    restart(store);
+    return make_error(errc::non_finite,
+                      "the members' mean update is not finite: back to the last synchronisation");
+  }
   const auto c = corrections(step);
   for_pieces(0, layout_.total, [&](size_t s, uint64_t at, uint64_t flat, uint64_t n) {
     auto state = store.adam_state(s);

@@ -38,10 +38,15 @@ class adam_replica {
                    bucket_store& store);
 
   // 0/1 Adam's local step with this member's own mean gradient (errc::non_finite: skipped).
-  caf::error local_step(uint64_t step, std::span<const float> grad, bucket_store& store);
+  // It adds to the accumulated update; `in_place`: it also steps the parameters and momentum
+  // (not in a sync step, whose mean replaces both).
+  caf::error local_step(uint64_t step, std::span<const float> grad, bucket_store& store,
+                        bool in_place);
 
   // A synchronisation: `out` becomes weight * the update accumulated since the last one
-  // (the sum over the members is their mean); adopt() takes that sum.
+  // (the sum over the members is their mean); adopt() takes that sum. A sum that is not
+  // finite puts every member back at the last synchronisation with no momentum
+  // (errc::non_finite).
   void accumulated(std::span<float> out, float weight) const;
   caf::error adopt(uint64_t step, std::span<const float> mean, bucket_store& store);
 

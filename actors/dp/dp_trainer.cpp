@@ -133,11 +133,10 @@ void synced(self_ptr self, const dp_trainer_config& config, const sync_result& a
 // Forms the generation `job` names and agrees on one state with its other members.
 void apply_start(self_ptr self, const dp_trainer_config& config, group_start job) {
   auto& st = self->state;
-  const uint32_t size_before = st.job->size;
   st.job = std::move(job);
   st.broken = false;
-  size_buffers(st);  // a rate per member; 1-bit errors reset
-  if (st.job->size != size_before) st.weights.clear();
+  size_buffers(st);    // a rate per member; 1-bit errors reset
+  st.weights.clear();  // ranks may have moved: every generation starts even
   st.mine_since_sync = st.examples_since_sync = 0;
   if (st.adam && st.job->generation > 1)
     config.log.info("generation {}: 1-bit error feedback reset", st.job->generation);

@@ -104,6 +104,7 @@ struct dp_trainer_state {
   std::vector<wire> restored;          // a checkpoint's state, before the first start
   uint64_t restored_step = 0;
   bool stopping = false;
+  bool checkpoint_due = false;  // member 0: a save waits for a step that communicated
 };
 
 dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_trainer_state> self,

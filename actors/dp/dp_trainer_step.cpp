@@ -70,9 +70,12 @@ void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
   if (st.stage != adam_stage::sync) {
     const float weight = static_cast<float>(double(st.mine) / double(st.step_examples));
     auto grad = values.subspan(plain);
-    if (!kernels::scale_within(grad, weight, std::numeric_limits<float>::max()))
-      (*st.values)[meta_non_finite] = 1.0f;  // NaN or Inf
-    else if (st.adam)
+    if (!kernels::scale_within(grad, weight, std::numeric_limits<float>::max())) {
+      // NaN or Inf: every member skips the step; zeros travel instead, so that no error
+      // feedback (1-bit) takes the non-finite values in and keeps them.
+      (*st.values)[meta_non_finite] = 1.0f;
+      std::fill(grad.begin(), grad.end(), 0.0f);
+    } else if (st.adam)
       st.adam->prepare(st.stage, grad, bucket.begin, weight, *st.optimizer);
   }
   auto order = std::make_shared<reduce_order>();
@@ -253,7 +256,10 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   st.mine_since_sync += st.mine;
   st.examples_since_sync += st.step_examples;
   if (st.stage == adam_stage::local || st.stage == adam_stage::sync) {
-    if (auto err = st.adam->local_step(st.step + 1, grad, *st.optimizer))
+    // A sync step's own local step only adds to the accumulated update (the mean replaces the
+    // parameters and momentum), so a sync that fails leaves the state as it was.
+    const bool in_place = st.stage == adam_stage::local;
+    if (auto err = st.adam->local_step(st.step + 1, grad, *st.optimizer, in_place))
       config.log.warn("step {}: {}; this member skips its local step", st.step + 1, describe(err));
     if (st.stage == adam_stage::local) return finish_step(self, config);
     st.adam->accumulated(
@@ -356,7 +362,10 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   report.bytes_inter_host = st.step_bytes_inter_host;
   report.compressed = st.adam && compressed_stage(st.stage);
   self->send(config.coordinator, step_atom_v, encode(report));
-  if (st.job->rank == 0 && st.job->checkpoint_every && st.step % st.job->checkpoint_every == 0) {
+  if (st.job->checkpoint_every && st.step % st.job->checkpoint_every == 0) st.checkpoint_due = true;
+  // Not after a local step of 0/1 Adam: that state is one member's (the next sync is).
+  if (st.job->rank == 0 && st.checkpoint_due && !local) {
+    st.checkpoint_due = false;
     const auto parts = st.optimizer->save();
     for (uint32_t i = 0; i < parts.size(); ++i)
       self->send(config.coordinator, save_atom_v, st.step, i, uint32_t(parts.size()), parts[i]);

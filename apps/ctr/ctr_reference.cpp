@@ -59,8 +59,12 @@ caf::expected<std::vector<std::pair<std::string, double>>> train(const training_
   auto replica = task.make_replica(s.batch, s.seed);
   if (!replica) return std::move(replica.error());
   uint64_t clock = 0;
+  const auto deadline = std::chrono::steady_clock::now() + s.budget;
   for (uint32_t e = 0; e < s.epochs; ++e)
     for (uint64_t b = 0; b < task.batches_per_epoch(s.batch); ++b) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return make_error(errc::timeout,
+                          "it took more than " + std::to_string(s.budget.count()) + " s; given up");
       auto rows = read(store, tables, (*replica)->rows_of(e, b));
       if (!rows) return std::move(rows.error());
       const vector_clock read_clock = store.snapshot().clock;
@@ -122,7 +126,7 @@ class reference_task : public training_task {
 }  // namespace
 
 reference_settings reference_settings_of(const launch_options& o) {
-  return {optimizer_from(o), o.epochs, o.batch, o.seed, o.clip};
+  return {optimizer_from(o), o.epochs, o.batch, o.seed, o.clip, 5 * o.request_timeout};
 }
 
 std::vector<std::pair<std::string, double>> train_reference(const training_task& task,

@@ -6,6 +6,7 @@
 // it. Used by troupe_ctr.cpp's task; its report gains reference_auc and reference_logloss.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,6 +23,9 @@ struct reference_settings {
   uint32_t batch = 1;
   uint64_t seed = 1;  // of the rows' initial values and the batch order, as the job's
   float clip = 0;
+  // The most it may take: it runs inside the job's last evaluation, which has a bound of its
+  // own (10 x --request-timeout); past this it gives up and reports NaN.
+  std::chrono::seconds budget{150};
 };
 
 reference_settings reference_settings_of(const launch_options& o);

@@ -21,8 +21,8 @@ float fp16_scale(std::span<const float> in) {
     if (std::isfinite(x)) largest = std::max(largest, std::abs(x));
   if (!(largest > 0)) return 1.0f;
   int exponent = 0;
-  std::frexp(largest, &exponent);  // largest < 2^exponent
-  return std::ldexp(1.0f, exponent - 14);
+  std::frexp(largest, &exponent);                          // largest < 2^exponent
+  return std::ldexp(1.0f, std::max(exponent - 14, -100));  // a normal float, never 0
 }
 
 uint16_t* halves(std::span<float> words) {

@@ -155,6 +155,19 @@ BOOST_AUTO_TEST_CASE(a_nan_gradient_on_one_member_is_skipped_by_every_member) {
   for (float v : run.params) BOOST_TEST_REQUIRE(std::isfinite(v));
 }
 
+BOOST_AUTO_TEST_CASE(a_nan_gradient_in_a_one_bit_stage_leaves_the_error_feedback_clean) {
+  // Step 6 is compressed (freeze after step 3): its NaN is skipped by all, and later steps
+  // still apply (a NaN kept in an error buffer would make every later sum NaN).
+  auto task = std::make_shared<poisoned_task>(fmnist_task_of(), 5 * 128 + 100);
+  const auto run = run_dp(
+      task, 2, 64, {"--checksum-every", "1", "--optimizer", "onebit-adam", "--freeze-step", "3"});
+  BOOST_TEST_REQUIRE(run.finished);
+  BOOST_TEST(json_number(run.report, "skipped_steps").value_or(0) == 1);
+  BOOST_TEST(json_number(run.report, "checksum_mismatches").value_or(1) == 0);
+  BOOST_TEST(json_number(run.report, "test_accuracy").value_or(0) > 0.6);
+  for (float v : run.params) BOOST_TEST_REQUIRE(std::isfinite(v));
+}
+
 BOOST_AUTO_TEST_CASE(a_coordinator_and_two_worker_processes_finish_and_exit_zero) {
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
   const auto report = scratch("dp-processes.json");

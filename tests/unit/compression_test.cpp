@@ -5,6 +5,7 @@
 #define BOOST_TEST_MODULE compression
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 
@@ -214,7 +215,7 @@ BOOST_AUTO_TEST_CASE(a_synchronisation_of_one_member_lands_where_its_local_steps
   const auto anchor =
       std::vector<float>(a.store.adam_state(0).values.begin(), a.store.adam_state(0).values.end());
   for (uint64_t t = 4; t <= 7; ++t)
-    BOOST_TEST_REQUIRE(!adam.local_step(t, ramp(64, 0.1f, uint32_t(t)), a.store));
+    BOOST_TEST_REQUIRE(!adam.local_step(t, ramp(64, 0.1f, uint32_t(t)), a.store, true));
   const auto state = a.store.adam_state(0);
   const std::vector<float> local(state.values.begin(), state.values.end());
   std::vector<float> mean(64);
@@ -224,4 +225,27 @@ BOOST_AUTO_TEST_CASE(a_synchronisation_of_one_member_lands_where_its_local_steps
     BOOST_TEST_REQUIRE(std::abs(state.values[i] - local[i]) <= 1e-6f);
     BOOST_TEST_REQUIRE(local[i] != anchor[i]);  // the local steps moved it
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_sync_steps_own_local_step_only_accumulates_and_a_bad_mean_goes_back) {
+  one_tensor a(ramp(64, 0.5f));
+  dp_compression c;
+  c.adam = compressed_adam::zero_one;
+  c.var_freeze_step = 1;
+  adam_replica adam(a.layout, plan_buckets(a.layout, 1, 1).buckets[0], c, a.o);
+  BOOST_TEST_REQUIRE(!adam.apply(adam_stage::full, 1, ramp(64, 0.1f, 1), a.store));
+  adam.restart(a.store);
+  const auto state = a.store.adam_state(0);
+  const std::vector<float> theta(state.values.begin(), state.values.end());
+  const std::vector<float> m(state.m.begin(), state.m.end());
+  BOOST_TEST_REQUIRE(!adam.local_step(2, ramp(64, 0.1f, 2), a.store, false));
+  BOOST_TEST((std::vector<float>(state.values.begin(), state.values.end()) == theta));
+  BOOST_TEST((std::vector<float>(state.m.begin(), state.m.end()) == m));
+  std::vector<float> mean(64);
+  adam.accumulated(mean, 1.0f);
+  BOOST_TEST(std::any_of(mean.begin(), mean.end(), [](float x) { return x != 0; }));
+  mean[5] = std::nanf("");
+  BOOST_TEST(bool(adam.adopt(2, mean, a.store)));  // refused: back to the anchor, no momentum
+  BOOST_TEST((std::vector<float>(state.values.begin(), state.values.end()) == theta));
+  BOOST_TEST(std::all_of(state.m.begin(), state.m.end(), [](float x) { return x == 0; }));
 }
