@@ -43,6 +43,7 @@ wire encode(const group_start& x) {
   out.setAccumulate(x.accumulate);
   out.setBalance(x.balance);
   out.setSlowdown(x.slowdown);
+  out.setClient(x.client);
   return detail::to_wire(message);
 }
 
@@ -126,6 +127,7 @@ caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits
         x.accumulate = in.getAccumulate();
         x.balance = in.getBalance();
         x.slowdown = in.getSlowdown();
+        x.client = in.getClient();
         if (x.accumulate == 0 || x.accumulate > 65536 || !(x.slowdown >= 1) || x.slowdown > 1000)
           return make_error(errc::malformed_message,
                             "group start: accumulation or slowdown out of range");

@@ -65,6 +65,7 @@ CAF_ADD_ATOM(troupe, troupe, reduce_atom, "reduce")
 CAF_ADD_ATOM(troupe, troupe, sync_atom, "sync")
 CAF_ADD_ATOM(troupe, troupe, broken_atom, "broken")
 CAF_ADD_ATOM(troupe, troupe, chunk_atom, "chunk")
+CAF_ADD_ATOM(troupe, troupe, tables_atom, "tables")
 
 namespace troupe {
 
@@ -150,6 +151,10 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vect
 //   log:      a log level, and a node's name or "" for every node -> what was done
 //   service:  a parameter service's name -> its service_directory, its supervisor and its
 //             buckets (an app_node that serves it; a training job's coordinator serves none)
+//   tables:   --mode hybrid, from the group's coordinator: the buckets of the task's tables,
+//             once placed (held until then)
+//   stop:     --mode hybrid, from the group's coordinator: the job is over ("" or why it
+//             failed); stop the servers and quit
 using coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, server_actor>::with<wire>,
                      caf::replies_to<join_atom, wire, worker_actor>::with<wire>,
@@ -167,7 +172,9 @@ using coordinator_actor =
                      caf::replies_to<drain_atom, std::string>::with<std::string>,
                      caf::replies_to<log_atom, std::string, std::string>::with<std::string>,
                      caf::replies_to<service_atom, std::string>::with<wire, caf::actor,
-                                                                      std::vector<bucket_actor>>>;
+                                                                      std::vector<bucket_actor>>,
+                     caf::replies_to<tables_atom>::with<std::vector<bucket_actor>>,
+                     caf::reacts_to<stop_atom, std::string>>;
 
 // The only actor a node publishes: it hands out the coordinator to peers that prove they know
 // the cluster secret (runtime/include/troupe/auth.hpp).
@@ -185,7 +192,9 @@ using gatekeeper_actor =
 //   tick:  internal, the bound on waiting for a new generation after a collective failed
 //   restore: step, part index, part count, part: a checkpoint's state (bucket_store::save),
 //          sent before a start; the member goes on from it (and the others from the member)
+//   tables: --mode hybrid: the buckets that hold the task's embedding tables, before a start
 using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
+                                         caf::reacts_to<tables_atom, std::vector<bucket_actor>>,
                                          caf::reacts_to<restore_atom, uint64_t, uint32_t, uint32_t, wire>,
                                          caf::replies_to<stop_atom, std::string>::with<bool>,
                                          caf::reacts_to<run_atom>,
@@ -208,6 +217,7 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
 //              checkpoint (--checkpoint-dir)
 //   inspect:   a view ("group", "tree", "nodes", "metrics") -> table_view (the console's; the
 //              same signature as the parameter service coordinator's)
+//   which:     --mode hybrid: a member's table bucket failed; the tables' coordinator answers
 using dp_coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, dp_worker_actor>::with<wire>,
                      caf::reacts_to<heartbeat_atom, wire>,
@@ -220,7 +230,8 @@ using dp_coordinator_actor =
                      caf::reacts_to<broken_atom, uint64_t, std::string>,
                      caf::reacts_to<save_atom, uint64_t, uint32_t, uint32_t, wire>,
                      caf::replies_to<inspect_atom, std::string>::with<wire>,
-                     caf::reacts_to<tick_atom, uint64_t>>;
+                     caf::reacts_to<tick_atom, uint64_t>,
+                     caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>>;
 
 // clang-format on
 

@@ -470,6 +470,7 @@ struct GroupStart {
   accumulate @19 :UInt32;       # micro-batches averaged before one allreduce
   balance @20 :Bool;            # shares follow the members' measured throughput
   slowdown @21 :Float64;        # this member computes F times slower (--worker-slowdown)
+  client @22 :UInt32;           # --mode hybrid: its worker id at the table buckets
   enum Collective {
     gloo @0;
     actors @1;

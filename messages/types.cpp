@@ -69,7 +69,7 @@ std::string to_json(const job_report& r) {
                   {"test_loss", e.test_loss},
                   {"train_loss", e.train_loss},
                   {"wall_s", e.wall_s}};
-    if (r.mode == "dp") epoch["examples"] = e.examples;
+    if (r.mode != "ps") epoch["examples"] = e.examples;
     out["epochs"].push_back(std::move(epoch));
   }
   return to_text(out);

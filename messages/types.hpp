@@ -346,6 +346,7 @@ struct group_start {
   uint32_t accumulate = 1;  // micro-batches each member averages before one allreduce
   bool balance = false;     // shares of each step follow the members' measured throughput
   double slowdown = 1;      // this member computes F times slower (--worker-slowdown)
+  uint32_t client = 0;      // --mode hybrid: its worker id at the table buckets (join order)
 };
 
 // A member finished a step (applied, or skipped by every member for a non-finite gradient).

@@ -165,6 +165,10 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
         config.log.set_level(to);
         return config.name + " logs at " + level;
       },
+      [=](tables_atom) -> caf::result<std::vector<bucket_actor>> { return no_job("tables"); },
+      [=](stop_atom, const std::string&) {
+        config.log.warn("ignored a stop: an app node runs no job");
+      },
   };
 }
 

@@ -103,6 +103,19 @@ start_job make_start(const coordinator_state& st, const launch_options& o, uint3
   return job;
 }
 
+// --mode hybrid: the tables are placed; the group's coordinator takes it from here.
+void tables_placed(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  st.phase = job_phase::training;
+  st.training.started = std::chrono::steady_clock::now();
+  config.log.info("tables: {} buckets on {} servers, handed to the group",
+                  st.directory.buckets.size(), st.roster.servers.size());
+  if (st.tables_wanted) {
+    st.tables_wanted->deliver(st.directory.buckets);
+    st.tables_wanted.reset();
+  }
+}
+
 void start_training(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   st.phase = job_phase::training;
@@ -255,7 +268,7 @@ void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
 
 void maybe_evaluate(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (st.phase != job_phase::training || st.evaluation.running) return;
+  if (st.phase != job_phase::training || st.evaluation.running || !st.training.work) return;
   if (st.evaluation.evaluated < config.opts.epochs &&
       st.training.work->epoch_complete(st.evaluation.evaluated))
     evaluate(self, config, st.evaluation.evaluated);
@@ -399,6 +412,21 @@ coordinator_actor::behavior_type coordinator(
                           "no parameter service '" + name +
                               "': a training job's parameters are its workers' (an app_node "
                               "serves services)");
+      },
+      [=](tables_atom) -> caf::result<std::vector<bucket_actor>> {
+        auto& st = self->state;
+        if (!config.opts.hybrid() || st.group)
+          return make_error(errc::bad_configuration, "no tables for another group");
+        st.group = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        if (st.phase == job_phase::training) return st.directory.buckets;
+        st.tables_wanted = self->make_response_promise<std::vector<bucket_actor>>();
+        return *st.tables_wanted;
+      },
+      [=](stop_atom, const std::string& failure) {
+        if (!config.opts.hybrid() || !sent_by(self, self->state.group))
+          return config.log.warn("ignored a stop that is not from the group's coordinator");
+        stop_all_and_quit(self, config,
+                          failure.empty() ? caf::error{} : make_error(errc::job_failed, failure));
       },
       [=](fault_atom, const std::string& name) -> caf::result<std::string> {
         auto done = inject_fault(self, name);

@@ -10,6 +10,8 @@
 // membership.cpp (joins, losses, heartbeats), placement.cpp (placement, replication,
 // recovery, faults), checkpointing.cpp, inspection.cpp and diagnostics.cpp (the console's
 // views), and operations.cpp (the console's actions: checkpoint now, drain, log level).
+// With --mode hybrid it serves the tables of a data-parallel group instead (the group's side
+// is actors/dp/dp_tables.cpp).
 #pragma once
 
 #include <chrono>
@@ -155,6 +157,12 @@ struct coordinator_state {
   job_report report;
   job_metrics metrics;
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
+  // --mode hybrid: this coordinator holds only the task's embedding tables for a group's
+  // coordinator: it admits servers (no workers), places row-only buckets, answers the group's
+  // `tables` request with them once placed, and then serves which/moved and recovers lost
+  // servers until the group says stop.
+  caf::actor_addr group;
+  std::optional<caf::typed_response_promise<std::vector<bucket_actor>>> tables_wanted;
 };
 
 coordinator_actor::behavior_type coordinator(

@@ -16,6 +16,7 @@ using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
 void fail(self_ptr self, const coordinator_config& config, std::string why);
 void maybe_evaluate(self_ptr self, const coordinator_config& config);
 void start_training(self_ptr self, const coordinator_config& config);
+void tables_placed(self_ptr self, const coordinator_config& config);
 // Starts worker `rank` at the clock every bucket agrees on (a late joiner, a resumed job).
 void start_at_slowest(self_ptr self, const coordinator_config& config, uint32_t rank);
 void retire_everywhere(self_ptr self, uint32_t rank);

@@ -47,6 +47,9 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   if (!request) return std::move(request.error());
   if (request->sender != expected)
     return make_error(errc::malformed_message, "join: role does not match the handle");
+  if (config.opts.hybrid() && expected == role::worker)
+    return make_error(errc::bad_configuration,
+                      "--mode hybrid: workers join the group's coordinator, not the tables'");
   // A lost member's name is free again: a restarted process may rejoin under it.
   const auto same = [&](const member& m) {
     return m.address == handle.address() || (m.name == request->name && !m.lost);
@@ -84,7 +87,7 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
     st.training.work->add_worker();
     start_at_slowest(self, config, rank);
   } else if (st.roster.servers.size() == config.opts.servers &&
-             st.roster.workers.size() == config.opts.workers)
+             (config.opts.hybrid() || st.roster.workers.size() == config.opts.workers))
     place_buckets(self, config);
   return encode(join_reply{rank, config.opts.workers, config.opts.servers});
 }

@@ -28,7 +28,9 @@ uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
 wire spec_of(const coordinator_state& st, const coordinator_config& config,
              const bucket_placement& b, const std::vector<float>& initial) {
   const auto& o = config.opts;
-  bucket_spec spec{b.bucket,          o.workers,
+  // --mode hybrid: the tables' clients are the group's members, by join index.
+  const uint32_t clients = o.hybrid() ? std::max(o.workers, o.max_workers) : o.workers;
+  bucket_spec spec{b.bucket,          clients,
                    optimizer_from(o), gather(*st.directory.layout, b, initial),
                    o.consistency,     o.compensation};
   for (const auto& t : config.task->sparse_tables())
@@ -137,7 +139,9 @@ void restore_bucket(self_ptr self, const coordinator_config& config, uint32_t b,
 void placed_one(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   if (st.phase != job_phase::placing || ++st.directory.placed < st.directory.buckets.size()) return;
-  if (st.checkpoints.resume_from)
+  if (config.opts.hybrid())
+    tables_placed(self, config);
+  else if (st.checkpoints.resume_from)
     start_resumed(self, config);
   else
     start_training(self, config);
@@ -317,7 +321,8 @@ void place_all(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   if (st.phase != job_phase::placing) return;
   const auto& o = config.opts;
-  st.directory.layout.emplace(config.task->parameters());
+  // --mode hybrid: the dense parameters are the group's; the buckets hold rows only.
+  st.directory.layout.emplace(o.hybrid() ? std::vector<tensor_spec>{} : config.task->parameters());
   const uint32_t count = bucket_count(o, st.directory.layout->total);
   st.directory.plan =
       plan_buckets(*st.directory.layout, count, static_cast<uint32_t>(st.roster.servers.size()));

@@ -41,7 +41,7 @@ void refuse(self_ptr self, const dp_coordinator_config& config, dp_member& m) {
 
 void fill_report(dp_coordinator_state& st) {
   job_report& r = st.report;
-  r.mode = "dp";
+
   r.steps = st.steps;
   r.wall_s = st.resumed_wall_s + (st.training ? seconds_since(st.started) : 0.0);
   r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
@@ -88,6 +88,7 @@ void fail(self_ptr self, const dp_coordinator_config& config, const std::string&
   fill_report(st);
   st.report.failure = why;
   write_report(st, config);
+  if (config.tables) self->send(config.tables, stop_atom_v, why);
   stop_all_and_quit(self, config, make_error(errc::job_failed, why));
 }
 
@@ -97,15 +98,22 @@ void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
   if (!std::all_of(st.members.begin(), st.members.end(),
                    [](const dp_member& m) { return m.lost || m.done; }))
     return;
-  fill_report(st);
-  write_report(st, config);
-  const auto& r = st.report;
-  config.log.info(
-      "done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} skipped, allreduce {:.1f} MB in "
-      "{:.2f} s (overlap {:.2f})",
-      r.test_accuracy, r.steps, r.wall_s, r.skipped_steps, double(r.allreduce_bytes) / 1e6,
-      r.allreduce_s, r.overlap);
-  stop_all_and_quit(self, config, caf::error{});
+  st.finishing = true;
+  auto end = [=] {
+    auto& st = self->state;
+    fill_report(st);
+    write_report(st, config);
+    const auto& r = st.report;
+    config.log.info(
+        "done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} skipped, allreduce {:.1f} MB in "
+        "{:.2f} s (overlap {:.2f})",
+        r.test_accuracy, r.steps, r.wall_s, r.skipped_steps, double(r.allreduce_bytes) / 1e6,
+        r.allreduce_s, r.overlap);
+    if (config.tables) self->send(config.tables, stop_atom_v, std::string{});
+    stop_all_and_quit(self, config, caf::error{});
+  };
+  if (config.tables) return gather_table_stats(self, config, end);
+  end();
 }
 
 // -- forming the group --------------------------------------------------------------------------
@@ -209,6 +217,8 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
                    static_cast<uint32_t>(parts.size()), parts[i]);
       st.resume_from.reset();
     }
+    start.client = m.index;
+    if (config.tables) self->send(m.handle, tables_atom_v, st.table_buckets);
     self->send(m.handle, start_atom_v, encode(start));
   }
 }
@@ -238,7 +248,7 @@ caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, cons
   config.log.info("worker '{}' joined ({} of {})", request->name, live, config.opts.workers);
   if (st.training)
     form_group(self, config, "'" + request->name + "' joined");
-  else if (live == config.opts.workers)
+  else if (live == config.opts.workers && (!config.tables || !st.table_buckets.empty()))
     form_group(self, config, "start");
   return encode(join_reply{live - 1, config.opts.workers, 0});
 }
@@ -337,6 +347,13 @@ void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
   st.evaluating = true;
   auto [epoch, input] = st.to_evaluate.front();
   st.to_evaluate.pop_front();
+  if (config.tables && input->rows.ids.empty()) {  // --mode hybrid: the rows first
+    st.to_evaluate.emplace_front(epoch, input);
+    return pull_evaluation_rows(self, config, input, [=] {
+      self->state.evaluating = false;
+      evaluate_next(self, config);
+    });
+  }
   self->request(st.evaluator, config.opts.request_timeout * 10, eval_atom_v,
                 std::shared_ptr<const eval_input>{input})
       .then(
@@ -406,7 +423,26 @@ dp_coordinator_actor::behavior_type dp_coordinator(
     gm.members = config.metrics->gauge("troupe_group_members");
   }
   self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
+  self->state.report.mode = to_string(config.opts.mode);  // dp or hybrid
+  if (config.tables) {  // --mode hybrid: the group starts once the tables are placed
+    self->monitor(config.tables);
+    const auto bound = 4 * config.opts.join_timeout + config.opts.request_timeout;
+    self->request(config.tables, bound, tables_atom_v)
+        .then(
+            [=](std::vector<bucket_actor>& buckets) {
+              auto& st = self->state;
+              st.table_buckets = std::move(buckets);
+              config.log.info("the tables are in {} buckets", st.table_buckets.size());
+              if (!st.training && live_count(st) == config.opts.workers)
+                form_group(self, config, "start");
+            },
+            [=](caf::error& err) { fail(self, config, "placing the tables: " + describe(err)); });
+  }
   self->set_down_handler([=](caf::down_msg& msg) {
+    if (config.tables && msg.source == config.tables.address())
+      return fail(self, config,
+                  "the tables' coordinator ended: " +
+                      (msg.reason ? describe(msg.reason) : std::string("it stopped")));
     for (const auto& m : self->state.members)
       if (m.handle.address() == msg.source && !m.lost) {
         const std::string why = msg.reason ? describe(msg.reason) : std::string("it ended");
@@ -468,6 +504,10 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         on_save(self, config, step, index, count, part);
       },
       [=](get_atom, const wire& w) { return store_get(self, w); },
+      [=](which_atom, uint32_t bucket, bucket_actor failed) -> caf::result<bucket_actor> {
+        if (!config.tables) return make_error(errc::bad_configuration, "this job has no tables");
+        return self->delegate(config.tables, which_atom_v, bucket, std::move(failed));
+      },
   };
 }
 

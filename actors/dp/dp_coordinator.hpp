@@ -46,6 +46,9 @@ struct dp_coordinator_config {
   std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
   // Told member 0's parameters after each epoch (before they are evaluated); none: nobody.
   std::function<void(uint32_t epoch, std::span<const float> params)> on_parameters;
+  // --mode hybrid: the coordinator of the task's embedding tables (actors/coordinator with
+  // coordinator_config::group set to this one); none otherwise.
+  coordinator_actor tables;
 };
 
 struct dp_member {
@@ -88,6 +91,7 @@ struct dp_coordinator_state {
   std::vector<double> epoch_loss;  // per epoch
   std::vector<uint64_t> epoch_examples;
   std::deque<std::pair<uint32_t, std::shared_ptr<eval_input>>> to_evaluate;
+  std::vector<bucket_actor> table_buckets;  // --mode hybrid: placed by `tables`; empty before
   bool evaluating = false;
   uint32_t evaluated = 0;
   uint64_t steps = 0;         // global steps applied

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "actors/dp/dp_coordinator.hpp"
@@ -30,6 +32,15 @@ caf::result<wire> store_get(self_ptr self, const wire& w);
 caf::error take_resume(dp_coordinator_state& st, const dp_coordinator_config& config);
 void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, uint32_t index,
              uint32_t count, const wire& part);
+
+// -- dp_tables.cpp (--mode hybrid)
+// Pulls the rows evaluation reads from the table buckets into input->rows, then `then`; a
+// bucket that does not answer fails the job.
+void pull_evaluation_rows(self_ptr self, const dp_coordinator_config& config,
+                          std::shared_ptr<eval_input> input, std::function<void()> then);
+// Adds the table buckets' statistics (updates, staleness) to the report, then `then`.
+void gather_table_stats(self_ptr self, const dp_coordinator_config& config,
+                        std::function<void()> then);
 
 // -- dp_inspection.cpp
 // The console's views of a dp job: "group", "tree", "nodes", "metrics".

@@ -202,6 +202,7 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
     full_precision[t] = true;
   }
   st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes, full_precision);
+  if (!st.table_buckets.empty()) st.tables = config.task->sparse_tables();  // --mode hybrid
   if (job.compression.adam != compressed_adam::none) {
     if (job.optimizer.type != optimizer_config::kind::adam)
       return make_error(errc::bad_configuration, "1-bit and 0/1 Adam are Adam");
@@ -287,6 +288,11 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
         if (!sent_by(self, config.coordinator.address()))
           return config.log.warn("ignored a start that is not from the coordinator");
         start(self, config, w);
+      },
+      [=](tables_atom, std::vector<bucket_actor> buckets) {
+        if (!sent_by(self, config.coordinator.address()))
+          return config.log.warn("ignored tables that are not from the coordinator");
+        self->state.table_buckets = std::move(buckets);
       },
       [=](stop_atom, const std::string& failure) {
         return stop_on_request(self, config.coordinator.address(), failure, "worker");

@@ -105,6 +105,12 @@ struct dp_trainer_state {
   uint64_t restored_step = 0;
   bool stopping = false;
   bool checkpoint_due = false;  // member 0: a save waits for a step that communicated
+  // --mode hybrid: the buckets of the task's embedding tables, the tables, the rows of the
+  // step in flight (values pulled, gradients computed) and each bucket's clock at the pull
+  std::vector<bucket_actor> table_buckets;
+  std::vector<table_spec> tables;
+  sparse_rows_view rows;
+  std::vector<vector_clock> read_clocks;
 };
 
 dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_trainer_state> self,

@@ -2,6 +2,7 @@
 // its two files share. Nobody else calls them.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "actors/dp/dp_trainer.hpp"
@@ -26,5 +27,18 @@ void size_buffers(dp_trainer_state& st);
 
 // One step: compute this member's share, send its buckets, apply the sum (dp_trainer_step.cpp).
 void run_step(self_ptr self, const dp_trainer_config& config);
+
+// A reply the step waited for (a reduced bucket or, in hybrid jobs, an acknowledged row push)
+// is in (dp_trainer_step.cpp).
+void table_push_done(self_ptr self, const dp_trainer_config& config);
+
+// -- dp_trainer_tables.cpp (--mode hybrid)
+// Pulls the rows examples `share` of `epoch` read from the table buckets into st.rows (their
+// read clocks into st.read_clocks), then `then`.
+void pull_share_rows(self_ptr self, const dp_trainer_config& config, example_range share,
+                     uint32_t epoch, std::function<void()> then);
+// Pushes st.rows' gradients to the buckets that own them; each acknowledgement is one of
+// st.replies_due.
+void push_share_rows(self_ptr self, const dp_trainer_config& config);
 
 }  // namespace troupe::dp_parts

@@ -30,6 +30,8 @@ double seconds_between(clock_type::time_point a, clock_type::time_point b) {
 }
 
 void finish_step(self_ptr self, const dp_trainer_config& config);
+void compute_and_send(self_ptr self, const dp_trainer_config& config, example_range share,
+                      uint32_t epoch);
 
 // Values [begin, end) of the step's [meta | gradient] that bucket b reduces: the last
 // bucket (the first tensors) also carries the meta.
@@ -145,6 +147,14 @@ caf::expected<double> share_gradient(self_ptr self, const dp_trainer_config& con
   const auto& layout = *st.layout;
   const auto sizes = micro_batches(share.count, st.job->accumulate);
   auto tell = [&](size_t t) { tensor_ready(self, config, t); };
+  if (!st.tables.empty()) {  // --mode hybrid: with the rows pulled for the share
+    auto done =
+        st.replica->gradient_range(st.params, st.rows, epoch, share.first, share.count, grad);
+    if (!done) return std::move(done.error());
+    if (done->count != share.count)
+      return make_error(errc::shape_mismatch, "the task computed another number of examples");
+    return done->loss;
+  }
   if (sizes.size() <= 1) {
     auto done = st.replica->gradient_range(st.params, epoch, share.first, share.count, grad, tell);
     if (!done) return std::move(done.error());
@@ -232,6 +242,19 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
     st.waiting_for[b] = st.buckets[b].tensors.size() + (b + 1 == st.buckets.size() ? 1 : 0);
   st.tensor_final.assign(st.layout->specs.size(), false);
   std::fill(st.values->begin(), st.values->begin() + st.meta_len, 0.0f);
+  if (!st.tables.empty() && share.count > 0)  // --mode hybrid: the share's rows first
+    return pull_share_rows(self, config, share, epoch,
+                           [=] { compute_and_send(self, config, share, epoch); });
+  compute_and_send(self, config, share, epoch);
+}
+
+namespace {
+
+// The share's gradient (and, in hybrid jobs, its rows' pushed), then the buckets to the group.
+void compute_and_send(self_ptr self, const dp_trainer_config& config, example_range share,
+                      uint32_t epoch) {
+  auto& st = self->state;
+  const auto& job = *st.job;
   auto grad = std::span<float>(*st.values).subspan(st.meta_len);
   double loss = 0;
   const auto began = clock_type::now();
@@ -243,6 +266,7 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
     loss = *done;
   }
   slow_down(st, seconds_between(began, clock_type::now()));
+  if (!st.tables.empty() && share.count > 0) push_share_rows(self, config);
   for (size_t t = 0; t < st.layout->specs.size(); ++t) tensor_ready(self, config, t);
   st.backward_done = clock_type::now();
   const double took = seconds_between(began, st.backward_done);
@@ -268,8 +292,6 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   --st.waiting_for.back();  // the meta is in
   send_ready(self, config);
 }
-
-namespace {
 
 // --balance: every few steps the members reweigh their shares from the step times they
 // summed (the same bits on every one, so every one computes the same weights): each weight is
@@ -375,5 +397,9 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
 }
 
 }  // namespace
+
+void table_push_done(self_ptr self, const dp_trainer_config& config) {
+  if (--self->state.replies_due == 0) step_settled(self, config, caf::error{});
+}
 
 }  // namespace troupe::dp_parts

@@ -19,6 +19,7 @@
 #include "actors/dp/collective/nccl_collective.hpp"
 #include "actors/dp/dp_coordinator.hpp"
 #include "actors/dp/dp_trainer.hpp"
+#include "actors/job/launch_parts.hpp"
 #include "actors/server/server.hpp"
 #include "actors/supervision/gatekeeper.hpp"
 #include "actors/supervision/heartbeat.hpp"
@@ -33,7 +34,7 @@
 
 namespace troupe {
 
-namespace {
+namespace launch_detail {
 
 // Blocks until `actor` ends; 0 if it ended normally, 1 (with the reason on stderr) otherwise.
 int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::string& program) {
@@ -71,13 +72,6 @@ caf::expected<std::optional<dash_device_actor>> start_dash_device(caf::actor_sys
   log.info("buckets step DASH on GPU {}", config.device);
   return std::optional<dash_device_actor>{std::move(*device)};
 }
-
-// This process's metrics registry with every node metric declared, served over HTTP when
-// --metrics-port is given (on --listen's host) until the object goes.
-struct node_metrics {
-  std::shared_ptr<metrics_registry> registry = std::make_shared<metrics_registry>();
-  std::unique_ptr<metrics_endpoint> endpoint;
-};
 
 caf::error start_metrics(const launch_options& opts, const logger& log, node_metrics& out) {
   declare_node_metrics(*out.registry);
@@ -136,10 +130,12 @@ caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
 std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
                                                    const launch_options& opts,
                                                    const coordinator_actor& coord,
-                                                   const app_description& app, const logger& log) {
+                                                   const app_description& app, const logger& log,
+                                                   const coordinator_actor& servers_join) {
   auto& sys = self->system();
-  auto gk = sys.spawn(
-      gatekeeper, gatekeeper_config{opts.secret, coord, self->address(), log.named("gatekeeper")});
+  gatekeeper_config config{opts.secret, coord, self->address(), log.named("gatekeeper")};
+  config.servers_join = servers_join;
+  auto gk = sys.spawn(gatekeeper, config);
   auto port = sys.middleman().publish(gk, opts.listen.port, opts.listen.host.c_str(), true);
   if (!port) {
     fmt::print(stderr, "{}: cannot listen on {}: {}\n", app.name, to_string(opts.listen),
@@ -151,6 +147,12 @@ std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
   log.info("listening on {}:{}", opts.listen.host, *port);
   return gk;
 }
+
+}  // namespace launch_detail
+
+using namespace launch_detail;
+
+namespace {
 
 // --mode dp, every member in this process: the coordinator and --workers trainers, whose
 // collectives still go over loopback TCP (Gloo).
@@ -411,6 +413,10 @@ int run_app(int argc, char** argv, const app_description& app) {
     return 1;
   }
   std::shared_ptr<const training_task> task = std::move(*made);
+  if (opts->hybrid() && opts->role == node_role::embedded)
+    return run_hybrid_embedded(*opts, task, app, log);
+  if (opts->hybrid() && opts->role == node_role::coordinator)
+    return run_hybrid_coordinator(*opts, task, app, log);
   if (opts->data_parallel()) {
     if (auto err = check_nccl(*opts)) {
       fmt::print(stderr, "{}: --collective nccl: {}\n", app.name, describe(err));

@@ -84,6 +84,8 @@ gatekeeper_actor::behavior_type gatekeeper(
         }
         config.log.debug("admitted {} '{}'", to_string(challenge.request.sender),
                          challenge.request.name);
+        if (challenge.request.sender == role::server && config.servers_join)
+          return config.servers_join;
         return config.coordinator;
       },
   };

@@ -21,6 +21,7 @@ struct gatekeeper_config {
   logger log;
   size_t max_pending = 256;
   std::chrono::seconds challenge_ttl{30};
+  coordinator_actor servers_join;  // --mode hybrid: the coordinator servers get (the tables')
 };
 
 struct pending_challenge {

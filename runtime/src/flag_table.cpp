@@ -78,8 +78,9 @@ std::vector<flag_spec> contract_flags() {
       text("name", "NAME", "this node's name in logs and reports", field(&launch_options::name)),
       choice("mode", "MODE",
              "ps (parameter service: servers hold the parameters) | dp (data parallel: every "
-             "worker holds a replica and gradients are allreduced)",
-             field(&launch_options::mode), {job_mode::ps, job_mode::dp}),
+             "worker holds a replica and gradients are allreduced) | hybrid (embedding tables "
+             "on the servers, dense parameters allreduced)",
+             field(&launch_options::mode), {job_mode::ps, job_mode::dp, job_mode::hybrid}),
   };
 }
 
@@ -93,7 +94,8 @@ std::vector<flag_spec> data_parallel_flags() {
           {collective_kind::gloo, collective_kind::actors, collective_kind::nccl}, scope::dp),
       custom(
           "bucket-mb", "X",
-          "gradient bucket cap in MiB, packed in backward order (the first is min(1, X))",
+          "gradient bucket cap in MiB, packed in backward order (the first is min(1, X)); in "
+          "--mode hybrid the dense part's allreduce",
           scope::dp,
           [](const std::string& t, launch_options& o) {
             if (parse_number("bucket-mb", t, o.dp.bucket_mb) || !(o.dp.bucket_mb > 0) ||
@@ -214,7 +216,9 @@ std::vector<flag_spec> job_flags() {
              scope::ps),
       number("max-workers", "N", "workers active at once, late joiners included; 0: --workers",
              field(&launch_options::max_workers)),
-      number("buckets", "K", "parameter buckets; 0: two per worker",
+      number("buckets", "K",
+             "parameter buckets (in --mode hybrid the tables' buckets on the servers); 0: two "
+             "per worker",
              field(&launch_options::buckets), scope::ps),
       number("epochs", "E", "passes over the training set", field(&launch_options::epochs)),
       number("batch", "B", "examples per worker step", field(&launch_options::batch)),

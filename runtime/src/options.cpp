@@ -71,7 +71,7 @@ caf::error check_scopes(const std::map<std::string, std::string>& given, const l
     if (!given.count(f.name)) continue;
     if (f.scope == flag_scope::dp && !o.data_parallel())
       return make_error(errc::bad_configuration, fmt::format("--{} is for --mode dp", f.name));
-    if (f.scope == flag_scope::ps && o.data_parallel())
+    if (f.scope == flag_scope::ps && o.mode == job_mode::dp)
       return make_error(errc::bad_configuration,
                         fmt::format("--{} belongs to the parameter service (--mode ps); a "
                                     "data-parallel job has no servers",
@@ -137,6 +137,12 @@ caf::error validate(const launch_options& o) {
   if (o.dp.adam != compressed_adam::none && !o.data_parallel())
     return bad(fmt::format("--optimizer {} compresses an allreduce: it needs --mode dp",
                            to_string(o.dp.adam)));
+  if (o.hybrid() && (o.accumulate > 1 || !o.checkpoint_dir.empty() || !o.resume.empty()))
+    return bad("--mode hybrid does not yet take --accumulate, --checkpoint-dir or --resume");
+  if (o.hybrid() && o.consistency.type != consistency_config::mode::async)
+    return bad(
+        "--mode hybrid: the tables are asynchronous and the dense part is synchronous already: "
+        "no --consistency");
   if (o.dp.var_update_scaler == 0 || o.dp.local_step_clipper == 0)
     return bad("--var-update-scaler and --local-step-clipper must be at least 1");
   if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");
@@ -304,7 +310,7 @@ std::vector<std::pair<std::string, std::string>> flag_settings(const launch_opti
 }
 
 const char* to_string(job_mode m) {
-  return m == job_mode::dp ? "dp" : "ps";
+  return m == job_mode::dp ? "dp" : m == job_mode::hybrid ? "hybrid" : "ps";
 }
 
 const char* to_string(reduction_kind k) {
@@ -418,7 +424,7 @@ std::string launch_usage(const std::string& program, const std::string& summary,
   };
   const launch_options defaults_of_the_struct;
   for (const auto& f : flag_table()) {
-    const char* job = f.scope == flag_scope::dp ? "--mode dp: " : "";
+    const char* job = f.scope == flag_scope::dp ? "--mode dp, hybrid: " : "";
     const std::string shown = f.show(defaults_of_the_struct);
     add(f.name, f.value_name, job + f.help, f.value_name.empty() ? "" : shown);  // switches: off
   }

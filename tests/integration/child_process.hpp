@@ -187,4 +187,15 @@ inline std::string read_file(const std::string& path) {
   return text.str();
 }
 
+// Waits (bounded) until the file at `path` (a process's log) holds `text`.
+inline bool wait_for_text(const std::string& path, const std::string& text,
+                          std::chrono::seconds bound = std::chrono::seconds(180)) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (read_file(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 }  // namespace troupe::testing

@@ -231,12 +231,7 @@ struct dp_cluster {
 
   // Waits (bounded) until the coordinator's log holds `text`.
   bool await_log(const std::string& text, std::chrono::seconds bound = std::chrono::seconds(180)) {
-    const auto deadline = std::chrono::steady_clock::now() + bound;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (read_file(log_of("c")).find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    return wait_for_text(log_of("c"), text, bound);
   }
 };
 

@@ -56,9 +56,10 @@ struct diag_thresholds {
 enum class reduction_kind : uint8_t { flat, two_level, automatic };
 // --dash-device: where this node's buckets step DASH.
 enum class dash_device_kind : uint8_t { cpu, gpu };
-// --mode: the parameter service (servers hold the parameters) or data parallel (every worker
-// holds a replica and gradients are allreduced).
-enum class job_mode : uint8_t { ps, dp };
+// --mode: the parameter service (servers hold the parameters), data parallel (every worker
+// holds a replica and gradients are allreduced), or hybrid (a task's embedding tables on the
+// servers, its dense parameters replicated on the workers and allreduced).
+enum class job_mode : uint8_t { ps, dp, hybrid };
 // The names the flags use: flat | two-level | auto, cpu | gpu, ps | dp.
 const char* to_string(reduction_kind k);
 const char* to_string(job_mode m);
@@ -88,7 +89,8 @@ struct dp_options {
 struct launch_options {
   node_role role = node_role::embedded;
   job_mode mode = job_mode::ps;
-  bool data_parallel() const { return mode == job_mode::dp; }  // workers allreduce; no servers
+  bool data_parallel() const { return mode != job_mode::ps; }  // workers allreduce
+  bool hybrid() const { return mode == job_mode::hybrid; }     // and servers hold the tables
   dp_options dp;
   host_port listen{"127.0.0.1", 7600};
   host_port coordinator{"127.0.0.1", 7600};

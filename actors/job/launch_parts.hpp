@@ -1,0 +1,66 @@
+// What run_app's launchers share (actors/job/launch.cpp, launch_hybrid.cpp): waiting for the
+// root actor, sizing BLAS, the DASH device, the node's metrics, spawning a dp trainer and
+// publishing the gatekeeper. Internal to actors/job.
+#pragma once
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "actors/bucket/dash_device.hpp"
+#include "actors/dp/dp_trainer.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/app.hpp"
+#include "troupe/metrics.hpp"
+#include "troupe/metrics_http.hpp"
+
+namespace troupe::launch_detail {
+
+// Blocks until `actor` ends; 0 if it ended normally, 1 (with the reason on stderr) otherwise.
+int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::string& program);
+
+void size_blas(const launch_options& opts, unsigned local_workers);
+
+// --dash-device gpu: the process's DASH device, shared by its buckets; none for cpu.
+caf::expected<std::optional<dash_device_actor>> start_dash_device(caf::actor_system& sys,
+                                                                  const launch_options& opts,
+                                                                  const logger& log);
+
+// This process's metrics registry with every node metric declared, served over HTTP when
+// --metrics-port is given (on --listen's host) until the object goes.
+struct node_metrics {
+  std::shared_ptr<metrics_registry> registry = std::make_shared<metrics_registry>();
+  std::unique_ptr<metrics_endpoint> endpoint;
+};
+caf::error start_metrics(const launch_options& opts, const logger& log, node_metrics& out);
+
+// A dp trainer of this process, named `name`, that ends with `parent`'s exit.
+caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
+                         std::shared_ptr<const training_task> task, dp_coordinator_actor coord,
+                         const std::string& name, caf::actor_addr parent, const logger& log,
+                         const update_rules& rules);
+
+// The job's gatekeeper, handing out `coord` (and `servers_join` to servers, when given),
+// published on --listen. When the port cannot be opened it says why on stderr, stops the
+// coordinator and the gatekeeper, and returns none.
+std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
+                                                   const launch_options& opts,
+                                                   const coordinator_actor& coord,
+                                                   const app_description& app, const logger& log,
+                                                   const coordinator_actor& servers_join = {});
+
+}  // namespace troupe::launch_detail
+
+namespace troupe {
+
+// --mode hybrid (launch_hybrid.cpp): everything in this process, or the coordinator's process
+// (the tables' coordinator and the group's, one gatekeeper sending servers to the former).
+int run_hybrid_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
+                        const app_description& app, const logger& log);
+int run_hybrid_coordinator(const launch_options& opts, std::shared_ptr<const training_task> task,
+                           const app_description& app, const logger& log);
+
+}  // namespace troupe

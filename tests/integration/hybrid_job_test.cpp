@@ -1,0 +1,88 @@
+// troupe-ctr --mode hybrid: the embedding tables on the servers' buckets (asynchronous,
+// staleness counted), the dense tower replicated on the workers and allreduced. Embedded, its
+// test AUC comes near the sequential reference's; as 1 coordinator + 2 servers + 2 workers with
+// --replication 2, kill -9 of a server and then of a worker leave a job that completes, every
+// surviving process exiting 0.
+#define BOOST_TEST_MODULE hybrid_job
+#include <boost/test/unit_test.hpp>
+
+#include "tests/integration/child_process.hpp"
+
+using namespace troupe::testing;
+
+namespace {
+
+const std::vector<std::string> model = {"--mode",          "hybrid", "--fm-dim",          "4",
+                                        "--tower",         "16,8",   "--vocabulary",      "5000",
+                                        "--test-examples", "5000",   "--log-level",       "info",
+                                        "--blas-threads",  "1",      "--request-timeout", "4"};
+
+std::vector<std::string> command(std::vector<std::string> head,
+                                 const std::vector<std::string>& more = {}) {
+  head.insert(head.begin(), TROUPE_CTR_BIN);
+  head.insert(head.end(), model.begin(), model.end());
+  head.insert(head.end(), more.begin(), more.end());
+  return head;
+}
+
+double number(const std::string& report, const std::string& key) {
+  return json_number(report, key).value_or(-1);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_embedded_hybrid_job_reaches_the_reference) {
+  const auto report = scratch("hybrid.json");
+  child_process job(
+      command({"--report", report.string()}, {"--train-examples", "30000", "--epochs", "2"}),
+      scratch("hybrid.log").string());
+  BOOST_TEST_REQUIRE(job.wait(std::chrono::seconds(240)).value_or(-1) == 0);
+  const std::string text = read_file(report.string());
+  BOOST_TEST_INFO("report: " << text);
+  BOOST_TEST(text.find("\"mode\": \"hybrid\"") != std::string::npos);
+  BOOST_TEST(number(text, "test_auc") > 0.65);
+  BOOST_TEST(number(text, "test_auc") >= number(text, "reference_auc") - 0.01);
+  BOOST_TEST(number(text, "allreduce_bytes") > 0);  // the tower, allreduced
+  BOOST_TEST(number(text, "updates_applied") > 0);  // the rows, pushed to the buckets
+  BOOST_TEST(number(text, "staleness.max") >= 0);
+  BOOST_TEST(number(text, "checksum_mismatches") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_hybrid_cluster_survives_a_killed_server_and_a_killed_worker) {
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  const auto report = scratch("cluster.json");
+  const std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
+  const std::vector<std::string> data = {"--train-examples", "60000", "--epochs", "4"};
+  const auto c_log = scratch("c.log").string();
+  child_process coordinator(
+      command({"--role", "coordinator", "--listen", address, "--workers", "2", "--servers", "2",
+               "--replication", "2", "--report", report.string()},
+              data),
+      c_log, env);
+  std::vector<std::unique_ptr<child_process>> servers, workers;
+  for (const char* name : {"s0", "s1"})
+    servers.push_back(std::make_unique<child_process>(
+        command({"--role", "server", "--coordinator", address, "--name", name}, data),
+        scratch(std::string(name) + ".log").string(), env));
+  for (const char* name : {"w0", "w1"})
+    workers.push_back(std::make_unique<child_process>(
+        command({"--role", "worker", "--coordinator", address, "--name", name}, data),
+        scratch(std::string(name) + ".log").string(), env));
+  BOOST_TEST_REQUIRE(wait_for_text(c_log, "epoch 1/4"));
+  servers[1]->kill();
+  BOOST_TEST_REQUIRE(wait_for_text(c_log, "lost server 's1'", std::chrono::seconds(60)));
+  BOOST_TEST_REQUIRE(wait_for_text(c_log, "epoch 2/4"));
+  workers[1]->kill();
+  const auto bound = std::chrono::seconds(300);
+  BOOST_TEST_INFO("coordinator: " << read_file(c_log));
+  BOOST_TEST_REQUIRE(coordinator.wait(bound).value_or(-1) == 0);
+  BOOST_TEST(servers[0]->wait(bound).value_or(-1) == 0);
+  BOOST_TEST(workers[0]->wait(bound).value_or(-1) == 0);
+  const std::string text = read_file(report.string());
+  BOOST_TEST_INFO("report: " << text);
+  BOOST_TEST(text.find("\"status\": \"finished\"") != std::string::npos);
+  BOOST_TEST(text.find("\"w1\"") != std::string::npos);  // in workers_lost
+  BOOST_TEST(number(text, "generations") >= 2);
+  BOOST_TEST(number(text, "test_auc") > 0.65);
+  BOOST_TEST(number(text, "updates_applied") > 0);
+}
