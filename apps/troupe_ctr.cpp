@@ -4,7 +4,6 @@
 // troupe-fmnist; the report adds test_auc, truth_auc, test_logloss and truth_logloss, and
 // (--reference, on by default) reference_auc and reference_logloss: the same model trained
 // sequentially in the coordinator's process (ctr/ctr_reference.hpp).
-#include <algorithm>
 #include <cstdlib>
 #include <type_traits>
 
@@ -35,9 +34,7 @@ caf::expected<troupe::ctr::ctr_options> ctr_options_of(const troupe::launch_opti
   read("data-seed", o.seed);
   if (err) return err;
   const std::string& tower = opts.app_value("tower");  // "64,32": hidden widths
-  for (size_t begin = 0; begin < tower.size();) {
-    const size_t end = std::min(tower.find(',', begin), tower.size());
-    const std::string item = tower.substr(begin, end - begin);
+  for (const auto& item : troupe::split_list(tower)) {
     char* stop = nullptr;
     const unsigned long width = std::strtoul(item.c_str(), &stop, 10);
     if (item.empty() || *stop != '\0' || width == 0 || width > 4096)
@@ -45,7 +42,6 @@ caf::expected<troupe::ctr::ctr_options> ctr_options_of(const troupe::launch_opti
           troupe::errc::bad_configuration,
           "--tower takes hidden widths 1 to 4096, W,W..., not '" + tower + "'");
     o.tower.push_back(static_cast<uint32_t>(width));
-    begin = end + 1;
   }
   return o;
 }

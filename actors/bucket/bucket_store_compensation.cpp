@@ -1,8 +1,6 @@
 // Delay compensation (--dc) of a bucket's dense slices and embedding rows: a push's gradient is
 // corrected towards the values it would have had at the bucket's current values, from what
 // the worker read (kernels/cpu/compensation.hpp).
-#include <algorithm>
-
 #include "actors/bucket/bucket_store.hpp"
 #include "kernels/cpu/compensation.hpp"
 
@@ -33,10 +31,9 @@ void bucket_store::remember_rows(uint32_t worker, const std::vector<sparse_rows>
   auto& mine = rows_read_[worker];
   mine.assign(tables_.size(), {});
   for (const auto& r : rows) {
-    const auto at = std::find_if(tables_.begin(), tables_.end(),
-                                 [&](const sparse_table& t) { return t.name() == r.name; });
-    if (at == tables_.end()) continue;
-    auto& held = mine[size_t(at - tables_.begin())];
+    const sparse_table* at = table(r.name);
+    if (!at) continue;
+    auto& held = mine[size_t(at - tables_.data())];
     for (size_t k = 0; k < r.ids.size(); ++k)
       held[r.ids[k]].assign(r.values.begin() + k * r.row_dim,
                             r.values.begin() + (k + 1) * r.row_dim);
@@ -48,10 +45,9 @@ void bucket_store::compensate_rows(uint32_t worker, std::vector<sparse_rows>& ro
   if (row_mean_square_.size() < tables_.size()) row_mean_square_.resize(tables_.size());
   const float lambda = compensation_.lambda;
   for (auto& r : rows) {
-    const auto at = std::find_if(tables_.begin(), tables_.end(),
-                                 [&](const sparse_table& t) { return t.name() == r.name; });
-    if (at == tables_.end()) continue;
-    const size_t t = size_t(at - tables_.begin());
+    sparse_table* at = table(r.name);
+    if (!at) continue;
+    const size_t t = size_t(at - tables_.data());
     if (rows_read_[worker].size() <= t) continue;  // it read nothing since it joined or retired
     const auto& held = rows_read_[worker][t];
     auto now = at->read(r.ids);  // rows that are pushed exist: they were read before

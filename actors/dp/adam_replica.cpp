@@ -83,16 +83,19 @@ caf::error adam_replica::local_step(uint64_t step, std::span<const float> grad, 
   const auto c = corrections(step);
   for_pieces(0, layout_.total, [&](size_t s, uint64_t at, uint64_t flat, uint64_t n) {
     auto state = store.adam_state(s);
-    std::vector<float> g(grad.begin() + flat, grad.begin() + flat + n);
-    std::vector<float> theta(state.values.begin() + at, state.values.begin() + at + n);
-    std::vector<float> m(state.m.begin() + at, state.m.begin() + at + n);
-    for (uint64_t i = 0; i < n; ++i) g[i] += o.weight_decay * theta[i];
-    update_momentum(m, g, o.beta1);
+    // Stepped in scratch copies unless in place (a sync step keeps the store as it is).
+    std::span<float> theta = state.values.subspan(at, n), m = state.m.subspan(at, n);
+    if (!in_place) {
+      theta_scratch_.assign(theta.begin(), theta.end());
+      m_scratch_.assign(m.begin(), m.end());
+      theta = theta_scratch_;
+      m = m_scratch_;
+    }
+    g_scratch_.assign(grad.begin() + flat, grad.begin() + flat + n);
+    for (uint64_t i = 0; i < n; ++i) g_scratch_[i] += o.weight_decay * theta[i];
+    update_momentum(m, g_scratch_, o.beta1);
     adam_move(theta, m, state.v.subspan(at, n), o, c, max_compressed_ratio,
               std::span<float>(accumulated_).subspan(flat, n));
-    if (!in_place) return;
-    std::copy(theta.begin(), theta.end(), state.values.begin() + at);
-    std::copy(m.begin(), m.end(), state.m.begin() + at);
   });
   return {};
 }

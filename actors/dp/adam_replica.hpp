@@ -63,6 +63,7 @@ class adam_replica {
   std::vector<float> anchor_;       // 0/1 Adam: the parameters at the last synchronisation
   std::vector<float> accumulated_;  // 0/1 Adam: sum of lr * m / cm since then
   double lr_sum_ = 0;
+  std::vector<float> g_scratch_, theta_scratch_, m_scratch_;  // local_step's, reused
 };
 
 }  // namespace troupe

@@ -163,7 +163,7 @@ caf::expected<double> share_gradient(self_ptr self, const dp_trainer_config& con
     return done->loss;
   }
   std::fill(grad.begin(), grad.end(), 0.0f);
-  st.micro.assign(layout.total, 0.0f);
+  st.micro.resize(layout.total);  // each micro-batch overwrites it
   std::vector<bool> added(layout.specs.size(), false);
   double loss = 0;
   uint64_t first = share.first;

@@ -158,110 +158,86 @@ namespace {
 // collectives still go over loopback TCP (Gloo).
 int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
                     const app_description& app, const logger& log) {
-  caf::actor_system_config cfg;
-  configure_actor_system(cfg, opts);
-  caf::actor_system sys{cfg};
-  node_metrics metrics;
-  if (auto err = start_metrics(opts, log, metrics)) {
-    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
-    return 1;
-  }
-  caf::scoped_actor self{sys};
-  size_blas(opts, opts.workers);
-  dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
-  config.metrics = metrics.registry;
-  auto coord = sys.spawn(dp_coordinator, config);
-  for (uint32_t i = 0; i < opts.workers; ++i) {
-    const std::string name = "worker-" + std::to_string(i);
-    spawn_trainer(sys, opts, task, coord, name, self->address(), log.named(name), app.rules);
-  }
-  return wait_for(self, coord.address(), app.name);
+  return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
+    auto& sys = self->system();
+    size_blas(opts, opts.workers);
+    dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
+    config.metrics = metrics.registry;
+    auto coord = sys.spawn(dp_coordinator, config);
+    for (uint32_t i = 0; i < opts.workers; ++i) {
+      const std::string name = "worker-" + std::to_string(i);
+      spawn_trainer(sys, opts, task, coord, name, self->address(), log.named(name), app.rules);
+    }
+    return wait_for(self, coord.address(), app.name);
+  });
 }
 
 // --mode dp, the coordinator's process: it publishes the same gatekeeper, which hands out the
 // dp coordinator; under torchrun (RANK 0) it also runs one trainer.
 int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const training_task> task,
                        const app_description& app, const logger& log) {
-  caf::actor_system_config cfg;
-  configure_actor_system(cfg, opts);
-  caf::actor_system sys{cfg};
-  node_metrics metrics;
-  if (auto err = start_metrics(opts, log, metrics)) {
-    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
-    return 1;
-  }
-  caf::scoped_actor self{sys};
-  size_blas(opts, 1);
-  dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
-  config.metrics = metrics.registry;
-  auto coord = sys.spawn(dp_coordinator, config);
-  auto gk = publish_gatekeeper(self, opts, caf::actor_cast<coordinator_actor>(coord), app, log);
-  if (!gk) return 1;
-  if (opts.dp.coordinator_trains)
-    spawn_trainer(sys, opts, task, coord, node_name(opts) + "-trainer", self->address(),
-                  log.named("trainer"), app.rules);
-  const int code = wait_for(self, coord.address(), app.name);
-  self->send_exit(*gk, caf::exit_reason::user_shutdown);
-  return code;
+  return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
+    auto& sys = self->system();
+    size_blas(opts, 1);
+    dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
+    config.metrics = metrics.registry;
+    auto coord = sys.spawn(dp_coordinator, config);
+    auto gk = publish_gatekeeper(self, opts, caf::actor_cast<coordinator_actor>(coord), app, log);
+    if (!gk) return 1;
+    if (opts.dp.coordinator_trains)
+      spawn_trainer(sys, opts, task, coord, node_name(opts) + "-trainer", self->address(),
+                    log.named("trainer"), app.rules);
+    const int code = wait_for(self, coord.address(), app.name);
+    self->send_exit(*gk, caf::exit_reason::user_shutdown);
+    return code;
+  });
 }
 
 int run_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
                  const app_description& app, const logger& log) {
-  caf::actor_system_config cfg;
-  configure_actor_system(cfg, opts);
-  caf::actor_system sys{cfg};
-  node_metrics metrics;
-  if (auto err = start_metrics(opts, log, metrics)) {
-    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
-    return 1;
-  }
-  auto device = start_dash_device(sys, opts, log);
-  if (!device) {
-    fmt::print(stderr, "{}: --dash-device gpu: {}\n", app.name, describe(device.error()));
-    return 1;
-  }
-  caf::scoped_actor self{sys};
-  size_blas(opts, opts.workers);
-  auto coord = sys.spawn(
-      coordinator,
-      coordinator_config{opts, task, self->address(), log.named("coordinator"), metrics.registry});
-  for (uint32_t i = 0; i < opts.servers; ++i) {
-    const std::string name = "server-" + std::to_string(i);
-    sys.spawn(server, server_config{coord, name, opts.request_timeout, self->address(),
-                                    log.named(name), endpoint{}, opts.max_restarts,
-                                    opts.restart_period, metrics.registry, *device, app.rules});
-  }
-  for (uint32_t i = 0; i < opts.workers; ++i) {
-    const std::string name = "worker-" + std::to_string(i);
-    sys.spawn<caf::detached>(worker,
-                             worker_config{coord, task, name, opts.request_timeout, self->address(),
-                                           log.named(name), metrics.registry});
-  }
-  const int code = wait_for(self, coord.address(), app.name);
-  if (*device) self->send_exit(**device, caf::exit_reason::user_shutdown);
-  return code;
+  return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
+    auto& sys = self->system();
+    auto device = start_dash_device(sys, opts, log);
+    if (!device) {
+      fmt::print(stderr, "{}: --dash-device gpu: {}\n", app.name, describe(device.error()));
+      return 1;
+    }
+    size_blas(opts, opts.workers);
+    auto coord =
+        sys.spawn(coordinator, coordinator_config{opts, task, self->address(),
+                                                  log.named("coordinator"), metrics.registry});
+    for (uint32_t i = 0; i < opts.servers; ++i) {
+      const std::string name = "server-" + std::to_string(i);
+      sys.spawn(server, server_config{coord, name, opts.request_timeout, self->address(),
+                                      log.named(name), endpoint{}, opts.max_restarts,
+                                      opts.restart_period, metrics.registry, *device, app.rules});
+    }
+    for (uint32_t i = 0; i < opts.workers; ++i) {
+      const std::string name = "worker-" + std::to_string(i);
+      sys.spawn<caf::detached>(
+          worker, worker_config{coord, task, name, opts.request_timeout, self->address(),
+                                log.named(name), metrics.registry});
+    }
+    const int code = wait_for(self, coord.address(), app.name);
+    if (*device) self->send_exit(**device, caf::exit_reason::user_shutdown);
+    return code;
+  });
 }
 
 int run_coordinator(const launch_options& opts, std::shared_ptr<const training_task> task,
                     const app_description& app, const logger& log) {
-  caf::actor_system_config cfg;
-  configure_actor_system(cfg, opts);
-  caf::actor_system sys{cfg};
-  node_metrics metrics;  // troupe_up for now
-  if (auto err = start_metrics(opts, log, metrics)) {
-    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
-    return 1;
-  }
-  caf::scoped_actor self{sys};
-  size_blas(opts, 1);
-  auto coord = sys.spawn(
-      coordinator,
-      coordinator_config{opts, task, self->address(), log.named("coordinator"), metrics.registry});
-  auto gk = publish_gatekeeper(self, opts, coord, app, log);
-  if (!gk) return 1;
-  const int code = wait_for(self, coord.address(), app.name);
-  self->send_exit(*gk, caf::exit_reason::user_shutdown);
-  return code;
+  return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
+    auto& sys = self->system();
+    size_blas(opts, 1);
+    auto coord =
+        sys.spawn(coordinator, coordinator_config{opts, task, self->address(),
+                                                  log.named("coordinator"), metrics.registry});
+    auto gk = publish_gatekeeper(self, opts, coord, app, log);
+    if (!gk) return 1;
+    const int code = wait_for(self, coord.address(), app.name);
+    self->send_exit(*gk, caf::exit_reason::user_shutdown);
+    return code;
+  });
 }
 
 // A server opens its own port so that workers connect to it directly; without one, all data

@@ -42,50 +42,38 @@ hybrid_roots spawn_coordinators(caf::scoped_actor& self, const launch_options& o
 
 int run_hybrid_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
                         const app_description& app, const logger& log) {
-  caf::actor_system_config cfg;
-  configure_actor_system(cfg, opts);
-  caf::actor_system sys{cfg};
-  node_metrics metrics;
-  if (auto err = start_metrics(opts, log, metrics)) {
-    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
-    return 1;
-  }
-  caf::scoped_actor self{sys};
-  size_blas(opts, opts.workers);
-  const auto roots = spawn_coordinators(self, opts, task, log, metrics);
-  for (uint32_t i = 0; i < opts.servers; ++i) {
-    const std::string name = "server-" + std::to_string(i);
-    sys.spawn(server,
-              server_config{roots.tables, name, opts.request_timeout, self->address(),
-                            log.named(name), endpoint{}, opts.max_restarts, opts.restart_period,
-                            metrics.registry, std::nullopt, app.rules});
-  }
-  for (uint32_t i = 0; i < opts.workers; ++i) {
-    const std::string name = "worker-" + std::to_string(i);
-    spawn_trainer(sys, opts, task, roots.group, name, self->address(), log.named(name), app.rules);
-  }
-  return wait_for(self, roots.group.address(), app.name);
+  return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
+    auto& sys = self->system();
+    size_blas(opts, opts.workers);
+    const auto roots = spawn_coordinators(self, opts, task, log, metrics);
+    for (uint32_t i = 0; i < opts.servers; ++i) {
+      const std::string name = "server-" + std::to_string(i);
+      sys.spawn(server,
+                server_config{roots.tables, name, opts.request_timeout, self->address(),
+                              log.named(name), endpoint{}, opts.max_restarts, opts.restart_period,
+                              metrics.registry, std::nullopt, app.rules});
+    }
+    for (uint32_t i = 0; i < opts.workers; ++i) {
+      const std::string name = "worker-" + std::to_string(i);
+      spawn_trainer(sys, opts, task, roots.group, name, self->address(), log.named(name),
+                    app.rules);
+    }
+    return wait_for(self, roots.group.address(), app.name);
+  });
 }
 
 int run_hybrid_coordinator(const launch_options& opts, std::shared_ptr<const training_task> task,
                            const app_description& app, const logger& log) {
-  caf::actor_system_config cfg;
-  configure_actor_system(cfg, opts);
-  caf::actor_system sys{cfg};
-  node_metrics metrics;
-  if (auto err = start_metrics(opts, log, metrics)) {
-    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
-    return 1;
-  }
-  caf::scoped_actor self{sys};
-  size_blas(opts, 1);
-  const auto roots = spawn_coordinators(self, opts, task, log, metrics);
-  auto gk = publish_gatekeeper(self, opts, caf::actor_cast<coordinator_actor>(roots.group), app,
-                               log, roots.tables);
-  if (!gk) return 1;
-  const int code = wait_for(self, roots.group.address(), app.name);
-  self->send_exit(*gk, caf::exit_reason::user_shutdown);
-  return code;
+  return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
+    size_blas(opts, 1);
+    const auto roots = spawn_coordinators(self, opts, task, log, metrics);
+    auto gk = publish_gatekeeper(self, opts, caf::actor_cast<coordinator_actor>(roots.group), app,
+                                 log, roots.tables);
+    if (!gk) return 1;
+    const int code = wait_for(self, roots.group.address(), app.name);
+    self->send_exit(*gk, caf::exit_reason::user_shutdown);
+    return code;
+  });
 }
 
 }  // namespace troupe

@@ -3,6 +3,8 @@
 // publishing the gatekeeper. Internal to actors/job.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
@@ -16,6 +18,7 @@
 #include "troupe/app.hpp"
 #include "troupe/metrics.hpp"
 #include "troupe/metrics_http.hpp"
+#include "troupe/node.hpp"
 
 namespace troupe::launch_detail {
 
@@ -36,6 +39,23 @@ struct node_metrics {
   std::unique_ptr<metrics_endpoint> endpoint;
 };
 caf::error start_metrics(const launch_options& opts, const logger& log, node_metrics& out);
+
+// The frame of a launcher: this process's actor system, its metrics (started) and a scoped
+// actor; runs body(self, metrics) and returns its exit code (1 when the metrics cannot start).
+template <class Body>
+int with_node(const launch_options& opts, const app_description& app, const logger& log,
+              Body body) {
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  node_metrics metrics;
+  if (auto err = start_metrics(opts, log, metrics)) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
+    return 1;
+  }
+  caf::scoped_actor self{sys};
+  return body(self, metrics);
+}
 
 // A dp trainer of this process, named `name`, that ends with `parent`'s exit.
 caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,

@@ -36,17 +36,12 @@ std::string show_rank_map(const std::map<uint32_t, T>& m) {
 }
 
 caf::error parse_compress_skip(const std::string& text, launch_options& o) {
-  o.dp.compress_skip.clear();
-  size_t begin = 0;
-  while (begin < text.size()) {
-    const size_t end = std::min(text.find(',', begin), text.size());
-    if (end == begin || end - begin > 256)
+  o.dp.compress_skip = split_list(text);
+  for (const auto& name : o.dp.compress_skip)
+    if (name.empty() || name.size() > 256)
       return make_error(
           errc::bad_configuration,
           fmt::format("--compress-skip takes tensor names, NAME,NAME..., not '{}'", text));
-    o.dp.compress_skip.push_back(text.substr(begin, end - begin));
-    begin = end + 1;
-  }
   return {};
 }
 

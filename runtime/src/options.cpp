@@ -373,10 +373,7 @@ template <class T>
 caf::expected<std::map<uint32_t, T>> parse_rank_map(const std::string& flag,
                                                     const std::string& text) {
   std::map<uint32_t, T> out;
-  size_t begin = 0;
-  while (begin < text.size()) {
-    const size_t end = std::min(text.find(',', begin), text.size());
-    const std::string item = text.substr(begin, end - begin);
+  for (const auto& item : split_list(text)) {
     const auto colon = item.find(':');
     if (colon == std::string::npos)
       return make_error(errc::bad_configuration,
@@ -386,12 +383,21 @@ caf::expected<std::map<uint32_t, T>> parse_rank_map(const std::string& flag,
     if (auto err = parse_number(flag, item.substr(0, colon), rank)) return err;
     if (auto err = parse_number(flag, item.substr(colon + 1), value)) return err;
     out[rank] = value;
-    begin = end + 1;
   }
   return out;
 }
 
 }  // namespace
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    out.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
 
 caf::expected<std::map<uint32_t, uint32_t>> parse_worker_delays(const std::string& text) {
   return parse_rank_map<uint32_t>("worker-delay-ms", text);

@@ -12,6 +12,35 @@
 using namespace troupe;
 using namespace troupe::ctr;
 
+namespace {
+
+// A click log of 3 fields, 50 ids each, FM dimension 2 and a tower of 4 hidden units.
+ctr_options small_log() {
+  ctr_options o;
+  o.fields = 3;
+  o.vocabulary = 50;
+  o.train = 200;
+  o.test = 50;
+  o.fm_dim = 2;
+  o.tower = {4};
+  return o;
+}
+
+// d f / d x by central differences, x moved by 1e-3 either way and put back.
+template <class F>
+double central_difference(float& x, F f) {
+  constexpr float h = 1e-3f;
+  const float keep = x;
+  x = keep + h;
+  const double up = f();
+  x = keep - h;
+  const double down = f();
+  x = keep;
+  return (up - down) / (2 * h);
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(tower_gradients_match_finite_differences) {
   const tower_shape shape{6, {5, 4}};
   BOOST_TEST(tower_tensors(shape).size() == 6u);
@@ -27,16 +56,7 @@ BOOST_AUTO_TEST_CASE(tower_gradients_match_finite_differences) {
     tower_activations a;
     return tower_forward(shape, params, input, a);
   };
-  constexpr float h = 1e-3f;
-  auto numeric = [&](float& x) {
-    const float keep = x;
-    x = keep + h;
-    const double up = out();
-    x = keep - h;
-    const double down = out();
-    x = keep;
-    return (up - down) / (2 * h);
-  };
+  auto numeric = [&](float& x) { return central_difference(x, out); };
   for (size_t i = 0; i < params.size(); ++i)
     BOOST_TEST_REQUIRE(std::abs(numeric(params[i]) - dparams[i]) < 2e-3, "param " << i);
   for (size_t i = 0; i < input.size(); ++i)
@@ -44,13 +64,7 @@ BOOST_AUTO_TEST_CASE(tower_gradients_match_finite_differences) {
 }
 
 BOOST_AUTO_TEST_CASE(a_ctr_task_with_a_tower_has_the_gradient_of_its_loss) {
-  ctr_options o;
-  o.fields = 3;
-  o.vocabulary = 50;
-  o.train = 200;
-  o.test = 50;
-  o.fm_dim = 2;
-  o.tower = {4};
+  const ctr_options o = small_log();
   auto task = make_ctr_task(o);
   BOOST_TEST_REQUIRE(bool(task));
   const auto specs = (*task)->parameters();
@@ -83,16 +97,7 @@ BOOST_AUTO_TEST_CASE(a_ctr_task_with_a_tower_has_the_gradient_of_its_loss) {
     std::vector<float> g(dense);
     return double(*(*replica)->gradient(params, copy, 0, 0, g));
   };
-  constexpr float h = 1e-3f;
-  auto numeric = [&](float& x) {
-    const float keep = x;
-    x = keep + h;
-    const double up = loss();
-    x = keep - h;
-    const double down = loss();
-    x = keep;
-    return (up - down) / (2 * h);
-  };
+  auto numeric = [&](float& x) { return central_difference(x, loss); };
   for (size_t i = 0; i < dense; ++i)
     BOOST_TEST_REQUIRE(std::abs(numeric(params[i]) - grad[i]) < 1e-3, "dense " << i);
   auto& v = rows.values[1];
@@ -104,13 +109,7 @@ BOOST_AUTO_TEST_CASE(a_ctr_task_with_a_tower_has_the_gradient_of_its_loss) {
 }
 
 BOOST_AUTO_TEST_CASE(a_range_of_examples_is_the_batch_it_covers) {
-  ctr_options o;
-  o.fields = 3;
-  o.vocabulary = 50;
-  o.train = 200;
-  o.test = 50;
-  o.fm_dim = 2;
-  o.tower = {4};
+  const ctr_options o = small_log();
   auto task = make_ctr_task(o);
   BOOST_TEST_REQUIRE(bool(task));
   auto replica = (*task)->make_replica(16, 5);

@@ -77,10 +77,10 @@ struct dp_options {
   comm_dtype dtype = comm_dtype::fp32;                   // --comm-dtype
   std::vector<std::string> compress_skip;  // tensors kept at fp32 under any compression
   compressed_adam adam = compressed_adam::none;
-  uint64_t freeze_step = 0;  // 1-bit / 0/1 Adam: full-precision steps first (0: 15% of the job)
-  uint64_t var_freeze_step = 0;     // 0/1 Adam: the last step that may refresh the variance
-  uint32_t var_update_scaler = 16;  // 0/1 Adam: variance refreshes before their interval doubles
-  uint64_t local_step_scaler = 0;   // 0/1 Adam: steps before the local interval doubles (0: 5%)
+  uint64_t freeze_step = 0;      // 1-bit / 0/1 Adam: full-precision steps first (0: 15% of the job)
+  uint64_t var_freeze_step = 0;  // 0/1 Adam: the last step that may refresh the variance
+  uint32_t var_update_scaler = 16;   // 0/1 Adam: variance refreshes before their interval doubles
+  uint64_t local_step_scaler = 0;    // 0/1 Adam: steps before the local interval doubles (0: 5%)
   uint32_t local_step_clipper = 16;  // 0/1 Adam: the most steps between two synchronisations
   bool balance = false;  // share each step's examples by the members' measured throughput
   std::map<uint32_t, double> worker_slowdown;  // worker -> factor slower per example
@@ -190,6 +190,10 @@ caf::expected<consistency_config> parse_consistency(const std::string& text);
 
 // "none", "linear:L", "dcasgd:L" or "dcasgd-adaptive:L0".
 caf::expected<compensation_config> parse_compensation(const std::string& text);
+
+// The items of a comma-separated flag value ("a,b" -> {"a", "b"}; "a,,b" keeps the empty one,
+// for the caller to refuse; a trailing comma ends the list), for list flags, an app's too.
+std::vector<std::string> split_list(const std::string& text);
 
 // "i:D[,j:E...]": worker rank i is slower by D milliseconds per batch.
 caf::expected<std::map<uint32_t, uint32_t>> parse_worker_delays(const std::string& text);
