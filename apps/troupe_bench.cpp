@@ -1,7 +1,8 @@
-// troupe-bench SUITE [--size N] [--reps R] [--json FILE]: runs one suite of benchmarks and
+// troupe-bench SUITE [--size N] [--reps R] [--json FILE] [--tls-dir DIR]: runs one suite of benchmarks and
 // prints our figures beside the limit measured in the same run (../shared/design/BENCHMARKS.md).
 // Suites: apply, messages, pushpull, sparse, dash, allreduce (--members N), and dash-gpu in
-// builds with CUDA. ("serve" and "allreduce-member" are the processes the others start.)
+// builds with CUDA. --tls-dir (or TROUPE_TLS_DIR) makes the cross-process suites (messages,
+// pushpull, sparse) talk mutual TLS, to measure what it costs. ("serve" and "allreduce-member" are the processes the others start.)
 #include <fmt/format.h>
 
 #include <unistd.h>
@@ -13,7 +14,9 @@
 #include <string>
 
 #include "apps/bench/suites.hpp"
+#include "troupe/error.hpp"
 #include "troupe/node.hpp"
+#include "troupe/tls.hpp"
 
 namespace {
 
@@ -27,7 +30,7 @@ int usage() {
   fmt::print(
       stderr,
       "usage: troupe-bench apply|messages|pushpull|sparse|dash|dash-gpu|allreduce [--size N] "
-      "[--reps R] [--json FILE] [--members N (allreduce)]\n");
+      "[--reps R] [--json FILE] [--tls-dir DIR] [--members N (allreduce)]\n");
   return 2;
 }
 
@@ -40,12 +43,15 @@ int main(int argc, char** argv) {
   if (const auto note = troupe::select_blas_kernels(); !note.empty())
     std::fprintf(stderr, "%s\n", note.c_str());
   const std::string suite = argv[1];
-  if (suite == "serve") return serve_peer();
+  const char* tls_env = std::getenv("TROUPE_TLS_DIR");
+  const std::string tls_dir = tls_env ? tls_env : "";
+  if (suite == "serve") return serve_peer(tls_dir);
   if (suite == "allreduce-member" && argc == 6)
     return serve_allreduce_member(argv[2], uint32_t(std::atoi(argv[3])),
                                   uint32_t(std::atoi(argv[4])), std::max(1, std::atoi(argv[5])));
   options o;
   o.self_binary = self_path(argv[0]);
+  o.tls_dir = tls_dir;
   std::string json;
   uint32_t members = 2;
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -57,11 +63,18 @@ int main(int argc, char** argv) {
       o.reps = std::max(1, std::atoi(value.c_str()));
     else if (flag == "--json")
       json = value;
+    else if (flag == "--tls-dir")
+      o.tls_dir = value;
     else if (flag == "--members" && suite == "allreduce")
       members = uint32_t(std::max(2, std::atoi(value.c_str())));
     else
       return usage();
   }
+  if (!o.tls_dir.empty())
+    if (auto checked = troupe::tls::check_dir(o.tls_dir); !checked) {
+      fmt::print(stderr, "troupe-bench: {}\n", troupe::describe(checked.error()));
+      return 2;
+    }
   suite_result result;
   if (suite == "apply")
     result = run_apply(o);

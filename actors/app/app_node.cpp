@@ -21,6 +21,7 @@
 #include "actors/supervision/supervisor.hpp"
 #include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
+#include "troupe/net.hpp"
 #include "troupe/node.hpp"
 
 namespace troupe {
@@ -188,8 +189,7 @@ caf::expected<app_node> app_node::start(caf::actor_system& sys, const launch_opt
   sh->gatekeeper =
       sys.spawn(gatekeeper, gatekeeper_config{opts.secret, sh->inspector, sh->inspector.address(),
                                               log.named("gatekeeper")});
-  auto port =
-      sys.middleman().publish(sh->gatekeeper, opts.listen.port, opts.listen.host.c_str(), true);
+  auto port = net::publish(sh->gatekeeper, opts.listen.port, opts.listen.host);
   if (!port) {
     app_node{sh}.stop();
     return make_error(
@@ -223,7 +223,7 @@ uint16_t app_node::port() const {
 }
 
 void app_node::stop() const {
-  if (shared_->port) shared_->sys->middleman().unpublish(shared_->gatekeeper, shared_->port);
+  if (shared_->port) net::unpublish(*shared_->sys, shared_->gatekeeper.address(), shared_->port);
   caf::anon_send_exit(shared_->gatekeeper, caf::exit_reason::kill);
   caf::anon_send_exit(shared_->inspector, caf::exit_reason::kill);
 }

@@ -30,6 +30,7 @@
 #include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
 #include "troupe/metrics_http.hpp"
+#include "troupe/net.hpp"
 #include "troupe/node.hpp"
 
 namespace troupe {
@@ -136,7 +137,7 @@ std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
   gatekeeper_config config{opts.secret, coord, self->address(), log.named("gatekeeper")};
   config.servers_join = servers_join;
   auto gk = sys.spawn(gatekeeper, config);
-  auto port = sys.middleman().publish(gk, opts.listen.port, opts.listen.host.c_str(), true);
+  auto port = net::publish(gk, opts.listen.port, opts.listen.host);
   if (!port) {
     fmt::print(stderr, "{}: cannot listen on {}: {}\n", app.name, to_string(opts.listen),
                sys.render(port.error()));
@@ -243,7 +244,7 @@ int run_coordinator(const launch_options& opts, std::shared_ptr<const training_t
 // A server opens its own port so that workers connect to it directly; without one, all data
 // would travel through the coordinator's node.
 endpoint open_data_port(caf::actor_system& sys, const launch_options& opts, const logger& log) {
-  auto port = sys.middleman().open(opts.listen.port, opts.listen.host.c_str(), true);
+  auto port = net::open(sys, opts.listen.port, opts.listen.host);
   if (port) return endpoint{opts.listen.host, *port};
   log.warn("cannot open {} for workers ({}); data goes through the coordinator",
            to_string(opts.listen), sys.render(port.error()));

@@ -10,6 +10,7 @@
 #include "actors/supervision/node_control.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "troupe/error.hpp"
+#include "troupe/net.hpp"
 
 namespace troupe {
 
@@ -99,11 +100,11 @@ void moved(self_ptr self, const server_config& config, const std::string& name,
   self->send(config.coordinator, moved_atom_v, id, caf::actor_cast<bucket_actor>(handle));
 }
 
-// Connects this node to another server's port. Runs detached: middleman().connect blocks.
-caf::behavior connector(caf::event_based_actor* self) {
+// Connects this node to another server's port. Runs detached: net::connect blocks.
+caf::behavior connector(caf::event_based_actor* self, std::chrono::milliseconds timeout) {
   return {
       [=](const std::string& host, uint16_t port) -> caf::result<bool> {
-        auto node = self->system().middleman().connect(host, port);
+        auto node = net::connect(self->system(), host, port, timeout);
         self->quit();
         if (!node) return make_error(errc::io_failure, self->system().render(node.error()));
         return true;
@@ -157,7 +158,7 @@ server_actor::behavior_type server(self_ptr self, server_config config) {
       [=](peer_atom, const std::string& host, uint16_t port) -> caf::result<bool> {
         if (!sent_by(self, config.coordinator.address()))
           return make_error(errc::authentication_failed, "only the coordinator names peers");
-        auto helper = self->spawn<caf::detached>(connector);
+        auto helper = self->spawn<caf::detached>(connector, config.request_timeout);
         auto promise = self->make_response_promise<bool>();
         self->request(helper, config.request_timeout, host, port)
             .then([=](bool) mutable { promise.deliver(true); },

@@ -16,6 +16,7 @@
 #include "actors/worker/chunk_rows.hpp"
 #include "kernels/cpu/compression.hpp"
 #include "troupe/error.hpp"
+#include "troupe/net.hpp"
 
 namespace troupe {
 
@@ -334,7 +335,7 @@ void pull_round(self_ptr self, const worker_config& config, uint64_t ahead) {
 void connect_servers(self_ptr self, const worker_config& config, const start_job& job) {
   for (const auto& server : job.servers) {
     if (server.port == 0) continue;
-    auto node = self->system().middleman().connect(server.host, server.port);
+    auto node = net::connect(self->system(), server.host, server.port, config.request_timeout);
     if (!node)
       config.log.warn(
           "no direct connection to the server at {}:{} ({}); going through the "

@@ -6,6 +6,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "apps/bench/peer.hpp"
+#include "troupe/net.hpp"
 #include "apps/bench/suites.hpp"
 
 namespace troupe::bench {
@@ -74,7 +75,7 @@ void add_rows(suite_result& result, const std::string& where, caf::scoped_actor&
 
 suite_result run_messages(const options& o) {
   caf::actor_system_config cfg;
-  configure_bench_system(cfg);
+  configure_bench_system(cfg, o.tls_dir);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   suite_result result{"messages", {}};
@@ -83,10 +84,10 @@ suite_result run_messages(const options& o) {
   if (auto bucket = host_tiny_bucket(self, local_host))
     add_rows(result, "in-process", self, *bucket, local_echo, o.reps);
   peer_process peer;
-  const auto ports = peer_process::start(o.self_binary, peer);
+  const auto ports = peer_process::start(o, peer);
   if (!ports) return result;
-  auto remote_host = sys.middleman().remote_actor<server_actor>("127.0.0.1", ports->host);
-  auto remote_echo = sys.middleman().remote_actor<echo_actor>("127.0.0.1", ports->echo);
+  auto remote_host = net::remote_actor<server_actor>(sys, "127.0.0.1", ports->host, peer_timeout);
+  auto remote_echo = net::remote_actor<echo_actor>(sys, "127.0.0.1", ports->echo, peer_timeout);
   if (remote_host && remote_echo)
     if (auto bucket = host_tiny_bucket(self, *remote_host))
       add_rows(result, "2 processes", self, *bucket, *remote_echo, o.reps);

@@ -13,6 +13,7 @@
 
 #include "actors/bucket/parameter_bucket.hpp"
 #include "apps/bench/suites.hpp"
+#include "troupe/net.hpp"
 #include "troupe/node.hpp"
 
 namespace troupe::bench {
@@ -47,8 +48,9 @@ server_actor::behavior_type bucket_host(server_actor::pointer self) {
   };
 }
 
-void configure_bench_system(caf::actor_system_config& cfg) {
+void configure_bench_system(caf::actor_system_config& cfg, const std::string& tls_dir) {
   launch_options opts;
+  opts.tls_dir = tls_dir;
   configure_actor_system(cfg, opts);
   cfg.add_message_type<echo_actor>("troupe::bench::echo_actor");
 }
@@ -89,14 +91,14 @@ int loopback_listener(uint16_t& port) {
 
 }  // namespace
 
-int serve_peer() {
+int serve_peer(const std::string& tls_dir) {
   caf::actor_system_config cfg;
-  configure_bench_system(cfg);
+  configure_bench_system(cfg, tls_dir);
   caf::actor_system sys{cfg};
   auto host = sys.spawn(bucket_host);
   auto counter = sys.spawn(echo);
-  auto host_port = sys.middleman().publish(host, 0, "127.0.0.1");
-  auto echo_port = sys.middleman().publish(counter, 0, "127.0.0.1");
+  auto host_port = net::publish(host, 0, "127.0.0.1");
+  auto echo_port = net::publish(counter, 0, "127.0.0.1");
   peer_ports ports;
   const int listener = loopback_listener(ports.raw);
   if (!host_port || !echo_port || listener < 0) {
@@ -116,10 +118,15 @@ int serve_peer() {
   return 0;
 }
 
-std::optional<peer_ports> peer_process::start(const std::string& self_binary, peer_process& out) {
+std::optional<peer_ports> peer_process::start(const options& o, peer_process& out) {
   // "w": we hold the peer's stdin; its stdout (the ports line) comes through a file.
   const std::string ports_file = "/tmp/troupe-bench-peer-" + std::to_string(::getpid());
-  out.pipe_ = ::popen((self_binary + " serve > " + ports_file).c_str(), "w");
+  // The peer reads TROUPE_TLS_DIR, as every Troupe binary does.
+  if (o.tls_dir.empty())
+    ::unsetenv("TROUPE_TLS_DIR");
+  else
+    ::setenv("TROUPE_TLS_DIR", o.tls_dir.c_str(), 1);
+  out.pipe_ = ::popen((o.self_binary + " serve > " + ports_file).c_str(), "w");
   if (!out.pipe_) return std::nullopt;
   for (int i = 0; i < 200; ++i) {
     FILE* f = std::fopen(ports_file.c_str(), "r");

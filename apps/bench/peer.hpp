@@ -8,9 +8,11 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <optional>
 
+#include "apps/bench/suites.hpp"
 #include "messages/protocol.hpp"
 
 namespace troupe::bench {
@@ -29,8 +31,12 @@ echo_actor::behavior_type echo(echo_actor::stateful_pointer<echo_state> self);
 // A server_actor without a coordinator: hosts buckets for the benchmark, quits on stop.
 server_actor::behavior_type bucket_host(server_actor::pointer self);
 
-// Troupe's CAF settings plus the benchmark's own message types.
-void configure_bench_system(caf::actor_system_config& cfg);
+// Troupe's CAF settings (mutual TLS with the files of `tls_dir`, unless empty) plus the
+// benchmark's own message types.
+void configure_bench_system(caf::actor_system_config& cfg, const std::string& tls_dir);
+
+// How long a suite waits to reach its peer.
+constexpr std::chrono::milliseconds peer_timeout{30000};
 
 struct peer_ports {
   uint16_t host = 0;
@@ -41,7 +47,8 @@ struct peer_ports {
 // A running peer process; stops it (by closing its stdin) when destroyed.
 class peer_process {
  public:
-  static std::optional<peer_ports> start(const std::string& self_binary, peer_process& out);
+  // Starts `o.self_binary serve`, with TROUPE_TLS_DIR set to o.tls_dir.
+  static std::optional<peer_ports> start(const options& o, peer_process& out);
   ~peer_process();
 
  private:

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "apps/bench/peer.hpp"
+#include "troupe/net.hpp"
 #include "apps/bench/suites.hpp"
 
 namespace troupe::bench {
@@ -128,14 +129,14 @@ std::string size_name(size_t bytes) {
 
 suite_result run_pushpull(const options& o) {
   caf::actor_system_config cfg;
-  configure_bench_system(cfg);
+  configure_bench_system(cfg, o.tls_dir);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   suite_result result{"pushpull", {}};
   peer_process peer;
-  const auto ports = peer_process::start(o.self_binary, peer);
+  const auto ports = peer_process::start(o, peer);
   if (!ports) return result;
-  auto host = sys.middleman().remote_actor<server_actor>("127.0.0.1", ports->host);
+  auto host = net::remote_actor<server_actor>(sys, "127.0.0.1", ports->host, peer_timeout);
   const int fd = connect_loopback(ports->raw);
   if (!host || fd < 0) return result;
   for (size_t bytes :

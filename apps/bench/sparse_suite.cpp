@@ -10,6 +10,7 @@
 #include <set>
 
 #include "apps/bench/peer.hpp"
+#include "troupe/net.hpp"
 #include "apps/bench/suites.hpp"
 
 namespace troupe::bench {
@@ -52,14 +53,14 @@ timing pull_push(caf::scoped_actor& self, const bucket_actor& bucket, const wire
 
 suite_result run_sparse(const options& o) {
   caf::actor_system_config cfg;
-  configure_bench_system(cfg);
+  configure_bench_system(cfg, o.tls_dir);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   suite_result result{"sparse", {}};
   peer_process peer;
-  const auto ports = peer_process::start(o.self_binary, peer);
+  const auto ports = peer_process::start(o, peer);
   if (!ports) return result;
-  auto host_actor = sys.middleman().remote_actor<server_actor>("127.0.0.1", ports->host);
+  auto host_actor = net::remote_actor<server_actor>(sys, "127.0.0.1", ports->host, peer_timeout);
   if (!host_actor) return result;
   for (size_t rows : {size_t{256}, size_t{4096}, size_t{65536}}) {
     const auto ids = power_law_ids(rows, rows);

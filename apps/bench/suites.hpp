@@ -13,6 +13,7 @@ struct options {
   size_t size = 0;          // values (apply) or 0 for the suite's default
   int reps = 7;             // timed repetitions (median reported)
   std::string self_binary;  // this program, to start the peer process
+  std::string tls_dir;      // --tls-dir: the cross-process suites talk mutual TLS
 };
 
 suite_result run_apply(const options& o);
@@ -26,7 +27,7 @@ std::vector<row> time_bucket_route(uint32_t n, int reps);
 
 // The peer process of messages and pushpull: publishes a bucket host and an echo actor on
 // loopback, runs a raw TCP echo server, prints "ports A B C" and serves until told to stop.
-int serve_peer();
+int serve_peer(const std::string& tls_dir);  // `serve`: the peer of the cross-process suites
 
 // allreduce: `members` processes of this program (allreduce-member) on loopback.
 suite_result run_allreduce(const options& o, uint32_t members);

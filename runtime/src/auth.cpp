@@ -10,26 +10,31 @@ namespace troupe::auth {
 namespace {
 
 // HMAC-SHA256 over length-prefixed fields, so that no two field lists share an encoding.
-bytes hmac(const std::string& secret, std::initializer_list<std::string_view> fields) {
-  std::string message;
-  for (auto field : fields) {
-    const uint64_t n = field.size();
-    for (int i = 0; i < 8; ++i) message += static_cast<char>((n >> (8 * i)) & 0xff);
-    message.append(field);
-  }
+bytes hmac(const std::string& secret, const std::vector<std::string_view>& fields) {
+  const bytes message = length_prefixed(fields);
   bytes out(EVP_MAX_MD_SIZE);
   unsigned length = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), out.data(), &length);
+       message.data(), message.size(), out.data(), &length);
   out.resize(length);
   return out;
 }
+
+}  // namespace
 
 std::string_view view(const bytes& b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
 
-}  // namespace
+bytes length_prefixed(const std::vector<std::string_view>& fields) {
+  bytes message;
+  for (auto field : fields) {
+    const uint64_t n = field.size();
+    for (int i = 0; i < 8; ++i) message.push_back(static_cast<uint8_t>((n >> (8 * i)) & 0xff));
+    message.insert(message.end(), field.begin(), field.end());
+  }
+  return message;
+}
 
 bytes sha256(const void* data, size_t size) {
   bytes out(EVP_MAX_MD_SIZE);
@@ -55,6 +60,10 @@ bytes node_proof(const std::string& secret, const bytes& gatekeeper_nonce, const
   const std::string role_name = to_string(sender);
   return hmac(secret,
               {"troupe-node-v1", view(gatekeeper_nonce), view(node_nonce), role_name, name});
+}
+
+bytes operator_proof(const std::string& operator_secret, const bytes& text) {
+  return hmac(operator_secret, {"troupe-operator-secret-v1", view(text)});
 }
 
 bool proofs_match(const bytes& expected, const bytes& received) {

@@ -68,8 +68,27 @@ std::vector<flag_spec> contract_flags() {
             return caf::error{};
           },
           [](const launch_options& o) { return o.secret.empty() ? "" : "(set)"; }),
-      toggle("insecure", "allow --listen on a non-loopback address (see docs/SECURITY.md)",
+      toggle("insecure",
+             "allow --listen on a non-loopback address without --tls-dir (see docs/SECURITY.md)",
              field(&launch_options::insecure)),
+      text("tls-dir", "DIR",
+           "mutual TLS on every connection: DIR holds ca.pem, node.pem and node.key (troupe-certs "
+           "issue writes them); peers without a certificate from that CA are dropped",
+           field(&launch_options::tls_dir)),
+      toggle("insecure-collectives",
+             "allow --collective gloo or nccl beside --tls-dir (their transports cannot "
+             "authenticate peers)",
+             field(&launch_options::insecure_collectives)),
+      custom(
+          "operator-secret", "S",
+          "coordinator without --tls-dir: the secret console actions that change the job "
+          "(inject-fault, drain, checkpoint, log) must prove; distinct from --secret",
+          scope::any,
+          [](const std::string& t, launch_options& o) {
+            o.operator_secret = t;
+            return caf::error{};
+          },
+          [](const launch_options& o) { return o.operator_secret.empty() ? "" : "(set)"; }),
       text("name", "NAME", "this node's name in logs and reports", field(&launch_options::name)),
       choice("mode", "MODE",
              "ps (parameter service: servers hold the parameters) | dp (data parallel: every "

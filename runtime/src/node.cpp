@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include <cstdlib>
@@ -12,6 +13,8 @@
 #include "troupe/detail/auth.hpp"
 #include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
+#include "troupe/net.hpp"
+#include "troupe/tls.hpp"
 
 namespace troupe {
 
@@ -22,6 +25,13 @@ void configure_actor_system(caf::actor_system_config& cfg, const launch_options&
   cfg.set("middleman.workers", size_t{0});
   cfg.set("logger.verbosity", caf::atom("quiet"));
   cfg.load<caf::io::middleman>();
+  if (!opts.tls_dir.empty()) {  // checked by parse_launch_options (tls::check_dir)
+    const auto files = tls::files_in(opts.tls_dir);
+    cfg.openssl_cafile = files.ca;
+    cfg.openssl_certificate = files.cert;
+    cfg.openssl_key = files.key;
+    cfg.load<caf::openssl::manager>();
+  }
   register_protocol(cfg);
 }
 
@@ -74,10 +84,12 @@ caf::expected<gatekeeper_actor> connect_gatekeeper(caf::actor_system& sys,
   const auto deadline = std::chrono::steady_clock::now() + opts.join_timeout;
   caf::error last;
   for (int attempt = 0;; ++attempt) {
-    auto gk = sys.middleman().remote_actor<gatekeeper_actor>(opts.coordinator.host,
-                                                             opts.coordinator.port);
+    auto gk = net::remote_actor<gatekeeper_actor>(sys, opts.coordinator.host,
+                                                  opts.coordinator.port, opts.request_timeout);
     if (gk) return gk;
     last = std::move(gk.error());
+    // A refused handshake does not get better by trying again.
+    if (has_code(last, errc::authentication_failed)) return last;
     if (attempt == 0)
       log.info("waiting for the coordinator at {} ...", to_string(opts.coordinator));
     if (std::chrono::steady_clock::now() >= deadline) break;

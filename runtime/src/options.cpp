@@ -10,6 +10,7 @@
 
 #include "flag_table.hpp"
 #include "troupe/error.hpp"
+#include "troupe/tls.hpp"
 
 namespace troupe {
 
@@ -109,6 +110,37 @@ caf::error apply_torchrun(std::map<std::string, std::string>& values, launch_opt
   return {};
 }
 
+// What may listen where, with or without TLS (docs/SECURITY.md).
+caf::error validate_security(const launch_options& o) {
+  auto bad = [](const std::string& what) { return make_error(errc::bad_configuration, what); };
+  const bool tls = !o.tls_dir.empty();
+  if (o.metrics_port >= 0 && !tls && !is_loopback(o.listen.host))
+    return bad(
+        "--metrics-port serves on --listen's host, which is not a loopback address: plain HTTP "
+        "is served on loopback only; add --tls-dir DIR to serve HTTPS (docs/SECURITY.md)");
+  const bool listens = o.role == node_role::coordinator || o.role == node_role::server ||
+                       (o.role == node_role::worker && o.data_parallel());
+  if (listens && !tls && !o.insecure && !is_loopback(o.listen.host))
+    return bad(fmt::format(
+        "--listen {} is not a loopback address: add --tls-dir DIR for mutual TLS (troupe-certs "
+        "makes one), or --insecure to listen without it (docs/SECURITY.md)",
+        to_string(o.listen)));
+  const auto collective = o.dp.collective;
+  if (tls && o.data_parallel() && collective != collective_kind::actors &&
+      !o.insecure_collectives)
+    return bad(fmt::format(
+        "--collective {}: its transport ({}) neither authenticates nor encrypts, which --tls-dir "
+        "promises; use --collective actors (the default with --tls-dir: the group's messages "
+        "travel over the nodes' TLS connections), or add --insecure-collectives",
+        to_string(collective),
+        collective == collective_kind::gloo ? "Gloo's TCP pairs" : "NCCL's socket bootstrap"));
+  if (!o.operator_secret.empty() && o.operator_secret == o.secret)
+    return bad("--operator-secret must differ from the cluster secret (--secret)");
+  if (tls)
+    if (auto checked = tls::check_dir(o.tls_dir); !checked) return std::move(checked.error());
+  return {};
+}
+
 caf::error validate(const launch_options& o) {
   auto bad = [](std::string text) { return make_error(errc::bad_configuration, std::move(text)); };
   if (o.workers == 0 || o.servers == 0) return bad("--workers and --servers must be at least 1");
@@ -166,16 +198,7 @@ caf::error validate(const launch_options& o) {
     return bad("--warn-* thresholds must not be negative (--warn-update-ratio: 0 to 1)");
   if (o.metrics_port < -1 || o.metrics_port > 65535)
     return bad("--metrics-port must be a port number (0: any free port)");
-  if (o.metrics_port >= 0 && !o.insecure && !is_loopback(o.listen.host))
-    return bad(
-        "--metrics-port serves on --listen's host, which is not a loopback address; add "
-        "--insecure to do it (docs/SECURITY.md)");
-  const bool listens = o.role == node_role::coordinator || o.role == node_role::server;
-  if (listens && !o.insecure && !is_loopback(o.listen.host))
-    return bad(
-        fmt::format("--listen {} is not a loopback address: Troupe's handshake keeps out "
-                    "mistakes, not attackers (docs/SECURITY.md); add --insecure to do it",
-                    to_string(o.listen)));
+  if (auto e = validate_security(o)) return e;
   if (o.role != node_role::embedded && o.secret.empty())
     return bad("a distributed node needs --secret or TROUPE_SECRET");
   return {};
@@ -279,6 +302,7 @@ caf::expected<launch_options> parse_launch_options(
       o.listen = host_port{"127.0.0.1", 0};
     }
   }
+  if (!o.tls_dir.empty() && !get("collective")) o.dp.collective = collective_kind::actors;
   if (o.help) return o;
   if (auto e = validate(o)) return e;
   return o;

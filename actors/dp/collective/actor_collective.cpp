@@ -12,6 +12,7 @@
 
 #include "messages/protocol.hpp"
 #include "troupe/error.hpp"
+#include "troupe/net.hpp"
 
 namespace troupe {
 
@@ -116,7 +117,7 @@ class actor_collective : public collective {
         peers_(std::move(peers)) {}
 
   ~actor_collective() override {
-    sys_.middleman().unpublish(inbox_, port_);
+    net::unpublish(sys_, inbox_.address(), port_);
     caf::anon_send_exit(inbox_, caf::exit_reason::user_shutdown);
   }
 
@@ -274,7 +275,7 @@ caf::expected<std::unique_ptr<collective>> make_actor_collective(
                       "actors: rank " + std::to_string(o.rank) + " of " + std::to_string(o.size));
   auto queue = std::make_shared<chunk_queue>(o.size);
   auto box = sys.spawn(inbox, queue, o);
-  auto port = sys.middleman().publish(box, 0, o.bind_host.c_str(), true);
+  auto port = net::publish(box, 0, o.bind_host);
   if (!port) {
     caf::anon_send_exit(box, caf::exit_reason::user_shutdown);
     return make_error(errc::io_failure,
@@ -283,7 +284,7 @@ caf::expected<std::unique_ptr<collective>> make_actor_collective(
   std::vector<caf::actor> peers(o.size);
   peers[o.rank] = box;
   auto give_up = [&](caf::error err) {
-    sys.middleman().unpublish(box, *port);
+    net::unpublish(sys, box.address(), *port);
     caf::anon_send_exit(box, caf::exit_reason::user_shutdown);
     return err;
   };
@@ -302,7 +303,8 @@ caf::expected<std::unique_ptr<collective>> make_actor_collective(
     auto address = parse_address(*value);
     if (!address) return give_up(address.error());
     // Connecting directly: chunks go to the member's node, not through the coordinator's.
-    auto peer = sys.middleman().remote_actor(address->first, address->second);
+    auto peer = net::remote_actor(sys, address->first, address->second,
+                                  std::max(left, std::chrono::milliseconds(1)));
     if (!peer)
       return give_up(make_error(
           errc::collective_failed,

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "troupe/values.hpp"
@@ -27,6 +28,15 @@ bytes gatekeeper_proof(const std::string& secret, const bytes& node_nonce,
 
 bytes node_proof(const std::string& secret, const bytes& gatekeeper_nonce, const bytes& node_nonce,
                  role sender, const std::string& name);
+
+// An HMAC of a console action's text (tls::action_text) under the operator secret: what an
+// operator proves without TLS (--operator-secret, distinct from the cluster secret).
+bytes operator_proof(const std::string& operator_secret, const bytes& text);
+
+// Each field's length (8 bytes, little-endian) then its bytes: no two field lists encode alike.
+bytes length_prefixed(const std::vector<std::string_view>& fields);
+
+std::string_view view(const bytes& b);
 
 // Constant-time comparison; false when lengths differ or either side is empty.
 bool proofs_match(const bytes& expected, const bytes& received);
