@@ -48,6 +48,7 @@ wire encode(const bucket_stats& x);
 wire encode(const hello& x);
 wire encode(const challenge& x);
 wire encode(const proof& x);
+wire encode(const operator_action& x);
 wire encode(const join_request& x);
 wire encode(const join_reply& x);
 wire encode(const heartbeat& x);

@@ -155,6 +155,47 @@ caf::expected<proof> decode<proof>(const wire& w, const codec_limits& limits) {
       });
 }
 
+wire encode(const operator_action& x) {
+  capnp::MallocMessageBuilder message;
+  auto out = message.initRoot<schema::OperatorAction>();
+  out.setNonce(x.nonce);
+  auto action = out.initAction(static_cast<unsigned>(x.action.size()));
+  for (unsigned i = 0; i < x.action.size(); ++i) action.set(i, x.action[i]);
+  detail::write_bytes(out.initCertificate(x.certificate.size()),
+                      std::vector<uint8_t>(x.certificate.begin(), x.certificate.end()));
+  detail::write_bytes(out.initProof(x.proof.size()), x.proof);
+  return detail::to_wire(message);
+}
+
+template <>
+caf::expected<operator_action> decode<operator_action>(const wire& w,
+                                                       const codec_limits& limits) {
+  constexpr size_t max_action_words = 4, max_certificate = 16384, max_proof = 512;
+  return detail::read_root<schema::OperatorAction, operator_action>(
+      w, limits,
+      [](schema::OperatorAction::Reader in,
+         decode_budget& budget) -> caf::expected<operator_action> {
+        operator_action x;
+        auto nonce = detail::read_text(in.getNonce(), budget, "nonce");
+        if (!nonce) return std::move(nonce.error());
+        x.nonce = std::move(*nonce);
+        if (in.getAction().size() > max_action_words)
+          return make_error(errc::message_too_large, "operator action: too many words");
+        for (auto word : in.getAction()) {
+          auto text = detail::read_text(word, budget, "operator action");
+          if (!text) return std::move(text.error());
+          x.action.push_back(std::move(*text));
+        }
+        auto cert = detail::read_bytes(in.getCertificate(), max_certificate, "certificate");
+        if (!cert) return std::move(cert.error());
+        x.certificate.assign(cert->begin(), cert->end());
+        auto proof = detail::read_bytes(in.getProof(), max_proof, "operator proof");
+        if (!proof) return std::move(proof.error());
+        x.proof = std::move(*proof);
+        return x;
+      });
+}
+
 // -- membership ---------------------------------------------------------------------------------
 
 wire encode(const join_request& x) {

@@ -50,6 +50,9 @@ CAF_ADD_ATOM(troupe, troupe, metrics_atom, "metrics")
 CAF_ADD_ATOM(troupe, troupe, log_atom, "log")
 CAF_ADD_ATOM(troupe, troupe, drain_atom, "drain")
 CAF_ADD_ATOM(troupe, troupe, checkpoint_atom, "checkpoint")
+CAF_ADD_ATOM(troupe, troupe, nonce_atom, "nonce")
+CAF_ADD_ATOM(troupe, troupe, primary_atom, "primary")
+CAF_ADD_ATOM(troupe, troupe, operate_atom, "operate")
 CAF_ADD_ATOM(troupe, troupe, alloc_atom, "alloc")
 CAF_ADD_ATOM(troupe, troupe, release_atom, "release")
 CAF_ADD_ATOM(troupe, troupe, upload_atom, "upload")
@@ -87,6 +90,8 @@ namespace troupe {
 //            drops the backup (its server was lost: requests to it would only time out)
 //   promote: -> true; a backup becomes a primary
 //   mirror:  pull_request; a backup records what its primary let a worker read (primary only)
+//   primary: -> true; the primary whose state this backup is to take (restore, mirror, pushes):
+//            coordinator only, sent before that primary is told of its backup
 using bucket_actor = caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wire>,
                                       caf::replies_to<push_atom, wire>::with<wire>,
                                       caf::replies_to<stats_atom>::with<wire>,
@@ -97,7 +102,8 @@ using bucket_actor = caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wir
                                       caf::replies_to<restore_atom, uint32_t, uint32_t, wire>::with<bool>,
                                       caf::replies_to<backup_atom, caf::actor>::with<bool>,
                                       caf::replies_to<promote_atom>::with<bool>,
-                                      caf::reacts_to<mirror_atom, wire>>;
+                                      caf::reacts_to<mirror_atom, wire>,
+                                      caf::replies_to<primary_atom, caf::actor>::with<bool>>;
 
 // The host of a server node: its supervisor spawns and restarts the buckets placed on it.
 //   host:  bucket_spec -> the new bucket
@@ -166,11 +172,9 @@ using coordinator_actor =
                      caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>,
                      caf::reacts_to<moved_atom, uint32_t, bucket_actor>,
                      caf::reacts_to<escalate_atom, std::string>,
-                     caf::replies_to<fault_atom, std::string>::with<std::string>,
                      caf::replies_to<inspect_atom, std::string>::with<wire>,
-                     caf::replies_to<checkpoint_atom>::with<std::string>,
-                     caf::replies_to<drain_atom, std::string>::with<std::string>,
-                     caf::replies_to<log_atom, std::string, std::string>::with<std::string>,
+                     caf::replies_to<nonce_atom>::with<std::string>,
+                     caf::replies_to<operate_atom, wire>::with<std::string>,
                      caf::replies_to<service_atom, std::string>::with<wire, caf::actor,
                                                                       std::vector<bucket_actor>>,
                      caf::replies_to<tables_atom>::with<std::vector<bucket_actor>>,

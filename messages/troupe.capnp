@@ -226,6 +226,15 @@ struct Proof {
   nodeProof @1 :Data;
 }
 
+# console -> coordinator: an action that changes the job, proven by an operator
+# (actors/supervision/operator_gate.hpp).
+struct OperatorAction {
+  nonce @0 :Text;
+  action @1 :List(Text);
+  certificate @2 :Data;
+  proof @3 :Data;
+}
+
 # After the handshake: a node registers its actor with the coordinator.
 struct Join {
   role @0 :Role;

@@ -94,7 +94,7 @@ struct bucket_state_part {
 // The version of troupe.capnp's meaning that nodes speak. A gatekeeper refuses a node of
 // another version (naming both) before anything else crosses. 2: DASH's choices and the
 // collective travel as Cap'n Proto enums; app update rules (optimizer kind app).
-constexpr uint32_t wire_schema_version = 2;
+constexpr uint32_t wire_schema_version = 3;
 
 struct hello {
   role sender = role::worker;
@@ -113,6 +113,16 @@ struct challenge {
 struct proof {
   uint64_t session = 0;
   std::vector<uint8_t> node_proof;
+};
+
+// A console action that changes the job (inject-fault, drain, checkpoint, log) with its proof
+// over tls::action_text(nonce, action): a signature by an operator certificate's key under
+// --tls-dir, an HMAC under the operator secret otherwise (actors/supervision/operator_gate.hpp).
+struct operator_action {
+  std::string nonce;                // the coordinator's (hex), used once
+  std::vector<std::string> action;  // the command, then its arguments
+  std::string certificate;          // PEM of the operator's certificate; empty without TLS
+  std::vector<uint8_t> proof;
 };
 
 // A host and port; port 0 means none (in-process actors need no connection).

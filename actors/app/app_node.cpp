@@ -18,6 +18,7 @@
 
 #include "actors/app/parameter_service_parts.hpp"
 #include "actors/supervision/gatekeeper.hpp"
+#include "actors/supervision/operator_gate.hpp"
 #include "actors/supervision/supervisor.hpp"
 #include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
@@ -63,6 +64,7 @@ namespace {
 
 struct inspector_state {
   static inline const char* name = "troupe.app_inspector";
+  operator_gate operators{{}, {}};
 };
 using inspector_ptr = coordinator_actor::stateful_pointer<inspector_state>;
 
@@ -73,6 +75,8 @@ struct inspector_config {
   std::chrono::milliseconds timeout;
   logger log;
   std::shared_ptr<served_services> served;
+  std::string tls_dir;  // and the operator secret: who may change the log level
+  std::string operator_secret;
 };
 
 caf::error no_job(const std::string& what) {
@@ -125,7 +129,20 @@ caf::result<wire> inspect(inspector_ptr self, const inspector_config& config,
   return make_error(errc::bad_configuration, "no view '" + view + "' on an app node (nodes, tree)");
 }
 
+// An operator's action on an app node: only `log LEVEL` means anything here.
+caf::result<std::string> operate(const inspector_config& config,
+                                 const std::vector<std::string>& action) {
+  if (action.front() != "log") return no_job(action.front());
+  const std::string level = action.size() > 1 ? action[1] : "";
+  log_level to;
+  if (!parse_log_level(level, to))
+    return make_error(errc::bad_configuration, "unknown log level '" + level + "'");
+  config.log.set_level(to);
+  return config.name + " logs at " + level;
+}
+
 coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config config) {
+  self->state.operators = operator_gate{config.tls_dir, config.operator_secret};
   return {
       [=](join_atom, const wire&, const server_actor&) -> caf::result<wire> {
         return no_job("joining as a server");
@@ -143,13 +160,14 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
       },
       [=](moved_atom, uint32_t, const bucket_actor&) {},
       [=](escalate_atom, const std::string&) {},
-      [=](fault_atom, const std::string&) -> caf::result<std::string> {
-        return no_job("fault injection");
-      },
       [=](inspect_atom, const std::string& view) { return inspect(self, config, view); },
-      [=](checkpoint_atom) -> caf::result<std::string> { return no_job("a checkpoint"); },
-      [=](drain_atom, const std::string&) -> caf::result<std::string> {
-        return no_job("draining");
+      [=](nonce_atom) { return self->state.operators.fresh_nonce(); },
+      [=](operate_atom, const wire& w) -> caf::result<std::string> {
+        auto proven = decode<operator_action>(w);
+        if (!proven) return std::move(proven.error());
+        auto action = self->state.operators.check(*proven);
+        if (!action) return std::move(action.error());
+        return operate(config, *action);
       },
       [=](service_atom,
           const std::string& name) -> caf::result<wire, caf::actor, std::vector<bucket_actor>> {
@@ -158,13 +176,6 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
           return make_error(errc::bad_configuration,
                             "this node serves no parameter service '" + name + "'");
         return {encode(directory_of(*service)), service->supervisor, service->buckets};
-      },
-      [=](log_atom, const std::string& level, const std::string&) -> caf::result<std::string> {
-        log_level to;
-        if (!parse_log_level(level, to))
-          return make_error(errc::bad_configuration, "unknown log level '" + level + "'");
-        config.log.set_level(to);
-        return config.name + " logs at " + level;
       },
       [=](tables_atom) -> caf::result<std::vector<bucket_actor>> { return no_job("tables"); },
       [=](stop_atom, const std::string&) {
@@ -184,8 +195,9 @@ caf::expected<app_node> app_node::start(caf::actor_system& sys, const launch_opt
   sh->shown = std::make_shared<shown_supervisors>();
   sh->served = std::make_shared<served_services>();
   sh->sys = &sys;
-  sh->inspector = sys.spawn(inspector, inspector_config{sh->name, to_string(opts.listen), sh->shown,
-                                                        opts.request_timeout, log, sh->served});
+  sh->inspector = sys.spawn(
+      inspector, inspector_config{sh->name, to_string(opts.listen), sh->shown, opts.request_timeout,
+                                  log, sh->served, opts.tls_dir, opts.operator_secret});
   sh->gatekeeper =
       sys.spawn(gatekeeper, gatekeeper_config{opts.secret, sh->inspector, sh->inspector.address(),
                                               log.named("gatekeeper")});

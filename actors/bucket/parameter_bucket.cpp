@@ -256,11 +256,12 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
 caf::result<bool> on_restore(self_ptr self, const bucket_actor_config& config, uint32_t index,
                              uint32_t total, const wire& part) {
   auto& st = self->state;
-  if (index == 0) {
-    st.incoming.clear();
-    if (!sent_by(self, config.controller))
-      st.primary = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  }
+  // Only the coordinator (a checkpoint) or the primary it assigned (a backup's first copy)
+  // may replace the whole state.
+  if (!sent_by(self, config.controller) && !(st.primary && sent_by(self, st.primary)))
+    return make_error(errc::authentication_failed,
+                      "state comes from the coordinator or this backup's assigned primary only");
+  if (index == 0) st.incoming.clear();
   if (total == 0 || index != st.incoming.size() || index >= total || total > (1u << 20))
     return make_error(errc::malformed_message, "state parts out of order");
   st.incoming.push_back(part);
@@ -370,6 +371,12 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
         wire part = std::move(st.saved[index]);
         if (index + 1 == total) st.saved.clear();
         return {std::move(part), total};
+      },
+      [=](primary_atom, const caf::actor& primary) -> caf::result<bool> {
+        if (!sent_by(self, config.controller))
+          return make_error(errc::authentication_failed, "only the coordinator assigns primaries");
+        self->state.primary = primary.address();
+        return true;
       },
       [=](restore_atom, uint32_t index, uint32_t total, const wire& part) -> caf::result<bool> {
         return on_restore(self, config, index, total, part);

@@ -360,6 +360,7 @@ coordinator_actor::behavior_type coordinator(
     coordinator_actor::stateful_pointer<coordinator_state> self, coordinator_config config) {
   accept_exits_only_from(self, config.supervisor, config.log);
   self->state.metrics = job_metrics::of(config.metrics);
+  self->state.operators = operator_gate{config.opts.tls_dir, config.opts.operator_secret};
   self->state.evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, config, msg); });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
@@ -401,10 +402,16 @@ coordinator_actor::behavior_type coordinator(
         config.log.error("a node supervisor escalated: {}", why);
       },
       [=](inspect_atom, const std::string& view) { return inspect(self, config, view); },
-      [=](checkpoint_atom) { return checkpoint_now(self, config); },
-      [=](drain_atom, const std::string& name) { return drain(self, config, name); },
-      [=](log_atom, const std::string& level, const std::string& node) {
-        return set_log_level(self, config, level, node);
+      [=](nonce_atom) { return self->state.operators.fresh_nonce(); },
+      [=](operate_atom, const wire& w) -> caf::result<std::string> {
+        auto proven = decode<operator_action>(w);
+        if (!proven) return std::move(proven.error());
+        auto action = self->state.operators.check(*proven);
+        if (!action) {
+          config.log.warn("{}", describe(action.error()));
+          return std::move(action.error());
+        }
+        return operate(self, config, *action);
       },
       [=](service_atom,
           const std::string& name) -> caf::result<wire, caf::actor, std::vector<bucket_actor>> {
@@ -427,12 +434,6 @@ coordinator_actor::behavior_type coordinator(
           return config.log.warn("ignored a stop that is not from the group's coordinator");
         stop_all_and_quit(self, config,
                           failure.empty() ? caf::error{} : make_error(errc::job_failed, failure));
-      },
-      [=](fault_atom, const std::string& name) -> caf::result<std::string> {
-        auto done = inject_fault(self, name);
-        if (!done) return std::move(done.error());
-        config.log.warn("fault injection: {}", *done);
-        return std::move(*done);
       },
       [=](done_atom, uint32_t rank) {
         auto& st = self->state;

@@ -32,6 +32,7 @@
 #include "actors/job/training_curve.hpp"
 #include "actors/supervision/heartbeat.hpp"
 #include "actors/supervision/node_metrics.hpp"
+#include "actors/supervision/operator_gate.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/log.hpp"
@@ -163,6 +164,7 @@ struct coordinator_state {
   // servers until the group says stop.
   caf::actor_addr group;
   std::optional<caf::typed_response_promise<std::vector<bucket_actor>>> tables_wanted;
+  operator_gate operators{{}, {}};  // set from the options when the coordinator starts
 };
 
 coordinator_actor::behavior_type coordinator(

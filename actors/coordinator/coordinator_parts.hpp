@@ -74,6 +74,9 @@ table_view diagnose(const coordinator_state& st, const diag_thresholds& warn,
 table_view metrics_table(const node_texts& texts);
 
 // -- operations.cpp
+// A console action the operator gate let through: its first word names it.
+caf::result<std::string> operate(self_ptr self, const coordinator_config& config,
+                                 const std::vector<std::string>& action);
 caf::result<std::string> checkpoint_now(self_ptr self, const coordinator_config& config);
 caf::result<std::string> drain(self_ptr self, const coordinator_config& config,
                                const std::string& name);

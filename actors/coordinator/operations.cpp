@@ -1,6 +1,7 @@
 // The console's actions on a running job: take a checkpoint now, drain a node (it leaves
 // cleanly, nothing is lost), and set the log level of one node or all of them.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "actors/coordinator/coordinator_parts.hpp"
 #include "troupe/error.hpp"
@@ -187,6 +188,23 @@ caf::result<std::string> set_log_level(self_ptr self, const coordinator_config& 
     return make_error(errc::bad_configuration, "no live node named '" + node + "' (see `nodes`)");
   config.log.info("log level {} on {} node(s)", level, told);
   return fmt::format("log level {} on {} node{}", level, told, told == 1 ? "" : "s");
+}
+
+caf::result<std::string> operate(self_ptr self, const coordinator_config& config,
+                                 const std::vector<std::string>& action) {
+  const std::string& verb = action.front();
+  auto word = [&](size_t i) { return i < action.size() ? action[i] : std::string{}; };
+  config.log.info("operator action: {}", fmt::join(action, " "));
+  if (verb == "checkpoint") return checkpoint_now(self, config);
+  if (verb == "drain") return drain(self, config, word(1));
+  if (verb == "log") return set_log_level(self, config, word(1), word(2));
+  if (verb == "inject-fault") {
+    auto done = inject_fault(self, word(1));
+    if (!done) return std::move(done.error());
+    config.log.warn("fault injection: {}", *done);
+    return std::move(*done);
+  }
+  return make_error(errc::bad_configuration, "unknown operator action '" + verb + "'");
 }
 
 }  // namespace troupe::coordination

@@ -70,6 +70,21 @@ std::optional<uint32_t> backup_server_for(const coordinator_state& st, uint32_t 
   return best;
 }
 
+// Names `primary` to `backup` (which then takes state only from it), then has the primary
+// copy its state there and forward from then on; `done` or `failed` runs after.
+template <class Done, class Failed>
+void link_backup(self_ptr self, const coordinator_config& config, const bucket_actor& primary,
+                 const bucket_actor& backup, Done done, Failed failed) {
+  const auto timeout = config.opts.request_timeout;
+  self->request(backup, timeout, primary_atom_v, caf::actor_cast<caf::actor>(primary))
+      .then(
+          [=](bool) {
+            self->request(primary, timeout, backup_atom_v, caf::actor_cast<caf::actor>(backup))
+                .then(done, failed);
+          },
+          failed);
+}
+
 // Makes a new backup of bucket b on another live server; `then` runs once it holds the state
 // (or, when no backup can be made, right away: the bucket goes on with one copy).
 void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
@@ -88,9 +103,8 @@ void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
       self, config, b, *s,
       [=](bucket_actor& backup) {
         const auto primary = self->state.directory.buckets[b];
-        self->request(primary, config.opts.request_timeout, backup_atom_v,
-                      caf::actor_cast<caf::actor>(backup))
-            .then(
+        link_backup(
+            self, config, primary, backup,
                 [=](bool) {
                   // A primary restarted meanwhile does not know this backup: make another.
                   if (self->state.directory.buckets[b] != primary)
@@ -430,9 +444,7 @@ caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_act
 void relink_backup(self_ptr self, const coordinator_config& config, uint32_t b,
                    bucket_actor backup) {
   auto& st = self->state;
-  self->request(st.directory.buckets[b], config.opts.request_timeout, backup_atom_v,
-                caf::actor_cast<caf::actor>(backup))
-      .then([](bool) {},
+  link_backup(self, config, st.directory.buckets[b], backup, [](bool) {},
             [=](caf::error& err) {
               config.log.warn("bucket {} lost its backup: {}", b, describe(err));
               auto& home = self->state.directory.homes[b];

@@ -12,6 +12,7 @@
 
 #include <optional>
 #include "console/render.hpp"
+#include "troupe/detail/operator_proof.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::console {
@@ -32,7 +33,9 @@ const char* const command_help =
     "  drain NODE            a worker or server leaves cleanly; its work moves elsewhere\n"
     "  log LEVEL [NODE]      error|warn|info|debug on every node (or one)\n"
     "  export-curve FILE     write loss, accuracy and staleness over time as CSV\n"
-    "  history | help | quit\n";
+    "  history | help | quit\n"
+    "checkpoint, inject-fault, drain and log change the job: they need an operator\n"
+    "certificate (--tls-dir) or, without TLS, the coordinator's --operator-secret.\n";
 
 namespace {
 
@@ -85,11 +88,17 @@ std::optional<table_view> view(session& s, const std::string& name) {
   return out;
 }
 
-// Sends an action whose answer is a sentence, and prints it.
-template <class... Ts>
-bool act(session& s, Ts... xs) {
+// Sends an action that changes the job, proven as an operator (a fresh nonce first), and
+// prints the sentence that answers it.
+bool act(session& s, std::vector<std::string> action) {
+  std::optional<std::string> nonce;
+  s.self->request(s.coordinator, timeout, nonce_atom_v)
+      .receive([&](std::string& n) { nonce = std::move(n); }, print_error);
+  if (!nonce) return false;
+  auto proven = prove_action(*nonce, std::move(action), s.tls_dir, s.operator_secret);
+  if (!proven) return print_error(proven.error()), false;
   bool ok = false;
-  s.self->request(s.coordinator, timeout, xs...)
+  s.self->request(s.coordinator, timeout, operate_atom_v, encode(*proven))
       .receive([&](const std::string& done) { fmt::print("{}\n", done), ok = true; }, print_error);
   return ok;
 }
@@ -182,11 +191,10 @@ bool run_command(session& s, const std::string& line) {
     return show(s, command);
   if (command == "metrics") return metrics(s, argument);
   if (command == "top") return top(s, argument);
-  if (command == "checkpoint") return act(s, checkpoint_atom_v);
-  if (command == "inject-fault")
-    return needs("inject-fault ACTOR") && act(s, fault_atom_v, argument);
-  if (command == "drain") return needs("drain NODE") && act(s, drain_atom_v, argument);
-  if (command == "log") return needs("log LEVEL [NODE]") && act(s, log_atom_v, argument, extra);
+  if (command == "checkpoint") return act(s, {command});
+  if (command == "inject-fault") return needs("inject-fault ACTOR") && act(s, {command, argument});
+  if (command == "drain") return needs("drain NODE") && act(s, {command, argument});
+  if (command == "log") return needs("log LEVEL [NODE]") && act(s, {command, argument, extra});
   if (command == "export-curve") return needs("export-curve FILE.csv") && export_curve(s, argument);
   fmt::print(stderr, "error: unknown command '{}' (try help)\n", command);
   return false;

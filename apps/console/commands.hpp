@@ -18,6 +18,8 @@ struct session {
   coordinator_actor coordinator;
   bool json = false;
   std::vector<std::string> history;
+  std::string tls_dir;          // actions are signed with this directory's (operator) key
+  std::string operator_secret;  // or proven with this secret, without TLS
 };
 
 // Runs one command line; false when it failed (the reason is printed on stderr).

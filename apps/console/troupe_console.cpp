@@ -18,6 +18,7 @@
 #include "console/commands.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/join.hpp"
+#include "troupe/tls.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
 
@@ -26,9 +27,13 @@ namespace {
 using namespace troupe;
 
 constexpr const char* usage =
-    "usage: troupe-console [--connect HOST:PORT] [--secret S] [-c \"CMD\"] [--json]\n"
+    "usage: troupe-console [--connect HOST:PORT] [--secret S] [--tls-dir DIR]\n"
+    "                      [--operator-secret S] [-c \"CMD\"] [--json]\n"
     "  --connect HOST:PORT  the coordinator (default 127.0.0.1:7600)\n"
     "  --secret S           the cluster secret (default: TROUPE_SECRET)\n"
+    "  --tls-dir DIR        mutual TLS, as the job's nodes (default: TROUPE_TLS_DIR); actions\n"
+    "                       that change the job need an operator certificate there\n"
+    "  --operator-secret S  without TLS: proves those actions (default: TROUPE_OPERATOR_SECRET)\n"
     "  -c CMD               run one command and exit\n"
     "  --json               print tables as JSON arrays of objects\n";
 
@@ -41,6 +46,8 @@ struct console_options {
 // Parses the command line; an error text when it does not make sense.
 std::optional<std::string> parse(int argc, char** argv, console_options& o) {
   if (const char* s = std::getenv("TROUPE_SECRET")) o.node.secret = s;
+  if (const char* s = std::getenv("TROUPE_TLS_DIR")) o.node.tls_dir = s;
+  if (const char* s = std::getenv("TROUPE_OPERATOR_SECRET")) o.node.operator_secret = s;
   o.node.join_timeout = std::chrono::seconds(5);
   o.node.threads = 1;
   for (int i = 1; i < argc; ++i) {
@@ -53,11 +60,14 @@ std::optional<std::string> parse(int argc, char** argv, console_options& o) {
       o.json = true;
     } else if (arg == "--help" || arg == "-h") {
       return std::string{};
-    } else if (arg == "--connect" || arg == "--secret" || arg == "-c") {
+    } else if (arg == "--connect" || arg == "--secret" || arg == "-c" || arg == "--tls-dir" ||
+               arg == "--operator-secret") {
       auto v = value();
       if (!v) return arg + " needs a value";
       if (arg == "-c") o.command = *v;
       if (arg == "--secret") o.node.secret = *v;
+      if (arg == "--tls-dir") o.node.tls_dir = *v;
+      if (arg == "--operator-secret") o.node.operator_secret = *v;
       if (arg == "--connect") {
         auto hp = parse_host_port(*v);
         if (!hp) return "--connect: " + describe(hp.error());
@@ -68,6 +78,8 @@ std::optional<std::string> parse(int argc, char** argv, console_options& o) {
     }
   }
   if (o.node.secret.empty()) return "give the cluster secret with --secret or TROUPE_SECRET";
+  if (!o.node.tls_dir.empty())
+    if (auto checked = tls::check_dir(o.node.tls_dir); !checked) return describe(checked.error());
   return std::nullopt;
 }
 
@@ -115,7 +127,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   caf::scoped_actor self{sys};
-  console::session session{self, *coordinator, o.json, {}};
+  console::session session{self, *coordinator, o.json, {}, o.node.tls_dir, o.node.operator_secret};
   if (!o.command.empty()) return console::run_command(session, o.command) ? 0 : 1;
   if (::isatty(0)) {
     prompt_loop(session);

@@ -30,19 +30,22 @@ struct console_runner {
   const fmnist_cluster& cluster;
   int runs = 0;
 
-  std::pair<int, std::string> with_secret(std::vector<std::string> args,
-                                          const std::string& secret) {
+  // `operator_secret` empty: a member's console, which may look but not act.
+  std::pair<int, std::string> with_secret(std::vector<std::string> args, const std::string& secret,
+                                          const std::string& operator_secret) {
     args.insert(args.begin(), {TROUPE_CONSOLE_BIN, "--connect", cluster.address});
+    std::vector<std::string> env{"TROUPE_SECRET=" + secret};
+    if (!operator_secret.empty()) env.push_back("TROUPE_OPERATOR_SECRET=" + operator_secret);
     child_process c(
         args, scratch("console-" + cluster.tag + "-" + std::to_string(++runs) + ".log").string(),
-        {"TROUPE_SECRET=" + secret});
+        env);
     const int code = c.wait(std::chrono::seconds(60)).value_or(-1);
     return {code, c.output()};
   }
   std::pair<int, std::string> operator()(const std::string& command, bool json = false) {
     std::vector<std::string> args{"-c", command};
     if (json) args.push_back("--json");
-    return with_secret(args, cluster.secret());
+    return with_secret(args, cluster.secret(), cluster.operator_secret());
   }
 };
 
@@ -123,6 +126,15 @@ BOOST_AUTO_TEST_CASE(the_console_shows_nodes_buckets_and_the_tree_and_crashes_a_
   for (const std::string actor : {"    worker-1-" + cluster.tag, std::string{"    bucket-0"}})
     BOOST_TEST(mailbox_is_a_number(tree, actor), actor);
   BOOST_TEST(tree_row(tree, "    bucket-0", "bucket").is_object());
+  // A member's console sees everything, but changes nothing without the operator secret.
+  const auto [member_code, member] =
+      console.with_secret({"-c", "inject-fault bucket-0"}, cluster.secret(), "");
+  BOOST_TEST(member_code != 0);
+  BOOST_TEST(member.find("operator action refused") != std::string::npos, member);
+  const auto [wrong_code, wrong] =
+      console.with_secret({"-c", "drain worker-1-" + cluster.tag}, cluster.secret(), "wrong");
+  BOOST_TEST(wrong_code != 0);
+  BOOST_TEST(wrong.find("wrong operator secret") != std::string::npos, wrong);
   const auto [fault_code, fault] = console("inject-fault bucket-0");
   BOOST_TEST(fault_code == 0);
   BOOST_TEST(fault.find("crashed bucket-0") != std::string::npos, fault);
@@ -133,7 +145,7 @@ BOOST_AUTO_TEST_CASE(the_console_shows_nodes_buckets_and_the_tree_and_crashes_a_
     if (!counted) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   BOOST_TEST(counted);
-  const auto [bad_code, bad] = console.with_secret({"-c", "nodes"}, "not-the-secret");
+  const auto [bad_code, bad] = console.with_secret({"-c", "nodes"}, "not-the-secret", "");
   BOOST_TEST(bad_code == 1);
   BOOST_TEST(bad.find("does not know our cluster secret") != std::string::npos, bad);
   kill_all(cluster);

@@ -13,6 +13,7 @@
 
 #include "tests/integration/fmnist_cluster.hpp"
 #include "troupe/detail/join.hpp"
+#include "troupe/detail/operator_proof.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
 
@@ -51,8 +52,10 @@ struct operator_client {
   std::unique_ptr<caf::actor_system> sys;
   std::unique_ptr<caf::scoped_actor> self;
   coordinator_actor coordinator;
+  std::string operator_secret;
 
-  explicit operator_client(const fmnist_cluster& cluster) {
+  explicit operator_client(const fmnist_cluster& cluster)
+      : operator_secret(cluster.operator_secret()) {
     launch_options opts;
     opts.threads = 1;
     configure_actor_system(cfg, opts);
@@ -65,12 +68,18 @@ struct operator_client {
     if (joined) coordinator = *joined;
   }
 
+  // As `troupe-console -c "inject-fault ACTOR"` with the operator secret.
   std::string inject_fault(const std::string& actor) {
-    std::string out;
+    std::string out, nonce;
+    auto failed = [&](caf::error& err) { out = "error: " + describe(err); };
     (*self)
-        ->request(coordinator, std::chrono::seconds(10), fault_atom_v, actor)
-        .receive([&](std::string& done) { out = std::move(done); },
-                 [&](caf::error& err) { out = "error: " + describe(err); });
+        ->request(coordinator, std::chrono::seconds(10), nonce_atom_v)
+        .receive([&](std::string& n) { nonce = std::move(n); }, failed);
+    auto proven = prove_action(nonce, {"inject-fault", actor}, "", operator_secret);
+    if (!proven) return "error: " + describe(proven.error());
+    (*self)
+        ->request(coordinator, std::chrono::seconds(10), operate_atom_v, encode(*proven))
+        .receive([&](std::string& done) { out = std::move(done); }, failed);
     return out;
   }
 

@@ -25,7 +25,8 @@ struct fmnist_cluster {
   std::string address = "127.0.0.1:" + std::to_string(free_port());
   std::string tag = address.substr(10);
   std::filesystem::path report = scratch("cluster-" + tag + ".json");
-  std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
+  std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests",
+                                  "TROUPE_OPERATOR_SECRET=an-operator-secret-for-tests"};
   std::unique_ptr<child_process> coordinator;
   std::vector<std::unique_ptr<child_process>> servers, workers;
 
@@ -53,6 +54,7 @@ struct fmnist_cluster {
   }
 
   std::string secret() const { return env[0].substr(env[0].find('=') + 1); }
+  std::string operator_secret() const { return env[1].substr(env[1].find('=') + 1); }
 };
 
 }  // namespace troupe::testing

@@ -183,6 +183,12 @@ BOOST_FIXTURE_TEST_CASE(a_backup_mirrors_its_primary_and_takes_over_with_the_sam
   // Some history before the backup exists: the state transfer must carry it.
   pull(primary, 0, 0);
   BOOST_TEST_REQUIRE(push(primary, push_of(0, 0, 0.3f)));
+  // Another bucket that the coordinator did not name cannot write the backup's state.
+  auto intruder = spawn_bucket(std::make_shared<bucket_store>(spec_of()));
+  BOOST_TEST_REQUIRE(ask(backup, primary_atom_v, caf::actor_cast<caf::actor>(primary)));
+  BOOST_TEST(!ask(intruder, backup_atom_v, caf::actor_cast<caf::actor>(backup)));
+  BOOST_TEST(stats(backup).updates_applied == 0u);
+  (*self)->send_exit(intruder, caf::exit_reason::user_shutdown);
   BOOST_TEST_REQUIRE(ask(primary, backup_atom_v, caf::actor_cast<caf::actor>(backup)));
   for (uint64_t clock = 1; clock < 4; ++clock) {
     pull(primary, 0, clock);
@@ -226,6 +232,7 @@ BOOST_FIXTURE_TEST_CASE(a_primary_whose_backup_was_promoted_steps_down, fixture)
   // A primary declared lost (frozen, cut off) that comes back must not go on alone.
   auto primary = spawn_bucket(std::make_shared<bucket_store>(spec_of()));
   auto backup = spawn_bucket(std::make_shared<bucket_store>(spec_of()));
+  BOOST_TEST_REQUIRE(ask(backup, primary_atom_v, caf::actor_cast<caf::actor>(primary)));
   BOOST_TEST_REQUIRE(ask(primary, backup_atom_v, caf::actor_cast<caf::actor>(backup)));
   BOOST_TEST_REQUIRE(push(primary, push_of(0, 0, 0.3f)));
   BOOST_TEST_REQUIRE(ask(backup, promote_atom_v));
