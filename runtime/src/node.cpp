@@ -31,6 +31,7 @@ void configure_actor_system(caf::actor_system_config& cfg, const launch_options&
     cfg.openssl_certificate = files.cert;
     cfg.openssl_key = files.key;
     cfg.load<caf::openssl::manager>();
+    tls::keep_tls_error_queues_clean();
   }
   register_protocol(cfg);
 }

@@ -62,6 +62,7 @@ class child_process {
   }
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
 
   // Sends SIGKILL, as a crash would end the process.
   void kill() { signal(SIGKILL); }
