@@ -79,10 +79,11 @@ caf::error start_metrics(const launch_options& opts, const logger& log, node_met
   set(out.registry->gauge("troupe_up"), 1);
   if (opts.metrics_port < 0) return {};
   const host_port where{opts.listen.host, static_cast<uint16_t>(opts.metrics_port)};
-  auto served = metrics_endpoint::start(out.registry, where);
+  auto served = metrics_endpoint::start(out.registry, where, opts.tls_dir);
   if (!served) return std::move(served.error());
   out.endpoint = std::move(*served);
-  log.info("metrics at http://{}:{}/metrics", where.host, out.endpoint->port());
+  log.info("metrics at {}://{}:{}/metrics", opts.tls_dir.empty() ? "http" : "https", where.host,
+           out.endpoint->port());
   return {};
 }
 

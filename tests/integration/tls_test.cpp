@@ -12,10 +12,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+
 #include <fstream>
 #include <random>
 
 #include "tests/integration/fmnist_cluster.hpp"
+#include "troupe/metrics_http.hpp"
+#include "troupe/tls.hpp"
 
 using namespace troupe;
 using namespace troupe::testing;
@@ -120,7 +124,55 @@ std::vector<std::vector<char>> junk() {
           with_bytes(header, std::vector<char>(4096, '\xff')), with_bytes(header, random)};
 }
 
+// GET /metrics over TLS with the certificate of `client_dir` ("" for none); the response, or
+// "" when the server would not talk.
+std::string https_get(uint16_t port, const std::string& ca_file, const std::string& client_dir) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  if (!client_dir.empty()) {
+    const auto files = tls::files_in(client_dir);
+    SSL_CTX_use_certificate_file(ctx, files.cert.c_str(), SSL_FILETYPE_PEM);
+    SSL_CTX_use_PrivateKey_file(ctx, files.key.c_str(), SSL_FILETYPE_PEM);
+  }
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  SSL* ssl = SSL_new(ctx);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      SSL_set_fd(ssl, fd) == 1 && SSL_connect(ssl) == 1) {
+    const std::string request = "GET /metrics HTTP/1.0\r\n\r\n";
+    SSL_write(ssl, request.data(), static_cast<int>(request.size()));
+    char buffer[4096];
+    for (int n; (n = SSL_read(ssl, buffer, sizeof buffer)) > 0;) response.append(buffer, n);
+  }
+  SSL_free(ssl);
+  SSL_CTX_free(ctx);
+  ::close(fd);
+  return response;
+}
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(metrics_are_served_over_https_to_holders_of_a_certificate_only) {
+  authority ca;
+  auto registry = std::make_shared<metrics_registry>();
+  BOOST_TEST_REQUIRE(!registry->declare("troupe_up", metric_kind::gauge, "up"));
+  registry->gauge("troupe_up")->set(1);
+  auto endpoint = metrics_endpoint::start(registry, host_port{"127.0.0.1", 0}, ca.node);
+  BOOST_TEST_REQUIRE(static_cast<bool>(endpoint));
+  const uint16_t port = (*endpoint)->port();
+  const std::string ca_file = tls::files_in(ca.node).ca;
+  const auto good = https_get(port, ca_file, ca.member);
+  BOOST_TEST(good.find("200 OK") != std::string::npos, good);
+  BOOST_TEST(good.find("troupe_up 1") != std::string::npos, good);
+  BOOST_TEST(https_get(port, ca_file, "").find("troupe_up") == std::string::npos);
+  BOOST_TEST(https_get(port, ca_file, ca.stranger).find("troupe_up") == std::string::npos);
+  BOOST_TEST(http_get(port, "/metrics").find("troupe_up") == std::string::npos);
+}
 
 BOOST_AUTO_TEST_CASE(a_five_process_job_runs_over_mutual_tls_and_strangers_are_turned_away) {
   authority ca;

@@ -439,6 +439,44 @@ BOOST_AUTO_TEST_CASE(non_loopback_listen_accepted_with_insecure) {
   BOOST_TEST(o->listen.host == "0.0.0.0");
 }
 
+BOOST_AUTO_TEST_CASE(a_tls_dir_is_checked_before_anything_connects) {
+  auto o = parse({"--role", "worker", "--secret", "s", "--tls-dir", "/nonexistent-troupe-tls"});
+  BOOST_TEST_REQUIRE(fails_with(o, errc::bad_configuration));
+  BOOST_TEST(describe(o.error()).find("/nonexistent-troupe-tls/ca.pem is missing") !=
+             std::string::npos);
+  BOOST_TEST(succeeded(parse({}, {{"TROUPE_TLS_DIR", ""}})));
+  auto from_env = parse({"--secret", "s"}, {{"TROUPE_TLS_DIR", "/nonexistent-troupe-tls"}});
+  BOOST_TEST(fails_with(from_env, errc::bad_configuration));
+}
+
+BOOST_AUTO_TEST_CASE(unauthenticated_collectives_beside_tls_need_insecure_collectives) {
+  auto gloo = parse({"--mode", "dp", "--collective", "gloo", "--tls-dir", "/nonexistent"});
+  BOOST_TEST_REQUIRE(fails_with(gloo, errc::bad_configuration));
+  const auto why = describe(gloo.error());
+  BOOST_TEST(why.find("--collective actors") != std::string::npos, why);
+  BOOST_TEST(why.find("--insecure-collectives") != std::string::npos, why);
+  // With the switch, only the (missing) files are left to complain about.
+  auto allowed = parse({"--mode", "dp", "--collective", "gloo", "--tls-dir", "/nonexistent",
+                        "--insecure-collectives"});
+  BOOST_TEST_REQUIRE(fails_with(allowed, errc::bad_configuration));
+  BOOST_TEST(describe(allowed.error()).find("is missing") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(plain_metrics_are_served_on_loopback_only) {
+  auto o = parse({"--role", "server", "--secret", "s", "--listen", "10.0.0.1:0", "--insecure",
+                  "--metrics-port", "0"});
+  BOOST_TEST_REQUIRE(fails_with(o, errc::bad_configuration));
+  BOOST_TEST(describe(o.error()).find("--tls-dir") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_operator_secret_differs_from_the_cluster_secret) {
+  BOOST_TEST(fails_with(parse({"--secret", "same", "--operator-secret", "same"}),
+                        errc::bad_configuration));
+  auto o = parse({}, {{"TROUPE_OPERATOR_SECRET", "other"}});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->operator_secret == "other");
+}
+
 BOOST_AUTO_TEST_CASE(loopback_listen_for_coordinator_needs_no_insecure) {
   for (const char* listen : {"127.0.0.1:7600", "localhost:7600", "::1:7600"}) {
     auto o = parse({"--role", "coordinator", "--secret", "s", "--listen", listen});
