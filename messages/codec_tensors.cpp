@@ -113,7 +113,8 @@ caf::expected<std::vector<uint32_t>> read_shape(capnp::List<uint32_t>::Reader in
 void write_values(capnp::Data::Builder out, const std::vector<float>& values, dtype storage) {
   switch (storage) {
     case dtype::f32:
-      std::memcpy(out.begin(), values.data(), values.size() * sizeof(float));
+      if (!values.empty())  // memcpy from an empty vector's null data is undefined
+        std::memcpy(out.begin(), values.data(), values.size() * sizeof(float));
       return;
     case dtype::bf16:
     case dtype::f16:
@@ -140,7 +141,7 @@ caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::
                                                 " elements");
   std::vector<float> values(count);
   if (*storage == dtype::f32) {
-    std::memcpy(values.data(), data.begin(), data.size());
+    if (count > 0) std::memcpy(values.data(), data.begin(), data.size());
   } else {
     for (uint64_t i = 0; i < count; ++i) {
       uint16_t v;

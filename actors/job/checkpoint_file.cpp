@@ -42,7 +42,7 @@ void put_part(std::string& out, uint32_t owner, const wire& w) {
 
 // Reads little-endian integers and byte runs from a file's contents, tracking failures.
 struct reader {
-  const std::string& data;
+  std::string_view data;
   size_t at = 0;
   bool ok = true;
 
@@ -124,7 +124,10 @@ caf::expected<checkpoint> read_checkpoint(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return make_error(errc::io_failure, "cannot open " + path);
   const std::string data{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  const std::string name = fs::path(path).filename().string();
+  return parse_checkpoint(data, fs::path(path).filename().string());
+}
+
+caf::expected<checkpoint> parse_checkpoint(std::string_view data, const std::string& name) {
   auto corrupt = [&](const std::string& what) {
     return make_error(errc::corrupt_data, name + ": " + what);
   };
@@ -140,9 +143,13 @@ caf::expected<checkpoint> read_checkpoint(const std::string& path) {
     if (!in.ok || found != owner || size > max_part_bytes) return corrupt(what + ": bad header");
     const auto bytes = in.take(size);
     if (!in.ok) return corrupt(what + ": truncated");
+#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION  // the fuzzer reaches the decoders behind it
     const auto expected = auth::sha256(bytes.data(), bytes.size());
     if (std::memcmp(expected.data(), digest.data(), digest_bytes) != 0)
       return corrupt(what + ": checksum mismatch");
+#else
+    (void)digest;
+#endif
     return wire{std::vector<char>(bytes.begin(), bytes.end())};
   };
   checkpoint c;

@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <caf/error.hpp>
@@ -33,6 +34,9 @@ caf::expected<std::string> write_checkpoint(const std::string& dir, const checkp
 
 // Reads one checkpoint file; errc::corrupt_data (with the part that failed) or io_failure.
 caf::expected<checkpoint> read_checkpoint(const std::string& path);
+
+// The checkpoint in a file's bytes (`name` for the errors); what read_checkpoint calls.
+caf::expected<checkpoint> parse_checkpoint(std::string_view data, const std::string& name);
 
 struct loaded_checkpoint {
   checkpoint data;

@@ -265,6 +265,20 @@ BOOST_AUTO_TEST_CASE(push_request_without_tensors) {
   check_push(*y, x, dtype::f32);
 }
 
+// Found by tests/fuzz codec_fuzz: a tensor with a zero dimension has no values, and encoding
+// it copied from an empty vector's null pointer.
+BOOST_AUTO_TEST_CASE(a_tensor_with_a_zero_dimension_round_trips) {
+  bucket_state_part x;
+  x.bucket = 2;
+  x.type = bucket_state_part::kind::first_moment;
+  x.tensors.push_back(dense_tensor{"w", {0, 3}, 0, {}});
+  auto y = decode<bucket_state_part>(encode(x));
+  BOOST_TEST_REQUIRE(succeeded(y));
+  BOOST_TEST_REQUIRE(y->tensors.size() == 1u);
+  BOOST_TEST(y->tensors[0].values.empty());
+  BOOST_TEST((y->tensors[0].shape == std::vector<uint32_t>{0, 3}));
+}
+
 BOOST_AUTO_TEST_CASE(push_ack_fields) {
   const push_ack x{5, 123456789012ull, 42};
   auto y = decode<push_ack>(encode(x));
