@@ -116,7 +116,9 @@ double resident_mib(pid_t pid) {
 // What the issue measured without TLS: a 64-byte header announcing a huge payload, then
 // 4 KiB of zeros, 4 KiB of 0xff and 1 MiB of random bytes, each on a fresh connection.
 std::vector<std::vector<char>> junk() {
-  std::vector<char> header(64, '\xff');
+  // A BASP header (CAF 0.17: 32 bytes) of a client handshake announcing a 2 GiB payload.
+  std::vector<char> header(64, 0);
+  header[0] = 1, header[4] = 0x7f, header[5] = header[6] = '\xff', header[7] = '\xf0';
   std::vector<char> random(1 << 20);
   std::mt19937 gen{7};
   for (auto& c : random) c = static_cast<char>(gen());
