@@ -1,8 +1,9 @@
-// troupe-bench SUITE [--size N] [--reps R] [--json FILE] [--tls-dir DIR]: runs one suite of benchmarks and
-// prints our figures beside the limit measured in the same run (../shared/design/BENCHMARKS.md).
-// Suites: apply, messages, pushpull, sparse, dash, allreduce (--members N), and dash-gpu in
-// builds with CUDA. --tls-dir (or TROUPE_TLS_DIR) makes the cross-process suites (messages,
-// pushpull, sparse) talk mutual TLS, to measure what it costs. ("serve" and "allreduce-member" are the processes the others start.)
+// troupe-bench SUITE [--size N] [--reps R] [--json FILE] [--tls-dir DIR]: runs one suite of
+// benchmarks and prints our figures beside the limit measured in the same run
+// (../shared/design/BENCHMARKS.md). Suites: apply, messages, pushpull, sparse, dash, allreduce
+// (--members N), and dash-gpu in builds with CUDA. --tls-dir (or TROUPE_TLS_DIR) makes the
+// cross-process suites (messages, pushpull, sparse) talk mutual TLS, to measure what it costs.
+// ("serve" and "allreduce-member" are the processes the others start.)
 #include <fmt/format.h>
 
 #include <unistd.h>

@@ -168,8 +168,7 @@ wire encode(const operator_action& x) {
 }
 
 template <>
-caf::expected<operator_action> decode<operator_action>(const wire& w,
-                                                       const codec_limits& limits) {
+caf::expected<operator_action> decode<operator_action>(const wire& w, const codec_limits& limits) {
   constexpr size_t max_action_words = 4, max_certificate = 16384, max_proof = 512;
   return detail::read_root<schema::OperatorAction, operator_action>(
       w, limits,

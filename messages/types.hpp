@@ -327,10 +327,10 @@ struct dp_compression {
   comm_dtype dtype = comm_dtype::fp32;
   std::vector<std::string> skip;  // tensors kept at fp32
   compressed_adam adam = compressed_adam::none;
-  uint64_t freeze_step = 0;         // onebit / zero_one: full-precision steps before compressing
-  uint64_t var_freeze_step = 0;     // zero_one: the last step that may refresh the variance
-  uint32_t var_update_scaler = 16;  // zero_one: refreshes at one interval before it doubles
-  uint64_t local_step_scaler = 1;   // zero_one: steps before the local interval doubles
+  uint64_t freeze_step = 0;          // onebit / zero_one: full-precision steps before compressing
+  uint64_t var_freeze_step = 0;      // zero_one: the last step that may refresh the variance
+  uint32_t var_update_scaler = 16;   // zero_one: refreshes at one interval before it doubles
+  uint64_t local_step_scaler = 1;    // zero_one: steps before the local interval doubles
   uint32_t local_step_clipper = 16;  // zero_one: the most steps between synchronisations
 };
 

@@ -105,25 +105,25 @@ void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
         const auto primary = self->state.directory.buckets[b];
         link_backup(
             self, config, primary, backup,
-                [=](bool) {
-                  // A primary restarted meanwhile does not know this backup: make another.
-                  if (self->state.directory.buckets[b] != primary)
-                    return add_backup(self, config, b, then);
-                  // Its server was lost or is being drained meanwhile: drop it, make another.
-                  const auto& host = self->state.roster.server_members[*s];
-                  if (host.lost || host.draining) {
-                    self->request(primary, config.opts.request_timeout, backup_atom_v, caf::actor{})
-                        .then([](bool) {}, [](caf::error&) {});
-                    return add_backup(self, config, b, then);
-                  }
-                  auto& home = self->state.directory.homes[b];
-                  home.backup = backup;
-                  home.backup_restarts = 0;
-                  home.backup_server = *s;
-                  config.log.debug("bucket {}: backup on server {}", b, *s);
-                  then();
-                },
-                give_up);
+            [=](bool) {
+              // A primary restarted meanwhile does not know this backup: make another.
+              if (self->state.directory.buckets[b] != primary)
+                return add_backup(self, config, b, then);
+              // Its server was lost or is being drained meanwhile: drop it, make another.
+              const auto& host = self->state.roster.server_members[*s];
+              if (host.lost || host.draining) {
+                self->request(primary, config.opts.request_timeout, backup_atom_v, caf::actor{})
+                    .then([](bool) {}, [](caf::error&) {});
+                return add_backup(self, config, b, then);
+              }
+              auto& home = self->state.directory.homes[b];
+              home.backup = backup;
+              home.backup_restarts = 0;
+              home.backup_server = *s;
+              config.log.debug("bucket {}: backup on server {}", b, *s);
+              then();
+            },
+            give_up);
       },
       give_up);
 }
@@ -444,15 +444,16 @@ caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_act
 void relink_backup(self_ptr self, const coordinator_config& config, uint32_t b,
                    bucket_actor backup) {
   auto& st = self->state;
-  link_backup(self, config, st.directory.buckets[b], backup, [](bool) {},
-            [=](caf::error& err) {
-              config.log.warn("bucket {} lost its backup: {}", b, describe(err));
-              auto& home = self->state.directory.homes[b];
-              if (home.backup == backup) {
-                home.backup.reset();
-                add_backup(self, config, b, [] {});
-              }
-            });
+  link_backup(
+      self, config, st.directory.buckets[b], backup, [](bool) {},
+      [=](caf::error& err) {
+        config.log.warn("bucket {} lost its backup: {}", b, describe(err));
+        auto& home = self->state.directory.homes[b];
+        if (home.backup == backup) {
+          home.backup.reset();
+          add_backup(self, config, b, [] {});
+        }
+      });
 }
 
 void moved(self_ptr self, const coordinator_config& config, uint32_t b, bucket_actor handle) {

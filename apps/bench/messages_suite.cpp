@@ -6,8 +6,8 @@
 #include <caf/scoped_actor.hpp>
 
 #include "apps/bench/peer.hpp"
-#include "troupe/net.hpp"
 #include "apps/bench/suites.hpp"
+#include "troupe/net.hpp"
 
 namespace troupe::bench {
 

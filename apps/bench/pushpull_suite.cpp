@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "apps/bench/peer.hpp"
-#include "troupe/net.hpp"
 #include "apps/bench/suites.hpp"
+#include "troupe/net.hpp"
 
 namespace troupe::bench {
 

@@ -10,8 +10,8 @@
 #include <set>
 
 #include "apps/bench/peer.hpp"
-#include "troupe/net.hpp"
 #include "apps/bench/suites.hpp"
+#include "troupe/net.hpp"
 
 namespace troupe::bench {
 

@@ -125,8 +125,9 @@ x509_ptr new_certificate(EVP_PKEY* key, const std::string& unit, const std::stri
 }
 
 bool dns_name(const std::string& s) {
-  return !s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                           "0123456789-.") == std::string::npos;
+  return !s.empty() && s.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                           "0123456789-.") == std::string::npos;
 }
 
 // subjectAltName: the name itself when it is a DNS name, then every host.

@@ -59,8 +59,7 @@ int main(int argc, char** argv) {
     if (flag == "--days") {
       days = std::atoi(value.c_str());
       if (days <= 0 || days > 36500) return fail("--days must be 1 to 36500");
-    }
-    else if (flag == "--out" && command == "issue")
+    } else if (flag == "--out" && command == "issue")
       out = value;
     else if (flag == "--host" && command == "issue")
       request.hosts = split_list(value);

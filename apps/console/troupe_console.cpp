@@ -18,9 +18,9 @@
 #include "console/commands.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/join.hpp"
-#include "troupe/tls.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
+#include "troupe/tls.hpp"
 
 namespace {
 

@@ -14,8 +14,8 @@ bytes hmac(const std::string& secret, const std::vector<std::string_view>& field
   const bytes message = length_prefixed(fields);
   bytes out(EVP_MAX_MD_SIZE);
   unsigned length = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       message.data(), message.size(), out.data(), &length);
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), message.data(), message.size(),
+       out.data(), &length);
   out.resize(length);
   return out;
 }

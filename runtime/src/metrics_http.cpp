@@ -1,13 +1,13 @@
 #include "troupe/metrics_http.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -77,11 +77,10 @@ class scrape_connection {
     deadline_ = steady::now() + std::chrono::milliseconds(request_wait_ms);
     for (size_t sent = 0; sent < text.size();) {
       const size_t left = text.size() - sent;
-      const ssize_t n =
-          ssl_ ? tls_step([&] {
-            return SSL_write(ssl_, text.data() + sent, static_cast<int>(left));
-          })
-               : ::send(fd_, text.data() + sent, left, MSG_NOSIGNAL);
+      const ssize_t n = ssl_ ? tls_step([&] {
+        return SSL_write(ssl_, text.data() + sent, static_cast<int>(left));
+      })
+                             : ::send(fd_, text.data() + sent, left, MSG_NOSIGNAL);
       if (n <= 0) return;
       sent += static_cast<size_t>(n);
     }

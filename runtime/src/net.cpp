@@ -1,9 +1,9 @@
 #include "troupe/net.hpp"
 
+#include <fmt/format.h>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 #include <caf/scoped_actor.hpp>
-#include <fmt/format.h>
 
 #include "troupe/error.hpp"
 
@@ -19,8 +19,7 @@ caf::io::middleman_actor manager_of(caf::actor_system& sys) {
 constexpr auto local_timeout = std::chrono::seconds(30);
 
 // CAF's handshake errors, said as what they most likely mean here.
-caf::error explain(caf::actor_system& sys, caf::error err, const std::string& host,
-                   uint16_t port) {
+caf::error explain(caf::actor_system& sys, caf::error err, const std::string& host, uint16_t port) {
   const std::string where = fmt::format("{}:{}", host, port);
   if (err == caf::sec::disconnect_during_handshake || err == caf::sec::unexpected_message)
     return make_error(
@@ -72,8 +71,8 @@ caf::expected<uint16_t> open(caf::actor_system& sys, uint16_t port, const std::s
   return result;
 }
 
-caf::expected<caf::node_id> connect(caf::actor_system& sys, const std::string& host,
-                                    uint16_t port, std::chrono::milliseconds timeout) {
+caf::expected<caf::node_id> connect(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                    std::chrono::milliseconds timeout) {
   caf::scoped_actor self{sys, true};
   caf::expected<caf::node_id> result = make_error(errc::timeout, "no answer");
   self->request(manager_of(sys), timeout, caf::connect_atom_v, host, port)

@@ -85,8 +85,8 @@ caf::expected<gatekeeper_actor> connect_gatekeeper(caf::actor_system& sys,
   const auto deadline = std::chrono::steady_clock::now() + opts.join_timeout;
   caf::error last;
   for (int attempt = 0;; ++attempt) {
-    auto gk = net::remote_actor<gatekeeper_actor>(sys, opts.coordinator.host,
-                                                  opts.coordinator.port, opts.request_timeout);
+    auto gk = net::remote_actor<gatekeeper_actor>(sys, opts.coordinator.host, opts.coordinator.port,
+                                                  opts.request_timeout);
     if (gk) return gk;
     last = std::move(gk.error());
     // A refused handshake does not get better by trying again.

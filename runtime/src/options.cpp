@@ -126,8 +126,7 @@ caf::error validate_security(const launch_options& o) {
         "makes one), or --insecure to listen without it (docs/SECURITY.md)",
         to_string(o.listen)));
   const auto collective = o.dp.collective;
-  if (tls && o.data_parallel() && collective != collective_kind::actors &&
-      !o.insecure_collectives)
+  if (tls && o.data_parallel() && collective != collective_kind::actors && !o.insecure_collectives)
     return bad(fmt::format(
         "--collective {}: its transport ({}) neither authenticates nor encrypts, which --tls-dir "
         "promises; use --collective actors (the default with --tls-dir: the group's messages "

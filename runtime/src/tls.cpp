@@ -5,8 +5,8 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
-#include <openssl/x509v3.h>
 #include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -64,8 +64,7 @@ x509_ptr certificate_from_text(const std::string& pem) {
 // The text of the first `nid` entry of the certificate's subject ("" when there is none).
 std::string subject_entry(X509* cert, int nid) {
   char text[256] = {0};
-  if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert), nid, text, sizeof text) < 0)
-    return {};
+  if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert), nid, text, sizeof text) < 0) return {};
   return text;
 }
 
@@ -104,9 +103,10 @@ caf::expected<identity> check_dir(const std::string& dir) {
   struct stat st {};
   for (const auto* file : {&p.ca, &p.cert, &p.key})
     if (::stat(file->c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-      return bad(fmt::format("{} is missing (troupe-certs issue writes ca.pem, node.pem and "
-                             "node.key)",
-                             *file));
+      return bad(
+          fmt::format("{} is missing (troupe-certs issue writes ca.pem, node.pem and "
+                      "node.key)",
+                      *file));
   ::stat(p.key.c_str(), &st);
   if (st.st_mode & (S_IRWXG | S_IRWXO))
     return bad(fmt::format("{} may be read by other users: chmod 600 it", p.key));
@@ -165,11 +165,10 @@ bool verify(const std::string& certificate_pem, const bytes& text, const bytes& 
   std::unique_ptr<EVP_MD_CTX, free_md_ctx> ctx{EVP_MD_CTX_new()};
   if (!key || !ctx) return ERR_clear_error(), false;
   const bool ed = EVP_PKEY_id(key.get()) == EVP_PKEY_ED25519;
-  const bool ok =
-      EVP_DigestVerifyInit(ctx.get(), nullptr, ed ? nullptr : EVP_sha256(), nullptr, key.get()) ==
-          1 &&
-      EVP_DigestVerify(ctx.get(), signature.data(), signature.size(), text.data(), text.size()) ==
-          1;
+  const bool ok = EVP_DigestVerifyInit(ctx.get(), nullptr, ed ? nullptr : EVP_sha256(), nullptr,
+                                       key.get()) == 1 &&
+                  EVP_DigestVerify(ctx.get(), signature.data(), signature.size(), text.data(),
+                                   text.size()) == 1;
   ERR_clear_error();
   return ok;
 }

@@ -8,8 +8,8 @@
 #include "actors/job/checkpoint_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto c = troupe::parse_checkpoint(
-      std::string_view{reinterpret_cast<const char*>(data), size}, "fuzz.troupe");
+  auto c = troupe::parse_checkpoint(std::string_view{reinterpret_cast<const char*>(data), size},
+                                    "fuzz.troupe");
   if (c)
     for (const auto& bucket : c->buckets)
       for (const auto& part : bucket) (void)troupe::decode<troupe::bucket_state_part>(part);

@@ -26,8 +26,8 @@ using namespace troupe::testing;
 
 namespace {
 
-const std::vector<std::string> subset = {"--train-limit", "6000", "--test-limit",   "2000",
-                                         "--blas-threads", "1",   "--log-level", "warn"};
+const std::vector<std::string> subset = {"--train-limit",  "6000", "--test-limit", "2000",
+                                         "--blas-threads", "1",    "--log-level",  "warn"};
 
 // Runs troupe-certs with `args`; true when it succeeded.
 bool certs(std::vector<std::string> args) {
@@ -63,10 +63,9 @@ std::vector<std::string> with(std::vector<std::string> flags,
 std::pair<int, std::string> console(const fmnist_cluster& cluster, const std::string& tls_dir,
                                     const std::string& command) {
   static int runs = 0;
-  child_process c({TROUPE_CONSOLE_BIN, "--connect", cluster.address, "--tls-dir", tls_dir, "-c",
-                   command},
-                  scratch("tls-console-" + std::to_string(++runs) + ".log").string(),
-                  {cluster.env[0]});
+  child_process c(
+      {TROUPE_CONSOLE_BIN, "--connect", cluster.address, "--tls-dir", tls_dir, "-c", command},
+      scratch("tls-console-" + std::to_string(++runs) + ".log").string(), {cluster.env[0]});
   const int code = c.wait(std::chrono::seconds(60)).value_or(-1);
   return {code, c.output()};
 }
@@ -75,11 +74,10 @@ std::pair<int, std::string> console(const fmnist_cluster& cluster, const std::st
 std::pair<int, std::string> try_join(const fmnist_cluster& cluster,
                                      const std::vector<std::string>& flags) {
   static int runs = 0;
-  child_process w(fmnist_command({"--role", "worker", "--coordinator", cluster.address,
-                                  "--join-timeout", "10"},
-                                 with(subset, flags)),
-                  scratch("tls-intruder-" + std::to_string(++runs) + ".log").string(),
-                  cluster.env);
+  child_process w(
+      fmnist_command({"--role", "worker", "--coordinator", cluster.address, "--join-timeout", "10"},
+                     with(subset, flags)),
+      scratch("tls-intruder-" + std::to_string(++runs) + ".log").string(), cluster.env);
   const int code = w.wait(std::chrono::seconds(60)).value_or(-1);
   return {code, w.output()};
 }
@@ -211,8 +209,8 @@ BOOST_AUTO_TEST_CASE(a_five_process_job_runs_over_mutual_tls_and_strangers_are_t
   const auto small = junk()[1];
   for (int i = 0; i < 1000; ++i) send_junk(port, small);
   const double after = resident_mib(cluster.coordinator->pid());
-  BOOST_TEST_MESSAGE("coordinator resident memory " << before << " MiB before the junk, "
-                                                    << after << " MiB after");
+  BOOST_TEST_MESSAGE("coordinator resident memory " << before << " MiB before the junk, " << after
+                                                    << " MiB after");
   BOOST_TEST(after - before < 64.0);
 
   BOOST_TEST(cluster.coordinator->wait(std::chrono::seconds(600)).value_or(-1) == 0,

@@ -38,8 +38,8 @@ caf::expected<uint16_t> open(caf::actor_system& sys, uint16_t port, const std::s
 
 // Connects this node to the node at host:port (handshakes included), so that messages to its
 // actors travel directly instead of through the node that introduced them.
-caf::expected<caf::node_id> connect(caf::actor_system& sys, const std::string& host,
-                                    uint16_t port, std::chrono::milliseconds timeout);
+caf::expected<caf::node_id> connect(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                    std::chrono::milliseconds timeout);
 
 // The actor published at host:port, checked against `interface`.
 caf::expected<caf::strong_actor_ptr> remote_actor(caf::actor_system& sys,
@@ -48,8 +48,8 @@ caf::expected<caf::strong_actor_ptr> remote_actor(caf::actor_system& sys,
                                                   std::chrono::milliseconds timeout);
 
 template <class Handle = caf::actor>
-caf::expected<Handle> remote_actor(caf::actor_system& sys, const std::string& host,
-                                   uint16_t port, std::chrono::milliseconds timeout) {
+caf::expected<Handle> remote_actor(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                   std::chrono::milliseconds timeout) {
   caf::detail::type_list<Handle> tk;
   auto found = remote_actor(sys, sys.message_types(tk), host, port, timeout);
   if (!found) return std::move(found.error());

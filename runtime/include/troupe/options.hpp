@@ -99,7 +99,7 @@ struct launch_options {
   std::string tls_dir;    // --tls-dir: ca.pem, node.pem, node.key; every connection mutual TLS
   bool insecure_collectives = false;  // allows gloo or nccl (unauthenticated) beside --tls-dir
   std::string operator_secret;        // proves console actions that change a job, without TLS
-  std::string name;       // this node's name in logs and the report; derived when empty
+  std::string name;                   // this node's name in logs and the report; derived when empty
   uint32_t workers = 2;
   uint32_t max_workers = 0;  // workers active at once, late joiners included; 0: --workers
   uint32_t servers = 2;
