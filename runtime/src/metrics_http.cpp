@@ -179,6 +179,7 @@ caf::expected<std::unique_ptr<metrics_endpoint>> metrics_endpoint::start(
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   SSL_CTX* tls = nullptr;
   if (!tls_dir.empty()) {
+    tls::guard_openssl_calls();  // a scraper that hangs up is not SIGPIPE
     std::string why;
     tls = https_context(tls_dir, why);
     if (!tls) {

@@ -31,7 +31,7 @@ void configure_actor_system(caf::actor_system_config& cfg, const launch_options&
     cfg.openssl_certificate = files.cert;
     cfg.openssl_key = files.key;
     cfg.load<caf::openssl::manager>();
-    tls::keep_tls_error_queues_clean();
+    tls::guard_openssl_calls();
   }
   register_protocol(cfg);
 }

@@ -134,17 +134,36 @@ inline uint16_t free_port() {
   return ntohs(addr.sin_port);
 }
 
-// The whole HTTP response to GET `path` on 127.0.0.1:port (empty when nobody answers).
-inline std::string http_get(uint16_t port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+// A socket connected to 127.0.0.1:port, or -1 when nobody listens there.
+inline int connect_loopback(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+  if (fd >= 0) ::close(fd);
+  return -1;
+}
+
+// Sends all of `bytes` on `fd` (MSG_NOSIGNAL: a peer that hung up is not SIGPIPE); false when
+// the connection failed first.
+inline bool send_all(int fd, const char* bytes, size_t size) {
+  for (size_t sent = 0; sent < size;) {
+    const ssize_t n = ::send(fd, bytes + sent, size - sent, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The whole HTTP response to GET `path` on 127.0.0.1:port (empty when nobody answers).
+inline std::string http_get(uint16_t port, const std::string& path) {
+  const int fd = connect_loopback(port);
+  if (fd < 0) return "";
   std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.0\r\n\r\n";
-    (void)::write(fd, request.data(), request.size());
+  const std::string request = "GET " + path + " HTTP/1.0\r\n\r\n";
+  if (send_all(fd, request.data(), request.size())) {
     char buffer[4096];
     for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) out.append(buffer, n);
   }

@@ -9,11 +9,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <openssl/ssl.h>
 
+#include <csignal>
 #include <fstream>
 #include <random>
 
@@ -89,17 +91,9 @@ std::vector<char> with_bytes(std::vector<char> a, const std::vector<char>& b) {
 
 // Opens a TCP connection to the port, sends `bytes`, and closes it.
 void send_junk(uint16_t port, const std::vector<char>& bytes) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0)
-    for (size_t sent = 0; sent < bytes.size();) {
-      const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      sent += static_cast<size_t>(n);
-    }
+  const int fd = connect_loopback(port);
+  if (fd < 0) return;
+  send_all(fd, bytes.data(), bytes.size());
   ::close(fd);
 }
 
@@ -124,35 +118,64 @@ std::vector<std::vector<char>> junk() {
           with_bytes(header, std::vector<char>(4096, '\xff')), with_bytes(header, random)};
 }
 
+// A TLS client of 127.0.0.1:port that trusts `ca_file` and shows the certificate of
+// `client_dir` ("" for none). With TLS 1.3 the handshake completes on the client's side
+// before the server has judged the client's certificate.
+class tls_client {
+ public:
+  tls_client(uint16_t port, const std::string& ca_file, const std::string& client_dir)
+      : ctx_(SSL_CTX_new(TLS_client_method())) {
+    SSL_CTX_load_verify_locations(ctx_, ca_file.c_str(), nullptr);
+    SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
+    if (!client_dir.empty()) {
+      const auto files = tls::files_in(client_dir);
+      SSL_CTX_use_certificate_file(ctx_, files.cert.c_str(), SSL_FILETYPE_PEM);
+      SSL_CTX_use_PrivateKey_file(ctx_, files.key.c_str(), SSL_FILETYPE_PEM);
+    }
+    ssl_ = SSL_new(ctx_);
+    fd_ = connect_loopback(port);
+    connected_ = fd_ >= 0 && SSL_set_fd(ssl_, fd_) == 1 && SSL_connect(ssl_) == 1;
+  }
+  ~tls_client() {
+    SSL_free(ssl_);
+    SSL_CTX_free(ctx_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  tls_client(const tls_client&) = delete;
+  tls_client& operator=(const tls_client&) = delete;
+
+  bool connected() const { return connected_; }
+  int fd() const { return fd_; }
+  int write(const std::string& text) {
+    return SSL_write(ssl_, text.data(), static_cast<int>(text.size()));
+  }
+  std::string read_all() {
+    std::string out;
+    char buffer[4096];
+    for (int n; (n = SSL_read(ssl_, buffer, sizeof buffer)) > 0;) out.append(buffer, n);
+    return out;
+  }
+
+ private:
+  SSL_CTX* ctx_;
+  SSL* ssl_ = nullptr;
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
 // GET /metrics over TLS with the certificate of `client_dir` ("" for none); the response, or
 // "" when the server would not talk.
 std::string https_get(uint16_t port, const std::string& ca_file, const std::string& client_dir) {
-  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr);
-  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-  if (!client_dir.empty()) {
-    const auto files = tls::files_in(client_dir);
-    SSL_CTX_use_certificate_file(ctx, files.cert.c_str(), SSL_FILETYPE_PEM);
-    SSL_CTX_use_PrivateKey_file(ctx, files.key.c_str(), SSL_FILETYPE_PEM);
-  }
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  SSL* ssl = SSL_new(ctx);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      SSL_set_fd(ssl, fd) == 1 && SSL_connect(ssl) == 1) {
-    const std::string request = "GET /metrics HTTP/1.0\r\n\r\n";
-    SSL_write(ssl, request.data(), static_cast<int>(request.size()));
-    char buffer[4096];
-    for (int n; (n = SSL_read(ssl, buffer, sizeof buffer)) > 0;) response.append(buffer, n);
-  }
-  SSL_free(ssl);
-  SSL_CTX_free(ctx);
-  ::close(fd);
-  return response;
+  tls_client client{port, ca_file, client_dir};
+  if (!client.connected()) return "";
+  client.write("GET /metrics HTTP/1.0\r\n\r\n");
+  return client.read_all();
+}
+
+// True once the peer of `fd` has closed its end (within `wait`).
+bool peer_hung_up(int fd, std::chrono::milliseconds wait) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, static_cast<int>(wait.count())) > 0 && (p.revents & (POLLRDHUP | POLLHUP));
 }
 
 }  // namespace
@@ -172,6 +195,28 @@ BOOST_AUTO_TEST_CASE(metrics_are_served_over_https_to_holders_of_a_certificate_o
   BOOST_TEST(https_get(port, ca_file, "").find("troupe_up") == std::string::npos);
   BOOST_TEST(https_get(port, ca_file, ca.stranger).find("troupe_up") == std::string::npos);
   BOOST_TEST(http_get(port, "/metrics").find("troupe_up") == std::string::npos);
+}
+
+// OpenSSL writes with write(2): without the wrappers of openssl_call_guards.cpp, writing to a
+// peer that hung up killed this process (SIGPIPE's default), as it once did in CI.
+BOOST_AUTO_TEST_CASE(a_tls_write_to_a_peer_that_hung_up_is_an_error_not_sigpipe) {
+  BOOST_TEST_REQUIRE(std::signal(SIGPIPE, SIG_DFL) == SIG_DFL);
+  authority ca;
+  auto registry = std::make_shared<metrics_registry>();
+  auto endpoint = metrics_endpoint::start(registry, host_port{"127.0.0.1", 0}, ca.node);
+  BOOST_TEST_REQUIRE(static_cast<bool>(endpoint));
+  tls_client client{(*endpoint)->port(), tls::files_in(ca.node).ca, ""};
+  BOOST_TEST_REQUIRE(client.connected());  // TLS 1.3: the server has not judged us yet
+  BOOST_TEST_REQUIRE(peer_hung_up(client.fd(), std::chrono::seconds(10)));  // no certificate
+  int last = 1;
+  for (int i = 0; i < 5 && last > 0; ++i) {  // the first write may still reach the socket
+    last = client.write("GET /metrics HTTP/1.0\r\n\r\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  BOOST_TEST(last <= 0);
+  sigset_t pending;
+  sigpending(&pending);
+  BOOST_TEST(!sigismember(&pending, SIGPIPE));  // taken by the guard, not left for later
 }
 
 BOOST_AUTO_TEST_CASE(a_five_process_job_runs_over_mutual_tls_and_strangers_are_turned_away) {

@@ -50,9 +50,11 @@ caf::expected<bytes> sign(const std::string& dir, const bytes& text);
 // True when `signature` over `text` verifies with the public key of `certificate_pem`.
 bool verify(const std::string& certificate_pem, const bytes& text, const bytes& signature);
 
-// Does nothing; calling it links runtime/src/tls_error_queue.cpp into the binary, whose
-// wrappers keep caf_openssl's connections alive after another one's handshake failed.
-void keep_tls_error_queues_clean();
+// Does nothing; calling it links runtime/src/openssl_call_guards.cpp into the binary, whose
+// wrappers of SSL_read/write/connect/accept/shutdown keep caf_openssl's connections alive after
+// another one's handshake failed and turn a write to a peer that hung up into an error, not
+// SIGPIPE.
+void guard_openssl_calls();
 
 // The PEM text of the certificate in `dir` (what a signed action carries).
 caf::expected<std::string> read_certificate(const std::string& dir);
