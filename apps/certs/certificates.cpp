@@ -19,20 +19,17 @@
 #include <filesystem>
 #include <memory>
 
+#include "troupe/detail/openssl_ptr.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::certs {
 
 namespace {
 
-struct free_x509 {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct free_key {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using x509_ptr = std::unique_ptr<X509, free_x509>;
-using key_ptr = std::unique_ptr<EVP_PKEY, free_key>;
+using detail::openssl_ptr;
+using detail::read_pem;
+using x509_ptr = openssl_ptr<X509>;
+using key_ptr = openssl_ptr<EVP_PKEY>;
 
 constexpr long clock_skew_s = 300;  // certificates are valid from 5 minutes ago
 
@@ -73,15 +70,6 @@ caf::error write_new(const std::string& path, mode_t mode, Write write) {
   return {};
 }
 
-template <class T, class Reader>
-T* read_pem(const std::string& path, Reader reader) {
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) return nullptr;
-  T* x = reader(f, nullptr, nullptr, nullptr);
-  std::fclose(f);
-  return x;
-}
-
 key_ptr new_key() {
   return key_ptr{EVP_EC_gen("P-256")};
 }
@@ -91,7 +79,7 @@ bool set_serial(X509* cert) {
   unsigned char bytes[16];
   if (RAND_bytes(bytes, sizeof bytes) != 1) return false;
   bytes[0] &= 0x7f;
-  std::unique_ptr<BIGNUM, decltype(&BN_free)> bn{BN_bin2bn(bytes, sizeof bytes, nullptr), BN_free};
+  openssl_ptr<BIGNUM> bn{BN_bin2bn(bytes, sizeof bytes, nullptr)};
   return bn && BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert)) != nullptr;
 }
 
@@ -174,8 +162,8 @@ caf::error make_ca(const std::string& ca_dir, const std::string& name, int days)
 caf::error issue(const std::string& ca_dir, const std::string& out_dir, const issue_request& r) {
   if (auto err = check_name(r.name)) return err;
   if (r.days <= 0) return make_error(errc::bad_configuration, "--days must be positive");
-  x509_ptr ca{read_pem<X509>(ca_dir + "/ca.pem", PEM_read_X509)};
-  key_ptr ca_key{read_pem<EVP_PKEY>(ca_dir + "/ca.key", PEM_read_PrivateKey)};
+  x509_ptr ca = read_pem<X509>(ca_dir + "/ca.pem", PEM_read_X509);
+  key_ptr ca_key = read_pem<EVP_PKEY>(ca_dir + "/ca.key", PEM_read_PrivateKey);
   if (!ca || !ca_key || X509_check_private_key(ca.get(), ca_key.get()) != 1)
     return fail(fmt::format("{} holds no CA (ca.pem and its ca.key): run troupe-certs init {}",
                             ca_dir, ca_dir));

@@ -13,50 +13,25 @@
 #include <memory>
 
 #include "troupe/detail/auth.hpp"
+#include "troupe/detail/openssl_ptr.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::tls {
 
 namespace {
 
-struct free_x509 {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct free_key {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct free_store {
-  void operator()(X509_STORE* s) const { X509_STORE_free(s); }
-};
-struct free_store_ctx {
-  void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
-};
-struct free_bio {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct free_md_ctx {
-  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
-};
-using x509_ptr = std::unique_ptr<X509, free_x509>;
-using key_ptr = std::unique_ptr<EVP_PKEY, free_key>;
+using detail::openssl_ptr;
+using detail::read_pem;
+using x509_ptr = openssl_ptr<X509>;
+using key_ptr = openssl_ptr<EVP_PKEY>;
 
 caf::error bad(const std::string& what) {
   ERR_clear_error();
   return make_error(errc::bad_configuration, "--tls-dir: " + what);
 }
 
-// The first PEM object of `path`, read by `reader`; null when the file does not hold one.
-template <class T, class Reader>
-T* read_pem(const std::string& path, Reader reader) {
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) return nullptr;
-  T* x = reader(f, nullptr, nullptr, nullptr);
-  std::fclose(f);
-  return x;
-}
-
 x509_ptr certificate_from_text(const std::string& pem) {
-  std::unique_ptr<BIO, free_bio> bio{BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()))};
+  openssl_ptr<BIO> bio{BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()))};
   if (!bio) return nullptr;
   return x509_ptr{PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)};
 }
@@ -77,10 +52,10 @@ int64_t not_after(X509* cert) {
 // Verifies `cert` against the CA certificate at `ca_path` now: "" when it verifies, otherwise
 // OpenSSL's reason.
 std::string verify_against(const std::string& ca_path, X509* cert) {
-  std::unique_ptr<X509_STORE, free_store> store{X509_STORE_new()};
+  openssl_ptr<X509_STORE> store{X509_STORE_new()};
   if (!store || X509_STORE_load_file(store.get(), ca_path.c_str()) != 1)
     return "cannot load the CA certificate " + ca_path;
-  std::unique_ptr<X509_STORE_CTX, free_store_ctx> ctx{X509_STORE_CTX_new()};
+  openssl_ptr<X509_STORE_CTX> ctx{X509_STORE_CTX_new()};
   if (!ctx || X509_STORE_CTX_init(ctx.get(), store.get(), cert, nullptr) != 1)
     return "out of memory";
   if (X509_verify_cert(ctx.get()) == 1) return {};
@@ -110,12 +85,12 @@ caf::expected<identity> check_dir(const std::string& dir) {
   ::stat(p.key.c_str(), &st);
   if (st.st_mode & (S_IRWXG | S_IRWXO))
     return bad(fmt::format("{} may be read by other users: chmod 600 it", p.key));
-  x509_ptr ca{read_pem<X509>(p.ca, PEM_read_X509)};
+  x509_ptr ca = read_pem<X509>(p.ca, PEM_read_X509);
   if (!ca) return bad(p.ca + " holds no PEM certificate");
   if (X509_check_ca(ca.get()) == 0) return bad(p.ca + " is not a CA certificate");
-  x509_ptr cert{read_pem<X509>(p.cert, PEM_read_X509)};
+  x509_ptr cert = read_pem<X509>(p.cert, PEM_read_X509);
   if (!cert) return bad(p.cert + " holds no PEM certificate");
-  key_ptr key{read_pem<EVP_PKEY>(p.key, PEM_read_PrivateKey)};
+  key_ptr key = read_pem<EVP_PKEY>(p.key, PEM_read_PrivateKey);
   if (!key) return bad(p.key + " holds no unencrypted PEM private key");
   if (X509_check_private_key(cert.get(), key.get()) != 1)
     return bad(fmt::format("{} is not the key of {}", p.key, p.cert));
@@ -141,9 +116,9 @@ bytes action_text(const bytes& nonce, const std::vector<std::string>& action) {
 }
 
 caf::expected<bytes> sign(const std::string& dir, const bytes& text) {
-  key_ptr key{read_pem<EVP_PKEY>(files_in(dir).key, PEM_read_PrivateKey)};
+  key_ptr key = read_pem<EVP_PKEY>(files_in(dir).key, PEM_read_PrivateKey);
   if (!key) return bad("cannot read " + files_in(dir).key);
-  std::unique_ptr<EVP_MD_CTX, free_md_ctx> ctx{EVP_MD_CTX_new()};
+  openssl_ptr<EVP_MD_CTX> ctx{EVP_MD_CTX_new()};
   const bool ed = EVP_PKEY_id(key.get()) == EVP_PKEY_ED25519;
   size_t length = 0;
   if (!ctx ||
@@ -162,7 +137,7 @@ bool verify(const std::string& certificate_pem, const bytes& text, const bytes& 
   x509_ptr cert = certificate_from_text(certificate_pem);
   if (!cert) return ERR_clear_error(), false;
   key_ptr key{X509_get_pubkey(cert.get())};
-  std::unique_ptr<EVP_MD_CTX, free_md_ctx> ctx{EVP_MD_CTX_new()};
+  openssl_ptr<EVP_MD_CTX> ctx{EVP_MD_CTX_new()};
   if (!key || !ctx) return ERR_clear_error(), false;
   const bool ed = EVP_PKEY_id(key.get()) == EVP_PKEY_ED25519;
   const bool ok = EVP_DigestVerifyInit(ctx.get(), nullptr, ed ? nullptr : EVP_sha256(), nullptr,
