@@ -361,6 +361,7 @@ coordinator_actor::behavior_type coordinator(
   accept_exits_only_from(self, config.supervisor, config.log);
   self->state.metrics = job_metrics::of(config.metrics);
   self->state.operators = operator_gate{config.opts.tls_dir, config.opts.operator_secret};
+  self->state.roster.beats = heartbeat_monitor{config.opts.heartbeat_interval};
   self->state.evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, config, msg); });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);

@@ -160,7 +160,9 @@ void on_heartbeat(self_ptr self, const wire& w) {
 void check_heartbeats(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   const auto timeout = config.opts.heartbeat_timeout;
-  for (const auto& name : st.roster.beats.expired(heartbeat_monitor::clock::now(), timeout)) {
+  const auto verdict = st.roster.beats.expired(heartbeat_monitor::clock::now(), timeout);
+  if (verdict.not_running.count() > 0) log_own_pause(config.log, verdict.not_running);
+  for (const auto& name : verdict.lost) {
     for (const auto* members : {&st.roster.server_members, &st.roster.worker_members})
       for (const auto& m : *members)
         if (m.name == name && !m.lost)

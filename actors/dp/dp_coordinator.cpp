@@ -416,6 +416,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
   accept_exits_only_from(self, config.supervisor, config.log);
   auto& gm = self->state.group_metrics;
   self->state.metrics = job_metrics::of(config.metrics);
+  self->state.beats = heartbeat_monitor{config.opts.heartbeat_interval};
   if (config.metrics) {
     gm.bytes = config.metrics->counter("troupe_allreduce_bytes_total");
     gm.seconds = config.metrics->histogram("troupe_allreduce_seconds");
@@ -470,7 +471,9 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       [=](tick_atom) {
         auto& st = self->state;
         const auto timeout = config.opts.heartbeat_timeout;
-        for (const auto& name : st.beats.expired(heartbeat_monitor::clock::now(), timeout))
+        const auto verdict = st.beats.expired(heartbeat_monitor::clock::now(), timeout);
+        if (verdict.not_running.count() > 0) log_own_pause(config.log, verdict.not_running);
+        for (const auto& name : verdict.lost)
           lose(self, config, name, fmt::format("no heartbeat for {} ms", timeout.count()));
         self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
       },

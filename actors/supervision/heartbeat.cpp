@@ -1,5 +1,7 @@
 #include "actors/supervision/heartbeat.hpp"
 
+#include <algorithm>
+
 #include "actors/supervision/guards.hpp"
 #include "troupe/metrics.hpp"
 
@@ -24,18 +26,46 @@ heartbeat_actor::behavior_type heartbeat_sender(
   };
 }
 
-std::vector<std::string> heartbeat_monitor::expired(clock::time_point now,
-                                                    std::chrono::milliseconds timeout) {
-  std::vector<std::string> out;
+heartbeat_monitor::clock::duration heartbeat_monitor::awake_at(clock::time_point now) const {
+  if (!checked_ || now <= *checked_) return awake_;
+  return awake_ + std::min<clock::duration>(now - *checked_, 2 * interval_);
+}
+
+void heartbeat_monitor::heard(const std::string& name, clock::time_point now) {
+  if (!checked_) checked_ = now;
+  last_[name] = awake_at(now);
+}
+
+heartbeat_monitor::verdict heartbeat_monitor::expired(clock::time_point now,
+                                                      std::chrono::milliseconds timeout) {
+  verdict out;
+  if (!checked_) checked_ = now;
+  const auto gap = now - *checked_;
+  awake_ = awake_at(now);
+  checked_ = now;
+  if (gap > 2 * interval_ && !deferred_) {
+    out.not_running = gap - interval_;
+    deferred_ = true;  // what queued up meanwhile comes first; the next call judges
+    return out;
+  }
+  deferred_ = false;
   for (auto it = last_.begin(); it != last_.end();) {
-    if (now - it->second > timeout) {
-      out.push_back(it->first);
+    if (awake_ - it->second > timeout) {
+      out.lost.push_back(it->first);
       it = last_.erase(it);
     } else {
       ++it;
     }
   }
   return out;
+}
+
+void log_own_pause(const logger& log, heartbeat_monitor::clock::duration how_long) {
+  log.warn(
+      "this process was not running for {:.1f} s (stopped, swapped out or starved): members "
+      "are judged once what arrived meanwhile is read, and that time is not counted as their "
+      "silence",
+      std::chrono::duration<double>(how_long).count());
 }
 
 }  // namespace troupe

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,19 +37,44 @@ struct heartbeat_state {
 heartbeat_actor::behavior_type heartbeat_sender(
     heartbeat_actor::stateful_pointer<heartbeat_state> self, heartbeat_config config);
 
-// When each node was last heard from. Owned by the coordinator; not thread-safe.
+// When each node was last heard from, in the watcher's own awake time. Owned by one actor (the
+// coordinator, the dp coordinator), which calls expired() every `interval`; not thread-safe.
+//
+// A watcher that was itself not running (its process stopped or swapped out, its tick late
+// behind a full mailbox) must not count that time against the nodes it watches: their
+// heartbeats were waiting in its socket or mailbox all along. So silence is measured on an
+// awake clock that advances by the gap between two calls of expired(), but by no more than two
+// intervals per call. And a call that finds such a gap judges nobody: it returns at once, the
+// owner handles what queued up meanwhile (heartbeats included), and the next call judges.
 class heartbeat_monitor {
  public:
   using clock = std::chrono::steady_clock;
 
-  void heard(const std::string& name, clock::time_point now) { last_[name] = now; }
+  explicit heartbeat_monitor(std::chrono::milliseconds interval = std::chrono::milliseconds{500})
+      : interval_(interval) {}
+
+  void heard(const std::string& name, clock::time_point now);
   void forget(const std::string& name) { last_.erase(name); }
 
-  // Nodes silent for longer than `timeout` (each named once: they are forgotten).
-  std::vector<std::string> expired(clock::time_point now, std::chrono::milliseconds timeout);
+  struct verdict {
+    std::vector<std::string> lost;  // silent for longer than the timeout (now forgotten)
+    clock::duration not_running{};  // how long the watcher itself was not (0 when on time)
+  };
+  // Judges every node: those silent for longer than `timeout` of awake time are lost, unless
+  // this call found that the watcher itself had not been running.
+  verdict expired(clock::time_point now, std::chrono::milliseconds timeout);
 
  private:
-  std::map<std::string, clock::time_point> last_;
+  clock::duration awake_at(clock::time_point now) const;
+
+  std::chrono::milliseconds interval_;
+  clock::duration awake_{};                      // the awake clock at `checked_`
+  std::optional<clock::time_point> checked_;     // the last call of expired()
+  bool deferred_ = false;                        // the last call judged nobody
+  std::map<std::string, clock::duration> last_;  // awake clock at the last heartbeat
 };
+
+// Says that the watcher was not running for `how_long` and that members are not judged for it.
+void log_own_pause(const logger& log, heartbeat_monitor::clock::duration how_long);
 
 }  // namespace troupe

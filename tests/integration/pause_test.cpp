@@ -1,0 +1,80 @@
+// Failure detection that tells a pause from a death, with real processes on loopback (full
+// Fashion-MNIST, 3 epochs): a coordinator stopped with SIGSTOP for 5 s, then for 10 s, declares
+// nobody lost when it resumes (its watchers' heartbeats were waiting in its socket), while a
+// server stopped for 6 s is still declared lost and its backup takes over with nothing lost.
+#define BOOST_TEST_MODULE pause_test
+#include <boost/test/unit_test.hpp>
+
+#include "tests/integration/fmnist_cluster.hpp"
+
+using namespace troupe;
+using namespace troupe::testing;
+
+namespace {
+
+const std::vector<std::string> full = {"--epochs", "3",           "--blas-threads",
+                                       "1",        "--log-level", "info"};
+constexpr auto job_time = std::chrono::seconds(300);
+
+std::vector<std::string> with(std::vector<std::string> extra) {
+  extra.insert(extra.begin(), full.begin(), full.end());
+  return extra;
+}
+
+// The names in the report's `losses` (every member declared lost, with its role and reason).
+std::vector<std::string> losses(const std::string& report) {
+  std::vector<std::string> names;
+  const auto doc = parse_json(report);
+  if (doc.is_object() && doc.contains("losses") && doc["losses"].is_array())
+    for (const auto& loss : doc["losses"]) names.push_back(loss.value("name", std::string{}));
+  return names;
+}
+
+// Stops `p` with SIGSTOP for `how_long`, then lets it go on.
+void pause(child_process& p, std::chrono::seconds how_long) {
+  p.signal(SIGSTOP);
+  std::this_thread::sleep_for(how_long);
+  p.signal(SIGCONT);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_coordinator_paused_for_5_then_10_s_declares_nobody_lost) {
+  fmnist_cluster cluster{with({})};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", job_time));
+  pause(*cluster.coordinator, std::chrono::seconds(5));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  pause(*cluster.coordinator, std::chrono::seconds(10));
+  const auto code = cluster.coordinator->wait(job_time);
+  const std::string out = cluster.coordinator->output();
+  BOOST_TEST_INFO("coordinator: " << out);
+  BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
+  BOOST_TEST(out.find("this process was not running for") != std::string::npos);
+  BOOST_TEST(out.find("no heartbeat") == std::string::npos);
+  const std::string report = read_file(cluster.report.string());
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(losses(report).empty());
+  BOOST_TEST(json_number(report, "updates_lost").value_or(-1) == 0);
+  for (auto* node : {cluster.servers[0].get(), cluster.servers[1].get(), cluster.workers[0].get(),
+                     cluster.workers[1].get()})
+    BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_server_paused_for_6_s_is_declared_lost_and_its_backup_takes_over) {
+  fmnist_cluster cluster{with({"--replication", "2"}), 3};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", job_time));
+  pause(*cluster.servers[1], std::chrono::seconds(6));
+  const auto code = cluster.coordinator->wait(job_time);
+  const std::string out = cluster.coordinator->output();
+  BOOST_TEST_INFO("coordinator: " << out);
+  BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
+  BOOST_TEST(out.find("no heartbeat for 2000 ms") != std::string::npos);
+  const std::string report = read_file(cluster.report.string());
+  BOOST_TEST_INFO("report: " << report);
+  const auto lost = losses(report);
+  BOOST_TEST((lost.size() == 1 && lost[0].rfind("server-1-", 0) == 0));
+  BOOST_TEST(json_number(report, "updates_lost").value_or(-1) == 0);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+  // The resumed server learns that it was replaced and stops; it serves nobody.
+  BOOST_TEST(cluster.servers[1]->wait(std::chrono::seconds(60)).has_value());
+}
