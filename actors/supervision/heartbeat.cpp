@@ -1,7 +1,5 @@
 #include "actors/supervision/heartbeat.hpp"
 
-#include <algorithm>
-
 #include "actors/supervision/guards.hpp"
 #include "troupe/metrics.hpp"
 
@@ -26,31 +24,18 @@ heartbeat_actor::behavior_type heartbeat_sender(
   };
 }
 
-heartbeat_monitor::clock::duration heartbeat_monitor::awake_at(clock::time_point now) const {
-  if (!checked_ || now <= *checked_) return awake_;
-  return awake_ + std::min<clock::duration>(now - *checked_, 2 * interval_);
-}
-
-void heartbeat_monitor::heard(const std::string& name, clock::time_point now) {
-  if (!checked_) checked_ = now;
-  last_[name] = awake_at(now);
-}
-
 heartbeat_monitor::verdict heartbeat_monitor::expired(clock::time_point now,
                                                       std::chrono::milliseconds timeout) {
   verdict out;
-  if (!checked_) checked_ = now;
-  const auto gap = now - *checked_;
-  awake_ = awake_at(now);
-  checked_ = now;
-  if (gap > 2 * interval_ && !deferred_) {
-    out.not_running = gap - interval_;
+  const auto not_running = awake_.advance(now);
+  if (not_running.count() > 0 && !deferred_) {
+    out.not_running = not_running;
     deferred_ = true;  // what queued up meanwhile comes first; the next call judges
     return out;
   }
   deferred_ = false;
   for (auto it = last_.begin(); it != last_.end();) {
-    if (awake_ - it->second > timeout) {
+    if (awake_.reading() - it->second > timeout) {
       out.lost.push_back(it->first);
       it = last_.erase(it);
     } else {

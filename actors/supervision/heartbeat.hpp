@@ -8,12 +8,12 @@
 
 #include <chrono>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/supervision/awake_clock.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 
@@ -37,23 +37,24 @@ struct heartbeat_state {
 heartbeat_actor::behavior_type heartbeat_sender(
     heartbeat_actor::stateful_pointer<heartbeat_state> self, heartbeat_config config);
 
-// When each node was last heard from, in the watcher's own awake time. Owned by one actor (the
-// coordinator, the dp coordinator), which calls expired() every `interval`; not thread-safe.
+// When each node was last heard from, on the watcher's awake clock (awake_clock.hpp). Owned by
+// one actor (the coordinator, the dp coordinator), which calls expired() every `interval`.
 //
-// A watcher that was itself not running (its process stopped or swapped out, its tick late
-// behind a full mailbox) must not count that time against the nodes it watches: their
-// heartbeats were waiting in its socket or mailbox all along. So silence is measured on an
-// awake clock that advances by the gap between two calls of expired(), but by no more than two
-// intervals per call. And a call that finds such a gap judges nobody: it returns at once, the
-// owner handles what queued up meanwhile (heartbeats included), and the next call judges.
+// Silence is measured only over time the watcher ran: each call counts at most two intervals.
+// And a call that comes late (the watcher was stopped, swapped out, or its tick waited behind
+// a full mailbox) judges nobody: it returns at once, the owner reads what queued up meanwhile
+// (heartbeats included), and the next call judges.
 class heartbeat_monitor {
  public:
   using clock = std::chrono::steady_clock;
 
   explicit heartbeat_monitor(std::chrono::milliseconds interval = std::chrono::milliseconds{500})
-      : interval_(interval) {}
+      : awake_(2 * interval) {}
 
-  void heard(const std::string& name, clock::time_point now);
+  void heard(const std::string& name, clock::time_point now) {
+    if (!awake_.started()) awake_.advance(now);  // the first heartbeat starts the clock
+    last_[name] = awake_.at(now);
+  }
   void forget(const std::string& name) { last_.erase(name); }
 
   struct verdict {
@@ -65,11 +66,7 @@ class heartbeat_monitor {
   verdict expired(clock::time_point now, std::chrono::milliseconds timeout);
 
  private:
-  clock::duration awake_at(clock::time_point now) const;
-
-  std::chrono::milliseconds interval_;
-  clock::duration awake_{};                      // the awake clock at `checked_`
-  std::optional<clock::time_point> checked_;     // the last call of expired()
+  awake_clock awake_;
   bool deferred_ = false;                        // the last call judged nobody
   std::map<std::string, clock::duration> last_;  // awake clock at the last heartbeat
 };

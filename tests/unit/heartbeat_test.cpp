@@ -1,10 +1,13 @@
 // The heartbeat monitor judges silence over the watcher's own awake time: a node that stops
 // is lost after the timeout, while a watcher that was itself stopped (its calls late) does not
-// count that time against anyone and judges only once what queued up has been read.
+// count that time against anyone and judges only once what queued up has been read. An awake
+// deadline (the actors collective's waits) likewise does not count its own process's pause.
 #define BOOST_TEST_MODULE heartbeat_test
 #include <boost/test/unit_test.hpp>
 
 #include "actors/supervision/heartbeat.hpp"
+
+#include <thread>
 
 using namespace troupe;
 using namespace std::chrono_literals;
@@ -83,4 +86,14 @@ BOOST_AUTO_TEST_CASE(a_watcher_always_late_still_judges_every_other_call) {
     lost = w.monitor.expired(w.now, timeout).lost;
   }
   BOOST_TEST(lost == std::vector<std::string>{"b"});
+}
+
+BOOST_AUTO_TEST_CASE(an_awake_deadline_does_not_count_a_pause_of_its_own_process) {
+  awake_deadline deadline{250ms, 100ms};
+  std::this_thread::sleep_for(400ms);  // as if stopped: counts two steps, 200 ms
+  BOOST_TEST(!deadline.passed());
+  int looks = 0;
+  while (!deadline.passed() && looks < 100) std::this_thread::sleep_for(deadline.step()), ++looks;
+  BOOST_TEST(looks >= 1);
+  BOOST_TEST(looks < 100);
 }

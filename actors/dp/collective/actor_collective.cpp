@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 
+#include "actors/supervision/awake_clock.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/error.hpp"
 #include "troupe/net.hpp"
@@ -53,12 +54,16 @@ class chunk_queue {
     changed_.notify_all();
   }
 
-  // The next chunk from `from`, waiting until `deadline`.
-  caf::expected<arrived_chunk> pop(uint32_t from, std::chrono::steady_clock::time_point deadline) {
+  // The next chunk from `from`, waiting until `deadline` (awake time: a pause of this process
+  // does not count as the member's silence).
+  caf::expected<arrived_chunk> pop(uint32_t from, awake_deadline& deadline) {
     std::unique_lock<std::mutex> lock{mutex_};
     auto ready = [&] { return overflowed_ || !from_[from].empty() || !gone_[from].empty(); };
-    if (!changed_.wait_until(lock, deadline, ready))
-      return make_error(errc::timeout, "actors: no data from member " + std::to_string(from));
+    while (!ready()) {
+      if (deadline.passed())
+        return make_error(errc::timeout, "actors: no data from member " + std::to_string(from));
+      changed_.wait_for(lock, deadline.step(), ready);
+    }
     if (overflowed_) return make_error(errc::collective_failed, "actors: the inbox overflowed");
     if (from_[from].empty())
       return make_error(errc::collective_failed, "actors: member " + std::to_string(from) +
@@ -151,7 +156,7 @@ class actor_collective : public collective {
   caf::error broadcast(std::span<float> data, uint32_t root, const collective_call& call) override {
     if (root >= size()) return make_error(errc::bad_configuration, "broadcast: no such root");
     if (data.empty() || size() == 1) return {};
-    const auto deadline = std::chrono::steady_clock::now() + call.timeout;
+    awake_deadline deadline{call.timeout};
     if (rank() != root) return receive(root, call.tag, data, false, deadline);
     for (uint32_t j = 0; j < size(); ++j)
       if (j != rank()) send(j, call.tag, data);
@@ -162,7 +167,7 @@ class actor_collective : public collective {
     if (auto err = check_shards(data.size(), size())) return err;
     if (data.empty() || size() == 1) return {};
     const size_t each = data.size() / size();
-    const auto deadline = std::chrono::steady_clock::now() + call.timeout;
+    awake_deadline deadline{call.timeout};
     for (uint32_t j = 0; j < size(); ++j)
       if (j != rank()) send(j, call.tag, data.subspan(j * each, each));
     for (uint32_t j = 0; j < size(); ++j)
@@ -190,7 +195,7 @@ class actor_collective : public collective {
   // shard r holds the sum, computed here alone.
   caf::error ring_reduce_scatter(std::span<float> data, const collective_call& call) {
     const size_t n = size(), r = rank();
-    const auto deadline = std::chrono::steady_clock::now() + call.timeout;
+    awake_deadline deadline{call.timeout};
     for (size_t k = 0; k + 1 < n; ++k) {
       send(next(), call.tag, shard(data, (r + 2 * n - k - 1) % n));
       if (auto err =
@@ -203,7 +208,7 @@ class actor_collective : public collective {
   // n - 1 steps: send shard (r - k) on, take shard (r - k - 1) from behind.
   caf::error ring_all_gather(std::span<float> data, const collective_call& call) {
     const size_t n = size(), r = rank();
-    const auto deadline = std::chrono::steady_clock::now() + call.timeout;
+    awake_deadline deadline{call.timeout};
     for (size_t k = 0; k + 1 < n; ++k) {
       send(next(), call.tag, shard(data, (r + n - k) % n));
       if (auto err =
@@ -225,7 +230,7 @@ class actor_collective : public collective {
 
   // Fills (or adds into) `part` from `from`'s chunks of call `tag`, in order.
   caf::error receive(uint32_t from, uint32_t tag, std::span<float> part, bool add,
-                     std::chrono::steady_clock::time_point deadline) {
+                     awake_deadline& deadline) {
     for (size_t at = 0; at < part.size();) {
       auto c = queue_->pop(from, deadline);
       if (!c) return std::move(c.error());
