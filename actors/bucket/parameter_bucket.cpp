@@ -88,18 +88,61 @@ void deliver(awaiting_backup& a) {
   deliver(a.promise, std::move(a.reply));
 }
 
-// A backup that fails is dropped: the primary goes on alone (the coordinator makes a new
-// one), and every push waiting for it is acknowledged now. (A request to a lost node gets no
-// answer in CAF 0.17, only a timeout: the monitor's down message is what comes at once.)
-void drop_backup(self_ptr self, const bucket_actor_config& config, const caf::error& why) {
+// Acknowledges the pushes forwarded up to `seq`: a backup, or a state copy, has them.
+void acknowledge_through(self_ptr self, uint64_t seq) {
+  auto& awaiting = self->state.awaiting;
+  for (auto it = awaiting.begin(); it != awaiting.end() && it->first <= seq;) {
+    deliver(it->second);
+    it = awaiting.erase(it);
+  }
+}
+
+void acknowledge(self_ptr self, uint64_t seq) {
+  if (auto it = self->state.awaiting.find(seq); it != self->state.awaiting.end()) {
+    deliver(it->second);
+    self->state.awaiting.erase(it);
+  }
+}
+
+// The backup stopped answering (its actor went down, a forward or the state copy failed). The
+// primary holds every acknowledgement it owes from here on until the coordinator, which alone
+// decides who holds a bucket, drops the backup (its server was declared lost, so it will never
+// be promoted) or names a new one (whose state copy holds every held push). Acknowledging
+// alone could lose updates: a primary cut off from the coordinator and its backup, but not
+// from the workers, is about to be replaced by that very backup. (At most one push per worker
+// is outstanding, so what is held is bounded.)
+void hold_for_backup(self_ptr self, const bucket_actor_config& config, const caf::error& why) {
   auto& st = self->state;
   if (!st.backup) return;
-  config.log.warn("bucket {} lost its backup ({}); going on without one", st.store->id(),
-                  describe(why));
+  config.log.warn(
+      "bucket {}: its backup failed ({}); holding acknowledgements until the coordinator drops "
+      "it or names another",
+      st.store->id(), describe(why));
   self->demonitor(st.backup->address());
   st.backup.reset();
-  for (auto& [seq, a] : st.awaiting) deliver(a);
-  st.awaiting.clear();
+  st.holding = true;
+}
+
+// The coordinator dropped the backup: the primary goes on alone, and what it held goes out.
+void drop_backup(self_ptr self, const bucket_actor_config& config) {
+  auto& st = self->state;
+  if (st.backup) self->demonitor(st.backup->address());
+  if (st.backup || st.holding)
+    config.log.warn("bucket {}: going on without a backup (the coordinator dropped it)",
+                    st.store->id());
+  st.backup.reset();
+  st.holding = false;
+  acknowledge_through(self, st.forwarded);
+}
+
+// Its backup was promoted in its place: it serves nobody, and every push it holds is refused
+// so that the workers resend them to the new primary at once.
+void step_down(self_ptr self, const bucket_actor_config& config, const caf::error& why) {
+  auto& st = self->state;
+  config.log.error("bucket {}: its backup was promoted; stepping down", st.store->id());
+  st.deposed = true;
+  for (auto& [seq, a] : st.awaiting) a.reply = why;
+  acknowledge_through(self, st.forwarded);
 }
 
 using device_clock = std::chrono::steady_clock;
@@ -172,11 +215,12 @@ void count_backoff(self_ptr self, const bucket_actor_config& config) {
   if (st.device_backoff > 0 && --st.device_backoff == 0) use_dash_device(self, config);
 }
 
-// A push's reply once it is applied (DASH steps included): at once, or once the backup has it.
+// A push's reply once it is applied (DASH steps included): at once, or once the backup has it
+// (or, while the primary holds for a failed backup, once the coordinator decided).
 void finish_push(self_ptr self, const wire& w, const bucket_actor_config& config,
                  caf::expected<push_ack> ack, caf::typed_response_promise<wire> promise) {
   auto& st = self->state;
-  if (!st.backup) {
+  if (!st.backup && !st.holding) {
     release_held_pulls(self);
     deliver(promise, ack ? caf::expected<wire>{encode(*ack)} : std::move(ack.error()));
     return;
@@ -186,34 +230,18 @@ void finish_push(self_ptr self, const wire& w, const bucket_actor_config& config
   st.awaiting.emplace(seq,
                       awaiting_backup{promise, ack ? caf::expected<wire>{encode(*ack)}
                                                    : caf::expected<wire>{std::move(ack.error())}});
-  const auto backup = *st.backup;
-  auto answered = [=] {
-    auto& st = self->state;
-    if (auto it = st.awaiting.find(seq); it != st.awaiting.end()) {
-      deliver(it->second);
-      st.awaiting.erase(it);
-    }
-  };
-  self->request(backup, config.request_timeout, push_atom_v, w)
-      .then([=](const wire&) { answered(); },
-            [=](caf::error& err) {
-              auto& st = self->state;
-              if (is_not_primary(err)) {
-                // Declared lost and replaced: serve nobody, so that workers go to the new one.
-                config.log.error("bucket {}: its backup was promoted; stepping down",
-                                 st.store->id());
-                st.deposed = true;
-                if (auto it = st.awaiting.find(seq); it != st.awaiting.end()) {
-                  it->second.reply = std::move(err);
-                  answered();
-                }
-                return;
-              }
-              // The backup refusing a push this bucket refused is agreement, not failure.
-              if (err.category() != error_category && st.backup == backup)
-                drop_backup(self, config, err);
-              answered();
-            });
+  if (st.backup) {
+    const auto backup = *st.backup;
+    self->request(backup, config.request_timeout, push_atom_v, w)
+        .then([=](const wire&) { acknowledge(self, seq); },
+              [=](caf::error& err) {
+                if (is_not_primary(err)) return step_down(self, config, err);
+                // The backup refusing a push this bucket refused is agreement, not failure.
+                if (err.category() == error_category) return acknowledge(self, seq);
+                // A newer backup's state copy holds the push; else the coordinator decides.
+                if (self->state.backup == backup) hold_for_backup(self, config, err);
+              });
+  }
   // Only now: pulls this push releases are mirrored to the backup after the push itself.
   release_held_pulls(self);
 }
@@ -279,14 +307,17 @@ caf::result<bool> on_restore(self_ptr self, const bucket_actor_config& config, u
 }
 
 // Makes `target` this primary's backup: sends it the whole state, then forwards from there.
+// Once the copy is complete, every push it holds is acknowledged. No target: the coordinator
+// drops the backup.
 caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, caf::actor target) {
   auto& st = self->state;
   auto backup = caf::actor_cast<bucket_actor>(target);
   if (!backup) {  // the coordinator found the backup's server lost
-    drop_backup(self, config, make_error(errc::job_failed, "its server was lost"));
+    drop_backup(self, config);
     return true;
   }
   const auto parts = st.store->save();
+  const uint64_t copied_through = st.forwarded;
   const auto total = static_cast<uint32_t>(parts.size());
   auto promise = self->make_response_promise<bool>();
   auto pending = std::make_shared<uint32_t>(total);
@@ -294,15 +325,18 @@ caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, ca
     self->request(backup, config.request_timeout, restore_atom_v, i, total, parts[i])
         .then(
             [=](bool) mutable {
-              if (--*pending == 0) promise.deliver(true);
+              if (*pending == 0 || --*pending > 0) return;
+              acknowledge_through(self, copied_through);
+              promise.deliver(true);
             },
             [=](caf::error& err) mutable {
-              if (self->state.backup == backup) drop_backup(self, config, err);
+              if (self->state.backup == backup) hold_for_backup(self, config, err);
               if (*pending != 0) promise.deliver(std::move(err));
               *pending = 0;
             });
   if (st.backup) self->demonitor(st.backup->address());
   st.backup = backup;  // messages from here on arrive after the state
+  st.holding = false;  // pushes from here on are forwarded to it
   self->monitor(backup);
   return promise;
 }
@@ -324,7 +358,7 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
   size_limits(self->state);
   self->set_down_handler([=](caf::down_msg& msg) {
     const auto& backup = self->state.backup;
-    if (backup && msg.source == backup->address()) drop_backup(self, config, msg.reason);
+    if (backup && msg.source == backup->address()) hold_for_backup(self, config, msg.reason);
   });
   auto refuse = [config](const char* what) {
     config.log.warn("ignored {} that is not from the coordinator", what);

@@ -5,7 +5,10 @@
 //
 // Replication (primary-backup): a primary with a backup forwards every push, granted pull,
 // retire and admit to it in order, and acknowledges a push only once the backup has applied
-// it, so an acknowledged update survives the loss of either copy. The store lives in a
+// it, so an acknowledged update survives the loss of either copy. A primary whose backup
+// fails holds its acknowledgements until the coordinator drops that backup or names a new one
+// (never on its own: cut off from the coordinator, it may be replaced by that very backup).
+// The store lives in a
 // shared_ptr held by the node's supervisor too, so a restarted bucket keeps its state.
 // With a DASH device, the DASH steps a push (or a round) makes are stepped on the GPU before
 // the push is forwarded and acknowledged, each awaited, so that nothing reads half-stepped
@@ -47,7 +50,8 @@ struct bucket_actor_state {
   std::shared_ptr<bucket_store> store;
   codec_limits limits;
   std::vector<held_pull> held;
-  std::optional<bucket_actor> backup;            // a primary's backup (monitored)
+  std::optional<bucket_actor> backup;  // a primary's backup (monitored)
+  bool holding = false;  // its backup failed: acknowledgements wait for the coordinator
   std::map<uint64_t, awaiting_backup> awaiting;  // forwarded pushes by sequence number
   uint64_t forwarded = 0;
   caf::actor_addr primary;         // a backup's primary (the sender of its state)

@@ -1,8 +1,9 @@
 // The coordinator's functions shared between its source files (coordinator.cpp,
-// membership.cpp, placement.cpp, checkpointing.cpp, inspection.cpp). Internal to the
+// membership.cpp, placement.cpp, replicas.cpp, checkpointing.cpp, inspection.cpp). Internal to the
 // coordinator: nothing else may call them.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "actors/coordinator/coordinator.hpp"
@@ -44,12 +45,38 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s, cons
 caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_actor& failed);
 void moved(self_ptr self, const coordinator_config& config, uint32_t bucket, bucket_actor handle);
 caf::expected<std::string> inject_fault(self_ptr self, const std::string& name);
+// Server s leaves cleanly (drained): its buckets' copies take over, and it stops.
+void hand_over_server(self_ptr self, const coordinator_config& config, size_t s);
+// Bucket b is served by `handle` on server s from now on; held which() requests get it.
+void set_primary(self_ptr self, uint32_t b, bucket_actor handle, uint32_t s);
+// Bucket b has a live primary again after a server loss.
+void served_again(self_ptr self, const coordinator_config& config, uint32_t b);
+
+// Asks server `s` to host bucket b (from its spec as placed), then calls on_hosted.
+template <class OnHosted, class OnError>
+void host_bucket(self_ptr self, const coordinator_config& config, uint32_t b, uint32_t s,
+                 OnHosted on_hosted, OnError on_error) {
+  auto& st = self->state;
+  self->request(st.roster.servers[s], config.opts.request_timeout, host_atom_v,
+                st.directory.specs[b])
+      .then(on_hosted, on_error);
+}
+
+// -- replicas.cpp
+// The live server other than `not_this`, and not being drained, that holds the fewest copies.
+std::optional<uint32_t> backup_server_for(const coordinator_state& st, uint32_t not_this);
 // Makes a copy of bucket b on another live server that is not being drained; `then` runs once
 // it holds the state (or right away when no copy can be made).
 void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
                 std::function<void()> then);
-// Server s leaves cleanly (drained): its buckets' copies take over, and it stops.
-void hand_over_server(self_ptr self, const coordinator_config& config, size_t s);
+// Tells bucket b's primary to go on without a backup (it acknowledges what it held).
+void go_on_without_backup(self_ptr self, const coordinator_config& config, uint32_t b);
+// Server s is gone: the backups of its primaries take over, its backups are made anew.
+void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
+                    const std::string& what);
+// Tells bucket b's primary to keep `backup` (sending it the whole state first).
+void relink_backup(self_ptr self, const coordinator_config& config, uint32_t b,
+                   bucket_actor backup);
 
 // -- inspection.cpp
 // The console's views of the job: "nodes", "tree", "workers", "buckets", "metrics", "diag" or

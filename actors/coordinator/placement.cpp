@@ -1,6 +1,6 @@
-// The coordinator's placement of buckets on servers, replication (a backup per bucket on
-// another server), recovery from a lost server (promotion, new backups), the directory of
-// bucket handles that workers ask after a failure, and fault injection.
+// The coordinator's placement of buckets on servers, recovery from a lost server (promotion
+// through replicas.cpp, or a checkpoint), the directory of bucket handles that workers ask
+// after a failure, restarted buckets, and fault injection.
 #include <fmt/format.h>
 
 #include "actors/coordinator/coordinator_parts.hpp"
@@ -42,90 +42,34 @@ wire spec_of(const coordinator_state& st, const coordinator_config& config,
   return encode(spec);
 }
 
-// Asks server `s` to host bucket b (from its spec as placed), then calls on_hosted.
-template <class OnHosted, class OnError>
-void host_bucket(self_ptr self, const coordinator_config& config, uint32_t b, uint32_t s,
-                 OnHosted on_hosted, OnError on_error) {
-  auto& st = self->state;
-  self->request(st.roster.servers[s], config.opts.request_timeout, host_atom_v,
-                st.directory.specs[b])
-      .then(on_hosted, on_error);
-}
-
 }  // namespace
 
-// The live server other than `not_this`, and not being drained, that holds the fewest copies;
-// none if there is none.
-std::optional<uint32_t> backup_server_for(const coordinator_state& st, uint32_t not_this) {
-  std::vector<size_t> load(st.roster.servers.size(), 0);
-  for (const auto& h : st.directory.homes) {
-    ++load[h.primary_server];
-    if (h.backup) ++load[h.backup_server];
-  }
-  std::optional<uint32_t> best;
-  for (uint32_t s = 0; s < st.roster.servers.size(); ++s)
-    if (s != not_this && !st.roster.server_members[s].lost &&
-        !st.roster.server_members[s].draining && (!best || load[s] < load[*best]))
-      best = s;
-  return best;
-}
-
-// Names `primary` to `backup` (which then takes state only from it), then has the primary
-// copy its state there and forward from then on; `done` or `failed` runs after.
-template <class Done, class Failed>
-void link_backup(self_ptr self, const coordinator_config& config, const bucket_actor& primary,
-                 const bucket_actor& backup, Done done, Failed failed) {
-  const auto timeout = config.opts.request_timeout;
-  self->request(backup, timeout, primary_atom_v, caf::actor_cast<caf::actor>(primary))
-      .then(
-          [=](bool) {
-            self->request(primary, timeout, backup_atom_v, caf::actor_cast<caf::actor>(backup))
-                .then(done, failed);
-          },
-          failed);
-}
-
-// Makes a new backup of bucket b on another live server; `then` runs once it holds the state
-// (or, when no backup can be made, right away: the bucket goes on with one copy).
-void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
-                std::function<void()> then) {
+// Bucket b is served by `handle` on server s from now on; held which() requests get it.
+void set_primary(self_ptr self, uint32_t b, bucket_actor handle, uint32_t s) {
   auto& st = self->state;
-  const auto s = backup_server_for(st, st.directory.homes[b].primary_server);
-  if (!s) {
-    config.log.warn("bucket {} has no backup: no other live server", b);
-    return then();
-  }
-  auto give_up = [=](caf::error& err) {
-    config.log.warn("bucket {} has no backup: {}", b, describe(err));
-    then();
-  };
-  host_bucket(
-      self, config, b, *s,
-      [=](bucket_actor& backup) {
-        const auto primary = self->state.directory.buckets[b];
-        link_backup(
-            self, config, primary, backup,
-            [=](bool) {
-              // A primary restarted meanwhile does not know this backup: make another.
-              if (self->state.directory.buckets[b] != primary)
-                return add_backup(self, config, b, then);
-              // Its server was lost or is being drained meanwhile: drop it, make another.
-              const auto& host = self->state.roster.server_members[*s];
-              if (host.lost || host.draining) {
-                self->request(primary, config.opts.request_timeout, backup_atom_v, caf::actor{})
-                    .then([](bool) {}, [](caf::error&) {});
-                return add_backup(self, config, b, then);
-              }
-              auto& home = self->state.directory.homes[b];
-              home.backup = backup;
-              home.backup_restarts = 0;
-              home.backup_server = *s;
-              config.log.debug("bucket {}: backup on server {}", b, *s);
-              then();
-            },
-            give_up);
-      },
-      give_up);
+  st.directory.buckets[b] = std::move(handle);
+  auto& home = st.directory.homes[b];
+  home.primary_server = s;
+  // Retirements the old actor may not have had (or passed on) reach the new one.
+  for (uint32_t r = 0; r < st.roster.worker_members.size(); ++r)
+    if (st.roster.worker_members[r].lost || st.roster.worker_members[r].done)
+      self->send(st.directory.buckets[b], retire_atom_v, r);
+  for (auto& promise : home.waiting) promise.deliver(st.directory.buckets[b]);
+  home.waiting.clear();
+  auto again = std::move(home.when_served);
+  home.when_served.clear();
+  for (auto& f : again) f();
+}
+
+// Bucket b has a live primary again after a server loss.
+void served_again(self_ptr self, const coordinator_config& config, uint32_t b) {
+  auto& st = self->state;
+  st.directory.homes[b].recovering = false;
+  const double took = seconds_since(st.directory.lost_at);
+  st.report.recovery_s = std::max(st.report.recovery_s, took);
+  if (--st.directory.recovering == 0)
+    config.log.info("every bucket is served again, {:.2f} s after the loss", took);
+  maybe_evaluate(self, config);
 }
 
 namespace {
@@ -182,59 +126,6 @@ void place_one(self_ptr self, const coordinator_config& config, uint32_t b) {
       [=](caf::error& err) {
         fail(self, config, fmt::format("placing bucket {}: {}", b, describe(err)));
       });
-}
-
-// Bucket b is served by `handle` on server s from now on; held which() requests get it.
-void set_primary(self_ptr self, uint32_t b, bucket_actor handle, uint32_t s) {
-  auto& st = self->state;
-  st.directory.buckets[b] = std::move(handle);
-  auto& home = st.directory.homes[b];
-  home.primary_server = s;
-  // Retirements the old actor may not have had (or passed on) reach the new one.
-  for (uint32_t r = 0; r < st.roster.worker_members.size(); ++r)
-    if (st.roster.worker_members[r].lost || st.roster.worker_members[r].done)
-      self->send(st.directory.buckets[b], retire_atom_v, r);
-  for (auto& promise : home.waiting) promise.deliver(st.directory.buckets[b]);
-  home.waiting.clear();
-  auto again = std::move(home.when_served);
-  home.when_served.clear();
-  for (auto& f : again) f();
-}
-
-// Bucket b has a live primary again after a server loss.
-void served_again(self_ptr self, const coordinator_config& config, uint32_t b) {
-  auto& st = self->state;
-  st.directory.homes[b].recovering = false;
-  const double took = seconds_since(st.directory.lost_at);
-  st.report.recovery_s = std::max(st.report.recovery_s, took);
-  if (--st.directory.recovering == 0)
-    config.log.info("every bucket is served again, {:.2f} s after the loss", took);
-  maybe_evaluate(self, config);
-}
-
-// The backup of bucket b becomes its primary; a new backup is made on another live server.
-void promote(self_ptr self, const coordinator_config& config, uint32_t b) {
-  auto& st = self->state;
-  auto& home = st.directory.homes[b];
-  home.recovering = true;
-  ++st.directory.recovering;
-  const auto backup = *home.backup;
-  const uint32_t server = home.backup_server;
-  home.backup.reset();
-  home.primary_restarts = home.backup_restarts;  // the backup is the primary from now on
-  home.backup_restarts = 0;
-  self->request(backup, config.opts.request_timeout, promote_atom_v)
-      .then(
-          [=](bool) {
-            set_primary(self, b, backup, server);
-            served_again(self, config, b);
-            // A copy made only to drain a server (--replication 1) has none after it.
-            if (config.opts.replication >= 2) add_backup(self, config, b, [] {});
-          },
-          [=](caf::error& err) {
-            fail(self, config,
-                 fmt::format("promoting the backup of bucket {}: {}", b, describe(err)));
-          });
 }
 
 // Without a backup, server s's buckets come back from the newest good checkpoint on live
@@ -357,9 +248,6 @@ void place_all(self_ptr self, const coordinator_config& config) {
   for (uint32_t b = 0; b < n; ++b) place_one(self, config, b);
 }
 
-void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
-                    const std::string& what);
-
 void lose_server(self_ptr self, const coordinator_config& config, size_t s,
                  const std::string& why) {
   auto& st = self->state;
@@ -404,29 +292,6 @@ void hand_over_server(self_ptr self, const coordinator_config& config, size_t s)
   take_over_from(self, config, s, "drained server '" + m.name + "'");
 }
 
-// Server s is gone: the backups of its primaries take over, its backups are made anew.
-void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
-                    const std::string& what) {
-  auto& st = self->state;
-  for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
-    auto& home = st.directory.homes[b];
-    if (home.primary_server == s) {
-      if (!home.backup || st.roster.server_members[home.backup_server].lost)
-        return fail(self, config, fmt::format("{}; bucket {} had no live backup", what, b));
-      promote(self, config, b);
-    } else if (home.backup && home.backup_server == s) {
-      // The primary may not hear of the loss itself (CAF 0.17 routes between servers through
-      // this node and tells nobody when a route breaks): pushes waiting for the lost backup
-      // are acknowledged once it is dropped.
-      home.backup.reset();
-      self->request(st.directory.buckets[b], config.opts.request_timeout, backup_atom_v,
-                    caf::actor{})
-          .then([](bool) {}, [](caf::error&) {});
-      add_backup(self, config, b, [] {});
-    }
-  }
-}
-
 caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_actor& failed) {
   auto& st = self->state;
   if (bucket >= st.directory.buckets.size())
@@ -438,22 +303,6 @@ caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_act
     return make_error(errc::message_too_large, "too many requests wait for this bucket");
   home.waiting.push_back(self->make_response_promise<bucket_actor>());
   return home.waiting.back();
-}
-
-// Tells bucket b's primary to keep `backup` (sending it the whole state first).
-void relink_backup(self_ptr self, const coordinator_config& config, uint32_t b,
-                   bucket_actor backup) {
-  auto& st = self->state;
-  link_backup(
-      self, config, st.directory.buckets[b], backup, [](bool) {},
-      [=](caf::error& err) {
-        config.log.warn("bucket {} lost its backup: {}", b, describe(err));
-        auto& home = self->state.directory.homes[b];
-        if (home.backup == backup) {
-          home.backup.reset();
-          add_backup(self, config, b, [] {});
-        }
-      });
 }
 
 void moved(self_ptr self, const coordinator_config& config, uint32_t b, bucket_actor handle) {

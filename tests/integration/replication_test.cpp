@@ -3,13 +3,15 @@
 // once the backup applied it, keeps the backup identical through pushes, pulls, retires and
 // a new backup's state transfer, and a promoted backup answers with the same values; a resent
 // push is acknowledged without being applied twice; a primary whose backup was promoted steps
-// down.
+// down; a primary whose backup fails holds its acknowledgements until the coordinator names a
+// new backup or drops the failed one.
 #define BOOST_TEST_MODULE replication
 #include <boost/test/unit_test.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <future>
 #include <thread>
 
 #include "actors/bucket/parameter_bucket.hpp"
@@ -105,6 +107,17 @@ struct fixture {
               },
               [&](caf::error&) { total = 0; });
     return out;
+  }
+
+  // A push from another actor, answered whenever the bucket answers: true once acknowledged.
+  std::future<bool> push_later(const bucket_actor& b, wire w) {
+    return std::async(std::launch::async, [this, b, w] {
+      caf::scoped_actor worker{*sys};
+      bool ok = false;
+      worker->request(b, timeout, push_atom_v, w)
+          .receive([&](const wire&) { ok = true; }, [](caf::error&) {});
+      return ok;
+    });
   }
 
   template <class... Ts>
@@ -247,4 +260,36 @@ BOOST_FIXTURE_TEST_CASE(a_primary_whose_backup_was_promoted_steps_down, fixture)
   BOOST_TEST(stats(backup).updates_applied == 2u);
   (*self)->send_exit(primary, caf::exit_reason::user_shutdown);
   (*self)->send_exit(backup, caf::exit_reason::user_shutdown);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_primary_whose_backup_fails_acknowledges_only_when_the_coordinator_says,
+                        fixture) {
+  // Alone, a primary cannot tell a dead backup from one that is about to replace it (the
+  // primary cut off from the coordinator and the backup, not from the workers).
+  using namespace std::chrono_literals;
+  auto primary = spawn_bucket(std::make_shared<bucket_store>(spec_of()));
+  auto backup = spawn_bucket(std::make_shared<bucket_store>(spec_of()));
+  BOOST_TEST_REQUIRE(ask(backup, primary_atom_v, caf::actor_cast<caf::actor>(primary)));
+  BOOST_TEST_REQUIRE(ask(primary, backup_atom_v, caf::actor_cast<caf::actor>(backup)));
+  BOOST_TEST_REQUIRE(push(primary, push_of(0, 0, 0.3f)));
+  (*self)->send_exit(backup, caf::exit_reason::kill);
+  auto held = push_later(primary, push_of(1, 0, 0.2f));
+  BOOST_TEST((held.wait_for(500ms) == std::future_status::timeout));
+  BOOST_TEST(stats(primary).updates_applied == 2u);  // applied, not acknowledged
+  // The coordinator names a new backup: its state copy holds the push, acknowledged then.
+  auto second = spawn_bucket(std::make_shared<bucket_store>(spec_of()));
+  BOOST_TEST_REQUIRE(ask(second, primary_atom_v, caf::actor_cast<caf::actor>(primary)));
+  BOOST_TEST_REQUIRE(ask(primary, backup_atom_v, caf::actor_cast<caf::actor>(second)));
+  BOOST_TEST(held.get());
+  BOOST_TEST(stats(second).updates_applied == 2u);
+  // That one fails too, and the coordinator drops it (its server was declared lost): what the
+  // primary held goes out, and from then on it acknowledges alone.
+  (*self)->send_exit(second, caf::exit_reason::kill);
+  auto held_again = push_later(primary, push_of(0, 1, 0.1f));
+  BOOST_TEST((held_again.wait_for(500ms) == std::future_status::timeout));
+  BOOST_TEST_REQUIRE(ask(primary, backup_atom_v, caf::actor{}));
+  BOOST_TEST(held_again.get());
+  BOOST_TEST(push(primary, push_of(1, 1, 0.1f)));
+  BOOST_TEST(stats(primary).updates_applied == 4u);
+  (*self)->send_exit(primary, caf::exit_reason::user_shutdown);
 }
