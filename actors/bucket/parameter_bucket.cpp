@@ -254,6 +254,8 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   if (st.former_primary && sent_by(self, st.former_primary))
     return make_error(errc::not_primary, "this bucket was promoted; resend here");
   if (st.deposed) return make_error(errc::not_primary, "a backup took over this bucket");
+  if (st.primary && !sent_by(self, st.primary))
+    return make_error(errc::not_primary, "this is a backup: it takes pushes from its primary");
   auto push = decode<push_request>(w, st.limits);
   if (!push) {
     store.count_rejected();
@@ -280,6 +282,9 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   return promise;
 }
 
+caf::result<bool> copy_state_to(self_ptr self, const bucket_actor_config& config,
+                                const bucket_actor& backup);
+
 // A part of saved state; the last one replaces the whole store.
 caf::result<bool> on_restore(self_ptr self, const bucket_actor_config& config, uint32_t index,
                              uint32_t total, const wire& part) {
@@ -303,19 +308,17 @@ caf::result<bool> on_restore(self_ptr self, const bucket_actor_config& config, u
   if (st.device_backoff == 0) use_dash_device(self, config);
   size_limits(st);
   config.log.debug("bucket {} restored from {} parts", st.store->id(), total);
+  // A copy in the middle of a chain passes the state down before it answers the last part.
+  if (st.backup) return copy_state_to(self, config, *st.backup);
   return true;
 }
 
-// Makes `target` this primary's backup: sends it the whole state, then forwards from there.
-// Once the copy is complete, every push it holds is acknowledged. No target: the coordinator
-// drops the backup.
-caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, caf::actor target) {
+// Sends this bucket's whole state to its backup `backup`; the answer comes once every part is
+// in (and, since a backup passes a restored state down its own chain first, once every copy
+// after it has it too). Then every push the copy holds is acknowledged.
+caf::result<bool> copy_state_to(self_ptr self, const bucket_actor_config& config,
+                                const bucket_actor& backup) {
   auto& st = self->state;
-  auto backup = caf::actor_cast<bucket_actor>(target);
-  if (!backup) {  // the coordinator found the backup's server lost
-    drop_backup(self, config);
-    return true;
-  }
   const auto parts = st.store->save();
   const uint64_t copied_through = st.forwarded;
   const auto total = static_cast<uint32_t>(parts.size());
@@ -334,11 +337,24 @@ caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, ca
               if (*pending != 0) promise.deliver(std::move(err));
               *pending = 0;
             });
+  return promise;
+}
+
+// Makes `target` this bucket's backup: sends it the whole state, then forwards from there. No
+// target: the coordinator drops the backup.
+caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, caf::actor target) {
+  auto& st = self->state;
+  auto backup = caf::actor_cast<bucket_actor>(target);
+  if (!backup) {  // the coordinator found the backup's server lost
+    drop_backup(self, config);
+    return true;
+  }
+  auto copied = copy_state_to(self, config, backup);
   if (st.backup) self->demonitor(st.backup->address());
   st.backup = backup;  // messages from here on arrive after the state
   st.holding = false;  // pushes from here on are forwarded to it
   self->monitor(backup);
-  return promise;
+  return copied;
 }
 
 // Whether the message came from the coordinator or (for a backup) from its primary.
@@ -436,6 +452,7 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
           st.store->grant_pull(request->worker, request->worker_clock);
           if (!request->rows.empty())  // the same rows' memory for delay compensation
             (void)st.store->read_rows(request->rows, request->worker);
+          if (st.backup) self->send(*st.backup, mirror_atom_v, w);  // down the chain
         }
       },
   };

@@ -1,7 +1,7 @@
 // coordinator: the root of a job. It admits servers and workers (join), places the model's
-// buckets on the servers (with --replication 2, a primary and a backup on different servers),
-// starts the workers, evaluates the model each time every live worker has finished an epoch
-// (on a detached evaluator), and at the end gathers bucket statistics, writes the report,
+// buckets on the servers (with --replication R, a primary and a chain of R - 1 backups, each on its
+// own server), starts the workers, evaluates the model each time every live worker has finished an
+// epoch (on a detached evaluator), and at the end gathers bucket statistics, writes the report,
 // stops every node and quits: normally on success, with errc::job_failed when the job cannot
 // go on (a server lost without a backup, no live worker left). It is also the directory of
 // bucket handles that workers ask when a bucket restarts or a backup takes over, takes
@@ -75,18 +75,42 @@ struct member {
 // Chunk losses kept per worker for the loss-oscillation diagnostic.
 constexpr size_t recent_loss_count = 32;
 
-// Where one bucket lives: its primary's server, and its backup (with --replication 2).
+// One backup of a bucket: its actor, its server, and how often that server's supervisor
+// restarted it.
+struct bucket_copy {
+  bucket_actor handle;
+  uint32_t server = 0;
+  uint64_t restarts = 0;
+};
+
+// Where one bucket lives: its primary's server and its chain of backups (--replication R keeps
+// R - 1, on R different servers): the primary forwards to backups[0], each backup to the next,
+// and each acknowledges only once the next one has (replicas.cpp).
 struct bucket_home {
   uint32_t primary_server = 0;
-  std::optional<bucket_actor> backup;
-  uint32_t backup_server = 0;
-  bool recovering = false;        // its backup is being promoted
+  std::vector<bucket_copy> backups;
+  bool recovering = false;        // a backup is being promoted
+  uint64_t promotion = 0;         // promotions begun: an answer to an older one is ignored
   uint64_t primary_restarts = 0;  // by the primary's server's supervisor
-  uint64_t backup_restarts = 0;   // by the backup's
+  bool adding = false;            // a backup is being added at the end of the chain
+  std::vector<std::function<void()>> after_adding;  // additions waiting their turn
   // which() requests held until the bucket has a new handle, and the coordinator's own
   // requests to send again then.
   std::vector<caf::typed_response_promise<bucket_actor>> waiting;
   std::vector<std::function<void()>> when_served;
+
+  // The backup on server s, if any.
+  std::optional<size_t> backup_on(uint32_t s) const {
+    for (size_t i = 0; i < backups.size(); ++i)
+      if (backups[i].server == s) return i;
+    return std::nullopt;
+  }
+  bool holds_copy_on(uint32_t s) const { return primary_server == s || backup_on(s); }
+  bool has_live_backup(const std::vector<member>& servers) const {
+    for (const auto& c : backups)
+      if (!servers[c.server].lost) return true;
+    return false;
+  }
 };
 
 // The job's members (membership.cpp): every server and worker that joined, by rank, with
@@ -100,7 +124,7 @@ struct job_roster {
 };
 
 // Where the model lives (placement.cpp): the flat layout, the buckets cut from it, each
-// bucket's primary and backup, and the recovery of buckets whose server was lost.
+// bucket's primary and backups, and the recovery of buckets whose server was lost.
 struct bucket_directory {
   std::optional<flat_layout> layout;
   placement plan;
@@ -108,7 +132,7 @@ struct bucket_directory {
   std::vector<bucket_home> homes;     // parallel to buckets
   std::vector<wire> specs;            // each bucket's spec as placed (new backups start here)
   size_t placed = 0;
-  size_t recovering = 0;                          // buckets whose backup is being promoted
+  size_t recovering = 0;                          // buckets with a backup being promoted
   std::chrono::steady_clock::time_point lost_at;  // when the last server was lost
 };
 

@@ -63,20 +63,24 @@ void host_bucket(self_ptr self, const coordinator_config& config, uint32_t b, ui
 }
 
 // -- replicas.cpp
-// The live server other than `not_this`, and not being drained, that holds the fewest copies.
-std::optional<uint32_t> backup_server_for(const coordinator_state& st, uint32_t not_this);
-// Makes a copy of bucket b on another live server that is not being drained; `then` runs once
-// it holds the state (or right away when no copy can be made).
+// The live server, not being drained, that holds no copy of bucket b and the fewest copies.
+std::optional<uint32_t> server_for_copy(const coordinator_state& st, uint32_t b);
+// Makes a copy of bucket b at the end of its chain, on a live server that is not being drained
+// and holds no copy of it; `then` runs once it holds the state (or when none can be made).
 void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
                 std::function<void()> then);
-// Tells bucket b's primary to go on without a backup (it acknowledges what it held).
-void go_on_without_backup(self_ptr self, const coordinator_config& config, uint32_t b);
-// Server s is gone: the backups of its primaries take over, its backups are made anew.
+// Adds backups until bucket b has --replication copies (or no server is left for one), then
+// runs `then`.
+void fill_chain(
+    self_ptr self, const coordinator_config& config, uint32_t b,
+    std::function<void()> then = [] {});
+// Server s is gone: the first live backup of each of its primaries takes over, its backups
+// leave their chains, and every chain grows back to --replication copies.
 void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
                     const std::string& what);
-// Tells bucket b's primary to keep `backup` (sending it the whole state first).
-void relink_backup(self_ptr self, const coordinator_config& config, uint32_t b,
-                   bucket_actor backup);
+// The copy at chain position k of bucket b (0: the primary) was restarted by its server's
+// supervisor: it is linked to the copies after and before it again.
+void relink_restarted(self_ptr self, const coordinator_config& config, uint32_t b, size_t k);
 
 // -- inspection.cpp
 // The console's views of the job: "nodes", "tree", "workers", "buckets", "metrics", "diag" or

@@ -105,15 +105,16 @@ table_view tree(const coordinator_state& st, size_t own_mailbox, const actor_val
     for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
       const auto& home = st.directory.homes[b];
       const bool primary = home.primary_server == s;
-      const bool backup = home.backup && home.backup_server == s;
+      const auto backup = home.backup_on(static_cast<uint32_t>(s));
       if (!primary && !backup) continue;
       const std::string actor = "bucket-" + std::to_string(b);
-      t.rows.push_back({"    " + actor, primary ? "bucket" : "backup", m.name,
-                        m.lost            ? "lost"
-                        : home.recovering ? "recovering"
-                                          : "live",
-                        std::to_string(primary ? home.primary_restarts : home.backup_restarts),
-                        mailbox(m, actor)});
+      t.rows.push_back(
+          {"    " + actor, primary ? "bucket" : "backup", m.name,
+           m.lost            ? "lost"
+           : home.recovering ? "recovering"
+                             : "live",
+           std::to_string(primary ? home.primary_restarts : home.backups[*backup].restarts),
+           mailbox(m, actor)});
     }
   }
   for (size_t w = 0; w < st.roster.worker_members.size(); ++w) {
@@ -137,6 +138,14 @@ table_view tree(const coordinator_state& st, size_t own_mailbox, const actor_val
   return t;
 }
 
+// The servers of a bucket's backups in chain order ("-" for none).
+std::string backup_names(const coordinator_state& st, const bucket_home& home) {
+  std::string names;
+  for (const auto& c : home.backups)
+    names += (names.empty() ? "" : ",") + st.roster.server_members[c.server].name;
+  return names.empty() ? "-" : names;
+}
+
 std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_stats& s,
                                     const actor_values& bytes_in, const actor_values& bytes_out) {
   const auto& home = st.directory.homes[s.bucket];
@@ -147,7 +156,7 @@ std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_st
     clock_text += (clock_text.empty() ? "" : " ") + std::to_string(v);
   return {std::to_string(s.bucket),
           st.roster.server_members[home.primary_server].name,
-          home.backup ? st.roster.server_members[home.backup_server].name : "-",
+          backup_names(st, home),
           std::to_string(s.version),
           std::to_string(s.updates_applied),
           std::to_string(s.updates_rejected),

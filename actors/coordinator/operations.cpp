@@ -88,8 +88,7 @@ caf::result<std::string> drain_server(self_ptr self, const coordinator_config& c
   std::vector<uint32_t> to_copy;
   for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
     const auto& home = st.directory.homes[b];
-    if (home.primary_server == s &&
-        (!home.backup || st.roster.server_members[home.backup_server].lost))
+    if (home.primary_server == s && !home.has_live_backup(st.roster.server_members))
       to_copy.push_back(b);
   }
   auto promise = self->make_response_promise<std::string>();
@@ -111,8 +110,7 @@ caf::result<std::string> drain_server(self_ptr self, const coordinator_config& c
     }
     for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
       const auto& home = st.directory.homes[b];
-      if (home.primary_server == s &&
-          (!home.backup || st.roster.server_members[home.backup_server].lost)) {
+      if (home.primary_server == s && !home.has_live_backup(st.roster.server_members)) {
         promise.deliver(make_error(
             errc::job_failed, fmt::format("'{}' stays: bucket {} could not be copied", m.name, b)));
         return;

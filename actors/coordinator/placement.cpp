@@ -114,10 +114,7 @@ void place_one(self_ptr self, const coordinator_config& config, uint32_t b) {
         if (st.phase != job_phase::placing) return;
         st.directory.buckets[b] = std::move(primary);
         st.directory.homes[b].primary_server = server;
-        auto backed_up = [=] {
-          if (config.opts.replication < 2) return placed_one(self, config);
-          add_backup(self, config, b, [=] { placed_one(self, config); });
-        };
+        auto backed_up = [=] { fill_chain(self, config, b, [=] { placed_one(self, config); }); };
         if (st.checkpoints.resume_from)
           restore_bucket(self, config, b, backed_up);
         else
@@ -160,7 +157,7 @@ void restore_from_checkpoint(self_ptr self, const coordinator_config& config, si
       st.checkpoints.resume_from->job.step, since);
   for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
     if (st.directory.homes[b].primary_server != s) continue;
-    const auto server = backup_server_for(st, static_cast<uint32_t>(s));
+    const auto server = server_for_copy(st, b);
     if (!server) return fail(self, config, what + "; no live server is left for its buckets");
     st.report.updates_lost += since;
     st.directory.homes[b].recovering = true;
@@ -321,12 +318,12 @@ void moved(self_ptr self, const coordinator_config& config, uint32_t b, bucket_a
     ++home.primary_restarts;
     set_primary(self, b, std::move(handle), static_cast<uint32_t>(s));
     // The new primary actor does not know its backup yet; the store kept the values.
-    if (home.backup) relink_backup(self, config, b, *home.backup);
-  } else if (home.backup && home.backup_server == s) {
-    config.log.warn("the backup of bucket {} was restarted; bringing it up to date", b);
-    ++home.backup_restarts;
-    home.backup = handle;
-    relink_backup(self, config, b, std::move(handle));
+    relink_restarted(self, config, b, 0);
+  } else if (auto k = home.backup_on(static_cast<uint32_t>(s))) {
+    config.log.warn("a backup of bucket {} was restarted; bringing it up to date", b);
+    ++home.backups[*k].restarts;
+    home.backups[*k].handle = std::move(handle);
+    relink_restarted(self, config, b, *k + 1);
   }
 }
 

@@ -1,8 +1,12 @@
-// The coordinator's replicas of buckets (--replication 2): where a backup goes, linking a
-// backup to its primary, promoting a backup when its primary's server is lost, making new
-// backups, and telling a primary to go on without one. Only the coordinator decides who
-// holds a bucket: a primary whose backup fails holds its acknowledgements until told here.
+// The coordinator's replicas of buckets (--replication R): each bucket has a primary and a
+// chain of R - 1 backups on other servers. Here: where a copy goes, linking one copy of the
+// chain to the next, promoting the first live backup when the primary's server is lost,
+// taking a lost copy out of the chain, and growing the chain back to R copies. Only the
+// coordinator decides who holds a bucket: a copy whose next one fails holds its
+// acknowledgements until told here to forward elsewhere or to nobody.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "actors/coordinator/coordinator_parts.hpp"
 #include "troupe/error.hpp"
@@ -11,26 +15,168 @@ namespace troupe::coordination {
 
 namespace {
 
-// The backup of bucket b becomes its primary; a new backup is made on another live server.
-void promote(self_ptr self, const coordinator_config& config, uint32_t b) {
-  auto& st = self->state;
-  auto& home = st.directory.homes[b];
-  home.recovering = true;
-  ++st.directory.recovering;
-  const auto backup = *home.backup;
-  const uint32_t server = home.backup_server;
-  home.backup.reset();
-  home.primary_restarts = home.backup_restarts;  // the backup is the primary from now on
-  home.backup_restarts = 0;
-  self->request(backup, config.opts.request_timeout, promote_atom_v)
+// The copy at chain position k of bucket b: 0 is the primary, k > 0 the backup k - 1.
+bucket_actor chain_at(const coordinator_state& st, uint32_t b, size_t k) {
+  return k == 0 ? st.directory.buckets[b] : st.directory.homes[b].backups[k - 1].handle;
+}
+
+bucket_actor chain_tail(const coordinator_state& st, uint32_t b) {
+  return chain_at(st, b, st.directory.homes[b].backups.size());
+}
+
+// Names `from` to `to` (which then takes state only from it), then has `from` copy its state
+// there (down the rest of the chain too) and forward from then on; `done` or `failed` after.
+template <class Done, class Failed>
+void link_copies(self_ptr self, const coordinator_config& config, const bucket_actor& from,
+                 const bucket_actor& to, Done done, Failed failed) {
+  const auto timeout = config.opts.request_timeout;
+  self->request(to, timeout, primary_atom_v, caf::actor_cast<caf::actor>(from))
       .then(
           [=](bool) {
-            set_primary(self, b, backup, server);
+            self->request(from, timeout, backup_atom_v, caf::actor_cast<caf::actor>(to))
+                .then(done, failed);
+          },
+          failed);
+}
+
+// The copy `at` forwards to nobody from now on; what it held is acknowledged.
+void end_chain_at(self_ptr self, const coordinator_config& config, const bucket_actor& at) {
+  self->request(at, config.opts.request_timeout, backup_atom_v, caf::actor{})
+      .then([](bool) {}, [](caf::error&) {});
+}
+
+void remove_backup(self_ptr self, const coordinator_config& config, uint32_t b,
+                   const bucket_actor& handle);
+
+// Position k of bucket b's chain forwards to position k + 1 again (after a restart, or a copy
+// taken out in between): k + 1 takes k's whole state. Without a position k + 1, k forwards to
+// nobody. A link that fails takes k + 1 out of the chain. `then` runs once linked.
+void relink(
+    self_ptr self, const coordinator_config& config, uint32_t b, size_t k,
+    std::function<void()> then = [] {}) {
+  auto& st = self->state;
+  const auto& home = st.directory.homes[b];
+  const auto from = chain_at(st, b, k);
+  if (k >= home.backups.size()) {
+    end_chain_at(self, config, from);
+    return then();
+  }
+  const auto to = home.backups[k].handle;
+  link_copies(
+      self, config, from, to, [then](bool) { then(); },
+      [=](caf::error& err) {
+        config.log.warn("bucket {}: a backup could not be linked: {}", b, describe(err));
+        remove_backup(self, config, b, to);
+      });
+}
+
+// Adds one backup of bucket b at the end of its chain, on a live server that holds no copy of
+// it; `done(true)` once it holds the state, `done(false)` when none can be made. One addition
+// per bucket at a time: the others wait their turn.
+void add_copy(self_ptr self, const coordinator_config& config, uint32_t b,
+              std::function<void(bool)> done) {
+  auto& home = self->state.directory.homes[b];
+  if (home.adding) {
+    home.after_adding.push_back([=] { add_copy(self, config, b, done); });
+    return;
+  }
+  home.adding = true;
+  auto finish = [=](bool ok) {
+    auto& home = self->state.directory.homes[b];
+    home.adding = false;
+    done(ok);
+    if (!home.adding && !home.after_adding.empty()) {
+      auto next = std::move(home.after_adding.front());
+      home.after_adding.erase(home.after_adding.begin());
+      next();
+    }
+  };
+  const auto s = server_for_copy(self->state, b);
+  if (!s) {
+    config.log.warn("bucket {} has {} copies: no other live server", b, home.backups.size() + 1);
+    return finish(false);
+  }
+  host_bucket(
+      self, config, b, *s,
+      [=](bucket_actor& copy) {
+        const auto tail = chain_tail(self->state, b);
+        auto give_up = [=](caf::error& err) {
+          config.log.warn("bucket {}: no new backup: {}", b, describe(err));
+          if (chain_tail(self->state, b) == tail) end_chain_at(self, config, tail);
+          finish(false);
+        };
+        link_copies(
+            self, config, tail, copy,
+            [=](bool) {
+              auto& st = self->state;
+              auto& home = st.directory.homes[b];
+              // The chain's end changed meanwhile (that copy was lost): make another.
+              if (chain_tail(st, b) != tail) {
+                home.adding = false;
+                return add_copy(self, config, b, done);
+              }
+              // Its server was lost or is being drained meanwhile: drop it, make another.
+              const auto& host = st.roster.server_members[*s];
+              if (host.lost || host.draining) {
+                end_chain_at(self, config, tail);
+                home.adding = false;
+                return add_copy(self, config, b, done);
+              }
+              home.backups.push_back(bucket_copy{copy, *s, 0});
+              config.log.debug("bucket {}: copy {} on server {}", b, home.backups.size() + 1, *s);
+              finish(true);
+            },
+            give_up);
+      },
+      [=](caf::error& err) {
+        config.log.warn("bucket {}: no new backup: {}", b, describe(err));
+        finish(false);
+      });
+}
+
+// Takes backup `handle` out of bucket b's chain (its server lost or drained, or its link
+// failed): the copy before it forwards to the one after it, which takes its whole state (or
+// to nobody, at the end); then the chain grows back.
+void remove_backup(self_ptr self, const coordinator_config& config, uint32_t b,
+                   const bucket_actor& handle) {
+  auto& backups = self->state.directory.homes[b].backups;
+  auto it = std::find_if(backups.begin(), backups.end(),
+                         [&](const bucket_copy& c) { return c.handle == handle; });
+  if (it == backups.end()) return;
+  const size_t k = static_cast<size_t>(it - backups.begin());
+  backups.erase(it);
+  relink(self, config, b, k);
+  fill_chain(self, config, b);
+}
+
+// The first backup of bucket b whose server is alive becomes its primary; the dead ones
+// before it leave the chain, the ones after it stay its backups, and the chain grows back.
+// A promotion overtaken by another (its copy's server was lost meanwhile) is forgotten.
+void promote(self_ptr self, const coordinator_config& config, uint32_t b, size_t first_live) {
+  auto& st = self->state;
+  auto& home = st.directory.homes[b];
+  if (!home.recovering) ++st.directory.recovering;
+  home.recovering = true;
+  const uint64_t promotion = ++home.promotion;
+  const bucket_copy next = home.backups[first_live];
+  if (first_live > 0)
+    config.log.info("bucket {}: promoting its copy on '{}' ({} before it lost too)", b,
+                    st.roster.server_members[next.server].name, first_live);
+  home.backups.erase(home.backups.begin(), home.backups.begin() + first_live + 1);
+  st.directory.buckets[b] = next.handle;  // which() holds its answers until it is served
+  home.primary_server = next.server;
+  home.primary_restarts = next.restarts;
+  self->request(next.handle, config.opts.request_timeout, promote_atom_v)
+      .then(
+          [=](bool) {
+            if (self->state.directory.homes[b].promotion != promotion) return;
+            set_primary(self, b, next.handle, next.server);
             served_again(self, config, b);
             // A copy made only to drain a server (--replication 1) has none after it.
-            if (config.opts.replication >= 2) add_backup(self, config, b, [] {});
+            fill_chain(self, config, b);
           },
           [=](caf::error& err) {
+            if (self->state.directory.homes[b].promotion != promotion) return;
             fail(self, config,
                  fmt::format("promoting the backup of bucket {}: {}", b, describe(err)));
           });
@@ -38,125 +184,64 @@ void promote(self_ptr self, const coordinator_config& config, uint32_t b) {
 
 }  // namespace
 
-// The live server other than `not_this`, and not being drained, that holds the fewest copies;
-// none if there is none.
-std::optional<uint32_t> backup_server_for(const coordinator_state& st, uint32_t not_this) {
+std::optional<uint32_t> server_for_copy(const coordinator_state& st, uint32_t b) {
   std::vector<size_t> load(st.roster.servers.size(), 0);
   for (const auto& h : st.directory.homes) {
     ++load[h.primary_server];
-    if (h.backup) ++load[h.backup_server];
+    for (const auto& c : h.backups) ++load[c.server];
   }
+  const auto& home = st.directory.homes[b];
   std::optional<uint32_t> best;
   for (uint32_t s = 0; s < st.roster.servers.size(); ++s)
-    if (s != not_this && !st.roster.server_members[s].lost &&
+    if (!home.holds_copy_on(s) && !st.roster.server_members[s].lost &&
         !st.roster.server_members[s].draining && (!best || load[s] < load[*best]))
       best = s;
   return best;
 }
 
-// Names `primary` to `backup` (which then takes state only from it), then has the primary
-// copy its state there and forward from then on; `done` or `failed` runs after.
-template <class Done, class Failed>
-void link_backup(self_ptr self, const coordinator_config& config, const bucket_actor& primary,
-                 const bucket_actor& backup, Done done, Failed failed) {
-  const auto timeout = config.opts.request_timeout;
-  self->request(backup, timeout, primary_atom_v, caf::actor_cast<caf::actor>(primary))
-      .then(
-          [=](bool) {
-            self->request(primary, timeout, backup_atom_v, caf::actor_cast<caf::actor>(backup))
-                .then(done, failed);
-          },
-          failed);
-}
-
-// Tells bucket b's primary to go on without a backup: one that held its acknowledgements for a
-// failed backup sends them now (only the coordinator may decide that a copy will never be
-// promoted).
-void go_on_without_backup(self_ptr self, const coordinator_config& config, uint32_t b) {
-  self->request(self->state.directory.buckets[b], config.opts.request_timeout, backup_atom_v,
-                caf::actor{})
-      .then([](bool) {}, [](caf::error&) {});
-}
-
-// Makes a new backup of bucket b on another live server; `then` runs once it holds the state
-// (or, when no backup can be made, right away: the bucket goes on with one copy).
 void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
                 std::function<void()> then) {
-  auto& st = self->state;
-  const auto s = backup_server_for(st, st.directory.homes[b].primary_server);
-  if (!s) {
-    config.log.warn("bucket {} has no backup: no other live server", b);
-    go_on_without_backup(self, config, b);
-    return then();
-  }
-  auto give_up = [=](caf::error& err) {
-    config.log.warn("bucket {} has no backup: {}", b, describe(err));
-    go_on_without_backup(self, config, b);
-    then();
-  };
-  host_bucket(
-      self, config, b, *s,
-      [=](bucket_actor& backup) {
-        const auto primary = self->state.directory.buckets[b];
-        link_backup(
-            self, config, primary, backup,
-            [=](bool) {
-              // A primary restarted meanwhile does not know this backup: make another.
-              if (self->state.directory.buckets[b] != primary)
-                return add_backup(self, config, b, then);
-              // Its server was lost or is being drained meanwhile: drop it, make another.
-              const auto& host = self->state.roster.server_members[*s];
-              if (host.lost || host.draining) {
-                go_on_without_backup(self, config, b);
-                return add_backup(self, config, b, then);
-              }
-              auto& home = self->state.directory.homes[b];
-              home.backup = backup;
-              home.backup_restarts = 0;
-              home.backup_server = *s;
-              config.log.debug("bucket {}: backup on server {}", b, *s);
-              then();
-            },
-            give_up);
-      },
-      give_up);
+  add_copy(self, config, b, [then](bool) { then(); });
 }
 
-// Server s is gone: the backups of its primaries take over, its backups are made anew.
+void fill_chain(self_ptr self, const coordinator_config& config, uint32_t b,
+                std::function<void()> then) {
+  const auto& home = self->state.directory.homes[b];
+  if (home.backups.size() + 1 >= config.opts.replication) return then();
+  add_copy(self, config, b, [=](bool ok) {
+    if (!ok) return then();
+    fill_chain(self, config, b, then);
+  });
+}
+
 void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
                     const std::string& what) {
   auto& st = self->state;
+  const auto server = static_cast<uint32_t>(s);
   for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
     auto& home = st.directory.homes[b];
-    if (home.primary_server == s) {
-      if (!home.backup || st.roster.server_members[home.backup_server].lost)
+    if (home.primary_server == server) {
+      const auto live = std::find_if(home.backups.begin(), home.backups.end(), [&](const auto& c) {
+        return !st.roster.server_members[c.server].lost;
+      });
+      if (live == home.backups.end())
         return fail(self, config, fmt::format("{}; bucket {} had no live backup", what, b));
-      promote(self, config, b);
-    } else if (home.backup && home.backup_server == s) {
-      // The primary may not hear of the loss itself (CAF 0.17 routes between servers through
-      // this node and tells nobody when a route breaks): pushes waiting for the lost backup
-      // are acknowledged once it is dropped.
-      home.backup.reset();
-      go_on_without_backup(self, config, b);
-      add_backup(self, config, b, [] {});
+      promote(self, config, b, static_cast<size_t>(live - home.backups.begin()));
+    } else if (auto k = home.backup_on(server)) {
+      // The copy before it may not hear of the loss itself (CAF 0.17 routes between servers
+      // through this node and tells nobody when a route breaks): what it holds for the lost
+      // copy is acknowledged once it is told where to forward.
+      remove_backup(self, config, b, home.backups[*k].handle);
     }
   }
 }
 
-// Tells bucket b's primary to keep `backup` (sending it the whole state first).
-void relink_backup(self_ptr self, const coordinator_config& config, uint32_t b,
-                   bucket_actor backup) {
-  auto& st = self->state;
-  link_backup(
-      self, config, st.directory.buckets[b], backup, [](bool) {},
-      [=](caf::error& err) {
-        config.log.warn("bucket {} lost its backup: {}", b, describe(err));
-        auto& home = self->state.directory.homes[b];
-        if (home.backup == backup) {
-          home.backup.reset();
-          add_backup(self, config, b, [] {});
-        }
-      });
+void relink_restarted(self_ptr self, const coordinator_config& config, uint32_t b, size_t k) {
+  // The restarted copy (which kept its store) first passes its state on, then takes the state
+  // of the copy before it, which its own restore passes down the chain.
+  relink(self, config, b, k, [=] {
+    if (k > 0) relink(self, config, b, k - 1);
+  });
 }
 
 }  // namespace troupe::coordination

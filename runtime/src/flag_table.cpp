@@ -328,7 +328,7 @@ std::vector<flag_spec> node_flags() {
       duration("restart-period-ms", "MS", "the period of --max-restarts",
                field(&launch_options::restart_period)),
       number("replication", "R",
-             "copies of each bucket on different servers (primary-backup: R <= 2)",
+             "copies of each bucket on different servers (a primary and a chain of backups; R <= 3)",
              field(&launch_options::replication), scope::ps),
       text("checkpoint-dir", "DIR", "write checkpoints here (coordinator)",
            field(&launch_options::checkpoint_dir)),

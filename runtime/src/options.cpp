@@ -186,9 +186,10 @@ caf::error validate(const launch_options& o) {
   if (o.heartbeat_interval.count() <= 0 || o.heartbeat_timeout <= o.heartbeat_interval)
     return bad("--heartbeat-ms must be positive and below --heartbeat-timeout-ms");
   if (o.restart_period.count() <= 0) return bad("--restart-period-ms must be positive");
-  if (o.replication < 1 || o.replication > 2)
-    return bad("--replication must be 1 or 2 (primary-backup)");
-  if (o.replication > o.servers)
+  if (o.replication < 1 || o.replication > 3)
+    return bad("--replication must be 1, 2 or 3 (a primary and a chain of R - 1 backups)");
+  const bool places_buckets = o.role == node_role::coordinator || o.role == node_role::embedded;
+  if (places_buckets && o.replication > o.servers)  // members do not know --servers
     return bad(
         fmt::format("--replication {} needs at least {} servers", o.replication, o.replication));
   if (o.checkpoint_keep < 2) return bad("--checkpoint-keep must be at least 2");

@@ -1,6 +1,6 @@
 // Fault tolerance with real processes (troupe-fmnist on all of Fashion-MNIST, 3 epochs, on
-// loopback): kill -9 of a worker, kill -9 of a server with --replication 2 (promotion, no
-// update lost), buckets crashed on purpose until their node's supervisor gives up (restarts
+// loopback): kill -9 of a worker, kill -9 of a server with --replication 2 and of two servers
+// at once with --replication 3 (promotion, no update lost), buckets crashed on purpose until their node's supervisor gives up (restarts
 // with state intact, escalation), and checkpoints: every process killed, --resume, and a
 // damaged newest checkpoint. Each test starts every process it needs and kills what is left.
 #define BOOST_TEST_MODULE fault
@@ -173,6 +173,22 @@ BOOST_AUTO_TEST_CASE(kill_9_of_a_replicated_server_loses_no_update) {
   BOOST_TEST(recovery < 3.0);
   BOOST_TEST((detected_at - double(killed_at)) / 1000.0 + recovery < 3.0);
   for (auto* node : {cluster.servers[0].get(), cluster.servers[2].get(), cluster.workers[0].get(),
+                     cluster.workers[1].get()})
+    BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(with_replication_3_two_servers_killed_at_once_lose_no_update) {
+  fmnist_cluster cluster{with({"--replication", "3"}), 4};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", job_time));
+  cluster.servers[1]->kill();
+  cluster.servers[2]->kill();
+  const std::string report = finished_report(cluster);
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+  BOOST_TEST(json_number(report, "updates_lost").value_or(-1) == 0);
+  const double steps = json_number(report, "steps").value_or(0);
+  BOOST_TEST(json_number(report, "updates_applied").value_or(0) == 4 * steps);
+  for (auto* node : {cluster.servers[0].get(), cluster.servers[3].get(), cluster.workers[0].get(),
                      cluster.workers[1].get()})
     BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
 }

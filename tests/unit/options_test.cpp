@@ -611,7 +611,9 @@ BOOST_AUTO_TEST_CASE(fault_tolerance_flags) {
   BOOST_TEST(o->resume == "/tmp/c");
   BOOST_TEST(o->max_restarts == 5u);
   BOOST_TEST(o->restart_period.count() == 2000);
-  BOOST_TEST(!parse({"--replication", "3", "--servers", "3"}));
+  BOOST_TEST(parse({"--replication", "3", "--servers", "3"}).value().replication == 3u);
+  BOOST_TEST(!parse({"--replication", "4", "--servers", "4"}));
+  BOOST_TEST(!parse({"--replication", "3", "--servers", "2"}));
   BOOST_TEST(!parse({"--replication", "2", "--servers", "1"}));
   BOOST_TEST(!parse({"--replication", "0"}));
   BOOST_TEST(!parse({"--checkpoint-keep", "1"}));
