@@ -11,7 +11,8 @@ build_dir=${BUILD_DIR:-$here/build}
 jobs=${JOBS:-$(nproc)}
 packages=(cmake g++ make pkg-config libcaf-dev capnproto libcapnp-dev libfmt-dev
           libboost-test-dev libopenblas-dev libssl-dev zlib1g-dev dataset-fashion-mnist
-          libgloo-dev nlohmann-json3-dev libedit-dev python3 clang-14 libfuzzer-14-dev)
+          libgloo-dev nlohmann-json3-dev libedit-dev python3 clang-14 libfuzzer-14-dev
+          iproute2 nftables)
 
 install_missing() {
   local missing=()
