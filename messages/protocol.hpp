@@ -146,6 +146,9 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vect
 //   which:    bucket id, the handle that failed -> the bucket's current primary (held until
 //             it differs from the failed one: after a restart or a promotion)
 //   moved:    bucket id, its new handle (a server's supervisor restarted it)
+//   backup:   bucket id, a copy of it, the copy after it in its chain, which failed (the
+//             reporter holds its acknowledgements until the coordinator takes the failed one
+//             out of the chain and links the reporter onwards; only from the reporter)
 //   escalate: a server's supervisor gave up (why); its buckets are lost with the server
 //   fault:    an actor's name ("bucket-3", a worker's or a server's name) -> what was done
 //   inspect:  a view ("nodes", "tree", "workers", "buckets", "metrics", "diag", "curve")
@@ -171,6 +174,7 @@ using coordinator_actor =
                      caf::reacts_to<tick_atom>,
                      caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>,
                      caf::reacts_to<moved_atom, uint32_t, bucket_actor>,
+                     caf::reacts_to<backup_atom, uint32_t, bucket_actor, bucket_actor>,
                      caf::reacts_to<escalate_atom, std::string>,
                      caf::replies_to<inspect_atom, std::string>::with<wire>,
                      caf::replies_to<nonce_atom>::with<std::string>,

@@ -94,7 +94,7 @@ struct bucket_state_part {
 // The version of troupe.capnp's meaning that nodes speak. A gatekeeper refuses a node of
 // another version (naming both) before anything else crosses. 2: DASH's choices and the
 // collective travel as Cap'n Proto enums; app update rules (optimizer kind app).
-constexpr uint32_t wire_schema_version = 3;
+constexpr uint32_t wire_schema_version = 4;
 
 struct hello {
   role sender = role::worker;

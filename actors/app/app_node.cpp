@@ -159,6 +159,7 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
         return no_job("finding a bucket");
       },
       [=](moved_atom, uint32_t, const bucket_actor&) {},
+      [=](backup_atom, uint32_t, const bucket_actor&, const bucket_actor&) {},
       [=](escalate_atom, const std::string&) {},
       [=](inspect_atom, const std::string& view) { return inspect(self, config, view); },
       [=](nonce_atom) { return self->state.operators.fresh_nonce(); },

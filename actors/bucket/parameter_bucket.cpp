@@ -107,7 +107,8 @@ void acknowledge(self_ptr self, uint64_t seq) {
 // The backup stopped answering (its actor went down, a forward or the state copy failed). The
 // primary holds every acknowledgement it owes from here on until the coordinator, which alone
 // decides who holds a bucket, drops the backup (its server was declared lost, so it will never
-// be promoted) or names a new one (whose state copy holds every held push). Acknowledging
+// be promoted) or names a new one (whose state copy holds every held push); it is told of the
+// failure, so that a backup that is only slow is taken out of the chain too. Acknowledging
 // alone could lose updates: a primary cut off from the coordinator and its backup, but not
 // from the workers, is about to be replaced by that very backup. (At most one push per worker
 // is outstanding, so what is held is bounded.)
@@ -119,6 +120,8 @@ void hold_for_backup(self_ptr self, const bucket_actor_config& config, const caf
       "it or names another",
       st.store->id(), describe(why));
   self->demonitor(st.backup->address());
+  self->send(caf::actor_cast<coordinator_actor>(config.controller), backup_atom_v, st.store->id(),
+             caf::actor_cast<bucket_actor>(self), *st.backup);
   st.backup.reset();
   st.holding = true;
 }

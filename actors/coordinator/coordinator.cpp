@@ -394,6 +394,9 @@ coordinator_actor::behavior_type coordinator(
       [=](which_atom, uint32_t bucket, const bucket_actor& failed) {
         return which(self, bucket, failed);
       },
+      [=](backup_atom, uint32_t bucket, const bucket_actor& reporter, const bucket_actor& failed) {
+        backup_failed(self, config, bucket, reporter, failed);
+      },
       [=](moved_atom, uint32_t bucket, bucket_actor handle) {
         moved(self, config, bucket, std::move(handle));
       },

@@ -78,6 +78,10 @@ void fill_chain(
 // leave their chains, and every chain grows back to --replication copies.
 void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
                     const std::string& what);
+// A copy of bucket b reports that `failed`, the copy after it, does not answer: unless the
+// chain has changed since, `failed` leaves it and the reporter forwards past it.
+void backup_failed(self_ptr self, const coordinator_config& config, uint32_t b,
+                   const bucket_actor& reporter, const bucket_actor& failed);
 // The copy at chain position k of bucket b (0: the primary) was restarted by its server's
 // supervisor: it is linked to the copies after and before it again.
 void relink_restarted(self_ptr self, const coordinator_config& config, uint32_t b, size_t k);

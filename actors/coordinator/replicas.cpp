@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "actors/coordinator/coordinator_parts.hpp"
+#include "actors/supervision/guards.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::coordination {
@@ -234,6 +235,23 @@ void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
       remove_backup(self, config, b, home.backups[*k].handle);
     }
   }
+}
+
+void backup_failed(self_ptr self, const coordinator_config& config, uint32_t b,
+                   const bucket_actor& reporter, const bucket_actor& failed) {
+  auto& st = self->state;
+  if (b >= st.directory.homes.size() || !sent_by(self, reporter.address()))
+    return config.log.warn("ignored a failed backup that its copy did not report");
+  const auto& home = st.directory.homes[b];
+  for (size_t k = 0; k < home.backups.size(); ++k)
+    if (chain_at(st, b, k) == reporter && home.backups[k].handle == failed) {
+      config.log.warn(
+          "bucket {}: a copy reports that its backup on '{}' failed; it leaves the "
+          "chain",
+          b, st.roster.server_members[home.backups[k].server].name);
+      return remove_backup(self, config, b, failed);
+    }
+  // Dealt with already (that copy's server was lost, or it was relinked): the reporter hears.
 }
 
 void relink_restarted(self_ptr self, const coordinator_config& config, uint32_t b, size_t k) {
