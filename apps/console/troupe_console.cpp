@@ -71,7 +71,7 @@ std::optional<std::string> parse(int argc, char** argv, console_options& o) {
       if (arg == "--connect") {
         auto hp = parse_host_port(*v);
         if (!hp) return "--connect: " + describe(hp.error());
-        o.node.coordinator = *hp;
+        o.node.coordinators = {*hp};
       }
     } else {
       return "unknown argument " + arg;
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   auto coordinator =
       join_cluster(sys, o.node, role::console, "console-" + std::to_string(::getpid()), quiet);
   if (!coordinator) {
-    fmt::print(stderr, "troupe-console: cannot connect to {}: {}\n", to_string(o.node.coordinator),
+    fmt::print(stderr, "troupe-console: cannot connect to {}: {}\n", to_string(o.node.coordinators),
                describe(coordinator.error()));
     return 1;
   }

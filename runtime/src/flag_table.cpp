@@ -57,10 +57,12 @@ std::vector<flag_spec> contract_flags() {
              scope::any,
              parsed_by(&parse_host_port, [](launch_options& o, host_port hp) { o.listen = hp; }),
              [](const launch_options& o) { return to_string(o.listen); }),
-      custom(
-          "coordinator", "HOST:PORT", "the coordinator a server or worker joins", scope::any,
-          parsed_by(&parse_host_port, [](launch_options& o, host_port hp) { o.coordinator = hp; }),
-          [](const launch_options& o) { return to_string(o.coordinator); }),
+      custom("coordinator", "HOST:PORT[,HOST:PORT]",
+             "the coordinator a server or worker joins (a list: the first that admits it)",
+             scope::any,
+             parsed_by(&parse_host_list,
+                       [](launch_options& o, std::vector<host_port> l) { o.coordinators = l; }),
+             [](const launch_options& o) { return to_string(o.coordinators); }),
       custom(
           "secret", "S", "cluster secret; proven, never sent", scope::any,
           [](const std::string& t, launch_options& o) {
@@ -327,9 +329,10 @@ std::vector<flag_spec> node_flags() {
              field(&launch_options::max_restarts)),
       duration("restart-period-ms", "MS", "the period of --max-restarts",
                field(&launch_options::restart_period)),
-      number("replication", "R",
-             "copies of each bucket on different servers (a primary and a chain of backups; R <= 3)",
-             field(&launch_options::replication), scope::ps),
+      number(
+          "replication", "R",
+          "copies of each bucket on different servers (a primary and a chain of backups; R <= 3)",
+          field(&launch_options::replication), scope::ps),
       text("checkpoint-dir", "DIR", "write checkpoints here (coordinator)",
            field(&launch_options::checkpoint_dir)),
       number("checkpoint-every", "N", "batches between checkpoints; 0: one per epoch",

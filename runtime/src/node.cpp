@@ -80,24 +80,30 @@ std::string select_blas_kernels() {
 
 namespace {
 
+// The gatekeeper of the first of opts.coordinators that answers, trying them in turn until
+// --join-timeout; `where` is set to its address.
 caf::expected<gatekeeper_actor> connect_gatekeeper(caf::actor_system& sys,
-                                                   const launch_options& opts, const logger& log) {
+                                                   const launch_options& opts, const logger& log,
+                                                   host_port& where) {
   const auto deadline = std::chrono::steady_clock::now() + opts.join_timeout;
-  caf::error last;
+  const std::string all = to_string(opts.coordinators);
+  caf::error last = make_error(errc::bad_configuration, "no coordinator address");
   for (int attempt = 0;; ++attempt) {
-    auto gk = net::remote_actor<gatekeeper_actor>(sys, opts.coordinator.host, opts.coordinator.port,
-                                                  opts.request_timeout);
-    if (gk) return gk;
-    last = std::move(gk.error());
-    // A refused handshake does not get better by trying again.
-    if (has_code(last, errc::authentication_failed)) return last;
-    if (attempt == 0)
-      log.info("waiting for the coordinator at {} ...", to_string(opts.coordinator));
+    for (const auto& at : opts.coordinators) {
+      auto gk = net::remote_actor<gatekeeper_actor>(sys, at.host, at.port, opts.request_timeout);
+      if (gk) {
+        where = at;
+        return gk;
+      }
+      last = std::move(gk.error());
+      // A refused handshake does not get better by trying again.
+      if (has_code(last, errc::authentication_failed)) return last;
+    }
+    if (attempt == 0) log.info("waiting for the coordinator at {} ...", all);
     if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
-  return make_error(errc::timeout, "cannot reach the coordinator at " +
-                                       to_string(opts.coordinator) + " within " +
+  return make_error(errc::timeout, "cannot reach the coordinator at " + all + " within " +
                                        std::to_string(opts.join_timeout.count()) + " s (" +
                                        sys.render(last) + ")");
 }
@@ -107,7 +113,8 @@ caf::expected<gatekeeper_actor> connect_gatekeeper(caf::actor_system& sys,
 caf::expected<coordinator_actor> join_cluster(caf::actor_system& sys, const launch_options& opts,
                                               role sender, const std::string& name,
                                               const logger& log) {
-  auto gk = connect_gatekeeper(sys, opts, log);
+  host_port where;
+  auto gk = connect_gatekeeper(sys, opts, log, where);
   if (!gk) return std::move(gk.error());
   caf::scoped_actor self{sys};
   const auth::bytes nonce = auth::random_nonce();
@@ -118,15 +125,14 @@ caf::expected<coordinator_actor> join_cluster(caf::actor_system& sys, const laun
                [&](caf::error& err) { offered = std::move(err); });
   if (!offered) return std::move(offered.error());
   if (offered->schema_version != wire_schema_version)  // a gatekeeper of another version
-    return make_error(
-        errc::bad_configuration,
-        fmt::format("the coordinator at {} speaks wire schema version {}, this "
-                    "node speaks {}: run the same Troupe version on both",
-                    to_string(opts.coordinator), offered->schema_version, wire_schema_version));
+    return make_error(errc::bad_configuration,
+                      fmt::format("the coordinator at {} speaks wire schema version {}, this "
+                                  "node speaks {}: run the same Troupe version on both",
+                                  to_string(where), offered->schema_version, wire_schema_version));
   const auto expected_proof = auth::gatekeeper_proof(opts.secret, nonce, offered->gatekeeper_nonce);
   if (!auth::proofs_match(expected_proof, offered->gatekeeper_proof))
     return make_error(errc::authentication_failed,
-                      "the coordinator at " + to_string(opts.coordinator) +
+                      "the coordinator at " + to_string(where) +
                           " does not know our cluster secret (check --secret / TROUPE_SECRET)");
   const proof mine{offered->session,
                    auth::node_proof(opts.secret, offered->gatekeeper_nonce, nonce, sender, name)};

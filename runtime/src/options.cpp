@@ -224,6 +224,12 @@ std::string to_string(const host_port& x) {
   return fmt::format("{}:{}", x.host, x.port);
 }
 
+std::string to_string(const std::vector<host_port>& xs) {
+  std::string out;
+  for (const auto& x : xs) out += (out.empty() ? "" : ",") + to_string(x);
+  return out;
+}
+
 bool is_loopback(const std::string& host) {
   if (host == "localhost" || host == "::1" || host == "[::1]") return true;
   in_addr v4{};
@@ -236,6 +242,18 @@ caf::expected<host_port> parse_host_port(const std::string& text) {
     return make_error(errc::bad_configuration, fmt::format("'{}' is not HOST:PORT", text));
   host_port out{text.substr(0, colon), 0};
   if (auto err = parse_number("port", text.substr(colon + 1), out.port)) return err;
+  return out;
+}
+
+caf::expected<std::vector<host_port>> parse_host_list(const std::string& text) {
+  std::vector<host_port> out;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    auto hp = parse_host_port(text.substr(at, comma - at));
+    if (!hp) return std::move(hp.error());
+    out.push_back(std::move(*hp));
+    at = comma + 1;
+  }
   return out;
 }
 

@@ -72,7 +72,7 @@ struct fixture {
   caf::expected<table_view> view(uint16_t port, const std::string& secret,
                                  const std::string& name) {
     launch_options console = opts;
-    console.coordinator = {"127.0.0.1", port};
+    console.coordinators = {{"127.0.0.1", port}};
     console.secret = secret;
     auto coordinator = join_cluster(*sys, console, role::console, "test-console", quiet);
     if (!coordinator) return std::move(coordinator.error());

@@ -63,7 +63,7 @@ struct operator_client {
     configure_actor_system(cfg, opts);
     sys = std::make_unique<caf::actor_system>(cfg);
     self = std::make_unique<caf::scoped_actor>(*sys);
-    opts.coordinator = *parse_host_port(cluster.address);
+    opts.coordinators = {*parse_host_port(cluster.address)};
     opts.secret = cluster.secret();
     auto joined = join_cluster(*sys, opts, role::console, "test-operator",
                                logger{"operator", log_level::error});

@@ -272,3 +272,23 @@ BOOST_AUTO_TEST_CASE(a_worker_without_a_coordinator_gives_up_with_a_clear_messag
   BOOST_TEST(*code == 1);
   BOOST_TEST(job.output().find("cannot reach the coordinator") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(members_given_a_list_join_the_first_coordinator_that_answers) {
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  const std::string list = "127.0.0.1:" + std::to_string(free_port()) + "," + address;
+  const std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
+  child_process coordinator(
+      command({"--role", "coordinator", "--listen", address, "--servers", "1", "--workers", "1"}),
+      scratch("list-c.log").string(), env);
+  child_process server(command({"--role", "server", "--coordinator", list}),
+                       scratch("list-s.log").string(), env);
+  // The environment variable takes the same list.
+  auto worker_env = env;
+  worker_env.push_back("TROUPE_COORDINATOR=" + list);
+  child_process worker(command({"--role", "worker"}), scratch("list-w.log").string(), worker_env);
+  const auto code = coordinator.wait(std::chrono::seconds(300));
+  BOOST_TEST_INFO("coordinator: " << coordinator.output() << "\nworker: " << worker.output());
+  BOOST_TEST(code.value_or(-1) == 0);
+  BOOST_TEST(worker.wait(std::chrono::seconds(30)).value_or(-1) == 0);
+  BOOST_TEST(server.wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   auto address = parse_host_port(argv[2]);
   const char* secret = std::getenv("TROUPE_SECRET");
   if (!address || !secret) return 2;
-  opts.coordinator = *address;
+  opts.coordinators = {*address};
   opts.secret = secret;
   opts.threads = 2;
   opts.join_timeout = std::chrono::seconds(10);

@@ -65,8 +65,8 @@ BOOST_AUTO_TEST_CASE(defaults_without_flags_or_environment) {
   BOOST_TEST((o->role == node_role::embedded));
   BOOST_TEST(o->listen.host == "127.0.0.1");
   BOOST_TEST(o->listen.port == 7600);
-  BOOST_TEST(o->coordinator.host == "127.0.0.1");
-  BOOST_TEST(o->coordinator.port == 7600);
+  BOOST_TEST(o->coordinators.at(0).host == "127.0.0.1");
+  BOOST_TEST(o->coordinators.at(0).port == 7600);
   BOOST_TEST(o->secret.empty());
   BOOST_TEST(!o->insecure);
   BOOST_TEST(o->name.empty());
@@ -137,8 +137,8 @@ BOOST_AUTO_TEST_CASE(roles_and_addresses_from_flags) {
   auto o = parse({"--role", "worker", "--coordinator", "10.1.2.3:7700", "--secret", "s"});
   BOOST_TEST_REQUIRE(succeeded(o));
   BOOST_TEST((o->role == node_role::worker));
-  BOOST_TEST(o->coordinator.host == "10.1.2.3");
-  BOOST_TEST(o->coordinator.port == 7700);
+  BOOST_TEST(o->coordinators.at(0).host == "10.1.2.3");
+  BOOST_TEST(o->coordinators.at(0).port == 7700);
   BOOST_TEST(o->secret == "s");
 }
 
@@ -190,8 +190,8 @@ BOOST_AUTO_TEST_CASE(troupe_environment_sets_options) {
   BOOST_TEST(o->weight_decay == 0.25f);
   BOOST_TEST((o->role == node_role::server));
   BOOST_TEST(o->secret == "from-env");
-  BOOST_TEST(o->coordinator.host == "192.168.1.5");
-  BOOST_TEST(o->coordinator.port == 8000);
+  BOOST_TEST(o->coordinators.at(0).host == "192.168.1.5");
+  BOOST_TEST(o->coordinators.at(0).port == 8000);
   BOOST_TEST((o->level == troupe::log_level::warn));
   BOOST_TEST(o->request_timeout.count() == 3);
 }
@@ -228,15 +228,15 @@ BOOST_AUTO_TEST_CASE(torchrun_master_is_where_rank_zero_listens) {
   BOOST_TEST_REQUIRE(succeeded(o));
   BOOST_TEST(o->listen.host == "127.0.0.1");
   BOOST_TEST(o->listen.port == 29500);
-  BOOST_TEST(o->coordinator.host == "127.0.0.1");
-  BOOST_TEST(o->coordinator.port == 29500);
+  BOOST_TEST(o->coordinators.at(0).host == "127.0.0.1");
+  BOOST_TEST(o->coordinators.at(0).port == 29500);
 }
 
 BOOST_AUTO_TEST_CASE(torchrun_master_is_what_other_ranks_join) {
   auto o = parse({}, torchrun("3"));
   BOOST_TEST_REQUIRE(succeeded(o));
-  BOOST_TEST(o->coordinator.host == "127.0.0.1");
-  BOOST_TEST(o->coordinator.port == 29500);
+  BOOST_TEST(o->coordinators.at(0).host == "127.0.0.1");
+  BOOST_TEST(o->coordinators.at(0).port == 29500);
 }
 
 BOOST_AUTO_TEST_CASE(a_server_listens_on_any_free_loopback_port_by_default) {
@@ -260,8 +260,8 @@ BOOST_AUTO_TEST_CASE(non_loopback_listen_for_a_server_needs_insecure) {
 BOOST_AUTO_TEST_CASE(torchrun_master_port_defaults_to_7600) {
   auto o = parse({}, {{"MASTER_ADDR", "127.0.0.5"}});
   BOOST_TEST_REQUIRE(succeeded(o));
-  BOOST_TEST(o->coordinator.host == "127.0.0.5");
-  BOOST_TEST(o->coordinator.port == 7600);
+  BOOST_TEST(o->coordinators.at(0).host == "127.0.0.5");
+  BOOST_TEST(o->coordinators.at(0).port == 7600);
   BOOST_TEST((o->role == node_role::embedded));  // no RANK: no role
 }
 
@@ -335,7 +335,7 @@ BOOST_AUTO_TEST_CASE(troupe_environment_beats_torchrun) {
   BOOST_TEST(o->workers == 9u);
   BOOST_TEST(o->listen.host == "127.0.0.9");
   BOOST_TEST(o->listen.port == 1234);
-  BOOST_TEST(o->coordinator.port == 29500);  // still from MASTER_PORT
+  BOOST_TEST(o->coordinators.at(0).port == 29500);  // still from MASTER_PORT
 }
 
 BOOST_AUTO_TEST_CASE(torchrun_bad_rank_is_an_error) {
@@ -812,4 +812,15 @@ BOOST_AUTO_TEST_CASE(data_parallel_compression_flags_parse_and_are_checked) {
   BOOST_TEST(!parse({"--mode", "dp", "--worker-slowdown", "1:0.5"}));
   BOOST_TEST(!parse({"--mode", "dp", "--worker-slowdown", "7:2"}));  // 2 workers
   BOOST_TEST(!parse({"--mode", "dp", "--compress-skip", "a,,b"}));
+}
+
+BOOST_AUTO_TEST_CASE(coordinator_takes_a_list_of_addresses) {
+  auto o = parse({"--coordinator", "10.0.0.1:7600,10.0.0.2:7601"});
+  BOOST_TEST_REQUIRE(static_cast<bool>(o));
+  BOOST_TEST_REQUIRE(o->coordinators.size() == 2u);
+  BOOST_TEST(o->coordinators[1].host == "10.0.0.2");
+  BOOST_TEST(o->coordinators[1].port == 7601);
+  BOOST_TEST(to_string(o->coordinators) == "10.0.0.1:7600,10.0.0.2:7601");
+  BOOST_TEST(!parse({"--coordinator", "10.0.0.1:7600,"}));
+  BOOST_TEST(!parse({"--coordinator", "10.0.0.1:7600,nonsense"}));
 }

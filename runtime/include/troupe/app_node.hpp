@@ -30,8 +30,8 @@ class app_node {
   static caf::expected<app_node> start(caf::actor_system& sys, const launch_options& opts,
                                        const logger& log);
 
-  // Joins the app node at opts.coordinator with opts.secret (the same handshake, retried
-  // until opts.join_timeout) from another process, and returns its handle for
+  // Joins the app node at opts.coordinators (the first that answers) with opts.secret (the same
+  // handshake, retried until opts.join_timeout) from another process, and returns its handle for
   // parameter_service::connect. errc::authentication_failed for a wrong secret, errc::timeout
   // when nobody answers. From main(), not from inside an actor.
   static caf::expected<caf::actor> join(caf::actor_system& sys, const launch_options& opts,

@@ -32,6 +32,7 @@ struct host_port {
 };
 
 std::string to_string(const host_port& x);
+std::string to_string(const std::vector<host_port>& xs);  // "A:1,B:2"
 
 // A flag an app adds to the common ones, e.g. {"data", "DIR", "Fashion-MNIST folder", "/usr/..."}
 // or {"fields", "F", "feature fields", "8", app_flag::whole}. A number or whole flag is checked
@@ -93,7 +94,9 @@ struct launch_options {
   bool hybrid() const { return mode == job_mode::hybrid; }     // and servers hold the tables
   dp_options dp;
   host_port listen{"127.0.0.1", 7600};
-  host_port coordinator{"127.0.0.1", 7600};
+  // --coordinator: where a member joins, in order of preference (a coordinator and its
+  // standbys); the first that admits it is its coordinator.
+  std::vector<host_port> coordinators{{"127.0.0.1", 7600}};
   std::string secret;
   bool insecure = false;  // allows --listen on an address other than loopback without TLS
   std::string tls_dir;    // --tls-dir: ca.pem, node.pem, node.key; every connection mutual TLS
@@ -183,6 +186,8 @@ std::string launch_usage(const std::string& program, const std::string& summary,
                          const std::map<std::string, std::string>& defaults = {});
 
 caf::expected<host_port> parse_host_port(const std::string& text);
+// HOST:PORT[,HOST:PORT...]: at least one, each checked.
+caf::expected<std::vector<host_port>> parse_host_list(const std::string& text);
 
 // The update rule every bucket (or data-parallel replica) applies, from --optimizer, --lr,
 // --momentum, --weight-decay, --lr-staleness and the --dash-* flags.
