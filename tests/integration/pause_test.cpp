@@ -1,7 +1,8 @@
 // Failure detection that tells a pause from a death, with real processes on loopback (full
 // Fashion-MNIST, 3 epochs): a coordinator stopped with SIGSTOP for 5 s, then for 10 s, declares
 // nobody lost when it resumes (its watchers' heartbeats were waiting in its socket), while a
-// server stopped for 6 s is still declared lost and its backup takes over with nothing lost.
+// server stopped for 6 s is still declared lost and its backup takes over with nothing lost;
+// a data-parallel coordinator stopped for 5 s declares no member lost either.
 #define BOOST_TEST_MODULE pause_test
 #include <boost/test/unit_test.hpp>
 
@@ -77,4 +78,29 @@ BOOST_AUTO_TEST_CASE(a_server_paused_for_6_s_is_declared_lost_and_its_backup_tak
   BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
   // The resumed server learns that it was replaced and stops; it serves nobody.
   BOOST_TEST(cluster.servers[1]->wait(std::chrono::seconds(60)).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_dp_coordinator_paused_for_5_s_declares_nobody_lost) {
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  const std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
+  const std::filesystem::path report = scratch("pause-dp.json");
+  const auto flags = with({"--mode", "dp", "--epochs", "5"});
+  child_process coordinator(fmnist_command({"--role", "coordinator", "--listen", address,
+                                            "--workers", "2", "--report", report.string()},
+                                           flags),
+                            scratch("pause-dp-c.log").string(), env);
+  std::vector<std::unique_ptr<child_process>> workers;
+  for (int i = 0; i < 2; ++i)
+    workers.push_back(std::make_unique<child_process>(
+        fmnist_command({"--role", "worker", "--coordinator", address}, flags),
+        scratch("pause-dp-w" + std::to_string(i) + ".log").string(), env));
+  BOOST_TEST_REQUIRE(coordinator.wait_for_output("epoch 1/5", job_time), coordinator.output());
+  pause(coordinator, std::chrono::seconds(5));
+  const auto code = coordinator.wait(job_time);
+  const std::string out = coordinator.output();
+  BOOST_TEST_INFO("coordinator: " << out);
+  BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
+  BOOST_TEST(out.find("no heartbeat") == std::string::npos);
+  BOOST_TEST(json_strings(read_file(report.string()), "workers_lost").empty());
+  for (auto& w : workers) BOOST_TEST(w->wait(std::chrono::seconds(60)).value_or(-1) == 0);
 }
