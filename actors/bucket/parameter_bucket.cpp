@@ -238,11 +238,20 @@ void finish_push(self_ptr self, const wire& w, const bucket_actor_config& config
     self->request(backup, config.request_timeout, push_atom_v, w)
         .then([=](const wire&) { acknowledge(self, seq); },
               [=](caf::error& err) {
-                if (is_not_primary(err)) return step_down(self, config, err);
-                // The backup refusing a push this bucket refused is agreement, not failure.
-                if (err.category() == error_category) return acknowledge(self, seq);
+                auto& st = self->state;
+                // Replaced by its backup (only the current one can say so: a copy that has
+                // left the chain refuses for its own reasons).
+                if (is_not_primary(err)) {
+                  if (st.backup == backup) step_down(self, config, err);
+                  return;
+                }
+                // The backup refusing a push this bucket refused too is agreement.
+                const auto it = st.awaiting.find(seq);
+                if (err.category() == error_category &&
+                    (it == st.awaiting.end() || !it->second.reply))
+                  return acknowledge(self, seq);
                 // A newer backup's state copy holds the push; else the coordinator decides.
-                if (self->state.backup == backup) hold_for_backup(self, config, err);
+                if (st.backup == backup) hold_for_backup(self, config, err);
               });
   }
   // Only now: pulls this push releases are mirrored to the backup after the push itself.

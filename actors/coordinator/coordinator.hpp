@@ -14,6 +14,7 @@
 // is actors/dp/dp_tables.cpp).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -106,6 +107,11 @@ struct bucket_home {
     return std::nullopt;
   }
   bool holds_copy_on(uint32_t s) const { return primary_server == s || backup_on(s); }
+  // Servers where a copy left the chain while they lived (it may still run there).
+  std::vector<uint32_t> left_on;
+  bool left_on_server(uint32_t s) const {
+    return std::find(left_on.begin(), left_on.end(), s) != left_on.end();
+  }
   bool has_live_backup(const std::vector<member>& servers) const {
     for (const auto& c : backups)
       if (!servers[c.server].lost) return true;

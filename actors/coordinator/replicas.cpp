@@ -25,15 +25,31 @@ bucket_actor chain_tail(const coordinator_state& st, uint32_t b) {
   return chain_at(st, b, st.directory.homes[b].backups.size());
 }
 
-// Names `from` to `to` (which then takes state only from it), then has `from` copy its state
-// there (down the rest of the chain too) and forward from then on; `done` or `failed` after.
-template <class Done, class Failed>
+// The chain position of `copy` in bucket b's chain, if it is in it.
+std::optional<size_t> position_of(const coordinator_state& st, uint32_t b,
+                                  const bucket_actor& copy) {
+  const auto& backups = st.directory.homes[b].backups;
+  if (st.directory.buckets[b] == copy) return size_t{0};
+  for (size_t k = 0; k < backups.size(); ++k)
+    if (backups[k].handle == copy) return k + 1;
+  return std::nullopt;
+}
+
+// Names `from` to `to` (which then takes state only from it), then, if `wanted()` still holds
+// (the chain may change while the first step is under way), has `from` copy its state there
+// (down the rest of the chain too) and forward from then on; `done` or `failed` after. A link
+// no longer wanted ends at once, with `failed`.
+template <class Wanted, class Done, class Failed>
 void link_copies(self_ptr self, const coordinator_config& config, const bucket_actor& from,
-                 const bucket_actor& to, Done done, Failed failed) {
+                 const bucket_actor& to, Wanted wanted, Done done, Failed failed) {
   const auto timeout = config.opts.request_timeout;
   self->request(to, timeout, primary_atom_v, caf::actor_cast<caf::actor>(from))
       .then(
           [=](bool) {
+            if (!wanted()) {
+              caf::error changed = make_error(errc::job_failed, "the chain changed meanwhile");
+              return failed(changed);
+            }
             self->request(from, timeout, backup_atom_v, caf::actor_cast<caf::actor>(to))
                 .then(done, failed);
           },
@@ -51,7 +67,8 @@ void remove_backup(self_ptr self, const coordinator_config& config, uint32_t b,
 
 // Position k of bucket b's chain forwards to position k + 1 again (after a restart, or a copy
 // taken out in between): k + 1 takes k's whole state. Without a position k + 1, k forwards to
-// nobody. A link that fails takes k + 1 out of the chain. `then` runs once linked.
+// nobody. A link that fails takes k + 1 out of the chain (a link overtaken by a change of the
+// chain is left to that change). `then` runs afterwards either way.
 void relink(
     self_ptr self, const coordinator_config& config, uint32_t b, size_t k,
     std::function<void()> then = [] {}) {
@@ -63,11 +80,19 @@ void relink(
     return then();
   }
   const auto to = home.backups[k].handle;
+  auto still_next = [=] {  // `to` still follows `from`
+    const auto at = position_of(self->state, b, from);
+    const auto& backups = self->state.directory.homes[b].backups;
+    return at && *at < backups.size() && backups[*at].handle == to;
+  };
   link_copies(
-      self, config, from, to, [then](bool) { then(); },
+      self, config, from, to, still_next, [then](bool) { then(); },
       [=](caf::error& err) {
-        config.log.warn("bucket {}: a backup could not be linked: {}", b, describe(err));
-        remove_backup(self, config, b, to);
+        if (still_next()) {
+          config.log.warn("bucket {}: a backup could not be linked: {}", b, describe(err));
+          remove_backup(self, config, b, to);
+        }
+        then();
       });
 }
 
@@ -101,13 +126,18 @@ void add_copy(self_ptr self, const coordinator_config& config, uint32_t b,
       self, config, b, *s,
       [=](bucket_actor& copy) {
         const auto tail = chain_tail(self->state, b);
+        auto tail_unchanged = [=] { return chain_tail(self->state, b) == tail; };
         auto give_up = [=](caf::error& err) {
+          if (!tail_unchanged()) {  // that copy was lost meanwhile: try again at the new end
+            self->state.directory.homes[b].adding = false;
+            return add_copy(self, config, b, done);
+          }
           config.log.warn("bucket {}: no new backup: {}", b, describe(err));
-          if (chain_tail(self->state, b) == tail) end_chain_at(self, config, tail);
+          end_chain_at(self, config, tail);
           finish(false);
         };
         link_copies(
-            self, config, tail, copy,
+            self, config, tail, copy, tail_unchanged,
             [=](bool) {
               auto& st = self->state;
               auto& home = st.directory.homes[b];
@@ -145,6 +175,11 @@ void remove_backup(self_ptr self, const coordinator_config& config, uint32_t b,
                          [&](const bucket_copy& c) { return c.handle == handle; });
   if (it == backups.end()) return;
   const size_t k = static_cast<size_t>(it - backups.begin());
+  // A copy removed from a live server may still run there (it is not stopped): that server
+  // gets no new copy of this bucket, so that a restart of the old one (moved) is not taken for
+  // the chain's copy.
+  if (!self->state.roster.server_members[it->server].lost)
+    self->state.directory.homes[b].left_on.push_back(it->server);
   backups.erase(it);
   relink(self, config, b, k);
   fill_chain(self, config, b);
@@ -194,7 +229,7 @@ std::optional<uint32_t> server_for_copy(const coordinator_state& st, uint32_t b)
   const auto& home = st.directory.homes[b];
   std::optional<uint32_t> best;
   for (uint32_t s = 0; s < st.roster.servers.size(); ++s)
-    if (!home.holds_copy_on(s) && !st.roster.server_members[s].lost &&
+    if (!home.holds_copy_on(s) && !home.left_on_server(s) && !st.roster.server_members[s].lost &&
         !st.roster.server_members[s].draining && (!best || load[s] < load[*best]))
       best = s;
   return best;
@@ -207,7 +242,11 @@ void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
 
 void fill_chain(self_ptr self, const coordinator_config& config, uint32_t b,
                 std::function<void()> then) {
-  const auto& home = self->state.directory.homes[b];
+  auto& home = self->state.directory.homes[b];
+  if (home.adding) {  // counted again once that addition is done
+    home.after_adding.push_back([=] { fill_chain(self, config, b, then); });
+    return;
+  }
   if (home.backups.size() + 1 >= config.opts.replication) return then();
   add_copy(self, config, b, [=](bool ok) {
     if (!ok) return then();
@@ -251,14 +290,20 @@ void backup_failed(self_ptr self, const coordinator_config& config, uint32_t b,
           b, st.roster.server_members[home.backups[k].server].name);
       return remove_backup(self, config, b, failed);
     }
-  // Dealt with already (that copy's server was lost, or it was relinked): the reporter hears.
+  // Dealt with already (that copy's server was lost, or it was relinked meanwhile): link the
+  // reporter again, so that it hears where to forward whatever it holds.
+  // (Not while a new copy is being linked behind it: that link tells it.)
+  const auto at = position_of(st, b, reporter);
+  if (at && !(home.adding && *at == home.backups.size())) relink(self, config, b, *at);
 }
 
 void relink_restarted(self_ptr self, const coordinator_config& config, uint32_t b, size_t k) {
   // The restarted copy (which kept its store) first passes its state on, then takes the state
   // of the copy before it, which its own restore passes down the chain.
+  const auto restarted = chain_at(self->state, b, k);
   relink(self, config, b, k, [=] {
-    if (k > 0) relink(self, config, b, k - 1);
+    const auto at = position_of(self->state, b, restarted);
+    if (at && *at > 0) relink(self, config, b, *at - 1);
   });
 }
 
