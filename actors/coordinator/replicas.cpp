@@ -37,23 +37,26 @@ std::optional<size_t> position_of(const coordinator_state& st, uint32_t b,
 
 // Names `from` to `to` (which then takes state only from it), then, if `wanted()` still holds
 // (the chain may change while the first step is under way), has `from` copy its state there
-// (down the rest of the chain too) and forward from then on; `done` or `failed` after. A link
-// no longer wanted ends at once, with `failed`.
-template <class Wanted, class Done, class Failed>
+// (down the rest of the chain too) and forward from then on; `done` after. `to_failed` runs
+// when `to` does not take the first step, or the link is no longer wanted; `from_failed` when
+// `from` does not take the second (it may be gone itself; if the copy to `to` failed, `from`
+// reports that on its own).
+template <class Wanted, class Done, class Failed, class FromFailed>
 void link_copies(self_ptr self, const coordinator_config& config, const bucket_actor& from,
-                 const bucket_actor& to, Wanted wanted, Done done, Failed failed) {
+                 const bucket_actor& to, Wanted wanted, Done done, Failed to_failed,
+                 FromFailed from_failed) {
   const auto timeout = config.opts.request_timeout;
   self->request(to, timeout, primary_atom_v, caf::actor_cast<caf::actor>(from))
       .then(
           [=](bool) {
             if (!wanted()) {
               caf::error changed = make_error(errc::job_failed, "the chain changed meanwhile");
-              return failed(changed);
+              return to_failed(changed);
             }
             self->request(from, timeout, backup_atom_v, caf::actor_cast<caf::actor>(to))
-                .then(done, failed);
+                .then(done, from_failed);
           },
-          failed);
+          to_failed);
 }
 
 // The copy `at` forwards to nobody from now on; what it held is acknowledged.
@@ -92,6 +95,11 @@ void relink(
           config.log.warn("bucket {}: a backup could not be linked: {}", b, describe(err));
           remove_backup(self, config, b, to);
         }
+        then();
+      },
+      [=](caf::error& err) {
+        config.log.warn("bucket {}: a copy could not be linked to its backup: {}", b,
+                        describe(err));
         then();
       });
 }
@@ -157,7 +165,7 @@ void add_copy(self_ptr self, const coordinator_config& config, uint32_t b,
               config.log.debug("bucket {}: copy {} on server {}", b, home.backups.size() + 1, *s);
               finish(true);
             },
-            give_up);
+            give_up, give_up);
       },
       [=](caf::error& err) {
         config.log.warn("bucket {}: no new backup: {}", b, describe(err));
