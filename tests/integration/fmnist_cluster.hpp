@@ -1,9 +1,14 @@
 // Test helper: troupe-fmnist jobs as real processes on loopback. `scratch` gives each test's
 // files a directory of their own; `fmnist_command` adds the binary and the flags every test
 // shares; `fmnist_cluster` starts a coordinator, servers and workers with extra flags (the
-// destructors of child_process kill whatever is left). For tests only.
+// destructors of child_process kill whatever is left). `full_job` gives the flags of the fault
+// tests' job (all of Fashion-MNIST, 3 epochs) and `check_every_update_applied_once` what its
+// report must show after a failure that replication covers. For tests only.
 #pragma once
 
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -19,6 +24,25 @@ inline std::vector<std::string> fmnist_command(std::vector<std::string> head,
   head.insert(head.begin(), TROUPE_FMNIST_BIN);
   head.insert(head.end(), tail.begin(), tail.end());
   return head;
+}
+
+// How long the full job may take, and its flags (all of Fashion-MNIST, 3 epochs), then `extra`.
+constexpr auto full_job_time = std::chrono::seconds(300);
+inline std::vector<std::string> full_job(std::vector<std::string> extra) {
+  const std::vector<std::string> full = {"--epochs", "3",           "--blas-threads",
+                                         "1",        "--log-level", "info"};
+  extra.insert(extra.begin(), full.begin(), full.end());
+  return extra;
+}
+
+// A finished full job's report: the accuracy bar, nothing counted lost, and every push of
+// every step (one per bucket, `buckets` of them) applied exactly once.
+inline void check_every_update_applied_once(const std::string& report, double buckets = 4) {
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+  BOOST_TEST(json_number(report, "updates_lost").value_or(-1) == 0);
+  const double steps = json_number(report, "steps").value_or(0);
+  BOOST_TEST(json_number(report, "updates_applied").value_or(0) == buckets * steps);
 }
 
 struct fmnist_cluster {

@@ -13,15 +13,6 @@ using namespace troupe::testing;
 
 namespace {
 
-const std::vector<std::string> full = {"--epochs", "3",           "--blas-threads",
-                                       "1",        "--log-level", "info"};
-constexpr auto job_time = std::chrono::seconds(300);
-
-std::vector<std::string> with(std::vector<std::string> extra) {
-  extra.insert(extra.begin(), full.begin(), full.end());
-  return extra;
-}
-
 // The names in the report's `losses` (every member declared lost, with its role and reason).
 std::vector<std::string> losses(const std::string& report) {
   std::vector<std::string> names;
@@ -41,12 +32,12 @@ void pause(child_process& p, std::chrono::seconds how_long) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_coordinator_paused_for_5_then_10_s_declares_nobody_lost) {
-  fmnist_cluster cluster{with({})};
-  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", job_time));
+  fmnist_cluster cluster{full_job({})};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
   pause(*cluster.coordinator, std::chrono::seconds(5));
   std::this_thread::sleep_for(std::chrono::seconds(2));
   pause(*cluster.coordinator, std::chrono::seconds(10));
-  const auto code = cluster.coordinator->wait(job_time);
+  const auto code = cluster.coordinator->wait(full_job_time);
   const std::string out = cluster.coordinator->output();
   BOOST_TEST_INFO("coordinator: " << out);
   BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
@@ -62,10 +53,10 @@ BOOST_AUTO_TEST_CASE(a_coordinator_paused_for_5_then_10_s_declares_nobody_lost) 
 }
 
 BOOST_AUTO_TEST_CASE(a_server_paused_for_6_s_is_declared_lost_and_its_backup_takes_over) {
-  fmnist_cluster cluster{with({"--replication", "2"}), 3};
-  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", job_time));
+  fmnist_cluster cluster{full_job({"--replication", "2"}), 3};
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
   pause(*cluster.servers[1], std::chrono::seconds(6));
-  const auto code = cluster.coordinator->wait(job_time);
+  const auto code = cluster.coordinator->wait(full_job_time);
   const std::string out = cluster.coordinator->output();
   BOOST_TEST_INFO("coordinator: " << out);
   BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
@@ -84,7 +75,7 @@ BOOST_AUTO_TEST_CASE(a_dp_coordinator_paused_for_5_s_declares_nobody_lost) {
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
   const std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
   const std::filesystem::path report = scratch("pause-dp.json");
-  const auto flags = with({"--mode", "dp", "--epochs", "5"});
+  const auto flags = full_job({"--mode", "dp", "--epochs", "5"});
   child_process coordinator(fmnist_command({"--role", "coordinator", "--listen", address,
                                             "--workers", "2", "--report", report.string()},
                                            flags),
@@ -94,9 +85,9 @@ BOOST_AUTO_TEST_CASE(a_dp_coordinator_paused_for_5_s_declares_nobody_lost) {
     workers.push_back(std::make_unique<child_process>(
         fmnist_command({"--role", "worker", "--coordinator", address}, flags),
         scratch("pause-dp-w" + std::to_string(i) + ".log").string(), env));
-  BOOST_TEST_REQUIRE(coordinator.wait_for_output("epoch 1/5", job_time), coordinator.output());
+  BOOST_TEST_REQUIRE(coordinator.wait_for_output("epoch 1/5", full_job_time), coordinator.output());
   pause(coordinator, std::chrono::seconds(5));
-  const auto code = coordinator.wait(job_time);
+  const auto code = coordinator.wait(full_job_time);
   const std::string out = coordinator.output();
   BOOST_TEST_INFO("coordinator: " << out);
   BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
