@@ -65,6 +65,8 @@ wire encode(const step_report& x);
 wire encode(const store_entry& x);
 wire encode(const collective_chunk& x);
 wire encode(const service_directory& x);
+wire encode(const coordinator_standing& x);
+wire encode(const rejoin_request& x);
 
 // decode<T>(w) for every T that encode() takes.
 template <class T>

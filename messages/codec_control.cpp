@@ -6,10 +6,12 @@
 namespace troupe {
 
 using detail::decode_budget;
+using detail::read_endpoint;
+using detail::read_role;
+using detail::write_endpoint;
+using detail::write_role;
 
-namespace {
-
-constexpr size_t max_nonce_bytes = 64;
+namespace detail {
 
 caf::expected<role> read_role(schema::Role in) {
   switch (in) {
@@ -39,6 +41,13 @@ caf::expected<endpoint> read_endpoint(schema::Endpoint::Reader in, const decode_
   if (!host) return std::move(host.error());
   return endpoint{std::move(*host), in.getPort()};
 }
+
+}  // namespace detail
+
+namespace {
+
+constexpr size_t max_nonce_bytes = 64;
+
 
 }  // namespace
 
@@ -230,6 +239,7 @@ wire encode(const join_reply& x) {
   out.setRank(x.rank);
   out.setWorldWorkers(x.world_workers);
   out.setWorldServers(x.world_servers);
+  out.setTerm(x.term);
   return detail::to_wire(message);
 }
 
@@ -237,7 +247,7 @@ template <>
 caf::expected<join_reply> decode<join_reply>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::JoinReply, join_reply>(
       w, limits, [](schema::JoinReply::Reader in, decode_budget&) -> caf::expected<join_reply> {
-        return join_reply{in.getRank(), in.getWorldWorkers(), in.getWorldServers()};
+        return join_reply{in.getRank(), in.getWorldWorkers(), in.getWorldServers(), in.getTerm()};
       });
 }
 

@@ -82,6 +82,15 @@ void write_chunk(schema::WorkChunk::Builder out, const work_chunk& x);
 work_chunk read_chunk(schema::WorkChunk::Reader in);
 
 // Epoch entries of the report and of a checkpoint's history.
+caf::expected<role> read_role(schema::Role in);
+schema::Role write_role(role r);
+void write_endpoint(schema::Endpoint::Builder out, const endpoint& x);
+caf::expected<endpoint> read_endpoint(schema::Endpoint::Reader in, const decode_budget& budget);
+
+void write_job_checkpoint(schema::JobCheckpoint::Builder out, const job_checkpoint& x);
+caf::expected<job_checkpoint> read_job_checkpoint(schema::JobCheckpoint::Reader in,
+                                                  const decode_budget& budget);
+
 void write_epochs(capnp::List<schema::EpochEntry>::Builder out,
                   const std::vector<epoch_entry>& epochs);
 std::vector<epoch_entry> read_epochs(capnp::List<schema::EpochEntry>::Reader in);

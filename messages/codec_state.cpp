@@ -158,9 +158,9 @@ caf::expected<bucket_state_part> decode<bucket_state_part>(const wire& w,
       });
 }
 
-wire encode(const job_checkpoint& x) {
-  capnp::MallocMessageBuilder message;
-  auto out = message.initRoot<schema::JobCheckpoint>();
+namespace detail {
+
+void write_job_checkpoint(schema::JobCheckpoint::Builder out, const job_checkpoint& x) {
   out.setStep(x.step);
   out.setEpochs(x.epochs);
   out.setBatchesPerEpoch(x.batches_per_epoch);
@@ -170,7 +170,7 @@ wire encode(const job_checkpoint& x) {
   out.setNextEpoch(x.next_epoch);
   out.setNextBatch(x.next_batch);
   auto pending = out.initPending(x.pending.size());
-  for (unsigned i = 0; i < x.pending.size(); ++i) detail::write_chunk(pending[i], x.pending[i]);
+  for (unsigned i = 0; i < x.pending.size(); ++i) write_chunk(pending[i], x.pending[i]);
   auto finished = out.initFinished(x.finished.size());
   for (unsigned i = 0; i < x.finished.size(); ++i) finished.set(i, x.finished[i]);
   auto loss = out.initEpochLoss(x.epoch_loss.size());
@@ -178,45 +178,56 @@ wire encode(const job_checkpoint& x) {
   auto batches = out.initEpochBatches(x.epoch_batches.size());
   for (unsigned i = 0; i < x.epoch_batches.size(); ++i) batches.set(i, x.epoch_batches[i]);
   out.setEvaluated(x.evaluated);
-  detail::write_epochs(out.initHistory(x.history.size()), x.history);
+  write_epochs(out.initHistory(x.history.size()), x.history);
   out.setWallS(x.wall_s);
+}
+
+caf::expected<job_checkpoint> read_job_checkpoint(schema::JobCheckpoint::Reader in,
+                                                  const decode_budget& budget) {
+  job_checkpoint x;
+  x.step = in.getStep();
+  x.epochs = in.getEpochs();
+  x.batches_per_epoch = in.getBatchesPerEpoch();
+  x.chunk = in.getChunk();
+  x.buckets = in.getBuckets();
+  x.model_values = in.getModelValues();
+  x.next_epoch = in.getNextEpoch();
+  x.next_batch = in.getNextBatch();
+  const size_t cap = budget.limits.max_list;
+  if (x.epochs > cap || in.getPending().size() > cap || in.getFinished().size() != x.epochs ||
+      in.getEpochLoss().size() != x.epochs || in.getEpochBatches().size() != x.epochs ||
+      in.getHistory().size() > x.epochs || in.getEvaluated() > x.epochs ||
+      x.next_epoch > x.epochs || x.chunk == 0)
+    return make_error(errc::malformed_message, "job checkpoint: inconsistent sizes");
+  for (auto c : in.getPending()) {
+    const work_chunk chunk = read_chunk(c);
+    if (chunk.epoch >= x.epochs || chunk.count == 0 ||
+        chunk.first + chunk.count > x.batches_per_epoch)
+      return make_error(errc::malformed_message, "job checkpoint: bad pending chunk");
+    x.pending.push_back(chunk);
+  }
+  x.finished = to_vector<uint64_t>(in.getFinished());
+  x.epoch_loss = to_vector<double>(in.getEpochLoss());
+  x.epoch_batches = to_vector<uint64_t>(in.getEpochBatches());
+  x.evaluated = in.getEvaluated();
+  x.history = read_epochs(in.getHistory());
+  x.wall_s = in.getWallS();
+  return x;
+}
+
+}  // namespace detail
+
+wire encode(const job_checkpoint& x) {
+  capnp::MallocMessageBuilder message;
+  detail::write_job_checkpoint(message.initRoot<schema::JobCheckpoint>(), x);
   return detail::to_wire(message);
 }
 
 template <>
 caf::expected<job_checkpoint> decode<job_checkpoint>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::JobCheckpoint, job_checkpoint>(
-      w, limits,
-      [](schema::JobCheckpoint::Reader in, decode_budget& budget) -> caf::expected<job_checkpoint> {
-        job_checkpoint x;
-        x.step = in.getStep();
-        x.epochs = in.getEpochs();
-        x.batches_per_epoch = in.getBatchesPerEpoch();
-        x.chunk = in.getChunk();
-        x.buckets = in.getBuckets();
-        x.model_values = in.getModelValues();
-        x.next_epoch = in.getNextEpoch();
-        x.next_batch = in.getNextBatch();
-        const size_t cap = budget.limits.max_list;
-        if (x.epochs > cap || in.getPending().size() > cap || in.getFinished().size() != x.epochs ||
-            in.getEpochLoss().size() != x.epochs || in.getEpochBatches().size() != x.epochs ||
-            in.getHistory().size() > x.epochs || in.getEvaluated() > x.epochs ||
-            x.next_epoch > x.epochs || x.chunk == 0)
-          return make_error(errc::malformed_message, "job checkpoint: inconsistent sizes");
-        for (auto c : in.getPending()) {
-          const work_chunk chunk = detail::read_chunk(c);
-          if (chunk.epoch >= x.epochs || chunk.count == 0 ||
-              chunk.first + chunk.count > x.batches_per_epoch)
-            return make_error(errc::malformed_message, "job checkpoint: bad pending chunk");
-          x.pending.push_back(chunk);
-        }
-        x.finished = detail::to_vector<uint64_t>(in.getFinished());
-        x.epoch_loss = detail::to_vector<double>(in.getEpochLoss());
-        x.epoch_batches = detail::to_vector<uint64_t>(in.getEpochBatches());
-        x.evaluated = in.getEvaluated();
-        x.history = detail::read_epochs(in.getHistory());
-        x.wall_s = in.getWallS();
-        return x;
+      w, limits, [](schema::JobCheckpoint::Reader in, decode_budget& budget) {
+        return detail::read_job_checkpoint(in, budget);
       });
 }
 

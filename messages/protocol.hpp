@@ -69,6 +69,9 @@ CAF_ADD_ATOM(troupe, troupe, sync_atom, "sync")
 CAF_ADD_ATOM(troupe, troupe, broken_atom, "broken")
 CAF_ADD_ATOM(troupe, troupe, chunk_atom, "chunk")
 CAF_ADD_ATOM(troupe, troupe, tables_atom, "tables")
+CAF_ADD_ATOM(troupe, troupe, follow_atom, "follow")
+CAF_ADD_ATOM(troupe, troupe, state_atom, "state")
+CAF_ADD_ATOM(troupe, troupe, rejoin_atom, "rejoin")
 
 namespace troupe {
 
@@ -114,7 +117,10 @@ using bucket_actor = caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wir
 //          reach their backups in one hop; coordinator only, before any bucket is placed)
 //   metrics: -> this node's metrics in the Prometheus text format (coordinator only)
 //   log:   a log level ("error", "warn", "info", "debug") for the whole node (coordinator only)
+//   rejoin: from this process's coordinator watch: a standby took over as the coordinator of
+//          this term; register with it again (term 0: no coordinator is left, stop)
 using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<bucket_actor>,
+                                      caf::reacts_to<rejoin_atom, uint64_t>,
                                       caf::replies_to<stop_atom, std::string>::with<bool>,
                                       caf::replies_to<peer_atom, std::string, uint16_t>::with<bool>,
                                       caf::reacts_to<moved_atom, std::string, caf::actor>,
@@ -128,8 +134,9 @@ using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<buc
 //   stop:   as for servers
 //   pause:  -> true once no push is in flight; no new chunk starts until resume (checkpoints)
 //   resume: go on after a pause
-//   fault, metrics, log: as for servers
+//   fault, metrics, log, rejoin: as for servers
 using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vector<bucket_actor>>,
+                                      caf::reacts_to<rejoin_atom, uint64_t>,
                                       caf::replies_to<stop_atom, std::string>::with<bool>,
                                       caf::replies_to<pause_atom>::with<bool>,
                                       caf::reacts_to<resume_atom>,
@@ -137,12 +144,26 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vect
                                       caf::replies_to<metrics_atom>::with<std::string>,
                                       caf::reacts_to<log_atom, std::string>>;
 
+// A standby coordinator (actors/coordinator/standby.hpp): it follows its primary's state.
+//   state: the primary's term and its coordinator_standing -> true; errc::deposed once this
+//          standby has taken over (the sender, a deposed primary, must stop)
+//   stop:  from the primary: the job is over ("" or why it failed); the standby quits
+//   tick:  internal, the check on the primary's silence
+using standby_actor = caf::typed_actor<caf::replies_to<state_atom, uint64_t, wire>::with<bool>,
+                                       caf::reacts_to<stop_atom, std::string>,
+                                       caf::reacts_to<tick_atom>>;
+
 // The coordinator: membership, placement, the work, evaluation, the report.
 //   join:     join_request and the member's handle -> join_reply
 //   claim:    a worker's rank -> the next work_chunk for it (count 0: no work left)
 //   progress: progress (a worker finished a chunk)
 //   done:     the rank of a worker that has no work left
-//   heartbeat: heartbeat (a node is alive); tick: internal, the heartbeat check
+//   heartbeat: heartbeat (a node is alive) -> the coordinator's term; tick: internal, the
+//             heartbeat check
+//   follow:   a standby coordinator -> this coordinator's term; the standby gets its state
+//             from now on (one standby at a time)
+//   rejoin:   after a takeover: rejoin_request and the member's handle (a server's buckets
+//             beside it, in the request's order) -> join_reply with the new term
 //   which:    bucket id, the handle that failed -> the bucket's current primary (held until
 //             it differs from the failed one: after a restart or a promotion)
 //   moved:    bucket id, its new handle (a server's supervisor restarted it)
@@ -170,8 +191,11 @@ using coordinator_actor =
                      caf::replies_to<claim_atom, uint32_t>::with<wire>,
                      caf::reacts_to<progress_atom, wire>,
                      caf::reacts_to<done_atom, uint32_t>,
-                     caf::reacts_to<heartbeat_atom, wire>,
+                     caf::replies_to<heartbeat_atom, wire>::with<uint64_t>,
                      caf::reacts_to<tick_atom>,
+                     caf::replies_to<follow_atom, standby_actor>::with<uint64_t>,
+                     caf::replies_to<rejoin_atom, wire, server_actor, std::vector<bucket_actor>>::with<wire>,
+                     caf::replies_to<rejoin_atom, wire, worker_actor>::with<wire>,
                      caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>,
                      caf::reacts_to<moved_atom, uint32_t, bucket_actor>,
                      caf::reacts_to<backup_atom, uint32_t, bucket_actor, bucket_actor>,
@@ -228,7 +252,7 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
 //   which:     --mode hybrid: a member's table bucket failed; the tables' coordinator answers
 using dp_coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, dp_worker_actor>::with<wire>,
-                     caf::reacts_to<heartbeat_atom, wire>,
+                     caf::replies_to<heartbeat_atom, wire>::with<uint64_t>,
                      caf::reacts_to<tick_atom>,
                      caf::reacts_to<step_atom, wire>,
                      caf::reacts_to<eval_atom, uint32_t, wire>,
@@ -251,6 +275,7 @@ CAF_ADD_TYPE_ID(troupe, (troupe::bucket_actor))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::bucket_actor>))
 CAF_ADD_TYPE_ID(troupe, (troupe::server_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::worker_actor))
+CAF_ADD_TYPE_ID(troupe, (troupe::standby_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::coordinator_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::gatekeeper_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::dp_worker_actor))

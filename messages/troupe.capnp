@@ -254,6 +254,7 @@ struct JoinReply {
   rank @0 :UInt32;          # index among nodes of the same role
   worldWorkers @1 :UInt32;
   worldServers @2 :UInt32;
+  term @3 :UInt64;          # the coordinator's term: 0 for the first, +1 at each takeover
 }
 
 struct Heartbeat {
@@ -546,4 +547,77 @@ struct CollectiveChunk {
   offset @4 :UInt64;        # of the first value, within the part the call sends
   total @5 :UInt64;         # values of that part
   count @6 :UInt64;         # values in the bytes beside this header
+}
+
+# -- the standby coordinator ------------------------------------------------------------------------
+
+struct MemberStanding {
+  name @0 :Text;
+  data @1 :Endpoint;
+  lost @2 :Bool;
+  done @3 :Bool;
+  draining @4 :Bool;
+  drained @5 :Bool;
+  steps @6 :UInt64;
+  clock @7 :UInt64;
+  computeS @8 :Float64;
+  wallS @9 :Float64;
+}
+
+struct HomeStanding {
+  primary @0 :UInt32;        # server rank
+  backups @1 :List(UInt32);  # the chain, in order
+}
+
+struct LossEvent {
+  name @0 :Text;
+  role @1 :Role;
+  atS @2 :Float64;
+  atUnixMs @3 :UInt64;
+  reason @4 :Text;
+}
+
+struct TakeoverEvent {
+  atS @0 :Float64;
+  tookS @1 :Float64;
+  term @2 :UInt64;
+}
+
+# The coordinator's state as its standby follows it.
+struct Standing {
+  term @0 :UInt64;
+  training @1 :Bool;
+  plan @2 :JobCheckpoint;
+  servers @3 :List(MemberStanding);
+  workers @4 :List(MemberStanding);
+  homes @5 :List(HomeStanding);
+  losses @6 :List(LossEvent);
+  takeovers @7 :List(TakeoverEvent);
+  workersLost @8 :List(Text);
+  drained @9 :List(Text);
+  written @10 :List(Text);
+  restarts @11 :UInt64;
+  escalations @12 :UInt64;
+  sinceLast @13 :UInt64;
+  chunksDone @14 :UInt64;
+  resumedFromStep @15 :UInt64;
+  recoveryS @16 :Float64;
+  resumedWallS @17 :Float64;
+}
+
+# A member registers again with a coordinator that took over.
+struct Rejoin {
+  role @0 :Role;
+  name @1 :Text;
+  rank @2 :UInt32;
+  data @3 :Endpoint;
+  buckets @4 :List(UInt32);
+  steps @5 :UInt64;
+  clock @6 :UInt64;
+  computeS @7 :Float64;
+  wallS @8 :Float64;
+  done @9 :Bool;
+  held @10 :List(WorkChunk);
+  finished @11 :List(WorkChunk);
+  finishedLoss @12 :List(Float64);
 }

@@ -54,6 +54,9 @@ std::string to_json(const job_report& r) {
                              {"at_s", l.at_s},
                              {"at_unix_ms", l.at_unix_ms},
                              {"reason", l.reason}});
+  out["takeovers"] = json::array();
+  for (const auto& t : r.takeovers)
+    out["takeovers"].push_back({{"at_s", t.at_s}, {"took_s", t.took_s}, {"term", t.term}});
   out["workers_lost"] = r.workers_lost;
   out["drained"] = r.drained;
   out["workers"] = json::array();

@@ -143,6 +143,7 @@ struct join_reply {
   uint32_t rank = 0;
   uint32_t world_workers = 0;
   uint32_t world_servers = 0;
+  uint64_t term = 0;  // the coordinator's term: 0 for the first, +1 at each takeover
 };
 
 struct heartbeat {
@@ -236,6 +237,14 @@ struct loss_event {
   std::string reason;
 };
 
+// A standby coordinator took over the job: when the primary was lost (seconds since training
+// began), how long until every member had rejoined, and the new term.
+struct takeover_event {
+  double at_s = 0;
+  double took_s = 0;
+  uint64_t term = 0;
+};
+
 struct job_report {
   double test_accuracy = 0;
   uint64_t steps = 0;
@@ -261,6 +270,7 @@ struct job_report {
   double recovery_s = 0;           // longest time from a server's loss to its buckets served
   uint64_t resumed_from_step = 0;  // the checkpoint's step when the job was resumed
   uint64_t checkpoints = 0;        // checkpoints written
+  std::vector<takeover_event> takeovers;  // by standby coordinators
   // --mode dp (JSON only; mode "ps" leaves these 0):
   std::string mode = "ps";
   uint64_t allreduce_bytes = 0;             // sent by all members
@@ -391,6 +401,59 @@ struct store_entry {
   uint64_t token = 0;
   std::string key;
   std::vector<uint8_t> value;  // empty in a request
+};
+
+// -- the standby coordinator ---------------------------------------------------------------------
+
+// What a coordinator knows of one member, as its standby follows it.
+struct member_standing {
+  std::string name;
+  endpoint data;
+  bool lost = false, done = false, draining = false, drained = false;
+  uint64_t steps = 0, clock = 0;
+  double compute_s = 0, wall_s = 0;
+};
+
+// Where one bucket lives: its primary's server rank and its chain of backups' server ranks.
+struct home_standing {
+  uint32_t primary = 0;
+  std::vector<uint32_t> backups;
+};
+
+// The coordinator's state as its standby follows it (actors/coordinator/standing.cpp): enough
+// to go on once the members rejoin with their handles. Sent after every change of membership
+// or placement and every heartbeat interval; the standby keeps the newest.
+struct coordinator_standing {
+  uint64_t term = 0;
+  bool training = false;  // placement done and workers started (before: nothing to take over)
+  job_checkpoint plan;    // the work plan, epoch losses, evaluations, training time so far
+  std::vector<member_standing> servers, workers;
+  std::vector<home_standing> homes;
+  // The report so far:
+  std::vector<loss_event> losses;
+  std::vector<takeover_event> takeovers;
+  std::vector<std::string> workers_lost, drained, written;  // written: checkpoint files
+  uint64_t restarts = 0, escalations = 0, since_last = 0, chunks_done = 0;
+  uint64_t resumed_from_step = 0;
+  double recovery_s = 0, resumed_wall_s = 0;
+};
+
+// A member of a job that the standby took over registers again: who it is, and what it holds.
+// A server names the buckets it hosts (their handles travel beside this); a worker says where
+// it is: its batches so far, the chunks it holds, and every chunk it finished (with its summed
+// losses), so that the new coordinator knows what the old one heard.
+struct rejoin_request {
+  role sender = role::worker;
+  std::string name;
+  uint32_t rank = 0;
+  endpoint data;
+  std::vector<uint32_t> buckets;  // a server's
+  uint64_t steps = 0, clock = 0;
+  double compute_s = 0, wall_s = 0;
+  bool done = false;  // a worker with no work left
+  std::vector<work_chunk> held;
+  std::vector<work_chunk> finished;
+  std::vector<double> finished_loss;  // parallel to finished
 };
 
 // The header of one piece of a collective of the `actors` backend

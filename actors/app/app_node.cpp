@@ -153,8 +153,16 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
       [=](claim_atom, uint32_t) -> caf::result<wire> { return no_job("claiming work"); },
       [=](progress_atom, const wire&) {},
       [=](done_atom, uint32_t) {},
-      [=](heartbeat_atom, const wire&) {},
+      [=](heartbeat_atom, const wire&) -> uint64_t { return 0; },
       [=](tick_atom) {},
+      [=](follow_atom, const standby_actor&) -> caf::result<uint64_t> {
+        return no_job("following a coordinator");
+      },
+      [=](rejoin_atom, const wire&, const server_actor&,
+          const std::vector<bucket_actor>&) -> caf::result<wire> { return no_job("rejoining"); },
+      [=](rejoin_atom, const wire&, const worker_actor&) -> caf::result<wire> {
+        return no_job("rejoining");
+      },
       [=](which_atom, uint32_t, const bucket_actor&) -> caf::result<bucket_actor> {
         return no_job("finding a bucket");
       },

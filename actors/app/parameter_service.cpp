@@ -151,7 +151,7 @@ child_spec bucket_child(std::shared_ptr<bucket_store> store, const parameter_ser
   auto log = c.log.named(c.name + "/" + name);
   child_spec spec{
       name, [store, timeout, log](caf::local_actor* parent, caf::actor_addr supervisor) {
-        const bucket_actor_config config{supervisor, caf::actor_addr{}, timeout, log};
+        const bucket_actor_config config{supervisor, fixed_link(coordinator_actor{}), timeout, log};
         return caf::actor_cast<caf::actor>(parent->spawn(parameter_bucket, store, config));
       }};
   spec.kind = "bucket";

@@ -120,7 +120,7 @@ void hold_for_backup(self_ptr self, const bucket_actor_config& config, const caf
       "it or names another",
       st.store->id(), describe(why));
   self->demonitor(st.backup->address());
-  self->send(caf::actor_cast<coordinator_actor>(config.controller), backup_atom_v, st.store->id(),
+  self->send(config.controller->handle(), backup_atom_v, st.store->id(),
              caf::actor_cast<bucket_actor>(self), *st.backup);
   st.backup.reset();
   st.holding = true;
@@ -303,7 +303,7 @@ caf::result<bool> on_restore(self_ptr self, const bucket_actor_config& config, u
   auto& st = self->state;
   // Only the coordinator (a checkpoint) or the primary it assigned (a backup's first copy)
   // may replace the whole state.
-  if (!sent_by(self, config.controller) && !(st.primary && sent_by(self, st.primary)))
+  if (!sent_by(self, config.controller->address()) && !(st.primary && sent_by(self, st.primary)))
     return make_error(errc::authentication_failed,
                       "state comes from the coordinator or this backup's assigned primary only");
   if (index == 0) st.incoming.clear();
@@ -371,7 +371,7 @@ caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, ca
 
 // Whether the message came from the coordinator or (for a backup) from its primary.
 bool from_controller_or_primary(self_ptr self, const bucket_actor_config& config) {
-  return sent_by(self, config.controller) ||
+  return sent_by(self, config.controller->address()) ||
          (self->state.primary && sent_by(self, self->state.primary));
 }
 
@@ -416,14 +416,14 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
         return store.rejoin(worker);
       },
       [=](fault_atom) {
-        if (!sent_by(self, config.controller)) return refuse("a fault");
+        if (!sent_by(self, config.controller->address())) return refuse("a fault");
         config.log.warn("bucket {}: crashing on purpose (fault injection)",
                         self->state.store->id());
         self->quit(
             make_error(errc::injected_fault, "bucket " + std::to_string(self->state.store->id())));
       },
       [=](save_atom, uint32_t index) -> caf::result<wire, uint32_t> {
-        if (!sent_by(self, config.controller))
+        if (!sent_by(self, config.controller->address()))
           return make_error(errc::authentication_failed, "only the coordinator saves buckets");
         auto& st = self->state;
         if (index == 0) st.saved = st.store->save();
@@ -435,7 +435,7 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
         return {std::move(part), total};
       },
       [=](primary_atom, const caf::actor& primary) -> caf::result<bool> {
-        if (!sent_by(self, config.controller))
+        if (!sent_by(self, config.controller->address()))
           return make_error(errc::authentication_failed, "only the coordinator assigns primaries");
         self->state.primary = primary.address();
         return true;
@@ -444,12 +444,12 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
         return on_restore(self, config, index, total, part);
       },
       [=](backup_atom, caf::actor target) -> caf::result<bool> {
-        if (!sent_by(self, config.controller))
+        if (!sent_by(self, config.controller->address()))
           return make_error(errc::authentication_failed, "only the coordinator sets backups");
         return on_backup(self, config, std::move(target));
       },
       [=](promote_atom) -> caf::result<bool> {
-        if (!sent_by(self, config.controller))
+        if (!sent_by(self, config.controller->address()))
           return make_error(errc::authentication_failed, "only the coordinator promotes");
         self->state.former_primary = self->state.primary;
         self->state.primary = caf::actor_addr{};

@@ -28,6 +28,7 @@
 
 #include "actors/bucket/bucket_store.hpp"
 #include "actors/bucket/dash_device.hpp"
+#include "actors/supervision/coordinator_link.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
@@ -67,7 +68,7 @@ struct bucket_actor_state {
 
 struct bucket_actor_config {
   caf::actor_addr supervisor;  // the only one whose exit messages count
-  caf::actor_addr controller;  // the coordinator
+  coordinator_link_ptr controller;  // the coordinator
   std::chrono::seconds request_timeout{30};
   logger log;
   std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics

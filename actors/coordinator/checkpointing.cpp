@@ -10,6 +10,19 @@
 
 namespace troupe::coordination {
 
+job_checkpoint job_progress(const coordinator_state& st) {
+  job_checkpoint job;
+  st.training.work->save(job);
+  job.buckets = static_cast<uint32_t>(st.directory.buckets.size());
+  job.model_values = st.directory.layout->total;
+  job.epoch_loss = st.training.epoch_loss;
+  job.epoch_batches = st.training.epoch_batches;
+  job.evaluated = st.evaluation.evaluated;
+  job.history = st.report.epochs;
+  job.wall_s = st.checkpoints.resumed_wall_s + seconds_since(st.training.started);
+  return job;
+}
+
 namespace {
 
 void tell_waiters(coordinator_state& st, const caf::expected<std::string>& outcome) {
@@ -36,15 +49,8 @@ caf::error skipped(std::string why) {
 // Once every bucket is saved: the job's part, the file, and the workers go on.
 void write_out(self_ptr self, const coordinator_config& config, std::shared_ptr<checkpoint> c) {
   auto& st = self->state;
-  job_checkpoint& job = c->job;
-  st.training.work->save(job);
-  job.buckets = static_cast<uint32_t>(st.directory.buckets.size());
-  job.model_values = st.directory.layout->total;
-  job.epoch_loss = st.training.epoch_loss;
-  job.epoch_batches = st.training.epoch_batches;
-  job.evaluated = st.evaluation.evaluated;
-  job.history = st.report.epochs;
-  job.wall_s = st.checkpoints.resumed_wall_s + seconds_since(st.training.started);
+  c->job = job_progress(st);
+  const job_checkpoint& job = c->job;
   const auto began = std::chrono::steady_clock::now();
   auto path = write_checkpoint(config.opts.checkpoint_dir, *c, config.opts.checkpoint_keep);
   if (path) {

@@ -26,6 +26,7 @@ void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::err
   auto& st = self->state;
   st.phase = job_phase::finishing;
   const std::string why = reason ? describe(reason) : std::string{};
+  release_follower(self, why);
   auto pending = std::make_shared<size_t>(0);
   auto done = [=] {
     if (--*pending == 0) self->quit(reason);
@@ -133,6 +134,7 @@ void start_training(self_ptr self, const coordinator_config& config) {
   for (uint32_t r = 0; r < st.roster.workers.size(); ++r)
     self->send(st.roster.workers[r], start_atom_v, encode(make_start(st, o, r)),
                st.directory.buckets);
+  send_standing(self, config);
 }
 
 // A worker joining a running (or resumed) job: every bucket makes room for it and names the
@@ -268,7 +270,9 @@ void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
 
 void maybe_evaluate(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (st.phase != job_phase::training || st.evaluation.running || !st.training.work) return;
+  if (st.phase != job_phase::training || st.evaluation.running || !st.training.work ||
+      st.succession.rejoining)
+    return;
   if (st.evaluation.evaluated < config.opts.epochs &&
       st.training.work->epoch_complete(st.evaluation.evaluated))
     evaluate(self, config, st.evaluation.evaluated);
@@ -289,6 +293,17 @@ void show_progress(self_ptr self, const coordinator_config& config, const progre
                              st.training.work->batches_per_epoch(), pace.rate, pace.eta_s);
 }
 
+// A worker that rejoined a takeover finished a chunk before the takeover is over: its account
+// (reconciled then) gets it.
+void add_to_account(coordinator_state& st, const progress& report) {
+  for (auto& account : st.succession.accounts) {
+    if (account.rank != report.worker) continue;
+    std::erase(account.held, report.chunk);
+    account.finished.push_back(report.chunk);
+    account.finished_loss.push_back(report.loss_sum);
+  }
+}
+
 void on_progress(self_ptr self, const coordinator_config& config, const wire& w) {
   auto& st = self->state;
   if (st.phase != job_phase::training) return config.log.warn("ignored early progress");
@@ -298,6 +313,10 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
   auto& m = st.roster.worker_members[report->worker];
   if (!sent_by(self, m.address) || m.lost)
     return config.log.warn("ignored progress sent for another (or a lost) worker");
+  if (st.succession.rejoining) {
+    m.steps += report->chunk.count;
+    return add_to_account(st, *report);
+  }
   if (!st.training.work->finish(report->worker, report->chunk))
     return config.log.warn("ignored progress on a chunk '{}' does not hold", m.name);
   st.training.epoch_loss[report->chunk.epoch] += report->loss_sum;
@@ -363,12 +382,23 @@ coordinator_actor::behavior_type coordinator(
   self->state.operators = operator_gate{config.opts.tls_dir, config.opts.operator_secret};
   self->state.roster.beats = heartbeat_monitor{config.opts.heartbeat_interval};
   self->state.evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
-  self->set_down_handler([=](caf::down_msg& msg) { on_down(self, config, msg); });
+  self->set_down_handler([=](caf::down_msg& msg) {
+    auto& heir = self->state.succession;
+    if (!heir.follower || msg.source != heir.follower.address()) return on_down(self, config, msg);
+    config.log.warn("the standby coordinator is gone ({}); going on without one",
+                    describe(msg.reason));
+    heir.follower = standby_actor{};
+    heir.confirmed = true;
+  });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
-  if (!config.opts.resume.empty())
-    resume_or_stop(self, self->state.checkpoints.resume_from, config.opts.resume, config.log);
-  config.log.info("waiting for {} servers and {} workers", config.opts.servers,
-                  config.opts.workers);
+  if (config.takeover) {
+    take_over(self, config);
+  } else {
+    if (!config.opts.resume.empty())
+      resume_or_stop(self, self->state.checkpoints.resume_from, config.opts.resume, config.log);
+    config.log.info("waiting for {} servers and {} workers", config.opts.servers,
+                    config.opts.workers);
+  }
   return {
       [=](join_atom, const wire& w, server_actor s) {
         return admit_server(self, config, w, std::move(s));
@@ -386,10 +416,19 @@ coordinator_actor::behavior_type coordinator(
         return encode(st.training.work->claim(rank));
       },
       [=](progress_atom, const wire& w) { on_progress(self, config, w); },
-      [=](heartbeat_atom, const wire& w) { on_heartbeat(self, w); },
+      [=](heartbeat_atom, const wire& w) { return on_heartbeat(self, w); },
       [=](tick_atom) {
         check_heartbeats(self, config);
+        check_takeover(self, config);
+        send_standing(self, config);
         maybe_evaluate(self, config);  // one that failed during a recovery is tried again
+      },
+      [=](follow_atom, standby_actor standby) { return follow(self, config, std::move(standby)); },
+      [=](rejoin_atom, const wire& w, server_actor s, std::vector<bucket_actor> buckets) {
+        return rejoin_server(self, config, w, std::move(s), std::move(buckets));
+      },
+      [=](rejoin_atom, const wire& w, worker_actor x) {
+        return rejoin_worker(self, config, w, std::move(x));
       },
       [=](which_atom, uint32_t bucket, const bucket_actor& failed) {
         return which(self, bucket, failed);

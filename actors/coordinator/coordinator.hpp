@@ -48,6 +48,11 @@ struct coordinator_config {
   caf::actor_addr supervisor;
   logger log;
   std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
+  // A standby taking over (actors/coordinator/takeover.cpp): the old primary's last state, when
+  // it arrived, and why the old primary was judged lost.
+  std::optional<coordinator_standing> takeover;
+  std::chrono::steady_clock::time_point takeover_heard;
+  std::string takeover_why;
 };
 
 enum class job_phase { joining, placing, training, finishing };
@@ -177,6 +182,24 @@ struct evaluation_progress {
   evaluator_actor actor;
 };
 
+// The coordinator's succession (standing.cpp, takeover.cpp): its term, the standby following
+// it, and, while it takes over from a lost primary, the members yet to rejoin.
+struct succession_state {
+  uint64_t term = 0;
+  standby_actor follower;  // none: no standby follows this coordinator
+  // Whether the follower has accepted this coordinator's state since this process's last pause
+  // (a paused primary may have been deposed meanwhile: it judges nobody until it knows).
+  bool confirmed = true;
+  bool told_unreachable = false;  // the follower's silence was logged
+  // Taking over:
+  bool rejoining = false;
+  std::chrono::steady_clock::time_point lost_at;  // when the old primary was judged lost
+  double lost_at_s = 0;                           // the same, in training seconds
+  std::chrono::steady_clock::time_point deadline;  // members not back by then are lost
+  std::vector<rejoin_request> accounts;            // the rejoined workers', reconciled at the end
+  std::vector<std::pair<caf::typed_response_promise<wire>, uint32_t>> replies;  // and ranks
+};
+
 struct coordinator_state {
   static inline const char* name = "troupe.coordinator";
   job_phase phase = job_phase::joining;
@@ -195,6 +218,7 @@ struct coordinator_state {
   caf::actor_addr group;
   std::optional<caf::typed_response_promise<std::vector<bucket_actor>>> tables_wanted;
   operator_gate operators{{}, {}};  // set from the options when the coordinator starts
+  succession_state succession;
 };
 
 coordinator_actor::behavior_type coordinator(

@@ -30,7 +30,9 @@ caf::result<wire> admit_server(self_ptr self, const coordinator_config& config, 
 caf::result<wire> admit_worker(self_ptr self, const coordinator_config& config, const wire& w,
                                worker_actor handle);
 void on_down(self_ptr self, const coordinator_config& config, const caf::down_msg& msg);
-void on_heartbeat(self_ptr self, const wire& w);
+// Returns this coordinator's term (the members' watches learn from it whom they answer to).
+uint64_t on_heartbeat(self_ptr self, const wire& w);
+void lose_worker(self_ptr self, const coordinator_config& config, size_t i, const std::string& why);
 void check_heartbeats(self_ptr self, const coordinator_config& config);
 double live_workers(const coordinator_state& st);
 // Whether a drain is under way (checkpoints and other drains wait for it).
@@ -40,6 +42,9 @@ void record_loss(coordinator_state& st, const member& m, role kind, const std::s
 // -- placement.cpp
 void place_buckets(self_ptr self, const coordinator_config& config);
 void place_all(self_ptr self, const coordinator_config& config);
+// The layout, the bucket plan over the servers that joined, and each bucket's spec (from the
+// initial values, or the checkpoint resumed from): everything placing needs but the servers.
+caf::error lay_out_buckets(self_ptr self, const coordinator_config& config);
 // Server `s` is gone: its primaries' backups take over (or the job fails without them).
 void lose_server(self_ptr self, const coordinator_config& config, size_t s, const std::string& why);
 caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_actor& failed);
@@ -86,6 +91,27 @@ void backup_failed(self_ptr self, const coordinator_config& config, uint32_t b,
 // supervisor: it is linked to the copies after and before it again.
 void relink_restarted(self_ptr self, const coordinator_config& config, uint32_t b, size_t k);
 
+// -- standing.cpp
+// What a standby follows of this coordinator.
+coordinator_standing standing_of(const coordinator_state& st, const coordinator_config& config);
+// A standby asks to follow: it gets this coordinator's state from now on.
+uint64_t follow(self_ptr self, const coordinator_config& config, standby_actor standby);
+// Sends the follower the current state (every tick, and after changes that must not be lost:
+// placement, losses, promotions); a follower that answers errc::deposed ends this coordinator.
+void send_standing(self_ptr self, const coordinator_config& config);
+// The job is over: the follower quits with it.
+void release_follower(self_ptr self, const std::string& failure);
+
+// -- takeover.cpp
+// Starts this coordinator from config.takeover: the old primary's state, its members to rejoin.
+void take_over(self_ptr self, const coordinator_config& config);
+caf::result<wire> rejoin_server(self_ptr self, const coordinator_config& config, const wire& w,
+                                server_actor handle, std::vector<bucket_actor> buckets);
+caf::result<wire> rejoin_worker(self_ptr self, const coordinator_config& config, const wire& w,
+                                worker_actor handle);
+// The takeover's deadline passed: members not back are lost, and the job goes on.
+void check_takeover(self_ptr self, const coordinator_config& config);
+
 // -- inspection.cpp
 // The console's views of the job: "nodes", "tree", "workers", "buckets", "metrics", "diag" or
 // "curve" as a table_view.
@@ -119,6 +145,8 @@ caf::result<std::string> set_log_level(self_ptr self, const coordinator_config& 
                                        const std::string& level, const std::string& node);
 
 // -- checkpointing.cpp
+// The job's progress as a checkpoint holds it: the work plan, the losses, the evaluations.
+job_checkpoint job_progress(const coordinator_state& st);
 // Whether the checkpoint resumed from fits this job; a clear error when it does not.
 caf::error check_resume(const coordinator_state& st, const coordinator_config& config);
 // Starts the workers of a resumed job from the checkpoint's progress.

@@ -109,6 +109,25 @@ void leave_roster(std::vector<Handle>& handles, std::vector<member>& members, si
   members.erase(members.begin() + i);
 }
 
+void lose_worker(self_ptr self, const coordinator_config& config, size_t i,
+                 const std::string& why) {
+  auto& st = self->state;
+  auto& m = st.roster.worker_members[i];
+  m.lost = true;
+  st.roster.beats.forget(m.name);
+  if (m.done) return;
+  config.log.warn("lost worker '{}' ({}); going on without it", m.name, why);
+  st.report.workers_lost.push_back(m.name);
+  record_loss(st, m, role::worker, why);
+  retire_everywhere(self, static_cast<uint32_t>(i));
+  if (std::all_of(st.roster.worker_members.begin(), st.roster.worker_members.end(),
+                  [](const member& w) { return w.lost; }))
+    return fail(self, config, "every worker was lost");
+  // Its unfinished batches go to the others; if nobody is left to do them, they are lost.
+  st.training.work->release(static_cast<uint32_t>(i));
+  settle_work(self, config);
+}
+
 // A member is gone: its process went down, or it stopped sending heartbeats.
 void lose_member(self_ptr self, const coordinator_config& config, const caf::actor_addr& who,
                  const std::string& why) {
@@ -121,20 +140,7 @@ void lose_member(self_ptr self, const coordinator_config& config, const caf::act
   }
   if (auto i = find_live(st.roster.worker_members, who)) {
     if (joining) return leave_roster(st.roster.workers, st.roster.worker_members, *i, config.log);
-    auto& m = st.roster.worker_members[*i];
-    m.lost = true;
-    st.roster.beats.forget(m.name);
-    if (m.done) return;
-    config.log.warn("lost worker '{}' ({}); going on without it", m.name, why);
-    st.report.workers_lost.push_back(m.name);
-    record_loss(st, m, role::worker, why);
-    retire_everywhere(self, static_cast<uint32_t>(*i));
-    if (std::all_of(st.roster.worker_members.begin(), st.roster.worker_members.end(),
-                    [](const member& w) { return w.lost; }))
-      return fail(self, config, "every worker was lost");
-    // Its unfinished batches go to the others; if nobody is left to do them, they are lost.
-    st.training.work->release(static_cast<uint32_t>(*i));
-    settle_work(self, config);
+    lose_worker(self, config, *i, why);
   }
 }
 
@@ -142,26 +148,36 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
   lose_member(self, config, msg.source, describe(msg.reason));
 }
 
-void on_heartbeat(self_ptr self, const wire& w) {
+uint64_t on_heartbeat(self_ptr self, const wire& w) {
   auto& st = self->state;
   auto beat = decode<heartbeat>(w);
-  if (!beat) return;
+  if (!beat) return st.succession.term;
   for (auto* members : {&st.roster.server_members, &st.roster.worker_members})
     for (auto& m : *members)
-      if (m.name == beat->name && !m.lost) {
+      if (m.name == beat->name && !m.lost && m.address) {  // not one yet to rejoin
         m.heard = heartbeat_monitor::clock::now();
         m.cpu_s = beat->cpu_seconds;
         m.rss = beat->rss_bytes;
         st.roster.beats.heard(m.name, m.heard);
       }
+  return st.succession.term;
 }
 
 // Every heartbeat interval: members not heard from within the timeout are lost.
 void check_heartbeats(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   const auto timeout = config.opts.heartbeat_timeout;
+  self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+  auto& heir = st.succession;
+  // Members still to rejoin a takeover are judged by its deadline, and a primary that was
+  // paused with a standby following judges nobody until the standby has accepted its state
+  // again (it may have been deposed meanwhile).
+  if (heir.rejoining || (heir.follower && !heir.confirmed)) return;
   const auto verdict = st.roster.beats.expired(heartbeat_monitor::clock::now(), timeout);
-  if (verdict.not_running.count() > 0) log_own_pause(config.log, verdict.not_running);
+  if (verdict.not_running.count() > 0) {
+    log_own_pause(config.log, verdict.not_running);
+    if (heir.follower) heir.confirmed = false;
+  }
   for (const auto& name : verdict.lost) {
     for (const auto* members : {&st.roster.server_members, &st.roster.worker_members})
       for (const auto& m : *members)
@@ -169,7 +185,6 @@ void check_heartbeats(self_ptr self, const coordinator_config& config) {
           lose_member(self, config, m.address,
                       fmt::format("no heartbeat for {} ms", timeout.count()));
   }
-  self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
 }
 
 caf::result<wire> admit_server(self_ptr self, const coordinator_config& config, const wire& w,

@@ -219,16 +219,15 @@ void place_buckets(self_ptr self, const coordinator_config& config) {
   connect_servers(self, config, [=] { place_all(self, config); });
 }
 
-void place_all(self_ptr self, const coordinator_config& config) {
+caf::error lay_out_buckets(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (st.phase != job_phase::placing) return;
   const auto& o = config.opts;
   // --mode hybrid: the dense parameters are the group's; the buckets hold rows only.
   st.directory.layout.emplace(o.hybrid() ? std::vector<tensor_spec>{} : config.task->parameters());
   const uint32_t count = bucket_count(o, st.directory.layout->total);
   st.directory.plan =
       plan_buckets(*st.directory.layout, count, static_cast<uint32_t>(st.roster.servers.size()));
-  if (auto err = check_resume(st, config)) return fail(self, config, describe(err));
+  if (auto err = check_resume(st, config)) return err;
   std::vector<float> initial;
   if (!st.checkpoints.resume_from) {
     initial.resize(st.directory.layout->total);
@@ -242,7 +241,14 @@ void place_all(self_ptr self, const coordinator_config& config) {
     st.directory.specs[b.bucket] = st.checkpoints.resume_from
                                        ? st.checkpoints.resume_from->buckets[b.bucket][0]
                                        : spec_of(st, config, b, initial);
-  for (uint32_t b = 0; b < n; ++b) place_one(self, config, b);
+  return {};
+}
+
+void place_all(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  if (st.phase != job_phase::placing) return;
+  if (auto err = lay_out_buckets(self, config)) return fail(self, config, describe(err));
+  for (uint32_t b = 0; b < st.directory.buckets.size(); ++b) place_one(self, config, b);
 }
 
 void lose_server(self_ptr self, const coordinator_config& config, size_t s,
@@ -254,9 +260,10 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
   st.roster.beats.forget(m.name);
   record_loss(st, m, role::server, why);
   // One declared lost while still running (frozen, cut off) must not serve again.
-  self->request(st.roster.servers[s], config.opts.request_timeout, stop_atom_v,
-                "declared lost: " + why)
-      .then([](bool) {}, [](caf::error&) {});
+  if (st.roster.servers[s])  // (one that did not rejoin a takeover has no handle here)
+    self->request(st.roster.servers[s], config.opts.request_timeout, stop_atom_v,
+                  "declared lost: " + why)
+        .then([](bool) {}, [](caf::error&) {});
   const std::string what = fmt::format("lost server '{}' ({})", m.name, why);
   if (st.phase != job_phase::training) return fail(self, config, what);
   if (config.opts.replication < 2 && config.opts.checkpoint_dir.empty())

@@ -86,6 +86,53 @@ work_plan work_plan::restore(const job_checkpoint& saved, uint32_t workers) {
   return plan;
 }
 
+bool work_plan::take(const work_chunk& c) {
+  if (c.epoch >= epochs_ || c.count == 0 || c.first + c.count > per_epoch_) return false;
+  if (auto it = std::find(returned_.begin(), returned_.end(), c); it != returned_.end()) {
+    returned_.erase(it);
+    return true;
+  }
+  const auto before_next = [&] {
+    return c.epoch < next_epoch_ || (c.epoch == next_epoch_ && c.first < next_batch_);
+  };
+  if (next_epoch_ >= epochs_ || before_next()) return false;
+  // Walks the chunks not yet handed out up to c; they were handed out after the old state.
+  std::vector<work_chunk> skipped;
+  const uint32_t was_epoch = next_epoch_;
+  const uint64_t was_batch = next_batch_;
+  while (next_epoch_ < epochs_ && !before_next()) {
+    const auto count = static_cast<uint32_t>(std::min<uint64_t>(chunk_, per_epoch_ - next_batch_));
+    const work_chunk next{next_epoch_, next_batch_, count};
+    next_batch_ += count;
+    if (next_batch_ == per_epoch_) {
+      ++next_epoch_;
+      next_batch_ = 0;
+    }
+    if (next == c) {
+      returned_.insert(returned_.end(), skipped.begin(), skipped.end());
+      return true;
+    }
+    skipped.push_back(next);
+  }
+  next_epoch_ = was_epoch;  // c is not a chunk of this plan: nothing is handed out
+  next_batch_ = was_batch;
+  return false;
+}
+
+std::vector<size_t> work_plan::adopt(uint32_t worker, const std::vector<work_chunk>& held,
+                                     const std::vector<work_chunk>& finished) {
+  std::vector<size_t> counted;
+  if (worker >= held_.size()) return counted;
+  for (const auto& c : held)
+    if (take(c)) held_[worker].push_back(c);
+  for (size_t i = 0; i < finished.size(); ++i)
+    if (take(finished[i])) {
+      finished_[finished[i].epoch] += finished[i].count;
+      counted.push_back(i);
+    }
+  return counted;
+}
+
 uint64_t work_plan::finished_batches() const {
   uint64_t total = 0;
   for (uint64_t f : finished_) total += f;

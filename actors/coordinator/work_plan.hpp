@@ -42,6 +42,14 @@ class work_plan {
   // chunks not done there are handed out first.
   static work_plan restore(const job_checkpoint& saved, uint32_t workers);
 
+  // A plan restored from an old coordinator's last state (every chunk it had handed out is
+  // returned here) learns from a worker that rejoined after a takeover what it holds and what
+  // it finished. Chunks handed out after that state (beyond this plan's next chunk) are
+  // counted too; the ones between that nobody names are handed out again. Returns the indices
+  // in `finished` of the chunks this plan had not counted yet.
+  std::vector<size_t> adopt(uint32_t worker, const std::vector<work_chunk>& held,
+                            const std::vector<work_chunk>& finished);
+
   // Batches finished (or given up) so far, in all epochs.
   uint64_t finished_batches() const;
 
@@ -49,6 +57,10 @@ class work_plan {
   uint64_t batches_per_epoch() const { return per_epoch_; }
 
  private:
+  // Takes `c` out of the returned chunks, or out of those not yet handed out (returning the
+  // ones before it); false when it is neither (already counted, or another worker's).
+  bool take(const work_chunk& c);
+
   uint32_t epochs_;
   uint64_t per_epoch_;
   uint32_t chunk_;

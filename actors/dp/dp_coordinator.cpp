@@ -458,7 +458,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       [=](join_atom, const wire& w, dp_worker_actor handle) {
         return admit(self, config, w, std::move(handle));
       },
-      [=](heartbeat_atom, const wire& w) {
+      [=](heartbeat_atom, const wire& w) -> uint64_t {
         if (auto beat = decode<heartbeat>(w))
           for (auto& m : self->state.members) {
             if (m.name != beat->name) continue;
@@ -467,6 +467,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
             else
               self->state.beats.heard(m.name, heartbeat_monitor::clock::now());
           }
+        return 0;  // a data-parallel job has no standby: always the first term
       },
       [=](tick_atom) {
         auto& st = self->state;

@@ -22,6 +22,7 @@
 #include "actors/job/launch_parts.hpp"
 #include "actors/server/server.hpp"
 #include "actors/supervision/gatekeeper.hpp"
+#include "actors/supervision/coordinator_watch.hpp"
 #include "actors/supervision/heartbeat.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "actors/supervision/supervisor.hpp"
@@ -210,14 +211,14 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
                                                   log.named("coordinator"), metrics.registry});
     for (uint32_t i = 0; i < opts.servers; ++i) {
       const std::string name = "server-" + std::to_string(i);
-      sys.spawn(server, server_config{coord, name, opts.request_timeout, self->address(),
+      sys.spawn(server, server_config{fixed_link(coord), name, opts.request_timeout, self->address(),
                                       log.named(name), endpoint{}, opts.max_restarts,
                                       opts.restart_period, metrics.registry, *device, app.rules});
     }
     for (uint32_t i = 0; i < opts.workers; ++i) {
       const std::string name = "worker-" + std::to_string(i);
       sys.spawn<caf::detached>(
-          worker, worker_config{coord, task, name, opts.request_timeout, self->address(),
+          worker, worker_config{fixed_link(coord), task, name, opts.request_timeout, self->address(),
                                 log.named(name), metrics.registry});
     }
     const int code = wait_for(self, coord.address(), app.name);
@@ -269,13 +270,16 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
     fmt::print(stderr, "{}: cannot join the job: {}\n", app.name, describe(coord.error()));
     return 1;
   }
+  // With a standby listed, the members follow a takeover (not yet for --mode dp).
+  const bool standby_listed = opts.coordinators.size() > 1 && !opts.data_parallel();
+  auto link = std::make_shared<coordinator_link>(*coord, standby_listed);
   caf::scoped_actor self{sys};
   // Held here: a supervisor nobody references would end as unreachable.
-  const caf::actor actor = spawn(sys, *coord, name, self->address(), metrics.registry);
+  const caf::actor actor = spawn(sys, link, name, self->address(), metrics.registry);
   if (!actor) return 1;  // `spawn` said why
   // Heartbeats come from their own small actor, so a long gradient step cannot silence them.
-  auto beats = sys.spawn(heartbeat_sender, heartbeat_config{*coord, name, opts.heartbeat_interval,
-                                                            self->address(), log});
+  auto beats = sys.spawn(coordinator_watch,
+                         coordinator_watch_config{link, name, as, opts, self->address(), log});
   const int code = wait_for(self, actor.address(), app.name);
   self->send_exit(beats, caf::exit_reason::user_shutdown);
   return code;
@@ -293,7 +297,7 @@ bool worker_restart_mends(const caf::error& reason) {
 // A worker node: its supervisor restarts the worker after a crash (it rejoins the job cold,
 // under the same name, as a late worker) and ends with it otherwise.
 caf::actor spawn_worker_node(caf::actor_system& sys, const launch_options& opts,
-                             std::shared_ptr<const training_task> task, coordinator_actor coord,
+                             std::shared_ptr<const training_task> task, coordinator_link_ptr coord,
                              const std::string& name, caf::actor_addr parent, const logger& log,
                              std::shared_ptr<metrics_registry> metrics) {
   child_spec child;
@@ -362,7 +366,7 @@ int run_app(int argc, char** argv, const app_description& app) {
     // GEMMs), not OpenBLAS's default of one per core in every bucket at once.
     set_blas_threads(static_cast<int>(opts->blas_threads ? opts->blas_threads : 1));
     return run_member(*opts, role::server, app, log,
-                      [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+                      [&](caf::actor_system& sys, coordinator_link_ptr coord, const std::string& name,
                           caf::actor_addr supervisor, std::shared_ptr<metrics_registry> metrics) {
                         const endpoint data = open_data_port(sys, *opts, log);
                         // Unreferenced once the server and its buckets end: it ends with them.
@@ -410,10 +414,10 @@ int run_app(int argc, char** argv, const app_description& app) {
     }
     size_blas(*opts, 1);
     return run_member(*opts, role::worker, app, log,
-                      [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+                      [&](caf::actor_system& sys, coordinator_link_ptr coord, const std::string& name,
                           caf::actor_addr parent, std::shared_ptr<metrics_registry>) {
                         return spawn_trainer(sys, *opts, task,
-                                             caf::actor_cast<dp_coordinator_actor>(coord), name,
+                                             caf::actor_cast<dp_coordinator_actor>(coord->handle()), name,
                                              parent, log, app.rules);
                       });
   }
@@ -421,12 +425,13 @@ int run_app(int argc, char** argv, const app_description& app) {
     case node_role::embedded:
       return run_embedded(*opts, task, app, log);
     case node_role::coordinator:
+      if (opts->standby_of.port != 0) return run_standby(*opts, task, app, log);
       return run_coordinator(*opts, task, app, log);
     case node_role::worker:
       size_blas(*opts, 1);
       return run_member(
           *opts, role::worker, app, log,
-          [&](caf::actor_system& sys, coordinator_actor coord, const std::string& name,
+          [&](caf::actor_system& sys, coordinator_link_ptr coord, const std::string& name,
               caf::actor_addr parent, std::shared_ptr<metrics_registry> metrics) {
             return spawn_worker_node(sys, *opts, task, coord, name, parent, log,
                                      std::move(metrics));

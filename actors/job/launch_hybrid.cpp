@@ -49,7 +49,7 @@ int run_hybrid_embedded(const launch_options& opts, std::shared_ptr<const traini
     for (uint32_t i = 0; i < opts.servers; ++i) {
       const std::string name = "server-" + std::to_string(i);
       sys.spawn(server,
-                server_config{roots.tables, name, opts.request_timeout, self->address(),
+                server_config{fixed_link(roots.tables), name, opts.request_timeout, self->address(),
                               log.named(name), endpoint{}, opts.max_restarts, opts.restart_period,
                               metrics.registry, std::nullopt, app.rules});
     }

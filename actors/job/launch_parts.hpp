@@ -83,4 +83,10 @@ int run_hybrid_embedded(const launch_options& opts, std::shared_ptr<const traini
 int run_hybrid_coordinator(const launch_options& opts, std::shared_ptr<const training_task> task,
                            const app_description& app, const logger& log);
 
+// --standby-of (launch_standby.cpp): a standby coordinator's process. It follows the primary,
+// and once that is lost runs the coordinator that takes over from the primary's last state,
+// publishing its gatekeeper on --listen for the members to rejoin.
+int run_standby(const launch_options& opts, std::shared_ptr<const training_task> task,
+                const app_description& app, const logger& log);
+
 }  // namespace troupe

@@ -27,13 +27,14 @@ const std::string bucket_prefix = "bucket-";
 void join(self_ptr self, const server_config& config) {
   const join_request request{role::server, config.name, static_cast<uint32_t>(::getpid()),
                              config.data};
-  self->request(config.coordinator, config.request_timeout, join_atom_v, encode(request),
+  self->request(config.coordinator->handle(), config.request_timeout, join_atom_v, encode(request),
                 caf::actor_cast<server_actor>(self))
       .then(
           [=](const wire& w) {
-            if (auto reply = decode<join_reply>(w))
+            if (auto reply = decode<join_reply>(w)) {
+              self->state.rank = reply->rank;
               config.log.info("joined as server {} of {}", reply->rank, reply->world_servers);
-            else
+            } else
               self->quit(reply.error());
           },
           [=](caf::error& err) {
@@ -50,7 +51,7 @@ std::shared_ptr<const child_spec> bucket_child(const server_config& config,
   spec->name = bucket_prefix + std::to_string(id);
   spec->start = [config, store, id](caf::local_actor* parent, caf::actor_addr supervisor) {
     const bucket_actor_config bucket_config{supervisor,
-                                            config.coordinator.address(),
+                                            config.coordinator,
                                             config.request_timeout,
                                             config.log.named("bucket-" + std::to_string(id)),
                                             config.metrics,
@@ -62,7 +63,7 @@ std::shared_ptr<const child_spec> bucket_child(const server_config& config,
 
 caf::result<bucket_actor> host(self_ptr self, const server_config& config, const wire& w) {
   auto& st = self->state;
-  if (!sent_by(self, config.coordinator.address()))
+  if (!sent_by(self, config.coordinator->address()))
     return make_error(errc::authentication_failed, "only the coordinator places buckets");
   if (st.hosted >= max_buckets_per_server)
     return make_error(errc::message_too_large, "this server hosts enough buckets");
@@ -83,6 +84,7 @@ caf::result<bucket_actor> host(self_ptr self, const server_config& config, const
       .then(
           [=](const caf::actor& bucket) mutable {
             config.log.debug("hosting bucket {}", store->id());
+            self->state.buckets_here[store->id()] = caf::actor_cast<bucket_actor>(bucket);
             promise.deliver(caf::actor_cast<bucket_actor>(bucket));
           },
           [=](caf::error& err) mutable { promise.deliver(std::move(err)); });
@@ -97,7 +99,34 @@ void moved(self_ptr self, const server_config& config, const std::string& name,
   if (config.metrics)
     if (auto* restarts = config.metrics->counter("troupe_restarts_total", {config.name}))
       restarts->add(1);
-  self->send(config.coordinator, moved_atom_v, id, caf::actor_cast<bucket_actor>(handle));
+  self->state.buckets_here[id] = caf::actor_cast<bucket_actor>(handle);
+  self->send(config.coordinator->handle(), moved_atom_v, id, caf::actor_cast<bucket_actor>(handle));
+}
+
+// This process's coordinator watch found the coordinator of `term` (a standby that took over):
+// the server registers again with the buckets it hosts. Term 0: no coordinator is left.
+void rejoin(self_ptr self, const server_config& config, uint64_t term) {
+  if (!self->current_sender() || self->current_sender()->node() != self->node()) return;
+  if (term == 0) {
+    config.log.error("lost the coordinator, and no standby took over");
+    return self->quit(make_error(errc::job_failed, "lost the coordinator"));
+  }
+  auto& st = self->state;
+  rejoin_request request{role::server, config.name, st.rank, config.data};
+  std::vector<bucket_actor> handles;
+  for (const auto& [id, handle] : st.buckets_here) {
+    request.buckets.push_back(id);
+    handles.push_back(handle);
+  }
+  const auto coordinator = config.coordinator->handle();
+  self->monitor(coordinator);
+  self->request(coordinator, config.request_timeout, rejoin_atom_v, encode(request),
+                caf::actor_cast<server_actor>(self), std::move(handles))
+      .then([=](const wire&) { config.log.info("rejoined the coordinator of term {}", term); },
+            [=](caf::error& err) {
+              config.log.error("the new coordinator refused us: {}", describe(err));
+              self->quit(std::move(err));
+            });
 }
 
 // Connects this node to another server's port. Runs detached: net::connect blocks.
@@ -127,36 +156,41 @@ server_actor::behavior_type server(self_ptr self, server_config config) {
   self->state.buckets =
       self->spawn<caf::linked>(supervisor, std::move(node), std::vector<child_spec>{});
   self->monitor(self->state.buckets);
-  self->monitor(config.coordinator);
+  self->monitor(config.coordinator->handle());
+  config.coordinator->subscribe(self->address());
   self->set_down_handler([=](caf::down_msg& msg) {
     auto& st = self->state;
     if (st.stopping) return;
     if (msg.source == st.buckets.address()) {
       const std::string why = describe(msg.reason);
       config.log.error("the node supervisor gave up: {}", why);
-      self->send(config.coordinator, escalate_atom_v, config.name + ": " + why);
+      self->send(config.coordinator->handle(), escalate_atom_v, config.name + ": " + why);
       return self->quit(make_error(errc::job_failed, "the node supervisor gave up: " + why));
     }
-    if (msg.source != config.coordinator.address()) return;
+    if (msg.source != config.coordinator->address()) return;
+    if (config.coordinator->standby_listed())
+      return config.log.warn("lost the coordinator ({}); waiting for its standby",
+                             describe(msg.reason));
     config.log.error("lost the coordinator ({})", describe(msg.reason));
     self->quit(make_error(errc::job_failed, "lost the coordinator"));
   });
   join(self, config);
   return {
       [=](host_atom, const wire& w) { return host(self, config, w); },
-      [=](metrics_atom) { return metrics_for(self, config.coordinator.address(), config.metrics); },
+      [=](rejoin_atom, uint64_t term) { rejoin(self, config, term); },
+      [=](metrics_atom) { return metrics_for(self, config.coordinator->address(), config.metrics); },
       [=](log_atom, const std::string& level) {
-        set_level_from(self, config.coordinator.address(), level, config.log);
+        set_level_from(self, config.coordinator->address(), level, config.log);
       },
       [=](stop_atom, const std::string& failure) {
-        if (sent_by(self, config.coordinator.address()))
+        if (sent_by(self, config.coordinator->address()))
           config.log.info("the job is over; stopping {} buckets", self->state.hosted);
         // The linked supervisor and its buckets end with us; quitting after this reply lets
         // it reach the coordinator.
-        return stop_on_request(self, config.coordinator.address(), failure, "server");
+        return stop_on_request(self, config.coordinator->address(), failure, "server");
       },
       [=](peer_atom, const std::string& host, uint16_t port) -> caf::result<bool> {
-        if (!sent_by(self, config.coordinator.address()))
+        if (!sent_by(self, config.coordinator->address()))
           return make_error(errc::authentication_failed, "only the coordinator names peers");
         auto helper = self->spawn<caf::detached>(connector, config.request_timeout);
         auto promise = self->make_response_promise<bool>();
@@ -169,7 +203,7 @@ server_actor::behavior_type server(self_ptr self, server_config config) {
         moved(self, config, name, handle);
       },
       [=](fault_atom) {
-        crash_on_purpose(self, config.coordinator.address(), config.name, config.log);
+        crash_on_purpose(self, config.coordinator->address(), config.name, config.log);
       },
   };
 }

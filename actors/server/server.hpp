@@ -3,15 +3,18 @@
 // places here and restarts it, state intact, when it fails: the coordinator learns each new
 // handle. When the supervisor gives up (more than --max-restarts in --restart-period-ms) the
 // server tells the coordinator and ends: the node's buckets are lost with it. Quits when the
-// coordinator says the job is over (or is lost). Accepts exit messages only from `supervisor`.
+// coordinator says the job is over (or is lost for good: with a standby listed, it rejoins the
+// standby once that took over). Accepts exit messages only from `supervisor`.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/bucket/dash_device.hpp"
+#include "actors/supervision/coordinator_link.hpp"
 #include "actors/supervision/supervisor.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
@@ -25,11 +28,13 @@ struct server_state {
   server_state() = default;  // not an aggregate: CAF would build it from the actor pointer
   supervisor_actor buckets;  // the node's supervisor, parent of every bucket here
   size_t hosted = 0;
+  std::map<uint32_t, bucket_actor> buckets_here;  // by bucket id: each one's current actor
+  uint32_t rank = 0;                              // from the join reply
   bool stopping = false;
 };
 
 struct server_config {
-  coordinator_actor coordinator;
+  coordinator_link_ptr coordinator;
   std::string name;
   std::chrono::seconds request_timeout{30};
   caf::actor_addr supervisor;

@@ -18,7 +18,7 @@ namespace troupe {
 // True when the message being handled came from `expected`.
 template <class Self>
 bool sent_by(Self* self, const caf::actor_addr& expected) {
-  return caf::actor_cast<caf::actor_addr>(self->current_sender()) == expected;
+  return expected && caf::actor_cast<caf::actor_addr>(self->current_sender()) == expected;
 }
 
 template <class Self>

@@ -5,25 +5,6 @@
 
 namespace troupe {
 
-heartbeat_actor::behavior_type heartbeat_sender(
-    heartbeat_actor::stateful_pointer<heartbeat_state> self, heartbeat_config config) {
-  accept_exits_only_from(self, config.supervisor, config.log);
-  self->send(self, tick_atom_v);
-  return {
-      [=](tick_atom) {
-        const auto now = std::chrono::system_clock::now().time_since_epoch();
-        const auto usage = current_process_usage();
-        const heartbeat beat{
-            config.name, ++self->state.sequence,
-            static_cast<uint64_t>(
-                std::chrono::duration_cast<std::chrono::milliseconds>(now).count()),
-            usage.cpu_seconds, usage.rss_bytes};
-        self->send(config.coordinator, heartbeat_atom_v, encode(beat));
-        self->delayed_send(self, config.interval, tick_atom_v);
-      },
-  };
-}
-
 heartbeat_monitor::verdict heartbeat_monitor::expired(clock::time_point now,
                                                       std::chrono::milliseconds timeout) {
   verdict out;

@@ -1,9 +1,9 @@
 // Failure detection by heartbeats, not TCP time-outs: every server and worker process runs a
-// heartbeat actor that tells the coordinator "still here" every --heartbeat-ms, and the
-// coordinator's heartbeat_monitor names the nodes it has not heard from for
-// --heartbeat-timeout-ms (a process that hangs or is stopped keeps its TCP connection open,
+// coordinator watch (coordinator_watch.hpp) that tells the coordinator "still here" every
+// --heartbeat-ms, and the coordinator's heartbeat_monitor names the nodes it has not heard from
+// for --heartbeat-timeout-ms (a process that hangs or is stopped keeps its TCP connection open,
 // so no down message would ever come). Nodes in the coordinator's own process send none and
-// are never timed out.
+// are never timed out. A standby watches its primary, and a watch its coordinator, the same way.
 #pragma once
 
 #include <chrono>
@@ -18,24 +18,6 @@
 #include "troupe/log.hpp"
 
 namespace troupe {
-
-using heartbeat_actor = caf::typed_actor<caf::reacts_to<tick_atom>>;
-
-struct heartbeat_config {
-  coordinator_actor coordinator;
-  std::string name;  // the node's name, as it joined
-  std::chrono::milliseconds interval{500};
-  caf::actor_addr supervisor;
-  logger log;
-};
-
-struct heartbeat_state {
-  static inline const char* name = "troupe.heartbeat";
-  uint64_t sequence = 0;
-};
-
-heartbeat_actor::behavior_type heartbeat_sender(
-    heartbeat_actor::stateful_pointer<heartbeat_state> self, heartbeat_config config);
 
 // When each node was last heard from, on the watcher's awake clock (awake_clock.hpp). Owned by
 // one actor (the coordinator, the dp coordinator), which calls expired() every `interval`.

@@ -39,13 +39,19 @@ void fail(self_ptr self, const worker_config& config, const std::string& doing,
   fail(self, config, make_error(errc::job_failed, doing + ": " + describe(err)));
 }
 
+// Whether a failed request to the coordinator may be retried once this worker rejoins a
+// standby that takes over (the coordinator did not refuse it: it went, or did not answer).
+bool wait_for_standby(const worker_config& config, const caf::error& err) {
+  return config.coordinator->standby_listed() && err.category() != error_category;
+}
+
 // Keeps one chunk in reserve, so that the next claim's round trip hides behind computation.
 void claim_work(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   // Paused (a checkpoint, a drain): no new work, which a drained worker could not finish.
   if (st.claim_pending || st.exhausted || st.paused || st.queue.size() >= 2) return;
   st.claim_pending = true;
-  self->request(config.coordinator, config.request_timeout, claim_atom_v, st.job->worker)
+  self->request(config.coordinator->handle(), config.request_timeout, claim_atom_v, st.job->worker)
       .then(
           [=](const wire& w) {
             auto& st = self->state;
@@ -59,7 +65,11 @@ void claim_work(self_ptr self, const worker_config& config) {
             claim_work(self, config);
             maybe_compute(self, config);
           },
-          [=](caf::error& err) { fail(self, config, "claiming work", err); });
+          [=](caf::error& err) {
+            if (!wait_for_standby(config, err)) return fail(self, config, "claiming work", err);
+            config.log.warn("claiming work: {}; waiting for the coordinator", describe(err));
+            self->state.claim_pending = false;  // claimed again once rejoined
+          });
 }
 
 // Once every bucket acknowledged a push: the clock advances and the chunk is reported done.
@@ -70,7 +80,10 @@ void pushed(self_ptr self, const worker_config& config) {
   const progress report{
       st.job->worker, st.current, st.current_loss, st.compute_s, seconds_since(st.started),
       staleness,      st.clock};
-  self->send(config.coordinator, progress_atom_v, encode(report));
+  st.reported.push_back(st.current);
+  st.reported_loss.push_back(st.current_loss);
+  st.current_reported = true;
+  self->send(config.coordinator->handle(), progress_atom_v, encode(report));
   maybe_compute(self, config);
 }
 
@@ -100,7 +113,7 @@ void find_again(self_ptr self, const worker_config& config, size_t b, const buck
     return fail(self, config, "bucket " + std::to_string(b) + " keeps failing", why);
   config.log.warn("bucket {} did not answer ({}); asking the coordinator where it is now", b,
                   describe(why));
-  self->request(config.coordinator, config.request_timeout, which_atom_v, static_cast<uint32_t>(b),
+  self->request(config.coordinator->handle(), config.request_timeout, which_atom_v, static_cast<uint32_t>(b),
                 failed)
       .then(
           [=](bucket_actor& now) {
@@ -108,7 +121,12 @@ void find_again(self_ptr self, const worker_config& config, size_t b, const buck
             self->state.buckets[b] = std::move(now);
             retry();
           },
-          [=](caf::error& err) { fail(self, config, "finding bucket " + std::to_string(b), err); });
+          [=](caf::error& err) {
+            if (!wait_for_standby(config, err))
+              return fail(self, config, "finding bucket " + std::to_string(b), err);
+            self->state.after_rejoin.push_back(
+                [=] { find_again(self, config, b, failed, attempt, why, retry); });
+          });
 }
 
 // Whether a failed request lost its bucket (as opposed to the bucket refusing the message):
@@ -228,7 +246,7 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   if (st.queue.empty()) {
     if (st.exhausted && !st.finished) {
       st.finished = true;
-      self->send(config.coordinator, done_atom_v, st.job->worker);
+      self->send(config.coordinator->handle(), done_atom_v, st.job->worker);
     }
     return;  // otherwise a claim is on its way
   }
@@ -238,6 +256,7 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   }
   st.have_params = false;
   st.current = st.queue.front();
+  st.current_reported = false;
   st.queue.pop_front();
   claim_work(self, config);
   // A prefetch asks for the values after this chunk's own push (clock + 1): ssp and bsp hold
@@ -380,36 +399,77 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   if (st.tables.empty()) pull_round(self, config);  // rows need a chunk: pull once it comes
 }
 
+// This process's coordinator watch found the coordinator of `term` (a standby that took over):
+// the worker registers again, saying where it is, and goes on once it is accepted. Term 0: no
+// coordinator is left.
+void rejoin(self_ptr self, const worker_config& config, uint64_t term) {
+  if (!self->current_sender() || self->current_sender()->node() != self->node()) return;
+  auto& st = self->state;
+  if (term == 0 || !st.job)
+    return fail(self, config, make_error(errc::job_failed, "lost the coordinator"));
+  rejoin_request request{role::worker, config.name, st.job->worker};
+  request.clock = st.clock;
+  request.compute_s = st.compute_s;
+  request.wall_s = seconds_since(st.started);
+  request.done = st.finished;
+  request.held.assign(st.queue.begin(), st.queue.end());
+  if (!st.current_reported) request.held.push_back(st.current);
+  request.finished = st.reported;
+  request.finished_loss = st.reported_loss;
+  request.steps = 0;
+  for (const auto& c : st.reported) request.steps += c.count;
+  const auto coordinator = config.coordinator->handle();
+  self->monitor(coordinator);
+  self->request(coordinator, config.request_timeout, rejoin_atom_v, encode(request),
+                caf::actor_cast<worker_actor>(self))
+      .then(
+          [=](const wire&) {
+            auto& st = self->state;
+            config.log.info("rejoined the coordinator of term {}", term);
+            auto waiting = std::move(st.after_rejoin);
+            st.after_rejoin.clear();
+            for (auto& f : waiting) f();
+            claim_work(self, config);
+            maybe_compute(self, config);
+          },
+          [=](caf::error& err) { fail(self, config, "rejoining the coordinator", err); });
+}
+
 }  // namespace
 
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,
                                    worker_config config) {
   accept_exits_only_from(self, config.supervisor, config.log);
   self->state.metrics = worker_metrics::of(config.metrics, config.name);
-  self->monitor(config.coordinator);
+  self->monitor(config.coordinator->handle());
+  config.coordinator->subscribe(self->address());
   self->set_down_handler([=](caf::down_msg& msg) {
     if (self->state.stopping) return;
-    if (msg.source != config.coordinator.address()) return on_bucket_down(self, msg);
+    if (msg.source != config.coordinator->address()) return on_bucket_down(self, msg);
+    if (config.coordinator->standby_listed())
+      return config.log.warn("lost the coordinator ({}); waiting for its standby",
+                             describe(msg.reason));
     fail(self, config, make_error(errc::job_failed, "lost the coordinator"));
   });
   const join_request request{role::worker, config.name, static_cast<uint32_t>(::getpid())};
-  self->request(config.coordinator, config.request_timeout, join_atom_v, encode(request),
+  self->request(config.coordinator->handle(), config.request_timeout, join_atom_v, encode(request),
                 caf::actor_cast<worker_actor>(self))
       .then([=](const wire&) { config.log.debug("joined the coordinator"); },
             [=](caf::error& err) { fail(self, config, "joining the coordinator", err); });
   return {
+      [=](rejoin_atom, uint64_t term) { rejoin(self, config, term); },
       [=](start_atom, const wire& w, std::vector<bucket_actor> buckets) {
-        if (!sent_by(self, config.coordinator.address()))
+        if (!sent_by(self, config.coordinator->address()))
           return config.log.warn("ignored a start that is not from the coordinator");
         if (self->state.job) return config.log.warn("ignored a second start");
         start(self, config, w, std::move(buckets));
       },
       [=](stop_atom, const std::string& failure) {
-        return stop_on_request(self, config.coordinator.address(), failure, "worker");
+        return stop_on_request(self, config.coordinator->address(), failure, "worker");
       },
       [=](pause_atom) -> caf::result<bool> {
         auto& st = self->state;
-        if (!sent_by(self, config.coordinator.address()))
+        if (!sent_by(self, config.coordinator->address()))
           return make_error(errc::authentication_failed, "only the coordinator pauses a worker");
         st.paused = true;
         if (st.pushes_pending == 0) return true;
@@ -417,7 +477,7 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         return st.pauses.back();
       },
       [=](resume_atom) {
-        if (!sent_by(self, config.coordinator.address())) return;
+        if (!sent_by(self, config.coordinator->address())) return;
         auto& st = self->state;
         st.paused = false;
         for (auto& p : st.pauses) p.deliver(true);  // whoever paused has given up waiting
@@ -427,14 +487,14 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         maybe_compute(self, config);
       },
       [=](fault_atom) {
-        crash_on_purpose(self, config.coordinator.address(), config.name, config.log);
+        crash_on_purpose(self, config.coordinator->address(), config.name, config.log);
       },
       [=](metrics_atom) {
         set(self->state.metrics.mailbox, double(self->mailbox().size()));
-        return metrics_for(self, config.coordinator.address(), config.metrics);
+        return metrics_for(self, config.coordinator->address(), config.metrics);
       },
       [=](log_atom, const std::string& level) {
-        set_level_from(self, config.coordinator.address(), level, config.log);
+        set_level_from(self, config.coordinator->address(), level, config.log);
       },
   };
 }

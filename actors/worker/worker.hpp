@@ -19,6 +19,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/supervision/coordinator_link.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/layout.hpp"
@@ -28,7 +29,7 @@
 namespace troupe {
 
 struct worker_config {
-  coordinator_actor coordinator;
+  coordinator_link_ptr coordinator;
   std::shared_ptr<const training_task> task;
   std::string name;
   std::chrono::seconds request_timeout{30};
@@ -61,6 +62,13 @@ struct worker_state {
   std::deque<work_chunk> queue;    // chunks claimed and not yet computed (at most two)
   work_chunk current;              // the chunk whose gradient is being pushed
   double current_loss = 0;         // its summed batch losses
+  bool current_reported = true;    // its progress was sent (or no chunk is being pushed)
+  // Every chunk this worker finished and reported, with its summed losses: a coordinator that
+  // took over from one that died learns from them what the dead one had heard (rejoin).
+  std::vector<work_chunk> reported;
+  std::vector<double> reported_loss;
+  // What waits for the coordinator to be back (a standby taking over): run once rejoined.
+  std::vector<std::function<void()>> after_rejoin;
   double chunk_staleness = 0;      // summed staleness of its pushes' acks so far
   uint32_t chunk_acks = 0;
   bool claim_pending = false;  // a claim request is in flight

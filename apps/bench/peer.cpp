@@ -31,7 +31,7 @@ server_actor::behavior_type bucket_host(server_actor::pointer self) {
       [=](host_atom, const wire& w) -> caf::result<bucket_actor> {
         auto spec = decode<bucket_spec>(w);
         if (!spec) return std::move(spec.error());
-        const bucket_actor_config config{self->address(), self->address(), std::chrono::seconds(30),
+        const bucket_actor_config config{self->address(), fixed_link(caf::actor_cast<coordinator_actor>(self)), std::chrono::seconds(30),
                                          logger{"bench-bucket", log_level::error}};
         return self->spawn<caf::linked>(parameter_bucket,
                                         std::make_shared<bucket_store>(std::move(*spec)), config);
@@ -45,6 +45,7 @@ server_actor::behavior_type bucket_host(server_actor::pointer self) {
       [=](fault_atom) { self->quit(); },
       [](metrics_atom) { return std::string{}; },  // the bench host keeps no metrics
       [](log_atom, const std::string&) {},
+      [](rejoin_atom, uint64_t) {},  // the bench host has no coordinator to rejoin
   };
 }
 

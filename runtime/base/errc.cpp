@@ -34,6 +34,8 @@ std::string to_string(errc code) {
       return "job_failed";
     case errc::collective_failed:
       return "collective_failed";
+    case errc::deposed:
+      return "deposed";
   }
   return "unknown_error";
 }

@@ -186,6 +186,13 @@ caf::error validate(const launch_options& o) {
   if (o.heartbeat_interval.count() <= 0 || o.heartbeat_timeout <= o.heartbeat_interval)
     return bad("--heartbeat-ms must be positive and below --heartbeat-timeout-ms");
   if (o.restart_period.count() <= 0) return bad("--restart-period-ms must be positive");
+  if (o.takeover_timeout <= o.heartbeat_timeout)
+    return bad("--takeover-timeout-ms must be above --heartbeat-timeout-ms");
+  if (o.standby_of.port != 0 && o.role != node_role::coordinator)
+    return bad("--standby-of is for --role coordinator");
+  if (o.standby_of.port != 0 && o.data_parallel())
+    return bad("--standby-of: a standby coordinator follows parameter-service jobs only (not "
+               "yet --mode dp or hybrid)");
   if (o.replication < 1 || o.replication > 3)
     return bad("--replication must be 1, 2 or 3 (a primary and a chain of R - 1 backups)");
   const bool places_buckets = o.role == node_role::coordinator || o.role == node_role::embedded;

@@ -54,7 +54,8 @@ struct fixture {
   }
 
   bucket_actor_config config() const {
-    return bucket_actor_config{(*self)->address(), (*self)->address(), timeout,
+    return bucket_actor_config{(*self)->address(),
+                               fixed_link(caf::actor_cast<coordinator_actor>(*self)), timeout,
                                logger{"bucket", log_level::error}};
   }
 

@@ -24,6 +24,7 @@ enum class errc : uint8_t {
   not_primary,            // a bucket whose backup was promoted in its place: ask for the new one
   device_failure,         // a GPU (CUDA, cuBLAS) call failed, or there is no GPU
   collective_failed,      // an allreduce (or other collective) failed: a peer is gone or late
+  deposed,                // a coordinator whose standby took over (a newer term): it must stop
 };
 
 std::string to_string(errc code);

@@ -139,6 +139,10 @@ struct launch_options {
   std::chrono::seconds request_timeout{30};
   std::chrono::milliseconds heartbeat_interval{500};  // how often nodes say they are alive
   std::chrono::milliseconds heartbeat_timeout{2000};  // silence after which a node is lost
+  // --standby-of: this coordinator is the standby of the one there (port 0: none); it takes
+  // over when that one goes down or is silent for --takeover-timeout-ms of its running time.
+  host_port standby_of{"", 0};
+  std::chrono::milliseconds takeover_timeout{10000};
   uint32_t max_restarts = 3;                          // per node supervisor, within the period
   std::chrono::milliseconds restart_period{10000};
   uint32_t replication = 1;       // copies of each bucket, on different servers

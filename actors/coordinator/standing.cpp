@@ -1,0 +1,92 @@
+// The primary's side of the standby coordinator: what the standby follows (the coordinator's
+// standing), sending it every heartbeat interval and after changes, and stopping when the
+// standby says it has taken over (a deposed primary must not act on the job again).
+#include <fmt/format.h>
+
+#include "actors/coordinator/coordinator_parts.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::coordination {
+
+namespace {
+
+member_standing standing_of(const member& m) {
+  return member_standing{m.name,  m.data,  m.lost,      m.done,  m.draining,
+                         m.drained, m.steps, m.clock, m.compute_s, m.wall_s};
+}
+
+}  // namespace
+
+coordinator_standing standing_of(const coordinator_state& st, const coordinator_config& config) {
+  coordinator_standing x;
+  x.term = st.succession.term;
+  x.training = st.phase == job_phase::training && st.training.work && !config.opts.hybrid();
+  if (x.training) x.plan = job_progress(st);
+  for (const auto& m : st.roster.server_members) x.servers.push_back(standing_of(m));
+  for (const auto& m : st.roster.worker_members) x.workers.push_back(standing_of(m));
+  for (const auto& home : st.directory.homes) {
+    home_standing h{home.primary_server, {}};
+    for (const auto& copy : home.backups) h.backups.push_back(copy.server);
+    x.homes.push_back(std::move(h));
+  }
+  const job_report& r = st.report;
+  x.losses = r.losses;
+  x.takeovers = r.takeovers;
+  x.workers_lost = r.workers_lost;
+  x.drained = r.drained;
+  x.written = st.checkpoints.written;
+  x.restarts = r.restarts;
+  x.escalations = r.escalations;
+  x.since_last = st.checkpoints.since_last;
+  x.chunks_done = st.checkpoints.chunks_done;
+  x.resumed_from_step = r.resumed_from_step;
+  x.recovery_s = r.recovery_s;
+  x.resumed_wall_s = st.checkpoints.resumed_wall_s;
+  return x;
+}
+
+uint64_t follow(self_ptr self, const coordinator_config& config, standby_actor standby) {
+  auto& heir = self->state.succession;
+  if (heir.follower) config.log.warn("a new standby replaces the one that followed us");
+  config.log.info("a standby coordinator follows us (term {})", heir.term);
+  self->monitor(standby);
+  heir.follower = std::move(standby);
+  heir.confirmed = true;
+  send_standing(self, config);
+  return heir.term;
+}
+
+void send_standing(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  if (!st.succession.follower || st.phase == job_phase::finishing) return;
+  const auto follower = st.succession.follower;
+  self->request(follower, config.opts.takeover_timeout, state_atom_v, st.succession.term,
+                encode(standing_of(st, config)))
+      .then(
+          [=](bool) {
+            auto& heir = self->state.succession;
+            heir.confirmed = true;
+            heir.told_unreachable = false;
+          },
+          [=](caf::error& err) {
+            auto& heir = self->state.succession;
+            if (has_code(err, errc::deposed)) {
+              // Not fail(): the report and the members are the new coordinator's now.
+              config.log.error("{}; stopping without touching the job", describe(err));
+              self->state.phase = job_phase::finishing;
+              return self->quit(std::move(err));
+            }
+            if (!heir.told_unreachable && heir.follower == follower)
+              config.log.warn("the standby did not take our state: {}", describe(err));
+            heir.told_unreachable = true;
+          });
+}
+
+void release_follower(self_ptr self, const std::string& failure) {
+  auto& heir = self->state.succession;
+  if (!heir.follower) return;
+  self->send(heir.follower, stop_atom_v, failure);
+  heir.follower = standby_actor{};
+}
+
+}  // namespace troupe::coordination

@@ -1,0 +1,261 @@
+// A standby taking over: the coordinator starts from the old primary's last standing (members,
+// placement, the work plan, the report so far) with no handles, and each member rejoins with
+// its own (a server with its buckets', a worker with where it is). Once every member the
+// standing names is back, or when the takeover's deadline passes (the ones not back are lost,
+// as if their heartbeats had stopped), the work plan learns what the workers did since that
+// standing and the job goes on.
+#include <fmt/format.h>
+
+#include "actors/coordinator/coordinator_parts.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::coordination {
+
+namespace {
+
+void restore_member(member& m, const member_standing& x) {
+  m.name = x.name;
+  m.data = x.data;
+  m.lost = x.lost;
+  m.done = x.done;
+  m.draining = x.draining;
+  m.drained = x.drained;
+  m.steps = x.steps;
+  m.clock = x.clock;
+  m.compute_s = x.compute_s;
+  m.wall_s = x.wall_s;
+}
+
+void restore_report(coordinator_state& st, const coordinator_standing& x) {
+  job_report& r = st.report;
+  r.losses = x.losses;
+  r.takeovers = x.takeovers;
+  r.workers_lost = x.workers_lost;
+  r.drained = x.drained;
+  r.restarts = x.restarts;
+  r.escalations = x.escalations;
+  r.resumed_from_step = x.resumed_from_step;
+  r.recovery_s = x.recovery_s;
+  r.checkpoints = x.written.size();
+  r.epochs = x.plan.history;
+  st.checkpoints.written = x.written;
+  st.checkpoints.since_last = x.since_last;
+  st.checkpoints.chunks_done = x.chunks_done;
+  st.checkpoints.resumed_wall_s = x.resumed_wall_s;
+}
+
+// Whether every member the standing names as live has rejoined.
+bool everyone_back(const coordinator_state& st) {
+  for (const auto* members : {&st.roster.server_members, &st.roster.worker_members})
+    for (const auto& m : *members)
+      if (!m.lost && !m.address) return false;
+  return true;
+}
+
+join_reply reply_for(const coordinator_state& st, const coordinator_config& config,
+                     uint32_t rank) {
+  return join_reply{rank, config.opts.workers, config.opts.servers, st.succession.term};
+}
+
+// The rejoined workers' accounts: their chunks go back into the plan, and the losses of the
+// chunks the old primary never heard of into the epochs'.
+void reconcile_work(coordinator_state& st, const coordinator_config& config) {
+  uint64_t counted_batches = 0;
+  for (const auto& account : st.succession.accounts) {
+    const auto counted = st.training.work->adopt(account.rank, account.held, account.finished);
+    for (size_t i : counted) {
+      const auto& c = account.finished[i];
+      st.training.epoch_loss[c.epoch] += account.finished_loss[i];
+      st.training.epoch_batches[c.epoch] += c.count;
+      counted_batches += c.count;
+      ++st.checkpoints.chunks_done;
+    }
+  }
+  st.succession.accounts.clear();
+  config.log.info("the workers finished {} batches the old coordinator had not counted",
+                  counted_batches);
+}
+
+void finish_takeover(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  auto& heir = st.succession;
+  heir.rejoining = false;
+  reconcile_work(st, config);
+  const double took = seconds_since(heir.lost_at);
+  st.report.takeovers.push_back(takeover_event{heir.lost_at_s, took, heir.term});
+  config.log.info("took over as the coordinator of term {} in {:.2f} s", heir.term, took);
+  for (auto& [reply, rank] : heir.replies) reply.deliver(encode(reply_for(st, config, rank)));
+  heir.replies.clear();
+  const std::string why = "did not rejoin after the takeover";
+  for (size_t w = 0; w < st.roster.worker_members.size(); ++w)
+    if (!st.roster.worker_members[w].lost && !st.roster.worker_members[w].address)
+      lose_worker(self, config, w, why);
+  for (size_t s = 0; s < st.roster.server_members.size(); ++s)
+    if (!st.roster.server_members[s].lost && !st.roster.server_members[s].address)
+      lose_server(self, config, s, why);
+  if (st.phase != job_phase::training) return;  // a loss ended the job
+  for (uint32_t b = 0; b < st.directory.buckets.size(); ++b) {
+    auto& home = st.directory.homes[b];
+    if (!st.directory.buckets[b] && !home.recovering)
+      return fail(self, config,
+                  fmt::format("bucket {}: its primary's server rejoined without it", b));
+    // A backup its server did not name (one being added when the old primary went) leaves.
+    const auto unnamed = [](const bucket_copy& c) { return !c.handle; };
+    if (std::any_of(home.backups.begin(), home.backups.end(), unnamed)) {
+      config.log.warn("bucket {}: a backup its server did not name leaves the chain", b);
+      std::erase_if(home.backups, unnamed);
+      relink_restarted(self, config, b, 0);
+      fill_chain(self, config, b);
+    }
+  }
+  for (uint32_t r = 0; r < st.roster.worker_members.size(); ++r)
+    if (st.roster.worker_members[r].lost || st.roster.worker_members[r].done)
+      retire_everywhere(self, r);  // a done message may have gone with the old primary
+  send_standing(self, config);
+  settle_work(self, config);
+}
+
+// Checks a rejoin against the standing: the member of that role and rank, by name, live.
+caf::expected<rejoin_request> check_rejoin(const coordinator_state& st, const wire& w, role as,
+                                           const std::vector<member>& members) {
+  auto request = decode<rejoin_request>(w);
+  if (!request) return std::move(request.error());
+  if (request->sender != as)
+    return make_error(errc::malformed_message, "rejoin: role does not match the handle");
+  if (request->rank >= members.size() || members[request->rank].name != request->name)
+    return make_error(errc::authentication_failed,
+                      fmt::format("rejoin: no {} '{}' of rank {} in this job", to_string(as),
+                                  request->name, request->rank));
+  if (members[request->rank].lost)
+    return make_error(errc::job_failed, "rejoin: this member was declared lost");
+  if (!st.succession.rejoining && !members[request->rank].address)
+    return make_error(errc::job_failed, "rejoin: too late, the takeover is over");
+  return request;
+}
+
+template <class Handle>
+void readmit(self_ptr self, member& m, const Handle& handle) {
+  m.address = handle.address();
+  m.heard = heartbeat_monitor::clock::now();
+  self->monitor(handle);
+  self->state.roster.beats.heard(m.name, m.heard);
+}
+
+}  // namespace
+
+void take_over(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  const coordinator_standing& x = *config.takeover;
+  auto& heir = st.succession;
+  heir.term = x.term + 1;
+  heir.rejoining = true;
+  heir.lost_at = std::chrono::steady_clock::now();  // the standby has just judged it lost
+  heir.deadline = heir.lost_at + 2 * config.opts.takeover_timeout;
+  const double behind = std::chrono::duration<double>(heir.lost_at - config.takeover_heard).count();
+  // Training time goes on from the old primary's, counted from when its last state came.
+  const double trained = x.plan.wall_s - x.resumed_wall_s;
+  st.training.started = config.takeover_heard - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                    std::chrono::duration<double>(trained));
+  heir.lost_at_s = x.plan.wall_s + behind;
+  st.roster.servers.resize(x.servers.size());
+  st.roster.server_members.resize(x.servers.size());
+  for (size_t i = 0; i < x.servers.size(); ++i) restore_member(st.roster.server_members[i], x.servers[i]);
+  st.roster.workers.resize(x.workers.size());
+  st.roster.worker_members.resize(x.workers.size());
+  for (size_t i = 0; i < x.workers.size(); ++i) restore_member(st.roster.worker_members[i], x.workers[i]);
+  restore_report(st, x);
+  st.phase = job_phase::training;
+  if (auto err = lay_out_buckets(self, config)) return fail(self, config, describe(err));
+  if (x.homes.size() != st.directory.homes.size() || x.plan.epochs != config.opts.epochs)
+    return fail(self, config, "the old primary's state does not fit this job's flags");
+  for (size_t b = 0; b < x.homes.size(); ++b) {
+    auto& home = st.directory.homes[b];
+    home.primary_server = x.homes[b].primary;
+    for (uint32_t s : x.homes[b].backups) home.backups.push_back(bucket_copy{{}, s, 0});
+  }
+  st.directory.placed = st.directory.buckets.size();
+  st.training.work = work_plan::restore(x.plan, static_cast<uint32_t>(x.workers.size()));
+  st.training.epoch_loss = x.plan.epoch_loss;
+  st.training.epoch_batches = x.plan.epoch_batches;
+  st.evaluation.rows = config.task->evaluation_rows();
+  st.evaluation.rows.resize(config.task->sparse_tables().size());
+  st.evaluation.evaluated = x.plan.evaluated;
+  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  st.report.losses.push_back(loss_event{"coordinator (term " + std::to_string(x.term) + ")",
+                                        role::coordinator, heir.lost_at_s,
+                                        static_cast<uint64_t>(unix_ms), config.takeover_why});
+  add(st.metrics.lost, 1);
+  config.log.warn("taking over from the coordinator of term {} ({}); waiting for {} servers and "
+                  "{} workers to rejoin",
+                  x.term, config.takeover_why, x.servers.size(), x.workers.size());
+}
+
+caf::result<wire> rejoin_server(self_ptr self, const coordinator_config& config, const wire& w,
+                                server_actor handle, std::vector<bucket_actor> buckets) {
+  auto& st = self->state;
+  auto request = check_rejoin(st, w, role::server, st.roster.server_members);
+  if (!request) return std::move(request.error());
+  if (request->buckets.size() != buckets.size())
+    return make_error(errc::malformed_message, "rejoin: one handle per bucket");
+  const uint32_t s = request->rank;
+  auto& m = st.roster.server_members[s];
+  if (m.address) {  // our own member, after its watch lost us for a while: nothing changes
+    if (m.address != handle.address())
+      return make_error(errc::bad_configuration, "rejoin: another server has that name");
+    return encode(reply_for(st, config, s));
+  }
+  st.roster.servers[s] = handle;
+  readmit(self, m, handle);
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const uint32_t b = request->buckets[i];
+    if (b >= st.directory.homes.size()) continue;
+    auto& home = st.directory.homes[b];
+    if (home.primary_server == s)
+      st.directory.buckets[b] = buckets[i];
+    else if (auto k = home.backup_on(s))
+      home.backups[*k].handle = buckets[i];
+  }
+  config.log.info("server '{}' rejoined with {} buckets", m.name, buckets.size());
+  if (everyone_back(st)) finish_takeover(self, config);
+  return encode(reply_for(st, config, s));
+}
+
+caf::result<wire> rejoin_worker(self_ptr self, const coordinator_config& config, const wire& w,
+                                worker_actor handle) {
+  auto& st = self->state;
+  auto request = check_rejoin(st, w, role::worker, st.roster.worker_members);
+  if (!request) return std::move(request.error());
+  const uint32_t r = request->rank;
+  auto& m = st.roster.worker_members[r];
+  if (m.address) {
+    if (m.address != handle.address())
+      return make_error(errc::bad_configuration, "rejoin: another worker has that name");
+    return encode(reply_for(st, config, r));
+  }
+  st.roster.workers[r] = handle;
+  readmit(self, m, handle);
+  m.steps = request->steps;
+  m.clock = request->clock;
+  m.compute_s = request->compute_s;
+  m.wall_s = request->wall_s;
+  m.done = m.done || request->done;
+  config.log.info("worker '{}' rejoined: {} batches, {} chunks held", m.name, m.steps,
+                  request->held.size());
+  st.succession.accounts.push_back(std::move(*request));
+  auto reply = self->make_response_promise<wire>();
+  st.succession.replies.emplace_back(reply, r);
+  if (everyone_back(st)) finish_takeover(self, config);
+  return reply;
+}
+
+void check_takeover(self_ptr self, const coordinator_config& config) {
+  auto& heir = self->state.succession;
+  if (heir.rejoining && std::chrono::steady_clock::now() >= heir.deadline) {
+    config.log.warn("the takeover's deadline passed: members not back are lost");
+    finish_takeover(self, config);
+  }
+}
+
+}  // namespace troupe::coordination
