@@ -49,12 +49,16 @@ bool wait_for_standby(const worker_config& config, const caf::error& err) {
 void claim_work(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   // Paused (a checkpoint, a drain): no new work, which a drained worker could not finish.
-  if (st.claim_pending || st.exhausted || st.paused || st.queue.size() >= 2) return;
+  // Rejoining a standby that takes over: it hands out work once it knows what we did.
+  if (st.claim_pending || st.exhausted || st.paused || st.rejoining || st.queue.size() >= 2)
+    return;
   st.claim_pending = true;
-  self->request(config.coordinator->handle(), config.request_timeout, claim_atom_v, st.job->worker)
+  const auto to = config.coordinator->handle();
+  self->request(to, config.request_timeout, claim_atom_v, st.job->worker)
       .then(
           [=](const wire& w) {
             auto& st = self->state;
+            if (to != config.coordinator->handle()) return;  // a deposed coordinator's chunk
             st.claim_pending = false;
             auto chunk = decode<work_chunk>(w);
             if (!chunk) return fail(self, config, "claiming work", chunk.error());
@@ -66,6 +70,7 @@ void claim_work(self_ptr self, const worker_config& config) {
             maybe_compute(self, config);
           },
           [=](caf::error& err) {
+            if (to != config.coordinator->handle()) return;  // rejoining reset claim_pending
             if (!wait_for_standby(config, err)) return fail(self, config, "claiming work", err);
             config.log.warn("claiming work: {}; waiting for the coordinator", describe(err));
             self->state.claim_pending = false;  // claimed again once rejoined
@@ -420,11 +425,14 @@ void rejoin(self_ptr self, const worker_config& config, uint64_t term) {
   for (const auto& c : st.reported) request.steps += c.count;
   const auto coordinator = config.coordinator->handle();
   self->monitor(coordinator);
+  st.rejoining = true;
+  st.claim_pending = false;  // a claim still out went to the lost coordinator
   self->request(coordinator, config.request_timeout, rejoin_atom_v, encode(request),
                 caf::actor_cast<worker_actor>(self))
       .then(
           [=](const wire&) {
             auto& st = self->state;
+            st.rejoining = false;
             config.log.info("rejoined the coordinator of term {}", term);
             auto waiting = std::move(st.after_rejoin);
             st.after_rejoin.clear();

@@ -72,6 +72,7 @@ struct worker_state {
   double chunk_staleness = 0;      // summed staleness of its pushes' acks so far
   uint32_t chunk_acks = 0;
   bool claim_pending = false;  // a claim request is in flight
+  bool rejoining = false;      // registering with a standby that takes over
   bool exhausted = false;      // the coordinator has no work left for us
   bool finished = false;       // done has been sent
   uint64_t clock = 0;          // pushes done: the worker's logical clock

@@ -52,26 +52,41 @@ struct fmnist_cluster {
   std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests",
                                   "TROUPE_OPERATOR_SECRET=an-operator-secret-for-tests"};
   std::unique_ptr<child_process> coordinator;
+  std::unique_ptr<child_process> standby;  // with_standby: it follows the coordinator
+  std::string standby_address;
   std::vector<std::unique_ptr<child_process>> servers, workers;
 
-  // `flags` go to every process; `coordinator_flags` to the coordinator only.
+  // `flags` go to every process; `coordinator_flags` to the coordinator (and its standby) only.
+  // With a standby, the members are given both addresses.
   fmnist_cluster(const std::vector<std::string>& flags, uint32_t server_count = 2,
-                 uint32_t worker_count = 2, std::vector<std::string> coordinator_flags = {}) {
-    coordinator_flags.insert(
-        coordinator_flags.end(),
-        {"--role", "coordinator", "--listen", address, "--servers", std::to_string(server_count),
-         "--workers", std::to_string(worker_count), "--report", report.string()});
-    coordinator = std::make_unique<child_process>(fmnist_command(coordinator_flags, flags),
+                 uint32_t worker_count = 2, std::vector<std::string> coordinator_flags = {},
+                 bool with_standby = false) {
+    coordinator_flags.insert(coordinator_flags.end(),
+                             {"--role", "coordinator", "--servers", std::to_string(server_count),
+                              "--workers", std::to_string(worker_count), "--report",
+                              report.string()});
+    auto primary_flags = coordinator_flags;
+    primary_flags.insert(primary_flags.end(), {"--listen", address});
+    coordinator = std::make_unique<child_process>(fmnist_command(primary_flags, flags),
                                                   scratch("c-" + tag + ".log").string(), env);
+    std::string members_join = address;
+    if (with_standby) {
+      standby_address = "127.0.0.1:" + std::to_string(free_port());
+      coordinator_flags.insert(coordinator_flags.end(),
+                               {"--listen", standby_address, "--standby-of", address});
+      standby = std::make_unique<child_process>(fmnist_command(coordinator_flags, flags),
+                                                scratch("c2-" + tag + ".log").string(), env);
+      members_join += "," + standby_address;
+    }
     for (uint32_t i = 0; i < server_count; ++i)
       servers.push_back(std::make_unique<child_process>(
-          fmnist_command({"--role", "server", "--coordinator", address, "--name",
+          fmnist_command({"--role", "server", "--coordinator", members_join, "--name",
                           "server-" + std::to_string(i) + "-" + tag},
                          flags),
           scratch("s" + std::to_string(i) + "-" + tag + ".log").string(), env));
     for (uint32_t i = 0; i < worker_count; ++i)
       workers.push_back(std::make_unique<child_process>(
-          fmnist_command({"--role", "worker", "--coordinator", address, "--name",
+          fmnist_command({"--role", "worker", "--coordinator", members_join, "--name",
                           "worker-" + std::to_string(i) + "-" + tag},
                          flags),
           scratch("w" + std::to_string(i) + "-" + tag + ".log").string(), env));
