@@ -48,7 +48,6 @@ namespace {
 
 constexpr size_t max_nonce_bytes = 64;
 
-
 }  // namespace
 
 namespace detail {

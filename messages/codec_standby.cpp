@@ -141,7 +141,8 @@ caf::expected<coordinator_standing> decode<coordinator_standing>(const wire& w,
                                                                  const codec_limits& limits) {
   return detail::read_root<schema::Standing, coordinator_standing>(
       w, limits,
-      [](schema::Standing::Reader in, decode_budget& budget) -> caf::expected<coordinator_standing> {
+      [](schema::Standing::Reader in,
+         decode_budget& budget) -> caf::expected<coordinator_standing> {
         coordinator_standing x;
         x.term = in.getTerm();
         x.training = in.getTraining();
@@ -225,8 +226,7 @@ caf::expected<rejoin_request> decode<rejoin_request>(const wire& w, const codec_
         if (!data) return std::move(data.error());
         if (!held) return std::move(held.error());
         if (!finished) return std::move(finished.error());
-        if (in.getBuckets().size() > max_members ||
-            in.getFinishedLoss().size() != finished->size())
+        if (in.getBuckets().size() > max_members || in.getFinishedLoss().size() != finished->size())
           return make_error(errc::malformed_message, "rejoin: inconsistent sizes");
         x.sender = *sender;
         x.name = std::move(*name);

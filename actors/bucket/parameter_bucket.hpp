@@ -67,7 +67,7 @@ struct bucket_actor_state {
 };
 
 struct bucket_actor_config {
-  caf::actor_addr supervisor;  // the only one whose exit messages count
+  caf::actor_addr supervisor;       // the only one whose exit messages count
   coordinator_link_ptr controller;  // the coordinator
   std::chrono::seconds request_timeout{30};
   logger log;

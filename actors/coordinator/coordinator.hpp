@@ -193,8 +193,8 @@ struct succession_state {
   bool told_unreachable = false;  // the follower's silence was logged
   // Taking over:
   bool rejoining = false;
-  std::chrono::steady_clock::time_point lost_at;  // when the old primary was judged lost
-  double lost_at_s = 0;                           // the same, in training seconds
+  std::chrono::steady_clock::time_point lost_at;   // when the old primary was judged lost
+  double lost_at_s = 0;                            // the same, in training seconds
   std::chrono::steady_clock::time_point deadline;  // members not back by then are lost
   std::vector<rejoin_request> accounts;            // the rejoined workers', reconciled at the end
   std::vector<std::pair<caf::typed_response_promise<wire>, uint32_t>> replies;  // and ranks

@@ -20,10 +20,12 @@ void take_over(self_ptr self, const standby_config& config, const std::string& w
   if (!st.latest) {
     config.log.error("the primary was lost ({}) before it sent its state: nothing to take over",
                      why);
-    return self->quit(make_error(errc::job_failed, "the primary was lost before it sent its state"));
+    return self->quit(
+        make_error(errc::job_failed, "the primary was lost before it sent its state"));
   }
   config.log.warn("the primary is lost ({}); taking over", why);
-  const double behind = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.heard).count();
+  const double behind =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - st.heard).count();
   caf::anon_send(config.parent, state_atom_v, *st.latest, why, behind);
 }
 

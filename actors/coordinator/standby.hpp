@@ -31,7 +31,7 @@ struct standby_config {
 
 struct standby_state {
   static inline const char* name = "troupe.standby";
-  std::optional<wire> latest;  // the primary's newest standing
+  std::optional<wire> latest;                   // the primary's newest standing
   std::chrono::steady_clock::time_point heard;  // when it came
   uint64_t term = 0;                            // the primary's
   heartbeat_monitor silence;

@@ -11,7 +11,7 @@ namespace troupe::coordination {
 namespace {
 
 member_standing standing_of(const member& m) {
-  return member_standing{m.name,  m.data,  m.lost,      m.done,  m.draining,
+  return member_standing{m.name,    m.data,  m.lost,  m.done,      m.draining,
                          m.drained, m.steps, m.clock, m.compute_s, m.wall_s};
 }
 

@@ -52,8 +52,7 @@ bool everyone_back(const coordinator_state& st) {
   return true;
 }
 
-join_reply reply_for(const coordinator_state& st, const coordinator_config& config,
-                     uint32_t rank) {
+join_reply reply_for(const coordinator_state& st, const coordinator_config& config, uint32_t rank) {
   return join_reply{rank, config.opts.workers, config.opts.servers, st.succession.term};
 }
 
@@ -154,15 +153,18 @@ void take_over(self_ptr self, const coordinator_config& config) {
   const double behind = std::chrono::duration<double>(heir.lost_at - config.takeover_heard).count();
   // Training time goes on from the old primary's, counted from when its last state came.
   const double trained = x.plan.wall_s - x.resumed_wall_s;
-  st.training.started = config.takeover_heard - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                    std::chrono::duration<double>(trained));
+  st.training.started =
+      config.takeover_heard - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                  std::chrono::duration<double>(trained));
   heir.lost_at_s = x.plan.wall_s + behind;
   st.roster.servers.resize(x.servers.size());
   st.roster.server_members.resize(x.servers.size());
-  for (size_t i = 0; i < x.servers.size(); ++i) restore_member(st.roster.server_members[i], x.servers[i]);
+  for (size_t i = 0; i < x.servers.size(); ++i)
+    restore_member(st.roster.server_members[i], x.servers[i]);
   st.roster.workers.resize(x.workers.size());
   st.roster.worker_members.resize(x.workers.size());
-  for (size_t i = 0; i < x.workers.size(); ++i) restore_member(st.roster.worker_members[i], x.workers[i]);
+  for (size_t i = 0; i < x.workers.size(); ++i)
+    restore_member(st.roster.worker_members[i], x.workers[i]);
   restore_report(st, x);
   st.phase = job_phase::training;
   if (auto err = lay_out_buckets(self, config)) return fail(self, config, describe(err));
@@ -187,9 +189,10 @@ void take_over(self_ptr self, const coordinator_config& config) {
                                         role::coordinator, heir.lost_at_s,
                                         static_cast<uint64_t>(unix_ms), config.takeover_why});
   add(st.metrics.lost, 1);
-  config.log.warn("taking over from the coordinator of term {} ({}); waiting for {} servers and "
-                  "{} workers to rejoin",
-                  x.term, config.takeover_why, x.servers.size(), x.workers.size());
+  config.log.warn(
+      "taking over from the coordinator of term {} ({}); waiting for {} servers and "
+      "{} workers to rejoin",
+      x.term, config.takeover_why, x.servers.size(), x.workers.size());
 }
 
 caf::result<wire> rejoin_server(self_ptr self, const coordinator_config& config, const wire& w,

@@ -21,8 +21,8 @@
 #include "actors/dp/dp_trainer.hpp"
 #include "actors/job/launch_parts.hpp"
 #include "actors/server/server.hpp"
-#include "actors/supervision/gatekeeper.hpp"
 #include "actors/supervision/coordinator_watch.hpp"
+#include "actors/supervision/gatekeeper.hpp"
 #include "actors/supervision/heartbeat.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "actors/supervision/supervisor.hpp"
@@ -211,15 +211,16 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
                                                   log.named("coordinator"), metrics.registry});
     for (uint32_t i = 0; i < opts.servers; ++i) {
       const std::string name = "server-" + std::to_string(i);
-      sys.spawn(server, server_config{fixed_link(coord), name, opts.request_timeout, self->address(),
-                                      log.named(name), endpoint{}, opts.max_restarts,
-                                      opts.restart_period, metrics.registry, *device, app.rules});
+      sys.spawn(server,
+                server_config{fixed_link(coord), name, opts.request_timeout, self->address(),
+                              log.named(name), endpoint{}, opts.max_restarts, opts.restart_period,
+                              metrics.registry, *device, app.rules});
     }
     for (uint32_t i = 0; i < opts.workers; ++i) {
       const std::string name = "worker-" + std::to_string(i);
-      sys.spawn<caf::detached>(
-          worker, worker_config{fixed_link(coord), task, name, opts.request_timeout, self->address(),
-                                log.named(name), metrics.registry});
+      sys.spawn<caf::detached>(worker,
+                               worker_config{fixed_link(coord), task, name, opts.request_timeout,
+                                             self->address(), log.named(name), metrics.registry});
     }
     const int code = wait_for(self, coord.address(), app.name);
     if (*device) self->send_exit(**device, caf::exit_reason::user_shutdown);
@@ -365,29 +366,30 @@ int run_app(int argc, char** argv, const app_description& app) {
     // A server's buckets run side by side on the actor scheduler: one BLAS thread each (DASH's
     // GEMMs), not OpenBLAS's default of one per core in every bucket at once.
     set_blas_threads(static_cast<int>(opts->blas_threads ? opts->blas_threads : 1));
-    return run_member(*opts, role::server, app, log,
-                      [&](caf::actor_system& sys, coordinator_link_ptr coord, const std::string& name,
-                          caf::actor_addr supervisor, std::shared_ptr<metrics_registry> metrics) {
-                        const endpoint data = open_data_port(sys, *opts, log);
-                        // Unreferenced once the server and its buckets end: it ends with them.
-                        auto device = start_dash_device(sys, *opts, log);
-                        if (!device) {
-                          log.error("--dash-device gpu: {}", describe(device.error()));
-                          return caf::actor{};
-                        }
-                        const server_config config{coord,
-                                                   name,
-                                                   opts->request_timeout,
-                                                   supervisor,
-                                                   log,
-                                                   data,
-                                                   opts->max_restarts,
-                                                   opts->restart_period,
-                                                   std::move(metrics),
-                                                   *device,
-                                                   app.rules};
-                        return caf::actor_cast<caf::actor>(sys.spawn(server, config));
-                      });
+    return run_member(
+        *opts, role::server, app, log,
+        [&](caf::actor_system& sys, coordinator_link_ptr coord, const std::string& name,
+            caf::actor_addr supervisor, std::shared_ptr<metrics_registry> metrics) {
+          const endpoint data = open_data_port(sys, *opts, log);
+          // Unreferenced once the server and its buckets end: it ends with them.
+          auto device = start_dash_device(sys, *opts, log);
+          if (!device) {
+            log.error("--dash-device gpu: {}", describe(device.error()));
+            return caf::actor{};
+          }
+          const server_config config{coord,
+                                     name,
+                                     opts->request_timeout,
+                                     supervisor,
+                                     log,
+                                     data,
+                                     opts->max_restarts,
+                                     opts->restart_period,
+                                     std::move(metrics),
+                                     *device,
+                                     app.rules};
+          return caf::actor_cast<caf::actor>(sys.spawn(server, config));
+        });
   }
   auto made = app.make_task(*opts);
   if (!made) {
@@ -413,13 +415,14 @@ int run_app(int argc, char** argv, const app_description& app) {
         break;
     }
     size_blas(*opts, 1);
-    return run_member(*opts, role::worker, app, log,
-                      [&](caf::actor_system& sys, coordinator_link_ptr coord, const std::string& name,
-                          caf::actor_addr parent, std::shared_ptr<metrics_registry>) {
-                        return spawn_trainer(sys, *opts, task,
-                                             caf::actor_cast<dp_coordinator_actor>(coord->handle()), name,
-                                             parent, log, app.rules);
-                      });
+    return run_member(
+        *opts, role::worker, app, log,
+        [&](caf::actor_system& sys, coordinator_link_ptr coord, const std::string& name,
+            caf::actor_addr parent, std::shared_ptr<metrics_registry>) {
+          return spawn_trainer(sys, *opts, task,
+                               caf::actor_cast<dp_coordinator_actor>(coord->handle()), name, parent,
+                               log, app.rules);
+        });
   }
   switch (opts->role) {
     case node_role::embedded:

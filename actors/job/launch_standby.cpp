@@ -51,9 +51,9 @@ int run_standby(const launch_options& opts, std::shared_ptr<const training_task>
                  to_string(opts.standby_of), describe(primary.error()));
       return 1;
     }
-    auto follower = sys.spawn(
-        standby, standby_config{*primary, opts, self->address(), caf::actor_cast<caf::actor>(self),
-                                log.named("standby")});
+    auto follower =
+        sys.spawn(standby, standby_config{*primary, opts, self->address(),
+                                          caf::actor_cast<caf::actor>(self), log.named("standby")});
     wire standing;
     std::string why;
     double behind = 0;
@@ -64,10 +64,9 @@ int run_standby(const launch_options& opts, std::shared_ptr<const training_task>
                               metrics.registry};
     config.opts.resume.clear();  // the job goes on from the primary's state, not a checkpoint
     config.takeover = std::move(*state);
-    config.takeover_heard =
-        std::chrono::steady_clock::now() -
-        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-            std::chrono::duration<double>(behind));
+    config.takeover_heard = std::chrono::steady_clock::now() -
+                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                std::chrono::duration<double>(behind));
     config.takeover_why = why;
     auto coord = sys.spawn(coordinator, config);
     auto gk = publish_gatekeeper(self, opts, coord, app, log);

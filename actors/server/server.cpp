@@ -178,7 +178,9 @@ server_actor::behavior_type server(self_ptr self, server_config config) {
   return {
       [=](host_atom, const wire& w) { return host(self, config, w); },
       [=](rejoin_atom, uint64_t term) { rejoin(self, config, term); },
-      [=](metrics_atom) { return metrics_for(self, config.coordinator->address(), config.metrics); },
+      [=](metrics_atom) {
+        return metrics_for(self, config.coordinator->address(), config.metrics);
+      },
       [=](log_atom, const std::string& level) {
         set_level_from(self, config.coordinator->address(), level, config.log);
       },

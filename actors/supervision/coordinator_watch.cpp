@@ -54,8 +54,7 @@ void look_for_takeover(self_ptr self, const coordinator_watch_config& config,
 // A coordinator answered the handshake: it takes over if its term is not older than ours.
 void try_coordinator(self_ptr self, const coordinator_watch_config& config,
                      coordinator_actor found) {
-  self->request(found, config.opts.request_timeout, heartbeat_atom_v,
-                encode(beat_of(self, config)))
+  self->request(found, config.opts.request_timeout, heartbeat_atom_v, encode(beat_of(self, config)))
       .then(
           [=](uint64_t term) {
             auto& st = self->state;
@@ -73,8 +72,8 @@ void try_coordinator(self_ptr self, const coordinator_watch_config& config,
           },
           [=](caf::error& err) {
             self->state.looking = false;
-            look_for_takeover(self, config, "the coordinator found did not answer: " +
-                                                describe(err));
+            look_for_takeover(self, config,
+                              "the coordinator found did not answer: " + describe(err));
           });
 }
 
@@ -90,8 +89,7 @@ void look_for_takeover(self_ptr self, const coordinator_watch_config& config,
   const size_t n = opts.coordinators.size();
   std::rotate(opts.coordinators.begin(), opts.coordinators.begin() + (++st.tries % n),
               opts.coordinators.end());
-  auto helper =
-      self->spawn<caf::detached>(handshake, opts, config.sender, config.name, config.log);
+  auto helper = self->spawn<caf::detached>(handshake, opts, config.sender, config.name, config.log);
   const auto bound = config.opts.join_timeout + config.opts.request_timeout * 3;
   self->request(helper, bound, join_atom_v)
       .then([=](coordinator_actor& found) { try_coordinator(self, config, std::move(found)); },
@@ -138,8 +136,9 @@ coordinator_watch_actor::behavior_type coordinator_watch(self_ptr self,
         const auto verdict =
             st.answers.expired(heartbeat_monitor::clock::now(), config.opts.takeover_timeout);
         if (!verdict.lost.empty())
-          look_for_takeover(self, config,
-                            fmt::format("no answer for {} ms", config.opts.takeover_timeout.count()));
+          look_for_takeover(
+              self, config,
+              fmt::format("no answer for {} ms", config.opts.takeover_timeout.count()));
       },
   };
 }

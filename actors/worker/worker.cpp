@@ -50,8 +50,7 @@ void claim_work(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   // Paused (a checkpoint, a drain): no new work, which a drained worker could not finish.
   // Rejoining a standby that takes over: it hands out work once it knows what we did.
-  if (st.claim_pending || st.exhausted || st.paused || st.rejoining || st.queue.size() >= 2)
-    return;
+  if (st.claim_pending || st.exhausted || st.paused || st.rejoining || st.queue.size() >= 2) return;
   st.claim_pending = true;
   const auto to = config.coordinator->handle();
   self->request(to, config.request_timeout, claim_atom_v, st.job->worker)
@@ -118,8 +117,8 @@ void find_again(self_ptr self, const worker_config& config, size_t b, const buck
     return fail(self, config, "bucket " + std::to_string(b) + " keeps failing", why);
   config.log.warn("bucket {} did not answer ({}); asking the coordinator where it is now", b,
                   describe(why));
-  self->request(config.coordinator->handle(), config.request_timeout, which_atom_v, static_cast<uint32_t>(b),
-                failed)
+  self->request(config.coordinator->handle(), config.request_timeout, which_atom_v,
+                static_cast<uint32_t>(b), failed)
       .then(
           [=](bucket_actor& now) {
             self->monitor(now);

@@ -69,7 +69,7 @@ struct worker_state {
   std::vector<double> reported_loss;
   // What waits for the coordinator to be back (a standby taking over): run once rejoined.
   std::vector<std::function<void()>> after_rejoin;
-  double chunk_staleness = 0;      // summed staleness of its pushes' acks so far
+  double chunk_staleness = 0;  // summed staleness of its pushes' acks so far
   uint32_t chunk_acks = 0;
   bool claim_pending = false;  // a claim request is in flight
   bool rejoining = false;      // registering with a standby that takes over

@@ -31,8 +31,9 @@ server_actor::behavior_type bucket_host(server_actor::pointer self) {
       [=](host_atom, const wire& w) -> caf::result<bucket_actor> {
         auto spec = decode<bucket_spec>(w);
         if (!spec) return std::move(spec.error());
-        const bucket_actor_config config{self->address(), fixed_link(caf::actor_cast<coordinator_actor>(self)), std::chrono::seconds(30),
-                                         logger{"bench-bucket", log_level::error}};
+        const bucket_actor_config config{
+            self->address(), fixed_link(caf::actor_cast<coordinator_actor>(self)),
+            std::chrono::seconds(30), logger{"bench-bucket", log_level::error}};
         return self->spawn<caf::linked>(parameter_bucket,
                                         std::make_shared<bucket_store>(std::move(*spec)), config);
       },

@@ -63,16 +63,16 @@ std::vector<flag_spec> contract_flags() {
              parsed_by(&parse_host_list,
                        [](launch_options& o, std::vector<host_port> l) { o.coordinators = l; }),
              [](const launch_options& o) { return to_string(o.coordinators); }),
-      custom("standby-of", "HOST:PORT",
-             "coordinator: be the standby of the coordinator there, following its state and "
-             "taking over when it is lost (listen on --listen, list both in the members' "
-             "--coordinator)",
-             scope::any,
-             parsed_by(&parse_host_port,
-                       [](launch_options& o, host_port hp) { o.standby_of = hp; }),
-             [](const launch_options& o) {
-               return o.standby_of.port ? to_string(o.standby_of) : std::string{};
-             }),
+      custom(
+          "standby-of", "HOST:PORT",
+          "coordinator: be the standby of the coordinator there, following its state and "
+          "taking over when it is lost (listen on --listen, list both in the members' "
+          "--coordinator)",
+          scope::any,
+          parsed_by(&parse_host_port, [](launch_options& o, host_port hp) { o.standby_of = hp; }),
+          [](const launch_options& o) {
+            return o.standby_of.port ? to_string(o.standby_of) : std::string{};
+          }),
       custom(
           "secret", "S", "cluster secret; proven, never sent", scope::any,
           [](const std::string& t, launch_options& o) {

@@ -191,8 +191,9 @@ caf::error validate(const launch_options& o) {
   if (o.standby_of.port != 0 && o.role != node_role::coordinator)
     return bad("--standby-of is for --role coordinator");
   if (o.standby_of.port != 0 && o.data_parallel())
-    return bad("--standby-of: a standby coordinator follows parameter-service jobs only (not "
-               "yet --mode dp or hybrid)");
+    return bad(
+        "--standby-of: a standby coordinator follows parameter-service jobs only (not "
+        "yet --mode dp or hybrid)");
   if (o.replication < 1 || o.replication > 3)
     return bad("--replication must be 1, 2 or 3 (a primary and a chain of R - 1 backups)");
   const bool places_buckets = o.role == node_role::coordinator || o.role == node_role::embedded;

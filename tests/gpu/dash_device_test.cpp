@@ -111,8 +111,8 @@ BOOST_FIXTURE_TEST_CASE(a_bucket_with_the_device_trains_as_on_the_cpu, actor_sys
                         *boost::unit_test::precondition(has_gpu{})) {
   caf::scoped_actor self{*sys};
   const auto spec = matrix_spec();
-  bucket_actor_config config{self->address(), fixed_link(caf::actor_cast<coordinator_actor>(self)), std::chrono::seconds(60),
-                             logger{"bucket", log_level::warn}};
+  bucket_actor_config config{self->address(), fixed_link(caf::actor_cast<coordinator_actor>(self)),
+                             std::chrono::seconds(60), logger{"bucket", log_level::warn}};
   auto device = spawn_dash_device(*sys, dash_device_config{});
   BOOST_TEST_REQUIRE(testing::succeeded(device));
   auto metrics = std::make_shared<metrics_registry>();

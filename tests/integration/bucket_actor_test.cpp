@@ -122,8 +122,9 @@ BOOST_AUTO_TEST_CASE(a_bucket_actor_refuses_malformed_pushes_and_keeps_its_value
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   const auto spec = two_slice_spec(optimizer_config{});
-  const bucket_actor_config config{self->address(), fixed_link(caf::actor_cast<coordinator_actor>(self)), std::chrono::seconds(30),
-                                   logger{"bucket", log_level::error}};
+  const bucket_actor_config config{self->address(),
+                                   fixed_link(caf::actor_cast<coordinator_actor>(self)),
+                                   std::chrono::seconds(30), logger{"bucket", log_level::error}};
   auto bucket = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(spec), config);
   const auto timeout = std::chrono::seconds(10);
 

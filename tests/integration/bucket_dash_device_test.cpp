@@ -222,8 +222,8 @@ std::vector<float> train_with(const bucket_spec& spec, std::shared_ptr<metrics_r
   configure_actor_system(cfg, opts);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  bucket_actor_config config{self->address(), fixed_link(caf::actor_cast<coordinator_actor>(self)), std::chrono::seconds(30),
-                             logger{"bucket", log_level::error}};
+  bucket_actor_config config{self->address(), fixed_link(caf::actor_cast<coordinator_actor>(self)),
+                             std::chrono::seconds(30), logger{"bucket", log_level::error}};
   config.metrics = std::move(metrics);
   config.dash_device = sys.spawn(device, args...);
   auto bucket = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(spec), config);

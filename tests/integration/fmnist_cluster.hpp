@@ -61,10 +61,10 @@ struct fmnist_cluster {
   fmnist_cluster(const std::vector<std::string>& flags, uint32_t server_count = 2,
                  uint32_t worker_count = 2, std::vector<std::string> coordinator_flags = {},
                  bool with_standby = false) {
-    coordinator_flags.insert(coordinator_flags.end(),
-                             {"--role", "coordinator", "--servers", std::to_string(server_count),
-                              "--workers", std::to_string(worker_count), "--report",
-                              report.string()});
+    coordinator_flags.insert(
+        coordinator_flags.end(),
+        {"--role", "coordinator", "--servers", std::to_string(server_count), "--workers",
+         std::to_string(worker_count), "--report", report.string()});
     auto primary_flags = coordinator_flags;
     primary_flags.insert(primary_flags.end(), {"--listen", address});
     coordinator = std::make_unique<child_process>(fmnist_command(primary_flags, flags),

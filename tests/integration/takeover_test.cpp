@@ -41,8 +41,10 @@ BOOST_AUTO_TEST_CASE(a_killed_coordinator_is_replaced_by_its_standby_and_nothing
   const auto losses = report_array(report, "losses");
   BOOST_TEST_REQUIRE(losses.size() == 1u);
   BOOST_TEST(losses[0].value("role", std::string{}) == "coordinator");
-  for (auto& node : cluster.servers) BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
-  for (auto& node : cluster.workers) BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+  for (auto& node : cluster.servers)
+    BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+  for (auto& node : cluster.workers)
+    BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_coordinator_paused_for_5_s_keeps_its_job_and_one_coordinator_finishes) {

@@ -143,7 +143,7 @@ struct launch_options {
   // over when that one goes down or is silent for --takeover-timeout-ms of its running time.
   host_port standby_of{"", 0};
   std::chrono::milliseconds takeover_timeout{10000};
-  uint32_t max_restarts = 3;                          // per node supervisor, within the period
+  uint32_t max_restarts = 3;  // per node supervisor, within the period
   std::chrono::milliseconds restart_period{10000};
   uint32_t replication = 1;       // copies of each bucket, on different servers
   std::string checkpoint_dir;     // where checkpoints go (none: no checkpoints)
