@@ -56,7 +56,7 @@ standby_actor::behavior_type standby(self_ptr self, standby_config config) {
         auto& st = self->state;
         if (st.took_over)
           return make_error(errc::deposed,
-                            fmt::format("deposed: the coordinator of term {} took over", term + 1));
+                            fmt::format("the coordinator of term {} took over", term + 1));
         if (!sent_by(self, config.primary.address()))
           return make_error(errc::authentication_failed, "state comes from the primary only");
         auto standing = decode<coordinator_standing>(w);

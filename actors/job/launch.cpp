@@ -266,7 +266,8 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
     fmt::print(stderr, "{}: {}\n", app.name, describe(err));
     return 1;
   }
-  auto coord = join_cluster(sys, opts, as, name, log);
+  host_port joined;
+  auto coord = join_cluster(sys, opts, as, name, log, &joined);
   if (!coord) {
     fmt::print(stderr, "{}: cannot join the job: {}\n", app.name, describe(coord.error()));
     return 1;
@@ -279,8 +280,8 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
   const caf::actor actor = spawn(sys, link, name, self->address(), metrics.registry);
   if (!actor) return 1;  // `spawn` said why
   // Heartbeats come from their own small actor, so a long gradient step cannot silence them.
-  auto beats = sys.spawn(coordinator_watch,
-                         coordinator_watch_config{link, name, as, opts, self->address(), log});
+  auto beats = sys.spawn(coordinator_watch, coordinator_watch_config{link, name, as, opts, joined,
+                                                                     self->address(), log});
   const int code = wait_for(self, actor.address(), app.name);
   self->send_exit(beats, caf::exit_reason::user_shutdown);
   return code;

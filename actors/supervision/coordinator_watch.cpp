@@ -19,16 +19,28 @@ using self_ptr = coordinator_watch_actor::stateful_pointer<coordinator_watch_sta
 
 const std::string coordinator_name = "coordinator";
 
-// Runs the handshake with the first of `opts.coordinators` that admits us. Detached: the
-// handshake blocks its thread.
-caf::behavior handshake(caf::event_based_actor* self, launch_options opts, role sender,
-                        std::string name, logger log) {
+// Runs the handshake with the first of the coordinators that admits us: those but `lost` for
+// --takeover-timeout-ms, then all of them until --join-timeout. Detached: the handshake blocks
+// its thread.
+caf::behavior handshake(caf::event_based_actor* self, launch_options opts, host_port lost,
+                        role sender, std::string name, logger log) {
   return {
-      [=](join_atom) -> caf::result<coordinator_actor> {
-        auto found = join_cluster(self->system(), opts, sender, name, log);
+      [=](join_atom) -> caf::result<coordinator_actor, std::string, uint16_t> {
+        host_port where;
+        launch_options others = opts;
+        std::erase_if(others.coordinators, [&](const host_port& at) {
+          return at.host == lost.host && at.port == lost.port;
+        });
+        others.join_timeout =
+            std::max(std::chrono::seconds(1),
+                     std::chrono::ceil<std::chrono::seconds>(opts.takeover_timeout));
+        auto found = others.coordinators.empty()
+                         ? caf::expected<coordinator_actor>{make_error(errc::timeout, "none")}
+                         : join_cluster(self->system(), others, sender, name, log, &where);
+        if (!found) found = join_cluster(self->system(), opts, sender, name, log, &where);
         self->quit();
         if (!found) return std::move(found.error());
-        return std::move(*found);
+        return {std::move(*found), where.host, where.port};
       },
   };
 }
@@ -52,8 +64,8 @@ void look_for_takeover(self_ptr self, const coordinator_watch_config& config,
                        const std::string& why);
 
 // A coordinator answered the handshake: it takes over if its term is not older than ours.
-void try_coordinator(self_ptr self, const coordinator_watch_config& config,
-                     coordinator_actor found) {
+void try_coordinator(self_ptr self, const coordinator_watch_config& config, coordinator_actor found,
+                     host_port where) {
   self->request(found, config.opts.request_timeout, heartbeat_atom_v, encode(beat_of(self, config)))
       .then(
           [=](uint64_t term) {
@@ -64,8 +76,10 @@ void try_coordinator(self_ptr self, const coordinator_watch_config& config,
               st.looking = false;
               return look_for_takeover(self, config, "an older coordinator answered");
             }
-            config.log.info("the coordinator of term {} took over; rejoining it", term);
+            config.log.info("the coordinator of term {} at {} took over; rejoining it", term,
+                            to_string(where));
             st.looking = false;
+            st.at = where;
             self->monitor(found);
             st.answers.heard(coordinator_name, heartbeat_monitor::clock::now());
             tell_members(config, self, term);
@@ -77,26 +91,27 @@ void try_coordinator(self_ptr self, const coordinator_watch_config& config,
           });
 }
 
-// The coordinator went down or fell silent: finds the one that took over (trying the list from
-// the next address on), or tells the members to stop when none answers within --join-timeout.
+// The coordinator went down or fell silent: finds the one that took over (the other addresses
+// first), or tells the members to stop when none answers within --join-timeout.
 void look_for_takeover(self_ptr self, const coordinator_watch_config& config,
                        const std::string& why) {
   auto& st = self->state;
   if (st.looking) return;
   st.looking = true;
   config.log.warn("lost the coordinator ({}); looking for its standby", why);
-  launch_options opts = config.opts;
-  const size_t n = opts.coordinators.size();
-  std::rotate(opts.coordinators.begin(), opts.coordinators.begin() + (++st.tries % n),
-              opts.coordinators.end());
-  auto helper = self->spawn<caf::detached>(handshake, opts, config.sender, config.name, config.log);
-  const auto bound = config.opts.join_timeout + config.opts.request_timeout * 3;
+  auto helper = self->spawn<caf::detached>(handshake, config.opts, st.at, config.sender,
+                                           config.name, config.log);
+  const auto bound =
+      config.opts.takeover_timeout + config.opts.join_timeout + config.opts.request_timeout * 4;
   self->request(helper, bound, join_atom_v)
-      .then([=](coordinator_actor& found) { try_coordinator(self, config, std::move(found)); },
-            [=](caf::error& err) {
-              config.log.error("no coordinator took over: {}", describe(err));
-              tell_members(config, self, 0);
-            });
+      .then(
+          [=](coordinator_actor& found, std::string& host, uint16_t port) {
+            try_coordinator(self, config, std::move(found), host_port{std::move(host), port});
+          },
+          [=](caf::error& err) {
+            config.log.error("no coordinator took over: {}", describe(err));
+            tell_members(config, self, 0);
+          });
 }
 
 }  // namespace
@@ -106,6 +121,7 @@ coordinator_watch_actor::behavior_type coordinator_watch(self_ptr self,
   accept_exits_only_from(self, config.supervisor, config.log);
   const bool standby = config.coordinator->standby_listed();
   self->state.answers = heartbeat_monitor{config.opts.heartbeat_interval};
+  self->state.at = config.joined;
   if (standby) {
     self->monitor(config.coordinator->handle());
     self->state.answers.heard(coordinator_name, heartbeat_monitor::clock::now());

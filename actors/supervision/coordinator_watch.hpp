@@ -29,6 +29,7 @@ struct coordinator_watch_config {
   std::string name;  // the node's name, as it joined
   role sender = role::worker;
   launch_options opts;  // the heartbeat interval, the coordinators, the secret, the timeouts
+  host_port joined;     // where the coordinator we joined is
   caf::actor_addr supervisor;
   logger log;
 };
@@ -38,7 +39,7 @@ struct coordinator_watch_state {
   uint64_t sequence = 0;
   heartbeat_monitor answers;  // when the coordinator last answered a heartbeat
   bool looking = false;       // a takeover is being looked for
-  size_t tries = 0;           // takeovers looked for: each starts one address further on
+  host_port at;               // where the current coordinator is
 };
 
 coordinator_watch_actor::behavior_type coordinator_watch(

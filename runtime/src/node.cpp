@@ -112,10 +112,11 @@ caf::expected<gatekeeper_actor> connect_gatekeeper(caf::actor_system& sys,
 
 caf::expected<coordinator_actor> join_cluster(caf::actor_system& sys, const launch_options& opts,
                                               role sender, const std::string& name,
-                                              const logger& log) {
+                                              const logger& log, host_port* joined) {
   host_port where;
   auto gk = connect_gatekeeper(sys, opts, log, where);
   if (!gk) return std::move(gk.error());
+  if (joined) *joined = where;
   caf::scoped_actor self{sys};
   const auth::bytes nonce = auth::random_nonce();
   if (nonce.empty()) return make_error(errc::authentication_failed, "no random bytes");

@@ -69,3 +69,31 @@ BOOST_AUTO_TEST_CASE(a_coordinator_paused_for_5_s_keeps_its_job_and_one_coordina
   BOOST_TEST(*standby == 0);
   BOOST_TEST(report_array(report, "losses").size() == 0u);
 }
+
+BOOST_AUTO_TEST_CASE(a_coordinator_paused_past_the_takeover_timeout_is_deposed_cleanly) {
+  // --takeover-timeout-ms 3000: the standby and the members give the paused primary up after
+  // 3 s; once it resumes it learns it was deposed and stops without touching the job.
+  fmnist_cluster cluster{
+      full_job({"--replication", "2", "--takeover-timeout-ms", "3000"}), 3, 2, {}, true};
+  BOOST_TEST_REQUIRE(cluster.standby->wait_for_output("following the coordinator", full_job_time));
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
+  cluster.coordinator->signal(SIGSTOP);
+  BOOST_TEST_REQUIRE(
+      cluster.standby->wait_for_output("took over as the coordinator", std::chrono::seconds(60)));
+  cluster.coordinator->signal(SIGCONT);
+  const auto primary = cluster.coordinator->wait(std::chrono::seconds(60));
+  const auto standby = cluster.standby->wait(full_job_time);
+  BOOST_TEST_INFO("coordinator: " << cluster.coordinator->output());
+  BOOST_TEST_INFO("standby: " << cluster.standby->output());
+  BOOST_TEST_REQUIRE(primary.has_value());
+  BOOST_TEST(*primary != 0);  // deposed
+  BOOST_TEST(cluster.coordinator->output().find("deposed") != std::string::npos);
+  BOOST_TEST_REQUIRE(standby.value_or(-1) == 0);
+  const std::string report = read_file(cluster.report.string());
+  check_every_update_applied_once(report);
+  BOOST_TEST(report_array(report, "takeovers").size() == 1u);
+  for (auto& node : cluster.servers)
+    BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+  for (auto& node : cluster.workers)
+    BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}

@@ -16,9 +16,10 @@ namespace troupe {
 
 // Connects to the coordinator's gatekeeper (retrying until --join-timeout), runs the
 // handshake as `sender` and returns the coordinator. Fails with errc::authentication_failed
-// when either side does not know the secret and errc::timeout when nobody answers.
+// when either side does not know the secret and errc::timeout when nobody answers. `joined`,
+// when given, is set to the address of the coordinator that admitted us.
 caf::expected<coordinator_actor> join_cluster(caf::actor_system& sys, const launch_options& opts,
                                               role sender, const std::string& name,
-                                              const logger& log);
+                                              const logger& log, host_port* joined = nullptr);
 
 }  // namespace troupe
