@@ -340,6 +340,7 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
 void finish(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   st.phase = job_phase::finishing;
+  release_follower(self, {});  // before the statistics: the standby must not take over now
   auto stats = std::make_shared<std::vector<bucket_stats>>();
   auto pending = std::make_shared<size_t>(st.directory.buckets.size());
   auto complete = [=] {
@@ -408,6 +409,10 @@ coordinator_actor::behavior_type coordinator(
       },
       [=](claim_atom, uint32_t rank) -> caf::result<wire> {
         auto& st = self->state;
+        if (st.succession.rejoining ||
+            (rank < st.roster.worker_members.size() && !st.roster.worker_members[rank].address &&
+             !st.roster.worker_members[rank].lost))
+          return make_error(errc::not_rejoined, "this coordinator is taking over: rejoin first");
         if (st.phase != job_phase::training || rank >= st.roster.worker_members.size() ||
             !sent_by(self, st.roster.worker_members[rank].address))
           return make_error(errc::authentication_failed, "claims come from that worker only");
@@ -484,6 +489,7 @@ coordinator_actor::behavior_type coordinator(
             !sent_by(self, st.roster.worker_members[rank].address))
           return config.log.warn("ignored a done message that is not from that worker");
         st.roster.worker_members[rank].done = true;
+        if (st.succession.rejoining) return;  // the takeover's end settles the work
         set(st.metrics.workers, live_workers(st));
         retire_everywhere(self, rank);
         settle_work(self, config);

@@ -125,6 +125,7 @@ void lose_worker(self_ptr self, const coordinator_config& config, size_t i,
     return fail(self, config, "every worker was lost");
   // Its unfinished batches go to the others; if nobody is left to do them, they are lost.
   st.training.work->release(static_cast<uint32_t>(i));
+  send_standing(self, config);
   settle_work(self, config);
 }
 

@@ -69,6 +69,7 @@ void served_again(self_ptr self, const coordinator_config& config, uint32_t b) {
   st.report.recovery_s = std::max(st.report.recovery_s, took);
   if (--st.directory.recovering == 0)
     config.log.info("every bucket is served again, {:.2f} s after the loss", took);
+  send_standing(self, config);
   maybe_evaluate(self, config);
 }
 
@@ -278,6 +279,7 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
   if (config.opts.replication < 2) return restore_from_checkpoint(self, config, s, what);
   config.log.warn("{}; its buckets' backups take over", what);
   take_over_from(self, config, s, what);
+  send_standing(self, config);
 }
 
 void hand_over_server(self_ptr self, const coordinator_config& config, size_t s) {
@@ -301,7 +303,8 @@ caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_act
   if (bucket >= st.directory.buckets.size())
     return make_error(errc::unknown_bucket, fmt::format("there is no bucket {}", bucket));
   auto& home = st.directory.homes[bucket];
-  if (!home.recovering && st.directory.buckets[bucket] != failed)
+  // (While a takeover waits for its servers, a bucket may have no handle yet.)
+  if (!home.recovering && st.directory.buckets[bucket] && st.directory.buckets[bucket] != failed)
     return st.directory.buckets[bucket];
   if (home.waiting.size() >= max_waiting)
     return make_error(errc::message_too_large, "too many requests wait for this bucket");

@@ -17,11 +17,10 @@ void take_over(self_ptr self, const standby_config& config, const std::string& w
   auto& st = self->state;
   if (st.took_over) return;
   st.took_over = true;
-  if (!st.latest) {
-    config.log.error("the primary was lost ({}) before it sent its state: nothing to take over",
-                     why);
-    return self->quit(
-        make_error(errc::job_failed, "the primary was lost before it sent its state"));
+  const bool started = st.latest && decode<coordinator_standing>(*st.latest)->training;
+  if (!started) {
+    config.log.error("the primary was lost ({}) before training began: nothing to take over", why);
+    return self->quit(make_error(errc::job_failed, "the primary was lost before training began"));
   }
   config.log.warn("the primary is lost ({}); taking over", why);
   const double behind =

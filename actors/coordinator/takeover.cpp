@@ -18,7 +18,7 @@ void restore_member(member& m, const member_standing& x) {
   m.data = x.data;
   m.lost = x.lost;
   m.done = x.done;
-  m.draining = x.draining;
+  m.draining = false;  // a drain's continuation went with the old primary
   m.drained = x.drained;
   m.steps = x.steps;
   m.clock = x.clock;
@@ -89,23 +89,43 @@ void finish_takeover(self_ptr self, const coordinator_config& config) {
   for (size_t w = 0; w < st.roster.worker_members.size(); ++w)
     if (!st.roster.worker_members[w].lost && !st.roster.worker_members[w].address)
       lose_worker(self, config, w, why);
-  for (size_t s = 0; s < st.roster.server_members.size(); ++s)
-    if (!st.roster.server_members[s].lost && !st.roster.server_members[s].address)
-      lose_server(self, config, s, why);
   if (st.phase != job_phase::training) return;  // a loss ended the job
+  // Copies nobody named leave their chains first (those of servers not back, and any a server
+  // back did not name: one being added when the old primary went), so that the promotions
+  // below pick only copies that answer.
+  std::vector<std::vector<size_t>> relink_after(st.directory.homes.size());
+  for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
+    auto& chain = st.directory.homes[b].backups;
+    size_t kept = 0;
+    for (size_t k = 0; k < chain.size(); ++k) {
+      if (chain[k].handle) {
+        chain[kept++] = chain[k];
+      } else if (relink_after[b].empty() || relink_after[b].back() != kept) {
+        relink_after[b].push_back(kept);  // the copy before the gap forwards past it
+      }
+    }
+    chain.resize(kept);
+  }
+  std::vector<size_t> missing;
+  for (size_t s = 0; s < st.roster.server_members.size(); ++s)
+    if (!st.roster.server_members[s].lost && !st.roster.server_members[s].address) {
+      st.roster.server_members[s].lost = true;  // before any promotion looks for live copies
+      missing.push_back(s);
+    }
+  for (size_t s : missing) {
+    lose_server(self, config, s, why);
+    if (st.phase != job_phase::training) return;
+  }
   for (uint32_t b = 0; b < st.directory.buckets.size(); ++b) {
     auto& home = st.directory.homes[b];
-    if (!st.directory.buckets[b] && !home.recovering)
+    if (home.recovering) continue;  // its promotion links and fills the chain
+    if (!st.directory.buckets[b])
       return fail(self, config,
                   fmt::format("bucket {}: its primary's server rejoined without it", b));
-    // A backup its server did not name (one being added when the old primary went) leaves.
-    const auto unnamed = [](const bucket_copy& c) { return !c.handle; };
-    if (std::any_of(home.backups.begin(), home.backups.end(), unnamed)) {
-      config.log.warn("bucket {}: a backup its server did not name leaves the chain", b);
-      std::erase_if(home.backups, unnamed);
-      relink_restarted(self, config, b, 0);
-      fill_chain(self, config, b);
-    }
+    if (relink_after[b].empty()) continue;
+    config.log.warn("bucket {}: copies nobody named left the chain", b);
+    for (size_t k : relink_after[b]) relink_restarted(self, config, b, k);
+    fill_chain(self, config, b);
   }
   for (uint32_t r = 0; r < st.roster.worker_members.size(); ++r)
     if (st.roster.worker_members[r].lost || st.roster.worker_members[r].done)
@@ -216,7 +236,7 @@ caf::result<wire> rejoin_server(self_ptr self, const coordinator_config& config,
     if (b >= st.directory.homes.size()) continue;
     auto& home = st.directory.homes[b];
     if (home.primary_server == s)
-      st.directory.buckets[b] = buckets[i];
+      set_primary(self, b, buckets[i], s);  // which() requests held meanwhile get it
     else if (auto k = home.backup_on(s))
       home.backups[*k].handle = buckets[i];
   }
@@ -235,7 +255,10 @@ caf::result<wire> rejoin_worker(self_ptr self, const coordinator_config& config,
   if (m.address) {
     if (m.address != handle.address())
       return make_error(errc::bad_configuration, "rejoin: another worker has that name");
-    return encode(reply_for(st, config, r));
+    if (!st.succession.rejoining) return encode(reply_for(st, config, r));
+    auto again = self->make_response_promise<wire>();  // answered with the others
+    st.succession.replies.emplace_back(again, r);
+    return again;
   }
   st.roster.workers[r] = handle;
   readmit(self, m, handle);

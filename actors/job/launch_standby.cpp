@@ -70,7 +70,10 @@ int run_standby(const launch_options& opts, std::shared_ptr<const training_task>
     config.takeover_why = why;
     auto coord = sys.spawn(coordinator, config);
     auto gk = publish_gatekeeper(self, opts, coord, app, log);
-    if (!gk) return 1;
+    if (!gk) {
+      self->send_exit(follower, caf::exit_reason::user_shutdown);
+      return 1;
+    }
     code = wait_for(self, coord.address(), app.name);
     self->send_exit(*gk, caf::exit_reason::user_shutdown);
     self->send_exit(follower, caf::exit_reason::user_shutdown);

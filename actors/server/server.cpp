@@ -33,6 +33,7 @@ void join(self_ptr self, const server_config& config) {
           [=](const wire& w) {
             if (auto reply = decode<join_reply>(w)) {
               self->state.rank = reply->rank;
+              config.coordinator->switch_to(config.coordinator->handle(), reply->term);
               config.log.info("joined as server {} of {}", reply->rank, reply->world_servers);
             } else
               self->quit(reply.error());
@@ -185,8 +186,10 @@ server_actor::behavior_type server(self_ptr self, server_config config) {
         set_level_from(self, config.coordinator->address(), level, config.log);
       },
       [=](stop_atom, const std::string& failure) {
-        if (sent_by(self, config.coordinator->address()))
+        if (sent_by(self, config.coordinator->address())) {
           config.log.info("the job is over; stopping {} buckets", self->state.hosted);
+          config.coordinator->close();
+        }
         // The linked supervisor and its buckets end with us; quitting after this reply lets
         // it reach the coordinator.
         return stop_on_request(self, config.coordinator->address(), failure, "server");

@@ -33,13 +33,23 @@ class coordinator_link {
   bool standby_listed() const { return standby_listed_; }
 
   // Switches to `next`, a coordinator of term `term`; false (nothing changes) when the term is
-  // older than the current one's.
+  // older than the current one's, or the same with another coordinator (a deposed one).
   bool switch_to(coordinator_actor next, uint64_t term) {
     std::lock_guard<std::mutex> guard{mutex_};
-    if (term < term_) return false;
+    if (term < term_ || (term == term_ && term_ > 0 && next != current_)) return false;
     current_ = std::move(next);
     term_ = term;
     return true;
+  }
+
+  // The coordinator said the job is over (a member's stop): its going down is no loss now.
+  void close() {
+    std::lock_guard<std::mutex> guard{mutex_};
+    closed_ = true;
+  }
+  bool closed() const {
+    std::lock_guard<std::mutex> guard{mutex_};
+    return closed_;
   }
 
   // The member actors told (rejoin_atom) when the link switches or gives up.
@@ -57,6 +67,7 @@ class coordinator_link {
   coordinator_actor current_;
   uint64_t term_ = 0;
   bool standby_listed_ = false;
+  bool closed_ = false;
   std::vector<caf::actor_addr> subscribers_;
 };
 

@@ -96,7 +96,7 @@ void try_coordinator(self_ptr self, const coordinator_watch_config& config, coor
 void look_for_takeover(self_ptr self, const coordinator_watch_config& config,
                        const std::string& why) {
   auto& st = self->state;
-  if (st.looking) return;
+  if (st.looking || config.coordinator->closed()) return;
   st.looking = true;
   config.log.warn("lost the coordinator ({}); looking for its standby", why);
   auto helper = self->spawn<caf::detached>(handshake, config.opts, st.at, config.sender,

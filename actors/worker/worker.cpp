@@ -42,7 +42,8 @@ void fail(self_ptr self, const worker_config& config, const std::string& doing,
 // Whether a failed request to the coordinator may be retried once this worker rejoins a
 // standby that takes over (the coordinator did not refuse it: it went, or did not answer).
 bool wait_for_standby(const worker_config& config, const caf::error& err) {
-  return config.coordinator->standby_listed() && err.category() != error_category;
+  return config.coordinator->standby_listed() &&
+         (err.category() != error_category || has_code(err, errc::not_rejoined));
 }
 
 // Keeps one chunk in reserve, so that the next claim's round trip hides behind computation.
@@ -432,6 +433,10 @@ void rejoin(self_ptr self, const worker_config& config, uint64_t term) {
           [=](const wire&) {
             auto& st = self->state;
             st.rejoining = false;
+            // A pause (a checkpoint, a drain) of the lost coordinator ends with it.
+            st.paused = false;
+            for (auto& p : st.pauses) p.deliver(true);
+            st.pauses.clear();
             config.log.info("rejoined the coordinator of term {}", term);
             auto waiting = std::move(st.after_rejoin);
             st.after_rejoin.clear();
@@ -461,8 +466,13 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
   const join_request request{role::worker, config.name, static_cast<uint32_t>(::getpid())};
   self->request(config.coordinator->handle(), config.request_timeout, join_atom_v, encode(request),
                 caf::actor_cast<worker_actor>(self))
-      .then([=](const wire&) { config.log.debug("joined the coordinator"); },
-            [=](caf::error& err) { fail(self, config, "joining the coordinator", err); });
+      .then(
+          [=](const wire& w) {
+            if (auto reply = decode<join_reply>(w))
+              config.coordinator->switch_to(config.coordinator->handle(), reply->term);
+            config.log.debug("joined the coordinator");
+          },
+          [=](caf::error& err) { fail(self, config, "joining the coordinator", err); });
   return {
       [=](rejoin_atom, uint64_t term) { rejoin(self, config, term); },
       [=](start_atom, const wire& w, std::vector<bucket_actor> buckets) {
@@ -472,6 +482,7 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         start(self, config, w, std::move(buckets));
       },
       [=](stop_atom, const std::string& failure) {
+        if (sent_by(self, config.coordinator->address())) config.coordinator->close();
         return stop_on_request(self, config.coordinator->address(), failure, "worker");
       },
       [=](pause_atom) -> caf::result<bool> {

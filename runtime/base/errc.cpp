@@ -36,6 +36,8 @@ std::string to_string(errc code) {
       return "collective_failed";
     case errc::deposed:
       return "deposed";
+    case errc::not_rejoined:
+      return "not_rejoined";
   }
   return "unknown_error";
 }

@@ -186,8 +186,12 @@ caf::error validate(const launch_options& o) {
   if (o.heartbeat_interval.count() <= 0 || o.heartbeat_timeout <= o.heartbeat_interval)
     return bad("--heartbeat-ms must be positive and below --heartbeat-timeout-ms");
   if (o.restart_period.count() <= 0) return bad("--restart-period-ms must be positive");
-  if (o.takeover_timeout <= o.heartbeat_timeout)
-    return bad("--takeover-timeout-ms must be above --heartbeat-timeout-ms");
+  const bool standby = o.standby_of.port != 0 || o.coordinators.size() > 1;
+  if (standby &&
+      (o.takeover_timeout <= o.heartbeat_timeout || 2 * o.takeover_timeout >= o.request_timeout))
+    return bad(
+        "--takeover-timeout-ms must be above --heartbeat-timeout-ms and below half of "
+        "--request-timeout (members wait that long for a takeover to end)");
   if (o.standby_of.port != 0 && o.role != node_role::coordinator)
     return bad("--standby-of is for --role coordinator");
   if (o.standby_of.port != 0 && o.data_parallel())

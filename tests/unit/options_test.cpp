@@ -620,6 +620,29 @@ BOOST_AUTO_TEST_CASE(fault_tolerance_flags) {
   BOOST_TEST(!parse({"--restart-period-ms", "0"}));
 }
 
+BOOST_AUTO_TEST_CASE(a_standby_coordinator_and_its_bounds) {
+  auto o = parse({"--role", "coordinator", "--standby-of", "127.0.0.1:7600", "--listen",
+                  "127.0.0.1:7601", "--takeover-timeout-ms", "4000", "--secret", "s"});
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST(o->standby_of.port == 7600);
+  BOOST_TEST(o->takeover_timeout.count() == 4000);
+  BOOST_TEST(parse({}).value().standby_of.port == 0);  // none by default
+  BOOST_TEST(!parse({"--role", "worker", "--standby-of", "127.0.0.1:7600", "--secret", "s"}));
+  BOOST_TEST(!parse({"--role", "coordinator", "--mode", "dp", "--standby-of", "127.0.0.1:7600",
+                     "--secret", "s"}));
+  // With a standby listed: above the heartbeat timeout, below half the request timeout.
+  const std::vector<std::string> listed = {"--role", "worker", "--secret", "s", "--coordinator",
+                                           "127.0.0.1:7600,127.0.0.1:7601"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), listed.begin(), listed.end());
+    return parse(more);
+  };
+  BOOST_TEST(succeeded(with({})));
+  BOOST_TEST(!with({"--takeover-timeout-ms", "1000"}));
+  BOOST_TEST(!with({"--request-timeout", "10"}));
+  BOOST_TEST(succeeded(parse({"--request-timeout", "4"})));  // no standby: no bound
+}
+
 BOOST_AUTO_TEST_CASE(diagnostic_thresholds_default_to_the_seed_and_can_be_set) {
   auto defaults = parse({});
   BOOST_TEST_REQUIRE(succeeded(defaults));

@@ -25,6 +25,7 @@ enum class errc : uint8_t {
   device_failure,         // a GPU (CUDA, cuBLAS) call failed, or there is no GPU
   collective_failed,      // an allreduce (or other collective) failed: a peer is gone or late
   deposed,                // a coordinator whose standby took over (a newer term): it must stop
+  not_rejoined,           // a member asked a coordinator that is taking over before rejoining it
 };
 
 std::string to_string(errc code);
