@@ -3,8 +3,9 @@
 // primary sends, and watches the primary: when the primary goes down, or sends nothing for
 // --takeover-timeout-ms of time this process was running, it hands the standing to its parent
 // (run_standby, which starts the coordinator that takes over) and from then on answers any
-// state still coming from the deposed primary with errc::deposed. It quits when the primary
-// says the job is over. Accepts exit messages only from `supervisor`.
+// state still coming from the deposed primary with errc::deposed (until its process ends it:
+// after the job, or when no member rejoined the takeover). It quits when the primary says the
+// job is over. Accepts exit messages only from `supervisor`.
 #pragma once
 
 #include <chrono>

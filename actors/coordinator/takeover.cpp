@@ -75,10 +75,29 @@ void reconcile_work(coordinator_state& st, const coordinator_config& config) {
                   counted_batches);
 }
 
+// Whether any member the standing names has rejoined.
+bool anyone_back(const coordinator_state& st) {
+  for (const auto* members : {&st.roster.server_members, &st.roster.worker_members})
+    for (const auto& m : *members)
+      if (m.address) return true;
+  return false;
+}
+
 void finish_takeover(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   auto& heir = st.succession;
   heir.rejoining = false;
+  if (!anyone_back(st)) {
+    // Nobody followed: the members still reach the old primary (only the standby lost it). Its
+    // job is left alone: no report, no stop, no fence.
+    config.log.error(
+        "no member rejoined within {} ms: the old coordinator is still theirs; "
+        "this standby gives up",
+        std::chrono::duration_cast<std::chrono::milliseconds>(heir.deadline - heir.lost_at)
+            .count());
+    st.phase = job_phase::finishing;
+    return self->quit(make_error(errc::job_failed, "no member rejoined the takeover"));
+  }
   reconcile_work(st, config);
   const double took = seconds_since(heir.lost_at);
   st.report.takeovers.push_back(takeover_event{heir.lost_at_s, took, heir.term});
