@@ -2,7 +2,9 @@
 // skipped with a message without root, iproute2 or nftables): a server cut off from the
 // coordinator and from the other server, but not from the workers, is declared lost; its
 // buckets' backups take over, and it acknowledges no push that they do not have, so every
-// acknowledged update is applied exactly once on the copies that serve the job to its end.
+// acknowledged update is applied exactly once on the copies that serve the job to its end. And a
+// standby coordinator cut off from its primary, but not the members, takes over in vain: no
+// member rejoins it, it gives up, and the primary finishes the job alone.
 #define BOOST_TEST_MODULE partition_test
 #include <boost/test/unit_test.hpp>
 
@@ -26,7 +28,8 @@ struct partitioned_job {
   std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
   std::vector<std::unique_ptr<child_process>> nodes;
 
-  explicit partitioned_job(network_lab& l) : lab(l) {
+  partitioned_job(network_lab& l, bool start_nodes = true) : lab(l) {
+    if (!start_nodes) return;
     const std::string coordinator = lab.address(0) + ":" + std::to_string(coordinator_port);
     const std::vector<std::string> flags = {
         "--epochs", "3",          "--blas-threads",    "1", "--log-level", "info", "--replication",
@@ -56,6 +59,45 @@ struct partitioned_job {
   child_process& coordinator() { return *nodes[0]; }
 };
 
+// The same job with a standby: node 0 the primary, 1 the standby, 2 and 3 the servers, 4 and 5
+// the workers, which are given both coordinators.
+struct job_with_standby : partitioned_job {
+  explicit job_with_standby(network_lab& l) : partitioned_job(l, false) {
+    const std::string primary = lab.address(0) + ":" + std::to_string(coordinator_port);
+    const std::string standby = lab.address(1) + ":" + std::to_string(coordinator_port);
+    const std::vector<std::string> flags = {"--epochs",
+                                            "3",
+                                            "--blas-threads",
+                                            "1",
+                                            "--log-level",
+                                            "info",
+                                            "--replication",
+                                            "2",
+                                            "--insecure",
+                                            "--request-timeout",
+                                            "10",
+                                            "--takeover-timeout-ms",
+                                            "3000"};
+    const std::vector<std::string> coordinator = {
+        "--role", "coordinator", "--servers", "2", "--workers", "2", "--report", report.string()};
+    auto head = coordinator;
+    head.insert(head.end(), {"--listen", primary});
+    start(0, head, flags);
+    head = coordinator;
+    head.insert(head.end(), {"--listen", standby, "--standby-of", primary});
+    start(1, head, flags);
+    for (size_t i = 2; i <= 5; ++i) {
+      const bool server = i <= 3;
+      std::vector<std::string> member = {
+          "--role",        server ? "server" : "worker",
+          "--coordinator", primary + "," + standby,
+          "--name",        (server ? "server-" : "worker-") + std::to_string(i)};
+      if (server) member.insert(member.end(), {"--listen", lab.address(i) + ":0"});
+      start(i, member, flags);
+    }
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(
@@ -83,4 +125,34 @@ BOOST_AUTO_TEST_CASE(
   check_every_update_applied_once(read_file(job.report.string()));
   for (size_t w = 3; w <= 4; ++w)
     BOOST_TEST(job.nodes[w]->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_standby_cut_off_from_its_primary_alone_gives_up_and_the_job_goes_on) {
+  network_lab lab{6};
+  if (!lab.ready()) {
+    BOOST_TEST_MESSAGE("skipped: " << lab.why());
+    return;
+  }
+  job_with_standby job{lab};
+  child_process& standby = *job.nodes[1];
+  BOOST_TEST_REQUIRE(standby.wait_for_output("following the coordinator", job_time),
+                     standby.output());
+  BOOST_TEST_REQUIRE(job.coordinator().wait_for_output("epoch 1/3", job_time),
+                     job.coordinator().output());
+  // The standby stops hearing from its primary (or sees it go down) and takes over.
+  BOOST_TEST_REQUIRE(lab.cut(0, 1, network_lab::cut_kind::reset));
+  const auto gave_up = standby.wait(std::chrono::seconds(60));
+  BOOST_TEST_INFO("standby: " << standby.output());
+  BOOST_TEST_REQUIRE(gave_up.has_value());
+  BOOST_TEST(*gave_up != 0);
+  BOOST_TEST(standby.output().find("no member rejoined") != std::string::npos);
+  const auto code = job.coordinator().wait(job_time);
+  BOOST_TEST_INFO("coordinator: " << job.coordinator().output());
+  BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
+  const std::string report = read_file(job.report.string());
+  check_every_update_applied_once(report);
+  const auto doc = parse_json(report);
+  BOOST_TEST((doc.contains("takeovers") && doc["takeovers"].empty()));
+  for (size_t i = 2; i <= 5; ++i)
+    BOOST_TEST(job.nodes[i]->wait(std::chrono::seconds(30)).value_or(-1) == 0);
 }
