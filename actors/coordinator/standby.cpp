@@ -17,8 +17,7 @@ void take_over(self_ptr self, const standby_config& config, const std::string& w
   auto& st = self->state;
   if (st.took_over) return;
   st.took_over = true;
-  const bool started = st.latest && decode<coordinator_standing>(*st.latest)->training;
-  if (!started) {
+  if (!st.latest || !st.latest_training) {
     config.log.error("the primary was lost ({}) before training began: nothing to take over", why);
     return self->quit(make_error(errc::job_failed, "the primary was lost before training began"));
   }
@@ -62,6 +61,7 @@ standby_actor::behavior_type standby(self_ptr self, standby_config config) {
         if (!standing || standing->term != term)
           return make_error(errc::malformed_message, "a malformed state from the primary");
         st.latest = w;
+        st.latest_training = standing->training;
         st.heard = std::chrono::steady_clock::now();
         st.term = term;
         st.silence.heard(primary_name, st.heard);

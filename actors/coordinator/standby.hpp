@@ -33,6 +33,7 @@ struct standby_config {
 struct standby_state {
   static inline const char* name = "troupe.standby";
   std::optional<wire> latest;                   // the primary's newest standing
+  bool latest_training = false;                 // whether it is past placement
   std::chrono::steady_clock::time_point heard;  // when it came
   uint64_t term = 0;                            // the primary's
   heartbeat_monitor silence;

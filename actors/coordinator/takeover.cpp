@@ -44,12 +44,19 @@ void restore_report(coordinator_state& st, const coordinator_standing& x) {
   st.checkpoints.resumed_wall_s = x.resumed_wall_s;
 }
 
-// Whether every member the standing names as live has rejoined.
-bool everyone_back(const coordinator_state& st) {
+// How many members have rejoined, and how many the standing names as live have not.
+struct rejoined_count {
+  size_t back = 0, missing = 0;
+};
+rejoined_count count_rejoined(const coordinator_state& st) {
+  rejoined_count n;
   for (const auto* members : {&st.roster.server_members, &st.roster.worker_members})
     for (const auto& m : *members)
-      if (!m.lost && !m.address) return false;
-  return true;
+      if (m.address)
+        ++n.back;
+      else if (!m.lost)
+        ++n.missing;
+  return n;
 }
 
 join_reply reply_for(const coordinator_state& st, const coordinator_config& config, uint32_t rank) {
@@ -75,19 +82,11 @@ void reconcile_work(coordinator_state& st, const coordinator_config& config) {
                   counted_batches);
 }
 
-// Whether any member the standing names has rejoined.
-bool anyone_back(const coordinator_state& st) {
-  for (const auto* members : {&st.roster.server_members, &st.roster.worker_members})
-    for (const auto& m : *members)
-      if (m.address) return true;
-  return false;
-}
-
 void finish_takeover(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   auto& heir = st.succession;
   heir.rejoining = false;
-  if (!anyone_back(st)) {
+  if (count_rejoined(st).back == 0) {
     // Nobody followed: the members still reach the old primary (only the standby lost it). Its
     // job is left alone: no report, no stop, no fence.
     config.log.error(
@@ -260,7 +259,7 @@ caf::result<wire> rejoin_server(self_ptr self, const coordinator_config& config,
       home.backups[*k].handle = buckets[i];
   }
   config.log.info("server '{}' rejoined with {} buckets", m.name, buckets.size());
-  if (everyone_back(st)) finish_takeover(self, config);
+  if (count_rejoined(st).missing == 0) finish_takeover(self, config);
   return encode(reply_for(st, config, s));
 }
 
@@ -291,7 +290,7 @@ caf::result<wire> rejoin_worker(self_ptr self, const coordinator_config& config,
   st.succession.accounts.push_back(std::move(*request));
   auto reply = self->make_response_promise<wire>();
   st.succession.replies.emplace_back(reply, r);
-  if (everyone_back(st)) finish_takeover(self, config);
+  if (count_rejoined(st).missing == 0) finish_takeover(self, config);
   return reply;
 }
 

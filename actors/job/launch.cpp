@@ -151,6 +151,16 @@ std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
   return gk;
 }
 
+int serve_coordinator(caf::scoped_actor& self, const launch_options& opts,
+                      const coordinator_actor& coord, const app_description& app,
+                      const logger& log) {
+  auto gk = publish_gatekeeper(self, opts, coord, app, log);
+  if (!gk) return 1;
+  const int code = wait_for(self, coord.address(), app.name);
+  self->send_exit(*gk, caf::exit_reason::user_shutdown);
+  return code;
+}
+
 }  // namespace launch_detail
 
 using namespace launch_detail;
@@ -236,11 +246,7 @@ int run_coordinator(const launch_options& opts, std::shared_ptr<const training_t
     auto coord =
         sys.spawn(coordinator, coordinator_config{opts, task, self->address(),
                                                   log.named("coordinator"), metrics.registry});
-    auto gk = publish_gatekeeper(self, opts, coord, app, log);
-    if (!gk) return 1;
-    const int code = wait_for(self, coord.address(), app.name);
-    self->send_exit(*gk, caf::exit_reason::user_shutdown);
-    return code;
+    return serve_coordinator(self, opts, coord, app, log);
   });
 }
 

@@ -72,6 +72,12 @@ std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
                                                    const app_description& app, const logger& log,
                                                    const coordinator_actor& servers_join = {});
 
+// Publishes `coord`'s gatekeeper (publish_gatekeeper), waits for the coordinator to end and
+// closes the gatekeeper; the process's exit code (1 when the port cannot be opened).
+int serve_coordinator(caf::scoped_actor& self, const launch_options& opts,
+                      const coordinator_actor& coord, const app_description& app,
+                      const logger& log);
+
 }  // namespace troupe::launch_detail
 
 namespace troupe {

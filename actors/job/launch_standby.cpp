@@ -68,14 +68,7 @@ int run_standby(const launch_options& opts, std::shared_ptr<const training_task>
                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                 std::chrono::duration<double>(behind));
     config.takeover_why = why;
-    auto coord = sys.spawn(coordinator, config);
-    auto gk = publish_gatekeeper(self, opts, coord, app, log);
-    if (!gk) {
-      self->send_exit(follower, caf::exit_reason::user_shutdown);
-      return 1;
-    }
-    code = wait_for(self, coord.address(), app.name);
-    self->send_exit(*gk, caf::exit_reason::user_shutdown);
+    code = serve_coordinator(self, opts, sys.spawn(coordinator, config), app, log);
     self->send_exit(follower, caf::exit_reason::user_shutdown);
     return code;
   });
