@@ -1,5 +1,6 @@
-// Codec for the standby coordinator: the state a standby follows (coordinator_standing) and a
-// member's registration with the coordinator that took over (rejoin_request).
+// Codec for the standby coordinator: the state a standby follows (coordinator_standing, with a
+// data-parallel job's part) and a member's registration with the coordinator that took over
+// (rejoin_request).
 #include "messages/codec_detail.hpp"
 
 namespace troupe {
@@ -98,6 +99,72 @@ caf::expected<std::vector<work_chunk>> read_chunks(capnp::List<schema::WorkChunk
   return out;
 }
 
+void write_dp(schema::DpStanding::Builder out, const dp_group_standing& x) {
+  out.setGeneration(x.generation);
+  out.setGlobalBatch(x.global_batch);
+  write_texts(out.initHosts(x.hosts.size()), x.hosts);
+  auto put = [](auto list, const std::vector<uint64_t>& in) {
+    for (unsigned i = 0; i < in.size(); ++i) list.set(i, in[i]);
+  };
+  put(out.initExamples(x.examples.size()), x.examples);
+  put(out.initStepExamples(x.step_examples.size()), x.step_examples);
+  put(out.initAppliedExamples(x.applied_examples.size()), x.applied_examples);
+  auto names = out.initFigureNames(x.figures.size());
+  auto values = out.initFigureValues(x.figures.size());
+  for (unsigned i = 0; i < x.figures.size(); ++i) {
+    names.set(i, x.figures[i].first);
+    values.set(i, x.figures[i].second);
+  }
+  out.setAllreduceBytes(x.allreduce_bytes);
+  out.setBytesInterHost(x.bytes_inter_host);
+  out.setBytesWarmup(x.bytes_warmup);
+  out.setBytesCompressed(x.bytes_compressed);
+  out.setStepsWarmup(x.steps_warmup);
+  out.setStepsCompressed(x.steps_compressed);
+  out.setSkippedSteps(x.skipped_steps);
+  out.setChecksumMismatches(x.checksum_mismatches);
+  out.setCheckpoints(x.checkpoints);
+  out.setAllreduceS(x.allreduce_s);
+  out.setExposedS(x.exposed_s);
+  out.setReformS(x.reform_s);
+}
+
+// The data-parallel part; its per-member lists must match the standing's `members` workers.
+caf::expected<dp_group_standing> read_dp(schema::DpStanding::Reader in, size_t members,
+                                         const decode_budget& budget) {
+  dp_group_standing x;
+  auto hosts = read_texts(in.getHosts(), budget, "host label");
+  auto names = read_texts(in.getFigureNames(), budget, "figure name");
+  if (!hosts) return std::move(hosts.error());
+  if (!names) return std::move(names.error());
+  if (in.getAppliedExamples().size() > budget.limits.max_list)
+    return make_error(errc::message_too_large, "standing: epochs");
+  x.hosts = std::move(*hosts);
+  x.examples = detail::to_vector<uint64_t>(in.getExamples());
+  x.step_examples = detail::to_vector<uint64_t>(in.getStepExamples());
+  x.applied_examples = detail::to_vector<uint64_t>(in.getAppliedExamples());
+  const auto values = detail::to_vector<double>(in.getFigureValues());
+  if (x.hosts.size() != members || x.examples.size() != members ||
+      x.step_examples.size() != members || values.size() != names->size())
+    return make_error(errc::malformed_message, "standing: the group's lists differ in length");
+  for (size_t i = 0; i < values.size(); ++i) x.figures.emplace_back((*names)[i], values[i]);
+  x.generation = in.getGeneration();
+  x.global_batch = in.getGlobalBatch();
+  x.allreduce_bytes = in.getAllreduceBytes();
+  x.bytes_inter_host = in.getBytesInterHost();
+  x.bytes_warmup = in.getBytesWarmup();
+  x.bytes_compressed = in.getBytesCompressed();
+  x.steps_warmup = in.getStepsWarmup();
+  x.steps_compressed = in.getStepsCompressed();
+  x.skipped_steps = in.getSkippedSteps();
+  x.checksum_mismatches = in.getChecksumMismatches();
+  x.checkpoints = in.getCheckpoints();
+  x.allreduce_s = in.getAllreduceS();
+  x.exposed_s = in.getExposedS();
+  x.reform_s = in.getReformS();
+  return x;
+}
+
 }  // namespace
 
 wire encode(const coordinator_standing& x) {
@@ -133,6 +200,7 @@ wire encode(const coordinator_standing& x) {
   out.setResumedFromStep(x.resumed_from_step);
   out.setRecoveryS(x.recovery_s);
   out.setResumedWallS(x.resumed_wall_s);
+  if (x.dp) write_dp(out.initDp(), *x.dp);
   return detail::to_wire(message);
 }
 
@@ -185,6 +253,11 @@ caf::expected<coordinator_standing> decode<coordinator_standing>(const wire& w,
         x.resumed_from_step = in.getResumedFromStep();
         x.recovery_s = in.getRecoveryS();
         x.resumed_wall_s = in.getResumedWallS();
+        if (in.hasDp()) {
+          auto dp = read_dp(in.getDp(), x.workers.size(), budget);
+          if (!dp) return std::move(dp.error());
+          x.dp = std::move(*dp);
+        }
         return x;
       });
 }
@@ -207,6 +280,8 @@ wire encode(const rejoin_request& x) {
   write_chunks(out.initFinished(x.finished.size()), x.finished);
   auto loss = out.initFinishedLoss(x.finished_loss.size());
   for (unsigned i = 0; i < x.finished_loss.size(); ++i) loss.set(i, x.finished_loss[i]);
+  out.setHost(x.host);
+  out.setGeneration(x.generation);
   return detail::to_wire(message);
 }
 
@@ -221,6 +296,8 @@ caf::expected<rejoin_request> decode<rejoin_request>(const wire& w, const codec_
         auto data = detail::read_endpoint(in.getData(), budget);
         auto held = read_chunks(in.getHeld(), budget);
         auto finished = read_chunks(in.getFinished(), budget);
+        auto host = detail::read_text(in.getHost(), budget, "host label");
+        if (!host) return std::move(host.error());
         if (!sender) return std::move(sender.error());
         if (!name) return std::move(name.error());
         if (!data) return std::move(data.error());
@@ -241,6 +318,8 @@ caf::expected<rejoin_request> decode<rejoin_request>(const wire& w, const codec_
         x.held = std::move(*held);
         x.finished = std::move(*finished);
         x.finished_loss = detail::to_vector<double>(in.getFinishedLoss());
+        x.host = std::move(*host);
+        x.generation = in.getGeneration();
         return x;
       });
 }

@@ -225,12 +225,18 @@ using gatekeeper_actor =
 //   restore: step, part index, part count, part: a checkpoint's state (bucket_store::save),
 //          sent before a start; the member goes on from it (and the others from the member)
 //   tables: --mode hybrid: the buckets that hold the task's embedding tables, before a start
+//   rejoin: from this process's coordinator watch: the coordinator of that term took over
+//          (0: none did); the member rejoins it and sends again what it holds
+//   state:  step, epochs: the coordinator's standby holds this member's step reports through
+//          that step and the evaluations of that many epochs; the member stops holding them
 using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
                                          caf::reacts_to<tables_atom, std::vector<bucket_actor>>,
                                          caf::reacts_to<restore_atom, uint64_t, uint32_t, uint32_t, wire>,
                                          caf::replies_to<stop_atom, std::string>::with<bool>,
                                          caf::reacts_to<run_atom>,
-                                         caf::reacts_to<tick_atom, uint64_t>>;
+                                         caf::reacts_to<tick_atom, uint64_t>,
+                                         caf::reacts_to<rejoin_atom, uint64_t>,
+                                         caf::reacts_to<state_atom, uint64_t, uint32_t>>;
 
 // The coordinator of a data-parallel job (actors/dp/dp_coordinator.hpp). The gatekeeper hands it
 // out as a coordinator_actor handle (heartbeat has the same signature in both); dp workers
@@ -250,6 +256,9 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
 //   inspect:   a view ("group", "tree", "nodes", "metrics") -> table_view (the console's; the
 //              same signature as the parameter service coordinator's)
 //   which:     --mode hybrid: a member's table bucket failed; the tables' coordinator answers
+//   follow:    as above (--mode dp)
+//   rejoin:    after a takeover: rejoin_request and the worker's handle -> join_reply with the
+//              new term (held until every member is back or the takeover's deadline passes)
 using dp_coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, dp_worker_actor>::with<wire>,
                      caf::replies_to<heartbeat_atom, wire>::with<uint64_t>,
@@ -263,7 +272,9 @@ using dp_coordinator_actor =
                      caf::reacts_to<save_atom, uint64_t, uint32_t, uint32_t, wire>,
                      caf::replies_to<inspect_atom, std::string>::with<wire>,
                      caf::reacts_to<tick_atom, uint64_t>,
-                     caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>>;
+                     caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>,
+                     caf::replies_to<follow_atom, standby_actor>::with<uint64_t>,
+                     caf::replies_to<rejoin_atom, wire, dp_worker_actor>::with<wire>>;
 
 // clang-format on
 

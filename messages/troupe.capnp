@@ -603,6 +603,31 @@ struct Standing {
   resumedFromStep @15 :UInt64;
   recoveryS @16 :Float64;
   resumedWallS @17 :Float64;
+  dp @18 :DpStanding;  # a data-parallel coordinator's; unset for the parameter service
+}
+
+# What a data-parallel coordinator's standing adds (per member lists parallel to workers).
+struct DpStanding {
+  generation @0 :UInt64;
+  globalBatch @1 :UInt32;
+  hosts @2 :List(Text);
+  examples @3 :List(UInt64);
+  stepExamples @4 :List(UInt64);
+  appliedExamples @5 :List(UInt64);
+  figureNames @6 :List(Text);
+  figureValues @7 :List(Float64);
+  allreduceBytes @8 :UInt64;
+  bytesInterHost @9 :UInt64;
+  bytesWarmup @10 :UInt64;
+  bytesCompressed @11 :UInt64;
+  stepsWarmup @12 :UInt64;
+  stepsCompressed @13 :UInt64;
+  skippedSteps @14 :UInt64;
+  checksumMismatches @15 :UInt64;
+  checkpoints @16 :UInt64;
+  allreduceS @17 :Float64;
+  exposedS @18 :Float64;
+  reformS @19 :Float64;
 }
 
 # A member registers again with a coordinator that took over.
@@ -620,4 +645,6 @@ struct Rejoin {
   held @10 :List(WorkChunk);
   finished @11 :List(WorkChunk);
   finishedLoss @12 :List(Float64);
+  host @13 :Text;  # a data-parallel worker's host label
+  generation @14 :UInt64;  # a data-parallel worker's newest group generation
 }

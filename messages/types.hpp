@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -420,9 +421,27 @@ struct home_standing {
   std::vector<uint32_t> backups;
 };
 
+// What a data-parallel coordinator (actors/dp/dp_standing.cpp) adds to its standing: the
+// group's generation and shape, the members' figures the parameter service has no place for
+// (parallel to coordinator_standing::workers) and the report's data-parallel figures.
+struct dp_group_standing {
+  uint64_t generation = 0;
+  uint32_t global_batch = 0;
+  std::vector<std::string> hosts;                 // per member: its host label
+  std::vector<uint64_t> examples, step_examples;  // per member
+  std::vector<uint64_t> applied_examples;         // per epoch: examples of the steps applied
+  std::vector<std::pair<std::string, double>> figures;  // the task's own, from an evaluation
+  uint64_t allreduce_bytes = 0, bytes_inter_host = 0, bytes_warmup = 0, bytes_compressed = 0;
+  uint64_t steps_warmup = 0, steps_compressed = 0, skipped_steps = 0, checksum_mismatches = 0;
+  uint64_t checkpoints = 0;
+  double allreduce_s = 0, exposed_s = 0, reform_s = 0;
+};
+
 // The coordinator's state as its standby follows it (actors/coordinator/standing.cpp): enough
 // to go on once the members rejoin with their handles. Sent after every change of membership
-// or placement and every heartbeat interval; the standby keeps the newest.
+// or placement and every heartbeat interval; the standby keeps the newest. A data-parallel
+// coordinator's names its members as workers (clock: the last step each reported) and plan
+// holds its progress as its checkpoints do; `dp` is set for it alone.
 struct coordinator_standing {
   uint64_t term = 0;
   bool training = false;  // placement done and workers started (before: nothing to take over)
@@ -436,6 +455,7 @@ struct coordinator_standing {
   uint64_t restarts = 0, escalations = 0, since_last = 0, chunks_done = 0;
   uint64_t resumed_from_step = 0;
   double recovery_s = 0, resumed_wall_s = 0;
+  std::optional<dp_group_standing> dp;
 };
 
 // A member of a job that the standby took over registers again: who it is, and what it holds.
@@ -454,6 +474,8 @@ struct rejoin_request {
   std::vector<work_chunk> held;
   std::vector<work_chunk> finished;
   std::vector<double> finished_loss;  // parallel to finished
+  std::string host;                   // a data-parallel worker's host label
+  uint64_t generation = 0;            // a data-parallel worker's newest (pending included)
 };
 
 // The header of one piece of a collective of the `actors` backend

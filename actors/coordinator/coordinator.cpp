@@ -384,12 +384,7 @@ coordinator_actor::behavior_type coordinator(
   self->state.roster.beats = heartbeat_monitor{config.opts.heartbeat_interval};
   self->state.evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) {
-    auto& heir = self->state.succession;
-    if (!heir.follower || msg.source != heir.follower.address()) return on_down(self, config, msg);
-    config.log.warn("the standby coordinator is gone ({}); going on without one",
-                    describe(msg.reason));
-    heir.follower = standby_actor{};
-    heir.confirmed = true;
+    if (!forget_follower(self, msg, config.log)) on_down(self, config, msg);
   });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
   if (config.takeover) {

@@ -27,6 +27,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/coordinator/evaluator.hpp"
+#include "actors/coordinator/succession.hpp"
 #include "actors/coordinator/work_plan.hpp"
 #include "actors/job/checkpoint_file.hpp"
 #include "actors/job/progress_line.hpp"
@@ -180,24 +181,6 @@ struct evaluation_progress {
   bool running = false;
   uint64_t round = 0;  // a server loss starts a new one: older replies are dropped
   evaluator_actor actor;
-};
-
-// The coordinator's succession (standing.cpp, takeover.cpp): its term, the standby following
-// it, and, while it takes over from a lost primary, the members yet to rejoin.
-struct succession_state {
-  uint64_t term = 0;
-  standby_actor follower;  // none: no standby follows this coordinator
-  // Whether the follower has accepted this coordinator's state since this process's last pause
-  // (a paused primary may have been deposed meanwhile: it judges nobody until it knows).
-  bool confirmed = true;
-  bool told_unreachable = false;  // the follower's silence was logged
-  // Taking over:
-  bool rejoining = false;
-  std::chrono::steady_clock::time_point lost_at;   // when the old primary was judged lost
-  double lost_at_s = 0;                            // the same, in training seconds
-  std::chrono::steady_clock::time_point deadline;  // members not back by then are lost
-  std::vector<rejoin_request> accounts;            // the rejoined workers', reconciled at the end
-  std::vector<std::pair<caf::typed_response_promise<wire>, uint32_t>> replies;  // and ranks
 };
 
 struct coordinator_state {

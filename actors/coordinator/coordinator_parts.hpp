@@ -99,8 +99,6 @@ uint64_t follow(self_ptr self, const coordinator_config& config, standby_actor s
 // Sends the follower the current state (every tick, and after changes that must not be lost:
 // placement, losses, promotions); a follower that answers errc::deposed ends this coordinator.
 void send_standing(self_ptr self, const coordinator_config& config);
-// The job is over: the follower quits with it.
-void release_follower(self_ptr self, const std::string& failure);
 
 // -- takeover.cpp
 // Starts this coordinator from config.takeover: the old primary's state, its members to rejoin.

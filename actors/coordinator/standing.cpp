@@ -46,47 +46,20 @@ coordinator_standing standing_of(const coordinator_state& st, const coordinator_
 }
 
 uint64_t follow(self_ptr self, const coordinator_config& config, standby_actor standby) {
-  auto& heir = self->state.succession;
-  if (heir.follower) config.log.warn("a new standby replaces the one that followed us");
-  config.log.info("a standby coordinator follows us (term {})", heir.term);
-  self->monitor(standby);
-  heir.follower = std::move(standby);
-  heir.confirmed = true;
-  send_standing(self, config);
-  return heir.term;
+  return accept_follower(self, std::move(standby), config.log,
+                         [=] { send_standing(self, config); });
 }
 
 void send_standing(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   if (!st.succession.follower || st.phase == job_phase::finishing) return;
-  const auto follower = st.succession.follower;
-  self->request(follower, config.opts.takeover_timeout, state_atom_v, st.succession.term,
-                encode(standing_of(st, config)))
-      .then(
-          [=](bool) {
-            auto& heir = self->state.succession;
-            heir.confirmed = true;
-            heir.told_unreachable = false;
-          },
-          [=](caf::error& err) {
-            auto& heir = self->state.succession;
-            if (has_code(err, errc::deposed)) {
-              // Not fail(): the report and the members are the new coordinator's now.
-              config.log.error("{}; stopping without touching the job", describe(err));
-              self->state.phase = job_phase::finishing;
-              return self->quit(std::move(err));
-            }
-            if (!heir.told_unreachable && heir.follower == follower)
-              config.log.warn("the standby did not take our state: {}", describe(err));
-            heir.told_unreachable = true;
-          });
-}
-
-void release_follower(self_ptr self, const std::string& failure) {
-  auto& heir = self->state.succession;
-  if (!heir.follower) return;
-  self->send(heir.follower, stop_atom_v, failure);
-  heir.follower = standby_actor{};
+  offer_standing(
+      self, config.opts.takeover_timeout, encode(standing_of(st, config)), config.log, [] {},
+      [=](caf::error err) {
+        // Not fail(): the report and the members are the new coordinator's now.
+        self->state.phase = job_phase::finishing;
+        self->quit(std::move(err));
+      });
 }
 
 }  // namespace troupe::coordination

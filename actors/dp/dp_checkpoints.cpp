@@ -1,5 +1,5 @@
 // The dp coordinator's checkpoints: member 0's state written in the checkpoint format, and
-// --resume's checks and the progress it restores.
+// --resume's checks and the progress it restores (the same progress a standing carries).
 #include <fmt/format.h>
 
 #include "actors/dp/dp_coordinator_parts.hpp"
@@ -27,35 +27,28 @@ caf::error take_resume(dp_coordinator_state& st, const dp_coordinator_config& co
   if (job.chunk != st.global_batch) return differs("examples per step", job.chunk, st.global_batch);
   if (job.batches_per_epoch != st.steps_per_epoch)
     return differs("steps per epoch", job.batches_per_epoch, st.steps_per_epoch);
-  st.steps = job.step;
+  adopt_progress(st, job);
   st.report.resumed_from_step = job.step;
+  st.resumed_wall_s = job.wall_s;
+  config.log.info("resuming after step {} of {}", job.step, st.steps_per_epoch * job.epochs);
+  return {};
+}
+
+void adopt_progress(dp_coordinator_state& st, const job_checkpoint& job) {
+  st.steps = job.step;
   st.report.epochs = job.history;
   st.evaluated = job.evaluated;
-  st.resumed_wall_s = job.wall_s;
   for (uint32_t e = 0; e < job.evaluated && e < st.snapshot_taken.size(); ++e)
     st.snapshot_taken[e] = true;
   for (size_t e = 0; e < job.epoch_loss.size() && e < st.epoch_loss.size(); ++e)
     st.epoch_loss[e] = job.epoch_loss[e];
   for (size_t e = 0; e < job.epoch_batches.size() && e < st.epoch_examples.size(); ++e)
     st.epoch_examples[e] = job.epoch_batches[e];
-  config.log.info("resuming after step {} of {}", job.step, st.steps_per_epoch * job.epochs);
-  return {};
 }
 
-// Member 0's state after `step`, part by part; the last part writes the checkpoint.
-void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, uint32_t index,
-             uint32_t count, const wire& part) {
-  auto& st = self->state;
-  auto* m = sender(self);
-  if (!m || m->lost || m->rank != 0 || config.opts.checkpoint_dir.empty() || count == 0 ||
-      count > 4096 || index >= count)
-    return config.log.warn("ignored a checkpoint part that is not member 0's");
-  if (index == 0 || step != st.saving_step) st.saving.assign(count, wire{}), st.saving_step = step;
-  if (st.saving.size() != count) return;
-  st.saving[index] = part;
-  if (index + 1 < count) return;
-  checkpoint c;
-  auto& job = c.job;
+job_checkpoint progress_of(const dp_coordinator_state& st, const dp_coordinator_config& config,
+                           uint64_t step) {
+  job_checkpoint job;
   job.step = step;
   job.epochs = config.opts.epochs;
   job.batches_per_epoch = st.steps_per_epoch;
@@ -72,6 +65,23 @@ void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, 
   job.evaluated = st.evaluated;
   job.history = st.report.epochs;
   job.wall_s = st.resumed_wall_s + seconds_since(st.started);
+  return job;
+}
+
+// Member 0's state after `step`, part by part; the last part writes the checkpoint.
+void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, uint32_t index,
+             uint32_t count, const wire& part) {
+  auto& st = self->state;
+  auto* m = sender(self);
+  if (!m || m->lost || m->rank != 0 || config.opts.checkpoint_dir.empty() || count == 0 ||
+      count > 4096 || index >= count)
+    return config.log.warn("ignored a checkpoint part that is not member 0's");
+  if (index == 0 || step != st.saving_step) st.saving.assign(count, wire{}), st.saving_step = step;
+  if (st.saving.size() != count) return;
+  st.saving[index] = part;
+  if (index + 1 < count) return;
+  checkpoint c;
+  c.job = progress_of(st, config, step);
   c.buckets.push_back(std::move(st.saving));
   st.saving.clear();
   auto written = write_checkpoint(config.opts.checkpoint_dir, c, config.opts.checkpoint_keep);

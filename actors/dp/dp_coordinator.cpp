@@ -89,16 +89,18 @@ void fail(self_ptr self, const dp_coordinator_config& config, const std::string&
   st.report.failure = why;
   write_report(st, config);
   if (config.tables) self->send(config.tables, stop_atom_v, why);
+  release_follower(self, why);
   stop_all_and_quit(self, config, make_error(errc::job_failed, why));
 }
 
 void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
-  if (st.finishing || st.evaluated < config.opts.epochs) return;
+  if (st.finishing || st.succession.rejoining || st.evaluated < config.opts.epochs) return;
   if (!std::all_of(st.members.begin(), st.members.end(),
                    [](const dp_member& m) { return m.lost || m.done; }))
     return;
   st.finishing = true;
+  release_follower(self, {});  // before the statistics: the standby must not take over now
   auto end = [=] {
     auto& st = self->state;
     fill_report(st);
@@ -221,6 +223,7 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     if (config.tables) self->send(m.handle, tables_atom_v, st.table_buckets);
     self->send(m.handle, start_atom_v, encode(start));
   }
+  send_standing(self, config);
 }
 
 caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, const wire& w,
@@ -230,6 +233,8 @@ caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, cons
   if (!request) return std::move(request.error());
   if (request->sender != role::worker)
     return make_error(errc::bad_configuration, "a data-parallel job has workers only");
+  if (st.succession.rejoining)
+    return make_error(errc::not_rejoined, "a takeover is under way: join again in a moment");
   for (const auto& m : st.members)
     if (m.name == request->name || m.handle == handle)
       return make_error(errc::bad_configuration,
@@ -250,7 +255,19 @@ caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, cons
     form_group(self, config, "'" + request->name + "' joined");
   else if (live == config.opts.workers && (!config.tables || !st.table_buckets.empty()))
     form_group(self, config, "start");
-  return encode(join_reply{live - 1, config.opts.workers, 0});
+  return encode(join_reply{live - 1, config.opts.workers, 0, st.succession.term});
+}
+
+void record_loss(dp_coordinator_state& st, dp_member& m, const std::string& why) {
+  m.lost = true;
+  st.beats.forget(m.name);
+  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  st.report.losses.push_back(
+      loss_event{m.name, role::worker, seconds_since(st.started), uint64_t(unix_ms), why});
+  st.report.workers_lost.push_back(m.name);
+  add(st.metrics.lost, 1);
 }
 
 void lose(self_ptr self, const dp_coordinator_config& config, const std::string& name,
@@ -266,142 +283,32 @@ void lose(self_ptr self, const dp_coordinator_config& config, const std::string&
     st.members.erase(it);
     return;
   }
-  it->lost = true;
-  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
-  st.report.losses.push_back(
-      loss_event{name, role::worker, seconds_since(st.started), uint64_t(unix_ms), why});
-  st.report.workers_lost.push_back(name);
-  add(st.metrics.lost, 1);
+  record_loss(st, *it, why);
   if (live_count(st) == 0) return fail(self, config, "every worker was lost");
   config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
   if (!st.lost_at) st.lost_at = std::chrono::steady_clock::now();
   form_group(self, config, "'" + name + "' lost");
 }
 
-// -- steps and evaluation -----------------------------------------------------------------------
-
-void compare_checksums(self_ptr self, const dp_coordinator_config& config, uint64_t step) {
+// Every heartbeat interval: a takeover's deadline, the standing, then members not heard from
+// within the timeout are lost. Members still to rejoin a takeover are judged by its deadline,
+// and a primary that was paused with a standby following judges nobody until the standby has
+// taken its standing again (it may have been deposed meanwhile).
+void check_heartbeats(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
-  auto it = st.checksums.find(step);
-  if (it == st.checksums.end() || it->second.size() < live_count(st)) return;
-  std::map<uint64_t, std::vector<std::string>> by_value;
-  for (const auto& [rank, sum] : it->second)
-    for (const auto& m : st.members)
-      if (!m.lost && m.rank == rank) by_value[sum].push_back(m.name);
-  st.checksums.erase(it);
-  if (by_value.size() == 1) return;
-  ++st.report.checksum_mismatches;
-  std::string groups;
-  for (const auto& [sum, names] : by_value)
-    groups += fmt::format("{}[{}]", groups.empty() ? "" : " vs ", fmt::join(names, ", "));
-  fail(self, config, fmt::format("the replicas differ after step {}: {}", step, groups));
-}
-
-void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) {
-  auto& st = self->state;
-  auto* m = sender(self);
-  if (!m) return config.log.warn("ignored a step report from a stranger");
-  if (m->lost) return refuse(self, config, *m);
-  auto report = decode<step_report>(w);
-  if (!report || report->epoch >= config.opts.epochs || report->generation > st.generation)
-    return config.log.warn("ignored a malformed step report from '{}'", m->name);
-  ++m->steps;
-  m->examples += report->examples;
-  m->step_examples += report->step_examples;
-  m->compute_s = report->compute_s;
-  m->wall_s = report->wall_s;
-  auto& r = st.report;
-  r.allreduce_bytes += report->bytes;
-  (report->compressed ? r.allreduce_bytes_compressed : r.allreduce_bytes_warmup) += report->bytes;
-  add(st.group_metrics.bytes, double(report->bytes));
-  if (st.group_metrics.seconds) st.group_metrics.seconds->observe(report->allreduce_s);
-  r.allreduce_bytes_inter_host += report->bytes_inter_host;
-  r.allreduce_s += report->allreduce_s;
-  st.exposed_s += report->exposed_s;
-  st.epoch_loss[report->epoch] += report->loss_sum;
-  st.epoch_examples[report->epoch] += report->skipped ? 0 : report->examples;
-  // Every member that applied a step reports it, in order; the first report counts it.
-  if (report->step > st.steps) {
-    st.applied_examples[report->epoch] += report->step_examples;
-    if (report->skipped) ++r.skipped_steps;
-    (report->compressed ? r.steps_compressed : r.steps_warmup) += report->step - st.steps;
-    add(st.metrics.batches, double(report->step - st.steps));
-    st.steps = report->step;
+  self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+  check_takeover(self, config);
+  send_standing(self, config);
+  auto& heir = st.succession;
+  if (heir.rejoining || (heir.follower && !heir.confirmed)) return;
+  const auto timeout = config.opts.heartbeat_timeout;
+  const auto verdict = st.beats.expired(heartbeat_monitor::clock::now(), timeout);
+  if (verdict.not_running.count() > 0) {
+    log_own_pause(config.log, verdict.not_running);
+    if (heir.follower) heir.confirmed = false;
   }
-  if (report->generation != st.generation) return;
-  if (st.lost_at) {  // the first step of a generation formed after a loss
-    r.reform_s = std::max(r.reform_s, seconds_since(*st.lost_at));
-    st.lost_at.reset();
-  }
-  if (report->checksum != 0) {
-    st.checksums[report->step][report->rank] = report->checksum;
-    compare_checksums(self, config, report->step);
-  }
-}
-
-void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
-  auto& st = self->state;
-  if (st.evaluating || st.to_evaluate.empty() || st.finishing) return;
-  st.evaluating = true;
-  auto [epoch, input] = st.to_evaluate.front();
-  st.to_evaluate.pop_front();
-  if (config.tables && input->rows.ids.empty()) {  // --mode hybrid: the rows first
-    st.to_evaluate.emplace_front(epoch, input);
-    return pull_evaluation_rows(self, config, input, [=] {
-      self->state.evaluating = false;
-      evaluate_next(self, config);
-    });
-  }
-  self->request(st.evaluator, config.opts.request_timeout * 10, eval_atom_v,
-                std::shared_ptr<const eval_input>{input})
-      .then(
-          [=](const eval_output& out) {
-            auto& st = self->state;
-            st.evaluating = false;
-            const double train_loss = st.epoch_examples[epoch]
-                                          ? st.epoch_loss[epoch] / double(st.epoch_examples[epoch])
-                                          : 0.0;
-            const double wall = seconds_since(st.started);
-            st.report.epochs.push_back(
-                epoch_entry{epoch + 1, out.result.accuracy, out.result.loss, train_loss, wall});
-            if (!out.figures.empty()) st.report.figures = out.figures;
-            st.display.line(fmt::format(
-                "epoch {}/{}  test_accuracy {:.4f}  test_loss {:.4f}  train_loss {:.4f}  {:.1f} s"
-                "  {:.0f} steps/s",
-                epoch + 1, config.opts.epochs, out.result.accuracy, out.result.loss, train_loss,
-                wall, double(st.steps) / std::max(wall, 1e-9)));
-            st.evaluated = std::max(st.evaluated, epoch + 1);
-            set(st.metrics.epochs, st.evaluated);
-            set(st.metrics.accuracy, out.result.accuracy);
-            evaluate_next(self, config);
-            maybe_finish(self, config);
-          },
-          [=](caf::error& err) { fail(self, config, "evaluation failed: " + describe(err)); });
-}
-
-void on_snapshot(self_ptr self, const dp_coordinator_config& config, uint32_t epoch,
-                 const wire& w) {
-  auto& st = self->state;
-  auto* m = sender(self);
-  if (!m) return config.log.warn("ignored parameters from a stranger");
-  if (m->lost) return refuse(self, config, *m);
-  if (epoch >= config.opts.epochs || st.snapshot_taken[epoch]) return;
-  auto snapshot = decode<pull_reply>(w);
-  const flat_layout layout{config.task->parameters()};
-  const placement whole = plan_buckets(layout, 1, 1);
-  if (!snapshot || epoch >= config.opts.epochs || !matches(whole.buckets[0], snapshot->tensors))
-    return fail(self, config,
-                fmt::format("'{}' sent bad parameters after epoch {}", m->name, epoch + 1));
-  st.snapshot_taken[epoch] = true;
-  auto input = std::make_shared<eval_input>();
-  input->params.assign(layout.total, 0.0f);
-  scatter(layout, snapshot->tensors, input->params);
-  input->figures = epoch + 1 == config.opts.epochs;
-  if (config.on_parameters) config.on_parameters(epoch, input->params);
-  st.to_evaluate.emplace_back(epoch, std::move(input));
-  evaluate_next(self, config);
+  for (const auto& name : verdict.lost)
+    lose(self, config, name, fmt::format("no heartbeat for {} ms", timeout.count()));
 }
 
 }  // namespace troupe::dp_coordination
@@ -440,6 +347,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
             [=](caf::error& err) { fail(self, config, "placing the tables: " + describe(err)); });
   }
   self->set_down_handler([=](caf::down_msg& msg) {
+    if (forget_follower(self, msg, config.log)) return;
     if (config.tables && msg.source == config.tables.address())
       return fail(self, config,
                   "the tables' coordinator ended: " +
@@ -451,9 +359,13 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       }
   });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
-  if (!config.opts.resume.empty())
-    resume_or_stop(self, self->state.resume_from, config.opts.resume, config.log);
-  config.log.info("waiting for {} workers (data parallel)", config.opts.workers);
+  if (config.takeover) {
+    take_over(self, config);
+  } else {
+    if (!config.opts.resume.empty())
+      resume_or_stop(self, self->state.resume_from, config.opts.resume, config.log);
+    config.log.info("waiting for {} workers (data parallel)", config.opts.workers);
+  }
   return {
       [=](join_atom, const wire& w, dp_worker_actor handle) {
         return admit(self, config, w, std::move(handle));
@@ -467,16 +379,12 @@ dp_coordinator_actor::behavior_type dp_coordinator(
             else
               self->state.beats.heard(m.name, heartbeat_monitor::clock::now());
           }
-        return 0;  // a data-parallel job has no standby: always the first term
+        return self->state.succession.term;
       },
-      [=](tick_atom) {
-        auto& st = self->state;
-        const auto timeout = config.opts.heartbeat_timeout;
-        const auto verdict = st.beats.expired(heartbeat_monitor::clock::now(), timeout);
-        if (verdict.not_running.count() > 0) log_own_pause(config.log, verdict.not_running);
-        for (const auto& name : verdict.lost)
-          lose(self, config, name, fmt::format("no heartbeat for {} ms", timeout.count()));
-        self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+      [=](tick_atom) { check_heartbeats(self, config); },
+      [=](follow_atom, standby_actor standby) { return follow(self, config, std::move(standby)); },
+      [=](rejoin_atom, const wire& w, dp_worker_actor handle) {
+        return rejoin(self, config, w, std::move(handle));
       },
       [=](step_atom, const wire& w) { on_step(self, config, w); },
       [=](eval_atom, uint32_t epoch, const wire& w) { on_snapshot(self, config, epoch, w); },
@@ -499,7 +407,9 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       },
       [=](tick_atom, uint64_t generation) {
         auto& st = self->state;
-        if (!sent_by(self, self->address()) || generation != st.generation || st.finishing) return;
+        if (!sent_by(self, self->address()) || generation != st.generation || st.finishing ||
+            st.succession.rejoining)
+          return;
         form_group(self, config, "a collective failed with every member alive");
       },
       [=](put_atom, const wire& w) { return store_put(self, w); },

@@ -11,7 +11,9 @@
 // does the job fail. With --checkpoint-dir, member 0 sends its state every
 // --checkpoint-every steps (0: each epoch) and the coordinator writes it as a checkpoint in the
 // parameter service's format (one bucket: the whole replica); --resume DIR starts member 0
-// from the newest good one, and the others from member 0.
+// from the newest good one, and the others from member 0. A standby coordinator may follow it
+// (--standby-of) and take over when it is lost: the members rejoin the standby and form a new
+// generation there (actors/dp/dp_standing.cpp).
 #pragma once
 
 #include <chrono>
@@ -21,12 +23,14 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/coordinator/evaluator.hpp"
+#include "actors/coordinator/succession.hpp"
 #include "actors/job/checkpoint_file.hpp"
 #include "actors/job/progress_line.hpp"
 #include "actors/supervision/heartbeat.hpp"
@@ -49,6 +53,11 @@ struct dp_coordinator_config {
   // --mode hybrid: the coordinator of the task's embedding tables (actors/coordinator with
   // coordinator_config::group set to this one); none otherwise.
   coordinator_actor tables;
+  // A standby taking over (actors/dp/dp_standing.cpp): the old primary's last standing (with
+  // its `dp` part), when it arrived, and why the old primary was judged lost.
+  std::optional<coordinator_standing> takeover;
+  std::chrono::steady_clock::time_point takeover_heard;
+  std::string takeover_why;
 };
 
 struct dp_member {
@@ -61,6 +70,7 @@ struct dp_member {
   bool refused = false;  // lost, spoke again and was told to stop
   bool done = false;
   uint64_t steps = 0;                        // steps it took part in
+  uint64_t last_step = 0;                    // the step of its newest report counted
   uint64_t examples = 0, step_examples = 0;  // it computed; of the steps it took part in
   uint32_t index = 0;                        // in join order (--worker-slowdown)
   double compute_s = 0;
@@ -110,6 +120,7 @@ struct dp_coordinator_state {
   job_report report;
   progress_line display;
   std::chrono::steady_clock::time_point started;
+  succession_state succession;  // the term, the standby, a takeover under way
 };
 
 dp_coordinator_actor::behavior_type dp_coordinator(

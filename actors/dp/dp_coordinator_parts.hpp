@@ -1,7 +1,8 @@
 // The dp coordinator's functions, shared by its files: dp_coordinator.cpp (forming groups,
-// membership, steps, evaluation, the end), dp_store.cpp (the rendezvous store),
-// dp_checkpoints.cpp (checkpoints and --resume) and dp_inspection.cpp (the console's views and
-// the metrics). Internal to actors/; called only from the dp coordinator's handlers.
+// membership, the end), dp_steps.cpp (step reports and evaluation), dp_store.cpp (the
+// rendezvous store), dp_checkpoints.cpp (checkpoints and --resume), dp_standing.cpp (the
+// standby and taking over) and dp_inspection.cpp (the console's views and the metrics).
+// Internal to actors/; called only from the dp coordinator's handlers.
 #pragma once
 
 #include <chrono>
@@ -23,6 +24,20 @@ dp_member* sender(self_ptr self);
 void refuse(self_ptr self, const dp_coordinator_config& config, dp_member& m);
 // Writes the report with `why` and stops everyone.
 void fail(self_ptr self, const dp_coordinator_config& config, const std::string& why);
+// Ends the job once every epoch is evaluated and every live member is done.
+void maybe_finish(self_ptr self, const dp_coordinator_config& config);
+// A new generation of the live members (`why` is logged).
+void form_group(self_ptr self, const dp_coordinator_config& config, const std::string& why);
+// Marks `m` lost (the report's losses, the metrics) without forming a new generation.
+void record_loss(dp_coordinator_state& st, dp_member& m, const std::string& why);
+
+// -- dp_steps.cpp
+// A member's step_report; a step counts once, a member's report of a step counted for it is
+// dropped.
+void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w);
+// A member's parameters after `epoch` (pull_reply): queued for evaluation, the first only.
+void on_snapshot(self_ptr self, const dp_coordinator_config& config, uint32_t epoch,
+                 const wire& w);
 
 // -- dp_store.cpp
 caf::result<bool> store_put(self_ptr self, const wire& w);
@@ -30,8 +45,28 @@ caf::result<wire> store_get(self_ptr self, const wire& w);
 
 // -- dp_checkpoints.cpp
 caf::error take_resume(dp_coordinator_state& st, const dp_coordinator_config& config);
+// The job's progress after `step` as a checkpoint holds it (and a standing).
+job_checkpoint progress_of(const dp_coordinator_state& st, const dp_coordinator_config& config,
+                           uint64_t step);
+// Takes the progress `job` holds (steps, epoch losses, evaluations) into the state, whose
+// per-epoch vectors are sized already.
+void adopt_progress(dp_coordinator_state& st, const job_checkpoint& job);
 void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, uint32_t index,
              uint32_t count, const wire& part);
+
+// -- dp_standing.cpp
+// A standby asks to follow: it gets this coordinator's standing from now on.
+uint64_t follow(self_ptr self, const dp_coordinator_config& config, standby_actor standby);
+// Sends the follower the standing (every tick, after a generation, a loss or an evaluation);
+// once it is taken, or at once with no follower, tells the members what they may stop holding.
+void send_standing(self_ptr self, const dp_coordinator_config& config);
+// Starts this coordinator from config.takeover: the old primary's state, its members to rejoin.
+void take_over(self_ptr self, const dp_coordinator_config& config);
+// A member rejoins after the takeover (answered once all are back or at the deadline).
+caf::result<wire> rejoin(self_ptr self, const dp_coordinator_config& config, const wire& w,
+                         dp_worker_actor handle);
+// The takeover's deadline passed: members not back are lost, and a new generation forms.
+void check_takeover(self_ptr self, const dp_coordinator_config& config);
 
 // -- dp_tables.cpp (--mode hybrid)
 // Pulls the rows evaluation reads from the table buckets into input->rows, then `then`; a

@@ -35,7 +35,7 @@ void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot) {
   if (snapshot && st.step > 0 && st.step % st.steps_per_epoch == 0) {
     const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch - 1);
     pull_reply parameters{0, st.step, vector_clock{}, st.optimizer->slices(), {}};
-    self->send(config.coordinator, eval_atom_v, epoch, encode(parameters));
+    send_parameters(self, config, epoch, encode(parameters));
   }
   if (st.pending) {
     auto next = std::move(*st.pending);
@@ -44,7 +44,7 @@ void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot) {
   }
   if (st.step >= st.total_steps) {
     config.log.info("trained {} steps", st.step);
-    self->send(config.coordinator, done_atom_v, st.job->rank);
+    self->send(coordinator_of(config), done_atom_v, st.job->rank);
     return;
   }
   self->send(self, run_atom_v);
@@ -57,7 +57,7 @@ void wait_for_generation(self_ptr self, const dp_trainer_config& config, const s
   st.in_step = false;
   st.broken = true;
   if (st.pending) return go_on(self, config, false);
-  self->send(config.coordinator, broken_atom_v, st.job->generation, why);
+  self->send(coordinator_of(config), broken_atom_v, st.job->generation, why);
   const auto bound = std::chrono::milliseconds(3 * st.job->timeout_ms) + 2 * config.request_timeout;
   self->delayed_send(self, bound, tick_atom_v, st.job->generation);
 }
@@ -149,7 +149,7 @@ void apply_start(self_ptr self, const dp_trainer_config& config, group_start job
   form->collective = st.job->collective;
   form->bind_host = config.bind_host;
   form->timeout = std::chrono::milliseconds(st.job->timeout_ms);
-  form->coordinator = config.coordinator;
+  form->coordinator = coordinator_of(config);
   form->hosts = st.job->hosts;
   form->two_level = st.job->two_level;
   const auto generation = st.job->generation;
@@ -272,30 +272,40 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
   using namespace dp_parts;
   accept_exits_only_from(self, config.supervisor, config.log);
   self->state.group = self->spawn<caf::detached + caf::linked>(allreduce_group, config.log);
-  self->monitor(config.coordinator);
+  self->monitor(config.coordinator->handle());
+  config.coordinator->subscribe(self->address());
   self->set_down_handler([=](caf::down_msg& msg) {
-    if (self->state.stopping || msg.source != config.coordinator.address()) return;
+    if (self->state.stopping || msg.source != config.coordinator->address()) return;
+    if (config.coordinator->standby_listed())
+      return config.log.warn("lost the coordinator ({}); waiting for its standby",
+                             describe(msg.reason));
     fail(self, config, "training", make_error(errc::job_failed, "lost the coordinator"));
   });
   const join_request request{role::worker, config.name, static_cast<uint32_t>(::getpid()),
                              endpoint{}, config.host_label};
-  self->request(config.coordinator, config.request_timeout, join_atom_v, encode(request),
+  self->request(coordinator_of(config), config.request_timeout, join_atom_v, encode(request),
                 caf::actor_cast<dp_worker_actor>(self))
-      .then([=](const wire&) { config.log.debug("joined the coordinator"); },
-            [=](caf::error& err) { fail(self, config, "joining the coordinator", err); });
+      .then(
+          [=](const wire& w) {
+            if (auto reply = decode<join_reply>(w))
+              config.coordinator->switch_to(config.coordinator->handle(), reply->term);
+            config.log.debug("joined the coordinator");
+          },
+          [=](caf::error& err) { fail(self, config, "joining the coordinator", err); });
   return {
       [=](start_atom, const wire& w) {
-        if (!sent_by(self, config.coordinator.address()))
+        if (!sent_by(self, config.coordinator->address()))
           return config.log.warn("ignored a start that is not from the coordinator");
         start(self, config, w);
       },
       [=](tables_atom, std::vector<bucket_actor> buckets) {
-        if (!sent_by(self, config.coordinator.address()))
+        if (!sent_by(self, config.coordinator->address()))
           return config.log.warn("ignored tables that are not from the coordinator");
         self->state.table_buckets = std::move(buckets);
       },
       [=](stop_atom, const std::string& failure) {
-        return stop_on_request(self, config.coordinator.address(), failure, "worker");
+        if (sent_by(self, config.coordinator->address())) config.coordinator->close();
+        return stop_on_request(self, config.coordinator->address(), failure, "worker");
       },
       [=](run_atom) {
         if (!sent_by(self, self->address())) return;
@@ -305,7 +315,7 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
       },
       [=](restore_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
         auto& st = self->state;
-        if (!sent_by(self, config.coordinator.address()) || st.job || count == 0 || count > 4096 ||
+        if (!sent_by(self, config.coordinator->address()) || st.job || count == 0 || count > 4096 ||
             index >= count)
           return config.log.warn("ignored a restore that is not the coordinator's, or late");
         st.restored.resize(count);
@@ -319,6 +329,11 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
           return;
         fail(self, config, "waiting for a new generation of the group",
              make_error(errc::timeout, "the coordinator formed none in time"));
+      },
+      [=](rejoin_atom, uint64_t term) { rejoin(self, config, term); },
+      [=](state_atom, uint64_t reports_through, uint32_t evaluated) {
+        if (sent_by(self, config.coordinator->address()))
+          drop_held(self->state, reports_through, evaluated);
       },
   };
 }

@@ -9,11 +9,16 @@
 // evaluation, and says done after the last step. When a collective fails (a member is gone
 // or late) it abandons the step and tells the coordinator; on a new generation it forms the
 // group again, and the members go on from the state of the one that applied the most steps
-// (allreduce_group's sync). A new worker joins the same way. Spawn it detached:
-// gradient_range runs inside its handler.
+// (allreduce_group's sync). A new worker joins the same way. With a standby coordinator
+// listed, it holds its step reports and parameters until the coordinator says its standby has
+// them, and when the standby takes over it rejoins it, sends again what it holds and goes on in
+// the generation the new coordinator forms. Spawn it detached: gradient_range runs inside its
+// handler.
 #pragma once
 
 #include <chrono>
+#include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +30,7 @@
 #include "actors/dp/adam_replica.hpp"
 #include "actors/dp/allreduce_group.hpp"
 #include "actors/dp/dp_schedule.hpp"
+#include "actors/supervision/coordinator_link.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/log.hpp"
@@ -33,7 +39,7 @@
 namespace troupe {
 
 struct dp_trainer_config {
-  dp_coordinator_actor coordinator;
+  coordinator_link_ptr coordinator;  // the process's (it switches at a takeover)
   std::shared_ptr<const training_task> task;
   std::string name;
   std::string bind_host = "127.0.0.1";  // where the other members' collectives reach ours
@@ -111,7 +117,15 @@ struct dp_trainer_state {
   std::vector<table_spec> tables;
   sparse_rows_view rows;
   std::vector<vector_clock> read_clocks;
+  // With a standby listed: what a coordinator that takes over may not have heard, sent again
+  // when this member rejoins it; dropped once the coordinator says its standby holds it.
+  std::deque<std::pair<uint64_t, wire>> held_reports;  // step, step_report
+  std::map<uint32_t, wire> held_parameters;            // epoch, pull_reply
+  bool told_held_full = false;
 };
+
+// The most step reports a member holds for a takeover (the oldest go first beyond it).
+constexpr size_t max_held_reports = size_t{1} << 14;
 
 dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_trainer_state> self,
                                           dp_trainer_config config);

@@ -11,6 +11,23 @@ namespace troupe::dp_parts {
 
 using self_ptr = dp_worker_actor::stateful_pointer<dp_trainer_state>;
 
+// The coordinator this member answers to now.
+inline dp_coordinator_actor coordinator_of(const dp_trainer_config& config) {
+  return caf::actor_cast<dp_coordinator_actor>(config.coordinator->handle());
+}
+
+// -- dp_trainer_rejoin.cpp (a standby coordinator)
+// Sends the step report of `step` to the coordinator, held for a takeover if a standby is listed.
+void send_report(self_ptr self, const dp_trainer_config& config, uint64_t step, wire report);
+// Sends the parameters after `epoch` (a pull_reply) for evaluation, held likewise.
+void send_parameters(self_ptr self, const dp_trainer_config& config, uint32_t epoch,
+                     wire parameters);
+// The coordinator's standby holds the reports through `reports_through` and `evaluated` epochs.
+void drop_held(dp_trainer_state& st, uint64_t reports_through, uint32_t evaluated);
+// The process's watch found the coordinator of `term` (0: none): rejoin it and send again what
+// is held, or stop.
+void rejoin(self_ptr self, const dp_trainer_config& config, uint64_t term);
+
 // Stops the trainer with errc::job_failed: `doing`: `err`.
 void fail(self_ptr self, const dp_trainer_config& config, const std::string& doing,
           const caf::error& err);

@@ -383,14 +383,14 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   report.step_examples = st.step_examples;
   report.bytes_inter_host = st.step_bytes_inter_host;
   report.compressed = st.adam && compressed_stage(st.stage);
-  self->send(config.coordinator, step_atom_v, encode(report));
+  send_report(self, config, st.step, encode(report));
   if (st.job->checkpoint_every && st.step % st.job->checkpoint_every == 0) st.checkpoint_due = true;
   // Not after a local step of 0/1 Adam: that state is one member's (the next sync is).
   if (st.job->rank == 0 && st.checkpoint_due && !local) {
     st.checkpoint_due = false;
     const auto parts = st.optimizer->save();
     for (uint32_t i = 0; i < parts.size(); ++i)
-      self->send(config.coordinator, save_atom_v, st.step, i, uint32_t(parts.size()), parts[i]);
+      self->send(coordinator_of(config), save_atom_v, st.step, i, uint32_t(parts.size()), parts[i]);
   }
   st.in_step = false;
   go_on(self, config, true);

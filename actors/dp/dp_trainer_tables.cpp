@@ -21,7 +21,7 @@ void find_again(self_ptr self, const dp_trainer_config& config, uint32_t b, int 
     return fail(self, config, "table bucket " + std::to_string(b) + " keeps failing", why);
   config.log.warn("table bucket {} did not answer ({}); asking where it is now", b, describe(why));
   const bucket_actor failed = self->state.table_buckets[b];
-  self->request(config.coordinator, config.request_timeout, which_atom_v, b, failed)
+  self->request(coordinator_of(config), config.request_timeout, which_atom_v, b, failed)
       .then(
           [=](bucket_actor& now) {
             self->state.table_buckets[b] = std::move(now);

@@ -113,7 +113,7 @@ caf::error check_nccl(const launch_options& opts) {
 
 // A dp trainer of this process, named `name`, that ends with `parent`'s exit.
 caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
-                         std::shared_ptr<const training_task> task, dp_coordinator_actor coord,
+                         std::shared_ptr<const training_task> task, coordinator_link_ptr coord,
                          const std::string& name, caf::actor_addr parent, const logger& log,
                          const update_rules& rules) {
   const dp_trainer_config config{std::move(coord),
@@ -179,7 +179,8 @@ int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_t
     auto coord = sys.spawn(dp_coordinator, config);
     for (uint32_t i = 0; i < opts.workers; ++i) {
       const std::string name = "worker-" + std::to_string(i);
-      spawn_trainer(sys, opts, task, coord, name, self->address(), log.named(name), app.rules);
+      spawn_trainer(sys, opts, task, fixed_link(caf::actor_cast<coordinator_actor>(coord)), name,
+                    self->address(), log.named(name), app.rules);
     }
     return wait_for(self, coord.address(), app.name);
   });
@@ -198,7 +199,8 @@ int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const trainin
     auto gk = publish_gatekeeper(self, opts, caf::actor_cast<coordinator_actor>(coord), app, log);
     if (!gk) return 1;
     if (opts.dp.coordinator_trains)
-      spawn_trainer(sys, opts, task, coord, node_name(opts) + "-trainer", self->address(),
+      spawn_trainer(sys, opts, task, fixed_link(caf::actor_cast<coordinator_actor>(coord)),
+                    node_name(opts) + "-trainer", self->address(),
                     log.named("trainer"), app.rules);
     const int code = wait_for(self, coord.address(), app.name);
     self->send_exit(*gk, caf::exit_reason::user_shutdown);
@@ -278,8 +280,8 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
     fmt::print(stderr, "{}: cannot join the job: {}\n", app.name, describe(coord.error()));
     return 1;
   }
-  // With a standby listed, the members follow a takeover (not yet for --mode dp).
-  const bool standby_listed = opts.coordinators.size() > 1 && !opts.data_parallel();
+  // With a standby listed, the members follow a takeover (not yet for --mode hybrid).
+  const bool standby_listed = opts.coordinators.size() > 1 && !opts.hybrid();
   auto link = std::make_shared<coordinator_link>(*coord, standby_listed);
   caf::scoped_actor self{sys};
   // Held here: a supervisor nobody references would end as unreachable.
@@ -426,8 +428,7 @@ int run_app(int argc, char** argv, const app_description& app) {
         *opts, role::worker, app, log,
         [&](caf::actor_system& sys, coordinator_link_ptr coord, const std::string& name,
             caf::actor_addr parent, std::shared_ptr<metrics_registry>) {
-          return spawn_trainer(sys, *opts, task,
-                               caf::actor_cast<dp_coordinator_actor>(coord->handle()), name, parent,
+          return spawn_trainer(sys, *opts, task, coord, name, parent,
                                log, app.rules);
         });
   }

@@ -55,8 +55,8 @@ int run_hybrid_embedded(const launch_options& opts, std::shared_ptr<const traini
     }
     for (uint32_t i = 0; i < opts.workers; ++i) {
       const std::string name = "worker-" + std::to_string(i);
-      spawn_trainer(sys, opts, task, roots.group, name, self->address(), log.named(name),
-                    app.rules);
+      spawn_trainer(sys, opts, task, fixed_link(caf::actor_cast<coordinator_actor>(roots.group)),
+                    name, self->address(), log.named(name), app.rules);
     }
     return wait_for(self, roots.group.address(), app.name);
   });

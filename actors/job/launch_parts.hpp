@@ -59,7 +59,7 @@ int with_node(const launch_options& opts, const app_description& app, const logg
 
 // A dp trainer of this process, named `name`, that ends with `parent`'s exit.
 caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
-                         std::shared_ptr<const training_task> task, dp_coordinator_actor coord,
+                         std::shared_ptr<const training_task> task, coordinator_link_ptr coord,
                          const std::string& name, caf::actor_addr parent, const logger& log,
                          const update_rules& rules);
 

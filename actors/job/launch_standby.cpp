@@ -1,9 +1,11 @@
-// --role coordinator --standby-of HOST:PORT: the standby coordinator's process.
+// --role coordinator --standby-of HOST:PORT: the standby coordinator's process, for a
+// parameter-service job's coordinator or a data-parallel one's (--mode).
 #include <fmt/format.h>
 #include <caf/scoped_actor.hpp>
 
 #include "actors/coordinator/coordinator.hpp"
 #include "actors/coordinator/standby.hpp"
+#include "actors/dp/dp_coordinator.hpp"
 #include "actors/job/launch_parts.hpp"
 #include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
@@ -60,15 +62,33 @@ int run_standby(const launch_options& opts, std::shared_ptr<const training_task>
     int code = 1;
     if (!wait_for_takeover(self, follower, standing, why, behind, code)) return code;
     auto state = decode<coordinator_standing>(standing);  // checked when it came
-    coordinator_config config{opts, task, self->address(), log.named("coordinator"),
-                              metrics.registry};
-    config.opts.resume.clear();  // the job goes on from the primary's state, not a checkpoint
-    config.takeover = std::move(*state);
-    config.takeover_heard = std::chrono::steady_clock::now() -
-                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                std::chrono::duration<double>(behind));
-    config.takeover_why = why;
-    code = serve_coordinator(self, opts, sys.spawn(coordinator, config), app, log);
+    if (state->dp.has_value() != opts.data_parallel()) {
+      fmt::print(stderr, "{}: the primary runs another kind of job (--mode)\n", app.name);
+      self->send_exit(follower, caf::exit_reason::user_shutdown);
+      return 1;
+    }
+    const auto heard = std::chrono::steady_clock::now() -
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(behind));
+    launch_options own = opts;
+    own.resume.clear();  // the job goes on from the primary's state, not a checkpoint
+    coordinator_actor coord;
+    if (opts.data_parallel()) {
+      dp_coordinator_config config{own, task, self->address(), log.named("coordinator")};
+      config.metrics = metrics.registry;
+      config.takeover = std::move(*state);
+      config.takeover_heard = heard;
+      config.takeover_why = why;
+      coord = caf::actor_cast<coordinator_actor>(sys.spawn(dp_coordinator, config));
+    } else {
+      coordinator_config config{own, task, self->address(), log.named("coordinator"),
+                                metrics.registry};
+      config.takeover = std::move(*state);
+      config.takeover_heard = heard;
+      config.takeover_why = why;
+      coord = sys.spawn(coordinator, config);
+    }
+    code = serve_coordinator(self, opts, coord, app, log);
     self->send_exit(follower, caf::exit_reason::user_shutdown);
     return code;
   });

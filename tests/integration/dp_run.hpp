@@ -58,9 +58,10 @@ inline dp_run run_dp(std::shared_ptr<const training_task> task, uint32_t workers
     out.params.assign(p.begin(), p.end());
   };
   auto coord = sys.spawn(dp_coordinator, config);
+  const auto link = fixed_link(caf::actor_cast<coordinator_actor>(coord));
   for (uint32_t i = 0; i < workers; ++i)
     sys.spawn<caf::detached>(
-        dp_trainer, dp_trainer_config{coord, task, "worker-" + std::to_string(i), "127.0.0.1",
+        dp_trainer, dp_trainer_config{link, task, "worker-" + std::to_string(i), "127.0.0.1",
                                       labels.empty() ? "here" : labels[i], opts->request_timeout,
                                       self->address(), log});
   self->monitor(coord);

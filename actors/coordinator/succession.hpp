@@ -1,0 +1,103 @@
+// succession: what a coordinator of either kind keeps for its standby and for a takeover, and
+// the follower handling both share: accepting a standby (follow), sending it the standing,
+// learning from its answer that it has taken over (errc::deposed), forgetting it when it goes
+// down, and letting it go at the end of the job. Called from the handlers of the parameter
+// service's coordinator (actors/coordinator/standing.cpp) and the data-parallel one
+// (actors/dp/dp_standing.cpp); `Self` is a stateful actor pointer whose state has a
+// `succession_state succession`.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/typed_response_promise.hpp>
+
+#include "messages/codec.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/error.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe {
+
+// The coordinator's term, the standby following it, and, while it takes over from a lost
+// primary, the members yet to rejoin.
+struct succession_state {
+  uint64_t term = 0;
+  standby_actor follower;  // none: no standby follows this coordinator
+  // Whether the follower has accepted this coordinator's state since this process's last pause
+  // (a paused primary may have been deposed meanwhile: it judges nobody until it knows).
+  bool confirmed = true;
+  bool told_unreachable = false;  // the follower's silence was logged
+  // Taking over:
+  bool rejoining = false;
+  std::chrono::steady_clock::time_point lost_at;   // when the old primary was judged lost
+  double lost_at_s = 0;                            // the same, in training seconds
+  std::chrono::steady_clock::time_point deadline;  // members not back by then are lost
+  std::vector<rejoin_request> accounts;            // the rejoined workers', reconciled at the end
+  std::vector<std::pair<caf::typed_response_promise<wire>, uint32_t>> replies;  // and ranks
+};
+
+// follow: `standby` follows this coordinator from now on (it replaces any before it); `send`
+// sends it the first standing. Returns the term, the follow request's answer.
+template <class Self, class Send>
+uint64_t accept_follower(Self self, standby_actor standby, const logger& log, Send send) {
+  auto& heir = self->state.succession;
+  if (heir.follower) log.warn("a new standby replaces the one that followed us");
+  log.info("a standby coordinator follows us (term {})", heir.term);
+  self->monitor(standby);
+  heir.follower = std::move(standby);
+  heir.confirmed = true;
+  send();
+  return heir.term;
+}
+
+// Sends `standing` to the follower, if any: `confirmed()` once it took it; `deposed(err)` when
+// it answers that it has taken over (the caller must stop without touching the job).
+template <class Self, class Confirmed, class Deposed>
+void offer_standing(Self self, std::chrono::milliseconds timeout, wire standing, const logger& log,
+                    Confirmed confirmed, Deposed deposed) {
+  const auto follower = self->state.succession.follower;
+  if (!follower) return;
+  self->request(follower, timeout, state_atom_v, self->state.succession.term, std::move(standing))
+      .then(
+          [=](bool) {
+            auto& heir = self->state.succession;
+            heir.confirmed = true;
+            heir.told_unreachable = false;
+            confirmed();
+          },
+          [=](caf::error& err) {
+            auto& heir = self->state.succession;
+            if (has_code(err, errc::deposed)) {
+              log.error("{}; stopping without touching the job", describe(err));
+              return deposed(std::move(err));
+            }
+            if (!heir.told_unreachable && heir.follower == follower)
+              log.warn("the standby did not take our state: {}", describe(err));
+            heir.told_unreachable = true;
+          });
+}
+
+// A down message: whether it is the follower's (then it is forgotten; the job goes on).
+template <class Self>
+bool forget_follower(Self self, const caf::down_msg& msg, const logger& log) {
+  auto& heir = self->state.succession;
+  if (!heir.follower || msg.source != heir.follower.address()) return false;
+  log.warn("the standby coordinator is gone ({}); going on without one", describe(msg.reason));
+  heir.follower = standby_actor{};
+  heir.confirmed = true;
+  return true;
+}
+
+// The job is over (`failure`: why, or empty): the follower stops with it.
+template <class Self>
+void release_follower(Self self, const std::string& failure) {
+  auto& heir = self->state.succession;
+  if (!heir.follower) return;
+  self->send(heir.follower, stop_atom_v, failure);
+  heir.follower = standby_actor{};
+}
+
+}  // namespace troupe
