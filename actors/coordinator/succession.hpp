@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include <caf/send.hpp>
 #include <caf/typed_response_promise.hpp>
 
 #include "messages/codec.hpp"
@@ -29,7 +30,8 @@ struct succession_state {
   // Whether the follower has accepted this coordinator's state since this process's last pause
   // (a paused primary may have been deposed meanwhile: it judges nobody until it knows).
   bool confirmed = true;
-  bool told_unreachable = false;  // the follower's silence was logged
+  std::chrono::steady_clock::time_point confirmed_at;  // when it last took a standing
+  bool told_unreachable = false;                       // the follower's silence was logged
   // Taking over:
   bool rejoining = false;
   std::chrono::steady_clock::time_point lost_at;   // when the old primary was judged lost
@@ -37,7 +39,38 @@ struct succession_state {
   std::chrono::steady_clock::time_point deadline;  // members not back by then are lost
   std::vector<rejoin_request> accounts;            // the rejoined workers', reconciled at the end
   std::vector<std::pair<caf::typed_response_promise<wire>, uint32_t>> replies;  // and ranks
+  // Members' down messages that came while the standing was overdue (below), held until the
+  // follower takes a standing again or is gone.
+  std::vector<caf::down_msg> held_downs;
 };
+
+// The most down messages held (a job has no more members than this).
+constexpr size_t max_held_downs = size_t{1} << 16;
+
+// Whether the follower has taken no standing for longer than `timeout` (--takeover-timeout-ms):
+// it may have judged this coordinator lost and taken over (after a pause of this process).
+inline bool standing_overdue(const succession_state& heir, std::chrono::milliseconds timeout) {
+  return heir.follower && std::chrono::steady_clock::now() - heir.confirmed_at > timeout;
+}
+
+// A member's down message while the standing is overdue is not this coordinator's to judge yet
+// (the members may have gone to a standby that took over): true when it is held.
+template <class Self>
+bool hold_down_while_overdue(Self self, const caf::down_msg& msg,
+                             std::chrono::milliseconds timeout) {
+  auto& heir = self->state.succession;
+  if (!standing_overdue(heir, timeout) || heir.held_downs.size() >= max_held_downs) return false;
+  heir.held_downs.push_back(msg);
+  return true;
+}
+
+// The held down messages go to the down handler again.
+template <class Self>
+void release_held_downs(Self self) {
+  auto held = std::move(self->state.succession.held_downs);
+  self->state.succession.held_downs.clear();
+  for (auto& msg : held) caf::anon_send(caf::actor_cast<caf::actor>(self), std::move(msg));
+}
 
 // follow: `standby` follows this coordinator from now on (it replaces any before it); `send`
 // sends it the first standing. Returns the term, the follow request's answer.
@@ -49,6 +82,7 @@ uint64_t accept_follower(Self self, standby_actor standby, const logger& log, Se
   self->monitor(standby);
   heir.follower = std::move(standby);
   heir.confirmed = true;
+  heir.confirmed_at = std::chrono::steady_clock::now();
   send();
   return heir.term;
 }
@@ -65,7 +99,9 @@ void offer_standing(Self self, std::chrono::milliseconds timeout, wire standing,
           [=](bool) {
             auto& heir = self->state.succession;
             heir.confirmed = true;
+            heir.confirmed_at = std::chrono::steady_clock::now();
             heir.told_unreachable = false;
+            release_held_downs(self);
             confirmed();
           },
           [=](caf::error& err) {
@@ -80,14 +116,26 @@ void offer_standing(Self self, std::chrono::milliseconds timeout, wire standing,
           });
 }
 
-// A down message: whether it is the follower's (then it is forgotten; the job goes on).
-template <class Self>
-bool forget_follower(Self self, const caf::down_msg& msg, const logger& log) {
+// A down message: whether it is the follower's. Then it is forgotten and the job goes on,
+// unless the standing was overdue: the standby may have taken over and ended since, so
+// `deposed(err)` is called (the caller must stop without touching the job).
+template <class Self, class Deposed>
+bool forget_follower(Self self, const caf::down_msg& msg, std::chrono::milliseconds timeout,
+                     const logger& log, Deposed deposed) {
   auto& heir = self->state.succession;
   if (!heir.follower || msg.source != heir.follower.address()) return false;
-  log.warn("the standby coordinator is gone ({}); going on without one", describe(msg.reason));
+  const bool overdue = standing_overdue(heir, timeout);
   heir.follower = standby_actor{};
   heir.confirmed = true;
+  if (overdue) {
+    log.error("the standby is gone ({}) and took no state from us for {} ms: it may have taken "
+              "over; stopping without touching the job",
+              describe(msg.reason), timeout.count());
+    deposed(make_error(errc::deposed, "the standby may have taken over"));
+    return true;
+  }
+  log.warn("the standby coordinator is gone ({}); going on without one", describe(msg.reason));
+  release_held_downs(self);
   return true;
 }
 

@@ -347,7 +347,12 @@ dp_coordinator_actor::behavior_type dp_coordinator(
             [=](caf::error& err) { fail(self, config, "placing the tables: " + describe(err)); });
   }
   self->set_down_handler([=](caf::down_msg& msg) {
-    if (forget_follower(self, msg, config.log)) return;
+    const auto timeout = config.opts.takeover_timeout;
+    const bool follower = forget_follower(self, msg, timeout, config.log, [=](caf::error err) {
+      self->state.finishing = true;
+      self->quit(std::move(err));
+    });
+    if (follower || hold_down_while_overdue(self, msg, timeout)) return;
     if (config.tables && msg.source == config.tables.address())
       return fail(self, config,
                   "the tables' coordinator ended: " +

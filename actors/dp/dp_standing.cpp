@@ -132,6 +132,7 @@ void finish_takeover(self_ptr self, const dp_coordinator_config& config) {
   for (auto& [reply, index] : heir.replies)
     reply.deliver(encode(reply_for(st, config, st.members[index])));
   heir.replies.clear();
+  evaluate_next(self, config);  // parameters sent again meanwhile
 }
 
 }  // namespace

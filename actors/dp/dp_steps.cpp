@@ -77,7 +77,8 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
 
 void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
-  if (st.evaluating || st.to_evaluate.empty() || st.finishing) return;
+  // During a takeover the epoch's losses are still coming from members yet to rejoin.
+  if (st.evaluating || st.to_evaluate.empty() || st.finishing || st.succession.rejoining) return;
   st.evaluating = true;
   auto [epoch, input] = st.to_evaluate.front();
   st.to_evaluate.pop_front();

@@ -55,6 +55,7 @@ void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot) {
 void wait_for_generation(self_ptr self, const dp_trainer_config& config, const std::string& why) {
   auto& st = self->state;
   st.in_step = false;
+  st.forming = false;
   st.broken = true;
   if (st.pending) return go_on(self, config, false);
   self->send(coordinator_of(config), broken_atom_v, st.job->generation, why);
@@ -127,6 +128,7 @@ void synced(self_ptr self, const dp_trainer_config& config, const sync_result& a
                     st.job->generation, st.job->rank, st.job->size, agreed.steps, agreed.source);
   st.step = agreed.steps;
   st.broken = false;
+  st.forming = false;
   go_on(self, config, moved);
 }
 
@@ -135,6 +137,7 @@ void apply_start(self_ptr self, const dp_trainer_config& config, group_start job
   auto& st = self->state;
   st.job = std::move(job);
   st.broken = false;
+  st.forming = true;  // no step until the members agree (a run already queued waits)
   size_buffers(st);    // a rate per member; 1-bit errors reset
   st.weights.clear();  // ranks may have moved: every generation starts even
   st.mine_since_sync = st.examples_since_sync = 0;
@@ -311,7 +314,7 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
         if (!sent_by(self, self->address())) return;
         auto& st = self->state;
         if (st.pending) return go_on(self, config, false);
-        if (!st.broken) run_step(self, config);
+        if (!st.broken && !st.forming) run_step(self, config);
       },
       [=](restore_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
         auto& st = self->state;

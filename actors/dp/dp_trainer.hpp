@@ -106,6 +106,7 @@ struct dp_trainer_state {
   uint64_t total_steps = 0;            // epochs x steps_per_epoch
   bool in_step = false;                // a step's buckets are with the group
   bool broken = false;                 // a collective of this generation failed
+  bool forming = false;                // this generation's group is forming and agreeing
   std::optional<group_start> pending;  // a new generation, formed once the step settles
   std::vector<wire> restored;          // a checkpoint's state, before the first start
   uint64_t restored_step = 0;

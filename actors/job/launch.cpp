@@ -419,6 +419,7 @@ int run_app(int argc, char** argv, const app_description& app) {
       case node_role::embedded:
         return run_dp_embedded(*opts, task, app, log);
       case node_role::coordinator:
+        if (opts->standby_of.port != 0) return run_standby(*opts, task, app, log);
         return run_dp_coordinator(*opts, task, app, log);
       default:
         break;

@@ -33,10 +33,11 @@ class coordinator_link {
   bool standby_listed() const { return standby_listed_; }
 
   // Switches to `next`, a coordinator of term `term`; false (nothing changes) when the term is
-  // older than the current one's, or the same with another coordinator (a deposed one).
+  // older than the current one's, or the same with another coordinator (a deposed one, or
+  // another job's first).
   bool switch_to(coordinator_actor next, uint64_t term) {
     std::lock_guard<std::mutex> guard{mutex_};
-    if (term < term_ || (term == term_ && term_ > 0 && next != current_)) return false;
+    if (term < term_ || (term == term_ && next != current_)) return false;
     current_ = std::move(next);
     term_ = term;
     return true;
