@@ -3,7 +3,8 @@
 // shares; `fmnist_cluster` starts a coordinator, servers and workers with extra flags (the
 // destructors of child_process kill whatever is left). `full_job` gives the flags of the fault
 // tests' job (all of Fashion-MNIST, 3 epochs) and `check_every_update_applied_once` what its
-// report must show after a failure that replication covers. For tests only.
+// report must show after a failure that replication covers; `report_array` reads a report's
+// list. For tests only.
 #pragma once
 
 #include <boost/test/unit_test.hpp>
@@ -45,6 +46,13 @@ inline void check_every_update_applied_once(const std::string& report, double bu
   BOOST_TEST(json_number(report, "updates_applied").value_or(0) == buckets * steps);
 }
 
+// The report's array `key` (losses, takeovers, epochs), parsed; empty when it has none.
+inline troupe::json report_array(const std::string& report, const std::string& key) {
+  const auto doc = parse_json(report);
+  if (doc.is_object() && doc.contains(key) && doc[key].is_array()) return doc[key];
+  return troupe::json::array();
+}
+
 struct fmnist_cluster {
   std::string address = "127.0.0.1:" + std::to_string(free_port());
   std::string tag = address.substr(10);
@@ -61,10 +69,11 @@ struct fmnist_cluster {
   fmnist_cluster(const std::vector<std::string>& flags, uint32_t server_count = 2,
                  uint32_t worker_count = 2, std::vector<std::string> coordinator_flags = {},
                  bool with_standby = false) {
-    coordinator_flags.insert(
-        coordinator_flags.end(),
-        {"--role", "coordinator", "--servers", std::to_string(server_count), "--workers",
-         std::to_string(worker_count), "--report", report.string()});
+    coordinator_flags.insert(coordinator_flags.end(),
+                             {"--role", "coordinator", "--workers", std::to_string(worker_count),
+                              "--report", report.string()});
+    if (server_count > 0)  // none: a data-parallel job (--mode dp)
+      coordinator_flags.insert(coordinator_flags.end(), {"--servers", std::to_string(server_count)});
     auto primary_flags = coordinator_flags;
     primary_flags.insert(primary_flags.end(), {"--listen", address});
     coordinator = std::make_unique<child_process>(fmnist_command(primary_flags, flags),

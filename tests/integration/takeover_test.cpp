@@ -11,17 +11,6 @@
 using namespace troupe;
 using namespace troupe::testing;
 
-namespace {
-
-// The report's array `key` (losses, takeovers), parsed.
-troupe::json report_array(const std::string& report, const std::string& key) {
-  const auto doc = parse_json(report);
-  if (doc.is_object() && doc.contains(key) && doc[key].is_array()) return doc[key];
-  return troupe::json::array();
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(a_killed_coordinator_is_replaced_by_its_standby_and_nothing_is_lost) {
   fmnist_cluster cluster{full_job({"--replication", "2"}), 3, 2, {}, true};
   BOOST_TEST_REQUIRE(cluster.standby->wait_for_output("following the coordinator", full_job_time));
