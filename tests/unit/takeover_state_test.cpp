@@ -93,7 +93,35 @@ BOOST_AUTO_TEST_CASE(a_standing_and_a_rejoin_survive_the_codec) {
   x.homes[0].primary = 9;
   BOOST_TEST(fails_with(decode<coordinator_standing>(encode(x)), errc::malformed_message));
 
+  // A data-parallel coordinator's part: its lists are one entry per worker.
+  dp_group_standing g;
+  g.generation = 4;
+  g.global_batch = 128;
+  g.hosts = {"here"};
+  g.examples = {640};
+  g.step_examples = {1280};
+  g.applied_examples = {1280, 0, 0};
+  g.figures = {{"test_auc", 0.9}};
+  g.allreduce_bytes = 77;
+  g.exposed_s = 0.5;
+  x.homes[0].primary = 0;
+  x.dp = g;
+  auto dp = decode<coordinator_standing>(encode(x));
+  BOOST_TEST_REQUIRE(bool(dp));
+  BOOST_TEST_REQUIRE(dp->dp.has_value());
+  BOOST_TEST(dp->dp->generation == 4u);
+  BOOST_TEST(dp->dp->hosts[0] == "here");
+  BOOST_TEST(dp->dp->applied_examples == g.applied_examples);
+  BOOST_TEST(dp->dp->figures[0].second == 0.9);
+  BOOST_TEST(dp->dp->allreduce_bytes == 77u);
+  BOOST_TEST(dp->dp->exposed_s == 0.5);
+  BOOST_TEST(!back->dp.has_value());  // a parameter-service standing has none
+  x.dp->examples.push_back(1);  // a list that does not match the workers
+  BOOST_TEST(fails_with(decode<coordinator_standing>(encode(x)), errc::malformed_message));
+
   rejoin_request r{role::worker, "w0", 0};
+  r.host = "rack-1";
+  r.generation = 5;
   r.held = {chunk};
   r.finished = {work_chunk{0, 3, 3}};
   r.finished_loss = {0.7};
@@ -101,6 +129,8 @@ BOOST_AUTO_TEST_CASE(a_standing_and_a_rejoin_survive_the_codec) {
   BOOST_TEST_REQUIRE(bool(rejoin));
   BOOST_TEST((rejoin->held == std::vector<work_chunk>{chunk}));
   BOOST_TEST(rejoin->finished_loss[0] == 0.7);
+  BOOST_TEST(rejoin->host == "rack-1");
+  BOOST_TEST(rejoin->generation == 5u);
   r.finished_loss.clear();  // one loss per finished chunk
   BOOST_TEST(fails_with(decode<rejoin_request>(encode(r)), errc::malformed_message));
   BOOST_TEST(fails_with(decode<rejoin_request>(wire{{'x', 'y'}}), errc::malformed_message));
