@@ -427,9 +427,9 @@ struct home_standing {
 struct dp_group_standing {
   uint64_t generation = 0;
   uint32_t global_batch = 0;
-  std::vector<std::string> hosts;                 // per member: its host label
-  std::vector<uint64_t> examples, step_examples;  // per member
-  std::vector<uint64_t> applied_examples;         // per epoch: examples of the steps applied
+  std::vector<std::string> hosts;                       // per member: its host label
+  std::vector<uint64_t> examples, step_examples;        // per member
+  std::vector<uint64_t> applied_examples;               // per epoch: examples of the steps applied
   std::vector<std::pair<std::string, double>> figures;  // the task's own, from an evaluation
   uint64_t allreduce_bytes = 0, bytes_inter_host = 0, bytes_warmup = 0, bytes_compressed = 0;
   uint64_t steps_warmup = 0, steps_compressed = 0, skipped_steps = 0, checksum_mismatches = 0;

@@ -384,11 +384,11 @@ coordinator_actor::behavior_type coordinator(
   self->state.roster.beats = heartbeat_monitor{config.opts.heartbeat_interval};
   self->state.evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) {
-    const bool follower = forget_follower(self, msg, config.opts.takeover_timeout, config.log,
-                                          [=](caf::error err) {
-                                            self->state.phase = job_phase::finishing;
-                                            self->quit(std::move(err));
-                                          });
+    const bool follower =
+        forget_follower(self, msg, config.opts.takeover_timeout, config.log, [=](caf::error err) {
+          self->state.phase = job_phase::finishing;
+          self->quit(std::move(err));
+        });
     if (!follower && !hold_down_while_overdue(self, msg, config.opts.takeover_timeout))
       on_down(self, config, msg);
   });

@@ -128,9 +128,10 @@ bool forget_follower(Self self, const caf::down_msg& msg, std::chrono::milliseco
   heir.follower = standby_actor{};
   heir.confirmed = true;
   if (overdue) {
-    log.error("the standby is gone ({}) and took no state from us for {} ms: it may have taken "
-              "over; stopping without touching the job",
-              describe(msg.reason), timeout.count());
+    log.error(
+        "the standby is gone ({}) and took no state from us for {} ms: it may have taken "
+        "over; stopping without touching the job",
+        describe(msg.reason), timeout.count());
     deposed(make_error(errc::deposed, "the standby may have taken over"));
     return true;
   }

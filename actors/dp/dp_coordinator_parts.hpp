@@ -38,8 +38,7 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w);
 // Evaluates the next parameters queued, unless one is under way (or a takeover is).
 void evaluate_next(self_ptr self, const dp_coordinator_config& config);
 // A member's parameters after `epoch` (pull_reply): queued for evaluation, the first only.
-void on_snapshot(self_ptr self, const dp_coordinator_config& config, uint32_t epoch,
-                 const wire& w);
+void on_snapshot(self_ptr self, const dp_coordinator_config& config, uint32_t epoch, const wire& w);
 
 // -- dp_store.cpp
 caf::result<bool> store_put(self_ptr self, const wire& w);

@@ -182,9 +182,9 @@ void take_over(self_ptr self, const dp_coordinator_config& config) {
   // Training time goes on from the old primary's, counted from when its last state came.
   const double behind = std::chrono::duration<double>(heir.lost_at - config.takeover_heard).count();
   st.resumed_wall_s = x.resumed_wall_s;
-  st.started = config.takeover_heard -
-               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                   std::chrono::duration<double>(x.plan.wall_s - x.resumed_wall_s));
+  st.started =
+      config.takeover_heard - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                  std::chrono::duration<double>(x.plan.wall_s - x.resumed_wall_s));
   heir.lost_at_s = x.plan.wall_s + behind;
   for (size_t i = 0; i < x.workers.size(); ++i) {
     const member_standing& w = x.workers[i];
@@ -237,7 +237,8 @@ caf::result<wire> rejoin(self_ptr self, const dp_coordinator_config& config, con
     heir.replies.emplace_back(again, m.index);
     return again;
   }
-  if (!heir.rejoining) return make_error(errc::job_failed, "rejoin: too late, the takeover is over");
+  if (!heir.rejoining)
+    return make_error(errc::job_failed, "rejoin: too late, the takeover is over");
   m.handle = std::move(handle);
   self->monitor(m.handle);
   if (m.handle.node() != self->node()) st.beats.heard(m.name, heartbeat_monitor::clock::now());

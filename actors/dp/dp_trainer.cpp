@@ -137,7 +137,7 @@ void apply_start(self_ptr self, const dp_trainer_config& config, group_start job
   auto& st = self->state;
   st.job = std::move(job);
   st.broken = false;
-  st.forming = true;  // no step until the members agree (a run already queued waits)
+  st.forming = true;   // no step until the members agree (a run already queued waits)
   size_buffers(st);    // a rate per member; 1-bit errors reset
   st.weights.clear();  // ranks may have moved: every generation starts even
   st.mine_since_sync = st.examples_since_sync = 0;

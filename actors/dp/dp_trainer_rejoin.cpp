@@ -58,13 +58,13 @@ void rejoin(self_ptr self, const dp_trainer_config& config, uint64_t term) {
       .then([=](const wire&) { config.log.info("rejoined the coordinator of term {}", term); },
             [=](caf::error& err) { fail(self, config, "rejoining the coordinator", err); });
   // After the rejoin, in order: what the old coordinator may not have passed on.
-  for (const auto& [step, report] : st.held_reports)
-    self->send(coordinator, step_atom_v, report);
+  for (const auto& [step, report] : st.held_reports) self->send(coordinator, step_atom_v, report);
   for (const auto& [epoch, parameters] : st.held_parameters)
     self->send(coordinator, eval_atom_v, epoch, parameters);
-  config.log.info("rejoining the coordinator of term {} after step {}; sending again {} step "
-                  "reports and {} epochs' parameters",
-                  term, st.step, st.held_reports.size(), st.held_parameters.size());
+  config.log.info(
+      "rejoining the coordinator of term {} after step {}; sending again {} step "
+      "reports and {} epochs' parameters",
+      term, st.step, st.held_reports.size(), st.held_parameters.size());
 }
 
 }  // namespace troupe::dp_parts

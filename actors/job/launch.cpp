@@ -200,8 +200,7 @@ int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const trainin
     if (!gk) return 1;
     if (opts.dp.coordinator_trains)
       spawn_trainer(sys, opts, task, fixed_link(caf::actor_cast<coordinator_actor>(coord)),
-                    node_name(opts) + "-trainer", self->address(),
-                    log.named("trainer"), app.rules);
+                    node_name(opts) + "-trainer", self->address(), log.named("trainer"), app.rules);
     const int code = wait_for(self, coord.address(), app.name);
     self->send_exit(*gk, caf::exit_reason::user_shutdown);
     return code;
@@ -429,8 +428,7 @@ int run_app(int argc, char** argv, const app_description& app) {
         *opts, role::worker, app, log,
         [&](caf::actor_system& sys, coordinator_link_ptr coord, const std::string& name,
             caf::actor_addr parent, std::shared_ptr<metrics_registry>) {
-          return spawn_trainer(sys, *opts, task, coord, name, parent,
-                               log, app.rules);
+          return spawn_trainer(sys, *opts, task, coord, name, parent, log, app.rules);
         });
   }
   switch (opts->role) {

@@ -73,7 +73,8 @@ struct fmnist_cluster {
                              {"--role", "coordinator", "--workers", std::to_string(worker_count),
                               "--report", report.string()});
     if (server_count > 0)  // none: a data-parallel job (--mode dp)
-      coordinator_flags.insert(coordinator_flags.end(), {"--servers", std::to_string(server_count)});
+      coordinator_flags.insert(coordinator_flags.end(),
+                               {"--servers", std::to_string(server_count)});
     auto primary_flags = coordinator_flags;
     primary_flags.insert(primary_flags.end(), {"--listen", address});
     coordinator = std::make_unique<child_process>(fmnist_command(primary_flags, flags),

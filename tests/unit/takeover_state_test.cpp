@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(a_standing_and_a_rejoin_survive_the_codec) {
   BOOST_TEST(dp->dp->allreduce_bytes == 77u);
   BOOST_TEST(dp->dp->exposed_s == 0.5);
   BOOST_TEST(!back->dp.has_value());  // a parameter-service standing has none
-  x.dp->examples.push_back(1);  // a list that does not match the workers
+  x.dp->examples.push_back(1);        // a list that does not match the workers
   BOOST_TEST(fails_with(decode<coordinator_standing>(encode(x)), errc::malformed_message));
 
   rejoin_request r{role::worker, "w0", 0};
