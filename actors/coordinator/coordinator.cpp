@@ -67,6 +67,7 @@ void write_report(const coordinator_state& st, const coordinator_config& config)
 void fail(self_ptr self, const coordinator_config& config, std::string why) {
   auto& st = self->state;
   if (st.phase == job_phase::finishing) return;
+  if (defer_end_while_overdue(st.succession, config.opts.takeover_timeout, why)) return;
   config.log.error("the job failed: {}", why);
   fill_report(st);
   st.report.failure = why;
@@ -339,6 +340,7 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
 
 void finish(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
+  if (defer_end_while_overdue(st.succession, config.opts.takeover_timeout, std::nullopt)) return;
   st.phase = job_phase::finishing;
   release_follower(self, {});  // before the statistics: the standby must not take over now
   auto stats = std::make_shared<std::vector<bucket_stats>>();
@@ -427,6 +429,10 @@ coordinator_actor::behavior_type coordinator(
         check_heartbeats(self, config);
         check_takeover(self, config);
         send_standing(self, config);
+        take_deferred_end(
+            self->state.succession, config.opts.takeover_timeout,
+            [=](const std::string& why) { fail(self, config, why); },
+            [=] { finish(self, config); });
         maybe_evaluate(self, config);  // one that failed during a recovery is tried again
       },
       [=](follow_atom, standby_actor standby) { return follow(self, config, std::move(standby)); },

@@ -53,8 +53,10 @@ uint64_t follow(self_ptr self, const coordinator_config& config, standby_actor s
 void send_standing(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   if (!st.succession.follower || st.phase == job_phase::finishing) return;
+  auto standing = standing_of(st, config);
+  const bool training = standing.training;
   offer_standing(
-      self, config.opts.takeover_timeout, encode(standing_of(st, config)), config.log, [] {},
+      self, config.opts.takeover_timeout, encode(standing), training, config.log, [] {},
       [=](caf::error err) {
         // Not fail(): the report and the members are the new coordinator's now.
         self->state.phase = job_phase::finishing;

@@ -7,7 +7,9 @@
 // `succession_state succession`.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,8 +32,15 @@ struct succession_state {
   // Whether the follower has accepted this coordinator's state since this process's last pause
   // (a paused primary may have been deposed meanwhile: it judges nobody until it knows).
   bool confirmed = true;
-  std::chrono::steady_clock::time_point confirmed_at;  // when it last took a standing
-  bool told_unreachable = false;                       // the follower's silence was logged
+  // When the newest standing it took was sent, and whether it ever took one of a job in
+  // training (before that it cannot have taken over).
+  std::chrono::steady_clock::time_point confirmed_at;
+  bool took_training = false;
+  bool told_unreachable = false;  // the follower's silence was logged
+  // The job's end (its failure, or its finish) that came while the standing was overdue: it
+  // waits until the follower takes a standing again, or is gone in time.
+  std::optional<std::string> deferred_failure;
+  bool deferred_finish = false;
   // Taking over:
   bool rejoining = false;
   std::chrono::steady_clock::time_point lost_at;   // when the old primary was judged lost
@@ -47,10 +56,31 @@ struct succession_state {
 // The most down messages held (a job has no more members than this).
 constexpr size_t max_held_downs = size_t{1} << 16;
 
-// Whether the follower has taken no standing for longer than `timeout` (--takeover-timeout-ms):
-// it may have judged this coordinator lost and taken over (after a pause of this process).
+// Whether the follower has taken no standing sent within the last `timeout`
+// (--takeover-timeout-ms) although it has one of a job in training: it may have judged this
+// coordinator lost and taken over (after a pause of this process).
 inline bool standing_overdue(const succession_state& heir, std::chrono::milliseconds timeout) {
-  return heir.follower && std::chrono::steady_clock::now() - heir.confirmed_at > timeout;
+  return heir.follower && heir.took_training &&
+         std::chrono::steady_clock::now() - heir.confirmed_at > timeout;
+}
+
+// The job's end while the standing is overdue waits (true): `failure` (none: the finish) is
+// kept for take_deferred_end.
+inline bool defer_end_while_overdue(succession_state& heir, std::chrono::milliseconds timeout,
+                                    std::optional<std::string> failure) {
+  if (!standing_overdue(heir, timeout)) return false;
+  if (failure && !heir.deferred_failure) heir.deferred_failure = std::move(failure);
+  if (!failure) heir.deferred_finish = true;
+  return true;
+}
+
+// From the tick: an end that waited and may go on now. `fail(why)` or `finish()` is called.
+template <class Fail, class Finish>
+void take_deferred_end(succession_state& heir, std::chrono::milliseconds timeout, Fail fail,
+                       Finish finish) {
+  if (standing_overdue(heir, timeout)) return;
+  if (auto why = std::exchange(heir.deferred_failure, std::nullopt)) return fail(*why);
+  if (std::exchange(heir.deferred_finish, false)) finish();
 }
 
 // A member's down message while the standing is overdue is not this coordinator's to judge yet
@@ -83,23 +113,27 @@ uint64_t accept_follower(Self self, standby_actor standby, const logger& log, Se
   heir.follower = std::move(standby);
   heir.confirmed = true;
   heir.confirmed_at = std::chrono::steady_clock::now();
+  heir.took_training = false;
   send();
   return heir.term;
 }
 
-// Sends `standing` to the follower, if any: `confirmed()` once it took it; `deposed(err)` when
-// it answers that it has taken over (the caller must stop without touching the job).
+// Sends `standing` (of a job in training or not) to the follower, if any: `confirmed()` once it
+// took it; `deposed(err)` when it answers that it has taken over (the caller must stop without
+// touching the job).
 template <class Self, class Confirmed, class Deposed>
-void offer_standing(Self self, std::chrono::milliseconds timeout, wire standing, const logger& log,
-                    Confirmed confirmed, Deposed deposed) {
+void offer_standing(Self self, std::chrono::milliseconds timeout, wire standing, bool training,
+                    const logger& log, Confirmed confirmed, Deposed deposed) {
   const auto follower = self->state.succession.follower;
   if (!follower) return;
+  const auto sent = std::chrono::steady_clock::now();  // an answer may wait out a pause
   self->request(follower, timeout, state_atom_v, self->state.succession.term, std::move(standing))
       .then(
           [=](bool) {
             auto& heir = self->state.succession;
             heir.confirmed = true;
-            heir.confirmed_at = std::chrono::steady_clock::now();
+            heir.confirmed_at = std::max(heir.confirmed_at, sent);
+            heir.took_training = heir.took_training || training;
             heir.told_unreachable = false;
             release_held_downs(self);
             confirmed();

@@ -23,6 +23,7 @@ size_t live_count(const dp_coordinator_state& st) {
 // The member that sent the message being handled, if it is one.
 dp_member* sender(self_ptr self) {
   const auto from = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (!from) return nullptr;  // anonymous: not a member (nor one yet to rejoin)
   for (auto& m : self->state.members)
     if (m.handle.address() == from) return &m;
   return nullptr;
@@ -84,6 +85,7 @@ void write_report(const dp_coordinator_state& st, const dp_coordinator_config& c
 void fail(self_ptr self, const dp_coordinator_config& config, const std::string& why) {
   auto& st = self->state;
   if (st.finishing) return;
+  if (defer_end_while_overdue(st.succession, config.opts.takeover_timeout, why)) return;
   config.log.error("the job failed: {}", why);
   fill_report(st);
   st.report.failure = why;
@@ -99,6 +101,7 @@ void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
   if (!std::all_of(st.members.begin(), st.members.end(),
                    [](const dp_member& m) { return m.lost || m.done; }))
     return;
+  if (defer_end_while_overdue(st.succession, config.opts.takeover_timeout, std::nullopt)) return;
   st.finishing = true;
   release_follower(self, {});  // before the statistics: the standby must not take over now
   auto end = [=] {
@@ -286,6 +289,7 @@ void lose(self_ptr self, const dp_coordinator_config& config, const std::string&
   record_loss(st, *it, why);
   if (live_count(st) == 0) return fail(self, config, "every worker was lost");
   config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
+  if (st.succession.rejoining) return;  // the takeover's end forms the next generation
   if (!st.lost_at) st.lost_at = std::chrono::steady_clock::now();
   form_group(self, config, "'" + name + "' lost");
 }
@@ -299,6 +303,10 @@ void check_heartbeats(self_ptr self, const dp_coordinator_config& config) {
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
   check_takeover(self, config);
   send_standing(self, config);
+  take_deferred_end(
+      st.succession, config.opts.takeover_timeout,
+      [=](const std::string& why) { fail(self, config, why); },
+      [=] { maybe_finish(self, config); });
   auto& heir = st.succession;
   if (heir.rejoining || (heir.follower && !heir.confirmed)) return;
   const auto timeout = config.opts.heartbeat_timeout;
@@ -387,7 +395,12 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         return self->state.succession.term;
       },
       [=](tick_atom) { check_heartbeats(self, config); },
-      [=](follow_atom, standby_actor standby) { return follow(self, config, std::move(standby)); },
+      [=](follow_atom, standby_actor standby) -> caf::result<uint64_t> {
+        if (config.tables)
+          return make_error(errc::bad_configuration,
+                            "a hybrid job's coordinator has no standby (not yet)");
+        return follow(self, config, std::move(standby));
+      },
       [=](rejoin_atom, const wire& w, dp_worker_actor handle) {
         return rejoin(self, config, w, std::move(handle));
       },

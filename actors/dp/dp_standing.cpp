@@ -148,7 +148,7 @@ void send_standing(self_ptr self, const dp_coordinator_config& config) {
   auto held = std::make_shared<const held_through>(held_now(st));
   if (!st.succession.follower) return tell_held(self, *held);
   offer_standing(
-      self, config.opts.takeover_timeout, encode(standing_of(st, config)), config.log,
+      self, config.opts.takeover_timeout, encode(standing_of(st, config)), st.training, config.log,
       [=] { tell_held(self, *held); },
       [=](caf::error err) {
         // Not fail(): the report and the members are the new coordinator's now.
@@ -170,8 +170,12 @@ void take_over(self_ptr self, const dp_coordinator_config& config) {
   st.generation = x.dp->generation;
   st.global_batch = x.dp->global_batch;
   st.steps_per_epoch = dp_steps_per_epoch(config.task->batches_per_epoch(1), st.global_batch);
-  if (x.plan.epochs != o.epochs || x.plan.batches_per_epoch != st.steps_per_epoch)
-    return fail(self, config, "the old primary's state does not fit this job's flags");
+  if (x.plan.epochs != o.epochs || x.plan.batches_per_epoch != st.steps_per_epoch) {
+    // Not fail(): the job is the old primary's members', and nobody has rejoined this one.
+    config.log.error("the old primary's state does not fit this job's flags; giving up");
+    st.finishing = true;
+    return self->quit(make_error(errc::bad_configuration, "the primary runs another job"));
+  }
   st.epoch_loss.assign(o.epochs, 0.0);
   st.epoch_examples.assign(o.epochs, 0);
   st.snapshot_taken.assign(o.epochs, false);

@@ -70,15 +70,29 @@ void try_coordinator(self_ptr self, const coordinator_watch_config& config, coor
       .then(
           [=](uint64_t term) {
             auto& st = self->state;
+            if (found == config.coordinator->handle()) {  // ours, silent for a while: no rejoin
+              config.log.info("the coordinator at {} answers again", to_string(where));
+              st.looking = false;
+              st.lost_since.reset();
+              st.answers.heard(coordinator_name, heartbeat_monitor::clock::now());
+              return;
+            }
             if (!config.coordinator->switch_to(found, term)) {
-              config.log.warn("the coordinator found is of term {}, older than ours ({})", term,
+              config.log.warn("the coordinator found is of term {}, not newer than ours ({})", term,
                               config.coordinator->term());
               st.looking = false;
+              const auto bound = config.opts.join_timeout + config.opts.takeover_timeout;
+              if (std::chrono::steady_clock::now() - *st.lost_since > bound) {
+                config.log.error("no coordinator took over within {} s",
+                                 std::chrono::duration_cast<std::chrono::seconds>(bound).count());
+                return tell_members(config, self, 0);
+              }
               return look_for_takeover(self, config, "an older coordinator answered");
             }
             config.log.info("the coordinator of term {} at {} took over; rejoining it", term,
                             to_string(where));
             st.looking = false;
+            st.lost_since.reset();
             st.at = where;
             self->monitor(found);
             st.answers.heard(coordinator_name, heartbeat_monitor::clock::now());
@@ -98,6 +112,7 @@ void look_for_takeover(self_ptr self, const coordinator_watch_config& config,
   auto& st = self->state;
   if (st.looking || config.coordinator->closed()) return;
   st.looking = true;
+  if (!st.lost_since) st.lost_since = std::chrono::steady_clock::now();
   config.log.warn("lost the coordinator ({}); looking for its standby", why);
   auto helper = self->spawn<caf::detached>(handshake, config.opts, st.at, config.sender,
                                            config.name, config.log);

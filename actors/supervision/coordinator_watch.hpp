@@ -9,6 +9,7 @@
 // from `supervisor`.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -39,7 +40,9 @@ struct coordinator_watch_state {
   uint64_t sequence = 0;
   heartbeat_monitor answers;  // when the coordinator last answered a heartbeat
   bool looking = false;       // a takeover is being looked for
-  host_port at;               // where the current coordinator is
+  // When the coordinator was lost, while no newer one has been found (the bound on looking).
+  std::optional<std::chrono::steady_clock::time_point> lost_since;
+  host_port at;  // where the current coordinator is
 };
 
 coordinator_watch_actor::behavior_type coordinator_watch(
