@@ -290,8 +290,7 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
                 caf::actor_cast<dp_worker_actor>(self))
       .then(
           [=](const wire& w) {
-            if (auto reply = decode<join_reply>(w))
-              config.coordinator->switch_to(config.coordinator->handle(), reply->term);
+            config.coordinator->joined(w);
             config.log.debug("joined the coordinator");
           },
           [=](caf::error& err) { fail(self, config, "joining the coordinator", err); });

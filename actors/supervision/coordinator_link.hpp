@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "messages/codec.hpp"
 #include "messages/protocol.hpp"
 
 namespace troupe {
@@ -41,6 +42,11 @@ class coordinator_link {
     current_ = std::move(next);
     term_ = term;
     return true;
+  }
+
+  // The answer to this process's join (a join_reply) names the joined coordinator's term.
+  void joined(const wire& reply) {
+    if (auto r = decode<join_reply>(reply)) switch_to(handle(), r->term);
   }
 
   // The coordinator said the job is over (a member's stop): its going down is no loss now.

@@ -468,8 +468,7 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
                 caf::actor_cast<worker_actor>(self))
       .then(
           [=](const wire& w) {
-            if (auto reply = decode<join_reply>(w))
-              config.coordinator->switch_to(config.coordinator->handle(), reply->term);
+            config.coordinator->joined(w);
             config.log.debug("joined the coordinator");
           },
           [=](caf::error& err) { fail(self, config, "joining the coordinator", err); });
