@@ -72,6 +72,7 @@ CAF_ADD_ATOM(troupe, troupe, tables_atom, "tables")
 CAF_ADD_ATOM(troupe, troupe, follow_atom, "follow")
 CAF_ADD_ATOM(troupe, troupe, state_atom, "state")
 CAF_ADD_ATOM(troupe, troupe, rejoin_atom, "rejoin")
+CAF_ADD_ATOM(troupe, troupe, takeover_atom, "takeover")
 
 namespace troupe {
 
@@ -149,9 +150,12 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vect
 //          standby has taken over (the sender, a deposed primary, must stop)
 //   stop:  from the primary: the job is over ("" or why it failed); the standby quits
 //   tick:  internal, the check on the primary's silence
+//   takeover: from its parent, why: take over now (--mode hybrid: the other coordinator of the
+//          primary's process was judged lost, and the two go together)
 using standby_actor = caf::typed_actor<caf::replies_to<state_atom, uint64_t, wire>::with<bool>,
                                        caf::reacts_to<stop_atom, std::string>,
-                                       caf::reacts_to<tick_atom>>;
+                                       caf::reacts_to<tick_atom>,
+                                       caf::reacts_to<takeover_atom, std::string>>;
 
 // The coordinator: membership, placement, the work, evaluation, the report.
 //   join:     join_request and the member's handle -> join_reply
@@ -256,7 +260,8 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
 //   inspect:   a view ("group", "tree", "nodes", "metrics") -> table_view (the console's; the
 //              same signature as the parameter service coordinator's)
 //   which:     --mode hybrid: a member's table bucket failed; the tables' coordinator answers
-//   follow:    as above (--mode dp)
+//   follow:    as above (--mode dp and hybrid)
+//   tables:    --mode hybrid, for its standby: the tables' coordinator, which it follows too
 //   rejoin:    after a takeover: rejoin_request and the worker's handle -> join_reply with the
 //              new term (held until every member is back or the takeover's deadline passes)
 using dp_coordinator_actor =
@@ -274,6 +279,7 @@ using dp_coordinator_actor =
                      caf::reacts_to<tick_atom, uint64_t>,
                      caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>,
                      caf::replies_to<follow_atom, standby_actor>::with<uint64_t>,
+                     caf::replies_to<tables_atom>::with<coordinator_actor>,
                      caf::replies_to<rejoin_atom, wire, dp_worker_actor>::with<wire>>;
 
 // clang-format on

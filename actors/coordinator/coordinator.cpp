@@ -21,7 +21,6 @@ void retire_everywhere(self_ptr self, uint32_t rank) {
 
 void finish(self_ptr self, const coordinator_config& config);
 
-// Asks every live node to stop, then quits with `reason` once all answered (or timed out).
 void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::error reason) {
   auto& st = self->state;
   st.phase = job_phase::finishing;
@@ -103,19 +102,6 @@ start_job make_start(const coordinator_state& st, const launch_options& o, uint3
   if (auto it = o.worker_delay_ms.find(rank); it != o.worker_delay_ms.end())
     job.delay_ms = it->second;
   return job;
-}
-
-// --mode hybrid: the tables are placed; the group's coordinator takes it from here.
-void tables_placed(self_ptr self, const coordinator_config& config) {
-  auto& st = self->state;
-  st.phase = job_phase::training;
-  st.training.started = std::chrono::steady_clock::now();
-  config.log.info("tables: {} buckets on {} servers, handed to the group",
-                  st.directory.buckets.size(), st.roster.servers.size());
-  if (st.tables_wanted) {
-    st.tables_wanted->deliver(st.directory.buckets);
-    st.tables_wanted.reset();
-  }
 }
 
 void start_training(self_ptr self, const coordinator_config& config) {
@@ -434,6 +420,7 @@ coordinator_actor::behavior_type coordinator(
             [=](const std::string& why) { fail(self, config, why); },
             [=] { finish(self, config); });
         maybe_evaluate(self, config);  // one that failed during a recovery is tried again
+        if (config.opts.hybrid()) hand_tables(self);  // once a takeover's promotions are done
       },
       [=](follow_atom, standby_actor standby) { return follow(self, config, std::move(standby)); },
       [=](rejoin_atom, const wire& w, server_actor s, std::vector<bucket_actor> buckets) {
@@ -475,21 +462,8 @@ coordinator_actor::behavior_type coordinator(
                               "': a training job's parameters are its workers' (an app_node "
                               "serves services)");
       },
-      [=](tables_atom) -> caf::result<std::vector<bucket_actor>> {
-        auto& st = self->state;
-        if (!config.opts.hybrid() || st.group)
-          return make_error(errc::bad_configuration, "no tables for another group");
-        st.group = caf::actor_cast<caf::actor_addr>(self->current_sender());
-        if (st.phase == job_phase::training) return st.directory.buckets;
-        st.tables_wanted = self->make_response_promise<std::vector<bucket_actor>>();
-        return *st.tables_wanted;
-      },
-      [=](stop_atom, const std::string& failure) {
-        if (!config.opts.hybrid() || !sent_by(self, self->state.group))
-          return config.log.warn("ignored a stop that is not from the group's coordinator");
-        stop_all_and_quit(self, config,
-                          failure.empty() ? caf::error{} : make_error(errc::job_failed, failure));
-      },
+      [=](tables_atom) { return want_tables(self, config); },
+      [=](stop_atom, const std::string& failure) { stop_for_group(self, config, failure); },
       [=](done_atom, uint32_t rank) {
         auto& st = self->state;
         if (st.phase != job_phase::training || rank >= st.roster.worker_members.size() ||

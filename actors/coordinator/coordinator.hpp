@@ -10,8 +10,8 @@
 // membership.cpp (joins, losses, heartbeats), placement.cpp (placement, replication,
 // recovery, faults), checkpointing.cpp, inspection.cpp and diagnostics.cpp (the console's
 // views), and operations.cpp (the console's actions: checkpoint now, drain, log level).
-// With --mode hybrid it serves the tables of a data-parallel group instead (the group's side
-// is actors/dp/dp_tables.cpp).
+// With --mode hybrid it serves the tables of a data-parallel group instead (tables.cpp; the
+// group's side is actors/dp/dp_tables.cpp).
 #pragma once
 
 #include <algorithm>

@@ -17,12 +17,22 @@ using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
 void fail(self_ptr self, const coordinator_config& config, std::string why);
 void maybe_evaluate(self_ptr self, const coordinator_config& config);
 void start_training(self_ptr self, const coordinator_config& config);
-void tables_placed(self_ptr self, const coordinator_config& config);
+// Asks every live node to stop, then quits with `reason` once all answered (or timed out).
+void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::error reason);
 // Starts worker `rank` at the clock every bucket agrees on (a late joiner, a resumed job).
 void start_at_slowest(self_ptr self, const coordinator_config& config, uint32_t rank);
 void retire_everywhere(self_ptr self, uint32_t rank);
 // Gives up batches nobody is left to do, then evaluates what can be.
 void settle_work(self_ptr self, const coordinator_config& config);
+
+// -- tables.cpp (--mode hybrid)
+void tables_placed(self_ptr self, const coordinator_config& config);
+// The group's `tables` request: the buckets, held until the tables are ready (placed, no
+// takeover under way, a primary for every bucket); hand_tables answers a held one.
+caf::result<std::vector<bucket_actor>> want_tables(self_ptr self, const coordinator_config& config);
+void hand_tables(self_ptr self);
+// The group's word that the job is over ("" or why it failed).
+void stop_for_group(self_ptr self, const coordinator_config& config, const std::string& failure);
 
 // -- membership.cpp
 caf::result<wire> admit_server(self_ptr self, const coordinator_config& config, const wire& w,

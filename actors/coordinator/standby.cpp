@@ -24,7 +24,7 @@ void take_over(self_ptr self, const standby_config& config, const std::string& w
   config.log.warn("the primary is lost ({}); taking over", why);
   const double behind =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - st.heard).count();
-  caf::anon_send(config.parent, state_atom_v, *st.latest, why, behind);
+  caf::anon_send(config.parent, state_atom_v, *st.latest, why, behind, self->address());
 }
 
 }  // namespace
@@ -72,6 +72,10 @@ standby_actor::behavior_type standby(self_ptr self, standby_config config) {
         config.log.info("the job is over{}; the standby stops",
                         failure.empty() ? "" : " (" + failure + ")");
         self->quit();
+      },
+      [=](takeover_atom, const std::string& why) {
+        if (!sent_by(self, config.parent.address())) return;
+        take_over(self, config, why);
       },
       [=](tick_atom) {
         auto& st = self->state;

@@ -5,7 +5,9 @@
 // (run_standby, which starts the coordinator that takes over) and from then on answers any
 // state still coming from the deposed primary with errc::deposed (until its process ends it:
 // after the job, or when no member rejoined the takeover). It quits when the primary says the
-// job is over. Accepts exit messages only from `supervisor`.
+// job is over. Its parent may also tell it to take over now (--mode hybrid: a standby follows
+// both coordinators of the primary's process, and when one is lost so is the other). Accepts
+// exit messages only from `supervisor`.
 #pragma once
 
 #include <chrono>
@@ -25,7 +27,8 @@ struct standby_config {
   coordinator_actor primary;
   launch_options opts;
   caf::actor_addr supervisor;
-  // Gets (state_atom, the standing, why the primary was judged lost, seconds since it came).
+  // Gets (state_atom, the standing, why the primary was judged lost, seconds since it came,
+  // this standby's address).
   caf::actor parent;
   logger log;
 };

@@ -3,7 +3,8 @@
 // its own (a server with its buckets', a worker with where it is). Once every member the
 // standing names is back, or when the takeover's deadline passes (the ones not back are lost,
 // as if their heartbeats had stopped), the work plan learns what the workers did since that
-// standing and the job goes on.
+// standing and the job goes on. With --mode hybrid this is the tables' coordinator: only its
+// servers rejoin, and the group's coordinator that took over beside it gets the tables then.
 #include <fmt/format.h>
 
 #include "actors/coordinator/coordinator_parts.hpp"
@@ -97,7 +98,8 @@ void finish_takeover(self_ptr self, const coordinator_config& config) {
     st.phase = job_phase::finishing;
     return self->quit(make_error(errc::job_failed, "no member rejoined the takeover"));
   }
-  reconcile_work(st, config);
+  const bool tables_only = config.opts.hybrid();  // no workers, no work plan: the group's
+  if (!tables_only) reconcile_work(st, config);
   const double took = seconds_since(heir.lost_at);
   st.report.takeovers.push_back(takeover_event{heir.lost_at_s, took, heir.term});
   config.log.info("took over as the coordinator of term {} in {:.2f} s", heir.term, took);
@@ -149,7 +151,10 @@ void finish_takeover(self_ptr self, const coordinator_config& config) {
     if (st.roster.worker_members[r].lost || st.roster.worker_members[r].done)
       retire_everywhere(self, r);  // a done message may have gone with the old primary
   send_standing(self, config);
-  settle_work(self, config);
+  if (tables_only)
+    hand_tables(self);
+  else
+    settle_work(self, config);
 }
 
 // Checks a rejoin against the standing: the member of that role and rank, by name, live.
@@ -206,7 +211,9 @@ void take_over(self_ptr self, const coordinator_config& config) {
   restore_report(st, x);
   st.phase = job_phase::training;
   if (auto err = lay_out_buckets(self, config)) return fail(self, config, describe(err));
-  if (x.homes.size() != st.directory.homes.size() || x.plan.epochs != config.opts.epochs)
+  const bool tables_only = config.opts.hybrid();
+  if (x.homes.size() != st.directory.homes.size() ||
+      (!tables_only && x.plan.epochs != config.opts.epochs))
     return fail(self, config, "the old primary's state does not fit this job's flags");
   for (size_t b = 0; b < x.homes.size(); ++b) {
     auto& home = st.directory.homes[b];
@@ -214,12 +221,14 @@ void take_over(self_ptr self, const coordinator_config& config) {
     for (uint32_t s : x.homes[b].backups) home.backups.push_back(bucket_copy{{}, s, 0});
   }
   st.directory.placed = st.directory.buckets.size();
-  st.training.work = work_plan::restore(x.plan, static_cast<uint32_t>(x.workers.size()));
-  st.training.epoch_loss = x.plan.epoch_loss;
-  st.training.epoch_batches = x.plan.epoch_batches;
-  st.evaluation.rows = config.task->evaluation_rows();
-  st.evaluation.rows.resize(config.task->sparse_tables().size());
-  st.evaluation.evaluated = x.plan.evaluated;
+  if (!tables_only) {
+    st.training.work = work_plan::restore(x.plan, static_cast<uint32_t>(x.workers.size()));
+    st.training.epoch_loss = x.plan.epoch_loss;
+    st.training.epoch_batches = x.plan.epoch_batches;
+    st.evaluation.rows = config.task->evaluation_rows();
+    st.evaluation.rows.resize(config.task->sparse_tables().size());
+    st.evaluation.evaluated = x.plan.evaluated;
+  }
   const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();

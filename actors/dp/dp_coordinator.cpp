@@ -349,6 +349,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
               auto& st = self->state;
               st.table_buckets = std::move(buckets);
               config.log.info("the tables are in {} buckets", st.table_buckets.size());
+              if (st.succession.rejoining) return check_takeover(self, config);
               if (!st.training && live_count(st) == config.opts.workers)
                 form_group(self, config, "start");
             },
@@ -362,9 +363,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
     });
     if (follower || hold_down_while_overdue(self, msg, timeout)) return;
     if (config.tables && msg.source == config.tables.address())
-      return fail(self, config,
-                  "the tables' coordinator ended: " +
-                      (msg.reason ? describe(msg.reason) : std::string("it stopped")));
+      return tables_ended(self, config, msg.reason);
     for (const auto& m : self->state.members)
       if (m.handle.address() == msg.source && !m.lost) {
         const std::string why = msg.reason ? describe(msg.reason) : std::string("it ended");
@@ -395,11 +394,10 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         return self->state.succession.term;
       },
       [=](tick_atom) { check_heartbeats(self, config); },
-      [=](follow_atom, standby_actor standby) -> caf::result<uint64_t> {
-        if (config.tables)
-          return make_error(errc::bad_configuration,
-                            "a hybrid job's coordinator has no standby (not yet)");
-        return follow(self, config, std::move(standby));
+      [=](follow_atom, standby_actor standby) { return follow(self, config, std::move(standby)); },
+      [=](tables_atom) -> caf::result<coordinator_actor> {
+        if (!config.tables) return make_error(errc::bad_configuration, "this job has no tables");
+        return config.tables;
       },
       [=](rejoin_atom, const wire& w, dp_worker_actor handle) {
         return rejoin(self, config, w, std::move(handle));

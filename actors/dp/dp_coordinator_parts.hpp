@@ -66,10 +66,15 @@ void take_over(self_ptr self, const dp_coordinator_config& config);
 // A member rejoins after the takeover (answered once all are back or at the deadline).
 caf::result<wire> rejoin(self_ptr self, const dp_coordinator_config& config, const wire& w,
                          dp_worker_actor handle);
-// The takeover's deadline passed: members not back are lost, and a new generation forms.
+// Ends a takeover once every member is back or its deadline has passed (members not back are
+// lost) and, with --mode hybrid, the tables' coordinator has handed over the tables: a new
+// generation forms.
 void check_takeover(self_ptr self, const dp_coordinator_config& config);
 
 // -- dp_tables.cpp (--mode hybrid)
+// The tables' coordinator ended (`reason`): deposed, this coordinator is too; during a
+// takeover, the takeover failed (nothing of the job is ours yet); otherwise the job fails.
+void tables_ended(self_ptr self, const dp_coordinator_config& config, const caf::error& reason);
 // Pulls the rows evaluation reads from the table buckets into input->rows, then `then`; a
 // bucket that does not answer fails the job.
 void pull_evaluation_rows(self_ptr self, const dp_coordinator_config& config,

@@ -110,6 +110,8 @@ join_reply reply_for(const dp_coordinator_state& st, const dp_coordinator_config
 void finish_takeover(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
   auto& heir = st.succession;
+  if (missing_count(st) > 0)
+    config.log.warn("the takeover's deadline passed: workers not back are lost");
   heir.rejoining = false;
   const size_t back = size_t(std::count_if(st.members.begin(), st.members.end(),
                                            [](const dp_member& m) { return bool(m.handle); }));
@@ -144,7 +146,7 @@ uint64_t follow(self_ptr self, const dp_coordinator_config& config, standby_acto
 
 void send_standing(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
-  if (st.finishing || config.tables) return;
+  if (st.finishing) return;
   auto held = std::make_shared<const held_through>(held_now(st));
   if (!st.succession.follower) return tell_held(self, *held);
   offer_standing(
@@ -253,16 +255,16 @@ caf::result<wire> rejoin(self_ptr self, const dp_coordinator_config& config, con
   config.log.info("worker '{}' rejoined after step {}", m.name, request->steps);
   auto reply = self->make_response_promise<wire>();
   heir.replies.emplace_back(reply, m.index);
-  if (missing_count(st) == 0) finish_takeover(self, config);
+  check_takeover(self, config);
   return reply;
 }
 
 void check_takeover(self_ptr self, const dp_coordinator_config& config) {
-  auto& heir = self->state.succession;
-  if (heir.rejoining && std::chrono::steady_clock::now() >= heir.deadline) {
-    config.log.warn("the takeover's deadline passed: workers not back are lost");
-    finish_takeover(self, config);
-  }
+  auto& st = self->state;
+  if (!st.succession.rejoining) return;
+  if (missing_count(st) > 0 && std::chrono::steady_clock::now() < st.succession.deadline) return;
+  if (config.tables && st.table_buckets.empty()) return;  // the tables' takeover is not over
+  finish_takeover(self, config);
 }
 
 }  // namespace troupe::dp_coordination

@@ -94,6 +94,19 @@ void pull_evaluation_rows(self_ptr self, const dp_coordinator_config& config,
     pull_for_evaluation(self, config, b, 0, input, pending, then);
 }
 
+void tables_ended(self_ptr self, const dp_coordinator_config& config, const caf::error& reason) {
+  auto& st = self->state;
+  if (st.finishing) return;
+  if (has_code(reason, errc::deposed) || st.succession.rejoining) {
+    // Not fail(): the job and its report are another coordinator's.
+    config.log.error("the tables' coordinator ended ({}); so does this one", describe(reason));
+    st.finishing = true;
+    return self->quit(reason);
+  }
+  fail(self, config,
+       "the tables' coordinator ended: " + (reason ? describe(reason) : std::string("it stopped")));
+}
+
 void gather_table_stats(self_ptr self, const dp_coordinator_config& config,
                         std::function<void()> then) {
   auto& st = self->state;

@@ -279,8 +279,8 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
     fmt::print(stderr, "{}: cannot join the job: {}\n", app.name, describe(coord.error()));
     return 1;
   }
-  // With a standby listed, the members follow a takeover (not yet for --mode hybrid).
-  const bool standby_listed = opts.coordinators.size() > 1 && !opts.hybrid();
+  // With a standby listed, the members follow a takeover.
+  const bool standby_listed = opts.coordinators.size() > 1;
   auto link = std::make_shared<coordinator_link>(*coord, standby_listed);
   caf::scoped_actor self{sys};
   // Held here: a supervisor nobody references would end as unreachable.

@@ -11,41 +11,57 @@
 
 namespace troupe {
 
-using namespace launch_detail;
+namespace launch_detail {
 
-namespace {
-
-// The two coordinators: the tables' (which writes no report) and the group's, which asks it
-// for the tables and writes the report.
-struct hybrid_roots {
-  coordinator_actor tables;
-  dp_coordinator_actor group;
-};
-
-hybrid_roots spawn_coordinators(caf::scoped_actor& self, const launch_options& opts,
-                                std::shared_ptr<const training_task> task, const logger& log,
-                                const node_metrics& metrics) {
+hybrid_roots spawn_hybrid_coordinators(caf::scoped_actor& self, const launch_options& opts,
+                                       std::shared_ptr<const training_task> task,
+                                       const logger& log, const node_metrics& metrics,
+                                       hybrid_takeover* from) {
   auto& sys = self->system();
   launch_options table_opts = opts;
   table_opts.report.clear();
-  hybrid_roots out;
-  out.tables = sys.spawn(coordinator, coordinator_config{table_opts, task, self->address(),
-                                                         log.named("tables"), metrics.registry});
+  coordinator_config table_config{table_opts, task, self->address(), log.named("tables"),
+                                  metrics.registry};
   dp_coordinator_config group_config{opts, task, self->address(), log.named("coordinator")};
   group_config.metrics = metrics.registry;
+  if (from) {
+    table_config.takeover = std::move(from->tables.standing);
+    table_config.takeover_heard = from->tables.heard;
+    table_config.takeover_why = from->tables.why;
+    group_config.takeover = std::move(from->group.standing);
+    group_config.takeover_heard = from->group.heard;
+    group_config.takeover_why = from->group.why;
+  }
+  hybrid_roots out;
+  out.tables = sys.spawn(coordinator, table_config);
   group_config.tables = out.tables;
   out.group = sys.spawn(dp_coordinator, group_config);
   return out;
 }
 
-}  // namespace
+int serve_hybrid(caf::scoped_actor& self, const launch_options& opts, const hybrid_roots& roots,
+                 const app_description& app, const logger& log) {
+  auto gk = publish_gatekeeper(self, opts, caf::actor_cast<coordinator_actor>(roots.group), app,
+                               log, roots.tables);
+  if (!gk) {
+    self->send_exit(roots.tables, caf::exit_reason::user_shutdown);
+    return 1;
+  }
+  const int code = wait_for(self, roots.group.address(), app.name);
+  self->send_exit(*gk, caf::exit_reason::user_shutdown);
+  return code;
+}
+
+}  // namespace launch_detail
+
+using namespace launch_detail;
 
 int run_hybrid_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
                         const app_description& app, const logger& log) {
   return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
     auto& sys = self->system();
     size_blas(opts, opts.workers);
-    const auto roots = spawn_coordinators(self, opts, task, log, metrics);
+    const auto roots = spawn_hybrid_coordinators(self, opts, task, log, metrics);
     for (uint32_t i = 0; i < opts.servers; ++i) {
       const std::string name = "server-" + std::to_string(i);
       sys.spawn(server,
@@ -66,13 +82,8 @@ int run_hybrid_coordinator(const launch_options& opts, std::shared_ptr<const tra
                            const app_description& app, const logger& log) {
   return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
     size_blas(opts, 1);
-    const auto roots = spawn_coordinators(self, opts, task, log, metrics);
-    auto gk = publish_gatekeeper(self, opts, caf::actor_cast<coordinator_actor>(roots.group), app,
-                                 log, roots.tables);
-    if (!gk) return 1;
-    const int code = wait_for(self, roots.group.address(), app.name);
-    self->send_exit(*gk, caf::exit_reason::user_shutdown);
-    return code;
+    return serve_hybrid(self, opts, spawn_hybrid_coordinators(self, opts, task, log, metrics), app,
+                        log);
   });
 }
 

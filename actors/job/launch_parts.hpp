@@ -8,6 +8,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,6 +78,34 @@ std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
 int serve_coordinator(caf::scoped_actor& self, const launch_options& opts,
                       const coordinator_actor& coord, const app_description& app,
                       const logger& log);
+
+// What a standby hands over for one coordinator it followed: the old primary's last standing,
+// when it came, and why the primary was judged lost.
+struct handed_standing {
+  coordinator_standing standing;
+  std::chrono::steady_clock::time_point heard;
+  std::string why;
+};
+
+// --mode hybrid (launch_hybrid.cpp): the two coordinators of the coordinator's process, the
+// tables' (which writes no report) and the group's, which asks it for the tables and writes
+// the report; `from`, when given, is a standby's takeover of both.
+struct hybrid_roots {
+  coordinator_actor tables;
+  dp_coordinator_actor group;
+};
+struct hybrid_takeover {
+  handed_standing tables, group;
+};
+hybrid_roots spawn_hybrid_coordinators(caf::scoped_actor& self, const launch_options& opts,
+                                       std::shared_ptr<const training_task> task,
+                                       const logger& log, const node_metrics& metrics,
+                                       hybrid_takeover* from = nullptr);
+
+// Publishes the gatekeeper (servers get the tables' coordinator, workers the group's), waits
+// for the group's coordinator to end and closes the gatekeeper; the process's exit code.
+int serve_hybrid(caf::scoped_actor& self, const launch_options& opts, const hybrid_roots& roots,
+                 const app_description& app, const logger& log);
 
 }  // namespace troupe::launch_detail
 

@@ -194,10 +194,6 @@ caf::error validate(const launch_options& o) {
         "--request-timeout (members wait that long for a takeover to end)");
   if (o.standby_of.port != 0 && o.role != node_role::coordinator)
     return bad("--standby-of is for --role coordinator");
-  if (o.standby_of.port != 0 && o.hybrid())
-    return bad(
-        "--standby-of: a standby coordinator follows parameter-service and data-parallel jobs "
-        "(not yet --mode hybrid)");
   if (o.replication < 1 || o.replication > 3)
     return bad("--replication must be 1, 2 or 3 (a primary and a chain of R - 1 backups)");
   const bool places_buckets = o.role == node_role::coordinator || o.role == node_role::embedded;

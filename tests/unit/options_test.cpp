@@ -630,8 +630,8 @@ BOOST_AUTO_TEST_CASE(a_standby_coordinator_and_its_bounds) {
   BOOST_TEST(!parse({"--role", "worker", "--standby-of", "127.0.0.1:7600", "--secret", "s"}));
   BOOST_TEST(succeeded(parse({"--role", "coordinator", "--mode", "dp", "--standby-of",
                               "127.0.0.1:7600", "--secret", "s"})));
-  BOOST_TEST(!parse({"--role", "coordinator", "--mode", "hybrid", "--standby-of", "127.0.0.1:7600",
-                     "--secret", "s"}));  // not yet
+  BOOST_TEST(succeeded(parse({"--role", "coordinator", "--mode", "hybrid", "--standby-of",
+                              "127.0.0.1:7600", "--secret", "s"})));
   // With a standby listed: above the heartbeat timeout, below half the request timeout.
   const std::vector<std::string> listed = {
       "--role", "worker", "--secret", "s", "--coordinator", "127.0.0.1:7600,127.0.0.1:7601"};

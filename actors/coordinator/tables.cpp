@@ -1,0 +1,57 @@
+// --mode hybrid, the tables' coordinator's side of the group: it hands the group's coordinator
+// the buckets of the task's embedding tables once they are ready, and stops the servers when
+// the group says the job is over. The group's side is actors/dp/dp_tables.cpp.
+#include <algorithm>
+
+#include "actors/coordinator/coordinator_parts.hpp"
+#include "actors/supervision/guards.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::coordination {
+
+namespace {
+
+// Whether the group may have the tables: placed, no takeover under way, and a primary for
+// every bucket (after a takeover, a promotion may still be finding one).
+bool tables_ready(const coordinator_state& st) {
+  return st.phase == job_phase::training && !st.succession.rejoining &&
+         std::all_of(st.directory.buckets.begin(), st.directory.buckets.end(),
+                     [](const bucket_actor& b) { return bool(b); });
+}
+
+}  // namespace
+
+void tables_placed(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  st.phase = job_phase::training;
+  st.training.started = std::chrono::steady_clock::now();
+  config.log.info("tables: {} buckets on {} servers, handed to the group",
+                  st.directory.buckets.size(), st.roster.servers.size());
+  hand_tables(self);
+}
+
+caf::result<std::vector<bucket_actor>> want_tables(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  if (!config.opts.hybrid() || st.group)
+    return make_error(errc::bad_configuration, "no tables for another group");
+  st.group = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (tables_ready(st)) return st.directory.buckets;
+  st.tables_wanted = self->make_response_promise<std::vector<bucket_actor>>();
+  return *st.tables_wanted;
+}
+
+void hand_tables(self_ptr self) {
+  auto& st = self->state;
+  if (!st.tables_wanted || !tables_ready(st)) return;
+  st.tables_wanted->deliver(st.directory.buckets);
+  st.tables_wanted.reset();
+}
+
+void stop_for_group(self_ptr self, const coordinator_config& config, const std::string& failure) {
+  if (!config.opts.hybrid() || !sent_by(self, self->state.group))
+    return config.log.warn("ignored a stop that is not from the group's coordinator");
+  stop_all_and_quit(self, config,
+                    failure.empty() ? caf::error{} : make_error(errc::job_failed, failure));
+}
+
+}  // namespace troupe::coordination
