@@ -186,7 +186,8 @@ using standby_actor = caf::typed_actor<caf::replies_to<state_atom, uint64_t, wir
 //   service:  a parameter service's name -> its service_directory, its supervisor and its
 //             buckets (an app_node that serves it; a training job's coordinator serves none)
 //   tables:   --mode hybrid, from the group's coordinator: the buckets of the task's tables,
-//             once placed (held until then)
+//             once placed (held until then), and the servers' HOST:PORT list (members connect
+//             to them directly: table traffic must not depend on a coordinator's node)
 //   stop:     --mode hybrid, from the group's coordinator: the job is over ("" or why it
 //             failed); stop the servers and quit
 using coordinator_actor =
@@ -209,7 +210,7 @@ using coordinator_actor =
                      caf::replies_to<operate_atom, wire>::with<std::string>,
                      caf::replies_to<service_atom, std::string>::with<wire, caf::actor,
                                                                       std::vector<bucket_actor>>,
-                     caf::replies_to<tables_atom>::with<std::vector<bucket_actor>>,
+                     caf::replies_to<tables_atom>::with<std::vector<bucket_actor>, std::string>,
                      caf::reacts_to<stop_atom, std::string>>;
 
 // The only actor a node publishes: it hands out the coordinator to peers that prove they know
@@ -228,13 +229,14 @@ using gatekeeper_actor =
 //   tick:  internal, the bound on waiting for a new generation after a collective failed
 //   restore: step, part index, part count, part: a checkpoint's state (bucket_store::save),
 //          sent before a start; the member goes on from it (and the others from the member)
-//   tables: --mode hybrid: the buckets that hold the task's embedding tables, before a start
+//   tables: --mode hybrid: the buckets that hold the task's embedding tables and the servers'
+//          HOST:PORT list (the member connects to them directly), before a start
 //   rejoin: from this process's coordinator watch: the coordinator of that term took over
 //          (0: none did); the member rejoins it and sends again what it holds
 //   state:  step, epochs: the coordinator's standby holds this member's step reports through
 //          that step and the evaluations of that many epochs; the member stops holding them
 using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
-                                         caf::reacts_to<tables_atom, std::vector<bucket_actor>>,
+                                         caf::reacts_to<tables_atom, std::vector<bucket_actor>, std::string>,
                                          caf::reacts_to<restore_atom, uint64_t, uint32_t, uint32_t, wire>,
                                          caf::replies_to<stop_atom, std::string>::with<bool>,
                                          caf::reacts_to<run_atom>,

@@ -186,7 +186,9 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
                             "this node serves no parameter service '" + name + "'");
         return {encode(directory_of(*service)), service->supervisor, service->buckets};
       },
-      [=](tables_atom) -> caf::result<std::vector<bucket_actor>> { return no_job("tables"); },
+      [=](tables_atom) -> caf::result<std::vector<bucket_actor>, std::string> {
+        return no_job("tables");
+      },
       [=](stop_atom, const std::string&) {
         config.log.warn("ignored a stop: an app node runs no job");
       },

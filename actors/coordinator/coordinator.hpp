@@ -199,7 +199,7 @@ struct coordinator_state {
   // `tables` request with them once placed, and then serves which/moved and recovers lost
   // servers until the group says stop.
   caf::actor_addr group;
-  std::optional<caf::typed_response_promise<std::vector<bucket_actor>>> tables_wanted;
+  std::optional<caf::typed_response_promise<std::vector<bucket_actor>, std::string>> tables_wanted;
   operator_gate operators{{}, {}};  // set from the options when the coordinator starts
   succession_state succession;
 };

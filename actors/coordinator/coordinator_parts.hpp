@@ -27,9 +27,11 @@ void settle_work(self_ptr self, const coordinator_config& config);
 
 // -- tables.cpp (--mode hybrid)
 void tables_placed(self_ptr self, const coordinator_config& config);
-// The group's `tables` request: the buckets, held until the tables are ready (placed, no
-// takeover under way, a primary for every bucket); hand_tables answers a held one.
-caf::result<std::vector<bucket_actor>> want_tables(self_ptr self, const coordinator_config& config);
+// The group's `tables` request: the buckets and the servers' HOST:PORT list, held until the tables
+// are ready (placed, no takeover under way, a primary for every bucket); hand_tables answers a held
+// one.
+caf::result<std::vector<bucket_actor>, std::string> want_tables(self_ptr self,
+                                                                const coordinator_config& config);
 void hand_tables(self_ptr self);
 // The group's word that the job is over ("" or why it failed).
 void stop_for_group(self_ptr self, const coordinator_config& config, const std::string& failure);

@@ -19,6 +19,17 @@ bool tables_ready(const coordinator_state& st) {
                      [](const bucket_actor& b) { return bool(b); });
 }
 
+// The live servers' data endpoints, "HOST:PORT,HOST:PORT", for the members to connect to.
+std::string server_list(const coordinator_state& st) {
+  std::string out;
+  for (const auto& m : st.roster.server_members) {
+    if (m.lost || m.data.port == 0) continue;
+    if (!out.empty()) out += ',';
+    out += m.data.host + ':' + std::to_string(m.data.port);
+  }
+  return out;
+}
+
 }  // namespace
 
 void tables_placed(self_ptr self, const coordinator_config& config) {
@@ -30,20 +41,21 @@ void tables_placed(self_ptr self, const coordinator_config& config) {
   hand_tables(self);
 }
 
-caf::result<std::vector<bucket_actor>> want_tables(self_ptr self, const coordinator_config& config) {
+caf::result<std::vector<bucket_actor>, std::string> want_tables(self_ptr self,
+                                                                const coordinator_config& config) {
   auto& st = self->state;
   if (!config.opts.hybrid() || st.group)
     return make_error(errc::bad_configuration, "no tables for another group");
   st.group = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  if (tables_ready(st)) return st.directory.buckets;
-  st.tables_wanted = self->make_response_promise<std::vector<bucket_actor>>();
+  if (tables_ready(st)) return {st.directory.buckets, server_list(st)};
+  st.tables_wanted = self->make_response_promise<std::vector<bucket_actor>, std::string>();
   return *st.tables_wanted;
 }
 
 void hand_tables(self_ptr self) {
   auto& st = self->state;
   if (!st.tables_wanted || !tables_ready(st)) return;
-  st.tables_wanted->deliver(st.directory.buckets);
+  st.tables_wanted->deliver(st.directory.buckets, server_list(st));
   st.tables_wanted.reset();
 }
 

@@ -223,7 +223,7 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
       st.resume_from.reset();
     }
     start.client = m.index;
-    if (config.tables) self->send(m.handle, tables_atom_v, st.table_buckets);
+    if (config.tables) self->send(m.handle, tables_atom_v, st.table_buckets, st.table_servers);
     self->send(m.handle, start_atom_v, encode(start));
   }
   send_standing(self, config);
@@ -345,9 +345,10 @@ dp_coordinator_actor::behavior_type dp_coordinator(
     const auto bound = 4 * config.opts.join_timeout + config.opts.request_timeout;
     self->request(config.tables, bound, tables_atom_v)
         .then(
-            [=](std::vector<bucket_actor>& buckets) {
+            [=](std::vector<bucket_actor>& buckets, std::string& servers) {
               auto& st = self->state;
               st.table_buckets = std::move(buckets);
+              st.table_servers = std::move(servers);
               config.log.info("the tables are in {} buckets", st.table_buckets.size());
               if (st.succession.rejoining) return check_takeover(self, config);
               if (!st.training && live_count(st) == config.opts.workers)

@@ -102,6 +102,7 @@ struct dp_coordinator_state {
   std::vector<uint64_t> epoch_examples;
   std::deque<std::pair<uint32_t, std::shared_ptr<eval_input>>> to_evaluate;
   std::vector<bucket_actor> table_buckets;  // --mode hybrid: placed by `tables`; empty before
+  std::string table_servers;                // and the servers' HOST:PORT list
   bool evaluating = false;
   uint32_t evaluated = 0;
   uint64_t steps = 0;         // global steps applied

@@ -300,9 +300,10 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
           return config.log.warn("ignored a start that is not from the coordinator");
         start(self, config, w);
       },
-      [=](tables_atom, std::vector<bucket_actor> buckets) {
+      [=](tables_atom, std::vector<bucket_actor> buckets, const std::string& servers) {
         if (!sent_by(self, config.coordinator->address()))
           return config.log.warn("ignored tables that are not from the coordinator");
+        connect_table_servers(self, config, servers);
         self->state.table_buckets = std::move(buckets);
       },
       [=](stop_atom, const std::string& failure) {

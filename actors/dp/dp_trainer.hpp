@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,7 @@ struct dp_trainer_state {
   // --mode hybrid: the buckets of the task's embedding tables, the tables, the rows of the
   // step in flight (values pulled, gradients computed) and each bucket's clock at the pull
   std::vector<bucket_actor> table_buckets;
+  std::set<std::string> table_servers;  // HOST:PORT of the servers connected to directly
   std::vector<table_spec> tables;
   sparse_rows_view rows;
   std::vector<vector_clock> read_clocks;

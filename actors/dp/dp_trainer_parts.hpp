@@ -50,6 +50,12 @@ void run_step(self_ptr self, const dp_trainer_config& config);
 void table_push_done(self_ptr self, const dp_trainer_config& config);
 
 // -- dp_trainer_tables.cpp (--mode hybrid)
+// Opens a direct connection to each server in `servers` ("HOST:PORT,...") not yet connected,
+// so that the table buckets' traffic never goes through a coordinator's node (and survives
+// its loss). Blocks this detached trainer for the set-up; a server it cannot reach directly
+// is still reached the other way.
+void connect_table_servers(self_ptr self, const dp_trainer_config& config,
+                           const std::string& servers);
 // Pulls the rows examples `share` of `epoch` read from the table buckets into st.rows (their
 // read clocks into st.read_clocks), then `then`.
 void pull_share_rows(self_ptr self, const dp_trainer_config& config, example_range share,

@@ -7,6 +7,8 @@
 #include "actors/dp/dp_trainer_parts.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "troupe/error.hpp"
+#include "troupe/net.hpp"
+#include "troupe/options.hpp"
 
 namespace troupe::dp_parts {
 
@@ -71,6 +73,25 @@ void push_one(self_ptr self, const dp_trainer_config& config, uint32_t b, int at
 }
 
 }  // namespace
+
+void connect_table_servers(self_ptr self, const dp_trainer_config& config,
+                           const std::string& servers) {
+  auto list = parse_host_list(servers);
+  if (!list) return config.log.warn("ignored a malformed server list: {}", describe(list.error()));
+  for (const auto& at : *list) {
+    const std::string key = to_string(at);
+    if (self->state.table_servers.count(key)) continue;
+    auto node = net::connect(self->system(), at.host, at.port, config.request_timeout);
+    if (!node) {
+      config.log.warn(
+          "no direct connection to the server at {} ({}); going through the "
+          "coordinator",
+          key, self->system().render(node.error()));
+      continue;
+    }
+    self->state.table_servers.insert(key);
+  }
+}
 
 void pull_share_rows(self_ptr self, const dp_trainer_config& config, example_range share,
                      uint32_t epoch, std::function<void()> then) {

@@ -408,7 +408,8 @@ int run_app(int argc, char** argv, const app_description& app) {
   if (opts->hybrid() && opts->role == node_role::embedded)
     return run_hybrid_embedded(*opts, task, app, log);
   if (opts->hybrid() && opts->role == node_role::coordinator)
-    return run_hybrid_coordinator(*opts, task, app, log);
+    return opts->standby_of.port != 0 ? run_standby(*opts, task, app, log)
+                                      : run_hybrid_coordinator(*opts, task, app, log);
   if (opts->data_parallel()) {
     if (auto err = check_nccl(*opts)) {
       fmt::print(stderr, "{}: --collective nccl: {}\n", app.name, describe(err));

@@ -14,9 +14,8 @@ namespace troupe {
 namespace launch_detail {
 
 hybrid_roots spawn_hybrid_coordinators(caf::scoped_actor& self, const launch_options& opts,
-                                       std::shared_ptr<const training_task> task,
-                                       const logger& log, const node_metrics& metrics,
-                                       hybrid_takeover* from) {
+                                       std::shared_ptr<const training_task> task, const logger& log,
+                                       const node_metrics& metrics, hybrid_takeover* from) {
   auto& sys = self->system();
   launch_options table_opts = opts;
   table_opts.report.clear();

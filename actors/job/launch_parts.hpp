@@ -98,8 +98,8 @@ struct hybrid_takeover {
   handed_standing tables, group;
 };
 hybrid_roots spawn_hybrid_coordinators(caf::scoped_actor& self, const launch_options& opts,
-                                       std::shared_ptr<const training_task> task,
-                                       const logger& log, const node_metrics& metrics,
+                                       std::shared_ptr<const training_task> task, const logger& log,
+                                       const node_metrics& metrics,
                                        hybrid_takeover* from = nullptr);
 
 // Publishes the gatekeeper (servers get the tables' coordinator, workers the group's), waits

@@ -54,7 +54,8 @@ bool wait_for_takeover(caf::scoped_actor& self, std::vector<follower>& all, int&
     return nullptr;
   };
   auto open = [&] {
-    return std::any_of(all.begin(), all.end(), [](const follower& f) { return !f.ended && !f.handed; });
+    return std::any_of(all.begin(), all.end(),
+                       [](const follower& f) { return !f.ended && !f.handed; });
   };
   bool told = false;
   self->receive_while(open)(
@@ -66,7 +67,8 @@ bool wait_for_takeover(caf::scoped_actor& self, std::vector<follower>& all, int&
         told = true;
         for (auto& other : all)
           if (&other != f && !other.ended && !other.handed)
-            self->send(other.actor, takeover_atom_v, "the other coordinator was lost (" + why + ")");
+            self->send(other.actor, takeover_atom_v,
+                       "the other coordinator was lost (" + why + ")");
       },
       [&](caf::down_msg& msg) {
         auto* f = find(msg.source);
@@ -142,7 +144,8 @@ int run_standby(const launch_options& opts, std::shared_ptr<const training_task>
     size_blas(opts, 1);
     launch_options to_primary = opts;
     to_primary.coordinators = {opts.standby_of};
-    auto primary = join_cluster(self->system(), to_primary, role::coordinator, node_name(opts), log);
+    auto primary =
+        join_cluster(self->system(), to_primary, role::coordinator, node_name(opts), log);
     if (!primary) {
       fmt::print(stderr, "{}: cannot follow the coordinator at {}: {}\n", app.name,
                  to_string(opts.standby_of), describe(primary.error()));
@@ -154,8 +157,9 @@ int run_standby(const launch_options& opts, std::shared_ptr<const training_task>
       auto tables = tables_of(self, opts, *primary);
       if (bool(tables) != opts.hybrid()) {
         fmt::print(stderr, "{}: {}\n", app.name,
-                   tables ? std::string("the primary runs a --mode hybrid job")
-                          : "the primary names no tables' coordinator: " + describe(tables.error()));
+                   tables
+                       ? std::string("the primary runs a --mode hybrid job")
+                       : "the primary names no tables' coordinator: " + describe(tables.error()));
         self->send_exit(all[0].actor, caf::exit_reason::user_shutdown);
         return 1;
       }

@@ -3,10 +3,13 @@
 // the dense tower. The standby follows both coordinators of the primary's process (the
 // tables' and the group's); the primary killed with SIGKILL after epoch 1 is replaced by it,
 // the servers rejoin the new tables' coordinator and the workers the new group, and the job
-// finishes with the takeover in the report, no update lost and every process exiting 0.
+// finishes with the takeover in the report, no update lost and every process exiting 0. A
+// primary paused past --takeover-timeout-ms is deposed (both of its coordinators) and stops
+// without touching the report.
 #define BOOST_TEST_MODULE hybrid_takeover_test
 #include <boost/test/unit_test.hpp>
 
+#include <filesystem>
 #include <memory>
 
 #include "tests/integration/child_process.hpp"
@@ -16,9 +19,11 @@ using namespace troupe::testing;
 namespace {
 
 const std::vector<std::string> model = {
-    "--mode",           "hybrid", "--fm-dim",         "4",     "--tower",      "16,8",
-    "--vocabulary",     "5000",   "--test-examples",  "5000",  "--log-level",  "info",
-    "--blas-threads",   "1",      "--train-examples", "30000", "--epochs",     "3"};
+    "--mode",          "hybrid", "--fm-dim",          "4",
+    "--tower",         "16,8",   "--vocabulary",      "5000",
+    "--test-examples", "5000",   "--log-level",       "info",
+    "--blas-threads",  "1",      "--train-examples",  "200000",
+    "--epochs",        "3",      "--worker-slowdown", "0:2,1:2"};
 
 std::vector<std::string> command(std::vector<std::string> head) {
   head.insert(head.begin(), TROUPE_CTR_BIN);
@@ -36,44 +41,48 @@ size_t array_size(const std::string& report, const std::string& key) {
   return doc[key].size();
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(a_killed_hybrid_coordinator_is_replaced_by_its_standby) {
-  const std::string primary = "127.0.0.1:" + std::to_string(free_port());
-  const std::string second = "127.0.0.1:" + std::to_string(free_port());
-  const std::string both = primary + "," + second;
-  const auto report = scratch("takeover.json");
-  const std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
-  const std::vector<std::string> job = {"--role",        "coordinator", "--workers", "2",
-                                        "--servers",     "2",           "--report",  report.string(),
-                                        "--replication", "2"};
-  auto with = [](std::vector<std::string> head, const std::vector<std::string>& tail) {
-    head.insert(head.end(), tail.begin(), tail.end());
-    return head;
-  };
-  const auto c_log = scratch("c.log").string(), c2_log = scratch("c2.log").string();
-  child_process coordinator(command(with(job, {"--listen", primary})), c_log, env);
-  child_process standby(command(with(job, {"--listen", second, "--standby-of", primary})), c2_log,
-                        env);
+// A coordinator, its standby, 2 servers and 2 workers; `extra` goes to every process.
+struct hybrid_cluster {
+  std::string primary = "127.0.0.1:" + std::to_string(free_port());
+  std::string second = "127.0.0.1:" + std::to_string(free_port());
+  std::string tag = primary.substr(10);
+  std::filesystem::path report = scratch("takeover-" + tag + ".json");
+  std::string c_log = scratch("c-" + tag + ".log").string();
+  std::string c2_log = scratch("c2-" + tag + ".log").string();
+  std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
+  std::unique_ptr<child_process> coordinator, standby;
   std::vector<std::unique_ptr<child_process>> members;
-  for (const char* name : {"s0", "s1"})
-    members.push_back(std::make_unique<child_process>(
-        command({"--role", "server", "--coordinator", both, "--name", name}),
-        scratch(std::string(name) + ".log").string(), env));
-  for (const char* name : {"w0", "w1"})
-    members.push_back(std::make_unique<child_process>(
-        command({"--role", "worker", "--coordinator", both, "--name", name}),
-        scratch(std::string(name) + ".log").string(), env));
-  BOOST_TEST_REQUIRE(wait_for_text(c2_log, "following the coordinator"));
-  BOOST_TEST_REQUIRE(wait_for_text(c_log, "epoch 1/3"));
-  coordinator.kill();
-  const auto bound = std::chrono::seconds(300);
-  const auto code = standby.wait(bound);
-  const std::string out = read_file(c2_log);
-  BOOST_TEST_INFO("standby: " << out);
-  BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
-  BOOST_TEST(out.find("took over as the coordinator of term 1") != std::string::npos);
-  const std::string text = read_file(report.string());
+
+  explicit hybrid_cluster(std::vector<std::string> extra = {}) {
+    const std::vector<std::string> job = {
+        "--role",   "coordinator",   "--workers",     "2", "--servers", "2",
+        "--report", report.string(), "--replication", "2"};
+    auto with = [&](std::vector<std::string> head) {
+      head.insert(head.end(), extra.begin(), extra.end());
+      return command(head);
+    };
+    auto coordinating = [&](std::vector<std::string> tail) {
+      tail.insert(tail.begin(), job.begin(), job.end());
+      return with(tail);
+    };
+    coordinator = std::make_unique<child_process>(coordinating({"--listen", primary}), c_log, env);
+    standby = std::make_unique<child_process>(
+        coordinating({"--listen", second, "--standby-of", primary}), c2_log, env);
+    const std::string both = primary + "," + second;
+    for (const std::string name : {"s0", "s1"})
+      members.push_back(std::make_unique<child_process>(
+          with({"--role", "server", "--coordinator", both, "--name", name + "-" + tag}),
+          scratch(name + "-" + tag + ".log").string(), env));
+    for (const std::string name : {"w0", "w1"})
+      members.push_back(std::make_unique<child_process>(
+          with({"--role", "worker", "--coordinator", both, "--name", name + "-" + tag}),
+          scratch(name + "-" + tag + ".log").string(), env));
+  }
+};
+
+// The standby's report of the finished job, and every member's exit.
+void check_finished(hybrid_cluster& cluster) {
+  const std::string text = read_file(cluster.report.string());
   BOOST_TEST_INFO("report: " << text);
   BOOST_TEST(text.find("\"status\": \"finished\"") != std::string::npos);
   BOOST_TEST(array_size(text, "takeovers") == 1u);
@@ -83,8 +92,44 @@ BOOST_AUTO_TEST_CASE(a_killed_hybrid_coordinator_is_replaced_by_its_standby) {
   BOOST_TEST(number(text, "updates_applied") > 0);
   BOOST_TEST(number(text, "updates_lost") == 0);
   BOOST_TEST(number(text, "generations") >= 2);
-  for (auto& m : members) {
+  for (auto& m : cluster.members) {
     BOOST_TEST_INFO("member: " << m->output());
     BOOST_TEST(m->wait(std::chrono::seconds(60)).value_or(-1) == 0);
   }
+}
+
+const auto bound = std::chrono::seconds(300);
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_killed_hybrid_coordinator_is_replaced_by_its_standby) {
+  hybrid_cluster cluster;
+  BOOST_TEST_REQUIRE(wait_for_text(cluster.c2_log, "following the coordinator"));
+  BOOST_TEST_REQUIRE(wait_for_text(cluster.c_log, "epoch 1/3"));
+  cluster.coordinator->kill();
+  const auto code = cluster.standby->wait(bound);
+  const std::string out = read_file(cluster.c2_log);
+  BOOST_TEST_INFO("standby: " << out);
+  BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
+  BOOST_TEST(out.find("took over as the coordinator of term 1") != std::string::npos);
+  check_finished(cluster);
+}
+
+BOOST_AUTO_TEST_CASE(a_hybrid_coordinator_paused_past_the_takeover_timeout_is_deposed) {
+  hybrid_cluster cluster({"--takeover-timeout-ms", "3000"});
+  BOOST_TEST_REQUIRE(wait_for_text(cluster.c2_log, "following the coordinator"));
+  BOOST_TEST_REQUIRE(wait_for_text(cluster.c_log, "epoch 1/3"));
+  cluster.coordinator->signal(SIGSTOP);
+  BOOST_TEST_REQUIRE(
+      wait_for_text(cluster.c2_log, "took over as the coordinator", std::chrono::seconds(60)));
+  cluster.coordinator->signal(SIGCONT);
+  const auto standby = cluster.standby->wait(bound);
+  const auto primary = cluster.coordinator->wait(std::chrono::seconds(60));
+  BOOST_TEST_INFO("coordinator: " << read_file(cluster.c_log));
+  BOOST_TEST_INFO("standby: " << read_file(cluster.c2_log));
+  BOOST_TEST_REQUIRE(standby.value_or(-1) == 0);
+  BOOST_TEST_REQUIRE(primary.has_value());
+  BOOST_TEST(*primary != 0);  // deposed, whether the standby still runs or has finished
+  BOOST_TEST(read_file(cluster.c_log).find("deposed") != std::string::npos);
+  check_finished(cluster);  // the standby's report, untouched by the old primary
 }
