@@ -1,7 +1,8 @@
 // troupe-bench SUITE [--size N] [--reps R] [--json FILE] [--tls-dir DIR]: runs one suite of
 // benchmarks and prints our figures beside the limit measured in the same run
 // (../shared/design/BENCHMARKS.md). Suites: apply, messages, pushpull, sparse, dash, allreduce
-// (--members N), and dash-gpu in builds with CUDA. --tls-dir (or TROUPE_TLS_DIR) makes the
+// (--members N), train (the fmnist job embedded and as five processes; --reps defaults to 1
+// there), and dash-gpu in builds with CUDA. --tls-dir (or TROUPE_TLS_DIR) makes the
 // cross-process suites (messages, pushpull, sparse) talk mutual TLS, to measure what it costs.
 // ("serve" and "allreduce-member" are the processes the others start.)
 #include <fmt/format.h>
@@ -30,7 +31,7 @@ std::string self_path(const char* argv0) {
 int usage() {
   fmt::print(
       stderr,
-      "usage: troupe-bench apply|messages|pushpull|sparse|dash|dash-gpu|allreduce [--size N] "
+      "usage: troupe-bench apply|messages|pushpull|sparse|dash|dash-gpu|allreduce|train [--size N] "
       "[--reps R] [--json FILE] [--tls-dir DIR] [--members N (allreduce)]\n");
   return 2;
 }
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   o.tls_dir = tls_dir;
   std::string json;
   uint32_t members = 2;
+  if (suite == "train") o.reps = 1;  // each repetition is two whole training jobs
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
@@ -89,6 +91,8 @@ int main(int argc, char** argv) {
     result = run_dash(o);
   else if (suite == "allreduce")
     result = run_allreduce(o, members);
+  else if (suite == "train")
+    result = run_train(o);
 #ifdef TROUPE_BENCH_GPU
   else if (suite == "dash-gpu")
     result = run_dash_gpu(o);

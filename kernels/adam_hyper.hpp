@@ -13,6 +13,7 @@ struct adam_hyper {
   float epsilon = 1e-8f;
   float weight_decay = 0.0f;  // decoupled (AdamW) when > 0
   uint64_t step = 1;          // 1-based count of updates including this one (bias correction)
+  float l2 = 0.0f;            // coupled L2 (Adam's weight decay): g <- g + l2 theta first
 };
 
 }  // namespace troupe::kernels

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
+#include <variant>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -14,14 +16,28 @@
 
 namespace troupe {
 
-// Cap'n Proto bytes of one message. Registered with CAF in messages/protocol.hpp's type-id block.
+// The messages of the data plane, as they pass between actors of one process: not encoded.
+using local_message = std::variant<pull_request, pull_reply, push_request, push_ack>;
+
+// Cap'n Proto bytes of one message, or, between actors of one process, the message itself
+// (`local`: nothing encoded or serialised; decode<T> copies it out). Registered with CAF in
+// messages/protocol.hpp's type-id block. Only `bytes` is serialised: a local wire that
+// leaves the process arrives empty and fails to decode ("empty message"), so a sender that
+// may reach another process uses encode_for, and a forward uses encoded().
 struct wire {
   std::vector<char> bytes;
+  std::shared_ptr<const local_message> local;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, wire& x) {
   return f(caf::meta::type_name("troupe::wire"), x.bytes);
+}
+
+// The message for an actor of this process: nothing encoded.
+template <class T>
+wire local_wire(T x) {
+  return wire{{}, std::make_shared<const local_message>(std::move(x))};
 }
 
 struct codec_limits {
@@ -68,8 +84,19 @@ wire encode(const service_directory& x);
 wire encode(const coordinator_standing& x);
 wire encode(const rejoin_request& x);
 
-// decode<T>(w) for every T that encode() takes.
+// decode<T>(w) for every T that encode() takes. A local wire gives a copy of its message
+// (errc::malformed_message when it holds another type); the codec's caps are for bytes from
+// other processes, so the receiver's own checks (a bucket's validate) are what apply to it.
 template <class T>
 caf::expected<T> decode(const wire& w, const codec_limits& limits = {});
+
+// encode(x), or local_wire(x) when the receiver is an actor of this process.
+template <class T>
+wire encode_for(bool in_process, const T& x) {
+  return in_process ? local_wire(x) : encode(x);
+}
+
+// The wire for another process: `w` itself, or its local message encoded.
+wire encoded(const wire& w);
 
 }  // namespace troupe

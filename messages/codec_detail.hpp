@@ -24,6 +24,24 @@ struct decode_budget {
 
 wire to_wire(capnp::MessageBuilder& message);
 
+// A message built straight into the bytes of the wire that carries it: its first segment is
+// the wire's buffer after the 8-byte segment table, sized by the caller's estimate, so a
+// message that fits is never copied (to_wire copies the whole message once more). Further
+// segments, when the estimate was short, are separate and finish() copies then, as to_wire.
+class wire_builder : public capnp::MessageBuilder {
+ public:
+  explicit wire_builder(size_t first_segment_words);
+  kj::ArrayPtr<capnp::word> allocateSegment(unsigned minimum_words) override;
+  // The wire, once; the builder is empty afterwards.
+  wire finish();
+
+ private:
+  wire out_;
+  size_t first_words_;
+  bool first_given_ = false;
+  std::vector<kj::Array<capnp::word>> more_;
+};
+
 // Copies a Cap'n Proto primitive list (its iterators are not standard iterators).
 template <class T>
 std::vector<T> to_vector(typename capnp::List<T>::Reader list) {
@@ -109,8 +127,19 @@ struct framed_words {
 
 caf::expected<framed_words> frame_words(const wire& w, const codec_limits& limits);
 
+// A copy of the message a local wire carries.
+template <class T>
+caf::expected<T> read_local(const local_message& local) {
+  constexpr bool data_plane = std::is_same_v<T, pull_request> || std::is_same_v<T, pull_reply> ||
+                              std::is_same_v<T, push_request> || std::is_same_v<T, push_ack>;
+  if constexpr (data_plane)
+    if (const T* x = std::get_if<T>(&local)) return *x;
+  return make_error(errc::malformed_message, "a local message of another type");
+}
+
 template <class Root, class T, class Read>
 caf::expected<T> read_root(const wire& w, const codec_limits& limits, Read&& read) {
+  if (w.local) return read_local<T>(*w.local);
   auto framed = frame_words(w, limits);
   if (!framed) return std::move(framed.error());
   const auto words = framed->words;

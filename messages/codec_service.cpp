@@ -179,7 +179,7 @@ caf::expected<pull_request> decode<pull_request>(const wire& w, const codec_limi
 }
 
 wire encode(const pull_reply& x, const encode_options& opts) {
-  capnp::MallocMessageBuilder message(first_segment_words(x.tensors, opts.storage));
+  detail::wire_builder message(first_segment_words(x.tensors, opts.storage));
   auto out = message.initRoot<schema::PullReply>();
   out.setBucket(x.bucket);
   out.setVersion(x.version);
@@ -190,7 +190,7 @@ wire encode(const pull_reply& x, const encode_options& opts) {
   auto rows = out.initRows(x.rows.size());
   for (unsigned i = 0; i < x.rows.size(); ++i)
     detail::write_sparse(rows[i], x.rows[i], opts.storage);
-  return detail::to_wire(message);
+  return message.finish();
 }
 
 template <>
@@ -222,7 +222,7 @@ caf::expected<pull_reply> decode<pull_reply>(const wire& w, const codec_limits& 
 // -- push ---------------------------------------------------------------------------------------
 
 wire encode(const push_request& x, const encode_options& opts) {
-  capnp::MallocMessageBuilder message(first_segment_words(x.dense, opts.storage));
+  detail::wire_builder message(first_segment_words(x.dense, opts.storage));
   auto out = message.initRoot<schema::PushRequest>();
   out.setBucket(x.bucket);
   out.setWorker(x.worker);
@@ -239,7 +239,7 @@ wire encode(const push_request& x, const encode_options& opts) {
   out.setLast(x.last);
   out.setSkipped(x.skipped);
   out.setResend(x.resend);
-  return detail::to_wire(message);
+  return message.finish();
 }
 
 template <>
@@ -298,7 +298,7 @@ caf::expected<push_ack> decode<push_ack>(const wire& w, const codec_limits& limi
 // -- bucket spec and statistics -------------------------------------------------------------
 
 wire encode(const bucket_spec& x) {
-  capnp::MallocMessageBuilder message(first_segment_words(x.tensors, dtype::f32));
+  detail::wire_builder message(first_segment_words(x.tensors, dtype::f32));
   auto out = message.initRoot<schema::BucketSpec>();
   out.setBucket(x.bucket);
   out.setWorkers(x.workers);
@@ -317,7 +317,7 @@ wire encode(const bucket_spec& x) {
   auto tensors = out.initTensors(x.tensors.size());
   for (unsigned i = 0; i < x.tensors.size(); ++i)
     detail::write_dense(tensors[i], x.tensors[i], dtype::f32);
-  return detail::to_wire(message);
+  return message.finish();
 }
 
 template <>

@@ -112,7 +112,7 @@ wire encode(const bucket_state_part& x) {
   unsigned words = 1024;
   for (const auto& t : x.tensors) words += static_cast<unsigned>(t.values.size() / 2 + 16);
   words += static_cast<unsigned>(x.rows.values.size() * 3 / 2 + x.rows.ids.size() * 2);
-  capnp::MallocMessageBuilder message(words);
+  detail::wire_builder message(words);
   auto out = message.initRoot<schema::BucketStatePart>();
   out.setBucket(x.bucket);
   out.setKind(static_cast<schema::BucketStatePart::Kind>(static_cast<uint16_t>(x.type)));
@@ -122,7 +122,7 @@ wire encode(const bucket_state_part& x) {
     detail::write_dense(tensors[i], x.tensors[i], dtype::f32);
   write_counters(out.initCounters(), x.counters);
   write_rows(out.initRows(), x.rows);
-  return detail::to_wire(message);
+  return message.finish();
 }
 
 template <>

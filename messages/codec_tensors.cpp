@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/half.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 #include "messages/codec_detail.hpp"
 
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
@@ -85,6 +86,47 @@ wire to_wire(capnp::MessageBuilder& message) {
   return w;
 }
 
+wire_builder::wire_builder(size_t first_segment_words) : first_words_(first_segment_words) {
+  // Zeroed, as Cap'n Proto requires of the memory it builds in.
+  out_.bytes.resize(sizeof(capnp::word) * (1 + first_words_));
+}
+
+kj::ArrayPtr<capnp::word> wire_builder::allocateSegment(unsigned minimum_words) {
+  if (!first_given_ && minimum_words <= first_words_) {
+    first_given_ = true;
+    auto* words = reinterpret_cast<capnp::word*>(out_.bytes.data()) + 1;
+    return kj::arrayPtr(words, first_words_);
+  }
+  first_given_ = true;
+  more_.push_back(kj::heapArray<capnp::word>(std::max<size_t>(minimum_words, first_words_)));
+  std::memset(more_.back().begin(), 0, more_.back().size() * sizeof(capnp::word));
+  return more_.back().asPtr();
+}
+
+wire wire_builder::finish() {
+  const auto segments = getSegmentsForOutput();
+  const auto* first = reinterpret_cast<const capnp::word*>(out_.bytes.data()) + 1;
+  if (segments.size() != 1 || segments[0].begin() != first) return to_wire(*this);
+  // One segment in the wire's own buffer: the segment table is (count - 1 = 0, its words).
+  const uint32_t table[2] = {0, static_cast<uint32_t>(segments[0].size())};
+  std::memcpy(out_.bytes.data(), table, sizeof table);
+  out_.bytes.resize(sizeof(capnp::word) * (1 + segments[0].size()));
+  return std::move(out_);
+}
+
+}  // namespace troupe::detail
+
+namespace troupe {
+
+wire encoded(const wire& w) {
+  if (!w.local) return w;
+  return std::visit([](const auto& x) { return encode(x); }, *w.local);
+}
+
+}  // namespace troupe
+
+namespace troupe::detail {
+
 caf::expected<std::string> read_text(capnp::Text::Reader text, const decode_budget& budget,
                                      const char* what) {
   if (text.size() > budget.limits.max_text)
@@ -139,25 +181,36 @@ caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::
     return make_error(errc::shape_mismatch, what + ": " + std::to_string(data.size()) +
                                                 " bytes for " + std::to_string(count) +
                                                 " elements");
-  std::vector<float> values(count);
+  std::vector<float> values;
+  bool finite = true;
   if (*storage == dtype::f32) {
-    if (count > 0) std::memcpy(values.data(), data.begin(), data.size());
+    // Copied in blocks that stay in L1 for the finiteness check, into memory that is not
+    // cleared first. (Cap'n Proto data starts on a word boundary of the aligned message, so
+    // the bytes may be read as floats.)
+    const auto* in = reinterpret_cast<const float*>(data.begin());
+    values.reserve(count);
+    constexpr uint64_t block = 4096;
+    for (uint64_t first = 0; first < count; first += block) {
+      const uint64_t n = std::min(block, count - first);
+      values.insert(values.end(), in + first, in + first + n);
+      if (budget.limits.require_finite && !kernels::all_finite({values.data() + first, n})) {
+        finite = false;
+        break;
+      }
+    }
   } else {
+    values.resize(count);
     for (uint64_t i = 0; i < count; ++i) {
       uint16_t v;
       std::memcpy(&v, data.begin() + 2 * i, sizeof v);
       values[i] = *storage == dtype::bf16 ? kernels::bf16_to_float(v) : kernels::half_to_float(v);
     }
+    finite = !budget.limits.require_finite || kernels::all_finite(values);
   }
-  if (budget.limits.require_finite) {
-    // One branch-free pass for the common case (all finite), then find the culprit.
-    bool bad = false;
-    for (float x : values) bad |= !(x - x == 0.0f);  // NaN and +-Inf give NaN
-    if (bad)
-      for (uint64_t i = 0; i < count; ++i)
-        if (!std::isfinite(values[i]))
-          return make_error(errc::non_finite, what + ": element " + std::to_string(i));
-  }
+  if (!finite)  // the culprit is in the block that failed, the last one copied
+    for (uint64_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]))
+        return make_error(errc::non_finite, what + ": element " + std::to_string(i));
   return values;
 }
 

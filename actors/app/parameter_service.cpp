@@ -96,15 +96,16 @@ void find_restarted(caf::event_based_actor* self, std::shared_ptr<parameter_clie
            });
 }
 
-// Sends `bytes` as `Atom` to bucket b; on a gone bucket finds its restarted actor and sends
-// once more (`again` marks the second try), then calls on_reply or on_error.
+// Sends message(again, in_process) as `Atom` to bucket b; on a gone bucket finds its restarted
+// actor and sends once more (`again` marks the second try), then calls on_reply or on_error.
+// `in_process`: the bucket is an actor of this process (the message need not be encoded).
 template <class Atom, class OnReply, class OnError>
 void ask_bucket(caf::event_based_actor* self, std::shared_ptr<parameter_client::state> st,
-                uint32_t b, std::function<wire(bool again)> bytes, OnReply on_reply,
-                OnError on_error, bool again = false) {
+                uint32_t b, std::function<wire(bool again, bool in_process)> message,
+                OnReply on_reply, OnError on_error, bool again = false) {
   const auto timeout = st->service->timeout;
   const auto target = st->buckets[b];
-  self->request(target, timeout, Atom{}, bytes(again))
+  self->request(target, timeout, Atom{}, message(again, target.node() == self->node()))
       .then([on_reply](const wire& w) mutable { on_reply(w); },
             [=](caf::error& err) mutable {
               if (again || !bucket_gone(err)) return on_error(timed_out(std::move(err), b));
@@ -113,7 +114,7 @@ void ask_bucket(caf::event_based_actor* self, std::shared_ptr<parameter_client::
                              [=](caf::expected<caf::actor> found) mutable {
                                if (!found) return on_error(std::move(found.error()));
                                st->buckets[b] = caf::actor_cast<bucket_actor>(*found);
-                               ask_bucket<Atom>(self, st, b, bytes, on_reply, on_error, true);
+                               ask_bucket<Atom>(self, st, b, message, on_reply, on_error, true);
                              });
             });
 }
@@ -324,7 +325,7 @@ void parameter_client::pull(caf::event_based_actor* self, std::vector<std::vecto
     const pull_request request{b, st->id, st->pushes,
                                row_requests(tables, gathered->value.rows, b, buckets)};
     ask_bucket<pull_atom>(
-        self, st, b, [request](bool) { return encode(request); },
+        self, st, b, [request](bool, bool in_process) { return encode_for(in_process, request); },
         [st, gathered, b](const wire& w) {
           auto reply = decode<pull_reply>(w);
           if (!reply) return gathered->fail(std::move(reply.error()));
@@ -397,9 +398,9 @@ void parameter_client::push(caf::event_based_actor* self, std::span<const float>
     if (!row_grads.empty()) request->sparse = row_gradients(service.tables, rows, b, buckets);
     ask_bucket<push_atom>(
         self, st, b,
-        [request](bool again) {
+        [request](bool again, bool in_process) {
           request->resend = again;  // it may have landed before the bucket went
-          return encode(*request);
+          return encode_for(in_process, *request);
         },
         [gathered](const wire& w) {
           auto ack = decode<push_ack>(w);

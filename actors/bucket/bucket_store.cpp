@@ -6,9 +6,7 @@
 #include <cmath>
 
 #include "actors/bucket/app_rule_step.hpp"
-#include "kernels/cpu/compensation.hpp"
 #include "kernels/cpu/compression.hpp"
-#include "kernels/cpu/optimizers.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 #include "troupe/error.hpp"
 
@@ -112,7 +110,7 @@ uint64_t bucket_store::apply_rows(const std::vector<sparse_rows>& rows, float lr
   return refused;
 }
 
-caf::error bucket_store::validate(const push_request& push) const {
+caf::expected<double> bucket_store::validate(const push_request& push) const {
   auto bad = [&](errc code, std::string what) {
     return make_error(code, fmt::format("bucket {}: {}", id_, what));
   };
@@ -137,6 +135,7 @@ caf::error bucket_store::validate(const push_request& push) const {
         return bad(errc::malformed_message, fmt::format("table {} appears twice", rows.name));
     if (auto err = t->check(rows, max_abs_gradient)) return err;
   }
+  double squares = 0;
   if (push.dense.size() != slices_.size())
     return bad(errc::shape_mismatch,
                fmt::format("holds {} slices, push has {}", slices_.size(), push.dense.size()));
@@ -150,48 +149,13 @@ caf::error bucket_store::validate(const push_request& push) const {
                              "({} values)",
                              i, mine.name, mine.row_offset, mine.values.size(), theirs.name,
                              theirs.row_offset, theirs.values.size()));
-    if (const auto at = kernels::first_beyond(theirs.values, max_abs_gradient))
+    const auto checked = kernels::check_gradient(theirs.values, max_abs_gradient);
+    if (const auto at = checked.beyond)
       return bad(errc::non_finite, fmt::format("gradient value {} in {} (limit {:g})",
                                                theirs.values[*at], theirs.name, max_abs_gradient));
+    squares += checked.squares;
   }
-  return {};
-}
-
-bool bucket_store::step(size_t slice, std::vector<float>& grad, uint64_t staleness) {
-  auto& theta = slices_[slice].values;
-  const auto& o = optimizer_;
-  const float lr = o.lr_staleness ? o.lr / (1.0f + static_cast<float>(staleness)) : o.lr;
-  switch (o.type) {
-    case opt_kind::sgd:
-      kernels::sgd_momentum_step(theta, {}, grad, lr, 0.0f, o.weight_decay);
-      return true;
-    case opt_kind::momentum:
-      kernels::sgd_momentum_step(theta, first_moment_[slice], grad, lr, o.beta1, o.weight_decay);
-      return true;
-    case opt_kind::adam:
-      for (size_t k = 0; k < grad.size(); ++k) grad[k] += o.weight_decay * theta[k];
-      kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
-                         {lr, o.beta1, o.beta2, o.epsilon, 0.0f, version_ + 1});
-      return true;
-    case opt_kind::adamw:
-      kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
-                         {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
-      return true;
-    case opt_kind::dash:
-      if (!dash_[slice])
-        kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
-                           {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
-      else if (device_steps(slice))
-        deferred_.push_back(deferred_step{slice, grad, version_ + 1, lr});  // grad may be reused
-      else
-        dash_resets_ += dash_[slice]->step(theta, grad, first_moment_[slice], second_moment_[slice],
-                                           version_ + 1, lr);
-      return true;
-    case opt_kind::app:
-      return step_app_rule(rule_, o, theta, first_moment_[slice], second_moment_[slice], grad,
-                           version_ + 1, lr);
-  }
-  return true;
+  return squares;
 }
 
 void bucket_store::record(uint64_t staleness) {
@@ -200,9 +164,8 @@ void bucket_store::record(uint64_t staleness) {
   ++histogram_[std::min<uint64_t>(staleness, staleness_histogram_size - 1)];
 }
 
-void bucket_store::observe_norm(const push_request& push) {
-  double squares = 0;
-  for (const auto& t : push.dense) squares += kernels::sum_of_squares(t.values);
+void bucket_store::observe_norm(const push_request& push, double dense_squares) {
+  double squares = dense_squares;
   for (const auto& rows : push.sparse) squares += kernels::sum_of_squares(rows.values);
   if (norms_.size() < update_window)
     norms_.push_back(std::sqrt(squares));
@@ -224,10 +187,8 @@ double bucket_store::update_variance() const {
 caf::error bucket_store::apply_now(push_request& push, uint64_t staleness) {
   auto undo = remember_for_rule(row_ids_of(push.sparse));
   uint64_t refused = 0;
-  for (size_t i = 0; i < slices_.size(); ++i) {
-    compensate(push.worker, i, push.dense[i].values);
-    refused += step(i, push.dense[i].values, staleness) ? 0 : 1;
-  }
+  for (size_t i = 0; i < slices_.size(); ++i)
+    refused += compensate_and_step(push.worker, i, push.dense[i].values, staleness) ? 0 : 1;
   const float lr_scale = optimizer_.lr_staleness ? 1.0f / (1.0f + float(staleness)) : 1.0f;
   compensate_rows(push.worker, push.sparse);
   const uint64_t rows = apply_rows(push.sparse, lr_scale);
@@ -378,7 +339,14 @@ caf::expected<push_ack> bucket_store::apply(push_request push) {
     return push_ack{id_, version_, 0};
   }
   caf::error err = expand_signs(push);
-  if (!err) err = validate(push);
+  double squares = 0;
+  if (!err) {
+    auto checked = validate(push);
+    if (checked)
+      squares = *checked;
+    else
+      err = std::move(checked.error());
+  }
   if (err) {
     ++rejected_;
     if (counts_as_step(push)) {
@@ -388,7 +356,7 @@ caf::expected<push_ack> bucket_store::apply(push_request push) {
     return err;
   }
   counted(push);
-  observe_norm(push);
+  observe_norm(push, squares);
   const uint64_t staleness = clock_.staleness_since(push.read_clock);
   if (in_round_.empty()) {
     err = apply_now(push, staleness);

@@ -141,15 +141,26 @@ class bucket_store {
  private:
   // A sign-compressed push becomes a dense one (one sign tensor per slice, nothing else).
   caf::error expand_signs(push_request& push) const;
-  caf::error validate(const push_request& push) const;
+  // Checks a push against the bucket; its dense gradient's squared norm when it passes (the
+  // bound check and the norm are one pass over the gradient).
+  caf::expected<double> validate(const push_request& push) const;
   bool counts_as_step(const push_request& push) const;
   caf::error skip_step(uint32_t worker);
-  void compensate(uint32_t worker, size_t slice, std::vector<float>& grad);
+  // Compensates grad, the values [first, first + grad.size()) of a slice.
+  void compensate(uint32_t worker, size_t slice, size_t first, std::span<float> grad);
   // Delay compensation of a push's row gradients against the rows the worker last read.
   void compensate_rows(uint32_t worker, std::vector<sparse_rows>& rows);
   void remember_rows(uint32_t worker, const std::vector<sparse_rows>& rows);
   // False when an app's rule left the slice unchanged (non-finite result).
   bool step(size_t slice, std::vector<float>& grad, uint64_t staleness);
+  // The optimizers that update each value on its own (sgd, momentum, adam, adamw): a slice can
+  // be compensated and stepped block by block, each block in the cache between the two.
+  bool elementwise() const;
+  void step_elements(size_t slice, size_t first, std::span<const float> grad, float lr);
+  // Compensates and steps one slice of a push.
+  bool compensate_and_step(uint32_t worker, size_t slice, std::vector<float>& grad,
+                           uint64_t staleness);
+  float step_lr(uint64_t staleness) const;
   bool device_steps(size_t slice) const;  // this slice's DASH step is deferred
   caf::error apply_now(push_request& push, uint64_t staleness);
   void collect_round(const push_request& push);
@@ -167,7 +178,7 @@ class bucket_store {
   std::vector<std::pair<size_t, std::vector<uint64_t>>> row_ids_of(
       const std::vector<sparse_rows>& rows) const;
   void record(uint64_t staleness);
-  void observe_norm(const push_request& push);
+  void observe_norm(const push_request& push, double dense_squares);
   std::vector<dense_tensor> changed_rows(uint32_t worker);
   sparse_table* table(const std::string& name);
   const sparse_table* table(const std::string& name) const;
@@ -210,7 +221,7 @@ class bucket_store {
   // from a checkpoint a worker's first push of a row is not compensated.
   std::vector<std::vector<std::unordered_map<uint64_t, std::vector<float>>>> rows_read_;
   std::vector<std::unordered_map<uint64_t, std::vector<float>>> row_mean_square_;
-  std::vector<std::vector<float>> round_sum_;    // bsp: this round's summed gradients
+  std::vector<std::vector<float>> round_sum_;  // bsp: this round's summed gradients
   // bsp: who pushed (or skipped) this round.
   static constexpr uint8_t round_none = 0, round_pushed = 1, round_skipped = 2;
   std::vector<uint8_t> in_round_;

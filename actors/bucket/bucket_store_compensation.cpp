@@ -8,10 +8,10 @@ namespace troupe {
 
 using dc_kind = compensation_config::kind;
 
-void bucket_store::compensate(uint32_t worker, size_t slice, std::vector<float>& grad) {
+void bucket_store::compensate(uint32_t worker, size_t slice, size_t first, std::span<float> grad) {
   if (compensation_.type == dc_kind::none || read_[worker].empty()) return;
-  const auto& now = slices_[slice].values;
-  const auto& then = read_[worker][slice];
+  const auto now = std::span<const float>(slices_[slice].values).subspan(first, grad.size());
+  const auto then = std::span<const float>(read_[worker][slice]).subspan(first, grad.size());
   const float lambda = compensation_.lambda;
   switch (compensation_.type) {
     case dc_kind::linear:
@@ -19,7 +19,9 @@ void bucket_store::compensate(uint32_t worker, size_t slice, std::vector<float>&
     case dc_kind::dcasgd:
       return kernels::compensate_dcasgd(grad, now, then, lambda);
     case dc_kind::dcasgd_adaptive:
-      return kernels::compensate_dcasgd_adaptive(grad, now, then, lambda, mean_square_[slice]);
+      return kernels::compensate_dcasgd_adaptive(
+          grad, now, then, lambda,
+          std::span<float>(mean_square_[slice]).subspan(first, grad.size()));
     case dc_kind::none:
       return;
   }

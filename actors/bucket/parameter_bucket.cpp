@@ -22,7 +22,7 @@ void size_limits(bucket_actor_state& st) {
 
 // The reply to an allowed pull: the bucket's values and the embedding rows asked for. A
 // backup is told what the worker read, so that its compensation memory stays the same.
-caf::expected<wire> answer(self_ptr self, const pull_request& request) {
+caf::expected<wire> answer(self_ptr self, const pull_request& request, bool local) {
   auto& st = self->state;
   pull_reply reply = st.store->grant_pull(request.worker, request.worker_clock);
   if (st.backup && request.worker != observer_worker)
@@ -32,9 +32,15 @@ caf::expected<wire> answer(self_ptr self, const pull_request& request) {
     if (!rows) return std::move(rows.error());
     reply.rows = std::move(*rows);
   }
-  wire out = encode(reply);
+  wire out = local ? local_wire(std::move(reply)) : encode(reply);
   add(st.metrics.bytes_out, double(out.bytes.size()));
   return out;
+}
+
+// The reply to a request, in the form the request came: local or encoded.
+template <class T>
+wire reply_like(const wire& request, T reply) {
+  return request.local ? local_wire(std::move(reply)) : encode(reply);
 }
 
 bool is_not_primary(const caf::error& err) {
@@ -55,7 +61,7 @@ void release_held_pulls(self_ptr self) {
   auto& st = self->state;
   std::erase_if(st.held, [&](held_pull& p) {
     if (!st.store->pull_allowed(p.request.worker, p.request.worker_clock)) return false;
-    deliver(p.promise, answer(self, p.request));
+    deliver(p.promise, answer(self, p.request, p.local));
     return true;
   });
 }
@@ -71,8 +77,9 @@ caf::result<wire> on_pull(self_ptr self, const wire& w) {
                                                 " reached bucket " + std::to_string(store.id()));
   if (request->worker != observer_worker && request->worker >= store.workers())
     return make_error(errc::malformed_message, "pull from an unknown worker");
+  const bool local = w.local != nullptr;
   if (store.pull_allowed(request->worker, request->worker_clock)) {
-    auto reply = answer(self, *request);
+    auto reply = answer(self, *request, local);
     if (!reply) return std::move(reply.error());
     return std::move(*reply);
   }
@@ -80,7 +87,7 @@ caf::result<wire> on_pull(self_ptr self, const wire& w) {
     if (p.request.worker == request->worker)
       return make_error(errc::malformed_message, "a pull of this worker is already waiting");
   auto promise = self->make_response_promise<wire>();
-  st.held.push_back(held_pull{promise, std::move(*request)});
+  st.held.push_back(held_pull{promise, std::move(*request), local});
   return promise;
 }
 
@@ -225,17 +232,18 @@ void finish_push(self_ptr self, const wire& w, const bucket_actor_config& config
   auto& st = self->state;
   if (!st.backup && !st.holding) {
     release_held_pulls(self);
-    deliver(promise, ack ? caf::expected<wire>{encode(*ack)} : std::move(ack.error()));
+    deliver(promise, ack ? caf::expected<wire>{reply_like(w, *ack)} : std::move(ack.error()));
     return;
   }
   // Acknowledged once the backup has it too (a refusal only once the backup counted it).
   const uint64_t seq = ++st.forwarded;
   st.awaiting.emplace(seq,
-                      awaiting_backup{promise, ack ? caf::expected<wire>{encode(*ack)}
+                      awaiting_backup{promise, ack ? caf::expected<wire>{reply_like(w, *ack)}
                                                    : caf::expected<wire>{std::move(ack.error())}});
   if (st.backup) {
     const auto backup = *st.backup;
-    self->request(backup, config.request_timeout, push_atom_v, w)
+    const bool near = backup.node() == self->node();
+    self->request(backup, config.request_timeout, push_atom_v, near ? w : encoded(w))
         .then([=](const wire&) { acknowledge(self, seq); },
               [=](caf::error& err) {
                 auto& st = self->state;

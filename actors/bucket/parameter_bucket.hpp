@@ -38,6 +38,7 @@ namespace troupe {
 struct held_pull {
   caf::typed_response_promise<wire> promise;
   pull_request request;
+  bool local = false;  // asked by an actor of this process: answered with a local wire
 };
 
 // A push acknowledgement that waits for the backup to have the push too.

@@ -126,8 +126,8 @@ uint64_t sparse_table::apply(const sparse_rows& grads, float lr_scale) {
         kernels::sgd_momentum_step(r.value, r.m, g, lr, o.beta1, o.weight_decay);
         break;
       case opt_kind::adam:
-        for (size_t k = 0; k < g.size(); ++k) g[k] += o.weight_decay * r.value[k];
-        kernels::adam_step(r.value, r.m, r.v, g, {lr, o.beta1, o.beta2, o.epsilon, 0.0f, r.steps});
+        kernels::adam_step(r.value, r.m, r.v, g,
+                           {lr, o.beta1, o.beta2, o.epsilon, 0.0f, r.steps, o.weight_decay});
         break;
       case opt_kind::adamw:
         kernels::adam_step(r.value, r.m, r.v, g,

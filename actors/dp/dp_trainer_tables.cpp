@@ -37,7 +37,9 @@ void pull_one(self_ptr self, const dp_trainer_config& config, uint32_t b, int at
   auto& st = self->state;
   const auto buckets = static_cast<uint32_t>(st.table_buckets.size());
   pull_request request{b, st.job->client, st.step, row_requests(st.tables, st.rows, b, buckets)};
-  self->request(st.table_buckets[b], config.request_timeout, pull_atom_v, encode(request))
+  const auto target = st.table_buckets[b];
+  self->request(target, config.request_timeout, pull_atom_v,
+                encode_for(target.node() == self->node(), request))
       .then(
           [=](const wire& w) {
             auto& st = self->state;
@@ -57,7 +59,9 @@ void pull_one(self_ptr self, const dp_trainer_config& config, uint32_t b, int at
 void push_one(self_ptr self, const dp_trainer_config& config, uint32_t b, int attempt,
               std::shared_ptr<const push_request> push) {
   auto& st = self->state;
-  self->request(st.table_buckets[b], config.request_timeout, push_atom_v, encode(*push))
+  const auto target = st.table_buckets[b];
+  self->request(target, config.request_timeout, push_atom_v,
+                encode_for(target.node() == self->node(), *push))
       .then([=](const wire&) { table_push_done(self, config); },
             [=](caf::error& err) {
               if (has_code(err, errc::non_finite) || has_code(err, errc::shape_mismatch) ||

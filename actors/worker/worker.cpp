@@ -167,7 +167,7 @@ void send_push(self_ptr self, const worker_config& config, size_t b,
   if (st.gone[b] == target.address())  // a request to it would only time out
     return lost(make_error(errc::job_failed, "the bucket's actor is down"));
   const uint64_t id = track(self, st.pushes, b, target, lost);
-  wire bytes = encode(*push);
+  wire bytes = encode_for(target.node() == self->node(), *push);
   add(st.metrics.bytes_out, double(bytes.bytes.size()));
   self->request(target, config.request_timeout, push_atom_v, std::move(bytes))
       .then(
@@ -295,7 +295,8 @@ void send_pull(self_ptr self, const worker_config& config, size_t b, pull_reques
   if (st.gone[b] == target.address())
     return lost(make_error(errc::job_failed, "the bucket's actor is down"));
   const uint64_t id = track(self, st.pulls, b, target, lost);
-  self->request(target, config.request_timeout, pull_atom_v, encode(request))
+  self->request(target, config.request_timeout, pull_atom_v,
+                encode_for(target.node() == self->node(), request))
       .then(
           [=](const wire& w) {
             auto& st = self->state;

@@ -17,7 +17,6 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <netinet/in.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -182,20 +181,9 @@ double loopback_tcp(size_t bytes) {
 
 pid_t start_member(const options& o, const std::string& dir, uint32_t rank, uint32_t members,
                    const std::string& out_path) {
-  std::vector<std::string> args = {
-      o.self_binary,        "allreduce-member",      dir,
-      std::to_string(rank), std::to_string(members), std::to_string(o.reps)};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid = -1;
-  posix_spawn_file_actions_destroy(&actions);
-  return pid;
+  return spawn_logged({o.self_binary, "allreduce-member", dir, std::to_string(rank),
+                       std::to_string(members), std::to_string(o.reps)},
+                      out_path);
 }
 
 }  // namespace
@@ -227,11 +215,8 @@ suite_result run_allreduce(const options& o, uint32_t members) {
     pids.push_back(
         start_member(o, dir.string(), r, members, (dir / fmt::format("out{}", r)).string()));
   bool ok = true;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ok = pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-         WEXITSTATUS(status) == 0 && ok;
-  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  for (pid_t pid : pids) ok = wait_for_exit(pid, deadline) && ok;
   std::ifstream in(dir / "out0");
   struct figures {
     timing t;

@@ -1,14 +1,56 @@
 #include "apps/bench/bench.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "messages/json.hpp"
 
+extern char** environ;
+
 namespace troupe::bench {
+
+int spawn_logged(const std::vector<std::string>& args, const std::string& out_path, bool and_stderr,
+                 const std::vector<std::string>& env) {
+  std::vector<std::string> entries = env;
+  for (char** e = environ; *e; ++e) entries.emplace_back(*e);
+  std::vector<char*> argv, envp;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : entries) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  if (and_stderr) posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data()) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+bool wait_for_exit(int pid, std::chrono::steady_clock::time_point deadline) {
+  if (pid <= 0) return false;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
 
 timing measure(int warmup, int reps, const std::function<void()>& once) {
   for (int i = 0; i < warmup; ++i) once();

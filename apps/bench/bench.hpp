@@ -45,6 +45,15 @@ bool write_json(const suite_result& result, const std::string& path);
 // Converts a timing of an operation that moves `units` of something into a rate row entry.
 void fill_rate(row& r, const timing& t, double units);
 
+// Starts args[0] with `args`, its stdout (and with `and_stderr` its stderr too) written to
+// `out_path`, with "NAME=value" entries of `env` added to this process's environment; the
+// child's pid, or -1 when it cannot start.
+int spawn_logged(const std::vector<std::string>& args, const std::string& out_path,
+                 bool and_stderr = false, const std::vector<std::string>& env = {});
+
+// Waits for child `pid` until `deadline`, then kills it; true when it exited with status 0.
+bool wait_for_exit(int pid, std::chrono::steady_clock::time_point deadline);
+
 // Random floats in [-scale, scale] from a fixed seed (never time zeros).
 std::vector<float> random_values(size_t n, uint64_t seed, float scale = 1.0f);
 

@@ -1,6 +1,7 @@
-// troupe-bench messages: Troupe's messages (wire-encoded pulls and pushes on a one-value
-// bucket) against plain CAF actors doing nothing else (an echo of a number), as round trips
-// one at a time and as pipelined requests, in one process and across two processes.
+// troupe-bench messages: Troupe's messages (pulls and pushes on a one-value bucket, as the
+// actors send them: local wires in one process, encoded across two) against plain CAF actors
+// doing nothing else (an echo of a number), as round trips one at a time and as pipelined
+// requests, in one process and across two processes.
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
@@ -23,10 +24,10 @@ bucket_spec tiny_spec() {
   return spec;
 }
 
-wire tiny_push() {
+wire tiny_push(bool in_process) {
   push_request push{0, 0, 0, vector_clock{1}, {}, {}, {}};
   push.dense.push_back(dense_tensor{"w", {1}, 0, {1e-3f}});
-  return encode(push);
+  return encode_for(in_process, push);
 }
 
 std::optional<bucket_actor> host_tiny_bucket(caf::scoped_actor& self, const server_actor& host) {
@@ -57,8 +58,9 @@ timing pipelined(caf::scoped_actor& self, const Handle& dest, int reps, Reply, c
 
 void add_rows(suite_result& result, const std::string& where, caf::scoped_actor& self,
               const bucket_actor& bucket, const echo_actor& echo_peer, int reps) {
-  const wire pull = encode(pull_request{0, 0, 0});
-  const wire push = tiny_push();
+  const bool in_process = bucket.node() == self->node();
+  const wire pull = encode_for(in_process, pull_request{0, 0, 0});
+  const wire push = tiny_push(in_process);
   row r1{where + " round trip (pull)", "msg/s"};
   fill_rate(r1, round_trips<wire>(self, bucket, reps, pull_atom_v, pull), messages_per_rep);
   r1.limit = messages_per_rep / round_trips<uint64_t>(self, echo_peer, reps, uint64_t{7}).median_s;

@@ -29,6 +29,10 @@ std::vector<row> time_bucket_route(uint32_t n, int reps);
 // loopback, runs a raw TCP echo server, prints "ports A B C" and serves until told to stop.
 int serve_peer(const std::string& tls_dir);  // `serve`: the peer of the cross-process suites
 
+// train: the fmnist job embedded and as five processes (troupe-fmnist beside this binary),
+// its step rate beside the FLOP limit at the sgemm rate measured in the same run.
+suite_result run_train(const options& o);
+
 // allreduce: `members` processes of this program (allreduce-member) on loopback.
 suite_result run_allreduce(const options& o, uint32_t members);
 int serve_allreduce_member(const std::string& dir, uint32_t rank, uint32_t members, int reps);

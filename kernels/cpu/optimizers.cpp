@@ -14,7 +14,7 @@ TROUPE_CPU_CLONES void adam_step(std::span<float> theta, std::span<float> m, std
   const float inv_sqrt_c2 = 1.0f / std::sqrt(correction2);
   // Locals and restrict-qualified pointers: stores to m, v, theta cannot change the
   // hyper-parameters or each other, so the loop vectorises.
-  const float beta1 = h.beta1, beta2 = h.beta2, epsilon = h.epsilon;
+  const float beta1 = h.beta1, beta2 = h.beta2, epsilon = h.epsilon, l2 = h.l2;
   const float decay = h.lr * h.weight_decay;
   float* __restrict th = theta.data();
   float* __restrict mp = m.data();
@@ -22,7 +22,7 @@ TROUPE_CPU_CLONES void adam_step(std::span<float> theta, std::span<float> m, std
   const float* __restrict gp = grad.data();
   const size_t n = theta.size();
   for (size_t i = 0; i < n; ++i) {
-    const float g = gp[i];
+    const float g = gp[i] + l2 * th[i];
     const float mi = beta1 * mp[i] + (1.0f - beta1) * g;
     const float vi = beta2 * vp[i] + (1.0f - beta2) * g * g;
     mp[i] = mi;
@@ -32,17 +32,21 @@ TROUPE_CPU_CLONES void adam_step(std::span<float> theta, std::span<float> m, std
   }
 }
 
-void sgd_momentum_step(std::span<float> theta, std::span<float> velocity,
-                       std::span<const float> grad, float lr, float momentum, float weight_decay) {
+TROUPE_CPU_CLONES void sgd_momentum_step(std::span<float> theta, std::span<float> velocity,
+                                         std::span<const float> grad, float lr, float momentum,
+                                         float weight_decay) {
+  float* __restrict th = theta.data();
+  float* __restrict u = velocity.data();
+  const float* __restrict gp = grad.data();
   const size_t n = theta.size();
   if (momentum == 0.0f) {
-    for (size_t i = 0; i < n; ++i) theta[i] -= lr * (grad[i] + weight_decay * theta[i]);
+    for (size_t i = 0; i < n; ++i) th[i] -= lr * (gp[i] + weight_decay * th[i]);
     return;
   }
   for (size_t i = 0; i < n; ++i) {
-    const float u = momentum * velocity[i] + grad[i] + weight_decay * theta[i];
-    velocity[i] = u;
-    theta[i] -= lr * u;
+    const float ui = momentum * u[i] + gp[i] + weight_decay * th[i];
+    u[i] = ui;
+    th[i] -= lr * ui;
   }
 }
 

@@ -10,7 +10,9 @@
 
 namespace troupe::kernels {
 
-// Adam (Kingma & Ba 2015), with decoupled weight decay (Loshchilov & Hutter 2019):
+// Adam (Kingma & Ba 2015), with decoupled weight decay (Loshchilov & Hutter 2019) and an
+// optional coupled L2 term, all in one pass over the arrays:
+//   g <- g + l2 theta (read only: `grad` is not written)
 //   m <- b1 m + (1-b1) g          v <- b2 v + (1-b2) g^2
 //   theta <- theta - lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * theta )
 void adam_step(std::span<float> theta, std::span<float> m, std::span<float> v,

@@ -33,7 +33,15 @@ inline bool all_finite(std::span<const float> values) {
   return !first_beyond(values, std::numeric_limits<float>::max());
 }
 
-// The sum of the squares in double precision, in eight running sums, in a fixed order.
+// The sum of the squares in double precision, in 32 running sums, in a fixed order.
 double sum_of_squares(std::span<const float> values);
+
+// A pushed gradient's bound check and squared norm, in one pass over it (a bucket's values
+// arrive cold from the network: reading them twice costs a second trip to memory).
+struct gradient_check {
+  std::optional<size_t> beyond;  // as first_beyond
+  double squares = 0;            // as sum_of_squares; 0 when a value is beyond
+};
+gradient_check check_gradient(std::span<const float> values, float limit);
 
 }  // namespace troupe::kernels

@@ -16,9 +16,9 @@ namespace {
 
 __global__ void adam_kernel(float* theta, float* m, float* v, const float* grad, size_t n,
                             float beta1, float beta2, float epsilon, float lr, float weight_decay,
-                            float step_size, float inv_sqrt_c2) {
+                            float l2, float step_size, float inv_sqrt_c2) {
   for (size_t i : grid_stride{n}) {
-    const float g = grad[i];
+    const float g = grad[i] + l2 * theta[i];
     const float mi = beta1 * m[i] + (1.0f - beta1) * g;
     const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
     m[i] = mi;
@@ -40,7 +40,7 @@ cudaError_t adam_step(float* theta, float* m, float* v, const float* grad, size_
   const float correction1 = static_cast<float>(1.0 - std::pow(double{h.beta1}, t));
   const float correction2 = static_cast<float>(1.0 - std::pow(double{h.beta2}, t));
   adam_kernel<<<blocks_for(n), threads, 0, stream>>>(
-      theta, m, v, grad, n, h.beta1, h.beta2, h.epsilon, h.lr, h.weight_decay, h.lr / correction1,
+      theta, m, v, grad, n, h.beta1, h.beta2, h.epsilon, h.lr, h.weight_decay, h.l2, h.lr / correction1,
       1.0f / std::sqrt(correction2));
   return cudaGetLastError();
 }

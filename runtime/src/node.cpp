@@ -10,6 +10,10 @@
 #include <cstdlib>
 #include <thread>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include "troupe/detail/auth.hpp"
 #include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
@@ -18,7 +22,26 @@
 
 namespace troupe {
 
+namespace {
+
+// glibc serves every allocation above its mmap threshold (128 KiB at start) with a fresh
+// mmap and unmaps it on free, so each message buffer of a push or pull (CAF's, the wire's,
+// the decoded tensor's) page-faulted every 4 KiB page in again, zeroed by the kernel: with
+// 1 MiB messages that was most of a push's time (troupe-bench pushpull 1 MiB went from 0.26
+// to 0.8-1.0 GB/s without it). Buffers up to glibc's largest threshold (32 MiB, above any
+// message: codec_limits::max_bytes is 16 MiB) now come from the heap and are reused, and the
+// heap is given back to the system only when 256 MiB at its top are free.
+void keep_message_buffers() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+}
+
+}  // namespace
+
 void configure_actor_system(caf::actor_system_config& cfg, const launch_options& opts) {
+  keep_message_buffers();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("scheduler.max-threads", static_cast<size_t>(opts.threads ? opts.threads : cores));

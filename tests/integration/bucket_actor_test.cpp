@@ -1,11 +1,14 @@
 // The parameter bucket: its update math against a double-precision reference, staleness from
-// vector clocks, and a real bucket actor refusing every kind of malformed push while its
-// parameters stay exactly as they were.
+// vector clocks, a real bucket actor refusing every kind of malformed push while its
+// parameters stay exactly as they were, and in-process pushes and pulls that are never
+// serialised.
 #define BOOST_TEST_MODULE bucket_actor
 #include <boost/test/unit_test.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include <cmath>
@@ -183,5 +186,71 @@ BOOST_AUTO_TEST_CASE(a_bucket_actor_refuses_malformed_pushes_and_keeps_its_value
   BOOST_TEST_REQUIRE(testing::succeeded(stats));
   BOOST_TEST(stats->updates_rejected == 9u);
   BOOST_TEST(stats->updates_applied == 1u);
+  self->send_exit(bucket, caf::exit_reason::user_shutdown);
+}
+
+// Between actors of one process a push and a pull travel as local wires: no bytes at all,
+// the replies local too, and the bucket's own checks refuse what the codec would have.
+BOOST_AUTO_TEST_CASE(in_process_pushes_and_pulls_are_not_serialised_and_are_checked_the_same) {
+  caf::actor_system_config cfg;
+  launch_options opts;
+  opts.threads = 2;
+  configure_actor_system(cfg, opts);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  const auto spec = two_slice_spec(optimizer_config{});
+  const bucket_actor_config config{self->address(),
+                                   fixed_link(caf::actor_cast<coordinator_actor>(self)),
+                                   std::chrono::seconds(30), logger{"bucket", log_level::error}};
+  auto bucket = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(spec), config);
+  const auto timeout = std::chrono::seconds(10);
+  auto ask = [&](auto atom, const wire& w) {
+    caf::expected<wire> result = make_error(errc::timeout);
+    self->request(bucket, timeout, atom, w)
+        .receive([&](const wire& reply) { result = reply; },
+                 [&](caf::error& err) { result = std::move(err); });
+    return result;
+  };
+
+  auto with_nan = push_for(spec, 0, 1.0f);
+  with_nan.dense[1].values[1] = std::numeric_limits<float>::quiet_NaN();
+  auto wrong_shape = push_for(spec, 0, 1.0f);
+  wrong_shape.dense[0].values.resize(6000);
+  BOOST_TEST(fails_with(ask(push_atom_v, local_wire(with_nan)), errc::non_finite));
+  BOOST_TEST(fails_with(ask(push_atom_v, local_wire(wrong_shape)), errc::shape_mismatch));
+  BOOST_TEST(fails_with(ask(push_atom_v, local_wire(push_ack{7, 0, 0})), errc::malformed_message));
+
+  const auto push = push_for(spec, 0, 1.0f);
+  auto ack = ask(push_atom_v, local_wire(push));
+  BOOST_TEST_REQUIRE(testing::succeeded(ack));
+  BOOST_TEST(ack->bytes.empty());
+  BOOST_TEST_REQUIRE(ack->local != nullptr);
+  BOOST_TEST(std::get<push_ack>(*ack->local).version == 1u);
+
+  auto local = ask(pull_atom_v, local_wire(pull_request{7, 0, 0, {}}));
+  auto remote = ask(pull_atom_v, encode(pull_request{7, 1, 0, {}}));
+  BOOST_TEST_REQUIRE(testing::succeeded(local));
+  BOOST_TEST_REQUIRE(testing::succeeded(remote));
+  BOOST_TEST(local->bytes.empty());
+  BOOST_TEST(remote->local == nullptr);  // asked with bytes, answered with bytes
+  auto from_local = decode<pull_reply>(*local);
+  auto from_bytes = decode<pull_reply>(*remote);
+  BOOST_TEST_REQUIRE(testing::succeeded(from_local));
+  BOOST_TEST_REQUIRE(testing::succeeded(from_bytes));
+  for (size_t s = 0; s < spec.tensors.size(); ++s)
+    BOOST_TEST(from_local->tensors[s].values == from_bytes->tensors[s].values,
+               boost::test_tools::per_element());
+
+  // Only the bytes are serialised: a local wire sent out of the process arrives empty.
+  std::vector<char> buffer;
+  caf::binary_serializer sink{sys, buffer};
+  wire out = local_wire(push);
+  BOOST_TEST_REQUIRE(!sink(out));
+  wire in;
+  caf::binary_deserializer source{sys, buffer};
+  BOOST_TEST_REQUIRE(!source(in));
+  BOOST_TEST(in.local == nullptr);
+  BOOST_TEST(fails_with(decode<push_request>(in), errc::malformed_message));
+  BOOST_TEST(encoded(out).bytes == encode(push).bytes);
   self->send_exit(bucket, caf::exit_reason::user_shutdown);
 }

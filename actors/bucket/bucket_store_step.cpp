@@ -1,0 +1,105 @@
+// A bucket's optimizer step on its dense slices: each optimizer's kernel, and for the ones
+// that update every value on its own, delay compensation and the step fused block by block
+// (kernels/cpu/optimizers.hpp, compensation.hpp).
+#include "actors/bucket/app_rule_step.hpp"
+#include "actors/bucket/bucket_store.hpp"
+#include "kernels/cpu/optimizers.hpp"
+
+namespace troupe {
+
+using opt_kind = optimizer_config::kind;
+
+float bucket_store::step_lr(uint64_t staleness) const {
+  const auto& o = optimizer_;
+  return o.lr_staleness ? o.lr / (1.0f + static_cast<float>(staleness)) : o.lr;
+}
+
+bool bucket_store::elementwise() const {
+  switch (optimizer_.type) {
+    case opt_kind::sgd:
+    case opt_kind::momentum:
+    case opt_kind::adam:
+    case opt_kind::adamw:
+      return true;
+    case opt_kind::dash:
+    case opt_kind::app:
+      break;
+  }
+  return false;
+}
+
+void bucket_store::step_elements(size_t slice, size_t first, std::span<const float> grad,
+                                 float lr) {
+  const auto& o = optimizer_;
+  const auto part = [&](std::vector<float>& all) {
+    return std::span<float>(all).subspan(first, grad.size());
+  };
+  auto theta = part(slices_[slice].values);
+  switch (o.type) {
+    case opt_kind::sgd:
+      return kernels::sgd_momentum_step(theta, {}, grad, lr, 0.0f, o.weight_decay);
+    case opt_kind::momentum:
+      return kernels::sgd_momentum_step(theta, part(first_moment_[slice]), grad, lr, o.beta1,
+                                        o.weight_decay);
+    case opt_kind::adam:  // weight decay as an L2 term of the gradient
+      return kernels::adam_step(
+          theta, part(first_moment_[slice]), part(second_moment_[slice]), grad,
+          {lr, o.beta1, o.beta2, o.epsilon, 0.0f, version_ + 1, o.weight_decay});
+    case opt_kind::adamw:
+      return kernels::adam_step(theta, part(first_moment_[slice]), part(second_moment_[slice]),
+                                grad,
+                                {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
+    case opt_kind::dash:
+    case opt_kind::app:
+      return;
+  }
+}
+
+bool bucket_store::step(size_t slice, std::vector<float>& grad, uint64_t staleness) {
+  auto& theta = slices_[slice].values;
+  const auto& o = optimizer_;
+  const float lr = step_lr(staleness);
+  switch (o.type) {
+    case opt_kind::sgd:
+    case opt_kind::momentum:
+    case opt_kind::adam:
+    case opt_kind::adamw:
+      step_elements(slice, 0, grad, lr);
+      return true;
+    case opt_kind::dash:
+      if (!dash_[slice])
+        kernels::adam_step(theta, first_moment_[slice], second_moment_[slice], grad,
+                           {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
+      else if (device_steps(slice))
+        deferred_.push_back(deferred_step{slice, grad, version_ + 1, lr});  // grad may be reused
+      else
+        dash_resets_ += dash_[slice]->step(theta, grad, first_moment_[slice], second_moment_[slice],
+                                           version_ + 1, lr);
+      return true;
+    case opt_kind::app:
+      return step_app_rule(rule_, o, theta, first_moment_[slice], second_moment_[slice], grad,
+                           version_ + 1, lr);
+  }
+  return true;
+}
+
+bool bucket_store::compensate_and_step(uint32_t worker, size_t slice, std::vector<float>& grad,
+                                       uint64_t staleness) {
+  if (!elementwise()) {
+    compensate(worker, slice, 0, grad);
+    return step(slice, grad, staleness);
+  }
+  // 16 KiB of each array per block: gradient, values, moments and the read copy stay in L1/L2
+  // from the compensation to the step, so each comes from memory once.
+  constexpr size_t block = 4096;
+  const float lr = step_lr(staleness);
+  const std::span<float> all(grad);
+  for (size_t first = 0; first < all.size(); first += block) {
+    const auto part = all.subspan(first, std::min(block, all.size() - first));
+    compensate(worker, slice, first, part);
+    step_elements(slice, first, part, lr);
+  }
+  return true;
+}
+
+}  // namespace troupe
