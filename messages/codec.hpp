@@ -57,6 +57,9 @@ struct encode_options {
 
 wire encode(const pull_request& x);
 wire encode(const pull_reply& x, const encode_options& opts = {});
+// x with `tensors` in place of x.tensors (a bucket's slices, encoded where they are).
+wire encode(const pull_reply& x, const std::vector<dense_tensor>& tensors,
+            const encode_options& opts = {});
 wire encode(const push_request& x, const encode_options& opts = {});
 wire encode(const push_ack& x);
 wire encode(const bucket_spec& x);

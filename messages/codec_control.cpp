@@ -303,6 +303,7 @@ wire encode(const start_job& x) {
   out.setCompressSigns(x.compress_signs);
   out.setClock(x.clock);
   out.setDelayMs(x.delay_ms);
+  out.setWorkersOnHost(x.workers_on_host);
   return detail::to_wire(message);
 }
 
@@ -337,6 +338,7 @@ caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& li
         x.compress_signs = in.getCompressSigns();
         x.clock = in.getClock();
         x.delay_ms = in.getDelayMs();
+        x.workers_on_host = in.getWorkersOnHost();
         return x;
       });
 }

@@ -179,14 +179,19 @@ caf::expected<pull_request> decode<pull_request>(const wire& w, const codec_limi
 }
 
 wire encode(const pull_reply& x, const encode_options& opts) {
-  detail::wire_builder message(first_segment_words(x.tensors, opts.storage));
+  return encode(x, x.tensors, opts);
+}
+
+wire encode(const pull_reply& x, const std::vector<dense_tensor>& tensors,
+            const encode_options& opts) {
+  detail::wire_builder message(first_segment_words(tensors, opts.storage));
   auto out = message.initRoot<schema::PullReply>();
   out.setBucket(x.bucket);
   out.setVersion(x.version);
   detail::write_clock(out.initClock(), x.clock);
-  auto tensors = out.initTensors(x.tensors.size());
-  for (unsigned i = 0; i < x.tensors.size(); ++i)
-    detail::write_dense(tensors[i], x.tensors[i], opts.storage);
+  auto list = out.initTensors(tensors.size());
+  for (unsigned i = 0; i < tensors.size(); ++i)
+    detail::write_dense(list[i], tensors[i], opts.storage);
   auto rows = out.initRows(x.rows.size());
   for (unsigned i = 0; i < x.rows.size(); ++i)
     detail::write_sparse(rows[i], x.rows[i], opts.storage);

@@ -137,7 +137,7 @@ struct join_request {
   std::string name;
   uint32_t pid = 0;
   endpoint data;  // a server's own port, where workers connect to reach its buckets directly
-  std::string host_label;  // --mode dp: the host a worker counts as (--host-label)
+  std::string host_label;  // the host a worker counts as (--host-label, or its host name)
 };
 
 struct join_reply {
@@ -191,6 +191,7 @@ struct start_job {
   uint32_t delay_ms = 0;          // extra milliseconds per batch (straggler experiments)
   bool compress_signs = false;    // push 1-bit signs with error feedback instead of fp32
   uint64_t clock = 0;             // starting clock: a late joiner starts at the slowest's
+  uint32_t workers_on_host = 0;   // the job's workers on this worker's host (0: unknown)
 };
 
 // Batches first .. first + count - 1 of one epoch; count 0 means no work is left.

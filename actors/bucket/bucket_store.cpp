@@ -416,17 +416,24 @@ std::vector<dense_tensor> bucket_store::changed_rows(uint32_t worker) {
   return out;
 }
 
-pull_reply bucket_store::grant_pull(uint32_t worker, uint64_t worker_clock) {
-  if (worker == observer_worker || worker >= workers_) return snapshot();
+bucket_store::granted_pull bucket_store::grant(uint32_t worker, uint64_t worker_clock) {
+  const granted_pull whole{pull_reply{id_, version_, clock_, {}}, true};
+  if (worker == observer_worker || worker >= workers_) return whole;
   max_clock_gap_ = std::max(max_clock_gap_, gate_.gap(worker_clock, clock_));
   if (sync_threshold_ > 0 && !read_[worker].empty())
-    return pull_reply{id_, version_, clock_, changed_rows(worker)};
+    return granted_pull{pull_reply{id_, version_, clock_, changed_rows(worker)}, false};
   if (!read_.empty()) {
     auto& mine = read_[worker];
     mine.resize(slices_.size());
     for (size_t i = 0; i < slices_.size(); ++i) mine[i] = slices_[i].values;
   }
-  return snapshot();
+  return whole;
+}
+
+pull_reply bucket_store::grant_pull(uint32_t worker, uint64_t worker_clock) {
+  auto granted = grant(worker, worker_clock);
+  if (granted.whole) granted.reply.tensors = slices_;
+  return std::move(granted.reply);
 }
 
 uint64_t bucket_store::admit(uint32_t worker) {

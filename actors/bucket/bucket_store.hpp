@@ -67,6 +67,14 @@ class bucket_store {
   // than the threshold since the worker last got them are sent, as row ranges of the slices.
   pull_reply grant_pull(uint32_t worker, uint64_t worker_clock);
 
+  // The same, with the tensors left out when they are the whole slices as they are now
+  // (`whole` set): the caller encodes slices() straight into its message instead of copying.
+  struct granted_pull {
+    pull_reply reply;
+    bool whole = false;
+  };
+  granted_pull grant(uint32_t worker, uint64_t worker_clock);
+
   // A worker that finished or was lost no longer holds back the others. Under bsp that may
   // close a round; the error of an app's rule that refused it comes back (nothing applied).
   caf::error retire(uint32_t worker);

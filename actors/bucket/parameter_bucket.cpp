@@ -24,7 +24,7 @@ void size_limits(bucket_actor_state& st) {
 // backup is told what the worker read, so that its compensation memory stays the same.
 caf::expected<wire> answer(self_ptr self, const pull_request& request, bool local) {
   auto& st = self->state;
-  pull_reply reply = st.store->grant_pull(request.worker, request.worker_clock);
+  auto [reply, whole] = st.store->grant(request.worker, request.worker_clock);
   if (st.backup && request.worker != observer_worker)
     self->send(*st.backup, mirror_atom_v, encode(request));
   if (!request.rows.empty()) {
@@ -32,7 +32,10 @@ caf::expected<wire> answer(self_ptr self, const pull_request& request, bool loca
     if (!rows) return std::move(rows.error());
     reply.rows = std::move(*rows);
   }
-  wire out = local ? local_wire(std::move(reply)) : encode(reply);
+  if (whole && local) reply.tensors = st.store->slices();
+  // Encoded from the slices themselves: no copy of the values but the message's own.
+  wire out = local ? local_wire(std::move(reply))
+                   : encode(reply, whole ? st.store->slices() : reply.tensors);
   add(st.metrics.bytes_out, double(out.bytes.size()));
   return out;
 }

@@ -101,6 +101,13 @@ start_job make_start(const coordinator_state& st, const launch_options& o, uint3
   job.compress_signs = o.compress_signs;
   if (auto it = o.worker_delay_ms.find(rank); it != o.worker_delay_ms.end())
     job.delay_ms = it->second;
+  // How many live workers share this one's host (and so its cores); unknown without a label.
+  const auto& workers = st.roster.worker_members;
+  if (rank < workers.size() && !workers[rank].host.empty())
+    job.workers_on_host =
+        static_cast<uint32_t>(std::count_if(workers.begin(), workers.end(), [&](const member& m) {
+          return !m.lost && m.host == workers[rank].host;
+        }));
   return job;
 }
 

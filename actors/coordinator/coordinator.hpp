@@ -64,6 +64,7 @@ struct member {
   bool lost = false;
   bool done = false;
   endpoint data;         // a server's port for direct connections from workers
+  std::string host;      // a worker's host label (the cores it shares)
   uint64_t steps = 0;    // a worker's batches so far
   uint64_t clock = 0;    // a worker's logical clock (its pushes), from its last progress
   double compute_s = 0;  // a worker's time in gradient computation so far

@@ -53,10 +53,17 @@ int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::s
   return 1;
 }
 
-void size_blas(const launch_options& opts, unsigned local_workers) {
+// One BLAS thread per core for each of the workers that share this machine's cores.
+void size_blas_for(unsigned workers_sharing) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  set_blas_threads(static_cast<int>(opts.blas_threads ? opts.blas_threads
-                                                      : std::max(1u, cores / local_workers)));
+  set_blas_threads(static_cast<int>(std::max(1u, cores / std::max(1u, workers_sharing))));
+}
+
+void size_blas(const launch_options& opts, unsigned local_workers) {
+  if (opts.blas_threads)
+    set_blas_threads(static_cast<int>(opts.blas_threads));
+  else
+    size_blas_for(local_workers);
 }
 
 // --dash-device gpu: the process's DASH device, shared by its buckets; none for cpu. A GPU
@@ -314,7 +321,11 @@ caf::actor spawn_worker_node(caf::actor_system& sys, const launch_options& opts,
   child.policy = restart_policy::transient;
   child.restart_on = worker_restart_mends;
   child.start = [=](caf::local_actor* self, caf::actor_addr supervisor) {
-    const worker_config config{coord, task, name, opts.request_timeout, supervisor, log, metrics};
+    worker_config config{coord, task, name, opts.request_timeout, supervisor, log, metrics};
+    config.host_label = host_label_of(opts);
+    config.share_cores = [blas = opts.blas_threads](uint32_t workers_on_host) {
+      if (blas == 0) size_blas_for(workers_on_host);
+    };
     return caf::actor_cast<caf::actor>(self->spawn<caf::detached>(worker, config));
   };
   supervisor_config node;

@@ -392,6 +392,7 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   st.gone.assign(st.buckets.size(), caf::actor_addr{});
   for (const auto& bucket : st.buckets) self->monitor(bucket);
   connect_servers(self, config, *job);
+  if (config.share_cores && job->workers_on_host > 0) config.share_cores(job->workers_on_host);
   st.job = std::move(*job);
   st.clock = st.job->clock;
   st.tables = config.task->sparse_tables();
@@ -464,7 +465,8 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
                              describe(msg.reason));
     fail(self, config, make_error(errc::job_failed, "lost the coordinator"));
   });
-  const join_request request{role::worker, config.name, static_cast<uint32_t>(::getpid())};
+  const join_request request{role::worker, config.name, static_cast<uint32_t>(::getpid()),
+                             endpoint{}, config.host_label};
   self->request(config.coordinator->handle(), config.request_timeout, join_atom_v, encode(request),
                 caf::actor_cast<worker_actor>(self))
       .then(

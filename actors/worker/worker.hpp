@@ -36,6 +36,10 @@ struct worker_config {
   caf::actor_addr supervisor;
   logger log;
   std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
+  std::string host_label;                     // sent with the join: the host this worker is on
+  // Called with start_job's workers_on_host (when known): a worker process sizes its BLAS
+  // threads to its share of the host's cores. None: leave them (embedded jobs size them).
+  std::function<void(uint32_t workers_on_host)> share_cores;
 };
 
 // A pull or push on its way to a bucket. If the bucket's node is lost, CAF 0.17 answers the

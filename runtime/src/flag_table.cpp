@@ -314,7 +314,9 @@ std::vector<flag_spec> node_flags() {
            field(&launch_options::report)),
       number("threads", "N", "actor scheduler threads; 0: one per core",
              field(&launch_options::threads)),
-      number("blas-threads", "N", "OpenBLAS threads per process; 0: cores / workers in it",
+      number("blas-threads", "N",
+             "OpenBLAS threads per process; 0: cores / workers in it (a worker process: cores / "
+             "the job's workers on its host)",
              field(&launch_options::blas_threads)),
       custom(
           "log-level", "LEVEL", "error | warn | info | debug", scope::any,

@@ -440,13 +440,14 @@ BOOST_AUTO_TEST_CASE(placement_empty) {
 }
 
 BOOST_AUTO_TEST_CASE(start_job_fields) {
-  const start_job x{1,
-                    4,
-                    10,
-                    64,
-                    0x1234567890ull,
-                    make_placement(2, 3),
-                    {endpoint{"127.0.0.1", 4000}, endpoint{"", 0}}};
+  start_job x{1,
+              4,
+              10,
+              64,
+              0x1234567890ull,
+              make_placement(2, 3),
+              {endpoint{"127.0.0.1", 4000}, endpoint{"", 0}}};
+  x.workers_on_host = 3;
   auto y = decode<start_job>(encode(x));
   BOOST_TEST_REQUIRE(succeeded(y));
   BOOST_TEST(y->worker == 1u);
@@ -459,6 +460,7 @@ BOOST_AUTO_TEST_CASE(start_job_fields) {
   BOOST_TEST(y->servers[0].host == "127.0.0.1");
   BOOST_TEST(y->servers[0].port == 4000u);
   BOOST_TEST(y->servers[1].port == 0u);
+  BOOST_TEST(y->workers_on_host == 3u);
 }
 
 BOOST_AUTO_TEST_CASE(work_chunk_fields) {
