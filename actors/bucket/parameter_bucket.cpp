@@ -32,10 +32,13 @@ caf::expected<wire> answer(self_ptr self, const pull_request& request, bool loca
     if (!rows) return std::move(rows.error());
     reply.rows = std::move(*rows);
   }
-  if (whole && local) reply.tensors = st.store->slices();
-  // Encoded from the slices themselves: no copy of the values but the message's own.
-  wire out = local ? local_wire(std::move(reply))
-                   : encode(reply, whole ? st.store->slices() : reply.tensors);
+  wire out;
+  if (local) {  // a copy of the values, handed over as it is
+    if (whole) reply.tensors = st.store->slices();
+    out = local_wire(std::move(reply));
+  } else {  // encoded from the slices themselves: the message holds the only copy
+    out = encode(reply, whole ? st.store->slices() : reply.tensors);
+  }
   add(st.metrics.bytes_out, double(out.bytes.size()));
   return out;
 }

@@ -58,6 +58,26 @@ struct adam_reference {
   }
 };
 
+// An actor system with one real bucket actor of two_slice_spec, asked from a scoped actor;
+// the bucket is stopped when the test ends.
+struct bucket_actor_fixture {
+  static caf::actor_system_config& configured(caf::actor_system_config& cfg) {
+    launch_options opts;
+    opts.threads = 2;
+    configure_actor_system(cfg, opts);
+    return cfg;
+  }
+  caf::actor_system_config cfg;
+  caf::actor_system sys{configured(cfg)};
+  caf::scoped_actor self{sys};
+  const bucket_spec spec = two_slice_spec(optimizer_config{});
+  const bucket_actor_config config{self->address(),
+                                   fixed_link(caf::actor_cast<coordinator_actor>(self)),
+                                   std::chrono::seconds(30), logger{"bucket", log_level::error}};
+  bucket_actor bucket = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(spec), config);
+  ~bucket_actor_fixture() { self->send_exit(bucket, caf::exit_reason::user_shutdown); }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(adam_updates_match_a_double_precision_reference) {
@@ -117,18 +137,8 @@ BOOST_AUTO_TEST_CASE(staleness_counts_updates_since_the_read) {
   BOOST_TEST(stats.updates_applied == 2u);
 }
 
-BOOST_AUTO_TEST_CASE(a_bucket_actor_refuses_malformed_pushes_and_keeps_its_values) {
-  caf::actor_system_config cfg;
-  launch_options opts;
-  opts.threads = 2;
-  configure_actor_system(cfg, opts);
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  const auto spec = two_slice_spec(optimizer_config{});
-  const bucket_actor_config config{self->address(),
-                                   fixed_link(caf::actor_cast<coordinator_actor>(self)),
-                                   std::chrono::seconds(30), logger{"bucket", log_level::error}};
-  auto bucket = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(spec), config);
+BOOST_FIXTURE_TEST_CASE(a_bucket_actor_refuses_malformed_pushes_and_keeps_its_values,
+                        bucket_actor_fixture) {
   const auto timeout = std::chrono::seconds(10);
 
   auto push = [&](const wire& w) {
@@ -186,23 +196,12 @@ BOOST_AUTO_TEST_CASE(a_bucket_actor_refuses_malformed_pushes_and_keeps_its_value
   BOOST_TEST_REQUIRE(testing::succeeded(stats));
   BOOST_TEST(stats->updates_rejected == 9u);
   BOOST_TEST(stats->updates_applied == 1u);
-  self->send_exit(bucket, caf::exit_reason::user_shutdown);
 }
 
 // Between actors of one process a push and a pull travel as local wires: no bytes at all,
 // the replies local too, and the bucket's own checks refuse what the codec would have.
-BOOST_AUTO_TEST_CASE(in_process_pushes_and_pulls_are_not_serialised_and_are_checked_the_same) {
-  caf::actor_system_config cfg;
-  launch_options opts;
-  opts.threads = 2;
-  configure_actor_system(cfg, opts);
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  const auto spec = two_slice_spec(optimizer_config{});
-  const bucket_actor_config config{self->address(),
-                                   fixed_link(caf::actor_cast<coordinator_actor>(self)),
-                                   std::chrono::seconds(30), logger{"bucket", log_level::error}};
-  auto bucket = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(spec), config);
+BOOST_FIXTURE_TEST_CASE(in_process_pushes_and_pulls_are_not_serialised_and_are_checked_the_same,
+                        bucket_actor_fixture) {
   const auto timeout = std::chrono::seconds(10);
   auto ask = [&](auto atom, const wire& w) {
     caf::expected<wire> result = make_error(errc::timeout);
@@ -252,5 +251,4 @@ BOOST_AUTO_TEST_CASE(in_process_pushes_and_pulls_are_not_serialised_and_are_chec
   BOOST_TEST(in.local == nullptr);
   BOOST_TEST(fails_with(decode<push_request>(in), errc::malformed_message));
   BOOST_TEST(encoded(out).bytes == encode(push).bytes);
-  self->send_exit(bucket, caf::exit_reason::user_shutdown);
 }
