@@ -34,12 +34,13 @@ schema::Role write_role(role r) {
 void write_endpoint(schema::Endpoint::Builder out, const endpoint& x) {
   out.setHost(x.host);
   out.setPort(x.port);
+  out.setLane(x.lane);
 }
 
 caf::expected<endpoint> read_endpoint(schema::Endpoint::Reader in, const decode_budget& budget) {
   auto host = detail::read_text(in.getHost(), budget, "host");
   if (!host) return std::move(host.error());
-  return endpoint{std::move(*host), in.getPort()};
+  return endpoint{std::move(*host), in.getPort(), in.getLane()};
 }
 
 }  // namespace detail

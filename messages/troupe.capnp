@@ -248,6 +248,7 @@ struct Join {
 struct Endpoint {
   host @0 :Text;
   port @1 :UInt16;
+  lane @2 :UInt16;  # a server's data lane port on the same host; 0: none
 }
 
 struct JoinReply {

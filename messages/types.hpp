@@ -130,6 +130,7 @@ struct operator_action {
 struct endpoint {
   std::string host;
   uint16_t port = 0;
+  uint16_t lane = 0;  // a server's data lane port on the same host (actors/lane); 0: none
 };
 
 struct join_request {

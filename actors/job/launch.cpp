@@ -268,6 +268,28 @@ endpoint open_data_port(caf::actor_system& sys, const launch_options& opts, cons
   return endpoint{};
 }
 
+// Whether this node's pushes and pulls may take a data lane: not under TLS (a lane is not
+// encrypted; the tensors stay on CAF's TLS connections) nor with --no-data-lane.
+bool lanes_allowed(const caf::actor_system& sys, const launch_options& opts) {
+  return !opts.no_data_lane && !net::uses_tls(sys) && !opts.secret.empty();
+}
+
+// A server's data lane, beside its CAF port on the same host (any free port); none when
+// lanes are not allowed or it cannot listen (workers then use CAF alone).
+std::shared_ptr<lane_listener> open_lane_port(caf::actor_system& sys, const launch_options& opts,
+                                              endpoint& data, const logger& log) {
+  if (data.port == 0 || !lanes_allowed(sys, opts)) return nullptr;
+  const std::chrono::milliseconds timeout = opts.request_timeout;
+  auto lanes = lane_listener::start(
+      sys, lane_listener_config{opts.listen.host, 0, opts.secret, timeout, log.named("data-lane")});
+  if (!lanes) {
+    log.warn("no data lane ({}); pushes and pulls go over CAF", describe(lanes.error()));
+    return nullptr;
+  }
+  data.lane = (*lanes)->port();
+  return std::move(*lanes);
+}
+
 template <class Spawn>
 int run_member(const launch_options& opts, role as, const app_description& app, const logger& log,
                Spawn spawn) {
@@ -323,6 +345,7 @@ caf::actor spawn_worker_node(caf::actor_system& sys, const launch_options& opts,
   child.start = [=](caf::local_actor* self, caf::actor_addr supervisor) {
     worker_config config{coord, task, name, opts.request_timeout, supervisor, log, metrics};
     config.host_label = host_label_of(opts);
+    if (lanes_allowed(self->system(), opts)) config.lane_secret = opts.secret;
     config.share_cores = [blas = opts.blas_threads](uint32_t workers_on_host) {
       if (blas == 0) size_blas_for(workers_on_host);
     };
@@ -389,24 +412,26 @@ int run_app(int argc, char** argv, const app_description& app) {
         *opts, role::server, app, log,
         [&](caf::actor_system& sys, coordinator_link_ptr coord, const std::string& name,
             caf::actor_addr supervisor, std::shared_ptr<metrics_registry> metrics) {
-          const endpoint data = open_data_port(sys, *opts, log);
+          endpoint data = open_data_port(sys, *opts, log);
+          auto lanes = open_lane_port(sys, *opts, data, log);
           // Unreferenced once the server and its buckets end: it ends with them.
           auto device = start_dash_device(sys, *opts, log);
           if (!device) {
             log.error("--dash-device gpu: {}", describe(device.error()));
             return caf::actor{};
           }
-          const server_config config{coord,
-                                     name,
-                                     opts->request_timeout,
-                                     supervisor,
-                                     log,
-                                     data,
-                                     opts->max_restarts,
-                                     opts->restart_period,
-                                     std::move(metrics),
-                                     *device,
-                                     app.rules};
+          server_config config{coord,
+                               name,
+                               opts->request_timeout,
+                               supervisor,
+                               log,
+                               data,
+                               opts->max_restarts,
+                               opts->restart_period,
+                               std::move(metrics),
+                               *device,
+                               app.rules,
+                               std::move(lanes)};
           return caf::actor_cast<caf::actor>(sys.spawn(server, config));
         });
   }

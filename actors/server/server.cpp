@@ -57,7 +57,9 @@ std::shared_ptr<const child_spec> bucket_child(const server_config& config,
                                             config.log.named("bucket-" + std::to_string(id)),
                                             config.metrics,
                                             config.dash_device};
-    return caf::actor_cast<caf::actor>(parent->spawn(parameter_bucket, store, bucket_config));
+    auto bucket = parent->spawn(parameter_bucket, store, bucket_config);
+    if (config.lanes) config.lanes->enroll(bucket);
+    return caf::actor_cast<caf::actor>(bucket);
   };
   return spec;
 }
@@ -146,6 +148,7 @@ caf::behavior connector(caf::event_based_actor* self, std::chrono::milliseconds 
 
 server_actor::behavior_type server(self_ptr self, server_config config) {
   accept_exits_only_from(self, config.supervisor, config.log);
+  if (config.lanes) self->attach_functor([lanes = config.lanes] { lanes->stop(); });
   supervisor_config node;
   node.name = config.name + " supervisor";
   node.strategy = restart_strategy::one_for_one;

@@ -14,6 +14,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/bucket/dash_device.hpp"
+#include "actors/lane/lane_server.hpp"
 #include "actors/supervision/coordinator_link.hpp"
 #include "actors/supervision/supervisor.hpp"
 #include "messages/protocol.hpp"
@@ -46,6 +47,9 @@ struct server_config {
   // --dash-device gpu: the process's DASH device (the launcher's), handed to every bucket here.
   std::optional<dash_device_actor> dash_device;
   update_rules rules;  // the app's (--optimizer NAME); a bucket needing another is refused
+  // The node's data lane listener (data.lane is its port): every bucket here is enrolled with
+  // it, and it stops when the server ends. None: workers reach the buckets over CAF only.
+  std::shared_ptr<lane_listener> lanes;
 };
 
 server_actor::behavior_type server(server_actor::stateful_pointer<server_state> self,

@@ -169,22 +169,22 @@ void send_push(self_ptr self, const worker_config& config, size_t b,
   const uint64_t id = track(self, st.pushes, b, target, lost);
   wire bytes = encode_for(target.node() == self->node(), *push);
   add(st.metrics.bytes_out, double(bytes.bytes.size()));
-  self->request(target, config.request_timeout, push_atom_v, std::move(bytes))
-      .then(
-          [=](const wire& w) {
-            auto& st = self->state;
-            if (!settle(st.pushes, b, id)) return;
-            if (auto ack = decode<push_ack>(w))
-              st.chunk_staleness += double(ack->staleness), ++st.chunk_acks;
-            if (--st.pushes_pending == 0) pushed(self, config);
-          },
-          [=](caf::error& err) {
-            if (!settle(self->state.pushes, b, id)) return;
-            if (bucket_gone(err)) return lost(err);
-            // A refused push loses one gradient, not the job.
-            config.log.warn("bucket {} refused our push: {}", b, describe(err));
-            if (--self->state.pushes_pending == 0) pushed(self, config);
-          });
+  ask_bucket(
+      self, st.lanes, target, config.request_timeout, push_atom_v, std::move(bytes),
+      [=](const wire& w) {
+        auto& st = self->state;
+        if (!settle(st.pushes, b, id)) return;
+        if (auto ack = decode<push_ack>(w))
+          st.chunk_staleness += double(ack->staleness), ++st.chunk_acks;
+        if (--st.pushes_pending == 0) pushed(self, config);
+      },
+      [=](caf::error& err) {
+        if (!settle(self->state.pushes, b, id)) return;
+        if (bucket_gone(err)) return lost(err);
+        // A refused push loses one gradient, not the job.
+        config.log.warn("bucket {} refused our push: {}", b, describe(err));
+        if (--self->state.pushes_pending == 0) pushed(self, config);
+      });
 }
 
 void push_round(self_ptr self, const worker_config& config, bool skipped) {
@@ -295,38 +295,40 @@ void send_pull(self_ptr self, const worker_config& config, size_t b, pull_reques
   if (st.gone[b] == target.address())
     return lost(make_error(errc::job_failed, "the bucket's actor is down"));
   const uint64_t id = track(self, st.pulls, b, target, lost);
-  self->request(target, config.request_timeout, pull_atom_v,
-                encode_for(target.node() == self->node(), request))
-      .then(
-          [=](const wire& w) {
-            auto& st = self->state;
-            if (!settle(st.pulls, b, id)) return;
-            add(st.metrics.bytes_in, double(w.bytes.size()));
-            auto reply = decode<pull_reply>(w);
-            if (!reply) return fail(self, config, std::move(reply.error()));
-            if (!within(st.job->layout.buckets[b], reply->tensors))
-              return fail(self, config,
-                          make_error(errc::shape_mismatch,
-                                     "bucket " + std::to_string(b) + " sent other slices"));
-            scatter(*st.layout, reply->tensors, st.params);
-            if (auto err = fill_rows(st.tables, reply->rows, st.rows))
-              return fail(self, config, "reading rows from bucket " + std::to_string(b), err);
-            st.read_clocks[b] = std::move(reply->clock);
-            if (--st.pulls_pending > 0) return;
-            st.have_params = true;
-            maybe_compute(self, config);
-          },
-          [=](caf::error& err) {
-            if (!settle(self->state.pulls, b, id)) return;
-            if (!bucket_gone(err))
-              return fail(self, config, "pulling bucket " + std::to_string(b), err);
-            lost(err);
-          });
+  ask_bucket(
+      self, st.lanes, target, config.request_timeout, pull_atom_v,
+      encode_for(target.node() == self->node(), request),
+      [=](const wire& w) {
+        auto& st = self->state;
+        if (!settle(st.pulls, b, id)) return;
+        add(st.metrics.bytes_in, double(w.bytes.size()));
+        auto reply = decode<pull_reply>(w);
+        if (!reply) return fail(self, config, std::move(reply.error()));
+        if (!within(st.job->layout.buckets[b], reply->tensors))
+          return fail(self, config,
+                      make_error(errc::shape_mismatch,
+                                 "bucket " + std::to_string(b) + " sent other slices"));
+        scatter(*st.layout, reply->tensors, st.params);
+        if (auto err = fill_rows(st.tables, reply->rows, st.rows))
+          return fail(self, config, "reading rows from bucket " + std::to_string(b), err);
+        st.read_clocks[b] = std::move(reply->clock);
+        if (--st.pulls_pending > 0) return;
+        st.have_params = true;
+        maybe_compute(self, config);
+      },
+      [=](caf::error& err) {
+        if (!settle(self->state.pulls, b, id)) return;
+        if (!bucket_gone(err))
+          return fail(self, config, "pulling bucket " + std::to_string(b), err);
+        lost(err);
+      });
 }
 
 // A bucket's actor is gone (its node lost, or it crashed): requests in flight to it go again.
+// A data lane that closed is dropped: CAF carries that node's messages from now on.
 void on_bucket_down(self_ptr self, const caf::down_msg& msg) {
   auto& st = self->state;
+  if (st.lanes.forget(msg.source)) return;
   for (size_t b = 0; b < st.buckets.size(); ++b)
     if (st.buckets[b].address() == msg.source) st.gone[b] = msg.source;
   for (auto* ops : {&st.pulls, &st.pushes})
@@ -366,6 +368,16 @@ void connect_servers(self_ptr self, const worker_config& config, const start_job
           "no direct connection to the server at {}:{} ({}); going through the "
           "coordinator",
           server.host, server.port, self->system().render(node.error()));
+    if (server.lane == 0 || config.lane_secret.empty()) continue;
+    auto lane = open_lane(self->system(), server.host, server.lane, config.lane_secret,
+                          config.request_timeout, self->address());
+    if (!lane) {
+      config.log.warn("no data lane to {}:{} ({}); its pushes and pulls go over CAF", server.host,
+                      server.lane, describe(lane.error()));
+      continue;
+    }
+    self->monitor(lane->client);
+    self->state.lanes.add(std::move(*lane));
   }
 }
 

@@ -19,6 +19,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/lane/lane_client.hpp"
 #include "actors/supervision/coordinator_link.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"
@@ -40,6 +41,9 @@ struct worker_config {
   // Called with start_job's workers_on_host (when known): a worker process sizes its BLAS
   // threads to its share of the host's cores. None: leave them (embedded jobs size them).
   std::function<void(uint32_t workers_on_host)> share_cores;
+  // The cluster secret, for the servers' data lanes (actors/lane); empty: CAF carries every
+  // push and pull.
+  std::string lane_secret;
 };
 
 // A pull or push on its way to a bucket. If the bucket's node is lost, CAF 0.17 answers the
@@ -56,6 +60,7 @@ struct worker_state {
   std::optional<flat_layout> layout;
   std::unique_ptr<task_replica> replica;
   std::vector<bucket_actor> buckets;
+  lane_map lanes;  // the data lane to each server node that has one
   std::vector<vector_clock> read_clocks;  // per bucket: the clock of the values last pulled
   std::vector<float> params;
   std::vector<float> grad;         // the gradient being pushed

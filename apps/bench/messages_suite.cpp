@@ -81,7 +81,7 @@ suite_result run_messages(const options& o) {
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   suite_result result{"messages", {}};
-  auto local_host = sys.spawn(bucket_host);
+  auto local_host = sys.spawn(bucket_host, std::shared_ptr<lane_listener>{});
   auto local_echo = sys.spawn(echo);
   if (auto bucket = host_tiny_bucket(self, local_host))
     add_rows(result, "in-process", self, *bucket, local_echo, o.reps);

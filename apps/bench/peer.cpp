@@ -8,11 +8,16 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
 #include "actors/bucket/parameter_bucket.hpp"
 #include "apps/bench/suites.hpp"
+#include "troupe/detail/auth.hpp"
 #include "troupe/net.hpp"
 #include "troupe/node.hpp"
 
@@ -26,7 +31,8 @@ echo_actor::behavior_type echo(echo_actor::stateful_pointer<echo_state> self) {
   };
 }
 
-server_actor::behavior_type bucket_host(server_actor::pointer self) {
+server_actor::behavior_type bucket_host(server_actor::pointer self,
+                                        std::shared_ptr<lane_listener> lanes) {
   return {
       [=](host_atom, const wire& w) -> caf::result<bucket_actor> {
         auto spec = decode<bucket_spec>(w);
@@ -34,8 +40,10 @@ server_actor::behavior_type bucket_host(server_actor::pointer self) {
         const bucket_actor_config config{
             self->address(), fixed_link(caf::actor_cast<coordinator_actor>(self)),
             std::chrono::seconds(30), logger{"bench-bucket", log_level::error}};
-        return self->spawn<caf::linked>(parameter_bucket,
-                                        std::make_shared<bucket_store>(std::move(*spec)), config);
+        auto bucket = self->spawn<caf::linked>(
+            parameter_bucket, std::make_shared<bucket_store>(std::move(*spec)), config);
+        if (lanes) lanes->enroll(bucket);
+        return bucket;
       },
       [=](stop_atom, const std::string&) {
         self->quit();
@@ -97,7 +105,15 @@ int serve_peer(const std::string& tls_dir) {
   caf::actor_system_config cfg;
   configure_bench_system(cfg, tls_dir);
   caf::actor_system sys{cfg};
-  auto host = sys.spawn(bucket_host);
+  const char* secret = std::getenv(lane_secret_variable);
+  std::shared_ptr<lane_listener> lanes;
+  if (tls_dir.empty() && secret && *secret) {
+    auto started =
+        lane_listener::start(sys, lane_listener_config{"127.0.0.1", 0, secret, peer_timeout,
+                                                       logger{"bench-lane", log_level::error}});
+    if (started) lanes = std::move(*started);
+  }
+  auto host = sys.spawn(bucket_host, lanes);
   auto counter = sys.spawn(echo);
   auto host_port = net::publish(host, 0, "127.0.0.1");
   auto echo_port = net::publish(counter, 0, "127.0.0.1");
@@ -108,7 +124,8 @@ int serve_peer(const std::string& tls_dir) {
     return 1;
   }
   std::thread(raw_echo_server, listener).detach();
-  std::cout << "ports " << *host_port << ' ' << *echo_port << ' ' << ports.raw << std::endl;
+  std::cout << "ports " << *host_port << ' ' << *echo_port << ' ' << ports.raw << ' '
+            << (lanes ? lanes->port() : 0) << std::endl;
   // The parent closes our stdin when it is done with us.
   std::string ignored;
   while (std::getline(std::cin, ignored)) {
@@ -117,6 +134,7 @@ int serve_peer(const std::string& tls_dir) {
   self->send_exit(host, caf::exit_reason::user_shutdown);
   self->send_exit(counter, caf::exit_reason::user_shutdown);
   ::shutdown(listener, SHUT_RDWR);
+  if (lanes) lanes->stop();
   return 0;
 }
 
@@ -128,18 +146,22 @@ std::optional<peer_ports> peer_process::start(const options& o, peer_process& ou
     ::unsetenv("TROUPE_TLS_DIR");
   else
     ::setenv("TROUPE_TLS_DIR", o.tls_dir.c_str(), 1);
+  const auto nonce = auth::random_nonce();
+  out.lane_secret_ = fmt::format("{:02x}", fmt::join(nonce, ""));
+  ::setenv(lane_secret_variable, out.lane_secret_.c_str(), 1);
   out.pipe_ = ::popen((o.self_binary + " serve > " + ports_file).c_str(), "w");
   if (!out.pipe_) return std::nullopt;
   for (int i = 0; i < 200; ++i) {
     FILE* f = std::fopen(ports_file.c_str(), "r");
     peer_ports p;
-    unsigned a = 0, b = 0, c = 0;
-    if (f && std::fscanf(f, "ports %u %u %u", &a, &b, &c) == 3) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (f && std::fscanf(f, "ports %u %u %u %u", &a, &b, &c, &d) == 4) {
       std::fclose(f);
       std::remove(ports_file.c_str());
       p.host = static_cast<uint16_t>(a);
       p.echo = static_cast<uint16_t>(b);
       p.raw = static_cast<uint16_t>(c);
+      p.lane = static_cast<uint16_t>(d);
       return p;
     }
     if (f) std::fclose(f);

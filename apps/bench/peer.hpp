@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "actors/lane/lane_server.hpp"
 #include "apps/bench/suites.hpp"
 #include "messages/protocol.hpp"
 
@@ -28,8 +29,13 @@ struct echo_state {
 
 echo_actor::behavior_type echo(echo_actor::stateful_pointer<echo_state> self);
 
-// A server_actor without a coordinator: hosts buckets for the benchmark, quits on stop.
-server_actor::behavior_type bucket_host(server_actor::pointer self);
+// A server_actor without a coordinator: hosts buckets for the benchmark (enrolled with `lanes`
+// when there is one), quits on stop.
+server_actor::behavior_type bucket_host(server_actor::pointer self,
+                                        std::shared_ptr<lane_listener> lanes);
+
+// The environment variable through which the suite gives its peer the data lane's secret.
+constexpr const char* lane_secret_variable = "TROUPE_BENCH_LANE_SECRET";
 
 // Troupe's CAF settings (mutual TLS with the files of `tls_dir`, unless empty) plus the
 // benchmark's own message types.
@@ -42,17 +48,21 @@ struct peer_ports {
   uint16_t host = 0;
   uint16_t echo = 0;
   uint16_t raw = 0;
+  uint16_t lane = 0;  // the bucket host's data lane (0: none, under TLS)
 };
 
 // A running peer process; stops it (by closing its stdin) when destroyed.
 class peer_process {
  public:
-  // Starts `o.self_binary serve`, with TROUPE_TLS_DIR set to o.tls_dir.
+  // Starts `o.self_binary serve`, with TROUPE_TLS_DIR set to o.tls_dir and a fresh data lane
+  // secret (lane_secret()).
   static std::optional<peer_ports> start(const options& o, peer_process& out);
   ~peer_process();
+  const std::string& lane_secret() const { return lane_secret_; }
 
  private:
   FILE* pipe_ = nullptr;
+  std::string lane_secret_;
 };
 
 }  // namespace troupe::bench

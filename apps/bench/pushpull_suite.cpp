@@ -1,6 +1,7 @@
 // troupe-bench pushpull: a dense push then pull of n floats between two processes on
 // loopback, through real parameter buckets (1 MiB slices, 8 requests in flight, encode and
-// decode included), against a raw TCP socket pair moving the same 8n bytes (n each way).
+// decode included), against a raw TCP socket pair moving the same 8n bytes (n each way). Each
+// size is measured over the data lane (what workers use without TLS) and over CAF alone.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -10,8 +11,10 @@
 #include <caf/scoped_actor.hpp>
 
 #include <deque>
+#include <optional>
 #include <thread>
 
+#include "actors/lane/lane_client.hpp"
 #include "apps/bench/peer.hpp"
 #include "apps/bench/suites.hpp"
 #include "troupe/net.hpp"
@@ -66,7 +69,9 @@ std::optional<hosted> host_buckets(caf::scoped_actor& self, const server_actor& 
   return out;
 }
 
-timing push_pull(caf::scoped_actor& self, const hosted& h, int reps) {
+// One push then one pull of every bucket, `ask(bucket index, atom, wire)` sending each.
+template <class Ask>
+timing push_pull(const hosted& h, int reps, Ask ask) {
   const size_t count = h.buckets.size();
   return measure(1, reps, [&] {
     windowed(
@@ -74,14 +79,13 @@ timing push_pull(caf::scoped_actor& self, const hosted& h, int reps) {
         [&](size_t b) {
           const push_request push{
               static_cast<uint32_t>(b), 0, 0, vector_clock{1}, {h.grads[b]}, {}, {}};
-          return self->request(h.buckets[b], timeout, push_atom_v, encode(push));
+          return ask(b, push_atom_v, encode(push));
         },
         [](const wire& w) { (void)decode<push_ack>(w); });
     windowed(
         count,
         [&](size_t b) {
-          return self->request(h.buckets[b], timeout, pull_atom_v,
-                               encode(pull_request{static_cast<uint32_t>(b), 0, 0}));
+          return ask(b, pull_atom_v, encode(pull_request{static_cast<uint32_t>(b), 0, 0}));
         },
         [](const wire& w) { (void)decode<pull_reply>(w); });
   });
@@ -139,17 +143,50 @@ suite_result run_pushpull(const options& o) {
   auto host = net::remote_actor<server_actor>(sys, "127.0.0.1", ports->host, peer_timeout);
   const int fd = connect_loopback(ports->raw);
   if (!host || fd < 0) return result;
+  std::optional<lane_handle> lane;
+  if (ports->lane != 0) {
+    auto opened =
+        open_lane(sys, "127.0.0.1", ports->lane, peer.lane_secret(), peer_timeout, self->address());
+    if (opened) lane = std::move(*opened);
+  }
   for (size_t bytes :
        {size_t{4} << 10, size_t{64} << 10, size_t{1} << 20, size_t{16} << 20, size_t{64} << 20}) {
     const size_t n = bytes / sizeof(float);
     auto h = host_buckets(self, *host, n);
     if (!h) break;
-    row r{"push+pull " + size_name(bytes), "GB/s"};
     const double gigabytes = 8.0 * double(n) / 1e9;
-    fill_rate(r, push_pull(self, *h, o.reps), gigabytes);
-    r.limit = gigabytes / raw_round_trip(fd, bytes, o.reps).median_s;
+    const double raw = gigabytes / raw_round_trip(fd, bytes, o.reps).median_s;
+    // What a worker uses: the data lane where the peer has one (not under TLS), CAF otherwise.
+    row r{"push+pull " + size_name(bytes) + (lane ? " (data lane)" : " (CAF)"), "GB/s"};
+    if (lane)
+      fill_rate(r,
+                push_pull(*h, o.reps,
+                          [&](size_t b, auto atom, wire w) {
+                            return self->request(lane->client, timeout, lane_atom_v,
+                                                 uint64_t{h->buckets[b].id()}, atom, std::move(w));
+                          }),
+                gigabytes);
+    else
+      fill_rate(r,
+                push_pull(*h, o.reps,
+                          [&](size_t b, auto atom, wire w) {
+                            return self->request(h->buckets[b], timeout, atom, std::move(w));
+                          }),
+                gigabytes);
+    r.limit = raw;
     r.limit_name = "raw TCP, same bytes";
     result.rows.push_back(r);
+    if (!lane) continue;
+    row c{"push+pull " + size_name(bytes) + " (CAF)", "GB/s"};
+    fill_rate(c,
+              push_pull(*h, o.reps,
+                        [&](size_t b, auto atom, wire w) {
+                          return self->request(h->buckets[b], timeout, atom, std::move(w));
+                        }),
+              gigabytes);
+    c.limit = raw;
+    c.limit_name = "raw TCP, same bytes";
+    result.rows.push_back(c);
   }
   ::close(fd);
   return result;

@@ -87,6 +87,10 @@ std::vector<flag_spec> contract_flags() {
            "mutual TLS on every connection: DIR holds ca.pem, node.pem and node.key (troupe-certs "
            "issue writes them); peers without a certificate from that CA are dropped",
            field(&launch_options::tls_dir)),
+      toggle("no-data-lane",
+             "server and worker: carry pushes and pulls over CAF only, not over the data lane "
+             "(a socket beside CAF that servers open without --tls-dir)",
+             field(&launch_options::no_data_lane)),
       toggle("insecure-collectives",
              "allow --collective gloo or nccl beside --tls-dir (their transports cannot "
              "authenticate peers)",

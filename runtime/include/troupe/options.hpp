@@ -101,6 +101,7 @@ struct launch_options {
   bool insecure = false;  // allows --listen on an address other than loopback without TLS
   std::string tls_dir;    // --tls-dir: ca.pem, node.pem, node.key; every connection mutual TLS
   bool insecure_collectives = false;  // allows gloo or nccl (unauthenticated) beside --tls-dir
+  bool no_data_lane = false;          // pushes and pulls over CAF only (actors/lane: none)
   std::string operator_secret;        // proves console actions that change a job, without TLS
   std::string name;                   // this node's name in logs and the report; derived when empty
   uint32_t workers = 2;

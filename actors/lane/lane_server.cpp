@@ -1,0 +1,219 @@
+#include "actors/lane/lane_server.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <caf/event_based_actor.hpp>
+
+#include <condition_variable>
+
+#include "actors/lane/lane_socket.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+// One accepted lane: its socket, its reader thread, and how many frames its session still
+// owes an answer (the reader waits while that reaches max_frames_in_flight).
+struct lane_listener::connection {
+  explicit connection(int fd) : socket(fd) {}
+  lane::socket_fd socket;
+  std::thread reader;
+  std::atomic<bool> finished{false};
+  std::mutex mutex;
+  std::condition_variable answered;
+  int in_flight = 0;
+  bool closed = false;
+
+  // Waits (at most `timeout`) for room for one more frame; false when closed or still full.
+  bool reserve(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock{mutex};
+    if (!answered.wait_for(lock, timeout,
+                           [&] { return closed || in_flight < max_frames_in_flight; }))
+      return false;
+    if (closed) return false;
+    ++in_flight;
+    return true;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock{mutex};
+      --in_flight;
+    }
+    answered.notify_one();
+  }
+  void close() {
+    {
+      std::lock_guard<std::mutex> lock{mutex};
+      closed = true;
+    }
+    answered.notify_all();
+    socket.shutdown();
+  }
+};
+
+void lane_directory::enroll(const bucket_actor& bucket) {
+  std::lock_guard<std::mutex> lock{mutex_};
+  buckets_[bucket.id()] = bucket.address();
+}
+
+bucket_actor lane_directory::find(uint64_t actor_id) const {
+  std::lock_guard<std::mutex> lock{mutex_};
+  auto i = buckets_.find(actor_id);
+  if (i == buckets_.end()) return {};
+  return caf::actor_cast<bucket_actor>(i->second);
+}
+
+namespace {
+
+using connection_ptr = std::shared_ptr<lane_listener::connection>;
+
+// Writes one answer and gives its frame's room back; a failed write ends the connection.
+void answer(lane_listener::connection& c, uint64_t id, lane::frame_kind kind, const char* data,
+            size_t size) {
+  lane::frame_header h;
+  h.kind = static_cast<uint8_t>(kind);
+  h.id = id;
+  h.size = size;
+  if (lane::write_frame(c.socket, h, data)) c.close();
+  c.release();
+}
+
+// A bucket's troupe error travels as its code and context text (the client makes the same
+// error again); anything else (a timeout, a bucket that ended) as `gone`.
+void answer_error(lane_listener::connection& c, uint64_t id, const caf::error& err) {
+  std::string text;
+  const auto& ctx = err.context();
+  if (ctx.match_elements<std::string>()) text = ctx.get_as<std::string>(0);
+  if (err && err.category() == error_category) {
+    text.insert(text.begin(), static_cast<char>(err.code()));
+    return answer(c, id, lane::frame_kind::refusal, text.data(), text.size());
+  }
+  text = describe(err);
+  answer(c, id, lane::frame_kind::gone, text.data(), text.size());
+}
+
+// The session of one connection: asks the buckets its frames name and writes their answers.
+// Detached: a write may wait for the client to read.
+caf::behavior lane_session(caf::event_based_actor* self, connection_ptr c,
+                           std::shared_ptr<const lane_directory> directory,
+                           std::chrono::milliseconds timeout) {
+  self->attach_functor([c] { c->close(); });
+  return {
+      [=](lane_atom, uint64_t id, uint32_t kind, uint64_t target, wire& w) {
+        const auto bucket = directory->find(target);
+        if (!bucket) {
+          const std::string why = "no bucket " + std::to_string(target) + " on this node";
+          return answer(*c, id, lane::frame_kind::gone, why.data(), why.size());
+        }
+        auto reply = [c, id](wire& r) {
+          const wire out = r.bytes.empty() && r.local ? encoded(r) : std::move(r);
+          answer(*c, id, lane::frame_kind::reply, out.bytes.data(), out.bytes.size());
+        };
+        auto refuse = [c, id](caf::error& err) { answer_error(*c, id, err); };
+        if (kind == static_cast<uint32_t>(lane::frame_kind::push))
+          self->request(bucket, timeout, push_atom_v, std::move(w)).then(reply, refuse);
+        else
+          self->request(bucket, timeout, pull_atom_v, std::move(w)).then(reply, refuse);
+      },
+      [=](broken_atom) { self->quit(); },
+  };
+}
+
+}  // namespace
+
+caf::expected<std::shared_ptr<lane_listener>> lane_listener::start(caf::actor_system& sys,
+                                                                   lane_listener_config config) {
+  auto bound = lane::listen_on(config.host, config.port);
+  if (!bound) return std::move(bound.error());
+  auto out = std::make_shared<lane_listener>(sys, std::move(config), bound->first, bound->second);
+  out->acceptor_ = std::thread([raw = out.get()] { raw->accept_loop(); });
+  return out;
+}
+
+lane_listener::lane_listener(caf::actor_system& sys, lane_listener_config config, int listen_fd,
+                             uint16_t port)
+    : sys_(sys), config_(std::move(config)), listen_fd_(listen_fd), port_(port) {}
+
+lane_listener::~lane_listener() {
+  stop();
+  ::close(listen_fd_);
+}
+
+void lane_listener::stop() {
+  if (stopping_.exchange(true)) return;
+  if (acceptor_.joinable()) acceptor_.join();
+  std::vector<connection_ptr> all;
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    all.swap(connections_);
+  }
+  for (auto& c : all) c->close();
+  for (auto& c : all)
+    if (c->reader.joinable()) c->reader.join();
+}
+
+void lane_listener::accept_loop() {
+  while (!stopping_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;  // wakes to see stopping_
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    forget_finished();
+    std::lock_guard<std::mutex> lock{mutex_};
+    if (connections_.size() >= max_connections) {
+      config_.log.warn("data lane: {} connections open; refusing another", connections_.size());
+      ::close(fd);
+      continue;
+    }
+    auto c = std::make_shared<connection>(fd);
+    c->reader = std::thread([this, c] { serve(c); });
+    connections_.push_back(std::move(c));
+  }
+}
+
+// The reader thread of one connection: the handshake, then frames until either side ends it.
+void lane_listener::serve(connection_ptr c) {
+  lane::tune(c->socket.get(), config_.timeout);
+  if (auto err =
+          lane::accept_lane(c->socket, config_.secret, to_string(sys_.node()), config_.timeout)) {
+    config_.log.warn("data lane: a client was refused: {}", describe(err));
+    c->finished = true;
+    return;
+  }
+  auto session = sys_.spawn<caf::detached>(
+      lane_session, c, std::shared_ptr<const lane_directory>{directory_}, config_.timeout);
+  for (;;) {
+    lane::frame_header h;
+    wire w;
+    if (!c->reserve(2 * config_.timeout)) break;
+    if (auto err = lane::read_frame(c->socket, config_.timeout, h, w.bytes)) {
+      if (!has_code(err, errc::io_failure)) config_.log.warn("data lane: {}", describe(err));
+      c->release();
+      break;
+    }
+    const auto kind = static_cast<lane::frame_kind>(h.kind);
+    if (kind != lane::frame_kind::push && kind != lane::frame_kind::pull) {
+      config_.log.warn("data lane: a client sent an answer frame");
+      c->release();
+      break;
+    }
+    caf::anon_send(session, lane_atom_v, h.id, uint32_t{h.kind}, h.target, std::move(w));
+  }
+  c->close();
+  caf::anon_send(session, broken_atom_v);
+  c->finished = true;
+}
+
+void lane_listener::forget_finished() {
+  std::lock_guard<std::mutex> lock{mutex_};
+  for (auto i = connections_.begin(); i != connections_.end();) {
+    if ((*i)->finished) {
+      (*i)->reader.join();
+      i = connections_.erase(i);
+    } else {
+      ++i;
+    }
+  }
+}
+
+}  // namespace troupe

@@ -1,0 +1,87 @@
+// lane_server: a server node's end of the data lanes (lane_socket.hpp). It listens beside the
+// node's CAF port; every worker that proves the cluster secret gets a connection with a reader
+// thread and a session actor. The reader hands each push or pull frame to the session, the
+// session asks the named bucket exactly as a CAF request would (same messages, same bucket
+// code, so resends, fencing and promotion behave alike) and writes the answer back. Only
+// buckets enrolled here can be named; any other id is answered `gone`, and the worker asks the
+// coordinator for the bucket's current handle as it does for a bucket that went down.
+//
+// Owned by the server node (server_config::lanes); stop() (or the destructor) ends every
+// connection and joins every thread. Blocking set-up: call start() from main or a detached
+// actor.
+#pragma once
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "messages/protocol.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe {
+
+struct lane_listener_config {
+  std::string host;                          // where to listen (the node's --listen host)
+  uint16_t port = 0;                         // 0: any free port
+  std::string secret;                        // the cluster secret every client proves
+  std::chrono::milliseconds timeout{30000};  // handshakes, frames, and the session's requests
+  logger log;
+};
+
+// The buckets a lane may name, by CAF actor id (weak: a bucket that ended is not kept alive).
+class lane_directory {
+ public:
+  void enroll(const bucket_actor& bucket);
+  bucket_actor find(uint64_t actor_id) const;  // null when unknown or ended
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<uint64_t, caf::actor_addr> buckets_;
+};
+
+class lane_listener {
+ public:
+  static constexpr size_t max_connections = 1024;
+  static constexpr int max_frames_in_flight = 64;  // per connection, read ahead of answers
+
+  // Listens and starts accepting; io_failure when it cannot listen.
+  static caf::expected<std::shared_ptr<lane_listener>> start(caf::actor_system& sys,
+                                                             lane_listener_config config);
+  lane_listener(caf::actor_system& sys, lane_listener_config config, int listen_fd, uint16_t port);
+  lane_listener(const lane_listener&) = delete;
+  lane_listener& operator=(const lane_listener&) = delete;
+  ~lane_listener();
+
+  uint16_t port() const { return port_; }
+  // Frames may name `bucket` from now on (a new, restarted or promoted bucket of this node).
+  void enroll(const bucket_actor& bucket) { directory_->enroll(bucket); }
+  // Stops accepting and ends every connection; idempotent.
+  void stop();
+
+  struct connection;
+
+ private:
+  void accept_loop();
+  void serve(std::shared_ptr<connection> c);
+  void forget_finished();
+
+  caf::actor_system& sys_;
+  const lane_listener_config config_;
+  const int listen_fd_;
+  const uint16_t port_;
+  const std::shared_ptr<lane_directory> directory_ = std::make_shared<lane_directory>();
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;  // guards connections_
+  std::vector<std::shared_ptr<connection>> connections_;
+  std::thread acceptor_;
+};
+
+}  // namespace troupe

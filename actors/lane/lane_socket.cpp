@@ -1,0 +1,275 @@
+#include "actors/lane/lane_socket.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "troupe/detail/auth.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::lane {
+
+namespace {
+
+using auth::bytes;
+using std::chrono::milliseconds;
+
+constexpr const char* lane_name = "data-lane";  // the name a lane's client proves under
+constexpr size_t max_node_text = 256;
+
+caf::error io_error(const char* what) {
+  return make_error(errc::io_failure,
+                    std::string{"data lane: "} + what + ": " + std::strerror(errno));
+}
+
+// Waits until fd is readable (or writable) for at most `timeout`.
+caf::error await(int fd, short events, milliseconds timeout) {
+  pollfd p{fd, events, 0};
+  for (;;) {
+    const int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    if (n > 0) return {};
+    if (n == 0) return make_error(errc::timeout, "data lane: the peer went quiet");
+    if (errno != EINTR) return io_error("poll");
+  }
+}
+
+// Reads exactly n bytes, each wait bounded by `timeout`.
+caf::error read_exact(int fd, char* out, size_t n, milliseconds timeout) {
+  for (size_t got = 0; got < n;) {
+    if (auto err = await(fd, POLLIN, timeout)) return err;
+    const ssize_t r = ::recv(fd, out + got, n - got, 0);
+    if (r == 0) return make_error(errc::io_failure, "data lane: the peer closed the connection");
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return io_error("recv");
+    }
+    got += static_cast<size_t>(r);
+  }
+  return {};
+}
+
+caf::error write_all(int fd, const char* data, size_t n) {
+  for (size_t sent = 0; sent < n;) {
+    const ssize_t w = ::send(fd, data + sent, n - sent, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return io_error("send");
+    }
+    sent += static_cast<size_t>(w);
+  }
+  return {};
+}
+
+caf::error write_bytes(int fd, const bytes& b) {
+  return write_all(fd, reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+caf::error read_bytes(int fd, bytes& b, size_t n, milliseconds timeout) {
+  b.resize(n);
+  return read_exact(fd, reinterpret_cast<char*>(b.data()), n, timeout);
+}
+
+bool known_kind(uint8_t k) {
+  return k >= static_cast<uint8_t>(frame_kind::push) && k <= static_cast<uint8_t>(frame_kind::gone);
+}
+
+// A connected TCP socket to host:port within `timeout`.
+caf::expected<int> dial(const std::string& host, uint16_t port, milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
+    return make_error(errc::io_failure, "data lane: cannot resolve " + host);
+  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int rc = fd < 0 ? -1 : ::connect(fd, found->ai_addr, found->ai_addrlen);
+  ::freeaddrinfo(found);
+  if (fd < 0) return io_error("socket");
+  if (rc != 0 && errno != EINPROGRESS) {
+    auto err = io_error("connect");
+    ::close(fd);
+    return err;
+  }
+  if (auto err = await(fd, POLLOUT, timeout)) {
+    ::close(fd);
+    return err;
+  }
+  int so_error = 0;
+  socklen_t len = sizeof so_error;
+  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
+  if (so_error != 0) {
+    ::close(fd);
+    errno = so_error;
+    return io_error("connect");
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+}  // namespace
+
+socket_fd::~socket_fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void socket_fd::shutdown() const {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+void tune(int fd, milliseconds timeout) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+caf::error write_frame(const socket_fd& s, frame_header h, const char* payload) {
+  h.magic = frame_magic;
+  iovec parts[2] = {{&h, sizeof h}, {const_cast<char*>(payload), h.size}};
+  size_t left = sizeof h + h.size;
+  iovec* next = parts;
+  int count = h.size > 0 ? 2 : 1;
+  while (left > 0) {
+    msghdr msg{};
+    msg.msg_iov = next;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    const ssize_t w = ::sendmsg(s.get(), &msg, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return io_error("send");
+    }
+    left -= static_cast<size_t>(w);
+    for (size_t done = static_cast<size_t>(w); done > 0 && count > 0;) {
+      const size_t step = std::min(done, next->iov_len);
+      next->iov_base = static_cast<char*>(next->iov_base) + step;
+      next->iov_len -= step;
+      done -= step;
+      if (next->iov_len == 0) ++next, --count;
+    }
+  }
+  return {};
+}
+
+caf::error read_frame(const socket_fd& s, milliseconds timeout, frame_header& h,
+                      std::vector<char>& payload) {
+  char* raw = reinterpret_cast<char*>(&h);
+  ssize_t first;
+  do {  // the first byte: no bound (an idle lane is fine), until shutdown
+    first = ::recv(s.get(), raw, 1, 0);
+  } while (first < 0 && (errno == EINTR || errno == EAGAIN));
+  if (first == 0) return make_error(errc::io_failure, "data lane: the peer closed the connection");
+  if (first < 0) return io_error("recv");
+  if (auto err = read_exact(s.get(), raw + 1, sizeof h - 1, timeout)) return err;
+  if (h.magic != frame_magic || !known_kind(h.kind))
+    return make_error(errc::malformed_message, "data lane: not a frame");
+  if (h.size > max_frame_bytes)
+    return make_error(errc::message_too_large, "data lane: a frame of " + std::to_string(h.size) +
+                                                   " bytes, limit " +
+                                                   std::to_string(max_frame_bytes));
+  payload.resize(h.size);
+  return read_exact(s.get(), payload.data(), h.size, timeout);
+}
+
+caf::expected<std::pair<int, uint16_t>> listen_on(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const char* node = host.empty() ? nullptr : host.c_str();
+  if (::getaddrinfo(node, std::to_string(port).c_str(), &hints, &found) != 0 || !found)
+    return make_error(errc::io_failure, "data lane: cannot resolve " + host);
+  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const bool bound =
+      fd >= 0 && ::bind(fd, found->ai_addr, found->ai_addrlen) == 0 && ::listen(fd, 64) == 0;
+  ::freeaddrinfo(found);
+  if (!bound) {
+    auto err = io_error("listen");
+    if (fd >= 0) ::close(fd);
+    return err;
+  }
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const uint16_t bound_port = addr.ss_family == AF_INET6
+                                  ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                  : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  return std::make_pair(fd, bound_port);
+}
+
+caf::expected<std::pair<int, std::string>> connect_lane(const std::string& host, uint16_t port,
+                                                        const std::string& secret,
+                                                        milliseconds timeout) {
+  auto fd = dial(host, port, timeout);
+  if (!fd) return std::move(fd.error());
+  socket_fd s{*fd};
+  tune(s.get(), timeout);
+  const bytes nonce = auth::random_nonce();
+  if (nonce.empty()) return make_error(errc::authentication_failed, "no random nonce");
+  const uint32_t magic = frame_magic;
+  bytes server_nonce, server_proof, length(2), node;
+  caf::error err = write_all(s.get(), reinterpret_cast<const char*>(&magic), sizeof magic);
+  if (!err) err = write_bytes(s.get(), nonce);
+  if (!err) err = read_bytes(s.get(), server_nonce, auth::nonce_bytes, timeout);
+  if (!err) err = read_bytes(s.get(), server_proof, 32, timeout);
+  if (!err) err = read_bytes(s.get(), length, 2, timeout);
+  const size_t node_size = size_t{length[0]} | (size_t{length[1]} << 8);
+  if (!err && node_size > max_node_text)
+    err = make_error(errc::malformed_message, "data lane: node id too long");
+  if (!err) err = read_bytes(s.get(), node, node_size, timeout);
+  if (err) return err;
+  if (!auth::proofs_match(auth::gatekeeper_proof(secret, nonce, server_nonce), server_proof))
+    return make_error(errc::authentication_failed,
+                      "the data lane's server does not know the secret");
+  err =
+      write_bytes(s.get(), auth::node_proof(secret, server_nonce, nonce, role::worker, lane_name));
+  bytes accepted;
+  if (!err) err = read_bytes(s.get(), accepted, 1, timeout);
+  if (err || accepted[0] != 1)
+    return make_error(errc::authentication_failed, "the data lane's server refused our proof");
+  std::string node_text{node.begin(), node.end()};
+  const int out = ::dup(s.get());  // `s` closes its own copy
+  if (out < 0) return io_error("dup");
+  return std::make_pair(out, std::move(node_text));
+}
+
+caf::error accept_lane(const socket_fd& s, const std::string& secret, const std::string& node,
+                       milliseconds timeout) {
+  uint32_t magic = 0;
+  bytes client_nonce, client_proof;
+  caf::error err = read_exact(s.get(), reinterpret_cast<char*>(&magic), sizeof magic, timeout);
+  if (!err && magic != frame_magic)
+    err = make_error(errc::malformed_message, "data lane: not a lane handshake");
+  if (!err) err = read_bytes(s.get(), client_nonce, auth::nonce_bytes, timeout);
+  if (err) return err;
+  const bytes nonce = auth::random_nonce();
+  if (nonce.empty()) return make_error(errc::authentication_failed, "no random nonce");
+  const size_t node_size = std::min(node.size(), max_node_text);
+  const bytes length{static_cast<uint8_t>(node_size & 0xff), static_cast<uint8_t>(node_size >> 8)};
+  err = write_bytes(s.get(), nonce);
+  if (!err) err = write_bytes(s.get(), auth::gatekeeper_proof(secret, client_nonce, nonce));
+  if (!err) err = write_bytes(s.get(), length);
+  if (!err) err = write_all(s.get(), node.data(), node_size);
+  if (!err) err = read_bytes(s.get(), client_proof, 32, timeout);
+  if (err) return err;
+  const bytes expected = auth::node_proof(secret, nonce, client_nonce, role::worker, lane_name);
+  if (!auth::proofs_match(expected, client_proof))
+    return make_error(errc::authentication_failed, "a data lane's client does not know the secret");
+  return write_bytes(s.get(), bytes{1});
+}
+
+}  // namespace troupe::lane

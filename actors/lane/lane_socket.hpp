@@ -1,0 +1,88 @@
+// The data lane's socket layer: a TCP connection beside CAF that carries the bytes of pushes,
+// pulls and their replies between a worker and the buckets of one server node, so that tensor
+// bytes are written once from the message and read once into it (CAF's BASP copies them into
+// and out of its own buffers and moves them on one multiplexer thread per node).
+//
+// A lane opens with the cluster-secret handshake (troupe::auth, the gatekeeper's proofs over
+// fresh nonces, both ways) and then carries frames: a 32-byte header and a payload of at most
+// max_frame_bytes. Every read and write has a bound except waiting for the next frame's first
+// byte, which ends when the socket is shut down. Used by lane_server and lane_client only.
+// Little-endian hosts only (the header is written as it is in memory).
+#pragma once
+
+#include <caf/expected.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "messages/codec.hpp"
+#include "troupe/log.hpp"
+
+namespace troupe::lane {
+
+// Above every message the codec accepts (codec_limits::max_bytes) by a margin: a larger frame
+// is refused before a byte of it is read, and the connection dropped.
+constexpr uint64_t max_frame_bytes = (uint64_t{codec_limits{}.max_bytes}) + (uint64_t{1} << 20);
+
+enum class frame_kind : uint8_t {
+  push = 1,     // worker to server: push_request bytes for `target`
+  pull = 2,     // worker to server: pull_request bytes for `target`
+  reply = 3,    // server to worker: the bucket's answer (push_ack or pull_reply bytes)
+  refusal = 4,  // server to worker: the bucket's troupe error; payload: code byte, then text
+  gone = 5,     // server to worker: no such bucket here, or it did not answer; payload: text
+};
+
+struct frame_header {
+  uint32_t magic = 0;
+  uint8_t kind = 0;
+  uint8_t unused[3] = {0, 0, 0};
+  uint64_t id = 0;      // the worker's request number, echoed in the answer
+  uint64_t target = 0;  // the bucket's CAF actor id (requests only)
+  uint64_t size = 0;    // payload bytes after the header
+};
+static_assert(sizeof(frame_header) == 32);
+
+constexpr uint32_t frame_magic = 0x314e4c54;  // "TLN1"
+
+// An open TCP socket; closed when the last owner goes. shutdown() wakes a blocked reader.
+class socket_fd {
+ public:
+  explicit socket_fd(int fd) : fd_(fd) {}
+  socket_fd(const socket_fd&) = delete;
+  socket_fd& operator=(const socket_fd&) = delete;
+  ~socket_fd();
+  int get() const { return fd_; }
+  void shutdown() const;
+
+ private:
+  int fd_;
+};
+
+// Writes the header and payload in one call (writev), bounded by the socket's send timeout.
+caf::error write_frame(const socket_fd& s, frame_header h, const char* payload);
+
+// Reads the next frame: waits without bound for its first byte (until shutdown), then with
+// `timeout` for the rest. Refuses a bad magic, an unknown kind or an oversized payload.
+caf::error read_frame(const socket_fd& s, std::chrono::milliseconds timeout, frame_header& h,
+                      std::vector<char>& payload);
+
+// Listens on host:port (0: any free port) for lanes; returns the socket and the bound port.
+caf::expected<std::pair<int, uint16_t>> listen_on(const std::string& host, uint16_t port);
+
+// Connects to host:port within `timeout` and proves the secret (the node side of the
+// handshake); returns the socket and the text of the server's CAF node id.
+caf::expected<std::pair<int, std::string>> connect_lane(const std::string& host, uint16_t port,
+                                                        const std::string& secret,
+                                                        std::chrono::milliseconds timeout);
+
+// The server side of the handshake on an accepted socket: errc::authentication_failed when the
+// peer does not know the secret. `node` is this node's CAF node id, sent to the client.
+caf::error accept_lane(const socket_fd& s, const std::string& secret, const std::string& node,
+                       std::chrono::milliseconds timeout);
+
+// Sets the socket's send and receive timeouts and TCP_NODELAY.
+void tune(int fd, std::chrono::milliseconds timeout);
+
+}  // namespace troupe::lane

@@ -1,0 +1,163 @@
+// The data lane (actors/lane) on loopback, against a real bucket: pushes and pulls over it
+// are answered exactly as over CAF (values, acks, refusals), a wrong secret is refused, an
+// unknown bucket or a lost connection comes back as a "gone" error the worker resends on,
+// and an oversized or garbled frame ends the connection without harming the bucket.
+#define BOOST_TEST_MODULE lane
+#include <boost/test/unit_test.hpp>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <limits>
+
+#include "actors/lane/lane_client.hpp"
+#include "actors/lane/lane_server.hpp"
+#include "actors/lane/lane_socket.hpp"
+#include "tests/integration/bucket_fixture.hpp"
+#include "tests/unit/expect_error.hpp"
+
+using namespace troupe;
+using troupe::testing::bucket_actor_fixture;
+using troupe::testing::fails_with;
+using troupe::testing::push_for;
+
+namespace {
+
+constexpr auto timeout = std::chrono::seconds(10);
+const std::string secret = "lane-test-secret-0123456789";
+
+// The fixture's bucket behind a listener on loopback, and one client lane to it.
+struct lane_fixture : bucket_actor_fixture {
+  lane_fixture() {
+    auto started = lane_listener::start(
+        sys,
+        lane_listener_config{"127.0.0.1", 0, secret, timeout, logger{"lane", log_level::error}});
+    BOOST_TEST_REQUIRE(testing::succeeded(started));
+    listener = std::move(*started);
+    listener->enroll(bucket);
+    auto opened = open_lane(sys, "127.0.0.1", listener->port(), secret, timeout, self->address());
+    BOOST_TEST_REQUIRE(testing::succeeded(opened));
+    lane = std::move(*opened);
+  }
+  ~lane_fixture() {
+    self->send_exit(lane.client, caf::exit_reason::user_shutdown);
+    listener->stop();
+  }
+
+  template <class Atom>
+  caf::expected<wire> over_lane(Atom atom, const wire& w, uint64_t target) {
+    caf::expected<wire> result = make_error(errc::timeout);
+    self->request(lane.client, timeout, lane_atom_v, target, atom, w)
+        .receive([&](const wire& reply) { result = reply; },
+                 [&](caf::error& err) { result = std::move(err); });
+    return result;
+  }
+  template <class Atom>
+  caf::expected<wire> over_caf(Atom atom, const wire& w) {
+    caf::expected<wire> result = make_error(errc::timeout);
+    self->request(bucket, timeout, atom, w)
+        .receive([&](const wire& reply) { result = reply; },
+                 [&](caf::error& err) { result = std::move(err); });
+    return result;
+  }
+
+  std::shared_ptr<lane_listener> listener;
+  lane_handle lane;
+};
+
+bool is_gone(const caf::expected<wire>& result) {
+  return !result && result.error().category() != error_category;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_lane_answers_as_the_bucket_does_over_caf, lane_fixture) {
+  BOOST_TEST(lane.node == to_string(sys.node()));
+  const auto push = push_for(spec, 0, 1.0f);
+  auto ack = over_lane(push_atom_v, encode(push), bucket.id());
+  BOOST_TEST_REQUIRE(testing::succeeded(ack));
+  auto decoded_ack = decode<push_ack>(*ack);
+  BOOST_TEST_REQUIRE(testing::succeeded(decoded_ack));
+  BOOST_TEST(decoded_ack->version == 1u);
+
+  auto via_lane = over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id());
+  auto via_caf = over_caf(pull_atom_v, encode(pull_request{7, 1, 0, {}}));
+  BOOST_TEST_REQUIRE(testing::succeeded(via_lane));
+  BOOST_TEST_REQUIRE(testing::succeeded(via_caf));
+  BOOST_TEST(via_lane->bytes == via_caf->bytes, boost::test_tools::per_element());
+
+  // Refusals keep their troupe code, and the values stay as they were.
+  auto with_nan = push_for(spec, 0, 1.0f);
+  with_nan.dense[1].values[1] = std::numeric_limits<float>::quiet_NaN();
+  auto wrong_shape = push_for(spec, 0, 1.0f);
+  wrong_shape.dense[0].values.resize(6000);
+  BOOST_TEST(fails_with(over_lane(push_atom_v, encode(with_nan), bucket.id()), errc::non_finite));
+  BOOST_TEST(
+      fails_with(over_lane(push_atom_v, encode(wrong_shape), bucket.id()), errc::shape_mismatch));
+  BOOST_TEST(fails_with(over_lane(push_atom_v, wire{{'x', 'y'}, nullptr}, bucket.id()),
+                        errc::malformed_message));
+  auto after = over_caf(pull_atom_v, encode(pull_request{7, 1, 0, {}}));
+  BOOST_TEST_REQUIRE(testing::succeeded(after));
+  BOOST_TEST(after->bytes == via_caf->bytes, boost::test_tools::per_element());
+
+  // A local wire given to the lane is encoded on the way.
+  auto local = over_lane(pull_atom_v, local_wire(pull_request{7, 0, 0, {}}), bucket.id());
+  BOOST_TEST_REQUIRE(testing::succeeded(local));
+  BOOST_TEST(local->bytes == via_caf->bytes, boost::test_tools::per_element());
+}
+
+BOOST_FIXTURE_TEST_CASE(an_unknown_or_ended_bucket_is_gone, lane_fixture) {
+  BOOST_TEST(is_gone(over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), 999999)));
+  // Not enrolled: the directory only knows the buckets its node enrolled.
+  BOOST_TEST(is_gone(over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), self->id())));
+  self->send_exit(bucket, caf::exit_reason::user_shutdown);
+  self->wait_for(bucket);
+  BOOST_TEST(is_gone(over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id())));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_wrong_secret_is_refused_both_ways, lane_fixture) {
+  BOOST_TEST(fails_with(open_lane(sys, "127.0.0.1", listener->port(), "another-secret-0123456789",
+                                  timeout, self->address()),
+                        errc::authentication_failed));
+  // The listener still serves the lane that proved the secret.
+  BOOST_TEST(
+      testing::succeeded(over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id())));
+}
+
+BOOST_FIXTURE_TEST_CASE(an_oversized_frame_ends_its_connection_only, lane_fixture) {
+  auto raw = lane::connect_lane("127.0.0.1", listener->port(), secret, timeout);
+  BOOST_TEST_REQUIRE(testing::succeeded(raw));
+  lane::socket_fd s{raw->first};
+  lane::frame_header h;
+  h.magic = lane::frame_magic;
+  h.kind = static_cast<uint8_t>(lane::frame_kind::push);
+  h.id = 1;
+  h.target = bucket.id();
+  h.size = lane::max_frame_bytes + 1;
+  BOOST_TEST_REQUIRE(::send(s.get(), &h, sizeof h, MSG_NOSIGNAL) == ssize_t(sizeof h));
+  char byte = 0;
+  BOOST_TEST(::recv(s.get(), &byte, 1, 0) == 0);  // the server closed it, answering nothing
+
+  auto garbled = lane::connect_lane("127.0.0.1", listener->port(), secret, timeout);
+  BOOST_TEST_REQUIRE(testing::succeeded(garbled));
+  lane::socket_fd g{garbled->first};
+  const char junk[64] = "not a frame at all, just bytes on the socket";
+  BOOST_TEST_REQUIRE(::send(g.get(), junk, sizeof junk, MSG_NOSIGNAL) == ssize_t(sizeof junk));
+  BOOST_TEST(::recv(g.get(), &byte, 1, 0) <= 0);  // closed (or reset: junk was left unread)
+
+  BOOST_TEST(
+      testing::succeeded(over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id())));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_lost_connection_fails_what_is_in_flight_and_ends_the_client,
+                        lane_fixture) {
+  self->monitor(lane.client);
+  listener->stop();
+  bool down = false;
+  self->receive([&](caf::down_msg& msg) { down = msg.source == lane.client.address(); },
+                caf::after(timeout) >> [] {});
+  BOOST_TEST(down);
+  BOOST_TEST(is_gone(over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id())));
+  // The bucket itself is untouched.
+  BOOST_TEST(testing::succeeded(over_caf(pull_atom_v, encode(pull_request{7, 1, 0, {}}))));
+}
