@@ -180,8 +180,8 @@ void lane_listener::serve(connection_ptr c) {
     c->finished = true;
     return;
   }
-  auto session = sys_.spawn<caf::detached>(
-      lane_session, c, std::shared_ptr<const lane_directory>{directory_}, config_.timeout);
+  auto session = sys_.spawn(lane_session, c, std::shared_ptr<const lane_directory>{directory_},
+                            config_.timeout);
   for (;;) {
     lane::frame_header h;
     wire w;

@@ -376,6 +376,7 @@ void connect_servers(self_ptr self, const worker_config& config, const start_job
                       server.lane, describe(lane.error()));
       continue;
     }
+    config.log.debug("data lane to {}:{}", server.host, server.lane);
     self->monitor(lane->client);
     self->state.lanes.add(std::move(*lane));
   }
