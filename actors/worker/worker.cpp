@@ -14,9 +14,9 @@
 
 #include "actors/supervision/guards.hpp"
 #include "actors/worker/chunk_rows.hpp"
+#include "actors/worker/worker_setup.hpp"
 #include "kernels/cpu/compression.hpp"
 #include "troupe/error.hpp"
-#include "troupe/net.hpp"
 
 namespace troupe {
 
@@ -356,32 +356,6 @@ void pull_round(self_ptr self, const worker_config& config, uint64_t ahead) {
   }
 }
 
-// Opens a direct connection to every server node, so pulls and pushes do not travel through
-// the coordinator's node. Blocks this (detached) worker's thread for the connection set-up; a
-// server that cannot be reached directly is still reached through the coordinator.
-void connect_servers(self_ptr self, const worker_config& config, const start_job& job) {
-  for (const auto& server : job.servers) {
-    if (server.port == 0) continue;
-    auto node = net::connect(self->system(), server.host, server.port, config.request_timeout);
-    if (!node)
-      config.log.warn(
-          "no direct connection to the server at {}:{} ({}); going through the "
-          "coordinator",
-          server.host, server.port, self->system().render(node.error()));
-    if (server.lane == 0 || config.lane_secret.empty()) continue;
-    auto lane = open_lane(self->system(), server.host, server.lane, config.lane_secret,
-                          config.request_timeout, self->address());
-    if (!lane) {
-      config.log.warn("no data lane to {}:{} ({}); its pushes and pulls go over CAF", server.host,
-                      server.lane, describe(lane.error()));
-      continue;
-    }
-    config.log.debug("data lane to {}:{}", server.host, server.lane);
-    self->monitor(lane->client);
-    self->state.lanes.add(std::move(*lane));
-  }
-}
-
 void start(self_ptr self, const worker_config& config, const wire& w,
            std::vector<bucket_actor> buckets) {
   auto& st = self->state;
@@ -404,7 +378,10 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   st.pushes.assign(st.buckets.size(), in_flight{});
   st.gone.assign(st.buckets.size(), caf::actor_addr{});
   for (const auto& bucket : st.buckets) self->monitor(bucket);
-  connect_servers(self, config, *job);
+  for (auto& lane : connect_servers(self->system(), self->address(), config, job->servers)) {
+    self->monitor(lane.client);
+    st.lanes.add(std::move(lane));
+  }
   if (config.share_cores && job->workers_on_host > 0) config.share_cores(job->workers_on_host);
   st.job = std::move(*job);
   st.clock = st.job->clock;
@@ -427,17 +404,7 @@ void rejoin(self_ptr self, const worker_config& config, uint64_t term) {
   auto& st = self->state;
   if (term == 0 || !st.job)
     return fail(self, config, make_error(errc::job_failed, "lost the coordinator"));
-  rejoin_request request{role::worker, config.name, st.job->worker};
-  request.clock = st.clock;
-  request.compute_s = st.compute_s;
-  request.wall_s = seconds_since(st.started);
-  request.done = st.finished;
-  request.held.assign(st.queue.begin(), st.queue.end());
-  if (!st.current_reported) request.held.push_back(st.current);
-  request.finished = st.reported;
-  request.finished_loss = st.reported_loss;
-  request.steps = 0;
-  for (const auto& c : st.reported) request.steps += c.count;
+  const auto request = rejoin_request_of(st, config);
   const auto coordinator = config.coordinator->handle();
   self->monitor(coordinator);
   st.rejoining = true;

@@ -1,0 +1,49 @@
+#include "actors/worker/worker_setup.hpp"
+
+#include "actors/job/timing.hpp"
+#include "troupe/error.hpp"
+#include "troupe/net.hpp"
+
+namespace troupe {
+
+std::vector<lane_handle> connect_servers(caf::actor_system& sys, const caf::actor_addr& owner,
+                                         const worker_config& config,
+                                         const std::vector<endpoint>& servers) {
+  std::vector<lane_handle> lanes;
+  for (const auto& server : servers) {
+    if (server.port == 0) continue;
+    auto node = net::connect(sys, server.host, server.port, config.request_timeout);
+    if (!node)
+      config.log.warn(
+          "no direct connection to the server at {}:{} ({}); going through the coordinator",
+          server.host, server.port, sys.render(node.error()));
+    if (server.lane == 0 || config.lane_secret.empty()) continue;
+    auto lane =
+        open_lane(sys, server.host, server.lane, config.lane_secret, config.request_timeout, owner);
+    if (!lane) {
+      config.log.warn("no data lane to {}:{} ({}); its pushes and pulls go over CAF", server.host,
+                      server.lane, describe(lane.error()));
+      continue;
+    }
+    config.log.debug("data lane to {}:{}", server.host, server.lane);
+    lanes.push_back(std::move(*lane));
+  }
+  return lanes;
+}
+
+rejoin_request rejoin_request_of(const worker_state& st, const worker_config& config) {
+  rejoin_request request{role::worker, config.name, st.job->worker};
+  request.clock = st.clock;
+  request.compute_s = st.compute_s;
+  request.wall_s = seconds_since(st.started);
+  request.done = st.finished;
+  request.held.assign(st.queue.begin(), st.queue.end());
+  if (!st.current_reported) request.held.push_back(st.current);
+  request.finished = st.reported;
+  request.finished_loss = st.reported_loss;
+  request.steps = 0;
+  for (const auto& c : st.reported) request.steps += c.count;
+  return request;
+}
+
+}  // namespace troupe

@@ -1,0 +1,29 @@
+// worker_setup: the parts of a worker's start and rejoin that need nothing of its actor, only
+// of its configuration and state (worker.cpp calls them).
+//   connect_servers()  a direct CAF connection to every server node of the job, so pulls and
+//                      pushes skip the coordinator's node, and a data lane (actors/lane) to
+//                      each server that offers one when the worker holds the cluster secret.
+//                      A server it cannot reach directly is still reached through the
+//                      coordinator; one without a lane, over CAF. Blocking: call it from the
+//                      detached worker.
+//   rejoin_request_of() what the worker tells a standby coordinator that took over.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/lane/lane_client.hpp"
+#include "actors/worker/worker.hpp"
+
+namespace troupe {
+
+// The lanes it opened, each to be monitored by `owner` (the worker), whose exit ends them.
+std::vector<lane_handle> connect_servers(caf::actor_system& sys, const caf::actor_addr& owner,
+                                         const worker_config& config,
+                                         const std::vector<endpoint>& servers);
+
+rejoin_request rejoin_request_of(const worker_state& st, const worker_config& config);
+
+}  // namespace troupe
