@@ -60,7 +60,7 @@ struct worker_state {
   std::optional<flat_layout> layout;
   std::unique_ptr<task_replica> replica;
   std::vector<bucket_actor> buckets;
-  lane_map lanes;  // the data lane to each server node that has one
+  lane_map lanes;                         // the data lane to each server node that has one
   std::vector<vector_clock> read_clocks;  // per bucket: the clock of the values last pulled
   std::vector<float> params;
   std::vector<float> grad;         // the gradient being pushed
