@@ -128,7 +128,9 @@ caf::expected<lane_handle> open_lane(caf::actor_system& sys, const std::string& 
   auto connected = lane::connect_lane(host, port, secret, timeout);
   if (!connected) return std::move(connected.error());
   auto io = std::make_shared<client_io>(connected->first);
-  auto client = sys.spawn(lane_client, io, timeout, std::move(owner));
+  // Detached: a write waits (up to the timeout) while a stopped or slow server does not read,
+  // and must not hold one of the node's few scheduler threads (its heartbeats run there).
+  auto client = sys.spawn<caf::detached>(lane_client, io, timeout, std::move(owner));
   return lane_handle{std::move(connected->second), std::move(client)};
 }
 

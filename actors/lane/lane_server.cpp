@@ -93,7 +93,8 @@ void answer_error(lane_listener::connection& c, uint64_t id, const caf::error& e
 }
 
 // The session of one connection: asks the buckets its frames name and writes their answers.
-// Detached: a write may wait for the client to read.
+// Detached: a write may wait (up to the timeout) for a stopped or slow client to read, which
+// must not hold one of the node's scheduler threads, where its buckets run.
 caf::behavior lane_session(caf::event_based_actor* self, connection_ptr c,
                            std::shared_ptr<const lane_directory> directory,
                            std::chrono::milliseconds timeout) {
@@ -180,8 +181,8 @@ void lane_listener::serve(connection_ptr c) {
     c->finished = true;
     return;
   }
-  auto session = sys_.spawn(lane_session, c, std::shared_ptr<const lane_directory>{directory_},
-                            config_.timeout);
+  auto session = sys_.spawn<caf::detached>(
+      lane_session, c, std::shared_ptr<const lane_directory>{directory_}, config_.timeout);
   for (;;) {
     lane::frame_header h;
     wire w;
