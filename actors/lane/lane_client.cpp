@@ -1,12 +1,5 @@
 #include "actors/lane/lane_client.hpp"
 
-#include <caf/event_based_actor.hpp>
-#include <caf/response_promise.hpp>
-
-#include <thread>
-#include <unordered_map>
-
-#include "actors/lane/lane_socket.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -15,138 +8,149 @@ namespace {
 
 constexpr size_t max_pending = 4096;  // requests in flight on one lane
 
-// The client's socket and reader thread; close() ends the reader and waits for it.
-struct client_io {
-  explicit client_io(int fd) : socket(fd) {}
-  ~client_io() {
-    if (reader.joinable()) reader.detach();  // only when the reader itself held the last copy
-  }
-  lane::socket_fd socket;
-  std::thread reader;
-  void close() {
-    socket.shutdown();
-    if (reader.joinable() && reader.get_id() != std::this_thread::get_id()) reader.join();
-  }
-};
-
-// Hands every frame the server sends to the client actor, until the connection ends.
-void read_answers(std::shared_ptr<client_io> io, caf::actor_addr client,
-                  std::chrono::milliseconds timeout) {
-  for (;;) {
-    lane::frame_header h;
-    wire w;
-    if (lane::read_frame(io->socket, timeout, h, w.bytes)) break;
-    auto to = caf::actor_cast<caf::actor>(client);
-    if (!to) return;
-    caf::anon_send(to, lane_atom_v, h.id, uint32_t{h.kind}, std::move(w));
-  }
-  if (auto to = caf::actor_cast<caf::actor>(client)) caf::anon_send(to, broken_atom_v);
+// How often the reader looks for requests past their deadline.
+std::chrono::milliseconds sweep_period(std::chrono::milliseconds timeout) {
+  return std::max(timeout / 4, std::chrono::milliseconds{1});
 }
 
-// The error an answer frame stands for (a refusal is the bucket's own troupe error).
-caf::error answer_error(lane::frame_kind kind, const wire& w) {
+// Not troupe's error: the worker asks for the bucket's current handle and sends again.
+caf::message gone(caf::sec code, const std::string& why) {
+  return caf::make_message(caf::make_error(code, "data lane: " + why));
+}
+
+// The response an answer frame stands for: the bucket's reply, its troupe error (a refusal),
+// or a bucket gone.
+caf::message answer_of(lane::frame_kind kind, wire w) {
+  if (kind == lane::frame_kind::reply) return caf::make_message(std::move(w));
   if (kind == lane::frame_kind::refusal && !w.bytes.empty())
-    return make_error(static_cast<errc>(static_cast<uint8_t>(w.bytes[0])),
-                      std::string{w.bytes.begin() + 1, w.bytes.end()});
-  // Not troupe's: the worker asks for the bucket's current handle and sends again.
-  return caf::make_error(caf::sec::request_receiver_down,
-                         "data lane: " + std::string{w.bytes.begin(), w.bytes.end()});
+    return caf::make_message(make_error(static_cast<errc>(static_cast<uint8_t>(w.bytes[0])),
+                                        std::string{w.bytes.begin() + 1, w.bytes.end()}));
+  return gone(caf::sec::request_receiver_down, std::string{w.bytes.begin(), w.bytes.end()});
 }
 
-struct client_state {
-  std::unordered_map<uint64_t, caf::response_promise> pending;
-  uint64_t next_id = 0;
-};
-
-caf::behavior lane_client(caf::stateful_actor<client_state>* self, std::shared_ptr<client_io> io,
-                          std::chrono::milliseconds timeout, caf::actor_addr owner) {
-  io->reader = std::thread(read_answers, io, self->address(), timeout);
-  self->attach_functor([io] { io->close(); });
-  if (auto strong = caf::actor_cast<caf::actor>(owner)) self->monitor(strong);
-  self->set_down_handler([=](caf::down_msg&) { self->quit(); });
-  auto send = [=](uint64_t target, lane::frame_kind kind, wire& w) -> caf::response_promise {
-    auto rp = self->make_response_promise();
-    auto& st = self->state;
-    if (st.pending.size() >= max_pending) {
-      rp.deliver(make_error(errc::message_too_large, "data lane: too many requests in flight"));
-      return rp;
-    }
-    const wire out = w.bytes.empty() && w.local ? encoded(w) : std::move(w);
-    lane::frame_header h;
-    h.kind = static_cast<uint8_t>(kind);
-    h.id = ++st.next_id;
-    h.target = target;
-    h.size = out.bytes.size();
-    if (auto err = lane::write_frame(io->socket, h, out.bytes.data())) {
-      rp.deliver(caf::make_error(caf::sec::request_receiver_down, "data lane: " + describe(err)));
-      io->socket.shutdown();  // the reader ends and says so
-      return rp;
-    }
-    st.pending.emplace(h.id, rp);
-    self->delayed_send(self, timeout, lane_atom_v, h.id);
-    return rp;
-  };
-  return {
-      [=](lane_atom, uint64_t target, push_atom, wire& w) {
-        return send(target, lane::frame_kind::push, w);
-      },
-      [=](lane_atom, uint64_t target, pull_atom, wire& w) {
-        return send(target, lane::frame_kind::pull, w);
-      },
-      [=](lane_atom, uint64_t id, uint32_t kind, wire& w) {
-        auto i = self->state.pending.find(id);
-        if (i == self->state.pending.end()) return;  // answered after its deadline
-        auto rp = std::move(i->second);
-        self->state.pending.erase(i);
-        const auto k = static_cast<lane::frame_kind>(kind);
-        if (k == lane::frame_kind::reply)
-          rp.deliver(std::move(w));
-        else
-          rp.deliver(answer_error(k, w));
-      },
-      [=](lane_atom, uint64_t id) {  // the deadline of request `id`
-        auto i = self->state.pending.find(id);
-        if (i == self->state.pending.end()) return;
-        i->second.deliver(caf::make_error(caf::sec::request_timeout, "data lane: no answer"));
-        self->state.pending.erase(i);
-      },
-      [=](broken_atom) {
-        for (auto& [id, rp] : self->state.pending)
-          rp.deliver(
-              caf::make_error(caf::sec::request_receiver_down, "data lane: connection lost"));
-        self->state.pending.clear();
-        self->quit();
-      },
-  };
+void respond(const caf::actor_addr& requester, caf::message_id response_id, caf::message msg) {
+  if (auto to = caf::actor_cast<caf::strong_actor_ptr>(requester))
+    to->enqueue(nullptr, response_id, std::move(msg), nullptr);
 }
 
 }  // namespace
 
-caf::expected<lane_handle> open_lane(caf::actor_system& sys, const std::string& host, uint16_t port,
-                                     const std::string& secret, std::chrono::milliseconds timeout,
-                                     caf::actor_addr owner) {
+caf::expected<std::shared_ptr<lane_link>> lane_link::open(const std::string& host, uint16_t port,
+                                                          const std::string& secret,
+                                                          std::chrono::milliseconds timeout) {
   auto connected = lane::connect_lane(host, port, secret, timeout);
   if (!connected) return std::move(connected.error());
-  auto io = std::make_shared<client_io>(connected->first);
-  // Detached: a write waits (up to the timeout) while a stopped or slow server does not read,
-  // and must not hold one of the node's few scheduler threads (its heartbeats run there).
-  auto client = sys.spawn<caf::detached>(lane_client, io, timeout, std::move(owner));
-  return lane_handle{std::move(connected->second), std::move(client)};
+  return std::make_shared<lane_link>(connected->first, std::move(connected->second), timeout);
 }
 
-caf::actor lane_map::find(const caf::node_id& node) const {
-  if (by_node_.empty() || !node) return {};
-  auto i = by_node_.find(to_string(node));
-  return i == by_node_.end() ? caf::actor{} : i->second;
+lane_link::lane_link(int fd, std::string node, std::chrono::milliseconds timeout)
+    : socket_(fd), node_(std::move(node)), timeout_(timeout) {
+  reader_ = std::thread([this] { read_answers(); });
 }
 
-bool lane_map::forget(const caf::actor_addr& client) {
-  for (auto i = by_node_.begin(); i != by_node_.end(); ++i)
-    if (i->second.address() == client) {
-      by_node_.erase(i);
-      return true;
+lane_link::~lane_link() {
+  socket_.shutdown();
+  if (reader_.joinable()) reader_.join();
+}
+
+void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
+                     lane::frame_kind kind, uint64_t target, const wire& w) {
+  const auto response_id = request_id.response_id();
+  const auto from = caf::actor_cast<caf::actor_addr>(requester);
+  lane::frame_header h;
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    if (broken_)
+      return respond(from, response_id, gone(caf::sec::request_receiver_down, "connection lost"));
+    if (pending_.size() >= max_pending)
+      return respond(from, response_id,
+                     caf::make_message(make_error(errc::message_too_large,
+                                                  "data lane: too many requests in flight")));
+    h.id = ++next_frame_;
+    pending_.emplace(h.id, waiting{from, response_id, std::chrono::steady_clock::now() + timeout_});
+  }
+  const wire encoded_here = w.bytes.empty() && w.local ? encoded(w) : wire{};
+  const auto& bytes = w.bytes.empty() && w.local ? encoded_here.bytes : w.bytes;
+  h.kind = static_cast<uint8_t>(kind);
+  h.target = target;
+  h.size = bytes.size();
+  std::lock_guard<std::mutex> lock{write_mutex_};
+  // A failed write ends the connection; the reader then fails this request with the rest.
+  if (lane::write_frame(socket_, h, bytes.data())) socket_.shutdown();
+}
+
+bool lane_link::deliver(uint64_t frame, caf::message msg) {
+  waiting to;
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    auto i = pending_.find(frame);
+    if (i == pending_.end()) return false;  // answered after its deadline
+    to = std::move(i->second);
+    pending_.erase(i);
+  }
+  respond(to.requester, to.response_id, std::move(msg));
+  return true;
+}
+
+void lane_link::sweep() {
+  std::vector<waiting> late;
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    const auto now = std::chrono::steady_clock::now();
+    for (auto i = pending_.begin(); i != pending_.end();) {
+      if (i->second.deadline > now) {
+        ++i;
+        continue;
+      }
+      late.push_back(std::move(i->second));
+      i = pending_.erase(i);
     }
-  return false;
+  }
+  for (auto& w : late)
+    respond(w.requester, w.response_id, gone(caf::sec::request_timeout, "no answer"));
+}
+
+void lane_link::fail_all(const std::string& why) {
+  std::unordered_map<uint64_t, waiting> all;
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    broken_ = true;
+    all.swap(pending_);
+  }
+  for (auto& [frame, w] : all)
+    respond(w.requester, w.response_id, gone(caf::sec::request_receiver_down, why));
+}
+
+// The reader thread: hands each answer to its requester, checks deadlines whenever the socket
+// is quiet for a sweep period, and fails what is in flight once the connection ends.
+void lane_link::read_answers() {
+  const auto period = sweep_period(timeout_);
+  auto last_sweep = std::chrono::steady_clock::now();
+  for (;;) {
+    auto ready = lane::readable(socket_, period);
+    if (!ready) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_sweep >= period) {
+      sweep();
+      last_sweep = now;
+    }
+    if (!*ready) continue;
+    lane::frame_header h;
+    wire w;
+    if (lane::read_frame(socket_, timeout_, h, w.bytes)) break;
+    const auto kind = static_cast<lane::frame_kind>(h.kind);
+    if (kind == lane::frame_kind::push || kind == lane::frame_kind::pull) break;  // not an answer
+    deliver(h.id, answer_of(kind, std::move(w)));
+  }
+  socket_.shutdown();
+  fail_all("connection lost");
+}
+
+lane_link* lane_map::find(const caf::node_id& node) const {
+  if (by_node_.empty() || !node) return nullptr;
+  auto i = by_node_.find(to_string(node));
+  if (i == by_node_.end() || i->second->broken()) return nullptr;
+  return i->second.get();
 }
 
 }  // namespace troupe

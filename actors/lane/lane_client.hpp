@@ -1,60 +1,123 @@
 // lane_client: a worker's end of a data lane to one server node (lane_socket.hpp,
-// lane_server.hpp). open_lane() connects and proves the cluster secret, then spawns the
-// client actor, which writes each request as a frame and delivers the frame that answers it:
-//   (lane_atom, bucket actor id, push_atom or pull_atom, wire) -> wire, or the bucket's error
+// lane_server.hpp). lane_link::open() connects and proves the cluster secret, then starts the
+// link's reader thread. The requesting actor writes each request as a frame itself, on its own
+// thread, and the reader hands the frame that answers it straight to that actor as the
+// response to its request id: no actor between them, one thread hop per request.
+//
 // The answer is what the bucket itself would have answered over CAF. A bucket that is not on
 // that node or did not answer, a lost connection, and an answer later than the lane's timeout
 // come back as CAF errors (not troupe's), which the worker treats as a bucket gone: it asks the
-// coordinator for the current handle and sends again. When its connection is lost the client
-// fails what is in flight and quits; it also quits when `owner` does.
+// coordinator for the current handle and sends again. The reader checks deadlines every
+// quarter of the timeout (one poll timeout, no CAF timer per request: each costs the clock
+// thread two wake-ups), so a late request fails between 1 and 1.25 timeouts after it was
+// written; a lost connection fails everything in flight at once.
 //
-// ask_bucket() is how a caller sends a pull or push: over the lane of the bucket's node when
-// it holds one, over CAF otherwise. Blocking set-up: call open_lane from a detached actor.
+// ask_bucket() is how a caller sends a pull or push: over the lane of the bucket's node when it
+// holds one, over CAF otherwise. Requests over a lane write from the caller's thread and may
+// wait (up to the timeout) for a stopped server: call them from a detached or blocking actor.
 #pragma once
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
+#include <caf/response_handle.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
 
+#include "actors/lane/lane_socket.hpp"
 #include "messages/protocol.hpp"
 
 namespace troupe {
 
-struct lane_handle {
-  std::string node;  // the server's CAF node id, as to_string writes it
-  caf::actor client;
+class lane_link {
+ public:
+  // Connects to host:port within `timeout`, proves `secret` and starts the reader.
+  static caf::expected<std::shared_ptr<lane_link>> open(const std::string& host, uint16_t port,
+                                                        const std::string& secret,
+                                                        std::chrono::milliseconds timeout);
+  lane_link(int fd, std::string node, std::chrono::milliseconds timeout);
+  lane_link(const lane_link&) = delete;
+  lane_link& operator=(const lane_link&) = delete;
+  // Ends the connection, fails what is in flight and waits for the reader.
+  ~lane_link();
+
+  // The server's CAF node id, as to_string writes it.
+  const std::string& node() const { return node_; }
+  // True once the connection has ended: its node's messages go over CAF.
+  bool broken() const { return broken_; }
+
+  // Writes request `kind` (push or pull) for the bucket whose actor id is `target`. Its answer,
+  // or the error that stands for it, reaches `requester` as the response to `request_id`.
+  void send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
+            lane::frame_kind kind, uint64_t target, const wire& w);
+
+ private:
+  struct waiting {
+    caf::actor_addr requester;
+    caf::message_id response_id;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  void read_answers();
+  void sweep();
+  void fail_all(const std::string& why);
+  // Delivers `msg` as the response `w` stands for; false when no request waits under `frame`.
+  bool deliver(uint64_t frame, caf::message msg);
+
+  lane::socket_fd socket_;
+  std::string node_;
+  std::chrono::milliseconds timeout_;
+  std::atomic<bool> broken_{false};
+  std::mutex write_mutex_;  // one frame at a time on the socket
+  std::mutex mutex_;        // guards pending_ and next_frame_
+  std::unordered_map<uint64_t, waiting> pending_;
+  uint64_t next_frame_ = 0;
+  std::thread reader_;
 };
 
-caf::expected<lane_handle> open_lane(caf::actor_system& sys, const std::string& host, uint16_t port,
-                                     const std::string& secret, std::chrono::milliseconds timeout,
-                                     caf::actor_addr owner);
-
-// The lanes one worker holds, one per server node.
+// The lanes one requester holds, one per server node.
 class lane_map {
  public:
-  void add(lane_handle lane) { by_node_[std::move(lane.node)] = std::move(lane.client); }
-  // The lane to `node`, or null (no lane: CAF carries the message).
-  caf::actor find(const caf::node_id& node) const;
-  // Drops the lane whose client is `client` (it quit); true if it was one of ours.
-  bool forget(const caf::actor_addr& client);
+  void add(std::shared_ptr<lane_link> link) { by_node_[link->node()] = std::move(link); }
+  // The open lane to `node`, or null (no lane, or it ended: CAF carries the message).
+  lane_link* find(const caf::node_id& node) const;
   bool empty() const { return by_node_.empty(); }
 
  private:
-  std::map<std::string, caf::actor> by_node_;
+  std::map<std::string, std::shared_ptr<lane_link>> by_node_;
 };
+
+constexpr lane::frame_kind frame_kind_of(push_atom) {
+  return lane::frame_kind::push;
+}
+constexpr lane::frame_kind frame_kind_of(pull_atom) {
+  return lane::frame_kind::pull;
+}
+
+// Writes (atom, w) for bucket `target` on `link`; returns the handle of its response, as request()
+// would: then() for an event-based actor, receive() for a blocking one.
+// `target`: the bucket's CAF actor id.
+template <class Self, class Atom>
+auto ask_over_lane(Self* self, lane_link& link, uint64_t target, Atom atom, const wire& w) {
+  const auto id = self->new_request_id(caf::message_priority::normal);
+  link.send(self->ctrl(), id, frame_kind_of(atom), target, w);
+  constexpr bool blocking = std::is_base_of<caf::blocking_actor, Self>::value;
+  return caf::response_handle<Self, caf::message, blocking>{id.response_id(), self};
+}
 
 // Sends (atom, w) to `target` over its node's lane when `lanes` has one, over CAF otherwise,
 // and hands the answer to on_reply(const wire&) or on_error(caf::error&).
 template <class Self, class Atom, class Duration, class OnReply, class OnError>
 void ask_bucket(Self* self, const lane_map& lanes, const bucket_actor& target, Duration timeout,
                 Atom atom, wire w, OnReply on_reply, OnError on_error) {
-  if (auto lane = lanes.find(target.node()))
-    self->request(lane, timeout, lane_atom_v, uint64_t{target.id()}, atom, std::move(w))
-        .then(std::move(on_reply), std::move(on_error));
+  if (auto* link = lanes.find(target.node()))
+    ask_over_lane(self, *link, target.id(), atom, w).then(std::move(on_reply), std::move(on_error));
   else
     self->request(target, timeout, atom, std::move(w))
         .then(std::move(on_reply), std::move(on_error));

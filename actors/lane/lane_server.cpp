@@ -6,6 +6,7 @@
 #include <caf/event_based_actor.hpp>
 
 #include <condition_variable>
+#include <unordered_map>
 
 #include "actors/lane/lane_socket.hpp"
 #include "troupe/error.hpp"
@@ -92,10 +93,51 @@ void answer_error(lane_listener::connection& c, uint64_t id, const caf::error& e
   answer(c, id, lane::frame_kind::gone, text.data(), text.size());
 }
 
+// The frames a session has passed to a bucket and not yet answered, each with its deadline.
+struct session_state {
+  std::unordered_map<uint64_t, std::chrono::steady_clock::time_point> waiting;
+  bool sweep_scheduled = false;
+};
+
+using session_ptr = caf::stateful_actor<session_state>*;
+
+// One timer per session, not one per frame (a CAF timer wakes the clock thread twice): every
+// quarter of the timeout, frames past their deadline are answered `gone`.
+std::chrono::milliseconds sweep_period(std::chrono::milliseconds timeout) {
+  return std::max(timeout / 4, std::chrono::milliseconds{1});
+}
+
+void schedule_sweep(session_ptr self, std::chrono::milliseconds timeout) {
+  if (self->state.sweep_scheduled || self->state.waiting.empty()) return;
+  self->state.sweep_scheduled = true;
+  self->delayed_send(self, sweep_period(timeout), tick_atom_v);
+}
+
+void sweep(session_ptr self, lane_listener::connection& c, std::chrono::milliseconds timeout) {
+  auto& waiting = self->state.waiting;
+  self->state.sweep_scheduled = false;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto i = waiting.begin(); i != waiting.end();) {
+    if (i->second > now) {
+      ++i;
+      continue;
+    }
+    const std::string why = "the bucket did not answer in time";
+    answer(c, i->first, lane::frame_kind::gone, why.data(), why.size());
+    i = waiting.erase(i);
+  }
+  schedule_sweep(self, timeout);
+}
+
+// True once for frame `id`: its answer is still owed (not swept).
+bool owed(session_ptr self, uint64_t id) {
+  return self->state.waiting.erase(id) > 0;
+}
+
 // The session of one connection: asks the buckets its frames name and writes their answers.
 // Detached: a write may wait (up to the timeout) for a stopped or slow client to read, which
 // must not hold one of the node's scheduler threads, where its buckets run.
-caf::behavior lane_session(caf::event_based_actor* self, connection_ptr c,
+caf::behavior lane_session(session_ptr self, connection_ptr c,
                            std::shared_ptr<const lane_directory> directory,
                            std::chrono::milliseconds timeout) {
   self->attach_functor([c] { c->close(); });
@@ -106,16 +148,27 @@ caf::behavior lane_session(caf::event_based_actor* self, connection_ptr c,
           const std::string why = "no bucket " + std::to_string(target) + " on this node";
           return answer(*c, id, lane::frame_kind::gone, why.data(), why.size());
         }
-        auto reply = [c, id](wire& r) {
+        if (!self->state.waiting.emplace(id, std::chrono::steady_clock::now() + timeout).second) {
+          const std::string why = "a frame number already in flight";
+          return answer(*c, id, lane::frame_kind::gone, why.data(), why.size());
+        }
+        schedule_sweep(self, timeout);
+        auto reply = [=](wire& r) {
+          if (!owed(self, id)) return;
           const wire out = r.bytes.empty() && r.local ? encoded(r) : std::move(r);
           answer(*c, id, lane::frame_kind::reply, out.bytes.data(), out.bytes.size());
         };
-        auto refuse = [c, id](caf::error& err) { answer_error(*c, id, err); };
+        auto refuse = [=](caf::error& err) {
+          if (owed(self, id)) answer_error(*c, id, err);
+        };
+        // No CAF timer per frame: the sweep bounds the wait, and a bucket that ends answers
+        // what is in its mailbox with an error.
         if (kind == static_cast<uint32_t>(lane::frame_kind::push))
-          self->request(bucket, timeout, push_atom_v, std::move(w)).then(reply, refuse);
+          self->request(bucket, caf::infinite, push_atom_v, std::move(w)).then(reply, refuse);
         else
-          self->request(bucket, timeout, pull_atom_v, std::move(w)).then(reply, refuse);
+          self->request(bucket, caf::infinite, pull_atom_v, std::move(w)).then(reply, refuse);
       },
+      [=](tick_atom) { sweep(self, *c, timeout); },
       [=](broken_atom) { self->quit(); },
   };
 }

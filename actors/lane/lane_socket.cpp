@@ -182,6 +182,13 @@ caf::error read_frame(const socket_fd& s, milliseconds timeout, frame_header& h,
   return read_exact(s.get(), payload.data(), h.size, timeout);
 }
 
+caf::expected<bool> readable(const socket_fd& s, milliseconds timeout) {
+  auto err = await(s.get(), POLLIN, timeout);
+  if (!err) return true;
+  if (has_code(err, errc::timeout)) return false;
+  return err;
+}
+
 caf::expected<std::pair<int, uint16_t>> listen_on(const std::string& host, uint16_t port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -68,6 +68,10 @@ caf::error write_frame(const socket_fd& s, frame_header h, const char* payload);
 caf::error read_frame(const socket_fd& s, std::chrono::milliseconds timeout, frame_header& h,
                       std::vector<char>& payload);
 
+// Waits at most `timeout` for the socket to have bytes to read (or to end, which the next read
+// reports): true when it has, false when the time passed. An error only when poll fails.
+caf::expected<bool> readable(const socket_fd& s, std::chrono::milliseconds timeout);
+
 // Listens on host:port (0: any free port) for lanes; returns the socket and the bound port.
 caf::expected<std::pair<int, uint16_t>> listen_on(const std::string& host, uint16_t port);
 

@@ -325,10 +325,9 @@ void send_pull(self_ptr self, const worker_config& config, size_t b, pull_reques
 }
 
 // A bucket's actor is gone (its node lost, or it crashed): requests in flight to it go again.
-// A data lane that closed is dropped: CAF carries that node's messages from now on.
+// (A data lane that ended fails its own requests, and CAF carries that node's messages.)
 void on_bucket_down(self_ptr self, const caf::down_msg& msg) {
   auto& st = self->state;
-  if (st.lanes.forget(msg.source)) return;
   for (size_t b = 0; b < st.buckets.size(); ++b)
     if (st.buckets[b].address() == msg.source) st.gone[b] = msg.source;
   for (auto* ops : {&st.pulls, &st.pushes})
@@ -378,10 +377,7 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   st.pushes.assign(st.buckets.size(), in_flight{});
   st.gone.assign(st.buckets.size(), caf::actor_addr{});
   for (const auto& bucket : st.buckets) self->monitor(bucket);
-  for (auto& lane : connect_servers(self->system(), self->address(), config, job->servers)) {
-    self->monitor(lane.client);
-    st.lanes.add(std::move(lane));
-  }
+  st.lanes = connect_servers(self->system(), config, job->servers);
   if (config.share_cores && job->workers_on_host > 0) config.share_cores(job->workers_on_host);
   st.job = std::move(*job);
   st.clock = st.job->clock;

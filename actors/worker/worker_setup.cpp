@@ -6,10 +6,9 @@
 
 namespace troupe {
 
-std::vector<lane_handle> connect_servers(caf::actor_system& sys, const caf::actor_addr& owner,
-                                         const worker_config& config,
-                                         const std::vector<endpoint>& servers) {
-  std::vector<lane_handle> lanes;
+lane_map connect_servers(caf::actor_system& sys, const worker_config& config,
+                         const std::vector<endpoint>& servers) {
+  lane_map lanes;
   for (const auto& server : servers) {
     if (server.port == 0) continue;
     auto node = net::connect(sys, server.host, server.port, config.request_timeout);
@@ -19,14 +18,14 @@ std::vector<lane_handle> connect_servers(caf::actor_system& sys, const caf::acto
           server.host, server.port, sys.render(node.error()));
     if (server.lane == 0 || config.lane_secret.empty()) continue;
     auto lane =
-        open_lane(sys, server.host, server.lane, config.lane_secret, config.request_timeout, owner);
+        lane_link::open(server.host, server.lane, config.lane_secret, config.request_timeout);
     if (!lane) {
       config.log.warn("no data lane to {}:{} ({}); its pushes and pulls go over CAF", server.host,
                       server.lane, describe(lane.error()));
       continue;
     }
     config.log.debug("data lane to {}:{}", server.host, server.lane);
-    lanes.push_back(std::move(*lane));
+    lanes.add(std::move(*lane));
   }
   return lanes;
 }

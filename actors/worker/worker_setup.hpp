@@ -19,10 +19,9 @@
 
 namespace troupe {
 
-// The lanes it opened, each to be monitored by `owner` (the worker), whose exit ends them.
-std::vector<lane_handle> connect_servers(caf::actor_system& sys, const caf::actor_addr& owner,
-                                         const worker_config& config,
-                                         const std::vector<endpoint>& servers);
+// The lanes it opened; each ends when the worker's state lets it go.
+lane_map connect_servers(caf::actor_system& sys, const worker_config& config,
+                         const std::vector<endpoint>& servers);
 
 rejoin_request rejoin_request_of(const worker_state& st, const worker_config& config);
 

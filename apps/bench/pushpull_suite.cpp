@@ -143,10 +143,9 @@ suite_result run_pushpull(const options& o) {
   auto host = net::remote_actor<server_actor>(sys, "127.0.0.1", ports->host, peer_timeout);
   const int fd = connect_loopback(ports->raw);
   if (!host || fd < 0) return result;
-  std::optional<lane_handle> lane;
+  std::shared_ptr<lane_link> lane;
   if (ports->lane != 0) {
-    auto opened =
-        open_lane(sys, "127.0.0.1", ports->lane, peer.lane_secret(), peer_timeout, self->address());
+    auto opened = lane_link::open("127.0.0.1", ports->lane, peer.lane_secret(), peer_timeout);
     if (opened) lane = std::move(*opened);
   }
   for (size_t bytes :
@@ -162,8 +161,7 @@ suite_result run_pushpull(const options& o) {
       fill_rate(r,
                 push_pull(*h, o.reps,
                           [&](size_t b, auto atom, wire w) {
-                            return self->request(lane->client, timeout, lane_atom_v,
-                                                 uint64_t{h->buckets[b].id()}, atom, std::move(w));
+                            return ask_over_lane(self.ptr(), *lane, h->buckets[b].id(), atom, w);
                           }),
                 gigabytes);
     else

@@ -247,8 +247,8 @@ std::vector<flag_spec> job_flags() {
       number("max-workers", "N", "workers active at once, late joiners included; 0: --workers",
              field(&launch_options::max_workers)),
       number("buckets", "K",
-             "parameter buckets (in --mode hybrid the tables' buckets on the servers); 0: two "
-             "per worker",
+             "parameter buckets (in --mode hybrid the tables' buckets on the servers); 0: one "
+             "per server, more for models above 4 MiB per server",
              field(&launch_options::buckets), scope::ps),
       number("epochs", "E", "passes over the training set", field(&launch_options::epochs)),
       number("batch", "B", "examples per worker step", field(&launch_options::batch)),

@@ -20,9 +20,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<std::string> job_flags(const std::string& epochs) {
-  return {"--train-limit",  "6000", "--test-limit", "2000", "--epochs", epochs,
-          "--blas-threads", "1",    "--log-level",  "warn"};
+// `buckets` explicitly (the default is one per server), so that each server holds several.
+std::vector<std::string> job_flags(const std::string& epochs, const std::string& buckets = "4") {
+  return {"--train-limit",  "6000", "--test-limit", "2000", "--epochs",  epochs,
+          "--blas-threads", "1",    "--log-level",  "warn", "--buckets", buckets};
 }
 
 // Runs troupe-console with `args` against the cluster; its exit code and output.
@@ -211,7 +212,7 @@ BOOST_AUTO_TEST_CASE(metrics_diag_and_the_actions_work_on_a_running_job) {
 }
 
 BOOST_AUTO_TEST_CASE(a_drained_worker_and_server_leave_and_nothing_is_lost) {
-  fmnist_cluster cluster{job_flags("30"), 2, 3};
+  fmnist_cluster cluster{job_flags("30", "6"), 2, 3};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/30", std::chrono::seconds(120)));
   console_runner console{cluster};
   const auto [worker_code, worker] = console("drain worker-2-" + cluster.tag);

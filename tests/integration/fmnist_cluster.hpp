@@ -27,11 +27,12 @@ inline std::vector<std::string> fmnist_command(std::vector<std::string> head,
   return head;
 }
 
-// How long the full job may take, and its flags (all of Fashion-MNIST, 3 epochs), then `extra`.
+// How long the full job may take, and its flags (all of Fashion-MNIST, 3 epochs, four buckets
+// rather than the default one per server, so that each server holds several), then `extra`.
 constexpr auto full_job_time = std::chrono::seconds(300);
 inline std::vector<std::string> full_job(std::vector<std::string> extra) {
-  const std::vector<std::string> full = {"--epochs", "3",           "--blas-threads",
-                                         "1",        "--log-level", "info"};
+  const std::vector<std::string> full = {"--epochs",    "3",    "--blas-threads", "1",
+                                         "--log-level", "info", "--buckets",      "4"};
   extra.insert(extra.begin(), full.begin(), full.end());
   return extra;
 }

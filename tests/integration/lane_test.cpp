@@ -1,14 +1,18 @@
 // The data lane (actors/lane) on loopback, against a real bucket: pushes and pulls over it
 // are answered exactly as over CAF (values, acks, refusals), a wrong secret is refused, an
-// unknown bucket or a lost connection comes back as a "gone" error the worker resends on,
-// and an oversized or garbled frame ends the connection without harming the bucket.
+// unknown bucket or a lost connection comes back as a "gone" error the worker resends on, a
+// request nobody answers fails once the lane's timeout has passed, and an oversized or garbled
+// frame ends the connection without harming the bucket.
 #define BOOST_TEST_MODULE lane
 #include <boost/test/unit_test.hpp>
 
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <limits>
+#include <optional>
+#include <thread>
 
 #include "actors/lane/lane_client.hpp"
 #include "actors/lane/lane_server.hpp"
@@ -35,19 +39,19 @@ struct lane_fixture : bucket_actor_fixture {
     BOOST_TEST_REQUIRE(testing::succeeded(started));
     listener = std::move(*started);
     listener->enroll(bucket);
-    auto opened = open_lane(sys, "127.0.0.1", listener->port(), secret, timeout, self->address());
+    auto opened = lane_link::open("127.0.0.1", listener->port(), secret, timeout);
     BOOST_TEST_REQUIRE(testing::succeeded(opened));
     lane = std::move(*opened);
   }
   ~lane_fixture() {
-    self->send_exit(lane.client, caf::exit_reason::user_shutdown);
+    lane.reset();
     listener->stop();
   }
 
   template <class Atom>
   caf::expected<wire> over_lane(Atom atom, const wire& w, uint64_t target) {
     caf::expected<wire> result = make_error(errc::timeout);
-    self->request(lane.client, timeout, lane_atom_v, target, atom, w)
+    ask_over_lane(self.ptr(), *lane, target, atom, w)
         .receive([&](const wire& reply) { result = reply; },
                  [&](caf::error& err) { result = std::move(err); });
     return result;
@@ -62,7 +66,7 @@ struct lane_fixture : bucket_actor_fixture {
   }
 
   std::shared_ptr<lane_listener> listener;
-  lane_handle lane;
+  std::shared_ptr<lane_link> lane;
 };
 
 bool is_gone(const caf::expected<wire>& result) {
@@ -72,7 +76,7 @@ bool is_gone(const caf::expected<wire>& result) {
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(a_lane_answers_as_the_bucket_does_over_caf, lane_fixture) {
-  BOOST_TEST(lane.node == to_string(sys.node()));
+  BOOST_TEST(lane->node() == to_string(sys.node()));
   const auto push = push_for(spec, 0, 1.0f);
   auto ack = over_lane(push_atom_v, encode(push), bucket.id());
   BOOST_TEST_REQUIRE(testing::succeeded(ack));
@@ -116,9 +120,9 @@ BOOST_FIXTURE_TEST_CASE(an_unknown_or_ended_bucket_is_gone, lane_fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(a_wrong_secret_is_refused_both_ways, lane_fixture) {
-  BOOST_TEST(fails_with(open_lane(sys, "127.0.0.1", listener->port(), "another-secret-0123456789",
-                                  timeout, self->address()),
-                        errc::authentication_failed));
+  BOOST_TEST(fails_with(
+      lane_link::open("127.0.0.1", listener->port(), "another-secret-0123456789", timeout),
+      errc::authentication_failed));
   // The listener still serves the lane that proved the secret.
   BOOST_TEST(
       testing::succeeded(over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id())));
@@ -149,15 +153,65 @@ BOOST_FIXTURE_TEST_CASE(an_oversized_frame_ends_its_connection_only, lane_fixtur
       testing::succeeded(over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id())));
 }
 
-BOOST_FIXTURE_TEST_CASE(a_lost_connection_fails_what_is_in_flight_and_ends_the_client,
-                        lane_fixture) {
-  self->monitor(lane.client);
+BOOST_FIXTURE_TEST_CASE(a_lost_connection_ends_the_link, lane_fixture) {
   listener->stop();
-  bool down = false;
-  self->receive([&](caf::down_msg& msg) { down = msg.source == lane.client.address(); },
-                caf::after(timeout) >> [] {});
-  BOOST_TEST(down);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!lane->broken() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  BOOST_TEST(lane->broken());
   BOOST_TEST(is_gone(over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id())));
+  lane_map lanes;
+  lanes.add(lane);
+  BOOST_TEST(lanes.find(sys.node()) == nullptr);  // its node's messages go over CAF now
   // The bucket itself is untouched.
   BOOST_TEST(testing::succeeded(over_caf(pull_atom_v, encode(pull_request{7, 1, 0, {}}))));
+}
+
+// A server that proves the secret and then reads frames without ever answering.
+struct silent_server {
+  silent_server() {
+    auto bound = lane::listen_on("127.0.0.1", 0);
+    BOOST_TEST_REQUIRE(testing::succeeded(bound));
+    listen_fd = bound->first;
+    port = bound->second;
+    thread = std::thread([this] {
+      const int fd = ::accept(listen_fd, nullptr, nullptr);
+      if (fd < 0) return;
+      lane::socket_fd s{fd};
+      lane::tune(fd, timeout);
+      if (lane::accept_lane(s, secret, "silent", timeout)) return;
+      char sink[4096];
+      while (::recv(fd, sink, sizeof sink, 0) > 0) {
+      }
+    });
+  }
+  ~silent_server() {
+    ::shutdown(listen_fd, SHUT_RDWR);
+    ::close(listen_fd);
+    thread.join();
+  }
+  int listen_fd = -1;
+  uint16_t port = 0;
+  std::thread thread;
+};
+
+BOOST_AUTO_TEST_CASE(a_request_nobody_answers_fails_after_the_timeout) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  silent_server server;
+  const auto short_timeout = std::chrono::milliseconds(200);
+  {
+    auto link = lane_link::open("127.0.0.1", server.port, secret, short_timeout);
+    BOOST_TEST_REQUIRE(testing::succeeded(link));
+    const auto sent = std::chrono::steady_clock::now();
+    std::optional<caf::error> failed;
+    ask_over_lane(self.ptr(), **link, 1, pull_atom_v, encode(pull_request{7, 0, 0, {}}))
+        .receive([&](const wire&) {}, [&](caf::error& err) { failed = err; });
+    const auto waited = std::chrono::steady_clock::now() - sent;
+    BOOST_TEST_REQUIRE(failed.has_value());
+    BOOST_TEST(failed->category() != error_category);  // a bucket gone: the worker resends
+    BOOST_TEST(waited >= short_timeout);
+    BOOST_TEST(waited < 20 * short_timeout);  // the sweep's bound is 1.25 timeouts, loaded host
+  }  // the link's end shuts the socket, so the server's thread ends
 }

@@ -32,8 +32,8 @@ struct partitioned_job {
     if (!start_nodes) return;
     const std::string coordinator = lab.address(0) + ":" + std::to_string(coordinator_port);
     const std::vector<std::string> flags = {
-        "--epochs", "3",          "--blas-threads",    "1", "--log-level", "info", "--replication",
-        "2",        "--insecure", "--request-timeout", "10"};
+        "--epochs", "3",          "--blas-threads",    "1",  "--log-level", "info", "--replication",
+        "2",        "--insecure", "--request-timeout", "10", "--buckets",   "4"};
     start(0,
           {"--role", "coordinator", "--listen", coordinator, "--servers", "2", "--workers", "2",
            "--report", report.string()},
@@ -77,7 +77,9 @@ struct job_with_standby : partitioned_job {
                                             "--request-timeout",
                                             "10",
                                             "--takeover-timeout-ms",
-                                            "3000"};
+                                            "3000",
+                                            "--buckets",
+                                            "4"};
     const std::vector<std::string> coordinator = {
         "--role", "coordinator", "--servers", "2", "--workers", "2", "--report", report.string()};
     auto head = coordinator;

@@ -107,7 +107,7 @@ struct launch_options {
   uint32_t workers = 2;
   uint32_t max_workers = 0;  // workers active at once, late joiners included; 0: --workers
   uint32_t servers = 2;
-  uint32_t buckets = 0;  // 0: two per worker
+  uint32_t buckets = 0;  // 0: one per server, more above 4 MiB of values per server
   uint32_t epochs = 3;
   uint32_t batch = 64;
   float lr = 1e-3f;
