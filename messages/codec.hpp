@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <span>
 #include <variant>
 #include <vector>
 
@@ -61,6 +63,10 @@ wire encode(const pull_reply& x, const encode_options& opts = {});
 wire encode(const pull_reply& x, const std::vector<dense_tensor>& tensors,
             const encode_options& opts = {});
 wire encode(const push_request& x, const encode_options& opts = {});
+// x with `dense` in place of x.dense: the values encoded from where they are (a worker's
+// gradient), with no copy gathered first.
+wire encode(const push_request& x, const std::vector<dense_view>& dense,
+            const encode_options& opts = {});
 wire encode(const push_ack& x);
 wire encode(const bucket_spec& x);
 wire encode(const bucket_stats& x);
@@ -92,6 +98,17 @@ wire encode(const rejoin_request& x);
 // other processes, so the receiver's own checks (a bucket's validate) are what apply to it.
 template <class T>
 caf::expected<T> decode(const wire& w, const codec_limits& limits = {});
+
+// Where a reader keeps the values of a dense tensor it is sent (given its name, shape and row
+// offset): exactly numel(shape) floats, or an empty span when it keeps no such tensor.
+using value_place = std::function<std::span<float>(const dense_tensor& header)>;
+
+// A pull reply whose dense values are written straight to where `place` says, validated as
+// decode<pull_reply> validates them (a tensor `place` refuses is errc::shape_mismatch); the
+// reply's tensors come back with names, shapes and offsets but no values. A local wire's values
+// are copied from its message. After an error some values may have been written already.
+caf::expected<pull_reply> decode_pull_into(const wire& w, const value_place& place,
+                                           const codec_limits& limits = {});
 
 // encode(x), or local_wire(x) when the receiver is an actor of this process.
 template <class T>

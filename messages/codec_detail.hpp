@@ -73,14 +73,21 @@ caf::expected<std::vector<uint32_t>> read_shape(capnp::List<uint32_t>::Reader in
                                                 decode_budget& budget);
 
 // Stores `values` into `out`, which the caller sized as values.size() * dtype_size(storage).
-void write_values(capnp::Data::Builder out, const std::vector<float>& values, dtype storage);
+void write_values(capnp::Data::Builder out, std::span<const float> values, dtype storage);
 // Widens `data` (stored as `type`) into `count` fp32 values, checking size and finiteness.
 caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::DType type,
                                               uint64_t count, decode_budget& budget,
                                               const std::string& what);
+// The same into `out` (its size is the count): nothing allocated.
+caf::error read_values_into(capnp::Data::Reader data, schema::DType type, std::span<float> out,
+                            decode_budget& budget, const std::string& what);
 
 void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype storage);
+void write_dense(schema::DenseTensor::Builder out, const dense_view& x, dtype storage);
 caf::expected<dense_tensor> read_dense(schema::DenseTensor::Reader in, decode_budget& budget);
+// A dense tensor's name, shape and row offset, checked; its values are left unread.
+caf::expected<dense_tensor> read_dense_header(schema::DenseTensor::Reader in,
+                                              decode_budget& budget);
 
 void write_sparse(schema::SparseRows::Builder out, const sparse_rows& x, dtype storage);
 caf::expected<sparse_rows> read_sparse(schema::SparseRows::Reader in, decode_budget& budget);

@@ -10,7 +10,9 @@ using detail::decode_budget;
 namespace {
 
 // A first segment big enough for the tensor payload avoids growing the message repeatedly.
-unsigned first_segment_words(const std::vector<dense_tensor>& tensors, dtype storage) {
+// `Tensors`: dense_tensor or dense_view.
+template <class Tensors>
+unsigned first_segment_words(const Tensors& tensors, dtype storage) {
   uint64_t bytes = 1024;
   for (const auto& t : tensors) bytes += t.values.size() * dtype_size(storage) + 64 + t.name.size();
   return static_cast<unsigned>(std::min<uint64_t>(bytes / 8 + 1, uint64_t{1} << 28));
@@ -198,28 +200,85 @@ wire encode(const pull_reply& x, const std::vector<dense_tensor>& tensors,
   return message.finish();
 }
 
+namespace {
+
+// A pull reply's bucket, version, clock and rows (its tensors are read by the caller).
+caf::error read_reply_fields(schema::PullReply::Reader in, decode_budget& budget, pull_reply& x) {
+  x.bucket = in.getBucket();
+  x.version = in.getVersion();
+  auto clock = detail::read_clock(in.getClock(), budget);
+  if (!clock) return std::move(clock.error());
+  x.clock = std::move(*clock);
+  const auto rows = in.getRows();
+  if (rows.size() > budget.limits.max_tensors)
+    return make_error(errc::message_too_large, "too many tables");
+  for (auto r : rows) {
+    auto table = detail::read_sparse(r, budget);
+    if (!table) return std::move(table.error());
+    x.rows.push_back(std::move(*table));
+  }
+  return {};
+}
+
+caf::error refused_place(const dense_tensor& t) {
+  return make_error(errc::shape_mismatch, "'" + t.name + "' rows from " +
+                                              std::to_string(t.row_offset) +
+                                              " are not where the reader keeps them");
+}
+
+// The local message's values copied to where `place` says; the reply keeps the headers only.
+caf::expected<pull_reply> place_local(const pull_reply& local, const value_place& place) {
+  pull_reply x{local.bucket, local.version, local.clock, {}, local.rows};
+  for (const auto& t : local.tensors) {
+    const auto to = place(t);
+    if (to.empty() || to.size() != t.values.size()) return refused_place(t);
+    std::copy(t.values.begin(), t.values.end(), to.begin());
+    x.tensors.push_back(dense_tensor{t.name, t.shape, t.row_offset, {}});
+  }
+  return x;
+}
+
+}  // namespace
+
 template <>
 caf::expected<pull_reply> decode<pull_reply>(const wire& w, const codec_limits& limits) {
   return detail::read_root<schema::PullReply, pull_reply>(
       w, limits,
       [](schema::PullReply::Reader in, decode_budget& budget) -> caf::expected<pull_reply> {
         pull_reply x;
-        x.bucket = in.getBucket();
-        x.version = in.getVersion();
-        auto clock = detail::read_clock(in.getClock(), budget);
-        if (!clock) return std::move(clock.error());
-        x.clock = std::move(*clock);
         auto tensors = read_dense_list(in.getTensors(), budget);
         if (!tensors) return std::move(tensors.error());
         x.tensors = std::move(*tensors);
-        const auto rows = in.getRows();
-        if (rows.size() > budget.limits.max_tensors)
-          return make_error(errc::message_too_large, "too many tables");
-        for (auto r : rows) {
-          auto table = detail::read_sparse(r, budget);
-          if (!table) return std::move(table.error());
-          x.rows.push_back(std::move(*table));
+        if (auto err = read_reply_fields(in, budget, x)) return err;
+        return x;
+      });
+}
+
+caf::expected<pull_reply> decode_pull_into(const wire& w, const value_place& place,
+                                           const codec_limits& limits) {
+  if (w.local) {
+    const auto* local = std::get_if<pull_reply>(w.local.get());
+    if (!local) return make_error(errc::malformed_message, "a local message of another type");
+    return place_local(*local, place);
+  }
+  return detail::read_root<schema::PullReply, pull_reply>(
+      w, limits,
+      [&](schema::PullReply::Reader in, decode_budget& budget) -> caf::expected<pull_reply> {
+        pull_reply x;
+        const auto tensors = in.getTensors();
+        if (tensors.size() > budget.limits.max_tensors)
+          return make_error(errc::message_too_large, "too many tensors");
+        for (auto t : tensors) {
+          auto header = detail::read_dense_header(t, budget);
+          if (!header) return std::move(header.error());
+          const auto to = place(*header);
+          if (to.empty() || to.size() != numel(header->shape)) return refused_place(*header);
+          if (auto err =
+                  detail::read_values_into(t.getData(), t.getDtype(), to, budget, header->name))
+            return err;
+          x.tensors.push_back(std::move(*header));
         }
+        if (auto err = read_reply_fields(in, budget, x)) return err;
         return x;
       });
 }
@@ -227,15 +286,23 @@ caf::expected<pull_reply> decode<pull_reply>(const wire& w, const codec_limits& 
 // -- push ---------------------------------------------------------------------------------------
 
 wire encode(const push_request& x, const encode_options& opts) {
-  detail::wire_builder message(first_segment_words(x.dense, opts.storage));
+  std::vector<dense_view> dense;
+  dense.reserve(x.dense.size());
+  for (const auto& t : x.dense)
+    dense.push_back(dense_view{t.name, t.shape, t.row_offset, t.values});
+  return encode(x, dense, opts);
+}
+
+wire encode(const push_request& x, const std::vector<dense_view>& dense,
+            const encode_options& opts) {
+  detail::wire_builder message(first_segment_words(dense, opts.storage));
   auto out = message.initRoot<schema::PushRequest>();
   out.setBucket(x.bucket);
   out.setWorker(x.worker);
   out.setWorkerClock(x.worker_clock);
   detail::write_clock(out.initReadClock(), x.read_clock);
-  auto dense = out.initDense(x.dense.size());
-  for (unsigned i = 0; i < x.dense.size(); ++i)
-    detail::write_dense(dense[i], x.dense[i], opts.storage);
+  auto list = out.initDense(dense.size());
+  for (unsigned i = 0; i < dense.size(); ++i) detail::write_dense(list[i], dense[i], opts.storage);
   auto sparse = out.initSparse(x.sparse.size());
   for (unsigned i = 0; i < x.sparse.size(); ++i)
     detail::write_sparse(sparse[i], x.sparse[i], opts.storage);

@@ -152,10 +152,10 @@ caf::expected<std::vector<uint32_t>> read_shape(capnp::List<uint32_t>::Reader in
   return shape;
 }
 
-void write_values(capnp::Data::Builder out, const std::vector<float>& values, dtype storage) {
+void write_values(capnp::Data::Builder out, std::span<const float> values, dtype storage) {
   switch (storage) {
     case dtype::f32:
-      if (!values.empty())  // memcpy from an empty vector's null data is undefined
+      if (!values.empty())  // memcpy from an empty span's null data is undefined
         std::memcpy(out.begin(), values.data(), values.size() * sizeof(float));
       return;
     case dtype::bf16:
@@ -169,9 +169,11 @@ void write_values(capnp::Data::Builder out, const std::vector<float>& values, dt
   }
 }
 
-caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::DType type,
-                                              uint64_t count, decode_budget& budget,
-                                              const std::string& what) {
+namespace {
+
+// The storage of `count` values in `data`, once the budget and the byte size allow them.
+caf::expected<dtype> checked_storage(capnp::Data::Reader data, schema::DType type, uint64_t count,
+                                     decode_budget& budget, const std::string& what) {
   auto storage = to_dtype(type);
   if (!storage) return std::move(storage.error());
   budget.elements += count;
@@ -181,40 +183,83 @@ caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::
     return make_error(errc::shape_mismatch, what + ": " + std::to_string(data.size()) +
                                                 " bytes for " + std::to_string(count) +
                                                 " elements");
+  return storage;
+}
+
+// Copies f32 values in blocks that stay in L1 for the finiteness check; false at the first
+// block that holds a non-finite value (when the limits ask for finite values).
+bool copy_checked(const float* in, float* out, uint64_t count, const codec_limits& limits) {
+  constexpr uint64_t block = 4096;
+  for (uint64_t first = 0; first < count; first += block) {
+    const uint64_t n = std::min(block, count - first);
+    std::memcpy(out + first, in + first, n * sizeof(float));
+    if (limits.require_finite && !kernels::all_finite({out + first, n})) return false;
+  }
+  return true;
+}
+
+void widen(capnp::Data::Reader data, dtype storage, std::span<float> out) {
+  for (uint64_t i = 0; i < out.size(); ++i) {
+    uint16_t v;
+    std::memcpy(&v, data.begin() + 2 * i, sizeof v);
+    out[i] = storage == dtype::bf16 ? kernels::bf16_to_float(v) : kernels::half_to_float(v);
+  }
+}
+
+// errc::non_finite naming the first element of `values` that is not finite.
+caf::error first_non_finite(std::span<const float> values, const std::string& what) {
+  for (uint64_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]))
+      return make_error(errc::non_finite, what + ": element " + std::to_string(i));
+  return make_error(errc::non_finite, what);
+}
+
+}  // namespace
+
+caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::DType type,
+                                              uint64_t count, decode_budget& budget,
+                                              const std::string& what) {
+  auto storage = checked_storage(data, type, count, budget, what);
+  if (!storage) return std::move(storage.error());
   std::vector<float> values;
   bool finite = true;
   if (*storage == dtype::f32) {
-    // Copied in blocks that stay in L1 for the finiteness check, into memory that is not
-    // cleared first. (Cap'n Proto data starts on a word boundary of the aligned message, so
-    // the bytes may be read as floats.)
+    // Copied block by block into memory that is not cleared first. (Cap'n Proto data starts on
+    // a word boundary of the aligned message, so the bytes may be read as floats.)
     const auto* in = reinterpret_cast<const float*>(data.begin());
     values.reserve(count);
     constexpr uint64_t block = 4096;
-    for (uint64_t first = 0; first < count; first += block) {
+    for (uint64_t first = 0; first < count && finite; first += block) {
       const uint64_t n = std::min(block, count - first);
       values.insert(values.end(), in + first, in + first + n);
-      if (budget.limits.require_finite && !kernels::all_finite({values.data() + first, n})) {
-        finite = false;
-        break;
-      }
+      finite = !budget.limits.require_finite || kernels::all_finite({values.data() + first, n});
     }
   } else {
     values.resize(count);
-    for (uint64_t i = 0; i < count; ++i) {
-      uint16_t v;
-      std::memcpy(&v, data.begin() + 2 * i, sizeof v);
-      values[i] = *storage == dtype::bf16 ? kernels::bf16_to_float(v) : kernels::half_to_float(v);
-    }
+    widen(data, *storage, values);
     finite = !budget.limits.require_finite || kernels::all_finite(values);
   }
-  if (!finite)  // the culprit is in the block that failed, the last one copied
-    for (uint64_t i = 0; i < values.size(); ++i)
-      if (!std::isfinite(values[i]))
-        return make_error(errc::non_finite, what + ": element " + std::to_string(i));
+  if (!finite) return first_non_finite(values, what);
   return values;
 }
 
-void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype storage) {
+caf::error read_values_into(capnp::Data::Reader data, schema::DType type, std::span<float> out,
+                            decode_budget& budget, const std::string& what) {
+  auto storage = checked_storage(data, type, out.size(), budget, what);
+  if (!storage) return std::move(storage.error());
+  bool finite = true;
+  if (*storage == dtype::f32) {
+    finite = copy_checked(reinterpret_cast<const float*>(data.begin()), out.data(), out.size(),
+                          budget.limits);
+  } else {
+    widen(data, *storage, out);
+    finite = !budget.limits.require_finite || kernels::all_finite(out);
+  }
+  if (!finite) return first_non_finite(out, what);
+  return {};
+}
+
+void write_dense(schema::DenseTensor::Builder out, const dense_view& x, dtype storage) {
   out.setName(x.name);
   write_shape(out.initShape(x.shape.size()), x.shape);
   out.setRowOffset(x.row_offset);
@@ -222,7 +267,12 @@ void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype 
   write_values(out.initData(x.values.size() * dtype_size(storage)), x.values, storage);
 }
 
-caf::expected<dense_tensor> read_dense(schema::DenseTensor::Reader in, decode_budget& budget) {
+void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype storage) {
+  write_dense(out, dense_view{x.name, x.shape, x.row_offset, x.values}, storage);
+}
+
+caf::expected<dense_tensor> read_dense_header(schema::DenseTensor::Reader in,
+                                              decode_budget& budget) {
   if (++budget.tensors > budget.limits.max_tensors)
     return make_error(errc::message_too_large, "too many tensors");
   auto name = read_text(in.getName(), budget, "tensor name");
@@ -233,9 +283,15 @@ caf::expected<dense_tensor> read_dense(schema::DenseTensor::Reader in, decode_bu
   if (!shape) return std::move(shape.error());
   x.shape = std::move(*shape);
   x.row_offset = in.getRowOffset();
-  auto values = read_values(in.getData(), in.getDtype(), numel(x.shape), budget, x.name);
+  return x;
+}
+
+caf::expected<dense_tensor> read_dense(schema::DenseTensor::Reader in, decode_budget& budget) {
+  auto x = read_dense_header(in, budget);
+  if (!x) return x;
+  auto values = read_values(in.getData(), in.getDtype(), numel(x->shape), budget, x->name);
   if (!values) return std::move(values.error());
-  x.values = std::move(*values);
+  x->values = std::move(*values);
   return x;
 }
 

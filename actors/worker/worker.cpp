@@ -155,6 +155,19 @@ bool settle(std::vector<in_flight>& ops, size_t b, uint64_t id) {
   return true;
 }
 
+// The push for bucket b. Its dense gradient is encoded from st.grad where it is, or, for a
+// bucket of this process, gathered into the message itself (nothing encoded). st.grad stays as
+// it is until every bucket has acknowledged, so a resend encodes the same values.
+wire push_wire(const worker_state& st, size_t b, const push_request& push, bool in_process) {
+  const auto& plan = st.job->layout.buckets[b];
+  const bool dense = !push.skipped && !st.job->compress_signs;
+  if (!in_process) return dense ? encode(push, views(*st.layout, plan, st.grad)) : encode(push);
+  if (!dense) return local_wire(push);
+  auto whole = push;
+  whole.dense = gather(*st.layout, plan, st.grad);
+  return local_wire(std::move(whole));
+}
+
 void send_push(self_ptr self, const worker_config& config, size_t b,
                std::shared_ptr<push_request> push, int attempt) {
   auto& st = self->state;
@@ -167,7 +180,7 @@ void send_push(self_ptr self, const worker_config& config, size_t b,
   if (st.gone[b] == target.address())  // a request to it would only time out
     return lost(make_error(errc::job_failed, "the bucket's actor is down"));
   const uint64_t id = track(self, st.pushes, b, target, lost);
-  wire bytes = encode_for(target.node() == self->node(), *push);
+  wire bytes = push_wire(st, b, *push, target.node() == self->node());
   add(st.metrics.bytes_out, double(bytes.bytes.size()));
   ask_bucket(
       self, st.lanes, target, config.request_timeout, push_atom_v, std::move(bytes),
@@ -203,13 +216,16 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
       ;  // no tensors: the bucket counts the step only
     else if (st.job->compress_signs)
       push->signs = compress(st, plan);
-    else
-      push->dense = gather(*st.layout, plan, st.grad);
+    // (dense: push_wire() reads st.grad when the push is sent)
     if (!st.tables.empty())
       push->sparse = row_gradients(st.tables, st.rows, static_cast<uint32_t>(b),
                                    static_cast<uint32_t>(st.buckets.size()));
     send_push(self, config, b, std::move(push), 0);
   }
+  // The next values are asked for at once, behind the pushes: each bucket handles one sender's
+  // messages in order, so its pull reply already holds this push, and the step saves a round
+  // trip. (Rows need the next chunk, and --prefetch pulls before computing instead.)
+  if (!last && st.tables.empty() && !st.job->prefetch) pull_round(self, config, 1);
 }
 
 // Averages the gradients of the chunk's batches into st.grad; returns their summed loss, or
@@ -302,13 +318,13 @@ void send_pull(self_ptr self, const worker_config& config, size_t b, pull_reques
         auto& st = self->state;
         if (!settle(st.pulls, b, id)) return;
         add(st.metrics.bytes_in, double(w.bytes.size()));
-        auto reply = decode<pull_reply>(w);
-        if (!reply) return fail(self, config, std::move(reply.error()));
-        if (!within(st.job->layout.buckets[b], reply->tensors))
-          return fail(self, config,
-                      make_error(errc::shape_mismatch,
-                                 "bucket " + std::to_string(b) + " sent other slices"));
-        scatter(*st.layout, reply->tensors, st.params);
+        // Straight into st.params: only the slices of this bucket's plan are taken.
+        const auto& plan = st.job->layout.buckets[b];
+        auto reply = decode_pull_into(
+            w, [&](const dense_tensor& t) { return place_of(*st.layout, plan, t, st.params); });
+        if (!reply)
+          return fail(self, config, "reading the values of bucket " + std::to_string(b),
+                      reply.error());
         if (auto err = fill_rows(st.tables, reply->rows, st.rows))
           return fail(self, config, "reading rows from bucket " + std::to_string(b), err);
         st.read_clocks[b] = std::move(reply->clock);

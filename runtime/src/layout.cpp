@@ -142,24 +142,51 @@ void init_row(uint64_t seed, const std::string& table, uint64_t id, float scale,
   }
 }
 
-bool within(const bucket_placement& b, const std::vector<dense_tensor>& tensors) {
-  for (const auto& t : tensors) {
-    const uint32_t rows = t.shape.empty() ? 1 : t.shape[0];
-    bool inside = false;
-    for (const auto& s : b.slices) {
-      const uint32_t slice_rows = s.shape.empty() ? 1 : s.shape[0];
-      if (s.tensor != t.name || s.shape.size() != t.shape.size() ||
-          !std::equal(s.shape.begin() + (s.shape.empty() ? 0 : 1), s.shape.end(),
-                      t.shape.begin() + (t.shape.empty() ? 0 : 1)))
-        continue;
-      inside = t.row_offset >= s.row_offset &&
-               uint64_t{t.row_offset} + rows <= uint64_t{s.row_offset} + slice_rows &&
-               numel(t.shape) == t.values.size();
-      if (inside) break;
-    }
-    if (!inside) return false;
+namespace {
+
+// True when the rows of `t` lie inside one of the slices of `b` (its values are not looked at).
+bool rows_within(const bucket_placement& b, const dense_tensor& t) {
+  const uint32_t rows = t.shape.empty() ? 1 : t.shape[0];
+  for (const auto& s : b.slices) {
+    const uint32_t slice_rows = s.shape.empty() ? 1 : s.shape[0];
+    if (s.tensor != t.name || s.shape.size() != t.shape.size() ||
+        !std::equal(s.shape.begin() + (s.shape.empty() ? 0 : 1), s.shape.end(),
+                    t.shape.begin() + (t.shape.empty() ? 0 : 1)))
+      continue;
+    if (t.row_offset >= s.row_offset &&
+        uint64_t{t.row_offset} + rows <= uint64_t{s.row_offset} + slice_rows)
+      return true;
   }
-  return true;
+  return false;
+}
+
+}  // namespace
+
+bool within(const bucket_placement& b, const std::vector<dense_tensor>& tensors) {
+  return std::all_of(tensors.begin(), tensors.end(), [&](const dense_tensor& t) {
+    return rows_within(b, t) && numel(t.shape) == t.values.size();
+  });
+}
+
+std::vector<dense_view> views(const flat_layout& layout, const bucket_placement& b,
+                              std::span<const float> flat) {
+  std::vector<dense_view> out;
+  out.reserve(b.slices.size());
+  for (const auto& s : b.slices) {
+    dense_view v{s.tensor, s.shape, s.row_offset, {}};
+    if (const auto r = locate(layout, s); r && r->offset + r->count <= flat.size())
+      v.values = flat.subspan(r->offset, r->count);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::span<float> place_of(const flat_layout& layout, const bucket_placement& b,
+                          const dense_tensor& t, std::span<float> flat) {
+  if (!rows_within(b, t)) return {};
+  const auto r = locate(layout, slice{t.name, t.row_offset, t.shape});
+  if (!r || r->offset + r->count > flat.size()) return {};
+  return flat.subspan(r->offset, r->count);
 }
 
 bool matches(const bucket_placement& b, const std::vector<dense_tensor>& tensors) {

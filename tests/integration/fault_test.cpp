@@ -127,7 +127,7 @@ uint64_t step_of(const fs::path& file) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(kill_9_of_a_worker_halfway_the_job_completes_and_reports_it) {
-  fmnist_cluster cluster{full_job({})};
+  fmnist_cluster cluster{full_ps_job({})};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // about halfway
   cluster.workers[1]->kill();
@@ -144,7 +144,7 @@ BOOST_AUTO_TEST_CASE(kill_9_of_a_worker_halfway_the_job_completes_and_reports_it
 }
 
 BOOST_AUTO_TEST_CASE(a_crashed_worker_is_restarted_by_its_node_and_rejoins_cold) {
-  fmnist_cluster cluster{full_job({})};
+  fmnist_cluster cluster{full_ps_job({})};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
   operator_client op{cluster};
   BOOST_TEST_REQUIRE(static_cast<bool>(op.coordinator));
@@ -162,7 +162,7 @@ BOOST_AUTO_TEST_CASE(a_crashed_worker_is_restarted_by_its_node_and_rejoins_cold)
 }
 
 BOOST_AUTO_TEST_CASE(kill_9_of_a_replicated_server_loses_no_update) {
-  fmnist_cluster cluster{full_job({"--replication", "2"}), 3};
+  fmnist_cluster cluster{full_ps_job({"--replication", "2"}), 3};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
   const uint64_t killed_at = unix_ms();
   cluster.servers[1]->kill();
@@ -180,7 +180,7 @@ BOOST_AUTO_TEST_CASE(kill_9_of_a_replicated_server_loses_no_update) {
 }
 
 BOOST_AUTO_TEST_CASE(with_replication_3_two_servers_killed_at_once_lose_no_update) {
-  fmnist_cluster cluster{full_job({"--replication", "3"}), 4};
+  fmnist_cluster cluster{full_ps_job({"--replication", "3"}), 4};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
   // Bucket 0's primary and the first backup of its chain: the third copy must take over.
   operator_client op{cluster};
@@ -209,7 +209,8 @@ BOOST_AUTO_TEST_CASE(with_replication_3_two_servers_killed_at_once_lose_no_updat
 BOOST_AUTO_TEST_CASE(without_replication_a_lost_servers_buckets_come_back_from_a_checkpoint) {
   const fs::path dir = scratch("restore-checkpoints");
   fs::remove_all(dir);
-  fmnist_cluster cluster{full_job({"--checkpoint-dir", dir.string(), "--checkpoint-every", "300"})};
+  fmnist_cluster cluster{
+      full_ps_job({"--checkpoint-dir", dir.string(), "--checkpoint-every", "300"})};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("checkpoint at step", full_job_time));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // updates after the checkpoint
   cluster.servers[0]->kill();
@@ -222,7 +223,7 @@ BOOST_AUTO_TEST_CASE(without_replication_a_lost_servers_buckets_come_back_from_a
 }
 
 BOOST_AUTO_TEST_CASE(crashed_buckets_restart_with_their_state_until_the_supervisor_escalates) {
-  fmnist_cluster cluster{full_job({"--replication", "2", "--restart-period-ms", "120000"}), 3};
+  fmnist_cluster cluster{full_ps_job({"--replication", "2", "--restart-period-ms", "120000"}), 3};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("training:", full_job_time));
   operator_client op{cluster};
   BOOST_TEST_REQUIRE(static_cast<bool>(op.coordinator));
@@ -254,7 +255,7 @@ BOOST_AUTO_TEST_CASE(a_killed_job_resumes_from_its_checkpoint_and_skips_a_damage
   const fs::path dir = scratch("checkpoints");
   fs::remove_all(dir);
   const auto flags =
-      full_job({"--checkpoint-every", "400", "--checkpoint-dir", dir.string(), "--resume", ""});
+      full_ps_job({"--checkpoint-every", "400", "--checkpoint-dir", dir.string(), "--resume", ""});
   uint64_t newest = 0;
   {
     fmnist_cluster first{flags};
@@ -302,7 +303,7 @@ BOOST_AUTO_TEST_CASE(a_killed_job_resumes_from_its_checkpoint_and_skips_a_damage
   }
   const fs::path report = scratch("resumed-again.json");
   child_process job(
-      fmnist_command({"--resume", dir.string(), "--report", report.string()}, full_job({})),
+      fmnist_command({"--resume", dir.string(), "--report", report.string()}, full_ps_job({})),
       scratch("resumed-again.log").string());
   const auto code = job.wait(full_job_time);
   BOOST_TEST_INFO("output: " << job.output());

@@ -27,14 +27,20 @@ inline std::vector<std::string> fmnist_command(std::vector<std::string> head,
   return head;
 }
 
-// How long the full job may take, and its flags (all of Fashion-MNIST, 3 epochs, four buckets
-// rather than the default one per server, so that each server holds several), then `extra`.
+// How long the full job may take, and its flags (all of Fashion-MNIST, 3 epochs), then `extra`.
 constexpr auto full_job_time = std::chrono::seconds(300);
 inline std::vector<std::string> full_job(std::vector<std::string> extra) {
-  const std::vector<std::string> full = {"--epochs",    "3",    "--blas-threads", "1",
-                                         "--log-level", "info", "--buckets",      "4"};
+  const std::vector<std::string> full = {"--epochs", "3",           "--blas-threads",
+                                         "1",        "--log-level", "info"};
   extra.insert(extra.begin(), full.begin(), full.end());
   return extra;
+}
+
+// The full job on the parameter service with four buckets rather than the default one per
+// server, so that each server holds several.
+inline std::vector<std::string> full_ps_job(std::vector<std::string> extra) {
+  extra.insert(extra.begin(), {"--buckets", "4"});
+  return full_job(std::move(extra));
 }
 
 // A finished full job's report: the accuracy bar, nothing counted lost, and every push of

@@ -2,10 +2,10 @@
 // bridge in a hub namespace by a veth pair and given 10.231.0.(i + 1)/24. A test runs a
 // process inside node i (command()), and cuts or heals the link between two nodes with
 // nftables rules inside both namespaces that drop their packets silently, as a partition does
-// (TCP connections stay open; nothing reaches the other side), or answer them with resets. Needs root, iproute2 and
-// nftables (cmake/bootstrap.sh installs both); ready() is false, with the reason in why(),
-// where they are missing, and the test then skips. The destructor deletes every namespace: run
-// the processes from objects destroyed first. For tests only.
+// (TCP connections stay open; nothing reaches the other side), or answer them with resets. Needs
+// root, iproute2 and nftables (cmake/bootstrap.sh installs both); ready() is false, with the reason
+// in why(), where they are missing, and the test then skips. The destructor deletes every
+// namespace: run the processes from objects destroyed first. For tests only.
 #pragma once
 
 #include <unistd.h>

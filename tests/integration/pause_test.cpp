@@ -32,7 +32,7 @@ void pause(child_process& p, std::chrono::seconds how_long) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_coordinator_paused_for_5_then_10_s_declares_nobody_lost) {
-  fmnist_cluster cluster{full_job({})};
+  fmnist_cluster cluster{full_ps_job({})};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
   pause(*cluster.coordinator, std::chrono::seconds(5));
   std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -53,7 +53,7 @@ BOOST_AUTO_TEST_CASE(a_coordinator_paused_for_5_then_10_s_declares_nobody_lost) 
 }
 
 BOOST_AUTO_TEST_CASE(a_server_paused_for_6_s_is_declared_lost_and_its_backup_takes_over) {
-  fmnist_cluster cluster{full_job({"--replication", "2"}), 3};
+  fmnist_cluster cluster{full_ps_job({"--replication", "2"}), 3};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
   pause(*cluster.servers[1], std::chrono::seconds(6));
   const auto code = cluster.coordinator->wait(full_job_time);

@@ -12,7 +12,7 @@ using namespace troupe;
 using namespace troupe::testing;
 
 BOOST_AUTO_TEST_CASE(a_killed_coordinator_is_replaced_by_its_standby_and_nothing_is_lost) {
-  fmnist_cluster cluster{full_job({"--replication", "2"}), 3, 2, {}, true};
+  fmnist_cluster cluster{full_ps_job({"--replication", "2"}), 3, 2, {}, true};
   BOOST_TEST_REQUIRE(cluster.standby->wait_for_output("following the coordinator", full_job_time));
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
   cluster.coordinator->kill();
@@ -37,7 +37,7 @@ BOOST_AUTO_TEST_CASE(a_killed_coordinator_is_replaced_by_its_standby_and_nothing
 }
 
 BOOST_AUTO_TEST_CASE(a_coordinator_paused_for_5_s_keeps_its_job_and_one_coordinator_finishes) {
-  fmnist_cluster cluster{full_job({"--replication", "2"}), 3, 2, {}, true};
+  fmnist_cluster cluster{full_ps_job({"--replication", "2"}), 3, 2, {}, true};
   BOOST_TEST_REQUIRE(cluster.standby->wait_for_output("following the coordinator", full_job_time));
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
   cluster.coordinator->signal(SIGSTOP);
@@ -63,7 +63,7 @@ BOOST_AUTO_TEST_CASE(a_coordinator_paused_past_the_takeover_timeout_is_deposed_c
   // --takeover-timeout-ms 3000: the standby and the members give the paused primary up after
   // 3 s; once it resumes it learns it was deposed and stops without touching the job.
   fmnist_cluster cluster{
-      full_job({"--replication", "2", "--takeover-timeout-ms", "3000"}), 3, 2, {}, true};
+      full_ps_job({"--replication", "2", "--takeover-timeout-ms", "3000"}), 3, 2, {}, true};
   BOOST_TEST_REQUIRE(cluster.standby->wait_for_output("following the coordinator", full_job_time));
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
   cluster.coordinator->signal(SIGSTOP);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,15 @@ struct dense_tensor {
   std::vector<uint32_t> shape;
   uint32_t row_offset = 0;
   std::vector<float> values;
+};
+
+// A dense tensor whose values stay where they are (a view into a model's flat values), so that
+// encoding reads them in place. The values must outlive the view.
+struct dense_view {
+  std::string name;
+  std::vector<uint32_t> shape;
+  uint32_t row_offset = 0;
+  std::span<const float> values;
 };
 
 struct sparse_rows {

@@ -52,6 +52,16 @@ caf::error validate_plan(const flat_layout& layout, const placement& plan);
 std::vector<dense_tensor> gather(const flat_layout& layout, const bucket_placement& b,
                                  std::span<const float> flat);
 
+// The slices of bucket `b` as views into `flat`, nothing copied (what a push encodes from); a
+// slice that locate() rejects comes back without values.
+std::vector<dense_view> views(const flat_layout& layout, const bucket_placement& b,
+                              std::span<const float> flat);
+
+// Where tensor `t` (its name, shape and row offset) lives in `flat` when it is a row range
+// inside one of the slices of `b`; an empty span otherwise. What a pull reply decodes into.
+std::span<float> place_of(const flat_layout& layout, const bucket_placement& b,
+                          const dense_tensor& t, std::span<float> flat);
+
 // Writes `tensors` into `flat`; tensors that locate() rejects are skipped.
 void scatter(const flat_layout& layout, const std::vector<dense_tensor>& tensors,
              std::span<float> flat);
