@@ -82,8 +82,19 @@ caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::
 caf::error read_values_into(capnp::Data::Reader data, schema::DType type, std::span<float> out,
                             decode_budget& budget, const std::string& what);
 
-void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype storage);
-void write_dense(schema::DenseTensor::Builder out, const dense_view& x, dtype storage);
+// `reference`: the values become a segment of their own that points at them where they are
+// (Cap'n Proto's external data; nothing zeroed and copied into the message first, which then
+// copies them once into the wire). Only for f32 storage of word-aligned values a whole number
+// of words long, which must outlive the builder: see referenceable().
+void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype storage,
+                 bool reference = false);
+void write_dense(schema::DenseTensor::Builder out, const dense_view& x, dtype storage,
+                 bool reference = false);
+// Whether write_dense may reference `values`: f32 storage, at least 64 KiB, word-aligned, a
+// whole number of words (a referenced blob's padding would come from past its end).
+bool referenceable(std::span<const float> values, dtype storage);
+// At most this many referenced blobs per message: each is a segment, and readers take 512.
+constexpr unsigned max_referenced = 64;
 caf::expected<dense_tensor> read_dense(schema::DenseTensor::Reader in, decode_budget& budget);
 // A dense tensor's name, shape and row offset, checked; its values are left unread.
 caf::expected<dense_tensor> read_dense_header(schema::DenseTensor::Reader in,

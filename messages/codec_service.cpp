@@ -9,12 +9,28 @@ using detail::decode_budget;
 
 namespace {
 
-// A first segment big enough for the tensor payload avoids growing the message repeatedly.
-// `Tensors`: dense_tensor or dense_view.
+// Which tensors' values the hot messages (pull replies, pushes) reference where they are
+// instead of copying them into a zeroed first segment. `Tensors`: dense_tensor or dense_view.
 template <class Tensors>
-unsigned first_segment_words(const Tensors& tensors, dtype storage) {
+std::vector<bool> referenced(const Tensors& tensors, dtype storage) {
+  std::vector<bool> out(tensors.size(), false);
+  unsigned left = detail::max_referenced;
+  for (size_t i = 0; i < tensors.size() && left > 0; ++i)
+    if (detail::referenceable(tensors[i].values, storage)) out[i] = true, --left;
+  return out;
+}
+
+// A first segment big enough for the tensor payload avoids growing the message repeatedly;
+// values that are referenced (`skip`) take no room in it.
+template <class Tensors>
+unsigned first_segment_words(const Tensors& tensors, dtype storage,
+                             const std::vector<bool>& skip = {}) {
   uint64_t bytes = 1024;
-  for (const auto& t : tensors) bytes += t.values.size() * dtype_size(storage) + 64 + t.name.size();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    const bool out_of_line = i < skip.size() && skip[i];
+    bytes += (out_of_line ? 0 : t.values.size() * dtype_size(storage)) + 64 + t.name.size();
+  }
   return static_cast<unsigned>(std::min<uint64_t>(bytes / 8 + 1, uint64_t{1} << 28));
 }
 
@@ -186,14 +202,15 @@ wire encode(const pull_reply& x, const encode_options& opts) {
 
 wire encode(const pull_reply& x, const std::vector<dense_tensor>& tensors,
             const encode_options& opts) {
-  detail::wire_builder message(first_segment_words(tensors, opts.storage));
+  const auto by_reference = referenced(tensors, opts.storage);
+  detail::wire_builder message(first_segment_words(tensors, opts.storage, by_reference));
   auto out = message.initRoot<schema::PullReply>();
   out.setBucket(x.bucket);
   out.setVersion(x.version);
   detail::write_clock(out.initClock(), x.clock);
   auto list = out.initTensors(tensors.size());
   for (unsigned i = 0; i < tensors.size(); ++i)
-    detail::write_dense(list[i], tensors[i], opts.storage);
+    detail::write_dense(list[i], tensors[i], opts.storage, by_reference[i]);
   auto rows = out.initRows(x.rows.size());
   for (unsigned i = 0; i < x.rows.size(); ++i)
     detail::write_sparse(rows[i], x.rows[i], opts.storage);
@@ -295,14 +312,16 @@ wire encode(const push_request& x, const encode_options& opts) {
 
 wire encode(const push_request& x, const std::vector<dense_view>& dense,
             const encode_options& opts) {
-  detail::wire_builder message(first_segment_words(dense, opts.storage));
+  const auto by_reference = referenced(dense, opts.storage);
+  detail::wire_builder message(first_segment_words(dense, opts.storage, by_reference));
   auto out = message.initRoot<schema::PushRequest>();
   out.setBucket(x.bucket);
   out.setWorker(x.worker);
   out.setWorkerClock(x.worker_clock);
   detail::write_clock(out.initReadClock(), x.read_clock);
   auto list = out.initDense(dense.size());
-  for (unsigned i = 0; i < dense.size(); ++i) detail::write_dense(list[i], dense[i], opts.storage);
+  for (unsigned i = 0; i < dense.size(); ++i)
+    detail::write_dense(list[i], dense[i], opts.storage, by_reference[i]);
   auto sparse = out.initSparse(x.sparse.size());
   for (unsigned i = 0; i < x.sparse.size(); ++i)
     detail::write_sparse(sparse[i], x.sparse[i], opts.storage);

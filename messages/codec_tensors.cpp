@@ -1,6 +1,8 @@
 // Tensor, clock, byte-field, work-chunk and epoch conversions shared by every message of the
 // codec.
 #include <bit>
+
+#include <capnp/orphan.h>
 #include <cmath>
 #include <cstring>
 
@@ -259,16 +261,30 @@ caf::error read_values_into(capnp::Data::Reader data, schema::DType type, std::s
   return {};
 }
 
-void write_dense(schema::DenseTensor::Builder out, const dense_view& x, dtype storage) {
+bool referenceable(std::span<const float> values, dtype storage) {
+  const size_t bytes = values.size() * sizeof(float);
+  return storage == dtype::f32 && bytes >= (size_t{64} << 10) && bytes % sizeof(capnp::word) == 0 &&
+         reinterpret_cast<uintptr_t>(values.data()) % alignof(capnp::word) == 0;
+}
+
+void write_dense(schema::DenseTensor::Builder out, const dense_view& x, dtype storage,
+                 bool reference) {
   out.setName(x.name);
   write_shape(out.initShape(x.shape.size()), x.shape);
   out.setRowOffset(x.row_offset);
   out.setDtype(to_schema(storage));
+  if (reference && referenceable(x.values, storage)) {
+    const capnp::Data::Reader blob{reinterpret_cast<const kj::byte*>(x.values.data()),
+                                   x.values.size() * sizeof(float)};
+    out.adoptData(capnp::Orphanage::getForMessageContaining(out).referenceExternalData(blob));
+    return;
+  }
   write_values(out.initData(x.values.size() * dtype_size(storage)), x.values, storage);
 }
 
-void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype storage) {
-  write_dense(out, dense_view{x.name, x.shape, x.row_offset, x.values}, storage);
+void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype storage,
+                 bool reference) {
+  write_dense(out, dense_view{x.name, x.shape, x.row_offset, x.values}, storage, reference);
 }
 
 caf::expected<dense_tensor> read_dense_header(schema::DenseTensor::Reader in,

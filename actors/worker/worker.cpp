@@ -15,7 +15,6 @@
 #include "actors/supervision/guards.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "actors/worker/worker_setup.hpp"
-#include "kernels/cpu/compression.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -92,21 +91,6 @@ void pushed(self_ptr self, const worker_config& config) {
   maybe_compute(self, config);
 }
 
-// One sign tensor per slice of bucket `plan`, with this worker's error feedback residual.
-std::vector<sign_tensor> compress(worker_state& st, const bucket_placement& plan) {
-  std::vector<sign_tensor> out;
-  for (const auto& s : plan.slices) {
-    const auto range = locate(*st.layout, s);  // validated when the job started
-    const std::span<const float> g{st.grad.data() + range->offset, range->count};
-    const std::span<float> e{st.residual.data() + range->offset, range->count};
-    sign_tensor t{s.tensor, s.shape, s.row_offset, 0.0f,
-                  std::vector<uint8_t>(kernels::sign_bytes(range->count))};
-    t.scale = kernels::sign_compress(g, e, t.bits);
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
 // Attempts at one pull or push whose bucket keeps failing before the worker gives up.
 constexpr int max_attempts = 5;
 
@@ -153,19 +137,6 @@ bool settle(std::vector<in_flight>& ops, size_t b, uint64_t id) {
   if (ops[b].id != id) return false;
   ops[b] = in_flight{};
   return true;
-}
-
-// The push for bucket b. Its dense gradient is encoded from st.grad where it is, or, for a
-// bucket of this process, gathered into the message itself (nothing encoded). st.grad stays as
-// it is until every bucket has acknowledged, so a resend encodes the same values.
-wire push_wire(const worker_state& st, size_t b, const push_request& push, bool in_process) {
-  const auto& plan = st.job->layout.buckets[b];
-  const bool dense = !push.skipped && !st.job->compress_signs;
-  if (!in_process) return dense ? encode(push, views(*st.layout, plan, st.grad)) : encode(push);
-  if (!dense) return local_wire(push);
-  auto whole = push;
-  whole.dense = gather(*st.layout, plan, st.grad);
-  return local_wire(std::move(whole));
 }
 
 void send_push(self_ptr self, const worker_config& config, size_t b,
@@ -215,7 +186,7 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
     if (skipped)
       ;  // no tensors: the bucket counts the step only
     else if (st.job->compress_signs)
-      push->signs = compress(st, plan);
+      push->signs = compress_gradient(st, plan);
     // (dense: push_wire() reads st.grad when the push is sent)
     if (!st.tables.empty())
       push->sparse = row_gradients(st.tables, st.rows, static_cast<uint32_t>(b),

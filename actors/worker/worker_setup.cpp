@@ -1,6 +1,7 @@
 #include "actors/worker/worker_setup.hpp"
 
 #include "actors/job/timing.hpp"
+#include "kernels/cpu/compression.hpp"
 #include "troupe/error.hpp"
 #include "troupe/net.hpp"
 
@@ -43,6 +44,34 @@ rejoin_request rejoin_request_of(const worker_state& st, const worker_config& co
   request.steps = 0;
   for (const auto& c : st.reported) request.steps += c.count;
   return request;
+}
+
+// One sign tensor per slice of bucket `plan`, with this worker's error feedback residual.
+std::vector<sign_tensor> compress_gradient(worker_state& st, const bucket_placement& plan) {
+  std::vector<sign_tensor> out;
+  for (const auto& s : plan.slices) {
+    const auto range = locate(*st.layout, s);  // validated when the job started
+    const std::span<const float> g{st.grad.data() + range->offset, range->count};
+    const std::span<float> e{st.residual.data() + range->offset, range->count};
+    sign_tensor t{s.tensor, s.shape, s.row_offset, 0.0f,
+                  std::vector<uint8_t>(kernels::sign_bytes(range->count))};
+    t.scale = kernels::sign_compress(g, e, t.bits);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// The push for bucket b. Its dense gradient is encoded from st.grad where it is, or, for a
+// bucket of this process, gathered into the message itself (nothing encoded). st.grad stays as
+// it is until every bucket has acknowledged, so a resend encodes the same values.
+wire push_wire(const worker_state& st, size_t b, const push_request& push, bool in_process) {
+  const auto& plan = st.job->layout.buckets[b];
+  const bool dense = !push.skipped && !st.job->compress_signs;
+  if (!in_process) return dense ? encode(push, views(*st.layout, plan, st.grad)) : encode(push);
+  if (!dense) return local_wire(push);
+  auto whole = push;
+  whole.dense = gather(*st.layout, plan, st.grad);
+  return local_wire(std::move(whole));
 }
 
 }  // namespace troupe

@@ -7,6 +7,7 @@
 //                      coordinator; one without a lane, over CAF. Blocking: call it from the
 //                      detached worker.
 //   rejoin_request_of() what the worker tells a standby coordinator that took over.
+//   compress_gradient(), push_wire() what a push to one bucket carries.
 #pragma once
 
 #include <string>
@@ -24,5 +25,13 @@ lane_map connect_servers(caf::actor_system& sys, const worker_config& config,
                          const std::vector<endpoint>& servers);
 
 rejoin_request rejoin_request_of(const worker_state& st, const worker_config& config);
+
+// One sign tensor per slice of bucket `plan`, with this worker's error feedback residual.
+std::vector<sign_tensor> compress_gradient(worker_state& st, const bucket_placement& plan);
+
+// The push for bucket b. Its dense gradient is encoded from st.grad where it is, or, for a
+// bucket of this process, gathered into the message itself (nothing encoded). st.grad stays as
+// it is until every bucket has acknowledged, so a resend encodes the same values.
+wire push_wire(const worker_state& st, size_t b, const push_request& push, bool in_process);
 
 }  // namespace troupe

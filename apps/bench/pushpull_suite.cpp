@@ -27,15 +27,20 @@ constexpr auto timeout = std::chrono::seconds(60);
 constexpr size_t slice_values = size_t{1} << 18;  // 1 MiB of fp32 per bucket
 constexpr size_t window = 8;                      // requests in flight
 
-// Sends request(i) for i < count with at most `window` in flight, handing each reply to `got`.
+// Sends request(i) for i < count with at most `window` in flight, handing reply i to got(i, w).
 template <class Issue, class Got>
 bool windowed(size_t count, Issue issue, Got got) {
-  std::deque<decltype(issue(size_t{0}))> in_flight;
+  std::deque<std::pair<size_t, decltype(issue(size_t{0}))>> in_flight;
   size_t next = 0;
   bool ok = true;
   while (next < count || !in_flight.empty()) {
-    while (next < count && in_flight.size() < window) in_flight.push_back(issue(next++));
-    in_flight.front().receive([&](const wire& w) { got(w); }, [&](caf::error&) { ok = false; });
+    while (next < count && in_flight.size() < window) {
+      in_flight.emplace_back(next, issue(next));
+      ++next;
+    }
+    const size_t i = in_flight.front().first;
+    in_flight.front().second.receive([&](const wire& w) { got(i, w); },
+                                     [&](caf::error&) { ok = false; });
     in_flight.pop_front();
   }
   return ok;
@@ -69,25 +74,29 @@ std::optional<hosted> host_buckets(caf::scoped_actor& self, const server_actor& 
   return out;
 }
 
-// One push then one pull of every bucket, `ask(bucket index, atom, wire)` sending each.
+// One push and one pull of every bucket, as a worker sends them: each bucket's pull right
+// behind its push (the bucket answers it once the push is applied), `window` requests in
+// flight; `ask(bucket index, atom, wire)` sends each.
 template <class Ask>
 timing push_pull(const hosted& h, int reps, Ask ask) {
   const size_t count = h.buckets.size();
   return measure(1, reps, [&] {
     windowed(
-        count,
-        [&](size_t b) {
+        2 * count,
+        [&](size_t i) {
+          const size_t b = i / 2;
+          if (i % 2 == 1)
+            return ask(b, pull_atom_v, encode(pull_request{static_cast<uint32_t>(b), 0, 0}));
           const push_request push{
               static_cast<uint32_t>(b), 0, 0, vector_clock{1}, {h.grads[b]}, {}, {}};
           return ask(b, push_atom_v, encode(push));
         },
-        [](const wire& w) { (void)decode<push_ack>(w); });
-    windowed(
-        count,
-        [&](size_t b) {
-          return ask(b, pull_atom_v, encode(pull_request{static_cast<uint32_t>(b), 0, 0}));
-        },
-        [](const wire& w) { (void)decode<pull_reply>(w); });
+        [](size_t i, const wire& w) {
+          if (i % 2 == 1)
+            (void)decode<pull_reply>(w);
+          else
+            (void)decode<push_ack>(w);
+        });
   });
 }
 
