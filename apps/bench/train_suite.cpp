@@ -52,13 +52,15 @@ void layer_sgemms(std::vector<std::vector<float>>& buffers) {
     float* w = buffers[1].data();
     float* y = buffers[2].data();
     float* dw = buffers[3].data();
+    float* dx = buffers[4].data();  // not x: values fed back round after round drift into
+                                    // subnormals, where sgemm runs several times slower
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, 0.0f,
                 y, out);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, y, out, x, in, 0.0f,
                 dw, in);
     if (l > 0)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, y, out, w, in,
-                  0.0f, x, in);
+                  0.0f, dx, in);
   }
 }
 
@@ -73,7 +75,7 @@ double sgemm_flops(double seconds) {
   for (unsigned c = 0; c < cores; ++c)
     threads.emplace_back([&, c] {
       std::vector<std::vector<float>> buffers;
-      for (int b = 0; b < 4; ++b) buffers.push_back(random_values(largest, 50 + 4 * c + b, 0.1f));
+      for (int b = 0; b < 5; ++b) buffers.push_back(random_values(largest, 50 + 5 * c + b, 0.1f));
       layer_sgemms(buffers);  // warm-up
       const auto start = std::chrono::steady_clock::now();
       size_t rounds = 0;
