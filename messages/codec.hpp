@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include <caf/detail/type_traits.hpp>
 #include <caf/expected.hpp>
 
 #include "messages/types.hpp"
@@ -21,13 +22,45 @@ namespace troupe {
 // The messages of the data plane, as they pass between actors of one process: not encoded.
 using local_message = std::variant<pull_request, pull_reply, push_request, push_ack>;
 
+// An allocator that leaves new elements uninitialised. A wire's bytes are always written whole
+// right after they are sized (by Cap'n Proto's builder, a socket read, CAF's deserialiser), so
+// clearing them first was one more pass over every message for nothing.
+template <class T>
+struct uninitialised_allocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = uninitialised_allocator<U>;
+  };
+  uninitialised_allocator() = default;
+  template <class U>
+  uninitialised_allocator(const uninitialised_allocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
+using wire_bytes = std::vector<char, uninitialised_allocator<char>>;
+
+}  // namespace troupe
+
+// CAF moves a wire's bytes as one block, as it does a std::vector<char> (not byte by byte).
+template <>
+struct caf::detail::is_byte_sequence<troupe::wire_bytes> : std::true_type {};
+
+namespace troupe {
+
 // Cap'n Proto bytes of one message, or, between actors of one process, the message itself
 // (`local`: nothing encoded or serialised; decode<T> copies it out). Registered with CAF in
 // messages/protocol.hpp's type-id block. Only `bytes` is serialised: a local wire that
 // leaves the process arrives empty and fails to decode ("empty message"), so a sender that
 // may reach another process uses encode_for, and a forward uses encoded().
 struct wire {
-  std::vector<char> bytes;
+  wire_bytes bytes;
   std::shared_ptr<const local_message> local;
 };
 

@@ -68,14 +68,14 @@ namespace {
 // Appends what Cap'n Proto writes to a std::vector<char>, so a message is copied once.
 class vector_output : public kj::OutputStream {
  public:
-  explicit vector_output(std::vector<char>& out) : out_(out) {}
+  explicit vector_output(wire_bytes& out) : out_(out) {}
   void write(const void* buffer, size_t size) override {
     const char* bytes = static_cast<const char*>(buffer);
     out_.insert(out_.end(), bytes, bytes + size);
   }
 
  private:
-  std::vector<char>& out_;
+  wire_bytes& out_;
 };
 
 }  // namespace
@@ -89,8 +89,9 @@ wire to_wire(capnp::MessageBuilder& message) {
 }
 
 wire_builder::wire_builder(size_t first_segment_words) : first_words_(first_segment_words) {
-  // Zeroed, as Cap'n Proto requires of the memory it builds in.
+  // Zeroed, as Cap'n Proto requires of the memory it builds in (a wire's bytes are not).
   out_.bytes.resize(sizeof(capnp::word) * (1 + first_words_));
+  std::memset(out_.bytes.data(), 0, out_.bytes.size());
 }
 
 kj::ArrayPtr<capnp::word> wire_builder::allocateSegment(unsigned minimum_words) {

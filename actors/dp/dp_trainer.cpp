@@ -103,7 +103,7 @@ caf::expected<bucket_store> unpack_state(const std::vector<char>& bytes,
     std::memcpy(&n, bytes.data() + at, sizeof n);
     at += sizeof n;
     if (n > bytes.size() - at) return make_error(errc::corrupt_data, "state: cut short");
-    saved.push_back(wire{std::vector<char>(bytes.begin() + at, bytes.begin() + at + n)});
+    saved.push_back(wire{wire_bytes(bytes.begin() + at, bytes.begin() + at + n)});
     at += n;
   }
   return bucket_store::restore(saved, rules);

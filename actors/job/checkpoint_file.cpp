@@ -150,7 +150,7 @@ caf::expected<checkpoint> parse_checkpoint(std::string_view data, const std::str
 #else
     (void)digest;
 #endif
-    return wire{std::vector<char>(bytes.begin(), bytes.end())};
+    return wire{wire_bytes(bytes.begin(), bytes.end())};
   };
   checkpoint c;
   auto job = part(job_part, "the job's part");

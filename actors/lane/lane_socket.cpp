@@ -163,7 +163,7 @@ caf::error write_frame(const socket_fd& s, frame_header h, const char* payload) 
 }
 
 caf::error read_frame(const socket_fd& s, milliseconds timeout, frame_header& h,
-                      std::vector<char>& payload) {
+                      wire_bytes& payload) {
   char* raw = reinterpret_cast<char*>(&h);
   ssize_t first;
   do {  // the first byte: no bound (an idle lane is fine), until shutdown

@@ -66,7 +66,7 @@ caf::error write_frame(const socket_fd& s, frame_header h, const char* payload);
 // Reads the next frame: waits without bound for its first byte (until shutdown), then with
 // `timeout` for the rest. Refuses a bad magic, an unknown kind or an oversized payload.
 caf::error read_frame(const socket_fd& s, std::chrono::milliseconds timeout, frame_header& h,
-                      std::vector<char>& payload);
+                      wire_bytes& payload);
 
 // Waits at most `timeout` for the socket to have bytes to read (or to end, which the next read
 // reports): true when it has, false when the time passed. An error only when poll fails.

@@ -35,7 +35,7 @@ void dispatch(size_t which, const wire& w, std::index_sequence<I...>) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   constexpr size_t kinds = std::tuple_size_v<decodable>;
-  const wire w{std::vector<char>(data + 1, data + size)};
+  const wire w{wire_bytes(data + 1, data + size)};
   dispatch(data[0] % kinds, w, std::make_index_sequence<kinds>{});
   return 0;
 }

@@ -682,7 +682,7 @@ BOOST_AUTO_TEST_CASE(random_bytes_not_whole_words) {
     std::mt19937 rng{seed};
     std::vector<char> bytes(8 * (1 + rng() % 64) + 1 + rng() % 7);
     for (auto& b : bytes) b = static_cast<char>(rng());
-    const wire w{bytes};
+    const wire w{wire_bytes(bytes.begin(), bytes.end())};
     BOOST_TEST(fails_with(decode<push_request>(w), errc::malformed_message), "seed " << seed);
     BOOST_TEST(fails_with(decode<placement>(w), errc::malformed_message), "seed " << seed);
   }
@@ -702,7 +702,7 @@ BOOST_AUTO_TEST_CASE(random_bytes_never_crash) {
       const uint32_t table[2] = {0, static_cast<uint32_t>(bytes.size() / 8 - 1)};
       std::memcpy(bytes.data(), table, sizeof table);
     }
-    const wire w{bytes};
+    const wire w{wire_bytes(bytes.begin(), bytes.end())};
     auto check = [&](const auto& result) {
       if (result) return;
       ++errors;
@@ -724,7 +724,8 @@ BOOST_AUTO_TEST_CASE(segment_table_larger_than_the_message) {
   std::vector<char> bytes(32, 0);
   const uint32_t table[2] = {0, 1000};  // one segment of 1000 words, 3 present
   std::memcpy(bytes.data(), table, sizeof table);
-  BOOST_TEST(fails_with(decode<push_request>(wire{bytes}), errc::malformed_message));
+  BOOST_TEST(fails_with(decode<push_request>(wire{wire_bytes(bytes.begin(), bytes.end())}),
+                        errc::malformed_message));
 }
 
 BOOST_AUTO_TEST_CASE(truncated_message) {
@@ -733,7 +734,7 @@ BOOST_AUTO_TEST_CASE(truncated_message) {
   const wire full = encode(x);
   BOOST_TEST_REQUIRE(succeeded(decode<push_request>(full)));
   for (size_t cut = 1; cut < full.bytes.size(); ++cut) {
-    const wire w{std::vector<char>(full.bytes.begin(), full.bytes.begin() + cut)};
+    const wire w{wire_bytes(full.bytes.begin(), full.bytes.begin() + cut)};
     BOOST_TEST(fails_with(decode<push_request>(w), errc::malformed_message), "cut at " << cut);
   }
 }

@@ -25,7 +25,7 @@ constexpr size_t max_queued_bytes = size_t{256} << 20;  // what the inbox holds 
 // A chunk that arrived: its header and its values' raw fp32 bytes.
 struct arrived_chunk {
   collective_chunk header;
-  std::vector<char> bytes;
+  wire_bytes bytes;
 };
 
 // Chunks that arrived, per sender in arrival order (CAF keeps one sender's order), bounded.
@@ -224,7 +224,7 @@ class actor_collective : public collective {
       const collective_chunk c{o_.generation, o_.key, o_.rank, tag, at, part.size(), n};
       const auto* bytes = reinterpret_cast<const char*>(part.data() + at);
       caf::anon_send(peers_[to], chunk_atom_v, encode(c),
-                     wire{std::vector<char>(bytes, bytes + n * sizeof(float))});
+                     wire{wire_bytes(bytes, bytes + n * sizeof(float))});
     }
   }
 
