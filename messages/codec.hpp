@@ -1,7 +1,8 @@
 // Encoding and decoding of every message in troupe.capnp. `wire` is the only type that carries
-// message contents between processes: Cap'n Proto bytes in a std::vector<char>, which CAF 0.17
-// serializes as one block. Decoding validates before it returns anything: byte, element and
-// count caps, tensor shapes against their data, finite values. Errors are troupe::errc values.
+// message contents between processes: Cap'n Proto bytes in a wire_bytes vector (chars that are
+// not cleared when sized), which CAF 0.17 serializes as one block. Decoding validates before it
+// returns anything: byte, element and count caps, tensor shapes against their data, finite
+// values. Errors are troupe::errc values.
 // Pure functions, safe from any thread.
 #pragma once
 
