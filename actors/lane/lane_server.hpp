@@ -2,7 +2,9 @@
 // node's CAF port; every worker that proves the cluster secret gets a connection with a reader
 // thread and a session actor. The reader hands each push or pull frame to the session, the
 // session asks the named bucket exactly as a CAF request would (same messages, same bucket
-// code, so resends, fencing and promotion behave alike) and writes the answer back. Only
+// code, so resends, fencing and promotion behave alike) and writes the answer back; a bucket
+// that does not answer within the timeout is answered `gone` by the session's deadline sweep
+// (one timer per session, not one per frame). Only
 // buckets enrolled here can be named; any other id is answered `gone`, and the worker asks the
 // coordinator for the bucket's current handle as it does for a bucket that went down.
 //
