@@ -6,6 +6,7 @@
 #include <caf/event_based_actor.hpp>
 
 #include <condition_variable>
+#include <deque>
 #include <unordered_map>
 
 #include "actors/lane/lane_socket.hpp"
@@ -13,15 +14,24 @@
 
 namespace troupe {
 
-// One accepted lane: its socket, its reader thread, and how many frames its session still
-// owes an answer (the reader waits while that reaches max_frames_in_flight).
+// One accepted lane: its socket, its reader and writer threads, the answers waiting to be
+// written, and how many frames its session still owes an answer (the reader waits while that
+// reaches max_frames_in_flight, so the outbox holds at most that many).
 struct lane_listener::connection {
+  struct outgoing {
+    lane::frame_header header;
+    wire_bytes payload;
+  };
+
   explicit connection(int fd) : socket(fd) {}
   lane::socket_fd socket;
   std::thread reader;
+  std::thread writer;
   std::atomic<bool> finished{false};
   std::mutex mutex;
   std::condition_variable answered;
+  std::condition_variable has_output;
+  std::deque<outgoing> outbox;
   int in_flight = 0;
   bool closed = false;
 
@@ -35,12 +45,34 @@ struct lane_listener::connection {
     ++in_flight;
     return true;
   }
-  void release() {
+  // Queues the answer to a reserved frame for the writer thread.
+  void post(outgoing answer) {
     {
       std::lock_guard<std::mutex> lock{mutex};
-      --in_flight;
+      if (closed) return;
+      outbox.push_back(std::move(answer));
     }
-    answered.notify_one();
+    has_output.notify_one();
+  }
+  // The writer thread: writes the answers in the order posted, each giving its frame's room
+  // back; a failed write ends the connection.
+  void write_answers() {
+    for (;;) {
+      outgoing next;
+      {
+        std::unique_lock<std::mutex> lock{mutex};
+        has_output.wait(lock, [&] { return closed || !outbox.empty(); });
+        if (closed) return;
+        next = std::move(outbox.front());
+        outbox.pop_front();
+      }
+      if (lane::write_frame(socket, next.header, next.payload.data())) return close();
+      {
+        std::lock_guard<std::mutex> lock{mutex};
+        --in_flight;
+      }
+      answered.notify_one();
+    }
   }
   void close() {
     {
@@ -48,6 +80,7 @@ struct lane_listener::connection {
       closed = true;
     }
     answered.notify_all();
+    has_output.notify_all();
     socket.shutdown();
   }
 };
@@ -68,15 +101,18 @@ namespace {
 
 using connection_ptr = std::shared_ptr<lane_listener::connection>;
 
-// Writes one answer and gives its frame's room back; a failed write ends the connection.
-void answer(lane_listener::connection& c, uint64_t id, lane::frame_kind kind, const char* data,
-            size_t size) {
+// Posts one answer; the writer thread writes it and gives its frame's room back.
+void answer(lane_listener::connection& c, uint64_t id, lane::frame_kind kind, wire_bytes payload) {
   lane::frame_header h;
   h.kind = static_cast<uint8_t>(kind);
   h.id = id;
-  h.size = size;
-  if (lane::write_frame(c.socket, h, data)) c.close();
-  c.release();
+  h.size = payload.size();
+  c.post({h, std::move(payload)});
+}
+
+void answer(lane_listener::connection& c, uint64_t id, lane::frame_kind kind,
+            const std::string& text) {
+  answer(c, id, kind, wire_bytes(text.begin(), text.end()));
 }
 
 // A bucket's troupe error travels as its code and context text (the client makes the same
@@ -87,10 +123,10 @@ void answer_error(lane_listener::connection& c, uint64_t id, const caf::error& e
   if (ctx.match_elements<std::string>()) text = ctx.get_as<std::string>(0);
   if (err && err.category() == error_category) {
     text.insert(text.begin(), static_cast<char>(err.code()));
-    return answer(c, id, lane::frame_kind::refusal, text.data(), text.size());
+    return answer(c, id, lane::frame_kind::refusal, text);
   }
   text = describe(err);
-  answer(c, id, lane::frame_kind::gone, text.data(), text.size());
+  answer(c, id, lane::frame_kind::gone, text);
 }
 
 // The frames a session has passed to a bucket and not yet answered, each with its deadline.
@@ -123,7 +159,7 @@ void sweep(session_ptr self, lane_listener::connection& c, std::chrono::millisec
       continue;
     }
     const std::string why = "the bucket did not answer in time";
-    answer(c, i->first, lane::frame_kind::gone, why.data(), why.size());
+    answer(c, i->first, lane::frame_kind::gone, why);
     i = waiting.erase(i);
   }
   schedule_sweep(self, timeout);
@@ -134,9 +170,10 @@ bool owed(session_ptr self, uint64_t id) {
   return self->state.waiting.erase(id) > 0;
 }
 
-// The session of one connection: asks the buckets its frames name and writes their answers.
-// Detached: a write may wait (up to the timeout) for a stopped or slow client to read, which
-// must not hold one of the node's scheduler threads, where its buckets run.
+// The session of one connection: asks the buckets its frames name and posts their answers to
+// the connection's writer thread. A scheduled actor: it never blocks (a write that waits for a
+// stopped or slow client waits on the writer thread), and it and the buckets hand messages to
+// each other on the node's scheduler threads rather than waking a thread of its own.
 caf::behavior lane_session(session_ptr self, connection_ptr c,
                            std::shared_ptr<const lane_directory> directory,
                            std::chrono::milliseconds timeout) {
@@ -146,17 +183,17 @@ caf::behavior lane_session(session_ptr self, connection_ptr c,
         const auto bucket = directory->find(target);
         if (!bucket) {
           const std::string why = "no bucket " + std::to_string(target) + " on this node";
-          return answer(*c, id, lane::frame_kind::gone, why.data(), why.size());
+          return answer(*c, id, lane::frame_kind::gone, why);
         }
         if (!self->state.waiting.emplace(id, std::chrono::steady_clock::now() + timeout).second) {
           const std::string why = "a frame number already in flight";
-          return answer(*c, id, lane::frame_kind::gone, why.data(), why.size());
+          return answer(*c, id, lane::frame_kind::gone, why);
         }
         schedule_sweep(self, timeout);
         auto reply = [=](wire& r) {
           if (!owed(self, id)) return;
-          const wire out = r.bytes.empty() && r.local ? encoded(r) : std::move(r);
-          answer(*c, id, lane::frame_kind::reply, out.bytes.data(), out.bytes.size());
+          wire out = r.bytes.empty() && r.local ? encoded(r) : std::move(r);
+          answer(*c, id, lane::frame_kind::reply, std::move(out.bytes));
         };
         auto refuse = [=](caf::error& err) {
           if (owed(self, id)) answer_error(*c, id, err);
@@ -234,27 +271,27 @@ void lane_listener::serve(connection_ptr c) {
     c->finished = true;
     return;
   }
-  auto session = sys_.spawn<caf::detached>(
-      lane_session, c, std::shared_ptr<const lane_directory>{directory_}, config_.timeout);
+  c->writer = std::thread([c] { c->write_answers(); });
+  auto session = sys_.spawn(lane_session, c, std::shared_ptr<const lane_directory>{directory_},
+                            config_.timeout);
   for (;;) {
     lane::frame_header h;
     wire w;
     if (!c->reserve(2 * config_.timeout)) break;
     if (auto err = lane::read_frame(c->socket, config_.timeout, h, w.bytes)) {
       if (!has_code(err, errc::io_failure)) config_.log.warn("data lane: {}", describe(err));
-      c->release();
       break;
     }
     const auto kind = static_cast<lane::frame_kind>(h.kind);
     if (kind != lane::frame_kind::push && kind != lane::frame_kind::pull) {
       config_.log.warn("data lane: a client sent an answer frame");
-      c->release();
       break;
     }
     caf::anon_send(session, lane_atom_v, h.id, uint32_t{h.kind}, h.target, std::move(w));
   }
   c->close();
   caf::anon_send(session, broken_atom_v);
+  c->writer.join();
   c->finished = true;
 }
 

@@ -1,12 +1,12 @@
 // lane_server: a server node's end of the data lanes (lane_socket.hpp). It listens beside the
 // node's CAF port; every worker that proves the cluster secret gets a connection with a reader
-// thread and a session actor. The reader hands each push or pull frame to the session, the
-// session asks the named bucket exactly as a CAF request would (same messages, same bucket
-// code, so resends, fencing and promotion behave alike) and writes the answer back; a bucket
-// that does not answer within the timeout is answered `gone` by the session's deadline sweep
-// (one timer per session, not one per frame). Only
-// buckets enrolled here can be named; any other id is answered `gone`, and the worker asks the
-// coordinator for the bucket's current handle as it does for a bucket that went down.
+// thread, a writer thread and a session actor. The reader hands each push or pull frame to the
+// session, the session asks the named bucket exactly as a CAF request would (same messages,
+// same bucket code, so resends, fencing and promotion behave alike) and posts the answer to the
+// writer; a bucket that does not answer within the timeout is answered `gone` by the session's
+// deadline sweep (one timer per session, not one per frame). Only buckets enrolled here can be
+// named; any other id is answered `gone`, and the worker asks the coordinator for the bucket's
+// current handle as it does for a bucket that went down.
 //
 // Owned by the server node (server_config::lanes); stop() (or the destructor) ends every
 // connection and joins every thread. Blocking set-up: call start() from main or a detached
