@@ -8,11 +8,6 @@ namespace {
 
 constexpr size_t max_pending = 4096;  // requests in flight on one lane
 
-// How often the reader looks for requests past their deadline.
-std::chrono::milliseconds sweep_period(std::chrono::milliseconds timeout) {
-  return std::max(timeout / 4, std::chrono::milliseconds{1});
-}
-
 // Not troupe's error: the worker asks for the bucket's current handle and sends again.
 caf::message gone(caf::sec code, const std::string& why) {
   return caf::make_message(caf::make_error(code, "data lane: " + why));
@@ -69,8 +64,9 @@ void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id req
     h.id = ++next_frame_;
     pending_.emplace(h.id, waiting{from, response_id, std::chrono::steady_clock::now() + timeout_});
   }
-  const wire encoded_here = w.bytes.empty() && w.local ? encoded(w) : wire{};
-  const auto& bytes = w.bytes.empty() && w.local ? encoded_here.bytes : w.bytes;
+  const bool local = w.bytes.empty() && w.local;
+  const wire encoded_here = local ? encoded(w) : wire{};
+  const auto& bytes = local ? encoded_here.bytes : w.bytes;
   h.kind = static_cast<uint8_t>(kind);
   h.target = target;
   h.size = bytes.size();
@@ -79,17 +75,16 @@ void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id req
   if (lane::write_frame(socket_, h, bytes.data())) socket_.shutdown();
 }
 
-bool lane_link::deliver(uint64_t frame, caf::message msg) {
+void lane_link::deliver(uint64_t frame, caf::message msg) {
   waiting to;
   {
     std::lock_guard<std::mutex> lock{mutex_};
     auto i = pending_.find(frame);
-    if (i == pending_.end()) return false;  // answered after its deadline
+    if (i == pending_.end()) return;  // answered after its deadline
     to = std::move(i->second);
     pending_.erase(i);
   }
   respond(to.requester, to.response_id, std::move(msg));
-  return true;
 }
 
 void lane_link::sweep() {
@@ -124,7 +119,7 @@ void lane_link::fail_all(const std::string& why) {
 // The reader thread: hands each answer to its requester, checks deadlines whenever the socket
 // is quiet for a sweep period, and fails what is in flight once the connection ends.
 void lane_link::read_answers() {
-  const auto period = sweep_period(timeout_);
+  const auto period = lane::sweep_period(timeout_);
   auto last_sweep = std::chrono::steady_clock::now();
   for (;;) {
     auto ready = lane::readable(socket_, period);

@@ -67,8 +67,8 @@ class lane_link {
   void read_answers();
   void sweep();
   void fail_all(const std::string& why);
-  // Delivers `msg` as the response `w` stands for; false when no request waits under `frame`.
-  bool deliver(uint64_t frame, caf::message msg);
+  // Delivers `msg` as the response to the request written as `frame`, if one still waits.
+  void deliver(uint64_t frame, caf::message msg);
 
   lane::socket_fd socket_;
   std::string node_;

@@ -137,16 +137,12 @@ struct session_state {
 
 using session_ptr = caf::stateful_actor<session_state>*;
 
-// One timer per session, not one per frame (a CAF timer wakes the clock thread twice): every
-// quarter of the timeout, frames past their deadline are answered `gone`.
-std::chrono::milliseconds sweep_period(std::chrono::milliseconds timeout) {
-  return std::max(timeout / 4, std::chrono::milliseconds{1});
-}
-
+// One timer per session, not one per frame: every lane::sweep_period, frames past their
+// deadline are answered `gone`.
 void schedule_sweep(session_ptr self, std::chrono::milliseconds timeout) {
   if (self->state.sweep_scheduled || self->state.waiting.empty()) return;
   self->state.sweep_scheduled = true;
-  self->delayed_send(self, sweep_period(timeout), tick_atom_v);
+  self->delayed_send(self, lane::sweep_period(timeout), tick_atom_v);
 }
 
 void sweep(session_ptr self, lane_listener::connection& c, std::chrono::milliseconds timeout) {

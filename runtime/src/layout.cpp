@@ -100,12 +100,9 @@ std::vector<dense_tensor> gather(const flat_layout& layout, const bucket_placeme
                                  std::span<const float> flat) {
   std::vector<dense_tensor> out;
   out.reserve(b.slices.size());
-  for (const auto& s : b.slices) {
-    dense_tensor t{s.tensor, s.shape, s.row_offset, {}};
-    if (const auto r = locate(layout, s); r && r->offset + r->count <= flat.size())
-      t.values.assign(flat.begin() + r->offset, flat.begin() + r->offset + r->count);
-    out.push_back(std::move(t));
-  }
+  for (auto& v : views(layout, b, flat))
+    out.push_back(dense_tensor{std::move(v.name), std::move(v.shape), v.row_offset,
+                               std::vector<float>(v.values.begin(), v.values.end())});
   return out;
 }
 
