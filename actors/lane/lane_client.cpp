@@ -1,5 +1,7 @@
 #include "actors/lane/lane_client.hpp"
 
+#include <unistd.h>
+
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -32,14 +34,23 @@ void respond(const caf::actor_addr& requester, caf::message_id response_id, caf:
 
 caf::expected<std::shared_ptr<lane_link>> lane_link::open(const std::string& host, uint16_t port,
                                                           const std::string& secret,
-                                                          std::chrono::milliseconds timeout) {
-  auto connected = lane::connect_lane(host, port, secret, timeout);
-  if (!connected) return std::move(connected.error());
-  return std::make_shared<lane_link>(connected->first, std::move(connected->second), timeout);
+                                                          std::chrono::milliseconds timeout,
+                                                          bool same_host) {
+  auto tcp = lane::connect_lane(host, port, secret, timeout);
+  if (!tcp) return std::move(tcp.error());
+  if (same_host && !tcp->local_name.empty()) {
+    auto local = lane::connect_local(tcp->local_name, secret, timeout);
+    if (local && local->node == tcp->node) {
+      ::close(tcp->fd);
+      return std::make_shared<lane_link>(local->fd, std::move(local->node), timeout, true);
+    }
+    if (local) ::close(local->fd);  // another node answered that name: stay on TCP
+  }
+  return std::make_shared<lane_link>(tcp->fd, std::move(tcp->node), timeout, false);
 }
 
-lane_link::lane_link(int fd, std::string node, std::chrono::milliseconds timeout)
-    : socket_(fd), node_(std::move(node)), timeout_(timeout) {
+lane_link::lane_link(int fd, std::string node, std::chrono::milliseconds timeout, bool local)
+    : socket_(fd), node_(std::move(node)), timeout_(timeout), local_(local) {
   reader_ = std::thread([this] { read_answers(); });
 }
 
@@ -119,6 +130,7 @@ void lane_link::fail_all(const std::string& why) {
 // The reader thread: hands each answer to its requester, checks deadlines whenever the socket
 // is quiet for a sweep period, and fails what is in flight once the connection ends.
 void lane_link::read_answers() {
+  lane::name_thread("lane.answers");
   const auto period = lane::sweep_period(timeout_);
   auto last_sweep = std::chrono::steady_clock::now();
   for (;;) {

@@ -38,11 +38,14 @@ namespace troupe {
 
 class lane_link {
  public:
-  // Connects to host:port within `timeout`, proves `secret` and starts the reader.
+  // Connects to host:port within `timeout`, proves `secret` and starts the reader. With
+  // `same_host`, moves to the server's Unix socket where it can reach it and finds the same node
+  // there (lane_socket.hpp); TCP otherwise.
   static caf::expected<std::shared_ptr<lane_link>> open(const std::string& host, uint16_t port,
                                                         const std::string& secret,
-                                                        std::chrono::milliseconds timeout);
-  lane_link(int fd, std::string node, std::chrono::milliseconds timeout);
+                                                        std::chrono::milliseconds timeout,
+                                                        bool same_host = true);
+  lane_link(int fd, std::string node, std::chrono::milliseconds timeout, bool local);
   lane_link(const lane_link&) = delete;
   lane_link& operator=(const lane_link&) = delete;
   // Ends the connection, fails what is in flight and waits for the reader.
@@ -50,6 +53,8 @@ class lane_link {
 
   // The server's CAF node id, as to_string writes it.
   const std::string& node() const { return node_; }
+  // True when the lane is a same-host Unix socket.
+  bool local() const { return local_; }
   // True once the connection has ended: its node's messages go over CAF.
   bool broken() const { return broken_; }
 
@@ -73,6 +78,7 @@ class lane_link {
   lane::socket_fd socket_;
   std::string node_;
   std::chrono::milliseconds timeout_;
+  bool local_;
   std::atomic<bool> broken_{false};
   std::mutex write_mutex_;  // one frame at a time on the socket
   std::mutex mutex_;        // guards pending_ and next_frame_

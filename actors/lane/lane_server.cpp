@@ -57,6 +57,7 @@ struct lane_listener::connection {
   // The writer thread: writes the answers in the order posted, each giving its frame's room
   // back; a failed write ends the connection.
   void write_answers() {
+    lane::name_thread("lane.writer");
     for (;;) {
       outgoing next;
       {
@@ -212,18 +213,33 @@ caf::expected<std::shared_ptr<lane_listener>> lane_listener::start(caf::actor_sy
                                                                    lane_listener_config config) {
   auto bound = lane::listen_on(config.host, config.port);
   if (!bound) return std::move(bound.error());
-  auto out = std::make_shared<lane_listener>(sys, std::move(config), bound->first, bound->second);
+  std::pair<int, std::string> local{-1, ""};
+  if (config.same_host) {
+    if (auto named = lane::listen_local())
+      local = std::move(*named);
+    else
+      config.log.warn("no same-host data lane ({}); local clients use TCP",
+                      describe(named.error()));
+  }
+  auto out = std::make_shared<lane_listener>(sys, std::move(config), bound->first, bound->second,
+                                             std::move(local));
   out->acceptor_ = std::thread([raw = out.get()] { raw->accept_loop(); });
   return out;
 }
 
 lane_listener::lane_listener(caf::actor_system& sys, lane_listener_config config, int listen_fd,
-                             uint16_t port)
-    : sys_(sys), config_(std::move(config)), listen_fd_(listen_fd), port_(port) {}
+                             uint16_t port, std::pair<int, std::string> local)
+    : sys_(sys),
+      config_(std::move(config)),
+      listen_fd_(listen_fd),
+      port_(port),
+      local_fd_(local.first),
+      local_name_(std::move(local.second)) {}
 
 lane_listener::~lane_listener() {
   stop();
   ::close(listen_fd_);
+  if (local_fd_ >= 0) ::close(local_fd_);
 }
 
 void lane_listener::stop() {
@@ -240,29 +256,37 @@ void lane_listener::stop() {
 }
 
 void lane_listener::accept_loop() {
+  lane::name_thread("lane.accept");
   while (!stopping_) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;  // wakes to see stopping_
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    forget_finished();
-    std::lock_guard<std::mutex> lock{mutex_};
-    if (connections_.size() >= max_connections) {
-      config_.log.warn("data lane: {} connections open; refusing another", connections_.size());
-      ::close(fd);
-      continue;
+    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {local_fd_, POLLIN, 0}};  // fd -1 is skipped
+    if (::poll(p, 2, 100) <= 0) continue;                             // wakes to see stopping_
+    for (const auto& ready : p) {
+      if (!(ready.revents & POLLIN)) continue;
+      const int fd = ::accept4(ready.fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) admit(fd);
     }
-    auto c = std::make_shared<connection>(fd);
-    c->reader = std::thread([this, c] { serve(c); });
-    connections_.push_back(std::move(c));
   }
+}
+
+void lane_listener::admit(int fd) {
+  forget_finished();
+  std::lock_guard<std::mutex> lock{mutex_};
+  if (connections_.size() >= max_connections) {
+    config_.log.warn("data lane: {} connections open; refusing another", connections_.size());
+    ::close(fd);
+    return;
+  }
+  auto c = std::make_shared<connection>(fd);
+  c->reader = std::thread([this, c] { serve(c); });
+  connections_.push_back(std::move(c));
 }
 
 // The reader thread of one connection: the handshake, then frames until either side ends it.
 void lane_listener::serve(connection_ptr c) {
+  lane::name_thread("lane.reader");
   lane::tune(c->socket.get(), config_.timeout);
-  if (auto err =
-          lane::accept_lane(c->socket, config_.secret, to_string(sys_.node()), config_.timeout)) {
+  if (auto err = lane::accept_lane(c->socket, config_.secret, to_string(sys_.node()), local_name_,
+                                   config_.timeout)) {
     config_.log.warn("data lane: a client was refused: {}", describe(err));
     c->finished = true;
     return;

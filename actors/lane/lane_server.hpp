@@ -1,12 +1,13 @@
 // lane_server: a server node's end of the data lanes (lane_socket.hpp). It listens beside the
-// node's CAF port; every worker that proves the cluster secret gets a connection with a reader
-// thread, a writer thread and a session actor. The reader hands each push or pull frame to the
-// session, the session asks the named bucket exactly as a CAF request would (same messages,
-// same bucket code, so resends, fencing and promotion behave alike) and posts the answer to the
-// writer; a bucket that does not answer within the timeout is answered `gone` by the session's
-// deadline sweep (one timer per session, not one per frame). Only buckets enrolled here can be
-// named; any other id is answered `gone`, and the worker asks the coordinator for the bucket's
-// current handle as it does for a bucket that went down.
+// node's CAF port, and on a same-host Unix socket that it names to each client; every worker that
+// proves the cluster secret gets a connection with a reader thread, a writer thread and a session
+// actor. The reader hands each push or pull frame to the session, the session asks the named bucket
+// exactly as a CAF request would (same messages, same bucket code, so resends, fencing and
+// promotion behave alike) and posts the answer to the writer; a bucket that does not answer within
+// the timeout is answered `gone` by the session's deadline sweep (one timer per session, not one
+// per frame). Only buckets enrolled here can be named; any other id is answered `gone`, and the
+// worker asks the coordinator for the bucket's current handle as it does for a bucket that went
+// down.
 //
 // Owned by the server node (server_config::lanes); stop() (or the destructor) ends every
 // connection and joins every thread. Blocking set-up: call start() from main or a detached
@@ -36,6 +37,7 @@ struct lane_listener_config {
   std::string secret;                        // the cluster secret every client proves
   std::chrono::milliseconds timeout{30000};  // handshakes, frames, and the session's requests
   logger log;
+  bool same_host = true;  // also offer a Unix socket to clients on this host (lane_socket.hpp)
 };
 
 // The buckets a lane may name, by CAF actor id (weak: a bucket that ended is not kept alive).
@@ -57,12 +59,16 @@ class lane_listener {
   // Listens and starts accepting; io_failure when it cannot listen.
   static caf::expected<std::shared_ptr<lane_listener>> start(caf::actor_system& sys,
                                                              lane_listener_config config);
-  lane_listener(caf::actor_system& sys, lane_listener_config config, int listen_fd, uint16_t port);
+  // Takes over the listening sockets: TCP on `port`, and the Unix socket `local` (fd -1: none).
+  lane_listener(caf::actor_system& sys, lane_listener_config config, int listen_fd, uint16_t port,
+                std::pair<int, std::string> local);
   lane_listener(const lane_listener&) = delete;
   lane_listener& operator=(const lane_listener&) = delete;
   ~lane_listener();
 
   uint16_t port() const { return port_; }
+  // The same-host socket's name (empty: none).
+  const std::string& local_name() const { return local_name_; }
   // Frames may name `bucket` from now on (a new, restarted or promoted bucket of this node).
   void enroll(const bucket_actor& bucket) { directory_->enroll(bucket); }
   // Stops accepting and ends every connection; idempotent.
@@ -72,6 +78,7 @@ class lane_listener {
 
  private:
   void accept_loop();
+  void admit(int fd);  // a new connection, unless max_connections are open
   void serve(std::shared_ptr<connection> c);
   void forget_finished();
 
@@ -79,6 +86,8 @@ class lane_listener {
   const lane_listener_config config_;
   const int listen_fd_;
   const uint16_t port_;
+  const int local_fd_;
+  const std::string local_name_;
   const std::shared_ptr<lane_directory> directory_ = std::make_shared<lane_directory>();
   std::atomic<bool> stopping_{false};
   std::mutex mutex_;  // guards connections_

@@ -6,11 +6,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "troupe/detail/auth.hpp"
@@ -131,8 +134,22 @@ void tune(int fd, milliseconds timeout) {
   tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  const bool local =
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 && addr.ss_family == AF_UNIX;
+  if (local) {
+    const int bytes = 4 << 20;
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+  } else {
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+}
+
+void name_thread(const char* name) {
+  ::pthread_setname_np(::pthread_self(), name);
 }
 
 caf::error write_frame(const socket_fd& s, frame_header h, const char* payload) {
@@ -218,26 +235,40 @@ caf::expected<std::pair<int, uint16_t>> listen_on(const std::string& host, uint1
   return std::make_pair(fd, bound_port);
 }
 
-caf::expected<std::pair<int, std::string>> connect_lane(const std::string& host, uint16_t port,
-                                                        const std::string& secret,
-                                                        milliseconds timeout) {
-  auto fd = dial(host, port, timeout);
-  if (!fd) return std::move(fd.error());
-  socket_fd s{*fd};
+namespace {
+
+// Writes a 2-byte length and the text (at most max_node_text bytes of it).
+caf::error write_text(int fd, const std::string& text) {
+  const size_t n = std::min(text.size(), max_node_text);
+  const bytes length{static_cast<uint8_t>(n & 0xff), static_cast<uint8_t>(n >> 8)};
+  if (auto err = write_bytes(fd, length)) return err;
+  return write_all(fd, text.data(), n);
+}
+
+caf::error read_text(int fd, std::string& out, milliseconds timeout) {
+  bytes length, text;
+  if (auto err = read_bytes(fd, length, 2, timeout)) return err;
+  const size_t n = size_t{length[0]} | (size_t{length[1]} << 8);
+  if (n > max_node_text) return make_error(errc::malformed_message, "data lane: text too long");
+  if (auto err = read_bytes(fd, text, n, timeout)) return err;
+  out.assign(text.begin(), text.end());
+  return {};
+}
+
+// The client side of the handshake on a connected socket, which it takes over.
+caf::expected<lane_peer> prove_to_server(int fd, const std::string& secret, milliseconds timeout) {
+  socket_fd s{fd};
   tune(s.get(), timeout);
   const bytes nonce = auth::random_nonce();
   if (nonce.empty()) return make_error(errc::authentication_failed, "no random nonce");
   const uint32_t magic = frame_magic;
-  bytes server_nonce, server_proof, length(2), node;
+  bytes server_nonce, server_proof;
+  lane_peer peer;
   caf::error err = write_all(s.get(), reinterpret_cast<const char*>(&magic), sizeof magic);
   if (!err) err = write_bytes(s.get(), nonce);
   if (!err) err = read_bytes(s.get(), server_nonce, auth::nonce_bytes, timeout);
   if (!err) err = read_bytes(s.get(), server_proof, 32, timeout);
-  if (!err) err = read_bytes(s.get(), length, 2, timeout);
-  const size_t node_size = size_t{length[0]} | (size_t{length[1]} << 8);
-  if (!err && node_size > max_node_text)
-    err = make_error(errc::malformed_message, "data lane: node id too long");
-  if (!err) err = read_bytes(s.get(), node, node_size, timeout);
+  if (!err) err = read_text(s.get(), peer.node, timeout);
   if (err) return err;
   if (!auth::proofs_match(auth::gatekeeper_proof(secret, nonce, server_nonce), server_proof))
     return make_error(errc::authentication_failed,
@@ -248,14 +279,74 @@ caf::expected<std::pair<int, std::string>> connect_lane(const std::string& host,
   if (!err) err = read_bytes(s.get(), accepted, 1, timeout);
   if (err || accepted[0] != 1)
     return make_error(errc::authentication_failed, "the data lane's server refused our proof");
-  std::string node_text{node.begin(), node.end()};
-  const int out = ::dup(s.get());  // `s` closes its own copy
-  if (out < 0) return io_error("dup");
-  return std::make_pair(out, std::move(node_text));
+  if (auto e = read_text(s.get(), peer.local_name, timeout)) return e;
+  peer.fd = ::dup(s.get());  // `s` closes its own copy
+  if (peer.fd < 0) return io_error("dup");
+  return peer;
+}
+
+// The abstract Unix address `name` (no file: it ends with its network namespace's last user).
+socklen_t local_address(const std::string& name, sockaddr_un& addr) {
+  addr = sockaddr_un{};
+  addr.sun_family = AF_UNIX;
+  const size_t n = std::min(name.size(), sizeof addr.sun_path - 1);
+  std::memcpy(addr.sun_path + 1, name.data(), n);  // sun_path[0] == 0: the abstract namespace
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+}  // namespace
+
+caf::expected<lane_peer> connect_lane(const std::string& host, uint16_t port,
+                                      const std::string& secret, milliseconds timeout) {
+  auto fd = dial(host, port, timeout);
+  if (!fd) return std::move(fd.error());
+  return prove_to_server(*fd, secret, timeout);
+}
+
+caf::expected<std::pair<int, std::string>> listen_local() {
+  const bytes nonce = auth::random_nonce();
+  if (nonce.size() < 8) return make_error(errc::io_failure, "data lane: no random socket name");
+  std::string name = "troupe-lane-";
+  for (size_t i = 0; i < 8; ++i) {
+    constexpr const char* hex = "0123456789abcdef";
+    name += hex[nonce[i] >> 4];
+    name += hex[nonce[i] & 15];
+  }
+  sockaddr_un addr;
+  const socklen_t len = local_address(name, addr);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return io_error("socket");
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(fd, 64) != 0) {
+    auto err = io_error("listen on a same-host socket");
+    ::close(fd);
+    return err;
+  }
+  return std::make_pair(fd, std::move(name));
+}
+
+caf::expected<int> dial_local(const std::string& name, milliseconds timeout) {
+  sockaddr_un addr;
+  const socklen_t len = local_address(name, addr);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return io_error("socket");
+  tune(fd, timeout);  // the send timeout bounds connect() as well
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    auto err = io_error("connect to the same-host socket");
+    ::close(fd);
+    return err;
+  }
+  return fd;
+}
+
+caf::expected<lane_peer> connect_local(const std::string& name, const std::string& secret,
+                                       milliseconds timeout) {
+  auto fd = dial_local(name, timeout);
+  if (!fd) return std::move(fd.error());
+  return prove_to_server(*fd, secret, timeout);
 }
 
 caf::error accept_lane(const socket_fd& s, const std::string& secret, const std::string& node,
-                       milliseconds timeout) {
+                       const std::string& local_name, milliseconds timeout) {
   uint32_t magic = 0;
   bytes client_nonce, client_proof;
   caf::error err = read_exact(s.get(), reinterpret_cast<char*>(&magic), sizeof magic, timeout);
@@ -265,18 +356,16 @@ caf::error accept_lane(const socket_fd& s, const std::string& secret, const std:
   if (err) return err;
   const bytes nonce = auth::random_nonce();
   if (nonce.empty()) return make_error(errc::authentication_failed, "no random nonce");
-  const size_t node_size = std::min(node.size(), max_node_text);
-  const bytes length{static_cast<uint8_t>(node_size & 0xff), static_cast<uint8_t>(node_size >> 8)};
   err = write_bytes(s.get(), nonce);
   if (!err) err = write_bytes(s.get(), auth::gatekeeper_proof(secret, client_nonce, nonce));
-  if (!err) err = write_bytes(s.get(), length);
-  if (!err) err = write_all(s.get(), node.data(), node_size);
+  if (!err) err = write_text(s.get(), node);
   if (!err) err = read_bytes(s.get(), client_proof, 32, timeout);
   if (err) return err;
   const bytes expected = auth::node_proof(secret, nonce, client_nonce, role::worker, lane_name);
   if (!auth::proofs_match(expected, client_proof))
     return make_error(errc::authentication_failed, "a data lane's client does not know the secret");
-  return write_bytes(s.get(), bytes{1});
+  if (auto e = write_bytes(s.get(), bytes{1})) return e;
+  return write_text(s.get(), local_name);
 }
 
 }  // namespace troupe::lane

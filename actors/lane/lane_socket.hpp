@@ -1,7 +1,8 @@
-// The data lane's socket layer: a TCP connection beside CAF that carries the bytes of pushes,
-// pulls and their replies between a worker and the buckets of one server node, so that tensor
-// bytes are written once from the message and read once into it (CAF's BASP copies them into
-// and out of its own buffers and moves them on one multiplexer thread per node).
+// The data lane's socket layer: a TCP connection beside CAF (or, between processes of one host,
+// a Unix socket) that carries the bytes of pushes, pulls and their replies between a worker and
+// the buckets of one server node, so that tensor bytes are written once from the message and
+// read once into it (CAF's BASP copies them into and out of its own buffers and moves them on
+// one multiplexer thread per node).
 //
 // A lane opens with the cluster-secret handshake (troupe::auth, the gatekeeper's proofs over
 // fresh nonces, both ways) and then carries frames: a 32-byte header and a payload of at most
@@ -47,7 +48,7 @@ static_assert(sizeof(frame_header) == 32);
 
 constexpr uint32_t frame_magic = 0x314e4c54;  // "TLN1"
 
-// An open TCP socket; closed when the last owner goes. shutdown() wakes a blocked reader.
+// An open socket; closed when the last owner goes. shutdown() wakes a blocked reader.
 class socket_fd {
  public:
   explicit socket_fd(int fd) : fd_(fd) {}
@@ -76,16 +77,34 @@ caf::expected<bool> readable(const socket_fd& s, std::chrono::milliseconds timeo
 // Listens on host:port (0: any free port) for lanes; returns the socket and the bound port.
 caf::expected<std::pair<int, uint16_t>> listen_on(const std::string& host, uint16_t port);
 
+// A lane's client end after the handshake: the socket, the text of the server's CAF node id,
+// and the name of the server's same-host socket (empty when it has none).
+struct lane_peer {
+  int fd = -1;
+  std::string node;
+  std::string local_name;
+};
+
 // Connects to host:port within `timeout` and proves the secret (the node side of the
-// handshake); returns the socket and the text of the server's CAF node id.
-caf::expected<std::pair<int, std::string>> connect_lane(const std::string& host, uint16_t port,
-                                                        const std::string& secret,
-                                                        std::chrono::milliseconds timeout);
+// handshake).
+caf::expected<lane_peer> connect_lane(const std::string& host, uint16_t port,
+                                      const std::string& secret, std::chrono::milliseconds timeout);
+
+// Same-host lanes. A server also listens on an abstract Unix socket with a random name and
+// tells every client that name at the end of the handshake; a client that can reach it (the
+// same host and network namespace: abstract names belong to a namespace) and finds the same
+// node behind it moves there. A Unix socket moves a frame with one copy each way and none of
+// TCP's work (the pushpull suite prints both beside their raw peers).
+caf::expected<std::pair<int, std::string>> listen_local();  // the socket and its name
+caf::expected<int> dial_local(const std::string& name, std::chrono::milliseconds timeout);
+caf::expected<lane_peer> connect_local(const std::string& name, const std::string& secret,
+                                       std::chrono::milliseconds timeout);
 
 // The server side of the handshake on an accepted socket: errc::authentication_failed when the
-// peer does not know the secret. `node` is this node's CAF node id, sent to the client.
+// peer does not know the secret. `node` is this node's CAF node id and `local_name` its
+// same-host socket's name (empty: none), both sent to the client.
 caf::error accept_lane(const socket_fd& s, const std::string& secret, const std::string& node,
-                       std::chrono::milliseconds timeout);
+                       const std::string& local_name, std::chrono::milliseconds timeout);
 
 // How often a lane's deadlines are checked (its client's reader, its server's session): a
 // quarter of the timeout, so that a request nobody answers fails between 1 and 1.25 timeouts
@@ -95,7 +114,13 @@ inline std::chrono::milliseconds sweep_period(std::chrono::milliseconds timeout)
   return std::max(timeout / 4, std::chrono::milliseconds{1});
 }
 
-// Sets the socket's send and receive timeouts and TCP_NODELAY.
+// Sets the socket's send and receive timeouts, and TCP_NODELAY on a TCP socket. A Unix socket
+// gets send and receive buffers of 4 MiB (as far as net.core.wmem_max and rmem_max allow):
+// with the default 208 KiB a writer waits for the reader every few pages, and a Unix lane ran
+// slower than TCP.
 void tune(int fd, std::chrono::milliseconds timeout);
+
+// Names the calling thread (at most 15 characters), so that top and perf show lane threads.
+void name_thread(const char* name);
 
 }  // namespace troupe::lane

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "actors/bucket/parameter_bucket.hpp"
+#include "actors/lane/lane_socket.hpp"
 #include "apps/bench/suites.hpp"
 #include "troupe/detail/auth.hpp"
 #include "troupe/net.hpp"
@@ -68,11 +69,13 @@ void configure_bench_system(caf::actor_system_config& cfg, const std::string& tl
 namespace {
 
 // Accepts connections one after another and echoes every byte back until the peer closes.
-void raw_echo_server(int listener) {
+// A Unix socket (`local`) gets the data lane's buffer sizes (lane::tune).
+void raw_echo_server(int listener, bool local) {
   std::vector<char> buffer(1 << 20);
   for (;;) {
     const int fd = ::accept(listener, nullptr, nullptr);
     if (fd < 0) return;
+    if (local) lane::tune(fd, std::chrono::hours(24));
     for (;;) {
       const ssize_t got = ::read(fd, buffer.data(), buffer.size());
       if (got <= 0) break;
@@ -119,13 +122,15 @@ int serve_peer(const std::string& tls_dir) {
   auto echo_port = net::publish(counter, 0, "127.0.0.1");
   peer_ports ports;
   const int listener = loopback_listener(ports.raw);
-  if (!host_port || !echo_port || listener < 0) {
+  auto local = lane::listen_local();
+  if (!host_port || !echo_port || listener < 0 || !local) {
     std::cerr << "troupe-bench peer: cannot listen on loopback\n";
     return 1;
   }
-  std::thread(raw_echo_server, listener).detach();
+  std::thread(raw_echo_server, listener, false).detach();
+  std::thread(raw_echo_server, local->first, true).detach();
   std::cout << "ports " << *host_port << ' ' << *echo_port << ' ' << ports.raw << ' '
-            << (lanes ? lanes->port() : 0) << std::endl;
+            << (lanes ? lanes->port() : 0) << ' ' << local->second << std::endl;
   // The parent closes our stdin when it is done with us.
   std::string ignored;
   while (std::getline(std::cin, ignored)) {
@@ -134,6 +139,7 @@ int serve_peer(const std::string& tls_dir) {
   self->send_exit(host, caf::exit_reason::user_shutdown);
   self->send_exit(counter, caf::exit_reason::user_shutdown);
   ::shutdown(listener, SHUT_RDWR);
+  ::shutdown(local->first, SHUT_RDWR);
   if (lanes) lanes->stop();
   return 0;
 }
@@ -155,13 +161,15 @@ std::optional<peer_ports> peer_process::start(const options& o, peer_process& ou
     FILE* f = std::fopen(ports_file.c_str(), "r");
     peer_ports p;
     unsigned a = 0, b = 0, c = 0, d = 0;
-    if (f && std::fscanf(f, "ports %u %u %u %u", &a, &b, &c, &d) == 4) {
+    char name[64] = {};
+    if (f && std::fscanf(f, "ports %u %u %u %u %63s", &a, &b, &c, &d, name) == 5) {
       std::fclose(f);
       std::remove(ports_file.c_str());
       p.host = static_cast<uint16_t>(a);
       p.echo = static_cast<uint16_t>(b);
       p.raw = static_cast<uint16_t>(c);
       p.lane = static_cast<uint16_t>(d);
+      p.raw_local = name;
       return p;
     }
     if (f) std::fclose(f);

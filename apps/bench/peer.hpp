@@ -48,7 +48,8 @@ struct peer_ports {
   uint16_t host = 0;
   uint16_t echo = 0;
   uint16_t raw = 0;
-  uint16_t lane = 0;  // the bucket host's data lane (0: none, under TLS)
+  uint16_t lane = 0;      // the bucket host's data lane (0: none, under TLS)
+  std::string raw_local;  // a raw echo server on a same-host Unix socket: its name
 };
 
 // A running peer process; stops it (by closing its stdin) when destroyed.

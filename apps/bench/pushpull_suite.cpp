@@ -1,7 +1,9 @@
 // troupe-bench pushpull: a dense push then pull of n floats between two processes on
 // loopback, through real parameter buckets (1 MiB slices, 8 requests in flight, encode and
-// decode included), against a raw TCP socket pair moving the same 8n bytes (n each way). Each
-// size is measured over the data lane (what workers use without TLS) and over CAF alone.
+// decode included), against a raw socket pair moving the same 8n bytes (n each way). Each size
+// is measured over the data lane on TCP (what workers on another host use without TLS) and
+// over CAF alone, both beside raw TCP, and over the lane's same-host Unix socket (what workers
+// on the server's host use) beside a raw Unix socket.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include "actors/lane/lane_client.hpp"
+#include "actors/lane/lane_socket.hpp"
 #include "apps/bench/peer.hpp"
 #include "apps/bench/suites.hpp"
 #include "troupe/net.hpp"
@@ -151,51 +154,54 @@ suite_result run_pushpull(const options& o) {
   if (!ports) return result;
   auto host = net::remote_actor<server_actor>(sys, "127.0.0.1", ports->host, peer_timeout);
   const int fd = connect_loopback(ports->raw);
-  if (!host || fd < 0) return result;
-  std::shared_ptr<lane_link> lane;
+  auto local_fd = lane::dial_local(ports->raw_local, peer_timeout);
+  if (!host || fd < 0 || !local_fd) return result;
+  // The data lanes a worker on this host would use (none under TLS): over TCP, as between two
+  // hosts, and over the peer's same-host Unix socket.
+  std::shared_ptr<lane_link> tcp_lane, local_lane;
   if (ports->lane != 0) {
-    auto opened = lane_link::open("127.0.0.1", ports->lane, peer.lane_secret(), peer_timeout);
-    if (opened) lane = std::move(*opened);
+    for (const bool same_host : {false, true}) {
+      auto opened =
+          lane_link::open("127.0.0.1", ports->lane, peer.lane_secret(), peer_timeout, same_host);
+      if (opened && (*opened)->local() == same_host) (same_host ? local_lane : tcp_lane) = *opened;
+    }
   }
-  for (size_t bytes :
-       {size_t{4} << 10, size_t{64} << 10, size_t{1} << 20, size_t{16} << 20, size_t{64} << 20}) {
+  std::vector<size_t> sizes{size_t{4} << 10, size_t{64} << 10, size_t{1} << 20, size_t{16} << 20,
+                            size_t{64} << 20};
+  if (o.size != 0) sizes = {o.size * sizeof(float)};  // --size N: only N values
+  for (size_t bytes : sizes) {
     const size_t n = bytes / sizeof(float);
     auto h = host_buckets(self, *host, n);
     if (!h) break;
     const double gigabytes = 8.0 * double(n) / 1e9;
-    const double raw = gigabytes / raw_round_trip(fd, bytes, o.reps).median_s;
-    // What a worker uses: the data lane where the peer has one (not under TLS), CAF otherwise.
-    row r{"push+pull " + size_name(bytes) + (lane ? " (data lane)" : " (CAF)"), "GB/s"};
-    if (lane)
-      fill_rate(r,
-                push_pull(*h, o.reps,
-                          [&](size_t b, auto atom, wire w) {
-                            return ask_over_lane(self.ptr(), *lane, h->buckets[b].id(), atom, w);
-                          }),
-                gigabytes);
-    else
-      fill_rate(r,
-                push_pull(*h, o.reps,
-                          [&](size_t b, auto atom, wire w) {
-                            return self->request(h->buckets[b], timeout, atom, std::move(w));
-                          }),
-                gigabytes);
-    r.limit = raw;
-    r.limit_name = "raw TCP, same bytes";
-    result.rows.push_back(r);
-    if (!lane) continue;
-    row c{"push+pull " + size_name(bytes) + " (CAF)", "GB/s"};
-    fill_rate(c,
-              push_pull(*h, o.reps,
-                        [&](size_t b, auto atom, wire w) {
-                          return self->request(h->buckets[b], timeout, atom, std::move(w));
-                        }),
-              gigabytes);
-    c.limit = raw;
-    c.limit_name = "raw TCP, same bytes";
-    result.rows.push_back(c);
+    const double raw_tcp = gigabytes / raw_round_trip(fd, bytes, o.reps).median_s;
+    auto add_row = [&](const std::string& how, timing t, double limit, const char* limit_name) {
+      row r{"push+pull " + size_name(bytes) + " (" + how + ")", "GB/s"};
+      fill_rate(r, t, gigabytes);
+      r.limit = limit;
+      r.limit_name = limit_name;
+      result.rows.push_back(r);
+    };
+    auto over_lane = [&](lane_link& lane) {
+      return push_pull(*h, o.reps, [&](size_t b, auto atom, wire w) {
+        return ask_over_lane(self.ptr(), lane, h->buckets[b].id(), atom, w);
+      });
+    };
+    if (tcp_lane) add_row("data lane, TCP", over_lane(*tcp_lane), raw_tcp, "raw TCP, same bytes");
+    add_row("CAF",
+            push_pull(*h, o.reps,
+                      [&](size_t b, auto atom, wire w) {
+                        return self->request(h->buckets[b], timeout, atom, std::move(w));
+                      }),
+            raw_tcp, "raw TCP, same bytes");
+    if (local_lane) {
+      const double raw_local = gigabytes / raw_round_trip(*local_fd, bytes, o.reps).median_s;
+      add_row("data lane, same host", over_lane(*local_lane), raw_local,
+              "raw Unix socket, same bytes");
+    }
   }
   ::close(fd);
+  ::close(*local_fd);
   return result;
 }
 

@@ -10,7 +10,7 @@
 namespace troupe::bench {
 
 struct options {
-  size_t size = 0;          // values (apply) or 0 for the suite's default
+  size_t size = 0;          // values (apply, pushpull) or 0 for the suite's default
   int reps = 7;             // timed repetitions (median reported)
   std::string self_binary;  // this program, to start the peer process
   std::string tls_dir;      // --tls-dir: the cross-process suites talk mutual TLS

@@ -1,5 +1,6 @@
-// The data lane (actors/lane) on loopback, against a real bucket: pushes and pulls over it
-// are answered exactly as over CAF (values, acks, refusals), a wrong secret is refused, an
+// The data lane (actors/lane) on loopback and on its same-host Unix socket, against a real
+// bucket: pushes and pulls over either are answered exactly as over CAF (values, acks,
+// refusals), a client on the same host moves to the Unix socket, a wrong secret is refused, an
 // unknown bucket or a lost connection comes back as a "gone" error the worker resends on, a
 // request nobody answers fails once the lane's timeout has passed, and an oversized or garbled
 // frame ends the connection without harming the bucket.
@@ -30,16 +31,17 @@ namespace {
 constexpr auto timeout = std::chrono::seconds(10);
 const std::string secret = "lane-test-secret-0123456789";
 
-// The fixture's bucket behind a listener on loopback, and one client lane to it.
+// The fixture's bucket behind a listener on loopback, and one client lane to it: over the
+// listener's same-host Unix socket, or (tcp_lane_fixture) over TCP.
 struct lane_fixture : bucket_actor_fixture {
-  lane_fixture() {
+  explicit lane_fixture(bool same_host = true) {
     auto started = lane_listener::start(
         sys,
         lane_listener_config{"127.0.0.1", 0, secret, timeout, logger{"lane", log_level::error}});
     BOOST_TEST_REQUIRE(testing::succeeded(started));
     listener = std::move(*started);
     listener->enroll(bucket);
-    auto opened = lane_link::open("127.0.0.1", listener->port(), secret, timeout);
+    auto opened = lane_link::open("127.0.0.1", listener->port(), secret, timeout, same_host);
     BOOST_TEST_REQUIRE(testing::succeeded(opened));
     lane = std::move(*opened);
   }
@@ -69,43 +71,87 @@ struct lane_fixture : bucket_actor_fixture {
   std::shared_ptr<lane_link> lane;
 };
 
+struct tcp_lane_fixture : lane_fixture {
+  tcp_lane_fixture() : lane_fixture(false) {}
+};
+
 bool is_gone(const caf::expected<wire>& result) {
   return !result && result.error().category() != error_category;
 }
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_CASE(a_lane_answers_as_the_bucket_does_over_caf, lane_fixture) {
+BOOST_FIXTURE_TEST_CASE(a_lane_on_one_host_moves_to_the_unix_socket, lane_fixture) {
+  BOOST_TEST(!listener->local_name().empty());
+  BOOST_TEST(lane->local());
   BOOST_TEST(lane->node() == to_string(sys.node()));
-  const auto push = push_for(spec, 0, 1.0f);
-  auto ack = over_lane(push_atom_v, encode(push), bucket.id());
+  // The same-host socket asks for the secret as TCP does.
+  BOOST_TEST(
+      fails_with(lane::connect_local(listener->local_name(), "wrong-secret-0123456789", timeout),
+                 errc::authentication_failed));
+  BOOST_TEST(!testing::succeeded(lane::connect_local("troupe-lane-nobody", secret, timeout)));
+  auto tcp = lane_link::open("127.0.0.1", listener->port(), secret, timeout, false);
+  BOOST_TEST_REQUIRE(testing::succeeded(tcp));
+  BOOST_TEST(!(*tcp)->local());
+}
+
+BOOST_AUTO_TEST_CASE(a_listener_without_a_unix_socket_keeps_its_clients_on_tcp) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  lane_listener_config config{"127.0.0.1", 0, secret, timeout, logger{"lane", log_level::error}};
+  config.same_host = false;
+  auto listener = lane_listener::start(sys, config);
+  BOOST_TEST_REQUIRE(testing::succeeded(listener));
+  BOOST_TEST((*listener)->local_name().empty());
+  auto opened = lane_link::open("127.0.0.1", (*listener)->port(), secret, timeout);
+  BOOST_TEST_REQUIRE(testing::succeeded(opened));
+  BOOST_TEST(!(*opened)->local());
+  (*listener)->stop();
+}
+
+// Both transports answer alike.
+void check_answers(lane_fixture& f);
+
+BOOST_FIXTURE_TEST_CASE(a_lane_answers_as_the_bucket_does_over_caf, lane_fixture) {
+  check_answers(*this);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_tcp_lane_answers_as_the_bucket_does_over_caf, tcp_lane_fixture) {
+  check_answers(*this);
+}
+
+void check_answers(lane_fixture& f) {
+  BOOST_TEST(f.lane->node() == to_string(f.sys.node()));
+  const auto push = push_for(f.spec, 0, 1.0f);
+  auto ack = f.over_lane(push_atom_v, encode(push), f.bucket.id());
   BOOST_TEST_REQUIRE(testing::succeeded(ack));
   auto decoded_ack = decode<push_ack>(*ack);
   BOOST_TEST_REQUIRE(testing::succeeded(decoded_ack));
   BOOST_TEST(decoded_ack->version == 1u);
 
-  auto via_lane = over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id());
-  auto via_caf = over_caf(pull_atom_v, encode(pull_request{7, 1, 0, {}}));
+  auto via_lane = f.over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), f.bucket.id());
+  auto via_caf = f.over_caf(pull_atom_v, encode(pull_request{7, 1, 0, {}}));
   BOOST_TEST_REQUIRE(testing::succeeded(via_lane));
   BOOST_TEST_REQUIRE(testing::succeeded(via_caf));
   BOOST_TEST(via_lane->bytes == via_caf->bytes, boost::test_tools::per_element());
 
   // Refusals keep their troupe code, and the values stay as they were.
-  auto with_nan = push_for(spec, 0, 1.0f);
+  auto with_nan = push_for(f.spec, 0, 1.0f);
   with_nan.dense[1].values[1] = std::numeric_limits<float>::quiet_NaN();
-  auto wrong_shape = push_for(spec, 0, 1.0f);
+  auto wrong_shape = push_for(f.spec, 0, 1.0f);
   wrong_shape.dense[0].values.resize(6000);
-  BOOST_TEST(fails_with(over_lane(push_atom_v, encode(with_nan), bucket.id()), errc::non_finite));
   BOOST_TEST(
-      fails_with(over_lane(push_atom_v, encode(wrong_shape), bucket.id()), errc::shape_mismatch));
-  BOOST_TEST(fails_with(over_lane(push_atom_v, wire{{'x', 'y'}, nullptr}, bucket.id()),
+      fails_with(f.over_lane(push_atom_v, encode(with_nan), f.bucket.id()), errc::non_finite));
+  BOOST_TEST(fails_with(f.over_lane(push_atom_v, encode(wrong_shape), f.bucket.id()),
+                        errc::shape_mismatch));
+  BOOST_TEST(fails_with(f.over_lane(push_atom_v, wire{{'x', 'y'}, nullptr}, f.bucket.id()),
                         errc::malformed_message));
-  auto after = over_caf(pull_atom_v, encode(pull_request{7, 1, 0, {}}));
+  auto after = f.over_caf(pull_atom_v, encode(pull_request{7, 1, 0, {}}));
   BOOST_TEST_REQUIRE(testing::succeeded(after));
   BOOST_TEST(after->bytes == via_caf->bytes, boost::test_tools::per_element());
 
   // A local wire given to the lane is encoded on the way.
-  auto local = over_lane(pull_atom_v, local_wire(pull_request{7, 0, 0, {}}), bucket.id());
+  auto local = f.over_lane(pull_atom_v, local_wire(pull_request{7, 0, 0, {}}), f.bucket.id());
   BOOST_TEST_REQUIRE(testing::succeeded(local));
   BOOST_TEST(local->bytes == via_caf->bytes, boost::test_tools::per_element());
 }
@@ -129,28 +175,36 @@ BOOST_FIXTURE_TEST_CASE(a_wrong_secret_is_refused_both_ways, lane_fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(an_oversized_frame_ends_its_connection_only, lane_fixture) {
-  auto raw = lane::connect_lane("127.0.0.1", listener->port(), secret, timeout);
-  BOOST_TEST_REQUIRE(testing::succeeded(raw));
-  lane::socket_fd s{raw->first};
-  lane::frame_header h;
-  h.magic = lane::frame_magic;
-  h.kind = static_cast<uint8_t>(lane::frame_kind::push);
-  h.id = 1;
-  h.target = bucket.id();
-  h.size = lane::max_frame_bytes + 1;
-  BOOST_TEST_REQUIRE(::send(s.get(), &h, sizeof h, MSG_NOSIGNAL) == ssize_t(sizeof h));
-  char byte = 0;
-  BOOST_TEST(::recv(s.get(), &byte, 1, 0) == 0);  // the server closed it, answering nothing
+  for (const bool local : {false, true}) {  // over TCP, then over the same-host socket
+    BOOST_TEST_CONTEXT("same host: " << local) {
+      auto connect = [&] {
+        return local ? lane::connect_local(listener->local_name(), secret, timeout)
+                     : lane::connect_lane("127.0.0.1", listener->port(), secret, timeout);
+      };
+      auto raw = connect();
+      BOOST_TEST_REQUIRE(testing::succeeded(raw));
+      lane::socket_fd s{raw->fd};
+      lane::frame_header h;
+      h.magic = lane::frame_magic;
+      h.kind = static_cast<uint8_t>(lane::frame_kind::push);
+      h.id = 1;
+      h.target = bucket.id();
+      h.size = lane::max_frame_bytes + 1;
+      BOOST_TEST_REQUIRE(::send(s.get(), &h, sizeof h, MSG_NOSIGNAL) == ssize_t(sizeof h));
+      char byte = 0;
+      BOOST_TEST(::recv(s.get(), &byte, 1, 0) == 0);  // the server closed it, answering nothing
 
-  auto garbled = lane::connect_lane("127.0.0.1", listener->port(), secret, timeout);
-  BOOST_TEST_REQUIRE(testing::succeeded(garbled));
-  lane::socket_fd g{garbled->first};
-  const char junk[64] = "not a frame at all, just bytes on the socket";
-  BOOST_TEST_REQUIRE(::send(g.get(), junk, sizeof junk, MSG_NOSIGNAL) == ssize_t(sizeof junk));
-  BOOST_TEST(::recv(g.get(), &byte, 1, 0) <= 0);  // closed (or reset: junk was left unread)
+      auto garbled = connect();
+      BOOST_TEST_REQUIRE(testing::succeeded(garbled));
+      lane::socket_fd g{garbled->fd};
+      const char junk[64] = "not a frame at all, just bytes on the socket";
+      BOOST_TEST_REQUIRE(::send(g.get(), junk, sizeof junk, MSG_NOSIGNAL) == ssize_t(sizeof junk));
+      BOOST_TEST(::recv(g.get(), &byte, 1, 0) <= 0);  // closed (or reset: junk was left unread)
 
-  BOOST_TEST(
-      testing::succeeded(over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id())));
+      BOOST_TEST(testing::succeeded(
+          over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id())));
+    }
+  }
 }
 
 BOOST_FIXTURE_TEST_CASE(a_lost_connection_ends_the_link, lane_fixture) {
@@ -179,7 +233,7 @@ struct silent_server {
       if (fd < 0) return;
       lane::socket_fd s{fd};
       lane::tune(fd, timeout);
-      if (lane::accept_lane(s, secret, "silent", timeout)) return;
+      if (lane::accept_lane(s, secret, "silent", "", timeout)) return;
       char sink[4096];
       while (::recv(fd, sink, sizeof sink, 0) > 0) {
       }
