@@ -3,10 +3,12 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <caf/event_based_actor.hpp>
+#include <caf/actor_companion.hpp>
+#include <caf/mailbox_element.hpp>
 
 #include <condition_variable>
 #include <deque>
+#include <optional>
 #include <unordered_map>
 
 #include "actors/lane/lane_socket.hpp"
@@ -14,36 +16,66 @@
 
 namespace troupe {
 
-// One accepted lane: its socket, its reader and writer threads, the answers waiting to be
-// written, and how many frames its session still owes an answer (the reader waits while that
-// reaches max_frames_in_flight, so the outbox holds at most that many).
+// One accepted lane: its socket, its reader and writer threads, the companion actor its
+// buckets answer, the frames it owes an answer (by the request id it gave each) and the answers
+// waiting to be written. The reader waits while max_frames_in_flight frames are owed or
+// unwritten, so the outbox holds at most that many.
 struct lane_listener::connection {
   struct outgoing {
     lane::frame_header header;
     wire_bytes payload;
   };
+  struct owed_frame {
+    uint64_t frame = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  using clock = std::chrono::steady_clock;
 
   explicit connection(int fd) : socket(fd) {}
   lane::socket_fd socket;
   std::thread reader;
   std::thread writer;
   std::atomic<bool> finished{false};
+  caf::actor companion;  // set by the reader before its first frame
   std::mutex mutex;
   std::condition_variable answered;
   std::condition_variable has_output;
   std::deque<outgoing> outbox;
+  std::unordered_map<uint64_t, owed_frame> owed;
   int in_flight = 0;
   bool closed = false;
 
-  // Waits (at most `timeout`) for room for one more frame; false when closed or still full.
-  bool reserve(std::chrono::milliseconds timeout) {
+  // Waits (at most `timeout`) for room for one more frame, answering late frames `gone` every
+  // `period` meanwhile; false when closed or still full.
+  bool reserve(std::chrono::milliseconds timeout, std::chrono::milliseconds period) {
+    const auto deadline = clock::now() + timeout;
     std::unique_lock<std::mutex> lock{mutex};
-    if (!answered.wait_for(lock, timeout,
-                           [&] { return closed || in_flight < max_frames_in_flight; }))
-      return false;
+    while (!answered.wait_for(lock, period,
+                              [&] { return closed || in_flight < max_frames_in_flight; })) {
+      if (clock::now() >= deadline) return false;
+      sweep_locked();
+    }
     if (closed) return false;
     ++in_flight;
     return true;
+  }
+  // Frame `frame`, passed to a bucket as `request`, is owed an answer by `deadline`.
+  void owe(uint64_t request, uint64_t frame, clock::time_point deadline) {
+    std::lock_guard<std::mutex> lock{mutex};
+    owed[request] = owed_frame{frame, deadline};
+  }
+  // The frame that `request` answers, once (none when it was swept or never owed).
+  std::optional<uint64_t> settle(uint64_t request) {
+    std::lock_guard<std::mutex> lock{mutex};
+    auto i = owed.find(request);
+    if (i == owed.end()) return std::nullopt;
+    const uint64_t frame = i->second.frame;
+    owed.erase(i);
+    return frame;
+  }
+  void sweep() {
+    std::lock_guard<std::mutex> lock{mutex};
+    sweep_locked();
   }
   // Queues the answer to a reserved frame for the writer thread.
   void post(outgoing answer) {
@@ -83,6 +115,31 @@ struct lane_listener::connection {
     answered.notify_all();
     has_output.notify_all();
     socket.shutdown();
+  }
+
+ private:
+  // Answers `gone` every owed frame past its deadline (a bucket that never answers).
+  void sweep_locked() {
+    const auto now = clock::now();
+    bool posted = false;
+    for (auto i = owed.begin(); i != owed.end();) {
+      if (i->second.deadline > now || closed) {
+        ++i;
+        continue;
+      }
+      const std::string why = "the bucket did not answer in time";
+      outbox.push_back({gone_header(i->second.frame, why.size()), {why.begin(), why.end()}});
+      posted = true;
+      i = owed.erase(i);
+    }
+    if (posted) has_output.notify_one();
+  }
+  static lane::frame_header gone_header(uint64_t frame, size_t size) {
+    lane::frame_header h;
+    h.kind = static_cast<uint8_t>(lane::frame_kind::gone);
+    h.id = frame;
+    h.size = size;
+    return h;
   }
 };
 
@@ -130,81 +187,41 @@ void answer_error(lane_listener::connection& c, uint64_t id, const caf::error& e
   answer(c, id, lane::frame_kind::gone, text);
 }
 
-// The frames a session has passed to a bucket and not yet answered, each with its deadline.
-struct session_state {
-  std::unordered_map<uint64_t, std::chrono::steady_clock::time_point> waiting;
-  bool sweep_scheduled = false;
-};
-
-using session_ptr = caf::stateful_actor<session_state>*;
-
-// One timer per session, not one per frame: every lane::sweep_period, frames past their
-// deadline are answered `gone`.
-void schedule_sweep(session_ptr self, std::chrono::milliseconds timeout) {
-  if (self->state.sweep_scheduled || self->state.waiting.empty()) return;
-  self->state.sweep_scheduled = true;
-  self->delayed_send(self, lane::sweep_period(timeout), tick_atom_v);
-}
-
-void sweep(session_ptr self, lane_listener::connection& c, std::chrono::milliseconds timeout) {
-  auto& waiting = self->state.waiting;
-  self->state.sweep_scheduled = false;
-  const auto now = std::chrono::steady_clock::now();
-  for (auto i = waiting.begin(); i != waiting.end();) {
-    if (i->second > now) {
-      ++i;
-      continue;
-    }
-    const std::string why = "the bucket did not answer in time";
-    answer(c, i->first, lane::frame_kind::gone, why);
-    i = waiting.erase(i);
+// What a bucket answered (on the bucket's thread, through the connection's companion): its
+// wire, or its error, posted to the writer as the answer to the frame it was asked for.
+void on_answer(lane_listener::connection& c, caf::mailbox_element& m) {
+  if (!m.mid.is_response()) return;  // the companion is only ever answered
+  const auto frame = c.settle(m.mid.request_id().integer_value());
+  if (!frame) return;  // swept already: the client was told `gone`
+  auto& content = m.content();
+  if (content.match_elements<wire>()) {
+    wire& r = content.get_mutable_as<wire>(0);
+    wire out = r.bytes.empty() && r.local ? encoded(r) : std::move(r);
+    return answer(c, *frame, lane::frame_kind::reply, std::move(out.bytes));
   }
-  schedule_sweep(self, timeout);
+  if (content.match_elements<caf::error>())
+    return answer_error(c, *frame, content.get_as<caf::error>(0));
+  answer(c, *frame, lane::frame_kind::gone, std::string{"the bucket answered something else"});
 }
 
-// True once for frame `id`: its answer is still owed (not swept).
-bool owed(session_ptr self, uint64_t id) {
-  return self->state.waiting.erase(id) > 0;
+// The actor a connection's buckets answer: not scheduled; it hands each answer to on_answer on
+// the thread that delivers it. Hidden: the actor system does not wait for it at shutdown.
+caf::actor make_companion(caf::actor_system& sys, const connection_ptr& c) {
+  auto companion = sys.spawn<caf::actor_companion, caf::hidden>();
+  auto* raw = static_cast<caf::actor_companion*>(caf::actor_cast<caf::abstract_actor*>(companion));
+  raw->on_enqueue([c](caf::mailbox_element_ptr m) {
+    if (m) on_answer(*c, *m);
+  });
+  return companion;
 }
 
-// The session of one connection: asks the buckets its frames name and posts their answers to
-// the connection's writer thread. A scheduled actor: it never blocks (a write that waits for a
-// stopped or slow client waits on the writer thread), and it and the buckets hand messages to
-// each other on the node's scheduler threads rather than waking a thread of its own.
-caf::behavior lane_session(session_ptr self, connection_ptr c,
-                           std::shared_ptr<const lane_directory> directory,
-                           std::chrono::milliseconds timeout) {
-  self->attach_functor([c] { c->close(); });
-  return {
-      [=](lane_atom, uint64_t id, uint32_t kind, uint64_t target, wire& w) {
-        const auto bucket = directory->find(target);
-        if (!bucket) {
-          const std::string why = "no bucket " + std::to_string(target) + " on this node";
-          return answer(*c, id, lane::frame_kind::gone, why);
-        }
-        if (!self->state.waiting.emplace(id, std::chrono::steady_clock::now() + timeout).second) {
-          const std::string why = "a frame number already in flight";
-          return answer(*c, id, lane::frame_kind::gone, why);
-        }
-        schedule_sweep(self, timeout);
-        auto reply = [=](wire& r) {
-          if (!owed(self, id)) return;
-          wire out = r.bytes.empty() && r.local ? encoded(r) : std::move(r);
-          answer(*c, id, lane::frame_kind::reply, std::move(out.bytes));
-        };
-        auto refuse = [=](caf::error& err) {
-          if (owed(self, id)) answer_error(*c, id, err);
-        };
-        // No CAF timer per frame: the sweep bounds the wait, and a bucket that ends answers
-        // what is in its mailbox with an error.
-        if (kind == static_cast<uint32_t>(lane::frame_kind::push))
-          self->request(bucket, caf::infinite, push_atom_v, std::move(w)).then(reply, refuse);
-        else
-          self->request(bucket, caf::infinite, pull_atom_v, std::move(w)).then(reply, refuse);
-      },
-      [=](tick_atom) { sweep(self, *c, timeout); },
-      [=](broken_atom) { self->quit(); },
-  };
+// Drops the companion's handler (and with it the connection it holds): later answers are
+// dropped. (actor_companion::disconnect is declared but not in Debian's CAF 0.17 library.)
+void disconnect(caf::actor& companion) {
+  if (!companion) return;
+  static_cast<caf::actor_companion*>(caf::actor_cast<caf::abstract_actor*>(companion))
+      ->on_enqueue({});
+  companion = nullptr;
 }
 
 }  // namespace
@@ -282,6 +299,9 @@ void lane_listener::admit(int fd) {
 }
 
 // The reader thread of one connection: the handshake, then frames until either side ends it.
+// Each frame goes straight into its bucket's mailbox as a request from the connection's
+// companion (no actor between them); while the socket is quiet, owed frames past their
+// deadline are answered `gone` every sweep period.
 void lane_listener::serve(connection_ptr c) {
   lane::name_thread("lane.reader");
   lane::tune(c->socket.get(), config_.timeout);
@@ -291,13 +311,22 @@ void lane_listener::serve(connection_ptr c) {
     c->finished = true;
     return;
   }
+  c->companion = make_companion(sys_, c);
+  auto* companion =
+      static_cast<caf::local_actor*>(caf::actor_cast<caf::abstract_actor*>(c->companion));
+  const auto from = caf::actor_cast<caf::strong_actor_ptr>(c->companion);
+  const auto period = lane::sweep_period(config_.timeout);
   c->writer = std::thread([c] { c->write_answers(); });
-  auto session = sys_.spawn(lane_session, c, std::shared_ptr<const lane_directory>{directory_},
-                            config_.timeout);
   for (;;) {
+    if (!c->reserve(2 * config_.timeout, period)) break;
+    auto ready = lane::readable(c->socket, period);
+    while (ready && !*ready) {
+      c->sweep();
+      ready = lane::readable(c->socket, period);
+    }
     lane::frame_header h;
     wire w;
-    if (!c->reserve(2 * config_.timeout)) break;
+    if (!ready) break;
     if (auto err = lane::read_frame(c->socket, config_.timeout, h, w.bytes)) {
       if (!has_code(err, errc::io_failure)) config_.log.warn("data lane: {}", describe(err));
       break;
@@ -307,10 +336,22 @@ void lane_listener::serve(connection_ptr c) {
       config_.log.warn("data lane: a client sent an answer frame");
       break;
     }
-    caf::anon_send(session, lane_atom_v, h.id, uint32_t{h.kind}, h.target, std::move(w));
+    const auto bucket = directory_->find(h.target);
+    if (!bucket) {
+      answer(*c, h.id, lane::frame_kind::gone,
+             "no bucket " + std::to_string(h.target) + " on this node");
+      continue;
+    }
+    const auto id = companion->new_request_id(caf::message_priority::normal);
+    c->owe(id.request_id().integer_value(), h.id,
+           std::chrono::steady_clock::now() + config_.timeout);
+    auto msg = kind == lane::frame_kind::push ? caf::make_message(push_atom_v, std::move(w))
+                                              : caf::make_message(pull_atom_v, std::move(w));
+    // A bucket that has ended answers the request with an error (CAF bounces it).
+    caf::actor_cast<caf::abstract_actor*>(bucket)->enqueue(from, id, std::move(msg), nullptr);
   }
   c->close();
-  caf::anon_send(session, broken_atom_v);
+  disconnect(c->companion);
   c->writer.join();
   c->finished = true;
 }

@@ -1,13 +1,14 @@
 // lane_server: a server node's end of the data lanes (lane_socket.hpp). It listens beside the
-// node's CAF port, and on a same-host Unix socket that it names to each client; every worker that
-// proves the cluster secret gets a connection with a reader thread, a writer thread and a session
-// actor. The reader hands each push or pull frame to the session, the session asks the named bucket
-// exactly as a CAF request would (same messages, same bucket code, so resends, fencing and
-// promotion behave alike) and posts the answer to the writer; a bucket that does not answer within
-// the timeout is answered `gone` by the session's deadline sweep (one timer per session, not one
-// per frame). Only buckets enrolled here can be named; any other id is answered `gone`, and the
-// worker asks the coordinator for the bucket's current handle as it does for a bucket that went
-// down.
+// node's CAF port, and on a same-host Unix socket that it names to each client; every worker
+// that proves the cluster secret gets a connection with a reader thread, a writer thread and a
+// companion actor. The reader puts each push or pull frame straight into the named bucket's
+// mailbox as a request from the companion (same messages, same bucket code, so resends,
+// fencing and promotion behave alike); the bucket's answer reaches the companion on the
+// bucket's own thread, which posts it to the writer. No actor stands between the socket and the
+// bucket, so a frame costs no scheduler hop. A bucket that does not answer within the timeout
+// is answered `gone` by the reader's deadline sweep (every sweep period, no timer per frame).
+// Only buckets enrolled here can be named; any other id is answered `gone`, and the worker
+// asks the coordinator for the bucket's current handle as it does for a bucket that went down.
 //
 // Owned by the server node (server_config::lanes); stop() (or the destructor) ends every
 // connection and joins every thread. Blocking set-up: call start() from main or a detached
@@ -35,7 +36,7 @@ struct lane_listener_config {
   std::string host;                          // where to listen (the node's --listen host)
   uint16_t port = 0;                         // 0: any free port
   std::string secret;                        // the cluster secret every client proves
-  std::chrono::milliseconds timeout{30000};  // handshakes, frames, and the session's requests
+  std::chrono::milliseconds timeout{30000};  // handshakes, frames, and the buckets' answers
   logger log;
   bool same_host = true;  // also offer a Unix socket to clients on this host (lane_socket.hpp)
 };

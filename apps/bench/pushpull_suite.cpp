@@ -51,7 +51,8 @@ bool windowed(size_t count, Issue issue, Got got) {
 
 struct hosted {
   std::vector<bucket_actor> buckets;
-  std::vector<dense_tensor> grads;  // one per bucket
+  std::vector<dense_tensor> grads;   // one per bucket
+  std::vector<dense_tensor> params;  // one per bucket: where its pulls are read to
 };
 
 std::optional<hosted> host_buckets(caf::scoped_actor& self, const server_actor& host, size_t n) {
@@ -73,15 +74,17 @@ std::optional<hosted> host_buckets(caf::scoped_actor& self, const server_actor& 
             [](caf::error&) {});
     if (!ok) return std::nullopt;
     out.grads.push_back(dense_tensor{"t", {len}, 0, random_values(len, 20 + b, 1e-3f)});
+    out.params.push_back(dense_tensor{"t", {len}, 0, std::vector<float>(len)});
   }
   return out;
 }
 
 // One push and one pull of every bucket, as a worker sends them: each bucket's pull right
 // behind its push (the bucket answers it once the push is applied), `window` requests in
-// flight; `ask(bucket index, atom, wire)` sends each.
+// flight; `ask(bucket index, atom, wire)` sends each. As a worker does, a push is encoded from
+// the gradient where it is, and a pull reply is read straight into the bucket's parameters.
 template <class Ask>
-timing push_pull(const hosted& h, int reps, Ask ask) {
+timing push_pull(hosted& h, int reps, Ask ask) {
   const size_t count = h.buckets.size();
   return measure(1, reps, [&] {
     windowed(
@@ -90,15 +93,14 @@ timing push_pull(const hosted& h, int reps, Ask ask) {
           const size_t b = i / 2;
           if (i % 2 == 1)
             return ask(b, pull_atom_v, encode(pull_request{static_cast<uint32_t>(b), 0, 0}));
-          const push_request push{
-              static_cast<uint32_t>(b), 0, 0, vector_clock{1}, {h.grads[b]}, {}, {}};
-          return ask(b, push_atom_v, encode(push));
+          const push_request push{static_cast<uint32_t>(b), 0, 0, vector_clock{1}, {}, {}, {}};
+          const auto& g = h.grads[b];
+          return ask(b, push_atom_v, encode(push, {dense_view{g.name, g.shape, 0, g.values}}));
         },
-        [](size_t i, const wire& w) {
-          if (i % 2 == 1)
-            (void)decode<pull_reply>(w);
-          else
-            (void)decode<push_ack>(w);
+        [&](size_t i, const wire& w) {
+          if (i % 2 == 0) return (void)decode<push_ack>(w);
+          (void)decode_pull_into(
+              w, [&](const dense_tensor&) { return std::span<float>{h.params[i / 2].values}; });
         });
   });
 }

@@ -2,8 +2,9 @@
 // bucket: pushes and pulls over either are answered exactly as over CAF (values, acks,
 // refusals), a client on the same host moves to the Unix socket, a wrong secret is refused, an
 // unknown bucket or a lost connection comes back as a "gone" error the worker resends on, a
-// request nobody answers fails once the lane's timeout has passed, and an oversized or garbled
-// frame ends the connection without harming the bucket.
+// request nobody answers fails once the lane's timeout has passed (on the client, and on the
+// server for a frame its bucket holds too long), and an oversized or garbled frame ends the
+// connection without harming the bucket.
 #define BOOST_TEST_MODULE lane
 #include <boost/test/unit_test.hpp>
 
@@ -205,6 +206,37 @@ BOOST_FIXTURE_TEST_CASE(an_oversized_frame_ends_its_connection_only, lane_fixtur
           over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id())));
     }
   }
+}
+
+BOOST_FIXTURE_TEST_CASE(a_frame_its_bucket_holds_past_the_timeout_is_answered_gone, lane_fixture) {
+  // Under BSP the bucket holds worker 0's pull at clock 5 until worker 1 catches up, which it
+  // never does here; the server's lane times out after 300 ms, the client's after 10 s.
+  auto held_spec = testing::two_slice_spec(optimizer_config{});
+  held_spec.consistency.type = consistency_config::mode::bsp;
+  auto holding = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(held_spec), config);
+  auto server = lane_listener::start(
+      sys, lane_listener_config{"127.0.0.1", 0, secret, std::chrono::milliseconds(300),
+                                logger{"lane", log_level::error}});
+  BOOST_TEST_REQUIRE(testing::succeeded(server));
+  (*server)->enroll(holding);
+  auto link = lane_link::open("127.0.0.1", (*server)->port(), secret, timeout);
+  BOOST_TEST_REQUIRE(testing::succeeded(link));
+  auto ask = [&](const pull_request& pull) {
+    caf::expected<wire> result = make_error(errc::timeout);
+    ask_over_lane(self.ptr(), **link, holding.id(), pull_atom_v, encode(pull))
+        .receive([&](const wire& reply) { result = reply; },
+                 [&](caf::error& err) { result = std::move(err); });
+    return result;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  BOOST_TEST(is_gone(ask(pull_request{7, 0, 5, {}})));
+  const bool early = std::chrono::steady_clock::now() - start < timeout / 2;
+  BOOST_TEST(early);  // the server said so, not the client's own deadline
+  // The connection goes on: worker 1's pull at clock 0 is answered.
+  BOOST_TEST(testing::succeeded(ask(pull_request{7, 1, 0, {}})));
+  link->reset();
+  (*server)->stop();
+  self->send_exit(holding, caf::exit_reason::user_shutdown);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_lost_connection_ends_the_link, lane_fixture) {
