@@ -52,17 +52,35 @@ bool wait_for_exit(int pid, std::chrono::steady_clock::time_point deadline) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-timing measure(int warmup, int reps, const std::function<void()>& once) {
-  for (int i = 0; i < warmup; ++i) once();
-  std::vector<double> seconds;
-  for (int i = 0; i < reps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    once();
-    seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
+namespace {
+
+timing summary(std::vector<double> seconds) {
   std::sort(seconds.begin(), seconds.end());
   return {seconds[seconds.size() / 2], seconds.front(), seconds.back()};
+}
+
+double seconds_of(const std::function<void()>& once) {
+  const auto start = std::chrono::steady_clock::now();
+  once();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+timing measure(int warmup, int reps, const std::function<void()>& once) {
+  return measure_interleaved(warmup, reps, {once}).front();
+}
+
+std::vector<timing> measure_interleaved(int warmup, int reps,
+                                        const std::vector<std::function<void()>>& cases) {
+  for (int i = 0; i < warmup; ++i)
+    for (const auto& once : cases) once();
+  std::vector<std::vector<double>> seconds(cases.size());
+  for (int i = 0; i < reps; ++i)
+    for (size_t c = 0; c < cases.size(); ++c) seconds[c].push_back(seconds_of(cases[c]));
+  std::vector<timing> out;
+  for (auto& s : seconds) out.push_back(summary(std::move(s)));
+  return out;
 }
 
 void fill_rate(row& r, const timing& t, double units) {

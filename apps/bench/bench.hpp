@@ -18,6 +18,12 @@ struct timing {
 // Runs `once` `warmup` times untimed, then `reps` times timed.
 timing measure(int warmup, int reps, const std::function<void()>& once);
 
+// Times several cases round by round (each case once per round, in order), so that a case
+// and the limit it is compared with see the same moments of a noisy machine; one timing per
+// case.
+std::vector<timing> measure_interleaved(int warmup, int reps,
+                                        const std::vector<std::function<void()>>& cases);
+
 // One line of a suite's table: our figure beside the limit measured in the same run.
 struct row {
   std::string name;     // e.g. "adam 2Mi params"

@@ -3,7 +3,8 @@
 // decode included), against a raw socket pair moving the same 8n bytes (n each way). Each size
 // is measured over the data lane on TCP (what workers on another host use without TLS) and
 // over CAF alone, both beside raw TCP, and over the lane's same-host Unix socket (what workers
-// on the server's host use) beside a raw Unix socket.
+// on the server's host use) beside a raw Unix socket. A size's cases take turns, one
+// repetition each per round, so that each shares its limit's moments of a noisy machine.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -84,45 +85,40 @@ std::optional<hosted> host_buckets(caf::scoped_actor& self, const server_actor& 
 // flight; `ask(bucket index, atom, wire)` sends each. As a worker does, a push is encoded from
 // the gradient where it is, and a pull reply is read straight into the bucket's parameters.
 template <class Ask>
-timing push_pull(hosted& h, int reps, Ask ask) {
-  const size_t count = h.buckets.size();
-  return measure(1, reps, [&] {
-    windowed(
-        2 * count,
-        [&](size_t i) {
-          const size_t b = i / 2;
-          if (i % 2 == 1)
-            return ask(b, pull_atom_v, encode(pull_request{static_cast<uint32_t>(b), 0, 0}));
-          const push_request push{static_cast<uint32_t>(b), 0, 0, vector_clock{1}, {}, {}, {}};
-          const auto& g = h.grads[b];
-          return ask(b, push_atom_v, encode(push, {dense_view{g.name, g.shape, 0, g.values}}));
-        },
-        [&](size_t i, const wire& w) {
-          if (i % 2 == 0) return (void)decode<push_ack>(w);
-          (void)decode_pull_into(
-              w, [&](const dense_tensor&) { return std::span<float>{h.params[i / 2].values}; });
-        });
-  });
+void push_pull(hosted& h, Ask ask) {
+  windowed(
+      2 * h.buckets.size(),
+      [&](size_t i) {
+        const size_t b = i / 2;
+        if (i % 2 == 1)
+          return ask(b, pull_atom_v, encode(pull_request{static_cast<uint32_t>(b), 0, 0}));
+        const push_request push{static_cast<uint32_t>(b), 0, 0, vector_clock{1}, {}, {}, {}};
+        const auto& g = h.grads[b];
+        return ask(b, push_atom_v, encode(push, {dense_view{g.name, g.shape, 0, g.values}}));
+      },
+      [&](size_t i, const wire& w) {
+        if (i % 2 == 0) return (void)decode<push_ack>(w);
+        (void)decode_pull_into(
+            w, [&](const dense_tensor&) { return std::span<float>{h.params[i / 2].values}; });
+      });
 }
 
-// Sends `bytes` to the echo peer from one thread while reading them back on this one.
-timing raw_round_trip(int fd, size_t bytes, int reps) {
-  std::vector<char> out(bytes, 'x'), in(std::min<size_t>(bytes, 1 << 20));
-  return measure(1, reps, [&] {
-    std::thread writer([&] {
-      for (size_t sent = 0; sent < bytes;) {
-        const ssize_t n = ::write(fd, out.data() + sent, bytes - sent);
-        if (n <= 0) return;
-        sent += static_cast<size_t>(n);
-      }
-    });
-    for (size_t got = 0; got < bytes;) {
-      const ssize_t n = ::read(fd, in.data(), std::min(in.size(), bytes - got));
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
+// Sends `out` to the echo peer from one thread while reading it back on this one.
+void raw_round_trip(int fd, const std::vector<char>& out, std::vector<char>& in) {
+  const size_t bytes = out.size();
+  std::thread writer([&] {
+    for (size_t sent = 0; sent < bytes;) {
+      const ssize_t n = ::write(fd, out.data() + sent, bytes - sent);
+      if (n <= 0) return;
+      sent += static_cast<size_t>(n);
     }
-    writer.join();
   });
+  for (size_t got = 0; got < bytes;) {
+    const ssize_t n = ::read(fd, in.data(), std::min(in.size(), bytes - got));
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  writer.join();
 }
 
 int connect_loopback(uint16_t port) {
@@ -176,30 +172,46 @@ suite_result run_pushpull(const options& o) {
     auto h = host_buckets(self, *host, n);
     if (!h) break;
     const double gigabytes = 8.0 * double(n) / 1e9;
-    const double raw_tcp = gigabytes / raw_round_trip(fd, bytes, o.reps).median_s;
-    auto add_row = [&](const std::string& how, timing t, double limit, const char* limit_name) {
-      row r{"push+pull " + size_name(bytes) + " (" + how + ")", "GB/s"};
-      fill_rate(r, t, gigabytes);
-      r.limit = limit;
-      r.limit_name = limit_name;
-      result.rows.push_back(r);
-    };
+    std::vector<char> out(bytes, 'x'), in(std::min<size_t>(bytes, 1 << 20));
     auto over_lane = [&](lane_link& lane) {
-      return push_pull(*h, o.reps, [&](size_t b, auto atom, wire w) {
-        return ask_over_lane(self.ptr(), lane, h->buckets[b].id(), atom, w);
-      });
+      return [&] {
+        push_pull(*h, [&](size_t b, auto atom, wire w) {
+          return ask_over_lane(self.ptr(), lane, h->buckets[b].id(), atom, w);
+        });
+      };
     };
-    if (tcp_lane) add_row("data lane, TCP", over_lane(*tcp_lane), raw_tcp, "raw TCP, same bytes");
-    add_row("CAF",
-            push_pull(*h, o.reps,
-                      [&](size_t b, auto atom, wire w) {
-                        return self->request(h->buckets[b], timeout, atom, std::move(w));
-                      }),
-            raw_tcp, "raw TCP, same bytes");
+    // Each case beside its raw peer, all of them round by round (measure_interleaved).
+    struct named_case {
+      std::string how;
+      std::function<void()> once;
+      size_t limit;  // index of the case it is compared with
+    };
+    std::vector<named_case> cases;
+    cases.push_back({"raw TCP, same bytes", [&] { raw_round_trip(fd, out, in); }, 0});
+    if (tcp_lane) cases.push_back({"data lane, TCP", over_lane(*tcp_lane), 0});
+    cases.push_back({"CAF",
+                     [&] {
+                       push_pull(*h, [&](size_t b, auto atom, wire w) {
+                         return self->request(h->buckets[b], timeout, atom, std::move(w));
+                       });
+                     },
+                     0});
     if (local_lane) {
-      const double raw_local = gigabytes / raw_round_trip(*local_fd, bytes, o.reps).median_s;
-      add_row("data lane, same host", over_lane(*local_lane), raw_local,
-              "raw Unix socket, same bytes");
+      cases.push_back(
+          {"raw Unix socket, same bytes", [&] { raw_round_trip(*local_fd, out, in); }, 0});
+      cases.back().limit = cases.size() - 1;
+      cases.push_back({"data lane, same host", over_lane(*local_lane), cases.size() - 1});
+    }
+    std::vector<std::function<void()>> runs;
+    for (const auto& c : cases) runs.push_back(c.once);
+    const auto timings = measure_interleaved(1, o.reps, runs);
+    for (size_t c = 0; c < cases.size(); ++c) {
+      if (cases[c].limit == c) continue;  // a raw peer: the limit of the rows after it
+      row r{"push+pull " + size_name(bytes) + " (" + cases[c].how + ")", "GB/s"};
+      fill_rate(r, timings[c], gigabytes);
+      r.limit = gigabytes / timings[cases[c].limit].median_s;
+      r.limit_name = cases[cases[c].limit].how;
+      result.rows.push_back(r);
     }
   }
   ::close(fd);
