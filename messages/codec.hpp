@@ -144,6 +144,14 @@ using value_place = std::function<std::span<float>(const dense_tensor& header)>;
 caf::expected<pull_reply> decode_pull_into(const wire& w, const value_place& place,
                                            const codec_limits& limits = {});
 
+// A push whose dense f32 gradients stay where they are in w's bytes, which must outlive the
+// views: views[i] is the values of dense[i] (whose own values are then left empty), checked as
+// decode<push_request> checks them. Values stored otherwise, and a local wire's, are copied as
+// decode<push_request> copies them, and views[i] then spans dense[i].values (moving the push
+// keeps them valid). For a bucket applying a push: no copy of the gradient before the update.
+caf::expected<push_request> decode_push_in_place(const wire& w, const codec_limits& limits,
+                                                 std::vector<std::span<const float>>& views);
+
 // encode(x), or local_wire(x) when the receiver is an actor of this process.
 template <class T>
 wire encode_for(bool in_process, const T& x) {

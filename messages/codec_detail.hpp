@@ -7,6 +7,8 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <optional>
+#include <span>
 #include <string>
 
 #include "messages/codec.hpp"
@@ -81,6 +83,12 @@ caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::
 // The same into `out` (its size is the count): nothing allocated.
 caf::error read_values_into(capnp::Data::Reader data, schema::DType type, std::span<float> out,
                             decode_budget& budget, const std::string& what);
+// The same checks, the f32 values left where they are in the message; no span (and no error)
+// when they are stored otherwise or not aligned as floats: then read_values copies them.
+caf::expected<std::optional<std::span<const float>>> view_values(capnp::Data::Reader data,
+                                                                 schema::DType type, uint64_t count,
+                                                                 decode_budget& budget,
+                                                                 const std::string& what);
 
 // `reference`: the values become a segment of their own that points at them where they are
 // (Cap'n Proto's external data; nothing zeroed and copied into the message first, which then

@@ -262,6 +262,21 @@ caf::error read_values_into(capnp::Data::Reader data, schema::DType type, std::s
   return {};
 }
 
+caf::expected<std::optional<std::span<const float>>> view_values(capnp::Data::Reader data,
+                                                                 schema::DType type, uint64_t count,
+                                                                 decode_budget& budget,
+                                                                 const std::string& what) {
+  using view = std::optional<std::span<const float>>;
+  auto storage = checked_storage(data, type, count, budget, what);
+  if (!storage) return std::move(storage.error());
+  if (*storage != dtype::f32 || reinterpret_cast<uintptr_t>(data.begin()) % alignof(float) != 0)
+    return view{};
+  const std::span<const float> values{reinterpret_cast<const float*>(data.begin()), count};
+  if (budget.limits.require_finite && !kernels::all_finite(values))
+    return first_non_finite(values, what);
+  return view{values};
+}
+
 bool referenceable(std::span<const float> values, dtype storage) {
   const size_t bytes = values.size() * sizeof(float);
   return storage == dtype::f32 && bytes >= (size_t{64} << 10) && bytes % sizeof(capnp::word) == 0 &&

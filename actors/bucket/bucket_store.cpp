@@ -110,7 +110,7 @@ uint64_t bucket_store::apply_rows(const std::vector<sparse_rows>& rows, float lr
   return refused;
 }
 
-caf::expected<double> bucket_store::validate(const push_request& push) const {
+caf::expected<double> bucket_store::validate(const push_request& push, gradients grads) const {
   auto bad = [&](errc code, std::string what) {
     return make_error(code, fmt::format("bucket {}: {}", id_, what));
   };
@@ -142,17 +142,18 @@ caf::expected<double> bucket_store::validate(const push_request& push) const {
   for (size_t i = 0; i < slices_.size(); ++i) {
     const auto& mine = slices_[i];
     const auto& theirs = push.dense[i];
+    const auto values = grads[i];
     if (mine.name != theirs.name || mine.row_offset != theirs.row_offset ||
-        mine.shape != theirs.shape || mine.values.size() != theirs.values.size())
+        mine.shape != theirs.shape || mine.values.size() != values.size())
       return bad(errc::shape_mismatch,
                  fmt::format("slice {} expects {} from row {} ({} values), got {} from row {} "
                              "({} values)",
                              i, mine.name, mine.row_offset, mine.values.size(), theirs.name,
-                             theirs.row_offset, theirs.values.size()));
-    const auto checked = kernels::check_gradient(theirs.values, max_abs_gradient);
+                             theirs.row_offset, values.size()));
+    const auto checked = kernels::check_gradient(values, max_abs_gradient);
     if (const auto at = checked.beyond)
-      return bad(errc::non_finite, fmt::format("gradient value {} in {} (limit {:g})",
-                                               theirs.values[*at], theirs.name, max_abs_gradient));
+      return bad(errc::non_finite, fmt::format("gradient value {} in {} (limit {:g})", values[*at],
+                                               theirs.name, max_abs_gradient));
     squares += checked.squares;
   }
   return squares;
@@ -184,11 +185,11 @@ double bucket_store::update_variance() const {
   return std::max(0.0, squares / n - mean * mean) / (mean * mean);
 }
 
-caf::error bucket_store::apply_now(push_request& push, uint64_t staleness) {
+caf::error bucket_store::apply_now(push_request& push, gradients grads, uint64_t staleness) {
   auto undo = remember_for_rule(row_ids_of(push.sparse));
   uint64_t refused = 0;
   for (size_t i = 0; i < slices_.size(); ++i)
-    refused += compensate_and_step(push.worker, i, push.dense[i].values, staleness) ? 0 : 1;
+    refused += compensate_and_step(push.worker, i, grads[i], staleness) ? 0 : 1;
   const float lr_scale = optimizer_.lr_staleness ? 1.0f / (1.0f + float(staleness)) : 1.0f;
   compensate_rows(push.worker, push.sparse);
   const uint64_t rows = apply_rows(push.sparse, lr_scale);
@@ -203,10 +204,10 @@ caf::error bucket_store::apply_now(push_request& push, uint64_t staleness) {
   return {};
 }
 
-void bucket_store::collect_round(const push_request& push) {
+void bucket_store::collect_round(const push_request& push, gradients grads) {
   for (size_t i = 0; i < slices_.size(); ++i) {
     auto& sum = round_sum_[i];
-    const auto& g = push.dense[i].values;
+    const auto g = grads[i];
     for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
   }
   for (const auto& rows : push.sparse) {
@@ -325,7 +326,8 @@ void bucket_store::counted(const push_request& push) {
   if (push.worker < workers_) next_push_[push.worker] = push.worker_clock + 1;
 }
 
-caf::expected<push_ack> bucket_store::apply(push_request push) {
+caf::expected<push_ack> bucket_store::apply(push_request push,
+                                            std::vector<std::span<const float>> views) {
   if (push.resend && duplicate(push)) return push_ack{id_, version_, 0};
   // A step that applies nothing (skipped by the worker, or refused here) still counts for the
   // worker's clock, so that ssp and bsp keep in step with it.
@@ -339,9 +341,13 @@ caf::expected<push_ack> bucket_store::apply(push_request push) {
     return push_ack{id_, version_, 0};
   }
   caf::error err = expand_signs(push);
+  if (views.size() != push.dense.size()) {  // none given, or the signs became dense
+    views.clear();
+    for (const auto& t : push.dense) views.emplace_back(t.values);
+  }
   double squares = 0;
   if (!err) {
-    auto checked = validate(push);
+    auto checked = validate(push, views);
     if (checked)
       squares = *checked;
     else
@@ -359,13 +365,13 @@ caf::expected<push_ack> bucket_store::apply(push_request push) {
   observe_norm(push, squares);
   const uint64_t staleness = clock_.staleness_since(push.read_clock);
   if (in_round_.empty()) {
-    err = apply_now(push, staleness);
+    err = apply_now(push, views, staleness);
     if (err) {  // an app's rule refused it: counted as rejected, the clock moves as for a skip
       ++rejected_;
       gate_.skip(push.worker);
     }
   } else {
-    collect_round(push);
+    collect_round(push, views);
     err = finish_round_if_complete();
   }
   if (push.last)

@@ -49,7 +49,9 @@ class bucket_store {
   // rejected. A push with `last` set retires its worker from the consistency gate. A push
   // (or bsp round) that an app's rule makes non-finite anywhere is not applied at all:
   // errc::non_finite, counted as rejected; the worker's clock moves as for a skipped step.
-  caf::expected<push_ack> apply(push_request push);
+  // `views`: the dense gradients where the push's message holds them (decode_push_in_place),
+  // one per push.dense; empty: push.dense's own values.
+  caf::expected<push_ack> apply(push_request push, std::vector<std::span<const float>> views = {});
 
   // Whether `push` was already applied (or counted) here. A worker resends a push whose ack it
   // never got (its bucket restarted, or a backup took over); apply() acknowledges a resent
@@ -147,11 +149,13 @@ class bucket_store {
   }
 
  private:
+  // A push's dense gradients, one per slice.
+  using gradients = std::span<const std::span<const float>>;
   // A sign-compressed push becomes a dense one (one sign tensor per slice, nothing else).
   caf::error expand_signs(push_request& push) const;
   // Checks a push against the bucket; its dense gradient's squared norm when it passes (the
   // bound check and the norm are one pass over the gradient).
-  caf::expected<double> validate(const push_request& push) const;
+  caf::expected<double> validate(const push_request& push, gradients grads) const;
   bool counts_as_step(const push_request& push) const;
   caf::error skip_step(uint32_t worker);
   // Compensates grad, the values [first, first + grad.size()) of a slice.
@@ -165,13 +169,15 @@ class bucket_store {
   // be compensated and stepped block by block, each block in the cache between the two.
   bool elementwise() const;
   void step_elements(size_t slice, size_t first, std::span<const float> grad, float lr);
-  // Compensates and steps one slice of a push.
-  bool compensate_and_step(uint32_t worker, size_t slice, std::vector<float>& grad,
+  // Compensates and steps one slice of a push (its gradient is not changed: compensation
+  // works on a copy, block by block where the optimizer allows).
+  bool compensate_and_step(uint32_t worker, size_t slice, std::span<const float> grad,
                            uint64_t staleness);
+  bool compensates(uint32_t worker) const;  // delay compensation applies to its pushes
   float step_lr(uint64_t staleness) const;
   bool device_steps(size_t slice) const;  // this slice's DASH step is deferred
-  caf::error apply_now(push_request& push, uint64_t staleness);
-  void collect_round(const push_request& push);
+  caf::error apply_now(push_request& push, gradients grads, uint64_t staleness);
+  void collect_round(const push_request& push, gradients grads);
   caf::error finish_round_if_complete();
   caf::error rule_refused(uint64_t slices, uint64_t rows) const;
   // --optimizer NAME: everything a push or round may change, kept to undo it whole when the

@@ -8,6 +8,7 @@
 namespace troupe {
 
 using opt_kind = optimizer_config::kind;
+using dc_kind = compensation_config::kind;
 
 float bucket_store::step_lr(uint64_t staleness) const {
   const auto& o = optimizer_;
@@ -83,20 +84,32 @@ bool bucket_store::step(size_t slice, std::vector<float>& grad, uint64_t stalene
   return true;
 }
 
-bool bucket_store::compensate_and_step(uint32_t worker, size_t slice, std::vector<float>& grad,
+bool bucket_store::compensates(uint32_t worker) const {
+  return compensation_.type != dc_kind::none && !read_[worker].empty();
+}
+
+bool bucket_store::compensate_and_step(uint32_t worker, size_t slice, std::span<const float> grad,
                                        uint64_t staleness) {
   if (!elementwise()) {
-    compensate(worker, slice, 0, grad);
-    return step(slice, grad, staleness);
+    std::vector<float> whole(grad.begin(), grad.end());  // compensated and stepped as a whole
+    compensate(worker, slice, 0, whole);
+    return step(slice, whole, staleness);
   }
   // 16 KiB of each array per block: gradient, values, moments and the read copy stay in L1/L2
-  // from the compensation to the step, so each comes from memory once.
+  // from the compensation to the step, so each comes from memory once. Without compensation
+  // the step reads the gradient where it is.
   constexpr size_t block = 4096;
   const float lr = step_lr(staleness);
-  const std::span<float> all(grad);
-  for (size_t first = 0; first < all.size(); first += block) {
-    const auto part = all.subspan(first, std::min(block, all.size() - first));
-    compensate(worker, slice, first, part);
+  const bool compensated = compensates(worker);
+  std::vector<float> copy(compensated ? block : 0);
+  for (size_t first = 0; first < grad.size(); first += block) {
+    auto part = grad.subspan(first, std::min(block, grad.size() - first));
+    if (compensated) {
+      const std::span<float> mine{copy.data(), part.size()};
+      std::copy(part.begin(), part.end(), mine.begin());
+      compensate(worker, slice, first, mine);
+      part = mine;
+    }
     step_elements(slice, first, part, lr);
   }
   return true;

@@ -282,13 +282,15 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   if (st.deposed) return make_error(errc::not_primary, "a backup took over this bucket");
   if (st.primary && !sent_by(self, st.primary))
     return make_error(errc::not_primary, "this is a backup: it takes pushes from its primary");
-  auto push = decode<push_request>(w, st.limits);
+  // The gradient is read where the message holds it (w outlives the apply).
+  std::vector<std::span<const float>> gradient;
+  auto push = decode_push_in_place(w, st.limits, gradient);
   if (!push) {
     store.count_rejected();
     config.log.warn("rejected a push: {}", describe(push.error()));
     return std::move(push.error());
   }
-  auto ack = store.apply(std::move(*push));
+  auto ack = store.apply(std::move(*push), std::move(gradient));
   if (!ack) config.log.warn("rejected a push: {}", describe(ack.error()));
   if (ack) count_backoff(self, config);
   auto& m = st.metrics;

@@ -129,3 +129,52 @@ BOOST_AUTO_TEST_CASE(a_pull_reply_into_place_refuses_what_decode_refuses) {
                         errc::malformed_message));
   BOOST_TEST(fails_with(decode_pull_into(local_wire(push_ack{}), place), errc::malformed_message));
 }
+
+BOOST_AUTO_TEST_CASE(a_push_decodes_in_place_as_decode_reads_it) {
+  push_request x{1, 0, 4, vector_clock{std::vector<uint64_t>{4, 2}}};
+  x.dense.push_back(dense_tensor{"big", {64, 256}, 0, random_values(64 * 256, 7)});
+  x.dense.push_back(dense_tensor{"small", {3}, 2, {0.5f, -0.25f, 1.0f}});
+  const wire w = encode(x);
+  std::vector<std::span<const float>> views;
+  auto in_place = decode_push_in_place(w, {}, views);
+  BOOST_TEST_REQUIRE(succeeded(in_place));
+  BOOST_TEST_REQUIRE(views.size() == 2u);
+  const auto* first = w.bytes.data();
+  for (size_t i = 0; i < 2; ++i) {
+    const auto* p = reinterpret_cast<const char*>(views[i].data());
+    BOOST_TEST((p >= first && p + views[i].size_bytes() <= first + w.bytes.size()));  // in w
+    BOOST_TEST(in_place->dense[i].values.empty());
+    BOOST_TEST(in_place->dense[i].name == x.dense[i].name);
+    BOOST_TEST(in_place->dense[i].row_offset == x.dense[i].row_offset);
+    BOOST_TEST(std::vector<float>(views[i].begin(), views[i].end()) == x.dense[i].values,
+               tt::per_element());
+  }
+  BOOST_TEST(in_place->read_clock.entries() == x.read_clock.entries(), tt::per_element());
+
+  // bf16 values and a local wire's are copied; the views then span the push's own values.
+  for (const wire& copied : {encode(x, encode_options{dtype::bf16}), local_wire(x)}) {
+    auto decoded = decode_push_in_place(copied, {}, views);
+    BOOST_TEST_REQUIRE(succeeded(decoded));
+    BOOST_TEST_REQUIRE(views.size() == 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      BOOST_TEST(views[i].data() == decoded->dense[i].values.data());
+      BOOST_TEST(views[i].size() == x.dense[i].values.size());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_push_in_place_refuses_what_decode_refuses) {
+  push_request x{1, 0, 4, vector_clock{}};
+  x.dense.push_back(dense_tensor{"g", {64, 256}, 0, random_values(64 * 256, 8)});
+  std::vector<std::span<const float>> views;
+  x.dense[0].values[100] = std::numeric_limits<float>::infinity();
+  BOOST_TEST(fails_with(decode_push_in_place(encode(x), {}, views), errc::non_finite));
+  x.dense[0].values[100] = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST(fails_with(decode_push_in_place(encode(x), {}, views), errc::non_finite));
+  x.dense[0].values[100] = 0.0f;
+  codec_limits few;
+  few.max_elements = 1000;  // a bucket's cap: its own number of values
+  BOOST_TEST(fails_with(decode_push_in_place(encode(x), few, views), errc::message_too_large));
+  BOOST_TEST(fails_with(decode_push_in_place(wire{{'n', 'o', 'p', 'e'}, nullptr}, {}, views),
+                        errc::malformed_message));
+}
