@@ -60,6 +60,9 @@ namespace troupe {
 // messages/protocol.hpp's type-id block. Only `bytes` is serialised: a local wire that
 // leaves the process arrives empty and fails to decode ("empty message"), so a sender that
 // may reach another process uses encode_for, and a forward uses encoded().
+// Bytes in several pieces, in order (one message written without gathering it first).
+using byte_parts = std::span<const std::span<const char>>;
+
 struct wire {
   wire_bytes bytes;
   std::shared_ptr<const local_message> local;
@@ -101,6 +104,11 @@ wire encode(const push_request& x, const encode_options& opts = {});
 // gradient), with no copy gathered first.
 wire encode(const push_request& x, const std::vector<dense_view>& dense,
             const encode_options& opts = {});
+// The bytes encode(x, dense) gives, handed to `write` as parts (the segment table, then each
+// segment, large tensors where they are) rather than copied into one buffer: for a writer that
+// sends them at once (the data lane's scatter-gather write). Returns their total size.
+size_t encode_to(const push_request& x, const std::vector<dense_view>& dense,
+                 const std::function<void(byte_parts)>& write, const encode_options& opts = {});
 wire encode(const push_ack& x);
 wire encode(const bucket_spec& x);
 wire encode(const bucket_stats& x);

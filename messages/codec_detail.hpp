@@ -36,6 +36,9 @@ class wire_builder : public capnp::MessageBuilder {
   kj::ArrayPtr<capnp::word> allocateSegment(unsigned minimum_words) override;
   // The wire, once; the builder is empty afterwards.
   wire finish();
+  // The same bytes handed to `write` in parts (the segment table, then each segment where it
+  // is) instead of copied into one buffer; their total size.
+  size_t write_parts(const std::function<void(byte_parts)>& write);
 
  private:
   wire out_;

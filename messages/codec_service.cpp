@@ -310,11 +310,11 @@ wire encode(const push_request& x, const encode_options& opts) {
   return encode(x, dense, opts);
 }
 
-wire encode(const push_request& x, const std::vector<dense_view>& dense,
-            const encode_options& opts) {
-  const auto by_reference = referenced(dense, opts.storage);
-  detail::wire_builder message(first_segment_words(dense, opts.storage, by_reference));
-  auto out = message.initRoot<schema::PushRequest>();
+namespace {
+
+void write_push(schema::PushRequest::Builder out, const push_request& x,
+                const std::vector<dense_view>& dense, const encode_options& opts,
+                const std::vector<bool>& by_reference) {
   out.setBucket(x.bucket);
   out.setWorker(x.worker);
   out.setWorkerClock(x.worker_clock);
@@ -330,7 +330,24 @@ wire encode(const push_request& x, const std::vector<dense_view>& dense,
   out.setLast(x.last);
   out.setSkipped(x.skipped);
   out.setResend(x.resend);
+}
+
+}  // namespace
+
+wire encode(const push_request& x, const std::vector<dense_view>& dense,
+            const encode_options& opts) {
+  const auto by_reference = referenced(dense, opts.storage);
+  detail::wire_builder message(first_segment_words(dense, opts.storage, by_reference));
+  write_push(message.initRoot<schema::PushRequest>(), x, dense, opts, by_reference);
   return message.finish();
+}
+
+size_t encode_to(const push_request& x, const std::vector<dense_view>& dense,
+                 const std::function<void(byte_parts)>& write, const encode_options& opts) {
+  const auto by_reference = referenced(dense, opts.storage);
+  detail::wire_builder message(first_segment_words(dense, opts.storage, by_reference));
+  write_push(message.initRoot<schema::PushRequest>(), x, dense, opts, by_reference);
+  return message.write_parts(write);
 }
 
 namespace {

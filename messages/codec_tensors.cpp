@@ -117,6 +117,24 @@ wire wire_builder::finish() {
   return std::move(out_);
 }
 
+size_t wire_builder::write_parts(const std::function<void(byte_parts)>& write) {
+  const auto segments = getSegmentsForOutput();
+  // Cap'n Proto's framing: the count less one, each segment's words, padded to a whole word.
+  std::vector<uint32_t> table((segments.size() + 2) & ~size_t{1}, 0);
+  table[0] = static_cast<uint32_t>(segments.size() - 1);
+  std::vector<std::span<const char>> parts{
+      {reinterpret_cast<const char*>(table.data()), table.size() * sizeof(uint32_t)}};
+  size_t total = parts[0].size();
+  for (size_t i = 0; i < segments.size(); ++i) {
+    table[i + 1] = static_cast<uint32_t>(segments[i].size());
+    parts.emplace_back(reinterpret_cast<const char*>(segments[i].begin()),
+                       segments[i].size() * sizeof(capnp::word));
+    total += parts.back().size();
+  }
+  write(parts);
+  return total;
+}
+
 }  // namespace troupe::detail
 
 namespace troupe {

@@ -61,6 +61,15 @@ lane_link::~lane_link() {
 
 void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
                      lane::frame_kind kind, uint64_t target, const wire& w) {
+  const bool local = w.bytes.empty() && w.local;
+  const wire encoded_here = local ? encoded(w) : wire{};
+  const auto& bytes = local ? encoded_here.bytes : w.bytes;
+  const std::span<const char> whole{bytes.data(), bytes.size()};
+  send(requester, request_id, kind, target, byte_parts{&whole, 1});
+}
+
+void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
+                     lane::frame_kind kind, uint64_t target, byte_parts payload) {
   const auto response_id = request_id.response_id();
   const auto from = caf::actor_cast<caf::actor_addr>(requester);
   lane::frame_header h;
@@ -75,15 +84,13 @@ void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id req
     h.id = ++next_frame_;
     pending_.emplace(h.id, waiting{from, response_id, std::chrono::steady_clock::now() + timeout_});
   }
-  const bool local = w.bytes.empty() && w.local;
-  const wire encoded_here = local ? encoded(w) : wire{};
-  const auto& bytes = local ? encoded_here.bytes : w.bytes;
   h.kind = static_cast<uint8_t>(kind);
   h.target = target;
-  h.size = bytes.size();
+  h.size = 0;
+  for (const auto& p : payload) h.size += p.size();
   std::lock_guard<std::mutex> lock{write_mutex_};
   // A failed write ends the connection; the reader then fails this request with the rest.
-  if (lane::write_frame(socket_, h, bytes.data())) socket_.shutdown();
+  if (lane::write_frame(socket_, h, payload)) socket_.shutdown();
 }
 
 void lane_link::deliver(uint64_t frame, caf::message msg) {

@@ -62,6 +62,9 @@ class lane_link {
   // or the error that stands for it, reaches `requester` as the response to `request_id`.
   void send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
             lane::frame_kind kind, uint64_t target, const wire& w);
+  // The same with the request's bytes in parts (encode_to), written where they are.
+  void send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
+            lane::frame_kind kind, uint64_t target, byte_parts payload);
 
  private:
   struct waiting {
@@ -113,6 +116,19 @@ template <class Self, class Atom>
 auto ask_over_lane(Self* self, lane_link& link, uint64_t target, Atom atom, const wire& w) {
   const auto id = self->new_request_id(caf::message_priority::normal);
   link.send(self->ctrl(), id, frame_kind_of(atom), target, w);
+  constexpr bool blocking = std::is_base_of<caf::blocking_actor, Self>::value;
+  return caf::response_handle<Self, caf::message, blocking>{id.response_id(), self};
+}
+
+// The same for a push encoded straight onto the socket: `encode(write)` hands its bytes to
+// write(byte_parts) (encode_to), which writes them as one frame. Call encode_to there, so that
+// a large gradient goes from where it is to the socket with no copy in between.
+template <class Self, class Encode>
+auto push_over_lane(Self* self, lane_link& link, uint64_t target, Encode encode) {
+  const auto id = self->new_request_id(caf::message_priority::normal);
+  encode([&](byte_parts parts) {
+    link.send(self->ctrl(), id, lane::frame_kind::push, target, parts);
+  });
   constexpr bool blocking = std::is_base_of<caf::blocking_actor, Self>::value;
   return caf::response_handle<Self, caf::message, blocking>{id.response_id(), self};
 }

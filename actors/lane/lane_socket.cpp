@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstddef>
 #include <cstring>
 
@@ -153,15 +154,23 @@ void name_thread(const char* name) {
 }
 
 caf::error write_frame(const socket_fd& s, frame_header h, const char* payload) {
+  const std::span<const char> whole{payload, h.size};
+  return write_frame(s, h, byte_parts{&whole, h.size > 0 ? 1u : 0u});
+}
+
+caf::error write_frame(const socket_fd& s, frame_header h, byte_parts payload) {
   h.magic = frame_magic;
-  iovec parts[2] = {{&h, sizeof h}, {const_cast<char*>(payload), h.size}};
+  std::vector<iovec> parts{{&h, sizeof h}};
+  for (const auto& p : payload)
+    if (!p.empty()) parts.push_back({const_cast<char*>(p.data()), p.size()});
   size_t left = sizeof h + h.size;
-  iovec* next = parts;
-  int count = h.size > 0 ? 2 : 1;
+  iovec* next = parts.data();
+  size_t count = parts.size();
   while (left > 0) {
+    if (count == 0) return make_error(errc::malformed_message, "data lane: parts short of size");
     msghdr msg{};
     msg.msg_iov = next;
-    msg.msg_iovlen = static_cast<size_t>(count);
+    msg.msg_iovlen = std::min<size_t>(count, IOV_MAX);
     const ssize_t w = ::sendmsg(s.get(), &msg, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;

@@ -64,6 +64,8 @@ class socket_fd {
 
 // Writes the header and payload in one call (writev), bounded by the socket's send timeout.
 caf::error write_frame(const socket_fd& s, frame_header h, const char* payload);
+// The same with the payload in parts (h.size is their total), in one scatter-gather write.
+caf::error write_frame(const socket_fd& s, frame_header h, byte_parts payload);
 
 // Reads the next frame: waits without bound for its first byte (until shutdown), then with
 // `timeout` for the rest. Refuses a bad magic, an unknown kind or an oversized payload.

@@ -151,24 +151,32 @@ void send_push(self_ptr self, const worker_config& config, size_t b,
   if (st.gone[b] == target.address())  // a request to it would only time out
     return lost(make_error(errc::job_failed, "the bucket's actor is down"));
   const uint64_t id = track(self, st.pushes, b, target, lost);
-  wire bytes = push_wire(st, b, *push, target.node() == self->node());
+  auto acked = [=](const wire& w) {
+    auto& st = self->state;
+    if (!settle(st.pushes, b, id)) return;
+    if (auto ack = decode<push_ack>(w))
+      st.chunk_staleness += double(ack->staleness), ++st.chunk_acks;
+    if (--st.pushes_pending == 0) pushed(self, config);
+  };
+  auto refused = [=](caf::error& err) {
+    if (!settle(self->state.pushes, b, id)) return;
+    if (bucket_gone(err)) return lost(err);
+    // A refused push loses one gradient, not the job.
+    config.log.warn("bucket {} refused our push: {}", b, describe(err));
+    if (--self->state.pushes_pending == 0) pushed(self, config);
+  };
+  const bool in_process = target.node() == self->node();
+  if (auto* link = in_process ? nullptr : st.lanes.find(target.node());
+      link && pushes_gradient(st, *push)) {
+    size_t bytes = 0;
+    push_over_lane(self, st, b, *push, *link, bytes).then(acked, refused);
+    add(st.metrics.bytes_out, double(bytes));
+    return;
+  }
+  wire bytes = push_wire(st, b, *push, in_process);
   add(st.metrics.bytes_out, double(bytes.bytes.size()));
-  ask_bucket(
-      self, st.lanes, target, config.request_timeout, push_atom_v, std::move(bytes),
-      [=](const wire& w) {
-        auto& st = self->state;
-        if (!settle(st.pushes, b, id)) return;
-        if (auto ack = decode<push_ack>(w))
-          st.chunk_staleness += double(ack->staleness), ++st.chunk_acks;
-        if (--st.pushes_pending == 0) pushed(self, config);
-      },
-      [=](caf::error& err) {
-        if (!settle(self->state.pushes, b, id)) return;
-        if (bucket_gone(err)) return lost(err);
-        // A refused push loses one gradient, not the job.
-        config.log.warn("bucket {} refused our push: {}", b, describe(err));
-        if (--self->state.pushes_pending == 0) pushed(self, config);
-      });
+  ask_bucket(self, st.lanes, target, config.request_timeout, push_atom_v, std::move(bytes), acked,
+             refused);
 }
 
 void push_round(self_ptr self, const worker_config& config, bool skipped) {

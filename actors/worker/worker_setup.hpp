@@ -17,6 +17,7 @@
 
 #include "actors/lane/lane_client.hpp"
 #include "actors/worker/worker.hpp"
+#include "troupe/detail/layout.hpp"
 
 namespace troupe {
 
@@ -33,5 +34,20 @@ std::vector<sign_tensor> compress_gradient(worker_state& st, const bucket_placem
 // bucket of this process, gathered into the message itself (nothing encoded). st.grad stays as
 // it is until every bucket has acknowledged, so a resend encodes the same values.
 wire push_wire(const worker_state& st, size_t b, const push_request& push, bool in_process);
+
+// Whether the push carries st.grad's values (not skipped, not sign-compressed).
+bool pushes_gradient(const worker_state& st, const push_request& push);
+
+// Writes the push for bucket b (as push_wire encodes it for another process) straight onto a
+// data lane: the gradient goes from st.grad to the socket with no copy between. Returns the
+// request's response handle; `bytes` gets its size.
+template <class Self>
+auto push_over_lane(Self* self, const worker_state& st, size_t b, const push_request& push,
+                    lane_link& link, size_t& bytes) {
+  const auto& plan = st.job->layout.buckets[b];
+  return push_over_lane(self, link, st.buckets[b].id(), [&](auto write) {
+    bytes = encode_to(push, views(*st.layout, plan, st.grad), write);
+  });
+}
 
 }  // namespace troupe
