@@ -7,9 +7,11 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "messages/codec.hpp"
 #include "messages/troupe.capnp.h"
@@ -186,6 +188,45 @@ caf::expected<T> read_root(const wire& w, const codec_limits& limits, Read&& rea
   } catch (const kj::Exception& e) {
     return make_error(errc::malformed_message, e.getDescription().cStr());
   }
+}
+
+// Which tensors' values the hot messages (pull replies, pushes) reference where they are
+// instead of copying them into a zeroed first segment. `Tensors`: dense_tensor or dense_view.
+template <class Tensors>
+std::vector<bool> referenced(const Tensors& tensors, dtype storage) {
+  std::vector<bool> out(tensors.size(), false);
+  unsigned left = detail::max_referenced;
+  for (size_t i = 0; i < tensors.size() && left > 0; ++i)
+    if (detail::referenceable(tensors[i].values, storage)) out[i] = true, --left;
+  return out;
+}
+
+// A first segment big enough for the tensor payload avoids growing the message repeatedly;
+// values that are referenced (`skip`) take no room in it.
+template <class Tensors>
+unsigned first_segment_words(const Tensors& tensors, dtype storage,
+                             const std::vector<bool>& skip = {}) {
+  uint64_t bytes = 1024;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    const bool out_of_line = i < skip.size() && skip[i];
+    bytes += (out_of_line ? 0 : t.values.size() * dtype_size(storage)) + 64 + t.name.size();
+  }
+  return static_cast<unsigned>(std::min<uint64_t>(bytes / 8 + 1, uint64_t{1} << 28));
+}
+
+template <class List>
+caf::expected<std::vector<dense_tensor>> read_dense_list(List in, decode_budget& budget) {
+  if (in.size() > budget.limits.max_tensors)
+    return make_error(errc::message_too_large, "too many tensors");
+  std::vector<dense_tensor> out;
+  out.reserve(in.size());
+  for (auto t : in) {
+    auto x = detail::read_dense(t, budget);
+    if (!x) return std::move(x.error());
+    out.push_back(std::move(*x));
+  }
+  return out;
 }
 
 }  // namespace troupe::detail
