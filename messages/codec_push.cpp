@@ -121,7 +121,7 @@ caf::expected<push_request> decode_push_in_place(const wire& w, const codec_limi
     const auto* p = reinterpret_cast<const char*>(v.data());
     return v.empty() || (p >= first && p + v.size_bytes() <= first + w.bytes.size());
   };
-  return detail::read_root<schema::PushRequest, push_request>(
+  auto decoded = detail::read_root<schema::PushRequest, push_request>(
       w, limits, [&](schema::PushRequest::Reader in, decode_budget& budget) {
         return read_push(in, budget, [&](auto list, decode_budget& b, push_request& x) {
           if (list.size() > b.limits.max_tensors)
@@ -146,6 +146,8 @@ caf::expected<push_request> decode_push_in_place(const wire& w, const codec_limi
           return caf::error{};
         });
       });
+  if (!decoded) views.clear();  // they would point into a push that is gone
+  return decoded;
 }
 
 }  // namespace troupe

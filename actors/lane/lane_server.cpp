@@ -59,10 +59,14 @@ struct lane_listener::connection {
     ++in_flight;
     return true;
   }
-  // Frame `frame`, passed to a bucket as `request`, is owed an answer by `deadline`.
-  void owe(uint64_t request, uint64_t frame, clock::time_point deadline) {
+  // Frame `frame`, passed to a bucket as `request`, is owed an answer by `deadline`; false
+  // (nothing owed) when that frame number is already owed one (at most 64 are).
+  bool owe(uint64_t request, uint64_t frame, clock::time_point deadline) {
     std::lock_guard<std::mutex> lock{mutex};
+    for (const auto& [r, f] : owed)
+      if (f.frame == frame) return false;
     owed[request] = owed_frame{frame, deadline};
+    return true;
   }
   // The frame that `request` answers, once (none when it was swept or never owed).
   std::optional<uint64_t> settle(uint64_t request) {
@@ -317,11 +321,17 @@ void lane_listener::serve(connection_ptr c) {
   const auto from = caf::actor_cast<caf::strong_actor_ptr>(c->companion);
   const auto period = lane::sweep_period(config_.timeout);
   c->writer = std::thread([c] { c->write_answers(); });
+  auto last_sweep = std::chrono::steady_clock::now();
   for (;;) {
     if (!c->reserve(2 * config_.timeout, period)) break;
     auto ready = lane::readable(c->socket, period);
-    while (ready && !*ready) {
-      c->sweep();
+    for (;;) {  // late frames are answered every period, busy or quiet
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_sweep >= period) {
+        c->sweep();
+        last_sweep = now;
+      }
+      if (!ready || *ready) break;
       ready = lane::readable(c->socket, period);
     }
     lane::frame_header h;
@@ -343,8 +353,11 @@ void lane_listener::serve(connection_ptr c) {
       continue;
     }
     const auto id = companion->new_request_id(caf::message_priority::normal);
-    c->owe(id.request_id().integer_value(), h.id,
-           std::chrono::steady_clock::now() + config_.timeout);
+    if (!c->owe(id.request_id().integer_value(), h.id,
+                std::chrono::steady_clock::now() + config_.timeout)) {
+      answer(*c, h.id, lane::frame_kind::gone, std::string{"a frame number already in flight"});
+      continue;
+    }
     auto msg = kind == lane::frame_kind::push ? caf::make_message(push_atom_v, std::move(w))
                                               : caf::make_message(pull_atom_v, std::move(w));
     // A bucket that has ended answers the request with an error (CAF bounces it).

@@ -46,7 +46,9 @@ struct frame_header {
 };
 static_assert(sizeof(frame_header) == 32);
 
-constexpr uint32_t frame_magic = 0x314e4c54;  // "TLN1"
+// "TLN2": version 2 ends the handshake with the server's same-host socket name, so a peer of
+// version 1 is refused at its first word rather than misreading that name as a frame.
+constexpr uint32_t frame_magic = 0x324e4c54;
 
 // An open socket; closed when the last owner goes. shutdown() wakes a blocked reader.
 class socket_fd {

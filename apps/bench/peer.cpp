@@ -122,15 +122,15 @@ int serve_peer(const std::string& tls_dir) {
   auto echo_port = net::publish(counter, 0, "127.0.0.1");
   peer_ports ports;
   const int listener = loopback_listener(ports.raw);
-  auto local = lane::listen_local();
-  if (!host_port || !echo_port || listener < 0 || !local) {
+  if (!host_port || !echo_port || listener < 0) {
     std::cerr << "troupe-bench peer: cannot listen on loopback\n";
     return 1;
   }
   std::thread(raw_echo_server, listener, false).detach();
-  std::thread(raw_echo_server, local->first, true).detach();
+  auto local = lane::listen_local();  // none: the suite leaves out its Unix socket rows
+  if (local) std::thread(raw_echo_server, local->first, true).detach();
   std::cout << "ports " << *host_port << ' ' << *echo_port << ' ' << ports.raw << ' '
-            << (lanes ? lanes->port() : 0) << ' ' << local->second << std::endl;
+            << (lanes ? lanes->port() : 0) << ' ' << (local ? local->second : "none") << std::endl;
   // The parent closes our stdin when it is done with us.
   std::string ignored;
   while (std::getline(std::cin, ignored)) {
@@ -139,7 +139,7 @@ int serve_peer(const std::string& tls_dir) {
   self->send_exit(host, caf::exit_reason::user_shutdown);
   self->send_exit(counter, caf::exit_reason::user_shutdown);
   ::shutdown(listener, SHUT_RDWR);
-  ::shutdown(local->first, SHUT_RDWR);
+  if (local) ::shutdown(local->first, SHUT_RDWR);
   if (lanes) lanes->stop();
   return 0;
 }

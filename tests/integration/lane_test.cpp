@@ -239,6 +239,34 @@ BOOST_FIXTURE_TEST_CASE(a_frame_its_bucket_holds_past_the_timeout_is_answered_go
   self->send_exit(holding, caf::exit_reason::user_shutdown);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_frame_number_already_in_flight_is_refused, lane_fixture) {
+  // Under BSP the bucket holds worker 0's pull at clock 5, so frame 7 stays owed; a second
+  // frame 7 is answered `gone` at once and never reaches the bucket.
+  auto held_spec = testing::two_slice_spec(optimizer_config{});
+  held_spec.consistency.type = consistency_config::mode::bsp;
+  auto holding = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(held_spec), config);
+  listener->enroll(holding);
+  auto raw = lane::connect_lane("127.0.0.1", listener->port(), secret, timeout);
+  BOOST_TEST_REQUIRE(testing::succeeded(raw));
+  lane::socket_fd s{raw->fd};
+  for (uint32_t worker : {0u, 1u}) {
+    const wire pull = encode(pull_request{7, worker, 5, {}});
+    lane::frame_header h;
+    h.kind = static_cast<uint8_t>(lane::frame_kind::pull);
+    h.id = 7;
+    h.target = holding.id();
+    h.size = pull.bytes.size();
+    BOOST_TEST_REQUIRE(!lane::write_frame(s, h, pull.bytes.data()));
+  }
+  lane::frame_header answer;
+  wire_bytes text;
+  BOOST_TEST_REQUIRE(!lane::read_frame(s, timeout, answer, text));
+  BOOST_TEST(answer.id == 7u);
+  BOOST_TEST(answer.kind == static_cast<uint8_t>(lane::frame_kind::gone));
+  BOOST_TEST(std::string(text.begin(), text.end()).find("already in flight") != std::string::npos);
+  self->send_exit(holding, caf::exit_reason::user_shutdown);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_lost_connection_ends_the_link, lane_fixture) {
   listener->stop();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
