@@ -132,17 +132,17 @@ caf::expected<push_request> decode_push_in_place(const wire& w, const codec_limi
             const uint64_t count = numel(header->shape);
             auto view = detail::view_values(t.getData(), t.getDtype(), count, b, header->name);
             if (!view) return std::move(view.error());
-            if (!*view || !inside(**view)) {
+            const bool in_place = *view && inside(**view);
+            if (!in_place) {
               b.elements -= count;  // counted again by the copy
               auto values = detail::read_values(t.getData(), t.getDtype(), count, b, header->name);
               if (!values) return std::move(values.error());
               header->values = std::move(*values);
             }
-            views.push_back(*view && inside(**view) ? **view : std::span<const float>{});
             x.dense.push_back(std::move(*header));
+            // (A copy's buffer stays where it is when x.dense grows: its vector only moves.)
+            views.push_back(in_place ? **view : std::span<const float>{x.dense.back().values});
           }
-          for (size_t i = 0; i < views.size(); ++i)
-            if (views[i].empty()) views[i] = x.dense[i].values;
           return caf::error{};
         });
       });

@@ -299,8 +299,6 @@ CAF_ADD_TYPE_ID(troupe, (troupe::coordinator_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::gatekeeper_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::dp_worker_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::dp_coordinator_actor))
-// The data lane's internal messages (actors/lane): never sent to another process.
-CAF_ADD_ATOM(troupe, troupe, lane_atom, "lane")
 CAF_END_TYPE_ID_BLOCK(troupe)
 
 namespace troupe {

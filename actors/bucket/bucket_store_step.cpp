@@ -1,6 +1,8 @@
 // A bucket's optimizer step on its dense slices: each optimizer's kernel, and for the ones
 // that update every value on its own, delay compensation and the step fused block by block
 // (kernels/cpu/optimizers.hpp, compensation.hpp).
+#include <array>
+
 #include "actors/bucket/app_rule_step.hpp"
 #include "actors/bucket/bucket_store.hpp"
 #include "kernels/cpu/optimizers.hpp"
@@ -101,7 +103,7 @@ bool bucket_store::compensate_and_step(uint32_t worker, size_t slice, std::span<
   constexpr size_t block = 4096;
   const float lr = step_lr(staleness);
   const bool compensated = compensates(worker);
-  std::vector<float> copy(compensated ? block : 0);
+  std::array<float, block> copy;  // on the stack: no allocation per push
   for (size_t first = 0; first < grad.size(); first += block) {
     auto part = grad.subspan(first, std::min(block, grad.size() - first));
     if (compensated) {

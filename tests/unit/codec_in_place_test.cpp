@@ -6,11 +6,11 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 
 #include "expect_error.hpp"
 #include "messages/codec.hpp"
 #include "messages/codec_detail.hpp"
+#include "random_values.hpp"
 
 using namespace troupe;
 using troupe::testing::fails_with;
@@ -20,11 +20,7 @@ namespace tt = boost::test_tools;
 namespace {
 
 std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 gen{seed};
-  std::uniform_real_distribution<float> d{-1.0f, 1.0f};
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(gen);
-  return v;
+  return troupe::testing::random_values(n, seed, 1.0f);
 }
 
 // 64 KiB and up, whole words: referenced; the odd one is copied.

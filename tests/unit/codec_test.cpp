@@ -17,6 +17,7 @@
 #include "messages/codec.hpp"
 #include "messages/codec_detail.hpp"
 #include "messages/troupe.capnp.h"
+#include "random_values.hpp"
 
 using namespace troupe;
 using troupe::detail::to_wire;  // the codec's framing, for messages built by hand
@@ -31,13 +32,7 @@ constexpr float inf_value = std::numeric_limits<float>::infinity();
 
 // -- building inputs ----------------------------------------------------------------------------
 
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng{seed};
-  std::uniform_real_distribution<float> dist{-10.0f, 10.0f};
-  std::vector<float> out(n);
-  for (auto& x : out) x = dist(rng);
-  return out;
-}
+using troupe::testing::random_values;
 
 dense_tensor make_dense(std::string name, std::vector<uint32_t> shape, uint32_t row_offset = 0,
                         uint32_t seed = 1) {
