@@ -344,42 +344,63 @@ caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& li
       });
 }
 
-wire encode(const work_chunk& x) {
+wire encode(const work_lease& x) {
   capnp::MallocMessageBuilder message;
-  detail::write_chunk(message.initRoot<schema::WorkChunk>(), x);
+  auto chunks = message.initRoot<schema::WorkLease>().initChunks(x.chunks.size());
+  for (unsigned i = 0; i < x.chunks.size(); ++i) detail::write_chunk(chunks[i], x.chunks[i]);
   return detail::to_wire(message);
 }
 
 template <>
-caf::expected<work_chunk> decode<work_chunk>(const wire& w, const codec_limits& limits) {
-  return detail::read_root<schema::WorkChunk, work_chunk>(
-      w, limits, [](schema::WorkChunk::Reader in, decode_budget&) -> caf::expected<work_chunk> {
-        return detail::read_chunk(in);
+caf::expected<work_lease> decode<work_lease>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::WorkLease, work_lease>(
+      w, limits,
+      [](schema::WorkLease::Reader in, decode_budget& budget) -> caf::expected<work_lease> {
+        const auto chunks = in.getChunks();
+        if (chunks.size() > budget.limits.max_list)
+          return make_error(errc::message_too_large, "lease: too many chunks");
+        work_lease x;
+        for (auto c : chunks) {
+          x.chunks.push_back(detail::read_chunk(c));
+          if (x.chunks.back().count == 0)
+            return make_error(errc::malformed_message, "lease: a chunk of no batches");
+        }
+        return x;
       });
 }
 
-wire encode(const progress& x) {
+wire encode(const progress_batch& x) {
   capnp::MallocMessageBuilder message;
-  auto out = message.initRoot<schema::Progress>();
-  out.setWorker(x.worker);
-  detail::write_chunk(out.initChunk(), x.chunk);
-  out.setLossSum(x.loss_sum);
-  out.setComputeS(x.compute_s);
-  out.setWallS(x.wall_s);
-  out.setStaleness(x.staleness);
-  out.setClock(x.clock);
+  auto reports = message.initRoot<schema::ProgressBatch>().initReports(x.reports.size());
+  for (unsigned i = 0; i < x.reports.size(); ++i) {
+    const progress& p = x.reports[i];
+    auto out = reports[i];
+    out.setWorker(p.worker);
+    detail::write_chunk(out.initChunk(), p.chunk);
+    out.setLossSum(p.loss_sum);
+    out.setComputeS(p.compute_s);
+    out.setWallS(p.wall_s);
+    out.setStaleness(p.staleness);
+    out.setClock(p.clock);
+  }
   return detail::to_wire(message);
 }
 
 template <>
-caf::expected<progress> decode<progress>(const wire& w, const codec_limits& limits) {
-  return detail::read_root<schema::Progress, progress>(
-      w, limits, [](schema::Progress::Reader in, decode_budget&) -> caf::expected<progress> {
+caf::expected<progress_batch> decode<progress_batch>(const wire& w, const codec_limits& limits) {
+  return detail::read_root<schema::ProgressBatch, progress_batch>(
+      w, limits,
+      [](schema::ProgressBatch::Reader in, decode_budget& budget) -> caf::expected<progress_batch> {
+        const auto reports = in.getReports();
+        if (reports.size() > budget.limits.max_list)
+          return make_error(errc::message_too_large, "progress: too many reports");
+        progress_batch x;
         // A diverged worker may report a non-finite loss: that is information, not corruption.
-        return progress{in.getWorker(),  detail::read_chunk(in.getChunk()),
-                        in.getLossSum(), in.getComputeS(),
-                        in.getWallS(),   in.getStaleness(),
-                        in.getClock()};
+        for (auto p : reports)
+          x.reports.push_back(progress{p.getWorker(), detail::read_chunk(p.getChunk()),
+                                       p.getLossSum(), p.getComputeS(), p.getWallS(),
+                                       p.getStaleness(), p.getClock()});
+        return x;
       });
 }
 

@@ -129,8 +129,9 @@ using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<buc
                                       caf::replies_to<metrics_atom>::with<std::string>,
                                       caf::reacts_to<log_atom, std::string>>;
 
-// A worker: once started, claims chunks of batches from the coordinator (claim), pulls,
-// computes and pushes each batch, and reports each finished chunk (progress).
+// A worker: once started, claims chunks of batches from the coordinator (claim, several at a
+// time), pulls, computes and pushes each chunk, and reports finished chunks (progress, in
+// batches).
 //   start:  start_job and one handle per bucket, in placement order
 //   stop:   as for servers
 //   pause:  -> true once no push is in flight; no new chunk starts until resume (checkpoints)
@@ -159,8 +160,9 @@ using standby_actor = caf::typed_actor<caf::replies_to<state_atom, uint64_t, wir
 
 // The coordinator: membership, placement, the work, evaluation, the report.
 //   join:     join_request and the member's handle -> join_reply
-//   claim:    a worker's rank -> the next work_chunk for it (count 0: no work left)
-//   progress: progress (a worker finished a chunk)
+//   claim:    a worker's rank and the most chunks it wants -> a work_lease of at least one
+//             chunk and at most that many (none: no work left)
+//   progress: progress_batch (a worker finished these chunks)
 //   done:     the rank of a worker that has no work left
 //   heartbeat: heartbeat (a node is alive) -> the coordinator's term; tick: internal, the
 //             heartbeat check
@@ -193,7 +195,7 @@ using standby_actor = caf::typed_actor<caf::replies_to<state_atom, uint64_t, wir
 using coordinator_actor =
     caf::typed_actor<caf::replies_to<join_atom, wire, server_actor>::with<wire>,
                      caf::replies_to<join_atom, wire, worker_actor>::with<wire>,
-                     caf::replies_to<claim_atom, uint32_t>::with<wire>,
+                     caf::replies_to<claim_atom, uint32_t, uint32_t>::with<wire>,
                      caf::reacts_to<progress_atom, wire>,
                      caf::reacts_to<done_atom, uint32_t>,
                      caf::replies_to<heartbeat_atom, wire>::with<uint64_t>,

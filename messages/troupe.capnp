@@ -309,6 +309,11 @@ struct WorkChunk {
   count @2 :UInt32;
 }
 
+# The chunks one claim hands a worker, in order; none: no work is left.
+struct WorkLease {
+  chunks @0 :List(WorkChunk);
+}
+
 # A worker finished a chunk: its summed batch losses, and the worker's time so far.
 struct Progress {
   worker @0 :UInt32;
@@ -318,6 +323,11 @@ struct Progress {
   wallS @4 :Float64;        # seconds since the worker started training
   staleness @5 :Float64;    # mean staleness the buckets reported for the chunk's pushes
   clock @6 :UInt64;         # the worker's logical clock after this chunk's push
+}
+
+# A worker's reports on the chunks it finished since its last batch, oldest first.
+struct ProgressBatch {
+  reports @0 :List(Progress);
 }
 
 struct EpochEntry {

@@ -204,6 +204,11 @@ struct work_chunk {
   friend bool operator==(const work_chunk&, const work_chunk&) = default;
 };
 
+// What one claim hands a worker: chunks to do in this order; none means no work is left.
+struct work_lease {
+  std::vector<work_chunk> chunks;
+};
+
 // A worker finished `chunk`.
 struct progress {
   uint32_t worker = 0;
@@ -213,6 +218,11 @@ struct progress {
   double wall_s = 0;     // seconds since the worker started training
   double staleness = 0;  // mean staleness the buckets reported for the chunk's pushes
   uint64_t clock = 0;    // the worker's logical clock after this chunk's push
+};
+
+// One worker's reports on the chunks it finished since its last batch, oldest first.
+struct progress_batch {
+  std::vector<progress> reports;
 };
 
 struct epoch_entry {

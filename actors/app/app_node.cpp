@@ -150,7 +150,7 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
       [=](join_atom, const wire&, const worker_actor&) -> caf::result<wire> {
         return no_job("joining as a worker");
       },
-      [=](claim_atom, uint32_t) -> caf::result<wire> { return no_job("claiming work"); },
+      [=](claim_atom, uint32_t, uint32_t) -> caf::result<wire> { return no_job("claiming work"); },
       [=](progress_atom, const wire&) {},
       [=](done_atom, uint32_t) {},
       [=](heartbeat_atom, const wire&) -> uint64_t { return 0; },

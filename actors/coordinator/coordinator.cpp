@@ -298,35 +298,46 @@ void add_to_account(coordinator_state& st, const progress& report) {
   }
 }
 
+// One finished chunk of a worker's batch of reports, already checked to come from that worker.
+void count_progress(self_ptr self, const coordinator_config& config, const progress& report) {
+  auto& st = self->state;
+  auto& m = st.roster.worker_members[report.worker];
+  if (st.succession.rejoining) {
+    m.steps += report.chunk.count;
+    return add_to_account(st, report);
+  }
+  if (!st.training.work->finish(report.worker, report.chunk))
+    return config.log.warn("ignored progress on a chunk '{}' does not hold", m.name);
+  st.training.epoch_loss[report.chunk.epoch] += report.loss_sum;
+  st.training.epoch_batches[report.chunk.epoch] += report.chunk.count;
+  m.steps += report.chunk.count;
+  m.clock = report.clock;
+  add(st.metrics.batches, report.chunk.count);
+  m.compute_s = report.compute_s;
+  m.wall_s = report.wall_s;
+  m.last_loss = report.loss_sum / std::max<uint32_t>(report.chunk.count, 1);
+  m.recent_losses.push_back(m.last_loss);
+  if (m.recent_losses.size() > recent_loss_count) m.recent_losses.pop_front();
+  show_progress(self, config, report);
+  maybe_evaluate(self, config);
+  ++st.checkpoints.chunks_done;
+  count_for_checkpoint(self, config, report.chunk.count);
+}
+
 void on_progress(self_ptr self, const coordinator_config& config, const wire& w) {
   auto& st = self->state;
   if (st.phase != job_phase::training) return config.log.warn("ignored early progress");
-  auto report = decode<progress>(w);
-  if (!report || report->worker >= st.roster.worker_members.size())
-    return config.log.warn("ignored a malformed progress report");
-  auto& m = st.roster.worker_members[report->worker];
-  if (!sent_by(self, m.address) || m.lost)
-    return config.log.warn("ignored progress sent for another (or a lost) worker");
-  if (st.succession.rejoining) {
-    m.steps += report->chunk.count;
-    return add_to_account(st, *report);
+  auto batch = decode<progress_batch>(w);
+  if (!batch) return config.log.warn("ignored a malformed progress report");
+  for (const auto& report : batch->reports) {
+    if (report.worker >= st.roster.worker_members.size())
+      return config.log.warn("ignored a malformed progress report");
+    const auto& m = st.roster.worker_members[report.worker];
+    if (!sent_by(self, m.address) || m.lost)
+      return config.log.warn("ignored progress sent for another (or a lost) worker");
+    count_progress(self, config, report);
+    if (st.phase != job_phase::training) return;  // the last report ended the training
   }
-  if (!st.training.work->finish(report->worker, report->chunk))
-    return config.log.warn("ignored progress on a chunk '{}' does not hold", m.name);
-  st.training.epoch_loss[report->chunk.epoch] += report->loss_sum;
-  st.training.epoch_batches[report->chunk.epoch] += report->chunk.count;
-  m.steps += report->chunk.count;
-  m.clock = report->clock;
-  add(st.metrics.batches, report->chunk.count);
-  m.compute_s = report->compute_s;
-  m.wall_s = report->wall_s;
-  m.last_loss = report->loss_sum / std::max<uint32_t>(report->chunk.count, 1);
-  m.recent_losses.push_back(m.last_loss);
-  if (m.recent_losses.size() > recent_loss_count) m.recent_losses.pop_front();
-  show_progress(self, config, *report);
-  maybe_evaluate(self, config);
-  ++st.checkpoints.chunks_done;
-  count_for_checkpoint(self, config, report->chunk.count);
 }
 
 // -- the end ------------------------------------------------------------------------------------
@@ -403,7 +414,7 @@ coordinator_actor::behavior_type coordinator(
       [=](join_atom, const wire& w, worker_actor x) {
         return admit_worker(self, config, w, std::move(x));
       },
-      [=](claim_atom, uint32_t rank) -> caf::result<wire> {
+      [=](claim_atom, uint32_t rank, uint32_t most) -> caf::result<wire> {
         auto& st = self->state;
         if (st.succession.rejoining ||
             (rank < st.roster.worker_members.size() && !st.roster.worker_members[rank].address &&
@@ -414,7 +425,7 @@ coordinator_actor::behavior_type coordinator(
           return make_error(errc::authentication_failed, "claims come from that worker only");
         if (st.roster.worker_members[rank].lost)
           return make_error(errc::job_failed, "this worker was declared lost");
-        return encode(st.training.work->claim(rank));
+        return encode(st.training.work->claim_lease(rank, std::min(most, max_lease_chunks)));
       },
       [=](progress_atom, const wire& w) { on_progress(self, config, w); },
       [=](heartbeat_atom, const wire& w) { return on_heartbeat(self, w); },

@@ -83,6 +83,10 @@ struct member {
 // Chunk losses kept per worker for the loss-oscillation diagnostic.
 constexpr size_t recent_loss_count = 32;
 
+// The most chunks one claim is given, whatever the worker asks (work_plan::claim_lease gives
+// fewer near the job's end).
+constexpr uint32_t max_lease_chunks = 64;
+
 // One backup of a bucket: its actor, its server, and how often that server's supervisor
 // restarted it.
 struct bucket_copy {

@@ -34,6 +34,29 @@ work_chunk work_plan::claim(uint32_t worker) {
   return out;
 }
 
+work_lease work_plan::claim_lease(uint32_t worker, uint32_t most) {
+  const uint64_t workers = std::max<size_t>(held_.size(), 1);
+  const uint64_t share = unclaimed_chunks() / (2 * workers);
+  const uint64_t n = std::clamp<uint64_t>(share, 1, std::max<uint32_t>(most, 1));
+  work_lease lease;
+  for (uint64_t i = 0; i < n; ++i) {
+    const auto c = claim(worker);
+    if (c.count == 0) break;
+    lease.chunks.push_back(c);
+  }
+  return lease;
+}
+
+uint64_t work_plan::unclaimed_chunks() const {
+  uint64_t chunks = returned_.size();
+  if (next_epoch_ < epochs_) {
+    const uint64_t epoch_chunks = (per_epoch_ + chunk_ - 1) / chunk_;
+    const uint64_t this_epoch = (per_epoch_ - next_batch_ + chunk_ - 1) / chunk_;
+    chunks += this_epoch + (epochs_ - next_epoch_ - 1) * epoch_chunks;
+  }
+  return chunks;
+}
+
 bool work_plan::finish(uint32_t worker, const work_chunk& chunk) {
   if (worker >= held_.size() || chunk.count == 0) return false;
   auto& held = held_[worker];

@@ -18,6 +18,11 @@ class work_plan {
   // The next chunk for `worker`; count 0 when nothing is left to hand out.
   work_chunk claim(uint32_t worker);
 
+  // Up to `most` next chunks for `worker` (none when nothing is left), fewer as the job nears
+  // its end: a share of what is left (guided self-scheduling), so that one claim serves
+  // several steps while no worker holds back the last batches that others could do.
+  work_lease claim_lease(uint32_t worker, uint32_t most);
+
   // Records that `worker` finished `chunk`; false (and nothing recorded) if it did not hold it.
   bool finish(uint32_t worker, const work_chunk& chunk);
 
@@ -54,6 +59,8 @@ class work_plan {
   uint64_t finished_batches() const;
 
   bool epoch_complete(uint32_t epoch) const;
+  // Chunks not handed out yet: returned ones and those of the batches not reached.
+  uint64_t unclaimed_chunks() const;
   uint64_t batches_per_epoch() const { return per_epoch_; }
 
  private:

@@ -45,26 +45,29 @@ bool wait_for_standby(const worker_config& config, const caf::error& err) {
          (err.category() != error_category || has_code(err, errc::not_rejoined));
 }
 
-// Keeps one chunk in reserve, so that the next claim's round trip hides behind computation.
+// Keeps claim_below chunks in reserve, so that the next claim's round trip hides behind
+// computation; each claim asks for up to lease_chunks.
 void claim_work(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   // Paused (a checkpoint, a drain): no new work, which a drained worker could not finish.
   // Rejoining a standby that takes over: it hands out work once it knows what we did.
-  if (st.claim_pending || st.exhausted || st.paused || st.rejoining || st.queue.size() >= 2) return;
+  if (st.claim_pending || st.exhausted || st.paused || st.rejoining ||
+      st.queue.size() >= claim_below)
+    return;
   st.claim_pending = true;
   const auto to = config.coordinator->handle();
-  self->request(to, config.request_timeout, claim_atom_v, st.job->worker)
+  self->request(to, config.request_timeout, claim_atom_v, st.job->worker, lease_chunks)
       .then(
           [=](const wire& w) {
             auto& st = self->state;
-            if (to != config.coordinator->handle()) return;  // a deposed coordinator's chunk
+            if (to != config.coordinator->handle()) return;  // a deposed coordinator's chunks
             st.claim_pending = false;
-            auto chunk = decode<work_chunk>(w);
-            if (!chunk) return fail(self, config, "claiming work", chunk.error());
-            if (chunk->count == 0)
+            auto lease = decode<work_lease>(w);
+            if (!lease) return fail(self, config, "claiming work", lease.error());
+            if (lease->chunks.empty())
               st.exhausted = true;
             else
-              st.queue.push_back(*chunk);
+              st.queue.insert(st.queue.end(), lease->chunks.begin(), lease->chunks.end());
             claim_work(self, config);
             maybe_compute(self, config);
           },
@@ -76,18 +79,32 @@ void claim_work(self_ptr self, const worker_config& config) {
           });
 }
 
-// Once every bucket acknowledged a push: the clock advances and the chunk is reported done.
+// Sends the coordinator the finished chunks it has not heard of yet, in one message.
+void report_progress(self_ptr self, const worker_config& config) {
+  auto& st = self->state;
+  if (st.unreported.empty()) return;
+  self->send(config.coordinator->handle(), progress_atom_v,
+             encode(progress_batch{std::move(st.unreported)}));
+  st.unreported.clear();
+}
+
+// Once every bucket acknowledged a push: the clock advances and the chunk is finished; its
+// progress goes out with the next batch of reports (report_every, report_within), or at once
+// when no claimed work is left to go on with.
 void pushed(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   ++st.clock;
   const double staleness = st.chunk_acks ? st.chunk_staleness / double(st.chunk_acks) : 0.0;
-  const progress report{
-      st.job->worker, st.current, st.current_loss, st.compute_s, seconds_since(st.started),
-      staleness,      st.clock};
+  const auto now = std::chrono::steady_clock::now();
+  if (st.unreported.empty()) st.unreported_since = now;
+  st.unreported.push_back(progress{st.job->worker, st.current, st.current_loss, st.compute_s,
+                                   seconds_since(st.started), staleness, st.clock});
   st.reported.push_back(st.current);
   st.reported_loss.push_back(st.current_loss);
   st.current_reported = true;
-  self->send(config.coordinator->handle(), progress_atom_v, encode(report));
+  if (st.unreported.size() >= report_every || now - st.unreported_since >= report_within ||
+      st.queue.empty())
+    report_progress(self, config);
   maybe_compute(self, config);
 }
 
@@ -238,13 +255,15 @@ caf::expected<double> compute_chunk(worker_state& st, const work_chunk& chunk) {
 void maybe_compute(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   if (st.pushes_pending > 0) return;
-  if (st.paused) {  // nothing in flight: the coordinator may take its checkpoint
+  if (st.paused) {                  // nothing in flight: the coordinator may take its checkpoint
+    report_progress(self, config);  // before the answer: the checkpoint counts these as done
     for (auto& p : st.pauses) p.deliver(true);
     st.pauses.clear();
     return;
   }
   if (st.queue.empty()) {
     if (st.exhausted && !st.finished) {
+      report_progress(self, config);
       st.finished = true;
       self->send(config.coordinator->handle(), done_atom_v, st.job->worker);
     }
@@ -400,6 +419,7 @@ void rejoin(self_ptr self, const worker_config& config, uint64_t term) {
   self->monitor(coordinator);
   st.rejoining = true;
   st.claim_pending = false;  // a claim still out went to the lost coordinator
+  st.unreported.clear();     // the request names them among the finished chunks
   self->request(coordinator, config.request_timeout, rejoin_atom_v, encode(request),
                 caf::actor_cast<worker_actor>(self))
       .then(
@@ -463,7 +483,10 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
         if (!sent_by(self, config.coordinator->address()))
           return make_error(errc::authentication_failed, "only the coordinator pauses a worker");
         st.paused = true;
-        if (st.pushes_pending == 0) return true;
+        if (st.pushes_pending == 0) {
+          report_progress(self, config);  // before the answer: a checkpoint counts these as done
+          return true;
+        }
         st.pauses.push_back(self->make_response_promise<bool>());
         return st.pauses.back();
       },

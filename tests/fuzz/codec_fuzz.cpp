@@ -12,11 +12,12 @@ namespace {
 
 using namespace troupe;
 
-using decodable = std::tuple<pull_request, pull_reply, push_request, push_ack, bucket_spec,
-                             bucket_stats, hello, challenge, proof, operator_action, join_request,
-                             join_reply, heartbeat, placement, start_job, work_chunk, progress,
-                             job_report, bucket_state_part, job_checkpoint, table_view, group_start,
-                             step_report, store_entry, collective_chunk, service_directory>;
+using decodable =
+    std::tuple<pull_request, pull_reply, push_request, push_ack, bucket_spec, bucket_stats, hello,
+               challenge, proof, operator_action, join_request, join_reply, heartbeat, placement,
+               start_job, work_lease, progress_batch, job_report, bucket_state_part, job_checkpoint,
+               table_view, group_start, step_report, store_entry, collective_chunk,
+               service_directory>;
 
 template <class T>
 void round_trip(const wire& w) {

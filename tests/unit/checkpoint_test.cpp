@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -141,4 +142,34 @@ BOOST_AUTO_TEST_CASE(a_restored_work_plan_hands_out_exactly_what_was_not_done) {
   BOOST_TEST(resumed.epoch_complete(1));
   (void)b;
   (void)c;
+}
+
+BOOST_AUTO_TEST_CASE(leases_hand_out_every_batch_once_and_shrink_near_the_end) {
+  // 3 epochs of 100 batches, chunks of 2: 150 chunks for 2 workers.
+  work_plan plan{3, 100, 2, 2};
+  std::vector<uint64_t> done(3, 0);
+  std::vector<size_t> sizes;
+  for (uint32_t w = 0;; w ^= 1) {
+    const auto lease = plan.claim_lease(w, 8);
+    if (lease.chunks.empty()) break;
+    BOOST_TEST_REQUIRE(lease.chunks.size() <= 8u);
+    sizes.push_back(lease.chunks.size());
+    for (const auto& c : lease.chunks) {
+      BOOST_TEST_REQUIRE(plan.finish(w, c));
+      done[c.epoch] += c.count;
+    }
+  }
+  BOOST_TEST(done == (std::vector<uint64_t>{100, 100, 100}), boost::test_tools::per_element());
+  BOOST_TEST(sizes.front() == 8u);  // one claim serves several steps
+  BOOST_TEST(sizes.back() == 1u);   // the last batches go one chunk at a time
+  BOOST_TEST(std::is_sorted(sizes.rbegin(), sizes.rend()));
+  BOOST_TEST(plan.unclaimed_chunks() == 0u);
+  // A lease of a lost worker goes back whole and is handed out first.
+  work_plan again{1, 40, 1, 2};
+  const auto held = again.claim_lease(0, 8);
+  BOOST_TEST_REQUIRE(held.chunks.size() == 8u);
+  BOOST_TEST(again.release(0) == 8u);
+  const auto next = again.claim_lease(1, 8);
+  BOOST_TEST_REQUIRE(!next.chunks.empty());
+  BOOST_TEST((next.chunks.front() == held.chunks.front()));
 }

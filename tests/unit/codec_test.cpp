@@ -458,31 +458,47 @@ BOOST_AUTO_TEST_CASE(start_job_fields) {
   BOOST_TEST(y->workers_on_host == 3u);
 }
 
-BOOST_AUTO_TEST_CASE(work_chunk_fields) {
-  const work_chunk x{5, 1234567890123ull, 8};
-  auto y = decode<work_chunk>(encode(x));
+BOOST_AUTO_TEST_CASE(work_lease_fields) {
+  const work_lease x{{work_chunk{5, 1234567890123ull, 8}, work_chunk{5, 1234567890131ull, 2}}};
+  auto y = decode<work_lease>(encode(x));
   BOOST_TEST_REQUIRE(succeeded(y));
-  BOOST_TEST((*y == x));
+  BOOST_TEST_REQUIRE(y->chunks.size() == 2u);
+  BOOST_TEST((y->chunks[0] == x.chunks[0]));
+  BOOST_TEST((y->chunks[1] == x.chunks[1]));
+  auto none = decode<work_lease>(encode(work_lease{}));
+  BOOST_TEST_REQUIRE(succeeded(none));
+  BOOST_TEST(none->chunks.empty());
 }
 
-BOOST_AUTO_TEST_CASE(progress_fields) {
-  const progress x{2, work_chunk{5, 1000, 4}, 1.25, 3.5, 7.25, 0.75, 12};
-  auto y = decode<progress>(encode(x));
+BOOST_AUTO_TEST_CASE(a_lease_with_an_empty_chunk_is_refused) {
+  auto y = decode<work_lease>(encode(work_lease{{work_chunk{0, 0, 1}, work_chunk{0, 1, 0}}}));
+  BOOST_TEST(fails_with(y, errc::malformed_message));
+}
+
+BOOST_AUTO_TEST_CASE(progress_batch_fields) {
+  const progress_batch x{{progress{2, work_chunk{5, 1000, 4}, 1.25, 3.5, 7.25, 0.75, 12},
+                          progress{2, work_chunk{5, 1004, 4}, 2.5, 3.75, 7.5, 1.5, 13}}};
+  auto y = decode<progress_batch>(encode(x));
   BOOST_TEST_REQUIRE(succeeded(y));
-  BOOST_TEST(y->worker == 2u);
-  BOOST_TEST((y->chunk == x.chunk));
-  BOOST_TEST(y->loss_sum == 1.25);
-  BOOST_TEST(y->compute_s == 3.5);
-  BOOST_TEST(y->wall_s == 7.25);
-  BOOST_TEST(y->staleness == 0.75);
-  BOOST_TEST(y->clock == 12u);
+  BOOST_TEST_REQUIRE(y->reports.size() == 2u);
+  const auto& a = y->reports[0];
+  BOOST_TEST(a.worker == 2u);
+  BOOST_TEST((a.chunk == x.reports[0].chunk));
+  BOOST_TEST(a.loss_sum == 1.25);
+  BOOST_TEST(a.compute_s == 3.5);
+  BOOST_TEST(a.wall_s == 7.25);
+  BOOST_TEST(a.staleness == 0.75);
+  BOOST_TEST(a.clock == 12u);
+  BOOST_TEST((y->reports[1].chunk == x.reports[1].chunk));
+  BOOST_TEST(y->reports[1].clock == 13u);
 }
 
 BOOST_AUTO_TEST_CASE(progress_keeps_non_finite_loss) {
   // A diverged worker's loss is information, not corruption.
-  auto y = decode<progress>(encode(progress{0, work_chunk{1, 2, 1}, nan_value}));
+  auto y =
+      decode<progress_batch>(encode(progress_batch{{progress{0, work_chunk{1, 2, 1}, nan_value}}}));
   BOOST_TEST_REQUIRE(succeeded(y));
-  BOOST_TEST(std::isnan(y->loss_sum));
+  BOOST_TEST(std::isnan(y->reports.at(0).loss_sum));
 }
 
 BOOST_AUTO_TEST_CASE(job_report_fields) {
