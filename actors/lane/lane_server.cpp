@@ -24,6 +24,7 @@ struct lane_listener::connection {
   struct outgoing {
     lane::frame_header header;
     wire_bytes payload;
+    size_t written = 0;  // bytes of it (header first) already on the socket
   };
   struct owed_frame {
     uint64_t frame = 0;
@@ -44,6 +45,8 @@ struct lane_listener::connection {
   std::unordered_map<uint64_t, owed_frame> owed;
   int in_flight = 0;
   bool closed = false;
+  bool writing =
+      false;  // a thread is writing to the socket (the writer, or post() writing through)
 
   // Waits (at most `timeout`) for room for one more frame, answering late frames `gone` every
   // `period` meanwhile; false when closed or still full.
@@ -81,31 +84,65 @@ struct lane_listener::connection {
     std::lock_guard<std::mutex> lock{mutex};
     sweep_locked();
   }
-  // Queues the answer to a reserved frame for the writer thread.
+  // The answer to a reserved frame. When nothing else is being written or waits, the posting
+  // thread (a bucket's, through the companion) writes what the socket takes at once: no hop to
+  // the writer thread, which was a wake-up and a context switch per answer. What does not fit
+  // now, and every answer behind another, goes to the writer thread, in order.
   void post(outgoing answer) {
-    {
-      std::lock_guard<std::mutex> lock{mutex};
-      if (closed) return;
+    std::unique_lock<std::mutex> lock{mutex};
+    if (closed) return;
+    if (writing || !outbox.empty()) {
       outbox.push_back(std::move(answer));
+      lock.unlock();
+      has_output.notify_one();
+      return;
     }
+    writing = true;
+    lock.unlock();
+    const std::span<const char> whole{answer.payload.data(), answer.payload.size()};
+    const auto written = lane::write_frame_from(
+        socket, answer.header, byte_parts{&whole, whole.empty() ? 0u : 1u}, 0, false);
+    lock.lock();
+    writing = false;
+    if (!written) {
+      lock.unlock();
+      return close();
+    }
+    if (*written == sizeof(lane::frame_header) + answer.payload.size()) {
+      --in_flight;
+      const bool more = !outbox.empty();
+      lock.unlock();
+      answered.notify_one();
+      if (more) has_output.notify_one();
+      return;
+    }
+    answer.written = *written;  // the rest goes first: nothing else was written meanwhile
+    outbox.push_front(std::move(answer));
+    lock.unlock();
     has_output.notify_one();
   }
-  // The writer thread: writes the answers in the order posted, each giving its frame's room
-  // back; a failed write ends the connection.
+  // The writer thread: writes the answers in the order posted (waiting, as long as the socket's
+  // send timeout, for a slow reader), each giving its frame's room back; a failed write ends
+  // the connection.
   void write_answers() {
     lane::name_thread("lane.writer");
     for (;;) {
       outgoing next;
       {
         std::unique_lock<std::mutex> lock{mutex};
-        has_output.wait(lock, [&] { return closed || !outbox.empty(); });
+        has_output.wait(lock, [&] { return closed || (!outbox.empty() && !writing); });
         if (closed) return;
         next = std::move(outbox.front());
         outbox.pop_front();
+        writing = true;
       }
-      if (lane::write_frame(socket, next.header, next.payload.data())) return close();
+      const std::span<const char> whole{next.payload.data(), next.payload.size()};
+      const auto written = lane::write_frame_from(
+          socket, next.header, byte_parts{&whole, whole.empty() ? 0u : 1u}, next.written, true);
+      if (!written) return close();
       {
         std::lock_guard<std::mutex> lock{mutex};
+        writing = false;
         --in_flight;
       }
       answered.notify_one();

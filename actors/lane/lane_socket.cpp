@@ -159,33 +159,45 @@ caf::error write_frame(const socket_fd& s, frame_header h, const char* payload) 
 }
 
 caf::error write_frame(const socket_fd& s, frame_header h, byte_parts payload) {
+  auto written = write_frame_from(s, h, payload, 0, true);
+  return written ? caf::error{} : std::move(written.error());
+}
+
+caf::expected<size_t> write_frame_from(const socket_fd& s, frame_header h, byte_parts payload,
+                                       size_t from, bool wait) {
   h.magic = frame_magic;
   std::vector<iovec> parts{{&h, sizeof h}};
   for (const auto& p : payload)
     if (!p.empty()) parts.push_back({const_cast<char*>(p.data()), p.size()});
-  size_t left = sizeof h + h.size;
+  const size_t total = sizeof h + h.size;
   iovec* next = parts.data();
   size_t count = parts.size();
-  while (left > 0) {
-    if (count == 0) return make_error(errc::malformed_message, "data lane: parts short of size");
-    msghdr msg{};
-    msg.msg_iov = next;
-    msg.msg_iovlen = std::min<size_t>(count, IOV_MAX);
-    const ssize_t w = ::sendmsg(s.get(), &msg, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return io_error("send");
-    }
-    left -= static_cast<size_t>(w);
-    for (size_t done = static_cast<size_t>(w); done > 0 && count > 0;) {
+  auto advance = [&](size_t done) {
+    for (; done > 0 && count > 0;) {
       const size_t step = std::min(done, next->iov_len);
       next->iov_base = static_cast<char*>(next->iov_base) + step;
       next->iov_len -= step;
       done -= step;
       if (next->iov_len == 0) ++next, --count;
     }
+  };
+  advance(from);
+  size_t written = std::min(from, total);
+  while (written < total) {
+    if (count == 0) return make_error(errc::malformed_message, "data lane: parts short of size");
+    msghdr msg{};
+    msg.msg_iov = next;
+    msg.msg_iovlen = std::min<size_t>(count, IOV_MAX);
+    const ssize_t w = ::sendmsg(s.get(), &msg, MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (!wait && (errno == EAGAIN || errno == EWOULDBLOCK)) return written;
+      return io_error("send");
+    }
+    written += static_cast<size_t>(w);
+    advance(static_cast<size_t>(w));
   }
-  return {};
+  return written;
 }
 
 caf::error read_frame(const socket_fd& s, milliseconds timeout, frame_header& h,

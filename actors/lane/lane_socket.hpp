@@ -68,6 +68,11 @@ class socket_fd {
 caf::error write_frame(const socket_fd& s, frame_header h, const char* payload);
 // The same with the payload in parts (h.size is their total), in one scatter-gather write.
 caf::error write_frame(const socket_fd& s, frame_header h, byte_parts payload);
+// The frame's bytes from offset `from` on (of the header, then the payload). With `wait`, all of
+// them (as write_frame); without, only what the socket takes at once, never waiting. Returns
+// how far the frame is written (header included).
+caf::expected<size_t> write_frame_from(const socket_fd& s, frame_header h, byte_parts payload,
+                                       size_t from, bool wait);
 
 // Reads the next frame: waits without bound for its first byte (until shutdown), then with
 // `timeout` for the rest. Refuses a bad magic, an unknown kind or an oversized payload.
