@@ -66,6 +66,10 @@ void size_blas(const launch_options& opts, unsigned local_workers) {
     size_blas_for(local_workers);
 }
 
+void size_blas_for_coordinator(const launch_options& opts) {
+  set_blas_threads(static_cast<int>(opts.blas_threads ? opts.blas_threads : 1));
+}
+
 // --dash-device gpu: the process's DASH device, shared by its buckets; none for cpu. A GPU
 // that cannot be used refuses the start (a node asked for a GPU should not quietly use CPUs).
 caf::expected<std::optional<dash_device_actor>> start_dash_device(caf::actor_system& sys,
@@ -250,7 +254,7 @@ int run_coordinator(const launch_options& opts, std::shared_ptr<const training_t
                     const app_description& app, const logger& log) {
   return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
     auto& sys = self->system();
-    size_blas(opts, 1);
+    size_blas_for_coordinator(opts);
     auto coord =
         sys.spawn(coordinator, coordinator_config{opts, task, self->address(),
                                                   log.named("coordinator"), metrics.registry});

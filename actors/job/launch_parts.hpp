@@ -27,6 +27,11 @@ namespace troupe::launch_detail {
 int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::string& program);
 
 void size_blas(const launch_options& opts, unsigned local_workers);
+// A coordinator's process (primary or standby): one BLAS thread unless --blas-threads. Its
+// evaluation runs beside the workers' training, and OpenBLAS's idle threads yield in a loop (a
+// coordinator with one per core spent a quarter of its CPU in sched_yield in the five-process
+// fmnist job, taken from the workers and servers).
+void size_blas_for_coordinator(const launch_options& opts);
 
 // --dash-device gpu: the process's DASH device, shared by its buckets; none for cpu.
 caf::expected<std::optional<dash_device_actor>> start_dash_device(caf::actor_system& sys,

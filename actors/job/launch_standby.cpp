@@ -141,7 +141,7 @@ int take_over(caf::scoped_actor& self, const launch_options& opts,
 int run_standby(const launch_options& opts, std::shared_ptr<const training_task> task,
                 const app_description& app, const logger& log) {
   return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
-    size_blas(opts, 1);
+    size_blas_for_coordinator(opts);
     launch_options to_primary = opts;
     to_primary.coordinators = {opts.standby_of};
     auto primary =
