@@ -346,8 +346,7 @@ caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& li
 
 wire encode(const work_lease& x) {
   capnp::MallocMessageBuilder message;
-  auto chunks = message.initRoot<schema::WorkLease>().initChunks(x.chunks.size());
-  for (unsigned i = 0; i < x.chunks.size(); ++i) detail::write_chunk(chunks[i], x.chunks[i]);
+  detail::write_chunks(message.initRoot<schema::WorkLease>().initChunks(x.chunks.size()), x.chunks);
   return detail::to_wire(message);
 }
 
@@ -356,16 +355,9 @@ caf::expected<work_lease> decode<work_lease>(const wire& w, const codec_limits& 
   return detail::read_root<schema::WorkLease, work_lease>(
       w, limits,
       [](schema::WorkLease::Reader in, decode_budget& budget) -> caf::expected<work_lease> {
-        const auto chunks = in.getChunks();
-        if (chunks.size() > budget.limits.max_list)
-          return make_error(errc::message_too_large, "lease: too many chunks");
-        work_lease x;
-        for (auto c : chunks) {
-          x.chunks.push_back(detail::read_chunk(c));
-          if (x.chunks.back().count == 0)
-            return make_error(errc::malformed_message, "lease: a chunk of no batches");
-        }
-        return x;
+        auto chunks = detail::read_chunks(in.getChunks(), budget);
+        if (!chunks) return std::move(chunks.error());
+        return work_lease{std::move(*chunks)};
       });
 }
 

@@ -129,6 +129,10 @@ caf::expected<vector_clock> read_clock(schema::VectorClock::Reader in, const dec
 
 void write_chunk(schema::WorkChunk::Builder out, const work_chunk& x);
 work_chunk read_chunk(schema::WorkChunk::Reader in);
+// A list of chunks (a lease, a rejoin's held and finished ones): none of them empty.
+void write_chunks(capnp::List<schema::WorkChunk>::Builder out, const std::vector<work_chunk>& in);
+caf::expected<std::vector<work_chunk>> read_chunks(capnp::List<schema::WorkChunk>::Reader in,
+                                                   const decode_budget& budget);
 
 // Epoch entries of the report and of a checkpoint's history.
 caf::expected<role> read_role(schema::Role in);

@@ -83,22 +83,6 @@ caf::expected<std::vector<loss_event>> read_losses(capnp::List<schema::LossEvent
   return out;
 }
 
-void write_chunks(capnp::List<schema::WorkChunk>::Builder out, const std::vector<work_chunk>& in) {
-  for (unsigned i = 0; i < in.size(); ++i) detail::write_chunk(out[i], in[i]);
-}
-
-caf::expected<std::vector<work_chunk>> read_chunks(capnp::List<schema::WorkChunk>::Reader in,
-                                                   const decode_budget& budget) {
-  if (in.size() > budget.limits.max_list)
-    return make_error(errc::message_too_large, "rejoin: chunks");
-  std::vector<work_chunk> out;
-  for (auto c : in) {
-    out.push_back(detail::read_chunk(c));
-    if (out.back().count == 0) return make_error(errc::malformed_message, "rejoin: empty chunk");
-  }
-  return out;
-}
-
 void write_dp(schema::DpStanding::Builder out, const dp_group_standing& x) {
   out.setGeneration(x.generation);
   out.setGlobalBatch(x.global_batch);
@@ -276,8 +260,8 @@ wire encode(const rejoin_request& x) {
   out.setComputeS(x.compute_s);
   out.setWallS(x.wall_s);
   out.setDone(x.done);
-  write_chunks(out.initHeld(x.held.size()), x.held);
-  write_chunks(out.initFinished(x.finished.size()), x.finished);
+  detail::write_chunks(out.initHeld(x.held.size()), x.held);
+  detail::write_chunks(out.initFinished(x.finished.size()), x.finished);
   auto loss = out.initFinishedLoss(x.finished_loss.size());
   for (unsigned i = 0; i < x.finished_loss.size(); ++i) loss.set(i, x.finished_loss[i]);
   out.setHost(x.host);
@@ -294,8 +278,8 @@ caf::expected<rejoin_request> decode<rejoin_request>(const wire& w, const codec_
         auto sender = detail::read_role(in.getRole());
         auto name = detail::read_text(in.getName(), budget, "node name");
         auto data = detail::read_endpoint(in.getData(), budget);
-        auto held = read_chunks(in.getHeld(), budget);
-        auto finished = read_chunks(in.getFinished(), budget);
+        auto held = detail::read_chunks(in.getHeld(), budget);
+        auto finished = detail::read_chunks(in.getFinished(), budget);
         auto host = detail::read_text(in.getHost(), budget, "host label");
         if (!host) return std::move(host.error());
         if (!sender) return std::move(sender.error());

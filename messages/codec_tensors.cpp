@@ -441,6 +441,22 @@ work_chunk read_chunk(schema::WorkChunk::Reader in) {
   return work_chunk{in.getEpoch(), in.getFirst(), in.getCount()};
 }
 
+void write_chunks(capnp::List<schema::WorkChunk>::Builder out, const std::vector<work_chunk>& in) {
+  for (unsigned i = 0; i < in.size(); ++i) write_chunk(out[i], in[i]);
+}
+
+caf::expected<std::vector<work_chunk>> read_chunks(capnp::List<schema::WorkChunk>::Reader in,
+                                                   const decode_budget& budget) {
+  if (in.size() > budget.limits.max_list)
+    return make_error(errc::message_too_large, "too many chunks");
+  std::vector<work_chunk> out;
+  for (auto c : in) {
+    out.push_back(read_chunk(c));
+    if (out.back().count == 0) return make_error(errc::malformed_message, "a chunk of no batches");
+  }
+  return out;
+}
+
 void write_epochs(capnp::List<schema::EpochEntry>::Builder out,
                   const std::vector<epoch_entry>& epochs) {
   for (unsigned i = 0; i < epochs.size(); ++i) {

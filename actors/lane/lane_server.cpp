@@ -45,8 +45,8 @@ struct lane_listener::connection {
   std::unordered_map<uint64_t, owed_frame> owed;
   int in_flight = 0;
   bool closed = false;
-  bool writing =
-      false;  // a thread is writing to the socket (the writer, or post() writing through)
+  // A thread is writing to the socket (the writer, or post() writing through).
+  bool writing = false;
 
   // Waits (at most `timeout`) for room for one more frame, answering late frames `gone` every
   // `period` meanwhile; false when closed or still full.
@@ -99,9 +99,7 @@ struct lane_listener::connection {
     }
     writing = true;
     lock.unlock();
-    const std::span<const char> whole{answer.payload.data(), answer.payload.size()};
-    const auto written = lane::write_frame_from(
-        socket, answer.header, byte_parts{&whole, whole.empty() ? 0u : 1u}, 0, false);
+    const auto written = write(answer, false);
     lock.lock();
     writing = false;
     if (!written) {
@@ -136,10 +134,7 @@ struct lane_listener::connection {
         outbox.pop_front();
         writing = true;
       }
-      const std::span<const char> whole{next.payload.data(), next.payload.size()};
-      const auto written = lane::write_frame_from(
-          socket, next.header, byte_parts{&whole, whole.empty() ? 0u : 1u}, next.written, true);
-      if (!written) return close();
+      if (!write(next, true)) return close();
       {
         std::lock_guard<std::mutex> lock{mutex};
         writing = false;
@@ -159,6 +154,14 @@ struct lane_listener::connection {
   }
 
  private:
+  // Writes `answer` on from where it stopped: all of it with `wait`, or what the socket takes
+  // at once. Returns how far it got (lane::write_frame_from).
+  caf::expected<size_t> write(const outgoing& answer, bool wait) {
+    const std::span<const char> payload{answer.payload.data(), answer.payload.size()};
+    return lane::write_frame_from(socket, answer.header,
+                                  byte_parts{&payload, payload.empty() ? 0u : 1u}, answer.written,
+                                  wait);
+  }
   // Answers `gone` every owed frame past its deadline (a bucket that never answers).
   void sweep_locked() {
     const auto now = clock::now();

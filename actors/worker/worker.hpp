@@ -80,15 +80,15 @@ struct worker_state {
   std::vector<float> residual;     // sign compression: what earlier pushes have not yet sent
   std::vector<table_spec> tables;  // the task's embedding tables (none for dense models)
   sparse_rows_view rows;           // the rows of the chunk at the front of the queue
-  std::deque<work_chunk> queue;    // chunks claimed and not yet computed (lease_chunks + 1 at most)
+  std::deque<work_chunk> queue;    // claimed, not yet computed (< claim_below + lease_chunks)
   work_chunk current;              // the chunk whose gradient is being pushed
   double current_loss = 0;         // its summed batch losses
-  bool current_reported = true;    // its progress was sent (or no chunk is being pushed)
+  bool current_reported = true;    // it is among the finished (or no chunk is being pushed)
   // Every chunk this worker finished, with its summed losses: a coordinator that took over
   // from one that died learns from them what was done (rejoin).
   std::vector<work_chunk> reported;
   std::vector<double> reported_loss;
-  // Finished chunks whose progress is not sent yet (sent in batches: report_every, report_within)
+  // Finished chunks whose progress is not sent yet (report_every, report_within).
   std::vector<progress> unreported;
   std::chrono::steady_clock::time_point unreported_since;  // when the oldest of them finished
   // What waits for the coordinator to be back (a standby taking over): run once rejoined.
