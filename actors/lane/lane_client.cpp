@@ -42,15 +42,22 @@ caf::expected<std::shared_ptr<lane_link>> lane_link::open(const std::string& hos
     auto local = lane::connect_local(tcp->local_name, secret, timeout);
     if (local && local->node == tcp->node) {
       ::close(tcp->fd);
-      return std::make_shared<lane_link>(local->fd, std::move(local->node), timeout, true);
+      return std::make_shared<lane_link>(local->fd, std::move(local->node), timeout, true,
+                                         std::move(local->rings));
     }
     if (local) ::close(local->fd);  // another node answered that name: stay on TCP
   }
   return std::make_shared<lane_link>(tcp->fd, std::move(tcp->node), timeout, false);
 }
 
-lane_link::lane_link(int fd, std::string node, std::chrono::milliseconds timeout, bool local)
-    : socket_(fd), node_(std::move(node)), timeout_(timeout), local_(local) {
+lane_link::lane_link(int fd, std::string node, std::chrono::milliseconds timeout, bool local,
+                     lane::ring_pair rings)
+    : socket_(fd),
+      node_(std::move(node)),
+      timeout_(timeout),
+      local_(local),
+      out_(std::move(rings.out)),
+      in_(std::move(rings.in)) {
   reader_ = std::thread([this] { read_answers(); });
 }
 
@@ -89,6 +96,10 @@ void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id req
   h.size = 0;
   for (const auto& p : payload) h.size += p.size();
   std::lock_guard<std::mutex> lock{write_mutex_};
+  if (out_ && h.size >= lane::ring_min_payload && out_->put(payload, h.size)) {
+    h.in_ring = 1;
+    ++ring_frames_;
+  }
   // A failed write ends the connection; the reader then fails this request with the rest.
   if (lane::write_frame(socket_, h, payload)) socket_.shutdown();
 }
@@ -151,7 +162,8 @@ void lane_link::read_answers() {
     if (!*ready) continue;
     lane::frame_header h;
     wire w;
-    if (lane::read_frame(socket_, timeout_, h, w.bytes)) break;
+    if (lane::read_frame(socket_, timeout_, h, w.bytes, in_.get())) break;
+    if (h.in_ring) ++ring_frames_;
     const auto kind = static_cast<lane::frame_kind>(h.kind);
     if (kind == lane::frame_kind::push || kind == lane::frame_kind::pull) break;  // not an answer
     deliver(h.id, answer_of(kind, std::move(w)));

@@ -45,7 +45,9 @@ class lane_link {
                                                         const std::string& secret,
                                                         std::chrono::milliseconds timeout,
                                                         bool same_host = true);
-  lane_link(int fd, std::string node, std::chrono::milliseconds timeout, bool local);
+  // `rings`: what a same-host lane shares with its server (lane_ring.hpp); none on TCP.
+  lane_link(int fd, std::string node, std::chrono::milliseconds timeout, bool local,
+            lane::ring_pair rings = {});
   lane_link(const lane_link&) = delete;
   lane_link& operator=(const lane_link&) = delete;
   // Ends the connection, fails what is in flight and waits for the reader.
@@ -57,6 +59,8 @@ class lane_link {
   bool local() const { return local_; }
   // True once the connection has ended: its node's messages go over CAF.
   bool broken() const { return broken_; }
+  // Frames whose payload went through the shared rings, both ways (none on TCP).
+  uint64_t ring_frames() const { return ring_frames_; }
 
   // Writes request `kind` (push or pull) for the bucket whose actor id is `target`. Its answer,
   // or the error that stands for it, reaches `requester` as the response to `request_id`.
@@ -83,8 +87,11 @@ class lane_link {
   std::chrono::milliseconds timeout_;
   bool local_;
   std::atomic<bool> broken_{false};
-  std::mutex write_mutex_;  // one frame at a time on the socket
-  std::mutex mutex_;        // guards pending_ and next_frame_
+  std::atomic<uint64_t> ring_frames_{0};
+  std::mutex write_mutex_;                  // one frame at a time on the socket
+  std::unique_ptr<lane::shared_ring> out_;  // requests' payloads (under write_mutex_)
+  std::unique_ptr<lane::shared_ring> in_;   // answers' payloads (the reader's)
+  std::mutex mutex_;                        // guards pending_ and next_frame_
   std::unordered_map<uint64_t, waiting> pending_;
   uint64_t next_frame_ = 0;
   std::thread reader_;

@@ -32,8 +32,11 @@ struct lane_listener::connection {
   };
   using clock = std::chrono::steady_clock;
 
-  explicit connection(int fd) : socket(fd) {}
+  connection(int fd, bool local) : socket(fd), local(local) {}
   lane::socket_fd socket;
+  const bool local;  // a same-host Unix socket: it shares rings (lane_ring.hpp)
+  std::unique_ptr<lane::shared_ring> out_ring;  // answers' payloads (under mutex)
+  std::unique_ptr<lane::shared_ring> in_ring;   // requests' payloads (the reader's)
   std::thread reader;
   std::thread writer;
   std::atomic<bool> finished{false};
@@ -91,6 +94,7 @@ struct lane_listener::connection {
   void post(outgoing answer) {
     std::unique_lock<std::mutex> lock{mutex};
     if (closed) return;
+    to_ring(answer);  // in the order the answers reach the socket, as the client takes them
     if (writing || !outbox.empty()) {
       outbox.push_back(std::move(answer));
       lock.unlock();
@@ -154,6 +158,15 @@ struct lane_listener::connection {
   }
 
  private:
+  // Moves a large answer's payload into the shared ring, when there is one and it has room.
+  void to_ring(outgoing& answer) {
+    const size_t size = answer.payload.size();
+    if (!out_ring || size < lane::ring_min_payload) return;
+    const std::span<const char> whole{answer.payload.data(), size};
+    if (!out_ring->put(byte_parts{&whole, 1}, size)) return;
+    answer.header.in_ring = 1;
+    answer.payload = wire_bytes{};
+  }
   // Writes `answer` on from where it stopped: all of it with `wait`, or what the socket takes
   // at once. Returns how far it got (lane::write_frame_from).
   caf::expected<size_t> write(const outgoing& answer, bool wait) {
@@ -324,12 +337,12 @@ void lane_listener::accept_loop() {
     for (const auto& ready : p) {
       if (!(ready.revents & POLLIN)) continue;
       const int fd = ::accept4(ready.fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) admit(fd);
+      if (fd >= 0) admit(fd, ready.fd == local_fd_);
     }
   }
 }
 
-void lane_listener::admit(int fd) {
+void lane_listener::admit(int fd, bool local) {
   forget_finished();
   std::lock_guard<std::mutex> lock{mutex_};
   if (connections_.size() >= max_connections) {
@@ -337,7 +350,7 @@ void lane_listener::admit(int fd) {
     ::close(fd);
     return;
   }
-  auto c = std::make_shared<connection>(fd);
+  auto c = std::make_shared<connection>(fd, local);
   c->reader = std::thread([this, c] { serve(c); });
   connections_.push_back(std::move(c));
 }
@@ -354,6 +367,17 @@ void lane_listener::serve(connection_ptr c) {
     config_.log.warn("data lane: a client was refused: {}", describe(err));
     c->finished = true;
     return;
+  }
+  if (c->local) {
+    auto rings = lane::share_rings(c->socket.get(), lane::ring_bytes, config_.timeout);
+    if (!rings) {
+      config_.log.warn("data lane: sharing rings with a client failed: {}",
+                       describe(rings.error()));
+      c->finished = true;
+      return;
+    }
+    c->out_ring = std::move(rings->out);
+    c->in_ring = std::move(rings->in);
   }
   c->companion = make_companion(sys_, c);
   auto* companion =
@@ -377,7 +401,7 @@ void lane_listener::serve(connection_ptr c) {
     lane::frame_header h;
     wire w;
     if (!ready) break;
-    if (auto err = lane::read_frame(c->socket, config_.timeout, h, w.bytes)) {
+    if (auto err = lane::read_frame(c->socket, config_.timeout, h, w.bytes, c->in_ring.get())) {
       if (!has_code(err, errc::io_failure)) config_.log.warn("data lane: {}", describe(err));
       break;
     }

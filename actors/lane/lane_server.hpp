@@ -4,11 +4,13 @@
 // companion actor. The reader puts each push or pull frame straight into the named bucket's
 // mailbox as a request from the companion (same messages, same bucket code, so resends,
 // fencing and promotion behave alike); the bucket's answer reaches the companion on the
-// bucket's own thread, which posts it to the writer. No actor stands between the socket and the
-// bucket, so a frame costs no scheduler hop. A bucket that does not answer within the timeout
-// is answered `gone` by the reader's deadline sweep (every sweep period, no timer per frame).
-// Only buckets enrolled here can be named; any other id is answered `gone`, and the worker
-// asks the coordinator for the bucket's current handle as it does for a bucket that went down.
+// bucket's own thread, which writes it through or posts it to the writer. On the same-host
+// socket both ends share rings (lane_ring.hpp) that carry large payloads beside the socket. No
+// actor stands between the socket and the bucket, so a frame costs no scheduler hop. A bucket that
+// does not answer within the timeout is answered `gone` by the reader's deadline sweep (every sweep
+// period, no timer per frame). Only buckets enrolled here can be named; any other id is answered
+// `gone`, and the worker asks the coordinator for the bucket's current handle as it does for a
+// bucket that went down.
 //
 // Owned by the server node (server_config::lanes); stop() (or the destructor) ends every
 // connection and joins every thread. Blocking set-up: call start() from main or a detached
@@ -79,7 +81,8 @@ class lane_listener {
 
  private:
   void accept_loop();
-  void admit(int fd);  // a new connection, unless max_connections are open
+  // A new connection, unless max_connections are open; `local`: on the same-host socket.
+  void admit(int fd, bool local);
   void serve(std::shared_ptr<connection> c);
   void forget_finished();
 

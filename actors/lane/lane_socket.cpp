@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "actors/lane/lane_ring.hpp"
 #include "troupe/detail/auth.hpp"
 #include "troupe/error.hpp"
 
@@ -167,9 +168,10 @@ caf::expected<size_t> write_frame_from(const socket_fd& s, frame_header h, byte_
                                        size_t from, bool wait) {
   h.magic = frame_magic;
   std::vector<iovec> parts{{&h, sizeof h}};
-  for (const auto& p : payload)
-    if (!p.empty()) parts.push_back({const_cast<char*>(p.data()), p.size()});
-  const size_t total = sizeof h + h.size;
+  if (!h.in_ring)
+    for (const auto& p : payload)
+      if (!p.empty()) parts.push_back({const_cast<char*>(p.data()), p.size()});
+  const size_t total = sizeof h + (h.in_ring ? 0 : h.size);
   iovec* next = parts.data();
   size_t count = parts.size();
   auto advance = [&](size_t done) {
@@ -201,7 +203,7 @@ caf::expected<size_t> write_frame_from(const socket_fd& s, frame_header h, byte_
 }
 
 caf::error read_frame(const socket_fd& s, milliseconds timeout, frame_header& h,
-                      wire_bytes& payload) {
+                      wire_bytes& payload, shared_ring* ring) {
   char* raw = reinterpret_cast<char*>(&h);
   ssize_t first;
   do {  // the first byte: no bound (an idle lane is fine), until shutdown
@@ -216,12 +218,16 @@ caf::error read_frame(const socket_fd& s, milliseconds timeout, frame_header& h,
     return make_error(errc::message_too_large, "data lane: a frame of " + std::to_string(h.size) +
                                                    " bytes, limit " +
                                                    std::to_string(max_frame_bytes));
+  if (h.in_ring) {
+    if (!ring) return make_error(errc::malformed_message, "data lane: a ring frame without a ring");
+    return ring->take(h.size, payload);
+  }
   payload.resize(h.size);
   return read_exact(s.get(), payload.data(), h.size, timeout);
 }
 
-caf::expected<bool> readable(const socket_fd& s, milliseconds timeout) {
-  auto err = await(s.get(), POLLIN, timeout);
+caf::expected<bool> readable(int fd, milliseconds timeout) {
+  auto err = await(fd, POLLIN, timeout);
   if (!err) return true;
   if (has_code(err, errc::timeout)) return false;
   return err;
@@ -363,7 +369,15 @@ caf::expected<lane_peer> connect_local(const std::string& name, const std::strin
                                        milliseconds timeout) {
   auto fd = dial_local(name, timeout);
   if (!fd) return std::move(fd.error());
-  return prove_to_server(*fd, secret, timeout);
+  auto peer = prove_to_server(*fd, secret, timeout);
+  if (!peer) return peer;
+  auto rings = share_rings(peer->fd, ring_bytes, timeout);
+  if (!rings) {
+    ::close(peer->fd);
+    return std::move(rings.error());
+  }
+  peer->rings = std::move(*rings);
+  return peer;
 }
 
 caf::error accept_lane(const socket_fd& s, const std::string& secret, const std::string& node,

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/lane/lane_ring.hpp"
 #include "messages/codec.hpp"
 #include "troupe/log.hpp"
 
@@ -39,16 +40,18 @@ enum class frame_kind : uint8_t {
 struct frame_header {
   uint32_t magic = 0;
   uint8_t kind = 0;
-  uint8_t unused[3] = {0, 0, 0};
+  uint8_t in_ring = 0;  // 1: the payload is in the sender's shared ring, not on the socket
+  uint8_t unused[2] = {0, 0};
   uint64_t id = 0;      // the worker's request number, echoed in the answer
   uint64_t target = 0;  // the bucket's CAF actor id (requests only)
-  uint64_t size = 0;    // payload bytes after the header
+  uint64_t size = 0;    // payload bytes (after the header, or in the ring)
 };
 static_assert(sizeof(frame_header) == 32);
 
-// "TLN2": version 2 ends the handshake with the server's same-host socket name, so a peer of
-// version 1 is refused at its first word rather than misreading that name as a frame.
-constexpr uint32_t frame_magic = 0x324e4c54;
+// "TLN3": version 2 ended the handshake with the server's same-host socket name, version 3
+// shares rings on a same-host socket (lane_ring.hpp); a peer of another version is refused at
+// its first word rather than misreading what follows.
+constexpr uint32_t frame_magic = 0x334e4c54;
 
 // An open socket; closed when the last owner goes. shutdown() wakes a blocked reader.
 class socket_fd {
@@ -64,7 +67,8 @@ class socket_fd {
   int fd_;
 };
 
-// Writes the header and payload in one call (writev), bounded by the socket's send timeout.
+// Writes the header and payload in one call (writev), bounded by the socket's send timeout. A
+// header marked in_ring is written alone (its payload is in the ring already).
 caf::error write_frame(const socket_fd& s, frame_header h, const char* payload);
 // The same with the payload in parts (h.size is their total), in one scatter-gather write.
 caf::error write_frame(const socket_fd& s, frame_header h, byte_parts payload);
@@ -75,23 +79,29 @@ caf::expected<size_t> write_frame_from(const socket_fd& s, frame_header h, byte_
                                        size_t from, bool wait);
 
 // Reads the next frame: waits without bound for its first byte (until shutdown), then with
-// `timeout` for the rest. Refuses a bad magic, an unknown kind or an oversized payload.
+// `timeout` for the rest. A payload in the ring is taken from `ring` (the peer's; none: such a
+// frame is refused). Refuses a bad magic, an unknown kind or an oversized payload.
 caf::error read_frame(const socket_fd& s, std::chrono::milliseconds timeout, frame_header& h,
-                      wire_bytes& payload);
+                      wire_bytes& payload, shared_ring* ring = nullptr);
 
 // Waits at most `timeout` for the socket to have bytes to read (or to end, which the next read
 // reports): true when it has, false when the time passed. An error only when poll fails.
-caf::expected<bool> readable(const socket_fd& s, std::chrono::milliseconds timeout);
+caf::expected<bool> readable(int fd, std::chrono::milliseconds timeout);
+inline caf::expected<bool> readable(const socket_fd& s, std::chrono::milliseconds timeout) {
+  return readable(s.get(), timeout);
+}
 
 // Listens on host:port (0: any free port) for lanes; returns the socket and the bound port.
 caf::expected<std::pair<int, uint16_t>> listen_on(const std::string& host, uint16_t port);
 
 // A lane's client end after the handshake: the socket, the text of the server's CAF node id,
-// and the name of the server's same-host socket (empty when it has none).
+// the name of the server's same-host socket (empty when it has none), and on that socket the
+// rings both ends share (lane_ring.hpp).
 struct lane_peer {
   int fd = -1;
   std::string node;
   std::string local_name;
+  ring_pair rings;
 };
 
 // Connects to host:port within `timeout` and proves the secret (the node side of the
@@ -103,7 +113,8 @@ caf::expected<lane_peer> connect_lane(const std::string& host, uint16_t port,
 // tells every client that name at the end of the handshake; a client that can reach it (the
 // same host and network namespace: abstract names belong to a namespace) and finds the same
 // node behind it moves there. A Unix socket moves a frame with one copy each way and none of
-// TCP's work (the pushpull suite prints both beside their raw peers).
+// TCP's work (the pushpull suite prints both beside their raw peers); connect_local also
+// shares rings with the server (share_rings), which carry large payloads with no kernel copy.
 caf::expected<std::pair<int, std::string>> listen_local();  // the socket and its name
 caf::expected<int> dial_local(const std::string& name, std::chrono::milliseconds timeout);
 caf::expected<lane_peer> connect_local(const std::string& name, const std::string& secret,

@@ -1,6 +1,7 @@
 // The data lane (actors/lane) on loopback and on its same-host Unix socket, against a real
 // bucket: pushes and pulls over either are answered exactly as over CAF (values, acks,
-// refusals), a client on the same host moves to the Unix socket, a wrong secret is refused, an
+// refusals), a client on the same host moves to the Unix socket and sends large payloads
+// through the rings it shares with the server, a wrong secret is refused, an
 // unknown bucket or a lost connection comes back as a "gone" error the worker resends on, a
 // request nobody answers fails once the lane's timeout has passed (on the client, and on the
 // server for a frame its bucket holds too long), and an oversized or garbled frame ends the
@@ -155,6 +156,36 @@ void check_answers(lane_fixture& f) {
   auto local = f.over_lane(pull_atom_v, local_wire(pull_request{7, 0, 0, {}}), f.bucket.id());
   BOOST_TEST_REQUIRE(testing::succeeded(local));
   BOOST_TEST(local->bytes == via_caf->bytes, boost::test_tools::per_element());
+}
+
+BOOST_FIXTURE_TEST_CASE(large_payloads_on_one_host_go_through_the_shared_rings, lane_fixture) {
+  // 64 KiB of values: above lane::ring_min_payload, so the push and the pull's reply take the
+  // rings (the pull request itself is small and stays on the socket).
+  bucket_spec large{8, 2, optimizer_config{}, {}};
+  large.tensors.push_back(dense_tensor{"w", {64, 256}, 0, std::vector<float>(64 * 256, 0.5f)});
+  auto ringed = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(large), config);
+  listener->enroll(ringed);
+  for (int round = 0; round < 300; ++round) {  // 300 x 64 KiB: round the 8 MiB rings twice
+    auto ack = over_lane(push_atom_v, encode(push_for(large, 0, 1e-3f)), ringed.id());
+    BOOST_TEST_REQUIRE(testing::succeeded(ack));
+    auto via_lane = over_lane(pull_atom_v, encode(pull_request{8, 0, 0, {}}), ringed.id());
+    caf::expected<wire> via_caf = make_error(errc::timeout);
+    self->request(ringed, timeout, pull_atom_v, encode(pull_request{8, 1, 0, {}}))
+        .receive([&](const wire& reply) { via_caf = reply; },
+                 [&](caf::error& err) { via_caf = std::move(err); });
+    BOOST_TEST_REQUIRE(testing::succeeded(via_lane));
+    BOOST_TEST_REQUIRE(testing::succeeded(via_caf));
+    BOOST_TEST_REQUIRE(via_lane->bytes == via_caf->bytes, boost::test_tools::per_element());
+  }
+  BOOST_TEST(lane->ring_frames() == 600u);  // every push and every reply
+  // Over TCP nothing is shared.
+  auto tcp = lane_link::open("127.0.0.1", listener->port(), secret, timeout, false);
+  BOOST_TEST_REQUIRE(testing::succeeded(tcp));
+  lane = *tcp;
+  BOOST_TEST(
+      testing::succeeded(over_lane(pull_atom_v, encode(pull_request{8, 0, 0, {}}), ringed.id())));
+  BOOST_TEST(lane->ring_frames() == 0u);
+  self->send_exit(ringed, caf::exit_reason::user_shutdown);
 }
 
 BOOST_FIXTURE_TEST_CASE(an_unknown_or_ended_bucket_is_gone, lane_fixture) {
