@@ -8,7 +8,8 @@ namespace troupe {
 
 namespace {
 
-constexpr size_t max_pending = 4096;  // requests in flight on one lane
+constexpr size_t max_pending = 4096;      // requests in flight on one lane
+constexpr size_t max_read_together = 16;  // answers read before the first is delivered
 
 // Not troupe's error: the worker asks for the bucket's current handle and sends again.
 caf::message gone(caf::sec code, const std::string& why) {
@@ -77,31 +78,56 @@ void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id req
 
 void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
                      lane::frame_kind kind, uint64_t target, byte_parts payload) {
-  const auto response_id = request_id.response_id();
+  const request one{request_id, kind, payload};
+  write_requests(requester, target, std::span<const request>{&one, 1}, false);
+}
+
+void lane_link::send_pair(const caf::strong_actor_ptr& requester, caf::message_id push_id,
+                          caf::message_id pull_id, uint64_t target, byte_parts push,
+                          byte_parts pull) {
+  const request both[2] = {{push_id, lane::frame_kind::push, push},
+                           {pull_id, lane::frame_kind::pull, pull}};
+  write_requests(requester, target, both, true);
+}
+
+void lane_link::write_requests(const caf::strong_actor_ptr& requester, uint64_t target,
+                               std::span<const request> requests, bool paired) {
   const auto from = caf::actor_cast<caf::actor_addr>(requester);
-  lane::frame_header h;
+  std::vector<lane::frame_out> frames(requests.size());
   {
     std::lock_guard<std::mutex> lock{mutex_};
-    if (broken_)
-      return respond(from, response_id, gone(caf::sec::request_receiver_down, "connection lost"));
-    if (pending_.size() >= max_pending)
-      return respond(from, response_id,
-                     caf::make_message(make_error(errc::message_too_large,
-                                                  "data lane: too many requests in flight")));
-    h.id = ++next_frame_;
-    pending_.emplace(h.id, waiting{from, response_id, std::chrono::steady_clock::now() + timeout_});
+    const bool full = pending_.size() + requests.size() > max_pending;
+    if (broken_ || full) {
+      for (const auto& r : requests)
+        respond(from, r.id.response_id(),
+                broken_ ? gone(caf::sec::request_receiver_down, "connection lost")
+                        : caf::make_message(make_error(errc::message_too_large,
+                                                       "data lane: too many requests in flight")));
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    for (size_t i = 0; i < requests.size(); ++i) {  // consecutive numbers: a pair's are id, id + 1
+      frames[i].header.id = ++next_frame_;
+      pending_.emplace(frames[i].header.id, waiting{from, requests[i].id.response_id(), deadline});
+    }
   }
-  h.kind = static_cast<uint8_t>(kind);
-  h.target = target;
-  h.size = 0;
-  for (const auto& p : payload) h.size += p.size();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto& h = frames[i].header;
+    h.kind = static_cast<uint8_t>(requests[i].kind);
+    h.target = target;
+    h.size = 0;
+    for (const auto& p : requests[i].payload) h.size += p.size();
+    frames[i].payload = requests[i].payload;
+  }
+  frames.front().header.paired = paired ? 1 : 0;
   std::lock_guard<std::mutex> lock{write_mutex_};
-  if (out_ && h.size >= lane::ring_min_payload && out_->put(payload, h.size)) {
-    h.in_ring = 1;
-    ++ring_frames_;
-  }
-  // A failed write ends the connection; the reader then fails this request with the rest.
-  if (lane::write_frame(socket_, h, payload)) socket_.shutdown();
+  for (auto& f : frames)
+    if (out_ && f.header.size >= lane::ring_min_payload && out_->put(f.payload, f.header.size)) {
+      f.header.in_ring = 1;
+      ++ring_frames_;
+    }
+  // A failed write ends the connection; the reader then fails these requests with the rest.
+  if (!lane::write_frames_from(socket_, frames, 0, true)) socket_.shutdown();
 }
 
 void lane_link::deliver(uint64_t frame, caf::message msg) {
@@ -151,6 +177,11 @@ void lane_link::read_answers() {
   lane::name_thread("lane.answers");
   const auto period = lane::sweep_period(timeout_);
   auto last_sweep = std::chrono::steady_clock::now();
+  std::vector<std::pair<uint64_t, caf::message>> arrived;  // by frame number
+  auto more_now = [&] {
+    auto more = lane::readable(socket_, std::chrono::milliseconds(0));
+    return more && *more;
+  };
   for (;;) {
     auto ready = lane::readable(socket_, period);
     if (!ready) break;
@@ -160,13 +191,22 @@ void lane_link::read_answers() {
       last_sweep = now;
     }
     if (!*ready) continue;
-    lane::frame_header h;
-    wire w;
-    if (lane::read_frame(socket_, timeout_, h, w.bytes, in_.get())) break;
-    if (h.in_ring) ++ring_frames_;
-    const auto kind = static_cast<lane::frame_kind>(h.kind);
-    if (kind == lane::frame_kind::push || kind == lane::frame_kind::pull) break;  // not an answer
-    deliver(h.id, answer_of(kind, std::move(w)));
+    // What is on the socket already is read before any of it is delivered, so that a requester
+    // wakes once for answers that came together (a pair's: the push's ack and the values).
+    bool ended = false;
+    do {
+      lane::frame_header h;
+      wire w;
+      ended = static_cast<bool>(lane::read_frame(socket_, timeout_, h, w.bytes, in_.get()));
+      const auto kind = static_cast<lane::frame_kind>(h.kind);
+      ended = ended || kind == lane::frame_kind::push || kind == lane::frame_kind::pull;
+      if (ended) break;  // the connection failed, or the server sent something not an answer
+      if (h.in_ring) ++ring_frames_;
+      arrived.emplace_back(h.id, answer_of(kind, std::move(w)));
+    } while (arrived.size() < max_read_together && more_now());
+    for (auto& [frame, answer] : arrived) deliver(frame, std::move(answer));
+    arrived.clear();
+    if (ended) break;
   }
   socket_.shutdown();
   fail_all("connection lost");

@@ -69,8 +69,23 @@ class lane_link {
   // The same with the request's bytes in parts (encode_to), written where they are.
   void send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
             lane::frame_kind kind, uint64_t target, byte_parts payload);
+  // A push and the pull of the same bucket behind it, written together as paired frames: the
+  // server answers both in one write once the pull's answer is ready (lane_socket.hpp), so a
+  // step costs each side one wake-up per bucket instead of two.
+  void send_pair(const caf::strong_actor_ptr& requester, caf::message_id push_id,
+                 caf::message_id pull_id, uint64_t target, byte_parts push, byte_parts pull);
 
  private:
+  struct request {
+    caf::message_id id;
+    lane::frame_kind kind;
+    byte_parts payload;
+  };
+  // Numbers the requests, records who waits for each answer and writes them in one call (the
+  // first marked paired when `paired`); when the lane is broken or full, each requester is
+  // answered with the error instead.
+  void write_requests(const caf::strong_actor_ptr& requester, uint64_t target,
+                      std::span<const request> requests, bool paired);
   struct waiting {
     caf::actor_addr requester;
     caf::message_id response_id;
@@ -138,6 +153,23 @@ auto push_over_lane(Self* self, lane_link& link, uint64_t target, Encode encode)
   });
   constexpr bool blocking = std::is_base_of<caf::blocking_actor, Self>::value;
   return caf::response_handle<Self, caf::message, blocking>{id.response_id(), self};
+}
+
+// A push encoded straight onto the lane (as push_over_lane) and the pull `pull` of the same
+// bucket, written together (lane_link::send_pair). Returns the two response handles, push first.
+template <class Self, class Encode>
+auto push_and_pull_over_lane(Self* self, lane_link& link, uint64_t target, Encode encode,
+                             const wire& pull) {
+  const auto push_id = self->new_request_id(caf::message_priority::normal);
+  const auto pull_id = self->new_request_id(caf::message_priority::normal);
+  const wire pull_bytes = encoded(pull);
+  const std::span<const char> whole{pull_bytes.bytes.data(), pull_bytes.bytes.size()};
+  encode([&](byte_parts parts) {
+    link.send_pair(self->ctrl(), push_id, pull_id, target, parts, byte_parts{&whole, 1});
+  });
+  constexpr bool blocking = std::is_base_of<caf::blocking_actor, Self>::value;
+  using handle = caf::response_handle<Self, caf::message, blocking>;
+  return std::make_pair(handle{push_id.response_id(), self}, handle{pull_id.response_id(), self});
 }
 
 // Sends (atom, w) to `target` over its node's lane when `lanes` has one, over CAF otherwise,

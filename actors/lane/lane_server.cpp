@@ -1,4 +1,5 @@
 #include "actors/lane/lane_server.hpp"
+#include "actors/lane/lane_connection.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -6,199 +7,12 @@
 #include <caf/actor_companion.hpp>
 #include <caf/mailbox_element.hpp>
 
-#include <condition_variable>
-#include <deque>
 #include <optional>
-#include <unordered_map>
 
 #include "actors/lane/lane_socket.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
-
-// One accepted lane: its socket, its reader and writer threads, the companion actor its
-// buckets answer, the frames it owes an answer (by the request id it gave each) and the answers
-// waiting to be written. The reader waits while max_frames_in_flight frames are owed or
-// unwritten, so the outbox holds at most that many.
-struct lane_listener::connection {
-  struct outgoing {
-    lane::frame_header header;
-    wire_bytes payload;
-    size_t written = 0;  // bytes of it (header first) already on the socket
-  };
-  struct owed_frame {
-    uint64_t frame = 0;
-    std::chrono::steady_clock::time_point deadline;
-  };
-  using clock = std::chrono::steady_clock;
-
-  connection(int fd, bool local) : socket(fd), local(local) {}
-  lane::socket_fd socket;
-  const bool local;  // a same-host Unix socket: it shares rings (lane_ring.hpp)
-  std::unique_ptr<lane::shared_ring> out_ring;  // answers' payloads (under mutex)
-  std::unique_ptr<lane::shared_ring> in_ring;   // requests' payloads (the reader's)
-  std::thread reader;
-  std::thread writer;
-  std::atomic<bool> finished{false};
-  caf::actor companion;  // set by the reader before its first frame
-  std::mutex mutex;
-  std::condition_variable answered;
-  std::condition_variable has_output;
-  std::deque<outgoing> outbox;
-  std::unordered_map<uint64_t, owed_frame> owed;
-  int in_flight = 0;
-  bool closed = false;
-  // A thread is writing to the socket (the writer, or post() writing through).
-  bool writing = false;
-
-  // Waits (at most `timeout`) for room for one more frame, answering late frames `gone` every
-  // `period` meanwhile; false when closed or still full.
-  bool reserve(std::chrono::milliseconds timeout, std::chrono::milliseconds period) {
-    const auto deadline = clock::now() + timeout;
-    std::unique_lock<std::mutex> lock{mutex};
-    while (!answered.wait_for(lock, period,
-                              [&] { return closed || in_flight < max_frames_in_flight; })) {
-      if (clock::now() >= deadline) return false;
-      sweep_locked();
-    }
-    if (closed) return false;
-    ++in_flight;
-    return true;
-  }
-  // Frame `frame`, passed to a bucket as `request`, is owed an answer by `deadline`; false
-  // (nothing owed) when that frame number is already owed one (at most 64 are).
-  bool owe(uint64_t request, uint64_t frame, clock::time_point deadline) {
-    std::lock_guard<std::mutex> lock{mutex};
-    for (const auto& [r, f] : owed)
-      if (f.frame == frame) return false;
-    owed[request] = owed_frame{frame, deadline};
-    return true;
-  }
-  // The frame that `request` answers, once (none when it was swept or never owed).
-  std::optional<uint64_t> settle(uint64_t request) {
-    std::lock_guard<std::mutex> lock{mutex};
-    auto i = owed.find(request);
-    if (i == owed.end()) return std::nullopt;
-    const uint64_t frame = i->second.frame;
-    owed.erase(i);
-    return frame;
-  }
-  void sweep() {
-    std::lock_guard<std::mutex> lock{mutex};
-    sweep_locked();
-  }
-  // The answer to a reserved frame. When nothing else is being written or waits, the posting
-  // thread (a bucket's, through the companion) writes what the socket takes at once: no hop to
-  // the writer thread, which was a wake-up and a context switch per answer. What does not fit
-  // now, and every answer behind another, goes to the writer thread, in order.
-  void post(outgoing answer) {
-    std::unique_lock<std::mutex> lock{mutex};
-    if (closed) return;
-    to_ring(answer);  // in the order the answers reach the socket, as the client takes them
-    if (writing || !outbox.empty()) {
-      outbox.push_back(std::move(answer));
-      lock.unlock();
-      has_output.notify_one();
-      return;
-    }
-    writing = true;
-    lock.unlock();
-    const auto written = write(answer, false);
-    lock.lock();
-    writing = false;
-    if (!written) {
-      lock.unlock();
-      return close();
-    }
-    if (*written == sizeof(lane::frame_header) + answer.payload.size()) {
-      --in_flight;
-      const bool more = !outbox.empty();
-      lock.unlock();
-      answered.notify_one();
-      if (more) has_output.notify_one();
-      return;
-    }
-    answer.written = *written;  // the rest goes first: nothing else was written meanwhile
-    outbox.push_front(std::move(answer));
-    lock.unlock();
-    has_output.notify_one();
-  }
-  // The writer thread: writes the answers in the order posted (waiting, as long as the socket's
-  // send timeout, for a slow reader), each giving its frame's room back; a failed write ends
-  // the connection.
-  void write_answers() {
-    lane::name_thread("lane.writer");
-    for (;;) {
-      outgoing next;
-      {
-        std::unique_lock<std::mutex> lock{mutex};
-        has_output.wait(lock, [&] { return closed || (!outbox.empty() && !writing); });
-        if (closed) return;
-        next = std::move(outbox.front());
-        outbox.pop_front();
-        writing = true;
-      }
-      if (!write(next, true)) return close();
-      {
-        std::lock_guard<std::mutex> lock{mutex};
-        writing = false;
-        --in_flight;
-      }
-      answered.notify_one();
-    }
-  }
-  void close() {
-    {
-      std::lock_guard<std::mutex> lock{mutex};
-      closed = true;
-    }
-    answered.notify_all();
-    has_output.notify_all();
-    socket.shutdown();
-  }
-
- private:
-  // Moves a large answer's payload into the shared ring, when there is one and it has room.
-  void to_ring(outgoing& answer) {
-    const size_t size = answer.payload.size();
-    if (!out_ring || size < lane::ring_min_payload) return;
-    const std::span<const char> whole{answer.payload.data(), size};
-    if (!out_ring->put(byte_parts{&whole, 1}, size)) return;
-    answer.header.in_ring = 1;
-    answer.payload = wire_bytes{};
-  }
-  // Writes `answer` on from where it stopped: all of it with `wait`, or what the socket takes
-  // at once. Returns how far it got (lane::write_frame_from).
-  caf::expected<size_t> write(const outgoing& answer, bool wait) {
-    const std::span<const char> payload{answer.payload.data(), answer.payload.size()};
-    return lane::write_frame_from(socket, answer.header,
-                                  byte_parts{&payload, payload.empty() ? 0u : 1u}, answer.written,
-                                  wait);
-  }
-  // Answers `gone` every owed frame past its deadline (a bucket that never answers).
-  void sweep_locked() {
-    const auto now = clock::now();
-    bool posted = false;
-    for (auto i = owed.begin(); i != owed.end();) {
-      if (i->second.deadline > now || closed) {
-        ++i;
-        continue;
-      }
-      const std::string why = "the bucket did not answer in time";
-      outbox.push_back({gone_header(i->second.frame, why.size()), {why.begin(), why.end()}});
-      posted = true;
-      i = owed.erase(i);
-    }
-    if (posted) has_output.notify_one();
-  }
-  static lane::frame_header gone_header(uint64_t frame, size_t size) {
-    lane::frame_header h;
-    h.kind = static_cast<uint8_t>(lane::frame_kind::gone);
-    h.id = frame;
-    h.size = size;
-    return h;
-  }
-};
 
 void lane_directory::enroll(const bucket_actor& bucket) {
   std::lock_guard<std::mutex> lock{mutex_};
@@ -216,13 +30,13 @@ namespace {
 
 using connection_ptr = std::shared_ptr<lane_listener::connection>;
 
-// Posts one answer; the writer thread writes it and gives its frame's room back.
+// Posts one answer (lane_connection.hpp says when it is written).
 void answer(lane_listener::connection& c, uint64_t id, lane::frame_kind kind, wire_bytes payload) {
   lane::frame_header h;
   h.kind = static_cast<uint8_t>(kind);
   h.id = id;
   h.size = payload.size();
-  c.post({h, std::move(payload)});
+  c.post(h, std::move(payload));
 }
 
 void answer(lane_listener::connection& c, uint64_t id, lane::frame_kind kind,
@@ -279,6 +93,35 @@ void disconnect(caf::actor& companion) {
   static_cast<caf::actor_companion*>(caf::actor_cast<caf::abstract_actor*>(companion))
       ->on_enqueue({});
   companion = nullptr;
+}
+
+// Puts request frame `h` into its bucket's mailbox as a request from the connection's
+// companion (no actor between them), owed an answer within `timeout`; a paired push's answer
+// is held for its pull's. Answers `gone` at once when the bucket is unknown or the frame
+// number is already owed an answer. True when the bucket has it.
+bool pass_to_bucket(lane_listener::connection& c, const lane_directory& directory,
+                    std::chrono::milliseconds timeout, const lane::frame_header& h, wire w) {
+  const auto bucket = directory.find(h.target);
+  if (!bucket) {
+    answer(c, h.id, lane::frame_kind::gone,
+           "no bucket " + std::to_string(h.target) + " on this node");
+    return false;
+  }
+  auto* companion =
+      static_cast<caf::local_actor*>(caf::actor_cast<caf::abstract_actor*>(c.companion));
+  const auto id = companion->new_request_id(caf::message_priority::normal);
+  if (!c.owe(id.request_id().integer_value(), h.id, std::chrono::steady_clock::now() + timeout)) {
+    answer(c, h.id, lane::frame_kind::gone, std::string{"a frame number already in flight"});
+    return false;
+  }
+  const bool push = h.kind == static_cast<uint8_t>(lane::frame_kind::push);
+  if (push && h.paired) c.hold_for_pull(h.id);  // before the bucket can answer
+  auto msg = push ? caf::make_message(push_atom_v, std::move(w))
+                  : caf::make_message(pull_atom_v, std::move(w));
+  // A bucket that has ended answers the request with an error (CAF bounces it).
+  caf::actor_cast<caf::abstract_actor*>(bucket)->enqueue(
+      caf::actor_cast<caf::strong_actor_ptr>(c.companion), id, std::move(msg), nullptr);
+  return true;
 }
 
 }  // namespace
@@ -380,12 +223,13 @@ void lane_listener::serve(connection_ptr c) {
     c->in_ring = std::move(rings->in);
   }
   c->companion = make_companion(sys_, c);
-  auto* companion =
-      static_cast<caf::local_actor*>(caf::actor_cast<caf::abstract_actor*>(c->companion));
-  const auto from = caf::actor_cast<caf::strong_actor_ptr>(c->companion);
   const auto period = lane::sweep_period(config_.timeout);
   c->writer = std::thread([c] { c->write_answers(); });
   auto last_sweep = std::chrono::steady_clock::now();
+  struct {
+    bool open = false;  // the last frame was a paired push, passed on
+    uint64_t id = 0, target = 0;
+  } paired;
   for (;;) {
     if (!c->reserve(2 * config_.timeout, period)) break;
     auto ready = lane::readable(c->socket, period);
@@ -410,22 +254,12 @@ void lane_listener::serve(connection_ptr c) {
       config_.log.warn("data lane: a client sent an answer frame");
       break;
     }
-    const auto bucket = directory_->find(h.target);
-    if (!bucket) {
-      answer(*c, h.id, lane::frame_kind::gone,
-             "no bucket " + std::to_string(h.target) + " on this node");
-      continue;
-    }
-    const auto id = companion->new_request_id(caf::message_priority::normal);
-    if (!c->owe(id.request_id().integer_value(), h.id,
-                std::chrono::steady_clock::now() + config_.timeout)) {
-      answer(*c, h.id, lane::frame_kind::gone, std::string{"a frame number already in flight"});
-      continue;
-    }
-    auto msg = kind == lane::frame_kind::push ? caf::make_message(push_atom_v, std::move(w))
-                                              : caf::make_message(pull_atom_v, std::move(w));
-    // A bucket that has ended answers the request with an error (CAF bounces it).
-    caf::actor_cast<caf::abstract_actor*>(bucket)->enqueue(from, id, std::move(msg), nullptr);
+    if (paired.open &&
+        !(kind == lane::frame_kind::pull && h.target == paired.target && h.id == paired.id + 1))
+      c->release_pair(paired.id);  // not the pull of the push before: it is answered alone
+    paired.open = pass_to_bucket(*c, *directory_, config_.timeout, h, std::move(w)) && h.paired;
+    paired.id = h.id;
+    paired.target = h.target;
   }
   c->close();
   disconnect(c->companion);

@@ -166,12 +166,22 @@ caf::error write_frame(const socket_fd& s, frame_header h, byte_parts payload) {
 
 caf::expected<size_t> write_frame_from(const socket_fd& s, frame_header h, byte_parts payload,
                                        size_t from, bool wait) {
-  h.magic = frame_magic;
-  std::vector<iovec> parts{{&h, sizeof h}};
-  if (!h.in_ring)
-    for (const auto& p : payload)
-      if (!p.empty()) parts.push_back({const_cast<char*>(p.data()), p.size()});
-  const size_t total = sizeof h + (h.in_ring ? 0 : h.size);
+  frame_out frame{h, payload};
+  return write_frames_from(s, std::span<frame_out>{&frame, 1}, from, wait);
+}
+
+caf::expected<size_t> write_frames_from(const socket_fd& s, std::span<frame_out> frames,
+                                        size_t from, bool wait) {
+  std::vector<iovec> parts;
+  size_t total = 0;
+  for (auto& f : frames) {
+    f.header.magic = frame_magic;
+    parts.push_back({&f.header, sizeof f.header});
+    if (!f.header.in_ring)
+      for (const auto& p : f.payload)
+        if (!p.empty()) parts.push_back({const_cast<char*>(p.data()), p.size()});
+    total += sizeof f.header + (f.header.in_ring ? 0 : f.header.size);
+  }
   iovec* next = parts.data();
   size_t count = parts.size();
   auto advance = [&](size_t done) {

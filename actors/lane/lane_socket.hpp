@@ -41,7 +41,10 @@ struct frame_header {
   uint32_t magic = 0;
   uint8_t kind = 0;
   uint8_t in_ring = 0;  // 1: the payload is in the sender's shared ring, not on the socket
-  uint8_t unused[2] = {0, 0};
+  // 1 on a push whose answer may wait for the answer to the next frame, a pull of the same
+  // bucket numbered id + 1 (one step's push and pull, answered in one write).
+  uint8_t paired = 0;
+  uint8_t unused = 0;
   uint64_t id = 0;      // the worker's request number, echoed in the answer
   uint64_t target = 0;  // the bucket's CAF actor id (requests only)
   uint64_t size = 0;    // payload bytes (after the header, or in the ring)
@@ -77,6 +80,15 @@ caf::error write_frame(const socket_fd& s, frame_header h, byte_parts payload);
 // how far the frame is written (header included).
 caf::expected<size_t> write_frame_from(const socket_fd& s, frame_header h, byte_parts payload,
                                        size_t from, bool wait);
+// One frame of several written together.
+struct frame_out {
+  frame_header header;
+  byte_parts payload;
+};
+// The same for frames written one after the other in one scatter-gather write; `from` and the
+// result count over all of them.
+caf::expected<size_t> write_frames_from(const socket_fd& s, std::span<frame_out> frames,
+                                        size_t from, bool wait);
 
 // Reads the next frame: waits without bound for its first byte (until shutdown), then with
 // `timeout` for the rest. A payload in the ring is taken from `ring` (the peer's; none: such a

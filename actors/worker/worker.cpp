@@ -156,8 +156,19 @@ bool settle(std::vector<in_flight>& ops, size_t b, uint64_t id) {
   return true;
 }
 
+// What the answer to a push or pull does.
+struct answer_handlers {
+  std::function<void(const wire&)> reply;
+  std::function<void(caf::error&)> error;
+};
+
 void send_push(self_ptr self, const worker_config& config, size_t b,
-               std::shared_ptr<push_request> push, int attempt) {
+               std::shared_ptr<push_request> push, int attempt);
+
+// Records bucket b's push as in flight and returns what its answer does; none when the bucket
+// is known to be down (the push then goes to its successor instead).
+std::optional<answer_handlers> expect_ack(self_ptr self, const worker_config& config, size_t b,
+                                          std::shared_ptr<push_request> push, int attempt) {
   auto& st = self->state;
   const auto target = st.buckets[b];
   auto lost = [=](const caf::error& err) {
@@ -165,8 +176,10 @@ void send_push(self_ptr self, const worker_config& config, size_t b,
     find_again(self, config, b, target, attempt + 1, err,
                [=] { send_push(self, config, b, push, attempt + 1); });
   };
-  if (st.gone[b] == target.address())  // a request to it would only time out
-    return lost(make_error(errc::job_failed, "the bucket's actor is down"));
+  if (st.gone[b] == target.address()) {  // a request to it would only time out
+    lost(make_error(errc::job_failed, "the bucket's actor is down"));
+    return std::nullopt;
+  }
   const uint64_t id = track(self, st.pushes, b, target, lost);
   auto acked = [=](const wire& w) {
     auto& st = self->state;
@@ -182,18 +195,57 @@ void send_push(self_ptr self, const worker_config& config, size_t b,
     config.log.warn("bucket {} refused our push: {}", b, describe(err));
     if (--self->state.pushes_pending == 0) pushed(self, config);
   };
-  const bool in_process = target.node() == self->node();
-  if (auto* link = in_process ? nullptr : st.lanes.find(target.node());
-      link && pushes_gradient(st, *push)) {
+  return answer_handlers{acked, refused};
+}
+
+// The data lane that carries bucket b's push with its gradient from where it is, if any.
+lane_link* lane_for_gradient(worker_state& st, const caf::node_id& self_node, size_t b,
+                             const push_request& push) {
+  const auto& target = st.buckets[b];
+  if (target.node() == self_node || !pushes_gradient(st, push)) return nullptr;
+  return st.lanes.find(target.node());
+}
+
+void send_push(self_ptr self, const worker_config& config, size_t b,
+               std::shared_ptr<push_request> push, int attempt) {
+  auto on = expect_ack(self, config, b, push, attempt);
+  if (!on) return;
+  auto& st = self->state;
+  if (auto* link = lane_for_gradient(st, self->node(), b, *push)) {
     size_t bytes = 0;
-    push_over_lane(self, st, b, *push, *link, bytes).then(acked, refused);
+    push_over_lane(self, st, b, *push, *link, bytes).then(on->reply, on->error);
     add(st.metrics.bytes_out, double(bytes));
     return;
   }
+  const bool in_process = st.buckets[b].node() == self->node();
   wire bytes = push_wire(st, b, *push, in_process);
   add(st.metrics.bytes_out, double(bytes.bytes.size()));
-  ask_bucket(self, st.lanes, target, config.request_timeout, push_atom_v, std::move(bytes), acked,
-             refused);
+  ask_bucket(self, st.lanes, st.buckets[b], config.request_timeout, push_atom_v, std::move(bytes),
+             on->reply, on->error);
+}
+
+void send_pull(self_ptr self, const worker_config& config, size_t b, pull_request request,
+               int attempt);
+std::optional<answer_handlers> expect_values(self_ptr self, const worker_config& config, size_t b,
+                                             const pull_request& request, int attempt);
+
+// Bucket b's push and the pull of the values after it: over the bucket's data lane as one pair
+// of frames (one write each way, lane_link::send_pair), each on its own otherwise.
+void send_push_and_pull(self_ptr self, const worker_config& config, size_t b,
+                        std::shared_ptr<push_request> push, pull_request request) {
+  auto& st = self->state;
+  auto* link = lane_for_gradient(st, self->node(), b, *push);
+  if (!link || st.gone[b] == st.buckets[b].address()) {
+    send_push(self, config, b, push, 0);
+    return send_pull(self, config, b, std::move(request), 0);
+  }
+  auto on_ack = expect_ack(self, config, b, push, 0);
+  auto on_values = expect_values(self, config, b, request, 0);
+  size_t bytes = 0;
+  auto [acked, pulled] = push_and_pull_over_lane(self, st, b, *push, encode(request), *link, bytes);
+  acked.then(on_ack->reply, on_ack->error);
+  pulled.then(on_values->reply, on_values->error);
+  add(st.metrics.bytes_out, double(bytes));
 }
 
 void push_round(self_ptr self, const worker_config& config, bool skipped) {
@@ -202,6 +254,11 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
   st.chunk_staleness = 0;
   st.chunk_acks = 0;
   const bool last = st.queue.empty() && st.exhausted;
+  // The next values are asked for at once, behind each push: a bucket handles one sender's
+  // messages in order, so its pull reply already holds this push, and the step saves a round
+  // trip. (Rows need the next chunk, and --prefetch pulls before computing instead.)
+  const bool pull_behind = !last && st.tables.empty() && !st.job->prefetch;
+  if (pull_behind) st.pulls_pending = st.buckets.size();
   for (size_t b = 0; b < st.buckets.size(); ++b) {
     const auto& plan = st.job->layout.buckets[b];
     auto push = std::make_shared<push_request>(
@@ -216,12 +273,12 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
     if (!st.tables.empty())
       push->sparse = row_gradients(st.tables, st.rows, static_cast<uint32_t>(b),
                                    static_cast<uint32_t>(st.buckets.size()));
-    send_push(self, config, b, std::move(push), 0);
+    if (pull_behind)
+      send_push_and_pull(self, config, b, std::move(push),
+                         pull_request{plan.bucket, st.job->worker, st.clock + 1});
+    else
+      send_push(self, config, b, std::move(push), 0);
   }
-  // The next values are asked for at once, behind the pushes: each bucket handles one sender's
-  // messages in order, so its pull reply already holds this push, and the step saves a round
-  // trip. (Rows need the next chunk, and --prefetch pulls before computing instead.)
-  if (!last && st.tables.empty() && !st.job->prefetch) pull_round(self, config, 1);
 }
 
 // Averages the gradients of the chunk's batches into st.grad; returns their summed loss, or
@@ -298,44 +355,51 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   push_round(self, config, !finite);
 }
 
-void send_pull(self_ptr self, const worker_config& config, size_t b, pull_request request,
-               int attempt) {
+std::optional<answer_handlers> expect_values(self_ptr self, const worker_config& config, size_t b,
+                                             const pull_request& request, int attempt) {
   auto& st = self->state;
   const auto target = st.buckets[b];
   auto lost = [=](const caf::error& err) {
     find_again(self, config, b, target, attempt + 1, err,
                [=] { send_pull(self, config, b, request, attempt + 1); });
   };
-  if (st.gone[b] == target.address())
-    return lost(make_error(errc::job_failed, "the bucket's actor is down"));
+  if (st.gone[b] == target.address()) {
+    lost(make_error(errc::job_failed, "the bucket's actor is down"));
+    return std::nullopt;
+  }
   const uint64_t id = track(self, st.pulls, b, target, lost);
-  ask_bucket(
-      self, st.lanes, target, config.request_timeout, pull_atom_v,
-      encode_for(target.node() == self->node(), request),
-      [=](const wire& w) {
-        auto& st = self->state;
-        if (!settle(st.pulls, b, id)) return;
-        add(st.metrics.bytes_in, double(w.bytes.size()));
-        // Straight into st.params: only the slices of this bucket's plan are taken.
-        const auto& plan = st.job->layout.buckets[b];
-        auto reply = decode_pull_into(
-            w, [&](const dense_tensor& t) { return place_of(*st.layout, plan, t, st.params); });
-        if (!reply)
-          return fail(self, config, "reading the values of bucket " + std::to_string(b),
-                      reply.error());
-        if (auto err = fill_rows(st.tables, reply->rows, st.rows))
-          return fail(self, config, "reading rows from bucket " + std::to_string(b), err);
-        st.read_clocks[b] = std::move(reply->clock);
-        if (--st.pulls_pending > 0) return;
-        st.have_params = true;
-        maybe_compute(self, config);
-      },
-      [=](caf::error& err) {
-        if (!settle(self->state.pulls, b, id)) return;
-        if (!bucket_gone(err))
-          return fail(self, config, "pulling bucket " + std::to_string(b), err);
-        lost(err);
-      });
+  auto pulled = [=](const wire& w) {
+    auto& st = self->state;
+    if (!settle(st.pulls, b, id)) return;
+    add(st.metrics.bytes_in, double(w.bytes.size()));
+    // Straight into st.params: only the slices of this bucket's plan are taken.
+    const auto& plan = st.job->layout.buckets[b];
+    auto reply = decode_pull_into(
+        w, [&](const dense_tensor& t) { return place_of(*st.layout, plan, t, st.params); });
+    if (!reply)
+      return fail(self, config, "reading the values of bucket " + std::to_string(b), reply.error());
+    if (auto err = fill_rows(st.tables, reply->rows, st.rows))
+      return fail(self, config, "reading rows from bucket " + std::to_string(b), err);
+    st.read_clocks[b] = std::move(reply->clock);
+    if (--st.pulls_pending > 0) return;
+    st.have_params = true;
+    maybe_compute(self, config);
+  };
+  auto failed = [=](caf::error& err) {
+    if (!settle(self->state.pulls, b, id)) return;
+    if (!bucket_gone(err)) return fail(self, config, "pulling bucket " + std::to_string(b), err);
+    lost(err);
+  };
+  return answer_handlers{pulled, failed};
+}
+
+void send_pull(self_ptr self, const worker_config& config, size_t b, pull_request request,
+               int attempt) {
+  auto on = expect_values(self, config, b, request, attempt);
+  if (!on) return;
+  const auto& target = self->state.buckets[b];
+  ask_bucket(self, self->state.lanes, target, config.request_timeout, pull_atom_v,
+             encode_for(target.node() == self->node(), request), on->reply, on->error);
 }
 
 // A bucket's actor is gone (its node lost, or it crashed): requests in flight to it go again.

@@ -50,4 +50,15 @@ auto push_over_lane(Self* self, const worker_state& st, size_t b, const push_req
   });
 }
 
+// The same push and, behind it, the pull `pull` of the same bucket, as one pair of frames
+// (push_and_pull_over_lane). Returns the two response handles, the push's first.
+template <class Self>
+auto push_and_pull_over_lane(Self* self, const worker_state& st, size_t b, const push_request& push,
+                             const wire& pull, lane_link& link, size_t& bytes) {
+  const auto& plan = st.job->layout.buckets[b];
+  return push_and_pull_over_lane(
+      self, link, st.buckets[b].id(),
+      [&](auto write) { bytes = encode_to(push, views(*st.layout, plan, st.grad), write); }, pull);
+}
+
 }  // namespace troupe

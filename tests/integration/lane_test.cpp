@@ -4,8 +4,9 @@
 // through the rings it shares with the server, a wrong secret is refused, an
 // unknown bucket or a lost connection comes back as a "gone" error the worker resends on, a
 // request nobody answers fails once the lane's timeout has passed (on the client, and on the
-// server for a frame its bucket holds too long), and an oversized or garbled frame ends the
-// connection without harming the bucket.
+// server for a frame its bucket holds too long), a push paired with its pull is answered
+// together with it (and alone when no pull follows or the pull is late), and an oversized or
+// garbled frame ends the connection without harming the bucket.
 #define BOOST_TEST_MODULE lane
 #include <boost/test/unit_test.hpp>
 
@@ -295,6 +296,123 @@ BOOST_FIXTURE_TEST_CASE(a_frame_number_already_in_flight_is_refused, lane_fixtur
   BOOST_TEST(answer.id == 7u);
   BOOST_TEST(answer.kind == static_cast<uint8_t>(lane::frame_kind::gone));
   BOOST_TEST(std::string(text.begin(), text.end()).find("already in flight") != std::string::npos);
+  self->send_exit(holding, caf::exit_reason::user_shutdown);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_paired_push_and_pull_are_both_answered, lane_fixture) {
+  const wire push = encode(push_for(spec, 0, 1.0f));
+  auto [acked, pulled] = push_and_pull_over_lane(
+      self.ptr(), *lane, bucket.id(),
+      [&](auto write) {
+        const std::span<const char> whole{push.bytes.data(), push.bytes.size()};
+        write(byte_parts{&whole, 1});
+      },
+      encode(pull_request{7, 0, 1, {}}));
+  caf::expected<wire> ack = make_error(errc::timeout), values = make_error(errc::timeout);
+  acked.receive([&](const wire& w) { ack = w; }, [&](caf::error& err) { ack = std::move(err); });
+  pulled.receive([&](const wire& w) { values = w; },
+                 [&](caf::error& err) { values = std::move(err); });
+  BOOST_TEST_REQUIRE(testing::succeeded(ack));
+  BOOST_TEST(testing::succeeded(decode<push_ack>(*ack)));
+  BOOST_TEST_REQUIRE(testing::succeeded(values));
+  // The values already hold the push: the same bytes as a pull over CAF after it.
+  auto via_caf = over_caf(pull_atom_v, encode(pull_request{7, 1, 0, {}}));
+  BOOST_TEST_REQUIRE(testing::succeeded(via_caf));
+  BOOST_TEST(values->bytes == via_caf->bytes, boost::test_tools::per_element());
+}
+
+namespace {
+
+// A BSP bucket of two workers (it holds a worker's pull for the next clock until the other
+// has pushed), enrolled with `listener`.
+bucket_actor bsp_bucket(lane_fixture& f, lane_listener& listener) {
+  auto held_spec = testing::two_slice_spec(optimizer_config{});
+  held_spec.consistency.type = consistency_config::mode::bsp;
+  auto holding = f.sys.spawn(parameter_bucket, std::make_shared<bucket_store>(held_spec), f.config);
+  listener.enroll(holding);
+  return holding;
+}
+
+// Writes worker 0's push (frame `push_id`, paired) and its pull of clock 1 (frame `pull_id`)
+// for `target` together, as lane_link::send_pair does.
+void write_pair(const lane::socket_fd& s, const bucket_spec& spec, uint64_t target,
+                uint64_t push_id, uint64_t pull_id) {
+  const wire push = encode(push_for(spec, 0, 1.0f));
+  const wire pull = encode(pull_request{7, 0, 1, {}});
+  const std::span<const char> parts[2] = {{push.bytes.data(), push.bytes.size()},
+                                          {pull.bytes.data(), pull.bytes.size()}};
+  lane::frame_out frames[2];
+  for (int i = 0; i < 2; ++i) {
+    frames[i].header.kind =
+        static_cast<uint8_t>(i == 0 ? lane::frame_kind::push : lane::frame_kind::pull);
+    frames[i].header.id = i == 0 ? push_id : pull_id;
+    frames[i].header.target = target;
+    frames[i].header.size = parts[i].size();
+    frames[i].payload = byte_parts{&parts[i], 1};
+  }
+  frames[0].header.paired = 1;
+  BOOST_TEST_REQUIRE(testing::succeeded(lane::write_frames_from(s, frames, 0, true)));
+}
+
+lane::frame_header next_answer(const lane::socket_fd& s) {
+  lane::frame_header h;
+  wire_bytes payload;
+  BOOST_TEST_REQUIRE(!lane::read_frame(s, timeout, h, payload));
+  return h;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_paired_push_is_answered_with_its_pull, lane_fixture) {
+  auto holding = bsp_bucket(*this, *listener);
+  auto raw = lane::connect_lane("127.0.0.1", listener->port(), secret, timeout);
+  BOOST_TEST_REQUIRE(testing::succeeded(raw));
+  lane::socket_fd s{raw->fd};
+  write_pair(s, spec, holding.id(), 1, 2);
+  // Worker 0's pull of clock 1 waits for worker 1's push, and the push's ack waits with it.
+  auto quiet = lane::readable(s, std::chrono::milliseconds(300));
+  BOOST_TEST_REQUIRE(testing::succeeded(quiet));
+  BOOST_TEST(!*quiet);
+  self->request(holding, timeout, push_atom_v, encode(push_for(spec, 1, 1.0f)))
+      .receive([](const wire&) {}, [](caf::error&) {});
+  const auto ack = next_answer(s);
+  const auto values = next_answer(s);
+  BOOST_TEST(ack.id == 1u);
+  BOOST_TEST(values.id == 2u);
+  BOOST_TEST(ack.kind == static_cast<uint8_t>(lane::frame_kind::reply));
+  BOOST_TEST(values.kind == static_cast<uint8_t>(lane::frame_kind::reply));
+  self->send_exit(holding, caf::exit_reason::user_shutdown);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_paired_push_without_its_pull_is_answered_alone, lane_fixture) {
+  auto holding = bsp_bucket(*this, *listener);
+  auto raw = lane::connect_lane("127.0.0.1", listener->port(), secret, timeout);
+  BOOST_TEST_REQUIRE(testing::succeeded(raw));
+  lane::socket_fd s{raw->fd};
+  write_pair(s, spec, holding.id(), 1, 5);  // frame 5 is not frame 1's pull (that is 2)
+  const auto ack = next_answer(s);          // while the pull is still held
+  BOOST_TEST(ack.id == 1u);
+  BOOST_TEST(ack.kind == static_cast<uint8_t>(lane::frame_kind::reply));
+  self->send_exit(holding, caf::exit_reason::user_shutdown);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_held_pair_is_let_go_when_its_pull_is_late, lane_fixture) {
+  auto server = lane_listener::start(
+      sys, lane_listener_config{"127.0.0.1", 0, secret, std::chrono::milliseconds(300),
+                                logger{"lane", log_level::error}});
+  BOOST_TEST_REQUIRE(testing::succeeded(server));
+  auto holding = bsp_bucket(*this, **server);
+  auto raw = lane::connect_lane("127.0.0.1", (*server)->port(), secret, timeout);
+  BOOST_TEST_REQUIRE(testing::succeeded(raw));
+  lane::socket_fd s{raw->fd};
+  write_pair(s, spec, holding.id(), 1, 2);
+  const auto ack = next_answer(s);  // the sweep answers the pull `gone` and lets the ack go
+  const auto gone = next_answer(s);
+  BOOST_TEST(ack.id == 1u);
+  BOOST_TEST(ack.kind == static_cast<uint8_t>(lane::frame_kind::reply));
+  BOOST_TEST(gone.id == 2u);
+  BOOST_TEST(gone.kind == static_cast<uint8_t>(lane::frame_kind::gone));
+  (*server)->stop();
   self->send_exit(holding, caf::exit_reason::user_shutdown);
 }
 
