@@ -1,0 +1,43 @@
+// The worker actor's functions shared between its source files: worker.cpp (its loop: claims,
+// computation, progress, start and rejoin) and worker_requests.cpp (its pulls and pushes to the
+// buckets, over data lanes or CAF, with their resends when a bucket is gone). Internal to the
+// worker: nothing else may call them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "actors/worker/worker.hpp"
+
+namespace troupe::worker_detail {
+
+using self_ptr = worker_actor::stateful_pointer<worker_state>;
+
+// -- worker.cpp
+// Fails with what we were doing in front of the reason, e.g. "pushing to bucket 3: ...".
+void fail(self_ptr self, const worker_config& config, const std::string& doing,
+          const caf::error& err);
+// Whether a failed request to the coordinator may be retried once this worker rejoins a
+// standby that takes over (the coordinator did not refuse it: it went, or did not answer).
+bool wait_for_standby(const worker_config& config, const caf::error& err);
+// Once every bucket acknowledged a push: the clock advances and the chunk is finished.
+void pushed(self_ptr self, const worker_config& config);
+// Moves the loop on: says done when no work is left, pulls when values are missing, and
+// computes and pushes the next chunk once its values are in and no push is in flight.
+void maybe_compute(self_ptr self, const worker_config& config);
+
+// -- worker_requests.cpp
+void send_push(self_ptr self, const worker_config& config, size_t b,
+               std::shared_ptr<push_request> push, int attempt);
+// Bucket b's push and the pull of the values after it: over the bucket's data lane as one pair
+// of frames (one write each way, lane_link::send_pair), each on its own otherwise.
+void send_push_and_pull(self_ptr self, const worker_config& config, size_t b,
+                        std::shared_ptr<push_request> push, pull_request request);
+// Pulls every bucket's values and, for models with embedding tables, the rows the chunk at the
+// front of the queue reads. `ahead`: 1 for a pull of the values after this worker's push of
+// the current chunk.
+void pull_round(self_ptr self, const worker_config& config, uint64_t ahead = 0);
+// A bucket's actor is gone (its node lost, or it crashed): requests in flight to it go again.
+void on_bucket_down(self_ptr self, const caf::down_msg& msg);
+
+}  // namespace troupe::worker_detail
