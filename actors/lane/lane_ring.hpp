@@ -5,10 +5,12 @@
 // nothing the writer changes later can reach a decoder), and frees it at once. Both ends place
 // payloads in frame order with the same rule, so a header needs no offset.
 //
-// Why: a Unix socket copies every byte twice inside the kernel, with its buffer allocations,
-// at about 0.26 CPU-s per GB moved on the development machine, against 0.045 for two copies
-// through a ring. The five-process fmnist job moves about 5 GB (each step pushes and pulls the
-// whole model), and that kernel work was most of its CPU beyond the embedded job's.
+// Why: a Unix socket copies every byte twice inside the kernel, with its buffer allocations
+// (about 0.26 CPU-s per GB moved here, against 0.045 for two copies through a warm ring). In
+// the five-process fmnist job, which moves about 5 GB, the rings took 6-7% off its CPU and wall
+// time (medians of alternating runs); they replace the kernel's copies by two of their own, so
+// only encoding into them and decoding out of them would save copies outright. A ring larger
+// than the cache hurt: with 8 MiB, 1 MiB rounds ran at half the speed of 2-4 MiB rings.
 //
 // A payload that does not fit (the reader is behind, or it is larger than the ring) goes on the
 // socket as before: the ring never makes a writer wait. Used by lane_client and lane_server
@@ -29,7 +31,7 @@ namespace troupe::lane {
 
 // A ring's data bytes (a lane's memory is twice this, one ring each way), and the smallest
 // payload that goes through it: below that the socket's copy costs less than its bookkeeping.
-constexpr size_t ring_bytes = size_t{8} << 20;
+constexpr size_t ring_bytes = size_t{4} << 20;
 constexpr size_t ring_min_payload = size_t{16} << 10;
 
 class shared_ring {

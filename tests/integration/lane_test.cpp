@@ -166,7 +166,7 @@ BOOST_FIXTURE_TEST_CASE(large_payloads_on_one_host_go_through_the_shared_rings, 
   large.tensors.push_back(dense_tensor{"w", {64, 256}, 0, std::vector<float>(64 * 256, 0.5f)});
   auto ringed = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(large), config);
   listener->enroll(ringed);
-  for (int round = 0; round < 300; ++round) {  // 300 x 64 KiB: round the 8 MiB rings twice
+  for (int round = 0; round < 300; ++round) {  // 300 x 64 KiB: round the 4 MiB rings 4 times
     auto ack = over_lane(push_atom_v, encode(push_for(large, 0, 1e-3f)), ringed.id());
     BOOST_TEST_REQUIRE(testing::succeeded(ack));
     auto via_lane = over_lane(pull_atom_v, encode(pull_request{8, 0, 0, {}}), ringed.id());
