@@ -56,17 +56,33 @@ struct caf::detail::is_byte_sequence<troupe::wire_bytes> : std::true_type {};
 namespace troupe {
 
 // Cap'n Proto bytes of one message, or, between actors of one process, the message itself
-// (`local`: nothing encoded or serialised; decode<T> copies it out). Registered with CAF in
+// (`local`: nothing encoded or serialised; decode<T> copies it out) or bytes a data lane lends
+// (`borrowed`). Registered with CAF in
 // messages/protocol.hpp's type-id block. Only `bytes` is serialised: a local wire that
 // leaves the process arrives empty and fails to decode ("empty message"), so a sender that
 // may reach another process uses encode_for, and a forward uses encoded().
 // Bytes in several pieces, in order (one message written without gathering it first).
 using byte_parts = std::span<const std::span<const char>>;
 
+// Bytes of a message that live elsewhere (a same-host data lane's shared ring) for as long as
+// this object lives: the lane lends them to the actor that asked, which decodes them where they
+// are, and frees their place by letting go (lane_ring.hpp).
+struct borrowed_bytes {
+  virtual ~borrowed_bytes() = default;
+  std::span<const char> bytes;
+};
+
 struct wire {
   wire_bytes bytes;
   std::shared_ptr<const local_message> local;
+  // Set instead of `bytes` by a data lane (never serialised: only for an actor of this process).
+  std::shared_ptr<const borrowed_bytes> borrowed;
 };
+
+// A wire's encoded bytes, wherever they are (`bytes`, or borrowed).
+inline std::span<const char> bytes_of(const wire& w) {
+  return w.borrowed ? w.borrowed->bytes : std::span<const char>{w.bytes.data(), w.bytes.size()};
+}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, wire& x) {
@@ -166,7 +182,8 @@ wire encode_for(bool in_process, const T& x) {
   return in_process ? local_wire(x) : encode(x);
 }
 
-// The wire for another process: `w` itself, or its local message encoded.
+// The wire for another process: `w` itself, its local message encoded, or its borrowed bytes
+// copied.
 wire encoded(const wire& w);
 
 }  // namespace troupe

@@ -116,10 +116,10 @@ caf::expected<push_request> decode_push_in_place(const wire& w, const codec_limi
     return copy;
   }
   // A view must lie in w's own bytes (read_root reads a misaligned message from a copy).
-  const auto* first = reinterpret_cast<const char*>(w.bytes.data());
+  const auto bytes = bytes_of(w);
   auto inside = [&](std::span<const float> v) {
     const auto* p = reinterpret_cast<const char*>(v.data());
-    return v.empty() || (p >= first && p + v.size_bytes() <= first + w.bytes.size());
+    return v.empty() || (p >= bytes.data() && p + v.size_bytes() <= bytes.data() + bytes.size());
   };
   auto decoded = detail::read_root<schema::PushRequest, push_request>(
       w, limits, [&](schema::PushRequest::Reader in, decode_budget& budget) {

@@ -43,22 +43,24 @@ schema::DType to_schema(dtype type) {
 }  // namespace
 
 caf::expected<framed_words> frame_words(const wire& w, const codec_limits& limits) {
-  if (w.bytes.empty()) return make_error(errc::malformed_message, "empty message");
-  if (w.bytes.size() > limits.max_bytes)
-    return make_error(errc::message_too_large, std::to_string(w.bytes.size()) + " bytes, limit " +
+  const auto bytes = bytes_of(w);
+  if (bytes.empty()) return make_error(errc::malformed_message, "empty message");
+  if (bytes.size() > limits.max_bytes)
+    return make_error(errc::message_too_large, std::to_string(bytes.size()) + " bytes, limit " +
                                                    std::to_string(limits.max_bytes));
-  if (w.bytes.size() % sizeof(capnp::word) != 0)
+  if (bytes.size() % sizeof(capnp::word) != 0)
     return make_error(errc::malformed_message, "length is not a whole number of 8-byte words");
-  const size_t count = w.bytes.size() / sizeof(capnp::word);
+  const size_t count = bytes.size() / sizeof(capnp::word);
   framed_words out;
-  // Cap'n Proto reads aligned words. Large vectors come 16-byte aligned from the allocator, so
-  // the bytes are read where they are; only a misaligned buffer is copied.
-  if (reinterpret_cast<uintptr_t>(w.bytes.data()) % alignof(capnp::word) == 0) {
-    out.words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(w.bytes.data()), count);
+  // Cap'n Proto reads aligned words. Large vectors come 16-byte aligned from the allocator (and
+  // a ring places payloads as their writer did), so the bytes are read where they are; only a
+  // misaligned buffer is copied.
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(capnp::word) == 0) {
+    out.words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(bytes.data()), count);
     return out;
   }
   out.copy = kj::heapArray<capnp::word>(count);
-  std::memcpy(out.copy.begin(), w.bytes.data(), w.bytes.size());
+  std::memcpy(out.copy.begin(), bytes.data(), bytes.size());
   out.words = out.copy.asPtr();
   return out;
 }
@@ -140,6 +142,8 @@ size_t wire_builder::write_parts(const std::function<void(byte_parts)>& write) {
 namespace troupe {
 
 wire encoded(const wire& w) {
+  if (w.borrowed)
+    return wire{wire_bytes(w.borrowed->bytes.begin(), w.borrowed->bytes.end()), {}, {}};
   if (!w.local) return w;
   return std::visit([](const auto& x) { return encode(x); }, *w.local);
 }

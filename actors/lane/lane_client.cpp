@@ -20,10 +20,11 @@ caf::message gone(caf::sec code, const std::string& why) {
 // or a bucket gone.
 caf::message answer_of(lane::frame_kind kind, wire w) {
   if (kind == lane::frame_kind::reply) return caf::make_message(std::move(w));
-  if (kind == lane::frame_kind::refusal && !w.bytes.empty())
-    return caf::make_message(make_error(static_cast<errc>(static_cast<uint8_t>(w.bytes[0])),
-                                        std::string{w.bytes.begin() + 1, w.bytes.end()}));
-  return gone(caf::sec::request_receiver_down, std::string{w.bytes.begin(), w.bytes.end()});
+  const auto text = bytes_of(w);
+  if (kind == lane::frame_kind::refusal && !text.empty())
+    return caf::make_message(make_error(static_cast<errc>(static_cast<uint8_t>(text[0])),
+                                        std::string{text.begin() + 1, text.end()}));
+  return gone(caf::sec::request_receiver_down, std::string{text.begin(), text.end()});
 }
 
 void respond(const caf::actor_addr& requester, caf::message_id response_id, caf::message msg) {
@@ -197,7 +198,9 @@ void lane_link::read_answers() {
     do {
       lane::frame_header h;
       wire w;
-      ended = static_cast<bool>(lane::read_frame(socket_, timeout_, h, w.bytes, in_.get()));
+      // A payload in the ring is lent to the requester, who decodes it where it is.
+      ended = static_cast<bool>(
+          lane::read_frame(socket_, timeout_, h, w.bytes, in_.get(), &w.borrowed));
       const auto kind = static_cast<lane::frame_kind>(h.kind);
       ended = ended || kind == lane::frame_kind::push || kind == lane::frame_kind::pull;
       if (ended) break;  // the connection failed, or the server sent something not an answer

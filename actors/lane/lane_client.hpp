@@ -105,7 +105,7 @@ class lane_link {
   std::atomic<uint64_t> ring_frames_{0};
   std::mutex write_mutex_;                  // one frame at a time on the socket
   std::unique_ptr<lane::shared_ring> out_;  // requests' payloads (under write_mutex_)
-  std::unique_ptr<lane::shared_ring> in_;   // answers' payloads (the reader's)
+  std::shared_ptr<lane::shared_ring> in_;   // answers' payloads (the reader's, lent on)
   std::mutex mutex_;                        // guards pending_ and next_frame_
   std::unordered_map<uint64_t, waiting> pending_;
   uint64_t next_frame_ = 0;

@@ -49,7 +49,7 @@ struct lane_listener::connection {
   lane::socket_fd socket;
   const bool local;                             // a same-host Unix socket: it shares rings
   std::unique_ptr<lane::shared_ring> out_ring;  // answers' payloads (under mutex)
-  std::unique_ptr<lane::shared_ring> in_ring;   // requests' payloads (the reader's)
+  std::shared_ptr<lane::shared_ring> in_ring;   // requests' payloads (the reader's)
   std::thread reader;
   std::thread writer;
   std::atomic<bool> finished{false};

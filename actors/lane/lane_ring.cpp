@@ -118,7 +118,7 @@ bool shared_ring::put(byte_parts payload, size_t size) {
   return true;
 }
 
-caf::error shared_ring::take(size_t size, wire_bytes& out) {
+caf::expected<uint64_t> shared_ring::next_payload(size_t size) {
   if (size == 0 || size > capacity_)
     return broken_exchange("a payload of " + std::to_string(size) + " bytes in a ring of " +
                            std::to_string(capacity_));
@@ -127,11 +127,57 @@ caf::error shared_ring::take(size_t size, wire_bytes& out) {
   const uint64_t written = shared().written.load(std::memory_order_acquire);
   if (end > written || written - next_ > capacity_)
     return broken_exchange("a frame names bytes its ring does not hold");
-  out.resize(size);
-  std::memcpy(out.data(), base_ + page + start % capacity_, size);
   next_ = end;
-  shared().released.store(end, std::memory_order_release);
+  return start;
+}
+
+caf::error shared_ring::take(size_t size, wire_bytes& out) {
+  auto start = next_payload(size);
+  if (!start) return std::move(start.error());
+  out.resize(size);
+  std::memcpy(out.data(), base_ + page + *start % capacity_, size);
+  give_back(*start + size, false);
   return {};
+}
+
+// A payload lent where it is; letting go of it frees its place.
+struct shared_ring::loan : borrowed_bytes {
+  loan(std::shared_ptr<shared_ring> ring, std::span<const char> where, uint64_t end)
+      : ring(std::move(ring)), end(end) {
+    bytes = where;
+  }
+  ~loan() override { ring->give_back(end, true); }
+  std::shared_ptr<shared_ring> ring;  // keeps the mapping while the bytes are read
+  uint64_t end;
+};
+
+caf::expected<std::shared_ptr<const borrowed_bytes>> shared_ring::lend(size_t size) {
+  auto start = next_payload(size);
+  if (!start) return std::move(start.error());
+  const uint64_t end = *start + size;
+  {
+    std::lock_guard<std::mutex> lock{lent_mutex_};
+    taken_.emplace_back(end, false);
+  }
+  const std::span<const char> where{base_ + page + *start % capacity_, size};
+  return std::make_shared<const loan>(shared_from_this(), where, end);
+}
+
+void shared_ring::give_back(uint64_t end, bool lent) {
+  std::lock_guard<std::mutex> lock{lent_mutex_};
+  if (!lent && taken_.empty()) {  // nothing lent before it: freed at once
+    shared().released.store(end, std::memory_order_release);
+    return;
+  }
+  if (!lent) taken_.emplace_back(end, true);
+  for (auto& [e, done] : taken_)
+    if (e == end) done = true;
+  uint64_t released = 0;
+  while (!taken_.empty() && taken_.front().second) {
+    released = taken_.front().first;
+    taken_.pop_front();
+  }
+  if (released) shared().released.store(released, std::memory_order_release);
 }
 
 namespace {

@@ -23,7 +23,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <utility>
 
 #include "messages/codec.hpp"
 
@@ -34,7 +37,7 @@ namespace troupe::lane {
 constexpr size_t ring_bytes = size_t{4} << 20;
 constexpr size_t ring_min_payload = size_t{16} << 10;
 
-class shared_ring {
+class shared_ring : public std::enable_shared_from_this<shared_ring> {
  public:
   // A new ring of `capacity` data bytes (a multiple of the page size), sealed against resizing.
   static caf::expected<std::unique_ptr<shared_ring>> create(size_t capacity);
@@ -54,6 +57,11 @@ class shared_ring {
   // Reader: copies the next payload, of `size` bytes, into `out` and frees its place;
   // errc::malformed_message when the writer has not put that much.
   caf::error take(size_t size, wire_bytes& out);
+  // Reader: lends the next payload where it is, its place freed once the loan (and every
+  // earlier one) is let go, on any thread. Call it on a ring held by a shared_ptr. For a
+  // payload read once as it is decoded (a pull's values, copied out as they are checked):
+  // a writer that changed it meanwhile would change only what it sent.
+  caf::expected<std::shared_ptr<const borrowed_bytes>> lend(size_t size);
 
   struct control;  // the shared counters at the start of the mapping (lane_ring.cpp)
 
@@ -64,17 +72,28 @@ class shared_ring {
   // that would is moved to the ring's start).
   uint64_t start_of(uint64_t from, size_t size) const;
 
+  // Reader: where the next payload of `size` bytes lies; errc::malformed_message when the
+  // writer has not put it. Moves next_ past it.
+  caf::expected<uint64_t> next_payload(size_t size);
+  // Reader: the payload ending at `end` is done with; frees what is done from the front on.
+  void give_back(uint64_t end, bool lent);
+  struct loan;  // what lend() hands out (lane_ring.cpp)
+
   int fd_;
   char* base_;  // the mapping: a page of counters, then the data
   size_t capacity_;
   uint64_t next_ = 0;  // the writer's end of what it put, or the reader's end of what it took
+  // Reader: the ends of the payloads taken and not yet freed, in order, each with whether it
+  // is done (a loan let go); the shared `released` counter moves past the done front.
+  std::mutex lent_mutex_;
+  std::deque<std::pair<uint64_t, bool>> taken_;
 };
 
 // Both ends' rings for one same-host lane, either of which may be missing: `out` is ours to
-// put into (the peer took it), `in` the peer's that we take from.
+// put into (the peer took it), `in` the peer's that we take from (shared with its loans).
 struct ring_pair {
   std::unique_ptr<shared_ring> out;
-  std::unique_ptr<shared_ring> in;
+  std::shared_ptr<shared_ring> in;
 };
 
 // Right after the handshake on a Unix socket `socket`, both ends run this: each offers a ring of

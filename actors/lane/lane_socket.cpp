@@ -213,7 +213,8 @@ caf::expected<size_t> write_frames_from(const socket_fd& s, std::span<frame_out>
 }
 
 caf::error read_frame(const socket_fd& s, milliseconds timeout, frame_header& h,
-                      wire_bytes& payload, shared_ring* ring) {
+                      wire_bytes& payload, shared_ring* ring,
+                      std::shared_ptr<const borrowed_bytes>* lent) {
   char* raw = reinterpret_cast<char*>(&h);
   ssize_t first;
   do {  // the first byte: no bound (an idle lane is fine), until shutdown
@@ -230,7 +231,11 @@ caf::error read_frame(const socket_fd& s, milliseconds timeout, frame_header& h,
                                                    std::to_string(max_frame_bytes));
   if (h.in_ring) {
     if (!ring) return make_error(errc::malformed_message, "data lane: a ring frame without a ring");
-    return ring->take(h.size, payload);
+    if (!lent) return ring->take(h.size, payload);
+    auto loan = ring->lend(h.size);
+    if (!loan) return std::move(loan.error());
+    *lent = std::move(*loan);
+    return {};
   }
   payload.resize(h.size);
   return read_exact(s.get(), payload.data(), h.size, timeout);

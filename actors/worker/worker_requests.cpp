@@ -132,7 +132,7 @@ std::optional<answer_handlers> expect_values(self_ptr self, const worker_config&
   auto pulled = [=](const wire& w) {
     auto& st = self->state;
     if (!settle(st.pulls, b, id)) return;
-    add(st.metrics.bytes_in, double(w.bytes.size()));
+    add(st.metrics.bytes_in, double(bytes_of(w).size()));
     // Straight into st.params: only the slices of this bucket's plan are taken.
     const auto& plan = st.job->layout.buckets[b];
     auto reply = decode_pull_into(

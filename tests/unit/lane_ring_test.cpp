@@ -1,6 +1,7 @@
 // The shared rings beside a same-host data lane (actors/lane/lane_ring.hpp): payloads come out
 // as they went in, in order, across the ring's end; a full ring refuses (the frame then goes
-// on the socket) until its reader takes; a reader refuses a frame its writer never put; a
+// on the socket) until its reader takes; a lent payload keeps its place until it and every
+// loan before it is let go; a reader refuses a frame its writer never put; a
 // peer's memory that is not sealed or not of the offered size is not mapped; and two ends of a
 // Unix socket share rings both ways, or none where the peer offers none.
 #define BOOST_TEST_MODULE lane_ring
@@ -88,6 +89,40 @@ BOOST_FIXTURE_TEST_CASE(a_full_ring_refuses_until_its_reader_takes, ring_ends) {
   BOOST_TEST_REQUIRE(put_whole(*writer, b));
   BOOST_TEST_REQUIRE(!reader->take(b.size(), got));
   BOOST_TEST(std::equal(got.begin(), got.end(), b.begin(), b.end()));
+}
+
+BOOST_AUTO_TEST_CASE(a_lent_payload_keeps_its_place_until_every_loan_before_it_is_let_go) {
+  auto made = lane::shared_ring::create(capacity);
+  BOOST_TEST_REQUIRE(succeeded(made));
+  std::unique_ptr<lane::shared_ring> writer = std::move(*made);
+  auto mapped = lane::shared_ring::map(::dup(writer->fd()), capacity);
+  BOOST_TEST_REQUIRE(succeeded(mapped));
+  std::shared_ptr<lane::shared_ring> reader = std::move(*mapped);
+  const auto a = pattern(20 << 10, 'a');
+  const auto b = pattern(20 << 10, 'b');
+  BOOST_TEST_REQUIRE(put_whole(*writer, a));
+  BOOST_TEST_REQUIRE(put_whole(*writer, b));
+  auto first = reader->lend(a.size());
+  auto second = reader->lend(b.size());
+  BOOST_TEST_REQUIRE(succeeded(first));
+  BOOST_TEST_REQUIRE(succeeded(second));
+  BOOST_TEST(std::equal(a.begin(), a.end(), (*first)->bytes.begin(), (*first)->bytes.end()));
+  BOOST_TEST(std::equal(b.begin(), b.end(), (*second)->bytes.begin(), (*second)->bytes.end()));
+  const auto c = pattern(30 << 10, 'c');
+  BOOST_TEST(!put_whole(*writer, c));  // 40 KiB lent: no room for 30 more
+  second->reset();                     // let go out of order: `first` still holds the front
+  BOOST_TEST(!put_whole(*writer, c));
+  // A copy taken meanwhile is freed with the loans before it.
+  BOOST_TEST_REQUIRE(put_whole(*writer, pattern(4 << 10, 'd')));
+  wire_bytes got;
+  BOOST_TEST_REQUIRE(!reader->take(4 << 10, got));
+  first->reset();  // everything taken is free now
+  BOOST_TEST(put_whole(*writer, c));
+  // The ring outlives its reader's handle while a loan holds it.
+  auto last = reader->lend(c.size());
+  BOOST_TEST_REQUIRE(succeeded(last));
+  reader.reset();
+  BOOST_TEST(std::equal(c.begin(), c.end(), (*last)->bytes.begin(), (*last)->bytes.end()));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_frame_its_writer_never_put_is_refused, ring_ends) {
