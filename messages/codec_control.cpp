@@ -305,6 +305,7 @@ wire encode(const start_job& x) {
   out.setClock(x.clock);
   out.setDelayMs(x.delay_ms);
   out.setWorkersOnHost(x.workers_on_host);
+  out.setPullsHeld(x.pulls_held);
   return detail::to_wire(message);
 }
 
@@ -340,6 +341,7 @@ caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& li
         x.clock = in.getClock();
         x.delay_ms = in.getDelayMs();
         x.workers_on_host = in.getWorkersOnHost();
+        x.pulls_held = in.getPullsHeld();
         return x;
       });
 }

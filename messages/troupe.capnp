@@ -300,6 +300,7 @@ struct StartJob {
   compressSigns @10 :Bool;  # push 1-bit signs with error feedback instead of fp32
   clock @11 :UInt64;        # the worker's starting clock (a late joiner starts at the slowest's)
   workersOnHost @12 :UInt32;  # the job's workers on this worker's host (0: unknown)
+  pullsHeld @13 :Bool;      # buckets may hold a pull until the others catch up (ssp, bsp)
 }
 
 # Batches first .. first+count-1 of one epoch, handed to a worker; count 0: no work is left.

@@ -193,6 +193,7 @@ struct start_job {
   bool compress_signs = false;    // push 1-bit signs with error feedback instead of fp32
   uint64_t clock = 0;             // starting clock: a late joiner starts at the slowest's
   uint32_t workers_on_host = 0;   // the job's workers on this worker's host (0: unknown)
+  bool pulls_held = false;        // buckets may hold a pull until the others catch up (ssp, bsp)
 };
 
 // Batches first .. first + count - 1 of one epoch; count 0 means no work is left.

@@ -99,6 +99,7 @@ start_job make_start(const coordinator_state& st, const launch_options& o, uint3
   job.accumulate = o.accumulate;
   job.prefetch = o.prefetch;
   job.compress_signs = o.compress_signs;
+  job.pulls_held = o.consistency.type != consistency_config::mode::async;
   if (auto it = o.worker_delay_ms.find(rank); it != o.worker_delay_ms.end())
     job.delay_ms = it->second;
   // How many live workers share this one's host (and so its cores); unknown without a label.

@@ -70,7 +70,7 @@ lane_link::~lane_link() {
 
 void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
                      lane::frame_kind kind, uint64_t target, const wire& w) {
-  const bool local = w.bytes.empty() && w.local;
+  const bool local = w.bytes.empty() && (w.local || w.borrowed);
   const wire encoded_here = local ? encoded(w) : wire{};
   const auto& bytes = local ? encoded_here.bytes : w.bytes;
   const std::span<const char> whole{bytes.data(), bytes.size()};

@@ -42,7 +42,8 @@ struct frame_header {
   uint8_t kind = 0;
   uint8_t in_ring = 0;  // 1: the payload is in the sender's shared ring, not on the socket
   // 1 on a push whose answer may wait for the answer to the next frame, a pull of the same
-  // bucket numbered id + 1 (one step's push and pull, answered in one write).
+  // bucket numbered id + 1 (one step's push and pull, answered in one write). Only for pulls
+  // the bucket answers at once (async): a held pull would hold the push's answer too.
   uint8_t paired = 0;
   uint8_t unused = 0;
   uint64_t id = 0;      // the worker's request number, echoed in the answer

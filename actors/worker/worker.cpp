@@ -111,8 +111,11 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
   const bool last = st.queue.empty() && st.exhausted;
   // The next values are asked for at once, behind each push: a bucket handles one sender's
   // messages in order, so its pull reply already holds this push, and the step saves a round
-  // trip. (Rows need the next chunk, and --prefetch pulls before computing instead.)
+  // trip. (Rows need the next chunk, and --prefetch pulls before computing instead.) A pair's
+  // push is answered with its pull, so pairs only go where no bucket holds a pull (async): a
+  // held pull would hold the push's ack, and with it a pause that waits for the ack.
   const bool pull_behind = !last && st.tables.empty() && !st.job->prefetch;
+  const bool paired = pull_behind && !st.job->pulls_held;
   if (pull_behind) st.pulls_pending = st.buckets.size();
   for (size_t b = 0; b < st.buckets.size(); ++b) {
     const auto& plan = st.job->layout.buckets[b];
@@ -130,7 +133,7 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
                                    static_cast<uint32_t>(st.buckets.size()));
     if (pull_behind)
       send_push_and_pull(self, config, b, std::move(push),
-                         pull_request{plan.bucket, st.job->worker, st.clock + 1});
+                         pull_request{plan.bucket, st.job->worker, st.clock + 1}, paired);
     else
       send_push(self, config, b, std::move(push), 0);
   }

@@ -29,10 +29,11 @@ void maybe_compute(self_ptr self, const worker_config& config);
 // -- worker_requests.cpp
 void send_push(self_ptr self, const worker_config& config, size_t b,
                std::shared_ptr<push_request> push, int attempt);
-// Bucket b's push and the pull of the values after it: over the bucket's data lane as one pair
-// of frames (one write each way, lane_link::send_pair), each on its own otherwise.
+// Bucket b's push and the pull of the values after it: with `as_pair`, over the bucket's data
+// lane as one pair of frames (one write each way, lane_link::send_pair); each on its own
+// otherwise, or where the bucket has no lane.
 void send_push_and_pull(self_ptr self, const worker_config& config, size_t b,
-                        std::shared_ptr<push_request> push, pull_request request);
+                        std::shared_ptr<push_request> push, pull_request request, bool as_pair);
 // Pulls every bucket's values and, for models with embedding tables, the rows the chunk at the
 // front of the queue reads. `ahead`: 1 for a pull of the values after this worker's push of
 // the current chunk.

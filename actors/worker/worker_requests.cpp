@@ -183,18 +183,17 @@ void send_push(self_ptr self, const worker_config& config, size_t b,
              on->reply, on->error);
 }
 
-// Bucket b's push and the pull of the values after it: over the bucket's data lane as one pair
-// of frames (one write each way, lane_link::send_pair), each on its own otherwise.
 void send_push_and_pull(self_ptr self, const worker_config& config, size_t b,
-                        std::shared_ptr<push_request> push, pull_request request) {
+                        std::shared_ptr<push_request> push, pull_request request, bool as_pair) {
   auto& st = self->state;
-  auto* link = lane_for_gradient(st, self->node(), b, *push);
+  auto* link = as_pair ? lane_for_gradient(st, self->node(), b, *push) : nullptr;
   if (!link || st.gone[b] == st.buckets[b].address()) {
     send_push(self, config, b, push, 0);
     return send_pull(self, config, b, std::move(request), 0);
   }
   auto on_ack = expect_ack(self, config, b, push, 0);
   auto on_values = expect_values(self, config, b, request, 0);
+  if (!on_ack || !on_values) return;  // not while the bucket is up (the check above)
   size_t bytes = 0;
   auto [acked, pulled] = push_and_pull_over_lane(self, st, b, *push, encode(request), *link, bytes);
   acked.then(on_ack->reply, on_ack->error);

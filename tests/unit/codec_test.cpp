@@ -443,6 +443,7 @@ BOOST_AUTO_TEST_CASE(start_job_fields) {
               make_placement(2, 3),
               {endpoint{"127.0.0.1", 4000}, endpoint{"", 0}}};
   x.workers_on_host = 3;
+  x.pulls_held = true;
   auto y = decode<start_job>(encode(x));
   BOOST_TEST_REQUIRE(succeeded(y));
   BOOST_TEST(y->worker == 1u);
@@ -456,6 +457,7 @@ BOOST_AUTO_TEST_CASE(start_job_fields) {
   BOOST_TEST(y->servers[0].port == 4000u);
   BOOST_TEST(y->servers[1].port == 0u);
   BOOST_TEST(y->workers_on_host == 3u);
+  BOOST_TEST(y->pulls_held);
 }
 
 BOOST_AUTO_TEST_CASE(work_lease_fields) {
