@@ -2,7 +2,10 @@
 // lane_server.hpp). lane_link::open() connects and proves the cluster secret, then starts the
 // link's reader thread. The requesting actor writes each request as a frame itself, on its own
 // thread, and the reader hands the frame that answers it straight to that actor as the
-// response to its request id: no actor between them, one thread hop per request.
+// response to its request id: no actor between them, one thread hop per request. On a
+// same-host lane large payloads go through the rings it shares with the server (lane_ring.hpp):
+// a request's are copied in, an answer's are lent to the requester (wire::borrowed), which
+// decodes them where they are.
 //
 // The answer is what the bucket itself would have answered over CAF. A bucket that is not on
 // that node or did not answer, a lost connection, and an answer later than the lane's timeout
