@@ -50,6 +50,16 @@ shared_ring::control& shared_ring::shared() const {
   return *std::launder(reinterpret_cast<control*>(base_));
 }
 
+caf::expected<std::unique_ptr<shared_ring>> shared_ring::mapped(int fd, size_t capacity) {
+  void* base = ::mmap(nullptr, page + capacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    auto err = ring_error("mmap");
+    ::close(fd);
+    return err;
+  }
+  return std::unique_ptr<shared_ring>(new shared_ring(fd, static_cast<char*>(base), capacity));
+}
+
 caf::expected<std::unique_ptr<shared_ring>> shared_ring::create(size_t capacity) {
   if (capacity == 0 || capacity % page != 0 || capacity > max_ring_bytes)
     return make_error(errc::bad_configuration, "data lane ring: a capacity of whole pages");
@@ -61,14 +71,9 @@ caf::expected<std::unique_ptr<shared_ring>> shared_ring::create(size_t capacity)
     ::close(fd);
     return err;
   }
-  void* base = ::mmap(nullptr, page + capacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    auto err = ring_error("mmap");
-    ::close(fd);
-    return err;
-  }
-  new (base) control{};
-  return std::unique_ptr<shared_ring>(new shared_ring(fd, static_cast<char*>(base), capacity));
+  auto ring = mapped(fd, capacity);
+  if (ring) new ((*ring)->base_) control{};
+  return ring;
 }
 
 caf::expected<std::unique_ptr<shared_ring>> shared_ring::map(int fd, size_t capacity) {
@@ -85,13 +90,7 @@ caf::expected<std::unique_ptr<shared_ring>> shared_ring::map(int fd, size_t capa
     ::close(fd);
     return refused;
   }
-  void* base = ::mmap(nullptr, page + capacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    auto err = ring_error("mmap");
-    ::close(fd);
-    return err;
-  }
-  return std::unique_ptr<shared_ring>(new shared_ring(fd, static_cast<char*>(base), capacity));
+  return mapped(fd, capacity);
 }
 
 uint64_t shared_ring::start_of(uint64_t from, size_t size) const {
@@ -169,9 +168,11 @@ void shared_ring::give_back(uint64_t end, bool lent) {
     shared().released.store(end, std::memory_order_release);
     return;
   }
-  if (!lent) taken_.emplace_back(end, true);
-  for (auto& [e, done] : taken_)
-    if (e == end) done = true;
+  if (!lent)
+    taken_.emplace_back(end, true);
+  else
+    for (auto& [e, done] : taken_)
+      if (e == end) done = true;
   uint64_t released = 0;
   while (!taken_.empty() && taken_.front().second) {
     released = taken_.front().first;

@@ -68,6 +68,8 @@ class shared_ring : public std::enable_shared_from_this<shared_ring> {
 
  private:
   shared_ring(int fd, char* base, size_t capacity);
+  // Maps `fd` (taken over: closed on failure) as a ring of `capacity` data bytes.
+  static caf::expected<std::unique_ptr<shared_ring>> mapped(int fd, size_t capacity);
   control& shared() const;
   // Where a payload of `size` bytes that follows position `from` begins (it never wraps: one
   // that would is moved to the ring's start).
