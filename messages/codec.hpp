@@ -72,11 +72,43 @@ struct borrowed_bytes {
   std::span<const char> bytes;
 };
 
+namespace detail {
+class wire_builder;
+}
+
+// A message encoded with its large tensors referenced where they are, not yet copied anywhere:
+// a bucket's pull reply, which a same-host data lane writes straight into its shared ring. The
+// tensors must stay as they are until it is written, so only a reader that writes it on the
+// thread that delivers it asks for one (wire::reply_unwritten; lane_connection.hpp).
+class unwritten_bytes {
+ public:
+  explicit unwritten_bytes(std::unique_ptr<detail::wire_builder> message);
+  ~unwritten_bytes();
+  unwritten_bytes(const unwritten_bytes&) = delete;
+  unwritten_bytes& operator=(const unwritten_bytes&) = delete;
+  size_t size() const { return size_; }
+  // Hands the bytes to `write` in parts (the segment table, then each segment where it is),
+  // valid for the call only.
+  void write_to(const std::function<void(byte_parts)>& write) const;
+  // The same bytes in one buffer.
+  wire_bytes gathered() const;
+
+ private:
+  std::unique_ptr<detail::wire_builder> message_;
+  size_t size_;
+};
+
 struct wire {
   wire_bytes bytes;
   std::shared_ptr<const local_message> local;
   // Set instead of `bytes` by a data lane (never serialised: only for an actor of this process).
   std::shared_ptr<const borrowed_bytes> borrowed;
+  // Set instead of `bytes` by a bucket answering a request marked reply_unwritten (never
+  // serialised; encoded() gathers it).
+  std::shared_ptr<const unwritten_bytes> unwritten;
+  // On a request: its answer may be unwritten, since the one asking writes it out before the
+  // answering actor handles another message (a data lane's companion; never serialised).
+  bool reply_unwritten = false;
 };
 
 // A wire's encoded bytes, wherever they are (`bytes`, or borrowed).
@@ -115,6 +147,11 @@ wire encode(const pull_reply& x, const encode_options& opts = {});
 // x with `tensors` in place of x.tensors (a bucket's slices, encoded where they are).
 wire encode(const pull_reply& x, const std::vector<dense_tensor>& tensors,
             const encode_options& opts = {});
+// The same message unwritten: `tensors` (which must stay as they are until it is written) are
+// referenced where they are and copied only by write_to or gathered.
+std::shared_ptr<const unwritten_bytes> encode_unwritten(const pull_reply& x,
+                                                        const std::vector<dense_tensor>& tensors,
+                                                        const encode_options& opts = {});
 wire encode(const push_request& x, const encode_options& opts = {});
 // x with `dense` in place of x.dense: the values encoded from where they are (a worker's
 // gradient), with no copy gathered first.
@@ -182,8 +219,8 @@ wire encode_for(bool in_process, const T& x) {
   return in_process ? local_wire(x) : encode(x);
 }
 
-// The wire for another process: `w` itself, its local message encoded, or its borrowed bytes
-// copied.
+// The wire for another process: `w` itself, its local message encoded, or its borrowed or
+// unwritten bytes copied.
 wire encoded(const wire& w);
 
 }  // namespace troupe

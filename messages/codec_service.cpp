@@ -165,11 +165,16 @@ wire encode(const pull_reply& x, const encode_options& opts) {
   return encode(x, x.tensors, opts);
 }
 
-wire encode(const pull_reply& x, const std::vector<dense_tensor>& tensors,
-            const encode_options& opts) {
+namespace {
+
+// A pull reply built with its large tensors referenced where they are.
+std::unique_ptr<detail::wire_builder> build_reply(const pull_reply& x,
+                                                  const std::vector<dense_tensor>& tensors,
+                                                  const encode_options& opts) {
   const auto by_reference = referenced(tensors, opts.storage);
-  detail::wire_builder message(first_segment_words(tensors, opts.storage, by_reference));
-  auto out = message.initRoot<schema::PullReply>();
+  auto message = std::make_unique<detail::wire_builder>(
+      first_segment_words(tensors, opts.storage, by_reference));
+  auto out = message->initRoot<schema::PullReply>();
   out.setBucket(x.bucket);
   out.setVersion(x.version);
   detail::write_clock(out.initClock(), x.clock);
@@ -179,7 +184,20 @@ wire encode(const pull_reply& x, const std::vector<dense_tensor>& tensors,
   auto rows = out.initRows(x.rows.size());
   for (unsigned i = 0; i < x.rows.size(); ++i)
     detail::write_sparse(rows[i], x.rows[i], opts.storage);
-  return message.finish();
+  return message;
+}
+
+}  // namespace
+
+wire encode(const pull_reply& x, const std::vector<dense_tensor>& tensors,
+            const encode_options& opts) {
+  return build_reply(x, tensors, opts)->finish();
+}
+
+std::shared_ptr<const unwritten_bytes> encode_unwritten(const pull_reply& x,
+                                                        const std::vector<dense_tensor>& tensors,
+                                                        const encode_options& opts) {
+  return std::make_shared<const unwritten_bytes>(build_reply(x, tensors, opts));
 }
 
 namespace {

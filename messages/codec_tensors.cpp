@@ -141,9 +141,28 @@ size_t wire_builder::write_parts(const std::function<void(byte_parts)>& write) {
 
 namespace troupe {
 
+unwritten_bytes::unwritten_bytes(std::unique_ptr<detail::wire_builder> message)
+    : message_(std::move(message)),
+      size_(capnp::computeSerializedSizeInWords(*message_) * sizeof(capnp::word)) {}
+
+unwritten_bytes::~unwritten_bytes() = default;
+
+void unwritten_bytes::write_to(const std::function<void(byte_parts)>& write) const {
+  message_->write_parts(write);
+}
+
+wire_bytes unwritten_bytes::gathered() const {
+  wire_bytes out;
+  out.reserve(size_);
+  write_to([&](byte_parts parts) {
+    for (const auto& part : parts) out.insert(out.end(), part.begin(), part.end());
+  });
+  return out;
+}
+
 wire encoded(const wire& w) {
-  if (w.borrowed)
-    return wire{wire_bytes(w.borrowed->bytes.begin(), w.borrowed->bytes.end()), {}, {}};
+  if (w.borrowed) return wire{wire_bytes(w.borrowed->bytes.begin(), w.borrowed->bytes.end())};
+  if (w.unwritten) return wire{w.unwritten->gathered()};
   if (!w.local) return w;
   return std::visit([](const auto& x) { return encode(x); }, *w.local);
 }

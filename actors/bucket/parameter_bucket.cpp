@@ -20,9 +20,14 @@ void size_limits(bucket_actor_state& st) {
   if (!st.store->has_tables()) st.limits.max_elements = std::max<uint64_t>(values, 1);
 }
 
+reply_form form_for(const wire& request) {
+  if (request.local) return reply_form::local;
+  return request.reply_unwritten ? reply_form::unwritten : reply_form::encoded;
+}
+
 // The reply to an allowed pull: the bucket's values and the embedding rows asked for. A
 // backup is told what the worker read, so that its compensation memory stays the same.
-caf::expected<wire> answer(self_ptr self, const pull_request& request, bool local) {
+caf::expected<wire> answer(self_ptr self, const pull_request& request, reply_form form) {
   auto& st = self->state;
   auto [reply, whole] = st.store->grant(request.worker, request.worker_clock);
   if (st.backup && request.worker != observer_worker)
@@ -33,13 +38,15 @@ caf::expected<wire> answer(self_ptr self, const pull_request& request, bool loca
     reply.rows = std::move(*rows);
   }
   wire out;
-  if (local) {  // a copy of the values, handed over as it is
+  if (form == reply_form::local) {  // a copy of the values, handed over as it is
     if (whole) reply.tensors = st.store->slices();
     out = local_wire(std::move(reply));
+  } else if (form == reply_form::unwritten && whole) {  // the slices, referenced where they are
+    out.unwritten = encode_unwritten(reply, st.store->slices());
   } else {  // encoded from the slices themselves: the message holds the only copy
     out = encode(reply, whole ? st.store->slices() : reply.tensors);
   }
-  add(st.metrics.bytes_out, double(out.bytes.size()));
+  add(st.metrics.bytes_out, double(out.unwritten ? out.unwritten->size() : out.bytes.size()));
   return out;
 }
 
@@ -67,7 +74,7 @@ void release_held_pulls(self_ptr self) {
   auto& st = self->state;
   std::erase_if(st.held, [&](held_pull& p) {
     if (!st.store->pull_allowed(p.request.worker, p.request.worker_clock)) return false;
-    deliver(p.promise, answer(self, p.request, p.local));
+    deliver(p.promise, answer(self, p.request, p.form));
     return true;
   });
 }
@@ -83,9 +90,9 @@ caf::result<wire> on_pull(self_ptr self, const wire& w) {
                                                 " reached bucket " + std::to_string(store.id()));
   if (request->worker != observer_worker && request->worker >= store.workers())
     return make_error(errc::malformed_message, "pull from an unknown worker");
-  const bool local = w.local != nullptr;
+  const auto form = form_for(w);
   if (store.pull_allowed(request->worker, request->worker_clock)) {
-    auto reply = answer(self, *request, local);
+    auto reply = answer(self, *request, form);
     if (!reply) return std::move(reply.error());
     return std::move(*reply);
   }
@@ -93,7 +100,7 @@ caf::result<wire> on_pull(self_ptr self, const wire& w) {
     if (p.request.worker == request->worker)
       return make_error(errc::malformed_message, "a pull of this worker is already waiting");
   auto promise = self->make_response_promise<wire>();
-  st.held.push_back(held_pull{promise, std::move(*request), local});
+  st.held.push_back(held_pull{promise, std::move(*request), form});
   return promise;
 }
 

@@ -35,10 +35,14 @@
 
 namespace troupe {
 
+// How a pull's reply is made: handed over as it is (to an actor of this process), encoded, or
+// unwritten (to a data lane, which copies the slices once, straight into its ring).
+enum class reply_form { local, encoded, unwritten };
+
 struct held_pull {
   caf::typed_response_promise<wire> promise;
   pull_request request;
-  bool local = false;  // asked by an actor of this process: answered with a local wire
+  reply_form form = reply_form::encoded;  // as the request asked
 };
 
 // A push acknowledgement that waits for the backup to have the push too.

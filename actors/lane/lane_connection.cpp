@@ -16,6 +16,13 @@ lane::frame_header gone_header(uint64_t frame, size_t size) {
   return h;
 }
 
+// An unwritten payload copied into the frame's own bytes.
+void gather(connection::answer_frame& f) {
+  if (!f.unwritten) return;
+  f.payload = f.unwritten->gathered();
+  f.unwritten.reset();
+}
+
 // The bytes of `out` on the socket (a payload moved to the ring is no longer counted).
 size_t size_of(const connection::outgoing& out) {
   size_t total = 0;
@@ -77,12 +84,12 @@ void connection::sweep() {
   sweep_locked();
 }
 
-void connection::post(lane::frame_header header, wire_bytes payload) {
+void connection::post(answer_frame answer) {
   std::unique_lock<std::mutex> lock{mutex};
   if (closed) return;
-  answer_frame answer{header, std::move(payload)};
-  const uint64_t frame = header.id;
+  const uint64_t frame = answer.header.id;
   if (auto i = held.find(frame + 1); i != held.end() && !i->second) {
+    gather(answer);                 // kept past this call
     i->second = std::move(answer);  // a paired push's: it goes out with its pull's
     return;
   }
@@ -96,7 +103,7 @@ void connection::post(lane::frame_header header, wire_bytes payload) {
 }
 
 void connection::send_locked(std::unique_lock<std::mutex>& lock, outgoing out) {
-  to_ring(out);  // in the order the answers reach the socket, as the client takes them
+  place_payloads(out);  // in the order the answers reach the socket, as the client takes them
   if (writing || !outbox.empty()) {
     outbox.push_back(std::move(out));
     lock.unlock();
@@ -158,15 +165,25 @@ void connection::close() {
   socket.shutdown();
 }
 
-void connection::to_ring(outgoing& out) {
-  if (!out_ring) return;
+void connection::place_payloads(outgoing& out) {
   for (auto& f : out.frames) {
-    const size_t size = f.payload.size();
-    if (size < lane::ring_min_payload) continue;
-    const std::span<const char> whole{f.payload.data(), size};
-    if (!out_ring->put(byte_parts{&whole, 1}, size)) continue;
-    f.header.in_ring = 1;
-    f.payload = wire_bytes{};
+    const size_t size = f.header.size;
+    bool in_ring = false;
+    if (out_ring && size >= lane::ring_min_payload) {
+      if (f.unwritten) {
+        f.unwritten->write_to([&](byte_parts parts) { in_ring = out_ring->put(parts, size); });
+      } else {
+        const std::span<const char> whole{f.payload.data(), f.payload.size()};
+        in_ring = out_ring->put(byte_parts{&whole, 1}, size);
+      }
+    }
+    if (in_ring) {
+      f.header.in_ring = 1;
+      f.payload = wire_bytes{};
+      f.unwritten.reset();
+    } else {
+      gather(f);
+    }
   }
 }
 
@@ -197,7 +214,7 @@ void connection::sweep_locked() {
     }
     const std::string why = "the bucket did not answer in time";
     out.frames.push_back({gone_header(frame, why.size()), {why.begin(), why.end()}});
-    to_ring(out);
+    place_payloads(out);
     outbox.push_back(std::move(out));
     posted = true;
     i = owed.erase(i);

@@ -31,8 +31,11 @@ namespace troupe {
 
 struct lane_listener::connection {
   struct answer_frame {
-    lane::frame_header header;
+    lane::frame_header header;  // its size is the payload's, written or not
     wire_bytes payload;
+    // A bucket's pull reply not yet written: place_payloads() writes it into the ring, or
+    // gathers it into `payload`, before the posting thread returns to the bucket.
+    std::shared_ptr<const unwritten_bytes> unwritten;
   };
   // Answers written together, in one call where the socket takes them at once.
   struct outgoing {
@@ -71,8 +74,9 @@ struct lane_listener::connection {
   // The answer to a reserved frame. When nothing else is being written or waits, the posting
   // thread (a bucket's, through the companion) writes what the socket takes at once: no hop to
   // the writer thread, which was a wake-up and a context switch per answer. What does not fit
-  // now, and every answer behind another, goes to the writer thread, in order.
-  void post(lane::frame_header header, wire_bytes payload);
+  // now, and every answer behind another, goes to the writer thread, in order. An unwritten
+  // payload is written (into the ring, or gathered) before post returns.
+  void post(answer_frame answer);
   // The writer thread: writes the answers in the order posted (waiting, as long as the socket's
   // send timeout, for a slow reader), each giving its frames' room back; a failed write ends
   // the connection.
@@ -82,8 +86,9 @@ struct lane_listener::connection {
  private:
   // Queues or writes `out` (mutex held by `lock`; released on return).
   void send_locked(std::unique_lock<std::mutex>& lock, outgoing out);
-  // Moves large payloads into the shared ring, in the order they reach the socket (mutex held).
-  void to_ring(outgoing& out);
+  // Moves large payloads into the shared ring, in the order they reach the socket, and writes
+  // each unwritten one there, or gathers it where it does not go (mutex held).
+  void place_payloads(outgoing& out);
   // Writes `out` on from where it stopped: all of it with `wait`, or what the socket takes at
   // once. Returns how far it got (lane::write_frames_from).
   caf::expected<size_t> write(const outgoing& out, bool wait);

@@ -30,13 +30,15 @@ namespace {
 
 using connection_ptr = std::shared_ptr<lane_listener::connection>;
 
-// Posts one answer (lane_connection.hpp says when it is written).
-void answer(lane_listener::connection& c, uint64_t id, lane::frame_kind kind, wire_bytes payload) {
+// Posts one answer (lane_connection.hpp says when it is written), its payload in bytes or
+// unwritten.
+void answer(lane_listener::connection& c, uint64_t id, lane::frame_kind kind, wire_bytes payload,
+            std::shared_ptr<const unwritten_bytes> unwritten = {}) {
   lane::frame_header h;
   h.kind = static_cast<uint8_t>(kind);
   h.id = id;
-  h.size = payload.size();
-  c.post(h, std::move(payload));
+  h.size = unwritten ? unwritten->size() : payload.size();
+  c.post({h, std::move(payload), std::move(unwritten)});
 }
 
 void answer(lane_listener::connection& c, uint64_t id, lane::frame_kind kind,
@@ -68,7 +70,8 @@ void on_answer(lane_listener::connection& c, caf::mailbox_element& m) {
   if (content.match_elements<wire>()) {
     wire& r = content.get_mutable_as<wire>(0);
     wire out = r.bytes.empty() && r.local ? encoded(r) : std::move(r);
-    return answer(c, *frame, lane::frame_kind::reply, std::move(out.bytes));
+    return answer(c, *frame, lane::frame_kind::reply, std::move(out.bytes),
+                  std::move(out.unwritten));
   }
   if (content.match_elements<caf::error>())
     return answer_error(c, *frame, content.get_as<caf::error>(0));
@@ -116,6 +119,8 @@ bool pass_to_bucket(lane_listener::connection& c, const lane_directory& director
   }
   const bool push = h.kind == static_cast<uint8_t>(lane::frame_kind::push);
   if (push && h.paired) c.hold_for_pull(h.id);  // before the bucket can answer
+  // The companion writes the answer as it is delivered, on the bucket's thread.
+  w.reply_unwritten = true;
   auto msg = push ? caf::make_message(push_atom_v, std::move(w))
                   : caf::make_message(pull_atom_v, std::move(w));
   // A bucket that has ended answers the request with an error (CAF bounces it).

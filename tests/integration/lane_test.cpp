@@ -187,6 +187,20 @@ BOOST_FIXTURE_TEST_CASE(large_payloads_on_one_host_go_through_the_shared_rings, 
     BOOST_TEST_REQUIRE(bytes(*via_lane) == via_caf->bytes, boost::test_tools::per_element());
   }
   BOOST_TEST(lane->ring_frames() == 200u);  // every push and every reply
+  // A reply larger than the ring is gathered and sent on the socket.
+  bucket_spec huge{9, 2, optimizer_config{}, {}};
+  huge.tensors.push_back(dense_tensor{"h", {1280, 1024}, 0, std::vector<float>(1280 * 1024, 2)});
+  static_assert(1280 * 1024 * sizeof(float) > lane::ring_bytes);
+  auto big = sys.spawn(parameter_bucket, std::make_shared<bucket_store>(huge), config);
+  listener->enroll(big);
+  auto whole = over_lane(pull_atom_v, encode(pull_request{9, 0, 0, {}}), big.id());
+  BOOST_TEST_REQUIRE(testing::succeeded(whole));
+  auto values = decode<pull_reply>(encoded(*whole), codec_limits{});
+  BOOST_TEST_REQUIRE(testing::succeeded(values));
+  BOOST_TEST(values->tensors.at(0).values == huge.tensors[0].values,
+             boost::test_tools::per_element());
+  BOOST_TEST(lane->ring_frames() == 200u);
+  self->send_exit(big, caf::exit_reason::user_shutdown);
   // Over TCP nothing is shared.
   auto tcp = lane_link::open("127.0.0.1", listener->port(), secret, timeout, false);
   BOOST_TEST_REQUIRE(testing::succeeded(tcp));

@@ -1,6 +1,7 @@
 // The codec's copy-saving paths: large tensors referenced where they are when encoding (their
-// own segments, at most max_referenced per message), pushes encoded from views of a gradient,
-// and pull replies decoded straight into the reader's memory. Each must give the same bytes or
+// own segments, at most max_referenced per message), pull replies left unwritten until a lane
+// writes them, pushes encoded from views of a gradient, and pull replies decoded straight into
+// the reader's memory. Each must give the same bytes or
 // values as the plain path, and refuse what the plain path refuses.
 #include <boost/test/unit_test.hpp>
 
@@ -55,6 +56,39 @@ BOOST_AUTO_TEST_CASE(referenced_tensors_round_trip_bit_exact) {
     BOOST_TEST(y->tensors[i].name == x.tensors[i].name);
     BOOST_TEST(y->tensors[i].values == x.tensors[i].values, tt::per_element());
   }
+}
+
+BOOST_AUTO_TEST_CASE(an_unwritten_reply_is_the_encoded_reply) {
+  pull_reply x;
+  x.bucket = 5;
+  x.version = 2;
+  x.clock = vector_clock{std::vector<uint64_t>{3, 4}};
+  x.rows.push_back(sparse_rows{"emb", 4, {7}, random_values(4, 5)});
+  const auto tensors = big_tensors(3);
+  const auto plain = encode(x, tensors);
+  const auto unwritten = encode_unwritten(x, tensors);
+  BOOST_TEST(unwritten->size() == plain.bytes.size());
+  size_t calls = 0, total = 0;
+  wire_bytes joined;
+  unwritten->write_to([&](byte_parts parts) {
+    ++calls;
+    for (const auto& part : parts) {
+      total += part.size();
+      joined.insert(joined.end(), part.begin(), part.end());
+    }
+  });
+  BOOST_TEST(calls == 1u);  // every part at once, as a ring or a gathering write takes them
+  BOOST_TEST(total == plain.bytes.size());
+  BOOST_TEST(joined == plain.bytes, tt::per_element());
+  BOOST_TEST(unwritten->gathered() == plain.bytes, tt::per_element());
+  // A wire that leaves the process carries the gathered bytes.
+  wire w;
+  w.unwritten = unwritten;
+  const auto out = encoded(w);
+  BOOST_TEST(out.bytes == plain.bytes, tt::per_element());
+  auto y = decode<pull_reply>(out);
+  BOOST_TEST_REQUIRE(succeeded(y));
+  BOOST_TEST(y->tensors[1].values == tensors[1].values, tt::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_push_from_views_is_the_push_from_copies) {
