@@ -12,9 +12,12 @@ namespace {
 using self_ptr = bucket_actor::stateful_pointer<bucket_actor_state>;
 
 // Messages bigger than any honest push for this bucket are refused before decoding. (With
-// embedding tables a push also carries rows: then the codec's own caps apply.)
+// embedding tables a push also carries rows: then the codec's own caps apply.) The codec does
+// not look for NaN and Inf: bucket_store::apply bounds every value it takes (max_abs_gradient,
+// which they fail), in the pass that sums the squares, so that pass is the only one.
 void size_limits(bucket_actor_state& st) {
   st.limits = codec_limits{};
+  st.limits.require_finite = false;
   uint64_t values = 0;
   for (const auto& s : st.store->slices()) values += s.values.size();
   if (!st.store->has_tables()) st.limits.max_elements = std::max<uint64_t>(values, 1);
