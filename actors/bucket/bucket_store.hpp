@@ -18,6 +18,7 @@
 
 #include "actors/bucket/clock_gate.hpp"
 #include "actors/bucket/sparse_table.hpp"
+#include "kernels/adam_hyper.hpp"
 #include "kernels/cpu/dash.hpp"
 #include "kernels/cpu/dash_pack.hpp"
 #include "messages/codec.hpp"
@@ -169,6 +170,10 @@ class bucket_store {
   // be compensated and stepped block by block, each block in the cache between the two.
   bool elementwise() const;
   void step_elements(size_t slice, size_t first, std::span<const float> grad, float lr);
+  // Adam's or AdamW's hyper-parameters for this version's step at `lr`.
+  kernels::adam_hyper adam_step_hyper(float lr) const;
+  // Adam or AdamW with dcasgd compensation: fused into one kernel (adam_dcasgd_step).
+  bool adam_dcasgd() const;
   // Compensates and steps one slice of a push (its gradient is not changed: compensation
   // works on a copy, block by block where the optimizer allows).
   bool compensate_and_step(uint32_t worker, size_t slice, std::span<const float> grad,

@@ -31,6 +31,14 @@ bool bucket_store::elementwise() const {
   return false;
 }
 
+kernels::adam_hyper bucket_store::adam_step_hyper(float lr) const {
+  const auto& o = optimizer_;
+  if (o.type == opt_kind::adamw)
+    return {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1};
+  // Adam's weight decay is an L2 term of the gradient.
+  return {lr, o.beta1, o.beta2, o.epsilon, 0.0f, version_ + 1, o.weight_decay};
+}
+
 void bucket_store::step_elements(size_t slice, size_t first, std::span<const float> grad,
                                  float lr) {
   const auto& o = optimizer_;
@@ -44,14 +52,10 @@ void bucket_store::step_elements(size_t slice, size_t first, std::span<const flo
     case opt_kind::momentum:
       return kernels::sgd_momentum_step(theta, part(first_moment_[slice]), grad, lr, o.beta1,
                                         o.weight_decay);
-    case opt_kind::adam:  // weight decay as an L2 term of the gradient
-      return kernels::adam_step(
-          theta, part(first_moment_[slice]), part(second_moment_[slice]), grad,
-          {lr, o.beta1, o.beta2, o.epsilon, 0.0f, version_ + 1, o.weight_decay});
+    case opt_kind::adam:
     case opt_kind::adamw:
       return kernels::adam_step(theta, part(first_moment_[slice]), part(second_moment_[slice]),
-                                grad,
-                                {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1});
+                                grad, adam_step_hyper(lr));
     case opt_kind::dash:
     case opt_kind::app:
       return;
@@ -86,6 +90,11 @@ bool bucket_store::step(size_t slice, std::vector<float>& grad, uint64_t stalene
   return true;
 }
 
+bool bucket_store::adam_dcasgd() const {
+  return compensation_.type == dc_kind::dcasgd &&
+         (optimizer_.type == opt_kind::adam || optimizer_.type == opt_kind::adamw);
+}
+
 bool bucket_store::compensates(uint32_t worker) const {
   return compensation_.type != dc_kind::none && !read_[worker].empty();
 }
@@ -97,12 +106,18 @@ bool bucket_store::compensate_and_step(uint32_t worker, size_t slice, std::span<
     compensate(worker, slice, 0, whole);
     return step(slice, whole, staleness);
   }
+  const float lr = step_lr(staleness);
+  const bool compensated = compensates(worker);
+  if (compensated && adam_dcasgd()) {  // one kernel: every array streams through it once
+    kernels::adam_dcasgd_step(slices_[slice].values, first_moment_[slice], second_moment_[slice],
+                              grad, read_[worker][slice], compensation_.lambda,
+                              adam_step_hyper(lr));
+    return true;
+  }
   // 16 KiB of each array per block: gradient, values, moments and the read copy stay in L1/L2
   // from the compensation to the step, so each comes from memory once. Without compensation
   // the step reads the gradient where it is.
   constexpr size_t block = 4096;
-  const float lr = step_lr(staleness);
-  const bool compensated = compensates(worker);
   std::array<float, block> copy;  // on the stack: no allocation per push
   for (size_t first = 0; first < grad.size(); first += block) {
     auto part = grad.subspan(first, std::min(block, grad.size() - first));

@@ -18,6 +18,14 @@ namespace troupe::kernels {
 void adam_step(std::span<float> theta, std::span<float> m, std::span<float> v,
                std::span<const float> grad, const adam_hyper& h);
 
+// Adam on a gradient corrected for delay (DC-ASGD, Zheng et al. 2017) in the same pass:
+//   g <- g + lambda g^2 (theta - theta_read), then adam_step's update with that g.
+// Bit for bit what compensate_dcasgd (compensation.hpp) and then adam_step give, with the
+// gradient, the values and the read copy each read once, all streams in flight together.
+void adam_dcasgd_step(std::span<float> theta, std::span<float> m, std::span<float> v,
+                      std::span<const float> grad, std::span<const float> theta_read, float lambda,
+                      const adam_hyper& h);
+
 // SGD with heavy-ball momentum: u <- mu u + g + wd theta;  theta <- theta - lr u.
 // momentum = 0 is plain SGD (velocity is then unused and may be empty).
 void sgd_momentum_step(std::span<float> theta, std::span<float> velocity,
