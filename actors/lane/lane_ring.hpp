@@ -1,16 +1,18 @@
 // lane_ring: shared memory beside a same-host data lane (lane_socket.hpp). Each end of a lane on
 // a Unix socket writes the large payloads of its frames into a ring of its own, a sealed memfd
-// the other end maps, and sends only the frame's header on the socket, marked in_ring. The
-// reader copies the payload out of the ring into its own buffer before anything reads it (so
-// nothing the writer changes later can reach a decoder), and frees it at once. Both ends place
-// payloads in frame order with the same rule, so a header needs no offset.
+// the other end maps, and sends only the frame's header on the socket, marked in_ring. Writers
+// encode straight into it (a worker's push from its gradient, a bucket's pull reply from its
+// slices). The server copies a request out of the ring before a bucket reads it (take: nothing
+// the client changes later can reach a check); the client lends an answer where it is (lend)
+// and decodes it into the worker's parameters. Both ends place payloads in frame order with
+// the same rule, so a header needs no offset.
 //
 // Why: a Unix socket copies every byte twice inside the kernel, with its buffer allocations
 // (about 0.26 CPU-s per GB moved here, against 0.045 for two copies through a warm ring). In
 // the five-process fmnist job, which moves about 5 GB, the rings took 6-7% off its CPU and wall
-// time (medians of alternating runs); they replace the kernel's copies by two of their own, so
-// only encoding into them and decoding out of them would save copies outright. A ring larger
-// than the cache hurt: with 8 MiB, 1 MiB rounds ran at half the speed of 2-4 MiB rings.
+// time (medians of alternating runs), and encoding the replies into them about 5% more of the
+// servers' CPU. A ring larger than the cache hurt: with 8 MiB, 1 MiB rounds ran at half the
+// speed of 2-4 MiB rings.
 //
 // A payload that does not fit (the reader is behind, or it is larger than the ring) goes on the
 // socket as before: the ring never makes a writer wait. Used by lane_client and lane_server
