@@ -1,4 +1,5 @@
 #include "actors/lane/lane_client.hpp"
+#include "actors/lane/lane_reader.hpp"
 
 #include <unistd.h>
 
@@ -179,12 +180,13 @@ void lane_link::read_answers() {
   const auto period = lane::sweep_period(timeout_);
   auto last_sweep = std::chrono::steady_clock::now();
   std::vector<std::pair<uint64_t, caf::message>> arrived;  // by frame number
+  lane::frame_reader frames{socket_};
   auto more_now = [&] {
-    auto more = lane::readable(socket_, std::chrono::milliseconds(0));
+    auto more = frames.readable(std::chrono::milliseconds(0));
     return more && *more;
   };
   for (;;) {
-    auto ready = lane::readable(socket_, period);
+    auto ready = frames.readable(period);
     if (!ready) break;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_sweep >= period) {
@@ -199,8 +201,7 @@ void lane_link::read_answers() {
       lane::frame_header h;
       wire w;
       // A payload in the ring is lent to the requester, who decodes it where it is.
-      ended = static_cast<bool>(
-          lane::read_frame(socket_, timeout_, h, w.bytes, in_.get(), &w.borrowed));
+      ended = static_cast<bool>(frames.read(timeout_, h, w.bytes, in_.get(), &w.borrowed));
       const auto kind = static_cast<lane::frame_kind>(h.kind);
       ended = ended || kind == lane::frame_kind::push || kind == lane::frame_kind::pull;
       if (ended) break;  // the connection failed, or the server sent something not an answer

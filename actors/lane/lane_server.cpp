@@ -9,6 +9,7 @@
 
 #include <optional>
 
+#include "actors/lane/lane_reader.hpp"
 #include "actors/lane/lane_socket.hpp"
 #include "troupe/error.hpp"
 
@@ -231,13 +232,14 @@ void lane_listener::serve(connection_ptr c) {
   const auto period = lane::sweep_period(config_.timeout);
   c->writer = std::thread([c] { c->write_answers(); });
   auto last_sweep = std::chrono::steady_clock::now();
+  lane::frame_reader frames{c->socket};
   struct {
     bool open = false;  // the last frame was a paired push, passed on
     uint64_t id = 0, target = 0;
   } paired;
   for (;;) {
     if (!c->reserve(2 * config_.timeout, period)) break;
-    auto ready = lane::readable(c->socket, period);
+    auto ready = frames.readable(period);
     for (;;) {  // late frames are answered every period, busy or quiet
       const auto now = std::chrono::steady_clock::now();
       if (now - last_sweep >= period) {
@@ -245,12 +247,12 @@ void lane_listener::serve(connection_ptr c) {
         last_sweep = now;
       }
       if (!ready || *ready) break;
-      ready = lane::readable(c->socket, period);
+      ready = frames.readable(period);
     }
     lane::frame_header h;
     wire w;
     if (!ready) break;
-    if (auto err = lane::read_frame(c->socket, config_.timeout, h, w.bytes, c->in_ring.get())) {
+    if (auto err = frames.read(config_.timeout, h, w.bytes, c->in_ring.get())) {
       if (!has_code(err, errc::io_failure)) config_.log.warn("data lane: {}", describe(err));
       break;
     }

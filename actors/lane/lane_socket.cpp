@@ -47,7 +47,8 @@ caf::error await(int fd, short events, milliseconds timeout) {
   }
 }
 
-// Reads exactly n bytes, each wait bounded by `timeout`.
+}  // namespace
+
 caf::error read_exact(int fd, char* out, size_t n, milliseconds timeout) {
   for (size_t got = 0; got < n;) {
     if (auto err = await(fd, POLLIN, timeout)) return err;
@@ -61,6 +62,8 @@ caf::error read_exact(int fd, char* out, size_t n, milliseconds timeout) {
   }
   return {};
 }
+
+namespace {
 
 caf::error write_all(int fd, const char* data, size_t n) {
   for (size_t sent = 0; sent < n;) {
@@ -81,10 +84,6 @@ caf::error write_bytes(int fd, const bytes& b) {
 caf::error read_bytes(int fd, bytes& b, size_t n, milliseconds timeout) {
   b.resize(n);
   return read_exact(fd, reinterpret_cast<char*>(b.data()), n, timeout);
-}
-
-bool known_kind(uint8_t k) {
-  return k >= static_cast<uint8_t>(frame_kind::push) && k <= static_cast<uint8_t>(frame_kind::gone);
 }
 
 // A connected TCP socket to host:port within `timeout`.
@@ -210,35 +209,6 @@ caf::expected<size_t> write_frames_from(const socket_fd& s, std::span<frame_out>
     advance(static_cast<size_t>(w));
   }
   return written;
-}
-
-caf::error read_frame(const socket_fd& s, milliseconds timeout, frame_header& h,
-                      wire_bytes& payload, shared_ring* ring,
-                      std::shared_ptr<const borrowed_bytes>* lent) {
-  char* raw = reinterpret_cast<char*>(&h);
-  ssize_t first;
-  do {  // the first byte: no bound (an idle lane is fine), until shutdown
-    first = ::recv(s.get(), raw, 1, 0);
-  } while (first < 0 && (errno == EINTR || errno == EAGAIN));
-  if (first == 0) return make_error(errc::io_failure, "data lane: the peer closed the connection");
-  if (first < 0) return io_error("recv");
-  if (auto err = read_exact(s.get(), raw + 1, sizeof h - 1, timeout)) return err;
-  if (h.magic != frame_magic || !known_kind(h.kind))
-    return make_error(errc::malformed_message, "data lane: not a frame");
-  if (h.size > max_frame_bytes)
-    return make_error(errc::message_too_large, "data lane: a frame of " + std::to_string(h.size) +
-                                                   " bytes, limit " +
-                                                   std::to_string(max_frame_bytes));
-  if (h.in_ring) {
-    if (!ring) return make_error(errc::malformed_message, "data lane: a ring frame without a ring");
-    if (!lent) return ring->take(h.size, payload);
-    auto loan = ring->lend(h.size);
-    if (!loan) return std::move(loan.error());
-    *lent = std::move(*loan);
-    return {};
-  }
-  payload.resize(h.size);
-  return read_exact(s.get(), payload.data(), h.size, timeout);
 }
 
 caf::expected<bool> readable(int fd, milliseconds timeout) {

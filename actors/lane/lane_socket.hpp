@@ -91,13 +91,10 @@ struct frame_out {
 caf::expected<size_t> write_frames_from(const socket_fd& s, std::span<frame_out> frames,
                                         size_t from, bool wait);
 
-// Reads the next frame: waits without bound for its first byte (until shutdown), then with
-// `timeout` for the rest. A payload in the ring is taken from `ring` (the peer's; none: such a
-// frame is refused), or lent where it is into `*lent` when given (shared_ring::lend). Refuses
-// a bad magic, an unknown kind or an oversized payload.
-caf::error read_frame(const socket_fd& s, std::chrono::milliseconds timeout, frame_header& h,
-                      wire_bytes& payload, shared_ring* ring = nullptr,
-                      std::shared_ptr<const borrowed_bytes>* lent = nullptr);
+// Frames are read by a frame_reader (lane_reader.hpp).
+
+// Reads exactly n bytes, each wait bounded by `timeout`.
+caf::error read_exact(int fd, char* out, size_t n, std::chrono::milliseconds timeout);
 
 // Waits at most `timeout` for the socket to have bytes to read (or to end, which the next read
 // reports): true when it has, false when the time passed. An error only when poll fails.

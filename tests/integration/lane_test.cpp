@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "actors/lane/lane_client.hpp"
+#include "actors/lane/lane_reader.hpp"
 #include "actors/lane/lane_server.hpp"
 #include "actors/lane/lane_socket.hpp"
 #include "tests/integration/bucket_fixture.hpp"
@@ -314,7 +315,8 @@ BOOST_FIXTURE_TEST_CASE(a_frame_number_already_in_flight_is_refused, lane_fixtur
   }
   lane::frame_header answer;
   wire_bytes text;
-  BOOST_TEST_REQUIRE(!lane::read_frame(s, timeout, answer, text));
+  lane::frame_reader frames{s};
+  BOOST_TEST_REQUIRE(!frames.read(timeout, answer, text));
   BOOST_TEST(answer.id == 7u);
   BOOST_TEST(answer.kind == static_cast<uint8_t>(lane::frame_kind::gone));
   BOOST_TEST(std::string(text.begin(), text.end()).find("already in flight") != std::string::npos);
@@ -376,10 +378,10 @@ void write_pair(const lane::socket_fd& s, const bucket_spec& spec, uint64_t targ
   BOOST_TEST_REQUIRE(testing::succeeded(lane::write_frames_from(s, frames, 0, true)));
 }
 
-lane::frame_header next_answer(const lane::socket_fd& s) {
+lane::frame_header next_answer(lane::frame_reader& frames) {
   lane::frame_header h;
   wire_bytes payload;
-  BOOST_TEST_REQUIRE(!lane::read_frame(s, timeout, h, payload));
+  BOOST_TEST_REQUIRE(!frames.read(timeout, h, payload));
   return h;
 }
 
@@ -397,8 +399,9 @@ BOOST_FIXTURE_TEST_CASE(a_paired_push_is_answered_with_its_pull, lane_fixture) {
   BOOST_TEST(!*quiet);
   self->request(holding, timeout, push_atom_v, encode(push_for(spec, 1, 1.0f)))
       .receive([](const wire&) {}, [](caf::error&) {});
-  const auto ack = next_answer(s);
-  const auto values = next_answer(s);
+  lane::frame_reader frames{s};
+  const auto ack = next_answer(frames);
+  const auto values = next_answer(frames);
   BOOST_TEST(ack.id == 1u);
   BOOST_TEST(values.id == 2u);
   BOOST_TEST(ack.kind == static_cast<uint8_t>(lane::frame_kind::reply));
@@ -412,7 +415,8 @@ BOOST_FIXTURE_TEST_CASE(a_paired_push_without_its_pull_is_answered_alone, lane_f
   BOOST_TEST_REQUIRE(testing::succeeded(raw));
   lane::socket_fd s{raw->fd};
   write_pair(s, spec, holding.id(), 1, 5);  // frame 5 is not frame 1's pull (that is 2)
-  const auto ack = next_answer(s);          // while the pull is still held
+  lane::frame_reader frames{s};
+  const auto ack = next_answer(frames);  // while the pull is still held
   BOOST_TEST(ack.id == 1u);
   BOOST_TEST(ack.kind == static_cast<uint8_t>(lane::frame_kind::reply));
   self->send_exit(holding, caf::exit_reason::user_shutdown);
@@ -428,8 +432,9 @@ BOOST_FIXTURE_TEST_CASE(a_held_pair_is_let_go_when_its_pull_is_late, lane_fixtur
   BOOST_TEST_REQUIRE(testing::succeeded(raw));
   lane::socket_fd s{raw->fd};
   write_pair(s, spec, holding.id(), 1, 2);
-  const auto ack = next_answer(s);  // the sweep answers the pull `gone` and lets the ack go
-  const auto gone = next_answer(s);
+  lane::frame_reader frames{s};
+  const auto ack = next_answer(frames);  // the sweep answers the pull `gone` and lets the ack go
+  const auto gone = next_answer(frames);
   BOOST_TEST(ack.id == 1u);
   BOOST_TEST(ack.kind == static_cast<uint8_t>(lane::frame_kind::reply));
   BOOST_TEST(gone.id == 2u);
