@@ -88,7 +88,8 @@ class unwritten_bytes {
   unwritten_bytes& operator=(const unwritten_bytes&) = delete;
   size_t size() const { return size_; }
   // Hands the bytes to `write` in parts (the segment table, then each segment where it is),
-  // valid for the call only.
+  // valid for the call only. One thread at a time (Cap'n Proto's builder keeps state), as its
+  // one reader, the lane connection that writes it, does. bytes_of() of its wire is empty.
   void write_to(const std::function<void(byte_parts)>& write) const;
   // The same bytes in one buffer.
   wire_bytes gathered() const;

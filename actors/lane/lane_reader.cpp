@@ -25,12 +25,7 @@ caf::expected<bool> frame_reader::readable(std::chrono::milliseconds timeout) {
 }
 
 caf::error frame_reader::fill(std::chrono::milliseconds timeout, bool forever) {
-  if (begin_ == end_) begin_ = end_ = 0;
-  if (end_ == buffer_.size()) {  // room at the front only: move what is left there
-    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
-    end_ -= begin_;
-    begin_ = 0;
-  }
+  begin_ = end_ = 0;  // take() and read() fill an empty buffer only
   for (;;) {
     // Waiting for the next frame blocks in recv (its receive timeout only wakes the loop);
     // within a frame, recv takes what is there and poll bounds the wait for more.
@@ -51,6 +46,7 @@ caf::error frame_reader::fill(std::chrono::milliseconds timeout, bool forever) {
 }
 
 caf::error frame_reader::take(char* out, size_t n, std::chrono::milliseconds timeout) {
+  if (n == 0) return {};
   for (size_t got = 0;;) {
     const size_t here = std::min(n - got, end_ - begin_);
     std::memcpy(out + got, buffer_.data() + begin_, here);

@@ -36,8 +36,8 @@ class frame_reader {
   // straight into its place after what the buffer took of it (with 64 KiB here, 64 KiB rounds
   // copied most of each payload once more).
   static constexpr size_t buffer_bytes = size_t{4} << 10;
-  // Adds what the socket has to the buffer, at least one byte: waiting without bound when
-  // `forever`, else at most `timeout`.
+  // Reads what the socket has into the (empty) buffer, at least one byte: waiting without
+  // bound when `forever`, else at most `timeout`.
   caf::error fill(std::chrono::milliseconds timeout, bool forever);
   // The next n bytes into `out`: what is buffered, then from the socket.
   caf::error take(char* out, size_t n, std::chrono::milliseconds timeout);

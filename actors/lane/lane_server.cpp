@@ -120,8 +120,10 @@ bool pass_to_bucket(lane_listener::connection& c, const lane_directory& director
   }
   const bool push = h.kind == static_cast<uint8_t>(lane::frame_kind::push);
   if (push && h.paired) c.hold_for_pull(h.id);  // before the bucket can answer
-  // The companion writes the answer as it is delivered, on the bucket's thread.
-  w.reply_unwritten = true;
+  // A pull's values may be written straight into the ring: the companion writes the answer
+  // as it is delivered, on the bucket's thread. (Without a ring it would only be gathered,
+  // under the connection's lock.)
+  w.reply_unwritten = !push && c.out_ring != nullptr;
   auto msg = push ? caf::make_message(push_atom_v, std::move(w))
                   : caf::make_message(pull_atom_v, std::move(w));
   // A bucket that has ended answers the request with an error (CAF bounces it).
