@@ -1,5 +1,6 @@
 #include "actors/lane/lane_reader.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -37,11 +38,8 @@ caf::error frame_reader::fill(std::chrono::milliseconds timeout, bool forever) {
     }
     if (r == 0) return make_error(errc::io_failure, "data lane: the peer closed the connection");
     if (errno == EINTR || (errno == EAGAIN && forever)) continue;
-    if (errno != EAGAIN)
-      return make_error(errc::io_failure, std::string{"data lane: recv: "} + std::strerror(errno));
-    auto ready = lane::readable(fd_, timeout);
-    if (!ready) return std::move(ready.error());
-    if (!*ready) return make_error(errc::timeout, "data lane: the peer went quiet");
+    if (errno != EAGAIN) return io_error("recv");
+    if (auto err = await(fd_, POLLIN, timeout)) return err;
   }
 }
 

@@ -31,12 +31,13 @@ using std::chrono::milliseconds;
 constexpr const char* lane_name = "data-lane";  // the name a lane's client proves under
 constexpr size_t max_node_text = 256;
 
+}  // namespace
+
 caf::error io_error(const char* what) {
   return make_error(errc::io_failure,
                     std::string{"data lane: "} + what + ": " + std::strerror(errno));
 }
 
-// Waits until fd is readable (or writable) for at most `timeout`.
 caf::error await(int fd, short events, milliseconds timeout) {
   pollfd p{fd, events, 0};
   for (;;) {
@@ -46,8 +47,6 @@ caf::error await(int fd, short events, milliseconds timeout) {
     if (errno != EINTR) return io_error("poll");
   }
 }
-
-}  // namespace
 
 caf::error read_exact(int fd, char* out, size_t n, milliseconds timeout) {
   for (size_t got = 0; got < n;) {

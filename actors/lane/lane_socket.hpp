@@ -93,6 +93,12 @@ caf::expected<size_t> write_frames_from(const socket_fd& s, std::span<frame_out>
 
 // Frames are read by a frame_reader (lane_reader.hpp).
 
+// errc::io_failure naming the call `what` that failed, with errno's text.
+caf::error io_error(const char* what);
+// Waits until fd is readable (POLLIN) or writable (POLLOUT) for at most `timeout`;
+// errc::timeout ("the peer went quiet") when it is not.
+caf::error await(int fd, short events, std::chrono::milliseconds timeout);
+
 // Reads exactly n bytes, each wait bounded by `timeout`.
 caf::error read_exact(int fd, char* out, size_t n, std::chrono::milliseconds timeout);
 

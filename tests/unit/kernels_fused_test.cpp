@@ -3,33 +3,27 @@
 // coupled L2 term, sizes around the vector widths, several steps on the same state).
 #include <boost/test/unit_test.hpp>
 
-#include <random>
 #include <vector>
 
 #include "kernels/cpu/compensation.hpp"
 #include "kernels/cpu/optimizers.hpp"
+#include "random_values.hpp"
 
 namespace k = troupe::kernels;
 
 namespace {
 
-std::vector<float> uniform(size_t n, uint32_t seed, float lo, float hi) {
-  std::mt19937 rng{seed};
-  std::uniform_real_distribution<float> dist{lo, hi};
-  std::vector<float> out(n);
-  for (auto& x : out) x = dist(rng);
-  return out;
-}
+using troupe::testing::random_values;
 
 void check_fused_matches_passes(size_t n, k::adam_hyper h) {
   const float lambda = 0.04f;
-  auto theta = uniform(n, 1, -1.0f, 1.0f);
+  auto theta = random_values(n, 1, 1.0f);
   std::vector<float> m(n, 0.0f), v(n, 0.0f);
   auto theta2 = theta, m2 = m, v2 = v;
   for (uint64_t step = 1; step <= 4; ++step) {
     h.step = step;
-    const auto grad = uniform(n, 10 + uint32_t(step), -0.5f, 0.5f);
-    const auto read = uniform(n, 20 + uint32_t(step), -1.0f, 1.0f);
+    const auto grad = random_values(n, 10 + uint32_t(step), 0.5f);
+    const auto read = random_values(n, 20 + uint32_t(step), 1.0f);
     k::adam_dcasgd_step(theta, m, v, grad, read, lambda, h);
     auto corrected = grad;
     k::compensate_dcasgd(corrected, theta2, read, lambda);

@@ -1,5 +1,6 @@
-// Test helper for the codec tests (codec_test.cpp, codec_in_place_test.cpp): n floats drawn
-// uniformly from [-scale, scale] by a seeded mt19937, the same on every run.
+// Test helper for the codec and fused-kernel tests (codec_test.cpp, codec_in_place_test.cpp,
+// kernels_fused_test.cpp): n floats drawn uniformly from [-scale, scale] by a seeded mt19937,
+// the same on every run.
 #pragma once
 
 #include <cstdint>
