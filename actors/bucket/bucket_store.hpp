@@ -131,11 +131,14 @@ class bucket_store {
   bool dash_pending() const { return !deferred_.empty(); }
   size_t dash_slices() const;    // slices stepped by DASH (the others by Adam)
   size_t device_slices() const;  // of those, the ones whose steps are deferred now
-  // The oldest deferred step, packed for the device; dash_pending() must hold.
-  kernels::packed_dash_step pack_deferred_dash() const;
-  // Writes back the device's result of the oldest deferred step and retires it. An error (a
-  // package that does not fit, non-finite values) writes nothing and leaves it pending.
-  caf::error complete_deferred_dash(const kernels::packed_dash_step& done);
+  // The oldest deferred step, packed for the device; dash_pending() must hold. It packs into
+  // the values of the last completed package when nobody else holds them (a fresh array of
+  // tens of MiB costs more in page faults than the copies into it).
+  kernels::packed_dash_step pack_deferred_dash();
+  // Writes back the device's result of the oldest deferred step and retires it, and keeps the
+  // package's values for the next pack (`done` is spent). An error (a package that does not
+  // fit, non-finite values) writes nothing and leaves the step pending.
+  caf::error complete_deferred_dash(kernels::packed_dash_step& done);
   // Runs every deferred step on the CPU, oldest first.
   void run_deferred_dash();
   const std::vector<dense_tensor>& slices() const { return slices_; }
@@ -228,7 +231,8 @@ class bucket_store {
     float lr;
   };
   bool defer_dash_ = false;
-  std::deque<deferred_step> deferred_;  // at most one per slice per push or round
+  std::deque<deferred_step> deferred_;                 // at most one per slice per push or round
+  std::shared_ptr<std::vector<float>> spare_package_;  // a spent package's values, for reuse
   // [worker][slice]: the values the worker holds (what it last read), kept for delay
   // compensation and for selective sync.
   std::vector<std::vector<std::vector<float>>> read_;

@@ -32,24 +32,29 @@ size_t bucket_store::device_slices() const {
   return n;
 }
 
-kernels::packed_dash_step bucket_store::pack_deferred_dash() const {
+kernels::packed_dash_step bucket_store::pack_deferred_dash() {
   const auto& job = deferred_.front();
   return kernels::pack_dash_step(*dash_[job.slice], slices_[job.slice].values, job.grad,
                                  first_moment_[job.slice], second_moment_[job.slice], job.step,
-                                 job.lr);
+                                 job.lr, std::move(spare_package_));
 }
 
-caf::error bucket_store::complete_deferred_dash(const kernels::packed_dash_step& done) {
-  if (deferred_.empty()) return make_error(errc::malformed_message, "no deferred DASH step");
-  const size_t slice = deferred_.front().slice;
-  if (done.hyper.step != deferred_.front().step)
-    return make_error(errc::malformed_message, "a stepped DASH package of another step");
-  auto resets = kernels::unpack_dash_step(done, *dash_[slice], slices_[slice].values,
-                                          first_moment_[slice], second_moment_[slice]);
-  if (!resets) return make_error(resets.error());
-  dash_resets_ += *resets;
-  deferred_.pop_front();
-  return {};
+caf::error bucket_store::complete_deferred_dash(kernels::packed_dash_step& done) {
+  auto write_back = [&]() -> caf::error {
+    if (deferred_.empty()) return make_error(errc::malformed_message, "no deferred DASH step");
+    const size_t slice = deferred_.front().slice;
+    if (done.hyper.step != deferred_.front().step)
+      return make_error(errc::malformed_message, "a stepped DASH package of another step");
+    auto resets = kernels::unpack_dash_step(done, *dash_[slice], slices_[slice].values,
+                                            first_moment_[slice], second_moment_[slice]);
+    if (!resets) return make_error(resets.error());
+    dash_resets_ += *resets;
+    deferred_.pop_front();
+    return {};
+  };
+  auto err = write_back();
+  if (done.values) spare_package_ = std::move(done.values);  // spent, written back or not
+  return err;
 }
 
 void bucket_store::run_deferred_dash() {

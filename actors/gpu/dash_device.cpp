@@ -103,7 +103,8 @@ void fail(const route& r, const attempt_ptr& a, caf::error err) {
 }
 
 void download(const route& r, const attempt_ptr& a) {
-  r.self->request(r.gpu, r.config.request_timeout, download_atom_v, a->data)
+  // Into the uploaded values: the upload copied them out before it answered.
+  r.self->request(r.gpu, r.config.request_timeout, download_atom_v, a->data, a->job->values)
       .then(
           [r, a](const host_result& values) {
             if (!values || values->size() < a->job->values->size())

@@ -136,7 +136,8 @@ caf::result<bool> upload(self_ptr self, const gpu_stream_config& config, uint64_
   return promise;
 }
 
-caf::result<host_result> download(self_ptr self, const gpu_stream_config& config, uint64_t id) {
+caf::result<host_result> download(self_ptr self, const gpu_stream_config& config, uint64_t id,
+                                  host_result into) {
   auto& st = self->state;
   auto it = st.buffers.find(id);
   if (it == st.buffers.end())
@@ -156,12 +157,14 @@ caf::result<host_result> download(self_ptr self, const gpu_stream_config& config
   }
   auto promise = self->make_response_promise<host_result>();
   void* page = *staged;
-  if (auto failed = when_finished(self, st.transfer, [self, promise, page, floats]() mutable {
-        const auto* from = static_cast<const float*>(page);
-        auto out = std::make_shared<std::vector<float>>(from, from + floats);
-        self->state.staging->release(page);
-        promise.deliver(std::move(out));
-      }))
+  auto done = [self, promise, page, floats, into = std::move(into)]() mutable {
+    const auto* from = static_cast<const float*>(page);
+    if (!into) into = std::make_shared<std::vector<float>>();
+    into->assign(from, from + floats);
+    self->state.staging->release(page);
+    promise.deliver(std::move(into));
+  };
+  if (auto failed = when_finished(self, st.transfer, std::move(done)))
     promise.deliver(std::move(failed));
   return promise;
 }
@@ -215,7 +218,11 @@ gpu_stream_actor::behavior_type gpu_stream(self_ptr self, gpu_stream_config conf
       },
       [=](download_atom, uint64_t id) -> caf::result<host_result> {
         if (self->state.broken) return self->state.broken;
-        return download(self, config, id);
+        return download(self, config, id, nullptr);
+      },
+      [=](download_atom, uint64_t id, host_result into) -> caf::result<host_result> {
+        if (self->state.broken) return self->state.broken;
+        return download(self, config, id, std::move(into));
       },
       [=](run_atom, const gpu_work& work) -> caf::result<bool> {
         if (self->state.broken) return self->state.broken;

@@ -7,7 +7,9 @@
 //   alloc:    floats -> a buffer id (device memory from the pool)
 //   release:  buffer id (its pages go back to the pool once queued work is done with them)
 //   upload:   buffer id, host values -> true once the copy landed (transfer stream)
-//   download: buffer id -> its values, after every compute job queued before
+//   download: buffer id -> its values, after every compute job queued before; given a host
+//             vector too, into that one (resized to the buffer; the caller hands it over until
+//             the answer), which spares a fresh allocation per download
 //   run:      gpu_work -> true once it ran; the work gets the streams, the cuBLAS handle and
 //             the device pointer of any buffer id, and enqueues (kernels/cuda: e.g. a DASH
 //             group step); compute waits for uploads queued before it
@@ -58,6 +60,7 @@ using gpu_stream_actor = caf::typed_actor<
     caf::replies_to<alloc_atom, uint64_t>::with<uint64_t>, caf::reacts_to<release_atom, uint64_t>,
     caf::replies_to<upload_atom, uint64_t, host_values>::with<bool>,
     caf::replies_to<download_atom, uint64_t>::with<host_result>,
+    caf::replies_to<download_atom, uint64_t, host_result>::with<host_result>,
     caf::replies_to<run_atom, gpu_work>::with<bool>, caf::reacts_to<event_atom, uint64_t>>;
 
 struct gpu_stream_config {

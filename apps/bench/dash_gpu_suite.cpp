@@ -85,6 +85,14 @@ row ms_row(std::string name, const timing& t, double limit_ms = 0, std::string l
              1e3 * t.max_s,   limit_ms, std::move(limit_name)};
 }
 
+// The GEMM FLOPs of `count` coupled-Newton inverse roots of n x n blocks: four products per
+// Newton step, and the power iteration's products with a vector.
+double root_flops(int n, int count, const cuda::dash_step_params& p) {
+  const double steps =
+      double(newton_schedule(p.damping / (1.0 + p.damping), 4, 3, p.newton_iterations).size());
+  return count * (steps * 4.0 * 2.0 * double(n) * n * n + p.power_iterations * 2.0 * double(n) * n);
+}
+
 // The roots of `count` stacked SPD blocks (G G^T / n + 1e-3 I) both ways.
 std::vector<row> time_roots(cublasHandle_t blas, cusolverDnHandle_t solver, cudaStream_t stream,
                             int n, int count, int reps, double rate, cudaError_t& failed) {
@@ -126,21 +134,19 @@ std::vector<row> time_roots(cublasHandle_t blas, cusolverDnHandle_t solver, cuda
     failed = cudaMemcpy(status.data(), info.ptr, count * sizeof(int), cudaMemcpyDeviceToHost);
   for (int s : status)
     if (s != 0 && failed == cudaSuccess) failed = cudaErrorUnknown;  // a syevd that failed
-  const double steps =
-      double(newton_schedule(p.damping / (1.0 + p.damping), 4, 3, p.newton_iterations).size());
-  const double flops =
-      count * (steps * 4.0 * 2.0 * double(n) * n * n + p.power_iterations * 2.0 * double(n) * n);
-  return {ms_row(fmt::format("roots newton {}x{}^2", count, n), newton, 1e3 * flops / rate,
-                 "its GEMM FLOPs at sgemm rate"),
+  return {ms_row(fmt::format("roots newton {}x{}^2", count, n), newton,
+                 1e3 * root_flops(n, count, p) / rate, "its GEMM FLOPs at sgemm rate"),
           ms_row(fmt::format("roots evd (cusolver) {}x{}^2", count, n), eigen),
           row{"roots: evd time / newton time", "x", eigen.median_s / newton.median_s,
               eigen.min_s / newton.max_s, eigen.max_s / newton.min_s}};
 }
 
 // The group step on an n x n parameter in B x B blocks (one group; n a multiple of B), eight
-// gradients in turn, with the roots every step and every tenth; Adam's step beside it.
+// gradients in turn, with the roots every step and every tenth; Adam's step beside it. A step's
+// limit is its GEMM FLOPs at `rate`: the statistics (G G^T, G^T G) and the preconditioned
+// gradient (two products) of every block, and at a root step both roots of every block.
 std::vector<row> time_group_steps(cublasHandle_t blas, cudaStream_t stream, size_t n_values,
-                                  int block, int reps, cudaError_t& failed) {
+                                  int block, int reps, double rate, cudaError_t& failed) {
   const int n = static_cast<int>(n_values) / block * block;
   const int per_side = n / block, count = per_side * per_side;
   const size_t values = size_t(n) * n, blocks_values = size_t(block) * block * count;
@@ -189,9 +195,14 @@ std::vector<row> time_group_steps(cublasHandle_t blas, cudaStream_t stream, size
       },
       failed);
   const std::string shape = fmt::format("{}^2 B={}", n, block);
-  return {ms_row(fmt::format("dash step f=1 {}", shape), every),
+  const double products = count * 4.0 * 2.0 * double(block) * block * block;
+  const double roots = root_flops(block, 2 * count, cuda::dash_step_params{});
+  const std::string limit_name = "its GEMM FLOPs at sgemm rate";
+  return {ms_row(fmt::format("dash step f=1 {}", shape), every, 1e3 * (products + roots) / rate,
+                 limit_name),
           ms_row(fmt::format("dash step f=10 {} (per step)", shape),
-                 timing{tenth.median_s / 10, tenth.min_s / 10, tenth.max_s / 10}),
+                 timing{tenth.median_s / 10, tenth.min_s / 10, tenth.max_s / 10},
+                 1e3 * (products + roots / 10) / rate, limit_name),
           ms_row(fmt::format("adam step {} values", values), adam)};
 }
 
@@ -218,7 +229,7 @@ suite_result run_dash_gpu(const options& o) {
     for (auto& r : time_roots(blas, solver, stream, 256, 32, reps, rate, failed))
       result.rows.push_back(r);
   if (failed == cudaSuccess)
-    for (auto& r : time_group_steps(blas, stream, o.size ? o.size : 1024, 256, reps, failed))
+    for (auto& r : time_group_steps(blas, stream, o.size ? o.size : 1024, 256, reps, rate, failed))
       result.rows.push_back(r);
   if (failed == cudaSuccess)
     for (auto& r : time_bucket_route(static_cast<uint32_t>(o.size ? o.size : 1024), reps))

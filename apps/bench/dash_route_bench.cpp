@@ -62,13 +62,27 @@ std::vector<row> time_bucket_route(uint32_t n, int reps) {
     bucket_store gpu{spec}, cpu{spec};
     gpu.defer_dash(true);
     pushes to_gpu{n}, to_cpu{n};
+    // The host's share of the route: packing and writing back (mean per step).
+    double host_s = 0;
+    int host_steps = 0;
+    auto since = [](auto began) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    };
     auto gpu_step = [&] {
       if (!gpu.apply(to_gpu.next(n))) failed = true;
       while (gpu.dash_pending() && !failed) {
+        const auto packing = std::chrono::steady_clock::now();
         auto job = std::make_shared<kernels::packed_dash_step>(gpu.pack_deferred_dash());
+        host_s += since(packing);
         self->request(*device, std::chrono::seconds(60), run_atom_v, std::move(job))
-            .receive([&](const dash_job& done) { failed = !!gpu.complete_deferred_dash(*done); },
-                     [&](caf::error&) { failed = true; });
+            .receive(
+                [&](const dash_job& done) {
+                  const auto writing = std::chrono::steady_clock::now();
+                  failed = !!gpu.complete_deferred_dash(*done);
+                  host_s += since(writing);
+                },
+                [&](caf::error&) { failed = true; });
+        ++host_steps;
       }
     };
     auto cpu_step = [&] {
@@ -86,6 +100,9 @@ std::vector<row> time_bucket_route(uint32_t n, int reps) {
                        1e3 * g.median_s, 1e3 * g.min_s, 1e3 * g.max_s});
     rows.push_back(row{fmt::format("bucket on CPU {}^2 B=256 f={}", n, frequency), "ms/step",
                        1e3 * c.median_s, 1e3 * c.min_s, 1e3 * c.max_s});
+    const double host_ms = 1e3 * host_s / std::max(host_steps, 1);
+    rows.push_back(row{fmt::format("  of the route: host pack+unpack f={}", frequency), "ms/step",
+                       host_ms, host_ms, host_ms});
   }
   self->send_exit(*device, caf::exit_reason::user_shutdown);
   if (failed) {

@@ -87,7 +87,8 @@ bool gpu_can_step(const dash_config& config) {
 
 packed_dash_step pack_dash_step(const dash_matrix& dash, std::span<const float> theta,
                                 std::span<const float> grad, std::span<const float> m,
-                                std::span<const float> v, uint64_t step, float lr) {
+                                std::span<const float> v, uint64_t step, float lr,
+                                std::shared_ptr<std::vector<float>> reuse) {
   const auto& c = dash.config();
   packed_dash_step out;
   out.rows = dash.rows();
@@ -107,13 +108,16 @@ packed_dash_step pack_dash_step(const dash_matrix& dash, std::span<const float> 
   out.theta = reserve(end, size);
   out.grad = reserve(end, size);
   for (const auto& g : dash.groups()) out.groups.push_back(layout_of(g, end));
-  out.values = std::make_shared<std::vector<float>>(end, 0.0f);
+  out.values =
+      reuse && reuse.use_count() == 1 ? std::move(reuse) : std::make_shared<std::vector<float>>();
+  out.values->resize(end);
   float* base = out.values->data();
   std::memcpy(base + out.theta, theta.data(), size * sizeof(float));
   std::memcpy(base + out.grad, grad.data(), size * sizeof(float));
   for (size_t gi = 0; gi < dash.groups().size(); ++gi) {
     const auto& g = dash.groups()[gi];
     const auto& p = out.groups[gi];
+    base[p.resets] = 0;  // the device counts its resets here
     for (size_t k = 0; k < g.size(); ++k) {
       base[p.row0 + k] = bits_as_float(g.row0[k]);
       base[p.col0 + k] = bits_as_float(g.col0[k]);

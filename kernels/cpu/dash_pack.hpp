@@ -56,10 +56,13 @@ size_t packed_floats(const dash_matrix& dash);
 constexpr size_t max_packed_bytes = size_t{512} << 20;
 
 // Packs one step of `dash` on theta with grad and the moments m, v (all rows x cols,
-// row-major); `step` counts from 1, `lr` is this step's learning rate.
+// row-major); `step` counts from 1, `lr` is this step's learning rate. `reuse`, when nobody
+// else holds it, becomes the package's values (every field is written; the gaps between them
+// keep what they held): it spares a fresh array's page faults.
 packed_dash_step pack_dash_step(const dash_matrix& dash, std::span<const float> theta,
                                 std::span<const float> grad, std::span<const float> m,
-                                std::span<const float> v, uint64_t step, float lr);
+                                std::span<const float> v, uint64_t step, float lr,
+                                std::shared_ptr<std::vector<float>> reuse = nullptr);
 
 // Writes a stepped package back: the parameter, the moments and the statistics and roots.
 // Returns the blocks the device reset, or errc::shape_mismatch or non_finite (nothing

@@ -129,5 +129,16 @@ BOOST_FIXTURE_TEST_CASE(a_dash_step_runs_through_the_actor, system_fixture) {
   self->request(*stream, timeout, download_atom_v, again)
       .receive([&](host_result r) { BOOST_TEST((*r)[15] == 2.0f); },
                [&](caf::error& err) { BOOST_FAIL(describe(err)); });
+  // A download into a given vector fills that one, resized to the buffer.
+  auto into = std::make_shared<std::vector<float>>(3, -1.0f);
+  self->request(*stream, timeout, download_atom_v, again, into)
+      .receive(
+          [&](host_result r) {
+            BOOST_TEST(r.get() == into.get());
+            BOOST_TEST(r->size() == kernels::cuda::dash_workspace_floats(rows, cols, 1));
+            BOOST_TEST((*r)[0] == 2.0f);
+            BOOST_TEST((*r)[15] == 2.0f);
+          },
+          [&](caf::error& err) { BOOST_FAIL(describe(err)); });
   self->send_exit(caf::actor_cast<caf::actor>(*stream), caf::exit_reason::user_shutdown);
 }

@@ -165,10 +165,17 @@ BOOST_FIXTURE_TEST_CASE(a_member_that_never_joins_makes_the_group_fail_within_it
   BOOST_TEST(!alone);
   if (!alone) BOOST_TEST_MESSAGE(describe(alone.error()));
   BOOST_TEST(waited < 10.0);
-  // A member asking for a GPU this process does not have is refused at once.
-  auto beyond =
-      make_nccl_collective(*sys, store, nccl_options{1, 2, kernels::cuda::device_count(), "g2/"});
-  BOOST_TEST(testing::fails_with(beyond, errc::bad_configuration));
+  // Options no group can have are refused at once, before any wait on the store: a negative
+  // local rank, a rank beyond the group. (A local rank beyond the GPUs this process sees is
+  // taken modulo their number: one GPU per process under CUDA_VISIBLE_DEVICES.)
+  const auto asked = std::chrono::steady_clock::now();
+  auto negative = make_nccl_collective(*sys, store, nccl_options{1, 2, -1, "g2/"});
+  BOOST_TEST(testing::fails_with(negative, errc::bad_configuration));
+  auto outside = make_nccl_collective(*sys, store, nccl_options{2, 2, 0, "g3/"});
+  BOOST_TEST(testing::fails_with(outside, errc::bad_configuration));
+  const double refused_in =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  BOOST_TEST(refused_in < 5.0);
 }
 
 BOOST_FIXTURE_TEST_CASE(the_allreduce_group_reduces_a_bucket_over_nccl, system_fixture,

@@ -46,8 +46,19 @@ if [[ "${1:-}" == "--bundle" ]]; then
     [[ ":$search:" == *":$dir:"* ]] || search=$search:$dir
   done
   echo "libraries from $search"
-  # The packed loader and C library run the programs, whatever this machine's C library is.
-  program() { "$root/lib/ld-linux-x86-64.so.2" --library-path "$search" "$root/bin/$1" "${@:2}"; }
+  # The C library: this machine's own when it is at least as new as the packed one (its CUDA
+  # libraries, NCCL above all, may need its newer symbols), else the packed loader and C library.
+  packed_glibc=$("$root/lib/ld-linux-x86-64.so.2" --version | awk 'NR == 1 {sub(/\.$/, "", $NF); print $NF}')
+  own_glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+  newest=$(printf '%s\n%s\n' "$packed_glibc" "${own_glibc:-0}" | sort -V | tail -n 1)
+  if [[ -n "$own_glibc" && "$newest" == "$own_glibc" ]]; then
+    echo "C library: this machine's $own_glibc (packed: $packed_glibc)"
+    rm -f "$root"/lib/{ld-linux-x86-64.so.2,libc.so.6,libm.so.6,libdl.so.2,libpthread.so.0,librt.so.1}
+    program() { LD_LIBRARY_PATH="$search" "$root/bin/$1" "${@:2}"; }
+  else
+    echo "C library: the packed $packed_glibc (this machine's: ${own_glibc:-unknown})"
+    program() { "$root/lib/ld-linux-x86-64.so.2" --library-path "$search" "$root/bin/$1" "${@:2}"; }
+  fi
 else
   build_dir=${1:-$here/build-gpu}
   cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DTROUPE_CUDA=ON || exit 1

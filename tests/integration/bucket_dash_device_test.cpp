@@ -76,7 +76,7 @@ BOOST_AUTO_TEST_CASE(a_package_holds_the_documented_layout_and_unpacks_to_the_sa
   }
   BOOST_TEST_REQUIRE(testing::succeeded(store.apply(push_at(spec, 3, 30))));
   const auto before = store.save();
-  const auto package = store.pack_deferred_dash();
+  auto package = store.pack_deferred_dash();
   const auto& values = *package.values;
   BOOST_TEST(package.hyper.step == 4u);
   BOOST_TEST(!package.hyper.compute_roots);  // every 2nd step, from the 1st
@@ -120,6 +120,25 @@ BOOST_AUTO_TEST_CASE(a_poisoned_or_misshapen_package_writes_nothing) {
   store.run_deferred_dash();
   BOOST_TEST(store.slices()[0].values == direct.slices()[0].values,
              boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_spent_package_is_packed_into_again_as_if_fresh) {
+  const auto spec = dash_spec();
+  bucket_store store{spec};
+  store.defer_dash(true);
+  BOOST_TEST_REQUIRE(testing::succeeded(store.apply(push_at(spec, 0, 43))));
+  auto spent = store.pack_deferred_dash();
+  const float* reused = spent.values->data();
+  (*spent.values)[spent.theta] = NAN;  // refused: the step stays pending, the values are spent
+  (*spent.values)[spent.groups[0].resets] = 5.0f;
+  BOOST_TEST(is_error(store.complete_deferred_dash(spent), errc::non_finite));
+  BOOST_TEST(!spent.values);
+  auto again = store.pack_deferred_dash();
+  BOOST_TEST(again.values->data() == reused);
+  auto fresh = store.pack_deferred_dash();  // `again` still holds the spare: a new array
+  BOOST_TEST(fresh.values->data() != reused);
+  BOOST_TEST(*again.values == *fresh.values, boost::test_tools::per_element());
+  BOOST_TEST(!store.complete_deferred_dash(again));
 }
 
 BOOST_AUTO_TEST_CASE(a_gradient_the_device_does_not_write_back_is_not_checked) {
