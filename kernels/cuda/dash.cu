@@ -203,6 +203,13 @@ __global__ void reset_kernel(const float* flags, int rows, int cols, float* left
 
 // -- the workspace -----------------------------------------------------------------------------
 
+// The floats a workspace_layout of count blocks of rows x cols spans.
+size_t layout_floats(int rows, int cols, int count) {
+  const int n = rows > cols ? rows : cols;
+  return static_cast<size_t>(count) *
+         (5 * static_cast<size_t>(rows) * cols + 5 * static_cast<size_t>(n) * n + 2 * n + 4);
+}
+
 struct workspace_layout {
   float *g, *first, *adam, *product, *p;    // count x rows x cols each
   float *x, *t, *t2, *newton, *scratch;     // count x n x n each, n = max(rows, cols)
@@ -276,12 +283,32 @@ cudaError_t inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float
   return cudaGetLastError();
 }
 
+// Both roots of square blocks (n x n, `count` of each) as one batch of 2 x count: a batch of a
+// few 256 x 256 products leaves most of the GPU idle, twice as many fill more of it. The
+// statistics are stacked behind the step's own workspace, rooted there and copied out.
+cudaError_t paired_roots(cublasHandle_t h, cudaStream_t s, const dash_group_buffers& g,
+                         const dash_step_params& p, const std::vector<polynomial_step>& schedule) {
+  const int n = g.rows, count = g.count;
+  const size_t half = static_cast<size_t>(n) * n * count, bytes = half * sizeof(float);
+  float* stack = g.workspace + layout_floats(n, n, count);
+  workspace_layout ws{stack + 2 * half, n, n, 2 * count};
+  TROUPE_CUDA_TRY(cudaMemcpyAsync(stack, g.left, bytes, cudaMemcpyDeviceToDevice, s));
+  TROUPE_CUDA_TRY(cudaMemcpyAsync(stack + half, g.right, bytes, cudaMemcpyDeviceToDevice, s));
+  // The stack is read only before the first Newton step: it takes the roots too.
+  TROUPE_CUDA_TRY(inverse_root(h, s, stack, stack, n, 2 * count, p, schedule, ws));
+  TROUPE_CUDA_TRY(cudaMemcpyAsync(g.left_root, stack, bytes, cudaMemcpyDeviceToDevice, s));
+  TROUPE_CUDA_TRY(cudaMemcpyAsync(g.right_root, stack + half, bytes, cudaMemcpyDeviceToDevice, s));
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 size_t dash_workspace_floats(int rows, int cols, int count) {
-  const int n = rows > cols ? rows : cols;
-  return static_cast<size_t>(count) *
-         (5 * static_cast<size_t>(rows) * cols + 5 * static_cast<size_t>(n) * n + 2 * n + 4);
+  const size_t own = layout_floats(rows, cols, count);
+  if (rows != cols) return own;
+  // Square blocks take both roots in one batch: their stack and a layout for 2 x count behind.
+  const size_t nn = static_cast<size_t>(rows) * rows;
+  return own + 2 * count * nn + layout_floats(rows, rows, 2 * count);
 }
 
 cudaError_t batched_inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float* root,
@@ -327,8 +354,12 @@ cudaError_t dash_group_step(cublasHandle_t h, cudaStream_t s, float* theta, cons
   flag_nonfinite_kernel<<<blocks_for(cc * count), threads, 0, s>>>(g.right, cc, count, ws.flags);
   if (p.compute_roots) {
     const auto schedule = schedule_for(p);  // the same for L and R
-    TROUPE_CUDA_TRY(inverse_root(h, s, g.left, g.left_root, r, count, p, schedule, ws));
-    TROUPE_CUDA_TRY(inverse_root(h, s, g.right, g.right_root, c, count, p, schedule, ws));
+    if (r == c) {
+      TROUPE_CUDA_TRY(paired_roots(h, s, g, p, schedule));
+    } else {
+      TROUPE_CUDA_TRY(inverse_root(h, s, g.left, g.left_root, r, count, p, schedule, ws));
+      TROUPE_CUDA_TRY(inverse_root(h, s, g.right, g.right_root, c, count, p, schedule, ws));
+    }
     flag_nonfinite_kernel<<<blocks_for(rr * count), threads, 0, s>>>(g.left_root, rr, count,
                                                                      ws.flags);
     flag_nonfinite_kernel<<<blocks_for(cc * count), threads, 0, s>>>(g.right_root, cc, count,
