@@ -14,6 +14,7 @@
 #include <cusolverDn.h>
 #include <fmt/format.h>
 
+#include <limits>
 #include <memory>
 
 #include "apps/bench/suites.hpp"
@@ -187,6 +188,9 @@ std::vector<row> time_group_steps(cublasHandle_t blas, cudaStream_t stream, size
   step = 0;
   const timing tenth = time_on_gpu(
       reps, stream, [&] { return steps(10, 10); }, failed);
+  step = 1;  // past the first step: no roots from here
+  const timing rootless = time_on_gpu(
+      reps, stream, [&] { return steps(10, std::numeric_limits<uint32_t>::max()); }, failed);
   const timing adam = time_on_gpu(
       reps, stream,
       [&] {
@@ -203,6 +207,9 @@ std::vector<row> time_group_steps(cublasHandle_t blas, cudaStream_t stream, size
           ms_row(fmt::format("dash step f=10 {} (per step)", shape),
                  timing{tenth.median_s / 10, tenth.min_s / 10, tenth.max_s / 10},
                  1e3 * (products + roots / 10) / rate, limit_name),
+          ms_row(fmt::format("dash step without roots {} (per step)", shape),
+                 timing{rootless.median_s / 10, rootless.min_s / 10, rootless.max_s / 10},
+                 1e3 * products / rate, limit_name),
           ms_row(fmt::format("adam step {} values", values), adam)};
 }
 

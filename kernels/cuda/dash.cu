@@ -31,10 +31,13 @@ cublasStatus_t gemm_rm(cublasHandle_t h, int m, int n, int k, float alpha, const
 
 // -- kernels -----------------------------------------------------------------------------------
 
+// The gradient's blocks, stacked; every block's flag cleared (the step's first kernel).
 __global__ void gather_kernel(const float* from, int param_cols, const uint32_t* row0,
-                              const uint32_t* col0, int rows, int cols, int count, float* to) {
+                              const uint32_t* col0, int rows, int cols, int count, float* to,
+                              float* flags) {
   const size_t per = static_cast<size_t>(rows) * cols;
   for (size_t i : grid_stride{per * count}) {
+    if (i < static_cast<size_t>(count)) flags[i] = 0.0f;
     const size_t k = i / per, e = i % per;
     const size_t r = e / cols, c = e % cols;
     to[i] = from[(row0[k] + r) * static_cast<size_t>(param_cols) + col0[k] + c];
@@ -60,10 +63,14 @@ __global__ void moments_kernel(const float* g, float* m, float* v, float* first,
   }
 }
 
-// Flags every block of `data` (count blocks of `per` values) holding a non-finite value.
-__global__ void flag_nonfinite_kernel(const float* data, size_t per, int count, float* flags) {
-  for (size_t i : grid_stride{per * count}) {
-    if (!isfinite(data[i])) flags[i / per] = 1.0f;
+// Flags every block holding a non-finite value, of `a` (count blocks of per_a values) and of
+// `b` (count blocks of per_b), in one launch.
+__global__ void flag_nonfinite_kernel(const float* a, size_t per_a, const float* b, size_t per_b,
+                                      int count, float* flags) {
+  const size_t in_a = per_a * count;
+  for (size_t i : grid_stride{in_a + per_b * count}) {
+    const bool first = i < in_a;
+    if (!isfinite(first ? a[i] : b[i - in_a])) flags[first ? i / per_a : (i - in_a) / per_b] = 1.0f;
   }
 }
 
@@ -97,12 +104,6 @@ __global__ void start_vector_kernel(float* v, int n, int count) {
     h *= 2246822519u;
     h ^= h >> 13;
     v[i] = (0.5f + static_cast<float>(h & 0xffffu) / 65536.0f) / sqrtf(static_cast<float>(n));
-  }
-}
-
-__global__ void fill_kernel(float* data, size_t n, float value) {
-  for (size_t i : grid_stride{n}) {
-    data[i] = value;
   }
 }
 
@@ -253,7 +254,9 @@ cudaError_t inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float
                          const std::vector<polynomial_step>& schedule, workspace_layout& ws) {
   const size_t nn = static_cast<size_t>(n) * n;
   const size_t all = nn * count;
-  // Largest eigenvalue per block by batched power iteration.
+  // Largest eigenvalue per block by batched power iteration. (One kernel running every step,
+  // a CUDA block per matrix, took twice as long on an H200 as these 100 launches: too few
+  // warps to hide the latency of its loads.)
   start_vector_kernel<<<blocks_for(static_cast<size_t>(n) * count), threads, 0, s>>>(ws.v, n,
                                                                                      count);
   // At least one: the last step writes lambda, which the Newton start reads.
@@ -338,9 +341,8 @@ cudaError_t dash_group_step(cublasHandle_t h, cudaStream_t s, float* theta, cons
   const int r = g.rows, c = g.cols, count = g.count;
   const size_t rc = static_cast<size_t>(r) * c, all = rc * count;
   const long long rr = static_cast<long long>(r) * r, cc = static_cast<long long>(c) * c;
-  fill_kernel<<<1, threads, 0, s>>>(ws.flags, static_cast<size_t>(count), 0.0f);
   gather_kernel<<<blocks_for(all), threads, 0, s>>>(grad, param_cols, g.row0, g.col0, r, c, count,
-                                                    ws.g);
+                                                    ws.g, ws.flags);
   // Statistics: L = beta L + (1 - beta) G G^T, R = beta R + (1 - beta) G^T G. cuBLAS reads the
   // row-major r x c G as a column-major c x r matrix, G^T: op T of it is G, op N is G^T.
   const float w = 1.0f - p.beta;
@@ -350,8 +352,8 @@ cudaError_t dash_group_step(cublasHandle_t h, cudaStream_t s, float* theta, cons
   TROUPE_CUBLAS_TRY(cublasSgemmStridedBatched(
       h, CUBLAS_OP_N, CUBLAS_OP_T, c, c, r, &w, ws.g, c, static_cast<long long>(rc), ws.g, c,
       static_cast<long long>(rc), &p.beta, g.right, c, cc, count));
-  flag_nonfinite_kernel<<<blocks_for(rr * count), threads, 0, s>>>(g.left, rr, count, ws.flags);
-  flag_nonfinite_kernel<<<blocks_for(cc * count), threads, 0, s>>>(g.right, cc, count, ws.flags);
+  flag_nonfinite_kernel<<<blocks_for((rr + cc) * count), threads, 0, s>>>(g.left, rr, g.right, cc,
+                                                                          count, ws.flags);
   if (p.compute_roots) {
     const auto schedule = schedule_for(p);  // the same for L and R
     if (r == c) {
@@ -360,10 +362,8 @@ cudaError_t dash_group_step(cublasHandle_t h, cudaStream_t s, float* theta, cons
       TROUPE_CUDA_TRY(inverse_root(h, s, g.left, g.left_root, r, count, p, schedule, ws));
       TROUPE_CUDA_TRY(inverse_root(h, s, g.right, g.right_root, c, count, p, schedule, ws));
     }
-    flag_nonfinite_kernel<<<blocks_for(rr * count), threads, 0, s>>>(g.left_root, rr, count,
-                                                                     ws.flags);
-    flag_nonfinite_kernel<<<blocks_for(cc * count), threads, 0, s>>>(g.right_root, cc, count,
-                                                                     ws.flags);
+    flag_nonfinite_kernel<<<blocks_for((rr + cc) * count), threads, 0, s>>>(
+        g.left_root, rr, g.right_root, cc, count, ws.flags);
   }
   const double t = static_cast<double>(p.step > 0 ? p.step : 1);
   const auto inverse1 = static_cast<float>(1.0 / (1.0 - std::pow(double{p.beta1}, t)));
