@@ -10,6 +10,7 @@ namespace troupe {
 bool bucket_store::defer_dash(bool on) {
   run_deferred_dash();  // a restarted bucket's owner may have left some
   defer_dash_ = on;
+  if (!on) spare_package_.reset();  // up to max_packed_bytes that the CPU steps do not use
   bool any = false;
   for (size_t s = 0; s < dash_.size(); ++s) any = any || device_steps(s);
   return on && any;

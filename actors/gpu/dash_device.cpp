@@ -104,12 +104,13 @@ void fail(const route& r, const attempt_ptr& a, caf::error err) {
 
 void download(const route& r, const attempt_ptr& a) {
   // Into the uploaded values: the upload copied them out before it answered.
+  const size_t packed = a->job->values->size();
   r.self->request(r.gpu, r.config.request_timeout, download_atom_v, a->data, a->job->values)
       .then(
-          [r, a](const host_result& values) {
-            if (!values || values->size() < a->job->values->size())
+          [r, a, packed](const host_result& values) {
+            if (!values || values->size() < packed)
               return fail(r, a, make_error(errc::device_failure, "a short DASH download"));
-            values->resize(a->job->values->size());
+            values->resize(packed);
             a->job->values = values;
             for (uint64_t id : {a->data, a->workspace}) r.self->send(r.gpu, release_atom_v, id);
             a->promise.deliver(a->job);

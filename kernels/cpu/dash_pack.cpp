@@ -108,8 +108,8 @@ packed_dash_step pack_dash_step(const dash_matrix& dash, std::span<const float> 
   out.theta = reserve(end, size);
   out.grad = reserve(end, size);
   for (const auto& g : dash.groups()) out.groups.push_back(layout_of(g, end));
-  out.values =
-      reuse && reuse.use_count() == 1 ? std::move(reuse) : std::make_shared<std::vector<float>>();
+  const bool reusable = reuse && reuse.use_count() == 1 && reuse->capacity() >= end;
+  out.values = reusable ? std::move(reuse) : std::make_shared<std::vector<float>>();
   out.values->resize(end);
   float* base = out.values->data();
   std::memcpy(base + out.theta, theta.data(), size * sizeof(float));

@@ -57,8 +57,8 @@ constexpr size_t max_packed_bytes = size_t{512} << 20;
 
 // Packs one step of `dash` on theta with grad and the moments m, v (all rows x cols,
 // row-major); `step` counts from 1, `lr` is this step's learning rate. `reuse`, when nobody
-// else holds it, becomes the package's values (every field is written; the gaps between them
-// keep what they held): it spares a fresh array's page faults.
+// else holds it and it has the room, becomes the package's values (every field is written; the
+// gaps between them keep what they held): it spares a fresh array's page faults.
 packed_dash_step pack_dash_step(const dash_matrix& dash, std::span<const float> theta,
                                 std::span<const float> grad, std::span<const float> m,
                                 std::span<const float> v, uint64_t step, float lr,

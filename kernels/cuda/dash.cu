@@ -204,33 +204,36 @@ __global__ void reset_kernel(const float* flags, int rows, int cols, float* left
 
 // -- the workspace -----------------------------------------------------------------------------
 
-// The floats a workspace_layout of count blocks of rows x cols spans.
-size_t layout_floats(int rows, int cols, int count) {
-  const int n = rows > cols ? rows : cols;
-  return static_cast<size_t>(count) *
-         (5 * static_cast<size_t>(rows) * cols + 5 * static_cast<size_t>(n) * n + 2 * n + 4);
-}
-
+// Where the parts of a step's workspace lie, from `base` (null: only `floats` is wanted). A
+// roots-only layout (the paired roots') has no stacks of rows x cols: those parts stay null.
 struct workspace_layout {
-  float *g, *first, *adam, *product, *p;    // count x rows x cols each
+  float *g = nullptr, *first = nullptr, *adam = nullptr, *product = nullptr,
+        *p = nullptr;                       // count x rows x cols each
   float *x, *t, *t2, *newton, *scratch;     // count x n x n each, n = max(rows, cols)
   float *v, *w;                             // count x n
   float *lambda, *x_scale, *graft, *flags;  // count
+  size_t floats = 0;                        // the span of them all
 
-  workspace_layout(float* base, int rows, int cols, int count) {
+  workspace_layout(float* base, int rows, int cols, int count, bool roots_only = false) {
     const size_t rc = static_cast<size_t>(rows) * cols * count;
     const int n = rows > cols ? rows : cols;
     const size_t nn = static_cast<size_t>(n) * n * count;
-    float** stacks[] = {&g, &first, &adam, &product, &p};
-    for (float** s : stacks) *s = base, base += rc;
-    float** squares[] = {&x, &t, &t2, &newton, &scratch};
-    for (float** s : squares) *s = base, base += nn;
-    v = base, base += static_cast<size_t>(n) * count;
-    w = base, base += static_cast<size_t>(n) * count;
-    float** scalars[] = {&lambda, &x_scale, &graft, &flags};
-    for (float** s : scalars) *s = base, base += count;
+    auto take = [&](float** part, size_t size) {
+      *part = base ? base + floats : nullptr;
+      floats += size;
+    };
+    if (!roots_only)
+      for (float** s : {&g, &first, &adam, &product, &p}) take(s, rc);
+    for (float** s : {&x, &t, &t2, &newton, &scratch}) take(s, nn);
+    take(&v, static_cast<size_t>(n) * count);
+    take(&w, static_cast<size_t>(n) * count);
+    for (float** s : {&lambda, &x_scale, &graft, &flags}) take(s, static_cast<size_t>(count));
   }
 };
+
+size_t layout_floats(int rows, int cols, int count, bool roots_only = false) {
+  return workspace_layout{nullptr, rows, cols, count, roots_only}.floats;
+}
 
 #define TROUPE_CUDA_TRY(call)             \
   do {                                    \
@@ -288,13 +291,15 @@ cudaError_t inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float
 
 // Both roots of square blocks (n x n, `count` of each) as one batch of 2 x count: a batch of a
 // few 256 x 256 products leaves most of the GPU idle, twice as many fill more of it. The
-// statistics are stacked behind the step's own workspace, rooted there and copied out.
+// statistics are stacked in the step's own squares (`own`, which only its roots would use),
+// rooted there with a roots-only layout behind the step's and copied out.
 cudaError_t paired_roots(cublasHandle_t h, cudaStream_t s, const dash_group_buffers& g,
-                         const dash_step_params& p, const std::vector<polynomial_step>& schedule) {
+                         const dash_step_params& p, const std::vector<polynomial_step>& schedule,
+                         const workspace_layout& own) {
   const int n = g.rows, count = g.count;
   const size_t half = static_cast<size_t>(n) * n * count, bytes = half * sizeof(float);
-  float* stack = g.workspace + layout_floats(n, n, count);
-  workspace_layout ws{stack + 2 * half, n, n, 2 * count};
+  float* stack = own.x;  // x to scratch: 5 x half floats in a row
+  workspace_layout ws{g.workspace + own.floats, n, n, 2 * count, true};
   TROUPE_CUDA_TRY(cudaMemcpyAsync(stack, g.left, bytes, cudaMemcpyDeviceToDevice, s));
   TROUPE_CUDA_TRY(cudaMemcpyAsync(stack + half, g.right, bytes, cudaMemcpyDeviceToDevice, s));
   // The stack is read only before the first Newton step: it takes the roots too.
@@ -308,10 +313,8 @@ cudaError_t paired_roots(cublasHandle_t h, cudaStream_t s, const dash_group_buff
 
 size_t dash_workspace_floats(int rows, int cols, int count) {
   const size_t own = layout_floats(rows, cols, count);
-  if (rows != cols) return own;
-  // Square blocks take both roots in one batch: their stack and a layout for 2 x count behind.
-  const size_t nn = static_cast<size_t>(rows) * rows;
-  return own + 2 * count * nn + layout_floats(rows, rows, 2 * count);
+  // Square blocks take both roots in one batch (paired_roots): a roots-only layout behind.
+  return rows != cols ? own : own + layout_floats(rows, rows, 2 * count, true);
 }
 
 cudaError_t batched_inverse_root(cublasHandle_t h, cudaStream_t s, const float* a, float* root,
@@ -357,7 +360,7 @@ cudaError_t dash_group_step(cublasHandle_t h, cudaStream_t s, float* theta, cons
   if (p.compute_roots) {
     const auto schedule = schedule_for(p);  // the same for L and R
     if (r == c) {
-      TROUPE_CUDA_TRY(paired_roots(h, s, g, p, schedule));
+      TROUPE_CUDA_TRY(paired_roots(h, s, g, p, schedule, ws));
     } else {
       TROUPE_CUDA_TRY(inverse_root(h, s, g.left, g.left_root, r, count, p, schedule, ws));
       TROUPE_CUDA_TRY(inverse_root(h, s, g.right, g.right_root, c, count, p, schedule, ws));

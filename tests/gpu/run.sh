@@ -53,7 +53,7 @@ if [[ "${1:-}" == "--bundle" ]]; then
   newest=$(printf '%s\n%s\n' "$packed_glibc" "${own_glibc:-0}" | sort -V | tail -n 1)
   if [[ -n "$own_glibc" && "$newest" == "$own_glibc" ]]; then
     echo "C library: this machine's $own_glibc (packed: $packed_glibc)"
-    rm -f "$root"/lib/{ld-linux-x86-64.so.2,libc.so.6,libm.so.6,libdl.so.2,libpthread.so.0,librt.so.1}
+    rm -f "$root"/lib/ld-linux* "$root"/lib/lib{c,m,dl,pthread,rt,resolv,util,anl,nsl}.so.*
     program() { LD_LIBRARY_PATH="$search" "$root/bin/$1" "${@:2}"; }
   else
     echo "C library: the packed $packed_glibc (this machine's: ${own_glibc:-unknown})"
