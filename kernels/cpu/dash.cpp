@@ -102,7 +102,7 @@ void dash_matrix::load(const dash_group& g, size_t k, bool left, std::vector<flo
   }
 }
 
-void dash_matrix::store(dash_group& g, size_t k, bool left, const std::vector<float>& values) {
+void dash_matrix::store(dash_group& g, size_t k, bool left, std::span<const float> values) {
   const size_t n = values.size();
   if (config_.storage == dash_storage::fp32) {
     std::copy(values.begin(), values.end(), (left ? g.left : g.right).begin() + k * n);
@@ -316,7 +316,7 @@ status dash_matrix::set_state(size_t index, size_t first, std::span<const float>
     switch (index % 4) {
       case 0:
       case 1:
-        store(g, k, index % 4 == 0, std::vector<float>(block.begin(), block.end()));
+        store(g, k, index % 4 == 0, block);
         break;
       case 2:
         std::copy(block.begin(), block.end(), g.left_root.begin() + k * per);

@@ -99,7 +99,7 @@ class dash_matrix {
                   moments mv, uint64_t step, float lr, scratch& s, double& flops);
   void reset_block(dash_group& g, size_t k, moments mv);
   void load(const dash_group& g, size_t k, bool left, std::vector<float>& out) const;
-  void store(dash_group& g, size_t k, bool left, const std::vector<float>& values);
+  void store(dash_group& g, size_t k, bool left, std::span<const float> values);
 
   uint32_t rows_, cols_;
   dash_config config_;
