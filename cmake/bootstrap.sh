@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # From a fresh clone to a running job or a passing test suite:
-#   cmake/bootstrap.sh run [troupe-fmnist flags]   installs what is missing, builds, trains
-#   cmake/bootstrap.sh test                        installs what is missing, builds, runs ctest
+#   cmake/bootstrap.sh run [troupe-fmnist flags]   installs what is missing, builds the trainer
+#                                                  (troupe-fmnist and what it links), trains
+#   cmake/bootstrap.sh test                        installs what is missing, builds everything,
+#                                                  runs ctest
 # Dependencies come from Debian's archive only; apt-get runs (as root, or through sudo) only
 # when a package is missing. BUILD_DIR (default build) and JOBS (default: cores) may be set.
 set -euo pipefail
@@ -27,16 +29,17 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}"
 }
 
+# build [TARGET]: configures, then builds TARGET (and what it links), or everything.
 build() {
   cmake -S "$here" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
-  cmake --build "$build_dir" -j "$jobs"
+  cmake --build "$build_dir" -j "$jobs" ${1:+--target "$1"}
 }
 
 case "${1:-}" in
   run)
     shift
     install_missing
-    build
+    build troupe-fmnist
     exec "$build_dir/bin/troupe-fmnist" "$@"
     ;;
   test)

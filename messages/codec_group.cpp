@@ -44,6 +44,7 @@ wire encode(const group_start& x) {
   out.setBalance(x.balance);
   out.setSlowdown(x.slowdown);
   out.setClient(x.client);
+  out.setDelayMs(x.delay_ms);
   return detail::to_wire(message);
 }
 
@@ -128,9 +129,11 @@ caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits
         x.balance = in.getBalance();
         x.slowdown = in.getSlowdown();
         x.client = in.getClient();
-        if (x.accumulate == 0 || x.accumulate > 65536 || !(x.slowdown >= 1) || x.slowdown > 1000)
+        x.delay_ms = in.getDelayMs();
+        if (x.accumulate == 0 || x.accumulate > 65536 || !(x.slowdown >= 1) ||
+            x.slowdown > 1000 || x.delay_ms > 60000)
           return make_error(errc::malformed_message,
-                            "group start: accumulation or slowdown out of range");
+                            "group start: accumulation, slowdown or delay out of range");
         return x;
       });
 }

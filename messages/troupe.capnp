@@ -494,6 +494,7 @@ struct GroupStart {
   balance @20 :Bool;            # shares follow the members' measured throughput
   slowdown @21 :Float64;        # this member computes F times slower (--worker-slowdown)
   client @22 :UInt32;           # --mode hybrid: its worker id at the table buckets
+  delayMs @23 :UInt32;          # extra milliseconds per step (--worker-delay-ms)
   enum Collective {
     gloo @0;
     actors @1;

@@ -381,6 +381,7 @@ struct group_start {
   bool balance = false;     // shares of each step follow the members' measured throughput
   double slowdown = 1;      // this member computes F times slower (--worker-slowdown)
   uint32_t client = 0;      // --mode hybrid: its worker id at the table buckets (join order)
+  uint32_t delay_ms = 0;    // extra milliseconds per step (--worker-delay-ms)
 };
 
 // A member finished a step (applied, or skipped by every member for a non-finite gradient).

@@ -150,10 +150,8 @@ std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_st
                                     const actor_values& bytes_in, const actor_values& bytes_out) {
   const auto& home = st.directory.homes[s.bucket];
   const auto& primary = st.roster.server_members[home.primary_server];
-  const std::string actor = "bucket-" + std::to_string(s.bucket);
-  std::string clock_text;
-  for (uint64_t v : s.clock.entries())
-    clock_text += (clock_text.empty() ? "" : " ") + std::to_string(v);
+  const std::string actor = fmt::format("bucket-{}", s.bucket);
+  const std::string clock_text = fmt::format("{}", fmt::join(s.clock.entries(), " "));
   return {std::to_string(s.bucket),
           st.roster.server_members[home.primary_server].name,
           backup_names(st, home),

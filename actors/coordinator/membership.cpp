@@ -71,10 +71,13 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
     add(self->state.metrics.restarts, 1);
   }
   self->monitor(handle);
-  members.push_back(member{request->name, handle.address()});
+  member joined;
+  joined.name = request->name;
+  joined.address = handle.address();
+  joined.data = request->data;
+  joined.host = request->host_label;
+  members.push_back(std::move(joined));
   set(self->state.metrics.workers, live_workers(self->state));
-  members.back().data = request->data;
-  members.back().host = request->host_label;
   // A node in another process must send heartbeats from now on; one that never does is lost
   // as surely as one that stops (nodes of the coordinator's own process send none).
   if (handle.node() != self->node())

@@ -1,6 +1,7 @@
 #include "actors/dp/allreduce_group.hpp"
 
 #include <caf/scoped_actor.hpp>
+#include <fmt/format.h>
 
 #include <cstring>
 
@@ -66,7 +67,7 @@ caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const
   std::unique_ptr<rendezvous_store> own;
   rendezvous_store* store = form.store.get();
   if (!store) store = (own = std::make_unique<coordinator_store>(sys, form)).get();
-  const std::string prefix = "g" + std::to_string(form.generation) + "/";
+  const std::string prefix = fmt::format("g{}/", form.generation);
   // The members of our host, then those with our local rank on every host; the local rank
   // picks this member's GPU for NCCL.
   const auto where = layout_of(form.hosts, form.rank);
@@ -90,10 +91,10 @@ caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const
     return make_error(errc::bad_configuration,
                       "two-level reduction needs as many members on every host");
   auto local = make(inside_host_backend(form, where.local_size), where.local_rank, where.local_size,
-                    prefix + "host" + std::to_string(where.host) + "/");
+                    fmt::format("{}host{}/", prefix, where.host));
   if (!local) return std::move(local.error());
   auto cross = make(form.collective, where.host, where.hosts,
-                    prefix + "local" + std::to_string(where.local_rank) + "/");
+                    fmt::format("{}local{}/", prefix, where.local_rank));
   if (!cross) return std::move(cross.error());
   return std::unique_ptr<collective>(
       new two_level_collective(std::move(*flat), std::move(*local), std::move(*cross)));

@@ -213,6 +213,8 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     start.balance = o.dp.balance;
     if (auto it = o.dp.worker_slowdown.find(m.index); it != o.dp.worker_slowdown.end())
       start.slowdown = it->second;
+    if (auto it = o.worker_delay_ms.find(m.index); it != o.worker_delay_ms.end())
+      start.delay_ms = it->second;
     start.timeout_ms = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(o.request_timeout).count());
     if (st.resume_from && m.rank == 0) {  // before its start: it goes on from the checkpoint

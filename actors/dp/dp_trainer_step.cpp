@@ -197,10 +197,12 @@ example_range my_share(const dp_trainer_state& st, uint64_t in_epoch) {
   return dp_weighted_share(st.examples, job.global_batch, in_epoch, st.weights, job.rank);
 }
 
-// --worker-slowdown: this member takes F times as long per example as it did.
+// --worker-slowdown: this member takes F times as long per example as it did; --worker-delay-ms:
+// D ms more per step.
 void slow_down(const dp_trainer_state& st, double computed_s) {
-  if (st.job->slowdown <= 1 || computed_s <= 0) return;
-  std::this_thread::sleep_for(std::chrono::duration<double>((st.job->slowdown - 1) * computed_s));
+  if (st.job->slowdown > 1 && computed_s > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double>((st.job->slowdown - 1) * computed_s));
+  if (st.job->delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(st.job->delay_ms));
 }
 
 // The stage of the step in flight, and what it resets: 0/1 Adam's errors change meaning from

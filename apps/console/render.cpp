@@ -73,7 +73,10 @@ std::string as_table(const table_view& t) {
 std::string as_csv(const table_view& t) {
   auto line = [](const std::vector<std::string>& cells) {
     std::string out;
-    for (size_t c = 0; c < cells.size(); ++c) out += (c ? "," : "") + csv_cell(cells[c]);
+    for (size_t c = 0; c < cells.size(); ++c) {
+      if (c) out += ',';
+      out += csv_cell(cells[c]);
+    }
     return out + "\n";
   };
   std::string out = line(t.columns);

@@ -297,8 +297,9 @@ std::vector<flag_spec> job_flags() {
             return caf::error{};
           },
           [](const launch_options& o) { return o.compress_signs ? "sign" : "none"; }),
-      custom("worker-delay-ms", "I:D", "make worker I slower by D ms per batch (I:D,J:E...)",
-             scope::ps,
+      custom("worker-delay-ms", "I:D",
+             "make worker I slower by D ms per batch, per step under --mode dp (I:D,J:E...)",
+             scope::any,
              parsed_by(&parse_worker_delays,
                        [](launch_options& o, std::map<uint32_t, uint32_t> d) {
                          o.worker_delay_ms = std::move(d);

@@ -160,7 +160,7 @@ caf::error validate(const launch_options& o) {
         "--dash-solver cn --dash-scaling power");
   if (o.accumulate == 0) return bad("--accumulate must be at least 1");
   for (const auto& [rank, ms] : o.worker_delay_ms)
-    if (rank >= o.workers)
+    if (rank >= std::max(o.workers, o.max_workers))
       return bad(fmt::format("--worker-delay-ms names worker {} of {}", rank, o.workers));
   for (const auto& [rank, factor] : o.dp.worker_slowdown)
     if (rank >= std::max(o.workers, o.max_workers))
@@ -234,7 +234,10 @@ std::string to_string(const host_port& x) {
 
 std::string to_string(const std::vector<host_port>& xs) {
   std::string out;
-  for (const auto& x : xs) out += (out.empty() ? "" : ",") + to_string(x);
+  for (const auto& x : xs) {
+    if (!out.empty()) out += ',';
+    out += to_string(x);
+  }
   return out;
 }
 

@@ -48,7 +48,7 @@ void compare_steps(size_t n, float weight_decay) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(adam_kernel_matches_the_cpu_twin, *boost::unit_test::precondition(has_gpu{})) {
+BOOST_AUTO_TEST_CASE(adam_kernel_matches_the_cpu_twin, *boost::unit_test::precondition(has_gpu)) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{255}, size_t{257}, size_t{1000003}}) {
     BOOST_TEST_CONTEXT("n = " << n) {
       compare_steps(n, 0.0f);

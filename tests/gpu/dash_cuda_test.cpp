@@ -75,7 +75,7 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(the_gpu_step_matches_the_cpu_twin,
-                     *boost::unit_test::precondition(has_gpu{})) {
+                     *boost::unit_test::precondition(has_gpu)) {
   const uint32_t rows = 300, cols = 200;
   dash_config config;
   config.block = 128;
@@ -156,7 +156,7 @@ std::vector<float> spd_blocks(int n, int count, uint32_t seed) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(both_gpu_roots_match_the_cpu_reference,
-                     *boost::unit_test::precondition(has_gpu{})) {
+                     *boost::unit_test::precondition(has_gpu)) {
   for (int n : {64, 256}) {
     const int count = 3;
     const auto a = spd_blocks(n, count, 40 + static_cast<uint32_t>(n));

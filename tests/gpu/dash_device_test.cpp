@@ -77,7 +77,7 @@ struct actor_system_fixture {
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(a_packed_step_on_the_gpu_matches_the_cpu_step, actor_system_fixture,
-                        *boost::unit_test::precondition(has_gpu{})) {
+                        *boost::unit_test::precondition(has_gpu)) {
   caf::scoped_actor self{*sys};
   auto device = spawn_dash_device(*sys, dash_device_config{});
   BOOST_TEST_REQUIRE(testing::succeeded(device));
@@ -108,7 +108,7 @@ BOOST_FIXTURE_TEST_CASE(a_packed_step_on_the_gpu_matches_the_cpu_step, actor_sys
 }
 
 BOOST_FIXTURE_TEST_CASE(a_bucket_with_the_device_trains_as_on_the_cpu, actor_system_fixture,
-                        *boost::unit_test::precondition(has_gpu{})) {
+                        *boost::unit_test::precondition(has_gpu)) {
   caf::scoped_actor self{*sys};
   const auto spec = matrix_spec();
   bucket_actor_config config{self->address(), fixed_link(caf::actor_cast<coordinator_actor>(self)),

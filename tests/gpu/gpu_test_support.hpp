@@ -18,13 +18,12 @@
 
 namespace troupe::testing {
 
-struct has_gpu {
-  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) {
-    boost::test_tools::assertion_result result{kernels::cuda::device_count() > 0};
-    result.message() << "no usable CUDA device";
-    return result;
-  }
-};
+// The precondition of a GPU test: precondition(has_gpu) skips it where no GPU is visible.
+inline boost::test_tools::assertion_result has_gpu(boost::unit_test::test_unit_id) {
+  boost::test_tools::assertion_result result{kernels::cuda::device_count() > 0};
+  result.message() << "no usable CUDA device";
+  return result;
+}
 
 // tests/gpu/run.sh sets TROUPE_REQUIRE_GPU=1: there a missing GPU is a failure, not a skip.
 inline bool gpu_required() {

@@ -63,7 +63,7 @@ BOOST_FIXTURE_TEST_CASE(without_a_gpu_the_backend_refuses, system_fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(allreduce_matches_the_cpu_sum_with_the_same_bits_everywhere, system_fixture,
-                        *boost::unit_test::precondition(has_gpu{})) {
+                        *boost::unit_test::precondition(has_gpu)) {
   const uint32_t size = members_here();
   const std::vector<size_t> lengths{0, 1, 7, 1001, 300000, size_t{25} << 18};  // up to 25 MiB
   std::vector<std::vector<float>> results(size);
@@ -94,7 +94,7 @@ BOOST_FIXTURE_TEST_CASE(allreduce_matches_the_cpu_sum_with_the_same_bits_everywh
 }
 
 BOOST_FIXTURE_TEST_CASE(an_allreduce_larger_than_one_call_goes_in_pieces, system_fixture,
-                        *boost::unit_test::precondition(has_gpu{})) {
+                        *boost::unit_test::precondition(has_gpu)) {
   const uint32_t size = members_here();
   const size_t n = (size_t{1} << 26) + 1001;  // 256 MiB and a bit: two pieces
   std::vector<int> right(size, 0);
@@ -117,7 +117,7 @@ BOOST_FIXTURE_TEST_CASE(an_allreduce_larger_than_one_call_goes_in_pieces, system
 }
 
 BOOST_FIXTURE_TEST_CASE(the_sharded_operations_move_the_right_values, system_fixture,
-                        *boost::unit_test::precondition(has_gpu{})) {
+                        *boost::unit_test::precondition(has_gpu)) {
   const uint32_t size = members_here();
   const size_t each = 1000;
   std::vector<std::vector<float>> reduced(size), sent(size), swapped(size);
@@ -154,7 +154,7 @@ BOOST_FIXTURE_TEST_CASE(the_sharded_operations_move_the_right_values, system_fix
 }
 
 BOOST_FIXTURE_TEST_CASE(a_member_that_never_joins_makes_the_group_fail_within_its_bound,
-                        system_fixture, *boost::unit_test::precondition(has_gpu{})) {
+                        system_fixture, *boost::unit_test::precondition(has_gpu)) {
   // Member 0 waits for a member 1 that never comes: the communicator's setup gives up.
   memory_store store;
   const auto began = std::chrono::steady_clock::now();
@@ -179,7 +179,7 @@ BOOST_FIXTURE_TEST_CASE(a_member_that_never_joins_makes_the_group_fail_within_it
 }
 
 BOOST_FIXTURE_TEST_CASE(the_allreduce_group_reduces_a_bucket_over_nccl, system_fixture,
-                        *boost::unit_test::precondition(has_gpu{})) {
+                        *boost::unit_test::precondition(has_gpu)) {
   const uint32_t size = std::min<uint32_t>(members_here(), 2);
   auto store = std::make_shared<memory_store>();
   caf::scoped_actor self{*sys};

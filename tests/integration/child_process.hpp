@@ -1,14 +1,12 @@
 // Test helpers: start a program as a child process with its output in a file, wait for it with
-// a deadline, and make sure it is gone when the test ends (the destructor kills it). Also picks
-// a free loopback port, fetches a page over HTTP on loopback and reads numbers from JSON text.
-// For tests only.
+// a deadline, and make sure it is gone when the test ends (the destructor kills it). Also reads
+// numbers and lists from JSON text (a job's report). Waiting on progress is progress.hpp's,
+// files go in scratch.hpp's folder, loopback sockets are loopback.hpp's. For tests only.
 #pragma once
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +20,9 @@
 #include <vector>
 
 #include "messages/json.hpp"
+#include "tests/support/loopback.hpp"
+#include "tests/support/progress.hpp"
+#include "tests/support/scratch.hpp"
 
 extern char** environ;
 
@@ -72,15 +73,18 @@ class child_process {
     if (pid_ > 0 && !exit_code_) ::kill(pid_, number);
   }
 
-  // Waits until the output contains `text`; false if the process ended or time ran out first.
-  bool wait_for_output(const std::string& text, std::chrono::seconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (output().find(text) != std::string::npos) return true;
-      if (wait(std::chrono::seconds(0))) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
+  // Waits until the output holds `text` `count` times; false if the process ended or the
+  // bound passed first.
+  bool wait_for_output(const std::string& text,
+                       std::chrono::milliseconds bound = progress_bound, size_t count = 1) {
+    bool ended = false;
+    await(
+        [&] {
+          ended = wait(std::chrono::seconds(0)).has_value();
+          return ended || count_of(output(), text) >= count;
+        },
+        bound);
+    return count_of(output(), text) >= count;
   }
 
   // The exit code (128 + signal if killed by one), or nullopt if still running at the deadline.
@@ -99,77 +103,14 @@ class child_process {
     return exit_code_;
   }
 
-  std::string output() const {
-    std::ifstream in(log_path_);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
+  std::string output() const { return read_file(log_path_); }
+  const std::string& log_path() const { return log_path_; }
 
  private:
   pid_t pid_ = -1;
   std::optional<int> exit_code_;
   std::string log_path_;
 };
-
-// A loopback port that was free a moment ago.
-// A path for `name` in this test process's own temporary directory.
-inline std::filesystem::path scratch(const std::string& name) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("troupe-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
-inline uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// A socket connected to 127.0.0.1:port, or -1 when nobody listens there.
-inline int connect_loopback(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
-  if (fd >= 0) ::close(fd);
-  return -1;
-}
-
-// Sends all of `bytes` on `fd` (MSG_NOSIGNAL: a peer that hung up is not SIGPIPE); false when
-// the connection failed first.
-inline bool send_all(int fd, const char* bytes, size_t size) {
-  for (size_t sent = 0; sent < size;) {
-    const ssize_t n = ::send(fd, bytes + sent, size - sent, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    sent += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// The whole HTTP response to GET `path` on 127.0.0.1:port (empty when nobody answers).
-inline std::string http_get(uint16_t port, const std::string& path) {
-  const int fd = connect_loopback(port);
-  if (fd < 0) return "";
-  std::string out;
-  const std::string request = "GET " + path + " HTTP/1.0\r\n\r\n";
-  if (send_all(fd, request.data(), request.size())) {
-    char buffer[4096];
-    for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) out.append(buffer, n);
-  }
-  ::close(fd);
-  return out;
-}
 
 // A JSON document (a job report, a console's --json table); discarded when it is not one.
 inline troupe::json parse_json(const std::string& text) {
@@ -198,24 +139,6 @@ inline std::optional<double> json_number(const std::string& text, const std::str
   const troupe::json::json_pointer path(pointer);
   if (!doc.contains(path) || !doc.at(path).is_number()) return std::nullopt;
   return doc.at(path).get<double>();
-}
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Waits (bounded) until the file at `path` (a process's log) holds `text`.
-inline bool wait_for_text(const std::string& path, const std::string& text,
-                          std::chrono::seconds bound = std::chrono::seconds(180)) {
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (read_file(path).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
 }
 
 }  // namespace troupe::testing

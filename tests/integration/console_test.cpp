@@ -124,7 +124,7 @@ BOOST_AUTO_TEST_CASE(the_console_shows_nodes_buckets_and_the_tree_and_crashes_a_
   BOOST_TEST(tree.find("\"actor\": \"    worker-1-" + cluster.tag + "\"") != std::string::npos);
   BOOST_TEST(count_of(tree, "\"kind\": \"backup\"") == 4u);
   // Live remote actors' mailboxes are read from their nodes: numbers, not null.
-  for (const std::string actor : {"    worker-1-" + cluster.tag, std::string{"    bucket-0"}})
+  for (const std::string& actor : {"    worker-1-" + cluster.tag, std::string{"    bucket-0"}})
     BOOST_TEST(mailbox_is_a_number(tree, actor), actor);
   BOOST_TEST(tree_row(tree, "    bucket-0", "bucket").is_object());
   // A member's console sees everything, but changes nothing without the operator secret.

@@ -206,10 +206,17 @@ struct dp_cluster {
   std::unique_ptr<child_process> coordinator;
   std::vector<std::unique_ptr<child_process>> workers;
 
+  // The job's floor is one millisecond per step per worker unless `coordinator_flags` set
+  // --worker-delay-ms themselves; its data is a third at the fast pace (pace.hpp).
   dp_cluster(uint32_t count, std::vector<std::string> common,
              std::vector<std::string> coordinator_flags = {})
-      : flags(std::move(common)) {
+      : flags(paced_data(std::move(common))) {
     flags.insert(flags.end(), {"--mode", "dp"});
+    if (std::find(coordinator_flags.begin(), coordinator_flags.end(), "--worker-delay-ms") ==
+        coordinator_flags.end()) {
+      const auto floor = job_floor(count);
+      coordinator_flags.insert(coordinator_flags.end(), floor.begin(), floor.end());
+    }
     coordinator_flags.insert(coordinator_flags.end(),
                              {"--role", "coordinator", "--listen", address, "--workers",
                               std::to_string(count), "--report", report.string()});
@@ -229,11 +236,17 @@ struct dp_cluster {
         log_of(name), env));
   }
 
-  // Waits (bounded) until the coordinator's log holds `text`.
-  bool await_log(const std::string& text, std::chrono::seconds bound = std::chrono::seconds(180)) {
-    return wait_for_text(log_of("c"), text, bound);
+  // Waits (bounded) until the coordinator's log holds `text` `count` times.
+  bool await_log(const std::string& text, std::chrono::milliseconds bound = progress_bound,
+                 size_t count = 1) {
+    return testing::await_log(log_of("c"), text, bound, count);
   }
 };
+
+// The optimizer steps of a job of `epochs` over `examples`, `global_batch` examples a step.
+double steps_of(uint64_t examples, uint32_t global_batch, uint32_t epochs = 3) {
+  return epochs * std::ceil(double(examples) / global_batch);
+}
 
 }  // namespace
 
@@ -254,7 +267,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_process_leaves_the_others_training) {
   size_t epochs = 0;
   for (size_t at = text.find("\"examples\": "); at != std::string::npos;
        at = text.find("\"examples\": ", at + 1), ++epochs)
-    BOOST_TEST(std::stoul(text.substr(at + 12)) == 60000u);
+    BOOST_TEST(std::stoul(text.substr(at + 12)) == paced_count(60000));
   BOOST_TEST(epochs == 3u);
 }
 
@@ -271,14 +284,19 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_of_a_one_bit_adam_job_leaves_the_others_com
   BOOST_TEST(json_number(text, "generations").value_or(0) >= 2);
   BOOST_TEST(json_number(text, "checksum_mismatches").value_or(1) == 0);
   BOOST_TEST(json_number(text, "steps_by_stage.warmup").value_or(0) == 30);
-  BOOST_TEST(json_number(text, "steps_by_stage.compressed").value_or(0) == 300 - 30);
+  BOOST_TEST(json_number(text, "steps_by_stage.compressed").value_or(0) ==
+             steps_of(paced_count(19200), 3 * 64) - 30);
   BOOST_TEST(json_number(text, "test_accuracy").value_or(0) > 0.7);
   BOOST_TEST(read_file(job.log_of("w0")).find("error feedback reset") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_started_mid_job_joins_and_the_job_completes) {
+  // A floor of 30 ms a step: the two epochs after the first (200 steps) outlast the new
+  // process's start and join.
+  auto coordinator_flags = job_floor(3, 30);
+  coordinator_flags.insert(coordinator_flags.end(), {"--max-workers", "3"});
   dp_cluster job(2, {"--batch", "64", "--train-limit", "12800", "--test-limit", "1000"},
-                 {"--max-workers", "3"});
+                 coordinator_flags);
   BOOST_TEST_REQUIRE(job.await_log("epoch 1/3"));
   job.add_worker();
   const auto bound = std::chrono::seconds(300);
@@ -286,18 +304,21 @@ BOOST_AUTO_TEST_CASE(a_worker_started_mid_job_joins_and_the_job_completes) {
   for (auto& w : job.workers) BOOST_TEST(w->wait(bound).value_or(-1) == 0);
   const auto text = read_file(job.report.string());
   BOOST_TEST(json_number(text, "generations").value_or(0) >= 2);
-  BOOST_TEST(json_number(text, "steps").value_or(0) == 300);
+  BOOST_TEST(json_number(text, "steps").value_or(0) == steps_of(paced_count(12800), 128));
   BOOST_TEST(read_file(job.log_of("w2")).find("member 2 of 3") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(a_stopped_worker_is_left_behind_and_refused_when_it_resumes) {
-  // Long enough that the job still runs when the member resumes (3 s after its loss).
-  dp_cluster job(3, {"--batch", "64", "--train-limit", "51200", "--test-limit", "1000",
-                     "--request-timeout", "4"});
+  // The member resumes once the group has re-formed without it; the floor (5 ms a step, two
+  // epochs of 267 steps to go) keeps the job running past that.
+  dp_cluster job(3,
+                 {"--batch", "64", "--train-limit", "51200", "--test-limit", "1000",
+                  "--request-timeout", "4"},
+                 job_floor(3, 5));
   BOOST_TEST_REQUIRE(job.await_log("epoch 1/3"));
   job.workers[1]->signal(SIGSTOP);
   BOOST_TEST_REQUIRE(job.await_log("lost worker 'w1'", std::chrono::seconds(60)));
-  std::this_thread::sleep_for(std::chrono::seconds(5) - std::chrono::milliseconds(2000));
+  BOOST_TEST_REQUIRE(job.await_log("generation 2 (", std::chrono::seconds(60)));
   job.workers[1]->signal(SIGCONT);
   const auto bound = std::chrono::seconds(300);
   BOOST_TEST(job.coordinator->wait(bound).value_or(-1) == 0);
@@ -315,7 +336,7 @@ BOOST_AUTO_TEST_CASE(a_checkpointed_job_killed_and_resumed_continues_from_the_ch
                                            "12800",   "--test-limit", "1000"};
   {
     dp_cluster first(2, common, {"--checkpoint-dir", dir.string(), "--checkpoint-every", "40"});
-    BOOST_TEST_REQUIRE(first.await_log("checkpoint after step 120"));
+    BOOST_TEST_REQUIRE(first.await_log("checkpoint after step ", progress_bound, 2));  // 80
     first.coordinator->kill();
     for (auto& w : first.workers) w->kill();
   }
@@ -324,8 +345,8 @@ BOOST_AUTO_TEST_CASE(a_checkpointed_job_killed_and_resumed_continues_from_the_ch
   BOOST_TEST(second.coordinator->wait(bound).value_or(-1) == 0);
   for (auto& w : second.workers) BOOST_TEST(w->wait(bound).value_or(-1) == 0);
   const auto text = read_file(second.report.string());
-  BOOST_TEST(json_number(text, "resumed_from_step").value_or(0) >= 120);
-  BOOST_TEST(json_number(text, "steps").value_or(0) == 300);
+  BOOST_TEST(json_number(text, "resumed_from_step").value_or(0) >= 80);
+  BOOST_TEST(json_number(text, "steps").value_or(0) == steps_of(paced_count(12800), 128));
   BOOST_TEST(json_number(text, "test_accuracy").value_or(0) > 0.8);
   BOOST_TEST(read_file(second.log_of("c")).find("resuming after step") != std::string::npos);
   fs::remove_all(dir);
@@ -335,7 +356,7 @@ BOOST_AUTO_TEST_CASE(the_console_and_the_metrics_show_a_live_group) {
   const uint16_t metrics_port = free_port();
   dp_cluster job(
       2, {"--batch", "64", "--train-limit", "12800", "--test-limit", "1000", "--epochs", "12"},
-      {"--metrics-port", std::to_string(metrics_port)});
+      {"--metrics-port", std::to_string(metrics_port), "--worker-delay-ms", "0:8,1:8"});
   BOOST_TEST_REQUIRE(job.await_log("epoch 1/12"));
   auto console = [&](const std::string& command) {
     child_process c({TROUPE_CONSOLE_BIN, "--connect", job.address, "-c", command},
@@ -378,7 +399,7 @@ BOOST_AUTO_TEST_CASE(the_actors_backend_trains_and_survives_a_killed_worker) {
   BOOST_TEST(json_number(text, "test_accuracy").value_or(0) > 0.8);
   for (size_t at = text.find("\"examples\": "); at != std::string::npos;
        at = text.find("\"examples\": ", at + 1))
-    BOOST_TEST(std::stoul(text.substr(at + 12)) == 25600u);
+    BOOST_TEST(std::stoul(text.substr(at + 12)) == paced_count(25600));
 }
 
 BOOST_AUTO_TEST_CASE(nccl_without_a_gpu_for_every_worker_is_refused_at_the_start) {

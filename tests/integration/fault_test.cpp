@@ -129,7 +129,7 @@ uint64_t step_of(const fs::path& file) {
 BOOST_AUTO_TEST_CASE(kill_9_of_a_worker_halfway_the_job_completes_and_reports_it) {
   fmnist_cluster cluster{full_ps_job({})};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // about halfway
+  BOOST_TEST_REQUIRE(cluster.await_batches(1.5 * full_job_batches_per_epoch()));  // halfway
   cluster.workers[1]->kill();
   const std::string report = finished_report(cluster);
   BOOST_TEST_INFO("report: " << report);
@@ -195,12 +195,14 @@ BOOST_AUTO_TEST_CASE(with_replication_3_two_servers_killed_at_once_lose_no_updat
     if (name == primary || name == first_backup) cluster.servers[i]->kill();
   }
   std::string now_primary;
-  for (int i = 0; i < 100 && now_primary != third; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    const auto after = op.view("buckets");
-    if (!after.rows.empty()) now_primary = after.rows[0][1];
-  }
-  BOOST_TEST(now_primary == third);
+  BOOST_TEST(await(
+      [&] {
+        const auto after = op.view("buckets");
+        if (!after.rows.empty()) now_primary = after.rows[0][1];
+        return now_primary == third;
+      },
+      std::chrono::seconds(20)),
+             now_primary);
   check_every_update_applied_once(finished_report(cluster));
   for (auto* node : {cluster.workers[0].get(), cluster.workers[1].get()})
     BOOST_TEST(node->wait(std::chrono::seconds(30)).value_or(-1) == 0);
@@ -212,7 +214,10 @@ BOOST_AUTO_TEST_CASE(without_replication_a_lost_servers_buckets_come_back_from_a
   fmnist_cluster cluster{
       full_ps_job({"--checkpoint-dir", dir.string(), "--checkpoint-every", "300"})};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("checkpoint at step", full_job_time));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // updates after the checkpoint
+  // Updates after the newest checkpoint, and well before the next one (300 batches on).
+  const std::string log = cluster.coordinator->output();
+  const auto at = log.rfind("checkpoint at step ") + std::string("checkpoint at step ").size();
+  BOOST_TEST_REQUIRE(cluster.await_batches(std::stod(log.substr(at)) + 40));
   cluster.servers[0]->kill();
   const std::string report = finished_report(cluster);
   BOOST_TEST_INFO("report: " << report);
@@ -223,7 +228,9 @@ BOOST_AUTO_TEST_CASE(without_replication_a_lost_servers_buckets_come_back_from_a
 }
 
 BOOST_AUTO_TEST_CASE(crashed_buckets_restart_with_their_state_until_the_supervisor_escalates) {
-  fmnist_cluster cluster{full_ps_job({"--replication", "2", "--restart-period-ms", "120000"}), 3};
+  // Four crashes and their restarts: the job's floor (5 ms a batch) keeps it running past them.
+  fmnist_cluster cluster{full_ps_job({"--replication", "2", "--restart-period-ms", "120000"}), 3,
+                         2, job_floor(2, 5)};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("training:", full_job_time));
   operator_client op{cluster};
   BOOST_TEST_REQUIRE(static_cast<bool>(op.coordinator));
@@ -260,14 +267,8 @@ BOOST_AUTO_TEST_CASE(a_killed_job_resumes_from_its_checkpoint_and_skips_a_damage
   {
     fmnist_cluster first{flags};
     // Two checkpoints, then every process of the job is killed.
-    BOOST_TEST_REQUIRE(first.coordinator->wait_for_output("checkpoint at step", full_job_time));
-    auto second = [&] {
-      const auto text = first.coordinator->output();
-      return text.find("checkpoint at step", text.find("checkpoint at step") + 1);
-    };
-    for (int i = 0; i < 600 && second() == std::string::npos; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    BOOST_TEST_REQUIRE(second() != std::string::npos);
+    BOOST_TEST_REQUIRE(
+        first.coordinator->wait_for_output("checkpoint at step", full_job_time, 2));
     for (auto* p : {first.coordinator.get(), first.servers[0].get(), first.servers[1].get(),
                     first.workers[0].get(), first.workers[1].get()})
       p->kill();

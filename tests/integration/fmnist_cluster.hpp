@@ -1,21 +1,27 @@
-// Test helper: troupe-fmnist jobs as real processes on loopback. `scratch` gives each test's
-// files a directory of their own; `fmnist_command` adds the binary and the flags every test
-// shares; `fmnist_cluster` starts a coordinator, servers and workers with extra flags (the
-// destructors of child_process kill whatever is left). `full_job` gives the flags of the fault
-// tests' job (all of Fashion-MNIST, 3 epochs) and `check_every_update_applied_once` what its
-// report must show after a failure that replication covers; `report_array` reads a report's
-// list. For tests only.
+// Test helper: troupe-fmnist jobs as real processes on loopback. `fmnist_command` adds the
+// binary and the flags every test shares; `fmnist_cluster` starts a coordinator, servers and
+// workers with extra flags (the destructors of child_process kill whatever is left), each job
+// with a floor under its length (pace.hpp) and its coordinator's metrics served
+// (`coordinator_metric`, `await_batches`). `full_job` gives the flags of the fault tests' job
+// (all of Fashion-MNIST, 3 epochs) and `check_every_update_applied_once` what its report must
+// show after a failure that replication covers; `report_array` reads a report's list.
+// For tests only.
 #pragma once
 
 #include <boost/test/unit_test.hpp>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "tests/integration/child_process.hpp"
+#include "tests/support/pace.hpp"
+#include "tests/support/progress.hpp"
 
 namespace troupe::testing {
 
@@ -35,6 +41,11 @@ inline std::vector<std::string> full_job(std::vector<std::string> extra) {
   extra.insert(extra.begin(), full.begin(), full.end());
   return extra;
 }
+
+// The training examples of the full job (all of Fashion-MNIST; a third at the fast pace), and
+// the batches of 64 in one epoch.
+inline double full_job_examples() { return double(paced_count(60000)); }
+inline double full_job_batches_per_epoch() { return std::ceil(full_job_examples() / 64); }
 
 // The full job on the parameter service with four buckets rather than the default one per
 // server, so that each server holds several.
@@ -70,12 +81,20 @@ struct fmnist_cluster {
   std::unique_ptr<child_process> standby;  // with_standby: it follows the coordinator
   std::string standby_address;
   std::vector<std::unique_ptr<child_process>> servers, workers;
+  uint16_t metrics_port = free_port();  // the primary coordinator's
 
   // `flags` go to every process; `coordinator_flags` to the coordinator (and its standby) only.
-  // With a standby, the members are given both addresses.
-  fmnist_cluster(const std::vector<std::string>& flags, uint32_t server_count = 2,
+  // With a standby, the members are given both addresses. The job's floor is one millisecond
+  // per batch per worker unless `coordinator_flags` set --worker-delay-ms themselves.
+  fmnist_cluster(std::vector<std::string> flags, uint32_t server_count = 2,
                  uint32_t worker_count = 2, std::vector<std::string> coordinator_flags = {},
                  bool with_standby = false) {
+    flags = paced_data(std::move(flags));
+    if (std::find(coordinator_flags.begin(), coordinator_flags.end(), "--worker-delay-ms") ==
+        coordinator_flags.end()) {
+      const auto floor = job_floor(worker_count);
+      coordinator_flags.insert(coordinator_flags.end(), floor.begin(), floor.end());
+    }
     coordinator_flags.insert(coordinator_flags.end(),
                              {"--role", "coordinator", "--workers", std::to_string(worker_count),
                               "--report", report.string()});
@@ -83,7 +102,8 @@ struct fmnist_cluster {
       coordinator_flags.insert(coordinator_flags.end(),
                                {"--servers", std::to_string(server_count)});
     auto primary_flags = coordinator_flags;
-    primary_flags.insert(primary_flags.end(), {"--listen", address});
+    primary_flags.insert(primary_flags.end(),
+                         {"--listen", address, "--metrics-port", std::to_string(metrics_port)});
     coordinator = std::make_unique<child_process>(fmnist_command(primary_flags, flags),
                                                   scratch("c-" + tag + ".log").string(), env);
     std::string members_join = address;
@@ -98,15 +118,27 @@ struct fmnist_cluster {
     for (uint32_t i = 0; i < server_count; ++i)
       servers.push_back(std::make_unique<child_process>(
           fmnist_command({"--role", "server", "--coordinator", members_join, "--name",
-                          "server-" + std::to_string(i) + "-" + tag},
+                          fmt::format("server-{}-{}", i, tag)},
                          flags),
-          scratch("s" + std::to_string(i) + "-" + tag + ".log").string(), env));
+          scratch(fmt::format("s{}-{}.log", i, tag)).string(), env));
     for (uint32_t i = 0; i < worker_count; ++i)
       workers.push_back(std::make_unique<child_process>(
           fmnist_command({"--role", "worker", "--coordinator", members_join, "--name",
-                          "worker-" + std::to_string(i) + "-" + tag},
+                          fmt::format("worker-{}-{}", i, tag)},
                          flags),
-          scratch("w" + std::to_string(i) + "-" + tag + ".log").string(), env));
+          scratch(fmt::format("w{}-{}.log", i, tag)).string(), env));
+  }
+
+  // Metric `name` as the primary coordinator reports it now (none before it serves metrics).
+  std::optional<double> coordinator_metric(const std::string& name) {
+    return scrape_metric(metrics_port, name);
+  }
+
+  // Waits until the job has finished `batches` batches (the coordinator's count).
+  bool await_batches(double batches, std::chrono::milliseconds bound = progress_bound) {
+    return await(
+        [&] { return coordinator_metric("troupe_job_batches_total").value_or(-1) >= batches; },
+        bound);
   }
 
   std::string secret() const { return env[0].substr(env[0].find('=') + 1); }

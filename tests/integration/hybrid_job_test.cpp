@@ -68,10 +68,10 @@ BOOST_AUTO_TEST_CASE(a_hybrid_cluster_survives_a_killed_server_and_a_killed_work
     workers.push_back(std::make_unique<child_process>(
         command({"--role", "worker", "--coordinator", address, "--name", name}, data),
         scratch(std::string(name) + ".log").string(), env));
-  BOOST_TEST_REQUIRE(wait_for_text(c_log, "epoch 1/4"));
+  BOOST_TEST_REQUIRE(await_log(c_log, "epoch 1/4"));
   servers[1]->kill();
-  BOOST_TEST_REQUIRE(wait_for_text(c_log, "lost server 's1'", std::chrono::seconds(60)));
-  BOOST_TEST_REQUIRE(wait_for_text(c_log, "epoch 2/4"));
+  BOOST_TEST_REQUIRE(await_log(c_log, "lost server 's1'", std::chrono::seconds(60)));
+  BOOST_TEST_REQUIRE(await_log(c_log, "epoch 2/4"));
   workers[1]->kill();
   const auto bound = std::chrono::seconds(300);
   BOOST_TEST_INFO("coordinator: " << read_file(c_log));

@@ -104,8 +104,8 @@ const auto bound = std::chrono::seconds(300);
 
 BOOST_AUTO_TEST_CASE(a_killed_hybrid_coordinator_is_replaced_by_its_standby) {
   hybrid_cluster cluster;
-  BOOST_TEST_REQUIRE(wait_for_text(cluster.c2_log, "following the coordinator"));
-  BOOST_TEST_REQUIRE(wait_for_text(cluster.c_log, "epoch 1/3"));
+  BOOST_TEST_REQUIRE(await_log(cluster.c2_log, "following the coordinator"));
+  BOOST_TEST_REQUIRE(await_log(cluster.c_log, "epoch 1/3"));
   cluster.coordinator->kill();
   const auto code = cluster.standby->wait(bound);
   const std::string out = read_file(cluster.c2_log);
@@ -117,11 +117,11 @@ BOOST_AUTO_TEST_CASE(a_killed_hybrid_coordinator_is_replaced_by_its_standby) {
 
 BOOST_AUTO_TEST_CASE(a_hybrid_coordinator_paused_past_the_takeover_timeout_is_deposed) {
   hybrid_cluster cluster({"--takeover-timeout-ms", "3000"});
-  BOOST_TEST_REQUIRE(wait_for_text(cluster.c2_log, "following the coordinator"));
-  BOOST_TEST_REQUIRE(wait_for_text(cluster.c_log, "epoch 1/3"));
+  BOOST_TEST_REQUIRE(await_log(cluster.c2_log, "following the coordinator"));
+  BOOST_TEST_REQUIRE(await_log(cluster.c_log, "epoch 1/3"));
   cluster.coordinator->signal(SIGSTOP);
   BOOST_TEST_REQUIRE(
-      wait_for_text(cluster.c2_log, "took over as the coordinator", std::chrono::seconds(60)));
+      await_log(cluster.c2_log, "took over as the coordinator", std::chrono::seconds(60)));
   cluster.coordinator->signal(SIGCONT);
   const auto standby = cluster.standby->wait(bound);
   const auto primary = cluster.coordinator->wait(std::chrono::seconds(60));

@@ -8,6 +8,7 @@
 // namespace: run the processes from objects destroyed first. For tests only.
 #pragma once
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -83,7 +84,7 @@ class network_lab {
   std::string node(size_t i) const { return prefix_ + "n" + std::to_string(i); }
 
   bool add_node(size_t i) {
-    const std::string ns = node(i), hub = prefix_ + "h", port = "p" + std::to_string(i);
+    const std::string ns = node(i), hub = prefix_ + "h", port = fmt::format("p{}", i);
     if (!sh(ip_ + " netns add " + ns)) return false;
     made_.push_back(ns);
     const std::string in_ns = ip_ + " -n " + ns + " ";

@@ -40,6 +40,8 @@ BOOST_AUTO_TEST_CASE(a_coordinator_paused_for_5_s_keeps_its_job_and_one_coordina
   fmnist_cluster cluster{full_ps_job({"--replication", "2"}), 3, 2, {}, true};
   BOOST_TEST_REQUIRE(cluster.standby->wait_for_output("following the coordinator", full_job_time));
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
+  // The pause's length is what the test is about (below --takeover-timeout-ms); with the
+  // coordinator stopped the job stands, so it cannot end during it.
   cluster.coordinator->signal(SIGSTOP);
   std::this_thread::sleep_for(std::chrono::seconds(5));
   cluster.coordinator->signal(SIGCONT);

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "tests/support/scratch.hpp"
 #include "troupe/app.hpp"
 #include "troupe/error.hpp"
 
@@ -59,8 +60,7 @@ struct run_result {
 };
 
 run_result run(bool diverge) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("troupe-task-error-" + std::to_string(::getpid()) + ".json");
+  const auto path = troupe::testing::scratch("task-error.json");
   app_description app;
   app.name = "task-error-test";
   app.make_task =

@@ -14,6 +14,7 @@
 #include "actors/bucket/bucket_store.hpp"
 #include "actors/coordinator/work_plan.hpp"
 #include "actors/job/checkpoint_file.hpp"
+#include "tests/support/scratch.hpp"
 #include "tests/unit/expect_error.hpp"
 
 using namespace troupe;
@@ -23,8 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("troupe-ckpt-" + std::to_string(::getpid())) / name;
+  const fs::path dir = troupe::testing::scratch(name);
   fs::remove_all(dir);
   return dir;
 }

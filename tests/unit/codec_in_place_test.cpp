@@ -4,6 +4,7 @@
 // the reader's memory. Each must give the same bytes or
 // values as the plain path, and refuse what the plain path refuses.
 #include <boost/test/unit_test.hpp>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
@@ -29,7 +30,7 @@ std::vector<dense_tensor> big_tensors(size_t count) {
   std::vector<dense_tensor> out;
   for (size_t i = 0; i < count; ++i) {
     const uint32_t rows = 64 + static_cast<uint32_t>(i % 3);
-    out.push_back(dense_tensor{"t" + std::to_string(i),
+    out.push_back(dense_tensor{fmt::format("t{}", i),
                                {rows, 256},
                                0,
                                random_values(size_t{rows} * 256, static_cast<uint32_t>(i))});

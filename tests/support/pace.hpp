@@ -1,0 +1,65 @@
+// How fast the jobs of tests train, and the floor under their length. A test that acts during
+// a job (a kill, a pause, a join, a console read) waits for progress (progress.hpp) and then
+// acts; so that no machine, however fast, finishes the job before the act, each worker of such
+// a job waits a few milliseconds per batch (--worker-delay-ms): the job's floor.
+//
+// TROUPE_TEST_PACE checks that tests hold at other speeds: "fast" trains on a third of the data
+// (about 3x faster than this project's 2-core machine, the acts at the same progress), "slow"
+// adds to every batch about twice what it computes (about 3x slower). Unset: as measured.
+// For tests only.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::testing {
+
+enum class test_pace { measured, fast, slow };
+
+inline test_pace pace() {
+  const char* text = std::getenv("TROUPE_TEST_PACE");
+  const std::string_view v = text ? text : "";
+  return v == "fast" ? test_pace::fast : v == "slow" ? test_pace::slow : test_pace::measured;
+}
+
+// The milliseconds a batch of the test jobs computes on this project's machine (the MLP of
+// troupe-fmnist, batch 64, two workers on two cores): "slow" adds twice that to every batch.
+inline constexpr uint32_t computed_ms_per_batch = 1;
+
+// --worker-delay-ms for `workers` workers, each waiting `floor_ms` per batch (more when slow).
+inline std::vector<std::string> job_floor(uint32_t workers, uint32_t floor_ms = 1) {
+  const uint32_t ms = floor_ms + (pace() == test_pace::slow ? 2 * computed_ms_per_batch : 0);
+  std::string ranks;
+  for (uint32_t r = 0; r < workers; ++r) {
+    if (r) ranks += ',';
+    ranks += std::to_string(r);
+    ranks += ':';
+    ranks += std::to_string(ms);
+  }
+  return {"--worker-delay-ms", ranks};
+}
+
+// `n` examples, or a third of them at the fast pace.
+inline uint64_t paced_count(uint64_t n) { return pace() == test_pace::fast ? n / 3 : n; }
+
+// `flags` with the data flag `data_flag` (troupe-fmnist's --train-limit, troupe-ctr's
+// --train-examples) cut to a third when fast; `all` is the size of the whole set, used when the
+// flag is not given.
+inline std::vector<std::string> paced_data(std::vector<std::string> flags,
+                                           const std::string& data_flag = "--train-limit",
+                                           uint64_t all = 60000) {
+  if (pace() != test_pace::fast) return flags;
+  for (size_t i = 0; i + 1 < flags.size(); ++i)
+    if (flags[i] == data_flag) {
+      const uint64_t n = std::stoull(flags[i + 1]);
+      flags[i + 1] = std::to_string(paced_count(n ? n : all));
+      return flags;
+    }
+  flags.insert(flags.end(), {data_flag, std::to_string(paced_count(all))});
+  return flags;
+}
+
+}  // namespace troupe::testing
