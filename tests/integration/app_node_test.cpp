@@ -112,13 +112,13 @@ BOOST_FIXTURE_TEST_CASE(a_console_reads_the_tree_of_what_the_app_showed, fixture
   BOOST_TEST_REQUIRE(static_cast<bool>(beta));
   caf::anon_send_exit(beta, caf::exit_reason::kill);
   table_view tree;
-  for (int tries = 0; tries < 100; ++tries) {  // until the restart shows
-    auto t = view(node->port(), opts.secret, "tree");
-    BOOST_TEST_REQUIRE(succeeded(t));
-    tree = *t;
-    if (has_row(tree, {"    beta", "tester", "test-app", "live", "1"})) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  testing::await(  // until the restart shows
+      [&] {
+        auto t = view(node->port(), opts.secret, "tree");
+        if (t) tree = *t;
+        return has_row(tree, {"    beta", "tester", "test-app", "live", "1"});
+      },
+      std::chrono::seconds(10));
   BOOST_TEST(has_row(tree, {"test-app", "node"}));
   BOOST_TEST(has_row(tree, {"  testers", "supervisor", "test-app", "live"}));
   BOOST_TEST(has_row(tree, {"    alpha", "tester", "test-app", "live", "0"}));

@@ -50,12 +50,6 @@ struct console_runner {
   }
 };
 
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 // The first row of `actor` (of `kind`, when given) in the tree's --json output; null if none.
 troupe::json tree_row(const std::string& tree, const std::string& actor,
                       const std::string& kind = {}) {
@@ -85,7 +79,8 @@ void kill_all(fmnist_cluster& cluster) {
 BOOST_AUTO_TEST_CASE(the_console_shows_nodes_buckets_and_the_tree_and_crashes_a_bucket) {
   auto flags = job_flags("30");
   flags.insert(flags.end(), {"--replication", "2"});
-  fmnist_cluster cluster{flags};
+  // A floor of 20 ms a batch (28 s): the job outlives every read and action; it is killed after.
+  fmnist_cluster cluster{flags, 2, 2, job_floor(2, 20)};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/30", std::chrono::seconds(120)));
   console_runner console{cluster};
   const auto [nodes_code, nodes] = console("nodes");
@@ -139,13 +134,12 @@ BOOST_AUTO_TEST_CASE(the_console_shows_nodes_buckets_and_the_tree_and_crashes_a_
   const auto [fault_code, fault] = console("inject-fault bucket-0");
   BOOST_TEST(fault_code == 0);
   BOOST_TEST(fault.find("crashed bucket-0") != std::string::npos, fault);
-  bool counted = false;
-  for (int attempt = 0; attempt < 20 && !counted; ++attempt) {
-    const auto row = tree_row(console("tree", true).second, "    bucket-0", "bucket");
-    counted = row.is_object() && row.value("restarts", 0.0) == 1.0;
-    if (!counted) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  BOOST_TEST(counted);
+  BOOST_TEST(await(
+      [&] {
+        const auto row = tree_row(console("tree", true).second, "    bucket-0", "bucket");
+        return row.is_object() && row.value("restarts", 0.0) == 1.0;
+      },
+      std::chrono::seconds(20)));
   const auto [bad_code, bad] = console.with_secret({"-c", "nodes"}, "not-the-secret", "");
   BOOST_TEST(bad_code == 1);
   BOOST_TEST(bad.find("does not know our cluster secret") != std::string::npos, bad);
@@ -154,7 +148,9 @@ BOOST_AUTO_TEST_CASE(the_console_shows_nodes_buckets_and_the_tree_and_crashes_a_
 
 BOOST_AUTO_TEST_CASE(metrics_diag_and_the_actions_work_on_a_running_job) {
   const auto checkpoints = scratch("console-checkpoints");
-  fmnist_cluster cluster{job_flags("30"), 2, 2, {"--checkpoint-dir", checkpoints.string()}};
+  auto coordinator_flags = job_floor(2, 20);  // 28 s: outlives the reads; killed after them
+  coordinator_flags.insert(coordinator_flags.end(), {"--checkpoint-dir", checkpoints.string()});
+  fmnist_cluster cluster{job_flags("30"), 2, 2, coordinator_flags};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/30", std::chrono::seconds(120)));
   console_runner console{cluster};
   // Every node's metrics as one exposition that promtool accepts, each sample with its node.
@@ -212,7 +208,8 @@ BOOST_AUTO_TEST_CASE(metrics_diag_and_the_actions_work_on_a_running_job) {
 }
 
 BOOST_AUTO_TEST_CASE(a_drained_worker_and_server_leave_and_nothing_is_lost) {
-  fmnist_cluster cluster{job_flags("30", "6"), 2, 3};
+  // A floor of 10 ms a batch (about 10 s): the drains come well before the job's end.
+  fmnist_cluster cluster{job_flags("30", "6"), 2, 3, job_floor(3, 10)};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/30", std::chrono::seconds(120)));
   console_runner console{cluster};
   const auto [worker_code, worker] = console("drain worker-2-" + cluster.tag);

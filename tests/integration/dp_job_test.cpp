@@ -354,9 +354,11 @@ BOOST_AUTO_TEST_CASE(a_checkpointed_job_killed_and_resumed_continues_from_the_ch
 
 BOOST_AUTO_TEST_CASE(the_console_and_the_metrics_show_a_live_group) {
   const uint16_t metrics_port = free_port();
+  auto coordinator_flags = job_floor(2, 8);  // 12 epochs of 100 steps: 9.6 s, past the reads
+  coordinator_flags.insert(coordinator_flags.end(), {"--metrics-port", std::to_string(metrics_port)});
   dp_cluster job(
       2, {"--batch", "64", "--train-limit", "12800", "--test-limit", "1000", "--epochs", "12"},
-      {"--metrics-port", std::to_string(metrics_port), "--worker-delay-ms", "0:8,1:8"});
+      coordinator_flags);
   BOOST_TEST_REQUIRE(job.await_log("epoch 1/12"));
   auto console = [&](const std::string& command) {
     child_process c({TROUPE_CONSOLE_BIN, "--connect", job.address, "-c", command},

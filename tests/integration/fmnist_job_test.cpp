@@ -25,7 +25,7 @@ const std::vector<std::string> subset = {"--train-limit", "6000", "--test-limit"
                                          "--log-level",   "warn"};
 
 std::vector<std::string> command(std::vector<std::string> head) {
-  return fmnist_command(std::move(head), subset);
+  return fmnist_command(std::move(head), paced_data(subset));
 }
 
 void check_report(const std::string& path, double min_accuracy) {
@@ -131,9 +131,11 @@ BOOST_AUTO_TEST_CASE(five_processes_train_and_a_wrong_secret_is_refused) {
   check_report(report.string(), 0.70);
 }
 
-// A coordinator, two servers and two workers on the subset, for the fault tests below.
+// A coordinator, two servers and two workers on the subset, for the fault tests below; each
+// worker waits `floor_ms` a batch (47 batches an epoch), the job's floor.
 struct small_cluster : fmnist_cluster {
-  explicit small_cluster(const std::string& epochs) : fmnist_cluster(with_epochs(epochs)) {}
+  explicit small_cluster(const std::string& epochs, uint32_t floor_ms = 1)
+      : fmnist_cluster(with_epochs(epochs), 2, 2, job_floor(2, floor_ms)) {}
 
   static std::vector<std::string> with_epochs(const std::string& epochs) {
     auto flags = subset;
@@ -204,10 +206,12 @@ BOOST_AUTO_TEST_CASE(a_worker_joining_a_running_job_starts_cold_and_takes_work) 
     head.insert(head.end(), {"--epochs", "8", "--consistency", "ssp:2"});
     return head;
   };
-  child_process coordinator(
-      args({"--role", "coordinator", "--listen", address, "--workers", "1", "--max-workers", "2",
-            "--servers", "1", "--report", report.string()}),
-      scratch("late-c.log").string(), env);
+  // A floor of 3 ms a batch (seven epochs of 94 to go: 2 s) outlasts the newcomer's start.
+  auto coordinator_flags = job_floor(2, 3);
+  coordinator_flags.insert(coordinator_flags.end(),
+                           {"--role", "coordinator", "--listen", address, "--workers", "1",
+                            "--max-workers", "2", "--servers", "1", "--report", report.string()});
+  child_process coordinator(args(coordinator_flags), scratch("late-c.log").string(), env);
   child_process server(args({"--role", "server", "--coordinator", address}),
                        scratch("late-s.log").string(), env);
   child_process first(args({"--role", "worker", "--coordinator", address, "--name", "first"}),
@@ -230,15 +234,14 @@ BOOST_AUTO_TEST_CASE(a_worker_joining_a_running_job_starts_cold_and_takes_work) 
 }
 
 BOOST_AUTO_TEST_CASE(every_node_serves_metrics_that_promtool_accepts) {
-  auto flags = small_cluster::with_epochs("2");
+  auto flags = small_cluster::with_epochs("4");
   flags.insert(flags.end(), {"--metrics-port", "0", "--log-level", "info"});
-  fmnist_cluster cluster{flags};
-  const std::string marker = "metrics at http://127.0.0.1:";
-  BOOST_TEST_REQUIRE(cluster.servers[0]->wait_for_output(marker, std::chrono::seconds(60)));
-  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/2", std::chrono::seconds(120)));
-  const std::string log = cluster.servers[0]->output();
-  const auto port = static_cast<uint16_t>(std::stoi(log.substr(log.find(marker) + marker.size())));
-  const std::string response = http_get(port, "/metrics");
+  // A floor of 5 ms a batch: the three epochs after the first (0.7 s) outlast one read.
+  fmnist_cluster cluster{flags, 2, 2, job_floor(2, 5)};
+  const auto port = await_metrics_port(cluster.servers[0]->log_path(), std::chrono::seconds(60));
+  BOOST_TEST_REQUIRE(port.has_value());
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/4", std::chrono::seconds(120)));
+  const std::string response = http_get(*port, "/metrics");
   BOOST_TEST_INFO("response: " << response);
   BOOST_TEST_REQUIRE(response.rfind("HTTP/1.0 200 OK", 0) == 0u);
   BOOST_TEST(response.find("troupe_bucket_updates_total{bucket=") != std::string::npos);

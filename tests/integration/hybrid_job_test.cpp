@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "tests/integration/child_process.hpp"
+#include "tests/support/pace.hpp"
 
 using namespace troupe::testing;
 
@@ -52,13 +53,13 @@ BOOST_AUTO_TEST_CASE(a_hybrid_cluster_survives_a_killed_server_and_a_killed_work
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
   const auto report = scratch("cluster.json");
   const std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
-  const std::vector<std::string> data = {"--train-examples", "60000", "--epochs", "4"};
+  const auto data =
+      paced_data({"--train-examples", "60000", "--epochs", "4"}, "--train-examples");
   const auto c_log = scratch("c.log").string();
-  child_process coordinator(
-      command({"--role", "coordinator", "--listen", address, "--workers", "2", "--servers", "2",
-               "--replication", "2", "--report", report.string()},
-              data),
-      c_log, env);
+  auto head = job_floor(2);  // the job's floor: 1 ms a step, 469 steps an epoch
+  head.insert(head.end(), {"--role", "coordinator", "--listen", address, "--workers", "2",
+                           "--servers", "2", "--replication", "2", "--report", report.string()});
+  child_process coordinator(command(head, data), c_log, env);
   std::vector<std::unique_ptr<child_process>> servers, workers;
   for (const char* name : {"s0", "s1"})
     servers.push_back(std::make_unique<child_process>(

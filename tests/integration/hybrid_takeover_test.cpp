@@ -13,21 +13,21 @@
 #include <memory>
 
 #include "tests/integration/child_process.hpp"
+#include "tests/support/pace.hpp"
 
 using namespace troupe::testing;
 
 namespace {
 
 const std::vector<std::string> model = {
-    "--mode",          "hybrid", "--fm-dim",          "4",
-    "--tower",         "16,8",   "--vocabulary",      "5000",
-    "--test-examples", "5000",   "--log-level",       "info",
-    "--blas-threads",  "1",      "--train-examples",  "200000",
-    "--epochs",        "3",      "--worker-slowdown", "0:2,1:2"};
+    "--mode",          "hybrid", "--fm-dim",         "4",    "--tower",        "16,8",
+    "--vocabulary",    "5000",   "--test-examples",  "5000", "--log-level",    "info",
+    "--blas-threads",  "1",      "--train-examples", "200000", "--epochs",     "3"};
 
 std::vector<std::string> command(std::vector<std::string> head) {
+  const auto data = paced_data(model, "--train-examples");
   head.insert(head.begin(), TROUPE_CTR_BIN);
-  head.insert(head.end(), model.begin(), model.end());
+  head.insert(head.end(), data.begin(), data.end());
   return head;
 }
 
@@ -54,9 +54,10 @@ struct hybrid_cluster {
   std::vector<std::unique_ptr<child_process>> members;
 
   explicit hybrid_cluster(std::vector<std::string> extra = {}) {
-    const std::vector<std::string> job = {
-        "--role",   "coordinator",   "--workers",     "2", "--servers", "2",
-        "--report", report.string(), "--replication", "2"};
+    // The job's floor: 1 ms a step, two epochs of 1563 steps after the first (3 s).
+    auto job = job_floor(2);
+    job.insert(job.end(), {"--role", "coordinator", "--workers", "2", "--servers", "2", "--report",
+                           report.string(), "--replication", "2"});
     auto with = [&](std::vector<std::string> head) {
       head.insert(head.end(), extra.begin(), extra.end());
       return command(head);

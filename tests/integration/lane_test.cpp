@@ -24,6 +24,7 @@
 #include "actors/lane/lane_socket.hpp"
 #include "tests/integration/bucket_fixture.hpp"
 #include "tests/unit/expect_error.hpp"
+#include "tests/support/progress.hpp"
 
 using namespace troupe;
 using troupe::testing::bucket_actor_fixture;
@@ -445,10 +446,7 @@ BOOST_FIXTURE_TEST_CASE(a_held_pair_is_let_go_when_its_pull_is_late, lane_fixtur
 
 BOOST_FIXTURE_TEST_CASE(a_lost_connection_ends_the_link, lane_fixture) {
   listener->stop();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!lane->broken() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  BOOST_TEST(lane->broken());
+  BOOST_TEST(testing::await([&] { return lane->broken(); }, timeout));
   BOOST_TEST(is_gone(over_lane(pull_atom_v, encode(pull_request{7, 0, 0, {}}), bucket.id())));
   lane_map lanes;
   lanes.add(lane);

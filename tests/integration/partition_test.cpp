@@ -34,10 +34,10 @@ struct partitioned_job {
     const std::vector<std::string> flags = {
         "--epochs", "3",          "--blas-threads",    "1",  "--log-level", "info", "--replication",
         "2",        "--insecure", "--request-timeout", "10", "--buckets",   "4"};
-    start(0,
-          {"--role", "coordinator", "--listen", coordinator, "--servers", "2", "--workers", "2",
-           "--report", report.string()},
-          flags);
+    auto head = job_floor(2, 2);  // the job's floor: two epochs after the first take 1.9 s
+    head.insert(head.end(), {"--role", "coordinator", "--listen", coordinator, "--servers", "2",
+                             "--workers", "2", "--report", report.string()});
+    start(0, head, flags);
     for (size_t s = 1; s <= 2; ++s)
       start(s,
             {"--role", "server", "--coordinator", coordinator, "--listen", lab.address(s) + ":0",
@@ -53,7 +53,7 @@ struct partitioned_job {
   void start(size_t i, const std::vector<std::string>& head,
              const std::vector<std::string>& flags) {
     nodes.push_back(std::make_unique<child_process>(
-        lab.command(i, fmnist_command(head, flags)),
+        lab.command(i, fmnist_command(head, paced_data(flags))),
         scratch("partition-" + std::to_string(i) + "-" + tag + ".log").string(), env));
   }
   child_process& coordinator() { return *nodes[0]; }
@@ -80,8 +80,9 @@ struct job_with_standby : partitioned_job {
                                             "3000",
                                             "--buckets",
                                             "4"};
-    const std::vector<std::string> coordinator = {
-        "--role", "coordinator", "--servers", "2", "--workers", "2", "--report", report.string()};
+    auto coordinator = job_floor(2, 2);  // the job's floor, as above
+    coordinator.insert(coordinator.end(), {"--role", "coordinator", "--servers", "2", "--workers",
+                                           "2", "--report", report.string()});
     auto head = coordinator;
     head.insert(head.end(), {"--listen", primary});
     start(0, head, flags);

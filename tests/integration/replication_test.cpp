@@ -18,6 +18,7 @@
 #include "actors/supervision/supervisor.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
+#include "tests/support/progress.hpp"
 
 using namespace troupe;
 
@@ -150,15 +151,17 @@ BOOST_FIXTURE_TEST_CASE(a_restarted_bucket_has_exactly_the_state_it_had, fixture
                    }};
   auto supervisor_handle = sys->spawn(supervisor, sup, std::vector<child_spec>{child});
   auto current = [&](const caf::actor& old) {
-    for (int i = 0; i < 500; ++i) {
-      caf::actor found;
-      (*self)
-          ->request(supervisor_handle, timeout, which_atom_v, std::string{"bucket-5"})
-          .receive([&](caf::actor& a) { found = std::move(a); }, [](caf::error&) {});
-      if (found && found != old) return caf::actor_cast<bucket_actor>(found);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return bucket_actor{};
+    caf::actor found;
+    const bool restarted = testing::await(
+        [&] {
+          found = caf::actor{};
+          (*self)
+              ->request(supervisor_handle, timeout, which_atom_v, std::string{"bucket-5"})
+              .receive([&](caf::actor& a) { found = std::move(a); }, [](caf::error&) {});
+          return found && found != old;
+        },
+        std::chrono::seconds(10));
+    return restarted ? caf::actor_cast<bucket_actor>(found) : bucket_actor{};
   };
   auto bucket = current(caf::actor{});
   for (uint64_t clock = 0; clock < 3; ++clock) {

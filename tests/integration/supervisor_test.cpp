@@ -12,6 +12,7 @@
 #include "actors/supervision/supervisor.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/node.hpp"
+#include "tests/support/progress.hpp"
 
 using namespace troupe;
 using troupe::testing::is_error;
@@ -69,15 +70,17 @@ struct fixture {
   // failure and for the restart's backoff.
   caf::actor which(const supervisor_actor& sup, const std::string& name,
                    const caf::actor& old = {}) {
-    for (int attempt = 0; attempt < 500; ++attempt) {
-      caf::actor found;
-      (*self)
-          ->request(sup, timeout, which_atom_v, name)
-          .receive([&](caf::actor& a) { found = std::move(a); }, [](caf::error&) {});
-      if (found && (!old || found.address() != old.address())) return found;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return {};
+    caf::actor found;
+    const bool restarted = testing::await(
+        [&] {
+          found = caf::actor{};
+          (*self)
+              ->request(sup, timeout, which_atom_v, name)
+              .receive([&](caf::actor& a) { found = std::move(a); }, [](caf::error&) {});
+          return found && (!old || found.address() != old.address());
+        },
+        std::chrono::seconds(10));
+    return restarted ? found : caf::actor{};
   }
 
   // Makes `child` crash and waits until it is gone.

@@ -25,13 +25,13 @@ inline test_pace pace() {
   return v == "fast" ? test_pace::fast : v == "slow" ? test_pace::slow : test_pace::measured;
 }
 
-// The milliseconds a batch of the test jobs computes on this project's machine (the MLP of
-// troupe-fmnist, batch 64, two workers on two cores): "slow" adds twice that to every batch.
-inline constexpr uint32_t computed_ms_per_batch = 1;
+// What "slow" adds to every batch: twice what one computes on this project's 2-core machine
+// (2.5 ms: the full 5-process fmnist job trains 1407 batches a worker in about 3.5 s).
+inline constexpr uint32_t slow_extra_ms = 5;
 
 // --worker-delay-ms for `workers` workers, each waiting `floor_ms` per batch (more when slow).
 inline std::vector<std::string> job_floor(uint32_t workers, uint32_t floor_ms = 1) {
-  const uint32_t ms = floor_ms + (pace() == test_pace::slow ? 2 * computed_ms_per_batch : 0);
+  const uint32_t ms = floor_ms + (pace() == test_pace::slow ? slow_extra_ms : 0);
   std::string ranks;
   for (uint32_t r = 0; r < workers; ++r) {
     if (r) ranks += ',';
