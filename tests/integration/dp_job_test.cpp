@@ -212,11 +212,7 @@ struct dp_cluster {
              std::vector<std::string> coordinator_flags = {})
       : flags(paced_data(std::move(common))) {
     flags.insert(flags.end(), {"--mode", "dp"});
-    if (std::find(coordinator_flags.begin(), coordinator_flags.end(), "--worker-delay-ms") ==
-        coordinator_flags.end()) {
-      const auto floor = job_floor(count);
-      coordinator_flags.insert(coordinator_flags.end(), floor.begin(), floor.end());
-    }
+    coordinator_flags = with_floor(std::move(coordinator_flags), count);
     coordinator_flags.insert(coordinator_flags.end(),
                              {"--role", "coordinator", "--listen", address, "--workers",
                               std::to_string(count), "--report", report.string()});

@@ -11,7 +11,6 @@
 #include <boost/test/unit_test.hpp>
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -90,11 +89,7 @@ struct fmnist_cluster {
                  uint32_t worker_count = 2, std::vector<std::string> coordinator_flags = {},
                  bool with_standby = false) {
     flags = paced_data(std::move(flags));
-    if (std::find(coordinator_flags.begin(), coordinator_flags.end(), "--worker-delay-ms") ==
-        coordinator_flags.end()) {
-      const auto floor = job_floor(worker_count);
-      coordinator_flags.insert(coordinator_flags.end(), floor.begin(), floor.end());
-    }
+    coordinator_flags = with_floor(std::move(coordinator_flags), worker_count);
     coordinator_flags.insert(coordinator_flags.end(),
                              {"--role", "coordinator", "--workers", std::to_string(worker_count),
                               "--report", report.string()});

@@ -42,6 +42,17 @@ inline std::vector<std::string> job_floor(uint32_t workers, uint32_t floor_ms = 
   return {"--worker-delay-ms", ranks};
 }
 
+// `coordinator_flags` with the default floor (1 ms a batch for each of `workers` workers) unless
+// they set --worker-delay-ms themselves.
+inline std::vector<std::string> with_floor(std::vector<std::string> coordinator_flags,
+                                           uint32_t workers) {
+  for (const auto& flag : coordinator_flags)
+    if (flag == "--worker-delay-ms") return coordinator_flags;
+  const auto floor = job_floor(workers);
+  coordinator_flags.insert(coordinator_flags.end(), floor.begin(), floor.end());
+  return coordinator_flags;
+}
+
 // `n` examples, or a third of them at the fast pace.
 inline uint64_t paced_count(uint64_t n) { return pace() == test_pace::fast ? n / 3 : n; }
 
