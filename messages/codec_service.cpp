@@ -380,6 +380,7 @@ wire encode(const bucket_stats& x) {
   out.setMaxClockGap(x.max_clock_gap);
   out.setUpdatesSkipped(x.updates_skipped);
   out.setUpdateVariance(x.update_variance);
+  out.setDuplicatePushes(x.duplicate_pushes);
   return detail::to_wire(message);
 }
 
@@ -405,6 +406,7 @@ caf::expected<bucket_stats> decode<bucket_stats>(const wire& w, const codec_limi
         x.max_clock_gap = in.getMaxClockGap();
         x.updates_skipped = in.getUpdatesSkipped();
         x.update_variance = in.getUpdateVariance();
+        x.duplicate_pushes = in.getDuplicatePushes();
         return x;
       });
 }

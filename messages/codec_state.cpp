@@ -37,6 +37,9 @@ void write_counters(schema::BucketCounters::Builder out, const bucket_counters& 
   for (unsigned i = 0; i < x.histogram.size(); ++i) histogram.set(i, x.histogram[i]);
   auto next = out.initNextPush(x.next_push.size());
   for (unsigned i = 0; i < x.next_push.size(); ++i) next.set(i, x.next_push[i]);
+  out.setSkipped(x.skipped);
+  out.setDuplicates(x.duplicates);
+  detail::write_chunks(out.initAppliedBatches(x.applied_batches.size()), x.applied_batches);
 }
 
 caf::expected<bucket_counters> read_counters(schema::BucketCounters::Reader in,
@@ -64,6 +67,11 @@ caf::expected<bucket_counters> read_counters(schema::BucketCounters::Reader in,
   x.max_clock_gap = in.getMaxClockGap();
   x.histogram = detail::to_vector<uint64_t>(in.getHistogram());
   x.next_push = detail::to_vector<uint64_t>(in.getNextPush());
+  x.skipped = in.getSkipped();
+  x.duplicates = in.getDuplicates();
+  auto batches = detail::read_chunks(in.getAppliedBatches(), budget);
+  if (!batches) return std::move(batches.error());
+  x.applied_batches = std::move(*batches);
   return x;
 }
 

@@ -79,6 +79,7 @@ struct PushRequest {
   last @7 :Bool;            # the worker's final push: it no longer holds back ssp/bsp peers
   skipped @8 :Bool;         # this step produced nothing to apply (non-finite): count the step
   resend @9 :Bool;          # sent again after a failure: ignored if the bucket already has it
+  batches @10 :WorkChunk;   # the work it was computed from (unset: not tracked); schema 5
 }
 
 struct PushAck {
@@ -191,6 +192,7 @@ struct BucketStats {
   maxClockGap @8 :UInt64;   # largest worker clock minus slowest live clock at a granted pull
   updatesSkipped @9 :UInt64;  # pushes with nothing to apply (the worker's gradient was not finite)
   updateVariance @10 :Float64;  # variance / mean^2 of the applied gradients' norms, recent pushes
+  duplicatePushes @11 :UInt64;  # pushes of batches already applied here, acknowledged only
 }
 
 # -- membership ---------------------------------------------------------------------------------
@@ -405,6 +407,9 @@ struct BucketCounters {
   maxClockGap @9 :UInt64;
   histogram @10 :List(UInt64);
   nextPush @11 :List(UInt64);       # per worker: the push clock it must send next (older: a resend)
+  skipped @12 :UInt64;
+  duplicates @13 :UInt64;           # pushes of batches already applied here (schema 5)
+  appliedBatches @14 :List(WorkChunk);  # the batches this bucket counted, merged ranges
 }
 
 struct TableRows {

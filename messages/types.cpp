@@ -15,6 +15,8 @@ std::string to_json(const job_report& r) {
   out["wall_s"] = r.wall_s;
   out["updates_applied"] = r.updates_applied;
   out["updates_rejected"] = r.updates_rejected;
+  out["updates_skipped"] = r.updates_skipped;
+  out["duplicate_pushes"] = r.duplicate_pushes;
   out["max_staleness"] = r.max_staleness;
   out["mean_staleness"] = r.mean_staleness;
   out["staleness"] = {{"mean", r.mean_staleness},

@@ -41,6 +41,7 @@ struct bucket_stats {
   uint64_t max_clock_gap = 0;
   uint64_t updates_skipped = 0;  // pushes with nothing to apply (non-finite at the worker)
   double update_variance = 0;    // variance / mean^2 of the recent applied gradients' norms
+  uint64_t duplicate_pushes = 0;  // pushes of batches already applied here (acknowledged only)
 };
 
 // -- saved bucket state (checkpoints, new backups) ---------------------------------------------
@@ -58,6 +59,9 @@ struct bucket_counters {
   uint64_t max_clock_gap = 0;
   std::vector<uint64_t> histogram;
   std::vector<uint64_t> next_push;  // per worker: the push clock expected next
+  uint64_t skipped = 0;
+  uint64_t duplicates = 0;
+  std::vector<batch_range> applied_batches;  // the batches counted here (batch_record's ranges)
 };
 
 // Saved rows of one embedding table (or, for round_rows, one bsp round's summed gradients).
@@ -94,8 +98,9 @@ struct bucket_state_part {
 
 // The version of troupe.capnp's meaning that nodes speak. A gatekeeper refuses a node of
 // another version (naming both) before anything else crosses. 2: DASH's choices and the
-// collective travel as Cap'n Proto enums; app update rules (optimizer kind app).
-constexpr uint32_t wire_schema_version = 4;
+// collective travel as Cap'n Proto enums; app update rules (optimizer kind app). 5: a push
+// names its batches, and a bucket's saved state the batches it counted.
+constexpr uint32_t wire_schema_version = 5;
 
 struct hello {
   role sender = role::worker;
@@ -197,13 +202,7 @@ struct start_job {
 };
 
 // Batches first .. first + count - 1 of one epoch; count 0 means no work is left.
-struct work_chunk {
-  uint32_t epoch = 0;
-  uint64_t first = 0;
-  uint32_t count = 0;
-
-  friend bool operator==(const work_chunk&, const work_chunk&) = default;
-};
+using work_chunk = batch_range;
 
 // What one claim hands a worker: chunks to do in this order; none means no work is left.
 struct work_lease {
@@ -265,6 +264,8 @@ struct job_report {
   double wall_s = 0;
   uint64_t updates_applied = 0;
   uint64_t updates_rejected = 0;
+  uint64_t updates_skipped = 0;   // pushes with nothing to apply (their steps still count)
+  uint64_t duplicate_pushes = 0;  // pushes of batches a bucket had applied: acknowledged only
   uint64_t max_staleness = 0;
   double mean_staleness = 0;
   uint64_t restarts = 0;

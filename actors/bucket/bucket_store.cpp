@@ -322,19 +322,30 @@ bool bucket_store::duplicate(const push_request& push) const {
          push.worker_clock < next_push_[push.worker];
 }
 
+bool bucket_store::batches_counted(const push_request& push) const {
+  return push.batches && push.bucket == id_ && push.worker < workers_ &&
+         applied_batches_.overlaps(*push.batches);
+}
+
 void bucket_store::counted(const push_request& push) {
   if (push.worker < workers_) next_push_[push.worker] = push.worker_clock + 1;
+  if (push.batches) applied_batches_.add(*push.batches);
 }
 
 caf::expected<push_ack> bucket_store::apply(push_request push,
                                             std::vector<std::span<const float>> views) {
   if (push.resend && duplicate(push)) return push_ack{id_, version_, 0};
-  // A step that applies nothing (skipped by the worker, or refused here) still counts for the
-  // worker's clock, so that ssp and bsp keep in step with it.
-  if (push.skipped && counts_as_step(push)) {
+  // A step that applies nothing (skipped by the worker, refused here, or of batches already
+  // counted) still counts for the worker's clock, so that ssp and bsp keep in step with it.
+  const bool twice = batches_counted(push);
+  if (twice && !counts_as_step(push)) {  // its worker retired, or pushed this bsp round already
+    ++duplicates_;
+    return push_ack{id_, version_, 0};
+  }
+  if ((push.skipped || twice) && counts_as_step(push)) {
     counted(push);
     caf::error closed = skip_step(push.worker);  // may close a round an app's rule refuses
-    ++skipped_;
+    ++(twice ? duplicates_ : skipped_);
     if (push.last)  // retired even when the round it closed was refused
       if (auto retired = retire(push.worker); !closed) closed = std::move(retired);
     if (closed) return closed;
@@ -467,7 +478,7 @@ pull_reply bucket_store::snapshot() const {
 bucket_stats bucket_store::stats() const {
   return bucket_stats{
       id_,    version_,   applied_,       rejected_, max_staleness_,   staleness_sum_,
-      clock_, histogram_, max_clock_gap_, skipped_,  update_variance()};
+      clock_, histogram_, max_clock_gap_, skipped_,  update_variance(), duplicates_};
 }
 
 }  // namespace troupe

@@ -16,6 +16,7 @@
 #include <span>
 #include <unordered_map>
 
+#include "actors/bucket/batch_record.hpp"
 #include "actors/bucket/clock_gate.hpp"
 #include "actors/bucket/sparse_table.hpp"
 #include "kernels/adam_hyper.hpp"
@@ -58,6 +59,17 @@ class bucket_store {
   // never got (its bucket restarted, or a backup took over); apply() acknowledges a resent
   // duplicate without applying it twice.
   bool duplicate(const push_request& push) const;
+
+  // Whether `push` names batches this bucket already counted, pushed by any worker (a lost
+  // worker's chunk done again by another). apply() acknowledges it without applying it, counts
+  // it as a duplicate push, and moves the worker's clock as for a skipped step.
+  bool batches_counted(const push_request& push) const;
+
+  // Pushes acknowledged without being applied: their batches were counted here already.
+  uint64_t duplicate_pushes() const { return duplicates_; }
+
+  // The bytes of the record of counted batches as saved (checkpoints, backups).
+  uint64_t batch_record_bytes() const { return applied_batches_.saved_bytes(); }
 
   // Counts a push that failed before it could be decoded.
   void count_rejected() { ++rejected_; }
@@ -260,8 +272,10 @@ class bucket_store {
   uint64_t max_clock_gap_ = 0;
   std::vector<uint64_t> histogram_;
   std::vector<uint64_t> next_push_;  // per worker: the push clock expected next
+  uint64_t skipped_ = 0;             // pushes with nothing to apply
+  uint64_t duplicates_ = 0;          // pushes of batches already counted: acknowledged only
+  batch_record applied_batches_;     // the batches counted here, whichever worker pushed them
   // Diagnostics only (not saved: a restored bucket starts them afresh).
-  uint64_t skipped_ = 0;       // pushes with nothing to apply
   std::vector<double> norms_;  // the last update_window gradient norms, a ring
   size_t next_norm_ = 0;
 };

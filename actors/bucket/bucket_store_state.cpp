@@ -62,7 +62,10 @@ bucket_counters bucket_store::counters() const {
                          staleness_sum_,
                          max_clock_gap_,
                          histogram_,
-                         next_push_};
+                         next_push_,
+                         skipped_,
+                         duplicates_,
+                         applied_batches_.ranges()};
 }
 
 std::vector<wire> bucket_store::save() const {
@@ -172,6 +175,9 @@ caf::error bucket_store::restore_part(bucket_state_part part) {
       max_clock_gap_ = c.max_clock_gap;
       histogram_ = std::move(c.histogram);
       next_push_ = std::move(c.next_push);
+      skipped_ = c.skipped;
+      duplicates_ = c.duplicates;
+      applied_batches_ = batch_record::from(c.applied_batches);
       return {};
     }
     case part_kind::first_moment:

@@ -300,12 +300,14 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
     config.log.warn("rejected a push: {}", describe(push.error()));
     return std::move(push.error());
   }
+  const uint64_t duplicates = store.duplicate_pushes();
   auto ack = store.apply(std::move(*push), std::move(gradient));
   if (!ack) config.log.warn("rejected a push: {}", describe(ack.error()));
   if (ack) count_backoff(self, config);
   auto& m = st.metrics;
   add(m.bytes_in, double(w.bytes.size()));
-  add(ack ? m.updates : m.rejected, 1);
+  const bool duplicate = store.duplicate_pushes() > duplicates;
+  add(!ack ? m.rejected : duplicate ? m.duplicates : m.updates, 1);
   if (ack && m.staleness) m.staleness->observe(double(ack->staleness));
   set(m.mailbox, double(self->mailbox().size()));
   if (ack) set(m.variance, store.update_variance());

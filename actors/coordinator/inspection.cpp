@@ -158,6 +158,7 @@ std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_st
           std::to_string(s.version),
           std::to_string(s.updates_applied),
           std::to_string(s.updates_rejected),
+          std::to_string(s.duplicate_pushes),
           fixed(histogram_quantile(s.staleness_histogram, 0.5), 0),
           fixed(histogram_quantile(s.staleness_histogram, 0.99), 0),
           std::to_string(s.max_staleness),
@@ -201,8 +202,9 @@ caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
     }
     gather_metrics(self, config, [=](node_texts texts) mutable {  // bytes in and out
       table_view table{
-          {"bucket", "primary", "backup", "version", "applied", "rejected", "staleness_p50",
-           "staleness_p99", "staleness_max", "clock", "clock_sum", "bytes_in", "bytes_out"},
+          {"bucket", "primary", "backup", "version", "applied", "rejected", "duplicates",
+           "staleness_p50", "staleness_p99", "staleness_max", "clock", "clock_sum", "bytes_in",
+           "bytes_out"},
           {}};
       const auto bytes_in = per_actor(texts, "troupe_bytes_received_total");
       const auto bytes_out = per_actor(texts, "troupe_bytes_sent_total");

@@ -37,6 +37,16 @@ bool room_for_a_late_worker(const coordinator_state& st, const launch_options& o
          st.roster.worker_members.size() < (1u << 16);
 }
 
+// Whether a server may join the running job in the place of a lost one: fewer than --servers
+// are live, and there are chains of copies (--replication 2 or more) to grow back onto it. A
+// coordinator that took over counts the same way: the members its primary had lost stay lost.
+bool room_for_a_replacement_server(const coordinator_state& st, const launch_options& o) {
+  const auto live = std::count_if(st.roster.server_members.begin(), st.roster.server_members.end(),
+                                  [](const member& s) { return !s.lost && !s.drained; });
+  return st.phase == job_phase::training && o.replication >= 2 &&
+         static_cast<uint32_t>(live) < o.servers && st.roster.server_members.size() < (1u << 16);
+}
+
 // -- membership ---------------------------------------------------------------------------------
 
 template <class Handle>
@@ -61,6 +71,8 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   bool late = false;
   if constexpr (std::is_same_v<Handle, worker_actor>)
     late = room_for_a_late_worker(self->state, config.opts);
+  else
+    late = room_for_a_replacement_server(self->state, config.opts);
   if (!late && (self->state.phase != job_phase::joining || handles.size() >= wanted))
     return make_error(errc::job_failed,
                       fmt::format("the job already has its {} {}s", wanted, to_string(expected)));
@@ -84,12 +96,20 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
     self->state.roster.beats.heard(request->name, heartbeat_monitor::clock::now());
   handles.push_back(std::move(handle));
   const auto rank = static_cast<uint32_t>(handles.size() - 1);
-  config.log.info("{} '{}' joined ({} of {})", to_string(expected), request->name, rank + 1,
-                  wanted);
+  if (late)
+    config.log.info("{} '{}' joined the running job", to_string(expected), request->name);
+  else
+    config.log.info("{} '{}' joined ({} of {})", to_string(expected), request->name, rank + 1,
+                    wanted);
   auto& st = self->state;
   if (late) {
-    st.training.work->add_worker();
-    start_at_slowest(self, config, rank);
+    if constexpr (std::is_same_v<Handle, worker_actor>) {
+      st.training.work->add_worker();
+      start_at_slowest(self, config, rank);
+    } else {  // a replacement server: the chains short of copies grow back onto it
+      for (uint32_t b = 0; b < st.directory.homes.size(); ++b) fill_chain(self, config, b);
+      send_standing(self, config);
+    }
   } else if (st.roster.servers.size() == config.opts.servers &&
              (config.opts.hybrid() || st.roster.workers.size() == config.opts.workers))
     place_buckets(self, config);

@@ -27,6 +27,8 @@ void summarize_buckets(const std::vector<bucket_stats>& buckets, job_report& rep
   for (const auto& s : buckets) {
     report.updates_applied += s.updates_applied;
     report.updates_rejected += s.updates_rejected;
+    report.updates_skipped += s.updates_skipped;
+    report.duplicate_pushes += s.duplicate_pushes;
     report.max_staleness = std::max(report.max_staleness, s.max_staleness);
     report.max_clock_gap = std::max(report.max_clock_gap, s.max_clock_gap);
     staleness_sum += s.staleness_sum;

@@ -8,6 +8,9 @@ void declare_node_metrics(metrics_registry& r) {
             "pushes a bucket applied (or counted, under bsp)", {"bucket"});
   r.declare("troupe_bucket_rejected_total", metric_kind::counter,
             "pushes a bucket refused: malformed, wrong shape, non-finite", {"bucket"});
+  r.declare("troupe_bucket_duplicate_pushes_total", metric_kind::counter,
+            "pushes a bucket acknowledged without applying: their batches were applied already",
+            {"bucket"});
   r.declare("troupe_push_staleness", metric_kind::histogram,
             "updates a bucket applied between a worker's pull and its push", {"bucket"},
             {0, 1, 2, 4, 8, 16, 32, 64});
@@ -69,6 +72,7 @@ bucket_metrics bucket_metrics::of(const std::shared_ptr<metrics_registry>& r, ui
   const std::string actor = "bucket-" + id;
   return bucket_metrics{r->counter("troupe_bucket_updates_total", {id}),
                         r->counter("troupe_bucket_rejected_total", {id}),
+                        r->counter("troupe_bucket_duplicate_pushes_total", {id}),
                         r->histogram("troupe_push_staleness", {id}),
                         r->counter("troupe_bytes_received_total", {actor}),
                         r->counter("troupe_bytes_sent_total", {actor}),

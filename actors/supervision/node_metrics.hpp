@@ -21,6 +21,7 @@ std::string node_metrics_text(const std::shared_ptr<metrics_registry>& registry)
 struct bucket_metrics {
   metric_value* updates = nullptr;          // troupe_bucket_updates_total
   metric_value* rejected = nullptr;         // troupe_bucket_rejected_total
+  metric_value* duplicates = nullptr;       // troupe_bucket_duplicate_pushes_total
   histogram_value* staleness = nullptr;     // troupe_push_staleness
   metric_value* bytes_in = nullptr;         // troupe_bytes_received_total
   metric_value* bytes_out = nullptr;        // troupe_bytes_sent_total

@@ -123,6 +123,7 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
         push_request{plan.bucket, st.job->worker, st.clock, st.read_clocks[b]});
     push->last = last;
     push->skipped = skipped;
+    push->batches = st.current;  // a bucket applies these batches once, whoever pushes them
     if (skipped)
       ;  // no tensors: the bucket counts the step only
     else if (st.job->compress_signs)

@@ -101,7 +101,7 @@ struct fmnist_cluster {
                          {"--listen", address, "--metrics-port", std::to_string(metrics_port)});
     coordinator = std::make_unique<child_process>(fmnist_command(primary_flags, flags),
                                                   scratch("c-" + tag + ".log").string(), env);
-    std::string members_join = address;
+    members_join = address;
     if (with_standby) {
       standby_address = "127.0.0.1:" + std::to_string(free_port());
       coordinator_flags.insert(coordinator_flags.end(),
@@ -110,19 +110,15 @@ struct fmnist_cluster {
                                                 scratch("c2-" + tag + ".log").string(), env);
       members_join += "," + standby_address;
     }
-    for (uint32_t i = 0; i < server_count; ++i)
-      servers.push_back(std::make_unique<child_process>(
-          fmnist_command({"--role", "server", "--coordinator", members_join, "--name",
-                          fmt::format("server-{}-{}", i, tag)},
-                         flags),
-          scratch(fmt::format("s{}-{}.log", i, tag)).string(), env));
-    for (uint32_t i = 0; i < worker_count; ++i)
-      workers.push_back(std::make_unique<child_process>(
-          fmnist_command({"--role", "worker", "--coordinator", members_join, "--name",
-                          fmt::format("worker-{}-{}", i, tag)},
-                         flags),
-          scratch(fmt::format("w{}-{}.log", i, tag)).string(), env));
+    member_flags = std::move(flags);
+    for (uint32_t i = 0; i < server_count; ++i) start_server();
+    for (uint32_t i = 0; i < worker_count; ++i) start_worker();
   }
+
+  // Starts another server or worker process (a replacement), named by its index:
+  // server-<i>-<tag>, worker-<i>-<tag>.
+  void start_server() { start_member("server", servers); }
+  void start_worker() { start_member("worker", workers); }
 
   // Metric `name` as the primary coordinator reports it now (none before it serves metrics).
   std::optional<double> coordinator_metric(const std::string& name) {
@@ -134,6 +130,18 @@ struct fmnist_cluster {
     return await(
         [&] { return coordinator_metric("troupe_job_batches_total").value_or(-1) >= batches; },
         bound);
+  }
+
+  std::string members_join;               // the coordinators a member is given
+  std::vector<std::string> member_flags;  // every member's flags
+
+  void start_member(const std::string& role, std::vector<std::unique_ptr<child_process>>& into) {
+    const size_t i = into.size();
+    into.push_back(std::make_unique<child_process>(
+        fmnist_command({"--role", role, "--coordinator", members_join, "--name",
+                        fmt::format("{}-{}-{}", role, i, tag)},
+                       member_flags),
+        scratch(fmt::format("{}{}-{}.log", role[0], i, tag)).string(), env));
   }
 
   std::string secret() const { return env[0].substr(env[0].find('=') + 1); }

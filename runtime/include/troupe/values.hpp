@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -76,6 +77,18 @@ struct pull_reply {
   std::vector<sparse_rows> rows;  // the rows asked for, in the order asked
 };
 
+// Batches [first, first + count) of epoch `epoch`: a work chunk (--accumulate batches), and
+// what a push was computed from. A bucket applies a given batch at most once, whichever worker
+// pushes it: a push of batches it already has is acknowledged and counted as a duplicate, its
+// step counted as skipped.
+struct batch_range {
+  uint32_t epoch = 0;
+  uint64_t first = 0;
+  uint32_t count = 0;
+
+  friend bool operator==(const batch_range&, const batch_range&) = default;
+};
+
 struct push_request {
   uint32_t bucket = 0;
   uint32_t worker = 0;
@@ -87,6 +100,7 @@ struct push_request {
   bool last = false;     // the worker's final push: it no longer holds back ssp/bsp peers
   bool skipped = false;  // this step produced nothing to apply: only its clock counts
   bool resend = false;   // sent again after a failure: ignored if the bucket already counted it
+  std::optional<batch_range> batches;  // none: not tracked (an app's push without an identity)
 };
 
 struct push_ack {
