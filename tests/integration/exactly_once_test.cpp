@@ -1,11 +1,13 @@
 // Each batch applied at most once per bucket under kills, with real processes on loopback (all
-// of Fashion-MNIST, 3 epochs, --replication 2): a fixed-seed random schedule kills workers and
-// a server with SIGKILL at points of progress (the job's batches), starting a replacement
-// process after each kill; a server kill waits until every bucket has a live backup again (the
-// console's buckets view). The job finishes with nothing lost, and every bucket counted every
-// chunk exactly once: applied + rejected + skipped = buckets x steps, a lost worker's chunks
-// done again by others acknowledged as duplicates, not applied twice. TROUPE_SOAK_SEED picks
-// another schedule (tests/soak/exactly_once_soak.sh runs many).
+// of Fashion-MNIST, 3 epochs, --replication 2, a standby coordinator): a fixed-seed random
+// schedule kills workers, a server and, last, the primary coordinator with SIGKILL at points of
+// progress (the job's batches), starting a replacement worker or server after each of theirs; a
+// server kill waits until every bucket has a live backup again (the console's buckets view).
+// The job finishes with nothing lost, and every bucket counted every chunk exactly once:
+// applied + rejected + skipped = buckets x steps, a lost worker's chunks done again by others
+// acknowledged as duplicates, not applied twice. TROUPE_SOAK_SEED picks another schedule
+// (tests/soak/exactly_once_soak.sh runs many). Also: a replacement server is admitted and holds
+// copies again, with and without a takeover.
 #define BOOST_TEST_MODULE exactly_once_test
 #include <boost/test/unit_test.hpp>
 
@@ -22,13 +24,17 @@ namespace {
 
 constexpr double buckets = 4;
 
+enum class victim { worker, server, coordinator };
+
 struct kill_step {
   double at_batch = 0;  // the job's batches done when it fires
-  bool server = false;
+  victim who = victim::worker;
 };
 
-// `kills` kills between 10% and 75% of the job, at least one of them a server's (not the
-// first, so that a worker's chunks are redone before and after the chains re-grow).
+// `kills` (4 or more) kills between 10% and 75% of the job: workers, one server (neither the
+// first nor the last kill, so that workers' chunks are redone before and after the chains
+// re-grow) and, last, the primary coordinator (its standby's counts start afresh, so no kill
+// waits on them).
 std::vector<kill_step> schedule(uint32_t seed, int kills, double total_batches) {
   std::mt19937 rng{seed};
   std::uniform_real_distribution<double> at{0.10 * total_batches, 0.75 * total_batches};
@@ -36,7 +42,8 @@ std::vector<kill_step> schedule(uint32_t seed, int kills, double total_batches) 
   for (auto& s : steps) s.at_batch = std::floor(at(rng));
   std::sort(steps.begin(), steps.end(),
             [](const kill_step& a, const kill_step& b) { return a.at_batch < b.at_batch; });
-  steps[1 + rng() % (kills - 1)].server = true;
+  steps[1 + rng() % (kills - 2)].who = victim::server;
+  steps.back().who = victim::coordinator;
   return steps;
 }
 
@@ -87,13 +94,21 @@ BOOST_AUTO_TEST_CASE(kills_with_replacements_apply_every_chunk_once_per_bucket) 
   BOOST_TEST_MESSAGE("seed " << seed);
   // A floor of 2 ms a batch (about 2.8 s for the three epochs of 469 batches a worker): the
   // kills and replacements come long before the job's end.
-  fmnist_cluster cluster{full_ps_job({"--replication", "2"}), 3, 3, job_floor(3, 2)};
+  fmnist_cluster cluster{full_ps_job({"--replication", "2"}), 3, 3, job_floor(3, 2), true};
+  BOOST_TEST_REQUIRE(cluster.standby->wait_for_output("following the coordinator", full_job_time));
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("training:", full_job_time));
   std::mt19937 rng{seed};
   int views = 0;
   for (const auto& step : schedule(seed, 5, 3 * full_job_batches_per_epoch())) {
     BOOST_TEST_REQUIRE(cluster.await_batches(step.at_batch), "batch " << step.at_batch);
-    if (!step.server) {
+    if (step.who == victim::coordinator) {
+      BOOST_TEST_MESSAGE("at batch " << step.at_batch << ": kill the primary coordinator");
+      cluster.coordinator->kill();
+      BOOST_TEST_REQUIRE(cluster.standby->wait_for_output("took over as the coordinator",
+                                                          std::chrono::seconds(60)));
+      continue;
+    }
+    if (step.who == victim::worker) {
       const size_t w = live_one(cluster.workers, rng);
       BOOST_TEST_MESSAGE("at batch " << step.at_batch << ": kill worker " << w);
       cluster.workers[w]->kill();
@@ -110,12 +125,13 @@ BOOST_AUTO_TEST_CASE(kills_with_replacements_apply_every_chunk_once_per_bucket) 
     BOOST_TEST_REQUIRE(await([&] { return every_bucket_backed_up(buckets_view(cluster, ++views)); },
                              std::chrono::seconds(120)));
   }
-  const auto code = cluster.coordinator->wait(full_job_time);
-  BOOST_TEST_INFO("coordinator: " << cluster.coordinator->output());
+  const auto code = cluster.standby->wait(full_job_time);
+  BOOST_TEST_INFO("coordinator: " << cluster.standby->output());
   BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
   const std::string report = read_file(cluster.report.string());
   BOOST_TEST_INFO("report: " << report);
   BOOST_TEST(json_number(report, "updates_lost").value_or(-1) == 0);
+  BOOST_TEST(report_array(report, "takeovers").size() == 1u);
   const double steps = json_number(report, "steps").value_or(0);
   BOOST_TEST(steps == 3 * full_job_batches_per_epoch());
   const double counted = json_number(report, "updates_applied").value_or(0) +
@@ -125,7 +141,8 @@ BOOST_AUTO_TEST_CASE(kills_with_replacements_apply_every_chunk_once_per_bucket) 
   BOOST_TEST(json_number(report, "duplicate_pushes").value_or(-1) >= 0);
   BOOST_TEST_MESSAGE("duplicate pushes acknowledged: "
                      << json_number(report, "duplicate_pushes").value_or(-1));
-  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+  // Trained, though with five kills and staler pushes than the fault tests' jobs.
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.80);
 }
 
 namespace {

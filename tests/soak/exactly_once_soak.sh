@@ -10,7 +10,8 @@ seeds=("$@")
 [ ${#seeds[@]} -eq 0 ] && seeds=(1 2 3 4 5 6 7 8 9 10)
 failed=()
 for seed in "${seeds[@]}"; do
-  if TROUPE_SOAK_SEED=$seed "$build/bin/exactly_once_test" --log_level=message > /tmp/soak-$seed.log 2>&1; then
+  if TROUPE_SOAK_SEED=$seed "$build/bin/exactly_once_test" \
+       -t kills_with_replacements_apply_every_chunk_once_per_bucket --log_level=message > /tmp/soak-$seed.log 2>&1; then
     echo "seed $seed: passed ($(grep -o 'duplicate pushes acknowledged: [0-9]*' /tmp/soak-$seed.log))"
     rm -f /tmp/soak-$seed.log
   else
