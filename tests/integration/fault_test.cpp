@@ -290,6 +290,11 @@ BOOST_AUTO_TEST_CASE(a_killed_job_resumes_from_its_checkpoint_and_skips_a_damage
     BOOST_TEST_INFO("report: " << report);
     BOOST_TEST(json_number(report, "resumed_from_step").value_or(0) == double(newest));
     BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+    // No batch applied twice: those counted before the checkpoint came back with the buckets.
+    BOOST_TEST(json_number(report, "updates_applied").value_or(0) +
+                   json_number(report, "updates_rejected").value_or(0) +
+                   json_number(report, "updates_skipped").value_or(0) ==
+               4 * json_number(report, "steps").value_or(0));
   }
   // The resumed job wrote checkpoints of its own. Flip one byte in the middle of the newest:
   // the one before it is used.
