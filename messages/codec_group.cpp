@@ -130,8 +130,8 @@ caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits
         x.slowdown = in.getSlowdown();
         x.client = in.getClient();
         x.delay_ms = in.getDelayMs();
-        if (x.accumulate == 0 || x.accumulate > 65536 || !(x.slowdown >= 1) ||
-            x.slowdown > 1000 || x.delay_ms > 60000)
+        if (x.accumulate == 0 || x.accumulate > 65536 || !(x.slowdown >= 1) || x.slowdown > 1000 ||
+            x.delay_ms > 60000)
           return make_error(errc::malformed_message,
                             "group start: accumulation, slowdown or delay out of range");
         return x;

@@ -39,8 +39,8 @@ struct bucket_stats {
   vector_clock clock;
   std::vector<uint64_t> staleness_histogram;  // entry t: pushes applied with staleness t
   uint64_t max_clock_gap = 0;
-  uint64_t updates_skipped = 0;  // pushes with nothing to apply (non-finite at the worker)
-  double update_variance = 0;    // variance / mean^2 of the recent applied gradients' norms
+  uint64_t updates_skipped = 0;   // pushes with nothing to apply (non-finite at the worker)
+  double update_variance = 0;     // variance / mean^2 of the recent applied gradients' norms
   uint64_t duplicate_pushes = 0;  // pushes of batches already applied here (acknowledged only)
 };
 

@@ -39,7 +39,8 @@ std::vector<batch_range> batch_record::ranges() const {
   for (const auto& [epoch, ranges] : epochs_)
     for (const auto& [begin, end] : ranges)
       for (uint64_t first = begin; first < end; first += std::min(most, end - first))
-        out.push_back(batch_range{epoch, first, static_cast<uint32_t>(std::min(most, end - first))});
+        out.push_back(
+            batch_range{epoch, first, static_cast<uint32_t>(std::min(most, end - first))});
   return out;
 }
 

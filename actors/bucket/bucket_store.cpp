@@ -477,7 +477,7 @@ pull_reply bucket_store::snapshot() const {
 
 bucket_stats bucket_store::stats() const {
   return bucket_stats{
-      id_,    version_,   applied_,       rejected_, max_staleness_,   staleness_sum_,
+      id_,    version_,   applied_,       rejected_, max_staleness_,    staleness_sum_,
       clock_, histogram_, max_clock_gap_, skipped_,  update_variance(), duplicates_};
 }
 

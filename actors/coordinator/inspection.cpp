@@ -201,11 +201,10 @@ caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
       return;
     }
     gather_metrics(self, config, [=](node_texts texts) mutable {  // bytes in and out
-      table_view table{
-          {"bucket", "primary", "backup", "version", "applied", "rejected", "duplicates",
-           "staleness_p50", "staleness_p99", "staleness_max", "clock", "clock_sum", "bytes_in",
-           "bytes_out"},
-          {}};
+      table_view table{{"bucket", "primary", "backup", "version", "applied", "rejected",
+                        "duplicates", "staleness_p50", "staleness_p99", "staleness_max", "clock",
+                        "clock_sum", "bytes_in", "bytes_out"},
+                       {}};
       const auto bytes_in = per_actor(texts, "troupe_bytes_received_total");
       const auto bytes_out = per_actor(texts, "troupe_bytes_sent_total");
       for (uint32_t b = 0; b < stats.size(); ++b) {

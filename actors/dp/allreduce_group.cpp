@@ -1,7 +1,7 @@
 #include "actors/dp/allreduce_group.hpp"
 
-#include <caf/scoped_actor.hpp>
 #include <fmt/format.h>
+#include <caf/scoped_actor.hpp>
 
 #include <cstring>
 

@@ -74,8 +74,7 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(the_gpu_step_matches_the_cpu_twin,
-                     *boost::unit_test::precondition(has_gpu)) {
+BOOST_AUTO_TEST_CASE(the_gpu_step_matches_the_cpu_twin, *boost::unit_test::precondition(has_gpu)) {
   const uint32_t rows = 300, cols = 200;
   dash_config config;
   config.block = 128;

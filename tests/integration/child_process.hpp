@@ -75,8 +75,8 @@ class child_process {
 
   // Waits until the output holds `text` `count` times; false if the process ended or the
   // bound passed first.
-  bool wait_for_output(const std::string& text,
-                       std::chrono::milliseconds bound = progress_bound, size_t count = 1) {
+  bool wait_for_output(const std::string& text, std::chrono::milliseconds bound = progress_bound,
+                       size_t count = 1) {
     bool ended = false;
     await(
         [&] {

@@ -307,10 +307,10 @@ BOOST_AUTO_TEST_CASE(a_worker_started_mid_job_joins_and_the_job_completes) {
 BOOST_AUTO_TEST_CASE(a_stopped_worker_is_left_behind_and_refused_when_it_resumes) {
   // The member resumes once the group has re-formed without it; the floor (5 ms a step, two
   // epochs of 267 steps to go) keeps the job running past that.
-  dp_cluster job(3,
-                 {"--batch", "64", "--train-limit", "51200", "--test-limit", "1000",
-                  "--request-timeout", "4"},
-                 job_floor(3, 5));
+  dp_cluster job(
+      3,
+      {"--batch", "64", "--train-limit", "51200", "--test-limit", "1000", "--request-timeout", "4"},
+      job_floor(3, 5));
   BOOST_TEST_REQUIRE(job.await_log("epoch 1/3"));
   job.workers[1]->signal(SIGSTOP);
   BOOST_TEST_REQUIRE(job.await_log("lost worker 'w1'", std::chrono::seconds(60)));
@@ -351,7 +351,8 @@ BOOST_AUTO_TEST_CASE(a_checkpointed_job_killed_and_resumed_continues_from_the_ch
 BOOST_AUTO_TEST_CASE(the_console_and_the_metrics_show_a_live_group) {
   const uint16_t metrics_port = free_port();
   auto coordinator_flags = job_floor(2, 8);  // 12 epochs of 100 steps: 9.6 s, past the reads
-  coordinator_flags.insert(coordinator_flags.end(), {"--metrics-port", std::to_string(metrics_port)});
+  coordinator_flags.insert(coordinator_flags.end(),
+                           {"--metrics-port", std::to_string(metrics_port)});
   dp_cluster job(
       2, {"--batch", "64", "--train-limit", "12800", "--test-limit", "1000", "--epochs", "12"},
       coordinator_flags);

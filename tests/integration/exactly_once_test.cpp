@@ -54,11 +54,10 @@ uint32_t seed_of_run() {
 
 // The console's buckets view as JSON rows (empty when the coordinator does not answer).
 troupe::json buckets_view(const fmnist_cluster& cluster, int run) {
-  child_process console({TROUPE_CONSOLE_BIN, "--connect", cluster.address, "-c", "buckets",
-                         "--json"},
-                        scratch("console-" + cluster.tag + "-" + std::to_string(run) + ".log")
-                            .string(),
-                        {cluster.env[0]});
+  child_process console(
+      {TROUPE_CONSOLE_BIN, "--connect", cluster.address, "-c", "buckets", "--json"},
+      scratch("console-" + cluster.tag + "-" + std::to_string(run) + ".log").string(),
+      {cluster.env[0]});
   if (console.wait(std::chrono::seconds(60)).value_or(-1) != 0) return troupe::json::array();
   const auto rows = parse_json(console.output());
   return rows.is_array() ? rows : troupe::json::array();
@@ -121,7 +120,8 @@ BOOST_AUTO_TEST_CASE(kills_with_replacements_apply_every_chunk_once_per_bucket) 
     cluster.servers[s]->kill();
     cluster.servers[s]->wait(std::chrono::seconds(10));
     // The coordinator noticed, promoted, and grew every chain back on the servers left.
-    BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("lost server", std::chrono::seconds(60)));
+    BOOST_TEST_REQUIRE(
+        cluster.coordinator->wait_for_output("lost server", std::chrono::seconds(60)));
     BOOST_TEST_REQUIRE(await([&] { return every_bucket_backed_up(buckets_view(cluster, ++views)); },
                              std::chrono::seconds(120)));
   }
@@ -139,8 +139,8 @@ BOOST_AUTO_TEST_CASE(kills_with_replacements_apply_every_chunk_once_per_bucket) 
                          json_number(report, "updates_skipped").value_or(0);
   BOOST_TEST(counted == buckets * steps);
   BOOST_TEST(json_number(report, "duplicate_pushes").value_or(-1) >= 0);
-  BOOST_TEST_MESSAGE("duplicate pushes acknowledged: "
-                     << json_number(report, "duplicate_pushes").value_or(-1));
+  BOOST_TEST_MESSAGE(
+      "duplicate pushes acknowledged: " << json_number(report, "duplicate_pushes").value_or(-1));
   // Trained, though with five kills and staler pushes than the fault tests' jobs.
   BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.80);
 }

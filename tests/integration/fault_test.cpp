@@ -197,16 +197,16 @@ BOOST_AUTO_TEST_CASE(with_replication_3_two_servers_killed_at_once_lose_no_updat
   }
   // Once the coordinator has promoted every bucket's copy, the view names the third copy (a
   // view asked before that would wait on the dead servers' buckets).
-  BOOST_TEST_REQUIRE(
-      cluster.coordinator->wait_for_output("every bucket is served again", std::chrono::seconds(60)));
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("every bucket is served again",
+                                                          std::chrono::seconds(60)));
   std::string now_primary;
   BOOST_TEST(await(
-      [&] {
-        const auto after = op.view("buckets");
-        if (!after.rows.empty()) now_primary = after.rows[0][1];
-        return now_primary == third;
-      },
-      std::chrono::seconds(60)),
+                 [&] {
+                   const auto after = op.view("buckets");
+                   if (!after.rows.empty()) now_primary = after.rows[0][1];
+                   return now_primary == third;
+                 },
+                 std::chrono::seconds(60)),
              "bucket 0's primary: " << now_primary << ", not " << third);
   check_every_update_applied_once(finished_report(cluster));
   for (auto* node : {cluster.workers[0].get(), cluster.workers[1].get()})
@@ -234,8 +234,8 @@ BOOST_AUTO_TEST_CASE(without_replication_a_lost_servers_buckets_come_back_from_a
 
 BOOST_AUTO_TEST_CASE(crashed_buckets_restart_with_their_state_until_the_supervisor_escalates) {
   // Four crashes and their restarts: the job's floor (5 ms a batch) keeps it running past them.
-  fmnist_cluster cluster{full_ps_job({"--replication", "2", "--restart-period-ms", "120000"}), 3,
-                         2, job_floor(2, 5)};
+  fmnist_cluster cluster{full_ps_job({"--replication", "2", "--restart-period-ms", "120000"}), 3, 2,
+                         job_floor(2, 5)};
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("training:", full_job_time));
   operator_client op{cluster};
   BOOST_TEST_REQUIRE(static_cast<bool>(op.coordinator));
@@ -272,8 +272,7 @@ BOOST_AUTO_TEST_CASE(a_killed_job_resumes_from_its_checkpoint_and_skips_a_damage
   {
     fmnist_cluster first{flags};
     // Two checkpoints, then every process of the job is killed.
-    BOOST_TEST_REQUIRE(
-        first.coordinator->wait_for_output("checkpoint at step", full_job_time, 2));
+    BOOST_TEST_REQUIRE(first.coordinator->wait_for_output("checkpoint at step", full_job_time, 2));
     for (auto* p : {first.coordinator.get(), first.servers[0].get(), first.servers[1].get(),
                     first.workers[0].get(), first.workers[1].get()})
       p->kill();

@@ -8,8 +8,8 @@
 // For tests only.
 #pragma once
 
-#include <boost/test/unit_test.hpp>
 #include <fmt/format.h>
+#include <boost/test/unit_test.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -43,8 +43,12 @@ inline std::vector<std::string> full_job(std::vector<std::string> extra) {
 
 // The training examples of the full job (all of Fashion-MNIST; a third at the fast pace), and
 // the batches of 64 in one epoch.
-inline double full_job_examples() { return double(paced_count(60000)); }
-inline double full_job_batches_per_epoch() { return std::ceil(full_job_examples() / 64); }
+inline double full_job_examples() {
+  return double(paced_count(60000));
+}
+inline double full_job_batches_per_epoch() {
+  return std::ceil(full_job_examples() / 64);
+}
 
 // The full job on the parameter service with four buckets rather than the default one per
 // server, so that each server holds several.

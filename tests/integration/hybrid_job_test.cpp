@@ -53,8 +53,7 @@ BOOST_AUTO_TEST_CASE(a_hybrid_cluster_survives_a_killed_server_and_a_killed_work
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
   const auto report = scratch("cluster.json");
   const std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
-  const auto data =
-      paced_data({"--train-examples", "60000", "--epochs", "4"}, "--train-examples");
+  const auto data = paced_data({"--train-examples", "60000", "--epochs", "4"}, "--train-examples");
   const auto c_log = scratch("c.log").string();
   auto head = job_floor(2);  // the job's floor: 1 ms a step, 469 steps an epoch
   head.insert(head.end(), {"--role", "coordinator", "--listen", address, "--workers", "2",

@@ -20,9 +20,9 @@ using namespace troupe::testing;
 namespace {
 
 const std::vector<std::string> model = {
-    "--mode",          "hybrid", "--fm-dim",         "4",    "--tower",        "16,8",
-    "--vocabulary",    "5000",   "--test-examples",  "5000", "--log-level",    "info",
-    "--blas-threads",  "1",      "--train-examples", "200000", "--epochs",     "3"};
+    "--mode",         "hybrid", "--fm-dim",         "4",      "--tower",     "16,8",
+    "--vocabulary",   "5000",   "--test-examples",  "5000",   "--log-level", "info",
+    "--blas-threads", "1",      "--train-examples", "200000", "--epochs",    "3"};
 
 std::vector<std::string> command(std::vector<std::string> head) {
   const auto data = paced_data(model, "--train-examples");

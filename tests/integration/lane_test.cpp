@@ -23,8 +23,8 @@
 #include "actors/lane/lane_server.hpp"
 #include "actors/lane/lane_socket.hpp"
 #include "tests/integration/bucket_fixture.hpp"
-#include "tests/unit/expect_error.hpp"
 #include "tests/support/progress.hpp"
+#include "tests/unit/expect_error.hpp"
 
 using namespace troupe;
 using troupe::testing::bucket_actor_fixture;

@@ -62,7 +62,8 @@ BOOST_AUTO_TEST_CASE(a_server_paused_until_declared_lost_is_replaced_by_its_back
   BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("epoch 1/3", full_job_time));
   // Stopped until it is declared lost: the job cannot end meanwhile (its buckets wait for it).
   cluster.servers[1]->signal(SIGSTOP);
-  BOOST_TEST(cluster.coordinator->wait_for_output("no heartbeat for 2000 ms", std::chrono::seconds(60)));
+  BOOST_TEST(
+      cluster.coordinator->wait_for_output("no heartbeat for 2000 ms", std::chrono::seconds(60)));
   cluster.servers[1]->signal(SIGCONT);
   const auto code = cluster.coordinator->wait(full_job_time);
   const std::string out = cluster.coordinator->output();
@@ -85,9 +86,9 @@ BOOST_AUTO_TEST_CASE(a_dp_coordinator_paused_for_5_s_declares_nobody_lost) {
   const std::filesystem::path report = scratch("pause-dp.json");
   const auto flags = paced_data(full_job({"--mode", "dp", "--epochs", "5"}));
   auto coordinator_flags = job_floor(2, 3);
-  coordinator_flags.insert(coordinator_flags.end(), {"--role", "coordinator", "--listen", address,
-                                                     "--workers", "2", "--report",
-                                                     report.string()});
+  coordinator_flags.insert(coordinator_flags.end(),
+                           {"--role", "coordinator", "--listen", address, "--workers", "2",
+                            "--report", report.string()});
   child_process coordinator(fmnist_command(coordinator_flags, flags),
                             scratch("pause-dp-c.log").string(), env);
   std::vector<std::unique_ptr<child_process>> workers;

@@ -16,9 +16,9 @@
 
 #include "actors/bucket/parameter_bucket.hpp"
 #include "actors/supervision/supervisor.hpp"
+#include "tests/support/progress.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
-#include "tests/support/progress.hpp"
 
 using namespace troupe;
 

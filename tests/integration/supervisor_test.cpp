@@ -10,9 +10,9 @@
 
 #include "actors/supervision/guards.hpp"
 #include "actors/supervision/supervisor.hpp"
+#include "tests/support/progress.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/node.hpp"
-#include "tests/support/progress.hpp"
 
 using namespace troupe;
 using troupe::testing::is_error;

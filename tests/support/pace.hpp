@@ -54,7 +54,9 @@ inline std::vector<std::string> with_floor(std::vector<std::string> coordinator_
 }
 
 // `n` examples, or a third of them at the fast pace.
-inline uint64_t paced_count(uint64_t n) { return pace() == test_pace::fast ? n / 3 : n; }
+inline uint64_t paced_count(uint64_t n) {
+  return pace() == test_pace::fast ? n / 3 : n;
+}
 
 // `flags` with the data flag `data_flag` (troupe-fmnist's --train-limit, troupe-ctr's
 // --train-examples) cut to a third when fast; `all` is the size of the whole set, used when the

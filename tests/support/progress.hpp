@@ -85,8 +85,8 @@ inline bool await_metric(uint16_t port, std::string_view name, double at_least,
 
 // The port a node announced in its log with "metrics at http://127.0.0.1:P" (--metrics-port 0),
 // once it has; none if it has not within `bound`.
-inline std::optional<uint16_t> await_metrics_port(const std::filesystem::path& log,
-                                                  std::chrono::milliseconds bound = progress_bound) {
+inline std::optional<uint16_t> await_metrics_port(
+    const std::filesystem::path& log, std::chrono::milliseconds bound = progress_bound) {
   const std::string marker = "metrics at http://127.0.0.1:";
   if (!await_log(log, marker, bound)) return std::nullopt;
   const std::string text = read_file(log);

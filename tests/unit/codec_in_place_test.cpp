@@ -3,8 +3,8 @@
 // writes them, pushes encoded from views of a gradient, and pull replies decoded straight into
 // the reader's memory. Each must give the same bytes or
 // values as the plain path, and refuse what the plain path refuses.
-#include <boost/test/unit_test.hpp>
 #include <fmt/format.h>
+#include <boost/test/unit_test.hpp>
 
 #include <cmath>
 #include <limits>

@@ -11,14 +11,14 @@
 
 #include <caf/actor_system.hpp>
 
+#include <atomic>
 #include "actors/dp/collective/actor_collective.hpp"
 #include "actors/dp/collective/gloo_collective.hpp"
-#include <atomic>
 
 #include "collective_ranks.hpp"
 #include "expect_error.hpp"
-#include "troupe/node.hpp"
 #include "tests/support/progress.hpp"
+#include "troupe/node.hpp"
 
 using namespace troupe;
 using troupe::testing::is_error;
