@@ -127,6 +127,10 @@ caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in,
 void write_clock(schema::VectorClock::Builder out, const vector_clock& clock);
 caf::expected<vector_clock> read_clock(schema::VectorClock::Reader in, const decode_budget& budget);
 
+// A push's (and a saved record's) batches start below this: far past any job's batches, and
+// first + count still fits.
+constexpr uint64_t max_batch_index = uint64_t{1} << 48;
+
 void write_chunk(schema::WorkChunk::Builder out, const work_chunk& x);
 work_chunk read_chunk(schema::WorkChunk::Reader in);
 // A list of chunks (a lease, a rejoin's held and finished ones): none of them empty.

@@ -9,9 +9,6 @@ using detail::first_segment_words;
 using detail::read_dense_list;
 using detail::referenced;
 
-// A push's batches start below this: far past any job's batches, and first + count fits.
-constexpr uint64_t max_batch_index = uint64_t{1} << 48;
-
 wire encode(const push_request& x, const encode_options& opts) {
   std::vector<dense_view> dense;
   dense.reserve(x.dense.size());
@@ -76,7 +73,7 @@ caf::expected<push_request> read_push(schema::PushRequest::Reader in, decode_bud
   x.resend = in.getResend();
   if (in.hasBatches()) {
     x.batches = detail::read_chunk(in.getBatches());
-    if (x.batches->count == 0 || x.batches->first >= max_batch_index)
+    if (x.batches->count == 0 || x.batches->first >= detail::max_batch_index)
       return make_error(errc::malformed_message, "a push's batches are out of range");
   }
   auto clock = detail::read_clock(in.getReadClock(), budget);

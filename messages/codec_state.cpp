@@ -39,7 +39,7 @@ void write_counters(schema::BucketCounters::Builder out, const bucket_counters& 
   for (unsigned i = 0; i < x.next_push.size(); ++i) next.set(i, x.next_push[i]);
   out.setSkipped(x.skipped);
   out.setDuplicates(x.duplicates);
-  detail::write_chunks(out.initAppliedBatches(x.applied_batches.size()), x.applied_batches);
+  detail::write_chunks(out.initCountedBatches(x.counted_batches.size()), x.counted_batches);
 }
 
 caf::expected<bucket_counters> read_counters(schema::BucketCounters::Reader in,
@@ -69,9 +69,12 @@ caf::expected<bucket_counters> read_counters(schema::BucketCounters::Reader in,
   x.next_push = detail::to_vector<uint64_t>(in.getNextPush());
   x.skipped = in.getSkipped();
   x.duplicates = in.getDuplicates();
-  auto batches = detail::read_chunks(in.getAppliedBatches(), budget);
+  auto batches = detail::read_chunks(in.getCountedBatches(), budget);
   if (!batches) return std::move(batches.error());
-  x.applied_batches = std::move(*batches);
+  for (const auto& b : *batches)
+    if (b.first >= detail::max_batch_index)
+      return make_error(errc::malformed_message, "bucket counters: batches out of range");
+  x.counted_batches = std::move(*batches);
   return x;
 }
 

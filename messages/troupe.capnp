@@ -192,7 +192,7 @@ struct BucketStats {
   maxClockGap @8 :UInt64;   # largest worker clock minus slowest live clock at a granted pull
   updatesSkipped @9 :UInt64;  # pushes with nothing to apply (the worker's gradient was not finite)
   updateVariance @10 :Float64;  # variance / mean^2 of the applied gradients' norms, recent pushes
-  duplicatePushes @11 :UInt64;  # pushes of batches already applied here, acknowledged only
+  duplicatePushes @11 :UInt64;  # pushes of batches already counted here, acknowledged only
 }
 
 # -- membership ---------------------------------------------------------------------------------
@@ -408,8 +408,9 @@ struct BucketCounters {
   histogram @10 :List(UInt64);
   nextPush @11 :List(UInt64);       # per worker: the push clock it must send next (older: a resend)
   skipped @12 :UInt64;
-  duplicates @13 :UInt64;           # pushes of batches already applied here (schema 5)
-  appliedBatches @14 :List(WorkChunk);  # the batches this bucket counted, merged ranges
+  duplicates @13 :UInt64;           # pushes of batches already counted here (schema 5)
+  countedBatches @14 :List(WorkChunk);  # the batches this bucket counted (applied, refused or
+                                        # skipped), merged ranges
 }
 
 struct TableRows {

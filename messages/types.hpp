@@ -41,7 +41,7 @@ struct bucket_stats {
   uint64_t max_clock_gap = 0;
   uint64_t updates_skipped = 0;   // pushes with nothing to apply (non-finite at the worker)
   double update_variance = 0;     // variance / mean^2 of the recent applied gradients' norms
-  uint64_t duplicate_pushes = 0;  // pushes of batches already applied here (acknowledged only)
+  uint64_t duplicate_pushes = 0;  // pushes of batches already counted here (acknowledged only)
 };
 
 // -- saved bucket state (checkpoints, new backups) ---------------------------------------------
@@ -61,7 +61,7 @@ struct bucket_counters {
   std::vector<uint64_t> next_push;  // per worker: the push clock expected next
   uint64_t skipped = 0;
   uint64_t duplicates = 0;
-  std::vector<batch_range> applied_batches;  // the batches counted here (batch_record's ranges)
+  std::vector<batch_range> counted_batches;  // the batches counted here (batch_record's ranges)
 };
 
 // Saved rows of one embedding table (or, for round_rows, one bsp round's summed gradients).
@@ -265,7 +265,7 @@ struct job_report {
   uint64_t updates_applied = 0;
   uint64_t updates_rejected = 0;
   uint64_t updates_skipped = 0;   // pushes with nothing to apply (their steps still count)
-  uint64_t duplicate_pushes = 0;  // pushes of batches a bucket had applied: acknowledged only
+  uint64_t duplicate_pushes = 0;  // pushes of batches a bucket had counted: acknowledged only
   uint64_t max_staleness = 0;
   double mean_staleness = 0;
   uint64_t restarts = 0;

@@ -324,12 +324,12 @@ bool bucket_store::duplicate(const push_request& push) const {
 
 bool bucket_store::batches_counted(const push_request& push) const {
   return push.batches && push.bucket == id_ && push.worker < workers_ &&
-         applied_batches_.overlaps(*push.batches);
+         counted_batches_.overlaps(*push.batches);
 }
 
 void bucket_store::counted(const push_request& push) {
   if (push.worker < workers_) next_push_[push.worker] = push.worker_clock + 1;
-  if (push.batches) applied_batches_.add(*push.batches);
+  if (push.batches) counted_batches_.add(*push.batches);
 }
 
 caf::expected<push_ack> bucket_store::apply(push_request push,

@@ -69,7 +69,7 @@ class bucket_store {
   uint64_t duplicate_pushes() const { return duplicates_; }
 
   // The bytes of the record of counted batches as saved (checkpoints, backups).
-  uint64_t batch_record_bytes() const { return applied_batches_.saved_bytes(); }
+  uint64_t batch_record_bytes() const { return counted_batches_.saved_bytes(); }
 
   // Counts a push that failed before it could be decoded.
   void count_rejected() { ++rejected_; }
@@ -274,7 +274,7 @@ class bucket_store {
   std::vector<uint64_t> next_push_;  // per worker: the push clock expected next
   uint64_t skipped_ = 0;             // pushes with nothing to apply
   uint64_t duplicates_ = 0;          // pushes of batches already counted: acknowledged only
-  batch_record applied_batches_;     // the batches counted here, whichever worker pushed them
+  batch_record counted_batches_;     // the batches counted here, whichever worker pushed them
   // Diagnostics only (not saved: a restored bucket starts them afresh).
   std::vector<double> norms_;  // the last update_window gradient norms, a ring
   size_t next_norm_ = 0;

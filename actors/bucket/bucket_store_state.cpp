@@ -65,7 +65,7 @@ bucket_counters bucket_store::counters() const {
                          next_push_,
                          skipped_,
                          duplicates_,
-                         applied_batches_.ranges()};
+                         counted_batches_.ranges()};
 }
 
 std::vector<wire> bucket_store::save() const {
@@ -177,7 +177,7 @@ caf::error bucket_store::restore_part(bucket_state_part part) {
       next_push_ = std::move(c.next_push);
       skipped_ = c.skipped;
       duplicates_ = c.duplicates;
-      applied_batches_ = batch_record::from(c.applied_batches);
+      counted_batches_ = batch_record::from(c.counted_batches);
       return {};
     }
     case part_kind::first_moment:

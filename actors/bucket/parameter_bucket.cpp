@@ -308,7 +308,7 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   add(m.bytes_in, double(w.bytes.size()));
   const bool duplicate = store.duplicate_pushes() > duplicates;
   add(!ack ? m.rejected : duplicate ? m.duplicates : m.updates, 1);
-  if (ack && m.staleness) m.staleness->observe(double(ack->staleness));
+  if (ack && !duplicate && m.staleness) m.staleness->observe(double(ack->staleness));
   set(m.mailbox, double(self->mailbox().size()));
   if (ack) set(m.variance, store.update_variance());
   auto promise = self->make_response_promise<wire>();

@@ -1,5 +1,6 @@
-// The coordinator's membership: admitting servers and workers (late workers too), losing
-// them (their process went down, or their heartbeats stopped) and the heartbeat check.
+// The coordinator's membership: admitting servers and workers (late workers, and servers in
+// the place of lost ones, too), losing them (their process went down, or their heartbeats
+// stopped) and the heartbeat check.
 #include <fmt/format.h>
 
 #include "actors/coordinator/coordinator_parts.hpp"
@@ -40,10 +41,12 @@ bool room_for_a_late_worker(const coordinator_state& st, const launch_options& o
 // Whether a server may join the running job in the place of a lost one: fewer than --servers
 // are live, and there are chains of copies (--replication 2 or more) to grow back onto it. A
 // coordinator that took over counts the same way: the members its primary had lost stay lost.
+// Not while a takeover waits for the members to rejoin (the chains are not linked yet): the
+// takeover grows them once it is over.
 bool room_for_a_replacement_server(const coordinator_state& st, const launch_options& o) {
   const auto live = std::count_if(st.roster.server_members.begin(), st.roster.server_members.end(),
                                   [](const member& s) { return !s.lost && !s.drained; });
-  return st.phase == job_phase::training && o.replication >= 2 &&
+  return st.phase == job_phase::training && !st.succession.rejoining && o.replication >= 2 &&
          static_cast<uint32_t>(live) < o.servers && st.roster.server_members.size() < (1u << 16);
 }
 

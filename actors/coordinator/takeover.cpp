@@ -142,10 +142,11 @@ void finish_takeover(self_ptr self, const coordinator_config& config) {
     if (!st.directory.buckets[b])
       return fail(self, config,
                   fmt::format("bucket {}: its primary's server rejoined without it", b));
-    if (relink_after[b].empty()) continue;
-    config.log.warn("bucket {}: copies nobody named left the chain", b);
-    for (size_t k : relink_after[b]) relink_restarted(self, config, b, k);
-    fill_chain(self, config, b);
+    if (!relink_after[b].empty()) {
+      config.log.warn("bucket {}: copies nobody named left the chain", b);
+      for (size_t k : relink_after[b]) relink_restarted(self, config, b, k);
+    }
+    fill_chain(self, config, b);  // also onto a server that joined while the members rejoined
   }
   for (uint32_t r = 0; r < st.roster.worker_members.size(); ++r)
     if (st.roster.worker_members[r].lost || st.roster.worker_members[r].done)

@@ -9,7 +9,7 @@ void declare_node_metrics(metrics_registry& r) {
   r.declare("troupe_bucket_rejected_total", metric_kind::counter,
             "pushes a bucket refused: malformed, wrong shape, non-finite", {"bucket"});
   r.declare("troupe_bucket_duplicate_pushes_total", metric_kind::counter,
-            "pushes a bucket acknowledged without applying: their batches were applied already",
+            "pushes a bucket acknowledged without applying: it had counted their batches already",
             {"bucket"});
   r.declare("troupe_push_staleness", metric_kind::histogram,
             "updates a bucket applied between a worker's pull and its push", {"bucket"},

@@ -25,7 +25,7 @@ fmnist_cluster dp_cluster(std::vector<std::string> extra) {
 // The standby's report of the finished job: the bar, every step, each epoch's examples once.
 void check_finished_job(const std::string& report) {
   BOOST_TEST_INFO("report: " << report);
-  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= full_job_accuracy_bar());
   BOOST_TEST(json_number(report, "steps").value_or(0) == 3 * steps_per_epoch);
   BOOST_TEST(json_strings(report, "workers_lost").empty());
   const auto epochs = report_array(report, "epochs");

@@ -50,6 +50,12 @@ inline double full_job_batches_per_epoch() {
   return std::ceil(full_job_examples() / 64);
 }
 
+// The test accuracy the full job must reach: 0.84 on all of the data, 0.82 on the fast pace's
+// third of it.
+inline double full_job_accuracy_bar() {
+  return pace() == test_pace::fast ? 0.82 : 0.84;
+}
+
 // The full job on the parameter service with four buckets rather than the default one per
 // server, so that each server holds several.
 inline std::vector<std::string> full_ps_job(std::vector<std::string> extra) {
@@ -61,7 +67,7 @@ inline std::vector<std::string> full_ps_job(std::vector<std::string> extra) {
 // every step (one per bucket, `buckets` of them) applied exactly once.
 inline void check_every_update_applied_once(const std::string& report, double buckets = 4) {
   BOOST_TEST_INFO("report: " << report);
-  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= 0.84);
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= full_job_accuracy_bar());
   BOOST_TEST(json_number(report, "updates_lost").value_or(-1) == 0);
   const double steps = json_number(report, "steps").value_or(0);
   BOOST_TEST(json_number(report, "updates_applied").value_or(0) == buckets * steps);
