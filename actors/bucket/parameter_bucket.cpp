@@ -436,8 +436,11 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
         if (!from_controller_or_primary(self, config))
           return make_error(errc::authentication_failed, "only the coordinator admits workers");
         auto& store = *self->state.store;
-        if (worker > store.workers() || worker >= (1u << 16))
-          return make_error(errc::malformed_message, "workers join one rank after another");
+        if (worker >= (1u << 16)) return make_error(errc::malformed_message, "too many workers");
+        // Ranks join in order, but one whose admission went to a primary lost meanwhile comes
+        // again after the next rank's: the ranks before this one are admitted now (their own
+        // admission then finds them, as a rejoin).
+        while (store.workers() < worker) store.admit(store.workers());
         if (self->state.backup)
           self->request(*self->state.backup, config.request_timeout, admit_atom_v, worker)
               .then([](uint64_t) {}, [](caf::error&) {});

@@ -1,7 +1,7 @@
 // The parameter bucket: its update math against a double-precision reference, staleness from
 // vector clocks, a real bucket actor refusing every kind of malformed push while its
-// parameters stay exactly as they were, and in-process pushes and pulls that are never
-// serialised.
+// parameters stay exactly as they were, in-process pushes and pulls that are never
+// serialised, and admissions of late ranks that arrive out of order.
 #define BOOST_TEST_MODULE bucket_actor
 #include <boost/test/unit_test.hpp>
 
@@ -217,4 +217,18 @@ BOOST_FIXTURE_TEST_CASE(in_process_pushes_and_pulls_are_not_serialised_and_are_c
   BOOST_TEST(in.local == nullptr);
   BOOST_TEST(fails_with(decode<push_request>(in), errc::malformed_message));
   BOOST_TEST(encoded(out).bytes == encode(push).bytes);
+}
+
+BOOST_FIXTURE_TEST_CASE(an_admission_that_overtakes_an_earlier_one_admits_the_ranks_between,
+                        bucket_actor_fixture) {
+  // Rank 2's admission went to a primary lost meanwhile and comes again after rank 3's.
+  auto admit = [&](uint32_t rank) {
+    std::optional<uint64_t> start;
+    self->request(bucket, std::chrono::seconds(10), admit_atom_v, rank)
+        .receive([&](uint64_t s) { start = s; }, [](caf::error&) {});
+    return start;
+  };
+  BOOST_TEST(admit(3).has_value());
+  BOOST_TEST(admit(2).has_value());          // found as a rejoin
+  BOOST_TEST(!admit(1u << 16).has_value());  // beyond any job
 }
