@@ -338,11 +338,12 @@ caf::expected<push_ack> bucket_store::apply(push_request push,
   // A step that applies nothing (skipped by the worker, refused here, or of batches already
   // counted) still counts for the worker's clock, so that ssp and bsp keep in step with it.
   const bool twice = batches_counted(push);
-  if (twice && !counts_as_step(push)) {  // its worker retired, or pushed this bsp round already
+  const bool step = counts_as_step(push);
+  if (twice && !step) {  // its worker retired, or pushed this bsp round already
     ++duplicates_;
     return push_ack{id_, version_, 0};
   }
-  if ((push.skipped || twice) && counts_as_step(push)) {
+  if ((push.skipped || twice) && step) {
     counted(push);
     caf::error closed = skip_step(push.worker);  // may close a round an app's rule refuses
     ++(twice ? duplicates_ : skipped_);

@@ -2,7 +2,7 @@
 // binary and the flags every test shares; `fmnist_cluster` starts a coordinator, servers and
 // workers with extra flags (the destructors of child_process kill whatever is left), each job
 // with a floor under its length (pace.hpp) and its coordinator's metrics served
-// (`coordinator_metric`, `await_batches`). `full_job` gives the flags of the fault tests' job
+// (`await_batches`). `full_job` gives the flags of the fault tests' job
 // (all of Fashion-MNIST, 3 epochs) and `check_every_update_applied_once` what its report must
 // show after a failure that replication covers; `report_array` reads a report's list.
 // For tests only.
@@ -130,16 +130,9 @@ struct fmnist_cluster {
   void start_server() { start_member("server", servers); }
   void start_worker() { start_member("worker", workers); }
 
-  // Metric `name` as the primary coordinator reports it now (none before it serves metrics).
-  std::optional<double> coordinator_metric(const std::string& name) {
-    return scrape_metric(metrics_port, name);
-  }
-
-  // Waits until the job has finished `batches` batches (the coordinator's count).
+  // Waits until the job has finished `batches` batches (the primary coordinator's count).
   bool await_batches(double batches, std::chrono::milliseconds bound = progress_bound) {
-    return await(
-        [&] { return coordinator_metric("troupe_job_batches_total").value_or(-1) >= batches; },
-        bound);
+    return await_metric(metrics_port, "troupe_job_batches_total", batches, bound);
   }
 
   std::string members_join;               // the coordinators a member is given

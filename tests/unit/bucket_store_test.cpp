@@ -848,15 +848,19 @@ push_request of_batches(push_request push, batch_range batches) {
   return push;
 }
 
+// Whether `store` took worker `w`'s gradient of step `step`, computed from `batches`.
+bool push_batches(bucket_store& store, const bucket_spec& spec, uint32_t w, int step,
+                  batch_range batches) {
+  return succeeded(store.apply(of_batches(push_of(spec, w, gradient(w, step)), batches)));
+}
+
 BOOST_AUTO_TEST_CASE(a_batch_pushed_again_by_another_worker_is_acknowledged_not_applied) {
   const auto spec = spec_of(3, sgd(), consistency_config{mode::ssp, 0});
   bucket_store store{spec};
-  BOOST_TEST_REQUIRE(
-      succeeded(store.apply(of_batches(push_of(spec, 0, gradient(0, 0)), {0, 8, 1}))));
+  BOOST_TEST_REQUIRE(push_batches(store, spec, 0, 0, {0, 8, 1}));
   const auto once = values_of(store);
   // Worker 0 died before it reported batch 8 done; worker 1 computed it again.
-  BOOST_TEST_REQUIRE(
-      succeeded(store.apply(of_batches(push_of(spec, 1, gradient(1, 0)), {0, 8, 1}))));
+  BOOST_TEST_REQUIRE(push_batches(store, spec, 1, 0, {0, 8, 1}));
   BOOST_TEST(values_of(store) == once, boost::test_tools::per_element());
   const auto stats = store.stats();
   BOOST_TEST(stats.updates_applied == 1u);
@@ -865,12 +869,10 @@ BOOST_AUTO_TEST_CASE(a_batch_pushed_again_by_another_worker_is_acknowledged_not_
   BOOST_TEST(stats.clock.sum() == 1u);  // the clock counts real updates only
   // Worker 1's clock moved as for a skipped step: at ssp bound 0 worker 2 holds it back.
   BOOST_TEST(!store.pull_allowed(1, 2));
-  BOOST_TEST_REQUIRE(
-      succeeded(store.apply(of_batches(push_of(spec, 2, gradient(2, 0)), {0, 9, 1}))));
+  BOOST_TEST_REQUIRE(push_batches(store, spec, 2, 0, {0, 9, 1}));
   BOOST_TEST(store.pull_allowed(1, 1));
   // Another batch of the same epoch, and the same batch of the next epoch, are applied.
-  BOOST_TEST_REQUIRE(
-      succeeded(store.apply(of_batches(push_of(spec, 1, gradient(1, 1)), {1, 8, 1}))));
+  BOOST_TEST_REQUIRE(push_batches(store, spec, 1, 1, {1, 8, 1}));
   BOOST_TEST(store.stats().updates_applied == 3u);
 }
 
@@ -888,18 +890,14 @@ BOOST_AUTO_TEST_CASE(a_resend_the_bucket_recognises_is_not_counted_as_a_duplicat
 BOOST_AUTO_TEST_CASE(a_duplicate_counts_as_pushed_in_a_bsp_round) {
   const auto spec = spec_of(2, sgd(), {mode::bsp, 0});
   bucket_store store{spec};
-  BOOST_TEST_REQUIRE(
-      succeeded(store.apply(of_batches(push_of(spec, 0, gradient(0, 0)), {0, 0, 1}))));
-  BOOST_TEST_REQUIRE(
-      succeeded(store.apply(of_batches(push_of(spec, 1, gradient(1, 0)), {0, 1, 1}))));
+  BOOST_TEST_REQUIRE(push_batches(store, spec, 0, 0, {0, 0, 1}));
+  BOOST_TEST_REQUIRE(push_batches(store, spec, 1, 0, {0, 1, 1}));
   BOOST_TEST(store.stats().version == 1u);
   // Round 2: worker 0 pushes batch 2; worker 1 pushes batch 1 again (a lost worker's chunk):
   // the round closes on worker 0's gradient alone, and nobody waits.
   const auto before = values_of(store);
-  BOOST_TEST_REQUIRE(
-      succeeded(store.apply(of_batches(push_of(spec, 0, gradient(0, 1)), {0, 2, 1}))));
-  BOOST_TEST_REQUIRE(
-      succeeded(store.apply(of_batches(push_of(spec, 1, gradient(1, 1)), {0, 1, 1}))));
+  BOOST_TEST_REQUIRE(push_batches(store, spec, 0, 1, {0, 2, 1}));
+  BOOST_TEST_REQUIRE(push_batches(store, spec, 1, 1, {0, 1, 1}));
   BOOST_TEST(store.stats().version == 2u);
   BOOST_TEST(store.stats().duplicate_pushes == 1u);
   BOOST_TEST(differs(values_of(store), before));
@@ -910,12 +908,9 @@ BOOST_AUTO_TEST_CASE(a_duplicate_counts_as_pushed_in_a_bsp_round) {
 BOOST_AUTO_TEST_CASE(with_accumulate_a_chunk_of_batches_is_the_unit) {
   const auto spec = spec_of(2, sgd());
   bucket_store store{spec};
-  BOOST_TEST_REQUIRE(
-      succeeded(store.apply(of_batches(push_of(spec, 0, gradient(0, 0)), {0, 4, 4}))));
-  BOOST_TEST_REQUIRE(
-      succeeded(store.apply(of_batches(push_of(spec, 1, gradient(1, 0)), {0, 4, 4}))));
-  BOOST_TEST_REQUIRE(
-      succeeded(store.apply(of_batches(push_of(spec, 1, gradient(1, 1)), {0, 8, 4}))));
+  BOOST_TEST_REQUIRE(push_batches(store, spec, 0, 0, {0, 4, 4}));
+  BOOST_TEST_REQUIRE(push_batches(store, spec, 1, 0, {0, 4, 4}));
+  BOOST_TEST_REQUIRE(push_batches(store, spec, 1, 1, {0, 8, 4}));
   BOOST_TEST(store.stats().updates_applied == 2u);
   BOOST_TEST(store.stats().duplicate_pushes == 1u);
 }
@@ -923,17 +918,14 @@ BOOST_AUTO_TEST_CASE(with_accumulate_a_chunk_of_batches_is_the_unit) {
 BOOST_AUTO_TEST_CASE(a_restored_bucket_keeps_the_batches_it_counted) {
   const auto spec = spec_of(2, sgd());
   bucket_store original{spec};
-  BOOST_TEST_REQUIRE(
-      succeeded(original.apply(of_batches(push_of(spec, 0, gradient(0, 0)), {2, 5, 1}))));
-  BOOST_TEST_REQUIRE(
-      succeeded(original.apply(of_batches(push_of(spec, 1, gradient(1, 0)), {2, 5, 1}))));
+  BOOST_TEST_REQUIRE(push_batches(original, spec, 0, 0, {2, 5, 1}));
+  BOOST_TEST_REQUIRE(push_batches(original, spec, 1, 0, {2, 5, 1}));
   auto restored = bucket_store::restore(original.save());
   BOOST_TEST_REQUIRE(static_cast<bool>(restored));
   BOOST_TEST(restored->stats().duplicate_pushes == 1u);
   BOOST_TEST(restored->batch_record_bytes() == 16u);
   const auto values = values_of(*restored);
-  BOOST_TEST_REQUIRE(
-      succeeded(restored->apply(of_batches(push_of(spec, 1, gradient(1, 1)), {2, 5, 1}))));
+  BOOST_TEST_REQUIRE(push_batches(*restored, spec, 1, 1, {2, 5, 1}));
   BOOST_TEST(values_of(*restored) == values, boost::test_tools::per_element());
   BOOST_TEST(restored->stats().duplicate_pushes == 2u);
 }
