@@ -266,6 +266,8 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
 //   which:     --mode hybrid: a member's table bucket failed; the tables' coordinator answers
 //   follow:    as above (--mode dp and hybrid)
 //   tables:    --mode hybrid, for its standby: the tables' coordinator, which it follows too
+//   event:     --mode hybrid, from the tables' coordinator: server name, why: it lost that
+//              server (the job's report lists it with the group's losses)
 //   rejoin:    after a takeover: rejoin_request and the worker's handle -> join_reply with the
 //              new term (held until every member is back or the takeover's deadline passes)
 using dp_coordinator_actor =
@@ -284,6 +286,7 @@ using dp_coordinator_actor =
                      caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>,
                      caf::replies_to<follow_atom, standby_actor>::with<uint64_t>,
                      caf::replies_to<tables_atom>::with<coordinator_actor>,
+                     caf::reacts_to<event_atom, std::string, std::string>,
                      caf::replies_to<rejoin_atom, wire, dp_worker_actor>::with<wire>>;
 
 // clang-format on

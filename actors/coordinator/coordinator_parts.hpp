@@ -33,6 +33,8 @@ void tables_placed(self_ptr self, const coordinator_config& config);
 caf::result<std::vector<bucket_actor>, std::string> want_tables(self_ptr self,
                                                                 const coordinator_config& config);
 void hand_tables(self_ptr self);
+// Tells the group's coordinator (if any) that server `name` was lost, for the job's report.
+void tell_group_of_loss(self_ptr self, const std::string& name, const std::string& why);
 // The group's word that the job is over ("" or why it failed).
 void stop_for_group(self_ptr self, const coordinator_config& config, const std::string& failure);
 

@@ -268,6 +268,7 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
   m.draining = false;  // a drain under way ends with the loss
   st.roster.beats.forget(m.name);
   record_loss(st, m, role::server, why);
+  tell_group_of_loss(self, m.name, why);
   // One declared lost while still running (frozen, cut off) must not serve again.
   if (st.roster.servers[s])  // (one that did not rejoin a takeover has no handle here)
     self->request(st.roster.servers[s], config.opts.request_timeout, stop_atom_v,

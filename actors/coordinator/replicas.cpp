@@ -162,7 +162,8 @@ void add_copy(self_ptr self, const coordinator_config& config, uint32_t b,
                 return add_copy(self, config, b, done);
               }
               home.backups.push_back(bucket_copy{copy, *s, 0});
-              config.log.debug("bucket {}: copy {} on server {}", b, home.backups.size() + 1, *s);
+              config.log.info("bucket {}: copy {} onto server '{}'", b, home.backups.size() + 1,
+                              host.name);
               finish(true);
             },
             give_up, give_up);

@@ -1,6 +1,7 @@
 // --mode hybrid, the tables' coordinator's side of the group: it hands the group's coordinator
-// the buckets of the task's embedding tables once they are ready, and stops the servers when
-// the group says the job is over. The group's side is actors/dp/dp_tables.cpp.
+// the buckets of the task's embedding tables once they are ready, tells it of every server
+// lost (the job's report is the group's), and stops the servers when the group says the job
+// is over. The group's side is actors/dp/dp_tables.cpp.
 #include <algorithm>
 
 #include "actors/coordinator/coordinator_parts.hpp"
@@ -57,6 +58,11 @@ void hand_tables(self_ptr self) {
   if (!st.tables_wanted || !tables_ready(st)) return;
   st.tables_wanted->deliver(st.directory.buckets, server_list(st));
   st.tables_wanted.reset();
+}
+
+void tell_group_of_loss(self_ptr self, const std::string& name, const std::string& why) {
+  if (auto group = caf::actor_cast<dp_coordinator_actor>(self->state.group))
+    self->send(group, event_atom_v, name, why);
 }
 
 void stop_for_group(self_ptr self, const coordinator_config& config, const std::string& failure) {

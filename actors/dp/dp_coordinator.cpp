@@ -275,6 +275,15 @@ void record_loss(dp_coordinator_state& st, dp_member& m, const std::string& why)
   add(st.metrics.lost, 1);
 }
 
+void record_server_loss(dp_coordinator_state& st, const std::string& name, const std::string& why) {
+  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  st.report.losses.push_back(
+      loss_event{name, role::server, seconds_since(st.started), uint64_t(unix_ms), why});
+  add(st.metrics.lost, 1);
+}
+
 void lose(self_ptr self, const dp_coordinator_config& config, const std::string& name,
           const std::string& why) {
   auto& st = self->state;
@@ -437,6 +446,11 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         on_save(self, config, step, index, count, part);
       },
       [=](get_atom, const wire& w) { return store_get(self, w); },
+      [=](event_atom, const std::string& server, const std::string& why) {
+        if (!config.tables || self->current_sender() != config.tables.address())
+          return config.log.warn("ignored a lost server not told by the tables' coordinator");
+        record_server_loss(self->state, server, why);
+      },
       [=](which_atom, uint32_t bucket, bucket_actor failed) -> caf::result<bucket_actor> {
         if (!config.tables) return make_error(errc::bad_configuration, "this job has no tables");
         return self->delegate(config.tables, which_atom_v, bucket, std::move(failed));

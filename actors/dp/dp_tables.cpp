@@ -15,13 +15,15 @@ namespace {
 
 constexpr int max_attempts = 4;
 
-// Bucket b did not answer: asks the tables' coordinator where it is now (a backup may have
-// taken over), then `retry`; the job fails when nobody knows.
+// Bucket b's copy `failed` did not answer: asks the tables' coordinator where it is now (a
+// backup may have taken over; not if another copy was named meanwhile), then `retry`; the job
+// fails when nobody knows.
 void find_table_bucket(self_ptr self, const dp_coordinator_config& config, uint32_t b,
-                       const caf::error& why, std::function<void()> retry) {
+                       const bucket_actor& failed, const caf::error& why,
+                       std::function<void()> retry) {
+  if (self->state.table_buckets[b] != failed) return retry();
   config.log.warn("table bucket {} did not answer ({}); asking where it is now", b, describe(why));
-  self->request(config.tables, config.opts.request_timeout, which_atom_v, b,
-                self->state.table_buckets[b])
+  self->request(config.tables, config.opts.request_timeout, which_atom_v, b, failed)
       .then(
           [=](bucket_actor& now) {
             self->state.table_buckets[b] = std::move(now);
@@ -39,7 +41,8 @@ void pull_for_evaluation(self_ptr self, const dp_coordinator_config& config, uin
   const auto tables = config.task->sparse_tables();
   const auto buckets = static_cast<uint32_t>(st.table_buckets.size());
   pull_request request{b, observer_worker, 0, row_requests(tables, input->rows, b, buckets)};
-  self->request(st.table_buckets[b], config.opts.request_timeout, pull_atom_v, encode(request))
+  const bucket_actor target = st.table_buckets[b];
+  self->request(target, config.opts.request_timeout, pull_atom_v, encode(request))
       .then(
           [=](const wire& w) {
             auto reply = decode<pull_reply>(w);
@@ -53,7 +56,7 @@ void pull_for_evaluation(self_ptr self, const dp_coordinator_config& config, uin
             if (attempt + 1 >= max_attempts)
               return fail(self, config,
                           fmt::format("reading the tables: bucket {}: {}", b, describe(err)));
-            find_table_bucket(self, config, b, err, [=] {
+            find_table_bucket(self, config, b, target, err, [=] {
               pull_for_evaluation(self, config, b, attempt + 1, input, pending, then);
             });
           });
@@ -63,7 +66,8 @@ void pull_for_evaluation(self_ptr self, const dp_coordinator_config& config, uin
 // once, whatever the answer.
 void stats_of(self_ptr self, const dp_coordinator_config& config, uint32_t b, int attempt,
               std::shared_ptr<std::vector<bucket_stats>> out, std::function<void()> done) {
-  self->request(self->state.table_buckets[b], config.opts.request_timeout, stats_atom_v)
+  const bucket_actor target = self->state.table_buckets[b];
+  self->request(target, config.opts.request_timeout, stats_atom_v)
       .then(
           [=](const wire& w) {
             if (auto s = decode<bucket_stats>(w)) out->push_back(std::move(*s));
@@ -74,7 +78,7 @@ void stats_of(self_ptr self, const dp_coordinator_config& config, uint32_t b, in
               config.log.warn("no statistics from table bucket {}: {}", b, describe(err));
               return done();
             }
-            find_table_bucket(self, config, b, err,
+            find_table_bucket(self, config, b, target, err,
                               [=] { stats_of(self, config, b, attempt + 1, out, done); });
           });
 }

@@ -16,13 +16,19 @@ namespace {
 
 constexpr int max_attempts = 4;
 
-// Asks where bucket b is now, then runs `retry`; gives up (the trainer fails) after a few.
-void find_again(self_ptr self, const dp_trainer_config& config, uint32_t b, int attempt,
-                const caf::error& why, std::function<void()> retry) {
+// Bucket b's copy `failed` did not answer: asks where bucket b is now (unless a new generation
+// already named another copy), then runs `retry`; gives up (the trainer fails) after a few.
+void find_again(self_ptr self, const dp_trainer_config& config, uint32_t b,
+                const bucket_actor& failed, int attempt, const caf::error& why,
+                std::function<void()> retry) {
   if (attempt >= max_attempts)
     return fail(self, config, "table bucket " + std::to_string(b) + " keeps failing", why);
+  if (self->state.table_buckets[b] != failed) {
+    config.log.info("table bucket {} did not answer ({}); asking the one named since", b,
+                    describe(why));
+    return retry();
+  }
   config.log.warn("table bucket {} did not answer ({}); asking where it is now", b, describe(why));
-  const bucket_actor failed = self->state.table_buckets[b];
   self->request(coordinator_of(config), config.request_timeout, which_atom_v, b, failed)
       .then(
           [=](bucket_actor& now) {
@@ -51,7 +57,7 @@ void pull_one(self_ptr self, const dp_trainer_config& config, uint32_t b, int at
             if (--*pending == 0) then();
           },
           [=](caf::error& err) {
-            find_again(self, config, b, attempt + 1, err,
+            find_again(self, config, b, target, attempt + 1, err,
                        [=] { pull_one(self, config, b, attempt + 1, pending, then); });
           });
 }
@@ -71,7 +77,7 @@ void push_one(self_ptr self, const dp_trainer_config& config, uint32_t b, int at
               }
               auto again = std::make_shared<push_request>(*push);
               again->resend = true;
-              find_again(self, config, b, attempt + 1, err,
+              find_again(self, config, b, target, attempt + 1, err,
                          [=] { push_one(self, config, b, attempt + 1, again); });
             });
 }

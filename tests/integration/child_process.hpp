@@ -66,7 +66,11 @@ class child_process {
   pid_t pid() const { return pid_; }
 
   // Sends SIGKILL, as a crash would end the process.
-  void kill() { signal(SIGKILL); }
+  void kill() {
+    signal(SIGKILL);
+    killed_ = true;
+  }
+  bool killed() const { return killed_; }
 
   // Sends any signal (SIGSTOP freezes the process while its sockets stay open).
   void signal(int number) {
@@ -108,6 +112,7 @@ class child_process {
 
  private:
   pid_t pid_ = -1;
+  bool killed_ = false;
   std::optional<int> exit_code_;
   std::string log_path_;
 };
