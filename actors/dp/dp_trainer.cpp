@@ -44,10 +44,21 @@ void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot) {
   }
   if (st.step >= st.total_steps) {
     config.log.info("trained {} steps", st.step);
+    if (st.table_pushes_due > 0) {
+      st.done_held = true;  // said once the last rows are in (table_push_done)
+      return;
+    }
     self->send(coordinator_of(config), done_atom_v, st.job->rank);
     return;
   }
   self->send(self, run_atom_v);
+}
+
+void table_push_done(self_ptr self, const dp_trainer_config& config) {
+  auto& st = self->state;
+  if (--st.table_pushes_due > 0 || !st.done_held) return;
+  st.done_held = false;
+  self->send(coordinator_of(config), done_atom_v, st.job->rank);
 }
 
 // A collective of this generation failed: the step is abandoned (nothing was applied) and
@@ -57,6 +68,7 @@ void wait_for_generation(self_ptr self, const dp_trainer_config& config, const s
   st.in_step = false;
   st.forming = false;
   st.broken = true;
+  st.rows_due.clear();  // the step is abandoned: its rows are never pushed
   if (st.pending) return go_on(self, config, false);
   self->send(coordinator_of(config), broken_atom_v, st.job->generation, why);
   const auto bound = std::chrono::milliseconds(3 * st.job->timeout_ms) + 2 * config.request_timeout;

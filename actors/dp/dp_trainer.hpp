@@ -120,6 +120,12 @@ struct dp_trainer_state {
   std::vector<table_spec> tables;
   sparse_rows_view rows;
   std::vector<vector_clock> read_clocks;
+  // The step's row pushes, one per table bucket, computed with its gradient and sent only once
+  // the step is applied (a step abandoned for a new generation sends none, so that a
+  // re-formed group cannot push a step's rows twice); and the pushes not yet acknowledged.
+  std::vector<std::shared_ptr<push_request>> rows_due;
+  size_t table_pushes_due = 0;
+  bool done_held = false;  // trained every step: done waits for the last pushes' acks
   // With a standby listed: what a coordinator that takes over may not have heard, sent again
   // when this member rejoins it; dropped once the coordinator says its standby holds it.
   std::deque<std::pair<uint64_t, wire>> held_reports;  // step, step_report

@@ -45,8 +45,8 @@ void size_buffers(dp_trainer_state& st);
 // One step: compute this member's share, send its buckets, apply the sum (dp_trainer_step.cpp).
 void run_step(self_ptr self, const dp_trainer_config& config);
 
-// A reply the step waited for (a reduced bucket or, in hybrid jobs, an acknowledged row push)
-// is in (dp_trainer_step.cpp).
+// --mode hybrid: a row push is acknowledged (or refused for good); the last one lets a
+// member that trained every step say done (dp_trainer.cpp).
 void table_push_done(self_ptr self, const dp_trainer_config& config);
 
 // -- dp_trainer_tables.cpp (--mode hybrid)
@@ -60,8 +60,11 @@ void connect_table_servers(self_ptr self, const dp_trainer_config& config,
 // read clocks into st.read_clocks), then `then`.
 void pull_share_rows(self_ptr self, const dp_trainer_config& config, example_range share,
                      uint32_t epoch, std::function<void()> then);
-// Pushes st.rows' gradients to the buckets that own them; each acknowledgement is one of
-// st.replies_due.
-void push_share_rows(self_ptr self, const dp_trainer_config& config);
+// Computes st.rows' gradients into st.rows_due, one push per bucket that owns some, named
+// by the share's examples of `epoch` (each bucket applies a share's rows at most once).
+void prepare_share_rows(dp_trainer_state& st, example_range share, uint32_t epoch);
+// Sends st.rows_due (once the step is applied; as skipped pushes when every member skipped
+// it); each acknowledgement is one of st.table_pushes_due.
+void push_share_rows(self_ptr self, const dp_trainer_config& config, bool skipped);
 
 }  // namespace troupe::dp_parts

@@ -235,6 +235,7 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   st.step_examples =
       std::min<uint64_t>(job.global_batch, st.examples - in_epoch * job.global_batch);
   st.in_step = true;
+  st.rows_due.clear();
   st.next_bucket = 0;
   st.replies_due = 0;
   st.step_allreduce_s = 0;
@@ -252,7 +253,8 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
 
 namespace {
 
-// The share's gradient (and, in hybrid jobs, its rows' pushed), then the buckets to the group.
+// The share's gradient (and, in hybrid jobs, its rows' pushes, sent once the step is applied),
+// then the buckets to the group.
 void compute_and_send(self_ptr self, const dp_trainer_config& config, example_range share,
                       uint32_t epoch) {
   auto& st = self->state;
@@ -268,7 +270,7 @@ void compute_and_send(self_ptr self, const dp_trainer_config& config, example_ra
     loss = *done;
   }
   slow_down(st, seconds_between(began, clock_type::now()));
-  if (!st.tables.empty() && share.count > 0) push_share_rows(self, config);
+  if (!st.tables.empty() && share.count > 0) prepare_share_rows(st, share, epoch);
   for (size_t t = 0; t < st.layout->specs.size(); ++t) tensor_ready(self, config, t);
   st.backward_done = clock_type::now();
   const double took = seconds_between(began, st.backward_done);
@@ -366,6 +368,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   }
   scatter(*st.layout, st.optimizer->slices(), st.params);
   ++st.step;
+  if (!st.rows_due.empty()) push_share_rows(self, config, skipped);  // the step is applied
   const bool last = st.step == st.total_steps;
   const bool compare =
       !local && (last || (st.job->checksum_every && st.step % st.job->checksum_every == 0));
@@ -399,9 +402,5 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
 }
 
 }  // namespace
-
-void table_push_done(self_ptr self, const dp_trainer_config& config) {
-  if (--self->state.replies_due == 0) step_settled(self, config, caf::error{});
-}
 
 }  // namespace troupe::dp_parts

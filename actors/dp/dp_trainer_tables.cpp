@@ -1,8 +1,9 @@
 // --mode hybrid, a member's side of the tables: before a step it pulls the embedding rows its
 // share of the examples reads from the buckets that own them (as the table client the
-// coordinator numbered it: its join index), and after computing it pushes their gradients
-// back, asynchronously, as a parameter-service worker does; the buckets apply them at once,
-// with clipping and staleness counted by vector clock. A bucket that fails is looked up again
+// coordinator numbered it: its join index), and once the step is applied it pushes their
+// gradients back, asynchronously, as a parameter-service worker does, named by the share's
+// examples; the buckets apply them at once (a share at most once), with clipping and
+// staleness counted by vector clock. A bucket that fails is looked up again
 // through the coordinator (which asks the tables' coordinator) and asked again, a few times.
 #include "actors/dp/dp_trainer_parts.hpp"
 #include "actors/worker/chunk_rows.hpp"
@@ -115,14 +116,29 @@ void pull_share_rows(self_ptr self, const dp_trainer_config& config, example_ran
   for (uint32_t b = 0; b < buckets; ++b) pull_one(self, config, b, 0, pending, then);
 }
 
-void push_share_rows(self_ptr self, const dp_trainer_config& config) {
-  auto& st = self->state;
+void prepare_share_rows(dp_trainer_state& st, example_range share, uint32_t epoch) {
   const auto buckets = static_cast<uint32_t>(st.table_buckets.size());
+  st.rows_due.clear();
   for (uint32_t b = 0; b < buckets; ++b) {
     auto push = std::make_shared<push_request>(
         push_request{b, st.job->client, st.step + 1, st.read_clocks[b]});
     push->sparse = row_gradients(st.tables, st.rows, b, buckets);
-    ++st.replies_due;
+    push->batches = batch_range{epoch, share.first, static_cast<uint32_t>(share.count)};
+    st.rows_due.push_back(std::move(push));
+  }
+}
+
+void push_share_rows(self_ptr self, const dp_trainer_config& config, bool skipped) {
+  auto& st = self->state;
+  auto due = std::move(st.rows_due);
+  st.rows_due.clear();
+  for (auto& push : due) {
+    if (skipped) {
+      push->skipped = true;
+      push->sparse.clear();
+    }
+    ++st.table_pushes_due;
+    const uint32_t b = push->bucket;
     push_one(self, config, b, 0, std::move(push));
   }
 }
