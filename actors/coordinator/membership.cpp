@@ -200,7 +200,8 @@ void check_heartbeats(self_ptr self, const coordinator_config& config) {
   // Members still to rejoin a takeover are judged by its deadline, and a primary that was
   // paused with a standby following judges nobody until the standby has accepted its state
   // again (it may have been deposed meanwhile).
-  if (heir.rejoining || (heir.follower && !heir.confirmed)) return;
+  if (heir.rejoining || (heir.follower && !heir.confirmed))
+    return st.roster.beats.keep_time(heartbeat_monitor::clock::now());
   const auto verdict = st.roster.beats.expired(heartbeat_monitor::clock::now(), timeout);
   if (verdict.not_running.count() > 0) {
     log_own_pause(config.log, verdict.not_running);

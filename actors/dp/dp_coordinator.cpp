@@ -319,7 +319,8 @@ void check_heartbeats(self_ptr self, const dp_coordinator_config& config) {
       [=](const std::string& why) { fail(self, config, why); },
       [=] { maybe_finish(self, config); });
   auto& heir = st.succession;
-  if (heir.rejoining || (heir.follower && !heir.confirmed)) return;
+  if (heir.rejoining || (heir.follower && !heir.confirmed))
+    return st.beats.keep_time(heartbeat_monitor::clock::now());
   const auto timeout = config.opts.heartbeat_timeout;
   const auto verdict = st.beats.expired(heartbeat_monitor::clock::now(), timeout);
   if (verdict.not_running.count() > 0) {

@@ -46,6 +46,11 @@ class heartbeat_monitor {
   // Judges every node: those silent for longer than `timeout` of awake time are lost, unless
   // this call found that the watcher itself had not been running.
   verdict expired(clock::time_point now, std::chrono::milliseconds timeout);
+  // A tick that judges nobody (a takeover waits for its members): the awake clock goes on,
+  // so that the first judging tick after it is not taken for a pause of this process.
+  void keep_time(clock::time_point now) {
+    if (awake_.started()) awake_.advance(now);
+  }
 
  private:
   awake_clock awake_;
