@@ -376,6 +376,23 @@ void parameter_client::push(caf::event_based_actor* self, std::span<const float>
                             const parameter_snapshot& read,
                             const std::vector<std::vector<float>>& row_grads,
                             std::function<void(caf::expected<push_outcome>)> done) const {
+  send_push(self, grad, read, row_grads, std::nullopt, std::move(done));
+}
+
+void parameter_client::push(caf::event_based_actor* self, std::span<const float> grad,
+                            const parameter_snapshot& read,
+                            const std::vector<std::vector<float>>& row_grads, batch_range batches,
+                            std::function<void(caf::expected<push_outcome>)> done) const {
+  if (batches.count == 0)
+    return done(make_error(errc::malformed_message, "a push named by no batches"));
+  send_push(self, grad, read, row_grads, batches, std::move(done));
+}
+
+void parameter_client::send_push(caf::event_based_actor* self, std::span<const float> grad,
+                                 const parameter_snapshot& read,
+                                 const std::vector<std::vector<float>>& row_grads,
+                                 std::optional<batch_range> batches,
+                                 std::function<void(caf::expected<push_outcome>)> done) const {
   auto st = state_;
   const auto& service = *st->service;
   const auto buckets = static_cast<uint32_t>(service.plan.buckets.size());
@@ -396,6 +413,7 @@ void parameter_client::push(caf::event_based_actor* self, std::span<const float>
     auto request = std::make_shared<push_request>(push_request{
         b, st->id, clock, read.clocks[b], gather(service.layout, service.plan.buckets[b], grad)});
     if (!row_grads.empty()) request->sparse = row_gradients(service.tables, rows, b, buckets);
+    request->batches = batches;
     ask_bucket<push_atom>(
         self, st, b,
         [request](bool again, bool in_process) {

@@ -109,6 +109,39 @@ BOOST_FIXTURE_TEST_CASE(a_push_moves_every_bucket_and_a_stale_one_is_counted, fi
   service->stop();
 }
 
+// A batch pushed by one client and computed again by another (as after a failure) is applied
+// once: the second push is acknowledged and changes nothing; other batches still apply.
+BOOST_FIXTURE_TEST_CASE(a_named_batch_is_applied_at_most_once, fixture) {
+  auto service = parameter_service::start(*sys, sgd_config());
+  BOOST_TEST_REQUIRE(succeeded(service));
+  auto first = *service->client(0), second = *service->client(1);
+  auto named_push = [&](const parameter_client& c, batch_range batches) {
+    auto read = pull(c);
+    BOOST_TEST_REQUIRE(succeeded(read));
+    return in_actor<push_outcome>([c, read, batches](auto* self, auto done) {
+      c.push(self, std::vector<float>(11, 1.0f), *read, {}, batches, done);
+    });
+  };
+  BOOST_TEST_REQUIRE(succeeded(named_push(first, batch_range{0, 4, 2})));
+  BOOST_TEST_REQUIRE(succeeded(named_push(second, batch_range{0, 5, 1})));  // batch 5 again
+  auto after = pull(first);
+  BOOST_TEST_REQUIRE(succeeded(after));
+  for (size_t i = 0; i < 11; ++i) BOOST_TEST(after->values[i] == float(i) - 0.5f);
+  BOOST_TEST(after->clocks[0].sum() == 1u);  // the duplicate applied nothing
+  BOOST_TEST_REQUIRE(succeeded(named_push(second, batch_range{1, 5, 1})));  // another epoch
+  after = pull(first);
+  BOOST_TEST_REQUIRE(succeeded(after));
+  for (size_t i = 0; i < 11; ++i) BOOST_TEST(after->values[i] == float(i) - 1.0f);
+  auto read = pull(first);
+  BOOST_TEST_REQUIRE(succeeded(read));
+  BOOST_TEST(fails_with(
+      in_actor<push_outcome>([first, read](auto* self, auto done) {
+        first.push(self, std::vector<float>(11, 1.0f), *read, {}, batch_range{0, 9, 0}, done);
+      }),
+      errc::malformed_message));
+  service->stop();
+}
+
 BOOST_FIXTURE_TEST_CASE(refused_gradients_change_nothing, fixture) {
   auto service = parameter_service::start(*sys, sgd_config());
   BOOST_TEST_REQUIRE(succeeded(service));

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -99,9 +100,23 @@ class parameter_client {
             const parameter_snapshot& read, const std::vector<std::vector<float>>& row_grads,
             std::function<void(caf::expected<push_outcome>)> done) const;
 
+  // The same, named by the batches the gradient was computed from (epoch, first batch,
+  // count > 0; errc::malformed_message otherwise): a bucket that has counted any of them, from
+  // any client, acknowledges the push without applying it (the report's duplicate_pushes).
+  // So a batch that another actor computes again after a failure is applied at most once per
+  // bucket. `row_grads` may be empty.
+  void push(caf::event_based_actor* self, std::span<const float> grad,
+            const parameter_snapshot& read, const std::vector<std::vector<float>>& row_grads,
+            batch_range batches, std::function<void(caf::expected<push_outcome>)> done) const;
+
   struct state;  // the service's layout and buckets, this client's id and clock
 
  private:
+  void send_push(caf::event_based_actor* self, std::span<const float> grad,
+                 const parameter_snapshot& read, const std::vector<std::vector<float>>& row_grads,
+                 std::optional<batch_range> batches,
+                 std::function<void(caf::expected<push_outcome>)> done) const;
+
   friend class parameter_service;
   explicit parameter_client(std::shared_ptr<state> s) : state_(std::move(s)) {}
   std::shared_ptr<state> state_;
