@@ -38,6 +38,8 @@ std::string to_string(errc code) {
       return "deposed";
     case errc::not_rejoined:
       return "not_rejoined";
+    case errc::task_failed:
+      return "task_failed";
   }
   return "unknown_error";
 }

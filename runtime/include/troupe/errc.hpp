@@ -26,6 +26,7 @@ enum class errc : uint8_t {
   collective_failed,      // an allreduce (or other collective) failed: a peer is gone or late
   deposed,                // a coordinator whose standby took over (a newer term): it must stop
   not_rejoined,           // a member asked a coordinator that is taking over before rejoining it
+  task_failed,            // the user's task raised (a Python exception; its traceback is the text)
 };
 
 std::string to_string(errc code);

@@ -1,0 +1,78 @@
+// troupe._native: the Python extension under the troupe package (runtime/python/troupe). One
+// entry point, run(build, argv, name, flags), which is run_app (troupe/app.hpp) with a task
+// built in Python: the same flags, roles, modes and faults as troupe-fmnist. Python code calls
+// troupe.run, not this.
+#include <csignal>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "python_task.hpp"
+#include "troupe/app.hpp"
+#include "troupe/error.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+// SIGINT as a Troupe binary has it while the job runs (Python's handler only sets a flag that
+// nobody reads while run_app holds the main thread); Python's handler again afterwards.
+class default_sigint {
+ public:
+  default_sigint() { previous_ = std::signal(SIGINT, SIG_DFL); }
+  ~default_sigint() { std::signal(SIGINT, previous_); }
+
+ private:
+  void (*previous_)(int) = SIG_DFL;
+};
+
+using flag_row = std::tuple<std::string, std::string, std::string, std::string, std::string>;
+
+// run_app for a Python task: `build(values)` gets the app flags' values (a dict of str) and
+// returns the task; `flags` are (name, metavar, help, default, "text"|"number"|"whole") of the
+// script's own flags.
+int run(py::object build, std::vector<std::string> argv, std::string name,
+        std::vector<flag_row> flags) {
+  troupe::app_description app;
+  app.name = name;
+  app.summary = "train a PyTorch model with Troupe";
+  for (auto& [flag, metavar, help, fallback, kind] : flags) {
+    const auto type = kind == "whole"    ? troupe::app_flag::whole
+                      : kind == "number" ? troupe::app_flag::number
+                                         : troupe::app_flag::text;
+    app.flags.push_back(troupe::app_flag{flag, metavar, help, fallback, type});
+  }
+  const auto flag_names = app.flags;
+  app.make_task = [build, flag_names](const troupe::launch_options& opts)
+      -> caf::expected<std::unique_ptr<troupe::training_task>> {
+    py::gil_scoped_acquire gil;
+    py::object task;
+    try {
+      py::dict values;
+      for (const auto& f : flag_names) values[py::str(f.name)] = opts.app_value(f.name);
+      values["role"] = troupe::to_string(opts.role);
+      // Trainers this process runs: every worker when embedded, else one.
+      const bool embedded = opts.role == troupe::node_role::embedded;
+      values["trainers_here"] = std::to_string(embedded ? opts.workers : 1);
+      task = build(values);
+    } catch (py::error_already_set& e) {
+      return troupe::make_error(troupe::errc::task_failed,
+                                "building the task: " + troupe::python::describe_python_error(e));
+    }
+    return troupe::python::make_python_task(std::move(task), opts.seed,
+                                            troupe::logger("python", opts.level));
+  };
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  py::gil_scoped_release released;
+  default_sigint sigint;
+  return troupe::run_app(static_cast<int>(argv.size()), args.data(), app);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "Troupe's runtime for PyTorch tasks (use the troupe package, not this module)";
+  m.def("run", &run, py::arg("build"), py::arg("argv"), py::arg("name"), py::arg("flags"));
+}

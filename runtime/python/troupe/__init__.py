@@ -1,0 +1,13 @@
+"""Troupe for PyTorch users: train a torch model on Troupe's parameter service or its
+data-parallel groups, with every flag, role and fault path of the Troupe binaries.
+
+    import troupe
+    task = troupe.TorchTask(Net, train_set, test_set)
+    raise SystemExit(troupe.run(task))
+
+See docs/python.md.
+"""
+from .launch import run
+from .torch_task import TorchTask
+
+__all__ = ["TorchTask", "run"]

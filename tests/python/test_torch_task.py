@@ -1,0 +1,173 @@
+"""The Python package: a TorchTask's gradient against torch's own, its tensors told final as
+backward accumulates them, and the CNN example run as a Troupe binary (embedded ps, dp with
+two workers equal to one worker with the same global batch, an exception in user code).
+Run by ctest with the build's package on PYTHONPATH (TROUPE_EXAMPLES names the examples)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+import troupe
+
+EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
+CNN = os.path.join(EXAMPLES, "fmnist_cnn.py")
+BOUND_S = 600  # no job here comes near it; a hang fails the test instead of CI
+
+
+def small_data(n=64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 6, generator=g)
+    y = torch.randint(0, 3, (n,), generator=g)
+    return TensorDataset(x, y)
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(6, 5)
+        self.b = nn.Linear(5, 3)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x)))
+
+
+def flat(values):
+    return memoryview(bytearray(4 * values)).cast("B").cast("f")
+
+
+class TaskProtocol(unittest.TestCase):
+    def setUp(self):
+        self.task = troupe.TorchTask(Mlp, small_data(), small_data(32, 1))
+        self.total = 6 * 5 + 5 + 5 * 3 + 3
+
+    def test_parameters_and_initialize_follow_named_parameters(self):
+        self.assertEqual([n for n, _ in self.task.parameters()], ["a.weight", "a.bias",
+                                                                  "b.weight", "b.bias"])
+        out = flat(self.total)
+        self.task.initialize(5, out)
+        torch.manual_seed(5)
+        expected = torch.cat([p.detach().reshape(-1) for p in Mlp().parameters()])
+        self.assertTrue(torch.equal(torch.frombuffer(out, dtype=torch.float32), expected))
+
+    def test_the_gradient_is_torchs_and_every_tensor_is_told_once(self):
+        params = flat(self.total)
+        self.task.initialize(3, params)
+        replica = self.task.make_replica(16, 7)
+        for step in range(3):  # the first counts accumulations, the next ones overlap
+            grad = flat(self.total)
+            told = []
+            loss, used = replica.gradient_range(params, 0, 16 * step, 16, grad, told.append)
+            self.assertEqual(used, 16)
+            self.assertEqual(sorted(told), [0, 1, 2, 3])
+            if step > 0:
+                self.assertEqual(set(told[:2]), {2, 3})  # backward's order: last layer first
+            model = Mlp()
+            torch.nn.utils.vector_to_parameters(torch.frombuffer(params, dtype=torch.float32)
+                                                .clone(), model.parameters())
+            order = replica._epoch_order(0)[16 * step:16 * step + 16]
+            x, y = self.task.train.tensors[0][order], self.task.train.tensors[1][order]
+            expected_loss = nn.functional.cross_entropy(model(x), y)
+            expected_loss.backward()
+            expected = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+            got = torch.frombuffer(grad, dtype=torch.float32)
+            self.assertLess(float((got - expected).norm() / expected.norm()), 1e-6)
+            self.assertAlmostEqual(loss, float(expected_loss), places=5)
+
+    def test_a_range_past_the_epoch_uses_what_is_left(self):
+        params, grad = flat(self.total), flat(self.total)
+        self.task.initialize(3, params)
+        replica = self.task.make_replica(16, 7)
+        self.assertEqual(replica.gradient_range(params, 2, 56, 16, grad, None)[1], 8)
+        self.assertEqual(replica.gradient_range(params, 2, 64, 16, grad, None), (0.0, 0))
+
+    def test_models_troupe_cannot_train_yet_are_refused_clearly(self):
+        with self.assertRaisesRegex(ValueError, "buffers"):
+            troupe.TorchTask(lambda: nn.BatchNorm1d(6), small_data(), small_data())
+        with self.assertRaisesRegex(TypeError, "torch.nn.Module"):
+            troupe.TorchTask(lambda: 3, small_data(), small_data())
+
+
+def run_cnn(args, cwd, script=CNN):
+    """Runs a script as a Troupe binary; (exit code, output, report or None)."""
+    report = os.path.join(cwd, "report.json")
+    done = subprocess.run([sys.executable, script, "--report", report, "--log-level", "info",
+                           *args], cwd=cwd, capture_output=True, text=True, timeout=BOUND_S)
+    text = done.stdout + done.stderr
+    data = None
+    if os.path.exists(report):
+        with open(report) as f:
+            data = json.load(f)
+    return done.returncode, text, data
+
+
+SMALL = ["--train-limit", "2560", "--test-limit", "500", "--torch-threads", "1",
+         "--blas-threads", "1"]
+
+
+class CnnJobs(unittest.TestCase):
+    def test_the_cnn_trains_embedded_on_the_parameter_service(self):
+        with tempfile.TemporaryDirectory() as cwd:
+            code, out, report = run_cnn([*SMALL, "--epochs", "2", "--workers", "2",
+                                         "--batch", "32"], cwd)
+            self.assertEqual(code, 0, out)
+            self.assertEqual(report["status"], "finished", out)
+            self.assertEqual(report["updates_lost"], 0)
+            self.assertGreater(report["updates_applied"], 0)
+            self.assertGreater(report["test_accuracy"], 0.5, out)
+
+    def test_dp_with_two_workers_equals_one_worker_with_the_same_global_batch(self):
+        with tempfile.TemporaryDirectory() as cwd:
+            common = [*SMALL, "--mode", "dp", "--epochs", "1", "--optimizer", "sgd",
+                      "--lr", "0.05"]
+            code, out, two = run_cnn([*common, "--workers", "2", "--batch", "64"], cwd)
+            self.assertEqual(code, 0, out)
+            code, out, one = run_cnn([*common, "--workers", "1", "--batch", "128"], cwd)
+            self.assertEqual(code, 0, out)
+            self.assertEqual(two["epochs"][0]["examples"], 2560)
+            a, b = two["test_loss"], one["test_loss"]
+            self.assertLess(abs(a - b) / abs(b), 1e-5, (a, b))
+
+    def test_an_exception_in_user_code_stops_with_its_traceback(self):
+        with tempfile.TemporaryDirectory() as cwd:
+            script = os.path.join(cwd, "broken.py")
+            with open(script, "w") as f:
+                f.write(BROKEN_SCRIPT.format(examples=EXAMPLES))
+            code, out, _ = run_cnn(["--train-limit", "512", "--test-limit", "100",
+                                    "--epochs", "1", "--workers", "1"], cwd, script)
+            self.assertNotEqual(code, 0, out)
+            self.assertLess(code, 128, out)  # an exit, not a signal
+            self.assertIn("Traceback", out)
+            self.assertIn("ValueError: the user's loss broke at step 3", out)
+
+
+BROKEN_SCRIPT = '''
+import sys
+sys.path.insert(0, "{examples}")
+import torch
+import troupe
+import fmnist_cnn
+
+calls = [0]
+
+def loss(output, target):
+    calls[0] += 1
+    if calls[0] == 3:
+        raise ValueError("the user's loss broke at step 3")
+    return torch.nn.functional.cross_entropy(output, target)
+
+def make_task(flags):
+    task = fmnist_cnn.make_task(flags)
+    task.loss = loss
+    return task
+
+sys.exit(troupe.run(make_task, flags=fmnist_cnn.FLAGS))
+'''
+
+if __name__ == "__main__":
+    unittest.main()
