@@ -130,8 +130,9 @@ class CnnJobs(unittest.TestCase):
             code, out, one = run_cnn([*common, "--workers", "1", "--batch", "128"], cwd)
             self.assertEqual(code, 0, out)
             self.assertEqual(two["epochs"][0]["examples"], 2560)
-            a, b = two["test_loss"], one["test_loss"]
-            self.assertLess(abs(a - b) / abs(b), 1e-5, (a, b))
+            for key in ("test_loss", "train_loss"):
+                a, b = two["epochs"][0][key], one["epochs"][0][key]
+                self.assertLess(abs(a - b) / abs(b), 1e-5, (key, a, b))
 
     def test_an_exception_in_user_code_stops_with_its_traceback(self):
         with tempfile.TemporaryDirectory() as cwd:
