@@ -22,6 +22,7 @@ ALLOWED = {
     "actors": {"base", "error", "public", "detail", "messages", "kernels"},
     "apps": {"base", "error", "public", "detail", "messages", "kernels", "actors"},
     "examples": {"base", "error", "public"},
+    "python": {"base", "error", "public"},
     "tests": {"base", "error", "public", "detail", "messages", "kernels", "actors", "apps"},
 }
 # System headers a layer may not use: the base and the kernels know nothing of CAF.
@@ -52,7 +53,7 @@ def layer_of_file(rel: str) -> str | None:
             return "base"
         if parts[1] == "include":
             return layer_of_troupe_header("/".join(parts[3:]))
-        return "runtime"
+        return "python" if parts[1] == "python" else "runtime"
     if parts[0] == "apps":
         return "examples" if len(parts) > 1 and parts[1] == "examples" else "apps"
     if parts[0] in ("kernels", "messages", "actors", "tests"):

@@ -72,7 +72,8 @@ struct ready_relay {
 
 class python_replica : public task_replica {
  public:
-  python_replica(py::object replica, uint32_t batch) : replica_(std::move(replica)), batch_(batch) {}
+  python_replica(py::object replica, uint32_t batch)
+      : replica_(std::move(replica)), batch_(batch) {}
   ~python_replica() override {
     py::gil_scoped_acquire gil;
     replica_ = py::object();
@@ -86,8 +87,7 @@ class python_replica : public task_replica {
   }
 
   caf::expected<range_result> gradient_range(std::span<const float> params, uint32_t epoch,
-                                             uint64_t first, uint32_t count,
-                                             std::span<float> grad,
+                                             uint64_t first, uint32_t count, std::span<float> grad,
                                              const gradient_ready& ready) override {
     auto relay = std::make_shared<ready_relay>();
     relay->ready = &ready;
@@ -101,8 +101,8 @@ class python_replica : public task_replica {
     });
     if (ready) relay->close();
     if (out && out->count > count)
-      return failed("the task's gradient_range", fmt::format("{} examples for a range of {}",
-                                                             out->count, count));
+      return failed("the task's gradient_range",
+                    fmt::format("{} examples for a range of {}", out->count, count));
     return out;
   }
 

@@ -18,8 +18,8 @@ namespace troupe::python {
 // Wraps `task` (a Python object, held with the GIL); `log` hears of exceptions in calls that
 // cannot return an error (evaluate). Fails (errc::task_failed, or shape_mismatch for a
 // parameter list that is not one) when parameters() or initialize(seed) raise.
-caf::expected<std::unique_ptr<training_task>> make_python_task(pybind11::object task,
-                                                               uint64_t seed, logger log);
+caf::expected<std::unique_ptr<training_task>> make_python_task(pybind11::object task, uint64_t seed,
+                                                               logger log);
 
 // The text of the Python exception being handled: its type, message and traceback.
 std::string describe_python_error(const pybind11::error_already_set& e);
