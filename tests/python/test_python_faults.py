@@ -1,0 +1,153 @@
+"""Faults in jobs of Python processes (the CNN example, --role per process, on loopback):
+kill -9 of a dp worker (the group re-forms and every epoch's examples are used once), and
+kill -9 of the primary coordinator of a dp job with a standby (the standby finishes it). Each
+kill waits for a point of progress (a log line), on a job with a floor under its length
+(--worker-delay-ms), never for a time. Run by ctest like test_torch_task."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
+CNN = os.path.join(EXAMPLES, "fmnist_cnn.py")
+BOUND_S = 300  # every wait's bound; none comes near it
+TRAIN = 2560
+# 40 steps an epoch at --batch 32 x 2 workers; a floor of 30 ms a step: epochs 2 and 3 take
+# 2.4 s at least after the kill that follows epoch 1's line.
+JOB = ["--mode", "dp", "--epochs", "3", "--batch", "32", "--train-limit", str(TRAIN),
+       "--test-limit", "300", "--torch-threads", "1", "--blas-threads", "1",
+       "--log-level", "info"]
+FLOOR = ["--worker-delay-ms", "0:30,1:30"]  # rank:ms
+ENV = dict(os.environ, TROUPE_SECRET="a-long-random-secret-for-tests")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Process:
+    """A process of the job, its output in a file; killed if still running at the end."""
+
+    def __init__(self, args, log):
+        self.log = log
+        with open(log, "w") as out:
+            self.popen = subprocess.Popen([sys.executable, CNN, *args], stdout=out,
+                                          stderr=subprocess.STDOUT, env=ENV)
+
+    def output(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def wait_for(self, text, count=1):
+        """Waits until the output holds `text` `count` times (False if it ended first)."""
+        deadline = time.monotonic() + BOUND_S
+        while time.monotonic() < deadline:
+            if self.output().count(text) >= count:
+                return True
+            if self.popen.poll() is not None:
+                return self.output().count(text) >= count
+            time.sleep(0.02)
+        return False
+
+    def wait(self):
+        try:
+            return self.popen.wait(timeout=BOUND_S)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self):
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGKILL)
+            self.popen.wait()
+
+
+class DpJob:
+    """A coordinator (and optionally its standby) and two workers of a dp job."""
+
+    def __init__(self, folder, standby=False):
+        self.folder = folder
+        self.report = os.path.join(folder, "report.json")
+        primary = f"127.0.0.1:{free_port()}"
+        coordinating = [*JOB, *FLOOR, "--role", "coordinator", "--workers", "2", "--report",
+                        self.report]
+        self.coordinator = Process([*coordinating, "--listen", primary],
+                                   os.path.join(folder, "c.log"))
+        join = primary
+        self.standby = None
+        if standby:
+            second = f"127.0.0.1:{free_port()}"
+            self.standby = Process([*coordinating, "--listen", second, "--standby-of", primary],
+                                   os.path.join(folder, "c2.log"))
+            join += "," + second
+        self.workers = [Process([*JOB, "--role", "worker", "--coordinator", join, "--name",
+                                 f"w{i}"], os.path.join(folder, f"w{i}.log")) for i in range(2)]
+
+    def processes(self):
+        return [p for p in [self.coordinator, self.standby, *self.workers] if p]
+
+    def close(self):
+        for p in self.processes():
+            p.kill()
+
+    def read_report(self):
+        with open(self.report) as f:
+            return json.load(f)
+
+    def logs(self):
+        return "\n".join(f"--- {p.log}\n{p.output()[-3000:]}" for p in self.processes())
+
+
+class PythonFaults(unittest.TestCase):
+    def check_every_epoch_once(self, report, job):
+        self.assertEqual(report["status"], "finished", job.logs())
+        self.assertEqual(len(report["epochs"]), 3)
+        for epoch in report["epochs"]:
+            self.assertEqual(epoch["examples"], TRAIN, job.logs())
+
+    def test_a_killed_python_dp_worker_leaves_a_group_that_uses_every_example_once(self):
+        with tempfile.TemporaryDirectory() as folder:
+            job = DpJob(folder)
+            try:
+                self.assertTrue(job.coordinator.wait_for("epoch 1/3"), job.logs())
+                job.workers[1].kill()
+                self.assertEqual(job.coordinator.wait(), 0, job.logs())
+                report = self.read(job)
+                self.check_every_epoch_once(report, job)
+                self.assertEqual(report["workers_lost"], ["w1"])
+                self.assertGreaterEqual(report["generations"], 2)
+                self.assertEqual(job.workers[0].wait(), 0, job.logs())
+            finally:
+                job.close()
+
+    def test_a_killed_python_coordinator_is_replaced_by_its_standby(self):
+        with tempfile.TemporaryDirectory() as folder:
+            job = DpJob(folder, standby=True)
+            try:
+                self.assertTrue(job.standby.wait_for("following the coordinator"), job.logs())
+                self.assertTrue(job.coordinator.wait_for("epoch 1/3"), job.logs())
+                job.coordinator.kill()
+                self.assertEqual(job.standby.wait(), 0, job.logs())
+                self.assertIn("took over as the coordinator of term 1", job.standby.output())
+                report = self.read(job)
+                self.check_every_epoch_once(report, job)
+                self.assertEqual(len(report["takeovers"]), 1)
+                self.assertEqual(report["workers_lost"], [])
+                for w in job.workers:
+                    self.assertEqual(w.wait(), 0, job.logs())
+            finally:
+                job.close()
+
+    def read(self, job):
+        self.assertTrue(os.path.exists(job.report), job.logs())
+        return job.read_report()
+
+
+if __name__ == "__main__":
+    unittest.main()
