@@ -6,11 +6,25 @@ the order of model.named_parameters() (docs/python.md says how a TorchTask maps 
 troupe/task.hpp).
 """
 import math
+import threading
 
 import torch
 import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 from torch.utils.data._utils.collate import default_collate
+
+
+# Models are built from torch's global random generator; trainers of one process build theirs
+# (and the coordinator draws the initial parameters) at the same time, so every build holds
+# this lock and draws from its own seed without changing the generator's state for others.
+_building = threading.Lock()
+
+
+def _build(model, seed):
+    """model(), its random initialisation drawn from `seed` alone."""
+    with _building, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return model()
 
 
 def _examples(dataset, indices):
@@ -51,7 +65,7 @@ class TorchTask:
         self.correct = correct
         self.eval_batch = eval_batch
         self.overlap = overlap
-        probe = model()
+        probe = _build(model, 0)
         _check_model(probe)
         self._specs = [(n, tuple(p.shape)) for n, p in probe.named_parameters()]
         self._evaluator = None
@@ -66,8 +80,7 @@ class TorchTask:
 
     def initialize(self, seed, out):
         """The initial parameters the model's constructor draws from `seed`, into `out`."""
-        torch.manual_seed(seed)
-        model = self.model()
+        model = _build(self.model, seed)
         flat = torch.frombuffer(out, dtype=torch.float32)
         with torch.no_grad():
             torch.cat([p.detach().reshape(-1) for p in model.parameters()], out=flat)
@@ -81,7 +94,7 @@ class TorchTask:
     def evaluate(self, params):
         """(accuracy, mean loss) on the test set with the parameters `params`."""
         if self._evaluator is None:
-            self._evaluator = _Model(self.model())
+            self._evaluator = _Model(_build(self.model, 0))
         model = self._evaluator
         model.load(torch.frombuffer(params, dtype=torch.float32))
         model.module.eval()
@@ -141,7 +154,7 @@ class _Replica:
         self.task = task
         self.batch = batch
         self.seed = seed
-        self.model = _Model(task.model())
+        self.model = _Model(_build(task.model, seed))
         self.order_epoch, self.order = None, None
         self.uses = None  # how many times backward accumulates each parameter (first step)
         # Each parameter's gradient accumulator: its hook tells Troupe the gradient is final.
