@@ -3,7 +3,8 @@
 #   1. `cmake --install` the build into a temporary prefix;
 #   2. every installed public header compiles on its own through troupe::troupe alone, and the
 #      exported troupe::kernels links no CAF;
-#   3. each example under apps/examples/ is copied out of the tree, configured with only
+#   3. each C++ example under apps/examples/ (python/ is tests/python's) is copied out of the
+#      tree, configured with only
 #      -DCMAKE_PREFIX_PATH=<prefix>, built, and run to completion by its run.sh, which is
 #      given the build folder and the installed troupe-console.
 # usage: package_test.sh BUILD_DIR SOURCE_DIR. Leaves nothing behind.
@@ -58,6 +59,7 @@ cmake --build "$work/headers/build" -j "$jobs" >/dev/null
 echo "${#headers[@]} headers compile on their own"
 
 for example in "$source"/apps/examples/*/; do
+  [ -f "$example/CMakeLists.txt" ] || continue  # python/: run by tests/python instead
   name=$(basename "$example")
   echo "== example $name, built outside the tree"
   cp -r "$example" "$work/$name"
