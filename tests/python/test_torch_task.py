@@ -134,6 +134,26 @@ class CnnJobs(unittest.TestCase):
                 a, b = two["epochs"][0][key], one["epochs"][0][key]
                 self.assertLess(abs(a - b) / abs(b), 1e-5, (key, a, b))
 
+    def test_dataloader_workers_read_the_same_examples_from_forked_processes(self):
+        with tempfile.TemporaryDirectory() as cwd:
+            runs = {}
+            for workers in ("0", "2"):
+                readers = os.path.join(cwd, "readers-" + workers)
+                os.mkdir(readers)
+                script = os.path.join(cwd, "map_style.py")
+                with open(script, "w") as f:
+                    f.write(MAP_STYLE_SCRIPT.format(examples=EXAMPLES, readers=readers))
+                code, out, report = run_cnn([*SMALL, "--mode", "dp", "--workers", "2",
+                                             "--batch", "64", "--epochs", "1",
+                                             "--loader-workers", workers], cwd, script)
+                self.assertEqual(code, 0, out)
+                runs[workers] = (report["epochs"][0], set(os.listdir(readers)))
+            (plain, read_here), (loaded, read_there) = runs["0"], runs["2"]
+            self.assertEqual(len(read_here), 1)  # the trainers' own process
+            self.assertEqual(len(read_there), 4)  # 2 trainers x 2 forked workers
+            for key in ("test_loss", "train_loss"):
+                self.assertLess(abs(plain[key] - loaded[key]) / abs(plain[key]), 1e-6, key)
+
     def test_an_exception_in_user_code_stops_with_its_traceback(self):
         with tempfile.TemporaryDirectory() as cwd:
             script = os.path.join(cwd, "broken.py")
@@ -146,6 +166,33 @@ class CnnJobs(unittest.TestCase):
             self.assertIn("Traceback", out)
             self.assertIn("ValueError: the user's loss broke at step 3", out)
 
+
+MAP_STYLE_SCRIPT = '''
+import os
+import sys
+sys.path.insert(0, "{examples}")
+import troupe
+import fmnist_cnn
+
+class MapStyle:
+    """The CNN's examples as a map-style dataset that notes each process reading it."""
+    def __init__(self, data, folder):
+        self.data, self.folder, self.noted = data, folder, set()
+    def __len__(self):
+        return len(self.data)
+    def __getitem__(self, i):
+        if os.getpid() not in self.noted:
+            self.noted.add(os.getpid())
+            open(os.path.join(self.folder, str(os.getpid())), "w").close()
+        return self.data[i]
+
+def make_task(flags):
+    task = fmnist_cnn.make_task(flags)
+    task.train = MapStyle(task.train, "{readers}")
+    return task
+
+sys.exit(troupe.run(make_task, flags=fmnist_cnn.FLAGS))
+'''
 
 BROKEN_SCRIPT = '''
 import sys

@@ -9,6 +9,9 @@ _TORCH_FLAGS = [
     ("torch-threads", "N",
      "intra-op threads of each trainer (0: this machine's cores / the trainers in this process)",
      "0", "whole"),
+    ("loader-workers", "N",
+     "DataLoader worker processes per trainer reading a map-style training set (0: none)",
+     "0", "whole"),
 ]
 
 
@@ -39,8 +42,9 @@ def run(task, argv=None, flags=(), name=None):
 
     def build(values):
         torch.set_num_threads(_torch_threads(values))
-        if hasattr(task, "make_replica"):
-            return task
-        return task(values)
+        built = task if hasattr(task, "make_replica") else task(values)
+        if getattr(built, "loader_workers", 0) is None:
+            built.loader_workers = int(values.get("loader-workers", "0") or 0)
+        return built
 
     return _native.run(build, [program, *args], program, rows)

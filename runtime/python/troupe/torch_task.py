@@ -34,6 +34,39 @@ def _examples(dataset, indices):
     return default_collate([dataset[int(i)] for i in indices])
 
 
+class _Plan:
+    """A batch sampler whose batches are set before each pass (_Loader.fetch)."""
+
+    def __init__(self):
+        self.batches = []
+
+    def __iter__(self):
+        return iter(list(self.batches))
+
+    def __len__(self):
+        return len(self.batches)
+
+
+class _Loader:
+    """Examples by index through a DataLoader's worker processes (--loader-workers N): the
+    workers stay up between steps (persistent), and each step's indices are split among
+    them, read in parallel and put back in order. The workers are forked from a trainer's
+    process; they run only the dataset's code and torch's collation, never Troupe's."""
+
+    def __init__(self, dataset, workers):
+        self.workers = workers
+        self.plan = _Plan()
+        self.loader = torch.utils.data.DataLoader(dataset, batch_sampler=self.plan,
+                                                  num_workers=workers, persistent_workers=True,
+                                                  multiprocessing_context="fork")
+
+    def fetch(self, indices):
+        parts = [p.tolist() for p in torch.tensor_split(indices, min(self.workers, len(indices)))]
+        self.plan.batches = [p for p in parts if p]
+        batches = list(self.loader)
+        return tuple(torch.cat(column) for column in zip(*batches))
+
+
 def _correct(output, target):
     """How many of a batch's predictions (arg max of the output) are the target."""
     return int((output.argmax(dim=1) == target).sum())
@@ -50,6 +83,9 @@ class TorchTask:
     loss:       loss(output, target) -> the batch's mean loss (default: cross entropy).
     correct:    correct(output, target) -> how many predictions are right (default: arg max).
     eval_batch: examples per forward pass of the evaluation.
+    loader_workers: DataLoader worker processes per trainer that read a map-style training set
+                (None: --loader-workers, 0 by default: read in the trainer). A TensorDataset
+                is always read by index in the trainer.
     overlap:    tell Troupe each parameter's gradient as soon as backward has accumulated it,
                 so that data-parallel jobs reduce it while backward goes on. The first step
                 counts how many times backward accumulates each parameter; a model whose
@@ -57,7 +93,7 @@ class TorchTask:
     """
 
     def __init__(self, model, train, test, loss=F.cross_entropy, correct=_correct,
-                 eval_batch=1000, overlap=True):
+                 eval_batch=1000, overlap=True, loader_workers=None):
         self.model = model
         self.train = train
         self.test = test
@@ -65,6 +101,7 @@ class TorchTask:
         self.correct = correct
         self.eval_batch = eval_batch
         self.overlap = overlap
+        self.loader_workers = loader_workers
         probe = _build(model, 0)
         _check_model(probe)
         self._specs = [(n, tuple(p.shape)) for n, p in probe.named_parameters()]
@@ -156,6 +193,10 @@ class _Replica:
         self.seed = seed
         self.model = _Model(_build(task.model, seed))
         self.order_epoch, self.order = None, None
+        workers = task.loader_workers or 0
+        self.loader = None
+        if workers > 0 and not isinstance(task.train, TensorDataset):
+            self.loader = _Loader(task.train, workers)
         self.uses = None  # how many times backward accumulates each parameter (first step)
         # Each parameter's gradient accumulator: its hook tells Troupe the gradient is final.
         self.accumulators = []
@@ -208,7 +249,11 @@ class _Replica:
         if first >= end:
             grad.zero_()
             return (0.0, 0)
-        inputs, targets = _examples(self.task.train, self._epoch_order(epoch)[first:end])
+        indices = self._epoch_order(epoch)[first:end]
+        if self.loader is not None:
+            inputs, targets = self.loader.fetch(indices)
+        else:
+            inputs, targets = _examples(self.task.train, indices)
         self.model.load(torch.frombuffer(params, dtype=torch.float32))
         for p in self.model.params:
             p.grad = None
