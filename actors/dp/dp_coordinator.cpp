@@ -279,9 +279,9 @@ void record_server_loss(dp_coordinator_state& st, const std::string& name, const
   const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
+  // (The members-lost metric is the tables' coordinator's count: the registry is shared.)
   st.report.losses.push_back(
       loss_event{name, role::server, seconds_since(st.started), uint64_t(unix_ms), why});
-  add(st.metrics.lost, 1);
 }
 
 void lose(self_ptr self, const dp_coordinator_config& config, const std::string& name,
@@ -451,6 +451,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         if (!config.tables || self->current_sender() != config.tables.address())
           return config.log.warn("ignored a lost server not told by the tables' coordinator");
         record_server_loss(self->state, server, why);
+        send_standing(self, config);  // a standby's report lists it too
       },
       [=](which_atom, uint32_t bucket, bucket_actor failed) -> caf::result<bucket_actor> {
         if (!config.tables) return make_error(errc::bad_configuration, "this job has no tables");

@@ -44,10 +44,6 @@ void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot) {
   }
   if (st.step >= st.total_steps) {
     config.log.info("trained {} steps", st.step);
-    if (st.table_pushes_due > 0) {
-      st.done_held = true;  // said once the last rows are in (table_push_done)
-      return;
-    }
     self->send(coordinator_of(config), done_atom_v, st.job->rank);
     return;
   }
@@ -56,9 +52,10 @@ void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot) {
 
 void table_push_done(self_ptr self, const dp_trainer_config& config) {
   auto& st = self->state;
-  if (--st.table_pushes_due > 0 || !st.done_held) return;
-  st.done_held = false;
-  self->send(coordinator_of(config), done_atom_v, st.job->rank);
+  if (--st.table_pushes_due > 0 || !st.settling) return;
+  st.settling = false;
+  st.in_step = false;
+  go_on(self, config, true);
 }
 
 // A collective of this generation failed: the step is abandoned (nothing was applied) and
@@ -68,7 +65,8 @@ void wait_for_generation(self_ptr self, const dp_trainer_config& config, const s
   st.in_step = false;
   st.forming = false;
   st.broken = true;
-  st.rows_due.clear();  // the step is abandoned: its rows are never pushed
+  // The step is abandoned here; its rows wait for the new generation's agreement, which may
+  // adopt the step from a member that finished it (synced).
   if (st.pending) return go_on(self, config, false);
   self->send(coordinator_of(config), broken_atom_v, st.job->generation, why);
   const auto bound = std::chrono::milliseconds(3 * st.job->timeout_ms) + 2 * config.request_timeout;
@@ -138,6 +136,10 @@ void synced(self_ptr self, const dp_trainer_config& config, const sync_result& a
   if (moved || st.job->generation > 1)
     config.log.info("generation {}: member {} of {}, going on after step {} (member {}'s state)",
                     st.job->generation, st.job->rank, st.job->size, agreed.steps, agreed.source);
+  // This member's rows of a step it abandoned but another member finished (the agreed state
+  // includes it) are pushed now; those of a step nobody finished are dropped.
+  if (!st.rows_due.empty() && agreed.steps >= st.rows_step) push_share_rows(self, config, false);
+  st.rows_due.clear();
   st.step = agreed.steps;
   st.broken = false;
   st.forming = false;

@@ -124,8 +124,9 @@ struct dp_trainer_state {
   // the step is applied (a step abandoned for a new generation sends none, so that a
   // re-formed group cannot push a step's rows twice); and the pushes not yet acknowledged.
   std::vector<std::shared_ptr<push_request>> rows_due;
+  uint64_t rows_step = 0;  // the step (1-based) rows_due belong to
   size_t table_pushes_due = 0;
-  bool done_held = false;  // trained every step: done waits for the last pushes' acks
+  bool settling = false;  // the step is applied; it settles once its rows are acknowledged
   // With a standby listed: what a coordinator that takes over may not have heard, sent again
   // when this member rejoins it; dropped once the coordinator says its standby holds it.
   std::deque<std::pair<uint64_t, wire>> held_reports;  // step, step_report

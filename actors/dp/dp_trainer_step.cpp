@@ -397,6 +397,13 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
     for (uint32_t i = 0; i < parts.size(); ++i)
       self->send(coordinator_of(config), save_atom_v, st.step, i, uint32_t(parts.size()), parts[i]);
   }
+  // The step settles once its rows are in the tables: this member's next pull, its epoch's
+  // parameters (and so the evaluation) and its done come after them. A new generation that
+  // arrives meanwhile waits as pending.
+  if (st.table_pushes_due > 0) {
+    st.settling = true;
+    return;
+  }
   st.in_step = false;
   go_on(self, config, true);
 }

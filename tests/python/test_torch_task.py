@@ -92,6 +92,13 @@ class TaskProtocol(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "torch.nn.Module"):
             troupe.TorchTask(lambda: 3, small_data(), small_data())
 
+        def frozen():
+            model = Mlp()
+            model.a.weight.requires_grad_(False)
+            return model
+        with self.assertRaisesRegex(ValueError, "a.weight' is frozen"):
+            troupe.TorchTask(frozen, small_data(), small_data())
+
 
 def run_cnn(args, cwd, script=CNN):
     """Runs a script as a Troupe binary; (exit code, output, report or None)."""

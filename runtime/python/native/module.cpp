@@ -16,14 +16,24 @@ namespace py = pybind11;
 namespace {
 
 // SIGINT as a Troupe binary has it while the job runs (Python's handler only sets a flag that
-// nobody reads while run_app holds the main thread); Python's handler again afterwards.
+// nobody reads while run_app holds the main thread); Python's handler, with its flags, again
+// afterwards. An ignored SIGINT (nohup, a background job) stays ignored.
 class default_sigint {
  public:
-  default_sigint() { previous_ = std::signal(SIGINT, SIG_DFL); }
-  ~default_sigint() { std::signal(SIGINT, previous_); }
+  default_sigint() {
+    struct sigaction fallback {};
+    fallback.sa_handler = SIG_DFL;
+    sigemptyset(&fallback.sa_mask);
+    ::sigaction(SIGINT, nullptr, &previous_);
+    if (previous_.sa_handler != SIG_IGN) changed_ = ::sigaction(SIGINT, &fallback, nullptr) == 0;
+  }
+  ~default_sigint() {
+    if (changed_) ::sigaction(SIGINT, &previous_, nullptr);
+  }
 
  private:
-  void (*previous_)(int) = SIG_DFL;
+  struct sigaction previous_ {};
+  bool changed_ = false;
 };
 
 using flag_row = std::tuple<std::string, std::string, std::string, std::string, std::string>;

@@ -59,14 +59,17 @@ struct ready_relay {
     std::lock_guard lock(mutex);
     if (open) later.push_back(tensor);
   }
-  void close() {
+  // Delivers what waited (`deliver`: the step succeeded; otherwise its gradient is not final
+  // and nothing more is told).
+  void close(bool deliver) {
     std::vector<size_t> due;
     {
       std::lock_guard lock(mutex);
       open = false;
       due.swap(later);
     }
-    for (size_t t : due) (*ready)(t);
+    if (deliver)
+      for (size_t t : due) (*ready)(t);
   }
 };
 
@@ -99,7 +102,7 @@ class python_replica : public task_replica {
       if (r.size() != 2) throw std::runtime_error("gradient_range must return (loss, count)");
       return range_result{r[0].cast<double>(), r[1].cast<uint64_t>()};
     });
-    if (ready) relay->close();
+    if (ready) relay->close(bool(out));
     if (out && out->count > count)
       return failed("the task's gradient_range",
                     fmt::format("{} examples for a range of {}", out->count, count));

@@ -105,7 +105,8 @@ class TorchTask:
         probe = _build(model, 0)
         _check_model(probe)
         self._specs = [(n, tuple(p.shape)) for n, p in probe.named_parameters()]
-        self._evaluator = None
+        # The evaluation's model, built now: not beside trainers that draw random numbers.
+        self._evaluator = _Model(probe)
         if len(train) == 0:
             raise ValueError("TorchTask: the training set is empty")
 
@@ -130,8 +131,6 @@ class TorchTask:
 
     def evaluate(self, params):
         """(accuracy, mean loss) on the test set with the parameters `params`."""
-        if self._evaluator is None:
-            self._evaluator = _Model(_build(self.model, 0))
         model = self._evaluator
         model.load(torch.frombuffer(params, dtype=torch.float32))
         model.module.eval()
@@ -155,6 +154,9 @@ def _check_model(module):
     if not params:
         raise ValueError("TorchTask: the model has no parameters")
     for name, p in params:
+        if not p.requires_grad:
+            raise ValueError(f"TorchTask: parameter '{name}' is frozen (requires_grad=False); "
+                             "Troupe trains every parameter the model has")
         if p.dtype != torch.float32:
             raise TypeError(f"TorchTask: parameter '{name}' is {p.dtype}; Troupe trains float32")
     buffers = [name for name, _ in module.named_buffers()]
@@ -209,7 +211,7 @@ class _Replica:
     def _epoch_order(self, epoch):
         """Epoch `epoch`'s order of the training examples, the same in every process."""
         if self.order_epoch != epoch:
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            g = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % (1 << 63))
             self.order = torch.randperm(len(self.task.train), generator=g)
             self.order_epoch = epoch
         return self.order
