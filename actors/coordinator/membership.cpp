@@ -24,11 +24,8 @@ void record_loss(coordinator_state& st, const member& m, role kind, const std::s
   add(st.metrics.lost, 1);
   set(st.metrics.workers, live_workers(st));
   const double at = st.phase == job_phase::training ? seconds_since(st.training.started) : 0.0;
-  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
-  st.report.losses.push_back(loss_event{m.name, kind, st.checkpoints.resumed_wall_s + at,
-                                        static_cast<uint64_t>(unix_ms), why});
+  st.report.losses.push_back(
+      loss_event{m.name, kind, st.checkpoints.resumed_wall_s + at, unix_ms_now(), why});
 }
 
 // Whether another worker may join the running job: fewer than --max-workers are active.

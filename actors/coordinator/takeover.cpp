@@ -230,12 +230,9 @@ void take_over(self_ptr self, const coordinator_config& config) {
     st.evaluation.rows.resize(config.task->sparse_tables().size());
     st.evaluation.evaluated = x.plan.evaluated;
   }
-  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
   st.report.losses.push_back(loss_event{"coordinator (term " + std::to_string(x.term) + ")",
-                                        role::coordinator, heir.lost_at_s,
-                                        static_cast<uint64_t>(unix_ms), config.takeover_why});
+                                        role::coordinator, heir.lost_at_s, unix_ms_now(),
+                                        config.takeover_why});
   add(st.metrics.lost, 1);
   config.log.warn(
       "taking over from the coordinator of term {} ({}); waiting for {} servers and "

@@ -266,22 +266,10 @@ caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, cons
 void record_loss(dp_coordinator_state& st, dp_member& m, const std::string& why) {
   m.lost = true;
   st.beats.forget(m.name);
-  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
   st.report.losses.push_back(
-      loss_event{m.name, role::worker, seconds_since(st.started), uint64_t(unix_ms), why});
+      loss_event{m.name, role::worker, seconds_since(st.started), unix_ms_now(), why});
   st.report.workers_lost.push_back(m.name);
   add(st.metrics.lost, 1);
-}
-
-void record_server_loss(dp_coordinator_state& st, const std::string& name, const std::string& why) {
-  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
-  // (The members-lost metric is the tables' coordinator's count: the registry is shared.)
-  st.report.losses.push_back(
-      loss_event{name, role::server, seconds_since(st.started), uint64_t(unix_ms), why});
 }
 
 void lose(self_ptr self, const dp_coordinator_config& config, const std::string& name,
@@ -450,7 +438,11 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       [=](event_atom, const std::string& server, const std::string& why) {
         if (!config.tables || self->current_sender() != config.tables.address())
           return config.log.warn("ignored a lost server not told by the tables' coordinator");
-        record_server_loss(self->state, server, why);
+        // (Not in the members-lost metric: the tables' coordinator counted it there, in the
+        // registry the two share.)
+        auto& st = self->state;
+        st.report.losses.push_back(
+            loss_event{server, role::server, seconds_since(st.started), unix_ms_now(), why});
         send_standing(self, config);  // a standby's report lists it too
       },
       [=](which_atom, uint32_t bucket, bucket_actor failed) -> caf::result<bucket_actor> {

@@ -30,8 +30,6 @@ void maybe_finish(self_ptr self, const dp_coordinator_config& config);
 void form_group(self_ptr self, const dp_coordinator_config& config, const std::string& why);
 // Marks `m` lost (the report's losses, the metrics) without forming a new generation.
 void record_loss(dp_coordinator_state& st, dp_member& m, const std::string& why);
-// --mode hybrid: the tables' coordinator lost server `name`; the report lists it.
-void record_server_loss(dp_coordinator_state& st, const std::string& name, const std::string& why);
 
 // -- dp_steps.cpp
 // A member's step_report; a step counts once, a member's report of a step counted for it is

@@ -207,12 +207,9 @@ void take_over(self_ptr self, const dp_coordinator_config& config) {
     m.wall_s = w.wall_s;
     st.members.push_back(std::move(m));
   }
-  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
   st.report.losses.push_back(loss_event{"coordinator (term " + std::to_string(x.term) + ")",
-                                        role::coordinator, heir.lost_at_s,
-                                        static_cast<uint64_t>(unix_ms), config.takeover_why});
+                                        role::coordinator, heir.lost_at_s, unix_ms_now(),
+                                        config.takeover_why});
   add(st.metrics.lost, 1);
   config.log.warn(
       "taking over from the coordinator of term {} ({}) after step {}, generation {}; "

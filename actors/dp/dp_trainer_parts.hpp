@@ -45,8 +45,8 @@ void size_buffers(dp_trainer_state& st);
 // One step: compute this member's share, send its buckets, apply the sum (dp_trainer_step.cpp).
 void run_step(self_ptr self, const dp_trainer_config& config);
 
-// --mode hybrid: a row push is acknowledged (or refused for good); the last one lets a
-// member that trained every step say done (dp_trainer.cpp).
+// --mode hybrid: a row push is acknowledged (or refused for good); the last one settles the
+// step that waits for them (dp_trainer.cpp).
 void table_push_done(self_ptr self, const dp_trainer_config& config);
 
 // -- dp_trainer_tables.cpp (--mode hybrid)

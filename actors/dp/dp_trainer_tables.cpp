@@ -118,8 +118,7 @@ void pull_share_rows(self_ptr self, const dp_trainer_config& config, example_ran
 
 void prepare_share_rows(dp_trainer_state& st, example_range share, uint32_t epoch) {
   const auto buckets = static_cast<uint32_t>(st.table_buckets.size());
-  st.rows_due.clear();
-  st.rows_step = st.step + 1;
+  st.rows_step = st.step + 1;  // (run_step emptied rows_due)
   for (uint32_t b = 0; b < buckets; ++b) {
     auto push = std::make_shared<push_request>(
         push_request{b, st.job->client, st.step + 1, st.read_clocks[b]});

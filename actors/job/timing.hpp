@@ -1,5 +1,6 @@
 // Time and throughput as the coordinators and workers report them: seconds since a moment on
-// the steady clock, and a job's rate and time left. Pure functions; any thread.
+// the steady clock, the wall clock's now, and a job's rate and time left. Pure functions; any
+// thread.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +11,13 @@ namespace troupe {
 
 inline double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Now by the wall clock, in milliseconds since the Unix epoch (a loss's at_unix_ms).
+inline uint64_t unix_ms_now() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
 }
 
 struct throughput {
