@@ -87,6 +87,7 @@ void push_one(self_ptr self, const dp_trainer_config& config, uint32_t b, int at
 
 void connect_table_servers(self_ptr self, const dp_trainer_config& config,
                            const std::string& servers) {
+  if (servers.empty()) return;  // embedded: the servers are in this process
   auto list = parse_host_list(servers);
   if (!list) return config.log.warn("ignored a malformed server list: {}", describe(list.error()));
   for (const auto& at : *list) {

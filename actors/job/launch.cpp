@@ -445,6 +445,13 @@ int run_app(int argc, char** argv, const app_description& app) {
     return 1;
   }
   std::shared_ptr<const training_task> task = std::move(*made);
+  if (opts->mode == job_mode::dp && !task->sparse_tables().empty()) {
+    fmt::print(stderr,
+               "{}: --mode dp: this task's embedding tables live on the parameter service; run "
+               "it with --mode ps, or --mode hybrid (the dense parameters allreduced)\n",
+               app.name);
+    return 2;
+  }
   if (opts->hybrid() && opts->role == node_role::embedded)
     return run_hybrid_embedded(*opts, task, app, log);
   if (opts->hybrid() && opts->role == node_role::coordinator)

@@ -1,8 +1,10 @@
-"""Faults in jobs of Python processes (the CNN example, --role per process, on loopback):
-kill -9 of a dp worker (the group re-forms and every epoch's examples are used once), and
-kill -9 of the primary coordinator of a dp job with a standby (the standby finishes it). Each
-kill waits for a point of progress (a log line), on a job with a floor under its length
-(--worker-delay-ms), never for a time. Run by ctest like test_torch_task."""
+"""Faults in jobs of Python processes (--role per process, on loopback): kill -9 of a dp worker
+of the CNN example (the group re-forms and every epoch's examples are used once), kill -9 of
+the primary coordinator of a dp job with a standby (the standby finishes it), and kill -9 of a
+server of the click model's hybrid job under --replication 2 (its tables' copies take over).
+Each kill waits for a point of progress (a log line), on a job with a floor under its length
+(--worker-delay-ms), never for a time. Run by ctest like test_torch_task (TROUPE_BIN names
+the directory of the C++ binaries: the hybrid job's servers are troupe-fmnist)."""
 import json
 import os
 import signal
@@ -15,6 +17,8 @@ import unittest
 
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
 CNN = os.path.join(EXAMPLES, "fmnist_cnn.py")
+CLICKS = os.path.join(EXAMPLES, "click_model.py")
+SERVER = os.path.join(os.environ.get("TROUPE_BIN", ""), "troupe-fmnist")
 BOUND_S = 300  # every wait's bound; none comes near it
 TRAIN = 2560
 # 40 steps an epoch at --batch 32 x 2 workers; a floor of 30 ms a step: epochs 2 and 3 take
@@ -35,10 +39,10 @@ def free_port():
 class Process:
     """A process of the job, its output in a file; killed if still running at the end."""
 
-    def __init__(self, args, log):
+    def __init__(self, args, log, program=(sys.executable, CNN)):
         self.log = log
         with open(log, "w") as out:
-            self.popen = subprocess.Popen([sys.executable, CNN, *args], stdout=out,
+            self.popen = subprocess.Popen([*program, *args], stdout=out,
                                           stderr=subprocess.STDOUT, env=ENV)
 
     def output(self):
@@ -96,9 +100,40 @@ class DpJob:
         for p in self.processes():
             p.kill()
 
-    def read_report(self):
-        with open(self.report) as f:
-            return json.load(f)
+    def logs(self):
+        return "\n".join(f"--- {p.log}\n{p.output()[-3000:]}" for p in self.processes())
+
+
+class HybridJob:
+    """The click model in --mode hybrid: a coordinator, two servers (troupe-fmnist: a server
+    needs no model) holding every table bucket twice, and two workers."""
+    # 20000 examples: 157 steps an epoch at --batch 64 x 2 workers; a floor of 20 ms a step:
+    # epochs 2 to 4 take 9.4 s at least after the kill that follows epoch 1's line.
+    JOB = ["--mode", "hybrid", "--epochs", "4", "--train-examples", "20000",
+           "--test-examples", "2000", "--torch-threads", "1", "--blas-threads", "1",
+           "--log-level", "info", "--request-timeout", "4"]
+
+    def __init__(self, folder):
+        self.report = os.path.join(folder, "report.json")
+        at = f"127.0.0.1:{free_port()}"
+        script = (sys.executable, CLICKS)
+        self.coordinator = Process(
+            [*self.JOB, "--worker-delay-ms", "0:20,1:20", "--role", "coordinator", "--listen",
+             at, "--workers", "2", "--servers", "2", "--replication", "2", "--report",
+             self.report], os.path.join(folder, "c.log"), script)
+        self.servers = [Process(["--role", "server", "--coordinator", at, "--name", f"s{i}",
+                                 "--log-level", "info", "--request-timeout", "4"],
+                                os.path.join(folder, f"s{i}.log"), (SERVER,)) for i in range(2)]
+        self.workers = [Process([*self.JOB, "--role", "worker", "--coordinator", at, "--name",
+                                 f"w{i}"], os.path.join(folder, f"w{i}.log"), script)
+                        for i in range(2)]
+
+    def processes(self):
+        return [self.coordinator, *self.servers, *self.workers]
+
+    def close(self):
+        for p in self.processes():
+            p.kill()
 
     def logs(self):
         return "\n".join(f"--- {p.log}\n{p.output()[-3000:]}" for p in self.processes())
@@ -144,9 +179,34 @@ class PythonFaults(unittest.TestCase):
             finally:
                 job.close()
 
+    def test_a_python_hybrid_job_survives_a_killed_server_under_replication_2(self):
+        with tempfile.TemporaryDirectory() as folder:
+            job = HybridJob(folder)
+            try:
+                self.assertTrue(job.coordinator.wait_for("epoch 1/4"), job.logs())
+                job.servers[1].kill()
+                self.assertTrue(job.coordinator.wait_for("lost server 's1'"), job.logs())
+                self.assertEqual(job.coordinator.wait(), 0, job.logs())
+                report = self.read(job)
+                self.assertEqual(report["status"], "finished", job.logs())
+                self.assertEqual(report["mode"], "hybrid")
+                self.assertEqual(len(report["epochs"]), 4)
+                self.assertEqual(report["workers_lost"], [])
+                self.assertEqual([loss["name"] for loss in report["losses"]], ["s1"])
+                self.assertEqual(report["updates_lost"], 0, job.logs())
+                self.assertGreater(report["updates_applied"], 0)
+                # still learning after the loss: the last epoch's test loss is the lowest
+                losses = [e["test_loss"] for e in report["epochs"]]
+                self.assertLess(losses[-1], losses[0], losses)
+                for p in [job.servers[0], *job.workers]:
+                    self.assertEqual(p.wait(), 0, job.logs())
+            finally:
+                job.close()
+
     def read(self, job):
         self.assertTrue(os.path.exists(job.report), job.logs())
-        return job.read_report()
+        with open(job.report) as f:
+            return json.load(f)
 
 
 if __name__ == "__main__":

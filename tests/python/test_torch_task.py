@@ -1,9 +1,11 @@
 """The Python package: a TorchTask's gradient against torch's own, its tensors told final as
-backward accumulates them, and the CNN example run as a Troupe binary (embedded ps, dp with
-two workers equal to one worker with the same global batch, an exception in user code).
+backward accumulates them, troupe.Table rows and their gradients, the CNN example run as a
+Troupe binary (embedded ps, dp with two workers equal to one worker with the same global
+batch, an exception in user code), and the click model's tables in --mode hybrid and ps.
 Run by ctest with the build's package on PYTHONPATH (TROUPE_EXAMPLES names the examples)."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -100,6 +102,95 @@ class TaskProtocol(unittest.TestCase):
             troupe.TorchTask(frozen, small_data(), small_data())
 
 
+class Wide(nn.Module):
+    """A table of 2-value rows beside a linear layer over the dense features."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows = troupe.Table("rows", 2, init_scale=0.1)
+        self.dense = nn.Linear(6, 3)
+
+    def forward(self, x, ids):
+        picked = self.rows(ids)  # batch x 2 ids x 2 values
+        return self.dense(x) + picked.sum(dim=1).repeat(1, 2)[:, :3]
+
+
+def with_ids(n=48, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return TensorDataset(torch.randn(n, 6, generator=g),
+                         torch.randint(0, 9, (n, 2), generator=g) * 1000 + (1 << 40),
+                         torch.randint(0, 3, (n,), generator=g))
+
+
+class TableProtocol(unittest.TestCase):
+    def setUp(self):
+        self.task = troupe.TorchTask(Wide, with_ids(), with_ids(16, 1),
+                                     ids=lambda x, ids: {"rows": ids})
+        self.total = 6 * 3 + 3
+
+    def test_the_rows_and_their_gradients_are_torchs(self):
+        self.assertEqual(self.task.tables(), [("rows", 2, 0.1, 1 << 22)])
+        params, grad = flat(self.total), flat(self.total)
+        self.task.initialize(3, params)
+        replica = self.task.make_replica(16, 7)
+        (ids,) = replica.rows_of_range(1, 16, 16)
+        order = replica._epoch_order(1)[16:32]
+        x, used, y = (t[order] for t in self.task.train.tensors)
+        self.assertEqual(ids.tolist(), sorted(set(used.reshape(-1).tolist())))
+        values = torch.randn(len(ids), 2)
+        grads = torch.zeros(len(ids), 2)
+        loss, count = replica.gradient_range(params, 1, 16, 16, grad, None, [(
+            memoryview(ids.astype("uint64")), memoryview(values.numpy()).cast("B").cast("f"),
+            memoryview(grads.numpy()).cast("B").cast("f"))])
+        self.assertEqual(count, 16)
+        # the same computation with the rows as an ordinary leaf tensor
+        model = nn.Linear(6, 3)
+        torch.nn.utils.vector_to_parameters(torch.frombuffer(params, dtype=torch.float32)
+                                            .clone(), model.parameters())
+        leaf = values.clone().requires_grad_(True)
+        at = torch.searchsorted(torch.from_numpy(ids), used)
+        expected = nn.functional.cross_entropy(
+            model(x) + leaf[at].sum(dim=1).repeat(1, 2)[:, :3], y)
+        expected.backward()
+        self.assertAlmostEqual(loss, float(expected), places=5)
+        self.assertLess(float((grads - leaf.grad).norm() / leaf.grad.norm()), 1e-6)
+        dense = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+        got = torch.frombuffer(grad, dtype=torch.float32)
+        self.assertLess(float((got - dense).norm() / dense.norm()), 1e-6)
+
+    def test_evaluation_reads_the_test_sets_rows(self):
+        (ids,) = self.task.evaluation_rows()
+        self.assertEqual(ids.tolist(), sorted(set(self.task.test.tensors[1].reshape(-1).tolist())))
+        params = flat(self.total)
+        self.task.initialize(3, params)
+        values = torch.zeros(len(ids), 2)
+        accuracy, loss = self.task.evaluate(params, [(memoryview(ids.astype("uint64")),
+                                                      memoryview(values.numpy()).cast("B")
+                                                      .cast("f"))])
+        self.assertTrue(0 <= accuracy <= 1 and loss > 0)
+
+    def test_tables_misused_are_refused_clearly(self):
+        params, grad = flat(self.total), flat(self.total)
+        replica = self.task.make_replica(16, 7)
+        with self.assertRaisesRegex(RuntimeError, "--mode ps or --mode hybrid"):
+            replica.gradient_range(params, 0, 0, 16, grad, None)
+        with self.assertRaisesRegex(ValueError, "give ids="):
+            troupe.TorchTask(Wide, with_ids(), with_ids())
+        wrong = troupe.TorchTask(Wide, with_ids(), with_ids(), ids=lambda x, ids: {"rows": ids[:, :1]})
+        replica = wrong.make_replica(16, 7)
+        (ids,) = replica.rows_of_range(0, 0, 16)
+        values = torch.zeros(len(ids), 2)
+        rows = [(memoryview(ids.astype("uint64")), memoryview(values.numpy()).cast("B").cast("f"),
+                 memoryview(torch.zeros(len(ids), 2).numpy()).cast("B").cast("f"))]
+        with self.assertRaisesRegex(KeyError, "not named by the task's ids"):
+            replica.gradient_range(params, 0, 0, 16, grad, None, rows)
+        with self.assertRaisesRegex(ValueError, "negative"):
+            troupe.TorchTask(Wide, with_ids(), with_ids(),
+                             ids=lambda x, ids: {"rows": -ids}).evaluation_rows()
+        with self.assertRaisesRegex(ValueError, "dim must be at least 1"):
+            troupe.Table("t", 0)
+
+
 def run_cnn(args, cwd, script=CNN):
     """Runs a script as a Troupe binary; (exit code, output, report or None)."""
     report = os.path.join(cwd, "report.json")
@@ -172,6 +263,38 @@ class CnnJobs(unittest.TestCase):
             self.assertLess(code, 128, out)  # an exit, not a signal
             self.assertIn("Traceback", out)
             self.assertIn("ValueError: the user's loss broke at step 3", out)
+
+
+CLICKS = os.path.join(EXAMPLES, "click_model.py")
+CLICKS_SMALL = ["--train-examples", "20000", "--test-examples", "2000", "--torch-threads", "1",
+                "--blas-threads", "1", "--epochs", "2"]
+
+
+def rate_log_loss(output):
+    """The log loss of always predicting the test set's click rate (the example prints it)."""
+    return float(re.search(r"log loss of the rate ([0-9.]+)", output).group(1))
+
+
+class ClickJobs(unittest.TestCase):
+    def test_the_click_models_tables_train_on_the_servers_in_hybrid_and_ps(self):
+        for mode in ("hybrid", "ps"):
+            with self.subTest(mode=mode), tempfile.TemporaryDirectory() as cwd:
+                code, out, report = run_cnn([*CLICKS_SMALL, "--mode", mode], cwd, CLICKS)
+                self.assertEqual(code, 0, out)
+                self.assertEqual(report["status"], "finished", out)
+                self.assertEqual(report["mode"], mode)
+                self.assertGreater(report["updates_applied"], 0)  # rows pushed to the buckets
+                self.assertEqual(report["updates_lost"], 0)
+                if mode == "hybrid":
+                    self.assertGreater(report["allreduce_bytes"], 0)  # the tower, allreduced
+                # it learned more than the click rate
+                self.assertLess(report["epochs"][-1]["test_loss"], rate_log_loss(out) - 0.02, out)
+
+    def test_tables_are_refused_in_mode_dp(self):
+        with tempfile.TemporaryDirectory() as cwd:
+            code, out, _ = run_cnn([*CLICKS_SMALL, "--mode", "dp"], cwd, CLICKS)
+            self.assertEqual(code, 2, out)
+            self.assertIn("run it with --mode ps, or --mode hybrid", out)
 
 
 MAP_STYLE_SCRIPT = '''

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -15,12 +17,50 @@ namespace troupe::python {
 
 namespace {
 
-// A 1-D float32 memoryview over `values`, valid for the call it is passed to only (the
-// parameters are read-only by the protocol; Python sees one buffer type for both).
-py::memoryview view_of(std::span<const float> values) {
-  return py::memoryview::from_buffer(const_cast<float*>(values.data()),
+// A 1-D memoryview over `values`, valid for the call it is passed to only (parameters and rows
+// are read-only by the protocol; Python sees one buffer type for both).
+template <class T>
+py::memoryview view_of(std::span<const T> values) {
+  return py::memoryview::from_buffer(const_cast<T*>(values.data()),
                                      {static_cast<py::ssize_t>(values.size())},
-                                     {static_cast<py::ssize_t>(sizeof(float))});
+                                     {static_cast<py::ssize_t>(sizeof(T))});
+}
+py::memoryview view_of(std::span<const float> values) {
+  return view_of<float>(values);
+}
+
+// The rows of `view` as Python's rows argument: per table (ids, values) or, `with_grads`,
+// (ids, values, grads).
+py::list rows_for_python(const sparse_rows_view& view, bool with_grads) {
+  py::list out;
+  for (size_t t = 0; t < view.ids.size(); ++t) {
+    auto ids = view_of<uint64_t>(view.ids[t]);
+    auto values = view_of(std::span<const float>(view.values[t]));
+    if (with_grads)
+      out.append(py::make_tuple(ids, values, view_of(std::span<const float>(view.grads[t]))));
+    else
+      out.append(py::make_tuple(ids, values));
+  }
+  return out;
+}
+
+// A list of 1-D buffers of 64-bit integers (numpy arrays, say), one per table, each sorted and
+// unique, as Troupe's ids; throws (inside guarded) when it is not one.
+std::vector<std::vector<uint64_t>> ids_from_python(const py::handle& list, size_t tables) {
+  std::vector<std::vector<uint64_t>> out;
+  for (auto item : list) {
+    auto info = py::reinterpret_borrow<py::buffer>(item).request();
+    if (info.ndim != 1 || info.itemsize != 8 || info.strides[0] != 8)
+      throw std::runtime_error("ids must be 1-D contiguous 64-bit integer arrays");
+    const auto* data = static_cast<const uint64_t*>(info.ptr);
+    std::vector<uint64_t> ids(data, data + info.shape[0]);
+    if (std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<>()) != ids.end())
+      throw std::runtime_error("ids must be sorted and unique");
+    out.push_back(std::move(ids));
+  }
+  if (out.size() != tables)
+    throw std::runtime_error(fmt::format("ids for {} tables, the task has {}", out.size(), tables));
+  return out;
 }
 
 caf::error failed(const std::string& doing, const std::string& why) {
@@ -75,8 +115,8 @@ struct ready_relay {
 
 class python_replica : public task_replica {
  public:
-  python_replica(py::object replica, uint32_t batch)
-      : replica_(std::move(replica)), batch_(batch) {}
+  python_replica(py::object replica, uint32_t batch, size_t tables)
+      : replica_(std::move(replica)), batch_(batch), tables_(tables) {}
   ~python_replica() override {
     py::gil_scoped_acquire gil;
     replica_ = py::object();
@@ -103,21 +143,68 @@ class python_replica : public task_replica {
       return range_result{r[0].cast<double>(), r[1].cast<uint64_t>()};
     });
     if (ready) relay->close(bool(out));
+    return checked(std::move(out), count);
+  }
+
+  // Tables (ps and hybrid jobs): the rows a range reads, then its gradient with them. An
+  // exception in rows_of_range fails the gradient that follows (rows_of cannot return one).
+  std::vector<std::vector<uint64_t>> rows_of(uint32_t epoch, uint64_t batch) override {
+    return rows_of_range(epoch, batch * batch_, batch_);
+  }
+
+  std::vector<std::vector<uint64_t>> rows_of_range(uint32_t epoch, uint64_t first,
+                                                   uint32_t count) override {
+    auto ids = guarded("the task's rows_of_range", [&] {
+      return ids_from_python(replica_.attr("rows_of_range")(epoch, first, count), tables_);
+    });
+    if (ids) return std::move(*ids);
+    rows_error_ = std::move(ids.error());
+    return std::vector<std::vector<uint64_t>>(tables_);
+  }
+
+  caf::expected<float> gradient(std::span<const float> params, sparse_rows_view& rows,
+                                uint32_t epoch, uint64_t batch, std::span<float> grad) override {
+    auto done = gradient_range(params, rows, epoch, batch * batch_, batch_, grad);
+    if (!done) return std::move(done.error());
+    return static_cast<float>(done->loss);
+  }
+
+  caf::expected<range_result> gradient_range(std::span<const float> params, sparse_rows_view& rows,
+                                             uint32_t epoch, uint64_t first, uint32_t count,
+                                             std::span<float> grad) override {
+    if (rows_error_) return std::exchange(rows_error_, caf::error{});
+    auto out = guarded("the task's gradient_range", [&] {
+      py::tuple r =
+          replica_.attr("gradient_range")(view_of(params), epoch, first, count, view_of(grad),
+                                          py::none(), rows_for_python(rows, true));
+      if (r.size() != 2) throw std::runtime_error("gradient_range must return (loss, count)");
+      return range_result{r[0].cast<double>(), r[1].cast<uint64_t>()};
+    });
+    return checked(std::move(out), count);
+  }
+
+ private:
+  static caf::expected<range_result> checked(caf::expected<range_result> out, uint32_t count) {
     if (out && out->count > count)
       return failed("the task's gradient_range",
                     fmt::format("{} examples for a range of {}", out->count, count));
     return out;
   }
 
- private:
   py::object replica_;
   uint32_t batch_;
+  size_t tables_;
+  caf::error rows_error_;  // from the last rows_of_range, for the gradient that follows
 };
 
 class python_task : public training_task {
  public:
-  python_task(py::object task, std::vector<tensor_spec> specs, logger log)
-      : task_(std::move(task)), specs_(std::move(specs)), log_(std::move(log)) {}
+  python_task(py::object task, std::vector<tensor_spec> specs, std::vector<table_spec> tables,
+              logger log)
+      : task_(std::move(task)),
+        specs_(std::move(specs)),
+        tables_(std::move(tables)),
+        log_(std::move(log)) {}
   ~python_task() override {
     py::gil_scoped_acquire gil;
     task_ = py::object();
@@ -150,7 +237,8 @@ class python_task : public training_task {
     auto replica =
         guarded("the task's make_replica", [&] { return task_.attr("make_replica")(batch, seed); });
     if (!replica) return std::move(replica.error());
-    return std::unique_ptr<task_replica>(new python_replica(std::move(*replica), batch));
+    return std::unique_ptr<task_replica>(
+        new python_replica(std::move(*replica), batch, tables_.size()));
   }
 
   evaluation evaluate(std::span<const float> params) const override {
@@ -159,15 +247,41 @@ class python_task : public training_task {
       if (r.size() != 2) throw std::runtime_error("evaluate must return (accuracy, loss)");
       return evaluation{r[0].cast<double>(), r[1].cast<double>()};
     });
+    return evaluated(std::move(done));
+  }
+
+  std::vector<table_spec> sparse_tables() const override { return tables_; }
+
+  std::vector<std::vector<uint64_t>> evaluation_rows() const override {
+    auto ids = guarded("the task's evaluation_rows", [&] {
+      return ids_from_python(task_.attr("evaluation_rows")(), tables_.size());
+    });
+    if (ids) return std::move(*ids);
+    log_.error("{}", describe(ids.error()));
+    return std::vector<std::vector<uint64_t>>(tables_.size());
+  }
+
+  evaluation evaluate(std::span<const float> params, const sparse_rows_view& rows) const override {
+    if (tables_.empty()) return evaluate(params);
+    return evaluated(guarded("the task's evaluate", [&] {
+      py::tuple r = task_.attr("evaluate")(view_of(params), rows_for_python(rows, false));
+      if (r.size() != 2) throw std::runtime_error("evaluate must return (accuracy, loss)");
+      return evaluation{r[0].cast<double>(), r[1].cast<double>()};
+    }));
+  }
+
+ private:
+  // An evaluation, or NaN for both figures (with the error logged) when it failed.
+  evaluation evaluated(caf::expected<evaluation> done) const {
     if (done) return *done;
     log_.error("{}", describe(done.error()));
     const double nan = std::numeric_limits<double>::quiet_NaN();
     return evaluation{nan, nan};
   }
 
- private:
   py::object task_;
   std::vector<tensor_spec> specs_;
+  std::vector<table_spec> tables_;
   logger log_;
 };
 
@@ -193,6 +307,29 @@ caf::expected<std::vector<tensor_spec>> specs_of(const py::object& task) {
   });
 }
 
+// The task's tables() (none when it has no such method) as table specs: a list of
+// (name, dim, init_scale, capacity).
+caf::expected<std::vector<table_spec>> tables_of(const py::object& task) {
+  return guarded("the task's tables", [&] {
+    std::vector<table_spec> tables;
+    if (!py::hasattr(task, "tables")) return tables;
+    for (auto item : task.attr("tables")()) {
+      auto t = item.cast<py::tuple>();
+      if (t.size() != 4) throw std::runtime_error("a table is (name, dim, init_scale, capacity)");
+      table_spec spec{t[0].cast<std::string>(), t[1].cast<uint32_t>(), t[2].cast<float>(),
+                      t[3].cast<uint64_t>()};
+      if (spec.row_dim == 0 || spec.capacity == 0 || !(spec.init_scale >= 0.0f) ||
+          !std::isfinite(spec.init_scale))
+        throw std::runtime_error(
+            fmt::format("table '{}': a dim, capacity and finite "
+                        "init_scale of at least 1, 1 and 0",
+                        spec.name));
+      tables.push_back(std::move(spec));
+    }
+    return tables;
+  });
+}
+
 }  // namespace
 
 std::string describe_python_error(const py::error_already_set& e) {
@@ -211,6 +348,8 @@ caf::expected<std::unique_ptr<training_task>> make_python_task(py::object task, 
                                                                logger log) {
   auto specs = specs_of(task);
   if (!specs) return std::move(specs.error());
+  auto tables = tables_of(task);
+  if (!tables) return std::move(tables.error());
   size_t total = 0;
   for (const auto& s : *specs) {
     size_t n = 1;
@@ -225,7 +364,8 @@ caf::expected<std::unique_ptr<training_task>> make_python_task(py::object task, 
     return true;
   });
   if (!done) return std::move(done.error());
-  return std::unique_ptr<training_task>(new python_task(std::move(task), std::move(*specs), log));
+  return std::unique_ptr<training_task>(
+      new python_task(std::move(task), std::move(*specs), std::move(*tables), log));
 }
 
 }  // namespace troupe::python

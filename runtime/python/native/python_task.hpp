@@ -1,9 +1,9 @@
 // python_task: a training_task whose model is Python code (troupe.TorchTask, or any object with
-// its methods: parameters, initialize, batches_per_epoch, make_replica, evaluate; the
-// protocol is in runtime/python/troupe/task_protocol.md). Troupe's actor threads call it: every
-// call takes the GIL, buffers cross as memoryviews over the trainer's own fp32 vectors (no
-// copy), and a Python exception comes back as errc::task_failed carrying its traceback, never
-// as a C++ exception. Built only into the Python extension (troupe._native).
+// its methods: parameters, initialize, batches_per_epoch, make_replica, evaluate, and for
+// tables tables and evaluation_rows; docs/python.md maps them onto troupe/task.hpp). Troupe's actor
+// threads call it: every call takes the GIL, buffers cross as memoryviews over the trainer's own
+// fp32 vectors (no copy), and a Python exception comes back as errc::task_failed carrying its
+// traceback, never as a C++ exception. Built only into the Python extension (troupe._native).
 #pragma once
 
 #include <memory>

@@ -3,11 +3,14 @@ data-parallel groups, with every flag, role and fault path of the Troupe binarie
 
     import troupe
     task = troupe.TorchTask(Net, train_set, test_set)
+    # embeddings on the parameter service: troupe.Table(name, dim) in Net, and
+    # TorchTask(..., ids=lambda x, ids: {name: ids}); --mode ps or --mode hybrid
     raise SystemExit(troupe.run(task))
 
 See docs/python.md.
 """
 from .launch import run
+from .table import Table
 from .torch_task import TorchTask
 
-__all__ = ["TorchTask", "run"]
+__all__ = ["Table", "TorchTask", "run"]

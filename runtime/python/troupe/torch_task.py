@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 from torch.utils.data._utils.collate import default_collate
 
+from .table import tables_of
+
 
 # Models are built from torch's global random generator; trainers of one process build theirs
 # (and the coordinator draws the initial parameters) at the same time, so every build holds
@@ -28,10 +30,22 @@ def _build(model, seed):
 
 
 def _examples(dataset, indices):
-    """The examples `indices` of `dataset`, collated into a batch (inputs, targets)."""
+    """The examples `indices` of `dataset`, collated into a batch: a tuple whose last item is
+    the targets and whose others are the model's inputs, in order."""
     if isinstance(dataset, TensorDataset):
         return tuple(t[indices] for t in dataset.tensors)
-    return default_collate([dataset[int(i)] for i in indices])
+    return tuple(default_collate([dataset[int(i)] for i in indices]))
+
+
+def _floats(buffer):
+    """A float32 tensor over a buffer (Troupe's memory; empty buffers included)."""
+    return torch.frombuffer(buffer, dtype=torch.float32) if len(buffer) else torch.empty(0)
+
+
+def _ids(buffer):
+    """An int64 tensor over a buffer of 64-bit ids."""
+    return torch.frombuffer(buffer, dtype=torch.int64) if len(buffer) else torch.empty(
+        0, dtype=torch.int64)
 
 
 class _Plan:
@@ -77,12 +91,15 @@ class TorchTask:
 
     model:      a callable returning a new torch.nn.Module (its class, say); Troupe calls it after
                 torch.manual_seed(seed), so every process builds the same initial model.
-    train:      the training set: a map-style dataset of (input, target) examples, or a
-                TensorDataset (read by index, fastest).
+    train:      the training set: a map-style dataset of examples (x..., target), or a
+                TensorDataset (read by index, fastest). The model is called as model(x...).
     test:       the held-out set, the same way.
     loss:       loss(output, target) -> the batch's mean loss (default: cross entropy).
     correct:    correct(output, target) -> how many predictions are right (default: arg max).
     eval_batch: examples per forward pass of the evaluation.
+    ids:        for a model with troupe.Tables: ids(x...) -> {table name: ids tensor}, the rows
+                each table reads for a batch (any shape; Troupe pulls them before the forward
+                pass and pushes their gradients after backward). Every table must be named.
     loader_workers: DataLoader worker processes per trainer that read a map-style training set
                 (None: --loader-workers, 0 by default: read in the trainer). A TensorDataset
                 is always read by index in the trainer.
@@ -93,7 +110,7 @@ class TorchTask:
     """
 
     def __init__(self, model, train, test, loss=F.cross_entropy, correct=_correct,
-                 eval_batch=1000, overlap=True, loader_workers=None):
+                 eval_batch=1000, overlap=True, loader_workers=None, ids=None):
         self.model = model
         self.train = train
         self.test = test
@@ -102,11 +119,17 @@ class TorchTask:
         self.eval_batch = eval_batch
         self.overlap = overlap
         self.loader_workers = loader_workers
+        self.ids = ids
         probe = _build(model, 0)
         _check_model(probe)
         self._specs = [(n, tuple(p.shape)) for n, p in probe.named_parameters()]
+        self._tables = [t.spec() for t in tables_of(probe)]
+        if self._tables and ids is None:
+            raise ValueError("TorchTask: the model has troupe.Tables; give ids=, the rows each "
+                             "batch reads per table")
         # The evaluation's model, built now: not beside trainers that draw random numbers.
         self._evaluator = _Model(probe)
+        self._evaluation_rows = None
         if len(train) == 0:
             raise ValueError("TorchTask: the training set is empty")
 
@@ -115,6 +138,10 @@ class TorchTask:
     def parameters(self):
         """(name, shape) of each parameter, in named_parameters() order."""
         return self._specs
+
+    def tables(self):
+        """(name, dim, init_scale, capacity) of each troupe.Table, in modules() order."""
+        return self._tables
 
     def initialize(self, seed, out):
         """The initial parameters the model's constructor draws from `seed`, into `out`."""
@@ -129,20 +156,60 @@ class TorchTask:
     def make_replica(self, batch, seed):
         return _Replica(self, batch, seed)
 
-    def evaluate(self, params):
-        """(accuracy, mean loss) on the test set with the parameters `params`."""
+    def rows_read(self, inputs):
+        """The sorted unique ids each table reads for a batch's inputs (int64 tensors)."""
+        named = self.ids(*inputs)
+        if not isinstance(named, dict):
+            raise TypeError("TorchTask: ids() must return a dict {table name: ids}, not "
+                            f"{type(named).__name__}")
+        out = []
+        for name, *_ in self._tables:
+            if name not in named:
+                raise KeyError(f"TorchTask: ids() named no ids for table '{name}'")
+            ids = torch.as_tensor(named[name])
+            if ids.dtype.is_floating_point or ids.dtype == torch.bool:
+                raise TypeError(f"TorchTask: table '{name}': ids must be integers, not "
+                                f"{ids.dtype}")
+            ids = torch.unique(ids.reshape(-1).to(torch.int64))  # sorted
+            if len(ids) and int(ids[0]) < 0:
+                raise ValueError(f"TorchTask: table '{name}': id {int(ids[0])} is negative")
+            out.append(ids)
+        unknown = set(named) - {name for name, *_ in self._tables}
+        if unknown:
+            raise KeyError(f"TorchTask: ids() named tables the model does not have: {unknown}")
+        return out
+
+    def evaluation_rows(self):
+        """The rows the evaluation reads, per table (sorted unique int64 arrays)."""
+        if self._evaluation_rows is None:
+            per_table = [[] for _ in self._tables]
+            for start in range(0, len(self.test), self.eval_batch):
+                indices = torch.arange(start, min(start + self.eval_batch, len(self.test)))
+                for table, ids in enumerate(self.rows_read(_examples(self.test, indices)[:-1])):
+                    per_table[table].append(ids)
+            self._evaluation_rows = [torch.unique(torch.cat(ids)) if ids else
+                                     torch.empty(0, dtype=torch.int64) for ids in per_table]
+        return [ids.numpy() for ids in self._evaluation_rows]
+
+    def evaluate(self, params, rows=None):
+        """(accuracy, mean loss) on the test set with the parameters `params` (and, for a
+        model with tables, `rows`: (ids, values) per table)."""
         model = self._evaluator
         model.load(torch.frombuffer(params, dtype=torch.float32))
+        model.hold(rows or [], grad=False)
         model.module.eval()
         right, loss_sum, n = 0, 0.0, len(self.test)
-        with torch.no_grad():
-            for start in range(0, n, self.eval_batch):
-                indices = torch.arange(start, min(start + self.eval_batch, n))
-                inputs, targets = _examples(self.test, indices)
-                output = model.module(inputs)
-                right += self.correct(output, targets)
-                loss_sum += float(self.loss(output, targets)) * len(indices)
-        model.module.train()
+        try:
+            with torch.no_grad():
+                for start in range(0, n, self.eval_batch):
+                    indices = torch.arange(start, min(start + self.eval_batch, n))
+                    *inputs, targets = _examples(self.test, indices)
+                    output = model.module(*inputs)
+                    right += self.correct(output, targets)
+                    loss_sum += float(self.loss(output, targets)) * len(indices)
+        finally:
+            model.module.train()
+            model.release()
         return (right / n, loss_sum / n) if n else (0.0, 0.0)
 
 
@@ -166,7 +233,8 @@ def _check_model(module):
 
 
 class _Model:
-    """A module whose parameters are views of one flat tensor, loaded with one copy."""
+    """A module whose parameters are views of one flat tensor, loaded with one copy, and whose
+    troupe.Tables read the rows Troupe pulled (hold)."""
 
     def __init__(self, module):
         self.module = module
@@ -180,10 +248,31 @@ class _Model:
             for p, at, n in zip(params, self.offsets, self.sizes):
                 p.data = self.flat[at:at + n].view_as(p)
         self.params = params
+        self.tables = tables_of(module)
 
     def load(self, values):
         with torch.no_grad():
             self.flat.copy_(values)
+
+    def hold(self, rows, grad):
+        """Gives each table its rows: rows[t] = (ids, values, ...) buffers from Troupe. With
+        `grad`, the values are leaves whose .grad backward fills; returns them."""
+        if len(rows) != len(self.tables):
+            raise ValueError(f"TorchTask: rows for {len(rows)} tables, the model has "
+                             f"{len(self.tables)}")
+        leaves = []
+        for table, (ids, values, *_) in zip(self.tables, rows):
+            ids = _ids(ids)
+            values = _floats(values).view(len(ids), table.dim)
+            if grad:
+                values.requires_grad_(True)
+            table.hold(ids, values)
+            leaves.append(values)
+        return leaves
+
+    def release(self):
+        for table in self.tables:
+            table.release()
 
 
 class _Replica:
@@ -199,6 +288,7 @@ class _Replica:
         self.loader = None
         if workers > 0 and not isinstance(task.train, TensorDataset):
             self.loader = _Loader(task.train, workers)
+        self.read = None  # the last range read: ((epoch, first, count), examples, rows)
         self.uses = None  # how many times backward accumulates each parameter (first step)
         # Each parameter's gradient accumulator: its hook tells Troupe the gradient is final.
         self.accumulators = []
@@ -215,6 +305,24 @@ class _Replica:
             self.order = torch.randperm(len(self.task.train), generator=g)
             self.order_epoch = epoch
         return self.order
+
+    def _examples(self, epoch, first, count):
+        """Examples first .. first + count - 1 of epoch `epoch` (cut at its end), and the rows
+        they read per table; the last range is kept, as a step asks its rows first."""
+        key = (epoch, first, count)
+        if self.read is not None and self.read[0] == key:
+            return self.read[1], self.read[2]
+        end = min(first + count, len(self.task.train))
+        if first >= end:
+            return None, []
+        indices = self._epoch_order(epoch)[first:end]
+        if self.loader is not None:
+            examples = self.loader.fetch(indices)
+        else:
+            examples = _examples(self.task.train, indices)
+        rows = self.task.rows_read(examples[:-1]) if self.model.tables else []
+        self.read = (key, examples, rows)
+        return examples, rows
 
     def _hook(self, i):
         def accumulated(*_):
@@ -242,30 +350,49 @@ class _Replica:
         if step["ready"] is not None:
             step["ready"](i)
 
-    def gradient_range(self, params, epoch, first, count, grad, ready):
+    def rows_of_range(self, epoch, first, count):
+        """The ids each table reads for examples first .. first + count - 1 of `epoch`."""
+        _, rows = self._examples(epoch, first, count)
+        if not rows:
+            rows = [torch.empty(0, dtype=torch.int64) for _ in self.model.tables]
+        return [ids.numpy() for ids in rows]
+
+    def gradient_range(self, params, epoch, first, count, grad, ready, rows=None):
         """The mean gradient of examples first .. first + count - 1 of epoch `epoch`'s order
-        into `grad`; returns (mean loss, examples used)."""
+        into `grad`; returns (mean loss, examples used). A model with tables gets `rows`:
+        (ids, values, grads) buffers per table, the rows rows_of_range named, and adds their
+        gradients into grads."""
         grad = torch.frombuffer(grad, dtype=torch.float32)
-        n = len(self.task.train)
-        end = min(first + count, n)
-        if first >= end:
+        if self.model.tables and rows is None:
+            raise RuntimeError("TorchTask: this model has troupe.Tables: it runs in --mode ps "
+                               "or --mode hybrid, not --mode dp")
+        examples, _ = self._examples(epoch, first, count)
+        if examples is None:
             grad.zero_()
             return (0.0, 0)
-        indices = self._epoch_order(epoch)[first:end]
-        if self.loader is not None:
-            inputs, targets = self.loader.fetch(indices)
-        else:
-            inputs, targets = _examples(self.task.train, indices)
+        *inputs, targets = examples
         self.model.load(torch.frombuffer(params, dtype=torch.float32))
+        leaves = self.model.hold(rows or [], grad=True)
         for p in self.model.params:
             p.grad = None
+        try:
+            loss = self._backward(inputs, targets, grad, ready)
+        finally:
+            self.model.release()
+        for (_, _, grads), values in zip(rows or [], leaves):
+            if values.grad is not None:
+                _floats(grads).add_(values.grad.reshape(-1))
+        return (float(loss), len(targets))
+
+    def _backward(self, inputs, targets, grad, ready):
+        """Forward and backward of one range, each parameter's gradient into `grad` (told to
+        `ready` as it is final, once the first step has counted the accumulations)."""
         k = len(self.model.params)
-        # Told during backward only once the first step has counted the accumulations.
         overlap = self.task.overlap and ready is not None and self.uses is not None
         self.step = {"fired": [0] * k, "told": [False] * k, "grad": grad, "ready": ready,
                      "overlap": overlap}
         try:
-            loss = self.task.loss(self.model.module(inputs), targets)
+            loss = self.task.loss(self.model.module(*inputs), targets)
             loss.backward()
             fired = self.step["fired"]
             if self.uses is None:
@@ -280,4 +407,4 @@ class _Replica:
                 self._report(i)
         finally:
             self.step = None
-        return (float(loss), end - first)
+        return loss
