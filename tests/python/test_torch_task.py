@@ -19,6 +19,7 @@ import troupe
 
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
 CNN = os.path.join(EXAMPLES, "fmnist_cnn.py")
+BIN = os.environ.get("TROUPE_BIN", "")  # the C++ binaries (troupe-fmnist)
 BOUND_S = 600  # no job here comes near it; a hang fails the test instead of CI
 
 
@@ -192,10 +193,12 @@ class TableProtocol(unittest.TestCase):
 
 
 def run_cnn(args, cwd, script=CNN):
-    """Runs a script as a Troupe binary; (exit code, output, report or None)."""
+    """Runs a script as a Troupe binary (or, given a tuple, that command); (exit code, output,
+    report or None)."""
     report = os.path.join(cwd, "report.json")
-    done = subprocess.run([sys.executable, script, "--report", report, "--log-level", "info",
-                           *args], cwd=cwd, capture_output=True, text=True, timeout=BOUND_S)
+    command = list(script) if isinstance(script, tuple) else [sys.executable, script]
+    done = subprocess.run([*command, "--report", report, "--log-level", "info", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=BOUND_S)
     text = done.stdout + done.stderr
     data = None
     if os.path.exists(report):
@@ -263,6 +266,101 @@ class CnnJobs(unittest.TestCase):
             self.assertLess(code, 128, out)  # an exit, not a signal
             self.assertIn("Traceback", out)
             self.assertIn("ValueError: the user's loss broke at step 3", out)
+
+
+MLP_SCRIPT = '''
+"""troupe-fmnist's model in torch: the 784-256-128-10 ReLU MLP, its inputs normalised and its
+parameters drawn as apps/fmnist/mlp_task.cpp does (std::mt19937_64, written out below)."""
+import sys
+sys.path.insert(0, "{examples}")
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+import troupe
+import fmnist_cnn
+
+MASK = (1 << 64) - 1
+
+
+def mt19937_64(seed):
+    """std::mt19937_64's raw outputs."""
+    mt = [seed & MASK]
+    for i in range(1, 312):
+        mt.append((6364136223846793005 * (mt[-1] ^ (mt[-1] >> 62)) + i) & MASK)
+    while True:
+        for i in range(312):
+            x = (mt[i] & 0xFFFFFFFF80000000) | (mt[(i + 1) % 312] & 0x7FFFFFFF)
+            mt[i] = mt[(i + 156) % 312] ^ (x >> 1) ^ (0xB5026F5AA96619E9 if x & 1 else 0)
+        for x in mt:
+            x ^= (x >> 29) & 0x5555555555555555
+            x ^= (x << 17) & 0x71D67FFFEDA60000
+            x ^= (x << 37) & 0xFFF7EEE000000000
+            yield (x ^ (x >> 43)) & MASK
+
+
+def fmnist_parameters(seed):
+    """fmnist_task::initialize: weights uniform in +-sqrt(6 / in) from the top 24 bits of each
+    output, biases 0."""
+    draws = mt19937_64(seed)
+    out = []
+    for fan_in, fan_out in ((784, 256), (256, 128), (128, 10)):
+        top = np.fromiter((next(draws) >> 40 for _ in range(fan_in * fan_out)), np.float32)
+        bound = np.float32(np.sqrt(np.float32(6.0) / np.float32(fan_in)))
+        out += [(np.float32(2.0) * (top * np.float32(2.0 ** -24)) - np.float32(1.0)) * bound,
+                np.zeros(fan_out, np.float32)]
+    return np.concatenate(out)
+
+
+def normalised(directory, split, limit):
+    images = fmnist_cnn.read_idx(f"{{directory}}/{{split}}-images-idx3-ubyte.gz", limit)
+    labels = fmnist_cnn.read_idx(f"{{directory}}/{{split}}-labels-idx1-ubyte.gz", limit)
+    scale = np.float32(1.0) / (np.float32(255.0) * np.float32(0.3530))
+    shift = np.float32(0.2860) / np.float32(0.3530)
+    x = images.reshape(len(images), 784).astype(np.float32) * scale - shift
+    return TensorDataset(torch.from_numpy(x), torch.from_numpy(labels.astype(np.int64)))
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                         nn.Linear(128, 10))
+
+
+class FmnistMlp(troupe.TorchTask):
+    def initialize(self, seed, out):
+        torch.frombuffer(out, dtype=torch.float32).copy_(torch.from_numpy(fmnist_parameters(seed)))
+
+
+def make_task(flags):
+    return FmnistMlp(mlp, normalised(flags["data"], "train", int(flags["train-limit"])),
+                     normalised(flags["data"], "t10k", int(flags["test-limit"])))
+
+
+sys.exit(troupe.run(make_task, flags=fmnist_cnn.FLAGS))
+'''
+
+
+class SameComputation(unittest.TestCase):
+    def test_a_torch_mlp_steps_as_troupe_fmnists_hand_written_one(self):
+        """20 dp steps, each an epoch of the same 64 examples (2 workers x 32): every step's
+        loss, and the test loss after it, equal troupe-fmnist's to 1e-5 norm-relative."""
+        job = ["--mode", "dp", "--workers", "2", "--batch", "32", "--train-limit", "64",
+               "--test-limit", "500", "--epochs", "20", "--optimizer", "sgd", "--lr", "0.05",
+               "--seed", "7", "--blas-threads", "1"]
+        with tempfile.TemporaryDirectory() as cwd:
+            script = os.path.join(cwd, "fmnist_mlp.py")
+            with open(script, "w") as f:
+                f.write(MLP_SCRIPT.format(examples=EXAMPLES))
+            code, out, torch_run = run_cnn([*job, "--torch-threads", "1"], cwd, script)
+            self.assertEqual(code, 0, out)
+            code, out, hand = run_cnn(job, cwd, (os.path.join(BIN, "troupe-fmnist"),))
+            self.assertEqual(code, 0, out)
+        for key in ("train_loss", "test_loss"):
+            a = torch.tensor([e[key] for e in torch_run["epochs"]], dtype=torch.float64)
+            b = torch.tensor([e[key] for e in hand["epochs"]], dtype=torch.float64)
+            self.assertEqual(len(a), 20)
+            self.assertLess(float((a - b).norm() / b.norm()), 1e-5, (key, a, b))
+        self.assertLess(float(b[-1]), float(b[0]))  # it learned
 
 
 CLICKS = os.path.join(EXAMPLES, "click_model.py")
