@@ -160,6 +160,9 @@ class bucket_store {
   struct adam_view {
     std::span<float> values, m, v;
   };
+  // --mode dp's model buffers (BatchNorm's running statistics) are set, not stepped: slice s's
+  // values, to overwrite in place.
+  std::span<float> set_values(size_t s) { return slices_[s].values; }
   adam_view adam_state(size_t s) {
     return {slices_[s].values, first_moment_[s], second_moment_[s]};
   }

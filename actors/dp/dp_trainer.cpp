@@ -75,7 +75,7 @@ void wait_for_generation(self_ptr self, const dp_trainer_config& config, const s
 
 void size_buffers(dp_trainer_state& st) {
   const auto& job = *st.job;
-  st.meta_len = meta_size + job.size;
+  st.meta_len = meta_size + job.size + st.model_buffer_values;
   st.values = std::make_shared<std::vector<float>>(st.meta_len + st.layout->total, 0.0f);
   auto f = std::make_shared<feedback_buffers>();
   const bool onebit = job.compression.adam != compressed_adam::none;
@@ -219,6 +219,7 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
     full_precision[t] = true;
   }
   st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes, full_precision);
+  find_model_buffers(st);
   if (!st.table_buckets.empty()) st.tables = config.task->sparse_tables();  // --mode hybrid
   if (job.compression.adam != compressed_adam::none) {
     if (job.optimizer.type != optimizer_config::kind::adam)

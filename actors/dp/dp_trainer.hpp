@@ -78,7 +78,12 @@ struct dp_trainer_state {
   // [meta | gradient] of the step in flight; shared with the group's reduce orders, so that a
   // bucket still being sent when this trainer stops does not point into freed memory
   std::shared_ptr<std::vector<float>> values;
-  size_t meta_len = meta_size;  // meta_size + one rate per member of this generation
+  // meta_size + one rate per member of this generation + the model's buffers (member 0's
+  // after its forward pass: summed with the others' zeros, every member gets them)
+  size_t meta_len = meta_size;
+  std::vector<flat_range> model_buffers;  // the task's buffer tensors in the flat vector
+  uint64_t model_buffer_values = 0;
+  std::vector<bool> is_model_buffer;  // per tensor
   std::shared_ptr<feedback_buffers> feedback;
   std::vector<float> micro;  // --accumulate: one micro-batch's gradient
   std::vector<gradient_bucket> buckets;

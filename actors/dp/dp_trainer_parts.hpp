@@ -42,6 +42,17 @@ void wait_for_generation(self_ptr self, const dp_trainer_config& config, const s
 // member) and the error feedback of 1-bit sums, which start at zero.
 void size_buffers(dp_trainer_state& st);
 
+// -- dp_trainer_buffers.cpp: the model's buffers (tensor_spec::buffer), which follow DDP
+// Finds the layout's buffer tensors (st.model_buffers, st.is_model_buffer), before size_buffers.
+void find_model_buffers(dp_trainer_state& st);
+// After the share's forward and backward: the buffers' new values leave `grad` (the optimizer
+// sees zeros there); member 0 puts its own into the step's meta (its values before the step
+// when it computed no examples), the others zeros. False when member 0's are not finite.
+bool send_model_buffers(dp_trainer_state& st, std::span<float> grad, bool computed);
+// After the sum is applied: every member's buffers become the meta's (member 0's), in the
+// parameters and in the optimizer's store.
+void adopt_model_buffers(dp_trainer_state& st);
+
 // One step: compute this member's share, send its buckets, apply the sum (dp_trainer_step.cpp).
 void run_step(self_ptr self, const dp_trainer_config& config);
 

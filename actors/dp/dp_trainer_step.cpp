@@ -146,7 +146,10 @@ caf::expected<double> share_gradient(self_ptr self, const dp_trainer_config& con
   auto& st = self->state;
   const auto& layout = *st.layout;
   const auto sizes = micro_batches(share.count, st.job->accumulate);
-  auto tell = [&](size_t t) { tensor_ready(self, config, t); };
+  // A buffer's value is final only once it has left the gradient (compute_and_send).
+  auto tell = [&](size_t t) {
+    if (!st.is_model_buffer[t]) tensor_ready(self, config, t);
+  };
   if (!st.tables.empty()) {  // --mode hybrid: with the rows pulled for the share
     auto done =
         st.replica->gradient_range(st.params, st.rows, epoch, share.first, share.count, grad);
@@ -270,6 +273,7 @@ void compute_and_send(self_ptr self, const dp_trainer_config& config, example_ra
     loss = *done;
   }
   slow_down(st, seconds_between(began, clock_type::now()));
+  if (!send_model_buffers(st, grad, share.count > 0)) (*st.values)[meta_non_finite] = 1.0f;
   if (!st.tables.empty() && share.count > 0) prepare_share_rows(st, share, epoch);
   for (size_t t = 0; t < st.layout->specs.size(); ++t) tensor_ready(self, config, t);
   st.backward_done = clock_type::now();
@@ -367,6 +371,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
     skipped = true;
   }
   scatter(*st.layout, st.optimizer->slices(), st.params);
+  if (!skipped && !local) adopt_model_buffers(st);
   ++st.step;
   if (!st.rows_due.empty()) push_share_rows(self, config, skipped);  // the step is applied
   const bool last = st.step == st.total_steps;

@@ -366,6 +366,24 @@ caf::actor spawn_worker_node(caf::actor_system& sys, const launch_options& opts,
   return caf::actor_cast<caf::actor>(sys.spawn(supervisor, node, std::vector<child_spec>{child}));
 }
 
+// errc::bad_configuration when the task has what --mode cannot train: embedding tables live on
+// the parameter service (not --mode dp), and model buffers follow DDP (not --mode ps).
+caf::error check_task_fits_mode(const training_task& task, const launch_options& opts) {
+  if (opts.mode == job_mode::dp && !task.sparse_tables().empty())
+    return make_error(errc::bad_configuration,
+                      "--mode dp: this task's embedding tables live on the parameter service; run "
+                      "it with --mode ps, or --mode hybrid (the dense parameters allreduced)");
+  const auto specs = task.parameters();
+  const bool buffers =
+      std::any_of(specs.begin(), specs.end(), [](const tensor_spec& t) { return t.buffer; });
+  if (opts.mode == job_mode::ps && buffers)
+    return make_error(errc::bad_configuration,
+                      "--mode ps: this model has buffers (BatchNorm's running statistics), which "
+                      "follow DDP (every member takes the first member's each step); run it with "
+                      "--mode dp or --mode hybrid");
+  return {};
+}
+
 // The handshake is only as strong as the secret (docs/SECURITY.md).
 void warn_about_the_secret(const std::vector<std::string>& args, const launch_options& opts,
                            const logger& log) {
@@ -445,11 +463,8 @@ int run_app(int argc, char** argv, const app_description& app) {
     return 1;
   }
   std::shared_ptr<const training_task> task = std::move(*made);
-  if (opts->mode == job_mode::dp && !task->sparse_tables().empty()) {
-    fmt::print(stderr,
-               "{}: --mode dp: this task's embedding tables live on the parameter service; run "
-               "it with --mode ps, or --mode hybrid (the dense parameters allreduced)\n",
-               app.name);
+  if (auto err = check_task_fits_mode(*task, *opts)) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(err));
     return 2;
   }
   if (opts->hybrid() && opts->role == node_role::embedded)

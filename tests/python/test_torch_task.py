@@ -89,9 +89,7 @@ class TaskProtocol(unittest.TestCase):
         self.assertEqual(replica.gradient_range(params, 2, 56, 16, grad, None)[1], 8)
         self.assertEqual(replica.gradient_range(params, 2, 64, 16, grad, None), (0.0, 0))
 
-    def test_models_troupe_cannot_train_yet_are_refused_clearly(self):
-        with self.assertRaisesRegex(ValueError, "buffers"):
-            troupe.TorchTask(lambda: nn.BatchNorm1d(6), small_data(), small_data())
+    def test_models_troupe_cannot_train_are_refused_clearly(self):
         with self.assertRaisesRegex(TypeError, "torch.nn.Module"):
             troupe.TorchTask(lambda: 3, small_data(), small_data())
 
@@ -361,6 +359,153 @@ class SameComputation(unittest.TestCase):
             self.assertEqual(len(a), 20)
             self.assertLess(float((a - b).norm() / b.norm()), 1e-5, (key, a, b))
         self.assertLess(float(b[-1]), float(b[0]))  # it learned
+
+
+BN_DEFS = '''
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+
+class BnNet(nn.Module):
+    """BatchNorm between two linear layers: running statistics, and a step count (int64)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(6, 8)
+        self.norm = nn.BatchNorm1d(8)
+        self.b = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.norm(self.a(x))))
+
+
+def bn_data(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 6, generator=g) * 3 + 1  # far from BatchNorm's initial statistics
+    return TensorDataset(x, (x[:, 0] > 1).long() + (x[:, 1] > 1).long())
+'''
+
+BN_SCRIPT = '''
+import sys
+import troupe
+{defs}
+sys.exit(troupe.run(troupe.TorchTask(BnNet, bn_data(256, 1), bn_data(200, 2))))
+'''
+
+
+def ddp_reference(task, seed, epochs, members, batch, lr):
+    """What DDP computes for BnNet: each member's share of a step through the model in train
+    mode (its own batch statistics), the gradients averaged by examples, plain SGD, and every
+    member's buffers set to the first member's after each step. Test loss after each epoch."""
+    total = sum(torch.Size(shape).numel() for _, shape, *_ in task.parameters())
+    state = torch.zeros(total)
+    task.initialize(seed, memoryview(state.numpy()).cast("B").cast("f"))
+    order = task.make_replica(members * batch, seed)
+    model = task.model()
+    tensors = [*model.buffers(), *model.parameters()]
+
+    def load(flat):
+        at = 0
+        with torch.no_grad():
+            for t in tensors:
+                t.copy_(flat[at:at + t.numel()].view_as(t))
+                at += t.numel()
+
+    def buffers():
+        return torch.cat([b.detach().reshape(-1).float() for b in model.buffers()])
+
+    losses = []
+    x, y = task.train.tensors
+    for epoch in range(epochs):
+        perm = order._epoch_order(epoch)
+        for begin in range(0, len(perm), members * batch):
+            step = perm[begin:begin + members * batch]
+            cuts = [len(step) * r // members for r in range(members + 1)]
+            grad, first_buffers = torch.zeros(total), None
+            for r in range(members):
+                load(state)
+                model.zero_grad()
+                share = step[cuts[r]:cuts[r + 1]]
+                nn.functional.cross_entropy(model(x[share]), y[share]).backward()
+                g = torch.cat([torch.zeros(len(buffers()))] +
+                              [p.grad.reshape(-1) for p in model.parameters()])
+                grad += g * (len(share) / len(step))
+                if r == 0:
+                    first_buffers = buffers()
+            state -= lr * grad
+            state[:len(first_buffers)] = first_buffers
+        load(state)
+        losses.append(task.evaluate(memoryview(state.numpy()).cast("B").cast("f"))[1])
+    return losses
+
+
+class ModelBuffers(unittest.TestCase):
+    def setUp(self):
+        scope = {}
+        exec(BN_DEFS, scope)
+        self.task = troupe.TorchTask(scope["BnNet"], scope["bn_data"](256, 1),
+                                     scope["bn_data"](200, 2))
+
+    def test_buffers_lead_the_flat_vector_and_their_values_come_back_after_forward(self):
+        specs = self.task.parameters()
+        self.assertEqual(specs[:3], [("norm.running_mean", (8,), "buffer"),
+                                     ("norm.running_var", (8,), "buffer"),
+                                     ("norm.num_batches_tracked", (), "buffer")])
+        self.assertEqual([s[0] for s in specs[3:]], ["a.weight", "a.bias", "norm.weight",
+                                                     "norm.bias", "b.weight", "b.bias"])
+        total = 8 + 8 + 1 + 6 * 8 + 8 + 8 + 8 + 8 * 3 + 3
+        params, grad = flat(total), flat(total)
+        self.task.initialize(4, params)
+        state = torch.frombuffer(params, dtype=torch.float32)
+        self.assertTrue(torch.equal(state[8:16], torch.ones(8)))  # running_var starts at 1
+        replica = self.task.make_replica(32, 4)
+        replica.gradient_range(params, 0, 0, 32, grad, None)
+        out = torch.frombuffer(grad, dtype=torch.float32)
+        self.assertGreater(float(out[:8].abs().sum()), 0)  # the mean moved off 0
+        self.assertEqual(float(out[16]), 1.0)  # one batch tracked, as float32
+        replica.gradient_range(params, 0, 32, 32, grad, None)
+        self.assertEqual(float(out[16]), 1.0)  # from the parameters it was given: 0 + 1
+
+    def run_bn(self, cwd, args):
+        script = os.path.join(cwd, "bn.py")
+        with open(script, "w") as f:
+            f.write(BN_SCRIPT.format(defs=BN_DEFS))
+        return run_cnn(["--torch-threads", "1", "--blas-threads", "1", "--optimizer", "sgd",
+                        "--lr", "0.1", "--seed", "3", "--batch", "16", *args], cwd, script)
+
+    def test_dp_takes_the_first_members_buffers_each_step_as_ddp_does(self):
+        expected = ddp_reference(self.task, 3, 2, 2, 16, 0.1)
+        with tempfile.TemporaryDirectory() as cwd:
+            code, out, report = self.run_bn(cwd, ["--mode", "dp", "--workers", "2",
+                                                  "--epochs", "2"])
+            self.assertEqual(code, 0, out)
+        got = [e["test_loss"] for e in report["epochs"]]
+        for a, b in zip(got, expected):
+            self.assertLess(abs(a - b) / b, 1e-5, (got, expected))
+
+    def test_a_checkpoint_holds_the_buffers(self):
+        expected = ddp_reference(self.task, 3, 2, 2, 16, 0.1)
+        with tempfile.TemporaryDirectory() as cwd:
+            saved = os.path.join(cwd, "checkpoints")
+            common = ["--mode", "dp", "--workers", "2", "--epochs", "2", "--checkpoint-dir", saved]
+            code, out, _ = self.run_bn(cwd, [*common, "--checkpoint-every", "8"])
+            self.assertEqual(code, 0, out)
+            # the newest checkpoint left is the one after epoch 1 (step 8 of 16)
+            files = sorted(os.listdir(saved))
+            self.assertEqual(len(files), 2, files)
+            os.remove(os.path.join(saved, files[-1]))
+            code, out, report = self.run_bn(cwd, [*common, "--resume", saved])
+            self.assertEqual(code, 0, out)
+        self.assertEqual(report["resumed_from_step"], 8, out)
+        final = report["epochs"][-1]["test_loss"]
+        self.assertLess(abs(final - expected[1]) / expected[1], 1e-5, (final, expected))
+
+    def test_mode_ps_refuses_a_model_with_buffers(self):
+        with tempfile.TemporaryDirectory() as cwd:
+            code, out, _ = self.run_bn(cwd, ["--mode", "ps", "--epochs", "1"])
+            self.assertEqual(code, 2, out)
+            self.assertIn("this model has buffers", out)
 
 
 CLICKS = os.path.join(EXAMPLES, "click_model.py")

@@ -22,6 +22,11 @@ namespace troupe {
 struct tensor_spec {
   std::string name;
   std::vector<uint32_t> shape;  // row-major; the first dimension is split across buckets
+  // A buffer is model state that is not trained (BatchNorm's running statistics): it travels,
+  // is evaluated and checkpointed with the parameters, but its "gradient" slot holds its new
+  // value after the step's forward pass, and --mode dp sets every member's to the first
+  // member's (DDP's broadcast). Jobs in --mode ps refuse tasks with buffers.
+  bool buffer = false;
 };
 
 // An embedding table: rows of `row_dim` values keyed by 64-bit ids, created on first use with

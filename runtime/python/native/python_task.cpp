@@ -292,7 +292,15 @@ caf::expected<std::vector<tensor_spec>> specs_of(const py::object& task) {
     std::vector<tensor_spec> specs;
     for (auto item : task.attr("parameters")()) {
       auto pair = item.cast<py::tuple>();
+      if (pair.size() != 2 && pair.size() != 3)
+        throw std::runtime_error("a tensor is (name, shape) or (name, shape, \"buffer\")");
       tensor_spec spec{pair[0].cast<std::string>(), {}};
+      if (pair.size() == 3) {
+        if (pair[2].cast<std::string>() != "buffer")
+          throw std::runtime_error(
+              fmt::format("tensor '{}': a third field other than \"buffer\"", spec.name));
+        spec.buffer = true;
+      }
       for (auto d : pair[1]) {
         const auto n = d.cast<int64_t>();
         if (n <= 0 || n > int64_t{1} << 31)

@@ -1,9 +1,9 @@
 """TorchTask: a PyTorch model, its data, a loss and an evaluation as a Troupe training task.
 
 Troupe's C++ side (runtime/python/native/python_task.cpp) calls these methods from its
-trainers' threads, holding the GIL; parameters and gradients cross as flat float32 buffers in
-the order of model.named_parameters() (docs/python.md says how a TorchTask maps onto
-troupe/task.hpp).
+trainers' threads, holding the GIL; the model's state and gradients cross as flat float32
+buffers: the model's buffers (named_buffers(): BatchNorm's running statistics) first, then
+named_parameters(), in order (docs/python.md says how a TorchTask maps onto troupe/task.hpp).
 """
 import math
 import threading
@@ -122,7 +122,8 @@ class TorchTask:
         self.ids = ids
         probe = _build(model, 0)
         _check_model(probe)
-        self._specs = [(n, tuple(p.shape)) for n, p in probe.named_parameters()]
+        self._specs = [(n, tuple(b.shape), "buffer") for n, b in probe.named_buffers()]
+        self._specs += [(n, tuple(p.shape)) for n, p in probe.named_parameters()]
         self._tables = [t.spec() for t in tables_of(probe)]
         if self._tables and ids is None:
             raise ValueError("TorchTask: the model has troupe.Tables; give ids=, the rows each "
@@ -136,7 +137,8 @@ class TorchTask:
     # -- the task protocol (troupe/task.hpp's training_task) -------------------------------
 
     def parameters(self):
-        """(name, shape) of each parameter, in named_parameters() order."""
+        """(name, shape, "buffer") of each of the model's buffers, then (name, shape) of each
+        parameter: the flat vector's tensors, in order."""
         return self._specs
 
     def tables(self):
@@ -147,8 +149,9 @@ class TorchTask:
         """The initial parameters the model's constructor draws from `seed`, into `out`."""
         model = _build(self.model, seed)
         flat = torch.frombuffer(out, dtype=torch.float32)
+        state = [*model.buffers(), *model.parameters()]
         with torch.no_grad():
-            torch.cat([p.detach().reshape(-1) for p in model.parameters()], out=flat)
+            torch.cat([t.detach().reshape(-1).float() for t in state], out=flat)
 
     def batches_per_epoch(self, batch):
         return math.ceil(len(self.train) / batch)
@@ -226,10 +229,10 @@ def _check_model(module):
                              "Troupe trains every parameter the model has")
         if p.dtype != torch.float32:
             raise TypeError(f"TorchTask: parameter '{name}' is {p.dtype}; Troupe trains float32")
-    buffers = [name for name, _ in module.named_buffers()]
-    if buffers:
-        raise ValueError("TorchTask: models with buffers (" + ", ".join(buffers) + ") are not "
-                         "supported yet: their broadcast in data-parallel jobs is not built")
+    for name, b in module.named_buffers():
+        if b.is_complex():
+            raise TypeError(f"TorchTask: buffer '{name}' is {b.dtype}; Troupe keeps buffers as "
+                            "float32")
 
 
 class _Model:
@@ -238,21 +241,29 @@ class _Model:
 
     def __init__(self, module):
         self.module = module
-        params = list(module.parameters())
-        self.sizes = [p.numel() for p in params]
+        self.params = list(module.parameters())
+        self.first_param = len(list(module.buffers()))  # tensors: the buffers, then these
+        self.tensors = [*module.buffers(), *self.params]
+        self.sizes = [t.numel() for t in self.tensors]
         self.offsets = [0]
         for n in self.sizes:
             self.offsets.append(self.offsets[-1] + n)
         self.flat = torch.zeros(self.offsets[-1])
+        self.copied = []  # buffers that are not float32 (a step count): copied in at each load
         with torch.no_grad():
-            for p, at, n in zip(params, self.offsets, self.sizes):
-                p.data = self.flat[at:at + n].view_as(p)
-        self.params = params
+            for t, at, n in zip(self.tensors, self.offsets, self.sizes):
+                view = self.flat[at:at + n].view_as(t)
+                if t.dtype == torch.float32:
+                    t.data = view  # BatchNorm updates its statistics in place: in the flat
+                else:
+                    self.copied.append((t, view))
         self.tables = tables_of(module)
 
     def load(self, values):
         with torch.no_grad():
             self.flat.copy_(values)
+            for t, view in self.copied:
+                t.copy_(view)
 
     def hold(self, rows, grad):
         """Gives each table its rows: rows[t] = (ids, values, ...) buffers from Troupe. With
@@ -292,7 +303,7 @@ class _Replica:
         self.uses = None  # how many times backward accumulates each parameter (first step)
         # Each parameter's gradient accumulator: its hook tells Troupe the gradient is final.
         self.accumulators = []
-        for i, p in enumerate(self.model.params):
+        for i, p in enumerate(self.model.params, start=self.model.first_param):
             accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
             accumulator.register_hook(self._hook(i))
             self.accumulators.append(accumulator)
@@ -335,18 +346,21 @@ class _Replica:
         return accumulated
 
     def _report(self, i):
-        """Parameter i's gradient into Troupe's buffer, and Troupe told that it is final."""
+        """Tensor i's gradient (a buffer's value after the forward pass) into Troupe's buffer,
+        and Troupe told that it is final."""
         step = self.step
         if step["told"][i]:
             return
         step["told"][i] = True
         at, n = self.model.offsets[i], self.model.sizes[i]
-        p = self.model.params[i]
+        t = self.model.tensors[i]
         target = step["grad"][at:at + n]
-        if p.grad is None:
+        if i < self.model.first_param:
+            target.copy_(t.detach().reshape(-1))
+        elif t.grad is None:
             target.zero_()
         else:
-            target.copy_(p.grad.reshape(-1))
+            target.copy_(t.grad.reshape(-1))
         if step["ready"] is not None:
             step["ready"](i)
 
@@ -387,7 +401,7 @@ class _Replica:
     def _backward(self, inputs, targets, grad, ready):
         """Forward and backward of one range, each parameter's gradient into `grad` (told to
         `ready` as it is final, once the first step has counted the accumulations)."""
-        k = len(self.model.params)
+        k = len(self.model.tensors)
         overlap = self.task.overlap and ready is not None and self.uses is not None
         self.step = {"fired": [0] * k, "told": [False] * k, "grad": grad, "ready": ready,
                      "overlap": overlap}
@@ -398,7 +412,7 @@ class _Replica:
             if self.uses is None:
                 self.uses = list(fired)
             elif overlap and fired != self.uses:
-                changed = [name for (name, _), a, b in zip(self.task.parameters(), fired, self.uses)
+                changed = [spec[0] for spec, a, b in zip(self.task.parameters(), fired, self.uses)
                            if a != b]
                 raise RuntimeError("TorchTask: backward accumulated " + ", ".join(changed) +
                                    " another number of times than in the first step (the graph "
