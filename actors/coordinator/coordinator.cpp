@@ -385,7 +385,8 @@ using namespace coordination;
 
 coordinator_actor::behavior_type coordinator(
     coordinator_actor::stateful_pointer<coordinator_state> self, coordinator_config config) {
-  accept_exits_only_from(self, config.supervisor, config.log);
+  accept_exits_only_from(self, config.supervisor, config.log,
+                         [=](const caf::error& why) { fail(self, config, describe(why)); });
   self->state.metrics = job_metrics::of(config.metrics);
   self->state.operators = operator_gate{config.opts.tls_dir, config.opts.operator_secret};
   self->state.roster.beats = heartbeat_monitor{config.opts.heartbeat_interval};

@@ -328,7 +328,8 @@ using namespace dp_coordination;
 dp_coordinator_actor::behavior_type dp_coordinator(
     dp_coordinator_actor::stateful_pointer<dp_coordinator_state> self,
     dp_coordinator_config config) {
-  accept_exits_only_from(self, config.supervisor, config.log);
+  accept_exits_only_from(self, config.supervisor, config.log,
+                         [=](const caf::error& why) { fail(self, config, describe(why)); });
   auto& gm = self->state.group_metrics;
   self->state.metrics = job_metrics::of(config.metrics);
   self->state.beats = heartbeat_monitor{config.opts.heartbeat_interval};

@@ -9,8 +9,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
-
+#include <cstdlib>
 #include <optional>
 #include <thread>
 
@@ -20,6 +22,7 @@
 #include "actors/dp/dp_coordinator.hpp"
 #include "actors/dp/dp_trainer.hpp"
 #include "actors/job/launch_parts.hpp"
+#include "actors/job/stop_signals.hpp"
 #include "actors/server/server.hpp"
 #include "actors/supervision/coordinator_watch.hpp"
 #include "actors/supervision/gatekeeper.hpp"
@@ -39,15 +42,42 @@ namespace troupe {
 namespace launch_detail {
 
 // Blocks until `actor` ends; 0 if it ended normally, 1 (with the reason on stderr) otherwise.
+// A stop signal (Ctrl-C, SIGTERM) stops it with errc::interrupted: a coordinator ends the job
+// (its report says so, its members are told), a member's supervisor ends it. Then 128 + the
+// signal; an actor that does not end within stop_bound ends the process.
 int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::string& program) {
+  constexpr auto slice = std::chrono::milliseconds(100);
+  constexpr auto stop_bound = std::chrono::seconds(30);
+  stop_signals signals;
   self->monitor(actor);
   caf::error reason;
   bool down = false;
-  self->receive_while([&] { return !down; })([&](caf::down_msg& msg) {
-    if (msg.source != actor) return;
-    reason = std::move(msg.reason);
-    down = true;
-  });
+  int stopped_by = 0;
+  std::chrono::steady_clock::time_point give_up;
+  while (!down) {
+    self->receive(
+        [&](caf::down_msg& msg) {
+          if (msg.source != actor) return;
+          reason = std::move(msg.reason);
+          down = true;
+        },
+        caf::after(slice) >>
+            [&] {
+              if (stopped_by) {
+                if (std::chrono::steady_clock::now() < give_up) return;
+                fmt::print(stderr, "{}: not stopped within {} s of {}; ending now\n", program,
+                           stop_bound.count(), stop_signal_name(stopped_by));
+                std::_Exit(128 + stopped_by);
+              }
+              stopped_by = stop_signals::received();
+              if (!stopped_by) return;
+              fmt::print(stderr, "{}: {}: stopping (again to end at once)\n", program,
+                         stop_signal_name(stopped_by));
+              give_up = std::chrono::steady_clock::now() + stop_bound;
+              self->send_exit(actor, make_error(errc::interrupted, stop_signal_name(stopped_by)));
+            });
+  }
+  if (stopped_by) return 128 + stopped_by;
   if (!reason || reason == caf::exit_reason::normal) return 0;
   fmt::print(stderr, "{}: {}\n", program, describe(reason));
   return 1;

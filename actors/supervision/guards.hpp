@@ -11,6 +11,9 @@
 #include <caf/scheduled_actor.hpp>
 #include <caf/system_messages.hpp>
 
+#include <functional>
+
+#include "troupe/error.hpp"
 #include "troupe/log.hpp"
 
 namespace troupe {
@@ -21,10 +24,15 @@ bool sent_by(Self* self, const caf::actor_addr& expected) {
   return expected && caf::actor_cast<caf::actor_addr>(self->current_sender()) == expected;
 }
 
+// An exit from `supervisor` ends the actor with its reason; one with errc::interrupted (the
+// process got Ctrl-C: launch_detail::wait_for) goes to `on_interrupt` instead, when given, so
+// that a coordinator ends its job with a report.
 template <class Self>
-void accept_exits_only_from(Self* self, caf::actor_addr supervisor, logger log) {
-  self->set_exit_handler([self, supervisor, log](caf::exit_msg& msg) {
+void accept_exits_only_from(Self* self, caf::actor_addr supervisor, logger log,
+                            std::function<void(const caf::error&)> on_interrupt = {}) {
+  self->set_exit_handler([self, supervisor, log, on_interrupt](caf::exit_msg& msg) {
     if (msg.source == supervisor) {
+      if (on_interrupt && has_code(msg.reason, errc::interrupted)) return on_interrupt(msg.reason);
       self->quit(std::move(msg.reason));
       return;
     }

@@ -40,6 +40,8 @@ std::string to_string(errc code) {
       return "not_rejoined";
     case errc::task_failed:
       return "task_failed";
+    case errc::interrupted:
+      return "interrupted";
   }
   return "unknown_error";
 }

@@ -139,6 +139,55 @@ class HybridJob:
         return "\n".join(f"--- {p.log}\n{p.output()[-3000:]}" for p in self.processes())
 
 
+MAP_STYLE = """
+import sys
+import fmnist_cnn
+import troupe
+
+
+class MapStyle:
+    def __init__(self, data):
+        self.data = data
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, i):
+        return self.data[i]
+
+
+def make_task(flags):
+    task = fmnist_cnn.make_task(flags)
+    task.train = MapStyle(task.train)
+    return task
+
+
+sys.exit(troupe.run(make_task, flags=fmnist_cnn.FLAGS))
+"""
+
+
+def children_of(pid):
+    """The processes whose parent is `pid`."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 class PythonFaults(unittest.TestCase):
     def check_every_epoch_once(self, report, job):
         self.assertEqual(report["status"], "finished", job.logs())
@@ -202,6 +251,33 @@ class PythonFaults(unittest.TestCase):
                     self.assertEqual(p.wait(), 0, job.logs())
             finally:
                 job.close()
+
+    def test_ctrl_c_ends_a_python_job_with_its_report_and_its_loader_processes(self):
+        with tempfile.TemporaryDirectory() as folder:
+            script = os.path.join(folder, "map_style.py")
+            with open(script, "w") as f:
+                f.write(MAP_STYLE)
+            report = os.path.join(folder, "report.json")
+            job = Process([*JOB, *FLOOR, "--workers", "2", "--loader-workers", "2", "--report",
+                           report], os.path.join(folder, "job.log"), (sys.executable, script))
+            try:
+                self.assertTrue(job.wait_for("epoch 1/3"), job.output())
+                loaders = children_of(job.popen.pid)
+                self.assertGreaterEqual(len(loaders), 4, job.output())  # 2 trainers x 2
+                job.popen.send_signal(signal.SIGINT)
+                self.assertEqual(job.wait(), 130, job.output())
+                self.assertIn("SIGINT: stopping", job.output())
+                with open(report) as f:
+                    data = json.load(f)
+                self.assertEqual(data["status"], "failed")
+                self.assertIn("interrupted: SIGINT", data["failure"])
+                self.assertNotIn("Traceback", job.output())
+                deadline = time.monotonic() + BOUND_S
+                while any(alive(p) for p in loaders) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                self.assertFalse([p for p in loaders if alive(p)])
+            finally:
+                job.kill()
 
     def read(self, job):
         self.assertTrue(os.path.exists(job.report), job.logs())

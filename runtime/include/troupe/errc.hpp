@@ -27,6 +27,7 @@ enum class errc : uint8_t {
   deposed,                // a coordinator whose standby took over (a newer term): it must stop
   not_rejoined,           // a member asked a coordinator that is taking over before rejoining it
   task_failed,            // the user's task raised (a Python exception; its traceback is the text)
+  interrupted,            // the process got a stop signal (Ctrl-C, SIGTERM) and ended its part
 };
 
 std::string to_string(errc code);

@@ -16,8 +16,9 @@ namespace py = pybind11;
 namespace {
 
 // SIGINT as a Troupe binary has it while the job runs (Python's handler only sets a flag that
-// nobody reads while run_app holds the main thread); Python's handler, with its flags, again
-// afterwards. An ignored SIGINT (nohup, a background job) stays ignored.
+// nobody reads while run_app holds the main thread): the default action, and while run_app
+// waits for its job, the first Ctrl-C stops the job (actors/job/stop_signals.hpp). Python's
+// handler, with its flags, again afterwards. An ignored SIGINT (nohup) stays ignored.
 class default_sigint {
  public:
   default_sigint() {
