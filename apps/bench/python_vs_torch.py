@@ -7,7 +7,9 @@ back on this machine, medians of 3 (docs/benchmarks.md, "PyTorch models"):
   2. --mode dp, 2 worker processes  vs  DistributedDataParallel (gloo), 2 processes: wall
      time and test accuracy, at equal epochs, global batch and learning rate.
 Both PyTorch baselines evaluate on the whole test set after each epoch, as Troupe's
-coordinator does, so that both sides do the same work.
+coordinator does, so that both sides do the same work. DDP starts from the same initial model
+(torch.manual_seed(1), as --seed 1) and shuffles as TorchTask does, so that the two jobs take
+the same steps and their accuracies differ only by floating-point sums.
 
     PYTHONPATH=build/python /usr/bin/python3 apps/bench/python_vs_torch.py [--train N] [--epochs E]
 """
@@ -108,7 +110,9 @@ model = torch.nn.parallel.DistributedDataParallel(fmnist_cnn.Net())
 opt = torch.optim.SGD(model.parameters(), lr={lr})
 x, y = train.tensors
 for epoch in range({epochs}):
-    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(epoch))
+    # TorchTask's order of the epoch (troupe/torch_task.py, _epoch_order) for --seed 1: both
+    # jobs take the same steps, each member the same half of each
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(1_000_003 + epoch))
     for first in range(0, len(x), {batch} * size):
         idx = order[first + rank * {batch}:first + (rank + 1) * {batch}]
         if len(idx) == 0:

@@ -253,6 +253,7 @@ class python_task : public training_task {
   std::vector<table_spec> sparse_tables() const override { return tables_; }
 
   std::vector<std::vector<uint64_t>> evaluation_rows() const override {
+    if (tables_.empty()) return {};
     auto ids = guarded("the task's evaluation_rows", [&] {
       return ids_from_python(task_.attr("evaluation_rows")(), tables_.size());
     });

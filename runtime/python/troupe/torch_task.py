@@ -161,6 +161,8 @@ class TorchTask:
 
     def rows_read(self, inputs):
         """The sorted unique ids each table reads for a batch's inputs (int64 tensors)."""
+        if not self._tables:
+            return []
         named = self.ids(*inputs)
         if not isinstance(named, dict):
             raise TypeError("TorchTask: ids() must return a dict {table name: ids}, not "
