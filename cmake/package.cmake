@@ -12,6 +12,9 @@ set(troupe_libraries troupe troupe_base troupe_kernels troupe_messages troupe_ru
 if(TROUPE_HAVE_CUDA)
   list(APPEND troupe_libraries troupe_kernels_cuda troupe_gpu)
 endif()
+if(TROUPE_HAVE_TORCH)
+  list(APPEND troupe_libraries troupe_torch)  # troupe::torch, beside troupe::troupe
+endif()
 foreach(lib IN LISTS troupe_libraries)
   string(REGEX REPLACE "^troupe_" "" exported ${lib})
   set_target_properties(${lib} PROPERTIES EXPORT_NAME ${exported})

@@ -6,10 +6,9 @@
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <mutex>
-#include <thread>
 
 #include "troupe/error.hpp"
+#include "troupe/ready_relay.hpp"
 
 namespace py = pybind11;
 
@@ -81,38 +80,6 @@ auto guarded(const std::string& doing, F call) -> caf::expected<decltype(call())
   }
 }
 
-// Passes a Python trainer's "tensor i is final" on to Troupe's gradient_ready. Backward's
-// hooks may run on torch's own threads: only a call from the thread that runs the step (the
-// actor's) goes through at once; others wait until the step returns. Closed after the step.
-struct ready_relay {
-  const gradient_ready* ready = nullptr;
-  std::thread::id owner = std::this_thread::get_id();
-  std::mutex mutex;
-  std::vector<size_t> later;
-  bool open = true;
-
-  void tell(size_t tensor) {
-    if (std::this_thread::get_id() == owner) {
-      if (open) (*ready)(tensor);
-      return;
-    }
-    std::lock_guard lock(mutex);
-    if (open) later.push_back(tensor);
-  }
-  // Delivers what waited (`deliver`: the step succeeded; otherwise its gradient is not final
-  // and nothing more is told).
-  void close(bool deliver) {
-    std::vector<size_t> due;
-    {
-      std::lock_guard lock(mutex);
-      open = false;
-      due.swap(later);
-    }
-    if (deliver)
-      for (size_t t : due) (*ready)(t);
-  }
-};
-
 class python_replica : public task_replica {
  public:
   python_replica(py::object replica, uint32_t batch, size_t tables)
@@ -132,8 +99,7 @@ class python_replica : public task_replica {
   caf::expected<range_result> gradient_range(std::span<const float> params, uint32_t epoch,
                                              uint64_t first, uint32_t count, std::span<float> grad,
                                              const gradient_ready& ready) override {
-    auto relay = std::make_shared<ready_relay>();
-    relay->ready = &ready;
+    auto relay = std::make_shared<ready_relay>(ready);
     auto out = guarded("the task's gradient_range", [&] {
       py::object tell = py::none();
       if (ready) tell = py::cpp_function([relay](size_t tensor) { relay->tell(tensor); });

@@ -1,0 +1,116 @@
+#include "flat_module.hpp"
+
+#include <mutex>
+#include <stdexcept>
+
+namespace troupe::torch_detail {
+
+namespace {
+
+std::mutex build_mutex;
+
+std::vector<uint32_t> shape_of(const torch::Tensor& t) {
+  std::vector<uint32_t> shape;
+  for (auto d : t.sizes()) shape.push_back(static_cast<uint32_t>(d));
+  if (shape.empty()) shape.push_back(1);  // a scalar as (1,)
+  return shape;
+}
+
+}  // namespace
+
+torch_model build_model(const std::function<torch_model()>& factory, uint64_t seed) {
+  std::lock_guard lock(build_mutex);
+  auto generator = at::detail::getDefaultCPUGenerator();
+  const auto saved = generator.get_state();
+  torch::manual_seed(seed);
+  try {
+    auto model = factory();
+    generator.set_state(saved);
+    if (!model.module || !model.forward)
+      throw std::invalid_argument("the model factory gave no module or no forward pass");
+    return model;
+  } catch (...) {
+    generator.set_state(saved);
+    throw;
+  }
+}
+
+torch::Tensor host_view(std::span<const float> values) {
+  return torch::from_blob(const_cast<float*>(values.data()),
+                          {static_cast<int64_t>(values.size())}, torch::kFloat32);
+}
+
+torch::Tensor host_view(std::span<float> values) {
+  return host_view(std::span<const float>(values));
+}
+
+flat_module::flat_module(torch_model model, torch::Device device)
+    : model_(std::move(model)), device_(device) {
+  auto& module = *model_.module;
+  module.to(device_);
+  for (const auto& b : module.named_buffers()) {
+    names_.push_back(b.key());
+    tensors_.push_back(b.value());
+  }
+  first_param_ = tensors_.size();
+  for (const auto& p : module.named_parameters()) {
+    if (!p.value().requires_grad())
+      throw std::invalid_argument("parameter '" + p.key() +
+                                  "' is frozen (requires_grad false); Troupe trains every "
+                                  "parameter the model has");
+    if (p.value().scalar_type() != torch::kFloat32)
+      throw std::invalid_argument("parameter '" + p.key() + "' is not float32");
+    names_.push_back(p.key());
+    tensors_.push_back(p.value());
+    params_.push_back(p.value());
+  }
+  if (params_.empty()) throw std::invalid_argument("the model has no parameters");
+  for (const auto& t : tensors_) offsets_.push_back(offsets_.back() + t.numel());
+  flat_ = torch::zeros({static_cast<int64_t>(total())},
+                       torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    auto view = flat_.narrow(0, offsets_[i], tensors_[i].numel()).view(tensors_[i].sizes());
+    view.copy_(tensors_[i]);
+    if (tensors_[i].scalar_type() == torch::kFloat32)
+      tensors_[i].set_data(view);  // BatchNorm updates its statistics in place: in the flat
+    else
+      copied_.emplace_back(tensors_[i], view);
+  }
+  for (const auto& m : module.modules())
+    if (auto* table = m->as<torch_table_impl>()) tables_.push_back(table);
+}
+
+std::vector<tensor_spec> flat_module::specs() const {
+  std::vector<tensor_spec> out;
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    out.push_back(tensor_spec{names_[i], shape_of(tensors_[i]), i < first_param_});
+  return out;
+}
+
+void flat_module::load(std::span<const float> values) {
+  torch::NoGradGuard no_grad;
+  flat_.copy_(host_view(values));
+  for (auto& [buffer, view] : copied_) buffer.copy_(view);
+}
+
+void flat_module::report(size_t i, std::span<float> out) const {
+  torch::NoGradGuard no_grad;
+  auto target = host_view(out.subspan(offsets_[i], offsets_[i + 1] - offsets_[i]));
+  const auto& t = tensors_[i];
+  if (i < first_param_)
+    target.copy_(t.detach().reshape(-1));  // a buffer's value (cast to float32)
+  else if (!t.grad().defined())
+    target.zero_();
+  else
+    target.copy_(t.grad().reshape(-1));
+}
+
+void flat_module::save(std::span<float> out) const {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    host_view(out.subspan(offsets_[i], offsets_[i + 1] - offsets_[i]))
+        .copy_(tensors_[i].detach().reshape(-1));
+}
+
+}  // namespace troupe::torch_detail

@@ -1,0 +1,63 @@
+// flat_module: a libtorch model whose buffers and parameters are views of one flat float32
+// tensor on the task's device (buffers first: the layout of troupe/torch.hpp), so that loading
+// Troupe's values is one copy; and its troupe::torch_table modules. Internal to troupe_torch.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "troupe/task.hpp"
+#include "troupe/torch.hpp"
+
+namespace troupe::torch_detail {
+
+// factory() with its random draws from `seed` alone: torch's global generator is seeded for
+// the call and put back after, under one lock for every build in the process.
+torch_model build_model(const std::function<torch_model()>& factory, uint64_t seed);
+
+class flat_module {
+ public:
+  flat_module(torch_model model, torch::Device device);
+
+  // The tensors in layout order: (name, shape, buffer?) as Troupe's tensor specs.
+  std::vector<tensor_spec> specs() const;
+  uint64_t total() const { return offsets_.back(); }
+
+  // Every buffer and parameter from `values` (total() of them).
+  void load(std::span<const float> values);
+  // Tensor i's gradient (a buffer's value) into `out`: zeros when it has none.
+  void report(size_t i, std::span<float> out) const;
+  // The current values of every tensor into `out` (total() of them).
+  void save(std::span<float> out) const;
+
+  torch::Tensor forward(const std::vector<torch::Tensor>& inputs) { return model_.forward(inputs); }
+  torch::nn::Module& module() { return *model_.module; }
+  const std::vector<torch::Tensor>& parameters() const { return params_; }
+  size_t first_parameter() const { return first_param_; }
+  size_t tensor_count() const { return tensors_.size(); }
+  const std::vector<torch_table_impl*>& tables() const { return tables_; }
+  torch::Device device() const { return device_; }
+
+ private:
+  torch_model model_;
+  torch::Device device_;
+  std::vector<std::string> names_;
+  std::vector<torch::Tensor> tensors_;  // buffers, then parameters
+  std::vector<torch::Tensor> params_;
+  size_t first_param_ = 0;
+  std::vector<uint64_t> offsets_{0};
+  torch::Tensor flat_;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> copied_;  // non-float32 buffers, views
+  std::vector<torch_table_impl*> tables_;
+};
+
+// A float32 CPU tensor over `values` (no copy; valid while they are).
+torch::Tensor host_view(std::span<const float> values);
+torch::Tensor host_view(std::span<float> values);
+
+}  // namespace troupe::torch_detail
