@@ -22,8 +22,12 @@ endforeach()
 
 install(TARGETS ${troupe_libraries} EXPORT troupeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+set(troupe_headers_left_out PATTERN detail EXCLUDE)
+if(NOT TROUPE_HAVE_TORCH)
+  list(APPEND troupe_headers_left_out PATTERN torch.hpp EXCLUDE)
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/troupe
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN detail EXCLUDE)
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} ${troupe_headers_left_out})
 if(TROUPE_APPS)
   install(TARGETS troupe-fmnist troupe-ctr troupe-console troupe-bench
           RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -3,8 +3,8 @@
 #   1. `cmake --install` the build into a temporary prefix;
 #   2. every installed public header compiles on its own through troupe::troupe alone, and the
 #      exported troupe::kernels links no CAF;
-#   3. each C++ example under apps/examples/ (python/ is tests/python's) is copied out of the
-#      tree, configured with only
+#   3. each C++ example under apps/examples/ (python/ is tests/python's; torch_cnn only where
+#      Troupe was built with libtorch) is copied out of the tree, configured with only
 #      -DCMAKE_PREFIX_PATH=<prefix>, built, and run to completion by its run.sh, which is
 #      given the build folder and the installed troupe-console.
 # usage: package_test.sh BUILD_DIR SOURCE_DIR. Leaves nothing behind.
@@ -34,6 +34,9 @@ set(CMAKE_CXX_STANDARD 20)
 find_package(troupe REQUIRED)
 add_library(headers OBJECT ${headers[*]})
 target_link_libraries(headers PRIVATE troupe::troupe)
+if(TARGET troupe::torch)  # troupe/torch.hpp, installed only with it
+  target_link_libraries(headers PRIVATE troupe::torch)
+endif()
 # The kernels link no CAF: nothing in troupe::kernels' link closure is a CAF target.
 set(pending troupe::kernels)
 set(seen)
@@ -61,6 +64,11 @@ echo "${#headers[@]} headers compile on their own"
 for example in "$source"/apps/examples/*/; do
   [ -f "$example/CMakeLists.txt" ] || continue  # python/: run by tests/python instead
   name=$(basename "$example")
+  if grep -q 'troupe::torch' "$example/CMakeLists.txt" &&
+    ! grep -q 'TROUPE_HAVE_TORCH ON' "$work"/prefix/lib*/cmake/troupe/troupeConfig.cmake; then
+    echo "== example $name: skipped (Troupe built without libtorch)"
+    continue
+  fi
   echo "== example $name, built outside the tree"
   cp -r "$example" "$work/$name"
   rm -rf "$work/$name/build"
