@@ -253,6 +253,14 @@ class CnnJobs(unittest.TestCase):
             for key in ("test_loss", "train_loss"):
                 self.assertLess(abs(plain[key] - loaded[key]) / abs(plain[key]), 1e-6, key)
 
+    @unittest.skipIf(torch.cuda.is_available(), "this machine has a GPU: nothing to refuse")
+    def test_device_cuda_without_a_gpu_is_refused_clearly(self):
+        with tempfile.TemporaryDirectory() as cwd:
+            code, out, _ = run_cnn([*SMALL, "--device", "cuda"], cwd)
+            self.assertNotEqual(code, 0, out)
+            self.assertLess(code, 128, out)
+            self.assertIn("--device cuda: this process has no usable GPU", out)
+
     def test_an_exception_in_user_code_stops_with_its_traceback(self):
         with tempfile.TemporaryDirectory() as cwd:
             script = os.path.join(cwd, "broken.py")

@@ -12,7 +12,23 @@ _TORCH_FLAGS = [
     ("loader-workers", "N",
      "DataLoader worker processes per trainer reading a map-style training set (0: none)",
      "0", "whole"),
+    ("device", "DEV", "where the model computes: cpu, or cuda (cuda:N)", "cpu", "text"),
 ]
+
+
+def _device(values):
+    """--device as a torch.device; ValueError for one this process cannot use."""
+    import torch
+    name = values.get("device", "cpu") or "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"--device {name}: not cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: this process has no usable GPU (torch sees none)")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device {name}: only cpu and cuda are supported")
+    return device
 
 
 def _torch_threads(values):
@@ -45,6 +61,8 @@ def run(task, argv=None, flags=(), name=None):
         built = task if hasattr(task, "make_replica") else task(values)
         if getattr(built, "loader_workers", 0) is None:
             built.loader_workers = int(values.get("loader-workers", "0") or 0)
+        if hasattr(built, "device") and built.device is None:
+            built.device = _device(values)
         return built
 
     return _native.run(build, [program, *args], program, rows)

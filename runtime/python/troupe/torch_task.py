@@ -103,6 +103,8 @@ class TorchTask:
     loader_workers: DataLoader worker processes per trainer that read a map-style training set
                 (None: --loader-workers, 0 by default: read in the trainer). A TensorDataset
                 is always read by index in the trainer.
+    device:     where the model computes: "cpu" or "cuda" (None: --device, cpu by default);
+                Troupe's parameters and gradients stay on the host, copied at each step.
     overlap:    tell Troupe each parameter's gradient as soon as backward has accumulated it,
                 so that data-parallel jobs reduce it while backward goes on. The first step
                 counts how many times backward accumulates each parameter; a model whose
@@ -110,7 +112,7 @@ class TorchTask:
     """
 
     def __init__(self, model, train, test, loss=F.cross_entropy, correct=_correct,
-                 eval_batch=1000, overlap=True, loader_workers=None, ids=None):
+                 eval_batch=1000, overlap=True, loader_workers=None, ids=None, device=None):
         self.model = model
         self.train = train
         self.test = test
@@ -120,6 +122,7 @@ class TorchTask:
         self.overlap = overlap
         self.loader_workers = loader_workers
         self.ids = ids
+        self.device = device
         probe = _build(model, 0)
         _check_model(probe)
         self._specs = [(n, tuple(b.shape), "buffer") for n, b in probe.named_buffers()]
@@ -128,8 +131,9 @@ class TorchTask:
         if self._tables and ids is None:
             raise ValueError("TorchTask: the model has troupe.Tables; give ids=, the rows each "
                              "batch reads per table")
-        # The evaluation's model, built now: not beside trainers that draw random numbers.
-        self._evaluator = _Model(probe)
+        # The evaluation's model, built now (not beside trainers that draw random numbers) and
+        # moved to the device at the first evaluation (when --device is known).
+        self._probe, self._evaluator = probe, None
         self._evaluation_rows = None
         if len(train) == 0:
             raise ValueError("TorchTask: the training set is empty")
@@ -199,6 +203,8 @@ class TorchTask:
     def evaluate(self, params, rows=None):
         """(accuracy, mean loss) on the test set with the parameters `params` (and, for a
         model with tables, `rows`: (ids, values) per table)."""
+        if self._evaluator is None:
+            self._evaluator = _Model(self._probe, self.device)
         model = self._evaluator
         model.load(torch.frombuffer(params, dtype=torch.float32))
         model.hold(rows or [], grad=False)
@@ -208,7 +214,7 @@ class TorchTask:
             with torch.no_grad():
                 for start in range(0, n, self.eval_batch):
                     indices = torch.arange(start, min(start + self.eval_batch, n))
-                    *inputs, targets = _examples(self.test, indices)
+                    *inputs, targets = model.to_device(_examples(self.test, indices))
                     output = model.module(*inputs)
                     right += self.correct(output, targets)
                     loss_sum += float(self.loss(output, targets)) * len(indices)
@@ -241,8 +247,9 @@ class _Model:
     """A module whose parameters are views of one flat tensor, loaded with one copy, and whose
     troupe.Tables read the rows Troupe pulled (hold)."""
 
-    def __init__(self, module):
-        self.module = module
+    def __init__(self, module, device=None):
+        self.device = torch.device(device or "cpu")
+        self.module = module.to(self.device)
         self.params = list(module.parameters())
         self.first_param = len(list(module.buffers()))  # tensors: the buffers, then these
         self.tensors = [*module.buffers(), *self.params]
@@ -250,7 +257,7 @@ class _Model:
         self.offsets = [0]
         for n in self.sizes:
             self.offsets.append(self.offsets[-1] + n)
-        self.flat = torch.zeros(self.offsets[-1])
+        self.flat = torch.zeros(self.offsets[-1], device=self.device)
         self.copied = []  # buffers that are not float32 (a step count): copied in at each load
         with torch.no_grad():
             for t, at, n in zip(self.tensors, self.offsets, self.sizes):
@@ -267,6 +274,9 @@ class _Model:
             for t, view in self.copied:
                 t.copy_(view)
 
+    def to_device(self, tensors):
+        return tuple(t.to(self.device) for t in tensors)
+
     def hold(self, rows, grad):
         """Gives each table its rows: rows[t] = (ids, values, ...) buffers from Troupe. With
         `grad`, the values are leaves whose .grad backward fills; returns them."""
@@ -275,8 +285,8 @@ class _Model:
                              f"{len(self.tables)}")
         leaves = []
         for table, (ids, values, *_) in zip(self.tables, rows):
-            ids = _ids(ids)
-            values = _floats(values).view(len(ids), table.dim)
+            ids = _ids(ids).to(self.device)
+            values = _floats(values).view(len(ids), table.dim).to(self.device)
             if grad:
                 values.requires_grad_(True)
             table.hold(ids, values)
@@ -295,7 +305,7 @@ class _Replica:
         self.task = task
         self.batch = batch
         self.seed = seed
-        self.model = _Model(_build(task.model, seed))
+        self.model = _Model(_build(task.model, seed), task.device)
         self.order_epoch, self.order = None, None
         workers = task.loader_workers or 0
         self.loader = None
@@ -386,7 +396,7 @@ class _Replica:
         if examples is None:
             grad.zero_()
             return (0.0, 0)
-        *inputs, targets = examples
+        *inputs, targets = self.model.to_device(examples)
         self.model.load(torch.frombuffer(params, dtype=torch.float32))
         leaves = self.model.hold(rows or [], grad=True)
         for p in self.model.params:
@@ -397,7 +407,7 @@ class _Replica:
             self.model.release()
         for (_, _, grads), values in zip(rows or [], leaves):
             if values.grad is not None:
-                _floats(grads).add_(values.grad.reshape(-1))
+                _floats(grads).add_(values.grad.reshape(-1).cpu())
         return (float(loss), len(targets))
 
     def _backward(self, inputs, targets, grad, ready):
