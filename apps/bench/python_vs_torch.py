@@ -3,7 +3,8 @@
 back on this machine, medians of 3 (docs/benchmarks.md, "PyTorch models"):
 
   1. embedded, 1 worker, --mode ps  vs  a plain PyTorch loop (same model, data, batch, SGD):
-     steps/s;
+     steps/s; beside it the same CNN written with libtorch (apps/examples/torch_cnn, the
+     build's bin/torch-cnn) on Troupe;
   2. --mode dp, 2 worker processes  vs  DistributedDataParallel (gloo), 2 processes: wall
      time and test accuracy, at equal epochs, global batch and learning rate.
 Both PyTorch baselines evaluate on the whole test set after each epoch, as Troupe's
@@ -35,10 +36,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def troupe_run(args, folder):
-    """Runs the CNN script as one Troupe process; its report."""
+def troupe_run(args, folder, command=(sys.executable, CNN)):
+    """Runs the CNN (the Python script, or another command) as one Troupe process; its
+    report."""
     report = os.path.join(folder, "report.json")
-    subprocess.run([sys.executable, CNN, *args, "--report", report, "--log-level", "error"],
+    subprocess.run([*command, *args, "--report", report, "--log-level", "error"],
                    check=True, stdout=subprocess.DEVNULL)
     with open(report) as f:
         return json.load(f)
@@ -155,19 +157,30 @@ def main():
     flags.add_argument("--batch", type=int, default=64, help="examples per worker per step")
     flags.add_argument("--lr", type=float, default=0.05)
     flags.add_argument("--runs", type=int, default=3)
+    flags.add_argument("--torch-cnn", default=os.path.join(HERE, "..", "..", "build", "bin",
+                                                           "torch-cnn"),
+                       help="the libtorch CNN binary (skipped when missing)")
     o = flags.parse_args()
     common = ["--train-limit", str(o.train), "--test-limit", "0", "--torch-threads", "1",
               "--blas-threads", "1", "--optimizer", "sgd", "--lr", str(o.lr), "--seed", "1"]
     with tempfile.TemporaryDirectory() as folder:
-        ours, theirs = [], []
+        ours, theirs, cpp = [], [], []
+        embedded = [*common, "--workers", "1", "--servers", "1", "--epochs", "1", "--batch",
+                    str(o.batch)]
         for _ in range(o.runs):
-            r = troupe_run([*common, "--workers", "1", "--servers", "1", "--epochs", "1",
-                            "--batch", str(o.batch)], folder)
+            r = troupe_run(embedded, folder)
             ours.append(r["steps"] / r["wall_s"])
             theirs.append(plain_loop(o.train, o.batch, int(r["steps"]), o.lr, 1))
+            if os.path.exists(o.torch_cnn):
+                r = troupe_run(embedded, folder, (o.torch_cnn,))
+                cpp.append(r["steps"] / r["wall_s"])
         a, b = statistics.median(ours), statistics.median(theirs)
         print(f"embedded, 1 worker: troupe {a:.1f} steps/s, plain PyTorch loop {b:.1f} "
               f"steps/s: {a / b:.2f}x (goal: at least 0.9x)")
+        if cpp:
+            c = statistics.median(cpp)
+            print(f"embedded, 1 worker, the libtorch CNN: troupe {c:.1f} steps/s, the Python "
+                  f"CNN {a:.1f} steps/s: {c / a:.2f}x")
         dp_runs, ddp_runs = [], []
         for _ in range(o.runs):
             dp_runs.append(troupe_dp([*common, "--mode", "dp", "--epochs", str(o.epochs),
