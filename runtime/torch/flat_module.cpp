@@ -36,8 +36,8 @@ torch_model build_model(const std::function<torch_model()>& factory, uint64_t se
 }
 
 torch::Tensor host_view(std::span<const float> values) {
-  return torch::from_blob(const_cast<float*>(values.data()),
-                          {static_cast<int64_t>(values.size())}, torch::kFloat32);
+  return torch::from_blob(const_cast<float*>(values.data()), {static_cast<int64_t>(values.size())},
+                          torch::kFloat32);
 }
 
 torch::Tensor host_view(std::span<float> values) {

@@ -43,17 +43,16 @@ caf::error apply_torch_flags(const launch_options& opts, torch_task_options& opt
                       fmt::format("--device {}: not cpu, cuda or cuda:N", name));
   }
   if (options.device.is_cuda() && !torch::cuda::is_available())
-    return make_error(errc::bad_configuration,
-                      fmt::format("--device {}: this process has no usable GPU (torch sees none)",
-                                  name));
+    return make_error(
+        errc::bad_configuration,
+        fmt::format("--device {}: this process has no usable GPU (torch sees none)", name));
   if (!options.device.is_cpu() && !options.device.is_cuda())
     return make_error(errc::bad_configuration,
                       fmt::format("--device {}: only cpu and cuda are supported", name));
   if (options.device.is_cuda() && options.device.has_index() &&
       options.device.index() >= static_cast<int>(torch::cuda::device_count()))
-    return make_error(errc::bad_configuration,
-                      fmt::format("--device {}: this process sees {} GPUs", name,
-                                  torch::cuda::device_count()));
+    return make_error(errc::bad_configuration, fmt::format("--device {}: this process sees {} GPUs",
+                                                           name, torch::cuda::device_count()));
   return {};
 }
 

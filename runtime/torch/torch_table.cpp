@@ -37,8 +37,8 @@ torch::Tensor torch_table_impl::forward(const torch::Tensor& ids) {
   const auto wanted = ids.reshape(-1).to(ids_.device(), torch::kLong);
   const int64_t held = ids_.size(0);
   auto at = torch::searchsorted(ids_, wanted).clamp_max(std::max<int64_t>(held - 1, 0));
-  const bool found = wanted.numel() == 0 ||
-                     (held > 0 && ids_.index_select(0, at).eq(wanted).all().item<bool>());
+  const bool found =
+      wanted.numel() == 0 || (held > 0 && ids_.index_select(0, at).eq(wanted).all().item<bool>());
   if (!found)
     throw std::out_of_range("troupe::torch_table '" + spec_.name +
                             "': an id that the task's ids did not name for this batch");

@@ -196,8 +196,8 @@ class torch_replica : public task_replica {
     const auto n = static_cast<uint64_t>(task_->options.train.size);
     const uint64_t end = std::min<uint64_t>(first + count, n);
     if (first < end) {
-      auto indices = order(epoch).narrow(0, static_cast<int64_t>(first),
-                                         static_cast<int64_t>(end - first));
+      auto indices =
+          order(epoch).narrow(0, static_cast<int64_t>(first), static_cast<int64_t>(end - first));
       r.batch = task_->options.train.fetch(indices);
       r.rows = task_->rows_read(r.batch->inputs);
     }

@@ -35,9 +35,8 @@ torch_model mlp() {
   torch::nn::Sequential seq(torch::nn::Linear(784, 256), torch::nn::ReLU(),
                             torch::nn::Linear(256, 128), torch::nn::ReLU(),
                             torch::nn::Linear(128, 10));
-  return {seq.ptr(), [seq](const std::vector<torch::Tensor>& in) mutable {
-            return seq->forward(in.at(0));
-          }};
+  return {seq.ptr(),
+          [seq](const std::vector<torch::Tensor>& in) mutable { return seq->forward(in.at(0)); }};
 }
 
 double norm_relative(const std::vector<double>& a, const std::vector<double>& b) {
@@ -160,7 +159,7 @@ BOOST_AUTO_TEST_CASE(buffers_lead_the_layout_and_each_tensor_is_told_once) {
     std::sort(sorted.begin(), sorted.end());
     BOOST_TEST(sorted == (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
     if (step == 1) BOOST_TEST(told.front() >= 7u);  // overlapped: the last layer first
-    BOOST_TEST(grad[8] == 1.0f);                     // one batch tracked, from the 0 it was given
+    BOOST_TEST(grad[8] == 1.0f);                    // one batch tracked, from the 0 it was given
     BOOST_TEST(std::abs(grad[0]) + std::abs(grad[1]) > 0.0f);  // the mean moved off 0
   }
 }
@@ -206,8 +205,8 @@ BOOST_AUTO_TEST_CASE(a_tables_rows_and_their_gradients_are_autograds) {
   auto at = torch::searchsorted(held, batch.inputs[1].reshape(-1));
   auto w = torch::from_blob(params.data(), {2, 3}).clone();
   auto bias = torch::from_blob(params.data() + 6, {2}).clone();
-  auto out = torch::addmm(bias, batch.inputs[0], w.t()) +
-             leaf.index_select(0, at).view({16, 2, 2}).sum(1);
+  auto out =
+      torch::addmm(bias, batch.inputs[0], w.t()) + leaf.index_select(0, at).view({16, 2, 2}).sum(1);
   auto loss = torch::nn::functional::cross_entropy(out, batch.target);
   loss.backward();
   BOOST_TEST(std::abs(done->loss - loss.item<double>()) < 1e-5);
@@ -252,9 +251,9 @@ BOOST_AUTO_TEST_CASE(errors_are_values) {
   BOOST_TEST(!make_torch_task(o));
 
   if (!torch::cuda::is_available()) {
-    auto opts = parse_launch_options({"--device", "cuda"}, [](const std::string&) {
-      return std::optional<std::string>{};
-    }, torch_flags());
+    auto opts = parse_launch_options(
+        {"--device", "cuda"}, [](const std::string&) { return std::optional<std::string>{}; },
+        torch_flags());
     BOOST_TEST_REQUIRE(bool(opts));
     torch_task_options with_device;
     auto err = apply_torch_flags(*opts, with_device);

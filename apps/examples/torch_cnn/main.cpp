@@ -76,8 +76,10 @@ caf::expected<std::unique_ptr<troupe::training_task>> make_task(const troupe::la
   troupe::torch_task_options options;
   if (auto err = troupe::apply_torch_flags(o, options)) return err;
   try {
-    options.train = fashion_mnist(o.app_value("data"), "train", std::stoll(o.app_value("train-limit")));
-    options.test = fashion_mnist(o.app_value("data"), "t10k", std::stoll(o.app_value("test-limit")));
+    options.train =
+        fashion_mnist(o.app_value("data"), "train", std::stoll(o.app_value("train-limit")));
+    options.test =
+        fashion_mnist(o.app_value("data"), "t10k", std::stoll(o.app_value("test-limit")));
   } catch (const std::exception& e) {
     return troupe::make_error(troupe::errc::io_failure, e.what());
   }

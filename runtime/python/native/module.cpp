@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "dash_binding.hpp"
 #include "python_task.hpp"
 #include "troupe/app.hpp"
 #include "troupe/error.hpp"
@@ -86,4 +87,5 @@ int run(py::object build, std::vector<std::string> argv, std::string name,
 PYBIND11_MODULE(_native, m) {
   m.doc() = "Troupe's runtime for PyTorch tasks (use the troupe package, not this module)";
   m.def("run", &run, py::arg("build"), py::arg("argv"), py::arg("name"), py::arg("flags"));
+  troupe::python::bind_dash(m);
 }

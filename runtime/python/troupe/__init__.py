@@ -9,6 +9,7 @@ data-parallel groups, with every flag, role and fault path of the Troupe binarie
 
 See docs/python.md.
 """
+from . import optim
 from .launch import run
 from .table import Table
 from .torch_task import TorchTask
