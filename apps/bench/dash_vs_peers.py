@@ -95,6 +95,17 @@ def train(make_model, make_opt, train_set, test, epochs, batch, target):
     return spent / steps, curve, reached, state_bytes(opt)
 
 
+def attempt(name, lr, target, *args):
+    """train(*args), shown; a run that fails (a peer diverging into an SVD of NaN) says so."""
+    try:
+        result = train(*args)
+    except Exception as e:  # the peer's own error: reported, and the others still run
+        print(f"  {name:<16} lr {lr:<7g} failed: {type(e).__name__}: {str(e)[:120]}", flush=True)
+        return None
+    show(name, lr, result, target)
+    return result
+
+
 def show(name, lr, result, target):
     per_step, curve, reached, size = result
     first = next((i + 1 for i, a in enumerate(curve) if a >= target), None)
@@ -112,7 +123,12 @@ def main():
     flags.add_argument("--cnn-train", type=int, default=12000, help="the CNN's slice")
     flags.add_argument("--target", type=float, default=0.88, help="the MLP's target accuracy")
     flags.add_argument("--cnn-target", type=float, default=0.85)
+    flags.add_argument("--lrs", default="", help="NAME=LR,...: no sweep for those (e.g. "
+                       "DASH=1e-3,Adam=1e-3,AdamW=1e-3 from an earlier run)")
+    flags.add_argument("--skip", default="", help="NAME,...: optimizers the MLP part leaves out")
     o = flags.parse_args()
+    given = {k: float(v) for k, v in (x.split("=") for x in o.lrs.split(",") if x)}
+    skip = set(filter(None, o.skip.split(",")))
     import fmnist_cnn
     import troupe
     po = peers()
@@ -134,22 +150,27 @@ def main():
           f"{torch.get_num_threads()}, B {B}, F {F}", flush=True)
     best = {}
     for name, make in optimizers.items():
+        if name in given:
+            best[name] = (given[name], make(given[name]))
+            continue
         runs = {}
         for lr in (3e-4, 1e-3, 3e-3):
-            runs[lr] = train(mlp, make(lr), train_set, test, o.epochs, o.batch, o.target)
-            show(name, lr, runs[lr], o.target)
+            runs[lr] = attempt(name, lr, o.target, mlp, make(lr), train_set, test, o.epochs,
+                               o.batch, o.target)
+        runs = {k: v for k, v in runs.items() if v}
         lr = max(runs, key=lambda k: max(runs[k][1]))
         best[name] = (lr, make(lr))
         print(f"  {name}: best lr {lr:g} (best test accuracy {max(runs[lr][1]):.4f})")
     for name, (lr, make) in fixed.items():
-        show(name, lr, train(mlp, make, train_set, test, o.epochs, o.batch, o.target), o.target)
+        if name not in skip:
+            attempt(name, lr, o.target, mlp, make, train_set, test, o.epochs, o.batch, o.target)
         best[name] = (lr, make)
     cnn_train = fmnist_cnn.fashion_mnist(DATA, "train", o.cnn_train)
     print(f"CNN, {len(cnn_train)} examples, {o.epochs} epochs, each optimizer at its MLP lr",
           flush=True)
     for name, (lr, make) in best.items():
-        show(name, lr, train(fmnist_cnn.Net, make, cnn_train, test, o.epochs, o.batch,
-                             o.cnn_target), o.cnn_target)
+        attempt(name, lr, o.cnn_target, fmnist_cnn.Net, make, cnn_train, test, o.epochs,
+                o.batch, o.cnn_target)
 
 
 if __name__ == "__main__":
