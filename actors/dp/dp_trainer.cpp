@@ -224,6 +224,10 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   if (job.compression.adam != compressed_adam::none) {
     if (job.optimizer.type != optimizer_config::kind::adam)
       return make_error(errc::bad_configuration, "1-bit and 0/1 Adam are Adam");
+    if (st.model_buffer_values > 0)  // their stages would step the buffers' zero gradients
+      return make_error(errc::bad_configuration,
+                        "1-bit and 0/1 Adam do not take a model with buffers (BatchNorm's "
+                        "statistics) yet");
     st.adam.emplace(*st.layout, st.optimizer_plan.buckets[0], job.compression, job.optimizer);
   }
   st.waiting_for.assign(st.buckets.size(), 0);

@@ -59,6 +59,9 @@ void adopt_model_buffers(dp_trainer_state& st) {
   if (st.model_buffers.empty()) return;
   const auto meta =
       std::span<const float>(*st.values).subspan(buffers_at(st), st.model_buffer_values);
+  // Every member holds the same sum, so all keep their buffers alike when it is not finite
+  // (a 0/1 Adam sync step goes on whatever one member's gradient was: not its buffers).
+  if (!std::all_of(meta.begin(), meta.end(), [](float v) { return std::isfinite(v); })) return;
   size_t at = 0;
   for (const auto& b : st.model_buffers) {
     std::copy_n(meta.begin() + at, b.count, st.params.begin() + b.offset);
@@ -66,12 +69,13 @@ void adopt_model_buffers(dp_trainer_state& st) {
   }
   // The store holds the values the next step starts from (and a checkpoint saves).
   for (size_t s = 0; s < st.optimizer->slices().size(); ++s) {
-    const auto& slice = st.optimizer->slices()[s];
-    const int t = st.layout->find(slice.name);
-    if (t < 0 || !st.is_model_buffer[t]) continue;
-    const uint64_t from = st.layout->offsets[t] + slice.row_offset * row_size(slice.shape);
+    const auto& t = st.optimizer->slices()[s];
+    const int index = st.layout->find(t.name);
+    if (index < 0 || !st.is_model_buffer[index]) continue;
+    const auto range = locate(*st.layout, slice{t.name, t.row_offset, t.shape});
     auto values = st.optimizer->set_values(s);
-    std::copy_n(st.params.begin() + from, values.size(), values.begin());
+    if (!range || range->count != values.size()) continue;  // not this layout's: left alone
+    std::copy_n(st.params.begin() + range->offset, values.size(), values.begin());
   }
 }
 

@@ -148,7 +148,7 @@ caf::expected<double> share_gradient(self_ptr self, const dp_trainer_config& con
   const auto sizes = micro_batches(share.count, st.job->accumulate);
   // A buffer's value is final only once it has left the gradient (compute_and_send).
   auto tell = [&](size_t t) {
-    if (!st.is_model_buffer[t]) tensor_ready(self, config, t);
+    if (t < st.is_model_buffer.size() && !st.is_model_buffer[t]) tensor_ready(self, config, t);
   };
   if (!st.tables.empty()) {  // --mode hybrid: with the rows pulled for the share
     auto done =
@@ -173,11 +173,21 @@ caf::expected<double> share_gradient(self_ptr self, const dp_trainer_config& con
   for (size_t k = 0; k < sizes.size(); ++k) {
     const float weight = static_cast<float>(double(sizes[k]) / double(share.count));
     const bool last = k + 1 == sizes.size();
-    auto add = [&](size_t t) {  // tensor t of this micro-batch into the mean
+    // Tensor t of this micro-batch into the mean; a model buffer's new value is the next
+    // micro-batch's start (its statistics move once per forward pass, as under DDP's
+    // no_sync), and the last one's is the share's.
+    auto add = [&](size_t t) {
       if (t >= added.size() || added[t]) return;
       added[t] = true;
       const uint64_t end = t + 1 < added.size() ? layout.offsets[t + 1] : layout.total;
-      for (uint64_t i = layout.offsets[t]; i < end; ++i) grad[i] += weight * st.micro[i];
+      if (st.is_model_buffer[t]) {
+        std::copy(st.micro.begin() + layout.offsets[t], st.micro.begin() + end,
+                  grad.begin() + layout.offsets[t]);
+        std::copy(st.micro.begin() + layout.offsets[t], st.micro.begin() + end,
+                  st.params.begin() + layout.offsets[t]);
+      } else {
+        for (uint64_t i = layout.offsets[t]; i < end; ++i) grad[i] += weight * st.micro[i];
+      }
       if (last) tell(t);
     };
     auto done = st.replica->gradient_range(st.params, epoch, first, sizes[k], st.micro, add);

@@ -12,9 +12,16 @@ std::atomic<int> first_received{0};  // lock-free: safe to store from a handler
 struct sigaction previous[2];
 bool installed[2] = {false, false};
 
+// The first stop signal is noted, and both signals take their default action from then on
+// (sigaction is async-signal-safe): a second one, of either kind, ends the process.
 extern "C" void on_stop_signal(int sig) {
   int none = 0;
   first_received.compare_exchange_strong(none, sig);
+  struct sigaction fallback {};
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  for (int i = 0; i < 2; ++i)
+    if (installed[i]) ::sigaction(handled[i], &fallback, nullptr);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <tuple>
@@ -305,9 +306,16 @@ class torch_task : public training_task {
 
   std::vector<tensor_spec> parameters() const override { return specs_; }
 
+  // A model that cannot be built here (make_torch_task built one) gives NaN, which the job
+  // refuses, rather than values nobody chose.
   void initialize(uint64_t seed, std::span<float> params) const override {
-    flat_module model(torch_detail::build_model(task_->options.model, seed), torch::kCPU);
-    model.save(params);
+    auto done = guarded("the task's model", [&] {
+      flat_module model(torch_detail::build_model(task_->options.model, seed), torch::kCPU);
+      if (model.total() != params.size()) throw std::length_error("another number of values");
+      model.save(params);
+      return true;
+    });
+    if (!done) std::fill(params.begin(), params.end(), std::numeric_limits<float>::quiet_NaN());
   }
 
   uint64_t batches_per_epoch(uint32_t batch) const override {

@@ -402,10 +402,12 @@ sys.exit(troupe.run(troupe.TorchTask(BnNet, bn_data(256, 1), bn_data(200, 2))))
 '''
 
 
-def ddp_reference(task, seed, epochs, members, batch, lr):
+def ddp_reference(task, seed, epochs, members, batch, lr, accumulate=1):
     """What DDP computes for BnNet: each member's share of a step through the model in train
-    mode (its own batch statistics), the gradients averaged by examples, plain SGD, and every
-    member's buffers set to the first member's after each step. Test loss after each epoch."""
+    mode (its own batch statistics; under `accumulate`, in that many micro-batches, each
+    starting from the buffers the one before left, their gradients averaged by size), the
+    gradients averaged by examples, plain SGD, and every member's buffers set to the first
+    member's after each step. Test loss after each epoch."""
     total = sum(torch.Size(shape).numel() for _, shape, *_ in task.parameters())
     state = torch.zeros(total)
     task.initialize(seed, memoryview(state.numpy()).cast("B").cast("f"))
@@ -432,15 +434,23 @@ def ddp_reference(task, seed, epochs, members, batch, lr):
             cuts = [len(step) * r // members for r in range(members + 1)]
             grad, first_buffers = torch.zeros(total), None
             for r in range(members):
-                load(state)
-                model.zero_grad()
                 share = step[cuts[r]:cuts[r + 1]]
-                nn.functional.cross_entropy(model(x[share]), y[share]).backward()
-                g = torch.cat([torch.zeros(len(buffers()))] +
-                              [p.grad.reshape(-1) for p in model.parameters()])
-                grad += g * (len(share) / len(step))
+                local = state.clone()
+                n = len(share)
+                sizes = [n // accumulate + (k < n % accumulate) for k in range(accumulate)]
+                at = 0
+                for size in filter(None, sizes):
+                    load(local)
+                    model.zero_grad()
+                    part = share[at:at + size]
+                    nn.functional.cross_entropy(model(x[part]), y[part]).backward()
+                    g = torch.cat([torch.zeros(len(buffers()))] +
+                                  [p.grad.reshape(-1) for p in model.parameters()])
+                    grad += g * (size / len(step))
+                    local[:len(buffers())] = buffers()
+                    at += size
                 if r == 0:
-                    first_buffers = buffers()
+                    first_buffers = local[:len(buffers())].clone()
             state -= lr * grad
             state[:len(first_buffers)] = first_buffers
         load(state)
@@ -491,6 +501,24 @@ class ModelBuffers(unittest.TestCase):
         got = [e["test_loss"] for e in report["epochs"]]
         for a, b in zip(got, expected):
             self.assertLess(abs(a - b) / b, 1e-5, (got, expected))
+
+    def test_under_accumulate_each_micro_batch_starts_from_the_last_ones_buffers(self):
+        # --accumulate 2: each member computes 2 micro-batches of --batch (16) a step
+        expected = ddp_reference(self.task, 3, 2, 2, 32, 0.1, accumulate=2)
+        with tempfile.TemporaryDirectory() as cwd:
+            code, out, report = self.run_bn(cwd, ["--mode", "dp", "--workers", "2",
+                                                  "--epochs", "2", "--accumulate", "2"])
+            self.assertEqual(code, 0, out)
+        got = [e["test_loss"] for e in report["epochs"]]
+        for a, b in zip(got, expected):
+            self.assertLess(abs(a - b) / b, 1e-5, (got, expected))
+
+    def test_compressed_adam_refuses_a_model_with_buffers(self):
+        with tempfile.TemporaryDirectory() as cwd:
+            code, out, _ = self.run_bn(cwd, ["--mode", "dp", "--workers", "2", "--epochs", "1",
+                                             "--optimizer", "onebit-adam"])
+            self.assertNotEqual(code, 0, out)
+            self.assertIn("do not take a model with buffers", out)
 
     def test_a_checkpoint_holds_the_buffers(self):
         expected = ddp_reference(self.task, 3, 2, 2, 16, 0.1)

@@ -55,7 +55,10 @@ torch::Tensor read_idx(const std::string& path, int64_t limit) {
     read(b.data(), 4);
     shape.push_back((int64_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3]);
   }
-  if (shape.empty()) throw std::runtime_error(path + ": no dimensions");
+  if (shape.empty()) {
+    gzclose(f);
+    throw std::runtime_error(path + ": no dimensions");
+  }
   if (limit > 0 && limit < shape[0]) shape[0] = limit;
   auto out = torch::empty(shape, torch::kUInt8);
   read(out.data_ptr(), static_cast<unsigned>(out.numel()));

@@ -49,7 +49,9 @@ std::vector<std::vector<uint64_t>> ids_from_python(const py::handle& list, size_
   std::vector<std::vector<uint64_t>> out;
   for (auto item : list) {
     auto info = py::reinterpret_borrow<py::buffer>(item).request();
-    if (info.ndim != 1 || info.itemsize != 8 || info.strides[0] != 8)
+    const char kind = info.format.empty() ? '?' : info.format.back();  // "<q", "l", ...
+    if (info.ndim != 1 || info.itemsize != 8 || (info.shape[0] > 1 && info.strides[0] != 8) ||
+        std::string("qQlL").find(kind) == std::string::npos)
       throw std::runtime_error("ids must be 1-D contiguous 64-bit integer arrays");
     const auto* data = static_cast<const uint64_t*>(info.ptr);
     std::vector<uint64_t> ids(data, data + info.shape[0]);

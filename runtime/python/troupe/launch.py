@@ -26,6 +26,8 @@ def _device(values):
         raise ValueError(f"--device {name}: not cpu, cuda or cuda:N") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {name}: this process has no usable GPU (torch sees none)")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"--device {name}: this process sees {torch.cuda.device_count()} GPUs")
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"--device {name}: only cpu and cuda are supported")
     return device

@@ -134,6 +134,7 @@ class TorchTask:
         # The evaluation's model, built now (not beside trainers that draw random numbers) and
         # moved to the device at the first evaluation (when --device is known).
         self._probe, self._evaluator = probe, None
+        self._evaluating = threading.Lock()  # one evaluation at a time: one evaluator model
         self._evaluation_rows = None
         if len(train) == 0:
             raise ValueError("TorchTask: the training set is empty")
@@ -203,6 +204,10 @@ class TorchTask:
     def evaluate(self, params, rows=None):
         """(accuracy, mean loss) on the test set with the parameters `params` (and, for a
         model with tables, `rows`: (ids, values) per table)."""
+        with self._evaluating:
+            return self._evaluate(params, rows)
+
+    def _evaluate(self, params, rows):
         if self._evaluator is None:
             self._evaluator = _Model(self._probe, self.device)
         model = self._evaluator
