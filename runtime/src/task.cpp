@@ -20,4 +20,23 @@ caf::expected<range_result> task_replica::gradient_range(std::span<const float>,
                     "run in --mode hybrid");
 }
 
+caf::expected<float> range_replica::gradient(std::span<const float> params, uint32_t epoch,
+                                             uint64_t batch, std::span<float> grad) {
+  auto done = gradient_range(params, epoch, batch * batch_, batch_, grad, {});
+  if (!done) return std::move(done.error());
+  return static_cast<float>(done->loss);
+}
+
+std::vector<std::vector<uint64_t>> range_replica::rows_of(uint32_t epoch, uint64_t batch) {
+  return rows_of_range(epoch, batch * batch_, batch_);
+}
+
+caf::expected<float> range_replica::gradient(std::span<const float> params, sparse_rows_view& rows,
+                                             uint32_t epoch, uint64_t batch,
+                                             std::span<float> grad) {
+  auto done = gradient_range(params, rows, epoch, batch * batch_, batch_, grad);
+  if (!done) return std::move(done.error());
+  return static_cast<float>(done->loss);
+}
+
 }  // namespace troupe

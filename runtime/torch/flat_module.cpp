@@ -106,6 +106,28 @@ void flat_module::report(size_t i, std::span<float> out) const {
     target.copy_(t.grad().reshape(-1));
 }
 
+std::vector<torch::Tensor> flat_module::hold_rows(const sparse_rows_view& rows, bool grad) {
+  if (rows.ids.size() != tables_.size() || rows.values.size() != tables_.size())
+    throw std::invalid_argument("rows for another number of tables than the model has");
+  std::vector<torch::Tensor> leaves;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const auto n = static_cast<int64_t>(rows.ids[t].size());
+    auto ids = torch::from_blob(const_cast<uint64_t*>(rows.ids[t].data()), {n}, torch::kLong);
+    auto values = host_view(std::span<const float>(rows.values[t]))
+                      .view({n, static_cast<int64_t>(tables_[t]->spec().row_dim)})
+                      .to(device_)
+                      .detach();
+    if (grad) values.requires_grad_(true);
+    tables_[t]->hold(ids.to(device_), values);
+    leaves.push_back(values);
+  }
+  return leaves;
+}
+
+void flat_module::release_rows() {
+  for (auto* table : tables_) table->release();
+}
+
 void flat_module::save(std::span<float> out) const {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < tensors_.size(); ++i)

@@ -35,6 +35,11 @@ class flat_module {
   // The current values of every tensor into `out` (total() of them).
   void save(std::span<float> out) const;
 
+  // Gives each table its rows (`rows` holds one entry per table), on the device; with `grad`,
+  // as leaves whose .grad backward fills, returned. Throws when the rows do not fit.
+  std::vector<torch::Tensor> hold_rows(const sparse_rows_view& rows, bool grad);
+  void release_rows();
+
   torch::Tensor forward(const std::vector<torch::Tensor>& inputs) { return model_.forward(inputs); }
   torch::nn::Module& module() { return *model_.module; }
   const std::vector<torch::Tensor>& parameters() const { return params_; }

@@ -41,12 +41,6 @@ std::vector<uint64_t> to_ids(const torch::Tensor& sorted) {
   return std::vector<uint64_t>(p, p + cpu.numel());
 }
 
-torch::Tensor from_ids(const std::vector<uint64_t>& ids, torch::Device device) {
-  return torch::from_blob(const_cast<uint64_t*>(ids.data()), {static_cast<int64_t>(ids.size())},
-                          torch::kLong)
-      .to(device);
-}
-
 // What the task shares with its replicas: the options, and the tables' specs.
 struct shared_task {
   torch_task_options options;
@@ -106,11 +100,11 @@ struct accumulated_hook : torch::autograd::FunctionPostHook {
   }
 };
 
-class torch_replica : public task_replica {
+class torch_replica : public range_replica {
  public:
   torch_replica(std::shared_ptr<const shared_task> task, uint32_t batch, uint64_t seed)
-      : task_(std::move(task)),
-        batch_(batch),
+      : range_replica(batch),
+        task_(std::move(task)),
         seed_(seed),
         model_(torch_detail::build_model(task_->options.model, seed), task_->options.device),
         step_(std::make_shared<step_state>()) {
@@ -123,13 +117,6 @@ class torch_replica : public task_replica {
     }
   }
 
-  caf::expected<float> gradient(std::span<const float> params, uint32_t epoch, uint64_t batch,
-                                std::span<float> grad) override {
-    auto done = gradient_range(params, epoch, batch * batch_, batch_, grad, {});
-    if (!done) return std::move(done.error());
-    return static_cast<float>(done->loss);
-  }
-
   caf::expected<range_result> gradient_range(std::span<const float> params, uint32_t epoch,
                                              uint64_t first, uint32_t count, std::span<float> grad,
                                              const gradient_ready& ready) override {
@@ -137,10 +124,6 @@ class torch_replica : public task_replica {
       return failed("the task's gradient_range",
                     "this model has troupe::torch_tables: it runs in --mode ps or --mode hybrid");
     return step(params, nullptr, epoch, first, count, grad, ready);
-  }
-
-  std::vector<std::vector<uint64_t>> rows_of(uint32_t epoch, uint64_t batch) override {
-    return rows_of_range(epoch, batch * batch_, batch_);
   }
 
   std::vector<std::vector<uint64_t>> rows_of_range(uint32_t epoch, uint64_t first,
@@ -154,13 +137,6 @@ class torch_replica : public task_replica {
     for (size_t t = 0; t < out.size() && t < cached_->rows.size(); ++t)
       out[t] = to_ids(cached_->rows[t]);
     return out;
-  }
-
-  caf::expected<float> gradient(std::span<const float> params, sparse_rows_view& rows,
-                                uint32_t epoch, uint64_t batch, std::span<float> grad) override {
-    auto done = gradient_range(params, rows, epoch, batch * batch_, batch_, grad);
-    if (!done) return std::move(done.error());
-    return static_cast<float>(done->loss);
   }
 
   caf::expected<range_result> gradient_range(std::span<const float> params, sparse_rows_view& rows,
@@ -219,13 +195,13 @@ class torch_replica : public task_replica {
         return {0.0, 0};
       }
       model_.load(params);
-      auto leaves = hold_rows(rows);
+      auto leaves = rows ? model_.hold_rows(*rows, true) : std::vector<torch::Tensor>{};
       for (const auto& p : model_.parameters()) p.mutable_grad().reset();
       const double loss = backward(*read.batch, grad, relay);
       add_row_gradients(rows, leaves);
       return {loss, static_cast<uint64_t>(read.batch->target.size(0))};
     });
-    for (auto* t : model_.tables()) t->release();
+    model_.release_rows();
     step_->active = false;
     if (relay) relay->close(bool(out));
     if (out && out->count > count)
@@ -259,25 +235,6 @@ class torch_replica : public task_replica {
     return loss.item<double>();
   }
 
-  std::vector<torch::Tensor> hold_rows(sparse_rows_view* rows) {
-    std::vector<torch::Tensor> leaves;
-    if (!rows) return leaves;
-    const auto& tables = model_.tables();
-    if (rows->ids.size() != tables.size())
-      throw std::invalid_argument("rows for another number of tables");
-    for (size_t t = 0; t < tables.size(); ++t) {
-      const auto dim = static_cast<int64_t>(tables[t]->spec().row_dim);
-      auto values = host_view(std::span<const float>(rows->values[t]))
-                        .view({static_cast<int64_t>(rows->ids[t].size()), dim})
-                        .to(model_.device())
-                        .detach()
-                        .requires_grad_(true);
-      tables[t]->hold(from_ids(rows->ids[t], model_.device()), values);
-      leaves.push_back(values);
-    }
-    return leaves;
-  }
-
   static void add_row_gradients(sparse_rows_view* rows, const std::vector<torch::Tensor>& leaves) {
     if (!rows) return;
     torch::NoGradGuard no_grad;
@@ -287,7 +244,6 @@ class torch_replica : public task_replica {
   }
 
   std::shared_ptr<const shared_task> task_;
-  uint32_t batch_;
   uint64_t seed_;
   flat_module model_;
   std::shared_ptr<step_state> step_;
@@ -368,15 +324,10 @@ class torch_task : public training_task {
     auto done = guarded("the task's evaluation", [&] {
       torch::NoGradGuard no_grad;
       evaluator_.load(params);
-      const auto& tables = evaluator_.tables();
-      if (!tables.empty() && (!rows || rows->ids.size() != tables.size()))
-        throw std::invalid_argument("the evaluation has no rows for the model's tables");
-      for (size_t t = 0; t < tables.size(); ++t)
-        tables[t]->hold(from_ids(rows->ids[t], evaluator_.device()),
-                        host_view(std::span<const float>(rows->values[t]))
-                            .view({static_cast<int64_t>(rows->ids[t].size()),
-                                   static_cast<int64_t>(tables[t]->spec().row_dim)})
-                            .to(evaluator_.device()));
+      if (!evaluator_.tables().empty()) {
+        if (!rows) throw std::invalid_argument("the evaluation has no rows for the model's tables");
+        evaluator_.hold_rows(*rows, false);
+      }
       evaluator_.module().eval();
       const auto& test = task_->options.test;
       int64_t right = 0;
@@ -391,11 +342,10 @@ class torch_task : public training_task {
         right += task_->options.correct(output, target);
         loss_sum += task_->options.loss(output, target).item<double>() * double(n);
       }
-      evaluator_.module().train();
       const double n = static_cast<double>(test.size);
       return test.size ? evaluation{double(right) / n, loss_sum / n} : evaluation{0, 0};
     });
-    for (auto* t : evaluator_.tables()) t->release();
+    evaluator_.release_rows();
     evaluator_.module().train();
     if (done) return *done;
     const double nan = std::numeric_limits<double>::quiet_NaN();

@@ -117,6 +117,24 @@ class task_replica {
                                                      std::span<float> grad);
 };
 
+// A replica whose unit is a range of examples (the Python package's and troupe/torch.hpp's):
+// batch b of an epoch is examples b * batch .. b * batch + batch - 1, so gradient(), rows_of()
+// and gradient() with rows follow from the two gradient_range() and rows_of_range(), which a
+// subclass gives.
+class range_replica : public task_replica {
+ public:
+  explicit range_replica(uint32_t batch) : batch_(batch) {}
+
+  caf::expected<float> gradient(std::span<const float> params, uint32_t epoch, uint64_t batch,
+                                std::span<float> grad) override;
+  std::vector<std::vector<uint64_t>> rows_of(uint32_t epoch, uint64_t batch) override;
+  caf::expected<float> gradient(std::span<const float> params, sparse_rows_view& rows,
+                                uint32_t epoch, uint64_t batch, std::span<float> grad) override;
+
+ private:
+  uint32_t batch_;
+};
+
 class training_task {
  public:
   virtual ~training_task() = default;

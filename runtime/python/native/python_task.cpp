@@ -82,20 +82,13 @@ auto guarded(const std::string& doing, F call) -> caf::expected<decltype(call())
   }
 }
 
-class python_replica : public task_replica {
+class python_replica : public range_replica {
  public:
   python_replica(py::object replica, uint32_t batch, size_t tables)
-      : replica_(std::move(replica)), batch_(batch), tables_(tables) {}
+      : range_replica(batch), replica_(std::move(replica)), tables_(tables) {}
   ~python_replica() override {
     py::gil_scoped_acquire gil;
     replica_ = py::object();
-  }
-
-  caf::expected<float> gradient(std::span<const float> params, uint32_t epoch, uint64_t batch,
-                                std::span<float> grad) override {
-    auto done = gradient_range(params, epoch, batch * batch_, batch_, grad, {});
-    if (!done) return std::move(done.error());
-    return static_cast<float>(done->loss);
   }
 
   caf::expected<range_result> gradient_range(std::span<const float> params, uint32_t epoch,
@@ -116,10 +109,6 @@ class python_replica : public task_replica {
 
   // Tables (ps and hybrid jobs): the rows a range reads, then its gradient with them. An
   // exception in rows_of_range fails the gradient that follows (rows_of cannot return one).
-  std::vector<std::vector<uint64_t>> rows_of(uint32_t epoch, uint64_t batch) override {
-    return rows_of_range(epoch, batch * batch_, batch_);
-  }
-
   std::vector<std::vector<uint64_t>> rows_of_range(uint32_t epoch, uint64_t first,
                                                    uint32_t count) override {
     auto ids = guarded("the task's rows_of_range", [&] {
@@ -128,13 +117,6 @@ class python_replica : public task_replica {
     if (ids) return std::move(*ids);
     rows_error_ = std::move(ids.error());
     return std::vector<std::vector<uint64_t>>(tables_);
-  }
-
-  caf::expected<float> gradient(std::span<const float> params, sparse_rows_view& rows,
-                                uint32_t epoch, uint64_t batch, std::span<float> grad) override {
-    auto done = gradient_range(params, rows, epoch, batch * batch_, batch_, grad);
-    if (!done) return std::move(done.error());
-    return static_cast<float>(done->loss);
   }
 
   caf::expected<range_result> gradient_range(std::span<const float> params, sparse_rows_view& rows,
@@ -160,7 +142,6 @@ class python_replica : public task_replica {
   }
 
   py::object replica_;
-  uint32_t batch_;
   size_t tables_;
   caf::error rows_error_;  // from the last rows_of_range, for the gradient that follows
 };
