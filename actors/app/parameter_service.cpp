@@ -13,6 +13,7 @@
 
 #include "actors/app/parameter_service_parts.hpp"
 #include "actors/bucket/parameter_bucket.hpp"
+#include "actors/client/bucket_client.hpp"
 #include "actors/supervision/supervisor.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "kernels/cpu/vector_ops.hpp"
@@ -27,6 +28,9 @@ struct parameter_client::state {
   uint32_t id = 0;
   uint64_t pushes = 0;
   std::vector<bucket_actor> buckets;  // this client's view: replaced when one is found gone
+  // The client of the buckets for the actor that calls this one (made at its first call).
+  caf::scheduled_actor* actor = nullptr;
+  std::shared_ptr<bucket_client> client;
 };
 
 namespace {
@@ -51,7 +55,8 @@ struct fan_in {
   }
 };
 
-bool bucket_gone(const caf::error& err) {
+// The supervisor's own end (it stopped, or was killed).
+bool supervisor_gone(const caf::error& err) {
   return err == caf::sec::request_receiver_down || err == caf::exit_reason::user_shutdown ||
          err.category() == caf::atom("exit");
 }
@@ -85,7 +90,7 @@ void find_restarted(caf::event_based_actor* self, std::shared_ptr<parameter_clie
   child_of(self, st->service->supervisor, bucket_prefix + std::to_string(b), timeout,
            [=](caf::expected<caf::actor> child) {
              if (child && child->address() != gone) return found(std::move(child));
-             if (!child && bucket_gone(child.error()))  // the supervisor itself
+             if (!child && supervisor_gone(child.error()))
                return found(make_error(errc::job_failed, "the parameter service has stopped"));
              if (std::chrono::steady_clock::now() >= deadline)
                return found(make_error(errc::job_failed,
@@ -96,27 +101,35 @@ void find_restarted(caf::event_based_actor* self, std::shared_ptr<parameter_clie
            });
 }
 
-// Sends message(again, in_process) as `Atom` to bucket b; on a gone bucket finds its restarted
-// actor and sends once more (`again` marks the second try), then calls on_reply or on_error.
-// `in_process`: the bucket is an actor of this process (the message need not be encoded).
-template <class Atom, class OnReply, class OnError>
-void ask_bucket(caf::event_based_actor* self, std::shared_ptr<parameter_client::state> st,
-                uint32_t b, std::function<wire(bool again, bool in_process)> message,
-                OnReply on_reply, OnError on_error, bool again = false) {
-  const auto timeout = st->service->timeout;
-  const auto target = st->buckets[b];
-  self->request(target, timeout, Atom{}, message(again, target.node() == self->node()))
-      .then([on_reply](const wire& w) mutable { on_reply(w); },
-            [=](caf::error& err) mutable {
-              if (again || !bucket_gone(err)) return on_error(timed_out(std::move(err), b));
-              find_restarted(self, st, b, target.address(),
-                             std::chrono::steady_clock::now() + timeout,
-                             [=](caf::expected<caf::actor> found) mutable {
-                               if (!found) return on_error(std::move(found.error()));
-                               st->buckets[b] = caf::actor_cast<bucket_actor>(*found);
-                               ask_bucket<Atom>(self, st, b, message, on_reply, on_error, true);
-                             });
-            });
+// The client of the buckets for `self`: one per calling actor. A bucket that went is found
+// again through the supervisor (once: the app's own actor decides what to do next); one that
+// did not answer in time is not looked for (errc::timeout).
+bucket_client& client_for(caf::event_based_actor* self,
+                          std::shared_ptr<parameter_client::state> st) {
+  if (st->client && st->actor == self) return *st->client;
+  bucket_client_config c;
+  c.buckets = st->buckets;
+  c.timeout = st->service->timeout;
+  c.max_attempts = 2;
+  c.log = st->service->log;
+  // (Weakly: the client is the state's, and a request's handlers must not keep the state.)
+  c.find_again = [self, weak = std::weak_ptr<parameter_client::state>(st)](
+                     size_t b, const bucket_actor& failed, const caf::error& why,
+                     std::function<void(caf::expected<bucket_actor>)> found) {
+    auto st = weak.lock();
+    if (!st) return found(make_error(errc::job_failed, "the parameter client is gone"));
+    if (why == caf::sec::request_timeout) return found(timed_out(why, static_cast<uint32_t>(b)));
+    find_restarted(self, st, static_cast<uint32_t>(b), failed.address(),
+                   std::chrono::steady_clock::now() + st->service->timeout,
+                   [st, b, found](caf::expected<caf::actor> child) {
+                     if (!child) return found(std::move(child.error()));
+                     st->buckets[b] = caf::actor_cast<bucket_actor>(*child);
+                     found(st->buckets[b]);
+                   });
+  };
+  st->actor = self;
+  st->client = bucket_client::make(self, std::move(c));
+  return *st->client;
 }
 
 // Each bucket's spec, as a remote server would receive it: through the codec and its checks.
@@ -174,6 +187,7 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
                                             {},
                                             true,
                                             config.tables});
+  sh->log = config.log;
   uint64_t rows = 0;
   for (const auto& t : config.tensors) rows += t.shape.empty() ? 1 : t.shape[0];
   if (config.buckets > rows)
@@ -276,6 +290,10 @@ caf::expected<parameter_client> parameter_service::client(uint32_t id) const {
   return parameter_client{std::move(st)};
 }
 
+const std::vector<tensor_spec>& parameter_service::tensors() const {
+  return shared_->layout.specs;
+}
+
 caf::actor parameter_service::supervisor() const {
   return shared_->supervisor;
 }
@@ -297,6 +315,10 @@ size_t parameter_client::size() const {
 
 uint64_t parameter_client::pushes() const {
   return state_->pushes;
+}
+
+std::chrono::milliseconds parameter_client::timeout() const {
+  return state_->service->timeout;
 }
 
 void parameter_client::pull(caf::event_based_actor* self,
@@ -324,22 +346,18 @@ void parameter_client::pull(caf::event_based_actor* self, std::vector<std::vecto
   for (uint32_t b = 0; b < buckets; ++b) {
     const pull_request request{b, st->id, st->pushes,
                                row_requests(tables, gathered->value.rows, b, buckets)};
-    ask_bucket<pull_atom>(
-        self, st, b, [request](bool, bool in_process) { return encode_for(in_process, request); },
-        [st, gathered, b](const wire& w) {
-          auto reply = decode<pull_reply>(w);
-          if (!reply) return gathered->fail(std::move(reply.error()));
-          const auto& service = *st->service;
-          if (!within(service.plan.buckets[b], reply->tensors))
-            return gathered->fail(make_error(errc::shape_mismatch,
-                                             "bucket " + std::to_string(b) + " sent other slices"));
-          scatter(service.layout, reply->tensors, gathered->value.values);
-          if (auto err = fill_rows(service.tables, reply->rows, gathered->value.rows))
+    client_for(self, st).pull(
+        b, request,
+        [service = st->service, gathered, b](const dense_tensor& t) {
+          return place_of(service->layout, service->plan.buckets[b], t, gathered->value.values);
+        },
+        [service = st->service, gathered, b](pull_reply& reply) {
+          if (auto err = fill_rows(service->tables, reply.rows, gathered->value.rows))
             return gathered->fail(std::move(err));
-          gathered->value.clocks[b] = std::move(reply->clock);
+          gathered->value.clocks[b] = std::move(reply.clock);
           gathered->arrived();
         },
-        [gathered](caf::error err) { gathered->fail(std::move(err)); });
+        [gathered, b](bucket_failure f) { gathered->fail(timed_out(std::move(f.error), b)); });
   }
 }
 
@@ -414,19 +432,13 @@ void parameter_client::send_push(caf::event_based_actor* self, std::span<const f
         b, st->id, clock, read.clocks[b], gather(service.layout, service.plan.buckets[b], grad)});
     if (!row_grads.empty()) request->sparse = row_gradients(service.tables, rows, b, buckets);
     request->batches = batches;
-    ask_bucket<push_atom>(
-        self, st, b,
-        [request](bool again, bool in_process) {
-          request->resend = again;  // it may have landed before the bucket went
-          return encode_for(in_process, *request);
-        },
-        [gathered](const wire& w) {
-          auto ack = decode<push_ack>(w);
-          if (!ack) return gathered->fail(std::move(ack.error()));
-          gathered->value.staleness = std::max(gathered->value.staleness, ack->staleness);
+    client_for(self, st).push(
+        b, std::move(request), std::nullopt,
+        [gathered](const push_ack& ack) {
+          gathered->value.staleness = std::max(gathered->value.staleness, ack.staleness);
           gathered->arrived();
         },
-        [gathered](caf::error err) { gathered->fail(std::move(err)); });
+        [gathered, b](bucket_failure f) { gathered->fail(timed_out(std::move(f.error), b)); });
   }
 }
 

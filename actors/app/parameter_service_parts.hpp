@@ -23,6 +23,7 @@ struct parameter_service::shared {
   std::vector<bucket_actor> buckets;  // as started; a client finds a restarted one again
   bool owned = true;                  // started here (stop() ends it); false: connected to
   std::vector<table_spec> tables;     // embedding tables, their rows hashed over the buckets
+  logger log{"parameters"};           // where its clients say that a bucket is found again
 };
 
 // The directory of a service (its tensors, plan, clients and timeout) as it travels.

@@ -220,7 +220,7 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   }
   st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes, full_precision);
   find_model_buffers(st);
-  if (!st.table_buckets.empty()) st.tables = config.task->sparse_tables();  // --mode hybrid
+  if (st.table_buckets) st.tables = config.task->sparse_tables();  // --mode hybrid
   if (job.compression.adam != compressed_adam::none) {
     if (job.optimizer.type != optimizer_config::kind::adam)
       return make_error(errc::bad_configuration, "1-bit and 0/1 Adam are Adam");
@@ -323,7 +323,7 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
         if (!sent_by(self, config.coordinator->address()))
           return config.log.warn("ignored tables that are not from the coordinator");
         connect_table_servers(self, config, servers);
-        self->state.table_buckets = std::move(buckets);
+        use_table_buckets(self, config, std::move(buckets));
       },
       [=](stop_atom, const std::string& failure) {
         if (sent_by(self, config.coordinator->address())) config.coordinator->close();

@@ -28,6 +28,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/bucket/bucket_store.hpp"
+#include "actors/client/bucket_client.hpp"
 #include "actors/dp/adam_replica.hpp"
 #include "actors/dp/allreduce_group.hpp"
 #include "actors/dp/dp_schedule.hpp"
@@ -118,13 +119,13 @@ struct dp_trainer_state {
   uint64_t restored_step = 0;
   bool stopping = false;
   bool checkpoint_due = false;  // member 0: a save waits for a step that communicated
-  // --mode hybrid: the buckets of the task's embedding tables, the tables, the rows of the
-  // step in flight (values pulled, gradients computed) and each bucket's clock at the pull
-  std::vector<bucket_actor> table_buckets;
+  // --mode hybrid: the client of the task's embedding tables' buckets (it keeps each bucket's
+  // clock at the pull), the tables, and the rows of the step in flight (values pulled,
+  // gradients computed)
+  std::shared_ptr<bucket_client> table_buckets;
   std::set<std::string> table_servers;  // HOST:PORT of the servers connected to directly
   std::vector<table_spec> tables;
   sparse_rows_view rows;
-  std::vector<vector_clock> read_clocks;
   // The step's row pushes, one per table bucket, computed with its gradient and sent only once
   // the step is applied (a step abandoned for a new generation sends none, so that a
   // re-formed group cannot push a step's rows twice); and the pushes not yet acknowledged.

@@ -67,8 +67,11 @@ void table_push_done(self_ptr self, const dp_trainer_config& config);
 // is still reached the other way.
 void connect_table_servers(self_ptr self, const dp_trainer_config& config,
                            const std::string& servers);
-// Pulls the rows examples `share` of `epoch` read from the table buckets into st.rows (their
-// read clocks into st.read_clocks), then `then`.
+// The table buckets are `buckets` from now on (the first: the client of them is made).
+void use_table_buckets(self_ptr self, const dp_trainer_config& config,
+                       std::vector<bucket_actor> buckets);
+// Pulls the rows examples `share` of `epoch` read from the table buckets into st.rows (the
+// client keeps their read clocks), then `then`.
 void pull_share_rows(self_ptr self, const dp_trainer_config& config, example_range share,
                      uint32_t epoch, std::function<void()> then);
 // Computes st.rows' gradients into st.rows_due, one push per bucket that owns some, named

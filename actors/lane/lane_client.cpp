@@ -216,11 +216,11 @@ void lane_link::read_answers() {
   fail_all("connection lost");
 }
 
-lane_link* lane_map::find(const caf::node_id& node) const {
+std::shared_ptr<lane_link> lane_map::find(const caf::node_id& node) const {
   if (by_node_.empty() || !node) return nullptr;
   auto i = by_node_.find(to_string(node));
   if (i == by_node_.end() || i->second->broken()) return nullptr;
-  return i->second.get();
+  return i->second;
 }
 
 }  // namespace troupe

@@ -15,9 +15,8 @@
 // thread two wake-ups), so a late request fails between 1 and 1.25 timeouts after it was
 // written; a lost connection fails everything in flight at once.
 //
-// ask_bucket() is how a caller sends a pull or push: over the lane of the bucket's node when it
-// holds one, over CAF otherwise. Requests over a lane write from the caller's thread and may
-// wait (up to the timeout) for a stopped server: call them from a detached or blocking actor.
+// Requests are written by a bucket_channel (actors/client): from the caller's thread, and they
+// may wait (up to the timeout) for a stopped server, so a requester with lanes runs detached.
 #pragma once
 
 #include <caf/actor.hpp>
@@ -120,71 +119,11 @@ class lane_map {
  public:
   void add(std::shared_ptr<lane_link> link) { by_node_[link->node()] = std::move(link); }
   // The open lane to `node`, or null (no lane, or it ended: CAF carries the message).
-  lane_link* find(const caf::node_id& node) const;
+  std::shared_ptr<lane_link> find(const caf::node_id& node) const;
   bool empty() const { return by_node_.empty(); }
 
  private:
   std::map<std::string, std::shared_ptr<lane_link>> by_node_;
 };
-
-constexpr lane::frame_kind frame_kind_of(push_atom) {
-  return lane::frame_kind::push;
-}
-constexpr lane::frame_kind frame_kind_of(pull_atom) {
-  return lane::frame_kind::pull;
-}
-
-// Writes (atom, w) for bucket `target` on `link`; returns the handle of its response, as request()
-// would: then() for an event-based actor, receive() for a blocking one.
-// `target`: the bucket's CAF actor id.
-template <class Self, class Atom>
-auto ask_over_lane(Self* self, lane_link& link, uint64_t target, Atom atom, const wire& w) {
-  const auto id = self->new_request_id(caf::message_priority::normal);
-  link.send(self->ctrl(), id, frame_kind_of(atom), target, w);
-  constexpr bool blocking = std::is_base_of<caf::blocking_actor, Self>::value;
-  return caf::response_handle<Self, caf::message, blocking>{id.response_id(), self};
-}
-
-// The same for a push encoded straight onto the socket: `encode(write)` hands its bytes to
-// write(byte_parts) (encode_to), which writes them as one frame. Call encode_to there, so that
-// a large gradient goes from where it is to the socket with no copy in between.
-template <class Self, class Encode>
-auto push_over_lane(Self* self, lane_link& link, uint64_t target, Encode encode) {
-  const auto id = self->new_request_id(caf::message_priority::normal);
-  encode([&](byte_parts parts) {
-    link.send(self->ctrl(), id, lane::frame_kind::push, target, parts);
-  });
-  constexpr bool blocking = std::is_base_of<caf::blocking_actor, Self>::value;
-  return caf::response_handle<Self, caf::message, blocking>{id.response_id(), self};
-}
-
-// A push encoded straight onto the lane (as push_over_lane) and the pull `pull` of the same
-// bucket, written together (lane_link::send_pair). Returns the two response handles, push first.
-template <class Self, class Encode>
-auto push_and_pull_over_lane(Self* self, lane_link& link, uint64_t target, Encode encode,
-                             const wire& pull) {
-  const auto push_id = self->new_request_id(caf::message_priority::normal);
-  const auto pull_id = self->new_request_id(caf::message_priority::normal);
-  const wire pull_bytes = encoded(pull);
-  const std::span<const char> whole{pull_bytes.bytes.data(), pull_bytes.bytes.size()};
-  encode([&](byte_parts parts) {
-    link.send_pair(self->ctrl(), push_id, pull_id, target, parts, byte_parts{&whole, 1});
-  });
-  constexpr bool blocking = std::is_base_of<caf::blocking_actor, Self>::value;
-  using handle = caf::response_handle<Self, caf::message, blocking>;
-  return std::make_pair(handle{push_id.response_id(), self}, handle{pull_id.response_id(), self});
-}
-
-// Sends (atom, w) to `target` over its node's lane when `lanes` has one, over CAF otherwise,
-// and hands the answer to on_reply(const wire&) or on_error(caf::error&).
-template <class Self, class Atom, class Duration, class OnReply, class OnError>
-void ask_bucket(Self* self, const lane_map& lanes, const bucket_actor& target, Duration timeout,
-                Atom atom, wire w, OnReply on_reply, OnError on_error) {
-  if (auto* link = lanes.find(target.node()))
-    ask_over_lane(self, *link, target.id(), atom, w).then(std::move(on_reply), std::move(on_error));
-  else
-    self->request(target, timeout, atom, std::move(w))
-        .then(std::move(on_reply), std::move(on_error));
-}
 
 }  // namespace troupe

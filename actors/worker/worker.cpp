@@ -105,7 +105,7 @@ void pushed(self_ptr self, const worker_config& config) {
 
 void push_round(self_ptr self, const worker_config& config, bool skipped) {
   auto& st = self->state;
-  st.pushes_pending = st.buckets.size();
+  st.pushes_pending = st.buckets->size();
   st.chunk_staleness = 0;
   st.chunk_acks = 0;
   const bool last = st.queue.empty() && st.exhausted;
@@ -116,11 +116,11 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
   // held pull would hold the push's ack, and with it a pause that waits for the ack.
   const bool pull_behind = !last && st.tables.empty() && !st.job->prefetch;
   const bool paired = pull_behind && !st.job->pulls_held;
-  if (pull_behind) st.pulls_pending = st.buckets.size();
-  for (size_t b = 0; b < st.buckets.size(); ++b) {
+  if (pull_behind) st.pulls_pending = st.buckets->size();
+  for (size_t b = 0; b < st.buckets->size(); ++b) {
     const auto& plan = st.job->layout.buckets[b];
     auto push = std::make_shared<push_request>(
-        push_request{plan.bucket, st.job->worker, st.clock, st.read_clocks[b]});
+        push_request{plan.bucket, st.job->worker, st.clock, st.buckets->read_clock(b)});
     push->last = last;
     push->skipped = skipped;
     push->batches = st.current;  // a bucket applies these batches once, whoever pushes them
@@ -128,15 +128,15 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
       ;  // no tensors: the bucket counts the step only
     else if (st.job->compress_signs)
       push->signs = compress_gradient(st, plan);
-    // (dense: push_wire() reads st.grad when the push is sent)
+    // (dense: sent from st.grad where it is)
     if (!st.tables.empty())
       push->sparse = row_gradients(st.tables, st.rows, static_cast<uint32_t>(b),
-                                   static_cast<uint32_t>(st.buckets.size()));
+                                   static_cast<uint32_t>(st.buckets->size()));
     if (pull_behind)
       send_push_and_pull(self, config, b, std::move(push),
                          pull_request{plan.bucket, st.job->worker, st.clock + 1}, paired);
     else
-      send_push(self, config, b, std::move(push), 0);
+      send_push(self, config, b, std::move(push));
   }
 }
 
@@ -229,14 +229,8 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   st.params.assign(st.layout->total, 0.0f);
   st.grad.assign(st.layout->total, 0.0f);
   st.residual.assign(job->compress_signs ? st.layout->total : 0, 0.0f);
-  st.read_clocks.assign(buckets.size(), vector_clock{});
   st.replica = std::move(*replica);
-  st.buckets = std::move(buckets);
-  st.pulls.assign(st.buckets.size(), in_flight{});
-  st.pushes.assign(st.buckets.size(), in_flight{});
-  st.gone.assign(st.buckets.size(), caf::actor_addr{});
-  for (const auto& bucket : st.buckets) self->monitor(bucket);
-  st.lanes = connect_servers(self->system(), config, job->servers);
+  st.buckets = connect_buckets(self, config, std::move(buckets), job->servers);
   if (config.share_cores && job->workers_on_host > 0) config.share_cores(job->workers_on_host);
   st.job = std::move(*job);
   st.clock = st.job->clock;
@@ -297,7 +291,10 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
   config.coordinator->subscribe(self->address());
   self->set_down_handler([=](caf::down_msg& msg) {
     if (self->state.stopping) return;
-    if (msg.source != config.coordinator->address()) return on_bucket_down(self, msg);
+    if (msg.source != config.coordinator->address()) {
+      if (self->state.buckets) self->state.buckets->on_down(msg);
+      return;
+    }
     if (config.coordinator->standby_listed())
       return config.log.warn("lost the coordinator ({}); waiting for its standby",
                              describe(msg.reason));

@@ -2,11 +2,11 @@
 // batches from the coordinator (one chunk in reserve) and for each: pulls every bucket,
 // computes the chunk's averaged gradient, pushes each bucket its slice stamped with the bucket
 // clock it read, and reports the chunk done. With prefetch the next pull is in flight while a
-// chunk computes. When no work is left it says done. A pull or push that fails because its
-// bucket is gone (restarted, or its server lost) asks the coordinator for the bucket's current
-// handle and is sent again (a push marked as a resend, so it is never applied twice). Spawn it
-// detached: gradient() runs inside
-// its handler and must not hold a CAF scheduler thread.
+// chunk computes. When no work is left it says done. Its pulls and pushes go through a
+// bucket_client (actors/client), which sends a request whose bucket is gone (restarted, or its
+// server lost) again to the handle the coordinator names now (a push marked as a resend, so it
+// is never applied twice). Spawn it detached: gradient() runs inside its handler and must not
+// hold a CAF scheduler thread, and a data lane writes from the worker's thread.
 #pragma once
 
 #include <chrono>
@@ -19,7 +19,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "actors/lane/lane_client.hpp"
+#include "actors/client/bucket_client.hpp"
 #include "actors/supervision/coordinator_link.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"
@@ -58,22 +58,13 @@ constexpr size_t claim_below = 2;
 constexpr size_t report_every = 8;
 constexpr std::chrono::milliseconds report_within{50};
 
-// A pull or push on its way to a bucket. If the bucket's node is lost, CAF 0.17 answers the
-// request with nothing but a timeout: the monitor's down message retries it at once instead.
-struct in_flight {
-  uint64_t id = 0;  // 0: none
-  bucket_actor target;
-  std::function<void(const caf::error&)> lost;  // sends it again elsewhere
-};
-
 struct worker_state {
   static inline const char* name = "troupe.worker";
   std::optional<start_job> job;
   std::optional<flat_layout> layout;
   std::unique_ptr<task_replica> replica;
-  std::vector<bucket_actor> buckets;
-  lane_map lanes;                         // the data lane to each server node that has one
-  std::vector<vector_clock> read_clocks;  // per bucket: the clock of the values last pulled
+  // The buckets, through the data lane of each server node that has one (actors/client).
+  std::shared_ptr<bucket_client> buckets;
   std::vector<float> params;
   std::vector<float> grad;         // the gradient being pushed
   std::vector<float> batch_grad;   // one batch's gradient, averaged into grad when accumulating
@@ -109,10 +100,7 @@ struct worker_state {
   bool paused = false;  // no new chunk starts (checkpoint)
   // Pauses (a checkpoint, a drain) answered once no push is in flight.
   std::vector<caf::typed_response_promise<bool>> pauses;
-  std::vector<in_flight> pulls, pushes;  // per bucket
-  std::vector<caf::actor_addr> gone;     // per bucket: a handle known to be down (not yet replaced)
-  uint64_t requests = 0;                 // ids of in_flight entries
-  worker_metrics metrics;                // this worker's series (null without a registry)
+  worker_metrics metrics;  // this worker's series (null without a registry)
 };
 
 worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> self,

@@ -1,6 +1,6 @@
 // The worker actor's functions shared between its source files: worker.cpp (its loop: claims,
-// computation, progress, start and rejoin) and worker_requests.cpp (its pulls and pushes to the
-// buckets, over data lanes or CAF, with their resends when a bucket is gone). Internal to the
+// computation, progress, start and rejoin) and worker_requests.cpp (its pulls and pushes, through
+// its bucket_client). Internal to the
 // worker: nothing else may call them.
 #pragma once
 
@@ -27,18 +27,20 @@ void pushed(self_ptr self, const worker_config& config);
 void maybe_compute(self_ptr self, const worker_config& config);
 
 // -- worker_requests.cpp
+// The client of the job's buckets `buckets`, with a data lane to each of `servers` that has one
+// (connect_servers); it monitors them, and finds one gone again through the coordinator.
+std::shared_ptr<bucket_client> connect_buckets(self_ptr self, const worker_config& config,
+                                               std::vector<bucket_actor> buckets,
+                                               const std::vector<endpoint>& servers);
 void send_push(self_ptr self, const worker_config& config, size_t b,
-               std::shared_ptr<push_request> push, int attempt);
-// Bucket b's push and the pull of the values after it: with `as_pair`, over the bucket's data
-// lane as one pair of frames (one write each way, lane_link::send_pair); each on its own
-// otherwise, or where the bucket has no lane.
+               std::shared_ptr<push_request> push);
+// Bucket b's push and the pull of the values after it: with `as_pair`, as one pair of frames
+// where the bucket has a data lane (bucket_client::push_then_pull); each on its own otherwise.
 void send_push_and_pull(self_ptr self, const worker_config& config, size_t b,
                         std::shared_ptr<push_request> push, pull_request request, bool as_pair);
 // Pulls every bucket's values and, for models with embedding tables, the rows the chunk at the
 // front of the queue reads. `ahead`: 1 for a pull of the values after this worker's push of
 // the current chunk.
 void pull_round(self_ptr self, const worker_config& config, uint64_t ahead = 0);
-// A bucket's actor is gone (its node lost, or it crashed): requests in flight to it go again.
-void on_bucket_down(self_ptr self, const caf::down_msg& msg);
 
 }  // namespace troupe::worker_detail

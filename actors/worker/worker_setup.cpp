@@ -61,21 +61,8 @@ std::vector<sign_tensor> compress_gradient(worker_state& st, const bucket_placem
   return out;
 }
 
-// The push for bucket b. Its dense gradient is encoded from st.grad where it is, or, for a
-// bucket of this process, gathered into the message itself (nothing encoded). st.grad stays as
-// it is until every bucket has acknowledged, so a resend encodes the same values.
 bool pushes_gradient(const worker_state& st, const push_request& push) {
   return !push.skipped && !st.job->compress_signs;
-}
-
-wire push_wire(const worker_state& st, size_t b, const push_request& push, bool in_process) {
-  const auto& plan = st.job->layout.buckets[b];
-  const bool dense = pushes_gradient(st, push);
-  if (!in_process) return dense ? encode(push, views(*st.layout, plan, st.grad)) : encode(push);
-  if (!dense) return local_wire(push);
-  auto whole = push;
-  whole.dense = gather(*st.layout, plan, st.grad);
-  return local_wire(std::move(whole));
 }
 
 }  // namespace troupe

@@ -17,6 +17,7 @@
 #include <optional>
 #include <thread>
 
+#include "actors/client/bucket_channel.hpp"
 #include "actors/lane/lane_client.hpp"
 #include "actors/lane/lane_socket.hpp"
 #include "apps/bench/peer.hpp"
@@ -80,21 +81,23 @@ std::optional<hosted> host_buckets(caf::scoped_actor& self, const server_actor& 
   return out;
 }
 
-// One push and one pull of every bucket, as a worker sends them: each bucket's pull right
-// behind its push (the bucket answers it once the push is applied), `window` requests in
-// flight. push(b, request, gradient views) and pull(b, wire) send them. As a worker does, a
-// push is encoded from the gradient where it is, and a pull reply read straight into the
-// bucket's parameters.
-template <class Push, class Pull>
-void push_pull(hosted& h, Push push, Pull pull) {
+// One push and one pull of every bucket, as a worker sends them through `channel`: each
+// bucket's pull right behind its push (the bucket answers it once the push is applied),
+// `window` requests in flight. As a worker does, a push is encoded from the gradient where it
+// is, and a pull reply read straight into the bucket's parameters.
+void push_pull(caf::scoped_actor& self, hosted& h, bucket_channel& channel) {
   windowed(
       2 * h.buckets.size(),
       [&](size_t i) {
         const auto b = static_cast<uint32_t>(i / 2);
-        if (i % 2 == 1) return pull(b, encode(pull_request{b, 0, 0}));
+        if (i % 2 == 1)
+          return answer_to(self.ptr(), channel.pull(self.ptr(), h.buckets[b], {b, 0, 0}));
         const auto& g = h.grads[b];
-        return push(b, push_request{b, 0, 0, vector_clock{1}, {}, {}, {}},
-                    std::vector<dense_view>{dense_view{g.name, g.shape, 0, g.values}});
+        size_t bytes = 0;
+        const auto id = channel.push(
+            self.ptr(), h.buckets[b], push_request{b, 0, 0, vector_clock{1}, {}, {}, {}},
+            std::vector<dense_view>{dense_view{g.name, g.shape, 0, g.values}}, bytes);
+        return answer_to(self.ptr(), id);
       },
       [&](size_t i, const wire& w) {
         if (i % 2 == 0) return (void)decode<push_ack>(w);
@@ -178,29 +181,14 @@ suite_result run_pushpull(const options& o) {
     if (!h) break;
     const double gigabytes = 8.0 * double(n) / 1e9;
     std::vector<char> out(bytes, 'x'), in(std::min<size_t>(bytes, 1 << 20));
-    // Over a lane a push is encoded onto the socket (encode_to), as a worker sends it.
-    auto over_lane = [&](lane_link& lane) {
-      return [&] {
-        push_pull(
-            *h,
-            [&](uint32_t b, const push_request& x, const std::vector<dense_view>& views) {
-              return push_over_lane(self.ptr(), lane, h->buckets[b].id(),
-                                    [&](auto write) { encode_to(x, views, write); });
-            },
-            [&](uint32_t b, const wire& w) {
-              return ask_over_lane(self.ptr(), lane, h->buckets[b].id(), pull_atom_v, w);
-            });
+    // Through the channels a worker uses: over a lane a push is encoded onto the socket.
+    auto over_lane = [&](std::shared_ptr<lane_link> lane) {
+      return [&, channel = std::shared_ptr<bucket_channel>(lane_channel_of(lane))] {
+        push_pull(self, *h, *channel);
       };
     };
-    auto over_caf = [&] {
-      push_pull(
-          *h,
-          [&](uint32_t b, const push_request& x, const std::vector<dense_view>& views) {
-            return self->request(h->buckets[b], timeout, push_atom_v, encode(x, views));
-          },
-          [&](uint32_t b, wire w) {
-            return self->request(h->buckets[b], timeout, pull_atom_v, std::move(w));
-          });
+    auto over_caf = [&, channel = std::shared_ptr<bucket_channel>(caf_channel_of(timeout))] {
+      push_pull(self, *h, *channel);
     };
     // Each case beside its raw peer, all of them round by round (measure_interleaved).
     struct named_case {
@@ -210,13 +198,13 @@ suite_result run_pushpull(const options& o) {
     };
     std::vector<named_case> cases;
     cases.push_back({"raw TCP, same bytes", [&] { raw_round_trip(fd, out, in); }, 0});
-    if (tcp_lane) cases.push_back({"data lane, TCP", over_lane(*tcp_lane), 0});
+    if (tcp_lane) cases.push_back({"data lane, TCP", over_lane(tcp_lane), 0});
     cases.push_back({"CAF", over_caf, 0});
     if (local_lane && local_fd >= 0) {
       cases.push_back(
           {"raw Unix socket, same bytes", [&] { raw_round_trip(local_fd, out, in); }, 0});
       cases.back().limit = cases.size() - 1;
-      cases.push_back({"data lane, same host", over_lane(*local_lane), cases.size() - 1});
+      cases.push_back({"data lane, same host", over_lane(local_lane), cases.size() - 1});
     }
     std::vector<std::function<void()>> runs;
     for (const auto& c : cases) runs.push_back(c.once);

@@ -55,6 +55,8 @@ struct fixture {
     sys = std::make_unique<caf::actor_system>(cfg);
   }
 
+  void peer_pulls_and_pushes(bool blocking);
+
   caf::actor supervise(std::vector<std::string> names) {
     std::vector<child_spec> children;
     for (auto& name : names) {
@@ -159,8 +161,9 @@ BOOST_FIXTURE_TEST_CASE(a_node_of_another_schema_version_is_refused, fixture) {
 }
 
 // The serving side: a service of 6 values in 2 buckets (sgd, lr 0.5) that the peer (client 1)
-// pulls and pushes gradient 1..6 into from its own process; then client 0 here reads the step.
-BOOST_FIXTURE_TEST_CASE(another_process_pulls_and_pushes_a_served_service, fixture) {
+// pulls and pushes gradient 1..6 into from its own process, from an actor or (`blocking`) from
+// main(); then client 0 here reads the step.
+void fixture::peer_pulls_and_pushes(bool blocking) {
   parameter_service_config config;
   config.tensors = {{"w", {3, 2}}};
   config.initial = {1, 1, 1, 1, 1, 1};
@@ -174,9 +177,11 @@ BOOST_FIXTURE_TEST_CASE(another_process_pulls_and_pushes_a_served_service, fixtu
   auto node = app_node::start(*sys, opts, quiet);
   BOOST_TEST_REQUIRE(succeeded(node));
   node->serve("params", *service);
-  child_process peer(
-      {SERVICE_PEER_BIN, "--coordinator", "127.0.0.1:" + std::to_string(node->port())},
-      scratch("service-peer.log").string(), {"TROUPE_SECRET=" + opts.secret});
+  std::vector<std::string> args{SERVICE_PEER_BIN, "--coordinator",
+                                "127.0.0.1:" + std::to_string(node->port())};
+  if (blocking) args.push_back("--blocking");
+  child_process peer(args, scratch(blocking ? "blocking-peer.log" : "service-peer.log").string(),
+                     {"TROUPE_SECRET=" + opts.secret});
   const auto code = peer.wait(std::chrono::seconds(60));
   BOOST_TEST_INFO("peer: " << peer.output());
   BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
@@ -198,6 +203,14 @@ BOOST_FIXTURE_TEST_CASE(another_process_pulls_and_pushes_a_served_service, fixtu
   BOOST_TEST(snapshot->values == expected, boost::test_tools::per_element());
   node->stop();
   service->stop();
+}
+
+BOOST_FIXTURE_TEST_CASE(another_process_pulls_and_pushes_a_served_service, fixture) {
+  peer_pulls_and_pushes(false);
+}
+
+BOOST_FIXTURE_TEST_CASE(another_process_pulls_and_pushes_through_the_blocking_client, fixture) {
+  peer_pulls_and_pushes(true);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_node_needs_a_secret_and_a_free_port, fixture) {

@@ -18,6 +18,7 @@
 #include <optional>
 #include <thread>
 
+#include "actors/client/bucket_channel.hpp"
 #include "actors/lane/lane_client.hpp"
 #include "actors/lane/lane_reader.hpp"
 #include "actors/lane/lane_server.hpp"
@@ -32,6 +33,19 @@ using troupe::testing::fails_with;
 using troupe::testing::push_for;
 
 namespace {
+
+// Writes a request for the bucket of actor id `target` straight onto `link` (as a lane's
+// bucket_channel does) and waits for its answer.
+caf::expected<wire> ask_lane(caf::scoped_actor& self, lane_link& link, lane::frame_kind kind,
+                             uint64_t target, const wire& w) {
+  const auto id = self->new_request_id(caf::message_priority::normal);
+  link.send(self->ctrl(), id, kind, target, w);
+  caf::expected<wire> result = make_error(errc::timeout);
+  answer_to(self.ptr(), id.response_id())
+      .receive([&](const wire& reply) { result = reply; },
+               [&](caf::error& err) { result = std::move(err); });
+  return result;
+}
 
 constexpr auto timeout = std::chrono::seconds(10);
 const std::string secret = "lane-test-secret-0123456789";
@@ -56,12 +70,10 @@ struct lane_fixture : bucket_actor_fixture {
   }
 
   template <class Atom>
-  caf::expected<wire> over_lane(Atom atom, const wire& w, uint64_t target) {
-    caf::expected<wire> result = make_error(errc::timeout);
-    ask_over_lane(self.ptr(), *lane, target, atom, w)
-        .receive([&](const wire& reply) { result = reply; },
-                 [&](caf::error& err) { result = std::move(err); });
-    return result;
+  caf::expected<wire> over_lane(Atom, const wire& w, uint64_t target) {
+    constexpr auto kind =
+        std::is_same<Atom, push_atom>::value ? lane::frame_kind::push : lane::frame_kind::pull;
+    return ask_lane(self, *lane, kind, target, w);
   }
   template <class Atom>
   caf::expected<wire> over_caf(Atom atom, const wire& w) {
@@ -278,11 +290,7 @@ BOOST_FIXTURE_TEST_CASE(a_frame_its_bucket_holds_past_the_timeout_is_answered_go
   auto link = lane_link::open("127.0.0.1", (*server)->port(), secret, timeout);
   BOOST_TEST_REQUIRE(testing::succeeded(link));
   auto ask = [&](const pull_request& pull) {
-    caf::expected<wire> result = make_error(errc::timeout);
-    ask_over_lane(self.ptr(), **link, holding.id(), pull_atom_v, encode(pull))
-        .receive([&](const wire& reply) { result = reply; },
-                 [&](caf::error& err) { result = std::move(err); });
-    return result;
+    return ask_lane(self, **link, lane::frame_kind::pull, holding.id(), encode(pull));
   };
   const auto start = std::chrono::steady_clock::now();
   BOOST_TEST(is_gone(ask(pull_request{7, 0, 5, {}})));
@@ -325,14 +333,12 @@ BOOST_FIXTURE_TEST_CASE(a_frame_number_already_in_flight_is_refused, lane_fixtur
 }
 
 BOOST_FIXTURE_TEST_CASE(a_paired_push_and_pull_are_both_answered, lane_fixture) {
-  const wire push = encode(push_for(spec, 0, 1.0f));
-  auto [acked, pulled] = push_and_pull_over_lane(
-      self.ptr(), *lane, bucket.id(),
-      [&](auto write) {
-        const std::span<const char> whole{push.bytes.data(), push.bytes.size()};
-        write(byte_parts{&whole, 1});
-      },
-      encode(pull_request{7, 0, 1, {}}));
+  size_t written = 0;
+  const auto [push_id, pull_id] =
+      lane_channel_of(lane)->push_then_pull(self.ptr(), bucket, push_for(spec, 0, 1.0f),
+                                            std::nullopt, pull_request{7, 0, 1, {}}, written);
+  auto acked = answer_to(self.ptr(), push_id);
+  auto pulled = answer_to(self.ptr(), pull_id);
   caf::expected<wire> ack = make_error(errc::timeout), values = make_error(errc::timeout);
   acked.receive([&](const wire& w) { ack = w; }, [&](caf::error& err) { ack = std::move(err); });
   pulled.receive([&](const wire& w) { values = w; },
@@ -493,9 +499,10 @@ BOOST_AUTO_TEST_CASE(a_request_nobody_answers_fails_after_the_timeout) {
     auto link = lane_link::open("127.0.0.1", server.port, secret, short_timeout);
     BOOST_TEST_REQUIRE(testing::succeeded(link));
     const auto sent = std::chrono::steady_clock::now();
-    std::optional<caf::error> failed;
-    ask_over_lane(self.ptr(), **link, 1, pull_atom_v, encode(pull_request{7, 0, 0, {}}))
-        .receive([&](const wire&) {}, [&](caf::error& err) { failed = err; });
+    auto asked =
+        ask_lane(self, **link, lane::frame_kind::pull, 1, encode(pull_request{7, 0, 0, {}}));
+    const std::optional<caf::error> failed =
+        asked ? std::nullopt : std::optional<caf::error>{asked.error()};
     const auto waited = std::chrono::steady_clock::now() - sent;
     BOOST_TEST_REQUIRE(failed.has_value());
     BOOST_TEST(failed->category() != error_category);  // a bucket gone: the worker resends

@@ -2,7 +2,7 @@
 // from an app's own actor, vector-clock staleness, refused gradients that change nothing, bad
 // configurations, a bucket that crashes and is restarted with its values, a stopped service
 // that answers with errors instead of hanging, ssp holding a pull back, and embedding rows
-// pulled and pushed by id.
+// pulled and pushed by id; the blocking client from main(), its bounds and its end.
 #define BOOST_TEST_MODULE parameter_service
 #include <boost/test/unit_test.hpp>
 
@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "tests/unit/expect_error.hpp"
+#include "troupe/blocking_parameter_client.hpp"
 #include "troupe/node.hpp"
 #include "troupe/parameter_service.hpp"
 #include "troupe/supervision.hpp"
@@ -273,5 +274,75 @@ BOOST_FIXTURE_TEST_CASE(embedding_rows_are_pulled_and_pushed_by_id, fixture) {
       });
   BOOST_TEST(fails_with(refused, errc::shape_mismatch));
   BOOST_TEST(c->pushes() == 1u);  // the refused push sent nothing
+  service->stop();
+}
+
+// The blocking client from main(): a pull, a push computed from it and the pull after it, as
+// plain calls; a push and a pull in flight together (answered in order); the other client's
+// push counted as staleness; a gradient of another size refused with nothing sent; a crashed
+// bucket found again.
+BOOST_FIXTURE_TEST_CASE(main_pulls_and_pushes_through_the_blocking_client, fixture) {
+  auto service = parameter_service::start(*sys, sgd_config(2));
+  BOOST_TEST_REQUIRE(succeeded(service));
+  auto mine = blocking_parameter_client::open(*sys, *service, 0);
+  auto other = blocking_parameter_client::open(*sys, *service, 1);
+  BOOST_TEST_REQUIRE(succeeded(mine));
+  BOOST_TEST_REQUIRE(succeeded(other));
+  BOOST_TEST(
+      fails_with(blocking_parameter_client::open(*sys, *service, 2), errc::bad_configuration));
+  BOOST_TEST(mine->size() == 11u);
+  auto read = mine->pull();
+  BOOST_TEST_REQUIRE(succeeded(read));
+  for (size_t i = 0; i < 11; ++i) BOOST_TEST(read->values[i] == float(i));
+  auto theirs = other->pull();
+  BOOST_TEST_REQUIRE(succeeded(theirs));
+  BOOST_TEST_REQUIRE(succeeded(other->push(std::vector<float>(11, 1.0f), *theirs)));
+  // Ours was read before their push: one update others applied since.
+  auto pushed = mine->push_async(std::vector<float>(11, 1.0f), *read);
+  auto after = mine->pull_async();
+  auto outcome = blocking_parameter_client::wait(pushed, answer_within);
+  BOOST_TEST_REQUIRE(succeeded(outcome));
+  BOOST_TEST(outcome->staleness == 1u);
+  BOOST_TEST(mine->pushes() == 1u);
+  auto values = blocking_parameter_client::wait(after, answer_within);
+  BOOST_TEST_REQUIRE(succeeded(values));
+  for (size_t i = 0; i < 11; ++i) BOOST_TEST(values->values[i] == float(i) - 1.0f);
+  BOOST_TEST(fails_with(mine->push(std::vector<float>(3, 1.0f), *values), errc::shape_mismatch));
+  BOOST_TEST(mine->pushes() == 1u);
+  auto bucket = in_actor<caf::actor>([sup = service->supervisor()](auto* self, auto done) {
+    child_of(self, sup, "bucket-1", std::chrono::seconds(5), done);
+  });
+  BOOST_TEST_REQUIRE(succeeded(bucket));
+  caf::anon_send_exit(*bucket, caf::exit_reason::kill);
+  auto again = mine->pull();  // bucket-1 is found again through the supervisor
+  BOOST_TEST_REQUIRE(succeeded(again));
+  for (size_t i = 0; i < 11; ++i) BOOST_TEST(again->values[i] == float(i) - 1.0f);
+  service->stop();
+}
+
+// Every wait has a bound: a pull that ssp holds ends the caller's wait at its own bound, and a
+// client destroyed with that pull in flight answers it with an error instead of leaving its
+// future unanswered.
+BOOST_FIXTURE_TEST_CASE(a_blocking_wait_ends_at_its_bound_and_with_its_client, fixture) {
+  auto config = sgd_config(2);
+  config.consistency = {consistency_config::mode::ssp, 0};
+  config.timeout = std::chrono::milliseconds(60000);  // the service would hold it a minute
+  auto service = parameter_service::start(*sys, config);
+  BOOST_TEST_REQUIRE(succeeded(service));
+  std::future<caf::expected<parameter_snapshot>> held;
+  {
+    auto fast = blocking_parameter_client::open(*sys, *service, 0);
+    BOOST_TEST_REQUIRE(succeeded(fast));
+    auto read = fast->pull();
+    BOOST_TEST_REQUIRE(succeeded(read));
+    BOOST_TEST_REQUIRE(succeeded(fast->push(std::vector<float>(11, 0.1f), *read)));
+    // One clock ahead of a client that has not pushed, at bound 0: the pull is held.
+    held = fast->pull_async();
+    BOOST_TEST(fails_with(blocking_parameter_client::wait(held, std::chrono::milliseconds(200)),
+                          errc::timeout));
+    BOOST_TEST(held.valid());  // still in flight
+  }
+  BOOST_TEST_REQUIRE((held.wait_for(answer_within) == std::future_status::ready));
+  BOOST_TEST(fails_with(held.get(), errc::job_failed));
   service->stop();
 }

@@ -2,7 +2,8 @@
 // app node at --coordinator (TROUPE_SECRET), connects to its service "params", and as client 1
 // pulls, pushes the gradient 1, 2, ..., n once, and pulls again; prints "values: v0 v1 ..."
 // of that last pull and exits 0, or prints the error and exits 1. Also checks that a service
-// of another name is refused.
+// of another name is refused. With --blocking it does the same from main() through a
+// blocking_parameter_client instead of an actor's parameter_client.
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "troupe/app_node.hpp"
+#include "troupe/blocking_parameter_client.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
 #include "troupe/parameter_service.hpp"
@@ -29,8 +31,24 @@ int failed(const std::string& what, const caf::error& err) {
 
 }  // namespace
 
+// Pulls, pushes 1, 2, ..., n and pulls again, as plain calls from main().
+caf::expected<std::vector<float>> pull_push_pull(caf::actor_system& sys,
+                                                 const parameter_service& service) {
+  auto client = blocking_parameter_client::open(sys, service, 1);
+  if (!client) return std::move(client.error());
+  auto first = client->pull();
+  if (!first) return std::move(first.error());
+  std::vector<float> grad(client->size());
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = float(i + 1);
+  if (auto pushed = client->push(grad, *first); !pushed) return std::move(pushed.error());
+  auto second = client->pull();
+  if (!second) return std::move(second.error());
+  return second->values;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 3 || std::string{argv[1]} != "--coordinator") return 2;
+  const bool blocking = argc == 4 && std::string{argv[3]} == "--blocking";
+  if ((argc != 3 && !blocking) || std::string{argv[1]} != "--coordinator") return 2;
   launch_options opts;
   auto address = parse_host_port(argv[2]);
   const char* secret = std::getenv("TROUPE_SECRET");
@@ -54,6 +72,14 @@ int main(int argc, char** argv) {
   }
   auto service = parameter_service::connect(sys, *node, "params", timeout);
   if (!service) return failed("connect", service.error());
+  if (blocking) {
+    auto values = pull_push_pull(sys, *service);
+    if (!values) return failed("blocking pull and push", values.error());
+    std::printf("values:");
+    for (float v : *values) std::printf(" %g", v);
+    std::printf("\n");
+    return 0;
+  }
   auto client = service->client(1);
   if (!client) return failed("client", client.error());
   std::promise<caf::expected<std::vector<float>>> result;

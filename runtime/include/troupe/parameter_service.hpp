@@ -73,6 +73,7 @@ class parameter_client {
   uint32_t id() const;
   size_t size() const;  // values in a snapshot (and in a gradient)
   uint64_t pushes() const;
+  std::chrono::milliseconds timeout() const;  // the bound of each request to one bucket
 
   // Pulls every bucket at once; `done` gets the snapshot, or the first error (errc::timeout
   // when a bucket did not answer in time). ssp/bsp hold the pull until this client's clock is
@@ -141,6 +142,9 @@ class parameter_service {
   // The client of id `id` (< clients): errc::bad_configuration otherwise. Clients of one id
   // must be one actor, in whichever process: the id's push count is its clock.
   caf::expected<parameter_client> client(uint32_t id) const;
+
+  // The dense tensors it holds, in the order of a snapshot's values.
+  const std::vector<tensor_spec>& tensors() const;
 
   // The supervisor of the buckets (console, supervision trees, child_of).
   caf::actor supervisor() const;

@@ -1,13 +1,15 @@
-// troupe._native: the Python extension under the troupe package (runtime/python/troupe). One
-// entry point, run(build, argv, name, flags), which is run_app (troupe/app.hpp) with a task
-// built in Python: the same flags, roles, modes and faults as troupe-fmnist. Python code calls
-// troupe.run, not this.
+// troupe._native: the Python extension under the troupe package (runtime/python/troupe).
+// run(build, argv, name, flags) is run_app (troupe/app.hpp) with a task built in Python: the
+// same flags, roles, modes and faults as troupe-fmnist. Beside it: DASH's kernels
+// (dash_binding), and the parameter service and its blocking clients (parameter_binding).
+// Python code calls the troupe package, not this.
 #include <csignal>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include "dash_binding.hpp"
+#include "parameter_binding.hpp"
 #include "python_task.hpp"
 #include "troupe/app.hpp"
 #include "troupe/error.hpp"
@@ -88,4 +90,5 @@ PYBIND11_MODULE(_native, m) {
   m.doc() = "Troupe's runtime for PyTorch tasks (use the troupe package, not this module)";
   m.def("run", &run, py::arg("build"), py::arg("argv"), py::arg("name"), py::arg("flags"));
   troupe::python::bind_dash(m);
+  troupe::python::bind_parameters(m);
 }

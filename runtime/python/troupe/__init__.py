@@ -7,11 +7,16 @@ data-parallel groups, with every flag, role and fault path of the Troupe binarie
     # TorchTask(..., ids=lambda x, ids: {name: ids}); --mode ps or --mode hybrid
     raise SystemExit(troupe.run(task))
 
+    # or a loop of one's own on the parameter service:
+    client = troupe.ParameterClient("HOST:PORT", client=1)   # troupe.ParameterService serves
+    client.pull(model); loss.backward(); client.push(model)
+
 See docs/python.md.
 """
 from . import optim
 from .launch import run
+from .parameters import ParameterClient, ParameterService
 from .table import Table
 from .torch_task import TorchTask
 
-__all__ = ["Table", "TorchTask", "run"]
+__all__ = ["ParameterClient", "ParameterService", "Table", "TorchTask", "run"]

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""A plain PyTorch training loop on Troupe's parameter service, asynchronous, in several
+processes: each pulls the values, computes a gradient of its share of the batches and pushes
+it; the buckets apply every push as it arrives (SGD here), counting its staleness.
+
+    python3 ps_loop.py --serve 127.0.0.1:7700 --clients 2              # the service
+    python3 ps_loop.py --join 127.0.0.1:7700 --client 0 --clients 2    # a loop, client 0
+    python3 ps_loop.py --join 127.0.0.1:7700 --client 1 --clients 2    # a loop, client 1
+
+All need TROUPE_SECRET. The serving process prints "serving at HOST:PORT" once clients may
+join (port 0 takes a free one), waits until every client's pushes have been applied (the
+vector clocks say so), and prints the test accuracy of the result.
+Other flags: --epochs, --batch, --lr, --data DIR, --train-limit N, --test-limit N.
+"""
+import argparse
+import sys
+import time
+
+import torch
+from torch import nn
+
+import troupe
+from fmnist_cnn import fashion_mnist
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(),
+                                    nn.Linear(128, 10))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def my_batches(count, clients, client):
+    """This client's share of a epoch's batches: every clients-th, from its id."""
+    return range(client, count, clients)
+
+
+def train(client, model, data, args, clients):
+    x_all, y_all = data.tensors
+    batches = (len(x_all) + args.batch - 1) // args.batch
+    loss_fn = nn.CrossEntropyLoss()
+    for epoch in range(args.epochs):
+        losses, stale = [], []
+        for b in my_batches(batches, clients, client.id):
+            x = x_all[b * args.batch:(b + 1) * args.batch]
+            y = y_all[b * args.batch:(b + 1) * args.batch]
+            client.pull(model)
+            model.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            stale.append(client.push(model, batches=(epoch, b, 1)))
+            losses.append(loss.item())
+        print(f"client {client.id} epoch {epoch + 1}: loss {sum(losses) / len(losses):.4f}, "
+              f"staleness {sum(stale) / len(stale):.2f}", flush=True)
+    return batches
+
+
+def wait_for_everyone(client, pushes_each, clients, bound_s=300):
+    """Pulls until every bucket has applied `pushes_each[k]` pushes of each client k."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        clocks = client.pull().clocks
+        if all(len(c) >= clients and all(c[k] >= pushes_each[k] for k in range(clients))
+               for c in clocks):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def accuracy(model, data):
+    x, y = data.tensors
+    with torch.no_grad():
+        return (model(x).argmax(1) == y).float().mean().item()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--serve", metavar="HOST:PORT")
+    where.add_argument("--join", metavar="HOST:PORT")
+    p.add_argument("--clients", type=int, default=2)
+    p.add_argument("--client", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--train-limit", type=int, default=0)
+    p.add_argument("--test-limit", type=int, default=0)
+    args = p.parse_args()
+    torch.manual_seed(0)
+    model = MLP()
+    train_set = fashion_mnist(args.data, "train", args.train_limit)
+    if args.join:
+        client = troupe.ParameterClient(args.join, client=args.client)
+        train(client, model, train_set, args, args.clients)
+        return 0
+    # One client more than the loops: this process's own, which only pulls (async never holds
+    # a pull back, and a client that never pushes holds nobody else back either).
+    service = troupe.ParameterService(model, clients=args.clients + 1, optimizer="sgd",
+                                      lr=args.lr, listen=args.serve)
+    print(f"serving at {service.address}", flush=True)
+    batches = (len(train_set) + args.batch - 1) // args.batch
+    share = [len(my_batches(batches, args.clients, k)) * args.epochs
+             for k in range(args.clients)]
+    client = service.client(args.clients)
+    if not wait_for_everyone(client, share, args.clients):
+        print("not every client's pushes arrived", flush=True)
+        return 1
+    client.pull(model)
+    test_set = fashion_mnist(args.data, "t10k", args.test_limit)
+    print(f"test accuracy {accuracy(model, test_set):.4f}", flush=True)
+    service.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+// The one actor system of a Python process, for what a user's own loop calls (ParameterService,
+// ParameterClient): started on first use from TROUPE_* variables (TROUPE_TLS_DIR included) and
+// the defaults of every Troupe binary, stopped by troupe's atexit hook before the interpreter
+// finalises. A forked child (a DataLoader worker) never stops its parent's system. troupe.run
+// still starts a system of its own for its job (run_app).
+#pragma once
+
+#include <caf/actor_system.hpp>
+
+#include "troupe/options.hpp"
+
+namespace troupe::python {
+
+// The system; a Python RuntimeError when the environment's options are malformed.
+caf::actor_system& process_system();
+// The options it was started with (process_system() first).
+const launch_options& process_options();
+// Stops it, when this process started it (nothing in a forked child, nothing if never started).
+void stop_process_system();
+
+// Waits for `ready()` with the GIL released, in slices, so that Ctrl-C is raised in Python
+// (KeyboardInterrupt) while it waits; false when `bound` passed first.
+bool wait_releasing_gil(const std::function<bool(std::chrono::milliseconds)>& ready,
+                        std::chrono::milliseconds bound);
+
+// Raises `err` in Python: TimeoutError, ValueError (bad shapes, non-finite values, bad
+// configuration, malformed messages), PermissionError (authentication), RuntimeError otherwise.
+[[noreturn]] void raise_error(const caf::error& err, const std::string& doing);
+
+}  // namespace troupe::python
