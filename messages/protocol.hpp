@@ -73,6 +73,7 @@ CAF_ADD_ATOM(troupe, troupe, follow_atom, "follow")
 CAF_ADD_ATOM(troupe, troupe, state_atom, "state")
 CAF_ADD_ATOM(troupe, troupe, rejoin_atom, "rejoin")
 CAF_ADD_ATOM(troupe, troupe, takeover_atom, "takeover")
+CAF_ADD_ATOM(troupe, troupe, group_atom, "group")
 
 namespace troupe {
 
@@ -213,6 +214,7 @@ using coordinator_actor =
                      caf::replies_to<service_atom, std::string>::with<wire, caf::actor,
                                                                       std::vector<bucket_actor>>,
                      caf::replies_to<tables_atom>::with<std::vector<bucket_actor>, std::string>,
+                     caf::replies_to<group_atom, std::string>::with<caf::actor>,
                      caf::reacts_to<stop_atom, std::string>>;
 
 // The only actor a node publishes: it hands out the coordinator to peers that prove they know
@@ -289,6 +291,36 @@ using dp_coordinator_actor =
                      caf::reacts_to<event_atom, std::string, std::string>,
                      caf::replies_to<rejoin_atom, wire, dp_worker_actor>::with<wire>>;
 
+// A member of a loop group (actors/dp/loop_group.hpp): a process whose own training loop
+// reduces its gradients in the group (troupe.DistributedOptimizer).
+//   start: group_start (rank, size, generation, token, collective, timeout, group key,
+//          hosts): form that generation
+//   stop:  the group ended, or refused this member (the reason)
+//   run:   internal, the jobs its process queued (actors/dp/loop_member.hpp)
+using loop_member_actor =
+    caf::typed_actor<caf::reacts_to<start_atom, wire>,
+                     caf::replies_to<stop_atom, std::string>::with<bool>,
+                     caf::reacts_to<run_atom>>;
+
+// The coordinator of a loop group, served by an app node (app_node::serve_group; a node hands
+// it out to those who proved the secret, through coordinator_actor's group(name)).
+//   join:    join_request and the member -> join_reply; a generation forms once enough joined
+//   put/get: the generation's rendezvous store (store_entry, as the dp coordinator's)
+//   broken:  generation, why: a member's collective failed; the live members form a new one
+//   done:    the member of that token leaves (its loop ended)
+//   tick:    internal, a broken generation's wait for a loss to explain it
+using loop_group_actor =
+    caf::typed_actor<caf::replies_to<join_atom, wire, loop_member_actor>::with<wire>,
+                     caf::replies_to<put_atom, wire>::with<bool>,
+                     caf::replies_to<get_atom, wire>::with<wire>,
+                     caf::reacts_to<broken_atom, uint64_t, std::string>,
+                     caf::reacts_to<done_atom, uint64_t>,
+                     caf::reacts_to<tick_atom, uint64_t>>;
+
+// What a group's rendezvous store is to its members: the dp coordinator's, or a loop group's.
+using rendezvous_actor = caf::typed_actor<caf::replies_to<put_atom, wire>::with<bool>,
+                                          caf::replies_to<get_atom, wire>::with<wire>>;
+
 // clang-format on
 
 }  // namespace troupe
@@ -304,6 +336,8 @@ CAF_ADD_TYPE_ID(troupe, (troupe::coordinator_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::gatekeeper_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::dp_worker_actor))
 CAF_ADD_TYPE_ID(troupe, (troupe::dp_coordinator_actor))
+CAF_ADD_TYPE_ID(troupe, (troupe::loop_member_actor))
+CAF_ADD_TYPE_ID(troupe, (troupe::loop_group_actor))
 CAF_END_TYPE_ID_BLOCK(troupe)
 
 namespace troupe {

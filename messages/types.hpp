@@ -99,8 +99,9 @@ struct bucket_state_part {
 // The version of troupe.capnp's meaning that nodes speak. A gatekeeper refuses a node of
 // another version (naming both) before anything else crosses. 2: DASH's choices and the
 // collective travel as Cap'n Proto enums; app update rules (optimizer kind app). 5: a push
-// names its batches, and a bucket's saved state the batches it counted.
-constexpr uint32_t wire_schema_version = 5;
+// names its batches, and a bucket's saved state the batches it counted. 6: a node hands out
+// the loop groups it serves (coordinator_actor's group).
+constexpr uint32_t wire_schema_version = 6;
 
 struct hello {
   role sender = role::worker;

@@ -42,6 +42,7 @@ struct shown_supervisors {
 struct served_services {
   std::mutex lock;
   std::map<std::string, std::shared_ptr<parameter_service::shared>> entries;
+  std::map<std::string, caf::actor> groups;  // loop groups (actors/dp/loop_group.hpp)
 
   std::shared_ptr<parameter_service::shared> find(const std::string& name) {
     std::lock_guard<std::mutex> guard{lock};
@@ -189,6 +190,14 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
       [=](tables_atom) -> caf::result<std::vector<bucket_actor>, std::string> {
         return no_job("tables");
       },
+      [=](group_atom, const std::string& name) -> caf::result<caf::actor> {
+        std::lock_guard<std::mutex> guard{config.served->lock};
+        auto it = config.served->groups.find(name);
+        if (it == config.served->groups.end())
+          return make_error(errc::bad_configuration,
+                            "this node serves no loop group '" + name + "'");
+        return it->second;
+      },
       [=](stop_atom, const std::string&) {
         config.log.warn("ignored a stop: an app node runs no job");
       },
@@ -239,6 +248,11 @@ caf::expected<caf::actor> app_node::join(caf::actor_system& sys, const launch_op
 void app_node::serve(const std::string& name, const parameter_service& service) const {
   std::lock_guard<std::mutex> guard{shared_->served->lock};
   shared_->served->entries[name] = service.shared_;
+}
+
+void app_node::serve_group(const std::string& name, const caf::actor& group) const {
+  std::lock_guard<std::mutex> guard{shared_->served->lock};
+  shared_->served->groups[name] = group;
 }
 
 uint16_t app_node::port() const {

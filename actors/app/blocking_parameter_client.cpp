@@ -12,30 +12,18 @@
 #include <mutex>
 
 #include "messages/protocol.hpp"
+#include "troupe/detail/answer_promise.hpp"
 
 namespace troupe {
 
 namespace {
 
-// A future's promise that answers errc::job_failed if it is dropped unanswered (the client's
-// actor ended with the request in flight), so that no wait ends in an exception.
 template <class T>
-class answer {
- public:
-  std::future<caf::expected<T>> future() { return promise_.get_future(); }
-  void set(caf::expected<T> x) {
-    if (set_) return;
-    set_ = true;
-    promise_.set_value(std::move(x));
-  }
-  ~answer() { set(make_error(errc::job_failed, "the parameter client stopped")); }
-
- private:
-  std::promise<caf::expected<T>> promise_;
-  bool set_ = false;
-};
+using answer = detail::answer_promise<T>;
 
 using job = std::function<void(caf::event_based_actor*)>;
+
+const std::string stopped = "the parameter client stopped";
 
 }  // namespace
 
@@ -121,7 +109,7 @@ std::chrono::milliseconds blocking_parameter_client::default_bound() const {
 
 std::future<caf::expected<parameter_snapshot>> blocking_parameter_client::pull_async(
     std::vector<std::vector<uint64_t>> ids) {
-  auto out = std::make_shared<answer<parameter_snapshot>>();
+  auto out = std::make_shared<answer<parameter_snapshot>>(stopped);
   auto future = out->future();
   auto state = runner_->state;
   runner_->post([state, out, ids = std::move(ids)](caf::event_based_actor* self) mutable {
@@ -134,7 +122,7 @@ std::future<caf::expected<parameter_snapshot>> blocking_parameter_client::pull_a
 std::future<caf::expected<push_outcome>> blocking_parameter_client::push_async(
     std::span<const float> grad, const parameter_snapshot& read,
     std::vector<std::vector<float>> row_grads, std::optional<batch_range> batches) {
-  auto out = std::make_shared<answer<push_outcome>>();
+  auto out = std::make_shared<answer<push_outcome>>(stopped);
   auto future = out->future();
   auto state = runner_->state;
   // What the push needs of the snapshot: its clocks and the rows' ids, not its values.

@@ -483,6 +483,11 @@ coordinator_actor::behavior_type coordinator(
                               "serves services)");
       },
       [=](tables_atom) { return want_tables(self, config); },
+      [=](group_atom, const std::string& name) -> caf::result<caf::actor> {
+        return make_error(errc::bad_configuration, "no loop group '" + name +
+                                                       "': a training job's coordinator serves "
+                                                       "none (an app node serves them)");
+      },
       [=](stop_atom, const std::string& failure) { stop_for_group(self, config, failure); },
       [=](done_atom, uint32_t rank) {
         auto& st = self->state;

@@ -33,7 +33,7 @@ struct group_form {
   collective_kind collective = collective_kind::gloo;
   std::string bind_host = "127.0.0.1";  // where the other members reach this one
   std::chrono::milliseconds timeout{30000};
-  dp_coordinator_actor coordinator;
+  rendezvous_actor coordinator;    // its store: the dp coordinator, or a loop group
   std::vector<std::string> hosts;  // each rank's host label
   bool two_level = false;          // reduce inside hosts (NCCL where each has a GPU), then across
   // Another rendezvous than the coordinator's (troupe-bench's file_store); none: the

@@ -144,13 +144,8 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
   auto& st = self->state;
   const auto& o = config.opts;
   ++st.generation;
-  st.store.clear();
+  st.store.reset();
   st.checksums.clear();
-  for (auto& [key, waiters] : st.store_waiters)
-    for (auto& promise : waiters)
-      promise.deliver(make_error(errc::collective_failed, "a newer generation was formed"));
-  st.store_waiters.clear();
-  st.waiting = 0;
   if (!st.training) {
     st.training = true;
     st.started = std::chrono::steady_clock::now();

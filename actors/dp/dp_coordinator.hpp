@@ -31,6 +31,7 @@
 
 #include "actors/coordinator/evaluator.hpp"
 #include "actors/coordinator/succession.hpp"
+#include "actors/dp/collective/generation_store.hpp"
 #include "actors/job/checkpoint_file.hpp"
 #include "actors/job/progress_line.hpp"
 #include "actors/supervision/heartbeat.hpp"
@@ -77,18 +78,13 @@ struct dp_member {
   double wall_s = 0;
 };
 
-// Store requests held until their key is set; more than this means something loops.
-constexpr size_t max_store_waiters = 4096;
-
 struct dp_coordinator_state {
   static inline const char* name = "troupe.dp_coordinator";
   bool training = false;
   bool finishing = false;
   uint64_t generation = 0;
   std::vector<dp_member> members;
-  std::map<std::string, std::vector<uint8_t>> store;  // this generation's keys
-  std::map<std::string, std::vector<caf::typed_response_promise<wire>>> store_waiters;
-  size_t waiting = 0;
+  generation_store store;                                      // this generation's rendezvous keys
   std::map<uint64_t, std::map<uint32_t, uint64_t>> checksums;  // step -> rank -> checksum
   std::vector<uint64_t>
       applied_examples;  // per epoch: examples of the steps applied (first report)

@@ -1,7 +1,8 @@
 // troupe._native: the Python extension under the troupe package (runtime/python/troupe).
 // run(build, argv, name, flags) is run_app (troupe/app.hpp) with a task built in Python: the
 // same flags, roles, modes and faults as troupe-fmnist. Beside it: DASH's kernels
-// (dash_binding), and the parameter service and its blocking clients (parameter_binding).
+// (dash_binding), the parameter service and its blocking clients (parameter_binding), and
+// loop groups for a loop's own data parallelism (group_binding).
 // Python code calls the troupe package, not this.
 #include <csignal>
 
@@ -9,6 +10,7 @@
 #include <pybind11/stl.h>
 
 #include "dash_binding.hpp"
+#include "group_binding.hpp"
 #include "parameter_binding.hpp"
 #include "python_task.hpp"
 #include "troupe/app.hpp"
@@ -91,4 +93,5 @@ PYBIND11_MODULE(_native, m) {
   m.def("run", &run, py::arg("build"), py::arg("argv"), py::arg("name"), py::arg("flags"));
   troupe::python::bind_dash(m);
   troupe::python::bind_parameters(m);
+  troupe::python::bind_groups(m);
 }

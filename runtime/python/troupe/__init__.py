@@ -11,12 +11,17 @@ data-parallel groups, with every flag, role and fault path of the Troupe binarie
     client = troupe.ParameterClient("HOST:PORT", client=1)   # troupe.ParameterService serves
     client.pull(model); loss.backward(); client.push(model)
 
+    # or a data-parallel loop of one's own, elastic (troupe.elastic says how):
+    optimizer = troupe.DistributedOptimizer(torch.optim.SGD(...), model.named_parameters())
+
 See docs/python.md.
 """
-from . import optim
+from . import elastic, optim
+from .distributed import DistributedOptimizer
 from .launch import run
 from .parameters import ParameterClient, ParameterService
 from .table import Table
 from .torch_task import TorchTask
 
-__all__ = ["ParameterClient", "ParameterService", "Table", "TorchTask", "run"]
+__all__ = ["DistributedOptimizer", "ParameterClient", "ParameterService", "Table", "TorchTask",
+           "elastic", "run"]

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 from torch.utils.data._utils.collate import default_collate
 
+from ._hooks import on_accumulated
 from .table import tables_of
 
 
@@ -319,11 +320,9 @@ class _Replica:
         self.read = None  # the last range read: ((epoch, first, count), examples, rows)
         self.uses = None  # how many times backward accumulates each parameter (first step)
         # Each parameter's gradient accumulator: its hook tells Troupe the gradient is final.
-        self.accumulators = []
-        for i, p in enumerate(self.model.params, start=self.model.first_param):
-            accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
-            accumulator.register_hook(self._hook(i))
-            self.accumulators.append(accumulator)
+        first = self.model.first_param
+        self.accumulators = on_accumulated(self.model.params,
+                                           lambda i: self._accumulated(first + i))
         self.step = None
 
     def _epoch_order(self, epoch):
@@ -352,15 +351,14 @@ class _Replica:
         self.read = (key, examples, rows)
         return examples, rows
 
-    def _hook(self, i):
-        def accumulated(*_):
-            step = self.step
-            if step is None:
-                return
-            step["fired"][i] += 1
-            if step["overlap"] and step["fired"][i] == self.uses[i]:
-                self._report(i)
-        return accumulated
+    def _accumulated(self, i):
+        """Tensor i's gradient was accumulated once more in this step's backward."""
+        step = self.step
+        if step is None:
+            return
+        step["fired"][i] += 1
+        if step["overlap"] and step["fired"][i] == self.uses[i]:
+            self._report(i)
 
     def _report(self, i):
         """Tensor i's gradient (a buffer's value after the forward pass) into Troupe's buffer,

@@ -1,0 +1,173 @@
+"""troupe.DistributedOptimizer and troupe.elastic: a data-parallel loop of one's own.
+
+In one process (a group of one): the optimizer steps exactly as the plain one, and a step whose
+gradient has NaN changes nothing. In several processes, the elastic_loop example: a driver and
+two loops; a third joins once the first has committed 10 steps (the group re-forms to 3); once
+the third has committed a step, the second is killed (kill -9; the group re-forms to 2); the
+loops carry on to the end with the same parameters (checksums), and every epoch's examples were
+used once (the commits' positions follow each other by size x batch). Each act waits for a log
+line, on a job with a floor under each step (--step-delay-ms), never for a time."""
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import warnings
+
+import torch
+from torch import nn
+
+import troupe
+
+EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
+LOOP = os.path.join(EXAMPLES, "elastic_loop.py")
+SECRET = "a-long-random-secret-for-tests"
+BOUND_S = 300  # every wait's bound; none comes near it
+TRAIN, BATCH, EPOCHS = 4000, 32, 2
+
+
+class Process:
+    """A process of the test, its output in a file; killed if still running at the end."""
+
+    def __init__(self, args, log):
+        self.log = log
+        env = dict(os.environ, TROUPE_SECRET=SECRET)
+        with open(log, "w") as out:
+            self.popen = subprocess.Popen([sys.executable, LOOP, *args], stdout=out,
+                                          stderr=subprocess.STDOUT, env=env)
+
+    def output(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def wait_for(self, pattern, count=1):
+        """True once `pattern` matched `count` times in the output (False if it ended first)."""
+        deadline = time.monotonic() + BOUND_S
+        while time.monotonic() < deadline:
+            if len(re.findall(pattern, self.output())) >= count:
+                return True
+            if self.popen.poll() is not None:
+                return len(re.findall(pattern, self.output())) >= count
+            time.sleep(0.02)
+        return False
+
+    def finish(self):
+        try:
+            return self.popen.wait(BOUND_S)
+        finally:
+            self.stop()
+
+    def stop(self):
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait()
+
+
+COMMIT = re.compile(r"commit epoch (\d+) position (\d+) size (\d+) generation (\d+)")
+
+
+def commits(*outputs):
+    """(epoch, position) -> size, over every loop's committed steps."""
+    seen = {}
+    for text in outputs:
+        for epoch, position, size, _ in COMMIT.findall(text):
+            seen[(int(epoch), int(position))] = int(size)
+    return seen
+
+
+class InOneProcess(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.group = troupe.elastic.GroupService(listen="127.0.0.1:0", min_size=1, secret=SECRET)
+        troupe.elastic.init(cls.group.address, secret=SECRET)
+
+    @classmethod
+    def tearDownClass(cls):
+        troupe.elastic.shutdown()
+        cls.group.stop()
+
+    def test_a_group_of_one_steps_as_the_plain_optimizer(self):
+        torch.manual_seed(3)
+        model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+        twin = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+        twin.load_state_dict(model.state_dict())
+        opt = troupe.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                          model.named_parameters(), bucket_mb=0.00001)
+        plain = torch.optim.SGD(twin.parameters(), lr=0.1)
+        self.assertGreater(len(opt.buckets), 1)
+        state = troupe.elastic.State(model, opt, step=0)
+
+        @troupe.elastic.run
+        def train(state):
+            x = torch.randn(8, 4, generator=torch.Generator().manual_seed(5))
+            for _ in range(3):  # the first step learns the hooks; the others overlap
+                for net, o in ((model, opt), (twin, plain)):
+                    o.zero_grad()
+                    net(x).square().sum().backward()
+                    o.step()
+                state.step += 1
+                state.commit()
+            return state.step
+
+        self.assertEqual(train(state), 3)
+        for a, b in zip(model.parameters(), twin.parameters()):
+            self.assertTrue(torch.allclose(a, b, atol=1e-6))
+        self.assertEqual(troupe.elastic.size(), 1)
+
+    def test_a_non_finite_gradient_changes_nothing(self):
+        model = nn.Linear(2, 1)
+        before = [p.detach().clone() for p in model.parameters()]
+        opt = troupe.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                          model.named_parameters())
+        troupe.elastic.run(lambda state: None)(troupe.elastic.State())
+        (model(torch.tensor([[math.nan, 1.0]])).sum()).backward()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            opt.step()
+        self.assertTrue(any("NaN or Inf" in str(w.message) for w in caught))
+        for a, b in zip(model.parameters(), before):
+            self.assertTrue(torch.equal(a, b))
+
+
+class Elastic(unittest.TestCase):
+    def test_loops_go_on_as_members_join_and_are_lost(self):
+        flags = ["--epochs", str(EPOCHS), "--batch", str(BATCH), "--train-limit", str(TRAIN),
+                 "--test-limit", "500", "--step-delay-ms", "30", "--timeout", "20"]
+        with tempfile.TemporaryDirectory() as tmp:
+            driver = Process(["--serve", "127.0.0.1:0", "--min-size", "2"],
+                             os.path.join(tmp, "driver.log"))
+            try:
+                self.assertTrue(driver.wait_for(r"serving at \S+"), driver.output())
+                address = re.search(r"serving at (\S+)", driver.output()).group(1)
+                a = Process(["--join", address, *flags], os.path.join(tmp, "a.log"))
+                b = Process(["--join", address, *flags], os.path.join(tmp, "b.log"))
+                self.assertTrue(a.wait_for(r"commit epoch 0 .* size 2", 10), a.output())
+                c = Process(["--join", address, *flags], os.path.join(tmp, "c.log"))
+                self.assertTrue(c.wait_for(r"commit .* size 3"), c.output())
+                b.popen.send_signal(signal.SIGKILL)
+                b.finish()
+                self.assertEqual(a.finish(), 0, a.output())
+                self.assertEqual(c.finish(), 0, c.output())
+            finally:
+                driver.stop()
+            done_a = re.search(r"done: checksum (\S+)", a.output())
+            done_c = re.search(r"done: checksum (\S+)", c.output())
+            self.assertEqual(done_a.group(1), done_c.group(1))
+            self.assertIn("size 2", a.output().split("size 3")[-1])  # back to two after the kill
+            seen = commits(a.output(), b.output(), c.output())
+            for epoch in range(EPOCHS):
+                position, walked = 0, set()
+                while position < TRAIN:  # each step's examples follow the last one's
+                    self.assertIn((epoch, position), seen, f"epoch {epoch}: a gap at {position}")
+                    walked.add(position)
+                    position += seen[(epoch, position)] * BATCH
+                # and no commit started anywhere else (no example used twice)
+                self.assertEqual({p for e, p in seen if e == epoch}, walked)
+
+
+if __name__ == "__main__":
+    unittest.main()
