@@ -18,6 +18,7 @@ wire encode(const service_directory& x) {
   out.setClients(x.clients);
   out.setTimeoutMs(x.timeout_ms);
   detail::write_tables(out.initTables(x.tables.size()), x.tables);
+  out.setLanePort(x.lane);
   return detail::to_wire(message);
 }
 
@@ -51,6 +52,7 @@ caf::expected<service_directory> decode<service_directory>(const wire& w,
         auto tables = detail::read_tables(in.getTables(), budget);
         if (!tables) return std::move(tables.error());
         x.tables = std::move(*tables);
+        x.lane = in.getLanePort();
         return x;
       });
 }

@@ -467,6 +467,7 @@ struct ServiceDirectory {
   clients @2 :UInt32;
   timeoutMs @3 :UInt64;
   tables @4 :List(TableSpec);  # embedding tables, their rows hashed over the buckets
+  lanePort @5 :UInt16;         # the serving node's data lane (0: none); since schema 6
 }
 
 struct NamedShape {

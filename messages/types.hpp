@@ -100,7 +100,8 @@ struct bucket_state_part {
 // another version (naming both) before anything else crosses. 2: DASH's choices and the
 // collective travel as Cap'n Proto enums; app update rules (optimizer kind app). 5: a push
 // names its batches, and a bucket's saved state the batches it counted. 6: a node hands out
-// the loop groups it serves (coordinator_actor's group).
+// the loop groups it serves (coordinator_actor's group), and a service's directory its data
+// lane.
 constexpr uint32_t wire_schema_version = 6;
 
 struct hello {
@@ -340,6 +341,7 @@ struct service_directory {
   uint32_t clients = 0;
   uint64_t timeout_ms = 0;
   std::vector<table_config> tables;  // embedding tables, their rows hashed over the buckets
+  uint16_t lane = 0;                 // the serving node's data lane port (0: none)
 };
 
 // -- data-parallel groups (--mode dp) ---------------------------------------------------------

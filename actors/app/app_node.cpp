@@ -59,6 +59,7 @@ struct app_node::shared {
   coordinator_actor inspector;
   gatekeeper_actor gatekeeper;
   caf::actor_system* sys = nullptr;
+  std::shared_ptr<lane_listener> lane;  // the data lane of the services it serves (none: CAF)
 };
 
 namespace {
@@ -78,6 +79,7 @@ struct inspector_config {
   std::shared_ptr<served_services> served;
   std::string tls_dir;  // and the operator secret: who may change the log level
   std::string operator_secret;
+  uint16_t lane_port = 0;  // the node's data lane (0: none)
 };
 
 caf::error no_job(const std::string& what) {
@@ -185,7 +187,9 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
         if (!service)
           return make_error(errc::bad_configuration,
                             "this node serves no parameter service '" + name + "'");
-        return {encode(directory_of(*service)), service->supervisor, service->buckets};
+        auto directory = directory_of(*service);
+        directory.lane = config.lane_port;
+        return {encode(directory), service->supervisor, service->buckets};
       },
       [=](tables_atom) -> caf::result<std::vector<bucket_actor>, std::string> {
         return no_job("tables");
@@ -206,6 +210,28 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
 
 }  // namespace
 
+namespace {
+
+// The data lane of the services this node will serve, as a server node has one: not under
+// TLS (it is not encrypted), not with --no-data-lane. None when it cannot listen (a warning):
+// the services' clients then go over CAF.
+std::shared_ptr<lane_listener> start_lane(caf::actor_system& sys, const launch_options& opts,
+                                          const logger& log) {
+  if (!opts.tls_dir.empty() || opts.no_data_lane) return nullptr;
+  lane_listener_config config{opts.listen.host, 0, opts.secret,
+                              std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  opts.request_timeout),
+                              log.named("lane")};
+  auto lane = lane_listener::start(sys, config);
+  if (!lane) {
+    log.warn("no data lane ({}); served services go over CAF", describe(lane.error()));
+    return nullptr;
+  }
+  return std::move(*lane);
+}
+
+}  // namespace
+
 caf::expected<app_node> app_node::start(caf::actor_system& sys, const launch_options& opts,
                                         const logger& log) {
   if (opts.secret.empty())
@@ -215,9 +241,11 @@ caf::expected<app_node> app_node::start(caf::actor_system& sys, const launch_opt
   sh->shown = std::make_shared<shown_supervisors>();
   sh->served = std::make_shared<served_services>();
   sh->sys = &sys;
+  sh->lane = start_lane(sys, opts, log);
   sh->inspector = sys.spawn(
       inspector, inspector_config{sh->name, to_string(opts.listen), sh->shown, opts.request_timeout,
-                                  log, sh->served, opts.tls_dir, opts.operator_secret});
+                                  log, sh->served, opts.tls_dir, opts.operator_secret,
+                                  sh->lane ? sh->lane->port() : uint16_t{0}});
   sh->gatekeeper =
       sys.spawn(gatekeeper, gatekeeper_config{opts.secret, sh->inspector, sh->inspector.address(),
                                               log.named("gatekeeper")});
@@ -246,6 +274,7 @@ caf::expected<caf::actor> app_node::join(caf::actor_system& sys, const launch_op
 }
 
 void app_node::serve(const std::string& name, const parameter_service& service) const {
+  if (shared_->lane && service.shared_->owned) service.shared_->enrollment->add_lane(shared_->lane);
   std::lock_guard<std::mutex> guard{shared_->served->lock};
   shared_->served->entries[name] = service.shared_;
 }
@@ -260,6 +289,7 @@ uint16_t app_node::port() const {
 }
 
 void app_node::stop() const {
+  if (shared_->lane) shared_->lane->stop();
   if (shared_->port) net::unpublish(*shared_->sys, shared_->gatekeeper.address(), shared_->port);
   caf::anon_send_exit(shared_->gatekeeper, caf::exit_reason::kill);
   caf::anon_send_exit(shared_->inspector, caf::exit_reason::kill);

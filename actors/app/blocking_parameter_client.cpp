@@ -102,6 +102,19 @@ std::chrono::milliseconds blocking_parameter_client::timeout() const {
   return runner_->state->client.timeout();
 }
 
+std::vector<std::string> blocking_parameter_client::routes() {
+  auto out = std::make_shared<answer<std::vector<std::string>>>(stopped);
+  auto future = out->future();
+  auto state = runner_->state;
+  runner_->post([state, out](caf::event_based_actor*) {
+    std::vector<std::string> routes;
+    for (uint32_t b = 0; b < state->client.buckets(); ++b) routes.push_back(state->client.route(b));
+    out->set(std::move(routes));
+  });
+  auto routes = wait(future, default_bound());
+  return routes ? std::move(*routes) : std::vector<std::string>{};
+}
+
 std::chrono::milliseconds blocking_parameter_client::default_bound() const {
   // A request may be sent twice, with the search for its bucket's successor between.
   return 4 * timeout();

@@ -109,6 +109,7 @@ bucket_client& client_for(caf::event_based_actor* self,
   if (st->client && st->actor == self) return *st->client;
   bucket_client_config c;
   c.buckets = st->buckets;
+  c.lanes = st->service->lanes;
   c.timeout = st->service->timeout;
   c.max_attempts = 2;
   c.log = st->service->log;
@@ -130,6 +131,17 @@ bucket_client& client_for(caf::event_based_actor* self,
   st->actor = self;
   st->client = bucket_client::make(self, std::move(c));
   return *st->client;
+}
+
+// The serving node's data lane at lane.host:port, for the service's clients; without it (it
+// cannot be reached, TLS) they go over CAF.
+void open_lane(parameter_service::shared& service, const lane_access& lane, uint16_t port,
+               std::chrono::milliseconds timeout) {
+  auto link = lane_link::open(lane.host, port, lane.secret, timeout);
+  if (!link)
+    return service.log.warn("no data lane to {}:{} ({}); the service's requests go over CAF",
+                            lane.host, port, describe(link.error()));
+  service.lanes.add(std::move(*link));
 }
 
 // Each bucket's spec, as a remote server would receive it: through the codec and its checks.
@@ -159,15 +171,19 @@ caf::expected<std::vector<bucket_spec>> bucket_specs(const parameter_service_con
 
 // A bucket around `store`, restarted with it. It takes orders (retire, admit, save) only from
 // a controller, and here nobody is one.
-child_spec bucket_child(std::shared_ptr<bucket_store> store, const parameter_service_config& c) {
+child_spec bucket_child(std::shared_ptr<bucket_store> store, const parameter_service_config& c,
+                        std::shared_ptr<bucket_enrollment> enrollment) {
   const auto timeout = std::chrono::ceil<std::chrono::seconds>(c.timeout);
   const std::string name = bucket_prefix + std::to_string(store->id());
   auto log = c.log.named(c.name + "/" + name);
-  child_spec spec{
-      name, [store, timeout, log](caf::local_actor* parent, caf::actor_addr supervisor) {
-        const bucket_actor_config config{supervisor, fixed_link(coordinator_actor{}), timeout, log};
-        return caf::actor_cast<caf::actor>(parent->spawn(parameter_bucket, store, config));
-      }};
+  child_spec spec{name, [store, timeout, log, enrollment](caf::local_actor* parent,
+                                                          caf::actor_addr supervisor) {
+                    const bucket_actor_config config{supervisor, fixed_link(coordinator_actor{}),
+                                                     timeout, log};
+                    auto bucket = parent->spawn(parameter_bucket, store, config);
+                    enrollment->started(store->id(), bucket);
+                    return caf::actor_cast<caf::actor>(bucket);
+                  }};
   spec.kind = "bucket";
   return spec;
 }
@@ -198,8 +214,8 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
   if (!specs) return std::move(specs.error());
   std::vector<child_spec> children;
   for (auto& spec : *specs)
-    children.push_back(
-        bucket_child(std::make_shared<bucket_store>(std::move(spec), config.rules), config));
+    children.push_back(bucket_child(std::make_shared<bucket_store>(std::move(spec), config.rules),
+                                    config, sh->enrollment));
   supervisor_config sup;
   sup.name = config.name;
   sup.log = config.log.named(config.name);
@@ -222,6 +238,20 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
   return parameter_service{std::move(sh)};
 }
 
+void bucket_enrollment::started(uint32_t b, const bucket_actor& bucket) {
+  std::lock_guard<std::mutex> guard{lock};
+  if (current.size() <= b) current.resize(b + 1);
+  current[b] = bucket;
+  for (auto& lane : lanes) lane->enroll(bucket);
+}
+
+void bucket_enrollment::add_lane(std::shared_ptr<lane_listener> lane) {
+  std::lock_guard<std::mutex> guard{lock};
+  for (const auto& bucket : current)
+    if (bucket) lane->enroll(bucket);
+  lanes.push_back(std::move(lane));
+}
+
 service_directory directory_of(const parameter_service::shared& service) {
   service_directory out;
   for (const auto& t : service.layout.specs) out.tensors.push_back(named_shape{t.name, t.shape});
@@ -236,7 +266,8 @@ service_directory directory_of(const parameter_service::shared& service) {
 caf::expected<parameter_service> parameter_service::connect(caf::actor_system& sys,
                                                             const caf::actor& node,
                                                             const std::string& name,
-                                                            std::chrono::milliseconds timeout) {
+                                                            std::chrono::milliseconds timeout,
+                                                            const lane_access& lane) {
   caf::scoped_actor self{sys};
   caf::expected<parameter_service> out = make_error(errc::timeout, "no answer from the node");
   self->request(caf::actor_cast<coordinator_actor>(node), timeout, service_atom_v, name)
@@ -268,6 +299,7 @@ caf::expected<parameter_service> parameter_service::connect(caf::actor_system& s
                                    "service '" + name + "': a plan that does not fit its tensors");
                   return;
                 }
+            if (dir->lane != 0 && !lane.secret.empty()) open_lane(*sh, lane, dir->lane, timeout);
             out = parameter_service{std::move(sh)};
           },
           [&](caf::error& err) {
@@ -313,8 +345,17 @@ size_t parameter_client::size() const {
   return state_->service->layout.total;
 }
 
+uint32_t parameter_client::buckets() const {
+  return static_cast<uint32_t>(state_->service->plan.buckets.size());
+}
+
 uint64_t parameter_client::pushes() const {
   return state_->pushes;
+}
+
+std::string parameter_client::route(uint32_t b) const {
+  if (!state_->client || b >= state_->client->size()) return {};
+  return state_->client->channel_name(b);
 }
 
 std::chrono::milliseconds parameter_client::timeout() const {

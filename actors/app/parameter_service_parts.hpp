@@ -8,11 +8,28 @@
 
 #include <caf/actor.hpp>
 
+#include <memory>
+#include <mutex>
+
+#include "actors/lane/lane_client.hpp"
+#include "actors/lane/lane_server.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/parameter_service.hpp"
 
 namespace troupe {
+
+// The buckets of a service this process started, as they start (a restarted one too), and the
+// data lanes of the nodes that serve it: each bucket is enrolled on each lane, so that a lane's
+// frames may name it.
+struct bucket_enrollment {
+  std::mutex lock;
+  std::vector<bucket_actor> current;  // by bucket id (null: not started yet)
+  std::vector<std::shared_ptr<lane_listener>> lanes;
+
+  void started(uint32_t b, const bucket_actor& bucket);
+  void add_lane(std::shared_ptr<lane_listener> lane);
+};
 
 struct parameter_service::shared {
   flat_layout layout;
@@ -24,6 +41,8 @@ struct parameter_service::shared {
   bool owned = true;                  // started here (stop() ends it); false: connected to
   std::vector<table_spec> tables;     // embedding tables, their rows hashed over the buckets
   logger log{"parameters"};           // where its clients say that a bucket is found again
+  std::shared_ptr<bucket_enrollment> enrollment = std::make_shared<bucket_enrollment>();
+  lane_map lanes;  // connected to: the serving node's data lane, when it has one
 };
 
 // The directory of a service (its tensors, plan, clients and timeout) as it travels.

@@ -55,7 +55,8 @@ struct fixture {
     sys = std::make_unique<caf::actor_system>(cfg);
   }
 
-  void peer_pulls_and_pushes(bool blocking);
+  // The peer's output; `mode`: "" or "--blocking".
+  std::string peer_pulls_and_pushes(const std::string& mode);
 
   caf::actor supervise(std::vector<std::string> names) {
     std::vector<child_spec> children;
@@ -161,9 +162,10 @@ BOOST_FIXTURE_TEST_CASE(a_node_of_another_schema_version_is_refused, fixture) {
 }
 
 // The serving side: a service of 6 values in 2 buckets (sgd, lr 0.5) that the peer (client 1)
-// pulls and pushes gradient 1..6 into from its own process, from an actor or (`blocking`) from
-// main(); then client 0 here reads the step.
-void fixture::peer_pulls_and_pushes(bool blocking) {
+// pulls and pushes gradient 1..6 into from its own process, from an actor, from main()
+// (--blocking);
+// then client 0 here reads the step.
+std::string fixture::peer_pulls_and_pushes(const std::string& mode) {
   parameter_service_config config;
   config.tensors = {{"w", {3, 2}}};
   config.initial = {1, 1, 1, 1, 1, 1};
@@ -179,8 +181,8 @@ void fixture::peer_pulls_and_pushes(bool blocking) {
   node->serve("params", *service);
   std::vector<std::string> args{SERVICE_PEER_BIN, "--coordinator",
                                 "127.0.0.1:" + std::to_string(node->port())};
-  if (blocking) args.push_back("--blocking");
-  child_process peer(args, scratch(blocking ? "blocking-peer.log" : "service-peer.log").string(),
+  if (!mode.empty()) args.push_back(mode);
+  child_process peer(args, scratch("service-peer" + mode + ".log").string(),
                      {"TROUPE_SECRET=" + opts.secret});
   const auto code = peer.wait(std::chrono::seconds(60));
   BOOST_TEST_INFO("peer: " << peer.output());
@@ -203,14 +205,15 @@ void fixture::peer_pulls_and_pushes(bool blocking) {
   BOOST_TEST(snapshot->values == expected, boost::test_tools::per_element());
   node->stop();
   service->stop();
+  return peer.output();
 }
 
 BOOST_FIXTURE_TEST_CASE(another_process_pulls_and_pushes_a_served_service, fixture) {
-  peer_pulls_and_pushes(false);
+  peer_pulls_and_pushes("");
 }
 
 BOOST_FIXTURE_TEST_CASE(another_process_pulls_and_pushes_through_the_blocking_client, fixture) {
-  peer_pulls_and_pushes(true);
+  peer_pulls_and_pushes("--blocking");
 }
 
 BOOST_FIXTURE_TEST_CASE(a_node_needs_a_secret_and_a_free_port, fixture) {

@@ -123,6 +123,7 @@ class InTwoProcesses(unittest.TestCase):
             for k, loop in enumerate(loops):
                 self.assertEqual(loop.finish(), 0, loop.output())
                 self.assertIn(f"client {k} epoch 2", loop.output())
+                self.assertIn("routes ['lane']", loop.output())  # the server's data lane
             self.assertEqual(server.finish(), 0, server.output())
             accuracy = float(re.search(r"test accuracy (\S+)", server.output()).group(1))
             self.assertGreater(accuracy, 0.6, server.output())
@@ -135,6 +136,8 @@ class InTwoProcesses(unittest.TestCase):
                 troupe.ParameterClient(service.address, client=0, secret="not-" + SECRET,
                                        timeout=5)
             client = troupe.ParameterClient(service.address, client=0, secret=SECRET)
+            client.pull()
+            self.assertEqual(client.routes, ["in-process"])  # this process serves it
             self.assertEqual(client.tensors, [("0.weight", (2, 3)), ("0.bias", (2,)),
                                               ("1.weight", (1, 2)), ("1.bias", (1,))])
 

@@ -97,6 +97,7 @@ def main():
     if args.join:
         client = troupe.ParameterClient(args.join, client=args.client)
         train(client, model, train_set, args, args.clients)
+        print(f"routes {client.routes}", flush=True)  # how each bucket was reached
         return 0
     # One client more than the loops: this process's own, which only pulls (async never holds
     # a pull back, and a client that never pushes holds nobody else back either).

@@ -46,6 +46,8 @@ class blocking_parameter_client {
   // The bound of one request to a bucket (the service's); a blocking call waits at most
   // twice this per try it may make.
   std::chrono::milliseconds timeout() const;
+  // How each bucket is reached: "in-process", "lane" or "caf" (empty before its first request).
+  std::vector<std::string> routes();
 
   // Starts a pull (with the embedding rows `ids`, one list per table; empty: none).
   std::future<caf::expected<parameter_snapshot>> pull_async(

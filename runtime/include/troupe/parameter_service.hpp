@@ -72,8 +72,12 @@ class parameter_client {
  public:
   uint32_t id() const;
   size_t size() const;  // values in a snapshot (and in a gradient)
+  uint32_t buckets() const;
   uint64_t pushes() const;
   std::chrono::milliseconds timeout() const;  // the bound of each request to one bucket
+  // How this client's requests reach bucket b: "in-process", "lane" or "caf" (empty before
+  // its first request).
+  std::string route(uint32_t b) const;
 
   // Pulls every bucket at once; `done` gets the snapshot, or the first error (errc::timeout
   // when a bucket did not answer in time). ssp/bsp hold the pull until this client's clock is
@@ -123,6 +127,13 @@ class parameter_client {
   std::shared_ptr<state> state_;
 };
 
+// How a connecting process reaches the serving node's data lane: the node's host, and the
+// cluster secret. Empty secret: no lane (requests go over CAF).
+struct lane_access {
+  std::string host;
+  std::string secret;
+};
+
 class parameter_service {
  public:
   // errc::bad_configuration or shape_mismatch for a configuration that cannot be served
@@ -134,10 +145,13 @@ class parameter_service {
   // handle join_cluster gave for that node (role worker, the cluster secret). Its clients
   // pull and push over the network; the serving node owns it (stop() here does nothing).
   // errc::bad_configuration when the node serves no service of that name, errc::timeout when
-  // it does not answer within `timeout`. From main(), not from inside an actor.
+  // it does not answer within `timeout`. With `lane` (the node's host and the secret), pulls
+  // and pushes go over the node's data lane where it offers one (not under TLS), as a job's
+  // workers' do. From main(), not from inside an actor.
   static caf::expected<parameter_service> connect(caf::actor_system& sys, const caf::actor& node,
                                                   const std::string& name,
-                                                  std::chrono::milliseconds timeout);
+                                                  std::chrono::milliseconds timeout,
+                                                  const lane_access& lane = {});
 
   // The client of id `id` (< clients): errc::bad_configuration otherwise. Clients of one id
   // must be one actor, in whichever process: the id's push count is its clock.

@@ -74,6 +74,7 @@ class client_binding {
   size_t size() const { return client_.size(); }
   uint64_t pushes() const { return client_.pushes(); }
   double timeout() const { return client_.timeout().count() / 1000.0; }
+  std::vector<std::string> routes() { return client_.routes(); }
 
   std::shared_ptr<snapshot_binding> pull(std::optional<double> bound) {
     auto f = client_.pull_async();
@@ -126,7 +127,9 @@ std::shared_ptr<client_binding> connect(const std::string& address, uint32_t id,
   {
     py::gil_scoped_release released;  // joining and asking may take the whole timeout
     auto node = app_node::join(sys, opts, log);
-    service = node ? parameter_service::connect(sys, *node, name, timeout)
+    // Over the node's data lane where it offers one, as a job's workers go.
+    const lane_access lane{at->host, opts.secret};
+    service = node ? parameter_service::connect(sys, *node, name, timeout, lane)
                    : caf::expected<parameter_service>{std::move(node.error())};
   }
   if (!service) raise_error(service.error(), "connecting to '" + name + "' at " + address);
@@ -216,6 +219,7 @@ void bind_parameters(py::module_& m) {
       .def_property_readonly("size", &client_binding::size)
       .def_property_readonly("pushes", &client_binding::pushes)
       .def_property_readonly("timeout", &client_binding::timeout)
+      .def_property_readonly("routes", &client_binding::routes)
       .def("pull", &client_binding::pull, py::arg("timeout") = py::none())
       .def("push", &client_binding::push, py::arg("grad"), py::arg("read"),
            py::arg("batches") = py::none(), py::arg("timeout") = py::none());

@@ -81,6 +81,12 @@ class ParameterClient:
         return self._native.pushes
 
     @property
+    def routes(self):
+        """How each bucket is reached: "in-process", "lane" (the serving node's data lane) or
+        "caf" (empty before its first request)."""
+        return list(self._native.routes)
+
+    @property
     def tensors(self):
         """The service's tensors: (name, shape) in the order of a flat vector."""
         return list(self._tensors)
