@@ -4,8 +4,10 @@
 #                                                  (troupe-fmnist and what it links), trains
 #   cmake/bootstrap.sh test                        installs what is missing, builds everything,
 #                                                  runs ctest
-# Dependencies come from Debian's archive only; apt-get runs (as root, or through sudo) only
-# when a package is missing. BUILD_DIR (default build) and JOBS (default: cores) may be set.
+# Dependencies come from Debian's archive; apt-get runs (as root, or through sudo) only when a
+# package is missing. `test` also makes BUILD_DIR/venv (Debian's Python and packages, plus the
+# tensorboard package from PyPI, whose reader the TensorBoard test uses). BUILD_DIR (default
+# build) and JOBS (default: cores) may be set.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,7 +16,8 @@ jobs=${JOBS:-$(nproc)}
 packages=(cmake g++ make pkg-config libcaf-dev capnproto libcapnp-dev libfmt-dev
           libboost-test-dev libopenblas-dev libssl-dev zlib1g-dev dataset-fashion-mnist
           libgloo-dev nlohmann-json3-dev libedit-dev python3 clang-14 libfuzzer-14-dev
-          iproute2 nftables python3-dev pybind11-dev python3-torch python3-numpy libtorch-dev)
+          iproute2 nftables python3-dev pybind11-dev python3-torch python3-numpy libtorch-dev
+          python3-venv slurm-wlm munge)
 
 install_missing() {
   local missing=()
@@ -27,6 +30,16 @@ install_missing() {
   [ "$(id -u)" -eq 0 ] || sudo=(sudo)
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}"
+}
+
+# The tests' Python: Debian's, with its packages, and tensorboard from PyPI. A failed download
+# leaves the venv without it (the TensorBoard test then says it is skipped).
+python_venv() {
+  local venv=$build_dir/venv
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/python" -c 'import tensorboard' 2>/dev/null ||
+    "$venv/bin/python" -m pip install -q tensorboard ||
+    echo "bootstrap: tensorboard could not be installed; its test will be skipped"
 }
 
 # build [TARGET]: configures, then builds TARGET (and what it links), or everything.
@@ -44,6 +57,8 @@ case "${1:-}" in
     ;;
   test)
     install_missing
+    mkdir -p "$build_dir"
+    python_venv
     build
     cd "$build_dir"
     exec ctest --output-on-failure --timeout 600

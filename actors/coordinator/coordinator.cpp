@@ -189,6 +189,8 @@ void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t
           : 0.0;
   const double wall = st.checkpoints.resumed_wall_s + seconds_since(st.training.started);
   st.report.epochs.push_back(epoch_entry{epoch + 1, accuracy, loss, train_loss, wall});
+  st.training.scalars.evaluation(uint64_t{epoch + 1} * st.training.work->batches_per_epoch(),
+                                 st.report.epochs.back());
   // Throughput of this run (a resumed job counts from where it resumed) and the time left.
   const uint64_t done = st.training.work->finished_batches();
   const uint64_t total = uint64_t{config.opts.epochs} * st.training.work->batches_per_epoch();
@@ -281,6 +283,10 @@ void show_progress(self_ptr self, const coordinator_config& config, const progre
   const uint32_t epoch = report.chunk.epoch;
   st.training.curve.on_progress(st.checkpoints.resumed_wall_s + since, done, epoch + 1,
                                 report.loss_sum, report.chunk.count, report.staleness);
+  st.training.scalars.loss(report.loss_sum, report.chunk.count);
+  st.training.scalars.staleness(report.staleness);
+  st.training.scalars.at_step(done, st.checkpoints.resumed_wall_s + since,
+                              st.training.work->batches_per_epoch());
   if (!st.training.display.terminal()) return;
   const uint64_t total = uint64_t{config.opts.epochs} * st.training.work->batches_per_epoch();
   const auto pace = throughput_of(done, st.report.resumed_from_step, total, since);
@@ -388,6 +394,7 @@ coordinator_actor::behavior_type coordinator(
   accept_exits_only_from(self, config.supervisor, config.log,
                          [=](const caf::error& why) { fail(self, config, describe(why)); });
   self->state.metrics = job_metrics::of(config.metrics);
+  self->state.training.scalars = job_scalars{config.opts, config.log};
   self->state.operators = operator_gate{config.opts.tls_dir, config.opts.operator_secret};
   self->state.roster.beats = heartbeat_monitor{config.opts.heartbeat_interval};
   self->state.evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);

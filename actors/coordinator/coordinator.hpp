@@ -31,6 +31,7 @@
 #include "actors/coordinator/work_plan.hpp"
 #include "actors/job/checkpoint_file.hpp"
 #include "actors/job/progress_line.hpp"
+#include "actors/job/job_scalars.hpp"
 #include "actors/job/training_curve.hpp"
 #include "actors/supervision/heartbeat.hpp"
 #include "actors/supervision/node_metrics.hpp"
@@ -176,6 +177,7 @@ struct training_progress {
   std::vector<uint64_t> epoch_batches;
   std::chrono::steady_clock::time_point started;
   training_curve curve;   // the console's export-curve
+  job_scalars scalars;    // --tensorboard
   progress_line display;  // progress on the terminal
 };
 

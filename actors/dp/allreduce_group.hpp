@@ -21,6 +21,7 @@
 #include "actors/dp/compressed_allreduce.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
+#include "troupe/loop_group.hpp"  // reduce_done, sync_result
 
 namespace troupe {
 
@@ -55,24 +56,12 @@ struct reduce_order {
   error_feedback errors;
 };
 
-struct reduce_done {
-  double seconds = 0;             // in the collective
-  uint64_t bytes = 0;             // this member sent
-  uint64_t bytes_inter_host = 0;  // of those, to members on other hosts
-};
-
 // After forming a generation the members agree on one state: each says how many steps it
 // has applied and offers its state (bytes); the member with the most steps (the lowest rank
 // among equals) sends its state to every other one.
 struct sync_order {
   uint64_t steps = 0;
   std::vector<char> state;
-};
-
-struct sync_result {
-  uint64_t steps = 0;       // the source's
-  uint32_t source = 0;      // its rank
-  std::vector<char> state;  // what it sent (empty on the source itself)
 };
 
 }  // namespace troupe

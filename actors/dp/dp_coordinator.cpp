@@ -158,7 +158,6 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     if (st.resume_from)
       if (auto err = take_resume(st, config)) return fail(self, config, describe(err));
   }
-  std::random_device entropy;
   const auto size = static_cast<uint32_t>(live_count(st));
   std::vector<std::string> hosts;
   for (const auto& m : st.members)
@@ -177,13 +176,13 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
   set(st.group_metrics.generation, double(st.generation));
   set(st.group_metrics.members, double(size));
   set(st.metrics.workers, double(size));
-  const uint64_t group_key = (uint64_t{entropy()} << 32) ^ entropy();
+  const uint64_t group_key = random_token();
   uint32_t rank = 0;
   for (auto& m : st.members) {
     if (m.lost) continue;
     m.rank = rank++;
     m.done = false;
-    m.token = (uint64_t{entropy()} << 32) ^ entropy();
+    m.token = random_token();
     group_start start;
     start.rank = m.rank;
     start.size = size;
@@ -282,6 +281,7 @@ void lose(self_ptr self, const dp_coordinator_config& config, const std::string&
   }
   record_loss(st, *it, why);
   if (live_count(st) == 0) return fail(self, config, "every worker was lost");
+  close_open_steps(self, config);
   config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
   if (st.succession.rejoining) return;  // the takeover's end forms the next generation
   if (!st.lost_at) st.lost_at = std::chrono::steady_clock::now();
@@ -328,6 +328,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
   auto& gm = self->state.group_metrics;
   self->state.metrics = job_metrics::of(config.metrics);
   self->state.beats = heartbeat_monitor{config.opts.heartbeat_interval};
+  self->state.scalars = job_scalars{config.opts, config.log};
   if (config.metrics) {
     gm.bytes = config.metrics->counter("troupe_allreduce_bytes_total");
     gm.seconds = config.metrics->histogram("troupe_allreduce_seconds");
@@ -406,6 +407,10 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         if (!m) return config.log.warn("ignored a done message from a stranger");
         if (m->lost) return refuse(self, config, *m);
         m->done = true;
+        // Every report a member sends comes before its done: none is still to come.
+        if (std::all_of(self->state.members.begin(), self->state.members.end(),
+                        [](const dp_member& m) { return m.lost || m.done; }))
+          close_open_steps(self, config);
         maybe_finish(self, config);
       },
       [=](broken_atom, uint64_t generation, const std::string& why) {

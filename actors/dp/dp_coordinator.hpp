@@ -33,6 +33,7 @@
 #include "actors/coordinator/succession.hpp"
 #include "actors/dp/collective/generation_store.hpp"
 #include "actors/job/checkpoint_file.hpp"
+#include "actors/job/job_scalars.hpp"
 #include "actors/job/progress_line.hpp"
 #include "actors/supervision/heartbeat.hpp"
 #include "actors/supervision/node_metrics.hpp"
@@ -96,6 +97,16 @@ struct dp_coordinator_state {
   std::vector<wire> saving;
   std::vector<double> epoch_loss;  // per epoch
   std::vector<uint64_t> epoch_examples;
+  // Steps some of whose members' reports are still to come: an epoch is evaluated (its
+  // train loss taken) once none of its steps is open. A loss closes them all, and so does
+  // the last member's done.
+  struct open_step {
+    uint32_t epoch = 0;
+    uint64_t reported = 0;  // examples the reports so far computed
+    uint64_t expected = 0;  // the step's examples over every member
+  };
+  std::map<uint64_t, open_step> open_steps;
+  job_scalars scalars;  // --tensorboard
   std::deque<std::pair<uint32_t, std::shared_ptr<eval_input>>> to_evaluate;
   std::vector<bucket_actor> table_buckets;  // --mode hybrid: placed by `tables`; empty before
   std::string table_servers;                // and the servers' HOST:PORT list

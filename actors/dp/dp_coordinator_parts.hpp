@@ -37,6 +37,8 @@ void record_loss(dp_coordinator_state& st, dp_member& m, const std::string& why)
 void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w);
 // Evaluates the next parameters queued, unless one is under way (or a takeover is).
 void evaluate_next(self_ptr self, const dp_coordinator_config& config);
+// A member was lost: the steps still waiting for its reports are taken as they are.
+void close_open_steps(self_ptr self, const dp_coordinator_config& config);
 // A member's parameters after `epoch` (pull_reply): queued for evaluation, the first only.
 void on_snapshot(self_ptr self, const dp_coordinator_config& config, uint32_t epoch, const wire& w);
 

@@ -29,6 +29,18 @@ void compare_checksums(self_ptr self, const dp_coordinator_config& config, uint6
   fail(self, config, fmt::format("the replicas differ after step {}: {}", step, groups));
 }
 
+// Counts the report's examples towards its step; a step all of whose examples are reported is
+// closed, and an epoch waiting for it may be evaluated.
+void tally(self_ptr self, const dp_coordinator_config& config, const step_report& report) {
+  auto& open = self->state.open_steps[report.step];
+  open.epoch = report.epoch;
+  open.expected = report.step_examples;
+  open.reported += report.examples;
+  if (open.reported < open.expected) return;
+  self->state.open_steps.erase(report.step);
+  evaluate_next(self, config);
+}
+
 }  // namespace
 
 void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) {
@@ -56,6 +68,9 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   st.exposed_s += report->exposed_s;
   st.epoch_loss[report->epoch] += report->loss_sum;
   st.epoch_examples[report->epoch] += report->skipped ? 0 : report->examples;
+  st.scalars.loss(report->loss_sum, report->skipped ? 0 : report->examples);
+  st.scalars.allreduce(report->allreduce_s, report->bytes);
+  tally(self, config, *report);
   // Every member that applied a step reports it, in order; the first report counts it.
   if (report->step > st.steps) {
     st.applied_examples[report->epoch] += report->step_examples;
@@ -63,6 +78,8 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
     (report->compressed ? r.steps_compressed : r.steps_warmup) += report->step - st.steps;
     add(st.metrics.batches, double(report->step - st.steps));
     st.steps = report->step;
+    st.scalars.group(st.generation, static_cast<uint32_t>(live_count(st)));
+    st.scalars.at_step(st.steps, seconds_since(st.started), st.steps_per_epoch);
   }
   if (report->generation != st.generation) return;
   if (st.lost_at) {  // the first step of a generation formed after a loss
@@ -75,10 +92,20 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   }
 }
 
+void close_open_steps(self_ptr self, const dp_coordinator_config& config) {
+  self->state.open_steps.clear();
+  evaluate_next(self, config);
+}
+
 void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
   // During a takeover the epoch's losses are still coming from members yet to rejoin.
   if (st.evaluating || st.to_evaluate.empty() || st.finishing || st.succession.rejoining) return;
+  // Nor before every member's report of the epoch's steps is in: the first member's
+  // parameters may come before another member's last report.
+  const uint32_t epoch_due = st.to_evaluate.front().first;
+  for (const auto& [step, open] : st.open_steps)
+    if (open.epoch <= epoch_due) return;
   st.evaluating = true;
   auto [epoch, input] = st.to_evaluate.front();
   st.to_evaluate.pop_front();
@@ -101,6 +128,7 @@ void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
             const double wall = seconds_since(st.started);
             st.report.epochs.push_back(
                 epoch_entry{epoch + 1, out.result.accuracy, out.result.loss, train_loss, wall});
+            st.scalars.evaluation((epoch + 1) * st.steps_per_epoch, st.report.epochs.back());
             if (!out.figures.empty()) st.report.figures = out.figures;
             st.display.line(fmt::format(
                 "epoch {}/{}  test_accuracy {:.4f}  test_loss {:.4f}  train_loss {:.4f}  {:.1f} s"

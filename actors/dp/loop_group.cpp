@@ -1,7 +1,5 @@
 #include "actors/dp/loop_group.hpp"
 
-#include <random>
-
 #include "actors/supervision/guards.hpp"
 #include "troupe/error.hpp"
 
@@ -10,11 +8,6 @@ namespace troupe {
 namespace {
 
 using self_ptr = loop_group_actor::stateful_pointer<loop_group_state>;
-
-uint64_t random_64() {
-  std::random_device entropy;
-  return (uint64_t{entropy()} << 32) ^ entropy();
-}
 
 size_t live_count(const loop_group_state& st) {
   size_t n = 0;
@@ -33,12 +26,12 @@ void form_generation(self_ptr self, const loop_group_config& config, const std::
   for (const auto& m : st.members)
     if (m.live) hosts.push_back(m.host);
   config.log.info("generation {} ({}): {} members", st.generation, why, size);
-  const uint64_t key = random_64();
+  const uint64_t key = random_token();
   uint32_t rank = 0;
   for (auto& m : st.members) {
     if (!m.live) continue;
     m.rank = rank++;
-    m.token = random_64();
+    m.token = random_token();
     group_start start;
     start.rank = m.rank;
     start.size = size;
@@ -140,6 +133,10 @@ loop_group_actor::behavior_type loop_group(self_ptr self, loop_group_config conf
         if (self->state.generation > 0) form_generation(self, config, m->name + " left");
       },
   };
+}
+
+caf::actor spawn_loop_group(caf::actor_system& sys, const loop_group_config& config) {
+  return caf::actor_cast<caf::actor>(sys.spawn(loop_group, config));
 }
 
 }  // namespace troupe

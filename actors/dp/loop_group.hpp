@@ -19,16 +19,9 @@
 #include "actors/dp/collective/generation_store.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
+#include "troupe/loop_group.hpp"
 
 namespace troupe {
-
-struct loop_group_config {
-  uint32_t min_members = 1;  // members before the first generation forms
-  collective_kind collective = collective_kind::gloo;
-  std::chrono::milliseconds timeout{30000};  // each collective, and forming a generation
-  std::chrono::milliseconds settle{1000};    // a broken collective waits this for a loss
-  logger log{"loop-group"};
-};
 
 struct loop_group_member {
   std::string name;

@@ -1,4 +1,4 @@
-#include "actors/dp/loop_member.hpp"
+#include "troupe/loop_group.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 
+#include "actors/dp/allreduce_group.hpp"
 #include "actors/supervision/guards.hpp"
 #include "troupe/detail/answer_promise.hpp"
 #include "troupe/error.hpp"
@@ -153,16 +154,34 @@ loop_member_actor::behavior_type member(self_ptr self, std::shared_ptr<loop_memb
 
 }  // namespace
 
+namespace {
+
+// The group served as `name` by the app node `node`.
+caf::expected<loop_group_actor> find_group(caf::actor_system& sys, const caf::actor& node,
+                                           const std::string& name,
+                                           std::chrono::milliseconds timeout) {
+  caf::expected<loop_group_actor> group = make_error(errc::timeout, "the node did not answer");
+  caf::scoped_actor self{sys};
+  self->request(caf::actor_cast<coordinator_actor>(node), timeout, group_atom_v, name)
+      .receive([&](const caf::actor& g) { group = caf::actor_cast<loop_group_actor>(g); },
+               [&](caf::error& err) { group = std::move(err); });
+  return group;
+}
+
+}  // namespace
+
 caf::expected<std::unique_ptr<loop_member>> loop_member::join(
-    caf::actor_system& sys, const loop_group_actor& group, const std::string& name,
-    const std::string& host, const std::string& bind_host, std::chrono::milliseconds timeout,
-    const logger& log) {
+    caf::actor_system& sys, const caf::actor& node, const std::string& group_name,
+    const std::string& name, const std::string& host, const std::string& bind_host,
+    std::chrono::milliseconds timeout, const logger& log) {
+  auto group = find_group(sys, node, group_name, timeout);
+  if (!group) return std::move(group.error());
   auto sh = std::make_shared<shared>();
-  sh->actor = sys.spawn<caf::detached>(member, sh, group, bind_host, log);
+  sh->actor = sys.spawn<caf::detached>(member, sh, *group, bind_host, log);
   caf::scoped_actor self{sys};
   caf::error failed = make_error(errc::timeout, "the loop group did not answer the join");
   join_request request{role::worker, name, 0, endpoint{}, host};
-  self->request(group, timeout, join_atom_v, encode(request), sh->actor)
+  self->request(*group, timeout, join_atom_v, encode(request), sh->actor)
       .receive([&](const wire&) { failed = caf::error{}; },
                [&](caf::error& err) { failed = std::move(err); });
   if (failed) {

@@ -22,7 +22,6 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
-#include <caf/response_handle.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -373,6 +373,14 @@ std::vector<flag_spec> node_flags() {
           [](const launch_options& o) {
             return o.metrics_port < 0 ? std::string{} : std::to_string(o.metrics_port);
           }),
+      number("port", "P",
+             "under srun: the coordinator's port (default 10000 + 64 x (SLURM_JOB_ID mod 800)); "
+             "servers listen on the ports after it, by SLURM_LOCALID",
+             field(&launch_options::port)),
+      text("tensorboard", "DIR",
+           "write the job's figures as TensorBoard event files here (coordinator; a standby "
+           "writes to the same run)",
+           field(&launch_options::tensorboard)),
       number(
           "warn-update-variance", "X", "diag warns above this update variance",
           [](auto& o) -> auto& { return o.warn.update_variance; }),

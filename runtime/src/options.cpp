@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "flag_table.hpp"
+#include "slurm.hpp"
 #include "troupe/error.hpp"
 #include "troupe/tls.hpp"
 
@@ -22,22 +23,15 @@ std::string env_name(const std::string& flag) {
   return out;
 }
 
-// Collects raw values: defaults, then torchrun, then TROUPE_*, then flags (later wins).
-// `switches`: every flag's name, and whether it is a switch (takes no value).
+// Collects raw values: defaults, then torchrun's or srun's variables, then TROUPE_*, then
+// flags (later wins). `switches`: every flag's name, and whether it is a switch.
 caf::expected<std::map<std::string, std::string>> collect(
     const std::vector<std::string>& args, const env_lookup& env,
     const std::map<std::string, bool>& switches,
     const std::map<std::string, std::string>& defaults) {
-  std::map<std::string, std::string> values = defaults;
-  if (auto addr = env("MASTER_ADDR")) {
-    const std::string port = env("MASTER_PORT").value_or("7600");
-    values["torchrun-master"] = *addr + ":" + port;
-    values["coordinator"] = *addr + ":" + port;
-  }
-  if (auto rank = env("RANK")) values["torchrun-rank"] = *rank;
-  if (auto world = env("WORLD_SIZE")) values["torchrun-world"] = *world;
+  std::map<std::string, std::string> given;  // TROUPE_* and flags
   for (const auto& [name, is_switch] : switches)
-    if (auto v = env(env_name(name))) values[name] = *v;
+    if (auto v = env(env_name(name))) given[name] = *v;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg.rfind("--", 0) != 0)
@@ -53,15 +47,26 @@ caf::expected<std::map<std::string, std::string>> collect(
       return make_error(errc::bad_configuration,
                         fmt::format("unknown flag --{} (see --help)", name));
     if (it->second) {
-      values[name] = inline_value.value_or("true");  // a switch: --x, --x=true, --x=false
+      given[name] = inline_value.value_or("true");  // a switch: --x, --x=true, --x=false
     } else if (inline_value) {
-      values[name] = *inline_value;
+      given[name] = *inline_value;
     } else if (i + 1 < args.size()) {
-      values[name] = args[++i];
+      given[name] = args[++i];
     } else {
       return make_error(errc::bad_configuration, fmt::format("--{} needs a value", name));
     }
   }
+  std::map<std::string, std::string> values = defaults;
+  if (auto addr = env("MASTER_ADDR")) {
+    const std::string port = env("MASTER_PORT").value_or("7600");
+    values["torchrun-master"] = *addr + ":" + port;
+    values["coordinator"] = *addr + ":" + port;
+  }
+  if (auto rank = env("RANK")) values["torchrun-rank"] = *rank;
+  if (auto world = env("WORLD_SIZE")) values["torchrun-world"] = *world;
+  const auto port = given.count("port") ? given["port"] : std::string{};
+  if (auto err = collect_slurm(env, port, values)) return err;
+  for (auto& [name, value] : given) values[name] = std::move(value);
   return values;
 }
 
@@ -327,6 +332,13 @@ caf::expected<launch_options> parse_launch_options(
       auto hp = parse_host_port(*get("torchrun-master"));
       if (!hp) return std::move(hp.error());
       o.listen = *hp;
+    } else if (o.role == node_role::server && get("slurm-port")) {
+      // Under srun on the task's own node, after the coordinator's port by its local id.
+      uint32_t base = 0, local = 0;
+      if (auto e = parse_number("slurm port", *get("slurm-port"), base)) return e;
+      if (auto e = parse_number("SLURM_LOCALID", *get("slurm-local-id"), local)) return e;
+      if (local >= 63) return make_error(errc::bad_configuration, "SLURM_LOCALID above 62");
+      o.listen = host_port{*get("slurm-node"), static_cast<uint16_t>(base + 1 + local)};
     } else if (o.role == node_role::server) {
       o.listen = host_port{"127.0.0.1", 0};
     }
@@ -490,7 +502,10 @@ std::string launch_usage(const std::string& program, const std::string& summary,
   for (const auto& f : app_flags) add(f.name, f.value_name, f.help, f.default_value);
   out +=
       "\nEvery flag --foo-bar may also be given as TROUPE_FOO_BAR. torchrun's MASTER_ADDR,\n"
-      "MASTER_PORT, RANK (0 coordinator, 1..M servers, then workers) and WORLD_SIZE are read.\n";
+      "MASTER_PORT, RANK (0 coordinator, 1..M servers, then workers) and WORLD_SIZE are read,\n"
+      "and so are srun's SLURM_PROCID (as RANK), SLURM_NTASKS (as WORLD_SIZE),\n"
+      "SLURM_STEP_NODELIST (its first host coordinates, on --port), SLURM_LOCALID and\n"
+      "SLURM_JOB_ID.\n";
   return out;
 }
 

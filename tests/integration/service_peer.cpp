@@ -3,9 +3,7 @@
 // pulls, pushes the gradient 1, 2, ..., n once, and pulls again; prints "values: v0 v1 ..."
 // of that last pull and exits 0, or prints the error and exits 1. Also checks that a service
 // of another name is refused. With --blocking it does the same from main() through a
-// blocking_parameter_client instead of an actor's parameter_client. With --lane it connects
-// with the node's data lane, prints "routes: R0 R1" (how each bucket was reached) after its
-// first pull and after its last.
+// blocking_parameter_client instead of an actor's parameter_client.
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
@@ -31,6 +29,13 @@ int failed(const std::string& what, const caf::error& err) {
   return 1;
 }
 
+int print_values(const std::vector<float>& values) {
+  std::printf("values:");
+  for (float v : values) std::printf(" %g", v);
+  std::printf("\n");
+  return 0;
+}
+
 }  // namespace
 
 // Pulls, pushes 1, 2, ..., n and pulls again, as plain calls from main().
@@ -48,19 +53,9 @@ caf::expected<std::vector<float>> pull_push_pull(caf::actor_system& sys,
   return second->values;
 }
 
-// The routes of the client's buckets, as "routes: lane lane".
-std::string routes(const parameter_client& c, uint32_t buckets) {
-  std::string out = "routes:";
-  for (uint32_t b = 0; b < buckets; ++b) out += " " + c.route(b);
-  return out;
-}
-
 int main(int argc, char** argv) {
-  const std::string mode = argc == 4 ? argv[3] : "";
-  if ((argc != 3 && mode != "--blocking" && mode != "--lane") ||
-      std::string{argv[1]} != "--coordinator")
-    return 2;
-  const bool blocking = mode == "--blocking", lane = mode == "--lane";
+  const bool blocking = argc == 4 && std::string{argv[3]} == "--blocking";
+  if ((argc != 3 && !blocking) || std::string{argv[1]} != "--coordinator") return 2;
   launch_options opts;
   auto address = parse_host_port(argv[2]);
   const char* secret = std::getenv("TROUPE_SECRET");
@@ -82,21 +77,17 @@ int main(int argc, char** argv) {
     std::printf("connect to no-such-service: it was found\n");
     return 1;
   }
-  const lane_access access = lane ? lane_access{address->host, secret} : lane_access{};
-  auto service = parameter_service::connect(sys, *node, "params", timeout, access);
+  auto service = parameter_service::connect(sys, *node, "params", timeout);
   if (!service) return failed("connect", service.error());
   if (blocking) {
     auto values = pull_push_pull(sys, *service);
     if (!values) return failed("blocking pull and push", values.error());
-    std::printf("values:");
-    for (float v : *values) std::printf(" %g", v);
-    std::printf("\n");
-    return 0;
+    return print_values(*values);
   }
   auto client = service->client(1);
   if (!client) return failed("client", client.error());
   std::promise<caf::expected<std::vector<float>>> result;
-  sys.spawn<caf::detached>([&, c = *client](caf::event_based_actor* self) -> caf::behavior {
+  sys.spawn([&, c = *client](caf::event_based_actor* self) -> caf::behavior {
     auto finish = [&result, self](caf::expected<std::vector<float>> x) {
       result.set_value(std::move(x));
       self->quit();
@@ -105,25 +96,17 @@ int main(int argc, char** argv) {
       if (!first) return finish(std::move(first.error()));
       std::vector<float> grad(c.size());
       for (size_t i = 0; i < grad.size(); ++i) grad[i] = float(i + 1);
-      auto push = [=] {
       c.push(self, grad, *first, [=](caf::expected<push_outcome> pushed) {
         if (!pushed) return finish(std::move(pushed.error()));
         c.pull(self, [=](caf::expected<parameter_snapshot> second) {
           if (!second) return finish(std::move(second.error()));
-          if (lane) std::printf("after: %s\n", routes(c, 2).c_str());
           finish(second->values);
         });
       });
-      };
-      if (lane) std::printf("%s\n", routes(c, 2).c_str());
-      push();
     });
     return {[](int) {}};  // answers nothing: it lives for the requests above
   });
   auto values = result.get_future().get();
   if (!values) return failed("pull and push", values.error());
-  std::printf("values:");
-  for (float v : *values) std::printf(" %g", v);
-  std::printf("\n");
-  return 0;
+  return print_values(*values);
 }

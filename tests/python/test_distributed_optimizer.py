@@ -11,10 +11,7 @@ import math
 import os
 import re
 import signal
-import subprocess
-import sys
 import tempfile
-import time
 import unittest
 import warnings
 
@@ -22,49 +19,16 @@ import torch
 from torch import nn
 
 import troupe
+from processes import Process
 
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
 LOOP = os.path.join(EXAMPLES, "elastic_loop.py")
 SECRET = "a-long-random-secret-for-tests"
-BOUND_S = 300  # every wait's bound; none comes near it
 TRAIN, BATCH, EPOCHS = 4000, 32, 2
 
 
-class Process:
-    """A process of the test, its output in a file; killed if still running at the end."""
-
-    def __init__(self, args, log):
-        self.log = log
-        env = dict(os.environ, TROUPE_SECRET=SECRET)
-        with open(log, "w") as out:
-            self.popen = subprocess.Popen([sys.executable, LOOP, *args], stdout=out,
-                                          stderr=subprocess.STDOUT, env=env)
-
-    def output(self):
-        with open(self.log) as f:
-            return f.read()
-
-    def wait_for(self, pattern, count=1):
-        """True once `pattern` matched `count` times in the output (False if it ended first)."""
-        deadline = time.monotonic() + BOUND_S
-        while time.monotonic() < deadline:
-            if len(re.findall(pattern, self.output())) >= count:
-                return True
-            if self.popen.poll() is not None:
-                return len(re.findall(pattern, self.output())) >= count
-            time.sleep(0.02)
-        return False
-
-    def finish(self):
-        try:
-            return self.popen.wait(BOUND_S)
-        finally:
-            self.stop()
-
-    def stop(self):
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait()
+def loop(args, log):
+    return Process(LOOP, args, log, SECRET)
 
 
 COMMIT = re.compile(r"commit epoch (\d+) position (\d+) size (\d+) generation (\d+)")
@@ -138,15 +102,15 @@ class Elastic(unittest.TestCase):
         flags = ["--epochs", str(EPOCHS), "--batch", str(BATCH), "--train-limit", str(TRAIN),
                  "--test-limit", "500", "--step-delay-ms", "30", "--timeout", "20"]
         with tempfile.TemporaryDirectory() as tmp:
-            driver = Process(["--serve", "127.0.0.1:0", "--min-size", "2"],
+            driver = loop(["--serve", "127.0.0.1:0", "--min-size", "2"],
                              os.path.join(tmp, "driver.log"))
             try:
                 self.assertTrue(driver.wait_for(r"serving at \S+"), driver.output())
                 address = re.search(r"serving at (\S+)", driver.output()).group(1)
-                a = Process(["--join", address, *flags], os.path.join(tmp, "a.log"))
-                b = Process(["--join", address, *flags], os.path.join(tmp, "b.log"))
+                a = loop(["--join", address, *flags], os.path.join(tmp, "a.log"))
+                b = loop(["--join", address, *flags], os.path.join(tmp, "b.log"))
                 self.assertTrue(a.wait_for(r"commit epoch 0 .* size 2", 10), a.output())
-                c = Process(["--join", address, *flags], os.path.join(tmp, "c.log"))
+                c = loop(["--join", address, *flags], os.path.join(tmp, "c.log"))
                 self.assertTrue(c.wait_for(r"commit .* size 3"), c.output())
                 b.popen.send_signal(signal.SIGKILL)
                 b.finish()

@@ -7,10 +7,7 @@ build's package and the examples on PYTHONPATH."""
 import math
 import os
 import re
-import subprocess
-import sys
 import tempfile
-import time
 import unittest
 
 import numpy as np
@@ -18,11 +15,11 @@ import torch
 from torch import nn
 
 import troupe
+from processes import Process
 
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
 PS_LOOP = os.path.join(EXAMPLES, "ps_loop.py")
 SECRET = "a-long-random-secret-for-tests"
-BOUND_S = 300  # every wait's bound; none comes near it
 
 
 def tiny():
@@ -77,36 +74,8 @@ class InOneProcess(unittest.TestCase):
             troupe.ParameterService(model, clients=1, consistency="sometimes")
 
 
-class Process:
-    """A process of the test, its output in a file; killed if still running at the end."""
-
-    def __init__(self, args, log):
-        self.log = log
-        env = dict(os.environ, TROUPE_SECRET=SECRET)
-        with open(log, "w") as out:
-            self.popen = subprocess.Popen([sys.executable, PS_LOOP, *args], stdout=out,
-                                          stderr=subprocess.STDOUT, env=env)
-
-    def output(self):
-        with open(self.log) as f:
-            return f.read()
-
-    def wait_for(self, pattern):
-        """The first match of `pattern` in the output once it is there (None if it ended)."""
-        deadline = time.monotonic() + BOUND_S
-        while time.monotonic() < deadline:
-            found = re.search(pattern, self.output())
-            if found or self.popen.poll() is not None:
-                return found or re.search(pattern, self.output())
-            time.sleep(0.02)
-        return None
-
-    def finish(self):
-        try:
-            return self.popen.wait(BOUND_S)
-        finally:
-            if self.popen.poll() is None:
-                self.popen.kill()
+def loop(args, log):
+    return Process(PS_LOOP, args, log, SECRET)
 
 
 class InTwoProcesses(unittest.TestCase):
@@ -114,16 +83,16 @@ class InTwoProcesses(unittest.TestCase):
 
     def test_two_plain_loops_train_one_model_asynchronously(self):
         with tempfile.TemporaryDirectory() as tmp:
-            server = Process(["--serve", "127.0.0.1:0", "--clients", "2", *self.LOOP],
-                             os.path.join(tmp, "server.log"))
+            server = loop(["--serve", "127.0.0.1:0", "--clients", "2", *self.LOOP],
+                          os.path.join(tmp, "server.log"))
             serving = server.wait_for(r"serving at (\S+)")
             self.assertIsNotNone(serving, server.output())
-            loops = [Process(["--join", serving.group(1), "--client", str(k), "--clients", "2",
-                              *self.LOOP], os.path.join(tmp, f"client{k}.log")) for k in (0, 1)]
-            for k, loop in enumerate(loops):
-                self.assertEqual(loop.finish(), 0, loop.output())
-                self.assertIn(f"client {k} epoch 2", loop.output())
-                self.assertIn("routes ['lane']", loop.output())  # the server's data lane
+            loops = [loop(["--join", serving.group(1), "--client", str(k), "--clients", "2",
+                           *self.LOOP], os.path.join(tmp, f"client{k}.log")) for k in (0, 1)]
+            for k, client in enumerate(loops):
+                self.assertEqual(client.finish(), 0, client.output())
+                self.assertIn(f"client {k} epoch 2", client.output())
+                self.assertIn("routes ['lane']", client.output())  # the server's data lane
             self.assertEqual(server.finish(), 0, server.output())
             accuracy = float(re.search(r"test accuracy (\S+)", server.output()).group(1))
             self.assertGreater(accuracy, 0.6, server.output())

@@ -356,6 +356,95 @@ BOOST_AUTO_TEST_CASE(torchrun_non_loopback_master_needs_insecure_for_coordinator
   BOOST_TEST(o->listen.host == "10.0.0.1");
 }
 
+// -- srun's variables ---------------------------------------------------------------------------
+
+namespace {
+
+// The environment srun gives task `rank` of `tasks` on nodes `nodes` (job 4242).
+env_map srun(const std::string& rank, const std::string& tasks, const std::string& local = "0",
+             const std::string& nodes = "localhost") {
+  return env_map{{"SLURM_PROCID", rank},           {"SLURM_NTASKS", tasks},
+                 {"SLURM_LOCALID", local},         {"SLURM_STEP_NODELIST", nodes},
+                 {"SLURMD_NODENAME", "localhost"}, {"SLURM_JOB_ID", "4242"},
+                 {"TROUPE_SECRET", "s3cret"}};
+}
+
+std::vector<std::string> hosts(const std::string& list) {
+  auto h = troupe::expand_hostlist(list);
+  return h ? *h : std::vector<std::string>{"(error)"};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(hostlists_expand_as_slurm_writes_them) {
+  using v = std::vector<std::string>;
+  BOOST_TEST((hosts("n01") == v{"n01"}));
+  BOOST_TEST((hosts("n[01-04]") == v{"n01", "n02", "n03", "n04"}));
+  BOOST_TEST((hosts("n[8-11],gpu3") == v{"n8", "n9", "n10", "n11", "gpu3"}));
+  BOOST_TEST((hosts("n[1,3-4]") == v{"n1", "n3", "n4"}));
+  BOOST_TEST((hosts("r[1-2]-n[01-02]") == v{"r1-n01", "r1-n02", "r2-n01", "r2-n02"}));
+  BOOST_TEST((hosts("a,b[007-008]") == v{"a", "b007", "b008"}));
+  for (const char* bad : {"n[01-04", "n]", "n[4-1]", "n[a-b]", "", "n[1-2],,m"})
+    BOOST_TEST(!troupe::expand_hostlist(bad), bad);
+}
+
+BOOST_AUTO_TEST_CASE(srun_task_zero_coordinates_on_the_first_host) {
+  auto o = parse({"--servers", "1"}, srun("0", "5", "0", "localhost,n[2-3]"));
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST((o->role == node_role::coordinator));
+  BOOST_TEST(o->listen.host == "localhost");
+  BOOST_TEST(o->listen.port == troupe::slurm_port_of_job(4242));
+  BOOST_TEST(o->workers == 3u);  // 5 tasks: the coordinator, one server, three workers
+}
+
+BOOST_AUTO_TEST_CASE(srun_servers_take_the_ports_after_the_coordinators_by_local_id) {
+  auto a = parse({"--servers", "2", "--port", "30000"}, srun("1", "6", "1"));
+  auto b = parse({"--servers", "2", "--port", "30000"}, srun("2", "6", "2"));
+  BOOST_TEST_REQUIRE(succeeded(a));
+  BOOST_TEST_REQUIRE(succeeded(b));
+  BOOST_TEST((a->role == node_role::server));
+  BOOST_TEST(a->listen.port == 30002);
+  BOOST_TEST(b->listen.port == 30003);
+  BOOST_TEST(a->coordinators.at(0).port == 30000);
+  auto w = parse({"--servers", "2", "--port", "30000"}, srun("3", "6", "3"));
+  BOOST_TEST_REQUIRE(succeeded(w));
+  BOOST_TEST((w->role == node_role::worker));
+  BOOST_TEST(w->coordinators.at(0).host == "localhost");
+}
+
+BOOST_AUTO_TEST_CASE(srun_in_mode_dp_maps_as_torchrun) {
+  auto o = parse({"--mode", "dp"}, srun("0", "3"));
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST((o->role == node_role::coordinator));
+  BOOST_TEST(o->dp.coordinator_trains);
+  BOOST_TEST(o->workers == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(torchrun_and_flags_beat_srun) {
+  env_map env = srun("2", "5");
+  env["RANK"] = "0";
+  env["MASTER_ADDR"] = "127.0.0.1";
+  auto o = parse({}, env);
+  BOOST_TEST_REQUIRE(succeeded(o));
+  BOOST_TEST((o->role == node_role::coordinator));  // RANK, not SLURM_PROCID
+  auto f = parse({"--coordinator", "127.0.0.7:9"}, srun("4", "5"));
+  BOOST_TEST_REQUIRE(succeeded(f));
+  BOOST_TEST(f->coordinators.at(0).host == "127.0.0.7");
+}
+
+BOOST_AUTO_TEST_CASE(srun_variables_that_do_not_parse_are_errors) {
+  env_map env = srun("0", "5");
+  env.erase("SLURM_STEP_NODELIST");
+  BOOST_TEST(fails_with(parse({}, env), errc::bad_configuration));
+  env = srun("0", "5", "0", "n[1-");
+  BOOST_TEST(fails_with(parse({}, env), errc::bad_configuration));
+  env = srun("0", "5");
+  env.erase("SLURM_JOB_ID");
+  BOOST_TEST(fails_with(parse({}, env), errc::bad_configuration));
+  BOOST_TEST(succeeded(parse({"--port", "30000"}, env)));
+  BOOST_TEST(fails_with(parse({"--servers", "1"}, srun("1", "5", "70")), errc::bad_configuration));
+}
+
 // -- rejections ---------------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(unknown_flag_is_an_error) {

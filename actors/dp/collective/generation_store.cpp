@@ -3,7 +3,14 @@
 #include "actors/dp/collective/rendezvous_store.hpp"
 #include "troupe/error.hpp"
 
+#include <random>
+
 namespace troupe {
+
+uint64_t random_token() {
+  std::random_device entropy;
+  return (uint64_t{entropy()} << 32) ^ entropy();
+}
 
 caf::error generation_store::put(const store_entry& entry) {
   std::map<std::string, std::vector<char>> view;  // check_store_set's form of one entry

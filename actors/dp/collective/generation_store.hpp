@@ -16,6 +16,9 @@
 
 namespace troupe {
 
+// A fresh random 64-bit value: a generation's group key, a member's token.
+uint64_t random_token();
+
 // Store requests held until their key is set; more than this means something loops.
 constexpr size_t max_store_waiters = 4096;
 

@@ -45,9 +45,9 @@ class app_node {
   // supervisor and its buckets, and then pulls and pushes the buckets directly.
   void serve(const std::string& name, const parameter_service& service) const;
 
-  // Serves the loop group `group` (actors/dp/loop_group.hpp: the coordinator of processes
-  // whose own loops reduce their gradients together) as `name`: a node that joined with the
-  // secret gets its handle (coordinator_actor's group(name)) and joins it.
+  // Serves the loop group `group` (spawn_loop_group in troupe/loop_group.hpp: the coordinator
+  // of processes whose own loops reduce their gradients together) as `name`: a node that
+  // joined with the secret finds it there (loop_member::join).
   void serve_group(const std::string& name, const caf::actor& group) const;
 
   uint16_t port() const;

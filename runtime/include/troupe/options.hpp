@@ -1,7 +1,9 @@
 // Launch options of every Troupe binary: the contract flags (--role, --listen, --coordinator,
 // --secret), the job flags, and flags an app declares for itself. Each flag --foo-bar can also
 // come from the environment as TROUPE_FOO_BAR; torchrun's MASTER_ADDR, MASTER_PORT, RANK and
-// WORLD_SIZE map onto role and addresses. Precedence: flag > TROUPE_* > torchrun > default.
+// WORLD_SIZE map onto role and addresses, and so do srun's SLURM_PROCID, SLURM_NTASKS,
+// SLURM_STEP_NODELIST, SLURM_LOCALID and SLURM_JOB_ID (runtime/src/slurm.hpp).
+// Precedence: flag > TROUPE_* > torchrun or srun > default.
 #pragma once
 
 #include <chrono>
@@ -152,6 +154,8 @@ struct launch_options {
   uint32_t checkpoint_keep = 3;   // checkpoints kept
   std::string resume;             // continue from the newest good checkpoint in this directory
   int32_t metrics_port = -1;      // serve Prometheus metrics here (0: any free port; -1: off)
+  std::string tensorboard;        // the coordinator writes TensorBoard event files here
+  uint16_t port = 0;              // under srun: the coordinator's port (0: from SLURM_JOB_ID)
   diag_thresholds warn;           // --warn-update-variance, --warn-loss-oscillation, ...
   bool help = false;
   std::map<std::string, std::string> app;  // values of the app's own flags
@@ -193,6 +197,14 @@ std::string launch_usage(const std::string& program, const std::string& summary,
 caf::expected<host_port> parse_host_port(const std::string& text);
 // HOST:PORT[,HOST:PORT...]: at least one, each checked.
 caf::expected<std::vector<host_port>> parse_host_list(const std::string& text);
+
+// Slurm's hostlist form, as in SLURM_STEP_NODELIST: "n[01-04,07],gpu3" is n01 n02 n03 n04 n07
+// gpu3 (numbers keep the first bound's zero padding; several brackets in one name multiply).
+caf::expected<std::vector<std::string>> expand_hostlist(const std::string& text);
+
+// Under srun without --port, the port a job's coordinator listens on: 10000 + 64 x (job id mod
+// 800), which leaves 63 ports after it for the job's tasks on one host.
+uint16_t slurm_port_of_job(uint64_t job_id);
 
 // The update rule every bucket (or data-parallel replica) applies, from --optimizer, --lr,
 // --momentum, --weight-decay, --lr-staleness and the --dash-* flags.

@@ -1,4 +1,5 @@
 #include "dash_binding.hpp"
+#include "float_buffer.hpp"
 
 #include <fmt/format.h>
 
@@ -16,13 +17,7 @@ namespace {
 
 // A writable 1-D float32 buffer of `n` values as a span.
 std::span<float> floats(const py::buffer& b, size_t n, const char* what) {
-  auto info = b.request(true);
-  if (info.itemsize != 4 || info.format != py::format_descriptor<float>::format() ||
-      info.ndim != 1 || (info.shape[0] > 1 && info.strides[0] != 4))
-    throw py::value_error(fmt::format("{}: a contiguous 1-D float32 buffer", what));
-  if (static_cast<size_t>(info.shape[0]) != n)
-    throw py::value_error(fmt::format("{}: {} values, not {}", what, info.shape[0], n));
-  return {static_cast<float*>(info.ptr), n};
+  return float_buffer(b, n, what, true);
 }
 
 template <class E>

@@ -3,18 +3,16 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <optional>
-
-#include <caf/scoped_actor.hpp>
 
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
-#include "actors/dp/loop_group.hpp"
-#include "actors/dp/loop_member.hpp"
 #include "process_runtime.hpp"
 #include "troupe/app_node.hpp"
 #include "troupe/error.hpp"
+#include "troupe/loop_group.hpp"
 #include "troupe/options.hpp"
 
 namespace py = pybind11;
@@ -22,11 +20,6 @@ namespace py = pybind11;
 namespace troupe::python {
 
 namespace {
-
-std::chrono::milliseconds millis(double seconds, const char* what) {
-  if (!(seconds > 0)) throw py::value_error(fmt::format("{}: a positive number of seconds", what));
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
 
 collective_kind collective_named(const std::string& name) {
   for (auto k : {collective_kind::gloo, collective_kind::actors})
@@ -62,8 +55,8 @@ class group_binding {
     config.log = logger{"group " + name, opts.level};
     auto node = app_node::start(sys, opts, logger{"app-node", opts.level});
     if (!node) raise_error(node.error(), "serving the loop group");
-    group_ = sys.spawn(loop_group, config);
-    node->serve_group(name, caf::actor_cast<caf::actor>(group_));
+    group_ = spawn_loop_group(sys, config);
+    node->serve_group(name, group_);
     address_ = fmt::format("{}:{}", opts.listen.host, node->port());
     node_ = std::move(*node);
   }
@@ -75,12 +68,12 @@ class group_binding {
     if (node_) node_->stop();
     if (group_) caf::anon_send_exit(group_, caf::exit_reason::user_shutdown);
     node_.reset();
-    group_ = loop_group_actor{};
+    group_ = caf::actor{};
   }
 
  private:
   std::optional<app_node> node_;
-  loop_group_actor group_;
+  caf::actor group_;
   std::string address_;
 };
 
@@ -94,18 +87,9 @@ class pending_reduce {
   // Seconds in the collective; the sum is in the array given. errc errors as Python's.
   double wait(double timeout_s) {
     if (!future_.valid()) throw py::value_error("this reduction was waited for already");
-    const bool ready = wait_releasing_gil(
-        [&](std::chrono::milliseconds slice) {
-          return future_.wait_for(slice) == std::future_status::ready;
-        },
-        millis(timeout_s, "timeout"));
-    if (!ready)
-      raise_error(make_error(errc::timeout, "no sum within the bound"), "reducing a bucket");
-    auto done = future_.get();
-    if (!done) raise_error(done.error(), "reducing a bucket");
-    auto out = target_.mutable_unchecked<1>();
-    for (py::ssize_t i = 0; i < out.shape(0); ++i) out(i) = (*values_)[static_cast<size_t>(i)];
-    return done->seconds;
+    const auto done = wait_answer(future_, millis(timeout_s, "timeout"), "reducing a bucket");
+    std::copy(values_->begin(), values_->end(), target_.mutable_data());
+    return done.seconds;
   }
 
  private:
@@ -184,14 +168,7 @@ class member_binding {
       std::chrono::milliseconds timeout, const logger& log) {
     auto node = app_node::join(sys, opts, log);
     if (!node) return std::move(node.error());
-    caf::expected<caf::actor> handle = make_error(errc::timeout, "the node did not answer");
-    caf::scoped_actor self{sys};
-    self->request(caf::actor_cast<coordinator_actor>(*node), timeout, group_atom_v, group)
-        .receive([&](const caf::actor& g) { handle = g; },
-                 [&](caf::error& err) { handle = std::move(err); });
-    if (!handle) return std::move(handle.error());
-    return loop_member::join(sys, caf::actor_cast<loop_group_actor>(*handle), name, host, bind,
-                             timeout, log);
+    return loop_member::join(sys, *node, group, name, host, bind, timeout, log);
   }
 
   std::unique_ptr<loop_member> member_;

@@ -8,10 +8,10 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include "float_buffer.hpp"
 #include "process_runtime.hpp"
 #include "troupe/app_node.hpp"
 #include "troupe/blocking_parameter_client.hpp"
-#include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
 #include "troupe/options.hpp"
 
@@ -25,34 +25,7 @@ using shape = std::vector<uint32_t>;
 
 // A contiguous 1-D float32 buffer of `n` values, read only.
 std::span<const float> floats(const py::buffer& b, size_t n, const char* what) {
-  auto info = b.request();
-  if (info.itemsize != 4 || info.format != py::format_descriptor<float>::format() ||
-      info.ndim != 1 || (info.shape[0] > 1 && info.strides[0] != 4))
-    throw py::value_error(fmt::format("{}: a contiguous 1-D float32 buffer", what));
-  if (static_cast<size_t>(info.shape[0]) != n)
-    throw py::value_error(fmt::format("{}: {} values, not {}", what, info.shape[0], n));
-  return {static_cast<const float*>(info.ptr), n};
-}
-
-std::chrono::milliseconds millis(double seconds, const char* what) {
-  if (!(seconds > 0)) throw py::value_error(fmt::format("{}: a positive number of seconds", what));
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
-// A future's value, waited for with the GIL released (Ctrl-C raises KeyboardInterrupt);
-// TimeoutError after `bound`, the request's own error as raise_error() says.
-template <class T>
-T wait_answer(std::future<caf::expected<T>>& f, std::chrono::milliseconds bound,
-              const char* doing) {
-  const bool ready = wait_releasing_gil(
-      [&](std::chrono::milliseconds slice) {
-        return f.wait_for(slice) == std::future_status::ready;
-      },
-      bound);
-  if (!ready) raise_error(make_error(errc::timeout, "no answer within the bound"), doing);
-  auto x = f.get();
-  if (!x) raise_error(x.error(), doing);
-  return std::move(*x);
+  return float_buffer(b, n, what, false);
 }
 
 // A pull: the values (lent to numpy as they are) and what a push computed from them needs.
@@ -146,8 +119,9 @@ class service_binding {
     if (!opts) raise_error(opts.error(), "the service's options");
     parameter_service_config config;
     for (size_t i = 0; i < names.size(); ++i) config.tensors.push_back({names[i], shapes[i]});
-    const flat_layout layout{config.tensors};
-    const auto values = floats(initial, layout.total, "the initial values");
+    uint64_t total = 0;  // the service checks the tensors themselves
+    for (const auto& t : config.tensors) total += numel(t.shape);
+    const auto values = floats(initial, total, "the initial values");
     config.initial.assign(values.begin(), values.end());
     config.optimizer = optimizer_from(*opts);
     config.consistency = opts->consistency;

@@ -74,6 +74,15 @@ bool wait_releasing_gil(const std::function<bool(std::chrono::milliseconds)>& re
   }
 }
 
+std::chrono::milliseconds millis(double seconds, const char* what) {
+  if (!(seconds > 0)) {
+    const std::string text = std::string{what} + ": a positive number of seconds";
+    PyErr_SetString(PyExc_ValueError, text.c_str());
+    throw py::error_already_set();
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
 void raise_error(const caf::error& err, const std::string& doing) {
   const std::string text = doing + ": " + describe(err);
   PyObject* type = PyExc_RuntimeError;

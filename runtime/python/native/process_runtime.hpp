@@ -5,8 +5,15 @@
 // still starts a system of its own for its job (run_app).
 #pragma once
 
-#include <caf/actor_system.hpp>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <string>
 
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include "troupe/error.hpp"
 #include "troupe/options.hpp"
 
 namespace troupe::python {
@@ -26,5 +33,24 @@ bool wait_releasing_gil(const std::function<bool(std::chrono::milliseconds)>& re
 // Raises `err` in Python: TimeoutError, ValueError (bad shapes, non-finite values, bad
 // configuration, malformed messages), PermissionError (authentication), RuntimeError otherwise.
 [[noreturn]] void raise_error(const caf::error& err, const std::string& doing);
+
+// A bound given in seconds from Python; ValueError unless positive.
+std::chrono::milliseconds millis(double seconds, const char* what);
+
+// A future's value, waited for as wait_releasing_gil() waits; TimeoutError after `bound`,
+// the request's own error as raise_error() says (`doing` names it).
+template <class T>
+T wait_answer(std::future<caf::expected<T>>& f, std::chrono::milliseconds bound,
+              const std::string& doing) {
+  const bool ready = wait_releasing_gil(
+      [&](std::chrono::milliseconds slice) {
+        return f.wait_for(slice) == std::future_status::ready;
+      },
+      bound);
+  if (!ready) raise_error(make_error(errc::timeout, "no answer within the bound"), doing);
+  auto x = f.get();
+  if (!x) raise_error(x.error(), doing);
+  return std::move(*x);
+}
 
 }  // namespace troupe::python

@@ -188,10 +188,11 @@ class State:
             self.restore()
 
 
-def run(fn):
+def run(fn, state=None, *args, **kwargs):
     """Runs fn(state, ...) in the current generation of the group, after the members agree on
     a state; when the group re-forms (MembershipChanged), restores the last commit, waits for
-    the new generation and runs fn again from there. Returns what fn returns."""
+    the new generation and runs fn again from there. As a decorator, `run(fn)` returns the
+    function that does this; `run(fn, state, ...)` does it at once. Returns what fn returns."""
 
     @functools.wraps(fn)
     def wrapper(state, *args, **kwargs):
@@ -205,7 +206,7 @@ def run(fn):
             except MembershipChanged:
                 state.restore()
 
-    return wrapper
+    return wrapper if state is None else wrapper(state, *args, **kwargs)
 
 
 class ElasticSampler:
