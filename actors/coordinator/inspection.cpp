@@ -176,6 +176,15 @@ caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
   if (view == "nodes") return encode(nodes(st, config));
   if (view == "workers") return encode(workers(st));
   if (view == "curve") return encode(st.training.curve.table());
+  if (view == "timeline") return encode(timeline_table(st.report));
+  if (view != "tree" && view != "metrics" && view != "buckets" && view != "diag")
+    return make_error(
+        errc::bad_configuration,
+        "no view '" + view + "' (nodes, tree, workers, buckets, metrics, diag, curve, timeline)");
+  if ((view == "buckets" || view == "diag") && st.phase != job_phase::training)
+    return make_error(errc::job_failed, "no buckets to show before training starts");
+  // (Only now: a promise made takes the request's answer over, and an error returned after it
+  // would never reach the asker.)
   auto promise = self->make_response_promise<wire>();
   if (view == "tree" || view == "metrics") {
     gather_metrics(self, config, [=](node_texts texts) mutable {
@@ -189,12 +198,6 @@ caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
     });
     return promise;
   }
-  if (view != "buckets" && view != "diag")
-    return make_error(
-        errc::bad_configuration,
-        "no view '" + view + "' (nodes, tree, workers, buckets, metrics, diag, curve)");
-  if (st.phase != job_phase::training)
-    return make_error(errc::job_failed, "no buckets to show before training starts");
   gather_stats(self, config, [=](std::vector<std::optional<bucket_stats>> stats) mutable {
     if (view == "diag") {
       promise.deliver(encode(diagnose(self->state, config.opts.warn, stats)));

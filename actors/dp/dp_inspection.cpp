@@ -5,6 +5,7 @@
 
 #include "actors/coordinator/coordinator_parts.hpp"
 #include "actors/dp/dp_coordinator_parts.hpp"
+#include "actors/job/report.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::dp_coordination {
@@ -66,11 +67,13 @@ caf::result<wire> inspect(self_ptr self, const dp_coordinator_config& config,
   if (view == "group") return encode(group(st));
   if (view == "tree") return encode(tree(st, self->mailbox().size()));
   if (view == "nodes") return encode(nodes(st));
+  if (view == "timeline") return encode(timeline_table(st.report));
   if (view == "metrics")
     return encode(
         coordination::metrics_table({{"coordinator", node_metrics_text(config.metrics)}}));
-  return make_error(errc::bad_configuration,
-                    "no view '" + view + "' in a data-parallel job (group, tree, nodes, metrics)");
+  return make_error(
+      errc::bad_configuration,
+      "no view '" + view + "' in a data-parallel job (group, tree, nodes, metrics, timeline)");
 }
 
 }  // namespace troupe::dp_coordination

@@ -21,6 +21,7 @@
 #include "actors/dp/collective/nccl_collective.hpp"
 #include "actors/dp/dp_coordinator.hpp"
 #include "actors/dp/dp_trainer.hpp"
+#include "actors/job/dashboard_state.hpp"
 #include "actors/job/launch_parts.hpp"
 #include "actors/job/stop_signals.hpp"
 #include "actors/server/server.hpp"
@@ -197,7 +198,15 @@ int serve_coordinator(caf::scoped_actor& self, const launch_options& opts,
                       const logger& log) {
   auto gk = publish_gatekeeper(self, opts, coord, app, log);
   if (!gk) return 1;
+  auto dashboard = start_dashboard(self->system(), opts, coord, log);
+  if (!dashboard) {
+    fmt::print(stderr, "{}: {}\n", app.name, describe(dashboard.error()));
+    self->send_exit(coord, caf::exit_reason::user_shutdown);
+    self->send_exit(*gk, caf::exit_reason::user_shutdown);
+    return 1;
+  }
   const int code = wait_for(self, coord.address(), app.name);
+  dashboard->reset();  // before the actor system: its sampler asks the coordinator
   self->send_exit(*gk, caf::exit_reason::user_shutdown);
   return code;
 }

@@ -1,5 +1,7 @@
 #include "actors/job/report.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -57,6 +59,27 @@ caf::error write_report_file(const std::string& path, job_report report,
     return make_error(errc::io_failure, "cannot move the report to " + path);
   }
   return {};
+}
+
+table_view timeline_table(const job_report& report) {
+  std::vector<std::pair<double, std::vector<std::string>>> events;
+  for (const auto& l : report.losses)
+    events.push_back(
+        {l.at_s, {"lost", fmt::format("{} {}: {}", to_string(l.kind), l.name, l.reason)}});
+  for (const auto& t : report.takeovers)
+    events.push_back(
+        {t.at_s,
+         {"takeover", fmt::format("term {}, the standby took {:.2f} s", t.term, t.took_s)}});
+  for (const auto& e : report.epochs)
+    events.push_back(
+        {e.wall_s,
+         {"epoch", fmt::format("epoch {}: test accuracy {:.4f}", e.epoch, e.test_accuracy)}});
+  std::stable_sort(events.begin(), events.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  table_view t{{"t_s", "event", "what"}, {}};
+  for (auto& [at, row] : events)
+    t.rows.push_back({fmt::format("{:.2f}", at), std::move(row[0]), std::move(row[1])});
+  return t;
 }
 
 }  // namespace troupe

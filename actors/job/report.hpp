@@ -18,6 +18,11 @@ double histogram_quantile(const std::vector<uint64_t>& histogram, double q);
 // p50, p99 and max (from the merged histograms), and the largest clock gap.
 void summarize_buckets(const std::vector<bucket_stats>& buckets, job_report& report);
 
+// The job's events so far, oldest first, from its report: members lost (with why), takeovers
+// by a standby, and epochs evaluated. Columns t_s, event, what. The console's and the
+// dashboard's `timeline` view.
+table_view timeline_table(const job_report& report);
+
 // Writes to_json(report), with `settings` (flag_settings of the job's options), to `path`
 // atomically (a temporary file, then rename).
 caf::error write_report_file(const std::string& path, job_report report,

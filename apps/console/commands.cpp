@@ -25,6 +25,7 @@ const char* const command_help =
     "  buckets               placement, version, staleness, vector clock, bytes per bucket\n"
     "  group                 --mode dp: generation, members, hosts, steps, allreduce bytes,\n"
     "                        time and the fraction hidden behind backward\n"
+    "  timeline              the job's events: members lost, takeovers, epochs\n"
     "  metrics [PREFIX]      every node's metrics (families starting with PREFIX)\n"
     "  diag                  update variance, loss oscillation, effective update ratio\n"
     "  top [N]               workers, buckets and diag every second until a key (or N times)\n"
@@ -187,7 +188,7 @@ bool run_command(session& s, const std::string& line) {
     return true;
   }
   if (command == "nodes" || command == "tree" || command == "workers" || command == "buckets" ||
-      command == "diag" || command == "group")
+      command == "diag" || command == "group" || command == "timeline")
     return show(s, command);
   if (command == "metrics") return metrics(s, argument);
   if (command == "top") return top(s, argument);

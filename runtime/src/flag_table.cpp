@@ -373,6 +373,17 @@ std::vector<flag_spec> node_flags() {
           [](const launch_options& o) {
             return o.metrics_port < 0 ? std::string{} : std::to_string(o.metrics_port);
           }),
+      custom(
+          "dashboard-port", "P",
+          "serve the job's live web dashboard at http://HOST:P/ (coordinator), HOST as in "
+          "--listen (0: any free port)",
+          scope::any,
+          [](const std::string& t, launch_options& o) {
+            return parse_number("dashboard-port", t, o.dashboard_port);
+          },
+          [](const launch_options& o) {
+            return o.dashboard_port < 0 ? std::string{} : std::to_string(o.dashboard_port);
+          }),
       number("port", "P",
              "under srun: the coordinator's port (default 10000 + 64 x (SLURM_JOB_ID mod 800)); "
              "servers listen on the ports after it, by SLURM_LOCALID",

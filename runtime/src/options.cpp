@@ -123,6 +123,10 @@ caf::error validate_security(const launch_options& o) {
     return bad(
         "--metrics-port serves on --listen's host, which is not a loopback address: plain HTTP "
         "is served on loopback only; add --tls-dir DIR to serve HTTPS (docs/SECURITY.md)");
+  if (o.dashboard_port >= 0 && !tls && !is_loopback(o.listen.host))
+    return bad(
+        "--dashboard-port serves on --listen's host, which is not a loopback address: plain "
+        "HTTP is served on loopback only; add --tls-dir DIR to serve HTTPS (docs/SECURITY.md)");
   const bool listens = o.role == node_role::coordinator || o.role == node_role::server ||
                        (o.role == node_role::worker && o.data_parallel());
   if (listens && !tls && !o.insecure && !is_loopback(o.listen.host))
@@ -211,6 +215,8 @@ caf::error validate(const launch_options& o) {
     return bad("--warn-* thresholds must not be negative (--warn-update-ratio: 0 to 1)");
   if (o.metrics_port < -1 || o.metrics_port > 65535)
     return bad("--metrics-port must be a port number (0: any free port)");
+  if (o.dashboard_port < -1 || o.dashboard_port > 65535)
+    return bad("--dashboard-port must be a port number (0: any free port)");
   if (auto e = validate_security(o)) return e;
   if (o.role != node_role::embedded && o.secret.empty())
     return bad("a distributed node needs --secret or TROUPE_SECRET");

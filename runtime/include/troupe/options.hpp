@@ -154,6 +154,7 @@ struct launch_options {
   uint32_t checkpoint_keep = 3;   // checkpoints kept
   std::string resume;             // continue from the newest good checkpoint in this directory
   int32_t metrics_port = -1;      // serve Prometheus metrics here (0: any free port; -1: off)
+  int32_t dashboard_port = -1;    // the coordinator's web dashboard (0: any free port; -1: off)
   std::string tensorboard;        // the coordinator writes TensorBoard event files here
   uint16_t port = 0;              // under srun: the coordinator's port (0: from SLURM_JOB_ID)
   diag_thresholds warn;           // --warn-update-variance, --warn-loss-oscillation, ...
