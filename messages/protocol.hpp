@@ -225,7 +225,7 @@ using gatekeeper_actor =
     caf::typed_actor<caf::replies_to<hello_atom, wire>::with<wire>,
                      caf::replies_to<prove_atom, wire>::with<coordinator_actor>>;
 
-// --mode dp. A data-parallel worker (actors/dp/dp_trainer.hpp): a full replica of the model.
+// --mode dp. A data-parallel worker (actors/dp/trainer/dp_trainer.hpp): a full replica of the model.
 //   start: group_start; forms that generation of the group (after the step in flight), agrees
 //          with the other members on one state, and trains from there
 //   stop:  as for servers (a member declared lost is stopped with the reason)
@@ -248,7 +248,7 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
                                          caf::reacts_to<rejoin_atom, uint64_t>,
                                          caf::reacts_to<state_atom, uint64_t, uint32_t>>;
 
-// The coordinator of a data-parallel job (actors/dp/dp_coordinator.hpp). The gatekeeper hands it
+// The coordinator of a data-parallel job (actors/dp/coordinator/dp_coordinator.hpp). The gatekeeper hands it
 // out as a coordinator_actor handle (heartbeat has the same signature in both); dp workers
 // cast it back.
 //   join:      join_request and the worker's handle -> join_reply
@@ -291,7 +291,7 @@ using dp_coordinator_actor =
                      caf::reacts_to<event_atom, std::string, std::string>,
                      caf::replies_to<rejoin_atom, wire, dp_worker_actor>::with<wire>>;
 
-// A member of a loop group (actors/dp/loop_group.hpp): a process whose own training loop
+// A member of a loop group (actors/dp/loops/loop_group.hpp): a process whose own training loop
 // reduces its gradients in the group (troupe.DistributedOptimizer).
 //   start: group_start (rank, size, generation, token, collective, timeout, group key,
 //          hosts): form that generation

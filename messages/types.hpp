@@ -125,7 +125,8 @@ struct proof {
 
 // A console action that changes the job (inject-fault, drain, checkpoint, log) with its proof
 // over tls::action_text(nonce, action): a signature by an operator certificate's key under
-// --tls-dir, an HMAC under the operator secret otherwise (actors/supervision/operator_gate.hpp).
+// --tls-dir, an HMAC under the operator secret otherwise
+// (actors/supervision/admission/operator_gate.hpp).
 struct operator_action {
   std::string nonce;                // the coordinator's (hex), used once
   std::vector<std::string> action;  // the command, then its arguments
@@ -439,8 +440,8 @@ struct home_standing {
   std::vector<uint32_t> backups;
 };
 
-// What a data-parallel coordinator (actors/dp/dp_standing.cpp) adds to its standing: the
-// group's generation and shape, the members' figures the parameter service has no place for
+// What a data-parallel coordinator (actors/dp/coordinator/dp_standing.cpp) adds to its standing:
+// the group's generation and shape, the members' figures the parameter service has no place for
 // (parallel to coordinator_standing::workers) and the report's data-parallel figures.
 struct dp_group_standing {
   uint64_t generation = 0;

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "actors/app/parameter_service_parts.hpp"
-#include "actors/supervision/gatekeeper.hpp"
-#include "actors/supervision/operator_gate.hpp"
-#include "actors/supervision/supervisor.hpp"
+#include "actors/supervision/admission/gatekeeper.hpp"
+#include "actors/supervision/admission/operator_gate.hpp"
+#include "actors/supervision/supervisors/supervisor.hpp"
 #include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
 #include "troupe/net.hpp"
@@ -42,7 +42,7 @@ struct shown_supervisors {
 struct served_services {
   std::mutex lock;
   std::map<std::string, std::shared_ptr<parameter_service::shared>> entries;
-  std::map<std::string, caf::actor> groups;  // loop groups (actors/dp/loop_group.hpp)
+  std::map<std::string, caf::actor> groups;  // loop groups (actors/dp/loops/loop_group.hpp)
 
   std::shared_ptr<parameter_service::shared> find(const std::string& name) {
     std::lock_guard<std::mutex> guard{lock};
@@ -218,10 +218,10 @@ namespace {
 std::shared_ptr<lane_listener> start_lane(caf::actor_system& sys, const launch_options& opts,
                                           const logger& log) {
   if (!opts.tls_dir.empty() || opts.no_data_lane) return nullptr;
-  lane_listener_config config{opts.listen.host, 0, opts.secret,
-                              std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  opts.request_timeout),
-                              log.named("lane")};
+  lane_listener_config config{
+      opts.listen.host, 0, opts.secret,
+      std::chrono::duration_cast<std::chrono::milliseconds>(opts.request_timeout),
+      log.named("lane")};
   auto lane = lane_listener::start(sys, config);
   if (!lane) {
     log.warn("no data lane ({}); served services go over CAF", describe(lane.error()));

@@ -14,7 +14,7 @@
 #include "actors/app/parameter_service_parts.hpp"
 #include "actors/bucket/parameter_bucket.hpp"
 #include "actors/client/bucket_client.hpp"
-#include "actors/supervision/supervisor.hpp"
+#include "actors/supervision/supervisors/supervisor.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 #include "troupe/detail/layout.hpp"
@@ -176,14 +176,14 @@ child_spec bucket_child(std::shared_ptr<bucket_store> store, const parameter_ser
   const auto timeout = std::chrono::ceil<std::chrono::seconds>(c.timeout);
   const std::string name = bucket_prefix + std::to_string(store->id());
   auto log = c.log.named(c.name + "/" + name);
-  child_spec spec{name, [store, timeout, log, enrollment](caf::local_actor* parent,
-                                                          caf::actor_addr supervisor) {
-                    const bucket_actor_config config{supervisor, fixed_link(coordinator_actor{}),
-                                                     timeout, log};
-                    auto bucket = parent->spawn(parameter_bucket, store, config);
-                    enrollment->started(store->id(), bucket);
-                    return caf::actor_cast<caf::actor>(bucket);
-                  }};
+  child_spec spec{
+      name,
+      [store, timeout, log, enrollment](caf::local_actor* parent, caf::actor_addr supervisor) {
+        const bucket_actor_config config{supervisor, fixed_link(coordinator_actor{}), timeout, log};
+        auto bucket = parent->spawn(parameter_bucket, store, config);
+        enrollment->started(store->id(), bucket);
+        return caf::actor_cast<caf::actor>(bucket);
+      }};
   spec.kind = "bucket";
   return spec;
 }

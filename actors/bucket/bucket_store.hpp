@@ -155,8 +155,8 @@ class bucket_store {
   void run_deferred_dash();
   const std::vector<dense_tensor>& slices() const { return slices_; }
 
-  // --mode dp's 1-bit and 0/1 Adam (actors/dp/compressed_adam.hpp) step the slices of an
-  // Adam bucket themselves: slice s's values and moments, to change in place.
+  // --mode dp's 1-bit and 0/1 Adam (actors/dp/compression/compressed_adam.hpp) step the slices of
+  // an Adam bucket themselves: slice s's values and moments, to change in place.
   struct adam_view {
     std::span<float> values, m, v;
   };

@@ -2,7 +2,7 @@
 
 #include <functional>
 
-#include "actors/supervision/guards.hpp"
+#include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {

@@ -28,7 +28,7 @@
 
 #include "actors/bucket/bucket_store.hpp"
 #include "actors/bucket/dash_device.hpp"
-#include "actors/supervision/coordinator_link.hpp"
+#include "actors/supervision/failure/coordinator_link.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"

@@ -7,7 +7,7 @@
 
 #include "actors/coordinator/coordinator_parts.hpp"
 #include "actors/job/report.hpp"
-#include "actors/supervision/guards.hpp"
+#include "actors/supervision/supervisors/guards.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "troupe/error.hpp"
 

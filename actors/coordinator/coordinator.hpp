@@ -11,7 +11,7 @@
 // recovery, faults), checkpointing.cpp, inspection.cpp and diagnostics.cpp (the console's
 // views), and operations.cpp (the console's actions: checkpoint now, drain, log level).
 // With --mode hybrid it serves the tables of a data-parallel group instead (tables.cpp; the
-// group's side is actors/dp/dp_tables.cpp).
+// group's side is actors/dp/coordinator/dp_tables.cpp).
 #pragma once
 
 #include <algorithm>
@@ -30,12 +30,12 @@
 #include "actors/coordinator/succession.hpp"
 #include "actors/coordinator/work_plan.hpp"
 #include "actors/job/checkpoint_file.hpp"
-#include "actors/job/progress_line.hpp"
 #include "actors/job/job_scalars.hpp"
+#include "actors/job/progress_line.hpp"
 #include "actors/job/training_curve.hpp"
-#include "actors/supervision/heartbeat.hpp"
+#include "actors/supervision/admission/operator_gate.hpp"
+#include "actors/supervision/failure/heartbeat.hpp"
 #include "actors/supervision/node_metrics.hpp"
-#include "actors/supervision/operator_gate.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/log.hpp"

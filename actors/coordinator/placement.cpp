@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "actors/coordinator/coordinator_parts.hpp"
-#include "actors/supervision/guards.hpp"
+#include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::coordination {

@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "actors/coordinator/coordinator_parts.hpp"
-#include "actors/supervision/guards.hpp"
+#include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::coordination {

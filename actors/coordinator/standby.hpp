@@ -16,7 +16,7 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/supervision/heartbeat.hpp"
+#include "actors/supervision/failure/heartbeat.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 #include "troupe/options.hpp"

@@ -3,7 +3,7 @@
 // learning from its answer that it has taken over (errc::deposed), forgetting it when it goes
 // down, and letting it go at the end of the job. Called from the handlers of the parameter
 // service's coordinator (actors/coordinator/standing.cpp) and the data-parallel one
-// (actors/dp/dp_standing.cpp); `Self` is a stateful actor pointer whose state has a
+// (actors/dp/coordinator/dp_standing.cpp); `Self` is a stateful actor pointer whose state has a
 // `succession_state succession`.
 #pragma once
 

@@ -1,11 +1,11 @@
 // --mode hybrid, the tables' coordinator's side of the group: it hands the group's coordinator
 // the buckets of the task's embedding tables once they are ready, tells it of every server
 // lost (the job's report is the group's), and stops the servers when the group says the job
-// is over. The group's side is actors/dp/dp_tables.cpp.
+// is over. The group's side is actors/dp/coordinator/dp_tables.cpp.
 #include <algorithm>
 
 #include "actors/coordinator/coordinator_parts.hpp"
-#include "actors/supervision/guards.hpp"
+#include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::coordination {

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "actors/coordinator/coordinator.hpp"
-#include "actors/dp/dp_coordinator.hpp"
+#include "actors/dp/coordinator/dp_coordinator.hpp"
 #include "actors/job/launch_parts.hpp"
 #include "actors/server/server.hpp"
 #include "troupe/node.hpp"

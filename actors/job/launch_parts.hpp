@@ -14,7 +14,7 @@
 #include <string>
 
 #include "actors/bucket/dash_device.hpp"
-#include "actors/dp/dp_trainer.hpp"
+#include "actors/dp/trainer/dp_trainer.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/app.hpp"
 #include "troupe/metrics.hpp"

@@ -7,7 +7,7 @@
 
 #include "actors/coordinator/coordinator.hpp"
 #include "actors/coordinator/standby.hpp"
-#include "actors/dp/dp_coordinator.hpp"
+#include "actors/dp/coordinator/dp_coordinator.hpp"
 #include "actors/job/launch_parts.hpp"
 #include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"

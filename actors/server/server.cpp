@@ -6,9 +6,9 @@
 #include <caf/io/middleman.hpp>
 
 #include "actors/bucket/parameter_bucket.hpp"
-#include "actors/supervision/guards.hpp"
 #include "actors/supervision/node_control.hpp"
 #include "actors/supervision/node_metrics.hpp"
+#include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/error.hpp"
 #include "troupe/net.hpp"
 

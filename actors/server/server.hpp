@@ -15,8 +15,8 @@
 
 #include "actors/bucket/dash_device.hpp"
 #include "actors/lane/lane_server.hpp"
-#include "actors/supervision/coordinator_link.hpp"
-#include "actors/supervision/supervisor.hpp"
+#include "actors/supervision/failure/coordinator_link.hpp"
+#include "actors/supervision/supervisors/supervisor.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 #include "troupe/metrics.hpp"

@@ -11,8 +11,8 @@
 #include <caf/result.hpp>
 
 #include "actors/job/job_outcome.hpp"
-#include "actors/supervision/guards.hpp"
 #include "actors/supervision/node_metrics.hpp"
+#include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/error.hpp"
 #include "troupe/log.hpp"
 

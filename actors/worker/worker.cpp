@@ -13,7 +13,7 @@
 
 #include <caf/io/middleman.hpp>
 
-#include "actors/supervision/guards.hpp"
+#include "actors/supervision/supervisors/guards.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "actors/worker/worker_setup.hpp"
 #include "troupe/error.hpp"

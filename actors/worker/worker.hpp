@@ -20,7 +20,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/client/bucket_client.hpp"
-#include "actors/supervision/coordinator_link.hpp"
+#include "actors/supervision/failure/coordinator_link.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/layout.hpp"

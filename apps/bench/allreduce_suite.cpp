@@ -30,7 +30,7 @@
 #include <thread>
 #include <tuple>
 
-#include "actors/dp/allreduce_group.hpp"
+#include "actors/dp/trainer/allreduce_group.hpp"
 #include "apps/bench/suites.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"

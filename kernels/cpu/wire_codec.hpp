@@ -1,11 +1,11 @@
 // How a data-parallel group packs a run of fp32 values into 32-bit words for the wire when
-// it allreduces them compressed (actors/dp/compressed_allreduce.hpp): unchanged (fp32), as
-// bf16 pairs, as fp16 pairs after one power-of-two scale word (so that no value overflows
-// fp16's 65504), or as one sign bit per value and one scale word per block of
-// onebit_block values (1-bit, with error feedback: kernels/cpu/compression.hpp; a scale per
-// block rather than per message keeps small tensors' signs from taking large tensors' scale,
-// for 1.125 bits per value). Words are plain bits: the collective moves them
-// without arithmetic. Pure functions on caller-owned spans; no allocation.
+// it allreduces them compressed (actors/dp/compression/compressed_allreduce.hpp): unchanged (fp32),
+// as bf16 pairs, as fp16 pairs after one power-of-two scale word (so that no value overflows fp16's
+// 65504), or as one sign bit per value and one scale word per block of onebit_block values (1-bit,
+// with error feedback: kernels/cpu/compression.hpp; a scale per block rather than per message keeps
+// small tensors' signs from taking large tensors' scale, for 1.125 bits per value). Words are plain
+// bits: the collective moves them without arithmetic. Pure functions on caller-owned spans; no
+// allocation.
 #pragma once
 
 #include <cstddef>

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "actors/dp/allreduce_group.hpp"
 #include "actors/dp/collective/nccl_collective.hpp"
+#include "actors/dp/trainer/allreduce_group.hpp"
 #include "kernels/cuda/device.hpp"
 #include "tests/gpu/gpu_test_support.hpp"
 #include "tests/unit/collective_ranks.hpp"

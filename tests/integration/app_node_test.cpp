@@ -13,7 +13,7 @@
 
 #include <future>
 
-#include "actors/supervision/supervisor.hpp"
+#include "actors/supervision/supervisors/supervisor.hpp"
 #include "messages/codec.hpp"
 #include "messages/protocol.hpp"
 #include "tests/integration/child_process.hpp"

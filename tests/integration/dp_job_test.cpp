@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "actors/dp/collective/nccl_collective.hpp"
-#include "actors/dp/dp_coordinator.hpp"
-#include "actors/dp/dp_trainer.hpp"
+#include "actors/dp/coordinator/dp_coordinator.hpp"
+#include "actors/dp/trainer/dp_trainer.hpp"
 #include "apps/fmnist/mlp_task.hpp"
 #include "child_process.hpp"
 #include "dp_run.hpp"

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/dp/dp_coordinator.hpp"
-#include "actors/dp/dp_trainer.hpp"
+#include "actors/dp/coordinator/dp_coordinator.hpp"
+#include "actors/dp/trainer/dp_trainer.hpp"
 #include "apps/fmnist/mlp_task.hpp"
 #include "child_process.hpp"
 #include "troupe/node.hpp"

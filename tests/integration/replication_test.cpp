@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "actors/bucket/parameter_bucket.hpp"
-#include "actors/supervision/supervisor.hpp"
+#include "actors/supervision/supervisors/supervisor.hpp"
 #include "tests/support/progress.hpp"
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"

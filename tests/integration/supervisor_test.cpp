@@ -8,8 +8,8 @@
 
 #include <thread>
 
-#include "actors/supervision/guards.hpp"
-#include "actors/supervision/supervisor.hpp"
+#include "actors/supervision/supervisors/guards.hpp"
+#include "actors/supervision/supervisors/supervisor.hpp"
 #include "tests/support/progress.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/node.hpp"

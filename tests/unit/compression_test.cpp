@@ -9,10 +9,10 @@
 #include <cmath>
 #include <csignal>
 
-#include "actors/dp/adam_replica.hpp"
 #include "actors/dp/collective/gloo_collective.hpp"
-#include "actors/dp/compressed_adam.hpp"
-#include "actors/dp/compressed_allreduce.hpp"
+#include "actors/dp/compression/adam_replica.hpp"
+#include "actors/dp/compression/compressed_adam.hpp"
+#include "actors/dp/compression/compressed_allreduce.hpp"
 #include "collective_ranks.hpp"
 #include "kernels/cpu/optimizers.hpp"
 #include "kernels/cpu/wire_codec.hpp"

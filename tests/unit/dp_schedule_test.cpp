@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "actors/dp/dp_schedule.hpp"
+#include "actors/dp/trainer/dp_schedule.hpp"
 
 using namespace troupe;
 

@@ -5,7 +5,7 @@
 #define BOOST_TEST_MODULE heartbeat_test
 #include <boost/test/unit_test.hpp>
 
-#include "actors/supervision/heartbeat.hpp"
+#include "actors/supervision/failure/heartbeat.hpp"
 
 #include <thread>
 

@@ -10,7 +10,7 @@
 #include <map>
 #include <mutex>
 
-#include "actors/supervision/awake_clock.hpp"
+#include "actors/supervision/failure/awake_clock.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/error.hpp"
 #include "troupe/net.hpp"

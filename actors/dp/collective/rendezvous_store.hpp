@@ -3,7 +3,7 @@
 // timeout. memory_store serves ranks that are threads of one process (tests), file_store
 // processes that share a directory (troupe-bench allreduce); the members
 // of a job reach the coordinator's store through actor messages (coordinator_store in
-// actors/dp/allreduce_group.cpp), so only admitted members learn each other's addresses.
+// actors/dp/trainer/allreduce_group.cpp), so only admitted members learn each other's addresses.
 // Implementations are thread-safe.
 #pragma once
 

@@ -68,7 +68,7 @@ const char* to_string(reduction_kind k);
 const char* to_string(job_mode m);
 const char* to_string(dash_device_kind k);
 
-// --mode dp: what a data-parallel job adds (see actors/dp/dp_trainer.hpp).
+// --mode dp: what a data-parallel job adds (see actors/dp/trainer/dp_trainer.hpp).
 struct dp_options {
   collective_kind collective = collective_kind::gloo;  // between members
   double bucket_mb = 25;            // gradient bucket cap in MiB; the first is min(1, this)

@@ -129,7 +129,8 @@ enum class comm_dtype : uint8_t { fp32 = 0, bf16 = 1, fp16 = 2 };
 const char* to_string(comm_dtype d);
 
 // --optimizer onebit-adam | zero-one-adam: data-parallel Adam whose communication is one bit
-// per value after a full-precision warmup (actors/dp/compressed_adam.hpp); none: as named.
+// per value after a full-precision warmup (actors/dp/compression/compressed_adam.hpp); none: as
+// named.
 enum class compressed_adam : uint8_t { none = 0, onebit = 1, zero_one = 2 };
 const char* to_string(compressed_adam c);  // "adam" for none, "onebit-adam", "zero-one-adam"
 

@@ -1,5 +1,5 @@
 // The console's half of an operator action (the coordinator's half is
-// actors/supervision/operator_gate.hpp): the action and its proof over the coordinator's
+// actors/supervision/admission/operator_gate.hpp): the action and its proof over the coordinator's
 // nonce, signed with the key of `tls_dir` when there is one, an HMAC under `operator_secret`
 // otherwise (no proof at all when neither is given: the coordinator then says what it needs).
 // Called by troupe-console and by tests that act as an operator.

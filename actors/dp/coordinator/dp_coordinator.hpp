@@ -1,0 +1,138 @@
+// dp_coordinator: the root of a data-parallel job (--mode dp). It admits --workers workers
+// (join), forms their group (ranks, a generation, a token each) and serves the group's
+// rendezvous store to members only, records each step the members report (losses, collective
+// time and bytes, and compares their parameter checksums), evaluates member 0's parameters
+// after each epoch on a detached evaluator, and at the end writes the report, stops every
+// member and quits. Membership changes make a new generation: a member lost (its process
+// went down, or its heartbeats stopped), a collective that failed with no loss to explain it,
+// or a worker that joins a running job (up to --max-workers). The survivors then form the
+// group again and go on from the most advanced member's state; a lost member that speaks up
+// again is stopped with the reason (its process exits non-zero). Only when nobody is left
+// does the job fail. With --checkpoint-dir, member 0 sends its state every
+// --checkpoint-every steps (0: each epoch) and the coordinator writes it as a checkpoint in the
+// parameter service's format (one bucket: the whole replica); --resume DIR starts member 0
+// from the newest good one, and the others from member 0. A standby coordinator may follow it
+// (--standby-of) and take over when it is lost: the members rejoin the standby and form a new
+// generation there (actors/dp/coordinator/dp_standing.cpp).
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/coordinator/evaluator.hpp"
+#include "actors/coordinator/succession.hpp"
+#include "actors/dp/collective/generation_store.hpp"
+#include "actors/job/checkpoint_file.hpp"
+#include "actors/job/job_scalars.hpp"
+#include "actors/job/progress_line.hpp"
+#include "actors/supervision/failure/heartbeat.hpp"
+#include "actors/supervision/node_metrics.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/log.hpp"
+#include "troupe/options.hpp"
+#include "troupe/task.hpp"
+
+namespace troupe {
+
+struct dp_coordinator_config {
+  launch_options opts;
+  std::shared_ptr<const training_task> task;
+  caf::actor_addr supervisor;
+  logger log;
+  std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
+  // Told member 0's parameters after each epoch (before they are evaluated); none: nobody.
+  std::function<void(uint32_t epoch, std::span<const float> params)> on_parameters;
+  // --mode hybrid: the coordinator of the task's embedding tables (actors/coordinator with
+  // coordinator_config::group set to this one); none otherwise.
+  coordinator_actor tables;
+  // A standby taking over (actors/dp/coordinator/dp_standing.cpp): the old primary's last standing
+  // (with its `dp` part), when it arrived, and why the old primary was judged lost.
+  std::optional<coordinator_standing> takeover;
+  std::chrono::steady_clock::time_point takeover_heard;
+  std::string takeover_why;
+};
+
+struct dp_member {
+  std::string name;
+  dp_worker_actor handle;
+  uint64_t token = 0;
+  std::string host;   // its host label
+  uint32_t rank = 0;  // in the current generation
+  bool lost = false;
+  bool refused = false;  // lost, spoke again and was told to stop
+  bool done = false;
+  uint64_t steps = 0;                        // steps it took part in
+  uint64_t last_step = 0;                    // the step of its newest report counted
+  uint64_t examples = 0, step_examples = 0;  // it computed; of the steps it took part in
+  uint32_t index = 0;                        // in join order (--worker-slowdown)
+  double compute_s = 0;
+  double wall_s = 0;
+};
+
+struct dp_coordinator_state {
+  static inline const char* name = "troupe.dp_coordinator";
+  bool training = false;
+  bool finishing = false;
+  uint64_t generation = 0;
+  std::vector<dp_member> members;
+  generation_store store;                                      // this generation's rendezvous keys
+  std::map<uint64_t, std::map<uint32_t, uint64_t>> checksums;  // step -> rank -> checksum
+  std::vector<uint64_t>
+      applied_examples;  // per epoch: examples of the steps applied (first report)
+  std::optional<std::chrono::steady_clock::time_point> lost_at;  // a loss not yet re-formed
+  std::vector<bool> snapshot_taken;       // per epoch: parameters queued for evaluation
+  std::optional<checkpoint> resume_from;  // --resume: the checkpoint to start from
+  double resumed_wall_s = 0;              // training time before it
+  uint64_t saving_step = 0;               // the state member 0 is sending for a checkpoint
+  std::vector<wire> saving;
+  std::vector<double> epoch_loss;  // per epoch
+  std::vector<uint64_t> epoch_examples;
+  // Steps some of whose members' reports are still to come: an epoch is evaluated (its
+  // train loss taken) once none of its steps is open. A loss closes them all, and so does
+  // the last member's done.
+  struct open_step {
+    uint32_t epoch = 0;
+    uint64_t reported = 0;  // examples the reports so far computed
+    uint64_t expected = 0;  // the step's examples over every member
+  };
+  std::map<uint64_t, open_step> open_steps;
+  job_scalars scalars;  // --tensorboard
+  std::deque<std::pair<uint32_t, std::shared_ptr<eval_input>>> to_evaluate;
+  std::vector<bucket_actor> table_buckets;  // --mode hybrid: placed by `tables`; empty before
+  std::string table_servers;                // and the servers' HOST:PORT list
+  bool evaluating = false;
+  uint32_t evaluated = 0;
+  uint64_t steps = 0;         // global steps applied
+  uint32_t global_batch = 0;  // --batch x the members at the start, shared by the members
+  uint64_t steps_per_epoch = 0;
+  double exposed_s = 0;
+  heartbeat_monitor beats;
+  job_metrics metrics;  // steps (batches), epochs, accuracy, live members, losses
+  struct {
+    metric_value* bytes = nullptr;
+    histogram_value* seconds = nullptr;
+    metric_value* generation = nullptr;
+    metric_value* members = nullptr;
+  } group_metrics;
+  evaluator_actor evaluator;
+  job_report report;
+  progress_line display;
+  std::chrono::steady_clock::time_point started;
+  succession_state succession;  // the term, the standby, a takeover under way
+};
+
+dp_coordinator_actor::behavior_type dp_coordinator(
+    dp_coordinator_actor::stateful_pointer<dp_coordinator_state> self,
+    dp_coordinator_config config);
+
+}  // namespace troupe

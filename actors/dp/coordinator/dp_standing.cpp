@@ -1,0 +1,267 @@
+// The data-parallel coordinator's succession. As a primary: its standing for a standby (the
+// members, the generation, the progress and the report so far, with no handles), and the word
+// to each member of what it may stop holding for a takeover (its step reports through the
+// step it reported last, the parameters of the epochs evaluated) once the standby has taken a
+// standing with them. As the standby that took over: it starts from that standing, each member
+// rejoins with its handle and sends again what it holds, and once every member is back (or at
+// the deadline, the others lost) the members form a new generation and go on from the most
+// advanced member's state, as after any change of membership.
+#include <fmt/format.h>
+
+#include "actors/dp/coordinator/dp_coordinator_parts.hpp"
+#include "actors/dp/trainer/dp_schedule.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::dp_coordination {
+
+namespace {
+
+coordinator_standing standing_of(const dp_coordinator_state& st,
+                                 const dp_coordinator_config& config) {
+  coordinator_standing x;
+  x.term = st.succession.term;
+  x.training = st.training;
+  x.plan = progress_of(st, config, st.steps);
+  dp_group_standing g;
+  g.generation = st.generation;
+  g.global_batch = st.global_batch;
+  for (const auto& m : st.members) {
+    x.workers.push_back(member_standing{m.name, endpoint{}, m.lost, m.done, false, false, m.steps,
+                                        m.last_step, m.compute_s, m.wall_s});
+    g.hosts.push_back(m.host);
+    g.examples.push_back(m.examples);
+    g.step_examples.push_back(m.step_examples);
+  }
+  const job_report& r = st.report;
+  g.applied_examples = st.applied_examples;
+  g.figures = r.figures;
+  g.allreduce_bytes = r.allreduce_bytes;
+  g.bytes_inter_host = r.allreduce_bytes_inter_host;
+  g.bytes_warmup = r.allreduce_bytes_warmup;
+  g.bytes_compressed = r.allreduce_bytes_compressed;
+  g.steps_warmup = r.steps_warmup;
+  g.steps_compressed = r.steps_compressed;
+  g.skipped_steps = r.skipped_steps;
+  g.checksum_mismatches = r.checksum_mismatches;
+  g.checkpoints = r.checkpoints;
+  g.allreduce_s = r.allreduce_s;
+  g.exposed_s = st.exposed_s;
+  g.reform_s = r.reform_s;
+  x.losses = r.losses;
+  x.takeovers = r.takeovers;
+  x.workers_lost = r.workers_lost;
+  x.resumed_from_step = r.resumed_from_step;
+  x.resumed_wall_s = st.resumed_wall_s;
+  x.dp = std::move(g);
+  return x;
+}
+
+void restore_report(dp_coordinator_state& st, const coordinator_standing& x) {
+  const dp_group_standing& g = *x.dp;
+  job_report& r = st.report;
+  r.losses = x.losses;
+  r.takeovers = x.takeovers;
+  r.workers_lost = x.workers_lost;
+  r.resumed_from_step = x.resumed_from_step;
+  r.figures = g.figures;
+  r.allreduce_bytes = g.allreduce_bytes;
+  r.allreduce_bytes_inter_host = g.bytes_inter_host;
+  r.allreduce_bytes_warmup = g.bytes_warmup;
+  r.allreduce_bytes_compressed = g.bytes_compressed;
+  r.steps_warmup = g.steps_warmup;
+  r.steps_compressed = g.steps_compressed;
+  r.skipped_steps = g.skipped_steps;
+  r.checksum_mismatches = g.checksum_mismatches;
+  r.checkpoints = g.checkpoints;
+  r.allreduce_s = g.allreduce_s;
+  r.reform_s = g.reform_s;
+  st.exposed_s = g.exposed_s;
+}
+
+// What each member may stop holding: its reports through the step it last reported, and the
+// parameters of the epochs evaluated.
+struct held_through {
+  std::vector<std::pair<dp_worker_actor, uint64_t>> reports;
+  uint32_t evaluated = 0;
+};
+
+held_through held_now(const dp_coordinator_state& st) {
+  held_through h;
+  h.evaluated = st.evaluated;
+  for (const auto& m : st.members)
+    if (!m.lost && m.handle) h.reports.emplace_back(m.handle, m.last_step);
+  return h;
+}
+
+void tell_held(self_ptr self, const held_through& h) {
+  for (const auto& [handle, step] : h.reports) self->send(handle, state_atom_v, step, h.evaluated);
+}
+
+size_t missing_count(const dp_coordinator_state& st) {
+  return size_t(std::count_if(st.members.begin(), st.members.end(),
+                              [](const dp_member& m) { return !m.lost && !m.handle; }));
+}
+
+join_reply reply_for(const dp_coordinator_state& st, const dp_coordinator_config& config,
+                     const dp_member& m) {
+  return join_reply{m.rank, config.opts.workers, 0, st.succession.term};
+}
+
+void finish_takeover(self_ptr self, const dp_coordinator_config& config) {
+  auto& st = self->state;
+  auto& heir = st.succession;
+  if (missing_count(st) > 0)
+    config.log.warn("the takeover's deadline passed: workers not back are lost");
+  heir.rejoining = false;
+  const size_t back = size_t(std::count_if(st.members.begin(), st.members.end(),
+                                           [](const dp_member& m) { return bool(m.handle); }));
+  if (back == 0) {
+    // Nobody followed: the members still reach the old primary (only the standby lost it).
+    config.log.error(
+        "no member rejoined within {} ms: the old coordinator is still theirs; "
+        "this standby gives up",
+        std::chrono::duration_cast<std::chrono::milliseconds>(heir.deadline - heir.lost_at)
+            .count());
+    st.finishing = true;
+    return self->quit(make_error(errc::job_failed, "no member rejoined the takeover"));
+  }
+  const double took = seconds_since(heir.lost_at);
+  st.report.takeovers.push_back(takeover_event{heir.lost_at_s, took, heir.term});
+  config.log.info("took over as the coordinator of term {} in {:.2f} s", heir.term, took);
+  for (auto& m : st.members)
+    if (!m.lost && !m.handle) record_loss(st, m, "did not rejoin after the takeover");
+  form_group(self, config, "took over");  // the starts go before the replies
+  for (auto& [reply, index] : heir.replies)
+    reply.deliver(encode(reply_for(st, config, st.members[index])));
+  heir.replies.clear();
+  evaluate_next(self, config);  // parameters sent again meanwhile
+}
+
+}  // namespace
+
+uint64_t follow(self_ptr self, const dp_coordinator_config& config, standby_actor standby) {
+  return accept_follower(self, std::move(standby), config.log,
+                         [=] { send_standing(self, config); });
+}
+
+void send_standing(self_ptr self, const dp_coordinator_config& config) {
+  auto& st = self->state;
+  if (st.finishing) return;
+  auto held = std::make_shared<const held_through>(held_now(st));
+  if (!st.succession.follower) return tell_held(self, *held);
+  offer_standing(
+      self, config.opts.takeover_timeout, encode(standing_of(st, config)), st.training, config.log,
+      [=] { tell_held(self, *held); },
+      [=](caf::error err) {
+        // Not fail(): the report and the members are the new coordinator's now.
+        self->state.finishing = true;
+        self->quit(std::move(err));
+      });
+}
+
+void take_over(self_ptr self, const dp_coordinator_config& config) {
+  auto& st = self->state;
+  const coordinator_standing& x = *config.takeover;
+  const auto& o = config.opts;
+  auto& heir = st.succession;
+  heir.term = x.term + 1;
+  heir.rejoining = true;
+  heir.lost_at = std::chrono::steady_clock::now();  // the standby has just judged it lost
+  heir.deadline = heir.lost_at + 2 * o.takeover_timeout;
+  st.training = true;
+  st.generation = x.dp->generation;
+  st.global_batch = x.dp->global_batch;
+  st.steps_per_epoch = dp_steps_per_epoch(config.task->batches_per_epoch(1), st.global_batch);
+  if (x.plan.epochs != o.epochs || x.plan.batches_per_epoch != st.steps_per_epoch) {
+    // Not fail(): the job is the old primary's members', and nobody has rejoined this one.
+    config.log.error("the old primary's state does not fit this job's flags; giving up");
+    st.finishing = true;
+    return self->quit(make_error(errc::bad_configuration, "the primary runs another job"));
+  }
+  st.epoch_loss.assign(o.epochs, 0.0);
+  st.epoch_examples.assign(o.epochs, 0);
+  st.snapshot_taken.assign(o.epochs, false);
+  st.applied_examples = x.dp->applied_examples;
+  st.applied_examples.resize(o.epochs, 0);
+  adopt_progress(st, x.plan);
+  restore_report(st, x);
+  // Training time goes on from the old primary's, counted from when its last state came.
+  const double behind = std::chrono::duration<double>(heir.lost_at - config.takeover_heard).count();
+  st.resumed_wall_s = x.resumed_wall_s;
+  st.started =
+      config.takeover_heard - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                  std::chrono::duration<double>(x.plan.wall_s - x.resumed_wall_s));
+  heir.lost_at_s = x.plan.wall_s + behind;
+  for (size_t i = 0; i < x.workers.size(); ++i) {
+    const member_standing& w = x.workers[i];
+    dp_member m{w.name};
+    m.host = x.dp->hosts[i];
+    m.index = static_cast<uint32_t>(i);
+    m.lost = m.refused = w.lost;  // a lost member that speaks again is stopped at once
+    m.done = w.done;
+    m.steps = w.steps;
+    m.last_step = w.clock;
+    m.examples = x.dp->examples[i];
+    m.step_examples = x.dp->step_examples[i];
+    m.compute_s = w.compute_s;
+    m.wall_s = w.wall_s;
+    st.members.push_back(std::move(m));
+  }
+  st.report.losses.push_back(loss_event{"coordinator (term " + std::to_string(x.term) + ")",
+                                        role::coordinator, heir.lost_at_s, unix_ms_now(),
+                                        config.takeover_why});
+  add(st.metrics.lost, 1);
+  config.log.warn(
+      "taking over from the coordinator of term {} ({}) after step {}, generation {}; "
+      "waiting for {} workers to rejoin",
+      x.term, config.takeover_why, st.steps, st.generation, live_count(st));
+}
+
+caf::result<wire> rejoin(self_ptr self, const dp_coordinator_config& config, const wire& w,
+                         dp_worker_actor handle) {
+  auto& st = self->state;
+  auto& heir = st.succession;
+  auto request = decode<rejoin_request>(w);
+  if (!request) return std::move(request.error());
+  if (request->sender != role::worker)
+    return make_error(errc::malformed_message, "rejoin: a data-parallel job has workers only");
+  auto it = std::find_if(st.members.begin(), st.members.end(),
+                         [&](const dp_member& m) { return m.name == request->name; });
+  if (it == st.members.end())
+    return make_error(errc::authentication_failed,
+                      fmt::format("rejoin: no worker '{}' in this job", request->name));
+  dp_member& m = *it;
+  if (m.lost) return make_error(errc::job_failed, "rejoin: this worker was declared lost");
+  if (m.handle) {  // our own member, after its watch lost us for a while: nothing changes
+    if (m.handle.address() != handle.address())
+      return make_error(errc::bad_configuration, "rejoin: another worker has that name");
+    if (!heir.rejoining) return encode(reply_for(st, config, m));
+    auto again = self->make_response_promise<wire>();  // answered with the others
+    heir.replies.emplace_back(again, m.index);
+    return again;
+  }
+  if (!heir.rejoining)
+    return make_error(errc::job_failed, "rejoin: too late, the takeover is over");
+  m.handle = std::move(handle);
+  self->monitor(m.handle);
+  if (m.handle.node() != self->node()) st.beats.heard(m.name, heartbeat_monitor::clock::now());
+  if (!request->host.empty()) m.host = request->host;
+  // The next generation must be newer than any a member knows: the old primary may have
+  // formed one its last standing did not name.
+  st.generation = std::max(st.generation, request->generation);
+  config.log.info("worker '{}' rejoined after step {}", m.name, request->steps);
+  auto reply = self->make_response_promise<wire>();
+  heir.replies.emplace_back(reply, m.index);
+  check_takeover(self, config);
+  return reply;
+}
+
+void check_takeover(self_ptr self, const dp_coordinator_config& config) {
+  auto& st = self->state;
+  if (!st.succession.rejoining) return;
+  if (missing_count(st) > 0 && std::chrono::steady_clock::now() < st.succession.deadline) return;
+  if (config.tables && st.table_buckets.empty()) return;  // the tables' takeover is not over
+  finish_takeover(self, config);
+}
+
+}  // namespace troupe::dp_coordination

@@ -1,0 +1,171 @@
+// The dp coordinator's steps and evaluation: each member's step reports (counted once per
+// step, by the first report; a member's report of a step already counted for it is dropped, as
+// a rejoining member sends again what the old primary may not have seen), the replicas'
+// checksums, and member 0's parameters after each epoch, evaluated in turn.
+#include <fmt/format.h>
+
+#include "actors/dp/coordinator/dp_coordinator_parts.hpp"
+#include "troupe/detail/layout.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::dp_coordination {
+
+namespace {
+
+void compare_checksums(self_ptr self, const dp_coordinator_config& config, uint64_t step) {
+  auto& st = self->state;
+  auto it = st.checksums.find(step);
+  if (it == st.checksums.end() || it->second.size() < live_count(st)) return;
+  std::map<uint64_t, std::vector<std::string>> by_value;
+  for (const auto& [rank, sum] : it->second)
+    for (const auto& m : st.members)
+      if (!m.lost && m.rank == rank) by_value[sum].push_back(m.name);
+  st.checksums.erase(it);
+  if (by_value.size() == 1) return;
+  ++st.report.checksum_mismatches;
+  std::string groups;
+  for (const auto& [sum, names] : by_value)
+    groups += fmt::format("{}[{}]", groups.empty() ? "" : " vs ", fmt::join(names, ", "));
+  fail(self, config, fmt::format("the replicas differ after step {}: {}", step, groups));
+}
+
+// Counts the report's examples towards its step; a step all of whose examples are reported is
+// closed, and an epoch waiting for it may be evaluated.
+void tally(self_ptr self, const dp_coordinator_config& config, const step_report& report) {
+  auto& open = self->state.open_steps[report.step];
+  open.epoch = report.epoch;
+  open.expected = report.step_examples;
+  open.reported += report.examples;
+  if (open.reported < open.expected) return;
+  self->state.open_steps.erase(report.step);
+  evaluate_next(self, config);
+}
+
+}  // namespace
+
+void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) {
+  auto& st = self->state;
+  auto* m = sender(self);
+  if (!m) return config.log.warn("ignored a step report from a stranger");
+  if (m->lost) return refuse(self, config, *m);
+  auto report = decode<step_report>(w);
+  if (!report || report->epoch >= config.opts.epochs || report->generation > st.generation)
+    return config.log.warn("ignored a malformed step report from '{}'", m->name);
+  if (report->step <= m->last_step) return;  // counted already (sent again after a takeover)
+  m->last_step = report->step;
+  ++m->steps;
+  m->examples += report->examples;
+  m->step_examples += report->step_examples;
+  m->compute_s = report->compute_s;
+  m->wall_s = report->wall_s;
+  auto& r = st.report;
+  r.allreduce_bytes += report->bytes;
+  (report->compressed ? r.allreduce_bytes_compressed : r.allreduce_bytes_warmup) += report->bytes;
+  add(st.group_metrics.bytes, double(report->bytes));
+  if (st.group_metrics.seconds) st.group_metrics.seconds->observe(report->allreduce_s);
+  r.allreduce_bytes_inter_host += report->bytes_inter_host;
+  r.allreduce_s += report->allreduce_s;
+  st.exposed_s += report->exposed_s;
+  st.epoch_loss[report->epoch] += report->loss_sum;
+  st.epoch_examples[report->epoch] += report->skipped ? 0 : report->examples;
+  st.scalars.loss(report->loss_sum, report->skipped ? 0 : report->examples);
+  st.scalars.allreduce(report->allreduce_s, report->bytes);
+  tally(self, config, *report);
+  // Every member that applied a step reports it, in order; the first report counts it.
+  if (report->step > st.steps) {
+    st.applied_examples[report->epoch] += report->step_examples;
+    if (report->skipped) ++r.skipped_steps;
+    (report->compressed ? r.steps_compressed : r.steps_warmup) += report->step - st.steps;
+    add(st.metrics.batches, double(report->step - st.steps));
+    st.steps = report->step;
+    st.scalars.group(st.generation, static_cast<uint32_t>(live_count(st)));
+    st.scalars.at_step(st.steps, seconds_since(st.started), st.steps_per_epoch);
+  }
+  if (report->generation != st.generation) return;
+  if (st.lost_at) {  // the first step of a generation formed after a loss
+    r.reform_s = std::max(r.reform_s, seconds_since(*st.lost_at));
+    st.lost_at.reset();
+  }
+  if (report->checksum != 0) {
+    st.checksums[report->step][report->rank] = report->checksum;
+    compare_checksums(self, config, report->step);
+  }
+}
+
+void close_open_steps(self_ptr self, const dp_coordinator_config& config) {
+  self->state.open_steps.clear();
+  evaluate_next(self, config);
+}
+
+void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
+  auto& st = self->state;
+  // During a takeover the epoch's losses are still coming from members yet to rejoin.
+  if (st.evaluating || st.to_evaluate.empty() || st.finishing || st.succession.rejoining) return;
+  // Nor before every member's report of the epoch's steps is in: the first member's
+  // parameters may come before another member's last report.
+  const uint32_t epoch_due = st.to_evaluate.front().first;
+  for (const auto& [step, open] : st.open_steps)
+    if (open.epoch <= epoch_due) return;
+  st.evaluating = true;
+  auto [epoch, input] = st.to_evaluate.front();
+  st.to_evaluate.pop_front();
+  if (config.tables && input->rows.ids.empty()) {  // --mode hybrid: the rows first
+    st.to_evaluate.emplace_front(epoch, input);
+    return pull_evaluation_rows(self, config, input, [=] {
+      self->state.evaluating = false;
+      evaluate_next(self, config);
+    });
+  }
+  self->request(st.evaluator, config.opts.request_timeout * 10, eval_atom_v,
+                std::shared_ptr<const eval_input>{input})
+      .then(
+          [=](const eval_output& out) {
+            auto& st = self->state;
+            st.evaluating = false;
+            const double train_loss = st.epoch_examples[epoch]
+                                          ? st.epoch_loss[epoch] / double(st.epoch_examples[epoch])
+                                          : 0.0;
+            const double wall = seconds_since(st.started);
+            st.report.epochs.push_back(
+                epoch_entry{epoch + 1, out.result.accuracy, out.result.loss, train_loss, wall});
+            st.scalars.evaluation((epoch + 1) * st.steps_per_epoch, st.report.epochs.back());
+            if (!out.figures.empty()) st.report.figures = out.figures;
+            st.display.line(fmt::format(
+                "epoch {}/{}  test_accuracy {:.4f}  test_loss {:.4f}  train_loss {:.4f}  {:.1f} s"
+                "  {:.0f} steps/s",
+                epoch + 1, config.opts.epochs, out.result.accuracy, out.result.loss, train_loss,
+                wall, double(st.steps) / std::max(wall, 1e-9)));
+            st.evaluated = std::max(st.evaluated, epoch + 1);
+            set(st.metrics.epochs, st.evaluated);
+            set(st.metrics.accuracy, out.result.accuracy);
+            send_standing(self, config);
+            evaluate_next(self, config);
+            maybe_finish(self, config);
+          },
+          [=](caf::error& err) { fail(self, config, "evaluation failed: " + describe(err)); });
+}
+
+void on_snapshot(self_ptr self, const dp_coordinator_config& config, uint32_t epoch,
+                 const wire& w) {
+  auto& st = self->state;
+  auto* m = sender(self);
+  if (!m) return config.log.warn("ignored parameters from a stranger");
+  if (m->lost) return refuse(self, config, *m);
+  if (epoch >= config.opts.epochs || st.snapshot_taken[epoch]) return;
+  auto snapshot = decode<pull_reply>(w);
+  const flat_layout layout{config.task->parameters()};
+  const placement whole = plan_buckets(layout, 1, 1);
+  if (!snapshot || epoch >= config.opts.epochs || !matches(whole.buckets[0], snapshot->tensors))
+    return fail(self, config,
+                fmt::format("'{}' sent bad parameters after epoch {}", m->name, epoch + 1));
+  st.snapshot_taken[epoch] = true;
+  auto input = std::make_shared<eval_input>();
+  input->params.assign(layout.total, 0.0f);
+  scatter(layout, snapshot->tensors, input->params);
+  input->figures = epoch + 1 == config.opts.epochs;
+  if (config.on_parameters) config.on_parameters(epoch, input->params);
+  st.to_evaluate.emplace_back(epoch, std::move(input));
+  evaluate_next(self, config);
+}
+
+}  // namespace troupe::dp_coordination

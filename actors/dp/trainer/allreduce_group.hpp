@@ -1,0 +1,99 @@
+// allreduce_group: a data-parallel worker's membership in its group and its collective
+// backend. The trainer forms it for one generation (rank, size, the coordinator's rendezvous
+// store, the backend) and then hands it gradient buckets to sum over the members, one
+// request per bucket, answered in the order sent. It runs the backend's blocking calls on a
+// thread of its own (spawn it detached), so the CAF scheduler threads stay free, and the
+// trainer's backward can go on while a bucket is reduced. Local only: its messages carry
+// pointers into the trainer's buffers and never cross a process boundary.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/dp/collective/collective.hpp"
+#include "actors/dp/collective/rendezvous_store.hpp"
+#include "actors/dp/compression/compressed_allreduce.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/log.hpp"
+#include "troupe/loop_group.hpp"  // reduce_done, sync_result
+
+namespace troupe {
+
+struct group_form {
+  uint64_t generation = 0;
+  uint32_t rank = 0;
+  uint32_t size = 1;
+  uint64_t token = 0;  // proves our store requests to the coordinator
+  uint64_t key = 0;    // the generation's group key (the actors backend's chunks)
+  collective_kind collective = collective_kind::gloo;
+  std::string bind_host = "127.0.0.1";  // where the other members reach this one
+  std::chrono::milliseconds timeout{30000};
+  rendezvous_actor coordinator;    // its store: the dp coordinator, or a loop group
+  std::vector<std::string> hosts;  // each rank's host label
+  bool two_level = false;          // reduce inside hosts (NCCL where each has a GPU), then across
+  // Another rendezvous than the coordinator's (troupe-bench's file_store); none: the
+  // coordinator's.
+  std::shared_ptr<rendezvous_store> store;
+};
+
+// Sum `data` over the members. The buffer belongs to the sender and must stay untouched
+// until the reply; `owner` keeps it alive while the order is in flight (a sender that stops
+// meanwhile must not leave the backend sending from freed memory), and the error buffers too.
+// Values [0, plain) are always summed in fp32; the rest travel packed by `codec`
+// (actors/dp/compression/compressed_allreduce.hpp), with `errors` under 1-bit.
+struct reduce_order {
+  std::span<float> data;
+  uint32_t tag = 0;
+  std::shared_ptr<const void> owner;
+  kernels::wire_codec codec = kernels::wire_codec::fp32;
+  size_t plain = 0;
+  error_feedback errors;
+};
+
+// After forming a generation the members agree on one state: each says how many steps it
+// has applied and offers its state (bytes); the member with the most steps (the lowest rank
+// among equals) sends its state to every other one.
+struct sync_order {
+  uint64_t steps = 0;
+  std::vector<char> state;
+};
+
+}  // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const troupe::group_form>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const troupe::reduce_order>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::reduce_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const troupe::sync_order>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<troupe::sync_result>)
+
+namespace troupe {
+
+//   form:   connects this member to the others (blocking, at most the form's timeout)
+//   reduce: one bucket -> reduce_done, or the backend's error; the backend is then closed at
+//           once (its peers fail fast instead of waiting for their timeout) until formed again
+//   sync:   this member's steps and state -> the state every member goes on from
+using allreduce_group_actor = caf::typed_actor<
+    caf::replies_to<form_atom, std::shared_ptr<const group_form>>::with<bool>,
+    caf::replies_to<reduce_atom, std::shared_ptr<const reduce_order>>::with<reduce_done>,
+    caf::replies_to<sync_atom,
+                    std::shared_ptr<const sync_order>>::with<std::shared_ptr<sync_result>>>;
+
+struct allreduce_group_state {
+  static inline const char* name = "troupe.allreduce_group";
+  std::unique_ptr<collective> backend;
+  std::vector<std::string> hosts;  // each rank's host label, this generation
+  std::chrono::milliseconds timeout{30000};
+  caf::error spoiled;          // the error that closed the backend, if any
+  std::vector<float> scratch;  // compressed sums' packed chunks
+};
+
+allreduce_group_actor::behavior_type allreduce_group(
+    allreduce_group_actor::stateful_pointer<allreduce_group_state> self, logger log);
+
+}  // namespace troupe

@@ -1,0 +1,363 @@
+#include "actors/dp/trainer/dp_trainer.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "actors/dp/trainer/dp_trainer_parts.hpp"
+#include "actors/supervision/node_control.hpp"
+#include "actors/supervision/supervisors/guards.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+namespace dp_parts {
+
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+void apply_start(self_ptr self, const dp_trainer_config& config, group_start job);
+}  // namespace
+
+void fail(self_ptr self, const dp_trainer_config& config, const std::string& doing,
+          const caf::error& err) {
+  config.log.error("stopping: {}: {}", doing, describe(err));
+  self->quit(make_error(errc::job_failed, doing + ": " + describe(err)));
+}
+
+// After a step (or a new generation's agreement that moved us on): the parameters after an
+// epoch go to the coordinator for evaluation (every member sends them; it keeps the first),
+// then a new generation that arrived meanwhile is formed, or the next step runs, or done is
+// said after the last.
+void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot) {
+  auto& st = self->state;
+  if (snapshot && st.step > 0 && st.step % st.steps_per_epoch == 0) {
+    const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch - 1);
+    pull_reply parameters{0, st.step, vector_clock{}, st.optimizer->slices(), {}};
+    send_parameters(self, config, epoch, encode(parameters));
+  }
+  if (st.pending) {
+    auto next = std::move(*st.pending);
+    st.pending.reset();
+    return apply_start(self, config, std::move(next));
+  }
+  if (st.step >= st.total_steps) {
+    config.log.info("trained {} steps", st.step);
+    self->send(coordinator_of(config), done_atom_v, st.job->rank);
+    return;
+  }
+  self->send(self, run_atom_v);
+}
+
+void table_push_done(self_ptr self, const dp_trainer_config& config) {
+  auto& st = self->state;
+  if (--st.table_pushes_due > 0 || !st.settling) return;
+  st.settling = false;
+  st.in_step = false;
+  go_on(self, config, true);
+}
+
+// A collective of this generation failed: the step is abandoned (nothing was applied) and
+// the coordinator told; it forms a new generation, within a bound.
+void wait_for_generation(self_ptr self, const dp_trainer_config& config, const std::string& why) {
+  auto& st = self->state;
+  st.in_step = false;
+  st.forming = false;
+  st.broken = true;
+  // The step is abandoned here; its rows wait for the new generation's agreement, which may
+  // adopt the step from a member that finished it (synced).
+  if (st.pending) return go_on(self, config, false);
+  self->send(coordinator_of(config), broken_atom_v, st.job->generation, why);
+  const auto bound = std::chrono::milliseconds(3 * st.job->timeout_ms) + 2 * config.request_timeout;
+  self->delayed_send(self, bound, tick_atom_v, st.job->generation);
+}
+
+void size_buffers(dp_trainer_state& st) {
+  const auto& job = *st.job;
+  st.meta_len = meta_size + job.size + st.model_buffer_values;
+  st.values = std::make_shared<std::vector<float>>(st.meta_len + st.layout->total, 0.0f);
+  auto f = std::make_shared<feedback_buffers>();
+  const bool onebit = job.compression.adam != compressed_adam::none;
+  f->worker.assign(onebit ? st.layout->total : 0, 0.0f);
+  size_t server = 0;
+  for (const auto& b : st.buckets) {
+    f->server_offsets.push_back(server);
+    if (onebit) server += compressed_chunk(b.end - b.begin, job.size);
+  }
+  f->server.assign(server, 0.0f);
+  st.feedback = std::move(f);
+}
+
+namespace {
+
+// Our whole state as bytes: bucket_store::save()'s messages, each after its length.
+std::vector<char> pack_state(const bucket_store& store) {
+  std::vector<char> out;
+  for (const auto& w : store.save()) {
+    const uint64_t n = w.bytes.size();
+    const auto* p = reinterpret_cast<const char*>(&n);
+    out.insert(out.end(), p, p + sizeof n);
+    out.insert(out.end(), w.bytes.begin(), w.bytes.end());
+  }
+  return out;
+}
+
+caf::expected<bucket_store> unpack_state(const std::vector<char>& bytes,
+                                         const update_rules& rules) {
+  std::vector<wire> saved;
+  size_t at = 0;
+  while (at < bytes.size()) {
+    uint64_t n = 0;
+    if (bytes.size() - at < sizeof n) return make_error(errc::corrupt_data, "state: cut short");
+    std::memcpy(&n, bytes.data() + at, sizeof n);
+    at += sizeof n;
+    if (n > bytes.size() - at) return make_error(errc::corrupt_data, "state: cut short");
+    saved.push_back(wire{wire_bytes(bytes.begin() + at, bytes.begin() + at + n)});
+    at += n;
+  }
+  return bucket_store::restore(saved, rules);
+}
+
+// The new generation is formed: go on from the state the members agreed on.
+void synced(self_ptr self, const dp_trainer_config& config, const sync_result& agreed) {
+  auto& st = self->state;
+  if (!agreed.state.empty()) {
+    auto restored = unpack_state(agreed.state, config.rules);
+    if (!restored) return fail(self, config, "taking over a member's state", restored.error());
+    if (restored->slices().size() != st.optimizer->slices().size())
+      return fail(self, config, "taking over a member's state",
+                  make_error(errc::shape_mismatch, "another model"));
+    st.optimizer.emplace(std::move(*restored));
+    scatter(*st.layout, st.optimizer->slices(), st.params);
+  }
+  if (st.adam) st.adam->restart(*st.optimizer);
+  const bool moved = agreed.steps != st.step;
+  if (moved || st.job->generation > 1)
+    config.log.info("generation {}: member {} of {}, going on after step {} (member {}'s state)",
+                    st.job->generation, st.job->rank, st.job->size, agreed.steps, agreed.source);
+  // This member's rows of a step it abandoned but another member finished (the agreed state
+  // includes it) are pushed now; those of a step nobody finished are dropped.
+  if (!st.rows_due.empty() && agreed.steps >= st.rows_step) push_share_rows(self, config, false);
+  st.rows_due.clear();
+  st.step = agreed.steps;
+  st.broken = false;
+  st.forming = false;
+  go_on(self, config, moved);
+}
+
+// Forms the generation `job` names and agrees on one state with its other members.
+void apply_start(self_ptr self, const dp_trainer_config& config, group_start job) {
+  auto& st = self->state;
+  st.job = std::move(job);
+  st.broken = false;
+  st.forming = true;   // no step until the members agree (a run already queued waits)
+  size_buffers(st);    // a rate per member; 1-bit errors reset
+  st.weights.clear();  // ranks may have moved: every generation starts even
+  st.mine_since_sync = st.examples_since_sync = 0;
+  if (st.adam && st.job->generation > 1)
+    config.log.info("generation {}: 1-bit error feedback reset", st.job->generation);
+  auto form = std::make_shared<group_form>();
+  form->generation = st.job->generation;
+  form->rank = st.job->rank;
+  form->size = st.job->size;
+  form->token = st.job->token;
+  form->key = st.job->group_key;
+  form->collective = st.job->collective;
+  form->bind_host = config.bind_host;
+  form->timeout = std::chrono::milliseconds(st.job->timeout_ms);
+  form->coordinator = coordinator_of(config);
+  form->hosts = st.job->hosts;
+  form->two_level = st.job->two_level;
+  const auto generation = st.job->generation;
+  const auto bound = 2 * form->timeout + config.request_timeout;
+  self->request(st.group, bound, form_atom_v, std::shared_ptr<const group_form>{form})
+      .then(
+          [=](bool) {
+            auto& st = self->state;
+            if (st.job->generation != generation) return;
+            auto order =
+                std::make_shared<sync_order>(sync_order{st.step, pack_state(*st.optimizer)});
+            self->request(st.group, bound, sync_atom_v, std::shared_ptr<const sync_order>{order})
+                .then(
+                    [=](const std::shared_ptr<sync_result>& agreed) {
+                      if (self->state.job->generation == generation) synced(self, config, *agreed);
+                    },
+                    [=](caf::error& err) {
+                      if (self->state.job->generation == generation)
+                        wait_for_generation(self, config, describe(err));
+                    });
+          },
+          [=](caf::error& err) {
+            if (self->state.job->generation != generation) return;
+            // A backend that cannot be set up here (no GPU for NCCL, a bad layout) will not
+            // be set up by trying again.
+            if (has_code(err, errc::device_failure) || has_code(err, errc::bad_configuration))
+              return fail(self, config, "forming the group", err);
+            wait_for_generation(self, config, describe(err));
+          });
+}
+
+caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_start job) {
+  st.layout.emplace(config.task->parameters());
+  auto replica = config.task->make_replica(job.global_batch, job.seed);
+  if (!replica) return std::move(replica.error());
+  st.replica = std::move(*replica);
+  st.params.assign(st.layout->total, 0.0f);
+  config.task->initialize(job.seed, st.params);
+  st.optimizer_plan = plan_buckets(*st.layout, 1, 1);
+  if (auto err = check_rule(job.optimizer, config.rules)) return err;
+  bucket_spec spec{0, 1, job.optimizer,
+                   gather(*st.layout, st.optimizer_plan.buckets[0], st.params)};
+  st.optimizer.emplace(std::move(spec), config.rules);
+  std::vector<bool> full_precision(st.layout->specs.size(), false);
+  for (const auto& name : job.compression.skip) {
+    const int t = st.layout->find(name);
+    if (t < 0)
+      return make_error(errc::bad_configuration,
+                        "--compress-skip: the model has no tensor '" + name + "'");
+    full_precision[t] = true;
+  }
+  st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes, full_precision);
+  find_model_buffers(st);
+  if (st.table_buckets) st.tables = config.task->sparse_tables();  // --mode hybrid
+  if (job.compression.adam != compressed_adam::none) {
+    if (job.optimizer.type != optimizer_config::kind::adam)
+      return make_error(errc::bad_configuration, "1-bit and 0/1 Adam are Adam");
+    if (st.model_buffer_values > 0)  // their stages would step the buffers' zero gradients
+      return make_error(errc::bad_configuration,
+                        "1-bit and 0/1 Adam do not take a model with buffers (BatchNorm's "
+                        "statistics) yet");
+    st.adam.emplace(*st.layout, st.optimizer_plan.buckets[0], job.compression, job.optimizer);
+  }
+  st.waiting_for.assign(st.buckets.size(), 0);
+  st.examples = config.task->batches_per_epoch(1);
+  st.steps_per_epoch = dp_steps_per_epoch(st.examples, job.global_batch);
+  if (st.steps_per_epoch == 0)
+    return make_error(errc::bad_configuration, "the task has no training examples");
+  st.total_steps = st.steps_per_epoch * job.epochs;
+  st.job = std::move(job);
+  size_buffers(st);
+  if (st.adam) st.adam->restart(*st.optimizer);
+  return {};
+}
+
+// A checkpoint's state the coordinator sent before our first start: we go on from it (the
+// other members from us, through sync).
+caf::error take_restored(dp_trainer_state& st, const dp_trainer_config& config) {
+  if (st.restored.empty()) return {};
+  if (std::any_of(st.restored.begin(), st.restored.end(),
+                  [](const wire& w) { return w.bytes.empty(); }))
+    return make_error(errc::corrupt_data, "parts of the checkpoint's state are missing");
+  auto restored = bucket_store::restore(st.restored, config.rules);
+  st.restored.clear();
+  if (!restored) return std::move(restored.error());
+  if (restored->slices().size() != st.optimizer->slices().size())
+    return make_error(errc::shape_mismatch, "the checkpoint holds another model");
+  st.optimizer.emplace(std::move(*restored));
+  scatter(*st.layout, st.optimizer->slices(), st.params);
+  if (st.adam) st.adam->restart(*st.optimizer);
+  st.step = st.restored_step;
+  config.log.info("resuming after step {}", st.step);
+  return {};
+}
+
+void start(self_ptr self, const dp_trainer_config& config, const wire& w) {
+  auto job = decode<group_start>(w);
+  if (!job) return fail(self, config, "reading the group's start", job.error());
+  auto& st = self->state;
+  if (!st.job) {
+    if (auto err = set_up(st, config, *job)) return fail(self, config, "starting", err);
+    if (auto err = take_restored(st, config)) return fail(self, config, "resuming", err);
+    st.started = clock_type::now();
+    config.log.info("member {} of {} (generation {}), {} gradient buckets", job->rank, job->size,
+                    job->generation, st.buckets.size());
+    return apply_start(self, config, std::move(*job));
+  }
+  if (job->generation <= st.job->generation &&
+      !(st.pending && job->generation > st.pending->generation))
+    return config.log.warn("ignored generation {} (we are in {})", job->generation,
+                           st.job->generation);
+  if (st.in_step) {
+    st.pending = std::move(*job);  // formed once the step in flight settles
+    return;
+  }
+  apply_start(self, config, std::move(*job));
+}
+
+}  // namespace
+
+}  // namespace dp_parts
+
+dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_trainer_state> self,
+                                          dp_trainer_config config) {
+  using namespace dp_parts;
+  accept_exits_only_from(self, config.supervisor, config.log);
+  self->state.group = self->spawn<caf::detached + caf::linked>(allreduce_group, config.log);
+  self->monitor(config.coordinator->handle());
+  config.coordinator->subscribe(self->address());
+  self->set_down_handler([=](caf::down_msg& msg) {
+    if (self->state.stopping || msg.source != config.coordinator->address()) return;
+    if (config.coordinator->standby_listed())
+      return config.log.warn("lost the coordinator ({}); waiting for its standby",
+                             describe(msg.reason));
+    fail(self, config, "training", make_error(errc::job_failed, "lost the coordinator"));
+  });
+  const join_request request{role::worker, config.name, static_cast<uint32_t>(::getpid()),
+                             endpoint{}, config.host_label};
+  self->request(coordinator_of(config), config.request_timeout, join_atom_v, encode(request),
+                caf::actor_cast<dp_worker_actor>(self))
+      .then(
+          [=](const wire& w) {
+            config.coordinator->joined(w);
+            config.log.debug("joined the coordinator");
+          },
+          [=](caf::error& err) { fail(self, config, "joining the coordinator", err); });
+  return {
+      [=](start_atom, const wire& w) {
+        if (!sent_by(self, config.coordinator->address()))
+          return config.log.warn("ignored a start that is not from the coordinator");
+        start(self, config, w);
+      },
+      [=](tables_atom, std::vector<bucket_actor> buckets, const std::string& servers) {
+        if (!sent_by(self, config.coordinator->address()))
+          return config.log.warn("ignored tables that are not from the coordinator");
+        connect_table_servers(self, config, servers);
+        use_table_buckets(self, config, std::move(buckets));
+      },
+      [=](stop_atom, const std::string& failure) {
+        if (sent_by(self, config.coordinator->address())) config.coordinator->close();
+        return stop_on_request(self, config.coordinator->address(), failure, "worker");
+      },
+      [=](run_atom) {
+        if (!sent_by(self, self->address())) return;
+        auto& st = self->state;
+        if (st.pending) return go_on(self, config, false);
+        if (!st.broken && !st.forming) run_step(self, config);
+      },
+      [=](restore_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
+        auto& st = self->state;
+        if (!sent_by(self, config.coordinator->address()) || st.job || count == 0 || count > 4096 ||
+            index >= count)
+          return config.log.warn("ignored a restore that is not the coordinator's, or late");
+        st.restored.resize(count);
+        st.restored[index] = part;
+        st.restored_step = step;
+      },
+      [=](tick_atom, uint64_t generation) {
+        auto& st = self->state;
+        if (!sent_by(self, self->address()) || !st.broken || st.job->generation != generation ||
+            st.pending)
+          return;
+        fail(self, config, "waiting for a new generation of the group",
+             make_error(errc::timeout, "the coordinator formed none in time"));
+      },
+      [=](rejoin_atom, uint64_t term) { rejoin(self, config, term); },
+      [=](state_atom, uint64_t reports_through, uint32_t evaluated) {
+        if (sent_by(self, config.coordinator->address()))
+          drop_held(self->state, reports_through, evaluated);
+      },
+  };
+}
+
+}  // namespace troupe

@@ -1,0 +1,149 @@
+// dp_trainer: one member of a data-parallel job (--mode dp). It joins the coordinator, and
+// once started holds a full replica of the model: every step it computes the gradient of its
+// share of the step's examples (actors/dp/trainer/dp_schedule.hpp), hands the gradient to its
+// allreduce_group bucket by bucket (while backward still runs, unless --no-overlap), and when
+// every bucket is summed over the members applies the same optimizer step as every other
+// member (a one-worker bucket_store holds the parameters and the optimizer state), so the
+// replicas stay identical. A step in which any member's gradient is not finite is skipped by
+// all. It reports each step to the coordinator, sends its parameters after each epoch for
+// evaluation, and says done after the last step. When a collective fails (a member is gone
+// or late) it abandons the step and tells the coordinator; on a new generation it forms the
+// group again, and the members go on from the state of the one that applied the most steps
+// (allreduce_group's sync). A new worker joins the same way. With a standby coordinator
+// listed, it holds its step reports and parameters until the coordinator says its standby has
+// them, and when the standby takes over it rejoins it, sends again what it holds and goes on in
+// the generation the new coordinator forms. Spawn it detached: gradient_range runs inside its
+// handler.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/bucket/bucket_store.hpp"
+#include "actors/client/bucket_client.hpp"
+#include "actors/dp/compression/adam_replica.hpp"
+#include "actors/dp/trainer/allreduce_group.hpp"
+#include "actors/dp/trainer/dp_schedule.hpp"
+#include "actors/supervision/failure/coordinator_link.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/detail/layout.hpp"
+#include "troupe/log.hpp"
+#include "troupe/task.hpp"
+
+namespace troupe {
+
+struct dp_trainer_config {
+  coordinator_link_ptr coordinator;  // the process's (it switches at a takeover)
+  std::shared_ptr<const training_task> task;
+  std::string name;
+  std::string bind_host = "127.0.0.1";  // where the other members' collectives reach ours
+  std::string host_label;               // the host it counts as (two-level reduction)
+  std::chrono::seconds request_timeout{30};
+  caf::actor_addr supervisor;
+  logger log;
+  update_rules rules;  // the app's (--optimizer NAME)
+};
+
+// Where in the values [meta | gradient] of one step the member's own figures go; they
+// travel in the last bucket, summed like the gradient, always in fp32. After the fixed ones
+// come one slot per member for its measured compute seconds per step (--balance): each member
+// fills its own, so the sum tells every member everyone's.
+enum step_meta : size_t { meta_examples = 0, meta_loss = 1, meta_non_finite = 2, meta_size = 3 };
+
+// A generation's error-feedback buffers of 1-bit sums (shared with the reduce orders, as the
+// values are): per gradient value, and per bucket the chunk this member owns.
+struct feedback_buffers {
+  std::vector<float> worker;
+  std::vector<float> server;
+  std::vector<size_t> server_offsets;  // per bucket: where its chunk's errors begin
+};
+
+struct dp_trainer_state {
+  static inline const char* name = "troupe.dp_trainer";
+  std::optional<group_start> job;
+  std::optional<flat_layout> layout;
+  std::unique_ptr<task_replica> replica;
+  std::optional<bucket_store> optimizer;  // the parameters and the optimizer's state
+  placement optimizer_plan;               // its one bucket: every tensor whole
+  std::optional<adam_replica> adam;       // 1-bit / 0/1 Adam: their stages' steps
+  allreduce_group_actor group;
+  std::vector<float> params;
+  // [meta | gradient] of the step in flight; shared with the group's reduce orders, so that a
+  // bucket still being sent when this trainer stops does not point into freed memory
+  std::shared_ptr<std::vector<float>> values;
+  // meta_size + one rate per member of this generation + the model's buffers (member 0's
+  // after its forward pass: summed with the others' zeros, every member gets them)
+  size_t meta_len = meta_size;
+  std::vector<flat_range> model_buffers;  // the task's buffer tensors in the flat vector
+  uint64_t model_buffer_values = 0;
+  std::vector<bool> is_model_buffer;  // per tensor
+  std::shared_ptr<feedback_buffers> feedback;
+  std::vector<float> micro;  // --accumulate: one micro-batch's gradient
+  std::vector<gradient_bucket> buckets;
+  std::vector<size_t> waiting_for;  // per bucket: tensors not yet final (+1 meta, the last)
+  std::vector<bool> tensor_final;   // per tensor: told final in this step
+  size_t next_bucket = 0;           // the next bucket to send (they go in order)
+  size_t replies_due = 0;
+  uint64_t examples = 0;  // in one epoch
+  uint64_t steps_per_epoch = 0;
+  uint64_t step = 0;                    // global steps done
+  adam_stage stage = adam_stage::full;  // of the step in flight
+  uint32_t mine = 0;                    // examples this member computes in the step in flight
+  double own_loss_sum = 0;
+  uint64_t step_examples = 0;  // examples of the whole step, over every member
+  // --balance: the members' weights (empty: an even split), and this member's running mean
+  // of its step's compute seconds (slowdown included), which it sends in the meta
+  std::vector<double> weights;
+  double own_seconds = 0;
+  // 0/1 Adam: examples since the last synchronisation, this member's and everyone's
+  uint64_t mine_since_sync = 0, examples_since_sync = 0;
+  double step_allreduce_s = 0;
+  uint64_t step_bytes = 0;
+  uint64_t step_bytes_inter_host = 0;
+  double compute_s = 0;
+  std::chrono::steady_clock::time_point started, backward_done;
+  uint64_t total_steps = 0;            // epochs x steps_per_epoch
+  bool in_step = false;                // a step's buckets are with the group
+  bool broken = false;                 // a collective of this generation failed
+  bool forming = false;                // this generation's group is forming and agreeing
+  std::optional<group_start> pending;  // a new generation, formed once the step settles
+  std::vector<wire> restored;          // a checkpoint's state, before the first start
+  uint64_t restored_step = 0;
+  bool stopping = false;
+  bool checkpoint_due = false;  // member 0: a save waits for a step that communicated
+  // --mode hybrid: the client of the task's embedding tables' buckets (it keeps each bucket's
+  // clock at the pull), the tables, and the rows of the step in flight (values pulled,
+  // gradients computed)
+  std::shared_ptr<bucket_client> table_buckets;
+  std::set<std::string> table_servers;  // HOST:PORT of the servers connected to directly
+  std::vector<table_spec> tables;
+  sparse_rows_view rows;
+  // The step's row pushes, one per table bucket, computed with its gradient and sent only once
+  // the step is applied (a step abandoned for a new generation sends none, so that a
+  // re-formed group cannot push a step's rows twice); and the pushes not yet acknowledged.
+  std::vector<std::shared_ptr<push_request>> rows_due;
+  uint64_t rows_step = 0;  // the step (1-based) rows_due belong to
+  size_t table_pushes_due = 0;
+  bool settling = false;  // the step is applied; it settles once its rows are acknowledged
+  // With a standby listed: what a coordinator that takes over may not have heard, sent again
+  // when this member rejoins it; dropped once the coordinator says its standby holds it.
+  std::deque<std::pair<uint64_t, wire>> held_reports;  // step, step_report
+  std::map<uint32_t, wire> held_parameters;            // epoch, pull_reply
+  bool told_held_full = false;
+};
+
+// The most step reports a member holds for a takeover (the oldest go first beyond it).
+constexpr size_t max_held_reports = size_t{1} << 14;
+
+dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_trainer_state> self,
+                                          dp_trainer_config config);
+
+}  // namespace troupe

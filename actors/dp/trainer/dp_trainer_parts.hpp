@@ -1,0 +1,84 @@
+// Internal to the dp_trainer (actors/dp/trainer/dp_trainer.cpp, dp_trainer_step.cpp): the functions
+// its two files share. Nobody else calls them.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "actors/dp/trainer/dp_trainer.hpp"
+
+namespace troupe::dp_parts {
+
+using self_ptr = dp_worker_actor::stateful_pointer<dp_trainer_state>;
+
+// The coordinator this member answers to now.
+inline dp_coordinator_actor coordinator_of(const dp_trainer_config& config) {
+  return caf::actor_cast<dp_coordinator_actor>(config.coordinator->handle());
+}
+
+// -- dp_trainer_rejoin.cpp (a standby coordinator)
+// Sends the step report of `step` to the coordinator, held for a takeover if a standby is listed.
+void send_report(self_ptr self, const dp_trainer_config& config, uint64_t step, wire report);
+// Sends the parameters after `epoch` (a pull_reply) for evaluation, held likewise.
+void send_parameters(self_ptr self, const dp_trainer_config& config, uint32_t epoch,
+                     wire parameters);
+// The coordinator's standby holds the reports through `reports_through` and `evaluated` epochs.
+void drop_held(dp_trainer_state& st, uint64_t reports_through, uint32_t evaluated);
+// The process's watch found the coordinator of `term` (0: none): rejoin it and send again what
+// is held, or stop.
+void rejoin(self_ptr self, const dp_trainer_config& config, uint64_t term);
+
+// Stops the trainer with errc::job_failed: `doing`: `err`.
+void fail(self_ptr self, const dp_trainer_config& config, const std::string& doing,
+          const caf::error& err);
+
+// After a step: evaluation after an epoch, a pending generation, the next step or done.
+void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot);
+
+// A collective of this generation failed: wait, within a bound, for the coordinator's next.
+void wait_for_generation(self_ptr self, const dp_trainer_config& config, const std::string& why);
+
+// The buffers a generation's size decides: the step's values (their meta holds a rate per
+// member) and the error feedback of 1-bit sums, which start at zero.
+void size_buffers(dp_trainer_state& st);
+
+// -- dp_trainer_buffers.cpp: the model's buffers (tensor_spec::buffer), which follow DDP
+// Finds the layout's buffer tensors (st.model_buffers, st.is_model_buffer), before size_buffers.
+void find_model_buffers(dp_trainer_state& st);
+// After the share's forward and backward: the buffers' new values leave `grad` (the optimizer
+// sees zeros there); member 0 puts its own into the step's meta (its values before the step
+// when it computed no examples), the others zeros. False when member 0's are not finite.
+bool send_model_buffers(dp_trainer_state& st, std::span<float> grad, bool computed);
+// After the sum is applied: every member's buffers become the meta's (member 0's), in the
+// parameters and in the optimizer's store.
+void adopt_model_buffers(dp_trainer_state& st);
+
+// One step: compute this member's share, send its buckets, apply the sum (dp_trainer_step.cpp).
+void run_step(self_ptr self, const dp_trainer_config& config);
+
+// --mode hybrid: a row push is acknowledged (or refused for good); the last one settles the
+// step that waits for them (dp_trainer.cpp).
+void table_push_done(self_ptr self, const dp_trainer_config& config);
+
+// -- dp_trainer_tables.cpp (--mode hybrid)
+// Opens a direct connection to each server in `servers` ("HOST:PORT,...") not yet connected,
+// so that the table buckets' traffic never goes through a coordinator's node (and survives
+// its loss). Blocks this detached trainer for the set-up; a server it cannot reach directly
+// is still reached the other way.
+void connect_table_servers(self_ptr self, const dp_trainer_config& config,
+                           const std::string& servers);
+// The table buckets are `buckets` from now on (the first: the client of them is made).
+void use_table_buckets(self_ptr self, const dp_trainer_config& config,
+                       std::vector<bucket_actor> buckets);
+// Pulls the rows examples `share` of `epoch` read from the table buckets into st.rows (the
+// client keeps their read clocks), then `then`.
+void pull_share_rows(self_ptr self, const dp_trainer_config& config, example_range share,
+                     uint32_t epoch, std::function<void()> then);
+// Computes st.rows' gradients into st.rows_due, one push per bucket that owns some, named
+// by the share's examples of `epoch` (each bucket applies a share's rows at most once).
+void prepare_share_rows(dp_trainer_state& st, example_range share, uint32_t epoch);
+// Sends st.rows_due (once the step is applied; as skipped pushes when every member skipped
+// it); each acknowledgement is one of st.table_pushes_due.
+void push_share_rows(self_ptr self, const dp_trainer_config& config, bool skipped);
+
+}  // namespace troupe::dp_parts
