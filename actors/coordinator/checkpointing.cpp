@@ -56,6 +56,8 @@ void write_out(self_ptr self, const coordinator_config& config, std::shared_ptr<
   if (path) {
     ++st.report.checkpoints;
     add(st.metrics.checkpoints, 1);
+    note_event(st.timeline, training_seconds(st), "checkpoint",
+               fmt::format("step {}: {}", job.step, *path));
     st.checkpoints.written.push_back(*path);
     st.checkpoints.chunks_at_step[job.step] = st.checkpoints.chunks_done;
     while (st.checkpoints.chunks_at_step.size() > config.opts.checkpoint_keep + 1u)

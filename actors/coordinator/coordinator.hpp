@@ -31,6 +31,7 @@
 #include "actors/coordinator/work_plan.hpp"
 #include "actors/job/checkpoint_file.hpp"
 #include "actors/job/job_scalars.hpp"
+#include "actors/job/report.hpp"
 #include "actors/job/progress_line.hpp"
 #include "actors/job/training_curve.hpp"
 #include "actors/supervision/admission/operator_gate.hpp"
@@ -199,6 +200,7 @@ struct coordinator_state {
   training_progress training;
   evaluation_progress evaluation;
   job_report report;
+  std::vector<timeline_event> timeline;  // checkpoints, restarts, drains: the timeline view's
   job_metrics metrics;
   std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
   // --mode hybrid: this coordinator holds only the task's embedding tables for a group's

@@ -52,6 +52,8 @@ double live_workers(const coordinator_state& st);
 // Whether a drain is under way (checkpoints and other drains wait for it).
 bool anyone_draining(const coordinator_state& st);
 void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why);
+// Seconds of training so far (a resumed job's included; 0 before training).
+double training_seconds(const coordinator_state& st);
 
 // -- placement.cpp
 void place_buckets(self_ptr self, const coordinator_config& config);

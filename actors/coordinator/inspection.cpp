@@ -176,7 +176,7 @@ caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
   if (view == "nodes") return encode(nodes(st, config));
   if (view == "workers") return encode(workers(st));
   if (view == "curve") return encode(st.training.curve.table());
-  if (view == "timeline") return encode(timeline_table(st.report));
+  if (view == "timeline") return encode(timeline_table(st.report, st.timeline));
   if (view != "tree" && view != "metrics" && view != "buckets" && view != "diag")
     return make_error(
         errc::bad_configuration,

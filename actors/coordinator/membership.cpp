@@ -20,12 +20,15 @@ bool anyone_draining(const coordinator_state& st) {
          std::any_of(st.roster.worker_members.begin(), st.roster.worker_members.end(), draining);
 }
 
+double training_seconds(const coordinator_state& st) {
+  const double at = st.phase == job_phase::training ? seconds_since(st.training.started) : 0.0;
+  return st.checkpoints.resumed_wall_s + at;
+}
+
 void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why) {
   add(st.metrics.lost, 1);
   set(st.metrics.workers, live_workers(st));
-  const double at = st.phase == job_phase::training ? seconds_since(st.training.started) : 0.0;
-  st.report.losses.push_back(
-      loss_event{m.name, kind, st.checkpoints.resumed_wall_s + at, unix_ms_now(), why});
+  st.report.losses.push_back(loss_event{m.name, kind, training_seconds(st), unix_ms_now(), why});
 }
 
 // Whether another worker may join the running job: fewer than --max-workers are active.
@@ -81,6 +84,8 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
                   [&](const member& m) { return m.lost && m.name == request->name; })) {
     ++self->state.report.restarts;
     add(self->state.metrics.restarts, 1);
+    note_event(self->state.timeline, training_seconds(self->state), "restart",
+               fmt::format("{} {} came back", to_string(expected), request->name));
   }
   self->monitor(handle);
   member joined;

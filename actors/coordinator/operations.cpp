@@ -50,6 +50,7 @@ caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& c
             m.lost = m.drained = true;
             st.roster.beats.forget(m.name);
             st.report.drained.push_back(m.name);
+            note_event(st.timeline, training_seconds(st), "drain", "worker " + m.name);
             set(st.metrics.workers, live_workers(st));
             retire_everywhere(self, static_cast<uint32_t>(w));
             const uint64_t returned = st.training.work->release(static_cast<uint32_t>(w));

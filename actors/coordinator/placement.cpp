@@ -298,6 +298,7 @@ void hand_over_server(self_ptr self, const coordinator_config& config, size_t s)
   m.draining = false;
   st.roster.beats.forget(m.name);
   st.report.drained.push_back(m.name);
+  note_event(st.timeline, training_seconds(st), "drain", "server " + m.name);
   st.directory.lost_at = std::chrono::steady_clock::now();
   ++st.evaluation.round;
   st.evaluation.running = false;
@@ -332,6 +333,8 @@ void moved(self_ptr self, const coordinator_config& config, uint32_t b, bucket_a
   auto& home = st.directory.homes[b];
   ++st.report.restarts;
   add(st.metrics.restarts, 1);
+  note_event(st.timeline, training_seconds(st), "restart",
+             fmt::format("bucket {}, by its server's supervisor", b));
   if (home.primary_server == s && !home.recovering) {
     config.log.warn("bucket {} was restarted by its server's supervisor", b);
     ++home.primary_restarts;

@@ -61,7 +61,13 @@ caf::error write_report_file(const std::string& path, job_report report,
   return {};
 }
 
-table_view timeline_table(const job_report& report) {
+void note_event(std::vector<timeline_event>& events, double at_s, std::string event,
+                std::string what) {
+  if (events.size() >= 4096) events.erase(events.begin());
+  events.push_back(timeline_event{at_s, std::move(event), std::move(what)});
+}
+
+table_view timeline_table(const job_report& report, const std::vector<timeline_event>& noted) {
   std::vector<std::pair<double, std::vector<std::string>>> events;
   for (const auto& l : report.losses)
     events.push_back(
@@ -74,6 +80,7 @@ table_view timeline_table(const job_report& report) {
     events.push_back(
         {e.wall_s,
          {"epoch", fmt::format("epoch {}: test accuracy {:.4f}", e.epoch, e.test_accuracy)}});
+  for (const auto& e : noted) events.push_back({e.at_s, {e.event, e.what}});
   std::stable_sort(events.begin(), events.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   table_view t{{"t_s", "event", "what"}, {}};

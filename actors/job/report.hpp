@@ -18,10 +18,22 @@ double histogram_quantile(const std::vector<uint64_t>& histogram, double q);
 // p50, p99 and max (from the merged histograms), and the largest clock gap.
 void summarize_buckets(const std::vector<bucket_stats>& buckets, job_report& report);
 
-// The job's events so far, oldest first, from its report: members lost (with why), takeovers
-// by a standby, and epochs evaluated. Columns t_s, event, what. The console's and the
-// dashboard's `timeline` view.
-table_view timeline_table(const job_report& report);
+// An event of the job's timeline that its report keeps no time of: a checkpoint written, a
+// restart, a drain (seconds since training started).
+struct timeline_event {
+  double at_s = 0;
+  std::string event;
+  std::string what;
+};
+
+// Adds an event to `events`, which keeps the newest 4096.
+void note_event(std::vector<timeline_event>& events, double at_s, std::string event,
+                std::string what);
+
+// The job's events so far, oldest first: members lost (with why), takeovers by a standby and
+// epochs evaluated (from its report), and `events`. Columns t_s, event, what. The console's
+// and the dashboard's `timeline` view.
+table_view timeline_table(const job_report& report, const std::vector<timeline_event>& events);
 
 // Writes to_json(report), with `settings` (flag_settings of the job's options), to `path`
 // atomically (a temporary file, then rename).

@@ -1,7 +1,8 @@
 """The web dashboard (--dashboard-port) in a real browser: a five-process job (a coordinator,
 two servers under --replication 2, two workers) is loaded in headless Chromium while it trains;
 the page must show every actor of the supervision tree, both workers' rates and a loss curve
-with points. Then a server is killed and the page's timeline must show the loss. A screenshot
+with points. Then a server is killed and the page's timeline must show the loss (and a
+checkpoint). A screenshot
 goes to TROUPE_TEST_OUTPUT (default: the system's temporary folder). The server's own rules
 (Host, read-only, CSP) are checked over plain HTTP. Every act waits for a log line of a job
 with a floor under its length (--worker-delay-ms), never for a time. Skipped without
@@ -114,7 +115,8 @@ class Dashboard(unittest.TestCase):
             c = Process(FMNIST, [*JOB, "--role", "coordinator", "--listen", at, "--workers",
                                  "2", "--servers", "2", "--replication", "2",
                                  "--worker-delay-ms", "0:30,1:30", "--dashboard-port",
-                                 str(board)], log("c"), SECRET)
+                                 str(board), "--checkpoint-dir", os.path.join(folder, "ckpt")],
+                          log("c"), SECRET)
             servers = [Process(FMNIST, ["--role", "server", "--coordinator", at, "--name",
                                         f"s{i}", "--request-timeout", "4"], log(f"s{i}"),
                                SECRET) for i in range(2)]
@@ -140,11 +142,14 @@ class Dashboard(unittest.TestCase):
                                 page.items)  # the timeline
                 servers[1].stop()
                 self.assertIsNotNone(c.wait_for(r"lost server 's1'"), logs())
-                # The dashboard samples the job about once a second: wait for the sample.
-                self.assertTrue(wait_for_state(url, lambda s: any(
-                    r[1] == "lost" for r in s["views"]["timeline"]["rows"])), logs())
+                # The dashboard samples the job about once a second: wait for a sample with the
+                # loss (and a checkpoint: one is written each epoch).
+                events = lambda s: {r[1] for r in s["views"]["timeline"]["rows"]}
+                self.assertTrue(wait_for_state(url, lambda s: {"lost", "checkpoint"} <= events(s)),
+                                logs())
                 page = browse(url, folder)
                 self.assertTrue(any("lost" in i and "s1" in i for i in page.items), page.items)
+                self.assertTrue(any("checkpoint: step" in i for i in page.items), page.items)
                 shot = os.path.join(os.environ.get("TROUPE_TEST_OUTPUT", tempfile.gettempdir()),
                                     "dashboard.png")
                 browse(url, folder, screenshot=shot)

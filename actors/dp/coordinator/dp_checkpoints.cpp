@@ -88,6 +88,8 @@ void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, 
   if (!written)
     return config.log.error("checkpoint after step {}: {}", step, describe(written.error()));
   ++st.report.checkpoints;
+  note_event(st.timeline, seconds_since(st.started), "checkpoint",
+             fmt::format("step {}: {}", step, *written));
   config.log.info("checkpoint after step {}: {}", step, *written);
 }
 

@@ -34,6 +34,7 @@
 #include "actors/dp/collective/generation_store.hpp"
 #include "actors/job/checkpoint_file.hpp"
 #include "actors/job/job_scalars.hpp"
+#include "actors/job/report.hpp"
 #include "actors/job/progress_line.hpp"
 #include "actors/supervision/failure/heartbeat.hpp"
 #include "actors/supervision/node_metrics.hpp"
@@ -126,6 +127,7 @@ struct dp_coordinator_state {
   } group_metrics;
   evaluator_actor evaluator;
   job_report report;
+  std::vector<timeline_event> timeline;  // checkpoints: the timeline view's
   progress_line display;
   std::chrono::steady_clock::time_point started;
   succession_state succession;  // the term, the standby, a takeover under way

@@ -67,7 +67,7 @@ caf::result<wire> inspect(self_ptr self, const dp_coordinator_config& config,
   if (view == "group") return encode(group(st));
   if (view == "tree") return encode(tree(st, self->mailbox().size()));
   if (view == "nodes") return encode(nodes(st));
-  if (view == "timeline") return encode(timeline_table(st.report));
+  if (view == "timeline") return encode(timeline_table(st.report, st.timeline));
   if (view == "metrics")
     return encode(
         coordination::metrics_table({{"coordinator", node_metrics_text(config.metrics)}}));
