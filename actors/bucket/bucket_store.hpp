@@ -4,6 +4,12 @@
 // leaves the parameters exactly as they were. Owned by one parameter_bucket actor (or a
 // test); not thread-safe.
 //
+// Its sources, by concept: bucket_store.cpp (construction, pulls, workers joining and leaving,
+// statistics), bucket_store_push.cpp (a push from apply() to the optimizer's kernel: checks,
+// clocks and rounds, the step, delay compensation), bucket_store_state.cpp (copies for
+// backups, checkpoints and restores), bucket_store_rule.cpp (an app's rule, undone when it
+// refuses) and bucket_store_dash.cpp (DASH steps on a device).
+//
 // Memory: values + optimizer state (2x for Adam, 1x for momentum; DASH adds B x B statistics
 // and roots per block, at most about 4 rows x B per matrix slice) per slice; with delay
 // compensation, one copy of the bucket per worker (what that worker last read), plus one

@@ -2,6 +2,8 @@
 
 #include <caf/mailbox_element.hpp>
 
+#include "actors/lane/lane_client.hpp"
+
 namespace troupe {
 
 namespace {
@@ -71,59 +73,6 @@ class caf_channel final : public bucket_channel {
   std::chrono::milliseconds timeout_;
 };
 
-class lane_channel final : public bucket_channel {
- public:
-  explicit lane_channel(std::shared_ptr<lane_link> link) : link_(std::move(link)) {}
-  const char* name() const override { return "lane"; }
-
-  caf::message_id pull(caf::local_actor* self, const bucket_actor& target,
-                       const pull_request& request) override {
-    const auto id = self->new_request_id(caf::message_priority::normal);
-    link_->send(self->ctrl(), id, lane::frame_kind::pull, target.id(), encode(request));
-    return id.response_id();
-  }
-
-  caf::message_id push(caf::local_actor* self, const bucket_actor& target, const push_request& push,
-                       const gradient_views& grad, size_t& bytes) override {
-    const auto id = self->new_request_id(caf::message_priority::normal);
-    write_push(push, grad, bytes, [&](byte_parts parts) {
-      link_->send(self->ctrl(), id, lane::frame_kind::push, target.id(), parts);
-    });
-    return id.response_id();
-  }
-
-  std::pair<caf::message_id, caf::message_id> push_then_pull(
-      caf::local_actor* self, const bucket_actor& target, const push_request& push,
-      const gradient_views& grad, const pull_request& request, size_t& bytes) override {
-    const auto push_id = self->new_request_id(caf::message_priority::normal);
-    const auto pull_id = self->new_request_id(caf::message_priority::normal);
-    const wire pull_bytes = encode(request);
-    const std::span<const char> whole{pull_bytes.bytes.data(), pull_bytes.bytes.size()};
-    write_push(push, grad, bytes, [&](byte_parts parts) {
-      link_->send_pair(self->ctrl(), push_id, pull_id, target.id(), parts, byte_parts{&whole, 1});
-    });
-    return {push_id.response_id(), pull_id.response_id()};
-  }
-
- private:
-  // Hands the push's bytes to `write` as parts: a dense gradient encoded from where it is, with
-  // no copy between it and the socket.
-  template <class Write>
-  static void write_push(const push_request& push, const gradient_views& grad, size_t& bytes,
-                         Write write) {
-    if (grad) {
-      bytes = encode_to(push, *grad, write);
-      return;
-    }
-    const wire w = encode(push);
-    bytes = w.bytes.size();
-    const std::span<const char> whole{w.bytes.data(), w.bytes.size()};
-    write(byte_parts{&whole, 1});
-  }
-
-  std::shared_ptr<lane_link> link_;
-};
-
 }  // namespace
 
 std::pair<caf::message_id, caf::message_id> bucket_channel::push_then_pull(
@@ -133,23 +82,19 @@ std::pair<caf::message_id, caf::message_id> bucket_channel::push_then_pull(
   return {pushed, pull(self, target, request)};
 }
 
-std::unique_ptr<bucket_channel> lane_channel_of(std::shared_ptr<lane_link> link) {
-  return std::make_unique<lane_channel>(std::move(link));
+std::shared_ptr<bucket_channel> caf_channel_of(std::chrono::milliseconds timeout) {
+  return std::make_shared<caf_channel>(timeout);
 }
 
-std::unique_ptr<bucket_channel> caf_channel_of(std::chrono::milliseconds timeout) {
-  return std::make_unique<caf_channel>(timeout);
+std::shared_ptr<bucket_channel> in_process_channel_of(std::chrono::milliseconds timeout) {
+  return std::make_shared<in_process_channel>(timeout);
 }
 
-std::unique_ptr<bucket_channel> in_process_channel_of(std::chrono::milliseconds timeout) {
-  return std::make_unique<in_process_channel>(timeout);
-}
-
-std::unique_ptr<bucket_channel> choose_channel(caf::local_actor* self, const bucket_actor& target,
+std::shared_ptr<bucket_channel> choose_channel(caf::local_actor* self, const bucket_actor& target,
                                                const lane_map& lanes,
                                                std::chrono::milliseconds timeout) {
   if (target.node() == self->node()) return in_process_channel_of(timeout);
-  if (auto link = lanes.find(target.node())) return lane_channel_of(std::move(link));
+  if (auto link = lanes.find(target.node())) return link;
   return caf_channel_of(timeout);
 }
 

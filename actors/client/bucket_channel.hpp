@@ -2,9 +2,10 @@
 // per bucket handle, from where the bucket is:
 //   in-process  the bucket is an actor of this process: messages are handed over as they are,
 //               a push's gradient gathered into the message, nothing encoded;
-//   lane        the bucket's node has a data lane from this client (actors/lane): frames
-//               written from the caller's thread, a push's gradient encoded from where it is
-//               straight onto the socket or the same-host ring, push-then-pull as one pair;
+//   lane        the bucket's node has a data lane from this client: the lane_link itself
+//               (actors/lane/lane_client.hpp), frames written from the caller's thread, a
+//               push's gradient encoded from where it is straight onto the socket or the
+//               same-host ring, push-then-pull as one pair;
 //   caf         otherwise: encoded messages over CAF's connection to the bucket's node.
 // Each call writes the request at once and returns the id its answer comes back under, as the
 // response to a request of `self` (the bucket's reply wire, or an error): answer_to() gives its
@@ -24,11 +25,12 @@
 #include <caf/message_id.hpp>
 #include <caf/response_handle.hpp>
 
-#include "actors/lane/lane_client.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/values.hpp"
 
 namespace troupe {
+
+class lane_map;  // actors/lane/lane_client.hpp
 
 // A push's dense gradient, where the pusher keeps it (it must stay there until the bucket
 // acknowledges, so that a resend carries the same values); none: the push carries what it
@@ -53,11 +55,10 @@ class bucket_channel {
       const gradient_views& grad, const pull_request& request, size_t& bytes);
 };
 
-// Each channel on its own: over `link`; over CAF, each request bounded by `timeout`; handed
-// over in this process.
-std::unique_ptr<bucket_channel> lane_channel_of(std::shared_ptr<lane_link> link);
-std::unique_ptr<bucket_channel> caf_channel_of(std::chrono::milliseconds timeout);
-std::unique_ptr<bucket_channel> in_process_channel_of(std::chrono::milliseconds timeout);
+// Each channel on its own: over CAF, each request bounded by `timeout`; handed over in this
+// process. (A lane is a channel itself: lane_link, actors/lane/lane_client.hpp.)
+std::shared_ptr<bucket_channel> caf_channel_of(std::chrono::milliseconds timeout);
+std::shared_ptr<bucket_channel> in_process_channel_of(std::chrono::milliseconds timeout);
 
 // The handle of the answer to a channel's request `id` of `self`: then() for an event-based
 // actor, receive() for a blocking one.
@@ -70,7 +71,7 @@ auto answer_to(Self* self, caf::message_id id) {
 // The channel for bucket `target` as seen from `self`: in-process on its node, the lane of
 // its node when `lanes` holds an open one, CAF otherwise (each CAF request bounded by `timeout`;
 // a lane bounds its own).
-std::unique_ptr<bucket_channel> choose_channel(caf::local_actor* self, const bucket_actor& target,
+std::shared_ptr<bucket_channel> choose_channel(caf::local_actor* self, const bucket_actor& target,
                                                const lane_map& lanes,
                                                std::chrono::milliseconds timeout);
 

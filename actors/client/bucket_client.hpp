@@ -24,6 +24,7 @@
 #include <caf/scheduled_actor.hpp>
 
 #include "actors/client/bucket_channel.hpp"
+#include "actors/lane/lane_client.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 
@@ -96,7 +97,7 @@ class bucket_client : public std::enable_shared_from_this<bucket_client> {
  private:
   struct bucket_route {
     bucket_actor handle;
-    std::unique_ptr<bucket_channel> channel;
+    std::shared_ptr<bucket_channel> channel;
     vector_clock read_clock;
     caf::actor_addr down;  // the handle known to be down (not yet replaced)
   };

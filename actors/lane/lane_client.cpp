@@ -1,5 +1,5 @@
 #include "actors/lane/lane_client.hpp"
-#include "actors/lane/lane_reader.hpp"
+#include "actors/lane/lane_socket.hpp"
 
 #include <unistd.h>
 
@@ -69,31 +69,59 @@ lane_link::~lane_link() {
   if (reader_.joinable()) reader_.join();
 }
 
-void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
-                     lane::frame_kind kind, uint64_t target, const wire& w) {
-  const bool local = w.bytes.empty() && (w.local || w.borrowed);
-  const wire encoded_here = local ? encoded(w) : wire{};
-  const auto& bytes = local ? encoded_here.bytes : w.bytes;
-  const std::span<const char> whole{bytes.data(), bytes.size()};
-  send(requester, request_id, kind, target, byte_parts{&whole, 1});
+caf::message_id lane_link::pull(caf::local_actor* self, const bucket_actor& target,
+                                const pull_request& request) {
+  const auto id = self->new_request_id(caf::message_priority::normal);
+  const wire w = encode(request);
+  const std::span<const char> whole{w.bytes.data(), w.bytes.size()};
+  const request_frame one{id, lane::frame_kind::pull, byte_parts{&whole, 1}};
+  write_requests(self->ctrl(), target.id(), {&one, 1}, false);
+  return id.response_id();
+}
+
+caf::message_id lane_link::push(caf::local_actor* self, const bucket_actor& target,
+                                const push_request& push, const gradient_views& grad,
+                                size_t& bytes) {
+  const auto id = self->new_request_id(caf::message_priority::normal);
+  bytes = write_push(push, grad, [&](byte_parts parts) {
+    const request_frame one{id, lane::frame_kind::push, parts};
+    write_requests(self->ctrl(), target.id(), {&one, 1}, false);
+  });
+  return id.response_id();
+}
+
+std::pair<caf::message_id, caf::message_id> lane_link::push_then_pull(
+    caf::local_actor* self, const bucket_actor& target, const push_request& push,
+    const gradient_views& grad, const pull_request& request, size_t& bytes) {
+  const auto push_id = self->new_request_id(caf::message_priority::normal);
+  const auto pull_id = self->new_request_id(caf::message_priority::normal);
+  const wire pull_bytes = encode(request);
+  const std::span<const char> whole{pull_bytes.bytes.data(), pull_bytes.bytes.size()};
+  bytes = write_push(push, grad, [&](byte_parts parts) {
+    const request_frame both[2] = {{push_id, lane::frame_kind::push, parts},
+                                   {pull_id, lane::frame_kind::pull, byte_parts{&whole, 1}}};
+    write_requests(self->ctrl(), target.id(), both, true);
+  });
+  return {push_id.response_id(), pull_id.response_id()};
 }
 
 void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
                      lane::frame_kind kind, uint64_t target, byte_parts payload) {
-  const request one{request_id, kind, payload};
-  write_requests(requester, target, std::span<const request>{&one, 1}, false);
+  const request_frame one{request_id, kind, payload};
+  write_requests(requester, target, {&one, 1}, false);
 }
 
-void lane_link::send_pair(const caf::strong_actor_ptr& requester, caf::message_id push_id,
-                          caf::message_id pull_id, uint64_t target, byte_parts push,
-                          byte_parts pull) {
-  const request both[2] = {{push_id, lane::frame_kind::push, push},
-                           {pull_id, lane::frame_kind::pull, pull}};
-  write_requests(requester, target, both, true);
+size_t lane_link::write_push(const push_request& push, const gradient_views& grad,
+                             const std::function<void(byte_parts)>& write) {
+  if (grad) return encode_to(push, *grad, write);
+  const wire w = encode(push);
+  const std::span<const char> whole{w.bytes.data(), w.bytes.size()};
+  write(byte_parts{&whole, 1});
+  return w.bytes.size();
 }
 
 void lane_link::write_requests(const caf::strong_actor_ptr& requester, uint64_t target,
-                               std::span<const request> requests, bool paired) {
+                               std::span<const request_frame> requests, bool paired) {
   const auto from = caf::actor_cast<caf::actor_addr>(requester);
   std::vector<lane::frame_out> frames(requests.size());
   {

@@ -15,8 +15,9 @@
 // thread two wake-ups), so a late request fails between 1 and 1.25 timeouts after it was
 // written; a lost connection fails everything in flight at once.
 //
-// Requests are written by a bucket_channel (actors/client): from the caller's thread, and they
-// may wait (up to the timeout) for a stopped server, so a requester with lanes runs detached.
+// A lane_link is the bucket_channel (actors/client) of every bucket on its server node: requests
+// are written from the caller's thread, and may wait (up to the timeout) for a stopped server,
+// so a requester with lanes runs detached.
 #pragma once
 
 #include <caf/actor.hpp>
@@ -25,6 +26,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,12 +34,13 @@
 #include <thread>
 #include <unordered_map>
 
+#include "actors/client/bucket_channel.hpp"
 #include "actors/lane/lane_socket.hpp"
 #include "messages/protocol.hpp"
 
 namespace troupe {
 
-class lane_link {
+class lane_link final : public bucket_channel {
  public:
   // Connects to host:port within `timeout`, proves `secret` and starts the reader. With
   // `same_host`, moves to the server's Unix socket where it can reach it and finds the same node
@@ -63,30 +66,42 @@ class lane_link {
   // Frames whose payload went through the shared rings, both ways (none on TCP).
   uint64_t ring_frames() const { return ring_frames_; }
 
-  // Writes request `kind` (push or pull) for the bucket whose actor id is `target`. Its answer,
-  // or the error that stands for it, reaches `requester` as the response to `request_id`.
-  void send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
-            lane::frame_kind kind, uint64_t target, const wire& w);
-  // The same with the request's bytes in parts (encode_to), written where they are.
+  // The lane as a bucket's channel (bucket_channel.hpp): each request written as a frame from
+  // the caller's thread, its answer (or the error that stands for it) coming back as the
+  // response to the returned id. A push's dense gradient is encoded from where it is onto the
+  // socket or the ring; push_then_pull writes the push and the pull behind it as paired frames,
+  // which the server answers in one write once the pull's answer is ready (lane_socket.hpp), so
+  // a step costs each side one wake-up per bucket instead of two.
+  const char* name() const override { return "lane"; }
+  caf::message_id pull(caf::local_actor* self, const bucket_actor& target,
+                       const pull_request& request) override;
+  caf::message_id push(caf::local_actor* self, const bucket_actor& target, const push_request& push,
+                       const gradient_views& grad, size_t& bytes) override;
+  std::pair<caf::message_id, caf::message_id> push_then_pull(
+      caf::local_actor* self, const bucket_actor& target, const push_request& push,
+      const gradient_views& grad, const pull_request& request, size_t& bytes) override;
+
+  // Writes a request's bytes as they are (push or pull frame `kind` for the bucket whose actor
+  // id is `target`): for tests and tools that write what no encoder would. Its answer reaches
+  // `requester` as the response to `request_id`.
   void send(const caf::strong_actor_ptr& requester, caf::message_id request_id,
             lane::frame_kind kind, uint64_t target, byte_parts payload);
-  // A push and the pull of the same bucket behind it, written together as paired frames: the
-  // server answers both in one write once the pull's answer is ready (lane_socket.hpp), so a
-  // step costs each side one wake-up per bucket instead of two.
-  void send_pair(const caf::strong_actor_ptr& requester, caf::message_id push_id,
-                 caf::message_id pull_id, uint64_t target, byte_parts push, byte_parts pull);
 
  private:
-  struct request {
+  struct request_frame {
     caf::message_id id;
     lane::frame_kind kind;
     byte_parts payload;
   };
+  // Hands the push's bytes to `write` as parts: a dense gradient encoded from where it is, with
+  // no copy between it and the socket.
+  static size_t write_push(const push_request& push, const gradient_views& grad,
+                           const std::function<void(byte_parts)>& write);
   // Numbers the requests, records who waits for each answer and writes them in one call (the
   // first marked paired when `paired`); when the lane is broken or full, each requester is
   // answered with the error instead.
   void write_requests(const caf::strong_actor_ptr& requester, uint64_t target,
-                      std::span<const request> requests, bool paired);
+                      std::span<const request_frame> requests, bool paired);
   struct waiting {
     caf::actor_addr requester;
     caf::message_id response_id;

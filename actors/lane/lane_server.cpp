@@ -9,7 +9,6 @@
 
 #include <optional>
 
-#include "actors/lane/lane_reader.hpp"
 #include "actors/lane/lane_socket.hpp"
 #include "troupe/error.hpp"
 

@@ -103,43 +103,6 @@ void pushed(self_ptr self, const worker_config& config) {
   maybe_compute(self, config);
 }
 
-void push_round(self_ptr self, const worker_config& config, bool skipped) {
-  auto& st = self->state;
-  st.pushes_pending = st.buckets->size();
-  st.chunk_staleness = 0;
-  st.chunk_acks = 0;
-  const bool last = st.queue.empty() && st.exhausted;
-  // The next values are asked for at once, behind each push: a bucket handles one sender's
-  // messages in order, so its pull reply already holds this push, and the step saves a round
-  // trip. (Rows need the next chunk, and --prefetch pulls before computing instead.) A pair's
-  // push is answered with its pull, so pairs only go where no bucket holds a pull (async): a
-  // held pull would hold the push's ack, and with it a pause that waits for the ack.
-  const bool pull_behind = !last && st.tables.empty() && !st.job->prefetch;
-  const bool paired = pull_behind && !st.job->pulls_held;
-  if (pull_behind) st.pulls_pending = st.buckets->size();
-  for (size_t b = 0; b < st.buckets->size(); ++b) {
-    const auto& plan = st.job->layout.buckets[b];
-    auto push = std::make_shared<push_request>(
-        push_request{plan.bucket, st.job->worker, st.clock, st.buckets->read_clock(b)});
-    push->last = last;
-    push->skipped = skipped;
-    push->batches = st.current;  // a bucket applies these batches once, whoever pushes them
-    if (skipped)
-      ;  // no tensors: the bucket counts the step only
-    else if (st.job->compress_signs)
-      push->signs = compress_gradient(st, plan);
-    // (dense: sent from st.grad where it is)
-    if (!st.tables.empty())
-      push->sparse = row_gradients(st.tables, st.rows, static_cast<uint32_t>(b),
-                                   static_cast<uint32_t>(st.buckets->size()));
-    if (pull_behind)
-      send_push_and_pull(self, config, b, std::move(push),
-                         pull_request{plan.bucket, st.job->worker, st.clock + 1}, paired);
-    else
-      send_push(self, config, b, std::move(push));
-  }
-}
-
 // Averages the gradients of the chunk's batches into st.grad; returns their summed loss, or
 // the task's error.
 caf::expected<double> compute_chunk(worker_state& st, const work_chunk& chunk) {

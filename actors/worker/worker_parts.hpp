@@ -1,7 +1,6 @@
 // The worker actor's functions shared between its source files: worker.cpp (its loop: claims,
-// computation, progress, start and rejoin) and worker_requests.cpp (its pulls and pushes, through
-// its bucket_client). Internal to the
-// worker: nothing else may call them.
+// computation, progress, start and rejoin) and worker_requests.cpp (its pushes and pulls,
+// through its bucket_client). Internal to the worker: nothing else may call them.
 #pragma once
 
 #include <memory>
@@ -32,12 +31,10 @@ void maybe_compute(self_ptr self, const worker_config& config);
 std::shared_ptr<bucket_client> connect_buckets(self_ptr self, const worker_config& config,
                                                std::vector<bucket_actor> buckets,
                                                const std::vector<endpoint>& servers);
-void send_push(self_ptr self, const worker_config& config, size_t b,
-               std::shared_ptr<push_request> push);
-// Bucket b's push and the pull of the values after it: with `as_pair`, as one pair of frames
-// where the bucket has a data lane (bucket_client::push_then_pull); each on its own otherwise.
-void send_push_and_pull(self_ptr self, const worker_config& config, size_t b,
-                        std::shared_ptr<push_request> push, pull_request request, bool as_pair);
+// Pushes the chunk's gradient to every bucket (`skipped`: the step only, no tensors), each with
+// the pull of the values after it where the worker pulls at once: as one pair of frames where
+// no bucket holds a pull (bucket_client::push_then_pull).
+void push_round(self_ptr self, const worker_config& config, bool skipped);
 // Pulls every bucket's values and, for models with embedding tables, the rows the chunk at the
 // front of the queue reads. `ahead`: 1 for a pull of the values after this worker's push of
 // the current chunk.

@@ -1,5 +1,6 @@
-// The worker's pulls and pushes, through its bucket_client (actors/client): where their answers
-// go, and how a bucket that is gone is found again (the coordinator names its successor).
+// The worker's pushes and pulls, through its bucket_client (actors/client): what a push to each
+// bucket carries, where the answers go, and how a bucket that is gone is found again (the
+// coordinator names its successor).
 // worker_parts.hpp says who calls what.
 #include "actors/worker/chunk_rows.hpp"
 #include "actors/worker/worker_parts.hpp"
@@ -100,25 +101,51 @@ std::shared_ptr<bucket_client> connect_buckets(self_ptr self, const worker_confi
   return bucket_client::make(self, std::move(c));
 }
 
-void send_push(self_ptr self, const worker_config& config, size_t b,
-               std::shared_ptr<push_request> push) {
-  auto grad = gradient_of(self->state, b, *push);
-  self->state.buckets->push(b, std::move(push), std::move(grad), on_ack(self, config),
-                            on_push_failed(self, config, b));
-}
-
-void send_push_and_pull(self_ptr self, const worker_config& config, size_t b,
-                        std::shared_ptr<push_request> push, pull_request request, bool as_pair) {
-  if (!as_pair) {
-    send_push(self, config, b, std::move(push));
-    return self->state.buckets->pull(b, std::move(request), values_of(self, b),
-                                     on_values(self, config, b), on_pull_failed(self, config, b));
+void push_round(self_ptr self, const worker_config& config, bool skipped) {
+  auto& st = self->state;
+  st.pushes_pending = st.buckets->size();
+  st.chunk_staleness = 0;
+  st.chunk_acks = 0;
+  const bool last = st.queue.empty() && st.exhausted;
+  // The next values are asked for at once, behind each push: a bucket handles one sender's
+  // messages in order, so its pull reply already holds this push, and the step saves a round
+  // trip. (Rows need the next chunk, and --prefetch pulls before computing instead.) A pair's
+  // push is answered with its pull, so pairs only go where no bucket holds a pull (async): a
+  // held pull would hold the push's ack, and with it a pause that waits for the ack.
+  const bool pull_behind = !last && st.tables.empty() && !st.job->prefetch;
+  const bool paired = pull_behind && !st.job->pulls_held;
+  if (pull_behind) st.pulls_pending = st.buckets->size();
+  for (size_t b = 0; b < st.buckets->size(); ++b) {
+    const auto& plan = st.job->layout.buckets[b];
+    auto push = std::make_shared<push_request>(
+        push_request{plan.bucket, st.job->worker, st.clock, st.buckets->read_clock(b)});
+    push->last = last;
+    push->skipped = skipped;
+    push->batches = st.current;  // a bucket applies these batches once, whoever pushes them
+    if (skipped)
+      ;  // no tensors: the bucket counts the step only
+    else if (st.job->compress_signs)
+      push->signs = compress_gradient(st, plan);
+    // (dense: sent from st.grad where it is)
+    if (!st.tables.empty())
+      push->sparse = row_gradients(st.tables, st.rows, static_cast<uint32_t>(b),
+                                   static_cast<uint32_t>(st.buckets->size()));
+    auto grad = gradient_of(st, b, *push);
+    if (paired) {
+      st.buckets->push_then_pull(b, std::move(push), std::move(grad),
+                                 pull_request{plan.bucket, st.job->worker, st.clock + 1},
+                                 values_of(self, b), on_ack(self, config),
+                                 on_values(self, config, b), on_push_failed(self, config, b),
+                                 on_pull_failed(self, config, b));
+      continue;
+    }
+    st.buckets->push(b, std::move(push), std::move(grad), on_ack(self, config),
+                     on_push_failed(self, config, b));
+    if (pull_behind)
+      st.buckets->pull(b, pull_request{plan.bucket, st.job->worker, st.clock + 1},
+                       values_of(self, b), on_values(self, config, b),
+                       on_pull_failed(self, config, b));
   }
-  auto grad = gradient_of(self->state, b, *push);
-  self->state.buckets->push_then_pull(b, std::move(push), std::move(grad), std::move(request),
-                                      values_of(self, b), on_ack(self, config),
-                                      on_values(self, config, b), on_push_failed(self, config, b),
-                                      on_pull_failed(self, config, b));
 }
 
 // Pulls every bucket's values and, for models with embedding tables, the rows the chunk at the

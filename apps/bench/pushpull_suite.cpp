@@ -183,13 +183,9 @@ suite_result run_pushpull(const options& o) {
     std::vector<char> out(bytes, 'x'), in(std::min<size_t>(bytes, 1 << 20));
     // Through the channels a worker uses: over a lane a push is encoded onto the socket.
     auto over_lane = [&](std::shared_ptr<lane_link> lane) {
-      return [&, channel = std::shared_ptr<bucket_channel>(lane_channel_of(lane))] {
-        push_pull(self, *h, *channel);
-      };
+      return [&, lane] { push_pull(self, *h, *lane); };
     };
-    auto over_caf = [&, channel = std::shared_ptr<bucket_channel>(caf_channel_of(timeout))] {
-      push_pull(self, *h, *channel);
-    };
+    auto over_caf = [&, channel = caf_channel_of(timeout)] { push_pull(self, *h, *channel); };
     // Each case beside its raw peer, all of them round by round (measure_interleaved).
     struct named_case {
       std::string how;

@@ -87,21 +87,12 @@ std::string dashboard_response(const std::string& request, const std::string& au
 caf::expected<std::unique_ptr<dashboard_endpoint>> dashboard_endpoint::start(
     snapshot_source snapshot, const host_port& where, const std::string& tls_dir,
     size_t max_viewers, std::chrono::milliseconds every) {
-  auto listening = http::listen_on(where, "the dashboard");
-  if (!listening) return std::move(listening.error());
-  SSL_CTX* tls = nullptr;
-  if (!tls_dir.empty()) {
-    auto context = http::https_context(tls_dir, "the dashboard");
-    if (!context) {
-      ::close(listening->fd);
-      return std::move(context.error());
-    }
-    tls = *context;
-  }
-  auto authority = fmt::format("{}:{}", where.host, listening->port);
-  return std::unique_ptr<dashboard_endpoint>(
-      new dashboard_endpoint(std::move(snapshot), listening->fd, std::move(authority),
-                             listening->port, tls, max_viewers, every));
+  auto opened = http::open_endpoint(where, tls_dir, "the dashboard");
+  if (!opened) return std::move(opened.error());
+  const auto [socket, tls] = *opened;
+  auto authority = fmt::format("{}:{}", where.host, socket.port);
+  return std::unique_ptr<dashboard_endpoint>(new dashboard_endpoint(
+      std::move(snapshot), socket.fd, std::move(authority), socket.port, tls, max_viewers, every));
 }
 
 dashboard_endpoint::dashboard_endpoint(snapshot_source snapshot, int listener,

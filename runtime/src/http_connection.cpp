@@ -148,6 +148,19 @@ caf::expected<SSL_CTX*> https_context(const std::string& tls_dir, const std::str
   return make_error(errc::bad_configuration, what + ": cannot serve HTTPS: " + text);
 }
 
+caf::expected<endpoint_socket> open_endpoint(const host_port& where, const std::string& tls_dir,
+                                             const std::string& what) {
+  auto listening = listen_on(where, what);
+  if (!listening) return std::move(listening.error());
+  if (tls_dir.empty()) return endpoint_socket{*listening, nullptr};
+  auto context = https_context(tls_dir, what);
+  if (!context) {
+    ::close(listening->fd);
+    return std::move(context.error());
+  }
+  return endpoint_socket{*listening, *context};
+}
+
 int accept_one(int listener) {
   pollfd p{listener, POLLIN, 0};
   if (::poll(&p, 1, accept_poll_ms) <= 0) return -1;

@@ -35,6 +35,15 @@ caf::expected<listener> listen_on(const host_port& where, const std::string& wha
 // naming `what` when a file does not load.
 caf::expected<ssl_ctx_st*> https_context(const std::string& tls_dir, const std::string& what);
 
+// What an endpoint serves on: a listening socket bound to `where`, and the HTTPS context when
+// `tls_dir` is not empty (none: plain HTTP). Nothing is left open on an error.
+struct endpoint_socket {
+  listener socket;
+  ssl_ctx_st* tls = nullptr;
+};
+caf::expected<endpoint_socket> open_endpoint(const host_port& where, const std::string& tls_dir,
+                                             const std::string& what);
+
 // A connection accepted from `listener` within accept_poll_ms, or -1.
 int accept_one(int listener);
 

@@ -23,19 +23,10 @@ std::string metrics_response(const metrics_registry& registry, const std::string
 caf::expected<std::unique_ptr<metrics_endpoint>> metrics_endpoint::start(
     std::shared_ptr<metrics_registry> registry, const host_port& where,
     const std::string& tls_dir) {
-  auto listening = http::listen_on(where, "metrics");
-  if (!listening) return std::move(listening.error());
-  SSL_CTX* tls = nullptr;
-  if (!tls_dir.empty()) {
-    auto context = http::https_context(tls_dir, "metrics");
-    if (!context) {
-      ::close(listening->fd);
-      return std::move(context.error());
-    }
-    tls = *context;
-  }
-  return std::unique_ptr<metrics_endpoint>(
-      new metrics_endpoint(std::move(registry), listening->fd, listening->port, tls));
+  auto opened = http::open_endpoint(where, tls_dir, "metrics");
+  if (!opened) return std::move(opened.error());
+  return std::unique_ptr<metrics_endpoint>(new metrics_endpoint(
+      std::move(registry), opened->socket.fd, opened->socket.port, opened->tls));
 }
 
 metrics_endpoint::metrics_endpoint(std::shared_ptr<metrics_registry> registry, int listener,

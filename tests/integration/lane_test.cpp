@@ -20,7 +20,6 @@
 
 #include "actors/client/bucket_channel.hpp"
 #include "actors/lane/lane_client.hpp"
-#include "actors/lane/lane_reader.hpp"
 #include "actors/lane/lane_server.hpp"
 #include "actors/lane/lane_socket.hpp"
 #include "tests/integration/bucket_fixture.hpp"
@@ -39,7 +38,8 @@ namespace {
 caf::expected<wire> ask_lane(caf::scoped_actor& self, lane_link& link, lane::frame_kind kind,
                              uint64_t target, const wire& w) {
   const auto id = self->new_request_id(caf::message_priority::normal);
-  link.send(self->ctrl(), id, kind, target, w);
+  const std::span<const char> whole{w.bytes.data(), w.bytes.size()};
+  link.send(self->ctrl(), id, kind, target, byte_parts{&whole, 1});
   caf::expected<wire> result = make_error(errc::timeout);
   answer_to(self.ptr(), id.response_id())
       .receive([&](const wire& reply) { result = reply; },
@@ -173,10 +173,13 @@ void check_answers(lane_fixture& f) {
   BOOST_TEST_REQUIRE(testing::succeeded(after));
   BOOST_TEST(after->bytes == via_caf->bytes, boost::test_tools::per_element());
 
-  // A local wire given to the lane is encoded on the way.
-  auto local = f.over_lane(pull_atom_v, local_wire(pull_request{7, 0, 0, {}}), f.bucket.id());
-  BOOST_TEST_REQUIRE(testing::succeeded(local));
-  BOOST_TEST(bytes(*local) == via_caf->bytes, boost::test_tools::per_element());
+  // The lane as the bucket's channel encodes the request itself.
+  caf::expected<wire> channel = make_error(errc::timeout);
+  answer_to(f.self.ptr(), f.lane->pull(f.self.ptr(), f.bucket, pull_request{7, 0, 0, {}}))
+      .receive([&](const wire& reply) { channel = reply; },
+               [&](caf::error& err) { channel = std::move(err); });
+  BOOST_TEST_REQUIRE(testing::succeeded(channel));
+  BOOST_TEST(bytes(*channel) == via_caf->bytes, boost::test_tools::per_element());
 }
 
 BOOST_FIXTURE_TEST_CASE(large_payloads_on_one_host_go_through_the_shared_rings, lane_fixture) {
@@ -335,8 +338,8 @@ BOOST_FIXTURE_TEST_CASE(a_frame_number_already_in_flight_is_refused, lane_fixtur
 BOOST_FIXTURE_TEST_CASE(a_paired_push_and_pull_are_both_answered, lane_fixture) {
   size_t written = 0;
   const auto [push_id, pull_id] =
-      lane_channel_of(lane)->push_then_pull(self.ptr(), bucket, push_for(spec, 0, 1.0f),
-                                            std::nullopt, pull_request{7, 0, 1, {}}, written);
+      lane->push_then_pull(self.ptr(), bucket, push_for(spec, 0, 1.0f), std::nullopt,
+                           pull_request{7, 0, 1, {}}, written);
   auto acked = answer_to(self.ptr(), push_id);
   auto pulled = answer_to(self.ptr(), pull_id);
   caf::expected<wire> ack = make_error(errc::timeout), values = make_error(errc::timeout);
@@ -365,7 +368,7 @@ bucket_actor bsp_bucket(lane_fixture& f, lane_listener& listener) {
 }
 
 // Writes worker 0's push (frame `push_id`, paired) and its pull of clock 1 (frame `pull_id`)
-// for `target` together, as lane_link::send_pair does.
+// for `target` together, as lane_link::push_then_pull does.
 void write_pair(const lane::socket_fd& s, const bucket_spec& spec, uint64_t target,
                 uint64_t push_id, uint64_t pull_id) {
   const wire push = encode(push_for(spec, 0, 1.0f));

@@ -7,6 +7,7 @@
 
 #include "actors/dp/collective/rendezvous_store.hpp"
 #include "actors/dp/collective/two_level.hpp"
+#include "actors/dp/coordinator/generation_ranks.hpp"
 #include "actors/dp/trainer/dp_schedule.hpp"
 #include "actors/job/report.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
@@ -159,10 +160,8 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
       if (auto err = take_resume(st, config)) return fail(self, config, describe(err));
   }
   const auto size = static_cast<uint32_t>(live_count(st));
-  std::vector<std::string> hosts;
-  for (const auto& m : st.members)
-    if (!m.lost) hosts.push_back(m.host);
-  const bool fits = two_level_fits(hosts);
+  const auto live = [](const dp_member& m) { return !m.lost; };
+  const bool fits = two_level_fits(live_hosts(st.members, live));
   const bool two_level = o.dp.reduction == reduction_kind::two_level
                              ? fits
                              : o.dp.reduction == reduction_kind::automatic && fits;
@@ -176,18 +175,9 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
   set(st.group_metrics.generation, double(st.generation));
   set(st.group_metrics.members, double(size));
   set(st.metrics.workers, double(size));
-  const uint64_t group_key = random_token();
-  uint32_t rank = 0;
-  for (auto& m : st.members) {
-    if (m.lost) continue;
-    m.rank = rank++;
+  for (auto& [member, start] : rank_generation(st.members, live, st.generation)) {
+    auto& m = *member;
     m.done = false;
-    m.token = random_token();
-    group_start start;
-    start.rank = m.rank;
-    start.size = size;
-    start.generation = st.generation;
-    start.token = m.token;
     start.epochs = o.epochs;
     start.global_batch = st.global_batch;
     start.seed = o.seed;
@@ -199,8 +189,6 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
     start.checkpoint_every = o.checkpoint_dir.empty()
                                  ? 0
                                  : (o.checkpoint_every ? o.checkpoint_every : st.steps_per_epoch);
-    start.hosts = hosts;
-    start.group_key = group_key;
     start.two_level = two_level;
     start.compression = compression_of(o, st.steps_per_epoch * o.epochs);
     start.accumulate = o.accumulate;

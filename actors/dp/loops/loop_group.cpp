@@ -1,4 +1,5 @@
 #include "actors/dp/loops/loop_group.hpp"
+#include "actors/dp/coordinator/generation_ranks.hpp"
 
 #include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/error.hpp"
@@ -22,30 +23,16 @@ void form_generation(self_ptr self, const loop_group_config& config, const std::
   if (size == 0) return config.log.info("no member left ({}); waiting for joins", why);
   ++st.generation;
   st.store.reset();
-  std::vector<std::string> hosts;
-  for (const auto& m : st.members)
-    if (m.live) hosts.push_back(m.host);
   config.log.info("generation {} ({}): {} members", st.generation, why, size);
-  const uint64_t key = random_token();
-  uint32_t rank = 0;
-  for (auto& m : st.members) {
-    if (!m.live) continue;
-    m.rank = rank++;
-    m.token = random_token();
-    group_start start;
-    start.rank = m.rank;
-    start.size = size;
-    start.generation = st.generation;
-    start.token = m.token;
+  const auto live = [](const loop_group_member& m) { return m.live; };
+  for (auto& [m, start] : rank_generation(st.members, live, st.generation)) {
     start.collective = config.collective;
     start.timeout_ms = static_cast<uint64_t>(config.timeout.count());
-    start.group_key = key;
-    start.hosts = hosts;
     // The loops own their epochs and batches; these only pass a dp start's codec checks.
     start.epochs = 1;
     start.global_batch = size;
     start.bucket_bytes = uint64_t{1} << 20;
-    self->send(m.handle, start_atom_v, encode(start));
+    self->send(m->handle, start_atom_v, encode(start));
   }
 }
 
