@@ -1,8 +1,57 @@
 #include "messages/types.hpp"
 
+#include <charconv>
+
 #include "messages/json.hpp"
+#include "troupe/error.hpp"
 
 namespace troupe {
+
+namespace {
+
+// A port in [1, 65535] from all of `text`.
+std::optional<uint16_t> port_of(std::string_view text) {
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || value == 0 || value > 65535)
+    return std::nullopt;
+  return static_cast<uint16_t>(value);
+}
+
+}  // namespace
+
+std::string to_server_list(const std::vector<endpoint>& servers) {
+  std::string out;
+  for (const auto& e : servers) {
+    if (!out.empty()) out += ',';
+    out += e.host + ':' + std::to_string(e.port);
+    if (e.lane != 0) out += '/' + std::to_string(e.lane);
+  }
+  return out;
+}
+
+caf::expected<std::vector<endpoint>> parse_server_list(const std::string& text) {
+  std::vector<endpoint> out;
+  std::string_view rest{text};
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const auto entry = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    const auto slash = entry.find('/');
+    const auto address = entry.substr(0, slash);
+    const auto colon = address.rfind(':');
+    endpoint e;
+    const auto port =
+        colon == std::string_view::npos ? std::nullopt : port_of(address.substr(colon + 1));
+    const auto lane = slash == std::string_view::npos ? std::optional<uint16_t>{0}
+                                                      : port_of(entry.substr(slash + 1));
+    if (colon == 0 || !port || !lane)
+      return make_error(errc::malformed_message,
+                        "not HOST:PORT[/LANE] in a server list: " + std::string{entry});
+    out.push_back(endpoint{std::string{address.substr(0, colon)}, *port, *lane});
+  }
+  return out;
+}
 
 std::string to_text(const json& value, int indent) {
   return value.dump(indent, ' ', false, json::error_handler_t::replace) + "\n";

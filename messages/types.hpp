@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include <caf/expected.hpp>
+
 #include "troupe/values.hpp"
 #include "troupe/vector_clock.hpp"
 
@@ -140,6 +142,12 @@ struct endpoint {
   uint16_t port = 0;
   uint16_t lane = 0;  // a server's data lane port on the same host (actors/lane); 0: none
 };
+
+// Servers' data endpoints as text, "HOST:PORT[/LANE],...", where a message carries them as a
+// string (the tables' servers that a hybrid group's members connect to). Parsing refuses a
+// malformed entry (errc::malformed_message); an entry without "/LANE" has no lane.
+std::string to_server_list(const std::vector<endpoint>& servers);
+caf::expected<std::vector<endpoint>> parse_server_list(const std::string& text);
 
 struct join_request {
   role sender = role::worker;

@@ -20,15 +20,13 @@ bool tables_ready(const coordinator_state& st) {
                      [](const bucket_actor& b) { return bool(b); });
 }
 
-// The live servers' data endpoints, "HOST:PORT,HOST:PORT", for the members to connect to.
+// The live servers' data endpoints (to_server_list: "HOST:PORT[/LANE],..."), for the members to
+// connect to, over their data lanes where the servers have them.
 std::string server_list(const coordinator_state& st) {
-  std::string out;
-  for (const auto& m : st.roster.server_members) {
-    if (m.lost || m.data.port == 0) continue;
-    if (!out.empty()) out += ',';
-    out += m.data.host + ':' + std::to_string(m.data.port);
-  }
-  return out;
+  std::vector<endpoint> live;
+  for (const auto& m : st.roster.server_members)
+    if (!m.lost && m.data.port != 0) live.push_back(m.data);
+  return to_server_list(live);
 }
 
 }  // namespace

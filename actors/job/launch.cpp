@@ -153,6 +153,12 @@ caf::error check_nccl(const launch_options& opts) {
   return {};
 }
 
+// Whether this node's pushes and pulls may take a data lane: not under TLS (a lane is not
+// encrypted; the tensors stay on CAF's TLS connections) nor with --no-data-lane.
+bool lanes_allowed(const caf::actor_system& sys, const launch_options& opts) {
+  return !opts.no_data_lane && !net::uses_tls(sys) && !opts.secret.empty();
+}
+
 // A dp trainer of this process, named `name`, that ends with `parent`'s exit.
 caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
                          std::shared_ptr<const training_task> task, coordinator_link_ptr coord,
@@ -166,7 +172,8 @@ caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
                                  opts.request_timeout,
                                  std::move(parent),
                                  log,
-                                 rules};
+                                 rules,
+                                 lanes_allowed(sys, opts) ? opts.secret : std::string{}};
   return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(dp_trainer, config));
 }
 
@@ -309,12 +316,6 @@ endpoint open_data_port(caf::actor_system& sys, const launch_options& opts, cons
   log.warn("cannot open {} for workers ({}); data goes through the coordinator",
            to_string(opts.listen), sys.render(port.error()));
   return endpoint{};
-}
-
-// Whether this node's pushes and pulls may take a data lane: not under TLS (a lane is not
-// encrypted; the tensors stay on CAF's TLS connections) nor with --no-data-lane.
-bool lanes_allowed(const caf::actor_system& sys, const launch_options& opts) {
-  return !opts.no_data_lane && !net::uses_tls(sys) && !opts.secret.empty();
 }
 
 // A server's data lane, beside its CAF port on the same host (any free port); none when

@@ -1,8 +1,8 @@
 // troupe-ctr --mode hybrid: the embedding tables on the servers' buckets (asynchronous,
 // staleness counted), the dense tower replicated on the workers and allreduced. Embedded, its
 // test AUC comes near the sequential reference's; as 1 coordinator + 2 servers + 2 workers with
-// --replication 2, kill -9 of a server and then of a worker leave a job that completes, every
-// surviving process exiting 0.
+// --replication 2 (the tables' rows over the servers' data lanes), kill -9 of a server and
+// then of a worker leave a job that completes, every surviving process exiting 0.
 #define BOOST_TEST_MODULE hybrid_job
 #include <boost/test/unit_test.hpp>
 
@@ -69,6 +69,10 @@ BOOST_AUTO_TEST_CASE(a_hybrid_cluster_survives_a_killed_server_and_a_killed_work
         command({"--role", "worker", "--coordinator", address, "--name", name}, data),
         scratch(std::string(name) + ".log").string(), env));
   BOOST_TEST_REQUIRE(await_log(c_log, "epoch 1/4"));
+  // The tables' rows go over the servers' data lanes, and through the failover below.
+  for (const char* name : {"w0", "w1"})
+    BOOST_TEST(read_file(scratch(std::string(name) + ".log").string())
+                   .find("the tables' rows go over the data lane to") != std::string::npos);
   servers[1]->kill();
   BOOST_TEST_REQUIRE(await_log(c_log, "lost server 's1'", std::chrono::seconds(60)));
   BOOST_TEST_REQUIRE(await_log(c_log, "epoch 2/4"));

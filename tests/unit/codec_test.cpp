@@ -1148,3 +1148,22 @@ BOOST_AUTO_TEST_CASE(heartbeats_carry_cpu_and_memory_and_refuse_nonsense) {
   const heartbeat odd{"server-1", 8, 1235, -1.0, 0};
   BOOST_TEST(decode<heartbeat>(encode(odd))->cpu_seconds == 0.0);  // shown as 0, not trusted
 }
+
+// The tables' servers travel to a hybrid group's members as text: each one's CAF port, and its
+// data lane's where it has one.
+BOOST_AUTO_TEST_CASE(server_lists_round_trip_with_and_without_lanes) {
+  const std::vector<endpoint> servers{{"10.0.0.1", 4242, 4243}, {"host-b", 5000, 0}};
+  const auto text = to_server_list(servers);
+  BOOST_TEST(text == "10.0.0.1:4242/4243,host-b:5000");
+  auto back = parse_server_list(text);
+  BOOST_TEST_REQUIRE(testing::succeeded(back));
+  BOOST_TEST_REQUIRE(back->size() == 2u);
+  BOOST_TEST((*back)[0].host == "10.0.0.1");
+  BOOST_TEST((*back)[0].port == 4242);
+  BOOST_TEST((*back)[0].lane == 4243);
+  BOOST_TEST((*back)[1].host == "host-b");
+  BOOST_TEST((*back)[1].lane == 0);
+  BOOST_TEST(parse_server_list("")->empty());
+  for (const char* bad : {"host", ":80", "h:0", "h:70000", "h:80/", "h:80/x", "h:80,,h:81"})
+    BOOST_TEST(fails_with(parse_server_list(bad), errc::malformed_message), bad);
+}

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -50,6 +51,9 @@ struct dp_trainer_config {
   caf::actor_addr supervisor;
   logger log;
   update_rules rules;  // the app's (--optimizer NAME)
+  // The cluster secret a data lane to a table server proves (--mode hybrid); empty: no lanes,
+  // the tables' rows go over CAF.
+  std::string lane_secret;
 };
 
 // Where in the values [meta | gradient] of one step the member's own figures go; they
@@ -124,6 +128,9 @@ struct dp_trainer_state {
   // gradients computed)
   std::shared_ptr<bucket_client> table_buckets;
   std::set<std::string> table_servers;  // HOST:PORT of the servers connected to directly
+  lane_map table_lanes;                 // data lanes to the table servers that have one
+  // Table lookups that wait for this member to rejoin the coordinator that takes over.
+  std::vector<std::function<void()>> after_rejoin;
   std::vector<table_spec> tables;
   sparse_rows_view rows;
   // The step's row pushes, one per table bucket, computed with its gradient and sent only once

@@ -55,8 +55,14 @@ void rejoin(self_ptr self, const dp_trainer_config& config, uint64_t term) {
   self->monitor(coordinator);
   self->request(coordinator, config.request_timeout, rejoin_atom_v, encode(request),
                 caf::actor_cast<dp_worker_actor>(self))
-      .then([=](const wire&) { config.log.info("rejoined the coordinator of term {}", term); },
-            [=](caf::error& err) { fail(self, config, "rejoining the coordinator", err); });
+      .then(
+          [=](const wire&) {
+            config.log.info("rejoined the coordinator of term {}", term);
+            auto waiting = std::move(self->state.after_rejoin);
+            self->state.after_rejoin.clear();
+            for (auto& ask_again : waiting) ask_again();
+          },
+          [=](caf::error& err) { fail(self, config, "rejoining the coordinator", err); });
   // After the rejoin, in order: what the old coordinator may not have passed on.
   for (const auto& [step, report] : st.held_reports) self->send(coordinator, step_atom_v, report);
   for (const auto& [epoch, parameters] : st.held_parameters)

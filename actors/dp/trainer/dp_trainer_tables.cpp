@@ -18,14 +18,24 @@ namespace {
 
 constexpr int max_attempts = 4;
 
-// Asks the coordinator where bucket b is now, its copy `failed` having not answered.
+// Asks the coordinator where bucket b is now, its copy `failed` having not answered. A server
+// and the coordinator lost together (a lane notices the server at once) leave the question with
+// a coordinator that only times out: it is asked again of the one that took over meanwhile, or
+// once this member has rejoined the standby that takes over.
 void ask_coordinator(self_ptr self, const dp_trainer_config& config, size_t b,
                      const bucket_actor& failed,
                      std::function<void(caf::expected<bucket_actor>)> found) {
-  self->request(coordinator_of(config), config.request_timeout, which_atom_v,
-                static_cast<uint32_t>(b), failed)
+  const auto asked = coordinator_of(config);
+  self->request(asked, config.request_timeout, which_atom_v, static_cast<uint32_t>(b), failed)
       .then([=](bucket_actor& now) { found(std::move(now)); },
-            [=](caf::error& err) { found(std::move(err)); });
+            [=](caf::error& err) {
+              auto again = [=] { ask_coordinator(self, config, b, failed, found); };
+              if (coordinator_of(config) != asked) return again();
+              const bool refused =
+                  err.category() == error_category && !has_code(err, errc::not_rejoined);
+              if (!config.coordinator->standby_listed() || refused) return found(std::move(err));
+              self->state.after_rejoin.push_back(again);
+            });
 }
 
 void pull_one(self_ptr self, const dp_trainer_config& config, uint32_t b,
@@ -70,6 +80,7 @@ void use_table_buckets(self_ptr self, const dp_trainer_config& config,
   }
   bucket_client_config c;
   c.buckets = std::move(buckets);
+  c.lanes = st.table_lanes;
   c.timeout = config.request_timeout;
   c.log = config.log;
   c.max_attempts = max_attempts;
@@ -81,10 +92,10 @@ void use_table_buckets(self_ptr self, const dp_trainer_config& config,
 void connect_table_servers(self_ptr self, const dp_trainer_config& config,
                            const std::string& servers) {
   if (servers.empty()) return;  // embedded: the servers are in this process
-  auto list = parse_host_list(servers);
+  auto list = parse_server_list(servers);
   if (!list) return config.log.warn("ignored a malformed server list: {}", describe(list.error()));
   for (const auto& at : *list) {
-    const std::string key = to_string(at);
+    const std::string key = at.host + ':' + std::to_string(at.port);
     if (self->state.table_servers.count(key)) continue;
     auto node = net::connect(self->system(), at.host, at.port, config.request_timeout);
     if (!node) {
@@ -95,6 +106,15 @@ void connect_table_servers(self_ptr self, const dp_trainer_config& config,
       continue;
     }
     self->state.table_servers.insert(key);
+    if (at.lane == 0 || config.lane_secret.empty()) continue;
+    auto lane = lane_link::open(at.host, at.lane, config.lane_secret, config.request_timeout);
+    if (!lane) {
+      config.log.warn("no data lane to {}:{} ({}); its rows go over CAF", at.host, at.lane,
+                      describe(lane.error()));
+      continue;
+    }
+    config.log.info("the tables' rows go over the data lane to {}:{}", at.host, at.lane);
+    self->state.table_lanes.add(std::move(*lane));
   }
 }
 
