@@ -103,8 +103,9 @@ struct bucket_state_part {
 // collective travel as Cap'n Proto enums; app update rules (optimizer kind app). 5: a push
 // names its batches, and a bucket's saved state the batches it counted. 6: a node hands out
 // the loop groups it serves (coordinator_actor's group), and a service's directory its data
-// lane.
-constexpr uint32_t wire_schema_version = 6;
+// lane. 7: the tables' server list that hybrid members get names each server's data lane
+// (to_server_list).
+constexpr uint32_t wire_schema_version = 7;
 
 struct hello {
   role sender = role::worker;
