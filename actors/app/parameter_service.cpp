@@ -137,11 +137,7 @@ bucket_client& client_for(caf::event_based_actor* self,
 // cannot be reached, TLS) they go over CAF.
 void open_lane(parameter_service::shared& service, const lane_access& lane, uint16_t port,
                std::chrono::milliseconds timeout) {
-  auto link = lane_link::open(lane.host, port, lane.secret, timeout);
-  if (!link)
-    return service.log.warn("no data lane to {}:{} ({}); the service's requests go over CAF",
-                            lane.host, port, describe(link.error()));
-  service.lanes.add(std::move(*link));
+  service.lanes.open(lane.host, port, lane.secret, timeout, service.log, "the service's requests");
 }
 
 // Each bucket's spec, as a remote server would receive it: through the codec and its checks.

@@ -244,6 +244,20 @@ void lane_link::read_answers() {
   fail_all("connection lost");
 }
 
+caf::error lane_map::open(const std::string& host, uint16_t port, const std::string& secret,
+                          std::chrono::milliseconds timeout, const logger& log,
+                          const std::string& whose) {
+  auto link = lane_link::open(host, port, secret, timeout);
+  if (!link) {
+    log.warn("no data lane to {}:{} ({}); {} go over CAF", host, port, describe(link.error()),
+             whose);
+    return std::move(link.error());
+  }
+  log.debug("data lane to {}:{}", host, port);
+  add(std::move(*link));
+  return {};
+}
+
 std::shared_ptr<lane_link> lane_map::find(const caf::node_id& node) const {
   if (by_node_.empty() || !node) return nullptr;
   auto i = by_node_.find(to_string(node));

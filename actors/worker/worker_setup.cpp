@@ -18,15 +18,8 @@ lane_map connect_servers(caf::actor_system& sys, const worker_config& config,
           "no direct connection to the server at {}:{} ({}); going through the coordinator",
           server.host, server.port, sys.render(node.error()));
     if (server.lane == 0 || config.lane_secret.empty()) continue;
-    auto lane =
-        lane_link::open(server.host, server.lane, config.lane_secret, config.request_timeout);
-    if (!lane) {
-      config.log.warn("no data lane to {}:{} ({}); its pushes and pulls go over CAF", server.host,
-                      server.lane, describe(lane.error()));
-      continue;
-    }
-    config.log.debug("data lane to {}:{}", server.host, server.lane);
-    lanes.add(std::move(*lane));
+    lanes.open(server.host, server.lane, config.lane_secret, config.request_timeout, config.log,
+               "its pushes and pulls");
   }
   return lanes;
 }

@@ -107,14 +107,9 @@ void connect_table_servers(self_ptr self, const dp_trainer_config& config,
     }
     self->state.table_servers.insert(key);
     if (at.lane == 0 || config.lane_secret.empty()) continue;
-    auto lane = lane_link::open(at.host, at.lane, config.lane_secret, config.request_timeout);
-    if (!lane) {
-      config.log.warn("no data lane to {}:{} ({}); its rows go over CAF", at.host, at.lane,
-                      describe(lane.error()));
-      continue;
-    }
-    config.log.info("the tables' rows go over the data lane to {}:{}", at.host, at.lane);
-    self->state.table_lanes.add(std::move(*lane));
+    if (!self->state.table_lanes.open(at.host, at.lane, config.lane_secret, config.request_timeout,
+                                      config.log, "its rows"))
+      config.log.info("the tables' rows go over the data lane to {}:{}", at.host, at.lane);
   }
 }
 
