@@ -12,17 +12,24 @@ namespace troupe::worker_detail {
 namespace {
 
 // Asks the coordinator for bucket b's handle now (it answers once that differs from `failed`);
-// while a standby takes over, asks it again once this worker has rejoined.
+// while a standby takes over, asks it again once this worker has rejoined (or at once, when
+// the answer failed after the takeover: when_to_ask_again).
 void ask_coordinator(self_ptr self, const worker_config& config, size_t b,
                      const bucket_actor& failed,
                      std::function<void(caf::expected<bucket_actor>)> found) {
-  self->request(config.coordinator->handle(), config.request_timeout, which_atom_v,
-                static_cast<uint32_t>(b), failed)
+  const auto asked = config.coordinator->handle();
+  self->request(asked, config.request_timeout, which_atom_v, static_cast<uint32_t>(b), failed)
       .then([=](bucket_actor& now) { found(std::move(now)); },
             [=](caf::error& err) {
-              if (!wait_for_standby(config, err)) return found(std::move(err));
-              self->state.after_rejoin.push_back(
-                  [=] { ask_coordinator(self, config, b, failed, found); });
+              auto again = [=] { ask_coordinator(self, config, b, failed, found); };
+              switch (when_to_ask_again(*config.coordinator, asked.address(), err)) {
+                case ask_again::now:
+                  return again();
+                case ask_again::after_rejoin:
+                  return self->state.after_rejoin.push_back(again);
+                case ask_again::never:
+                  return found(std::move(err));
+              }
             });
 }
 

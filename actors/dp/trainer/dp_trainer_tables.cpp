@@ -20,8 +20,7 @@ constexpr int max_attempts = 4;
 
 // Asks the coordinator where bucket b is now, its copy `failed` having not answered. A server
 // and the coordinator lost together (a lane notices the server at once) leave the question with
-// a coordinator that only times out: it is asked again of the one that took over meanwhile, or
-// once this member has rejoined the standby that takes over.
+// a coordinator that only times out: it goes again as when_to_ask_again says.
 void ask_coordinator(self_ptr self, const dp_trainer_config& config, size_t b,
                      const bucket_actor& failed,
                      std::function<void(caf::expected<bucket_actor>)> found) {
@@ -30,11 +29,14 @@ void ask_coordinator(self_ptr self, const dp_trainer_config& config, size_t b,
       .then([=](bucket_actor& now) { found(std::move(now)); },
             [=](caf::error& err) {
               auto again = [=] { ask_coordinator(self, config, b, failed, found); };
-              if (coordinator_of(config) != asked) return again();
-              const bool refused =
-                  err.category() == error_category && !has_code(err, errc::not_rejoined);
-              if (!config.coordinator->standby_listed() || refused) return found(std::move(err));
-              self->state.after_rejoin.push_back(again);
+              switch (when_to_ask_again(*config.coordinator, asked.address(), err)) {
+                case ask_again::now:
+                  return again();
+                case ask_again::after_rejoin:
+                  return self->state.after_rejoin.push_back(again);
+                case ask_again::never:
+                  return found(std::move(err));
+              }
             });
 }
 

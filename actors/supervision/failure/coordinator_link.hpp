@@ -13,6 +13,7 @@
 
 #include "messages/codec.hpp"
 #include "messages/protocol.hpp"
+#include "troupe/error.hpp"
 
 namespace troupe {
 
@@ -79,6 +80,18 @@ class coordinator_link {
 };
 
 using coordinator_link_ptr = std::shared_ptr<coordinator_link>;
+
+// When a request that coordinator `asked` failed with `err` may go again: now, to the one that
+// took over meanwhile (a request to a lost node only times out, and may come back after the
+// takeover); once the member has rejoined a standby that takes over (the coordinator went, or
+// did not answer); or never (it refused, or no standby is listed).
+enum class ask_again { now, after_rejoin, never };
+inline ask_again when_to_ask_again(const coordinator_link& link, const caf::actor_addr& asked,
+                                   const caf::error& err) {
+  if (link.address() != asked) return ask_again::now;
+  const bool refused = err.category() == error_category && !has_code(err, errc::not_rejoined);
+  return link.standby_listed() && !refused ? ask_again::after_rejoin : ask_again::never;
+}
 
 // A link to `coordinator` that never switches (the coordinator's own process, tests).
 inline coordinator_link_ptr fixed_link(coordinator_actor coordinator) {
