@@ -13,7 +13,7 @@ namespace {
 
 // Asks the coordinator for bucket b's handle now (it answers once that differs from `failed`);
 // while a standby takes over, asks it again once this worker has rejoined (or at once, when
-// the answer failed after the takeover: when_to_ask_again).
+// the answer failed after the takeover: ask_again).
 void ask_coordinator(self_ptr self, const worker_config& config, size_t b,
                      const bucket_actor& failed,
                      std::function<void(caf::expected<bucket_actor>)> found) {
@@ -21,15 +21,10 @@ void ask_coordinator(self_ptr self, const worker_config& config, size_t b,
   self->request(asked, config.request_timeout, which_atom_v, static_cast<uint32_t>(b), failed)
       .then([=](bucket_actor& now) { found(std::move(now)); },
             [=](caf::error& err) {
-              auto again = [=] { ask_coordinator(self, config, b, failed, found); };
-              switch (when_to_ask_again(*config.coordinator, asked.address(), err)) {
-                case ask_again::now:
-                  return again();
-                case ask_again::after_rejoin:
-                  return self->state.after_rejoin.push_back(again);
-                case ask_again::never:
-                  return found(std::move(err));
-              }
+              ask_again(
+                  *config.coordinator, asked.address(), std::move(err), self->state.after_rejoin,
+                  [=] { ask_coordinator(self, config, b, failed, found); },
+                  [found](caf::error why) { found(std::move(why)); });
             });
 }
 

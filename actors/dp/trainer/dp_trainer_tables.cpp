@@ -20,7 +20,7 @@ constexpr int max_attempts = 4;
 
 // Asks the coordinator where bucket b is now, its copy `failed` having not answered. A server
 // and the coordinator lost together (a lane notices the server at once) leave the question with
-// a coordinator that only times out: it goes again as when_to_ask_again says.
+// a coordinator that only times out: it goes again as ask_again (coordinator_link.hpp) says.
 void ask_coordinator(self_ptr self, const dp_trainer_config& config, size_t b,
                      const bucket_actor& failed,
                      std::function<void(caf::expected<bucket_actor>)> found) {
@@ -28,15 +28,10 @@ void ask_coordinator(self_ptr self, const dp_trainer_config& config, size_t b,
   self->request(asked, config.request_timeout, which_atom_v, static_cast<uint32_t>(b), failed)
       .then([=](bucket_actor& now) { found(std::move(now)); },
             [=](caf::error& err) {
-              auto again = [=] { ask_coordinator(self, config, b, failed, found); };
-              switch (when_to_ask_again(*config.coordinator, asked.address(), err)) {
-                case ask_again::now:
-                  return again();
-                case ask_again::after_rejoin:
-                  return self->state.after_rejoin.push_back(again);
-                case ask_again::never:
-                  return found(std::move(err));
-              }
+              ask_again(
+                  *config.coordinator, asked.address(), std::move(err), self->state.after_rejoin,
+                  [=] { ask_coordinator(self, config, b, failed, found); },
+                  [found](caf::error why) { found(std::move(why)); });
             });
 }
 

@@ -7,6 +7,7 @@
 // different threads.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -81,16 +82,18 @@ class coordinator_link {
 
 using coordinator_link_ptr = std::shared_ptr<coordinator_link>;
 
-// When a request that coordinator `asked` failed with `err` may go again: now, to the one that
+// After a request to coordinator `asked` failed with `err`, asks again: now, of the one that
 // took over meanwhile (a request to a lost node only times out, and may come back after the
-// takeover); once the member has rejoined a standby that takes over (the coordinator went, or
-// did not answer); or never (it refused, or no standby is listed).
-enum class ask_again { now, after_rejoin, never };
-inline ask_again when_to_ask_again(const coordinator_link& link, const caf::actor_addr& asked,
-                                   const caf::error& err) {
-  if (link.address() != asked) return ask_again::now;
+// takeover), or, queued on `after_rejoin`, once the member has rejoined a standby that takes
+// over (the coordinator went, or did not answer). Otherwise (it refused, or no standby is
+// listed) gives `err` up.
+inline void ask_again(const coordinator_link& link, const caf::actor_addr& asked, caf::error err,
+                      std::vector<std::function<void()>>& after_rejoin, std::function<void()> again,
+                      const std::function<void(caf::error)>& give_up) {
+  if (link.address() != asked) return again();
   const bool refused = err.category() == error_category && !has_code(err, errc::not_rejoined);
-  return link.standby_listed() && !refused ? ask_again::after_rejoin : ask_again::never;
+  if (!link.standby_listed() || refused) return give_up(std::move(err));
+  after_rejoin.push_back(std::move(again));
 }
 
 // A link to `coordinator` that never switches (the coordinator's own process, tests).
