@@ -244,18 +244,18 @@ void lane_link::read_answers() {
   fail_all("connection lost");
 }
 
-caf::error lane_map::open(const std::string& host, uint16_t port, const std::string& secret,
-                          std::chrono::milliseconds timeout, const logger& log,
-                          const std::string& whose) {
+bool lane_map::open(const std::string& host, uint16_t port, const std::string& secret,
+                    std::chrono::milliseconds timeout, const logger& log,
+                    const std::string& whose) {
   auto link = lane_link::open(host, port, secret, timeout);
   if (!link) {
     log.warn("no data lane to {}:{} ({}); {} go over CAF", host, port, describe(link.error()),
              whose);
-    return std::move(link.error());
+    return false;
   }
   log.debug("data lane to {}:{}", host, port);
   add(std::move(*link));
-  return {};
+  return true;
 }
 
 std::shared_ptr<lane_link> lane_map::find(const caf::node_id& node) const {

@@ -133,10 +133,10 @@ class lane_link final : public bucket_channel {
 class lane_map {
  public:
   void add(std::shared_ptr<lane_link> link) { by_node_[link->node()] = std::move(link); }
-  // Opens the lane to host:port (lane_link::open) and adds it; when it cannot, warns on `log`
-  // that `whose` requests to that node go over CAF instead, and returns the error.
-  caf::error open(const std::string& host, uint16_t port, const std::string& secret,
-                  std::chrono::milliseconds timeout, const logger& log, const std::string& whose);
+  // Opens the lane to host:port (lane_link::open) and adds it: true. When it cannot, warns on
+  // `log` that `whose` requests to that node go over CAF instead: false.
+  bool open(const std::string& host, uint16_t port, const std::string& secret,
+            std::chrono::milliseconds timeout, const logger& log, const std::string& whose);
   // The open lane to `node`, or null (no lane, or it ended: CAF carries the message).
   std::shared_ptr<lane_link> find(const caf::node_id& node) const;
   bool empty() const { return by_node_.empty(); }

@@ -33,13 +33,6 @@ void fail(self_ptr self, const worker_config& config, const std::string& doing,
   fail(self, config, make_error(errc::job_failed, doing + ": " + describe(err)));
 }
 
-// Whether a failed request to the coordinator may be retried once this worker rejoins a
-// standby that takes over (the coordinator did not refuse it: it went, or did not answer).
-bool wait_for_standby(const worker_config& config, const caf::error& err) {
-  return config.coordinator->standby_listed() &&
-         (err.category() != error_category || has_code(err, errc::not_rejoined));
-}
-
 // Keeps claim_below chunks in reserve, so that the next claim's round trip hides behind
 // computation; each claim asks for up to lease_chunks.
 void claim_work(self_ptr self, const worker_config& config) {
@@ -68,7 +61,8 @@ void claim_work(self_ptr self, const worker_config& config) {
           },
           [=](caf::error& err) {
             if (to != config.coordinator->handle()) return;  // rejoining reset claim_pending
-            if (!wait_for_standby(config, err)) return fail(self, config, "claiming work", err);
+            if (!waits_for_standby(*config.coordinator, err))
+              return fail(self, config, "claiming work", err);
             config.log.warn("claiming work: {}; waiting for the coordinator", describe(err));
             self->state.claim_pending = false;  // claimed again once rejoined
           });

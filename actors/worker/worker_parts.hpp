@@ -16,9 +16,6 @@ using self_ptr = worker_actor::stateful_pointer<worker_state>;
 // Fails with what we were doing in front of the reason, e.g. "pushing to bucket 3: ...".
 void fail(self_ptr self, const worker_config& config, const std::string& doing,
           const caf::error& err);
-// Whether a failed request to the coordinator may be retried once this worker rejoins a
-// standby that takes over (the coordinator did not refuse it: it went, or did not answer).
-bool wait_for_standby(const worker_config& config, const caf::error& err);
 // Once every bucket acknowledged a push: the clock advances and the chunk is finished.
 void pushed(self_ptr self, const worker_config& config);
 // Moves the loop on: says done when no work is left, pulls when values are missing, and

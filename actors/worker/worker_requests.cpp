@@ -11,23 +11,6 @@ namespace troupe::worker_detail {
 
 namespace {
 
-// Asks the coordinator for bucket b's handle now (it answers once that differs from `failed`);
-// while a standby takes over, asks it again once this worker has rejoined (or at once, when
-// the answer failed after the takeover: ask_again).
-void ask_coordinator(self_ptr self, const worker_config& config, size_t b,
-                     const bucket_actor& failed,
-                     std::function<void(caf::expected<bucket_actor>)> found) {
-  const auto asked = config.coordinator->handle();
-  self->request(asked, config.request_timeout, which_atom_v, static_cast<uint32_t>(b), failed)
-      .then([=](bucket_actor& now) { found(std::move(now)); },
-            [=](caf::error& err) {
-              ask_again(
-                  *config.coordinator, asked.address(), std::move(err), self->state.after_rejoin,
-                  [=] { ask_coordinator(self, config, b, failed, found); },
-                  [found](caf::error why) { found(std::move(why)); });
-            });
-}
-
 // What the values of bucket b's pull do: they went into st.params where they belong; the rows
 // go to the chunk's rows, and once every bucket's are in the worker computes.
 bucket_client::values_handler on_values(self_ptr self, const worker_config& config, size_t b) {
@@ -99,7 +82,10 @@ std::shared_ptr<bucket_client> connect_buckets(self_ptr self, const worker_confi
     add(self->state.metrics.bytes_in, in);
   };
   c.find_again = [self, config](size_t b, const bucket_actor& failed, const caf::error&,
-                                auto found) { ask_coordinator(self, config, b, failed, found); };
+                                auto found) {
+    ask_where_bucket_is<coordinator_actor>(self, config.coordinator, config.request_timeout, b,
+                                           failed, found);
+  };
   return bucket_client::make(self, std::move(c));
 }
 

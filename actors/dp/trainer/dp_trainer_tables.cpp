@@ -18,23 +18,6 @@ namespace {
 
 constexpr int max_attempts = 4;
 
-// Asks the coordinator where bucket b is now, its copy `failed` having not answered. A server
-// and the coordinator lost together (a lane notices the server at once) leave the question with
-// a coordinator that only times out: it goes again as ask_again (coordinator_link.hpp) says.
-void ask_coordinator(self_ptr self, const dp_trainer_config& config, size_t b,
-                     const bucket_actor& failed,
-                     std::function<void(caf::expected<bucket_actor>)> found) {
-  const auto asked = coordinator_of(config);
-  self->request(asked, config.request_timeout, which_atom_v, static_cast<uint32_t>(b), failed)
-      .then([=](bucket_actor& now) { found(std::move(now)); },
-            [=](caf::error& err) {
-              ask_again(
-                  *config.coordinator, asked.address(), std::move(err), self->state.after_rejoin,
-                  [=] { ask_coordinator(self, config, b, failed, found); },
-                  [found](caf::error why) { found(std::move(why)); });
-            });
-}
-
 void pull_one(self_ptr self, const dp_trainer_config& config, uint32_t b,
               std::shared_ptr<uint32_t> pending, std::function<void()> then) {
   auto& st = self->state;
@@ -82,7 +65,10 @@ void use_table_buckets(self_ptr self, const dp_trainer_config& config,
   c.log = config.log;
   c.max_attempts = max_attempts;
   c.find_again = [self, config](size_t b, const bucket_actor& failed, const caf::error&,
-                                auto found) { ask_coordinator(self, config, b, failed, found); };
+                                auto found) {
+    ask_where_bucket_is<dp_coordinator_actor>(self, config.coordinator, config.request_timeout, b,
+                                              failed, found);
+  };
   st.table_buckets = bucket_client::make(self, std::move(c));
 }
 
@@ -104,8 +90,8 @@ void connect_table_servers(self_ptr self, const dp_trainer_config& config,
     }
     self->state.table_servers.insert(key);
     if (at.lane == 0 || config.lane_secret.empty()) continue;
-    if (!self->state.table_lanes.open(at.host, at.lane, config.lane_secret, config.request_timeout,
-                                      config.log, "its rows"))
+    if (self->state.table_lanes.open(at.host, at.lane, config.lane_secret, config.request_timeout,
+                                     config.log, "its rows"))
       config.log.info("the tables' rows go over the data lane to {}:{}", at.host, at.lane);
   }
 }

@@ -7,6 +7,7 @@
 // different threads.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -82,18 +83,36 @@ class coordinator_link {
 
 using coordinator_link_ptr = std::shared_ptr<coordinator_link>;
 
-// After a request to coordinator `asked` failed with `err`, asks again: now, of the one that
-// took over meanwhile (a request to a lost node only times out, and may come back after the
-// takeover), or, queued on `after_rejoin`, once the member has rejoined a standby that takes
-// over (the coordinator went, or did not answer). Otherwise (it refused, or no standby is
-// listed) gives `err` up.
-inline void ask_again(const coordinator_link& link, const caf::actor_addr& asked, caf::error err,
-                      std::vector<std::function<void()>>& after_rejoin, std::function<void()> again,
-                      const std::function<void(caf::error)>& give_up) {
-  if (link.address() != asked) return again();
-  const bool refused = err.category() == error_category && !has_code(err, errc::not_rejoined);
-  if (!link.standby_listed() || refused) return give_up(std::move(err));
-  after_rejoin.push_back(std::move(again));
+// Whether a request to the coordinator that failed with `err` may go again once the member has
+// rejoined a standby that takes over: a standby is listed, and the coordinator went or did not
+// answer (it did not refuse; not_rejoined is a standby's "not yet").
+inline bool waits_for_standby(const coordinator_link& link, const caf::error& err) {
+  return link.standby_listed() &&
+         (err.category() != error_category || has_code(err, errc::not_rejoined));
+}
+
+// Asks the coordinator (through a `Coordinator` handle) where bucket b is now, its copy
+// `failed` having not answered; a member's bucket_client finds buckets again with it. When the
+// question fails it goes again: at once, of the coordinator that took over meanwhile (a request
+// to a lost node only times out, so its failure may come back after the takeover), or, queued
+// on the member's state.after_rejoin, once the member has rejoined the standby that takes over
+// (a lane notices a lost server at once, so a server and the coordinator lost together leave
+// the question with the lost one). Otherwise `found` gets the error.
+template <class Coordinator, class Self>
+void ask_where_bucket_is(Self self, coordinator_link_ptr link, std::chrono::milliseconds timeout,
+                         size_t b, bucket_actor failed,
+                         std::function<void(caf::expected<bucket_actor>)> found) {
+  const auto asked = caf::actor_cast<Coordinator>(link->handle());
+  self->request(asked, timeout, which_atom_v, static_cast<uint32_t>(b), failed)
+      .then([=](bucket_actor& now) { found(std::move(now)); },
+            [=](caf::error& err) {
+              auto again = [=] {
+                ask_where_bucket_is<Coordinator>(self, link, timeout, b, failed, found);
+              };
+              if (link->address() != asked.address()) return again();
+              if (!waits_for_standby(*link, err)) return found(std::move(err));
+              self->state.after_rejoin.push_back(again);
+            });
 }
 
 // A link to `coordinator` that never switches (the coordinator's own process, tests).
