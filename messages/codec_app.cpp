@@ -19,6 +19,7 @@ wire encode(const service_directory& x) {
   out.setTimeoutMs(x.timeout_ms);
   detail::write_tables(out.initTables(x.tables.size()), x.tables);
   out.setLanePort(x.lane);
+  out.setServers(x.servers);
   return detail::to_wire(message);
 }
 
@@ -53,6 +54,9 @@ caf::expected<service_directory> decode<service_directory>(const wire& w,
         if (!tables) return std::move(tables.error());
         x.tables = std::move(*tables);
         x.lane = in.getLanePort();
+        auto servers = detail::read_text(in.getServers(), budget, "server list");
+        if (!servers) return std::move(servers.error());
+        x.servers = std::move(*servers);
         return x;
       });
 }

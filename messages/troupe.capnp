@@ -468,6 +468,9 @@ struct ServiceDirectory {
   timeoutMs @3 :UInt64;
   tables @4 :List(TableSpec);  # embedding tables, their rows hashed over the buckets
   lanePort @5 :UInt16;         # the serving node's data lane (0: none); since schema 6
+  # Since schema 8: the server nodes that hold its buckets, "HOST:PORT[/LANE],..." (empty: the
+  # serving node holds them).
+  servers @6 :Text;
 }
 
 struct NamedShape {

@@ -104,8 +104,8 @@ struct bucket_state_part {
 // names its batches, and a bucket's saved state the batches it counted. 6: a node hands out
 // the loop groups it serves (coordinator_actor's group), and a service's directory its data
 // lane. 7: the tables' server list that hybrid members get names each server's data lane
-// (to_server_list).
-constexpr uint32_t wire_schema_version = 7;
+// (to_server_list). 8: a service's directory names the server nodes that hold its buckets.
+constexpr uint32_t wire_schema_version = 8;
 
 struct hello {
   role sender = role::worker;
@@ -352,6 +352,10 @@ struct service_directory {
   uint64_t timeout_ms = 0;
   std::vector<table_config> tables;  // embedding tables, their rows hashed over the buckets
   uint16_t lane = 0;                 // the serving node's data lane port (0: none)
+  // The server nodes that hold its buckets (to_server_list; empty: the serving node does). Then
+  // the handle beside the directory is the coordinator that finds a bucket again, not a
+  // supervisor.
+  std::string servers;
 };
 
 // -- data-parallel groups (--mode dp) ---------------------------------------------------------

@@ -43,6 +43,7 @@ struct served_services {
   std::mutex lock;
   std::map<std::string, std::shared_ptr<parameter_service::shared>> entries;
   std::map<std::string, caf::actor> groups;  // loop groups (actors/dp/loops/loop_group.hpp)
+  caf::actor servers_join;  // the service on servers whose coordinator servers join (none: none)
 
   std::shared_ptr<parameter_service::shared> find(const std::string& name) {
     std::lock_guard<std::mutex> guard{lock};
@@ -60,6 +61,7 @@ struct app_node::shared {
   gatekeeper_actor gatekeeper;
   caf::actor_system* sys = nullptr;
   std::shared_ptr<lane_listener> lane;  // the data lane of the services it serves (none: CAF)
+  std::string lane_secret;              // for data lanes to servers ("": TLS, --no-data-lane)
 };
 
 namespace {
@@ -188,8 +190,23 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
           return make_error(errc::bad_configuration,
                             "this node serves no parameter service '" + name + "'");
         auto directory = directory_of(*service);
-        directory.lane = config.lane_port;
-        return {encode(directory), service->supervisor, service->buckets};
+        if (!service->coordinator) {
+          directory.lane = config.lane_port;
+          return {encode(directory), service->supervisor, service->buckets};
+        }
+        // On servers: the buckets as they are now (a backup may have taken over), and the
+        // servers to reach them at.
+        auto promise = self->make_response_promise<wire, caf::actor, std::vector<bucket_actor>>();
+        self->request(caf::actor_cast<coordinator_actor>(service->coordinator), config.timeout,
+                      tables_atom_v)
+            .then(
+                [=](std::vector<bucket_actor> buckets, const std::string& servers) mutable {
+                  auto with_servers = directory;
+                  with_servers.servers = servers;
+                  promise.deliver(encode(with_servers), service->coordinator, std::move(buckets));
+                },
+                [=](caf::error& err) mutable { promise.deliver(std::move(err)); });
+        return promise;
       },
       [=](tables_atom) -> caf::result<std::vector<bucket_actor>, std::string> {
         return no_job("tables");
@@ -246,9 +263,14 @@ caf::expected<app_node> app_node::start(caf::actor_system& sys, const launch_opt
       inspector, inspector_config{sh->name, to_string(opts.listen), sh->shown, opts.request_timeout,
                                   log, sh->served, opts.tls_dir, opts.operator_secret,
                                   sh->lane ? sh->lane->port() : uint16_t{0}});
-  sh->gatekeeper =
-      sys.spawn(gatekeeper, gatekeeper_config{opts.secret, sh->inspector, sh->inspector.address(),
-                                              log.named("gatekeeper")});
+  if (opts.tls_dir.empty() && !opts.no_data_lane) sh->lane_secret = opts.secret;
+  gatekeeper_config doors{opts.secret, sh->inspector, sh->inspector.address(),
+                          log.named("gatekeeper")};
+  doors.servers_join = [served = sh->served] {
+    std::lock_guard<std::mutex> guard{served->lock};
+    return caf::actor_cast<coordinator_actor>(served->servers_join);
+  };
+  sh->gatekeeper = sys.spawn(gatekeeper, doors);
   auto port = net::publish(sh->gatekeeper, opts.listen.port, opts.listen.host);
   if (!port) {
     app_node{sh}.stop();
@@ -273,8 +295,19 @@ caf::expected<caf::actor> app_node::join(caf::actor_system& sys, const launch_op
   return caf::actor_cast<caf::actor>(*node);
 }
 
+caf::expected<std::string> admit_servers_for(const app_node& node, const caf::actor& coordinator) {
+  auto& served = *node.shared_->served;
+  std::lock_guard<std::mutex> guard{served.lock};
+  if (coordinator && served.servers_join)
+    return make_error(errc::bad_configuration,
+                      "this app node's servers already hold another parameter service");
+  served.servers_join = coordinator;
+  return node.shared_->lane_secret;
+}
+
 void app_node::serve(const std::string& name, const parameter_service& service) const {
-  if (shared_->lane && service.shared_->owned) service.shared_->enrollment->add_lane(shared_->lane);
+  const bool in_process = service.shared_->owned && !service.shared_->coordinator;
+  if (shared_->lane && in_process) service.shared_->enrollment->add_lane(shared_->lane);
   std::lock_guard<std::mutex> guard{shared_->served->lock};
   shared_->served->entries[name] = service.shared_;
 }

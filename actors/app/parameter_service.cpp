@@ -14,6 +14,7 @@
 #include "actors/app/parameter_service_parts.hpp"
 #include "actors/bucket/parameter_bucket.hpp"
 #include "actors/client/bucket_client.hpp"
+#include "actors/client/server_links.hpp"
 #include "actors/supervision/supervisors/supervisor.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "kernels/cpu/vector_ops.hpp"
@@ -101,9 +102,26 @@ void find_restarted(caf::event_based_actor* self, std::shared_ptr<parameter_clie
            });
 }
 
+// Asks the coordinator of a service on servers for bucket b's successor of `failed` (it holds
+// the answer while a backup is being promoted).
+void ask_coordinator(caf::event_based_actor* self, const parameter_service::shared& service,
+                     size_t b, const bucket_actor& failed,
+                     std::function<void(caf::expected<bucket_actor>)> found) {
+  const auto bucket = static_cast<uint32_t>(b);
+  self->request(caf::actor_cast<coordinator_actor>(service.coordinator), service.timeout,
+                which_atom_v, bucket, failed)
+      .then([found](const bucket_actor& handle) { found(handle); },
+            [found, bucket](caf::error& err) {
+              if (err == caf::sec::request_receiver_down)
+                err = make_error(errc::job_failed, "the parameter service has stopped");
+              found(timed_out(std::move(err), bucket));
+            });
+}
+
 // The client of the buckets for `self`: one per calling actor. A bucket that went is found
-// again through the supervisor (once: the app's own actor decides what to do next); one that
-// did not answer in time is not looked for (errc::timeout).
+// again once: through the coordinator of a service on servers (which names the backup that
+// took over), or the supervisor of one in-process (which restarts it; one that did not answer
+// in time is not looked for there: errc::timeout). The app's own actor decides what next.
 bucket_client& client_for(caf::event_based_actor* self,
                           std::shared_ptr<parameter_client::state> st) {
   if (st->client && st->actor == self) return *st->client;
@@ -119,6 +137,12 @@ bucket_client& client_for(caf::event_based_actor* self,
                      std::function<void(caf::expected<bucket_actor>)> found) {
     auto st = weak.lock();
     if (!st) return found(make_error(errc::job_failed, "the parameter client is gone"));
+    if (st->service->coordinator)
+      return ask_coordinator(self, *st->service, b, failed,
+                             [st, b, found](caf::expected<bucket_actor> successor) {
+                               if (successor) st->buckets[b] = *successor;
+                               found(std::move(successor));
+                             });
     if (why == caf::sec::request_timeout) return found(timed_out(why, static_cast<uint32_t>(b)));
     find_restarted(self, st, static_cast<uint32_t>(b), failed.address(),
                    std::chrono::steady_clock::now() + st->service->timeout,
@@ -186,30 +210,44 @@ child_spec bucket_child(std::shared_ptr<bucket_store> store, const parameter_ser
 
 }  // namespace
 
-caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys,
-                                                          parameter_service_config config) {
+caf::expected<service_layout> lay_out_service(const parameter_service_config& config,
+                                              uint32_t servers) {
   if (config.tensors.empty() || config.clients == 0 || config.buckets == 0)
     return make_error(errc::bad_configuration,
                       "a parameter service needs tensors, a bucket and a client");
-  auto sh = std::make_shared<shared>(shared{flat_layout{config.tensors},
-                                            {},
-                                            config.clients,
-                                            config.timeout,
-                                            {},
-                                            {},
-                                            true,
-                                            config.tables});
+  auto sh = std::make_shared<parameter_service::shared>(
+      parameter_service::shared{flat_layout{config.tensors},
+                                {},
+                                config.clients,
+                                config.timeout,
+                                {},
+                                {},
+                                true,
+                                config.tables});
   sh->log = config.log;
   uint64_t rows = 0;
   for (const auto& t : config.tensors) rows += t.shape.empty() ? 1 : t.shape[0];
   if (config.buckets > rows)
     return make_error(errc::bad_configuration, "more buckets than rows to split");
-  sh->plan = plan_buckets(sh->layout, config.buckets, 1);
+  sh->plan = plan_buckets(sh->layout, config.buckets, servers);
   if (auto err = check_rule(config.optimizer, config.rules)) return err;
   auto specs = bucket_specs(config, sh->layout, sh->plan);
   if (!specs) return std::move(specs.error());
+  return service_layout{std::move(sh), std::move(*specs)};
+}
+
+caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys,
+                                                          parameter_service_config config) {
+  if (config.servers > 0)
+    return make_error(errc::bad_configuration,
+                      "a service on servers starts with the app node they join: "
+                      "parameter_service::start(sys, node, config)");
+  auto laid_out = lay_out_service(config, 1);
+  if (!laid_out) return std::move(laid_out.error());
+  auto sh = std::move(laid_out->shared);
+  auto& specs = laid_out->specs;
   std::vector<child_spec> children;
-  for (auto& spec : *specs)
+  for (auto& spec : specs)
     children.push_back(bucket_child(std::make_shared<bucket_store>(std::move(spec), config.rules),
                                     config, sh->enrollment));
   supervisor_config sup;
@@ -283,6 +321,15 @@ caf::expected<parameter_service> parameter_service::connect(caf::actor_system& s
                 shared{flat_layout{std::move(tensors)}, std::move(dir->plan), dir->clients,
                        std::chrono::milliseconds(dir->timeout_ms), supervisor, std::move(buckets),
                        false, std::move(tables)});
+            if (!dir->servers.empty()) {  // on servers: the handle is their coordinator
+              sh->coordinator = std::exchange(sh->supervisor, caf::actor{});
+              auto servers = parse_server_list(dir->servers);
+              if (!servers) {
+                out = std::move(servers.error());
+                return;
+              }
+              sh->servers = std::move(*servers);
+            }
             if (sh->buckets.size() != sh->plan.buckets.size() || !supervisor) {
               out = make_error(errc::malformed_message,
                                "service '" + name + "': a handle for every bucket");
@@ -295,7 +342,11 @@ caf::expected<parameter_service> parameter_service::connect(caf::actor_system& s
                                    "service '" + name + "': a plan that does not fit its tensors");
                   return;
                 }
-            if (dir->lane != 0 && !lane.secret.empty()) open_lane(*sh, lane, dir->lane, timeout);
+            if (!sh->servers.empty())
+              connect_to_servers(sys, sh->servers, lane.secret, timeout, sh->log, sh->lanes,
+                                 "the service's pulls and pushes");
+            else if (dir->lane != 0 && !lane.secret.empty())
+              open_lane(*sh, lane, dir->lane, timeout);
             out = parameter_service{std::move(sh)};
           },
           [&](caf::error& err) {
@@ -328,6 +379,7 @@ caf::actor parameter_service::supervisor() const {
 
 void parameter_service::stop() const {
   if (!shared_->owned) return;  // connected to: the serving node stops it
+  if (shared_->coordinator) return stop_service_on_servers(*shared_);
   // A supervisor takes exit messages only from its parent, which this one has not; kill is
   // the one reason nobody can refuse, and the supervisor ends its buckets as it goes.
   caf::anon_send_exit(shared_->supervisor, caf::exit_reason::kill);

@@ -8,12 +8,14 @@
 
 #include <caf/actor.hpp>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 
 #include "actors/lane/lane_client.hpp"
 #include "actors/lane/lane_server.hpp"
 #include "messages/protocol.hpp"
+#include "troupe/app_node.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/parameter_service.hpp"
 
@@ -42,8 +44,33 @@ struct parameter_service::shared {
   std::vector<table_spec> tables;     // embedding tables, their rows hashed over the buckets
   logger log{"parameters"};           // where its clients say that a bucket is found again
   std::shared_ptr<bucket_enrollment> enrollment = std::make_shared<bucket_enrollment>();
-  lane_map lanes;  // connected to: the serving node's data lane, when it has one
+  lane_map lanes;  // to the serving node's data lane, or the servers' (those that have one)
+  // On server nodes (parameter_service::start with servers): the coordinator that placed the
+  // buckets and names a bucket's successor, and the servers (none: in the serving process).
+  caf::actor coordinator;
+  std::vector<endpoint> servers;
+  std::function<void()> release;  // a service started here on servers: the node's servers are free
 };
+
+// A service's shared part, its plan cut over `servers` (1: in-process), and each bucket's spec
+// checked as a server receives it: errc::bad_configuration or shape_mismatch for a
+// configuration that cannot be served.
+struct service_layout {
+  std::shared_ptr<parameter_service::shared> shared;
+  std::vector<bucket_spec> specs;
+};
+caf::expected<service_layout> lay_out_service(const parameter_service_config& config,
+                                              uint32_t servers);
+
+// The servers that join `node` get `coordinator` from now on (a null one: nobody's again).
+// Returns the cluster secret for data lanes ("" where the node allows none: TLS,
+// --no-data-lane); errc::bad_configuration when they already join another service's
+// (app_node.cpp).
+caf::expected<std::string> admit_servers_for(const app_node& node, const caf::actor& coordinator);
+
+// Stops a service this process started on servers: its coordinator and the servers, waiting
+// a bounded time; the node's servers are free for another service then (service_on_servers.cpp).
+void stop_service_on_servers(const parameter_service::shared& service);
 
 // The directory of a service (its tensors, plan, clients and timeout) as it travels.
 service_directory directory_of(const parameter_service::shared& service);

@@ -397,7 +397,8 @@ coordinator_actor::behavior_type coordinator(
   self->state.training.scalars = job_scalars{config.opts, config.log};
   self->state.operators = operator_gate{config.opts.tls_dir, config.opts.operator_secret};
   self->state.roster.beats = heartbeat_monitor{config.opts.heartbeat_interval};
-  self->state.evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
+  if (config.task)  // (an app's service evaluates nothing)
+    self->state.evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) {
     const bool follower =
         forget_follower(self, msg, config.opts.takeover_timeout, config.log, [=](caf::error err) {
@@ -447,7 +448,7 @@ coordinator_actor::behavior_type coordinator(
             [=](const std::string& why) { fail(self, config, why); },
             [=] { finish(self, config); });
         maybe_evaluate(self, config);  // one that failed during a recovery is tried again
-        if (config.opts.hybrid()) hand_tables(self);  // once a takeover's promotions are done
+        if (config.hands_out_buckets()) hand_tables(self);  // once a takeover's promotions are done
       },
       [=](follow_atom, standby_actor standby) { return follow(self, config, std::move(standby)); },
       [=](rejoin_atom, const wire& w, server_actor s, std::vector<bucket_actor> buckets) {

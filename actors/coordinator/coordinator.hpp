@@ -31,8 +31,8 @@
 #include "actors/coordinator/work_plan.hpp"
 #include "actors/job/checkpoint_file.hpp"
 #include "actors/job/job_scalars.hpp"
-#include "actors/job/report.hpp"
 #include "actors/job/progress_line.hpp"
+#include "actors/job/report.hpp"
 #include "actors/job/training_curve.hpp"
 #include "actors/supervision/admission/operator_gate.hpp"
 #include "actors/supervision/failure/heartbeat.hpp"
@@ -45,9 +45,19 @@
 
 namespace troupe {
 
+// An app's parameter service placed on servers (parameter_service::start with servers): its
+// buckets, made ready by the service. Such a coordinator admits servers only, places the
+// buckets with opts.replication copies, hands them to whoever asks for the tables once placed,
+// serves which/moved and recovers lost servers until a stop from its own process.
+struct service_buckets {
+  std::vector<tensor_spec> tensors;
+  placement plan;           // each bucket's slices (and server: b % opts.servers)
+  std::vector<wire> specs;  // each bucket's spec, by bucket id
+};
+
 struct coordinator_config {
   launch_options opts;
-  std::shared_ptr<const training_task> task;
+  std::shared_ptr<const training_task> task;  // none for an app's service
   caf::actor_addr supervisor;
   logger log;
   std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
@@ -56,6 +66,10 @@ struct coordinator_config {
   std::optional<coordinator_standing> takeover;
   std::chrono::steady_clock::time_point takeover_heard;
   std::string takeover_why;
+  std::optional<service_buckets> service;  // an app's service; none: a job's (task, flags)
+  // Without workers of its own: its buckets are handed out (tables) to a hybrid group or to
+  // an app's parameter service, whose members and clients use them.
+  bool hands_out_buckets() const { return opts.hybrid() || service.has_value(); }
 };
 
 enum class job_phase { joining, placing, training, finishing };
@@ -208,7 +222,9 @@ struct coordinator_state {
   // `tables` request with them once placed, and then serves which/moved and recovers lost
   // servers until the group says stop.
   caf::actor_addr group;
-  std::optional<caf::typed_response_promise<std::vector<bucket_actor>, std::string>> tables_wanted;
+  // `tables` requests held until the buckets are ready (the group's one; an app service's
+  // owner and the nodes that connect to it).
+  std::vector<caf::typed_response_promise<std::vector<bucket_actor>, std::string>> tables_wanted;
   operator_gate operators{{}, {}};  // set from the options when the coordinator starts
   succession_state succession;
 };

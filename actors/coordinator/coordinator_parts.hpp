@@ -13,6 +13,10 @@ namespace troupe::coordination {
 
 using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
 
+// which() requests held per bucket (and tables requests held); more means someone asks in a
+// loop.
+constexpr size_t max_waiting = 1024;
+
 // -- coordinator.cpp
 void fail(self_ptr self, const coordinator_config& config, std::string why);
 void maybe_evaluate(self_ptr self, const coordinator_config& config);

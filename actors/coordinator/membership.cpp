@@ -60,9 +60,12 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   if (!request) return std::move(request.error());
   if (request->sender != expected)
     return make_error(errc::malformed_message, "join: role does not match the handle");
-  if (config.opts.hybrid() && expected == role::worker)
+  if (config.hands_out_buckets() && expected == role::worker)
     return make_error(errc::bad_configuration,
-                      "--mode hybrid: workers join the group's coordinator, not the tables'");
+                      config.service ? "an app's parameter service has no workers: its clients "
+                                       "connect to the app node"
+                                     : "--mode hybrid: workers join the group's coordinator, "
+                                       "not the tables'");
   // A lost member's name is free again: a restarted process may rejoin under it.
   const auto same = [&](const member& m) {
     return m.address == handle.address() || (m.name == request->name && !m.lost);
@@ -116,7 +119,7 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
       send_standing(self, config);
     }
   } else if (st.roster.servers.size() == config.opts.servers &&
-             (config.opts.hybrid() || st.roster.workers.size() == config.opts.workers))
+             (config.hands_out_buckets() || st.roster.workers.size() == config.opts.workers))
     place_buckets(self, config);
   return encode(join_reply{rank, config.opts.workers, config.opts.servers});
 }

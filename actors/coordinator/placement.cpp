@@ -15,9 +15,6 @@ namespace {
 // each fit in one message well under the codec's 16 MiB cap.
 constexpr uint64_t max_bucket_values = uint64_t{2} << 20;
 
-// which() requests held per bucket; more means workers are asking in a loop.
-constexpr size_t max_waiting = 1024;
-
 // The values per bucket the default aims at: 4 MiB of f32. Each bucket costs a worker one
 // push and one pull per step, and on this 2-core machine the fmnist job (0.9 MiB of values)
 // ran 5-9% faster with one bucket per server than with two per worker, embedded and across
@@ -106,7 +103,7 @@ void restore_bucket(self_ptr self, const coordinator_config& config, uint32_t b,
 void placed_one(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   if (st.phase != job_phase::placing || ++st.directory.placed < st.directory.buckets.size()) return;
-  if (config.opts.hybrid())
+  if (config.hands_out_buckets())
     tables_placed(self, config);
   else if (st.checkpoints.resume_from)
     start_resumed(self, config);
@@ -231,6 +228,14 @@ void place_buckets(self_ptr self, const coordinator_config& config) {
 caf::error lay_out_buckets(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   const auto& o = config.opts;
+  if (config.service) {  // an app's service: its buckets come ready-made
+    st.directory.layout.emplace(config.service->tensors);
+    st.directory.plan = config.service->plan;
+    st.directory.specs = config.service->specs;
+    st.directory.buckets.resize(st.directory.specs.size());
+    st.directory.homes.resize(st.directory.specs.size());
+    return {};
+  }
   // --mode hybrid: the dense parameters are the group's; the buckets hold rows only.
   st.directory.layout.emplace(o.hybrid() ? std::vector<tensor_spec>{} : config.task->parameters());
   const uint32_t count = bucket_count(o, st.directory.layout->total);

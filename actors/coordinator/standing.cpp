@@ -22,7 +22,7 @@ coordinator_standing standing_of(const coordinator_state& st, const coordinator_
   x.term = st.succession.term;
   // --mode hybrid: the tables' coordinator has no work plan; it is in training once its tables
   // are placed and handed to the group.
-  x.training = st.phase == job_phase::training && (st.training.work || config.opts.hybrid());
+  x.training = st.phase == job_phase::training && (st.training.work || config.hands_out_buckets());
   if (x.training && st.training.work) x.plan = job_progress(st);
   for (const auto& m : st.roster.server_members) x.servers.push_back(standing_of(m));
   for (const auto& m : st.roster.worker_members) x.workers.push_back(standing_of(m));

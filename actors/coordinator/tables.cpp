@@ -43,19 +43,25 @@ void tables_placed(self_ptr self, const coordinator_config& config) {
 caf::result<std::vector<bucket_actor>, std::string> want_tables(self_ptr self,
                                                                 const coordinator_config& config) {
   auto& st = self->state;
-  if (!config.opts.hybrid() || st.group)
-    return make_error(errc::bad_configuration, "no tables for another group");
-  st.group = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  if (tables_ready(st)) return {st.directory.buckets, server_list(st)};
-  st.tables_wanted = self->make_response_promise<std::vector<bucket_actor>, std::string>();
-  return *st.tables_wanted;
+  if (config.service) {  // the service's clients ask, in this process or through its app node
+    if (tables_ready(st)) return {st.directory.buckets, server_list(st)};
+    if (st.tables_wanted.size() >= max_waiting)
+      return make_error(errc::message_too_large, "too many requests wait for the buckets");
+  } else {
+    if (!config.opts.hybrid() || st.group)
+      return make_error(errc::bad_configuration, "no tables for another group");
+    st.group = caf::actor_cast<caf::actor_addr>(self->current_sender());
+    if (tables_ready(st)) return {st.directory.buckets, server_list(st)};
+  }
+  st.tables_wanted.push_back(self->make_response_promise<std::vector<bucket_actor>, std::string>());
+  return st.tables_wanted.back();
 }
 
 void hand_tables(self_ptr self) {
   auto& st = self->state;
-  if (!st.tables_wanted || !tables_ready(st)) return;
-  st.tables_wanted->deliver(st.directory.buckets, server_list(st));
-  st.tables_wanted.reset();
+  if (st.tables_wanted.empty() || !tables_ready(st)) return;
+  for (auto& promise : st.tables_wanted) promise.deliver(st.directory.buckets, server_list(st));
+  st.tables_wanted.clear();
 }
 
 void tell_group_of_loss(self_ptr self, const std::string& name, const std::string& why) {
@@ -64,8 +70,11 @@ void tell_group_of_loss(self_ptr self, const std::string& name, const std::strin
 }
 
 void stop_for_group(self_ptr self, const coordinator_config& config, const std::string& failure) {
-  if (!config.opts.hybrid() || !sent_by(self, self->state.group))
-    return config.log.warn("ignored a stop that is not from the group's coordinator");
+  // The group's coordinator ends a hybrid job; an app's service is stopped by its own process.
+  const auto sender = self->current_sender();
+  const bool owner = config.service ? sender && sender->node() == self->node()
+                                    : config.opts.hybrid() && sent_by(self, self->state.group);
+  if (!owner) return config.log.warn("ignored a stop that is not from the buckets' owner");
   stop_all_and_quit(self, config,
                     failure.empty() ? caf::error{} : make_error(errc::job_failed, failure));
 }

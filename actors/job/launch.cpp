@@ -186,7 +186,7 @@ std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
                                                    const coordinator_actor& servers_join) {
   auto& sys = self->system();
   gatekeeper_config config{opts.secret, coord, self->address(), log.named("gatekeeper")};
-  config.servers_join = servers_join;
+  if (servers_join) config.servers_join = [servers_join] { return servers_join; };
   auto gk = sys.spawn(gatekeeper, config);
   auto port = net::publish(gk, opts.listen.port, opts.listen.host);
   if (!port) {

@@ -2,6 +2,7 @@
 // bucket carries, where the answers go, and how a bucket that is gone is found again (the
 // coordinator names its successor).
 // worker_parts.hpp says who calls what.
+#include "actors/client/server_links.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "actors/worker/worker_parts.hpp"
 #include "actors/worker/worker_setup.hpp"
@@ -73,7 +74,8 @@ std::shared_ptr<bucket_client> connect_buckets(self_ptr self, const worker_confi
                                                const std::vector<endpoint>& servers) {
   bucket_client_config c;
   c.buckets = std::move(buckets);
-  c.lanes = connect_servers(self->system(), config, servers);
+  connect_to_servers(self->system(), servers, config.lane_secret, config.request_timeout,
+                     config.log, c.lanes, "its pushes and pulls");
   c.timeout = config.request_timeout;
   c.log = config.log;
   c.monitor = true;

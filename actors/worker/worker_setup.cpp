@@ -3,26 +3,8 @@
 #include "actors/job/timing.hpp"
 #include "kernels/cpu/compression.hpp"
 #include "troupe/error.hpp"
-#include "troupe/net.hpp"
 
 namespace troupe {
-
-lane_map connect_servers(caf::actor_system& sys, const worker_config& config,
-                         const std::vector<endpoint>& servers) {
-  lane_map lanes;
-  for (const auto& server : servers) {
-    if (server.port == 0) continue;
-    auto node = net::connect(sys, server.host, server.port, config.request_timeout);
-    if (!node)
-      config.log.warn(
-          "no direct connection to the server at {}:{} ({}); going through the coordinator",
-          server.host, server.port, sys.render(node.error()));
-    if (server.lane == 0 || config.lane_secret.empty()) continue;
-    lanes.open(server.host, server.lane, config.lane_secret, config.request_timeout, config.log,
-               "its pushes and pulls");
-  }
-  return lanes;
-}
 
 rejoin_request rejoin_request_of(const worker_state& st, const worker_config& config) {
   rejoin_request request{role::worker, config.name, st.job->worker};

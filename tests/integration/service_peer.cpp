@@ -3,7 +3,8 @@
 // pulls, pushes the gradient 1, 2, ..., n once, and pulls again; prints "values: v0 v1 ..."
 // of that last pull and exits 0, or prints the error and exits 1. Also checks that a service
 // of another name is refused. With --blocking it does the same from main() through a
-// blocking_parameter_client instead of an actor's parameter_client.
+// blocking_parameter_client instead of an actor's parameter_client; with --lane, the same over
+// the data lanes (the secret's), and it prints "routes: ..." (each bucket's) first.
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
@@ -50,11 +51,16 @@ caf::expected<std::vector<float>> pull_push_pull(caf::actor_system& sys,
   if (auto pushed = client->push(grad, *first); !pushed) return std::move(pushed.error());
   auto second = client->pull();
   if (!second) return std::move(second.error());
+  std::printf("routes:");
+  for (const auto& route : client->routes()) std::printf(" %s", route.c_str());
+  std::printf("\n");
   return second->values;
 }
 
 int main(int argc, char** argv) {
-  const bool blocking = argc == 4 && std::string{argv[3]} == "--blocking";
+  const std::string mode = argc == 4 ? argv[3] : "";
+  const bool over_lanes = mode == "--lane";
+  const bool blocking = mode == "--blocking" || over_lanes;
   if ((argc != 3 && !blocking) || std::string{argv[1]} != "--coordinator") return 2;
   launch_options opts;
   auto address = parse_host_port(argv[2]);
@@ -77,7 +83,8 @@ int main(int argc, char** argv) {
     std::printf("connect to no-such-service: it was found\n");
     return 1;
   }
-  auto service = parameter_service::connect(sys, *node, "params", timeout);
+  const lane_access lane{address->host, over_lanes ? opts.secret : ""};
+  auto service = parameter_service::connect(sys, *node, "params", timeout, lane);
   if (!service) return failed("connect", service.error());
   if (blocking) {
     auto values = pull_push_pull(sys, *service);

@@ -6,10 +6,10 @@
 // staleness counted by vector clock. The requests go through a bucket_client (actors/client):
 // a bucket that fails is looked up again through the coordinator (which asks the tables'
 // coordinator) and asked again, a few times.
+#include "actors/client/server_links.hpp"
 #include "actors/dp/trainer/dp_trainer_parts.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "troupe/error.hpp"
-#include "troupe/net.hpp"
 #include "troupe/options.hpp"
 
 namespace troupe::dp_parts {
@@ -77,23 +77,14 @@ void connect_table_servers(self_ptr self, const dp_trainer_config& config,
   if (servers.empty()) return;  // embedded: the servers are in this process
   auto list = parse_server_list(servers);
   if (!list) return config.log.warn("ignored a malformed server list: {}", describe(list.error()));
-  for (const auto& at : *list) {
-    const std::string key = at.host + ':' + std::to_string(at.port);
-    if (self->state.table_servers.count(key)) continue;
-    auto node = net::connect(self->system(), at.host, at.port, config.request_timeout);
-    if (!node) {
-      config.log.warn(
-          "no direct connection to the server at {} ({}); going through the "
-          "coordinator",
-          key, self->system().render(node.error()));
-      continue;
-    }
-    self->state.table_servers.insert(key);
-    if (at.lane == 0 || config.lane_secret.empty()) continue;
-    if (self->state.table_lanes.open(at.host, at.lane, config.lane_secret, config.request_timeout,
-                                     config.log, "its rows"))
-      config.log.info("the tables' rows go over the data lane to {}:{}", at.host, at.lane);
-  }
+  auto& st = self->state;
+  std::vector<endpoint> fresh;  // (after a rejoin, only servers not connected to yet)
+  for (const auto& at : *list)
+    if (!st.table_servers.count(at.host + ':' + std::to_string(at.port))) fresh.push_back(at);
+  for (const auto& at :
+       connect_to_servers(self->system(), fresh, config.lane_secret, config.request_timeout,
+                          config.log, st.table_lanes, "the tables' rows"))
+    st.table_servers.insert(at.host + ':' + std::to_string(at.port));
 }
 
 void pull_share_rows(self_ptr self, const dp_trainer_config& config, example_range share,

@@ -85,7 +85,7 @@ gatekeeper_actor::behavior_type gatekeeper(
         config.log.debug("admitted {} '{}'", to_string(challenge.request.sender),
                          challenge.request.name);
         if (challenge.request.sender == role::server && config.servers_join)
-          return config.servers_join;
+          if (auto servers = config.servers_join()) return servers;
         return config.coordinator;
       },
   };

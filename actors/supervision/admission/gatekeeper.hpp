@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 
 #include <caf/typed_event_based_actor.hpp>
@@ -21,7 +22,10 @@ struct gatekeeper_config {
   logger log;
   size_t max_pending = 256;
   std::chrono::seconds challenge_ttl{30};
-  coordinator_actor servers_join;  // --mode hybrid: the coordinator servers get (the tables')
+  // The coordinator servers get instead, asked at each admission (none, or a null answer:
+  // `coordinator`): --mode hybrid's tables coordinator; an app node's, the coordinator of the
+  // parameter service it places on servers (parameter_service::start with servers).
+  std::function<coordinator_actor()> servers_join;
 };
 
 struct pending_challenge {

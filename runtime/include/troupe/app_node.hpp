@@ -56,6 +56,9 @@ class app_node {
   struct shared;
 
  private:
+  // A parameter service on servers (parameter_service::start) has the node's servers join it.
+  friend caf::expected<std::string> admit_servers_for(const app_node& node,
+                                                      const caf::actor& coordinator);
   explicit app_node(std::shared_ptr<shared> s) : shared_(std::move(s)) {}
   std::shared_ptr<shared> shared_;
 };

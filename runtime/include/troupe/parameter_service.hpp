@@ -1,13 +1,15 @@
-// Parameters for an app's own actors: an in-process parameter service and its clients.
+// Parameters for an app's own actors: a parameter service and its clients.
 //
 // parameter_service::start splits the dense tensors into buckets, each a parameter bucket
 // actor (the same actor a distributed job places on its servers: it applies each push as it
 // arrives with the job's optimizer, stamps its values with a vector clock and enforces
-// async/ssp/bsp), under a one_for_one supervisor that restarts a failed bucket with its state.
-// A parameter_client, one per pushing actor, pulls the whole flat parameter vector and pushes
-// flat gradients; each push carries the clocks its gradient was read at, and the buckets
-// answer with its staleness. Every request has the service's timeout; a client that finds a
-// bucket gone asks the supervisor for the restarted one and tries once more.
+// async/ssp/bsp), under a one_for_one supervisor that restarts a failed bucket with its state;
+// or, given an app_node, on server nodes that join it, each bucket replicated along a chain of
+// servers as a job's are. A parameter_client, one per pushing actor, pulls the whole flat
+// parameter vector and pushes flat gradients; each push carries the clocks its gradient was
+// read at, and the buckets answer with its staleness. Every request has the service's timeout;
+// a client that finds a bucket gone asks for its successor (the supervisor's restarted one, or
+// the backup that took over) and tries once more.
 //
 // From main() (start, connect, client, stop) and from inside event-based actors (pull, push).
 // A client belongs to one actor: its push count is the clock ssp/bsp gate its pulls by. An
@@ -37,6 +39,8 @@
 
 namespace troupe {
 
+class app_node;
+
 struct parameter_service_config {
   std::vector<tensor_spec> tensors;          // dense; the first dimension is split across buckets
   std::vector<float> initial;                // flat, in `tensors` order; empty: all zeros
@@ -52,6 +56,13 @@ struct parameter_service_config {
   std::chrono::milliseconds timeout{10000};  // each pull or push of one bucket
   std::string name = "parameters";           // the supervisor's name; buckets: bucket-<b>
   logger log{"parameters"};
+  // On server nodes (start(sys, node, config)): how many join the app node, the copies of each
+  // bucket (a primary and replication - 1 backups, each on its own server: 1 .. servers), and
+  // how long start waits for the servers to join and take the buckets. 0 servers: the buckets
+  // live in the serving process.
+  uint32_t servers = 0;
+  uint32_t replication = 1;
+  std::chrono::milliseconds join_timeout{60000};
 };
 
 // A pull: the flat parameter values, per bucket the clock they were read at, and the embedding
@@ -141,6 +152,21 @@ class parameter_service {
   static caf::expected<parameter_service> start(caf::actor_system& sys,
                                                 parameter_service_config config);
 
+  // The same service with its buckets on config.servers server nodes: any Troupe app binary
+  // run with `--role server --coordinators HOST:PORT` of `node` and its secret. Each bucket
+  // has config.replication copies, each on its own server, chained as a job's are: when a
+  // server is lost, the first live backup of each of its primaries takes over, the clients
+  // find it through the service's coordinator (their requests in flight go again, applied
+  // once), and the chains grow back onto a server that joins later (one that restarts under
+  // its name, too). With one copy, a lost server ends the service (its clients' requests then
+  // fail). Blocks until the servers joined and hold the buckets: errc::timeout after
+  // config.join_timeout (the servers that joined are stopped), errc::bad_configuration when
+  // the node's servers already hold another service, or replication is not in 1 .. servers.
+  // The clients reach the servers over their data lanes (not under TLS). One service on
+  // servers per node; `node` must outlive it. config.servers == 0: start(sys, config).
+  static caf::expected<parameter_service> start(caf::actor_system& sys, const app_node& node,
+                                                parameter_service_config config);
+
   // A service that an app_node in another process serves (app_node::serve): `node` is the
   // handle join_cluster gave for that node (role worker, the cluster secret). Its clients
   // pull and push over the network; the serving node owns it (stop() here does nothing).
@@ -160,11 +186,12 @@ class parameter_service {
   // The dense tensors it holds, in the order of a snapshot's values.
   const std::vector<tensor_spec>& tensors() const;
 
-  // The supervisor of the buckets (console, supervision trees, child_of).
+  // The supervisor of the buckets (console, supervision trees, child_of); none for a service
+  // on servers (each server node supervises its own).
   caf::actor supervisor() const;
 
-  // Stops the supervisor and its buckets (a service this process started); clients then fail
-  // their requests.
+  // Stops the supervisor and its buckets, or the servers' (a service this process started);
+  // clients then fail their requests.
   void stop() const;
 
   struct shared;
