@@ -5,7 +5,8 @@
 // handle), the clock of the values last pulled (what a push is stamped with), and every request
 // in flight. A request whose bucket is gone (its actor down, its node lost, no answer within
 // the bound, a backup promoted) is sent again to the bucket's successor, which the owner's
-// `find_again` names (through the coordinator for jobs, the supervisor for the app API); a push
+// `find_again` names (through the coordinator for jobs and an app's service on servers, the
+// supervisor for an in-process one); a push
 // sent again is marked a resend, so that a bucket that already has it acknowledges it without
 // applying it twice. After `max_attempts` tries, or when the bucket answers with a refusal, the
 // request fails with a bucket_failure.
