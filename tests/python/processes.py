@@ -2,11 +2,19 @@
 never on time; every wait has a bound. Shared by the tests that run the examples."""
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
 
 BOUND_S = 300  # every wait's bound; none comes near it
+
+
+def free_port():
+    """A port on 127.0.0.1 that nobody listens on now (for a process to listen on next)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Process:

@@ -19,7 +19,7 @@ import time
 import unittest
 import urllib.request
 
-from processes import BOUND_S, Process
+from processes import BOUND_S, Process, free_port
 
 FMNIST = (os.path.join(os.environ.get("TROUPE_BIN", ""), "troupe-fmnist"),)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -29,11 +29,6 @@ SECRET = "a-long-random-secret-for-tests"
 JOB = ["--epochs", "10", "--train-limit", "6000", "--test-limit", "300", "--batch", "32",
        "--blas-threads", "1", "--log-level", "info", "--request-timeout", "4"]
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Tables(html.parser.HTMLParser):

@@ -2,7 +2,8 @@
 service. In one process: pulls into a module, pushes its gradients (SGD applied exactly),
 staleness, and bad input refused with nothing sent. In three processes, the ps_loop example,
 asynchronous: a serving process and two loops that join once it says it serves (a log line,
-not a time). A wrong secret refused. Run by ctest (python_parameter_client_test) with the
+not a time). A wrong secret refused. On three server processes with two copies of each bucket,
+a server killed mid-loop: the loop goes on, every push applied once. Run by ctest (python_parameter_client_test) with the
 build's package and the examples on PYTHONPATH."""
 import math
 import os
@@ -15,11 +16,12 @@ import torch
 from torch import nn
 
 import troupe
-from processes import Process
+from processes import Process, free_port
 
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
 PS_LOOP = os.path.join(EXAMPLES, "ps_loop.py")
 SECRET = "a-long-random-secret-for-tests"
+SERVER = (os.path.join(os.environ.get("TROUPE_BIN", ""), "troupe-fmnist"),)
 
 
 def tiny():
@@ -113,3 +115,40 @@ class InTwoProcesses(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OnServers(unittest.TestCase):
+    def test_a_killed_server_s_backups_take_over_and_the_loop_goes_on(self):
+        at = f"127.0.0.1:{free_port()}"
+        model = tiny()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.zero_()
+        with tempfile.TemporaryDirectory() as folder:
+            servers = [Process(SERVER, ["--role", "server", "--coordinator", at, "--listen",
+                                        "127.0.0.1:0", "--name", f"s{i}"],
+                               os.path.join(folder, f"s{i}.log"), SECRET) for i in range(3)]
+            try:
+                with troupe.ParameterService(model, clients=1, optimizer="sgd", lr=1.0,
+                                             buckets=3, listen=at, secret=SECRET, servers=3,
+                                             replication=2) as service:
+                    client = service.client(0)
+                    for _ in range(3):
+                        client.pull()
+                        client.push(np.ones(11, np.float32))
+                    self.assertEqual(client.routes, ["lane"] * 3)
+                    servers[0].stop()  # killed: its primary's backup takes over
+                    for _ in range(3):
+                        client.pull()
+                        client.push(np.ones(11, np.float32))
+                    after = client.pull()
+                    np.testing.assert_array_equal(after.values, np.full(11, -6, np.float32))
+                for s in servers[1:]:  # stopped by the service's coordinator
+                    self.assertEqual(s.finish(), 0, s.output())
+            finally:
+                for s in servers:
+                    s.stop()
+
+    def test_a_service_on_servers_needs_an_address_to_be_joined_at(self):
+        with self.assertRaisesRegex(ValueError, "listen="):
+            troupe.ParameterService(tiny(), clients=1, servers=2)

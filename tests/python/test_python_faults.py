@@ -8,12 +8,13 @@ the directory of the C++ binaries: the hybrid job's servers are troupe-fmnist)."
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
+
+from processes import free_port
 
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
 CNN = os.path.join(EXAMPLES, "fmnist_cnn.py")
@@ -28,12 +29,6 @@ JOB = ["--mode", "dp", "--epochs", "3", "--batch", "32", "--train-limit", str(TR
        "--log-level", "info"]
 FLOOR = ["--worker-delay-ms", "0:30,1:30"]  # rank:ms
 ENV = dict(os.environ, TROUPE_SECRET="a-long-random-secret-for-tests")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Process:

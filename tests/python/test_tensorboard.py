@@ -7,12 +7,11 @@ skipped without it. TROUPE_BIN names the directory of troupe-fmnist."""
 import glob
 import json
 import os
-import socket
 import sys
 import tempfile
 import unittest
 
-from processes import Process
+from processes import Process, free_port
 
 try:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -25,11 +24,6 @@ TRAIN = 2560
 COMMON = ["--epochs", "3", "--train-limit", str(TRAIN), "--test-limit", "500",
           "--blas-threads", "1", "--log-level", "info", "--seed", "3"]
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def read_run(folder):

@@ -112,8 +112,11 @@ std::shared_ptr<client_binding> connect(const std::string& address, uint32_t id,
 class service_binding {
  public:
   service_binding(std::vector<std::string> names, std::vector<shape> shapes, py::buffer initial,
-                  uint32_t clients, std::vector<std::string> flags, std::string name, bool serve)
+                  uint32_t clients, std::vector<std::string> flags, std::string name, bool serve,
+                  uint32_t servers, uint32_t replication)
       : sys_(process_system()) {
+    if (servers > 0 && !serve)
+      throw py::value_error("a service on servers needs listen= (the servers join it there)");
     if (names.size() != shapes.size()) throw py::value_error("a shape for every tensor's name");
     auto opts = parse_launch_options(flags, process_environment());
     if (!opts) raise_error(opts.error(), "the service's options");
@@ -133,6 +136,13 @@ class service_binding {
     config.timeout = opts->request_timeout;
     config.name = name;
     config.log = logger{name, opts->level};
+    config.servers = servers;
+    config.replication = replication;
+    config.join_timeout = opts->join_timeout;
+    if (servers > 0) {
+      start_on_servers(std::move(config), *opts);
+      return;
+    }
     auto started = parameter_service::start(sys_, std::move(config));
     if (!started) raise_error(started.error(), "starting the parameter service");
     service_ = std::move(*started);
@@ -144,6 +154,27 @@ class service_binding {
     }
     node->serve(name, *service_);
     address_ = fmt::format("{}:{}", opts->listen.host, node->port());
+    node_ = std::move(*node);
+  }
+
+  // The node first (the servers join it), then the service, waiting for the servers without
+  // the GIL (at most the join timeout).
+  void start_on_servers(parameter_service_config config, const launch_options& opts) {
+    auto node = app_node::start(sys_, opts, logger{"app-node", opts.level});
+    if (!node) raise_error(node.error(), "serving the parameter service");
+    const std::string name = config.name;
+    caf::expected<parameter_service> started = make_error(errc::timeout, "not started");
+    {
+      py::gil_scoped_release unlocked;
+      started = parameter_service::start(sys_, *node, std::move(config));
+    }
+    if (!started) {
+      node->stop();
+      raise_error(started.error(), "starting the parameter service on its servers");
+    }
+    service_ = std::move(*started);
+    node->serve(name, *service_);
+    address_ = fmt::format("{}:{}", opts.listen.host, node->port());
     node_ = std::move(*node);
   }
   ~service_binding() { stop(); }
@@ -199,9 +230,10 @@ void bind_parameters(py::module_& m) {
            py::arg("batches") = py::none(), py::arg("timeout") = py::none());
   py::class_<service_binding>(m, "ParameterService")
       .def(py::init<std::vector<std::string>, std::vector<shape>, py::buffer, uint32_t,
-                    std::vector<std::string>, std::string, bool>(),
+                    std::vector<std::string>, std::string, bool, uint32_t, uint32_t>(),
            py::arg("names"), py::arg("shapes"), py::arg("initial"), py::arg("clients"),
-           py::arg("flags"), py::arg("name"), py::arg("serve"))
+           py::arg("flags"), py::arg("name"), py::arg("serve"), py::arg("servers") = 0,
+           py::arg("replication") = 1)
       .def_property_readonly("address", &service_binding::address)
       .def("client", &service_binding::client, py::arg("id"))
       .def("stop", &service_binding::stop);

@@ -159,11 +159,18 @@ class ParameterService:
     with their defaults; `flags` takes any other flag ("--dash-block", "64", ...).
     listen:  HOST:PORT to serve it to clients in other processes (ParameterClient), with
              `secret` (default: TROUPE_SECRET); port 0 takes a free one (see `address`).
+    servers: put the buckets on this many server nodes instead of this process: any Troupe
+             binary run with `--role server --coordinator` at `listen` (a port of its own, so
+             that they can be started first) and the secret. The constructor waits for them
+             (TimeoutError past `--join-timeout`, default 30 s).
+    replication: with servers, the copies of each bucket, each on its own server: when a
+             server is lost, its buckets' backups take over and the clients go on.
     """
 
     def __init__(self, tensors, *, clients, optimizer=None, lr=None, momentum=None,
                  weight_decay=None, consistency=None, compensation=None, buckets=None,
-                 request_timeout=None, listen=None, secret=None, name="params", flags=()):
+                 request_timeout=None, listen=None, secret=None, name="params", flags=(),
+                 servers=0, replication=1):
         import torch
         pairs = _named(tensors)
         if not pairs:
@@ -178,7 +185,8 @@ class ParameterService:
         if listen is not None:
             args += ["--secret", secret or os.environ.get("TROUPE_SECRET", "")]
         self._native = _native.ParameterService(names, shapes, initial.numpy(), int(clients),
-                                                args, name, listen is not None)
+                                                args, name, listen is not None, int(servers),
+                                                int(replication))
 
     @property
     def address(self):
