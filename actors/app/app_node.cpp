@@ -295,14 +295,22 @@ caf::expected<caf::actor> app_node::join(caf::actor_system& sys, const launch_op
   return caf::actor_cast<caf::actor>(*node);
 }
 
-caf::expected<std::string> admit_servers_for(const app_node& node, const caf::actor& coordinator) {
-  auto& served = *node.shared_->served;
-  std::lock_guard<std::mutex> guard{served.lock};
-  if (coordinator && served.servers_join)
+caf::expected<servers_admission> admit_servers_for(const app_node& node,
+                                                   const caf::actor& coordinator) {
+  auto served = node.shared_->served;
+  std::lock_guard<std::mutex> guard{served->lock};
+  if (served->servers_join)
     return make_error(errc::bad_configuration,
                       "this app node's servers already hold another parameter service");
-  served.servers_join = coordinator;
-  return node.shared_->lane_secret;
+  served->servers_join = coordinator;
+  // (Weakly: a service the node serves must not keep the node.)
+  auto release = [weak = std::weak_ptr<served_services>(served), coordinator] {
+    if (auto served = weak.lock()) {
+      std::lock_guard<std::mutex> guard{served->lock};
+      if (served->servers_join == coordinator) served->servers_join = nullptr;
+    }
+  };
+  return servers_admission{node.shared_->lane_secret, std::move(release)};
 }
 
 void app_node::serve(const std::string& name, const parameter_service& service) const {

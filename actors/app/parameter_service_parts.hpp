@@ -62,11 +62,18 @@ struct service_layout {
 caf::expected<service_layout> lay_out_service(const parameter_service_config& config,
                                               uint32_t servers);
 
-// The servers that join `node` get `coordinator` from now on (a null one: nobody's again).
-// Returns the cluster secret for data lanes ("" where the node allows none: TLS,
-// --no-data-lane); errc::bad_configuration when they already join another service's
-// (app_node.cpp).
-caf::expected<std::string> admit_servers_for(const app_node& node, const caf::actor& coordinator);
+// What a service on servers holds of its node: the cluster secret for data lanes ("" where
+// the node allows none: TLS, --no-data-lane), and `release`, which frees the node's servers
+// for another service.
+struct servers_admission {
+  std::string lane_secret;
+  std::function<void()> release;
+};
+
+// The servers that join `node` get `coordinator` from now on; errc::bad_configuration when
+// they already join another service's (app_node.cpp).
+caf::expected<servers_admission> admit_servers_for(const app_node& node,
+                                                   const caf::actor& coordinator);
 
 // Stops a service this process started on servers: its coordinator and the servers, waiting
 // a bounded time; the node's servers are free for another service then (service_on_servers.cpp).

@@ -99,13 +99,12 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
                        config.log.named(config.name + "/coordinator")};
   c.service = std::move(buckets);
   sh->coordinator = caf::actor_cast<caf::actor>(sys.spawn(coordinator, std::move(c)));
-  auto secret = admit_servers_for(node, sh->coordinator);
-  auto bound = std::chrono::milliseconds(std::chrono::ceil<std::chrono::seconds>(config.timeout));
-  if (!secret) {
-    stop_coordinator(sys, sh->coordinator, bound);
-    return std::move(secret.error());
+  auto admitted = admit_servers_for(node, sh->coordinator);
+  if (!admitted) {
+    stop_coordinator(sys, sh->coordinator, config.timeout);
+    return std::move(admitted.error());
   }
-  sh->release = [node] { admit_servers_for(node, caf::actor{}); };
+  sh->release = admitted->release;
   auto placed = wait_for_buckets(sys, sh->coordinator, config);
   if (!placed) {
     parameter_service{sh}.stop();
@@ -118,7 +117,7 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
   }
   sh->buckets = std::move(placed->first);
   sh->servers = std::move(*servers);
-  connect_to_servers(sys, sh->servers, *secret, config.timeout, sh->log, sh->lanes,
+  connect_to_servers(sys, sh->servers, admitted->lane_secret, config.timeout, sh->log, sh->lanes,
                      "the service's pulls and pushes");
   sh->log.info("service '{}': {} buckets on {} servers, {} copies each", config.name,
                sh->buckets.size(), sh->servers.size(), config.replication);

@@ -147,6 +147,15 @@ BOOST_FIXTURE_TEST_CASE(a_service_on_servers_refuses_what_it_cannot_place, fixtu
       fails_with(parameter_service::start(*sys, *node, on_servers(2, 0)), errc::bad_configuration));
   // Without its app node there is nobody for servers to join.
   BOOST_TEST(fails_with(parameter_service::start(*sys, on_servers(2, 1)), errc::bad_configuration));
+  // No server runs: the wait for one has its bound, and the node's servers are free after.
+  auto nobody = on_servers(1, 1);
+  nobody.join_timeout = std::chrono::milliseconds(500);
+  BOOST_TEST(fails_with(parameter_service::start(*sys, *node, nobody), errc::timeout));
+  auto late = server(0);
+  auto service = parameter_service::start(*sys, *node, on_servers(1, 1));
+  BOOST_TEST_REQUIRE(succeeded(service));
+  service->stop();
+  BOOST_TEST(late->wait(std::chrono::seconds(60)).value_or(-1) == 0);
 }
 
 BOOST_FIXTURE_TEST_CASE(one_service_on_servers_per_node, fixture) {

@@ -23,6 +23,8 @@
 
 namespace troupe {
 
+struct servers_admission;  // (internal: actors/app/parameter_service_parts.hpp)
+
 class app_node {
  public:
   // Listens on opts.listen (port 0: any free port, see port()) for consoles that know
@@ -57,8 +59,8 @@ class app_node {
 
  private:
   // A parameter service on servers (parameter_service::start) has the node's servers join it.
-  friend caf::expected<std::string> admit_servers_for(const app_node& node,
-                                                      const caf::actor& coordinator);
+  friend caf::expected<servers_admission> admit_servers_for(const app_node& node,
+                                                            const caf::actor& coordinator);
   explicit app_node(std::shared_ptr<shared> s) : shared_(std::move(s)) {}
   std::shared_ptr<shared> shared_;
 };
