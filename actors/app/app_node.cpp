@@ -123,15 +123,48 @@ caf::result<wire> tree(inspector_ptr self, const inspector_config& config) {
   return promise;
 }
 
+// The coordinator of the service on servers that this node's servers hold (none: none).
+coordinator_actor servers_coordinator(served_services& served) {
+  std::lock_guard<std::mutex> guard{served.lock};
+  return caf::actor_cast<coordinator_actor>(served.servers_join);
+}
+
+// The nodes: this one, and those of its service on servers (its coordinator, in this process,
+// and the servers, as a job's coordinator lists them), asked of that coordinator.
+caf::result<wire> nodes(inspector_ptr self, const inspector_config& config) {
+  table_view app{{"role", "name", "address", "state", "pid"}, {}};
+  app.rows.push_back({"app", config.name, config.address, "live", std::to_string(::getpid())});
+  auto service = servers_coordinator(*config.served);
+  if (!service) return encode(app);
+  auto promise = self->make_response_promise<wire>();
+  self->request(service, config.timeout, inspect_atom_v, std::string{"nodes"})
+      .then(
+          [=](const wire& w) mutable {
+            auto t = decode<table_view>(w);
+            if (!t || t->columns.size() < 5) {
+              promise.deliver(encode(app));
+              return;
+            }
+            std::vector<std::string> row(t->columns.size(), "-");
+            std::copy_n(app.rows[0].begin(), 4, row.begin());  // role, name, address, state
+            t->rows.insert(t->rows.begin(), std::move(row));
+            promise.deliver(encode(*t));
+          },
+          [=](caf::error&) mutable { promise.deliver(encode(app)); });
+  return promise;
+}
+
 caf::result<wire> inspect(inspector_ptr self, const inspector_config& config,
                           const std::string& view) {
   if (view == "tree") return tree(self, config);
-  if (view == "nodes") {
-    table_view t{{"role", "name", "address", "state", "pid"}, {}};
-    t.rows.push_back({"app", config.name, config.address, "live", std::to_string(::getpid())});
-    return encode(t);
-  }
-  return make_error(errc::bad_configuration, "no view '" + view + "' on an app node (nodes, tree)");
+  if (view == "nodes") return nodes(self, config);
+  if (view == "buckets" || view == "diag" || view == "metrics")
+    if (auto service = servers_coordinator(*config.served))
+      return self->delegate(service, inspect_atom_v, view);
+  return make_error(errc::bad_configuration,
+                    "no view '" + view +
+                        "' on an app node (nodes, tree; buckets, diag and metrics of a "
+                        "parameter service on servers)");
 }
 
 // An operator's action on an app node: only `log LEVEL` means anything here.

@@ -5,7 +5,8 @@
 // client finds them through the service's coordinator and goes on, and every push is applied
 // exactly once (plain SGD at lr 1 with gradients of ones: each value is minus the pushes).
 // Then another process (service_peer) connects through the app node and pushes over the lanes.
-// Also: what such a service refuses to start with.
+// The console sees its servers and buckets through the node. Also: what such a service refuses
+// to start with.
 #define BOOST_TEST_MODULE service_failover
 #include <boost/test/unit_test.hpp>
 
@@ -15,10 +16,15 @@
 #include <string>
 #include <vector>
 
+#include <caf/scoped_actor.hpp>
+
+#include "messages/codec.hpp"
+#include "messages/protocol.hpp"
 #include "tests/integration/child_process.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/app_node.hpp"
 #include "troupe/blocking_parameter_client.hpp"
+#include "troupe/detail/join.hpp"
 #include "troupe/node.hpp"
 #include "troupe/parameter_service.hpp"
 
@@ -50,6 +56,20 @@ struct fixture {
   }
   ~fixture() {
     if (node) node->stop();
+  }
+
+  // A console's view of the node, through the same handshake as troupe-console.
+  caf::expected<table_view> view(const std::string& name) {
+    launch_options console = opts;
+    console.coordinators = {{"127.0.0.1", node->port()}};
+    auto inspector = join_cluster(*sys, console, role::console, "test-console", quiet);
+    if (!inspector) return std::move(inspector.error());
+    caf::scoped_actor self{*sys};
+    caf::expected<table_view> out = make_error(errc::timeout, "no answer");
+    self->request(*inspector, std::chrono::seconds(30), inspect_atom_v, name)
+        .receive([&](const wire& w) { out = decode<table_view>(w); },
+                 [&](caf::error& err) { out = std::move(err); });
+    return out;
   }
 
   // Server node `i`, joining this app node.
@@ -118,6 +138,23 @@ BOOST_FIXTURE_TEST_CASE(a_killed_server_s_backups_take_over_and_each_push_lands_
   const std::vector<float> expected(24, -float(pushes));
   BOOST_TEST(last->values == expected, boost::test_tools::per_element());
   for (const auto& route : client->routes()) BOOST_TEST(route == "lane");
+
+  // The console sees the service's servers through the node, the killed one lost, and every
+  // bucket's primary on a live one.
+  auto nodes = view("nodes");
+  BOOST_TEST_REQUIRE(succeeded(nodes));
+  size_t servers_listed = 0, lost = 0;
+  for (const auto& row : nodes->rows) {
+    servers_listed += row[0] == "server";
+    lost += row[0] == "server" && row[3] == "lost";
+  }
+  BOOST_TEST(nodes->rows.front()[0] == "app");
+  BOOST_TEST(servers_listed == 3u);
+  BOOST_TEST(lost == 1u);
+  auto buckets = view("buckets");
+  BOOST_TEST_REQUIRE(succeeded(buckets));
+  BOOST_TEST_REQUIRE(buckets->rows.size() == 3u);
+  for (const auto& row : buckets->rows) BOOST_TEST(row[1] != "server-0");
 
   // Another process, through the app node: client 1 finds the buckets as they are now (the
   // backups that took over) on the servers, and pushes 1, 2, ..., 24 over their lanes.

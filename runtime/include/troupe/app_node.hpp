@@ -1,9 +1,10 @@
 // What troupe-console sees of an app of its own actors. app_node::start publishes the node's
 // gatekeeper on --listen (the same handshake as a job's coordinator: a console must prove the
 // cluster secret); show() puts a supervisor and its children in the console's `tree`, with
-// their names, kinds, states and restarts. The console's `nodes` lists this node and `log`
-// changes its log level; the job views (workers, buckets, curve, diag, metrics) and the job
-// commands (fault, checkpoint, drain) answer that this node runs no training job. serve()
+// their names, kinds, states and restarts. The console's `nodes` lists this node (and the
+// servers of a parameter service it placed on servers, whose `buckets`, `diag` and `metrics`
+// it shows too) and `log` changes its log level; the other job views (workers, curve) and the
+// job commands (fault, checkpoint, drain) answer that this node runs no training job. serve()
 // makes a parameter service reachable from actors in other processes that join the node with
 // the same secret (parameter_service::connect).
 // Start it from main() after the actor system; stop() unpublishes it.
