@@ -62,6 +62,7 @@ struct app_node::shared {
   caf::actor_system* sys = nullptr;
   std::shared_ptr<lane_listener> lane;  // the data lane of the services it serves (none: CAF)
   std::string lane_secret;              // for data lanes to servers ("": TLS, --no-data-lane)
+  launch_options opts;                  // as started (a service on servers' coordinator's too)
 };
 
 namespace {
@@ -297,6 +298,7 @@ caf::expected<app_node> app_node::start(caf::actor_system& sys, const launch_opt
                                   log, sh->served, opts.tls_dir, opts.operator_secret,
                                   sh->lane ? sh->lane->port() : uint16_t{0}});
   if (opts.tls_dir.empty() && !opts.no_data_lane) sh->lane_secret = opts.secret;
+  sh->opts = opts;
   gatekeeper_config doors{opts.secret, sh->inspector, sh->inspector.address(),
                           log.named("gatekeeper")};
   doors.servers_join = [served = sh->served] {
@@ -328,22 +330,25 @@ caf::expected<caf::actor> app_node::join(caf::actor_system& sys, const launch_op
   return caf::actor_cast<caf::actor>(*node);
 }
 
-caf::expected<servers_admission> admit_servers_for(const app_node& node,
-                                                   const caf::actor& coordinator) {
+caf::expected<servers_admission> admit_servers_for(
+    const app_node& node, const std::function<caf::actor(const launch_options&)>& coordinator) {
   auto served = node.shared_->served;
   std::lock_guard<std::mutex> guard{served->lock};
   if (served->servers_join)
     return make_error(errc::bad_configuration,
                       "this app node's servers already hold another parameter service");
-  served->servers_join = coordinator;
+  servers_admission out{coordinator(node.shared_->opts), node.shared_->lane_secret, {}};
+  served->servers_join = out.coordinator;
   // (Weakly: a service the node serves must not keep the node.)
-  auto release = [weak = std::weak_ptr<served_services>(served), coordinator] {
+  out.release = [weak = std::weak_ptr<served_services>(served), at = out.coordinator] {
     if (auto served = weak.lock()) {
       std::lock_guard<std::mutex> guard{served->lock};
-      if (served->servers_join == coordinator) served->servers_join = nullptr;
+      if (served->servers_join == at) served->servers_join = nullptr;
     }
   };
-  return servers_admission{node.shared_->lane_secret, std::move(release)};
+  // However the coordinator ends (stopped, or failed on its own), the servers are free again.
+  out.coordinator->attach_functor([release = out.release] { release(); });
+  return out;
 }
 
 void app_node::serve(const std::string& name, const parameter_service& service) const {

@@ -62,18 +62,19 @@ struct service_layout {
 caf::expected<service_layout> lay_out_service(const parameter_service_config& config,
                                               uint32_t servers);
 
-// What a service on servers holds of its node: the cluster secret for data lanes ("" where
-// the node allows none: TLS, --no-data-lane), and `release`, which frees the node's servers
-// for another service.
+// A service on servers' coordinator as its node admitted it: the actor, the cluster secret for
+// data lanes ("" where the node allows none: TLS, --no-data-lane), and `release`, which frees
+// the node's servers for another service (it runs when the coordinator ends, too).
 struct servers_admission {
+  caf::actor coordinator;
   std::string lane_secret;
   std::function<void()> release;
 };
 
-// The servers that join `node` get `coordinator` from now on; errc::bad_configuration when
-// they already join another service's (app_node.cpp).
-caf::expected<servers_admission> admit_servers_for(const app_node& node,
-                                                   const caf::actor& coordinator);
+// Spawns `coordinator` with the node's options, and the servers that join `node` get it from
+// now on; errc::bad_configuration when they already join another service's (app_node.cpp).
+caf::expected<servers_admission> admit_servers_for(
+    const app_node& node, const std::function<caf::actor(const launch_options&)>& coordinator);
 
 // Stops a service this process started on servers: its coordinator and the servers, waiting
 // a bounded time; the node's servers are free for another service then (service_on_servers.cpp).

@@ -19,10 +19,10 @@ namespace {
 // The most servers one service waits for: more than any machine room gives one app.
 constexpr uint32_t max_service_servers = 1024;
 
-// The job flags the service's coordinator goes by: servers and copies, no workers, and the
-// service's bounds (its requests' timeout, whole seconds).
-launch_options coordinator_options(const parameter_service_config& config) {
-  launch_options o;
+// The job flags the service's coordinator goes by: the app node's (its address, heartbeats,
+// TLS, operators), with the service's servers and copies, no workers, the service's bounds
+// (its requests' timeout, whole seconds), and none of a job's files.
+launch_options coordinator_options(launch_options o, const parameter_service_config& config) {
   o.mode = job_mode::ps;
   o.servers = config.servers;
   o.workers = 0;
@@ -31,6 +31,10 @@ launch_options coordinator_options(const parameter_service_config& config) {
       std::max(std::chrono::seconds(1), std::chrono::ceil<std::chrono::seconds>(config.timeout));
   o.join_timeout = std::chrono::ceil<std::chrono::seconds>(config.join_timeout);
   o.name = config.name;
+  o.report.clear();
+  o.checkpoint_dir.clear();
+  o.resume.clear();
+  o.tensorboard.clear();
   return o;
 }
 
@@ -75,7 +79,7 @@ caf::expected<std::pair<std::vector<bucket_actor>, std::string>> wait_for_bucket
               err =
                   make_error(errc::timeout,
                              fmt::format("service '{}': {} servers did not join within {} ms "
-                                         "(run them with --role server --coordinators at "
+                                         "(run them with --role server --coordinator at "
                                          "this app node)",
                                          config.name, config.servers, config.join_timeout.count()));
             out = std::move(err);
@@ -95,15 +99,14 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
   auto sh = std::move(laid_out->shared);
   service_buckets buckets{config.tensors, sh->plan, {}};
   for (const auto& spec : laid_out->specs) buckets.specs.push_back(encode(spec));
-  coordinator_config c{coordinator_options(config), nullptr, caf::actor_addr{},
-                       config.log.named(config.name + "/coordinator")};
-  c.service = std::move(buckets);
-  sh->coordinator = caf::actor_cast<caf::actor>(sys.spawn(coordinator, std::move(c)));
-  auto admitted = admit_servers_for(node, sh->coordinator);
-  if (!admitted) {
-    stop_coordinator(sys, sh->coordinator, config.timeout);
-    return std::move(admitted.error());
-  }
+  auto admitted = admit_servers_for(node, [&](const launch_options& node_opts) {
+    coordinator_config c{coordinator_options(node_opts, config), nullptr, caf::actor_addr{},
+                         config.log.named(config.name + "/coordinator")};
+    c.service = std::move(buckets);
+    return caf::actor_cast<caf::actor>(sys.spawn(coordinator, std::move(c)));
+  });
+  if (!admitted) return std::move(admitted.error());
+  sh->coordinator = admitted->coordinator;
   sh->release = admitted->release;
   auto placed = wait_for_buckets(sys, sh->coordinator, config);
   if (!placed) {

@@ -19,7 +19,7 @@ namespace troupe {
 // buckets skip the node that named it) and, with the cluster `secret`, opens a data lane into
 // `lanes` to each one that offers one. A server it cannot connect to is still reached through
 // the node that named it; one without a lane, over CAF (both say so in `log`, naming `what`
-// goes that way, e.g. "the tables' rows"). Returns the servers it connected to.
+// goes that way, e.g. "the tables' rows"). Returns the servers it reached (either way).
 std::vector<endpoint> connect_to_servers(caf::actor_system& sys,
                                          const std::vector<endpoint>& servers,
                                          const std::string& secret,

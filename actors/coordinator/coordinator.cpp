@@ -26,6 +26,14 @@ void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::err
   st.phase = job_phase::finishing;
   const std::string why = reason ? describe(reason) : std::string{};
   release_follower(self, why);
+  // Requests held for the buckets are answered now: a promise left behind answers nothing.
+  const caf::error ended = make_error(errc::job_failed, why.empty() ? "stopped" : why);
+  for (auto& promise : st.tables_wanted) promise.deliver(ended);
+  st.tables_wanted.clear();
+  for (auto& home : st.directory.homes) {
+    for (auto& promise : home.waiting) promise.deliver(ended);
+    home.waiting.clear();
+  }
   auto pending = std::make_shared<size_t>(0);
   auto done = [=] {
     if (--*pending == 0) self->quit(reason);

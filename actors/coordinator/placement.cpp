@@ -283,9 +283,11 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
   if (st.phase != job_phase::training) return fail(self, config, what);
   if (config.opts.replication < 2 && config.opts.checkpoint_dir.empty())
     return fail(self, config,
-                what +
-                    "; its buckets are gone (--replication 2 keeps a backup of each; "
-                    "--checkpoint-dir restores them from the last checkpoint)");
+                what + (config.service ? "; its buckets are gone (a service's replication 2 "
+                                         "keeps a backup of each)"
+                                       : "; its buckets are gone (--replication 2 keeps a backup "
+                                         "of each; --checkpoint-dir restores them from the last "
+                                         "checkpoint)"));
   st.directory.lost_at = std::chrono::steady_clock::now();
   // An evaluation pulling from the lost server would wait for its timeout: start it again.
   ++st.evaluation.round;

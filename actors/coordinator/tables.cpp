@@ -1,7 +1,9 @@
-// --mode hybrid, the tables' coordinator's side of the group: it hands the group's coordinator
-// the buckets of the task's embedding tables once they are ready, tells it of every server
-// lost (the job's report is the group's), and stops the servers when the group says the job
-// is over. The group's side is actors/dp/coordinator/dp_tables.cpp.
+// The buckets handed out by a coordinator without workers of its own. --mode hybrid, the
+// tables' coordinator's side of the group: it hands the group's coordinator the buckets of
+// the task's embedding tables once they are ready, tells it of every server lost (the job's
+// report is the group's), and stops the servers when the group says the job is over. The
+// group's side is actors/dp/coordinator/dp_tables.cpp. An app's parameter service on servers
+// (coordinator_config::service): the same, for the service's clients and its own process.
 #include <algorithm>
 
 #include "actors/coordinator/coordinator_parts.hpp"
@@ -35,8 +37,9 @@ void tables_placed(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   st.phase = job_phase::training;
   st.training.started = std::chrono::steady_clock::now();
-  config.log.info("tables: {} buckets on {} servers, handed to the group",
-                  st.directory.buckets.size(), st.roster.servers.size());
+  config.log.info("{}: {} buckets on {} servers, {}", config.service ? "service" : "tables",
+                  st.directory.buckets.size(), st.roster.servers.size(),
+                  config.service ? "placed" : "handed to the group");
   hand_tables(self);
 }
 

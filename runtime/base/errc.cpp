@@ -42,6 +42,8 @@ std::string to_string(errc code) {
       return "task_failed";
     case errc::interrupted:
       return "interrupted";
+    case errc::not_ready:
+      return "not_ready";
   }
   return "unknown_error";
 }

@@ -131,20 +131,15 @@ caf::expected<gatekeeper_actor> connect_gatekeeper(caf::actor_system& sys,
                                        sys.render(last) + ")");
 }
 
-}  // namespace
-
-caf::expected<coordinator_actor> join_cluster(caf::actor_system& sys, const launch_options& opts,
-                                              role sender, const std::string& name,
-                                              const logger& log, host_port* joined) {
-  host_port where;
-  auto gk = connect_gatekeeper(sys, opts, log, where);
-  if (!gk) return std::move(gk.error());
-  if (joined) *joined = where;
+// The handshake with the gatekeeper at `where`: its coordinator for our proof.
+caf::expected<coordinator_actor> handshake(caf::actor_system& sys, const gatekeeper_actor& gk,
+                                           const launch_options& opts, role sender,
+                                           const std::string& name, const host_port& where) {
   caf::scoped_actor self{sys};
   const auth::bytes nonce = auth::random_nonce();
   if (nonce.empty()) return make_error(errc::authentication_failed, "no random bytes");
   caf::expected<challenge> offered = make_error(errc::timeout, "no challenge");
-  self->request(*gk, opts.request_timeout, hello_atom_v, encode(hello{sender, name, nonce}))
+  self->request(gk, opts.request_timeout, hello_atom_v, encode(hello{sender, name, nonce}))
       .receive([&](const wire& w) { offered = decode<challenge>(w); },
                [&](caf::error& err) { offered = std::move(err); });
   if (!offered) return std::move(offered.error());
@@ -161,10 +156,32 @@ caf::expected<coordinator_actor> join_cluster(caf::actor_system& sys, const laun
   const proof mine{offered->session,
                    auth::node_proof(opts.secret, offered->gatekeeper_nonce, nonce, sender, name)};
   caf::expected<coordinator_actor> result = make_error(errc::timeout, "no answer to our proof");
-  self->request(*gk, opts.request_timeout, prove_atom_v, encode(mine))
+  self->request(gk, opts.request_timeout, prove_atom_v, encode(mine))
       .receive([&](coordinator_actor& c) { result = std::move(c); },
                [&](caf::error& err) { result = std::move(err); });
   return result;
+}
+
+}  // namespace
+
+caf::expected<coordinator_actor> join_cluster(caf::actor_system& sys, const launch_options& opts,
+                                              role sender, const std::string& name,
+                                              const logger& log, host_port* joined) {
+  const auto deadline = std::chrono::steady_clock::now() + opts.join_timeout;
+  for (bool said = false;; said = true) {
+    host_port where;
+    auto gk = connect_gatekeeper(sys, opts, log, where);
+    if (!gk) return std::move(gk.error());
+    if (joined) *joined = where;
+    auto admitted = handshake(sys, *gk, opts, sender, name, where);
+    // Nothing to join there yet (an app node before its service on servers): again, until
+    // --join-timeout.
+    if (admitted || !has_code(admitted.error(), errc::not_ready) ||
+        std::chrono::steady_clock::now() >= deadline)
+      return admitted;
+    if (!said) log.info("waiting at {}: {}", to_string(where), describe(admitted.error()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
 }
 
 }  // namespace troupe

@@ -1,6 +1,6 @@
 // An app's parameter service on server nodes (parameter_service::start with an app_node):
-// three real server processes (troupe-fmnist --role server) join the app node, hold every
-// bucket twice (--replication 2), and this process's blocking client pulls and pushes over
+// three real server processes (troupe-fmnist --role server), started first, join the app node, hold
+// every bucket twice (--replication 2), and this process's blocking client pulls and pushes over
 // their data lanes. One server is killed with a push in flight: the backups take over, the
 // client finds them through the service's coordinator and goes on, and every push is applied
 // exactly once (plain SGD at lr 1 with gradients of ones: each value is minus the pushes).
@@ -112,6 +112,8 @@ bool pull_and_push_ones(blocking_parameter_client& client) {
 BOOST_FIXTURE_TEST_CASE(a_killed_server_s_backups_take_over_and_each_push_lands_once, fixture) {
   std::vector<std::unique_ptr<child_process>> servers;
   for (int i = 0; i < 3; ++i) servers.push_back(server(i));
+  // Servers that come before the service wait for it (they are told to try again).
+  BOOST_TEST_REQUIRE(servers[0]->wait_for_output("no parameter service waits for servers"));
   auto service = parameter_service::start(*sys, *node, on_servers(3, 2));
   BOOST_TEST_REQUIRE(succeeded(service));
   BOOST_TEST(!service->supervisor());  // each server supervises its own buckets

@@ -58,6 +58,8 @@ caf::expected<std::vector<float>> pull_push_pull(caf::actor_system& sys,
 }
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it comes: a test that kills us sees
+                                             // how far we got
   const std::string mode = argc == 4 ? argv[3] : "";
   const bool over_lanes = mode == "--lane";
   const bool blocking = mode == "--blocking" || over_lanes;
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
   const logger log{"service-peer", log_level::warn};
   auto node = app_node::join(sys, opts, log);
   if (!node) return failed("join", node.error());
+  std::printf("joined the node\n");
   const auto timeout = std::chrono::milliseconds(10000);
   auto wrong = parameter_service::connect(sys, *node, "no-such-service", timeout);
   if (wrong) {
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
   const lane_access lane{address->host, over_lanes ? opts.secret : ""};
   auto service = parameter_service::connect(sys, *node, "params", timeout, lane);
   if (!service) return failed("connect", service.error());
+  std::printf("connected to params\n");
   if (blocking) {
     auto values = pull_push_pull(sys, *service);
     if (!values) return failed("blocking pull and push", values.error());

@@ -113,10 +113,6 @@ class InTwoProcesses(unittest.TestCase):
                                               ("1.weight", (1, 2)), ("1.bias", (1,))])
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class OnServers(unittest.TestCase):
     def test_a_killed_server_s_backups_take_over_and_the_loop_goes_on(self):
         at = f"127.0.0.1:{free_port()}"
@@ -152,3 +148,7 @@ class OnServers(unittest.TestCase):
     def test_a_service_on_servers_needs_an_address_to_be_joined_at(self):
         with self.assertRaisesRegex(ValueError, "listen="):
             troupe.ParameterService(tiny(), clients=1, servers=2)
+
+
+if __name__ == "__main__":
+    unittest.main()

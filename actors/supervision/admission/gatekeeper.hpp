@@ -22,9 +22,10 @@ struct gatekeeper_config {
   logger log;
   size_t max_pending = 256;
   std::chrono::seconds challenge_ttl{30};
-  // The coordinator servers get instead, asked at each admission (none, or a null answer:
-  // `coordinator`): --mode hybrid's tables coordinator; an app node's, the coordinator of the
-  // parameter service it places on servers (parameter_service::start with servers).
+  // The coordinator servers get instead, asked at each admission (none: `coordinator`):
+  // --mode hybrid's tables coordinator; an app node's, the coordinator of the parameter
+  // service it places on servers (parameter_service::start with servers), and while it has
+  // none (a null answer) a server is told errc::not_ready and tries again.
   std::function<coordinator_actor()> servers_join;
 };
 

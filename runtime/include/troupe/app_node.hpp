@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -60,8 +61,8 @@ class app_node {
 
  private:
   // A parameter service on servers (parameter_service::start) has the node's servers join it.
-  friend caf::expected<servers_admission> admit_servers_for(const app_node& node,
-                                                            const caf::actor& coordinator);
+  friend caf::expected<servers_admission> admit_servers_for(
+      const app_node& node, const std::function<caf::actor(const launch_options&)>& coordinator);
   explicit app_node(std::shared_ptr<shared> s) : shared_(std::move(s)) {}
   std::shared_ptr<shared> shared_;
 };

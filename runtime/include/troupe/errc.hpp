@@ -28,6 +28,7 @@ enum class errc : uint8_t {
   not_rejoined,           // a member asked a coordinator that is taking over before rejoining it
   task_failed,            // the user's task raised (a Python exception; its traceback is the text)
   interrupted,            // the process got a stop signal (Ctrl-C, SIGTERM) and ended its part
+  not_ready,              // nothing to join yet (an app node's servers wait for a service)
 };
 
 std::string to_string(errc code);

@@ -153,7 +153,7 @@ class parameter_service {
                                                 parameter_service_config config);
 
   // The same service with its buckets on config.servers server nodes: any Troupe app binary
-  // run with `--role server --coordinators HOST:PORT` of `node` and its secret. Each bucket
+  // run with `--role server --coordinator HOST:PORT` of `node` and its secret. Each bucket
   // has config.replication copies, each on its own server, chained as a job's are: when a
   // server is lost, the first live backup of each of its primaries takes over, the clients
   // find it through the service's coordinator (their requests in flight go again, applied

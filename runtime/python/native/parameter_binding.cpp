@@ -187,6 +187,7 @@ class service_binding {
   }
 
   void stop() {
+    py::gil_scoped_release unlocked;  // a service on servers waits for its coordinator to end
     if (node_) node_->stop();
     if (service_) service_->stop();
     node_.reset();
