@@ -17,6 +17,7 @@
 #include "messages/codec.hpp"
 #include "messages/protocol.hpp"
 #include "tests/integration/child_process.hpp"
+#include "tests/support/console_view.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/app_node.hpp"
 #include "troupe/detail/join.hpp"
@@ -26,6 +27,7 @@
 
 using namespace troupe;
 using troupe::testing::child_process;
+using troupe::testing::console_view;
 using troupe::testing::fails_with;
 using troupe::testing::is_error;
 using troupe::testing::scratch;
@@ -77,14 +79,7 @@ struct fixture {
     launch_options console = opts;
     console.coordinators = {{"127.0.0.1", port}};
     console.secret = secret;
-    auto coordinator = join_cluster(*sys, console, role::console, "test-console", quiet);
-    if (!coordinator) return std::move(coordinator.error());
-    caf::scoped_actor self{*sys};
-    caf::expected<table_view> out = make_error(errc::timeout, "no answer");
-    self->request(*coordinator, answer_within, inspect_atom_v, name)
-        .receive([&](const wire& w) { out = decode<table_view>(w); },
-                 [&](caf::error& err) { out = std::move(err); });
-    return out;
+    return console_view(*sys, console, name, quiet);
   }
 };
 

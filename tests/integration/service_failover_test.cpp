@@ -16,20 +16,17 @@
 #include <string>
 #include <vector>
 
-#include <caf/scoped_actor.hpp>
-
-#include "messages/codec.hpp"
-#include "messages/protocol.hpp"
 #include "tests/integration/child_process.hpp"
+#include "tests/support/console_view.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/app_node.hpp"
 #include "troupe/blocking_parameter_client.hpp"
-#include "troupe/detail/join.hpp"
 #include "troupe/node.hpp"
 #include "troupe/parameter_service.hpp"
 
 using namespace troupe;
 using troupe::testing::child_process;
+using troupe::testing::console_view;
 using troupe::testing::fails_with;
 using troupe::testing::scratch;
 using troupe::testing::succeeded;
@@ -62,14 +59,7 @@ struct fixture {
   caf::expected<table_view> view(const std::string& name) {
     launch_options console = opts;
     console.coordinators = {{"127.0.0.1", node->port()}};
-    auto inspector = join_cluster(*sys, console, role::console, "test-console", quiet);
-    if (!inspector) return std::move(inspector.error());
-    caf::scoped_actor self{*sys};
-    caf::expected<table_view> out = make_error(errc::timeout, "no answer");
-    self->request(*inspector, std::chrono::seconds(30), inspect_atom_v, name)
-        .receive([&](const wire& w) { out = decode<table_view>(w); },
-                 [&](caf::error& err) { out = std::move(err); });
-    return out;
+    return console_view(*sys, console, name, quiet);
   }
 
   // Server node `i`, joining this app node.
