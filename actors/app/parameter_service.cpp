@@ -365,7 +365,7 @@ caf::expected<parameter_client> parameter_service::client(uint32_t id) const {
   auto st = std::make_shared<parameter_client::state>();
   st->service = shared_;
   st->id = id;
-  st->buckets = shared_->buckets;
+  st->buckets = shared_->coordinator ? buckets_now(*shared_) : shared_->buckets;
   return parameter_client{std::move(st)};
 }
 

@@ -76,6 +76,10 @@ struct servers_admission {
 caf::expected<servers_admission> admit_servers_for(
     const app_node& node, const std::function<caf::actor(const launch_options&)>& coordinator);
 
+// A service on servers' buckets as they are now (a backup may have taken over since it
+// started), asked of its coordinator; those it started with when it does not answer in time.
+std::vector<bucket_actor> buckets_now(const parameter_service::shared& service);
+
 // Stops a service this process started on servers: its coordinator and the servers, waiting
 // a bounded time; the node's servers are free for another service then (service_on_servers.cpp).
 void stop_service_on_servers(const parameter_service::shared& service);

@@ -127,6 +127,19 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
   return parameter_service{std::move(sh)};
 }
 
+std::vector<bucket_actor> buckets_now(const parameter_service::shared& service) {
+  caf::scoped_actor self{service.coordinator->home_system()};
+  std::vector<bucket_actor> out = service.buckets;
+  self->request(caf::actor_cast<coordinator_actor>(service.coordinator), service.timeout,
+                tables_atom_v)
+      .receive(
+          [&](std::vector<bucket_actor>& buckets, const std::string&) {
+            if (buckets.size() == out.size()) out = std::move(buckets);
+          },
+          [](caf::error&) {});
+  return out;
+}
+
 void stop_service_on_servers(const parameter_service::shared& service) {
   stop_coordinator(service.coordinator->home_system(), service.coordinator,
                    service.timeout * 2 + std::chrono::seconds(1));

@@ -80,7 +80,7 @@ parameter_service_config on_servers(uint32_t servers, uint32_t replication) {
   c.optimizer.type = optimizer_config::kind::sgd;
   c.optimizer.lr = 1.0f;
   c.buckets = 3;
-  c.clients = 2;  // this process's, and service_peer's
+  c.clients = 3;  // this process's two, and service_peer's (id 1)
   c.servers = servers;
   c.replication = replication;
   c.join_timeout = std::chrono::seconds(120);
@@ -130,6 +130,12 @@ BOOST_FIXTURE_TEST_CASE(a_killed_server_s_backups_take_over_and_each_push_lands_
   const std::vector<float> expected(24, -float(pushes));
   BOOST_TEST(last->values == expected, boost::test_tools::per_element());
   for (const auto& route : client->routes()) BOOST_TEST(route == "lane");
+  // A client opened after the failover starts from the buckets as they are now.
+  auto late = blocking_parameter_client::open(*sys, *service, 2);
+  BOOST_TEST_REQUIRE(succeeded(late));
+  auto late_read = late->pull();
+  BOOST_TEST_REQUIRE(succeeded(late_read));
+  BOOST_TEST(late_read->values == expected, boost::test_tools::per_element());
 
   // The console sees the service's servers through the node, the killed one lost, and every
   // bucket's primary on a live one.
