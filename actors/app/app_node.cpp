@@ -301,10 +301,7 @@ caf::expected<app_node> app_node::start(caf::actor_system& sys, const launch_opt
   sh->opts = opts;
   gatekeeper_config doors{opts.secret, sh->inspector, sh->inspector.address(),
                           log.named("gatekeeper")};
-  doors.servers_join = [served = sh->served] {
-    std::lock_guard<std::mutex> guard{served->lock};
-    return caf::actor_cast<coordinator_actor>(served->servers_join);
-  };
+  doors.servers_join = [served = sh->served] { return servers_coordinator(*served); };
   sh->gatekeeper = sys.spawn(gatekeeper, doors);
   auto port = net::publish(sh->gatekeeper, opts.listen.port, opts.listen.host);
   if (!port) {

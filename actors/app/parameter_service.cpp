@@ -157,13 +157,6 @@ bucket_client& client_for(caf::event_based_actor* self,
   return *st->client;
 }
 
-// The serving node's data lane at lane.host:port, for the service's clients; without it (it
-// cannot be reached, TLS) they go over CAF.
-void open_lane(parameter_service::shared& service, const lane_access& lane, uint16_t port,
-               std::chrono::milliseconds timeout) {
-  service.lanes.open(lane.host, port, lane.secret, timeout, service.log, "the service's requests");
-}
-
 // Each bucket's spec, as a remote server would receive it: through the codec and its checks.
 caf::expected<std::vector<bucket_spec>> bucket_specs(const parameter_service_config& config,
                                                      const flat_layout& layout,
@@ -345,8 +338,9 @@ caf::expected<parameter_service> parameter_service::connect(caf::actor_system& s
             if (!sh->servers.empty())
               connect_to_servers(sys, sh->servers, lane.secret, timeout, sh->log, sh->lanes,
                                  "the service's pulls and pushes");
-            else if (dir->lane != 0 && !lane.secret.empty())
-              open_lane(*sh, lane, dir->lane, timeout);
+            else if (dir->lane != 0 && !lane.secret.empty())  // the serving node's own lane
+              sh->lanes.open(lane.host, dir->lane, lane.secret, timeout, sh->log,
+                             "the service's requests");
             out = parameter_service{std::move(sh)};
           },
           [&](caf::error& err) {

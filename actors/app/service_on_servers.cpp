@@ -62,29 +62,34 @@ void stop_coordinator(caf::actor_system& sys, const caf::actor& coordinator,
   self->receive([](const caf::down_msg&) {}, caf::after(bound) >> [] {});
 }
 
-// Waits (at most config.join_timeout) for the servers to join and hold every bucket: the
-// buckets and the servers' list.
-caf::expected<std::pair<std::vector<bucket_actor>, std::string>> wait_for_buckets(
-    caf::actor_system& sys, const caf::actor& coordinator, const parameter_service_config& config) {
+using buckets_and_servers = std::pair<std::vector<bucket_actor>, std::string>;
+
+// The coordinator's buckets and its servers' list (to_server_list), once every bucket has a
+// primary; its error, or errc::timeout past `bound`.
+caf::expected<buckets_and_servers> ask_tables(caf::actor_system& sys, const caf::actor& coordinator,
+                                              std::chrono::milliseconds bound) {
   caf::scoped_actor self{sys};
-  caf::expected<std::pair<std::vector<bucket_actor>, std::string>> out =
-      make_error(errc::timeout, "no answer");
-  self->request(caf::actor_cast<coordinator_actor>(coordinator), config.join_timeout, tables_atom_v)
+  caf::expected<buckets_and_servers> out = make_error(errc::timeout, "no answer");
+  self->request(caf::actor_cast<coordinator_actor>(coordinator), bound, tables_atom_v)
       .receive(
-          [&](std::vector<bucket_actor> buckets, std::string servers) {
-            out = std::make_pair(std::move(buckets), std::move(servers));
+          [&](std::vector<bucket_actor>& buckets, std::string& servers) {
+            out = buckets_and_servers{std::move(buckets), std::move(servers)};
           },
-          [&](caf::error& err) {
-            if (err == caf::sec::request_timeout)
-              err =
-                  make_error(errc::timeout,
-                             fmt::format("service '{}': {} servers did not join within {} ms "
-                                         "(run them with --role server --coordinator at "
-                                         "this app node)",
-                                         config.name, config.servers, config.join_timeout.count()));
-            out = std::move(err);
-          });
+          [&](caf::error& err) { out = std::move(err); });
   return out;
+}
+
+// Waits (at most config.join_timeout) for the servers to join and hold every bucket.
+caf::expected<buckets_and_servers> wait_for_buckets(caf::actor_system& sys,
+                                                    const caf::actor& coordinator,
+                                                    const parameter_service_config& config) {
+  auto placed = ask_tables(sys, coordinator, config.join_timeout);
+  if (!placed && placed.error() == caf::sec::request_timeout)
+    return make_error(errc::timeout,
+                      fmt::format("service '{}': {} servers did not join within {} ms (run them "
+                                  "with --role server --coordinator at this app node)",
+                                  config.name, config.servers, config.join_timeout.count()));
+  return placed;
 }
 
 }  // namespace
@@ -128,16 +133,8 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
 }
 
 std::vector<bucket_actor> buckets_now(const parameter_service::shared& service) {
-  caf::scoped_actor self{service.coordinator->home_system()};
-  std::vector<bucket_actor> out = service.buckets;
-  self->request(caf::actor_cast<coordinator_actor>(service.coordinator), service.timeout,
-                tables_atom_v)
-      .receive(
-          [&](std::vector<bucket_actor>& buckets, const std::string&) {
-            if (buckets.size() == out.size()) out = std::move(buckets);
-          },
-          [](caf::error&) {});
-  return out;
+  auto now = ask_tables(service.coordinator->home_system(), service.coordinator, service.timeout);
+  return now && now->first.size() == service.buckets.size() ? now->first : service.buckets;
 }
 
 void stop_service_on_servers(const parameter_service::shared& service) {

@@ -78,13 +78,14 @@ void connect_table_servers(self_ptr self, const dp_trainer_config& config,
   auto list = parse_server_list(servers);
   if (!list) return config.log.warn("ignored a malformed server list: {}", describe(list.error()));
   auto& st = self->state;
+  const auto key = [](const endpoint& at) { return to_string(host_port{at.host, at.port}); };
   std::vector<endpoint> fresh;  // (after a rejoin, only servers not connected to yet)
   for (const auto& at : *list)
-    if (!st.table_servers.count(at.host + ':' + std::to_string(at.port))) fresh.push_back(at);
+    if (!st.table_servers.count(key(at))) fresh.push_back(at);
   for (const auto& at :
        connect_to_servers(self->system(), fresh, config.lane_secret, config.request_timeout,
                           config.log, st.table_lanes, "the tables' rows"))
-    st.table_servers.insert(at.host + ':' + std::to_string(at.port));
+    st.table_servers.insert(key(at));
 }
 
 void pull_share_rows(self_ptr self, const dp_trainer_config& config, example_range share,

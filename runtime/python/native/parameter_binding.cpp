@@ -139,30 +139,16 @@ class service_binding {
     config.servers = servers;
     config.replication = replication;
     config.join_timeout = opts->join_timeout;
-    if (servers > 0) {
-      start_on_servers(std::move(config), *opts);
+    if (!serve) {
+      auto started = parameter_service::start(sys_, std::move(config));
+      if (!started) raise_error(started.error(), "starting the parameter service");
+      service_ = std::move(*started);
       return;
     }
-    auto started = parameter_service::start(sys_, std::move(config));
-    if (!started) raise_error(started.error(), "starting the parameter service");
-    service_ = std::move(*started);
-    if (!serve) return;
+    // The node first (servers join it), then the service: in this process, or on its servers
+    // once they joined, waited for without the GIL (at most the join timeout).
     auto node = app_node::start(sys_, *opts, logger{"app-node", opts->level});
-    if (!node) {
-      service_->stop();
-      raise_error(node.error(), "serving the parameter service");
-    }
-    node->serve(name, *service_);
-    address_ = fmt::format("{}:{}", opts->listen.host, node->port());
-    node_ = std::move(*node);
-  }
-
-  // The node first (the servers join it), then the service, waiting for the servers without
-  // the GIL (at most the join timeout).
-  void start_on_servers(parameter_service_config config, const launch_options& opts) {
-    auto node = app_node::start(sys_, opts, logger{"app-node", opts.level});
     if (!node) raise_error(node.error(), "serving the parameter service");
-    const std::string name = config.name;
     caf::expected<parameter_service> started = make_error(errc::timeout, "not started");
     {
       py::gil_scoped_release unlocked;
@@ -170,13 +156,14 @@ class service_binding {
     }
     if (!started) {
       node->stop();
-      raise_error(started.error(), "starting the parameter service on its servers");
+      raise_error(started.error(), "starting the parameter service");
     }
     service_ = std::move(*started);
     node->serve(name, *service_);
-    address_ = fmt::format("{}:{}", opts.listen.host, node->port());
+    address_ = fmt::format("{}:{}", opts->listen.host, node->port());
     node_ = std::move(*node);
   }
+
   ~service_binding() { stop(); }
 
   std::string address() const { return address_; }
