@@ -84,6 +84,15 @@ int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::s
   return 1;
 }
 
+exit_bound::~exit_bound() {
+  std::thread([program = program_, code = code_] {
+    std::this_thread::sleep_for(bound);
+    fmt::print(stderr, "{}: the actor system did not shut down within {} s; ending now\n", program,
+               bound.count());
+    std::_Exit(code);
+  }).detach();
+}
+
 // One BLAS thread per core for each of the workers that share this machine's cores.
 void size_blas_for(unsigned workers_sharing) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -340,6 +349,7 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
   caf::actor_system_config cfg;
   configure_actor_system(cfg, opts);
   caf::actor_system sys{cfg};
+  exit_bound ending{app.name};
   const std::string name = node_name(opts);
   node_metrics metrics;
   if (auto err = start_metrics(opts, log, metrics)) {
@@ -364,7 +374,7 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
                                                                      self->address(), log});
   const int code = wait_for(self, actor.address(), app.name);
   self->send_exit(beats, caf::exit_reason::user_shutdown);
-  return code;
+  return ending.returns(code);
 }
 
 // Whether a restart can mend a worker that ended with `reason`: a crash can, but not the job

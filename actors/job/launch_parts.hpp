@@ -26,6 +26,33 @@ namespace troupe::launch_detail {
 // Blocks until `actor` ends; 0 if it ended normally, 1 (with the reason on stderr) otherwise.
 int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::string& program);
 
+// The bound on a launcher's end. The actor system's destructor waits, without a bound, for
+// every actor and detached thread to end, and CAF 0.17 can leave a detached actor that has
+// ended never destroyed, so that wait never returns (CAF issue 1196, mended in 0.18; seen here
+// as a dp worker whose job had finished, about once in 35 runs after a member's loss).
+// Declared right after the actor system, so that it goes first: from then on, a process not
+// ended within `bound` says so on stderr and ends with the code `returns` was given (1 if
+// none).
+class exit_bound {
+ public:
+  static constexpr auto bound = std::chrono::seconds(10);
+
+  explicit exit_bound(std::string program) : program_(std::move(program)) {}
+  exit_bound(const exit_bound&) = delete;
+  exit_bound& operator=(const exit_bound&) = delete;
+  ~exit_bound();
+
+  // The launcher's exit code, remembered for the bound.
+  int returns(int code) {
+    code_ = code;
+    return code;
+  }
+
+ private:
+  std::string program_;
+  int code_ = 1;
+};
+
 void size_blas(const launch_options& opts, unsigned local_workers);
 // A coordinator's process (primary or standby): one BLAS thread unless --blas-threads. Its
 // evaluation runs beside the workers' training, and OpenBLAS's idle threads yield in a loop (a
@@ -54,13 +81,14 @@ int with_node(const launch_options& opts, const app_description& app, const logg
   caf::actor_system_config cfg;
   configure_actor_system(cfg, opts);
   caf::actor_system sys{cfg};
+  exit_bound ending{app.name};
   node_metrics metrics;
   if (auto err = start_metrics(opts, log, metrics)) {
     fmt::print(stderr, "{}: {}\n", app.name, describe(err));
     return 1;
   }
   caf::scoped_actor self{sys};
-  return body(self, metrics);
+  return ending.returns(body(self, metrics));
 }
 
 // A dp trainer of this process, named `name`, that ends with `parent`'s exit.

@@ -2,7 +2,12 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
+#include <chrono>
+#include <future>
 #include <memory>
+#include <thread>
 
 #include <pybind11/pybind11.h>
 
@@ -51,11 +56,20 @@ const launch_options& process_options() {
 }
 
 void stop_process_system() {
+  constexpr auto bound = std::chrono::seconds(10);
   auto*& runtime = current();
   if (!runtime || runtime->owner != ::getpid()) return;
   py::gil_scoped_release released;  // actors that call back into Python may still finish
-  delete runtime;
+  auto stopped = std::make_shared<std::promise<void>>();
+  auto done = stopped->get_future();
+  std::thread([ending = runtime, stopped] {
+    delete ending;
+    stopped->set_value();
+  }).detach();
   runtime = nullptr;
+  if (done.wait_for(bound) != std::future_status::ready)
+    fmt::print(stderr, "troupe: the actor system did not shut down within {} s; leaving it\n",
+               bound.count());
 }
 
 bool wait_releasing_gil(const std::function<bool(std::chrono::milliseconds)>& ready,
