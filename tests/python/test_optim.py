@@ -116,6 +116,13 @@ def train(model, opt, x, y, steps):
         opt.step()
 
 
+# The relative gap allowed between the two runs' losses, by root frequency. With OpenBLAS's
+# AVX2 kernels the runs are bit for bit the same; its AVX-512 ones round the two processes'
+# products apart (1e-6 at f = 1), and stale roots amplify that (7e-5 at f = 10). A real
+# difference is far above either: the optimizer at f = 1 against the bucket at f = 10 is 3e-2.
+GAP_BOUND = {1: 1e-5, 10: 1e-3}
+
+
 class Dash(unittest.TestCase):
     def test_it_steps_as_a_bucket_does(self):
         for frequency in (1, 10):
@@ -124,7 +131,7 @@ class Dash(unittest.TestCase):
                 theirs = torch.tensor(bucket_run(frequency, cwd), dtype=torch.float64)
                 self.assertEqual(len(theirs), 20)
                 gap = float((ours - theirs).norm() / theirs.norm())
-                self.assertLess(gap, 1e-5, (ours, theirs))
+                self.assertLess(gap, GAP_BOUND[frequency], (ours, theirs))
                 self.assertLess(float(theirs[-1]), float(theirs[0]))  # it learned
 
     def test_the_state_dict_round_trips(self):
