@@ -259,6 +259,14 @@ wire encode(const heartbeat& x) {
   out.setSentUnixMs(x.sent_unix_ms);
   out.setCpuSeconds(x.cpu_seconds);
   out.setRssBytes(x.rss_bytes);
+  auto activity = out.initActivity(std::min(x.activity.size(), max_activity_records));
+  for (unsigned i = 0; i < activity.size(); ++i) {
+    const auto& a = x.activity[i];
+    activity[i].setMember(a.member);
+    activity[i].setDoing(a.doing);
+    activity[i].setWaitingOn(a.waiting_on);
+    activity[i].setSinceS(a.since_s);
+  }
   return detail::to_wire(message);
 }
 
@@ -270,8 +278,23 @@ caf::expected<heartbeat> decode<heartbeat>(const wire& w, const codec_limits& li
         auto name = detail::read_text(in.getName(), budget, "node name");
         if (!name) return std::move(name.error());
         const double cpu = in.getCpuSeconds();
-        return heartbeat{std::move(*name), in.getSequence(), in.getSentUnixMs(),
-                         std::isfinite(cpu) && cpu >= 0 ? cpu : 0.0, in.getRssBytes()};
+        heartbeat x{std::move(*name), in.getSequence(), in.getSentUnixMs(),
+                    std::isfinite(cpu) && cpu >= 0 ? cpu : 0.0, in.getRssBytes()};
+        if (in.getActivity().size() > max_activity_records)
+          return make_error(errc::message_too_large, "heartbeat: too many activity records");
+        for (auto a : in.getActivity()) {
+          auto member = detail::read_text(a.getMember(), budget, "member name");
+          auto doing = detail::read_text(a.getDoing(), budget, "activity");
+          auto waiting = detail::read_text(a.getWaitingOn(), budget, "activity");
+          if (!member) return std::move(member.error());
+          if (!doing) return std::move(doing.error());
+          if (!waiting) return std::move(waiting.error());
+          const double since = a.getSinceS();
+          x.activity.push_back(member_activity{std::move(*member), std::move(*doing),
+                                               std::move(*waiting),
+                                               std::isfinite(since) && since >= 0 ? since : 0.0});
+        }
+        return x;
       });
 }
 
@@ -376,6 +399,7 @@ wire encode(const progress_batch& x) {
     out.setWallS(p.wall_s);
     out.setStaleness(p.staleness);
     out.setClock(p.clock);
+    out.setSkipped(p.skipped);
   }
   return detail::to_wire(message);
 }
@@ -393,7 +417,7 @@ caf::expected<progress_batch> decode<progress_batch>(const wire& w, const codec_
         for (auto p : reports)
           x.reports.push_back(progress{p.getWorker(), detail::read_chunk(p.getChunk()),
                                        p.getLossSum(), p.getComputeS(), p.getWallS(),
-                                       p.getStaleness(), p.getClock()});
+                                       p.getStaleness(), p.getClock(), p.getSkipped()});
         return x;
       });
 }

@@ -157,6 +157,7 @@ wire encode(const step_report& x) {
   out.setStepExamples(x.step_examples);
   out.setBytesInterHost(x.bytes_inter_host);
   out.setCompressed(x.compressed);
+  out.setOwnNonFinite(x.own_non_finite);
   return detail::to_wire(message);
 }
 
@@ -170,6 +171,7 @@ caf::expected<step_report> decode<step_report>(const wire& w, const codec_limits
                       in.getBytes(),    in.getComputeS(),     in.getWallS(),
                       in.getChecksum(), in.getStepExamples(), in.getBytesInterHost()};
         x.compressed = in.getCompressed();
+        x.own_non_finite = in.getOwnNonFinite();
         // A skipped step may carry a non-finite loss (that is why it was skipped); timings
         // must be finite and not negative.
         for (double t : {x.allreduce_s, x.exposed_s, x.compute_s, x.wall_s})

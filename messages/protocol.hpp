@@ -137,9 +137,12 @@ using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<buc
 //   stop:   as for servers
 //   pause:  -> true once no push is in flight; no new chunk starts until resume (checkpoints)
 //   resume: go on after a pause
+//   state:  the coordinator's standby holds this worker's chunks through this clock: a rejoin
+//           needs none of them
 //   fault, metrics, log, rejoin: as for servers
 using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vector<bucket_actor>>,
                                       caf::reacts_to<rejoin_atom, uint64_t>,
+                                      caf::reacts_to<state_atom, uint64_t>,
                                       caf::replies_to<stop_atom, std::string>::with<bool>,
                                       caf::replies_to<pause_atom>::with<bool>,
                                       caf::reacts_to<resume_atom>,

@@ -266,6 +266,14 @@ struct Heartbeat {
   sentUnixMs @2 :UInt64;
   cpuSeconds @3 :Float64;   # user + system CPU time of the node's process so far
   rssBytes @4 :UInt64;      # its resident memory
+  activity @5 :List(MemberActivity);  # what its members do now (the stall watchdog's report)
+}
+
+struct MemberActivity {
+  member @0 :Text;
+  doing @1 :Text;
+  waitingOn @2 :Text;
+  sinceS @3 :Float64;
 }
 
 # Where each bucket lives and how it maps onto the model's tensors.
@@ -326,6 +334,7 @@ struct Progress {
   wallS @4 :Float64;        # seconds since the worker started training
   staleness @5 :Float64;    # mean staleness the buckets reported for the chunk's pushes
   clock @6 :UInt64;         # the worker's logical clock after this chunk's push
+  skipped @7 :Bool;         # its loss or gradient was not finite: nothing was pushed
 }
 
 # A worker's reports on the chunks it finished since its last batch, oldest first.
@@ -550,6 +559,7 @@ struct StepReport {
   stepExamples @13 :UInt64;
   bytesInterHost @14 :UInt64;
   compressed @15 :Bool;         # a compressed step of 1-bit or 0/1 Adam
+  ownNonFinite @16 :Bool;       # this member's own loss or gradient was not finite
 }
 
 struct StoreEntry {

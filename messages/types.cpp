@@ -94,7 +94,13 @@ std::string to_json(const job_report& r) {
   out["reform_s"] = r.reform_s;
   out["skipped_steps"] = r.skipped_steps;
   out["checksum_mismatches"] = r.checksum_mismatches;
-  out["status"] = r.failure.empty() ? "finished" : "failed";
+  out["status"] = r.stalled ? "stalled" : r.failure.empty() ? "finished" : "failed";
+  if (r.stalled) {
+    out["stall"] = json::object();
+    for (const auto& a : r.stall)
+      out["stall"][a.member] = {
+          {"doing", a.doing}, {"waiting_on", a.waiting_on}, {"since_s", a.since_s}};
+  }
   out["settings"] = json::object();
   for (const auto& [name, value] : r.settings) out["settings"][name] = value;
   if (!r.failure.empty()) out["failure"] = r.failure;
@@ -115,7 +121,8 @@ std::string to_json(const job_report& r) {
     out["workers"].push_back({{"name", w.name},
                               {"steps", w.steps},
                               {"utilization", w.utilization},
-                              {"batch_share", w.batch_share}});
+                              {"batch_share", w.batch_share},
+                              {"skipped_steps", w.skipped_steps}});
   out["epochs"] = json::array();
   for (const auto& e : r.epochs) {
     json epoch = {{"epoch", e.epoch},

@@ -105,7 +105,8 @@ struct bucket_state_part {
 // the loop groups it serves (coordinator_actor's group), and a service's directory its data
 // lane. 7: the tables' server list that hybrid members get names each server's data lane
 // (to_server_list). 8: a service's directory names the server nodes that hold its buckets.
-constexpr uint32_t wire_schema_version = 8;
+// 9: heartbeats carry the members' activity; progress and step reports say who skipped.
+constexpr uint32_t wire_schema_version = 9;
 
 struct hello {
   role sender = role::worker;
@@ -165,13 +166,24 @@ struct join_reply {
   uint64_t term = 0;  // the coordinator's term: 0 for the first, +1 at each takeover
 };
 
+// What one member is doing and what it waits on, and for how long (activity_board.hpp): sent
+// with its process's heartbeats, and the stall watchdog's report.
+struct member_activity {
+  std::string member;
+  std::string doing;       // e.g. "step 31"
+  std::string waiting_on;  // e.g. "user code: gradient", "collective", "pull"
+  double since_s = 0;      // seconds since it began
+};
+
 struct heartbeat {
   std::string name;
   uint64_t sequence = 0;
   uint64_t sent_unix_ms = 0;
-  double cpu_seconds = 0;  // the node's process: CPU time so far
-  uint64_t rss_bytes = 0;  // and resident memory
+  double cpu_seconds = 0;                 // the node's process: CPU time so far
+  uint64_t rss_bytes = 0;                 // and resident memory
+  std::vector<member_activity> activity;  // its members' (at most max_activity_records)
 };
+inline constexpr size_t max_activity_records = 64;
 
 // A view of the running job for the console: named columns, rows of text cells.
 struct table_view {
@@ -230,6 +242,7 @@ struct progress {
   double wall_s = 0;     // seconds since the worker started training
   double staleness = 0;  // mean staleness the buckets reported for the chunk's pushes
   uint64_t clock = 0;    // the worker's logical clock after this chunk's push
+  bool skipped = false;  // its loss or gradient was not finite: nothing was pushed
 };
 
 // One worker's reports on the chunks it finished since its last batch, oldest first.
@@ -249,8 +262,9 @@ struct epoch_entry {
 struct worker_entry {
   std::string name;
   uint64_t steps = 0;
-  double utilization = 0;  // compute time / wall time
-  double batch_share = 0;  // --mode dp: its share of the examples of the steps it took part in
+  double utilization = 0;      // compute time / wall time
+  double batch_share = 0;      // --mode dp: its share of the examples of the steps it took part in
+  uint64_t skipped_steps = 0;  // steps skipped for its non-finite loss or gradient
 };
 
 // A member the job lost: which, when (seconds since training began) and why.
@@ -291,6 +305,9 @@ struct job_report {
   std::vector<std::pair<std::string, double>> figures;  // the task's own (e.g. test_auc)
   // Fault tolerance (JSON only):
   std::string failure;  // why the job failed; empty when it finished
+  // The stall watchdog ended the job (status "stalled"): each member's last activity.
+  bool stalled = false;
+  std::vector<member_activity> stall;
   uint64_t escalations = 0;
   std::vector<loss_event> losses;  // members lost, with when and why
   uint64_t updates_lost = 0;       // acknowledged updates lost with a server (0 with replicas)
@@ -306,7 +323,7 @@ struct job_report {
   double overlap = 0;                       // 1 - exposed allreduce time / allreduce_s
   uint64_t generations = 0;                 // group generations formed
   double reform_s = 0;                      // longest time from a loss to the next step
-  uint64_t skipped_steps = 0;               // steps skipped by every member (non-finite)
+  uint64_t skipped_steps = 0;  // steps skipped (non-finite; dp: by every member; ps: a worker's)
   uint64_t checksum_mismatches = 0;
   // By stage of 1-bit / 0/1 Adam: warmup (full precision; every step of other optimizers)
   // and compressed.
@@ -420,6 +437,7 @@ struct step_report {
   uint64_t step_examples = 0;     // examples of the step, summed over every member
   uint64_t bytes_inter_host = 0;  // of `bytes`, those sent to a member on another host
   bool compressed = false;        // a compressed step of onebit / zero-one Adam (else warmup)
+  bool own_non_finite = false;    // this member's own loss or gradient was not finite
 };
 
 // The most a rendezvous store holds per value (a rendezvous needs a few hundred bytes per

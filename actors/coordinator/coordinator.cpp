@@ -62,7 +62,8 @@ void fill_report(coordinator_state& st) {
   r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
   r.workers.clear();
   for (const auto& m : st.roster.worker_members)
-    r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0});
+    r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0, 0,
+                                     m.skipped_steps});
 }
 
 void write_report(const coordinator_state& st, const coordinator_config& config) {
@@ -210,6 +211,7 @@ void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t
       epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall, pace.rate, pace.eta_s));
   st.training.curve.on_evaluation(wall, done, epoch + 1, accuracy);
   st.evaluation.evaluated = epoch + 1;
+  st.stall.progress(stall_watch::clock::now());
   set(st.metrics.epochs, st.evaluation.evaluated);
   set(st.metrics.accuracy, accuracy);
   if (st.evaluation.evaluated == config.opts.epochs) return finish(self, config);
@@ -313,6 +315,27 @@ void add_to_account(coordinator_state& st, const progress& report) {
   }
 }
 
+// A worker's chunk was skipped (its loss or gradient not finite) or not: counted, for the
+// report and --max-consecutive-skipped-steps; false when that ended the job.
+bool count_skipped(self_ptr self, const coordinator_config& config, member& m, bool skipped) {
+  auto& st = self->state;
+  if (!skipped) {
+    m.skipped_in_a_row = 0;
+    return true;
+  }
+  ++m.skipped_steps;
+  ++m.skipped_in_a_row;
+  ++st.report.skipped_steps;
+  add(st.metrics.skipped, 1);
+  const uint64_t most = config.opts.max_consecutive_skipped_steps;
+  if (most == 0 || m.skipped_in_a_row < most) return true;
+  fail(self, config,
+       fmt::format("{} skipped {} steps in a row (a non-finite loss or gradient; "
+                   "--max-consecutive-skipped-steps {})",
+                   m.name, m.skipped_in_a_row, most));
+  return false;
+}
+
 // One finished chunk of a worker's batch of reports, already checked to come from that worker.
 void count_progress(self_ptr self, const coordinator_config& config, const progress& report) {
   auto& st = self->state;
@@ -323,10 +346,19 @@ void count_progress(self_ptr self, const coordinator_config& config, const progr
   }
   if (!st.training.work->finish(report.worker, report.chunk))
     return config.log.warn("ignored progress on a chunk '{}' does not hold", m.name);
-  st.training.epoch_loss[report.chunk.epoch] += report.loss_sum;
-  st.training.epoch_batches[report.chunk.epoch] += report.chunk.count;
+  auto& loss = st.training.epoch_loss[report.chunk.epoch];
+  auto& batches = st.training.epoch_batches[report.chunk.epoch];
+  // A skipped chunk's loss is not finite: it counts as the epoch's mean so far.
+  loss += report.skipped ? (batches ? loss / double(batches) * report.chunk.count : 0.0)
+                         : report.loss_sum;
+  batches += report.chunk.count;
   m.steps += report.chunk.count;
   m.clock = report.clock;
+  st.stall.progress(stall_watch::clock::now());
+  if (m.wall_s > 0 && report.wall_s > m.wall_s)  // this chunk's time, from its worker's clock
+    st.stall.step_took(std::chrono::duration_cast<stall_watch::clock::duration>(
+        std::chrono::duration<double>(report.wall_s - m.wall_s)));
+  if (!count_skipped(self, config, m, report.skipped)) return;
   add(st.metrics.batches, report.chunk.count);
   m.compute_s = report.compute_s;
   m.wall_s = report.wall_s;
@@ -405,6 +437,7 @@ coordinator_actor::behavior_type coordinator(
   self->state.training.scalars = job_scalars{config.opts, config.log};
   self->state.operators = operator_gate{config.opts.tls_dir, config.opts.operator_secret};
   self->state.roster.beats = heartbeat_monitor{config.opts.heartbeat_interval};
+  self->state.stall = stall_watch{config.opts.stall_timeout, config.opts.heartbeat_interval};
   if (config.task)  // (an app's service evaluates nothing)
     self->state.evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) {
@@ -443,12 +476,15 @@ coordinator_actor::behavior_type coordinator(
           return make_error(errc::authentication_failed, "claims come from that worker only");
         if (st.roster.worker_members[rank].lost)
           return make_error(errc::job_failed, "this worker was declared lost");
-        return encode(st.training.work->claim_lease(rank, std::min(most, max_lease_chunks)));
+        auto lease = st.training.work->claim_lease(rank, std::min(most, max_lease_chunks));
+        if (!lease.chunks.empty()) st.stall.progress(stall_watch::clock::now());
+        return encode(lease);
       },
       [=](progress_atom, const wire& w) { on_progress(self, config, w); },
       [=](heartbeat_atom, const wire& w) { return on_heartbeat(self, w); },
       [=](tick_atom) {
         check_heartbeats(self, config);
+        check_stall(self, config);
         check_takeover(self, config);
         send_standing(self, config);
         take_deferred_end(

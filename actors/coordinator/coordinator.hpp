@@ -36,6 +36,7 @@
 #include "actors/job/training_curve.hpp"
 #include "actors/supervision/admission/operator_gate.hpp"
 #include "actors/supervision/failure/heartbeat.hpp"
+#include "actors/supervision/failure/stall_watch.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/layout.hpp"
@@ -67,6 +68,9 @@ struct coordinator_config {
   std::chrono::steady_clock::time_point takeover_heard;
   std::string takeover_why;
   std::optional<service_buckets> service;  // an app's service; none: a job's (task, flags)
+  // What the members in this coordinator's own process are doing (the stall report); none
+  // when it has none.
+  std::shared_ptr<activity_board> activity;
   // Without workers of its own: its buckets are handed out (tables) to a hybrid group or to
   // an app's parameter service, whose members and clients use them.
   bool hands_out_buckets() const { return opts.hybrid() || service.has_value(); }
@@ -88,9 +92,12 @@ struct member {
   // For the console:
   std::chrono::steady_clock::time_point joined = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point heard = joined;  // last heartbeat
-  double cpu_s = 0;                  // its process's CPU time, from the last heartbeat
-  uint64_t rss = 0;                  // and resident memory
-  double last_loss = 0;              // a worker's mean loss over its last chunk
+  double cpu_s = 0;                       // its process's CPU time, from the last heartbeat
+  uint64_t rss = 0;                       // and resident memory
+  std::vector<member_activity> activity;  // what its members did, from its last heartbeat
+  uint64_t skipped_steps = 0;             // a worker's non-finite chunks (nothing pushed)
+  uint64_t skipped_in_a_row = 0;          // of those, since its last finite one
+  double last_loss = 0;                   // a worker's mean loss over its last chunk
   std::deque<double> recent_losses;  // a worker's last chunk losses (loss oscillation), bounded
   bool draining = false;             // the console is draining it
   bool drained = false;              // it left cleanly (lost is set too: it is gone)
@@ -227,6 +234,7 @@ struct coordinator_state {
   std::vector<caf::typed_response_promise<std::vector<bucket_actor>, std::string>> tables_wanted;
   operator_gate operators{{}, {}};  // set from the options when the coordinator starts
   succession_state succession;
+  stall_watch stall;  // --stall-timeout; only a coordinator with work of its own judges
 };
 
 coordinator_actor::behavior_type coordinator(

@@ -52,6 +52,9 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
 uint64_t on_heartbeat(self_ptr self, const wire& w);
 void lose_worker(self_ptr self, const coordinator_config& config, size_t i, const std::string& why);
 void check_heartbeats(self_ptr self, const coordinator_config& config);
+// Every tick: the stall watchdog (--stall-timeout) judges the job's progress; a stalled job
+// ends with each member's last activity in its report.
+void check_stall(self_ptr self, const coordinator_config& config);
 double live_workers(const coordinator_state& st);
 // Whether a drain is under way (checkpoints and other drains wait for it).
 bool anyone_draining(const coordinator_state& st);

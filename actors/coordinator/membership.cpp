@@ -154,7 +154,7 @@ void lose_worker(self_ptr self, const coordinator_config& config, size_t i,
   retire_everywhere(self, static_cast<uint32_t>(i));
   if (std::all_of(st.roster.worker_members.begin(), st.roster.worker_members.end(),
                   [](const member& w) { return w.lost; }))
-    return fail(self, config, "every worker was lost");
+    return fail(self, config, "every worker was lost; the last, '" + m.name + "': " + why);
   // Its unfinished batches go to the others; if nobody is left to do them, they are lost.
   st.training.work->release(static_cast<uint32_t>(i));
   send_standing(self, config);
@@ -191,6 +191,7 @@ uint64_t on_heartbeat(self_ptr self, const wire& w) {
         m.heard = heartbeat_monitor::clock::now();
         m.cpu_s = beat->cpu_seconds;
         m.rss = beat->rss_bytes;
+        m.activity = std::move(beat->activity);
         st.roster.beats.heard(m.name, m.heard);
       }
   return st.succession.term;
@@ -233,6 +234,25 @@ caf::result<wire> admit_worker(self_ptr self, const coordinator_config& config, 
   auto& st = self->state;
   return admit(self, config, w, std::move(handle), st.roster.workers, st.roster.worker_members,
                config.opts.workers, role::worker);
+}
+
+void check_stall(self_ptr self, const coordinator_config& config) {
+  auto& st = self->state;
+  if (config.hands_out_buckets() || st.phase == job_phase::finishing) return;  // not ours to judge
+  const auto now = stall_watch::clock::now();
+  // Start-up, a checkpoint, an evaluation and a takeover may take long on purpose; each counts
+  // as progress when it ends.
+  const bool busy = st.phase != job_phase::training || st.evaluation.running ||
+                    st.checkpoints.taking || st.succession.rejoining;
+  const auto quiet = st.stall.check(now, busy);
+  if (!quiet) return;
+  std::vector<heard_activity> heard;
+  for (const auto* members : {&st.roster.worker_members, &st.roster.server_members})
+    for (const auto& m : *members)
+      if (!m.lost) heard.push_back(heard_activity{m.activity, m.heard});
+  st.report.stalled = true;
+  st.report.stall = last_activity(config.activity.get(), heard, now);
+  fail(self, config, describe_stall(*quiet, st.stall.bound(), st.report.stall));
 }
 
 }  // namespace troupe::coordination

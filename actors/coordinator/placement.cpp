@@ -5,6 +5,7 @@
 
 #include "actors/coordinator/coordinator_parts.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::coordination {
@@ -243,9 +244,11 @@ caf::error lay_out_buckets(self_ptr self, const coordinator_config& config) {
       plan_buckets(*st.directory.layout, count, static_cast<uint32_t>(st.roster.servers.size()));
   if (auto err = check_resume(st, config)) return err;
   std::vector<float> initial;
-  if (!st.checkpoints.resume_from) {
+  if (!st.checkpoints.resume_from && st.directory.layout->total > 0) {  // (hybrid: rows only)
     initial.resize(st.directory.layout->total);
     config.task->initialize(o.seed, initial);
+    if (!kernels::all_finite(initial))  // (a Python task's initialize that raised leaves NaN)
+      return make_error(errc::task_failed, "the task's initialize left values that are not finite");
   }
   const auto n = st.directory.plan.buckets.size();
   st.directory.buckets.resize(n);

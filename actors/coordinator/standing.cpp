@@ -57,8 +57,16 @@ void send_standing(self_ptr self, const coordinator_config& config) {
   if (!st.succession.follower || st.phase == job_phase::finishing) return;
   auto standing = standing_of(st, config);
   const bool training = standing.training;
+  // Once the standby holds this standing, each worker may forget the chunks it counts.
+  std::vector<std::pair<worker_actor, uint64_t>> held;
+  for (size_t i = 0; i < st.roster.workers.size(); ++i)
+    if (!st.roster.worker_members[i].lost && st.roster.workers[i])
+      held.emplace_back(st.roster.workers[i], st.roster.worker_members[i].clock);
   offer_standing(
-      self, config.opts.takeover_timeout, encode(standing), training, config.log, [] {},
+      self, config.opts.takeover_timeout, encode(standing), training, config.log,
+      [=] {
+        for (const auto& [worker, clock] : held) self->send(worker, state_atom_v, clock);
+      },
       [=](caf::error err) {
         // Not fail(): the report and the members are the new coordinator's now.
         self->state.phase = job_phase::finishing;

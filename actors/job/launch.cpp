@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/logger.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -45,8 +47,12 @@ namespace launch_detail {
 // Blocks until `actor` ends; 0 if it ended normally, 1 (with the reason on stderr) otherwise.
 // A stop signal (Ctrl-C, SIGTERM) stops it with errc::interrupted: a coordinator ends the job
 // (its report says so, its members are told), a member's supervisor ends it. Then 128 + the
-// signal; an actor that does not end within stop_bound ends the process.
-int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::string& program) {
+// signal; an actor that does not end within stop_bound ends the process. A member process's
+// coordinator watch says (stop_atom, why) when the job is over for it: a member that has not
+// ended within exit_bound::bound of that is stuck (in the user's code, say), and the process
+// ends with 1, naming what `activity` says its members were doing.
+int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::string& program,
+             const activity_board* activity) {
   constexpr auto slice = std::chrono::milliseconds(100);
   constexpr auto stop_bound = std::chrono::seconds(30);
   stop_signals signals;
@@ -55,6 +61,8 @@ int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::s
   bool down = false;
   int stopped_by = 0;
   std::chrono::steady_clock::time_point give_up;
+  std::optional<std::chrono::steady_clock::time_point> job_over;
+  std::string over_why;
   while (!down) {
     self->receive(
         [&](caf::down_msg& msg) {
@@ -62,8 +70,23 @@ int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::s
           reason = std::move(msg.reason);
           down = true;
         },
+        [&](stop_atom, std::string& why) {
+          if (job_over) return;
+          job_over = std::chrono::steady_clock::now() + exit_bound::bound;
+          over_why = std::move(why);
+        },
         caf::after(slice) >>
             [&] {
+              if (job_over && std::chrono::steady_clock::now() >= *job_over) {
+                std::string doing;
+                for (const auto& a :
+                     activity ? activity->snapshot() : std::vector<member_activity>{})
+                  doing += fmt::format("; {}: {}, waiting on {} for {:.0f} s", a.member, a.doing,
+                                       a.waiting_on, a.since_s);
+                fmt::print(stderr, "{}: {}, and a member did not end within {} s{}; ending now\n",
+                           program, over_why, exit_bound::bound.count(), doing);
+                std::_Exit(1);
+              }
               if (stopped_by) {
                 if (std::chrono::steady_clock::now() < give_up) return;
                 fmt::print(stderr, "{}: not stopped within {} s of {}; ending now\n", program,
@@ -84,13 +107,39 @@ int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::s
   return 1;
 }
 
+exit_bound::exit_bound(const launch_options& opts, const app_description& app)
+    : program_(app.name),
+      in_library_(app.in_library),
+      config_(std::make_unique<caf::actor_system_config>()) {
+  configure_actor_system(*config_, opts);
+  system_ = std::make_unique<caf::actor_system>(*config_);
+}
+
 exit_bound::~exit_bound() {
-  std::thread([program = program_, code = code_] {
-    std::this_thread::sleep_for(bound);
-    fmt::print(stderr, "{}: the actor system did not shut down within {} s; ending now\n", program,
-               bound.count());
-    std::_Exit(code);
+  if (!in_library_) {
+    std::thread([program = program_, code = code_] {
+      std::this_thread::sleep_for(bound);
+      fmt::print(stderr, "{}: the actor system did not shut down within {} s; ending now\n",
+                 program, bound.count());
+      std::_Exit(code);
+    }).detach();
+    return;  // the members destroy the system here, in order
+  }
+  // This thread's logger reference (CAF keeps one per thread that spawned) would hold the
+  // system's last wait on another thread.
+  caf::logger::set_current_actor_system(nullptr);
+  auto ended = std::make_shared<std::promise<void>>();
+  auto done = ended->get_future();
+  std::thread([system = system_.release(), config = config_.release(), ended] {
+    delete system;
+    delete config;
+    ended->set_value();
   }).detach();
+  if (done.wait_for(bound) != std::future_status::ready)
+    fmt::print(stderr,
+               "{}: the actor system did not shut down within {} s; left behind, running (an "
+               "actor that never ended: CAF issue 1196, or a member stuck in user code)\n",
+               program_, bound.count());
 }
 
 // One BLAS thread per core for each of the workers that share this machine's cores.
@@ -196,6 +245,10 @@ std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
   auto& sys = self->system();
   gatekeeper_config config{opts.secret, coord, self->address(), log.named("gatekeeper")};
   if (servers_join) config.servers_join = [servers_join] { return servers_join; };
+  if (opts.mode == job_mode::dp)
+    config.no_servers =
+        "a data-parallel job has no servers (--mode dp, or --mode hybrid with a task without "
+        "embedding tables)";
   auto gk = sys.spawn(gatekeeper, config);
   auto port = net::publish(gk, opts.listen.port, opts.listen.host);
   if (!port) {
@@ -242,11 +295,12 @@ int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_t
     size_blas(opts, opts.workers);
     dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
     config.metrics = metrics.registry;
+    config.activity = std::make_shared<activity_board>();
     auto coord = sys.spawn(dp_coordinator, config);
+    const auto link = fixed_link(caf::actor_cast<coordinator_actor>(coord), config.activity);
     for (uint32_t i = 0; i < opts.workers; ++i) {
       const std::string name = "worker-" + std::to_string(i);
-      spawn_trainer(sys, opts, task, fixed_link(caf::actor_cast<coordinator_actor>(coord)), name,
-                    self->address(), log.named(name), app.rules);
+      spawn_trainer(sys, opts, task, link, name, self->address(), log.named(name), app.rules);
     }
     return wait_for(self, coord.address(), app.name);
   });
@@ -261,11 +315,13 @@ int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const trainin
     size_blas(opts, 1);
     dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
     config.metrics = metrics.registry;
+    config.activity = std::make_shared<activity_board>();
     auto coord = sys.spawn(dp_coordinator, config);
     auto gk = publish_gatekeeper(self, opts, caf::actor_cast<coordinator_actor>(coord), app, log);
     if (!gk) return 1;
     if (opts.dp.coordinator_trains)
-      spawn_trainer(sys, opts, task, fixed_link(caf::actor_cast<coordinator_actor>(coord)),
+      spawn_trainer(sys, opts, task,
+                    fixed_link(caf::actor_cast<coordinator_actor>(coord), config.activity),
                     node_name(opts) + "-trainer", self->address(), log.named("trainer"), app.rules);
     const int code = wait_for(self, coord.address(), app.name);
     self->send_exit(*gk, caf::exit_reason::user_shutdown);
@@ -283,9 +339,11 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
       return 1;
     }
     size_blas(opts, opts.workers);
-    auto coord =
-        sys.spawn(coordinator, coordinator_config{opts, task, self->address(),
-                                                  log.named("coordinator"), metrics.registry});
+    coordinator_config config{opts, task, self->address(), log.named("coordinator"),
+                              metrics.registry};
+    config.activity = std::make_shared<activity_board>();
+    auto coord = sys.spawn(coordinator, config);
+    const auto link = fixed_link(coord, config.activity);
     for (uint32_t i = 0; i < opts.servers; ++i) {
       const std::string name = "server-" + std::to_string(i);
       sys.spawn(server,
@@ -295,9 +353,9 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
     }
     for (uint32_t i = 0; i < opts.workers; ++i) {
       const std::string name = "worker-" + std::to_string(i);
-      sys.spawn<caf::detached>(worker,
-                               worker_config{fixed_link(coord), task, name, opts.request_timeout,
-                                             self->address(), log.named(name), metrics.registry});
+      sys.spawn<caf::detached>(
+          worker, worker_config{link, task, name, opts.request_timeout, self->address(),
+                                log.named(name), metrics.registry});
     }
     const int code = wait_for(self, coord.address(), app.name);
     if (*device) self->send_exit(**device, caf::exit_reason::user_shutdown);
@@ -346,10 +404,8 @@ std::shared_ptr<lane_listener> open_lane_port(caf::actor_system& sys, const laun
 template <class Spawn>
 int run_member(const launch_options& opts, role as, const app_description& app, const logger& log,
                Spawn spawn) {
-  caf::actor_system_config cfg;
-  configure_actor_system(cfg, opts);
-  caf::actor_system sys{cfg};
-  exit_bound ending{app.name};
+  exit_bound ending{opts, app};
+  caf::actor_system& sys = ending.system();
   const std::string name = node_name(opts);
   node_metrics metrics;
   if (auto err = start_metrics(opts, log, metrics)) {
@@ -358,6 +414,10 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
   }
   host_port joined;
   auto coord = join_cluster(sys, opts, as, name, log, &joined);
+  if (!coord && has_code(coord.error(), errc::not_needed)) {
+    fmt::print(stderr, "{}: not needed: {}\n", app.name, describe(coord.error()));
+    return 0;
+  }
   if (!coord) {
     fmt::print(stderr, "{}: cannot join the job: {}\n", app.name, describe(coord.error()));
     return 1;
@@ -372,7 +432,7 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
   // Heartbeats come from their own small actor, so a long gradient step cannot silence them.
   auto beats = sys.spawn(coordinator_watch, coordinator_watch_config{link, name, as, opts, joined,
                                                                      self->address(), log});
-  const int code = wait_for(self, actor.address(), app.name);
+  const int code = wait_for(self, actor.address(), app.name, &link->activity());
   self->send_exit(beats, caf::exit_reason::user_shutdown);
   return ending.returns(code);
 }
@@ -516,6 +576,11 @@ int run_app(int argc, char** argv, const app_description& app) {
   if (auto err = check_task_fits_mode(*task, *opts)) {
     fmt::print(stderr, "{}: {}\n", app.name, describe(err));
     return 2;
+  }
+  if (opts->hybrid() && task->sparse_tables().empty()) {
+    // Nothing for the servers to hold: the dense parameters are the whole model.
+    log.info("the task has no embedding tables: --mode hybrid trains as --mode dp");
+    opts->mode = job_mode::dp;
   }
   if (opts->hybrid() && opts->role == node_role::embedded)
     return run_hybrid_embedded(*opts, task, app, log);

@@ -23,6 +23,7 @@ hybrid_roots spawn_hybrid_coordinators(caf::scoped_actor& self, const launch_opt
                                   metrics.registry};
   dp_coordinator_config group_config{opts, task, self->address(), log.named("coordinator")};
   group_config.metrics = metrics.registry;
+  group_config.activity = std::make_shared<activity_board>();
   if (from) {
     table_config.takeover = std::move(from->tables.standing);
     table_config.takeover_heard = from->tables.heard;
@@ -35,6 +36,7 @@ hybrid_roots spawn_hybrid_coordinators(caf::scoped_actor& self, const launch_opt
   out.tables = sys.spawn(coordinator, table_config);
   group_config.tables = out.tables;
   out.group = sys.spawn(dp_coordinator, group_config);
+  out.activity = group_config.activity;
   return out;
 }
 
@@ -68,10 +70,10 @@ int run_hybrid_embedded(const launch_options& opts, std::shared_ptr<const traini
                               log.named(name), endpoint{}, opts.max_restarts, opts.restart_period,
                               metrics.registry, std::nullopt, app.rules});
     }
+    const auto link = fixed_link(caf::actor_cast<coordinator_actor>(roots.group), roots.activity);
     for (uint32_t i = 0; i < opts.workers; ++i) {
       const std::string name = "worker-" + std::to_string(i);
-      spawn_trainer(sys, opts, task, fixed_link(caf::actor_cast<coordinator_actor>(roots.group)),
-                    name, self->address(), log.named(name), app.rules);
+      spawn_trainer(sys, opts, task, link, name, self->address(), log.named(name), app.rules);
     }
     return wait_for(self, roots.group.address(), app.name);
   });

@@ -24,23 +24,30 @@
 namespace troupe::launch_detail {
 
 // Blocks until `actor` ends; 0 if it ended normally, 1 (with the reason on stderr) otherwise.
-int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::string& program);
+// In a member's process, `activity` is its members' board: once its coordinator watch says the
+// job is over, a member stuck for exit_bound::bound ends the process (launch.cpp).
+int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::string& program,
+             const activity_board* activity = nullptr);
 
-// The bound on a launcher's end. The actor system's destructor waits, without a bound, for
-// every actor and detached thread to end, and CAF 0.17 can leave a detached actor that has
-// ended never destroyed, so that wait never returns (CAF issue 1196, mended in 0.18; seen here
-// as a dp worker whose job had finished, about once in 35 runs after a member's loss).
-// Declared right after the actor system, so that it goes first: from then on, a process not
-// ended within `bound` says so on stderr and ends with the code `returns` was given (1 if
-// none).
+// A launcher's actor system, and the bound on its end. The actor system's destructor waits,
+// without a bound, for every actor and detached thread to end, and CAF 0.17 can leave a
+// detached actor that has ended never destroyed, so that wait never returns (CAF issue 1196,
+// mended in 0.18; seen here as a dp worker whose job had finished, about once in 35 runs
+// after a member's loss); a member stuck in the user's code never ends either. Declared first
+// in a launcher, so that it goes last. A binary's process not ended within `bound` of it says
+// so on stderr and ends with the code `returns` was given (1 if none). A library's caller
+// (app_description::in_library: Python's troupe.run) must go on instead: the system is torn
+// down on a thread of its own, waited for up to `bound`, and past it left behind, running.
 class exit_bound {
  public:
   static constexpr auto bound = std::chrono::seconds(10);
 
-  explicit exit_bound(std::string program) : program_(std::move(program)) {}
+  exit_bound(const launch_options& opts, const app_description& app);
   exit_bound(const exit_bound&) = delete;
   exit_bound& operator=(const exit_bound&) = delete;
   ~exit_bound();
+
+  caf::actor_system& system() { return *system_; }
 
   // The launcher's exit code, remembered for the bound.
   int returns(int code) {
@@ -50,7 +57,10 @@ class exit_bound {
 
  private:
   std::string program_;
+  bool in_library_ = false;
   int code_ = 1;
+  std::unique_ptr<caf::actor_system_config> config_;  // the system keeps a reference to it
+  std::unique_ptr<caf::actor_system> system_;
 };
 
 void size_blas(const launch_options& opts, unsigned local_workers);
@@ -78,16 +88,13 @@ caf::error start_metrics(const launch_options& opts, const logger& log, node_met
 template <class Body>
 int with_node(const launch_options& opts, const app_description& app, const logger& log,
               Body body) {
-  caf::actor_system_config cfg;
-  configure_actor_system(cfg, opts);
-  caf::actor_system sys{cfg};
-  exit_bound ending{app.name};
+  exit_bound ending{opts, app};
   node_metrics metrics;
   if (auto err = start_metrics(opts, log, metrics)) {
     fmt::print(stderr, "{}: {}\n", app.name, describe(err));
     return 1;
   }
-  caf::scoped_actor self{sys};
+  caf::scoped_actor self{ending.system()};
   return ending.returns(body(self, metrics));
 }
 
@@ -126,6 +133,7 @@ struct handed_standing {
 struct hybrid_roots {
   coordinator_actor tables;
   dp_coordinator_actor group;
+  std::shared_ptr<activity_board> activity;  // the group's members in this process
 };
 struct hybrid_takeover {
   handed_standing tables, group;

@@ -49,6 +49,8 @@ void declare_node_metrics(metrics_registry& r) {
   r.declare("troupe_job_escalations_total", metric_kind::counter, "node supervisors that gave up");
   r.declare("troupe_job_members_lost_total", metric_kind::counter, "servers and workers lost");
   r.declare("troupe_job_checkpoints_total", metric_kind::counter, "checkpoints written");
+  r.declare("troupe_job_skipped_steps_total", metric_kind::counter,
+            "steps skipped for a non-finite loss or gradient");
 }
 
 std::string node_metrics_text(const std::shared_ptr<metrics_registry>& registry) {
@@ -63,7 +65,8 @@ job_metrics job_metrics::of(const std::shared_ptr<metrics_registry>& r) {
       r->counter("troupe_job_batches_total"),      r->gauge("troupe_job_epochs_done"),
       r->gauge("troupe_job_test_accuracy"),        r->gauge("troupe_job_workers_live"),
       r->counter("troupe_job_restarts_total"),     r->counter("troupe_job_escalations_total"),
-      r->counter("troupe_job_members_lost_total"), r->counter("troupe_job_checkpoints_total")};
+      r->counter("troupe_job_members_lost_total"), r->counter("troupe_job_checkpoints_total"),
+      r->counter("troupe_job_skipped_steps_total")};
 }
 
 bucket_metrics bucket_metrics::of(const std::shared_ptr<metrics_registry>& r, uint32_t bucket) {

@@ -55,6 +55,7 @@ struct job_metrics {
   metric_value* escalations = nullptr;  // troupe_job_escalations_total
   metric_value* lost = nullptr;         // troupe_job_members_lost_total
   metric_value* checkpoints = nullptr;  // troupe_job_checkpoints_total
+  metric_value* skipped = nullptr;      // troupe_job_skipped_steps_total
 
   static job_metrics of(const std::shared_ptr<metrics_registry>& registry);
 };

@@ -35,6 +35,12 @@ void fail(self_ptr self, const worker_config& config, const std::string& doing,
 
 // Keeps claim_below chunks in reserve, so that the next claim's round trip hides behind
 // computation; each claim asks for up to lease_chunks.
+void record_activity(self_ptr self, const worker_config& config, const char* waiting_on) {
+  const auto& c = self->state.current;
+  config.coordinator->activity().set(
+      config.name, fmt::format("epoch {} batch {}", c.epoch + 1, c.first), waiting_on);
+}
+
 void claim_work(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   // Paused (a checkpoint, a drain): no new work, which a drained worker could not finish.
@@ -87,9 +93,11 @@ void pushed(self_ptr self, const worker_config& config) {
   const auto now = std::chrono::steady_clock::now();
   if (st.unreported.empty()) st.unreported_since = now;
   st.unreported.push_back(progress{st.job->worker, st.current, st.current_loss, st.compute_s,
-                                   seconds_since(st.started), staleness, st.clock});
-  st.reported.push_back(st.current);
-  st.reported_loss.push_back(st.current_loss);
+                                   seconds_since(st.started), staleness, st.clock,
+                                   st.current_skipped});
+  st.finished_steps += st.current.count;
+  if (config.coordinator->standby_listed())
+    st.reported.push_back({st.current, st.current_loss, st.clock});
   st.current_reported = true;
   if (st.unreported.size() >= report_every || now - st.unreported_since >= report_within ||
       st.queue.empty())
@@ -154,6 +162,7 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   // A prefetch asks for the values after this chunk's own push (clock + 1): ssp and bsp hold
   // it until that push has landed, so prefetching never loosens their bounds.
   if (st.job->prefetch && (!st.queue.empty() || !st.exhausted)) pull_round(self, config, 1);
+  record_activity(self, config, "user code: gradient");
   auto loss = compute_chunk(st, st.current);
   if (!loss)
     return fail(self, config,
@@ -165,9 +174,13 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   set(st.metrics.loss, st.current_loss / std::max<uint32_t>(st.current.count, 1));
   bool finite = std::isfinite(st.current_loss) && kernels::all_finite(st.grad);
   for (const auto& g : st.rows.grads) finite = finite && kernels::all_finite(g);
+  st.current_skipped = !finite;
   if (!finite)  // never send a poisoned gradient: the buckets only count the step
-    config.log.warn("non-finite loss or gradient in epoch {} batch {}; nothing pushed",
-                    st.current.epoch + 1, st.current.first);
+    if (const uint64_t n = st.skip_warning.count(std::chrono::steady_clock::now()))
+      config.log.warn(
+          "non-finite loss or gradient in epoch {} batch {}; nothing pushed (skipped steps "
+          "since the last warning: {})",
+          st.current.epoch + 1, st.current.first, n);
   push_round(self, config, !finite);
 }
 
@@ -278,6 +291,13 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
       [=](stop_atom, const std::string& failure) {
         if (sent_by(self, config.coordinator->address())) config.coordinator->close();
         return stop_on_request(self, config.coordinator->address(), failure, "worker");
+      },
+      [=](state_atom, uint64_t held_through) {
+        // The coordinator's standby holds our chunks through this clock: no rejoin needs them.
+        auto& st = self->state;
+        if (!sent_by(self, config.coordinator->address())) return;
+        while (!st.reported.empty() && st.reported.front().clock <= held_through)
+          st.reported.pop_front();
       },
       [=](pause_atom) -> caf::result<bool> {
         auto& st = self->state;

@@ -14,10 +14,11 @@ rejoin_request rejoin_request_of(const worker_state& st, const worker_config& co
   request.done = st.finished;
   request.held.assign(st.queue.begin(), st.queue.end());
   if (!st.current_reported) request.held.push_back(st.current);
-  request.finished = st.reported;
-  request.finished_loss = st.reported_loss;
-  request.steps = 0;
-  for (const auto& c : st.reported) request.steps += c.count;
+  for (const auto& r : st.reported) {
+    request.finished.push_back(r.chunk);
+    request.finished_loss.push_back(r.loss);
+  }
+  request.steps = st.finished_steps;
   return request;
 }
 

@@ -44,6 +44,8 @@ std::string to_string(errc code) {
       return "interrupted";
     case errc::not_ready:
       return "not_ready";
+    case errc::not_needed:
+      return "not_needed";
   }
   return "unknown_error";
 }

@@ -345,6 +345,15 @@ std::vector<flag_spec> node_flags() {
                "silence of the coordinator after which its standby takes over, and members "
                "look for it (time the watching process was running)",
                field(&launch_options::takeover_timeout)),
+      duration("stall-timeout", "SECONDS",
+               "the stall watchdog: a job with no progress (a batch handed out, a push or step "
+               "applied, an evaluation, a generation formed) for max(SECONDS, 10 x its slowest "
+               "step) ends as stalled, with what each member was doing (coordinator; 0: off)",
+               field(&launch_options::stall_timeout)),
+      number("max-consecutive-skipped-steps", "N",
+             "fail the job after N skipped (non-finite) steps in a row: a ps worker's own, a dp "
+             "or hybrid group's (coordinator; 0: no limit)",
+             field(&launch_options::max_consecutive_skipped_steps)),
       number("max-restarts", "N",
              "restarts a node's supervisor allows within the period; one more escalates",
              field(&launch_options::max_restarts)),

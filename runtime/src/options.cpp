@@ -195,6 +195,7 @@ caf::error validate(const launch_options& o) {
   if (o.heartbeat_interval.count() <= 0 || o.heartbeat_timeout <= o.heartbeat_interval)
     return bad("--heartbeat-ms must be positive and below --heartbeat-timeout-ms");
   if (o.restart_period.count() <= 0) return bad("--restart-period-ms must be positive");
+  if (o.stall_timeout.count() < 0) return bad("--stall-timeout must not be negative (0: off)");
   const bool standby = o.standby_of.port != 0 || o.coordinators.size() > 1;
   if (standby &&
       (o.takeover_timeout <= o.heartbeat_timeout || 2 * o.takeover_timeout >= o.request_timeout))

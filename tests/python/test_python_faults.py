@@ -161,6 +161,58 @@ sys.exit(troupe.run(make_task, flags=fmnist_cnn.FLAGS))
 """
 
 
+# A script that calls troupe.run 50 times in one process, each a small embedded job, and goes
+# on after each call: every call must return its job's code to its caller.
+MANY_RUNS = """
+import sys
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+import troupe
+
+g = torch.Generator().manual_seed(0)
+data = TensorDataset(torch.randn(64, 6, generator=g), torch.randint(0, 3, (64,), generator=g))
+task = troupe.TorchTask(lambda: nn.Linear(6, 3), data, data)
+for i in range(50):
+    code = troupe.run(task, ["--epochs", "1", "--batch", "16", "--workers", "1", "--servers",
+                             "1", "--torch-threads", "1", "--log-level", "error"])
+    print(f"call {i} returned {code}", flush=True)
+print("after the calls", flush=True)
+"""
+
+# A model whose forward pass blocks forever from step 30 on (a deadlock in user code): the
+# stall watchdog ends the job; every process exits non-zero.
+DEADLOCK = """
+import sys
+import threading
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+import troupe
+
+never = threading.Event()
+steps = [0]
+
+class Stuck(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(6, 3)
+
+    def forward(self, x):
+        if self.training:
+            steps[0] += 1
+            if steps[0] >= 30:
+                never.wait()
+        return self.a(x)
+
+g = torch.Generator().manual_seed(0)
+data = TensorDataset(torch.randn(4096, 6, generator=g), torch.randint(0, 3, (4096,), generator=g))
+sys.exit(troupe.run(troupe.TorchTask(Stuck, data, data)))
+"""
+
+
 def children_of(pid):
     """The processes whose parent is `pid`."""
     out = []
@@ -273,6 +325,69 @@ class PythonFaults(unittest.TestCase):
                 self.assertFalse([p for p in loaders if alive(p)])
             finally:
                 job.kill()
+
+    def test_troupe_run_returns_to_its_caller_50_times_in_one_process(self):
+        with tempfile.TemporaryDirectory() as folder:
+            script = os.path.join(folder, "many_runs.py")
+            with open(script, "w") as f:
+                f.write(MANY_RUNS)
+            job = Process([], os.path.join(folder, "runs.log"), (sys.executable, script))
+            try:
+                self.assertEqual(job.wait(), 0, job.output())
+                for i in range(50):
+                    self.assertIn(f"call {i} returned 0", job.output())
+                self.assertIn("after the calls", job.output())
+            finally:
+                job.kill()
+
+    def test_a_python_model_without_tables_trains_in_hybrid_as_in_dp(self):
+        with tempfile.TemporaryDirectory() as folder:
+            report = os.path.join(folder, "report.json")
+            job = Process(["--mode", "hybrid", "--epochs", "1", "--batch", "32", "--train-limit",
+                           "640", "--test-limit", "100", "--torch-threads", "1", "--report",
+                           report], os.path.join(folder, "job.log"))
+            try:
+                self.assertEqual(job.wait(), 0, job.output())
+                self.assertIn("trains as --mode dp", job.output())
+                self.assertNotIn("error", job.output())
+                with open(report) as f:
+                    data = json.load(f)
+                self.assertEqual(data["status"], "finished")
+                self.assertEqual(len(data["epochs"]), 1)
+            finally:
+                job.kill()
+
+    def test_a_deadlock_in_python_user_code_ends_the_job_as_stalled(self):
+        """Coordinator and worker processes; the worker blocks in forward() at step 30."""
+        with tempfile.TemporaryDirectory() as folder:
+            script = os.path.join(folder, "deadlock.py")
+            with open(script, "w") as f:
+                f.write(DEADLOCK)
+            report = os.path.join(folder, "report.json")
+            port = str(free_port())
+            common = ["--coordinator", f"127.0.0.1:{port}", "--workers", "1", "--servers", "1",
+                      "--epochs", "1", "--stall-timeout", "2", "--torch-threads", "1"]
+            procs = [
+                Process(["--role", "coordinator", "--listen", f"127.0.0.1:{port}", "--report",
+                         report, *common], os.path.join(folder, "coordinator.log"),
+                        (sys.executable, script)),
+                Process(["--role", "server", *common], os.path.join(folder, "server.log"),
+                        (sys.executable, script)),
+                Process(["--role", "worker", "--name", "w0", *common],
+                        os.path.join(folder, "worker.log"),
+                        (sys.executable, script)),
+            ]
+            try:
+                codes = [p.wait() for p in procs]
+                logs = "\n".join(p.output() for p in procs)
+                self.assertTrue(all(code not in (0, None) for code in codes), (codes, logs))
+                with open(report) as f:
+                    data = json.load(f)
+                self.assertEqual(data["status"], "stalled", logs)
+                self.assertEqual(data["stall"]["w0"]["waiting_on"], "user code: gradient", data)
+            finally:
+                for p in procs:
+                    p.kill()
 
     def read(self, job):
         self.assertTrue(os.path.exists(job.report), job.logs())

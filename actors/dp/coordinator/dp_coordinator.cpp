@@ -51,7 +51,8 @@ void fill_report(dp_coordinator_state& st) {
   r.overlap = r.allreduce_s > 0 ? std::clamp(1.0 - st.exposed_s / r.allreduce_s, 0.0, 1.0) : 0.0;
   r.workers.clear();
   for (const auto& m : st.members) {
-    r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0});
+    r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0, 0,
+                                     m.skipped_steps});
     r.workers.back().batch_share =
         m.step_examples ? double(m.examples) / double(m.step_examples) : 0;
   }
@@ -94,6 +95,23 @@ void fail(self_ptr self, const dp_coordinator_config& config, const std::string&
   if (config.tables) self->send(config.tables, stop_atom_v, why);
   release_follower(self, why);
   stop_all_and_quit(self, config, make_error(errc::job_failed, why));
+}
+
+void check_stall(self_ptr self, const dp_coordinator_config& config) {
+  auto& st = self->state;
+  if (st.finishing) return;
+  const auto now = stall_watch::clock::now();
+  // Start-up, an evaluation, a checkpoint and a takeover may take long on purpose; each counts
+  // as progress when it ends.
+  const bool busy = !st.training || st.evaluating || !st.saving.empty() || st.succession.rejoining;
+  const auto quiet = st.stall.check(now, busy);
+  if (!quiet) return;
+  std::vector<heard_activity> heard;
+  for (const auto& m : st.members)
+    if (!m.lost) heard.push_back(heard_activity{m.activity, m.heard});
+  st.report.stalled = true;
+  st.report.stall = last_activity(config.activity.get(), heard, now);
+  fail(self, config, describe_stall(*quiet, st.stall.bound(), st.report.stall));
 }
 
 void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
@@ -173,6 +191,7 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
                   why, size, st.global_batch, to_string(o.dp.collective),
                   two_level ? ", two-level" : "");
   set(st.group_metrics.generation, double(st.generation));
+  st.stall.progress(stall_watch::clock::now());
   set(st.group_metrics.members, double(size));
   set(st.metrics.workers, double(size));
   for (auto& [member, start] : rank_generation(st.members, live, st.generation)) {
@@ -268,7 +287,8 @@ void lose(self_ptr self, const dp_coordinator_config& config, const std::string&
     return;
   }
   record_loss(st, *it, why);
-  if (live_count(st) == 0) return fail(self, config, "every worker was lost");
+  if (live_count(st) == 0)
+    return fail(self, config, "every worker was lost; the last, '" + name + "': " + why);
   close_open_steps(self, config);
   config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
   if (st.succession.rejoining) return;  // the takeover's end forms the next generation
@@ -357,6 +377,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       }
   });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+  self->state.stall = stall_watch{config.opts.stall_timeout, config.opts.heartbeat_interval};
   if (config.takeover) {
     take_over(self, config);
   } else {
@@ -372,14 +393,20 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         if (auto beat = decode<heartbeat>(w))
           for (auto& m : self->state.members) {
             if (m.name != beat->name) continue;
-            if (m.lost)
+            if (m.lost) {
               refuse(self, config, m);
-            else
-              self->state.beats.heard(m.name, heartbeat_monitor::clock::now());
+              continue;
+            }
+            m.heard = heartbeat_monitor::clock::now();
+            m.activity = std::move(beat->activity);
+            self->state.beats.heard(m.name, m.heard);
           }
         return self->state.succession.term;
       },
-      [=](tick_atom) { check_heartbeats(self, config); },
+      [=](tick_atom) {
+        check_heartbeats(self, config);
+        check_stall(self, config);
+      },
       [=](follow_atom, standby_actor standby) { return follow(self, config, std::move(standby)); },
       [=](tables_atom) -> caf::result<coordinator_actor> {
         if (!config.tables) return make_error(errc::bad_configuration, "this job has no tables");

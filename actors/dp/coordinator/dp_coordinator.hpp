@@ -34,9 +34,10 @@
 #include "actors/dp/collective/generation_store.hpp"
 #include "actors/job/checkpoint_file.hpp"
 #include "actors/job/job_scalars.hpp"
-#include "actors/job/report.hpp"
 #include "actors/job/progress_line.hpp"
+#include "actors/job/report.hpp"
 #include "actors/supervision/failure/heartbeat.hpp"
+#include "actors/supervision/failure/stall_watch.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
@@ -56,6 +57,9 @@ struct dp_coordinator_config {
   // --mode hybrid: the coordinator of the task's embedding tables (actors/coordinator with
   // coordinator_config::group set to this one); none otherwise.
   coordinator_actor tables;
+  // What the members in this coordinator's own process are doing (the stall report); none
+  // when it has none.
+  std::shared_ptr<activity_board> activity;
   // A standby taking over (actors/dp/coordinator/dp_standing.cpp): the old primary's last standing
   // (with its `dp` part), when it arrived, and why the old primary was judged lost.
   std::optional<coordinator_standing> takeover;
@@ -78,6 +82,9 @@ struct dp_member {
   uint32_t index = 0;                        // in join order (--worker-slowdown)
   double compute_s = 0;
   double wall_s = 0;
+  uint64_t skipped_steps = 0;             // steps skipped for its own non-finite loss or gradient
+  std::vector<member_activity> activity;  // what its process's members did (last heartbeat)
+  stall_watch::clock::time_point heard = stall_watch::clock::now();  // that heartbeat
 };
 
 struct dp_coordinator_state {
@@ -130,7 +137,9 @@ struct dp_coordinator_state {
   std::vector<timeline_event> timeline;  // checkpoints: the timeline view's
   progress_line display;
   std::chrono::steady_clock::time_point started;
-  succession_state succession;  // the term, the standby, a takeover under way
+  succession_state succession;    // the term, the standby, a takeover under way
+  stall_watch stall;              // --stall-timeout
+  uint64_t skipped_in_a_row = 0;  // the group's skipped steps since its last applied one
 };
 
 dp_coordinator_actor::behavior_type dp_coordinator(

@@ -31,6 +31,10 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
 // Marks `m` lost (the report's losses, the metrics) without forming a new generation.
 void record_loss(dp_coordinator_state& st, dp_member& m, const std::string& why);
 
+// Every tick: the stall watchdog (--stall-timeout) judges the group's progress; a stalled job
+// ends with each member's last activity in its report.
+void check_stall(self_ptr self, const dp_coordinator_config& config);
+
 // -- dp_steps.cpp
 // A member's step_report; a step counts once, a member's report of a step counted for it is
 // dropped.

@@ -41,6 +41,26 @@ void tally(self_ptr self, const dp_coordinator_config& config, const step_report
   evaluate_next(self, config);
 }
 
+// The group's step was skipped (a member's loss or gradient not finite) or applied: counted,
+// for the report and --max-consecutive-skipped-steps; false when that ended the job.
+bool count_skipped(self_ptr self, const dp_coordinator_config& config, const step_report& report) {
+  auto& st = self->state;
+  if (!report.skipped) {
+    st.skipped_in_a_row = 0;
+    return true;
+  }
+  ++st.report.skipped_steps;
+  ++st.skipped_in_a_row;
+  add(st.metrics.skipped, 1);
+  const uint64_t most = config.opts.max_consecutive_skipped_steps;
+  if (most == 0 || st.skipped_in_a_row < most) return true;
+  fail(self, config,
+       fmt::format("the group skipped {} steps in a row (a member's loss or gradient was not "
+                   "finite; --max-consecutive-skipped-steps {})",
+                   st.skipped_in_a_row, most));
+  return false;
+}
+
 }  // namespace
 
 void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) {
@@ -51,7 +71,11 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   auto report = decode<step_report>(w);
   if (!report || report->epoch >= config.opts.epochs || report->generation > st.generation)
     return config.log.warn("ignored a malformed step report from '{}'", m->name);
-  if (report->step <= m->last_step) return;  // counted already (sent again after a takeover)
+  if (report->step <= m->last_step) return;         // counted already (sent again after a takeover)
+  if (m->wall_s > 0 && report->wall_s > m->wall_s)  // this step's time, by the member's clock
+    st.stall.step_took(std::chrono::duration_cast<stall_watch::clock::duration>(
+        std::chrono::duration<double>(report->wall_s - m->wall_s)));
+  if (report->own_non_finite) ++m->skipped_steps;
   m->last_step = report->step;
   ++m->steps;
   m->examples += report->examples;
@@ -74,7 +98,8 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   // Every member that applied a step reports it, in order; the first report counts it.
   if (report->step > st.steps) {
     st.applied_examples[report->epoch] += report->step_examples;
-    if (report->skipped) ++r.skipped_steps;
+    st.stall.progress(stall_watch::clock::now());
+    if (!count_skipped(self, config, *report)) return;
     (report->compressed ? r.steps_compressed : r.steps_warmup) += report->step - st.steps;
     add(st.metrics.batches, double(report->step - st.steps));
     st.steps = report->step;
@@ -109,7 +134,8 @@ void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
   st.evaluating = true;
   auto [epoch, input] = st.to_evaluate.front();
   st.to_evaluate.pop_front();
-  if (config.tables && input->rows.ids.empty()) {  // --mode hybrid: the rows first
+  const bool rows_due = config.tables && !config.task->sparse_tables().empty();
+  if (rows_due && input->rows.ids.empty()) {  // --mode hybrid: the rows first
     st.to_evaluate.emplace_front(epoch, input);
     return pull_evaluation_rows(self, config, input, [=] {
       self->state.evaluating = false;
@@ -136,6 +162,7 @@ void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
                 epoch + 1, config.opts.epochs, out.result.accuracy, out.result.loss, train_loss,
                 wall, double(st.steps) / std::max(wall, 1e-9)));
             st.evaluated = std::max(st.evaluated, epoch + 1);
+            st.stall.progress(stall_watch::clock::now());
             set(st.metrics.epochs, st.evaluated);
             set(st.metrics.accuracy, out.result.accuracy);
             send_standing(self, config);

@@ -8,6 +8,7 @@
 #include "actors/dp/trainer/dp_trainer_parts.hpp"
 #include "actors/supervision/node_control.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -62,6 +63,8 @@ void table_push_done(self_ptr self, const dp_trainer_config& config) {
 // the coordinator told; it forms a new generation, within a bound.
 void wait_for_generation(self_ptr self, const dp_trainer_config& config, const std::string& why) {
   auto& st = self->state;
+  config.coordinator->activity().set(config.name, fmt::format("after step {}", st.step),
+                                     "coordinator: a new generation");
   st.in_step = false;
   st.forming = false;
   st.broken = true;
@@ -205,6 +208,8 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   st.replica = std::move(*replica);
   st.params.assign(st.layout->total, 0.0f);
   config.task->initialize(job.seed, st.params);
+  if (!kernels::all_finite(st.params))  // (a Python task's initialize that raised leaves NaN)
+    return make_error(errc::task_failed, "the task's initialize left values that are not finite");
   st.optimizer_plan = plan_buckets(*st.layout, 1, 1);
   if (auto err = check_rule(job.optimizer, config.rules)) return err;
   bucket_spec spec{0, 1, job.optimizer,

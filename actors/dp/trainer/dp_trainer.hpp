@@ -102,7 +102,9 @@ struct dp_trainer_state {
   adam_stage stage = adam_stage::full;  // of the step in flight
   uint32_t mine = 0;                    // examples this member computes in the step in flight
   double own_loss_sum = 0;
-  uint64_t step_examples = 0;  // examples of the whole step, over every member
+  bool own_non_finite = false;     // this member's loss or gradient was not finite this step
+  throttled_warning skip_warning;  // says skipped steps at the first, then once a minute
+  uint64_t step_examples = 0;      // examples of the whole step, over every member
   // --balance: the members' weights (empty: an even split), and this member's running mean
   // of its step's compute seconds (slowdown included), which it sends in the meta
   std::vector<double> weights;

@@ -76,6 +76,7 @@ void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
       // NaN or Inf: every member skips the step; zeros travel instead, so that no error
       // feedback (1-bit) takes the non-finite values in and keeps them.
       (*st.values)[meta_non_finite] = 1.0f;
+      st.own_non_finite = true;
       std::fill(grad.begin(), grad.end(), 0.0f);
     } else if (st.adam)
       st.adam->prepare(st.stage, grad, bucket.begin, weight, *st.optimizer);
@@ -248,6 +249,7 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   st.step_examples =
       std::min<uint64_t>(job.global_batch, st.examples - in_epoch * job.global_batch);
   st.in_step = true;
+  st.own_non_finite = false;
   st.rows_due.clear();
   st.next_bucket = 0;
   st.replies_due = 0;
@@ -278,12 +280,16 @@ void compute_and_send(self_ptr self, const dp_trainer_config& config, example_ra
   if (share.count == 0) {
     std::fill(grad.begin(), grad.end(), 0.0f);
   } else {
+    config.coordinator->activity().set(config.name, fmt::format("step {}", st.step + 1),
+                                       "user code: gradient");
     auto done = share_gradient(self, config, share, epoch, grad);
     if (!done) return fail(self, config, "computing the gradient", done.error());
     loss = *done;
   }
   slow_down(st, seconds_between(began, clock_type::now()));
-  if (!send_model_buffers(st, grad, share.count > 0)) (*st.values)[meta_non_finite] = 1.0f;
+  const bool buffers_finite = send_model_buffers(st, grad, share.count > 0);
+  if (!buffers_finite || !std::isfinite(loss)) st.own_non_finite = true;
+  if (st.own_non_finite) (*st.values)[meta_non_finite] = 1.0f;
   if (!st.tables.empty() && share.count > 0) prepare_share_rows(st, share, epoch);
   for (size_t t = 0; t < st.layout->specs.size(); ++t) tensor_ready(self, config, t);
   st.backward_done = clock_type::now();
@@ -294,7 +300,8 @@ void compute_and_send(self_ptr self, const dp_trainer_config& config, example_ra
   st.own_loss_sum = loss * st.mine;
   (*st.values)[meta_loss] = static_cast<float>(st.own_loss_sum);
   (*st.values)[meta_size + job.rank] = static_cast<float>(st.own_seconds);
-  if (!std::isfinite(loss)) (*st.values)[meta_non_finite] = 1.0f;
+  config.coordinator->activity().set(config.name, fmt::format("step {}", st.step + 1),
+                                     "collective");
   st.mine_since_sync += st.mine;
   st.examples_since_sync += st.step_examples;
   if (st.stage == adam_stage::local || st.stage == adam_stage::sync) {
@@ -370,8 +377,11 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch);
   if (!local) reweigh(st);
   if (skipped) {
-    config.log.warn("step {}: a member's gradient is not finite; skipped by every member",
-                    st.step + 1);
+    if (const uint64_t n = st.skip_warning.count(clock_type::now()))
+      config.log.warn(
+          "step {}: a member's loss or gradient is not finite{}; skipped by every member "
+          "(skipped steps since the last warning: {})",
+          st.step + 1, st.own_non_finite ? " (this member's)" : "", n);
   } else if (auto err = apply_sum(st)) {
     if (!has_code(err, errc::non_finite)) return fail(self, config, "applying the step", err);
     // Finite gradients whose sum overflowed (or passed the optimizer's bound): every member
@@ -403,6 +413,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   report.step_examples = st.step_examples;
   report.bytes_inter_host = st.step_bytes_inter_host;
   report.compressed = st.adam && compressed_stage(st.stage);
+  report.own_non_finite = st.own_non_finite;
   send_report(self, config, st.step, encode(report));
   if (st.job->checkpoint_every && st.step % st.job->checkpoint_every == 0) st.checkpoint_due = true;
   // Not after a local step of 0/1 Adam: that state is one member's (the next sync is).

@@ -84,6 +84,8 @@ gatekeeper_actor::behavior_type gatekeeper(
         }
         config.log.debug("admitted {} '{}'", to_string(challenge.request.sender),
                          challenge.request.name);
+        if (challenge.request.sender == role::server && !config.no_servers.empty())
+          return make_error(errc::not_needed, config.no_servers);
         if (challenge.request.sender == role::server && config.servers_join) {
           if (auto servers = config.servers_join()) return servers;
           return make_error(errc::not_ready, "no parameter service waits for servers here yet");

@@ -27,6 +27,8 @@ struct gatekeeper_config {
   // service it places on servers (parameter_service::start with servers), and while it has
   // none (a null answer) a server is told errc::not_ready and tries again.
   std::function<coordinator_actor()> servers_join;
+  // A job with no place for servers (--mode dp): a server is told errc::not_needed with this.
+  std::string no_servers;
 };
 
 struct pending_challenge {

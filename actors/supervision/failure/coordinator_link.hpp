@@ -4,7 +4,8 @@
 // the new term's coordinator and tells the subscribed members to rejoin it; from then on,
 // messages from the deposed coordinator fail every member's sender check. Created by the
 // launcher (actors/job/launch.cpp), one per process; thread-safe, since members run on
-// different threads.
+// different threads. The link also holds the process's activity board (what its members are
+// doing, sent with the heartbeats).
 #pragma once
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <vector>
 
+#include "actors/supervision/failure/activity_board.hpp"
 #include "messages/codec.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/error.hpp"
@@ -21,8 +23,14 @@ namespace troupe {
 
 class coordinator_link {
  public:
-  explicit coordinator_link(coordinator_actor first, bool standby_listed = false)
-      : current_(std::move(first)), standby_listed_(standby_listed) {}
+  explicit coordinator_link(coordinator_actor first, bool standby_listed = false,
+                            std::shared_ptr<activity_board> activity = nullptr)
+      : current_(std::move(first)),
+        standby_listed_(standby_listed),
+        activity_(activity ? std::move(activity) : std::make_shared<activity_board>()) {}
+
+  // What the process's members are doing now (set by them, read by the watch).
+  activity_board& activity() const { return *activity_; }
 
   coordinator_actor handle() const {
     std::lock_guard<std::mutex> guard{mutex_};
@@ -79,6 +87,7 @@ class coordinator_link {
   bool standby_listed_ = false;
   bool closed_ = false;
   std::vector<caf::actor_addr> subscribers_;
+  std::shared_ptr<activity_board> activity_;
 };
 
 using coordinator_link_ptr = std::shared_ptr<coordinator_link>;
@@ -115,9 +124,11 @@ void ask_where_bucket_is(Self self, coordinator_link_ptr link, std::chrono::mill
             });
 }
 
-// A link to `coordinator` that never switches (the coordinator's own process, tests).
-inline coordinator_link_ptr fixed_link(coordinator_actor coordinator) {
-  return std::make_shared<coordinator_link>(std::move(coordinator));
+// A link to `coordinator` that never switches (the coordinator's own process, tests); its
+// members write on `activity` (the coordinator's own board, when it is in this process).
+inline coordinator_link_ptr fixed_link(coordinator_actor coordinator,
+                                       std::shared_ptr<activity_board> activity = nullptr) {
+  return std::make_shared<coordinator_link>(std::move(coordinator), false, std::move(activity));
 }
 
 }  // namespace troupe

@@ -49,15 +49,26 @@ heartbeat beat_of(self_ptr self, const coordinator_watch_config& config) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   const auto usage = current_process_usage();
   return heartbeat{
-      config.name, ++self->state.sequence,
+      config.name,
+      ++self->state.sequence,
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()),
-      usage.cpu_seconds, usage.rss_bytes};
+      usage.cpu_seconds,
+      usage.rss_bytes,
+      config.coordinator->activity().snapshot()};
+}
+
+// The job is over for this process (its coordinator ended, and no standby took over): the
+// launcher gives its members a bound to end, since one stuck in the user's code never will.
+void job_over(const coordinator_watch_config& config, const std::string& why) {
+  if (auto launcher = caf::actor_cast<caf::actor>(config.supervisor))
+    caf::anon_send(launcher, stop_atom_v, why);
 }
 
 void tell_members(const coordinator_watch_config& config, self_ptr self, uint64_t term) {
   using rejoiner = caf::typed_actor<caf::reacts_to<rejoin_atom, uint64_t>>;
   for (const auto& member : config.coordinator->subscribers())
     if (auto handle = caf::actor_cast<rejoiner>(member)) self->send(handle, rejoin_atom_v, term);
+  if (term == 0) job_over(config, "no coordinator took over");
 }
 
 void look_for_takeover(self_ptr self, const coordinator_watch_config& config,
@@ -137,14 +148,15 @@ coordinator_watch_actor::behavior_type coordinator_watch(self_ptr self,
   const bool standby = config.coordinator->standby_listed();
   self->state.answers = heartbeat_monitor{config.opts.heartbeat_interval};
   self->state.at = config.joined;
-  if (standby) {
-    self->monitor(config.coordinator->handle());
-    self->state.answers.heard(coordinator_name, heartbeat_monitor::clock::now());
-    self->set_down_handler([=](caf::down_msg& msg) {
-      if (msg.source == config.coordinator->address())
-        look_for_takeover(self, config, describe(msg.reason));
-    });
-  }
+  self->monitor(config.coordinator->handle());
+  if (standby) self->state.answers.heard(coordinator_name, heartbeat_monitor::clock::now());
+  self->set_down_handler([=](caf::down_msg& msg) {
+    if (msg.source != config.coordinator->address()) return;
+    if (standby && !config.coordinator->closed())
+      return look_for_takeover(self, config, describe(msg.reason));
+    job_over(config, msg.reason ? "the coordinator ended: " + describe(msg.reason)
+                                : std::string("the coordinator ended"));
+  });
   self->send(self, tick_atom_v);
   return {
       [=](tick_atom) {

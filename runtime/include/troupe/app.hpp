@@ -28,6 +28,9 @@ struct app_description {
   std::function<caf::expected<std::unique_ptr<training_task>>(const launch_options&)> make_task;
   // The app's own update rules, chosen with --optimizer NAME (troupe/update_rule.hpp).
   update_rules rules;
+  // run_app is called from a library (Python's troupe.run), whose caller goes on after it: the
+  // process is never ended for an actor system slow to shut down; it is left behind instead.
+  bool in_library = false;
 };
 
 int run_app(int argc, char** argv, const app_description& app);

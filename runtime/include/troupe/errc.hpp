@@ -29,6 +29,7 @@ enum class errc : uint8_t {
   task_failed,            // the user's task raised (a Python exception; its traceback is the text)
   interrupted,            // the process got a stop signal (Ctrl-C, SIGTERM) and ended its part
   not_ready,              // nothing to join yet (an app node's servers wait for a service)
+  not_needed,             // the job has nothing for this node (a server of a job without tables)
 };
 
 std::string to_string(errc code);

@@ -6,8 +6,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -63,6 +66,31 @@ class logger {
 
   std::string name_;
   std::shared_ptr<std::atomic<log_level>> level_;
+};
+
+// A warning about an event that may repeat every step (a skipped step): said at its first
+// time, then at most once per `every` with how many came since, instead of a flood. One
+// owner; not thread-safe.
+class throttled_warning {
+ public:
+  using clock = std::chrono::steady_clock;
+  explicit throttled_warning(clock::duration every = std::chrono::minutes(1)) : every_(every) {}
+
+  // Counts one event at `now`; returns how many to say now (0: stay quiet): 1 the first time,
+  // then those since the last time said, once `every` has passed.
+  uint64_t count(clock::time_point now) {
+    ++unsaid_;
+    if (said_ && now - *said_ < every_) return 0;
+    said_ = now;
+    const uint64_t n = unsaid_;
+    unsaid_ = 0;
+    return n;
+  }
+
+ private:
+  clock::duration every_;
+  std::optional<clock::time_point> said_;
+  uint64_t unsaid_ = 0;
 };
 
 }  // namespace troupe

@@ -146,6 +146,12 @@ struct launch_options {
   // over when that one goes down or is silent for --takeover-timeout-ms of its running time.
   host_port standby_of{"", 0};
   std::chrono::milliseconds takeover_timeout{10000};
+  // The stall watchdog (actors/supervision/failure/stall_watch.hpp): a job with no progress for
+  // max(this, 10 x its slowest step) ends as stalled; 0: off.
+  std::chrono::seconds stall_timeout{600};
+  // A job fails after this many skipped (non-finite) steps in a row: a ps worker's own, or a
+  // dp / hybrid group's; 0: no limit.
+  uint64_t max_consecutive_skipped_steps = 0;
   uint32_t max_restarts = 3;  // per node supervisor, within the period
   std::chrono::milliseconds restart_period{10000};
   uint32_t replication = 1;       // copies of each bucket, on different servers

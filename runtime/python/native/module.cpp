@@ -4,7 +4,13 @@
 // (dash_binding), the parameter service and its blocking clients (parameter_binding), and
 // loop groups for a loop's own data parallelism (group_binding).
 // Python code calls the troupe package, not this.
+#include <atomic>
+#include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -19,6 +25,9 @@
 namespace py = pybind11;
 
 namespace {
+
+// How long run() waits for Python's lock after its job ended (the launchers' exit bound).
+constexpr auto return_bound = std::chrono::seconds(10);
 
 // SIGINT as a Troupe binary has it while the job runs (Python's handler only sets a flag that
 // nobody reads while run_app holds the main thread): the default action, and while run_app
@@ -51,6 +60,7 @@ int run(py::object build, std::vector<std::string> argv, std::string name,
         std::vector<flag_row> flags) {
   troupe::app_description app;
   app.name = name;
+  app.in_library = true;
   app.summary = "train a PyTorch model with Troupe";
   for (auto& [flag, metavar, help, fallback, kind] : flags) {
     const auto type = kind == "whole"    ? troupe::app_flag::whole
@@ -81,9 +91,26 @@ int run(py::object build, std::vector<std::string> argv, std::string name,
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
-  py::gil_scoped_release released;
-  default_sigint sigint;
-  return troupe::run_app(static_cast<int>(argv.size()), args.data(), app);
+  auto back = std::make_shared<std::atomic<bool>>(false);
+  int code = 1;
+  {
+    py::gil_scoped_release released;
+    default_sigint sigint;
+    code = troupe::run_app(static_cast<int>(argv.size()), args.data(), app);
+    // A thread of the user's stuck in Python (a deadlock that the stall watchdog ended the job
+    // for) may hold the GIL for good: then the process ends with the job's code, rather than
+    // never return.
+    std::thread([back, code, name] {
+      std::this_thread::sleep_for(return_bound);
+      if (back->load()) return;
+      std::fprintf(stderr,
+                   "%s: the job ended but Python's lock was not free within %d s; ending now\n",
+                   name.c_str(), static_cast<int>(return_bound.count()));
+      std::_Exit(code != 0 ? code : 1);
+    }).detach();
+  }
+  back->store(true);
+  return code;
 }
 
 }  // namespace

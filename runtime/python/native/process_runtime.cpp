@@ -11,6 +11,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <caf/logger.hpp>
+
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
 
@@ -60,6 +62,9 @@ void stop_process_system() {
   auto*& runtime = current();
   if (!runtime || runtime->owner != ::getpid()) return;
   py::gil_scoped_release released;  // actors that call back into Python may still finish
+  // This thread's logger reference (CAF keeps one per thread that spawned) would hold the
+  // system's last wait on the other thread.
+  caf::logger::set_current_actor_system(nullptr);
   auto stopped = std::make_shared<std::promise<void>>();
   auto done = stopped->get_future();
   std::thread([ending = runtime, stopped] {

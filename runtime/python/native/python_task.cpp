@@ -18,10 +18,13 @@ namespace {
 
 // A 1-D memoryview over `values`, valid for the call it is passed to only (parameters and rows
 // are read-only by the protocol; Python sees one buffer type for both).
+// An empty span's data() may be null, which Python refuses: an empty view then points at a
+// placeholder instead.
 template <class T>
 py::memoryview view_of(std::span<const T> values) {
-  return py::memoryview::from_buffer(const_cast<T*>(values.data()),
-                                     {static_cast<py::ssize_t>(values.size())},
+  static T placeholder{};
+  T* data = values.empty() ? &placeholder : const_cast<T*>(values.data());
+  return py::memoryview::from_buffer(data, {static_cast<py::ssize_t>(values.size())},
                                      {static_cast<py::ssize_t>(sizeof(T))});
 }
 py::memoryview view_of(std::span<const float> values) {
@@ -82,14 +85,23 @@ auto guarded(const std::string& doing, F call) -> caf::expected<decltype(call())
   }
 }
 
+// Drops a Python object held by an actor, from whatever thread ends the actor. Once the
+// interpreter is finalizing, taking its lock would end this thread (Python 3.11 exits such
+// threads, which unwinding a destructor turns into std::terminate): the object is left.
+void release_python(py::object& object) {
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) {
+    object.release();
+    return;
+  }
+  py::gil_scoped_acquire gil;
+  object = py::object();
+}
+
 class python_replica : public range_replica {
  public:
   python_replica(py::object replica, uint32_t batch, size_t tables)
       : range_replica(batch), replica_(std::move(replica)), tables_(tables) {}
-  ~python_replica() override {
-    py::gil_scoped_acquire gil;
-    replica_ = py::object();
-  }
+  ~python_replica() override { release_python(replica_); }
 
   caf::expected<range_result> gradient_range(std::span<const float> params, uint32_t epoch,
                                              uint64_t first, uint32_t count, std::span<float> grad,
@@ -154,10 +166,7 @@ class python_task : public training_task {
         specs_(std::move(specs)),
         tables_(std::move(tables)),
         log_(std::move(log)) {}
-  ~python_task() override {
-    py::gil_scoped_acquire gil;
-    task_ = py::object();
-  }
+  ~python_task() override { release_python(task_); }
 
   std::vector<tensor_spec> parameters() const override { return specs_; }
 
