@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -315,6 +316,15 @@ void add_to_account(coordinator_state& st, const progress& report) {
   }
 }
 
+void add_chunk_loss(coordinator_state& st, const work_chunk& chunk, double loss_sum) {
+  auto& loss = st.training.epoch_loss[chunk.epoch];
+  auto& batches = st.training.epoch_batches[chunk.epoch];
+  // A skipped chunk's loss is not finite: it counts as the epoch's mean so far.
+  if (!std::isfinite(loss_sum)) loss_sum = batches ? loss / double(batches) * chunk.count : 0.0;
+  loss += loss_sum;
+  batches += chunk.count;
+}
+
 // A worker's chunk was skipped (its loss or gradient not finite) or not: counted, for the
 // report and --max-consecutive-skipped-steps; false when that ended the job.
 bool count_skipped(self_ptr self, const coordinator_config& config, member& m, bool skipped) {
@@ -346,18 +356,11 @@ void count_progress(self_ptr self, const coordinator_config& config, const progr
   }
   if (!st.training.work->finish(report.worker, report.chunk))
     return config.log.warn("ignored progress on a chunk '{}' does not hold", m.name);
-  auto& loss = st.training.epoch_loss[report.chunk.epoch];
-  auto& batches = st.training.epoch_batches[report.chunk.epoch];
-  // A skipped chunk's loss is not finite: it counts as the epoch's mean so far.
-  loss += report.skipped ? (batches ? loss / double(batches) * report.chunk.count : 0.0)
-                         : report.loss_sum;
-  batches += report.chunk.count;
+  add_chunk_loss(st, report.chunk, report.loss_sum);
   m.steps += report.chunk.count;
   m.clock = report.clock;
   st.stall.progress(stall_watch::clock::now());
-  if (m.wall_s > 0 && report.wall_s > m.wall_s)  // this chunk's time, from its worker's clock
-    st.stall.step_took(std::chrono::duration_cast<stall_watch::clock::duration>(
-        std::chrono::duration<double>(report.wall_s - m.wall_s)));
+  if (m.compute_s > 0) st.stall.step_took(report.compute_s - m.compute_s);  // its computing
   if (!count_skipped(self, config, m, report.skipped)) return;
   add(st.metrics.batches, report.chunk.count);
   m.compute_s = report.compute_s;

@@ -52,6 +52,9 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
 uint64_t on_heartbeat(self_ptr self, const wire& w);
 void lose_worker(self_ptr self, const coordinator_config& config, size_t i, const std::string& why);
 void check_heartbeats(self_ptr self, const coordinator_config& config);
+// Counts a finished chunk's batches and summed loss into its epoch's train loss (a loss that is
+// not finite, of a skipped chunk, as the epoch's mean so far).
+void add_chunk_loss(coordinator_state& st, const work_chunk& chunk, double loss_sum);
 // Every tick: the stall watchdog (--stall-timeout) judges the job's progress; a stalled job
 // ends with each member's last activity in its report.
 void check_stall(self_ptr self, const coordinator_config& config);

@@ -239,20 +239,16 @@ caf::result<wire> admit_worker(self_ptr self, const coordinator_config& config, 
 void check_stall(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   if (config.hands_out_buckets() || st.phase == job_phase::finishing) return;  // not ours to judge
-  const auto now = stall_watch::clock::now();
   // Start-up, a checkpoint, an evaluation and a takeover may take long on purpose; each counts
   // as progress when it ends.
   const bool busy = st.phase != job_phase::training || st.evaluation.running ||
                     st.checkpoints.taking || st.succession.rejoining;
-  const auto quiet = st.stall.check(now, busy);
-  if (!quiet) return;
   std::vector<heard_activity> heard;
   for (const auto* members : {&st.roster.worker_members, &st.roster.server_members})
     for (const auto& m : *members)
       if (!m.lost) heard.push_back(heard_activity{m.activity, m.heard});
-  st.report.stalled = true;
-  st.report.stall = last_activity(config.activity.get(), heard, now);
-  fail(self, config, describe_stall(*quiet, st.stall.bound(), st.report.stall));
+  if (auto why = judge_stall(st.stall, busy, config.activity.get(), heard, st.report))
+    fail(self, config, *why);
 }
 
 }  // namespace troupe::coordination

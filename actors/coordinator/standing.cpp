@@ -58,8 +58,9 @@ void send_standing(self_ptr self, const coordinator_config& config) {
   auto standing = standing_of(st, config);
   const bool training = standing.training;
   // Once the standby holds this standing, each worker may forget the chunks it counts.
+  // (Not while workers rejoin a takeover: their chunks are in accounts the standing lacks.)
   std::vector<std::pair<worker_actor, uint64_t>> held;
-  for (size_t i = 0; i < st.roster.workers.size(); ++i)
+  for (size_t i = 0; i < st.roster.workers.size() && !st.succession.rejoining; ++i)
     if (!st.roster.worker_members[i].lost && st.roster.workers[i])
       held.emplace_back(st.roster.workers[i], st.roster.worker_members[i].clock);
   offer_standing(

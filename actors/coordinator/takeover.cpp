@@ -72,8 +72,7 @@ void reconcile_work(coordinator_state& st, const coordinator_config& config) {
     const auto counted = st.training.work->adopt(account.rank, account.held, account.finished);
     for (size_t i : counted) {
       const auto& c = account.finished[i];
-      st.training.epoch_loss[c.epoch] += account.finished_loss[i];
-      st.training.epoch_batches[c.epoch] += c.count;
+      add_chunk_loss(st, c, account.finished_loss[i]);
       counted_batches += c.count;
       ++st.checkpoints.chunks_done;
     }

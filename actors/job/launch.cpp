@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/logger.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include <unistd.h>
@@ -14,7 +13,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <future>
 #include <optional>
 #include <thread>
 
@@ -30,6 +28,7 @@
 #include "actors/supervision/admission/gatekeeper.hpp"
 #include "actors/supervision/failure/coordinator_watch.hpp"
 #include "actors/supervision/failure/heartbeat.hpp"
+#include "actors/supervision/failure/stall_watch.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "actors/supervision/supervisors/supervisor.hpp"
 #include "actors/worker/worker.hpp"
@@ -78,13 +77,9 @@ int wait_for(caf::scoped_actor& self, const caf::actor_addr& actor, const std::s
         caf::after(slice) >>
             [&] {
               if (job_over && std::chrono::steady_clock::now() >= *job_over) {
-                std::string doing;
-                for (const auto& a :
-                     activity ? activity->snapshot() : std::vector<member_activity>{})
-                  doing += fmt::format("; {}: {}, waiting on {} for {:.0f} s", a.member, a.doing,
-                                       a.waiting_on, a.since_s);
                 fmt::print(stderr, "{}: {}, and a member did not end within {} s{}; ending now\n",
-                           program, over_why, exit_bound::bound.count(), doing);
+                           program, over_why, exit_bound::bound.count(),
+                           activity ? describe_activity(activity->snapshot()) : std::string{});
                 std::_Exit(1);
               }
               if (stopped_by) {
@@ -125,17 +120,13 @@ exit_bound::~exit_bound() {
     }).detach();
     return;  // the members destroy the system here, in order
   }
-  // This thread's logger reference (CAF keeps one per thread that spawned) would hold the
-  // system's last wait on another thread.
-  caf::logger::set_current_actor_system(nullptr);
-  auto ended = std::make_shared<std::promise<void>>();
-  auto done = ended->get_future();
-  std::thread([system = system_.release(), config = config_.release(), ended] {
-    delete system;
-    delete config;
-    ended->set_value();
-  }).detach();
-  if (done.wait_for(bound) != std::future_status::ready)
+  const bool ended = end_actor_system_within(
+      [system = system_.release(), config = config_.release()] {
+        delete system;
+        delete config;
+      },
+      bound);
+  if (!ended)
     fmt::print(stderr,
                "{}: the actor system did not shut down within {} s; left behind, running (an "
                "actor that never ended: CAF issue 1196, or a member stuck in user code)\n",
@@ -416,7 +407,7 @@ int run_member(const launch_options& opts, role as, const app_description& app, 
   auto coord = join_cluster(sys, opts, as, name, log, &joined);
   if (!coord && has_code(coord.error(), errc::not_needed)) {
     fmt::print(stderr, "{}: not needed: {}\n", app.name, describe(coord.error()));
-    return 0;
+    return ending.returns(0);
   }
   if (!coord) {
     fmt::print(stderr, "{}: cannot join the job: {}\n", app.name, describe(coord.error()));
@@ -568,9 +559,9 @@ int run_app(int argc, char** argv, const app_description& app) {
         });
   }
   auto made = app.make_task(*opts);
-  if (!made) {
+  if (!made) {  // a task that cannot be built (its parameters or initialize raised): refused
     fmt::print(stderr, "{}: {}\n", app.name, describe(made.error()));
-    return 1;
+    return 2;
   }
   std::shared_ptr<const training_task> task = std::move(*made);
   if (auto err = check_task_fits_mode(*task, *opts)) {

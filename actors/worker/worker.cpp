@@ -33,14 +33,14 @@ void fail(self_ptr self, const worker_config& config, const std::string& doing,
   fail(self, config, make_error(errc::job_failed, doing + ": " + describe(err)));
 }
 
-// Keeps claim_below chunks in reserve, so that the next claim's round trip hides behind
-// computation; each claim asks for up to lease_chunks.
-void record_activity(self_ptr self, const worker_config& config, const char* waiting_on) {
-  const auto& c = self->state.current;
+void record_activity(self_ptr self, const worker_config& config, const work_chunk& chunk,
+                     const char* waiting_on) {
   config.coordinator->activity().set(
-      config.name, fmt::format("epoch {} batch {}", c.epoch + 1, c.first), waiting_on);
+      config.name, fmt::format("epoch {} batch {}", chunk.epoch + 1, chunk.first), waiting_on);
 }
 
+// Keeps claim_below chunks in reserve, so that the next claim's round trip hides behind
+// computation; each claim asks for up to lease_chunks.
 void claim_work(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   // Paused (a checkpoint, a drain): no new work, which a drained worker could not finish.
@@ -143,8 +143,11 @@ void maybe_compute(self_ptr self, const worker_config& config) {
     return;
   }
   if (st.queue.empty()) {
+    if (!st.exhausted)
+      config.coordinator->activity().set(config.name, "between chunks", "coordinator: work");
     if (st.exhausted && !st.finished) {
       report_progress(self, config);
+      config.coordinator->activity().set(config.name, "done", "the job's end");
       st.finished = true;
       self->send(config.coordinator->handle(), done_atom_v, st.job->worker);
     }
@@ -162,7 +165,7 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   // A prefetch asks for the values after this chunk's own push (clock + 1): ssp and bsp hold
   // it until that push has landed, so prefetching never loosens their bounds.
   if (st.job->prefetch && (!st.queue.empty() || !st.exhausted)) pull_round(self, config, 1);
-  record_activity(self, config, "user code: gradient");
+  record_activity(self, config, st.current, "user code: gradient");
   auto loss = compute_chunk(st, st.current);
   if (!loss)
     return fail(self, config,
@@ -259,6 +262,9 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
   self->state.metrics = worker_metrics::of(config.metrics, config.name);
   self->monitor(config.coordinator->handle());
   config.coordinator->subscribe(self->address());
+  self->attach_functor([link = config.coordinator, name = config.name] {
+    link->activity().forget(name);  // an ended worker does nothing the stall report needs
+  });
   self->set_down_handler([=](caf::down_msg& msg) {
     if (self->state.stopping) return;
     if (msg.source != config.coordinator->address()) {

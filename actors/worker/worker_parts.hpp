@@ -18,9 +18,10 @@ void fail(self_ptr self, const worker_config& config, const std::string& doing,
           const caf::error& err);
 // Once every bucket acknowledged a push: the clock advances and the chunk is finished.
 void pushed(self_ptr self, const worker_config& config);
-// Writes on the process's activity board (the stall report) that the worker, at its current
-// chunk, now waits on `waiting_on`.
-void record_activity(self_ptr self, const worker_config& config, const char* waiting_on);
+// Writes on the process's activity board (the stall report) that the worker, at `chunk`, now
+// waits on `waiting_on`.
+void record_activity(self_ptr self, const worker_config& config, const work_chunk& chunk,
+                     const char* waiting_on);
 // Moves the loop on: says done when no work is left, pulls when values are missing, and
 // computes and pushes the next chunk once its values are in and no push is in flight.
 void maybe_compute(self_ptr self, const worker_config& config);

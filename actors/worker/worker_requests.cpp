@@ -93,7 +93,7 @@ std::shared_ptr<bucket_client> connect_buckets(self_ptr self, const worker_confi
 
 void push_round(self_ptr self, const worker_config& config, bool skipped) {
   auto& st = self->state;
-  record_activity(self, config, "push");
+  record_activity(self, config, st.current, "push");
   st.pushes_pending = st.buckets->size();
   st.chunk_staleness = 0;
   st.chunk_acks = 0;
@@ -143,7 +143,7 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
 // front of the queue reads.
 void pull_round(self_ptr self, const worker_config& config, uint64_t ahead) {
   auto& st = self->state;
-  record_activity(self, config, "pull");
+  record_activity(self, config, st.queue.empty() ? st.current : st.queue.front(), "pull");
   const auto buckets = static_cast<uint32_t>(st.buckets->size());
   st.pulls_pending = buckets;
   if (!st.tables.empty()) prepare_chunk_rows(*st.replica, st.tables, st.queue.front(), st.rows);

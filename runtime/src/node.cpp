@@ -7,7 +7,11 @@
 #include <caf/openssl/manager.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <caf/logger.hpp>
+
 #include <cstdlib>
+#include <future>
+#include <memory>
 #include <thread>
 
 #ifdef __GLIBC__
@@ -57,6 +61,17 @@ void configure_actor_system(caf::actor_system_config& cfg, const launch_options&
     tls::guard_openssl_calls();
   }
   register_protocol(cfg);
+}
+
+bool end_actor_system_within(std::function<void()> teardown, std::chrono::seconds bound) {
+  caf::logger::set_current_actor_system(nullptr);
+  auto ended = std::make_shared<std::promise<void>>();
+  auto done = ended->get_future();
+  std::thread([teardown = std::move(teardown), ended] {
+    teardown();
+    ended->set_value();
+  }).detach();
+  return done.wait_for(bound) == std::future_status::ready;
 }
 
 std::string node_name(const launch_options& opts) {

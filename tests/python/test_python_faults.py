@@ -181,38 +181,6 @@ for i in range(50):
 print("after the calls", flush=True)
 """
 
-# A model whose forward pass blocks forever from step 30 on (a deadlock in user code): the
-# stall watchdog ends the job; every process exits non-zero.
-DEADLOCK = """
-import sys
-import threading
-import torch
-from torch import nn
-from torch.utils.data import TensorDataset
-
-import troupe
-
-never = threading.Event()
-steps = [0]
-
-class Stuck(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(6, 3)
-
-    def forward(self, x):
-        if self.training:
-            steps[0] += 1
-            if steps[0] >= 30:
-                never.wait()
-        return self.a(x)
-
-g = torch.Generator().manual_seed(0)
-data = TensorDataset(torch.randn(4096, 6, generator=g), torch.randint(0, 3, (4096,), generator=g))
-sys.exit(troupe.run(troupe.TorchTask(Stuck, data, data)))
-"""
-
-
 def children_of(pid):
     """The processes whose parent is `pid`."""
     out = []
@@ -356,38 +324,6 @@ class PythonFaults(unittest.TestCase):
                 self.assertEqual(len(data["epochs"]), 1)
             finally:
                 job.kill()
-
-    def test_a_deadlock_in_python_user_code_ends_the_job_as_stalled(self):
-        """Coordinator and worker processes; the worker blocks in forward() at step 30."""
-        with tempfile.TemporaryDirectory() as folder:
-            script = os.path.join(folder, "deadlock.py")
-            with open(script, "w") as f:
-                f.write(DEADLOCK)
-            report = os.path.join(folder, "report.json")
-            port = str(free_port())
-            common = ["--coordinator", f"127.0.0.1:{port}", "--workers", "1", "--servers", "1",
-                      "--epochs", "1", "--stall-timeout", "2", "--torch-threads", "1"]
-            procs = [
-                Process(["--role", "coordinator", "--listen", f"127.0.0.1:{port}", "--report",
-                         report, *common], os.path.join(folder, "coordinator.log"),
-                        (sys.executable, script)),
-                Process(["--role", "server", *common], os.path.join(folder, "server.log"),
-                        (sys.executable, script)),
-                Process(["--role", "worker", "--name", "w0", *common],
-                        os.path.join(folder, "worker.log"),
-                        (sys.executable, script)),
-            ]
-            try:
-                codes = [p.wait() for p in procs]
-                logs = "\n".join(p.output() for p in procs)
-                self.assertTrue(all(code not in (0, None) for code in codes), (codes, logs))
-                with open(report) as f:
-                    data = json.load(f)
-                self.assertEqual(data["status"], "stalled", logs)
-                self.assertEqual(data["stall"]["w0"]["waiting_on"], "user code: gradient", data)
-            finally:
-                for p in procs:
-                    p.kill()
 
     def read(self, job):
         self.assertTrue(os.path.exists(job.report), job.logs())

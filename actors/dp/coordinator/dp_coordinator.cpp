@@ -100,18 +100,14 @@ void fail(self_ptr self, const dp_coordinator_config& config, const std::string&
 void check_stall(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
   if (st.finishing) return;
-  const auto now = stall_watch::clock::now();
-  // Start-up, an evaluation, a checkpoint and a takeover may take long on purpose; each counts
-  // as progress when it ends.
-  const bool busy = !st.training || st.evaluating || !st.saving.empty() || st.succession.rejoining;
-  const auto quiet = st.stall.check(now, busy);
-  if (!quiet) return;
+  // Start-up, an evaluation and a takeover may take long on purpose; each counts as progress
+  // when it ends. (A checkpoint is written within the handler of its last part.)
+  const bool busy = !st.training || st.evaluating || st.succession.rejoining;
   std::vector<heard_activity> heard;
   for (const auto& m : st.members)
     if (!m.lost) heard.push_back(heard_activity{m.activity, m.heard});
-  st.report.stalled = true;
-  st.report.stall = last_activity(config.activity.get(), heard, now);
-  fail(self, config, describe_stall(*quiet, st.stall.bound(), st.report.stall));
+  if (auto why = judge_stall(st.stall, busy, config.activity.get(), heard, st.report))
+    fail(self, config, *why);
 }
 
 void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
@@ -191,7 +187,13 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
                   why, size, st.global_batch, to_string(o.dp.collective),
                   two_level ? ", two-level" : "");
   set(st.group_metrics.generation, double(st.generation));
-  st.stall.progress(stall_watch::clock::now());
+  // A generation of other members is progress; the same members formed again after a failed
+  // collective are not (one stuck in user code would have them re-form for good).
+  std::vector<std::string> members;
+  for (const auto& m : st.members)
+    if (!m.lost) members.push_back(m.name);
+  if (members != st.generation_members) st.stall.progress(stall_watch::clock::now());
+  st.generation_members = std::move(members);
   set(st.group_metrics.members, double(size));
   set(st.metrics.workers, double(size));
   for (auto& [member, start] : rank_generation(st.members, live, st.generation)) {

@@ -137,8 +137,9 @@ struct dp_coordinator_state {
   std::vector<timeline_event> timeline;  // checkpoints: the timeline view's
   progress_line display;
   std::chrono::steady_clock::time_point started;
-  succession_state succession;    // the term, the standby, a takeover under way
-  stall_watch stall;              // --stall-timeout
+  succession_state succession;                  // the term, the standby, a takeover under way
+  stall_watch stall;                            // --stall-timeout
+  std::vector<std::string> generation_members;  // the live members of the last generation
   uint64_t skipped_in_a_row = 0;  // the group's skipped steps since its last applied one
 };
 

@@ -71,10 +71,9 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   auto report = decode<step_report>(w);
   if (!report || report->epoch >= config.opts.epochs || report->generation > st.generation)
     return config.log.warn("ignored a malformed step report from '{}'", m->name);
-  if (report->step <= m->last_step) return;         // counted already (sent again after a takeover)
-  if (m->wall_s > 0 && report->wall_s > m->wall_s)  // this step's time, by the member's clock
-    st.stall.step_took(std::chrono::duration_cast<stall_watch::clock::duration>(
-        std::chrono::duration<double>(report->wall_s - m->wall_s)));
+  if (report->step <= m->last_step) return;  // counted already (sent again after a takeover)
+  if (m->compute_s > 0)  // this step's computing and collectives' time, not a pause between
+    st.stall.step_took(report->compute_s - m->compute_s + report->allreduce_s);
   if (report->own_non_finite) ++m->skipped_steps;
   m->last_step = report->step;
   ++m->steps;

@@ -301,6 +301,9 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
   self->state.group = self->spawn<caf::detached + caf::linked>(allreduce_group, config.log);
   self->monitor(config.coordinator->handle());
   config.coordinator->subscribe(self->address());
+  self->attach_functor([link = config.coordinator, name = config.name] {
+    link->activity().forget(name);  // an ended member does nothing the stall report needs
+  });
   self->set_down_handler([=](caf::down_msg& msg) {
     if (self->state.stopping || msg.source != config.coordinator->address()) return;
     if (config.coordinator->standby_listed())

@@ -21,16 +21,27 @@ std::vector<member_activity> last_activity(const activity_board* local,
   return out;
 }
 
-std::string describe_stall(stall_watch::clock::duration quiet, stall_watch::clock::duration bound,
-                           const std::vector<member_activity>& members) {
-  using seconds = std::chrono::duration<double>;
-  std::string text = fmt::format("stalled: no progress for {:.0f} s (the bound is {:.0f} s)",
-                                 seconds(quiet).count(), seconds(bound).count());
+std::string describe_activity(const std::vector<member_activity>& members) {
+  std::string text;
   for (const auto& m : members)
     text += fmt::format("; {}: {}, waiting on {} for {:.0f} s", m.member, m.doing, m.waiting_on,
                         m.since_s);
-  if (members.empty()) text += "; no member said what it was doing";
   return text;
+}
+
+std::optional<std::string> judge_stall(stall_watch& watch, bool busy, const activity_board* local,
+                                       const std::vector<heard_activity>& heard,
+                                       job_report& report) {
+  const auto now = stall_watch::clock::now();
+  const auto quiet = watch.check(now, busy);
+  if (!quiet) return std::nullopt;
+  report.stalled = true;
+  report.stall = last_activity(local, heard, now);
+  using seconds = std::chrono::duration<double>;
+  return fmt::format("stalled: no progress for {:.0f} s (the bound is {:.0f} s){}",
+                     seconds(*quiet).count(), seconds(watch.bound()).count(),
+                     report.stall.empty() ? "; no member said what it was doing"
+                                          : describe_activity(report.stall));
 }
 
 }  // namespace troupe

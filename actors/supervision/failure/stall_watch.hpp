@@ -34,7 +34,13 @@ class stall_watch {
 
   void progress(clock::time_point now) { last_ = awake_.at(now); }
 
-  void step_took(clock::duration took) { slowest_ = std::max(slowest_, took); }
+  // A step's time in seconds: what it computed and waited on its collectives, not pauses
+  // (a checkpoint, a takeover), which would raise the bound for good.
+  void step_took(double seconds) {
+    if (seconds > 0 && seconds < 1e6)
+      slowest_ = std::max(slowest_, std::chrono::duration_cast<clock::duration>(
+                                        std::chrono::duration<double>(seconds)));
+  }
 
   clock::duration bound() const { return std::max<clock::duration>(limit_, 10 * slowest_); }
 
@@ -70,9 +76,14 @@ std::vector<member_activity> last_activity(const activity_board* local,
                                            const std::vector<heard_activity>& heard,
                                            stall_watch::clock::time_point now);
 
-// The reason a stalled job ends with: how long nothing moved, the bound, and each member's
-// last activity.
-std::string describe_stall(stall_watch::clock::duration quiet, stall_watch::clock::duration bound,
-                           const std::vector<member_activity>& members);
+// "; worker-0: step 31, waiting on user code: gradient for 605 s" for each member.
+std::string describe_activity(const std::vector<member_activity>& members);
+
+// A coordinator's tick of the watchdog: when `watch` finds the job stalled, `report` gets
+// status stalled and each member's last activity (from `local` and `heard`, as
+// last_activity), and the reason the job ends with is returned; none otherwise.
+std::optional<std::string> judge_stall(stall_watch& watch, bool busy, const activity_board* local,
+                                       const std::vector<heard_activity>& heard,
+                                       job_report& report);
 
 }  // namespace troupe

@@ -8,6 +8,9 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/expected.hpp>
 
+#include <chrono>
+#include <functional>
+
 #include "troupe/log.hpp"
 #include "troupe/options.hpp"
 
@@ -18,6 +21,14 @@ namespace troupe {
 // It also sets the process's allocator (glibc's mmap and trim thresholds) so that message
 // buffers up to 32 MiB are reused from the heap instead of mapped and faulted in each time.
 void configure_actor_system(caf::actor_system_config& cfg, const launch_options& opts);
+
+// Ends an actor system for a caller that must go on after it (a library call: Python's
+// troupe.run, its process runtime at exit): this thread lets go of the system (CAF keeps a
+// reference to its logger per thread that spawned, which would hold the system's last wait),
+// then `teardown`, which destroys the system, runs on a thread of its own. True when it ended
+// within `bound`; false when it is left behind, running (CAF 0.17 can leave an actor that has
+// ended never destroyed, issue 1196; a member stuck in user code never ends).
+bool end_actor_system_within(std::function<void()> teardown, std::chrono::seconds bound);
 
 // The name of this node in logs and reports: --name, or "<role>-<pid>".
 std::string node_name(const launch_options& opts);

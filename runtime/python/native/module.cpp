@@ -99,15 +99,16 @@ int run(py::object build, std::vector<std::string> argv, std::string name,
     code = troupe::run_app(static_cast<int>(argv.size()), args.data(), app);
     // A thread of the user's stuck in Python (a deadlock that the stall watchdog ended the job
     // for) may hold the GIL for good: then the process ends with the job's code, rather than
-    // never return.
-    std::thread([back, code, name] {
-      std::this_thread::sleep_for(return_bound);
-      if (back->load()) return;
-      std::fprintf(stderr,
-                   "%s: the job ended but Python's lock was not free within %d s; ending now\n",
-                   name.c_str(), static_cast<int>(return_bound.count()));
-      std::_Exit(code != 0 ? code : 1);
-    }).detach();
+    // never return. (A finished job leaves no such thread.)
+    if (code != 0)
+      std::thread([back, code, name] {
+        std::this_thread::sleep_for(return_bound);
+        if (back->load()) return;
+        std::fprintf(stderr,
+                     "%s: the job ended but Python's lock was not free within %d s; ending now\n",
+                     name.c_str(), static_cast<int>(return_bound.count()));
+        std::_Exit(code);
+      }).detach();
   }
   back->store(true);
   return code;

@@ -5,13 +5,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <future>
 #include <memory>
-#include <thread>
 
 #include <pybind11/pybind11.h>
-
-#include <caf/logger.hpp>
 
 #include "troupe/error.hpp"
 #include "troupe/node.hpp"
@@ -62,17 +58,9 @@ void stop_process_system() {
   auto*& runtime = current();
   if (!runtime || runtime->owner != ::getpid()) return;
   py::gil_scoped_release released;  // actors that call back into Python may still finish
-  // This thread's logger reference (CAF keeps one per thread that spawned) would hold the
-  // system's last wait on the other thread.
-  caf::logger::set_current_actor_system(nullptr);
-  auto stopped = std::make_shared<std::promise<void>>();
-  auto done = stopped->get_future();
-  std::thread([ending = runtime, stopped] {
-    delete ending;
-    stopped->set_value();
-  }).detach();
+  auto* ending = runtime;
   runtime = nullptr;
-  if (done.wait_for(bound) != std::future_status::ready)
+  if (!end_actor_system_within([ending] { delete ending; }, bound))
     fmt::print(stderr, "troupe: the actor system did not shut down within {} s; leaving it\n",
                bound.count());
 }
