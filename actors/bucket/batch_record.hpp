@@ -31,7 +31,10 @@ class batch_record {
   uint64_t saved_bytes() const;
 
  private:
-  // epoch -> first batch -> one past the last batch of a merged range.
+  static constexpr uint32_t max_epochs_ahead = 4096;
+  // The end of epoch e's record when it is exactly the batches [0, end); 0 otherwise.
+  std::vector<uint64_t> from_zero_;
+  // Other epochs: epoch -> first batch -> one past the last batch of a merged range.
   std::map<uint32_t, std::map<uint64_t, uint64_t>> epochs_;
 };
 

@@ -1,6 +1,7 @@
 // Unit tests of batch_record, the batches a bucket has counted: overlap against merged ranges
 // of one epoch, merging (in order, out of order, bridging a gap), epochs kept apart, and the
-// saved ranges rebuilding the same record.
+// saved ranges rebuilding the same record; an epoch done from batch 0 kept as its end, going
+// back among the ranges when a gap opens after it.
 #include <boost/test/unit_test.hpp>
 
 #include "actors/bucket/batch_record.hpp"
@@ -44,6 +45,26 @@ BOOST_AUTO_TEST_CASE(the_saved_ranges_rebuild_the_same_record) {
   BOOST_TEST(copy.overlaps(batch_range{0, 12, 1}));
   BOOST_TEST(copy.overlaps(batch_range{3, 1, 1}));
   BOOST_TEST(!copy.overlaps(batch_range{0, 5, 4}));
+}
+
+BOOST_AUTO_TEST_CASE(an_epoch_from_batch_0_stays_one_range_through_gaps_and_bridges) {
+  batch_record record;
+  for (uint32_t epoch = 0; epoch < 1000; ++epoch)  // a long job: every epoch done in order
+    for (uint64_t first = 0; first < 12; first += 3) record.add(batch_range{epoch, first, 3});
+  BOOST_TEST(record.ranges().size() == 1000u);
+  BOOST_TEST((record.ranges()[999] == batch_range{999, 0, 12}));
+  BOOST_TEST(record.overlaps(batch_range{500, 11, 1}));
+  BOOST_TEST(!record.overlaps(batch_range{500, 12, 4}));
+  record.add(batch_range{500, 20, 2});  // a gap after the range from 0
+  BOOST_TEST(record.overlaps(batch_range{500, 21, 1}));
+  BOOST_TEST(!record.overlaps(batch_range{500, 14, 2}));
+  BOOST_TEST(record.ranges().size() == 1001u);
+  record.add(batch_range{500, 12, 8});  // bridged: one range from 0 again
+  BOOST_TEST(record.ranges().size() == 1000u);
+  BOOST_TEST(record.overlaps(batch_range{500, 15, 1}));
+  record.add(batch_range{2000000000, 0, 1});  // far ahead (malformed): kept, no vector sized
+  BOOST_TEST(record.overlaps(batch_range{2000000000, 0, 1}));
+  BOOST_TEST(batch_record::from(record.ranges()).ranges().size() == 1001u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
