@@ -39,10 +39,13 @@ void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::err
   auto done = [=] {
     if (--*pending == 0) self->quit(reason);
   };
+  // A stalled job's members may be stuck in user code: a heartbeat timeout is theirs to answer.
+  const std::chrono::milliseconds bound =
+      st.report.stalled ? config.opts.heartbeat_timeout : config.opts.request_timeout;
   auto ask = [&](const auto& handle, const member& m) {
     if (m.lost) return;
     ++*pending;
-    self->request(handle, config.opts.request_timeout, stop_atom_v, why)
+    self->request(handle, bound, stop_atom_v, why)
         .then([=](bool) { done(); }, [=](caf::error&) { done(); });
   };
   ++*pending;  // held until every request is out
@@ -325,27 +328,6 @@ void add_chunk_loss(coordinator_state& st, const work_chunk& chunk, double loss_
   batches += chunk.count;
 }
 
-// A worker's chunk was skipped (its loss or gradient not finite) or not: counted, for the
-// report and --max-consecutive-skipped-steps; false when that ended the job.
-bool count_skipped(self_ptr self, const coordinator_config& config, member& m, bool skipped) {
-  auto& st = self->state;
-  if (!skipped) {
-    m.skipped_in_a_row = 0;
-    return true;
-  }
-  ++m.skipped_steps;
-  ++m.skipped_in_a_row;
-  ++st.report.skipped_steps;
-  add(st.metrics.skipped, 1);
-  const uint64_t most = config.opts.max_consecutive_skipped_steps;
-  if (most == 0 || m.skipped_in_a_row < most) return true;
-  fail(self, config,
-       fmt::format("{} skipped {} steps in a row (a non-finite loss or gradient; "
-                   "--max-consecutive-skipped-steps {})",
-                   m.name, m.skipped_in_a_row, most));
-  return false;
-}
-
 // One finished chunk of a worker's batch of reports, already checked to come from that worker.
 void count_progress(self_ptr self, const coordinator_config& config, const progress& report) {
   auto& st = self->state;
@@ -361,7 +343,13 @@ void count_progress(self_ptr self, const coordinator_config& config, const progr
   m.clock = report.clock;
   st.stall.progress(stall_watch::clock::now());
   if (m.compute_s > 0) st.stall.step_took(report.compute_s - m.compute_s);  // its computing
-  if (!count_skipped(self, config, m, report.skipped)) return;
+  if (report.skipped) {
+    ++m.skipped_steps;
+    add(st.metrics.skipped, 1);
+  }
+  if (auto why = count_skipped_step(report.skipped, m.name, m.skipped_in_a_row,
+                                    config.opts.max_consecutive_skipped_steps, st.report))
+    return fail(self, config, *why);
   add(st.metrics.batches, report.chunk.count);
   m.compute_s = report.compute_s;
   m.wall_s = report.wall_s;

@@ -61,6 +61,22 @@ caf::error write_report_file(const std::string& path, job_report report,
   return {};
 }
 
+std::optional<std::string> count_skipped_step(bool skipped, const std::string& who,
+                                              uint64_t& in_a_row, uint64_t limit,
+                                              job_report& report) {
+  if (!skipped) {
+    in_a_row = 0;
+    return std::nullopt;
+  }
+  ++in_a_row;
+  ++report.skipped_steps;
+  if (limit == 0 || in_a_row < limit) return std::nullopt;
+  return fmt::format(
+      "{} skipped {} steps in a row (a non-finite loss or gradient; "
+      "--max-consecutive-skipped-steps {})",
+      who, in_a_row, limit);
+}
+
 void note_event(std::vector<timeline_event>& events, double at_s, std::string event,
                 std::string what) {
   if (events.size() >= 4096) events.erase(events.begin());

@@ -2,6 +2,8 @@
 // functions over value types; the coordinator calls them once at the end of a job.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,13 @@ double histogram_quantile(const std::vector<uint64_t>& histogram, double q);
 // Adds every bucket's counters to `report`: updates applied and rejected, staleness mean,
 // p50, p99 and max (from the merged histograms), and the largest clock gap.
 void summarize_buckets(const std::vector<bucket_stats>& buckets, job_report& report);
+
+// Counts one step of `who` ("worker-1", "the group"), skipped for a non-finite loss or
+// gradient or not, into `in_a_row` and the report's skipped_steps; the reason the job fails
+// with once `in_a_row` reaches `limit` (--max-consecutive-skipped-steps; 0: none), or none.
+std::optional<std::string> count_skipped_step(bool skipped, const std::string& who,
+                                              uint64_t& in_a_row, uint64_t limit,
+                                              job_report& report);
 
 // An event of the job's timeline that its report keeps no time of: a checkpoint written, a
 // restart, a drain (seconds since training started).

@@ -12,9 +12,11 @@ pass of this process), or at once:
   malformed-example                  one example of the training set has the wrong shape
   nan-loss                           the loss is NaN at step 8 only
   deadlock                           forward blocks for good from step 8 on
+  deadlock-holding-gil               the same, in a C call that keeps Python's lock (GIL)
   no-tables                          a model without tables (--mode hybrid trains it as dp)
   none                               nothing fails
 """
+import ctypes
 import sys
 import threading
 
@@ -46,7 +48,8 @@ never = threading.Event()
 def at_fault(hook):
     """Counts a training call of `hook`; True at the faulty one (and after it, for deadlock)."""
     calls[hook] += 1
-    return calls[hook] >= FAULT_STEP if FAULT == "deadlock" else calls[hook] == FAULT_STEP
+    stuck = FAULT.startswith("deadlock")
+    return calls[hook] >= FAULT_STEP if stuck else calls[hook] == FAULT_STEP
 
 
 class Net(nn.Module):
@@ -63,6 +66,8 @@ class Net(nn.Module):
                 raise RuntimeError("failure_task: forward raised at step 8")
             if FAULT == "deadlock":
                 never.wait()
+            if FAULT == "deadlock-holding-gil":
+                ctypes.PyDLL(None).pause()  # libc's pause(), called with the GIL held
             if FAULT == "nan-loss":
                 out = out * float("nan")
         if TABLES:

@@ -34,11 +34,12 @@ OUTCOMES = {
     "nan-loss": (("ps", "dp", "hybrid"), "finished", ""),
     "evaluate": (("ps", "dp", "hybrid"), "finished", ""),
     "deadlock": (("ps", "dp", "hybrid"), "stalled", "user code: gradient"),
+    "deadlock-holding-gil": (("ps", "dp", "hybrid"), "stalled", "user code: gradient"),
     "no-tables": (("hybrid",), "finished", ""),
 }
 MODES = ("ps", "dp", "hybrid")
 # Rows run embedded as well (the C++ half runs every failure point embedded).
-EMBEDDED_TOO = {"deadlock": "dp", "nan-loss": "ps"}
+EMBEDDED_TOO = {"deadlock": "dp", "deadlock-holding-gil": "ps", "nan-loss": "ps"}
 
 
 def pairwise_cells():
@@ -65,23 +66,28 @@ class Job:
                "32", "--stall-timeout", "2", "--join-timeout", "5", "--torch-threads", "1",
                "--blas-threads", "1", "--log-level", "info"]
         servers = [] if mode == "dp" else ["--servers", "1"]
+        # Each role starts once the one before it is in (a job this short may end before a
+        # late process joins): (name, args, what its log says once it is in).
         if layout == "embedded":
-            roles = [("embedded", [*servers, "--report", self.report])]
+            roles = [("embedded", [*servers, "--report", self.report], None)]
         else:
             port = str(free_port())
             at = ["--coordinator", f"127.0.0.1:{port}", *servers]
             roles = [("coordinator", ["--role", "coordinator", "--listen", f"127.0.0.1:{port}",
-                                      "--report", self.report, *at]),
-                     ("worker", ["--role", "worker", "--name", "w0", *at])]
+                                      "--report", self.report, *at], "listening on")]
             if mode != "dp":  # (a hybrid job without tables tells its server it is not needed)
-                roles.append(("server", ["--role", "server", *at]))
+                in_log = "not needed" if fault == "no-tables" else None  # (others wait for it)
+                roles.append(("server", ["--role", "server", *at], in_log))
+            roles.append(("worker", ["--role", "worker", "--name", "w0", *at], None))
         self.procs = []
-        for name, args in roles:
+        for name, args, in_log in roles:
             log = os.path.join(folder, name + ".log")
             with open(log, "w") as out:
                 popen = subprocess.Popen([sys.executable, TASK, *job, *args], stdout=out,
                                          stderr=subprocess.STDOUT, env=ENV)
             self.procs.append((name, popen, log))
+            if in_log:
+                await_text(log, in_log, popen)
 
     def wait(self):
         """Each process's exit code (None for one still running after the bound: killed)."""
@@ -201,12 +207,15 @@ def read(path):
         return f.read()
 
 
-def await_text(path, text):
-    """Waits until the file at `path` holds `text` (False after BOUND_S)."""
+def await_text(path, text, process=None):
+    """Waits until the file at `path` holds `text` (False after BOUND_S, or once `process`
+    ended without it)."""
     deadline = time.monotonic() + BOUND_S
     while time.monotonic() < deadline:
         if text in read(path):
             return True
+        if process is not None and process.poll() is not None:
+            return text in read(path)
         time.sleep(0.02)
     return False
 

@@ -2,10 +2,13 @@
 // is lost after the timeout, while a watcher that was itself stopped (its calls late) does not
 // count that time against anyone and judges only once what queued up has been read. An awake
 // deadline (the actors collective's waits) likewise does not count its own process's pause.
+// The stall watchdog judges progress the same way: nothing moved for its bound, busy phases
+// and its own pauses not counted.
 #define BOOST_TEST_MODULE heartbeat_test
 #include <boost/test/unit_test.hpp>
 
 #include "actors/supervision/failure/heartbeat.hpp"
+#include "actors/supervision/failure/stall_watch.hpp"
 
 #include <thread>
 
@@ -96,4 +99,58 @@ BOOST_AUTO_TEST_CASE(an_awake_deadline_does_not_count_a_pause_of_its_own_process
   while (!deadline.passed() && looks < 100) std::this_thread::sleep_for(deadline.step()), ++looks;
   BOOST_TEST(looks >= 1);
   BOOST_TEST(looks < 100);
+}
+
+namespace {
+
+// Ticks of 500 ms from `t`; the watch's verdict at the last.
+std::optional<stall_watch::clock::duration> tick(stall_watch& watch,
+                                                 stall_watch::clock::time_point& t, int ticks,
+                                                 bool busy = false) {
+  std::optional<stall_watch::clock::duration> verdict;
+  for (int i = 0; i < ticks; ++i) {
+    t += interval;
+    verdict = watch.check(t, busy);
+  }
+  return verdict;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_job_with_no_progress_for_the_bound_is_stalled_and_one_that_moves_is_not) {
+  stall_watch watch{std::chrono::seconds{3}, interval};
+  auto t = stall_watch::clock::now();
+  BOOST_TEST(!tick(watch, t, 4));  // 2 s quiet
+  watch.progress(t);
+  BOOST_TEST(!tick(watch, t, 6));  // 3 s: at the bound, not past it
+  const auto verdict = tick(watch, t, 1);
+  BOOST_TEST_REQUIRE(verdict.has_value());
+  BOOST_TEST(std::chrono::duration<double>(*verdict).count() == 3.5);
+}
+
+BOOST_AUTO_TEST_CASE(
+    busy_phases_count_as_progress_when_they_end_and_a_pause_of_its_own_is_not_quiet) {
+  stall_watch watch{std::chrono::seconds{3}, interval};
+  auto t = stall_watch::clock::now();
+  BOOST_TEST(!tick(watch, t, 100, true));  // start-up, an evaluation: 50 s, not judged
+  BOOST_TEST(!tick(watch, t, 6));          // 3 s since it ended
+  BOOST_TEST(tick(watch, t, 1).has_value());
+  stall_watch paused{std::chrono::seconds{3}, interval};
+  auto u = stall_watch::clock::now();
+  paused.check(u, false);
+  paused.progress(u);
+  u += std::chrono::minutes(5);  // the coordinator itself was stopped: two ticks count
+  BOOST_TEST(!paused.check(u, false));
+}
+
+BOOST_AUTO_TEST_CASE(the_bound_is_ten_slowest_steps_when_that_is_longer_and_zero_is_off) {
+  stall_watch watch{std::chrono::seconds{3}, interval};
+  watch.step_took(0.5);
+  BOOST_TEST(std::chrono::duration<double>(watch.bound()).count() == 5.0);
+  watch.step_took(-1);  // nonsense times are ignored
+  watch.step_took(1e9);
+  BOOST_TEST(std::chrono::duration<double>(watch.bound()).count() == 5.0);
+  stall_watch off{std::chrono::seconds{0}, interval};
+  auto t = stall_watch::clock::now();
+  BOOST_TEST(!tick(off, t, 10000));
 }

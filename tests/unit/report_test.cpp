@@ -229,3 +229,21 @@ BOOST_AUTO_TEST_CASE(write_report_file_reports_a_write_error_on_close) {
   fs::create_symlink("/dev/full", path.string() + ".tmp");
   BOOST_TEST(is_error(write_report_file(path.string(), sample_report(), {}), errc::io_failure));
 }
+
+BOOST_AUTO_TEST_CASE(skipped_steps_in_a_row_fail_at_the_limit_and_a_finite_step_resets_them) {
+  job_report report;
+  uint64_t in_a_row = 0;
+  BOOST_TEST(!count_skipped_step(true, "worker-1", in_a_row, 3, report));
+  BOOST_TEST(!count_skipped_step(true, "worker-1", in_a_row, 3, report));
+  BOOST_TEST(!count_skipped_step(false, "worker-1", in_a_row, 3, report));  // resets
+  BOOST_TEST(in_a_row == 0u);
+  BOOST_TEST(!count_skipped_step(true, "worker-1", in_a_row, 3, report));
+  BOOST_TEST(!count_skipped_step(true, "worker-1", in_a_row, 3, report));
+  const auto why = count_skipped_step(true, "worker-1", in_a_row, 3, report);
+  BOOST_TEST_REQUIRE(why.has_value());
+  BOOST_TEST(why->find("worker-1 skipped 3 steps in a row") == 0u, *why);
+  BOOST_TEST(report.skipped_steps == 5u);
+  uint64_t group = 0;  // no limit: never fails
+  for (int i = 0; i < 100; ++i)
+    BOOST_TEST(!count_skipped_step(true, "the group", group, 0, report));
+}

@@ -69,10 +69,13 @@ void stop_all_and_quit(self_ptr self, const dp_coordinator_config& config, caf::
   auto done = [=] {
     if (--*pending == 0) self->quit(reason);
   };
+  // A stalled job's members may be stuck in user code: a heartbeat timeout is theirs to answer.
+  const std::chrono::milliseconds bound =
+      st.report.stalled ? config.opts.heartbeat_timeout : config.opts.request_timeout;
   for (const auto& m : st.members) {
     if (m.lost) continue;
     ++*pending;
-    self->request(m.handle, config.opts.request_timeout, stop_atom_v, why)
+    self->request(m.handle, bound, stop_atom_v, why)
         .then([=](bool) { done(); }, [=](caf::error&) { done(); });
   }
   done();

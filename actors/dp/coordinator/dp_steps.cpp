@@ -41,26 +41,6 @@ void tally(self_ptr self, const dp_coordinator_config& config, const step_report
   evaluate_next(self, config);
 }
 
-// The group's step was skipped (a member's loss or gradient not finite) or applied: counted,
-// for the report and --max-consecutive-skipped-steps; false when that ended the job.
-bool count_skipped(self_ptr self, const dp_coordinator_config& config, const step_report& report) {
-  auto& st = self->state;
-  if (!report.skipped) {
-    st.skipped_in_a_row = 0;
-    return true;
-  }
-  ++st.report.skipped_steps;
-  ++st.skipped_in_a_row;
-  add(st.metrics.skipped, 1);
-  const uint64_t most = config.opts.max_consecutive_skipped_steps;
-  if (most == 0 || st.skipped_in_a_row < most) return true;
-  fail(self, config,
-       fmt::format("the group skipped {} steps in a row (a member's loss or gradient was not "
-                   "finite; --max-consecutive-skipped-steps {})",
-                   st.skipped_in_a_row, most));
-  return false;
-}
-
 }  // namespace
 
 void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) {
@@ -98,7 +78,10 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   if (report->step > st.steps) {
     st.applied_examples[report->epoch] += report->step_examples;
     st.stall.progress(stall_watch::clock::now());
-    if (!count_skipped(self, config, *report)) return;
+    if (report->skipped) add(st.metrics.skipped, 1);
+    if (auto why = count_skipped_step(report->skipped, "the group", st.skipped_in_a_row,
+                                      config.opts.max_consecutive_skipped_steps, st.report))
+      return fail(self, config, *why);
     (report->compressed ? r.steps_compressed : r.steps_warmup) += report->step - st.steps;
     add(st.metrics.batches, double(report->step - st.steps));
     st.steps = report->step;

@@ -75,6 +75,7 @@ class group_binding {
   std::optional<app_node> node_;
   caf::actor group_;
   std::string address_;
+  std::shared_ptr<void> stops_ = before_stop([this] { stop(); });
 };
 
 // A reduction in flight: its own copy of the values, written back to `target` by wait().
@@ -125,7 +126,7 @@ class member_binding {
     caf::expected<loop_generation> g = make_error(errc::timeout, "no generation");
     const bool answered = wait_releasing_gil(
         [&](std::chrono::milliseconds slice) {
-          g = member_->generation(after, slice);
+          g = member().generation(after, slice);
           return g || !has_code(g.error(), errc::timeout);
         },
         millis(timeout_s, "timeout"));
@@ -137,14 +138,14 @@ class member_binding {
                                          uint32_t tag) {
     if (values.ndim() != 1) throw py::value_error("reduce: a 1-D float32 array");
     auto copy = std::make_shared<std::vector<float>>(values.data(), values.data() + values.size());
-    auto f = member_->reduce(generation, std::span<float>{*copy}, tag, copy);
+    auto f = member().reduce(generation, std::span<float>{*copy}, tag, copy);
     return std::make_shared<pending_reduce>(std::move(f), copy, std::move(values));
   }
 
   std::tuple<uint64_t, uint32_t, py::bytes> sync(uint64_t generation, uint64_t steps,
                                                  py::bytes state, double timeout_s) {
     const std::string bytes = state;
-    auto f = member_->sync(generation, steps, std::vector<char>(bytes.begin(), bytes.end()));
+    auto f = member().sync(generation, steps, std::vector<char>(bytes.begin(), bytes.end()));
     const bool ready = wait_releasing_gil(
         [&](std::chrono::milliseconds slice) {
           return f.wait_for(slice) == std::future_status::ready;
@@ -160,8 +161,18 @@ class member_binding {
   void leave() {
     if (member_) member_->leave();
   }
+  // At exit: leaves, and lets go of the member before the system goes.
+  void close() {
+    py::gil_scoped_release unlocked;
+    if (member_) member_->leave();
+    member_.reset();
+  }
 
  private:
+  loop_member& member() {
+    if (!member_) throw py::value_error("this loop member has left (the process exits)");
+    return *member_;
+  }
   static caf::expected<std::unique_ptr<loop_member>> join_group(
       caf::actor_system& sys, const launch_options& opts, const std::string& group,
       const std::string& name, const std::string& host, const std::string& bind,
@@ -172,6 +183,7 @@ class member_binding {
   }
 
   std::unique_ptr<loop_member> member_;
+  std::shared_ptr<void> closes_ = before_stop([this] { close(); });
 };
 
 }  // namespace

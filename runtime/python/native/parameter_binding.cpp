@@ -43,14 +43,14 @@ class client_binding {
     for (const auto& t : tensors_) out.emplace_back(t.name, t.shape);
     return out;
   }
-  uint32_t id() const { return client_.id(); }
-  size_t size() const { return client_.size(); }
-  uint64_t pushes() const { return client_.pushes(); }
-  double timeout() const { return client_.timeout().count() / 1000.0; }
-  std::vector<std::string> routes() { return client_.routes(); }
+  uint32_t id() const { return client().id(); }
+  size_t size() const { return client().size(); }
+  uint64_t pushes() const { return client().pushes(); }
+  double timeout() const { return client().timeout().count() / 1000.0; }
+  std::vector<std::string> routes() { return client().routes(); }
 
   std::shared_ptr<snapshot_binding> pull(std::optional<double> bound) {
-    auto f = client_.pull_async();
+    auto f = client().pull_async();
     return std::make_shared<snapshot_binding>(
         snapshot_binding{wait_answer(f, bound_of(bound), "pulling the parameters")});
   }
@@ -58,21 +58,33 @@ class client_binding {
   uint64_t push(py::buffer grad, const snapshot_binding& read,
                 std::optional<std::tuple<uint32_t, uint64_t, uint32_t>> batches,
                 std::optional<double> bound) {
-    const auto values = floats(grad, client_.size(), "the gradient");
+    const auto values = floats(grad, client().size(), "the gradient");
     std::optional<batch_range> named;
     if (batches)
       named = batch_range{std::get<0>(*batches), std::get<1>(*batches), std::get<2>(*batches)};
-    auto f = client_.push_async(values, read.snapshot, {}, named);  // copied before it returns
+    auto f = client().push_async(values, read.snapshot, {}, named);  // copied before it returns
     return wait_answer(f, bound_of(bound), "pushing the gradient").staleness;
   }
 
  private:
+  const blocking_parameter_client& client() const {
+    if (!client_) throw py::value_error("the parameter client has closed (the process exits)");
+    return *client_;
+  }
+  blocking_parameter_client& client() {
+    return const_cast<blocking_parameter_client&>(std::as_const(*this).client());
+  }
   std::chrono::milliseconds bound_of(std::optional<double> bound) const {
-    return bound ? millis(*bound, "timeout") : 4 * client_.timeout();
+    return bound ? millis(*bound, "timeout") : 4 * client().timeout();
+  }
+  void close() {
+    py::gil_scoped_release unlocked;  // its actor ends with it
+    client_.reset();
   }
 
-  blocking_parameter_client client_;
+  std::optional<blocking_parameter_client> client_;
   std::vector<tensor_spec> tensors_;
+  std::shared_ptr<void> closes_ = before_stop([this] { close(); });
 };
 
 std::shared_ptr<client_binding> client_of(caf::actor_system& sys, const parameter_service& service,
@@ -186,6 +198,7 @@ class service_binding {
   std::optional<parameter_service> service_;
   std::optional<app_node> node_;
   std::string address_;
+  std::shared_ptr<void> stops_ = before_stop([this] { stop(); });
 };
 
 }  // namespace

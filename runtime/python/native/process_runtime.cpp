@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include <pybind11/pybind11.h>
 
@@ -28,6 +30,11 @@ struct process_runtime {
 process_runtime*& current() {
   static process_runtime* runtime = nullptr;
   return runtime;
+}
+
+std::vector<std::weak_ptr<std::function<void()>>>& stop_hooks() {
+  static std::vector<std::weak_ptr<std::function<void()>>> hooks;
+  return hooks;
 }
 
 }  // namespace
@@ -53,10 +60,22 @@ const launch_options& process_options() {
   return current()->opts;
 }
 
+std::shared_ptr<void> before_stop(std::function<void()> stop) {
+  auto hook = std::make_shared<std::function<void()>>(std::move(stop));
+  auto& hooks = stop_hooks();
+  std::erase_if(hooks, [](const auto& h) { return h.expired(); });
+  hooks.push_back(hook);
+  return hook;
+}
+
 void stop_process_system() {
   constexpr auto bound = std::chrono::seconds(10);
   auto*& runtime = current();
   if (!runtime || runtime->owner != ::getpid()) return;
+  auto hooks = std::move(stop_hooks());
+  stop_hooks().clear();
+  for (auto& weak : hooks)
+    if (auto stop = weak.lock()) (*stop)();
   py::gil_scoped_release released;  // actors that call back into Python may still finish
   auto* ending = runtime;
   runtime = nullptr;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <memory>
 #include <string>
 
 #include <caf/actor_system.hpp>
@@ -27,6 +28,13 @@ const launch_options& process_options();
 // destructor then waits for good (CAF issue 1196); past the bound the system is left as it is,
 // with a line on stderr, and the process goes on exiting.
 void stop_process_system();
+
+// What must end before the system does: a service, a group, a member or a client that is still
+// alive at exit would hold the system's shutdown for its whole bound, and end later, during
+// the interpreter's finalisation, on a system already gone. stop_process_system() calls each
+// `stop` first, once, with the GIL held; the hook goes with the returned token (keep it in the
+// binding).
+std::shared_ptr<void> before_stop(std::function<void()> stop);
 
 // Waits for `ready()` with the GIL released, in slices, so that Ctrl-C is raised in Python
 // (KeyboardInterrupt) while it waits; false when `bound` passed first.
