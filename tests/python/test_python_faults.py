@@ -162,7 +162,8 @@ sys.exit(troupe.run(make_task, flags=fmnist_cnn.FLAGS))
 
 
 # A script that calls troupe.run 50 times in one process, each a small embedded job, and goes
-# on after each call: every call must return its job's code to its caller.
+# on after each call: every call must return its job's code to its caller. (The calls take
+# longer in all than the 10 s bound that once ended the process after a first call.)
 MANY_RUNS = """
 import sys
 import torch
@@ -172,10 +173,11 @@ from torch.utils.data import TensorDataset
 import troupe
 
 g = torch.Generator().manual_seed(0)
-data = TensorDataset(torch.randn(64, 6, generator=g), torch.randint(0, 3, (64,), generator=g))
+data = TensorDataset(torch.randn(4096, 6, generator=g),
+                     torch.randint(0, 3, (4096,), generator=g))
 task = troupe.TorchTask(lambda: nn.Linear(6, 3), data, data)
 for i in range(50):
-    code = troupe.run(task, ["--epochs", "1", "--batch", "16", "--workers", "1", "--servers",
+    code = troupe.run(task, ["--epochs", "5", "--batch", "16", "--workers", "1", "--servers",
                              "1", "--torch-threads", "1", "--log-level", "error"])
     print(f"call {i} returned {code}", flush=True)
 print("after the calls", flush=True)
