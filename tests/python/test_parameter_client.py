@@ -99,6 +99,30 @@ class InTwoProcesses(unittest.TestCase):
             accuracy = float(re.search(r"test accuracy (\S+)", server.output()).group(1))
             self.assertGreater(accuracy, 0.6, server.output())
 
+    def test_a_service_and_client_left_alive_at_exit_end_with_the_process(self):
+        """Nothing stopped by hand: they end before the process's actor system does, and the
+        process exits with the script's own code, its system not left behind."""
+        script = """
+import sys
+from torch import nn
+import troupe
+model = nn.Linear(4, 2)
+service = troupe.ParameterService(model, clients=1, optimizer="sgd", lr=0.05,
+                                  listen="127.0.0.1:0")
+client = service.client(0)
+client.pull(model)
+print("left alive at exit", flush=True)
+sys.exit(3)
+"""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "alive.py")
+            with open(path, "w") as f:
+                f.write(script)
+            alive = Process(path, [], os.path.join(tmp, "alive.log"), SECRET)
+            self.assertEqual(alive.finish(), 3, alive.output())
+            self.assertIn("left alive at exit", alive.output())
+            self.assertNotIn("did not shut down", alive.output())
+
     def test_a_wrong_secret_is_refused(self):
         model = tiny()
         with troupe.ParameterService(model, clients=1, listen="127.0.0.1:0",
