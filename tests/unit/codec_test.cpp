@@ -1167,3 +1167,20 @@ BOOST_AUTO_TEST_CASE(server_lists_round_trip_with_and_without_lanes) {
   for (const char* bad : {"host", ":80", "h:0", "h:70000", "h:80/", "h:80/x", "h:80,,h:81"})
     BOOST_TEST(fails_with(parse_server_list(bad), errc::malformed_message), bad);
 }
+
+BOOST_AUTO_TEST_CASE(a_heartbeat_carries_its_members_activity) {
+  heartbeat beat{"worker-7", 3, 4, 1.5, 1024};
+  beat.activity.push_back(member_activity{"w0", "step 31", "user code: gradient", 12.5});
+  auto y = decode<heartbeat>(encode(beat));
+  BOOST_TEST_REQUIRE(bool(y));
+  BOOST_TEST_REQUIRE(y->activity.size() == 1u);
+  BOOST_TEST(y->activity[0].member == "w0");
+  BOOST_TEST(y->activity[0].waiting_on == "user code: gradient");
+  BOOST_TEST(y->activity[0].since_s == 12.5);
+  beat.activity[0].since_s = std::numeric_limits<double>::quiet_NaN();  // read as 0, not NaN
+  y = decode<heartbeat>(encode(beat));
+  BOOST_TEST_REQUIRE(bool(y));
+  BOOST_TEST(y->activity[0].since_s == 0.0);
+  beat.activity[0].doing = std::string(257, 'd');
+  BOOST_TEST(fails_with(decode<heartbeat>(encode(beat)), errc::message_too_large));
+}
