@@ -381,6 +381,22 @@ std::vector<std::pair<std::string, std::string>> flag_settings(const launch_opti
   return out;
 }
 
+std::vector<std::pair<std::string, bool>> common_flags() {
+  std::vector<std::pair<std::string, bool>> out;
+  for (const auto& f : flag_table())
+    if (f.name != "help") out.emplace_back(f.name, f.value_name.empty());
+  return out;
+}
+
+caf::error check_flag_value(const std::string& flag, const std::string& text) {
+  for (const auto& f : flag_table()) {
+    if (f.name != flag) continue;
+    launch_options scratch;
+    return f.apply(text, scratch);
+  }
+  return make_error(errc::bad_configuration, fmt::format("unknown flag --{}", flag));
+}
+
 const char* to_string(job_mode m) {
   return m == job_mode::dp ? "dp" : m == job_mode::hybrid ? "hybrid" : "ps";
 }

@@ -79,16 +79,16 @@ def clicks_right(logit, clicks):
 
 
 FLAGS = [
-    ("train-examples", "N", "page views in the training log", "40000", "whole"),
-    ("test-examples", "N", "page views in the test log", "5000", "whole"),
-    ("log-seed", "N", "the synthetic log's seed", "1", "whole"),
+    troupe.Flag("train-examples", int, 40000, "page views in the training log"),
+    troupe.Flag("test-examples", int, 5000, "page views in the test log"),
+    troupe.Flag("log-seed", int, 1, "the synthetic log's seed"),
 ]
 
 
 def make_task(flags):
-    seed = int(flags["log-seed"])
-    train, _ = click_log(int(flags["train-examples"]), seed * 2, seed)
-    test, best = click_log(int(flags["test-examples"]), seed * 2 + 1, seed)
+    seed = flags.log_seed
+    train, _ = click_log(flags.train_examples, seed * 2, seed)
+    test, best = click_log(flags.test_examples, seed * 2 + 1, seed)
     rate = float(test.tensors[2].mean())
     constant = -(rate * math.log(rate) + (1 - rate) * math.log(1 - rate)) if 0 < rate < 1 else 0
     print(f"click log: test click rate {rate:.3f}, log loss of the rate {constant:.4f}, "
@@ -98,4 +98,4 @@ def make_task(flags):
 
 
 if __name__ == "__main__":
-    sys.exit(troupe.run(make_task, flags=FLAGS, name="click-model"))
+    sys.exit(troupe.run(make_task, flags=FLAGS, prog="click-model"))

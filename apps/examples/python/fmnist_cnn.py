@@ -55,17 +55,17 @@ def fashion_mnist(directory, split, limit):
 
 
 FLAGS = [
-    ("data", "DIR", "Fashion-MNIST IDX files", "/usr/share/datasets/fashion-mnist"),
-    ("train-limit", "N", "use only the first N training examples (0: all)", "0", "whole"),
-    ("test-limit", "N", "use only the first N test examples (0: all)", "0", "whole"),
+    troupe.Flag("data", str, "/usr/share/datasets/fashion-mnist", "Fashion-MNIST IDX files"),
+    troupe.Flag("train-limit", int, 0, "use only the first N training examples (0: all)"),
+    troupe.Flag("test-limit", int, 0, "use only the first N test examples (0: all)"),
 ]
 
 
 def make_task(flags):
-    train = fashion_mnist(flags["data"], "train", int(flags["train-limit"]))
-    test = fashion_mnist(flags["data"], "t10k", int(flags["test-limit"]))
+    train = fashion_mnist(flags.data, "train", flags.train_limit)
+    test = fashion_mnist(flags.data, "t10k", flags.test_limit)
     return troupe.TorchTask(Net, train, test)
 
 
 if __name__ == "__main__":
-    sys.exit(troupe.run(make_task, flags=FLAGS, name="fmnist-cnn"))
+    sys.exit(troupe.run(make_task, flags=FLAGS, prog="fmnist-cnn"))

@@ -14,7 +14,6 @@ Other flags: --epochs, --batch, --lr, --data DIR, --train-limit N, --test-limit 
 """
 import argparse
 import sys
-import time
 
 import torch
 from torch import nn
@@ -58,19 +57,6 @@ def train(client, model, data, args, clients):
     return batches
 
 
-def wait_for_everyone(client, pushes_each, clients, bound_s=300):
-    """Pulls until every bucket has applied `pushes_each[k]` pushes of each client k."""
-    deadline = time.monotonic() + bound_s
-    while True:
-        clocks = client.pull().clocks
-        if all(len(c) >= clients and all(c[k] >= pushes_each[k] for k in range(clients))
-               for c in clocks):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-
-
 def accuracy(model, data):
     x, y = data.tensors
     with torch.no_grad():
@@ -105,13 +91,11 @@ def main():
                                       lr=args.lr, listen=args.serve)
     print(f"serving at {service.address}", flush=True)
     batches = (len(train_set) + args.batch - 1) // args.batch
-    share = [len(my_batches(batches, args.clients, k)) * args.epochs
-             for k in range(args.clients)]
-    client = service.client(args.clients)
-    if not wait_for_everyone(client, share, args.clients):
-        print("not every client's pushes arrived", flush=True)
+    try:  # each client pushes each of its batches once an epoch
+        service.client(args.clients).wait_for(pushes=batches * args.epochs, into=model)
+    except TimeoutError as e:
+        print(f"not every client's pushes arrived: {e}", flush=True)
         return 1
-    client.pull(model)
     test_set = fashion_mnist(args.data, "t10k", args.test_limit)
     print(f"test accuracy {accuracy(model, test_set):.4f}", flush=True)
     service.stop()

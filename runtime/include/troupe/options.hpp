@@ -190,6 +190,15 @@ env_lookup process_environment();
 // (the secret shows as "(set)"): the report's `settings`.
 std::vector<std::pair<std::string, std::string>> flag_settings(const launch_options& o);
 
+// Every common flag's name, and whether it is a switch (no value): for fronts that take
+// options by name, as Python's troupe.run(task, mode="dp") does.
+std::vector<std::pair<std::string, bool>> common_flags();
+
+// `text` as the value of the common flag `flag` alone (others at their defaults): an error
+// naming the flag when it cannot be parsed, errc::bad_configuration for an unknown flag.
+// Checks between flags (a role's needs, a flag of the other mode) wait for the whole line.
+caf::error check_flag_value(const std::string& flag, const std::string& text);
+
 // `defaults` replaces the defaults of common flags for one app (lowest precedence).
 caf::expected<launch_options> parse_launch_options(
     const std::vector<std::string>& args, const env_lookup& env,

@@ -1,6 +1,7 @@
 // troupe._native: the Python extension under the troupe package (runtime/python/troupe).
-// run(build, argv, name, flags) is run_app (troupe/app.hpp) with a task built in Python: the
-// same flags, roles, modes and faults as troupe-fmnist. Beside it: DASH's kernels
+// run(build, argv, prog, flags, defaults) is run_app (troupe/app.hpp) with a task built in
+// Python: the same flags, roles, modes and faults as troupe-fmnist; common_flags and
+// check_flag let troupe.run check keyword options before anything starts. Beside it: DASH's kernels
 // (dash_binding), the parameter service and its blocking clients (parameter_binding), and
 // loop groups for a loop's own data parallelism (group_binding).
 // Python code calls the troupe package, not this.
@@ -9,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -55,11 +57,13 @@ using flag_row = std::tuple<std::string, std::string, std::string, std::string, 
 
 // run_app for a Python task: `build(values)` gets the app flags' values (a dict of str) and
 // returns the task; `flags` are (name, metavar, help, default, "text"|"number"|"whole") of the
-// script's own flags.
+// script's own flags; `defaults` are the script's values for flags (troupe.run's keyword
+// options), which TROUPE_* variables and the command line override.
 int run(py::object build, std::vector<std::string> argv, std::string name,
-        std::vector<flag_row> flags) {
+        std::vector<flag_row> flags, std::map<std::string, std::string> defaults) {
   troupe::app_description app;
   app.name = name;
+  app.defaults = std::move(defaults);
   app.in_library = true;
   app.summary = "train a PyTorch model with Troupe";
   for (auto& [flag, metavar, help, fallback, kind] : flags) {
@@ -118,7 +122,17 @@ int run(py::object build, std::vector<std::string> argv, std::string name,
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "Troupe's runtime for PyTorch tasks (use the troupe package, not this module)";
-  m.def("run", &run, py::arg("build"), py::arg("argv"), py::arg("name"), py::arg("flags"));
+  m.def("run", &run, py::arg("build"), py::arg("argv"), py::arg("prog"), py::arg("flags"),
+        py::arg("defaults"));
+  m.def("common_flags", &troupe::common_flags,
+        "(name, is_switch) of every flag of the Troupe binaries");
+  m.def(
+      "check_flag",
+      [](const std::string& flag, const std::string& text) -> std::string {
+        auto err = troupe::check_flag_value(flag, text);
+        return err ? troupe::describe(err) : std::string{};
+      },
+      py::arg("flag"), py::arg("text"), "why `text` is not a value of --flag (\"\": it is)");
   troupe::python::bind_dash(m);
   troupe::python::bind_parameters(m);
   troupe::python::bind_groups(m);

@@ -3,23 +3,24 @@ import os
 import sys
 
 from . import _native
+from .options import Flag, as_flag, defaults_of, typed
+from .task_protocol import check_task
 
-# The flags every Python task has, beside Troupe's own: (name, metavar, help, default, kind).
+# The flags every Python task has, beside Troupe's own.
 _TORCH_FLAGS = [
-    ("torch-threads", "N",
-     "intra-op threads of each trainer (0: this machine's cores / the trainers in this process)",
-     "0", "whole"),
-    ("loader-workers", "N",
-     "DataLoader worker processes per trainer reading a map-style training set (0: none)",
-     "0", "whole"),
-    ("device", "DEV", "where the model computes: cpu, or cuda (cuda:N)", "cpu", "text"),
+    Flag("torch-threads", int, 0, "intra-op threads of each trainer (0: this machine's cores "
+         "/ the trainers in this process)", "N"),
+    Flag("loader-workers", int, 0,
+         "DataLoader worker processes per trainer reading a map-style training set (0: none)",
+         "N"),
+    Flag("device", str, "cpu", "where the model computes: cpu, or cuda (cuda:N)", "DEV"),
 ]
 
 
 def _device(values):
     """--device as a torch.device; ValueError for one this process cannot use."""
     import torch
-    name = values.get("device", "cpu") or "cpu"
+    name = values.get("device") or "cpu"
     try:
         device = torch.device(name)
     except RuntimeError:
@@ -35,36 +36,45 @@ def _device(values):
 
 def _torch_threads(values):
     """The --torch-threads each trainer of this process gets."""
-    wanted = int(values.get("torch-threads", "0") or 0)
-    if wanted > 0:
-        return wanted
+    if values["torch-threads"] > 0:
+        return values["torch-threads"]
     trainers = max(1, int(values.get("trainers_here", "1") or 1))
     return max(1, (os.cpu_count() or 1) // trainers)
 
 
-def run(task, argv=None, flags=(), name=None):
+def run(task, argv=None, *, flags=(), prog=None, **options):
     """Runs a Troupe job (or one role of it) for `task`; returns the process exit code.
 
-    task:  a TorchTask (or an object with its methods), or a callable that gets the flags'
-           values (a dict of str, the script's own `flags` included) and returns one.
-    argv:  the command line after the program name (default: sys.argv[1:]); every flag of
-           troupe-fmnist works (--role, --mode, --workers, ...), and TROUPE_* variables too.
-    flags: the script's own flags, as (name, metavar, help, default) or with a fifth field,
-           "text" | "number" | "whole".
+    task:    a TorchTask (or any troupe.TaskProtocol), or a callable that gets the flags'
+             values (troupe.Flags: flags["train-limit"] or flags.train_limit, typed) and
+             returns one.
+    argv:    the command line after the program's name (default: sys.argv[1:]); every flag of
+             troupe-fmnist works (--role, --mode, --workers, ...), and TROUPE_* variables too.
+    flags:   the script's own flags, troupe.Flag("train-limit", int, 0, "help").
+    prog:    the program's name in --help and in messages (default: the script's file name).
+    options: the script's values for flags, named as the flags with _ for -: mode="dp",
+             workers=2, checkpoint_dir="ckpt", train_limit=100. The command line and TROUPE_*
+             variables still override them. An unknown name raises TypeError, and a value its
+             flag refuses ValueError, before anything starts.
     """
     import torch
 
+    if hasattr(task, "make_replica") or not callable(task):
+        check_task(task)
+    declared = [as_flag(f) for f in flags] + _TORCH_FLAGS
+    defaults = defaults_of(options, declared)
     args = list(sys.argv[1:] if argv is None else argv)
-    program = name or os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "troupe")
-    rows = [tuple(f) if len(f) == 5 else (*f, "text") for f in flags] + _TORCH_FLAGS
+    program = prog or os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "troupe")
 
     def build(values):
+        values = typed(values, declared)
         torch.set_num_threads(_torch_threads(values))
-        built = task if hasattr(task, "make_replica") else task(values)
+        built = check_task(task if hasattr(task, "make_replica") else task(values))
         if getattr(built, "loader_workers", 0) is None:
-            built.loader_workers = int(values.get("loader-workers", "0") or 0)
+            built.loader_workers = values["loader-workers"]
         if hasattr(built, "device") and built.device is None:
             built.device = _device(values)
         return built
 
-    return _native.run(build, [program, *args], program, rows)
+    return _native.run(build, [program, *args], program, [f.row() for f in declared],
+                       defaults)

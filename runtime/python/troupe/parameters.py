@@ -18,6 +18,7 @@ sent: ValueError for tensors of other names or shapes, and for NaN or Inf in a g
 """
 import atexit
 import os
+import time
 
 import numpy as np
 
@@ -101,6 +102,28 @@ class ParameterClient:
         if into is not None:
             self._scatter(snapshot.values, into)
         return snapshot
+
+    def wait_for(self, pushes, timeout=300.0, into=None):
+        """Pulls until every bucket has applied at least `pushes` pushes in all (its vector
+        clock's sum: every client's pushes it applied) and returns that pull's snapshot, as
+        pull() does (into `into`, when given). TimeoutError when `timeout` seconds pass first.
+        The way a serving process learns that its clients' work has landed."""
+        pushes, timeout = int(pushes), float(timeout)
+        if pushes < 0 or not timeout > 0:
+            raise ValueError(f"wait_for(pushes={pushes}, timeout={timeout}): pushes >= 0 and "
+                             "a timeout > 0")
+        deadline, pause = time.monotonic() + timeout, 0.01
+        while True:
+            left = deadline - time.monotonic()
+            snapshot = self.pull(into, timeout=max(left, 0.001))
+            applied = min((sum(clock) for clock in snapshot.clocks), default=0)
+            if applied >= pushes:
+                return snapshot
+            if time.monotonic() + pause > deadline:
+                raise TimeoutError(f"wait_for: {applied} of {pushes} pushes applied by every "
+                                   f"bucket after {timeout:g} s")
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.25)
 
     def push(self, grads, read=None, batches=None, timeout=None):
         """Pushes gradients computed from the snapshot `read` (default: the last pull): a module
