@@ -28,6 +28,7 @@ if(NOT TROUPE_HAVE_TORCH)
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/troupe
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} ${troupe_headers_left_out})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/base/troupe DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TROUPE_APPS)
   install(TARGETS troupe-fmnist troupe-ctr troupe-console troupe-bench
           RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -150,7 +150,7 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vect
                                       caf::replies_to<metrics_atom>::with<std::string>,
                                       caf::reacts_to<log_atom, std::string>>;
 
-// A standby coordinator (actors/coordinator/standby.hpp): it follows its primary's state.
+// A standby coordinator (actors/job/standby.hpp): it follows its primary's state.
 //   state: the primary's term and its coordinator_standing -> true; errc::deposed once this
 //          standby has taken over (the sender, a deposed primary, must stop)
 //   stop:  from the primary: the job is over ("" or why it failed); the standby quits

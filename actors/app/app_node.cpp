@@ -211,9 +211,7 @@ coordinator_actor::behavior_type inspector(inspector_ptr self, inspector_config 
       [=](inspect_atom, const std::string& view) { return inspect(self, config, view); },
       [=](nonce_atom) { return self->state.operators.fresh_nonce(); },
       [=](operate_atom, const wire& w) -> caf::result<std::string> {
-        auto proven = decode<operator_action>(w);
-        if (!proven) return std::move(proven.error());
-        auto action = self->state.operators.check(*proven);
+        auto action = self->state.operators.check(w);
         if (!action) return std::move(action.error());
         return operate(config, *action);
       },

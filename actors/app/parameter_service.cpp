@@ -13,8 +13,8 @@
 
 #include "actors/app/parameter_service_parts.hpp"
 #include "actors/bucket/parameter_bucket.hpp"
-#include "actors/client/bucket_client.hpp"
-#include "actors/client/server_links.hpp"
+#include "actors/transport/bucket_client.hpp"
+#include "actors/transport/server_links.hpp"
 #include "actors/supervision/supervisors/supervisor.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "kernels/cpu/vector_ops.hpp"

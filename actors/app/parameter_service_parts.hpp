@@ -12,8 +12,8 @@
 #include <memory>
 #include <mutex>
 
-#include "actors/lane/lane_client.hpp"
-#include "actors/lane/lane_server.hpp"
+#include "actors/transport/lane_client.hpp"
+#include "actors/transport/lane_server.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/app_node.hpp"
 #include "troupe/detail/layout.hpp"

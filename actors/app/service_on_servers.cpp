@@ -8,7 +8,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/app/parameter_service_parts.hpp"
-#include "actors/client/server_links.hpp"
+#include "actors/transport/server_links.hpp"
 #include "actors/coordinator/coordinator.hpp"
 #include "troupe/error.hpp"
 

@@ -18,8 +18,8 @@ job_checkpoint job_progress(const coordinator_state& st) {
   job.epoch_loss = st.training.epoch_loss;
   job.epoch_batches = st.training.epoch_batches;
   job.evaluated = st.evaluation.evaluated;
-  job.history = st.report.epochs;
-  job.wall_s = st.checkpoints.resumed_wall_s + seconds_since(st.training.started);
+  job.history = st.shell.report.epochs;
+  job.wall_s = st.shell.resumed_wall_s + st.shell.training_s();
   return job;
 }
 
@@ -54,9 +54,9 @@ void write_out(self_ptr self, const coordinator_config& config, std::shared_ptr<
   const auto began = std::chrono::steady_clock::now();
   auto path = write_checkpoint(config.opts.checkpoint_dir, *c, config.opts.checkpoint_keep);
   if (path) {
-    ++st.report.checkpoints;
-    add(st.metrics.checkpoints, 1);
-    note_event(st.timeline, training_seconds(st), "checkpoint",
+    ++st.shell.report.checkpoints;
+    add(st.shell.metrics.checkpoints, 1);
+    note_event(st.shell.timeline, training_seconds(st), "checkpoint",
                fmt::format("step {}: {}", job.step, *path));
     st.checkpoints.written.push_back(*path);
     st.checkpoints.chunks_at_step[job.step] = st.checkpoints.chunks_done;
@@ -85,7 +85,7 @@ void save_parts(self_ptr self, const coordinator_config& config, uint32_t b, uin
 
 void save_buckets(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (st.phase != job_phase::training || st.directory.recovering > 0 || st.checkpoints.spoiled) {
+  if (st.shell.phase != job_phase::training || st.directory.recovering > 0 || st.checkpoints.spoiled) {
     const std::string why =
         st.checkpoints.spoiled ? "not every worker paused" : "a bucket is recovering";
     config.log.warn("checkpoint skipped: {}", why);
@@ -99,7 +99,7 @@ void save_buckets(self_ptr self, const coordinator_config& config) {
     save_parts(self, config, b, 0, c, [=](caf::error err) {
       if (err && !*failure) *failure = std::move(err);
       if (--*pending > 0) return;
-      if (self->state.phase != job_phase::training)
+      if (self->state.shell.phase != job_phase::training)
         return checkpoint_over(self, skipped("the job is ending"));
       if (*failure || self->state.checkpoints.spoiled) {
         const std::string why = *failure ? describe(*failure) : "a worker started meanwhile";
@@ -149,7 +149,7 @@ void count_for_checkpoint(self_ptr self, const coordinator_config& config, uint6
   const uint64_t every = config.opts.checkpoint_every ? config.opts.checkpoint_every
                                                       : st.training.work->batches_per_epoch();
   if (st.checkpoints.since_last >= every && !st.checkpoints.taking &&
-      st.directory.recovering == 0 && st.phase == job_phase::training)
+      st.directory.recovering == 0 && st.shell.phase == job_phase::training)
     take_checkpoint(self, config);
 }
 
@@ -180,14 +180,14 @@ caf::error check_resume(const coordinator_state& st, const coordinator_config& c
 void start_resumed(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   const job_checkpoint& job = st.checkpoints.resume_from->job;
-  st.phase = job_phase::training;
-  st.training.started = std::chrono::steady_clock::now();
+  st.shell.phase = job_phase::training;
+  st.shell.started = std::chrono::steady_clock::now();
   st.training.epoch_loss = job.epoch_loss;
   st.training.epoch_batches = job.epoch_batches;
   st.evaluation.evaluated = job.evaluated;
-  st.report.epochs = job.history;
-  st.report.resumed_from_step = job.step;
-  st.checkpoints.resumed_wall_s = job.wall_s;
+  st.shell.report.epochs = job.history;
+  st.shell.report.resumed_from_step = job.step;
+  st.shell.resumed_wall_s = job.wall_s;
   st.evaluation.rows = config.task->evaluation_rows();
   st.evaluation.rows.resize(config.task->sparse_tables().size());
   const auto workers = static_cast<uint32_t>(st.roster.workers.size());

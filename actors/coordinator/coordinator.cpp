@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "actors/coordinator/coordinator_parts.hpp"
-#include "actors/job/report.hpp"
+#include "actors/records/report.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "troupe/error.hpp"
@@ -24,7 +24,7 @@ void finish(self_ptr self, const coordinator_config& config);
 
 void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::error reason) {
   auto& st = self->state;
-  st.phase = job_phase::finishing;
+  st.shell.phase = job_phase::finishing;
   const std::string why = reason ? describe(reason) : std::string{};
   release_follower(self, why);
   // Requests held for the buckets are answered now: a promise left behind answers nothing.
@@ -35,34 +35,23 @@ void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::err
     for (auto& promise : home.waiting) promise.deliver(ended);
     home.waiting.clear();
   }
-  auto pending = std::make_shared<size_t>(0);
-  auto done = [=] {
-    if (--*pending == 0) self->quit(reason);
-  };
-  // A stalled job's members may be stuck in user code: a heartbeat timeout is theirs to answer.
-  const std::chrono::milliseconds bound =
-      st.report.stalled ? config.opts.heartbeat_timeout : config.opts.request_timeout;
-  auto ask = [&](const auto& handle, const member& m) {
-    if (m.lost) return;
-    ++*pending;
-    self->request(handle, bound, stop_atom_v, why)
-        .then([=](bool) { done(); }, [=](caf::error&) { done(); });
-  };
-  ++*pending;  // held until every request is out
+  std::vector<caf::actor> members;
   for (size_t i = 0; i < st.roster.workers.size(); ++i)
-    ask(st.roster.workers[i], st.roster.worker_members[i]);
+    if (!st.roster.worker_members[i].lost)
+      members.push_back(caf::actor_cast<caf::actor>(st.roster.workers[i]));
   for (size_t i = 0; i < st.roster.servers.size(); ++i)
-    ask(st.roster.servers[i], st.roster.server_members[i]);
-  done();
+    if (!st.roster.server_members[i].lost)
+      members.push_back(caf::actor_cast<caf::actor>(st.roster.servers[i]));
+  stop_members_then(self, members, stop_bound(st.shell, config.opts), why,
+                    [self, reason] { self->quit(reason); });
 }
 
 // What the report holds without bucket statistics: steps, time, epochs, workers.
 void fill_report(coordinator_state& st) {
-  job_report& r = st.report;
+  job_report& r = st.shell.report;
   r.steps = r.resumed_from_step;
   for (const auto& m : st.roster.worker_members) r.steps += m.steps;
-  r.wall_s = st.checkpoints.resumed_wall_s +
-             (st.phase == job_phase::joining ? 0.0 : seconds_since(st.training.started));
+  r.wall_s = st.shell.wall_s();
   r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
   r.workers.clear();
   for (const auto& m : st.roster.worker_members)
@@ -70,20 +59,14 @@ void fill_report(coordinator_state& st) {
                                      m.skipped_steps});
 }
 
-void write_report(const coordinator_state& st, const coordinator_config& config) {
-  if (config.opts.report.empty()) return;
-  if (auto err = write_report_file(config.opts.report, st.report, flag_settings(config.opts)))
-    config.log.error("{}", describe(err));
-}
-
 void fail(self_ptr self, const coordinator_config& config, std::string why) {
   auto& st = self->state;
-  if (st.phase == job_phase::finishing) return;
-  if (defer_end_while_overdue(st.succession, config.opts.takeover_timeout, why)) return;
+  if (st.shell.phase == job_phase::finishing) return;
+  if (defer_end_while_overdue(st.shell.succession, config.opts.takeover_timeout, why)) return;
   config.log.error("the job failed: {}", why);
   fill_report(st);
-  st.report.failure = why;
-  write_report(st, config);
+  st.shell.report.failure = why;
+  write_report(st.shell, config.opts, config.log);
   stop_all_and_quit(self, config, make_error(errc::job_failed, std::move(why)));
 }
 
@@ -127,8 +110,8 @@ start_job make_start(const coordinator_state& st, const launch_options& o, uint3
 
 void start_training(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  st.phase = job_phase::training;
-  st.training.started = std::chrono::steady_clock::now();
+  st.shell.phase = job_phase::training;
+  st.shell.started = std::chrono::steady_clock::now();
   const auto& o = config.opts;
   st.training.epoch_loss.assign(o.epochs, 0.0);
   st.training.epoch_batches.assign(o.epochs, 0);
@@ -191,33 +174,18 @@ void start_at_slowest(self_ptr self, const coordinator_config& config, uint32_t 
 void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t epoch,
                        const eval_output& out) {
   auto& st = self->state;
-  if (st.phase != job_phase::training) return;
+  if (st.shell.phase != job_phase::training) return;
   st.evaluation.running = false;
-  const double accuracy = out.result.accuracy;
-  const double loss = out.result.loss;
-  if (!out.figures.empty()) st.report.figures = out.figures;
   const double train_loss =
       st.training.epoch_batches[epoch]
           ? st.training.epoch_loss[epoch] / double(st.training.epoch_batches[epoch])
           : 0.0;
-  const double wall = st.checkpoints.resumed_wall_s + seconds_since(st.training.started);
-  st.report.epochs.push_back(epoch_entry{epoch + 1, accuracy, loss, train_loss, wall});
-  st.training.scalars.evaluation(uint64_t{epoch + 1} * st.training.work->batches_per_epoch(),
-                                 st.report.epochs.back());
-  // Throughput of this run (a resumed job counts from where it resumed) and the time left.
-  const uint64_t done = st.training.work->finished_batches();
-  const uint64_t total = uint64_t{config.opts.epochs} * st.training.work->batches_per_epoch();
-  const auto pace =
-      throughput_of(done, st.report.resumed_from_step, total, seconds_since(st.training.started));
-  st.training.display.line(fmt::format(
-      "epoch {}/{}  test_accuracy {:.4f}  test_loss {:.4f}  train_loss {:.4f}  {:.1f} s  {:.0f} "
-      "batches/s  eta {:.1f} s",
-      epoch + 1, config.opts.epochs, accuracy, loss, train_loss, wall, pace.rate, pace.eta_s));
-  st.training.curve.on_evaluation(wall, done, epoch + 1, accuracy);
+  const uint64_t per_epoch = st.training.work->batches_per_epoch();
+  record_epoch(st.shell, config.opts,
+               evaluated_epoch{epoch, &out, train_loss, uint64_t{epoch + 1} * per_epoch,
+                               st.training.work->finished_batches(),
+                               uint64_t{config.opts.epochs} * per_epoch});
   st.evaluation.evaluated = epoch + 1;
-  st.stall.progress(stall_watch::clock::now());
-  set(st.metrics.epochs, st.evaluation.evaluated);
-  set(st.metrics.accuracy, accuracy);
   if (st.evaluation.evaluated == config.opts.epochs) return finish(self, config);
   maybe_evaluate(self, config);
 }
@@ -247,7 +215,7 @@ void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
         .then(
             [=](const wire& w) {
               auto& st = self->state;
-              if (st.phase != job_phase::training || st.evaluation.round != round) return;
+              if (st.shell.phase != job_phase::training || st.evaluation.round != round) return;
               auto reply = decode<pull_reply>(w);
               if (!reply || !matches(st.directory.plan.buckets[b], reply->tensors) ||
                   fill_rows(tables, reply->rows, input->rows))
@@ -272,7 +240,7 @@ void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
                 return fail(self, config, fmt::format("pulling bucket {}: {}", b, describe(err)));
               // The bucket is gone for now (restarting, or its backup is taking over): the
               // heartbeat tick tries the evaluation again.
-              if (st.evaluation.running && st.phase == job_phase::training)
+              if (st.evaluation.running && st.shell.phase == job_phase::training)
                 config.log.warn("evaluation waits for bucket {} ({})", b, describe(err));
               st.evaluation.running = false;
             });
@@ -281,8 +249,8 @@ void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
 
 void maybe_evaluate(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (st.phase != job_phase::training || st.evaluation.running || !st.training.work ||
-      st.succession.rejoining)
+  if (st.shell.phase != job_phase::training || st.evaluation.running || !st.training.work ||
+      st.shell.succession.rejoining)
     return;
   if (st.evaluation.evaluated < config.opts.epochs &&
       st.training.work->epoch_complete(st.evaluation.evaluated))
@@ -293,25 +261,25 @@ void maybe_evaluate(self_ptr self, const coordinator_config& config) {
 void show_progress(self_ptr self, const coordinator_config& config, const progress& report) {
   auto& st = self->state;
   const uint64_t done = st.training.work->finished_batches();
-  const double since = std::max(seconds_since(st.training.started), 1e-9);
+  const double since = std::max(st.shell.training_s(), 1e-9);
   const uint32_t epoch = report.chunk.epoch;
-  st.training.curve.on_progress(st.checkpoints.resumed_wall_s + since, done, epoch + 1,
+  st.shell.curve.on_progress(st.shell.resumed_wall_s + since, done, epoch + 1,
                                 report.loss_sum, report.chunk.count, report.staleness);
-  st.training.scalars.loss(report.loss_sum, report.chunk.count);
-  st.training.scalars.staleness(report.staleness);
-  st.training.scalars.at_step(done, st.checkpoints.resumed_wall_s + since,
+  st.shell.scalars.loss(report.loss_sum, report.chunk.count);
+  st.shell.scalars.staleness(report.staleness);
+  st.shell.scalars.at_step(done, st.shell.resumed_wall_s + since,
                               st.training.work->batches_per_epoch());
-  if (!st.training.display.terminal()) return;
+  if (!st.shell.display.terminal()) return;
   const uint64_t total = uint64_t{config.opts.epochs} * st.training.work->batches_per_epoch();
-  const auto pace = throughput_of(done, st.report.resumed_from_step, total, since);
-  st.training.display.update(epoch + 1, config.opts.epochs, st.training.epoch_batches[epoch],
+  const auto pace = throughput_of(done, st.shell.report.resumed_from_step, total, since);
+  st.shell.display.update(epoch + 1, config.opts.epochs, st.training.epoch_batches[epoch],
                              st.training.work->batches_per_epoch(), pace.rate, pace.eta_s);
 }
 
 // A worker that rejoined a takeover finished a chunk before the takeover is over: its account
 // (reconciled then) gets it.
 void add_to_account(coordinator_state& st, const progress& report) {
-  for (auto& account : st.succession.accounts) {
+  for (auto& account : st.shell.succession.accounts) {
     if (account.rank != report.worker) continue;
     std::erase(account.held, report.chunk);
     account.finished.push_back(report.chunk);
@@ -332,7 +300,7 @@ void add_chunk_loss(coordinator_state& st, const work_chunk& chunk, double loss_
 void count_progress(self_ptr self, const coordinator_config& config, const progress& report) {
   auto& st = self->state;
   auto& m = st.roster.worker_members[report.worker];
-  if (st.succession.rejoining) {
+  if (st.shell.succession.rejoining) {
     m.steps += report.chunk.count;
     return add_to_account(st, report);
   }
@@ -341,16 +309,16 @@ void count_progress(self_ptr self, const coordinator_config& config, const progr
   add_chunk_loss(st, report.chunk, report.loss_sum);
   m.steps += report.chunk.count;
   m.clock = report.clock;
-  st.stall.progress(stall_watch::clock::now());
-  if (m.compute_s > 0) st.stall.step_took(report.compute_s - m.compute_s);  // its computing
+  st.shell.stall.progress(stall_watch::clock::now());
+  if (m.compute_s > 0) st.shell.stall.step_took(report.compute_s - m.compute_s);  // its computing
   if (report.skipped) {
     ++m.skipped_steps;
-    add(st.metrics.skipped, 1);
+    add(st.shell.metrics.skipped, 1);
   }
   if (auto why = count_skipped_step(report.skipped, m.name, m.skipped_in_a_row,
-                                    config.opts.max_consecutive_skipped_steps, st.report))
+                                    config.opts.max_consecutive_skipped_steps, st.shell.report))
     return fail(self, config, *why);
-  add(st.metrics.batches, report.chunk.count);
+  add(st.shell.metrics.batches, report.chunk.count);
   m.compute_s = report.compute_s;
   m.wall_s = report.wall_s;
   m.last_loss = report.loss_sum / std::max<uint32_t>(report.chunk.count, 1);
@@ -364,7 +332,7 @@ void count_progress(self_ptr self, const coordinator_config& config, const progr
 
 void on_progress(self_ptr self, const coordinator_config& config, const wire& w) {
   auto& st = self->state;
-  if (st.phase != job_phase::training) return config.log.warn("ignored early progress");
+  if (st.shell.phase != job_phase::training) return config.log.warn("ignored early progress");
   auto batch = decode<progress_batch>(w);
   if (!batch) return config.log.warn("ignored a malformed progress report");
   for (const auto& report : batch->reports) {
@@ -374,7 +342,7 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
     if (!sent_by(self, m.address) || m.lost)
       return config.log.warn("ignored progress sent for another (or a lost) worker");
     count_progress(self, config, report);
-    if (st.phase != job_phase::training) return;  // the last report ended the training
+    if (st.shell.phase != job_phase::training) return;  // the last report ended the training
   }
 }
 
@@ -382,17 +350,17 @@ void on_progress(self_ptr self, const coordinator_config& config, const wire& w)
 
 void finish(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (defer_end_while_overdue(st.succession, config.opts.takeover_timeout, std::nullopt)) return;
-  st.phase = job_phase::finishing;
+  if (defer_end_while_overdue(st.shell.succession, config.opts.takeover_timeout, std::nullopt)) return;
+  st.shell.phase = job_phase::finishing;
   release_follower(self, {});  // before the statistics: the standby must not take over now
   auto stats = std::make_shared<std::vector<bucket_stats>>();
   auto pending = std::make_shared<size_t>(st.directory.buckets.size());
   auto complete = [=] {
     auto& st = self->state;
-    job_report& r = st.report;
+    job_report& r = st.shell.report;
     summarize_buckets(*stats, r);
     fill_report(st);
-    write_report(st, config);
+    write_report(st.shell, config.opts, config.log);
     config.log.info(
         "done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} updates applied, {} rejected, "
         "staleness mean {:.2f} p99 {} max {}, max clock gap {}",
@@ -424,17 +392,17 @@ coordinator_actor::behavior_type coordinator(
     coordinator_actor::stateful_pointer<coordinator_state> self, coordinator_config config) {
   accept_exits_only_from(self, config.supervisor, config.log,
                          [=](const caf::error& why) { fail(self, config, describe(why)); });
-  self->state.metrics = job_metrics::of(config.metrics);
-  self->state.training.scalars = job_scalars{config.opts, config.log};
-  self->state.operators = operator_gate{config.opts.tls_dir, config.opts.operator_secret};
+  self->state.shell.metrics = job_metrics::of(config.metrics);
+  self->state.shell.scalars = job_scalars{config.opts, config.log};
+  self->state.shell.operators = operator_gate{config.opts.tls_dir, config.opts.operator_secret};
   self->state.roster.beats = heartbeat_monitor{config.opts.heartbeat_interval};
-  self->state.stall = stall_watch{config.opts.stall_timeout, config.opts.heartbeat_interval};
+  self->state.shell.stall = stall_watch{config.opts.stall_timeout, config.opts.heartbeat_interval};
   if (config.task)  // (an app's service evaluates nothing)
     self->state.evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   self->set_down_handler([=](caf::down_msg& msg) {
     const bool follower =
         forget_follower(self, msg, config.opts.takeover_timeout, config.log, [=](caf::error err) {
-          self->state.phase = job_phase::finishing;
+          self->state.shell.phase = job_phase::finishing;
           self->quit(std::move(err));
         });
     if (!follower && !hold_down_while_overdue(self, msg, config.opts.takeover_timeout))
@@ -458,17 +426,17 @@ coordinator_actor::behavior_type coordinator(
       },
       [=](claim_atom, uint32_t rank, uint32_t most) -> caf::result<wire> {
         auto& st = self->state;
-        if (st.succession.rejoining ||
+        if (st.shell.succession.rejoining ||
             (rank < st.roster.worker_members.size() && !st.roster.worker_members[rank].address &&
              !st.roster.worker_members[rank].lost))
           return make_error(errc::not_rejoined, "this coordinator is taking over: rejoin first");
-        if (st.phase != job_phase::training || rank >= st.roster.worker_members.size() ||
+        if (st.shell.phase != job_phase::training || rank >= st.roster.worker_members.size() ||
             !sent_by(self, st.roster.worker_members[rank].address))
           return make_error(errc::authentication_failed, "claims come from that worker only");
         if (st.roster.worker_members[rank].lost)
           return make_error(errc::job_failed, "this worker was declared lost");
         auto lease = st.training.work->claim_lease(rank, std::min(most, max_lease_chunks));
-        if (!lease.chunks.empty()) st.stall.progress(stall_watch::clock::now());
+        if (!lease.chunks.empty()) st.shell.stall.progress(stall_watch::clock::now());
         return encode(lease);
       },
       [=](progress_atom, const wire& w) { on_progress(self, config, w); },
@@ -479,7 +447,7 @@ coordinator_actor::behavior_type coordinator(
         check_takeover(self, config);
         send_standing(self, config);
         take_deferred_end(
-            self->state.succession, config.opts.takeover_timeout,
+            self->state.shell.succession, config.opts.takeover_timeout,
             [=](const std::string& why) { fail(self, config, why); },
             [=] { finish(self, config); });
         maybe_evaluate(self, config);  // one that failed during a recovery is tried again
@@ -502,16 +470,14 @@ coordinator_actor::behavior_type coordinator(
         moved(self, config, bucket, std::move(handle));
       },
       [=](escalate_atom, const std::string& why) {
-        ++self->state.report.escalations;
-        add(self->state.metrics.escalations, 1);
+        ++self->state.shell.report.escalations;
+        add(self->state.shell.metrics.escalations, 1);
         config.log.error("a node supervisor escalated: {}", why);
       },
       [=](inspect_atom, const std::string& view) { return inspect(self, config, view); },
-      [=](nonce_atom) { return self->state.operators.fresh_nonce(); },
+      [=](nonce_atom) { return self->state.shell.operators.fresh_nonce(); },
       [=](operate_atom, const wire& w) -> caf::result<std::string> {
-        auto proven = decode<operator_action>(w);
-        if (!proven) return std::move(proven.error());
-        auto action = self->state.operators.check(*proven);
+        auto action = self->state.shell.operators.check(w);
         if (!action) {
           config.log.warn("{}", describe(action.error()));
           return std::move(action.error());
@@ -534,12 +500,12 @@ coordinator_actor::behavior_type coordinator(
       [=](stop_atom, const std::string& failure) { stop_for_group(self, config, failure); },
       [=](done_atom, uint32_t rank) {
         auto& st = self->state;
-        if (st.phase != job_phase::training || rank >= st.roster.worker_members.size() ||
+        if (st.shell.phase != job_phase::training || rank >= st.roster.worker_members.size() ||
             !sent_by(self, st.roster.worker_members[rank].address))
           return config.log.warn("ignored a done message that is not from that worker");
         st.roster.worker_members[rank].done = true;
-        if (st.succession.rejoining) return;  // the takeover's end settles the work
-        set(st.metrics.workers, live_workers(st));
+        if (st.shell.succession.rejoining) return;  // the takeover's end settles the work
+        set(st.shell.metrics.workers, live_workers(st));
         retire_everywhere(self, rank);
         settle_work(self, config);
       },

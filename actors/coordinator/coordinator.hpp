@@ -26,18 +26,10 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "actors/coordinator/evaluator.hpp"
-#include "actors/coordinator/succession.hpp"
 #include "actors/coordinator/work_plan.hpp"
-#include "actors/job/checkpoint_file.hpp"
-#include "actors/job/job_scalars.hpp"
-#include "actors/job/progress_line.hpp"
-#include "actors/job/report.hpp"
-#include "actors/job/training_curve.hpp"
-#include "actors/supervision/admission/operator_gate.hpp"
+#include "actors/job/job_shell.hpp"
+#include "actors/records/checkpoint_file.hpp"
 #include "actors/supervision/failure/heartbeat.hpp"
-#include "actors/supervision/failure/stall_watch.hpp"
-#include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/log.hpp"
@@ -75,8 +67,6 @@ struct coordinator_config {
   // an app's parameter service, whose members and clients use them.
   bool hands_out_buckets() const { return opts.hybrid() || service.has_value(); }
 };
-
-enum class job_phase { joining, placing, training, finishing };
 
 struct member {
   std::string name;
@@ -186,21 +176,15 @@ struct checkpoint_progress {
   bool taking = false;
   bool spoiled = false;              // a worker started while the others were paused
   std::vector<std::string> written;  // by this job, oldest first
-  double resumed_wall_s = 0;         // training time before the checkpoint resumed from
   // The console's `checkpoint`: told the new file's path (or why none was written).
   std::vector<std::function<void(caf::expected<std::string>)>> waiters;
 };
 
-// Training (coordinator.cpp): which batches are handed out, the losses reported, and what the
-// terminal and the console's export-curve show.
+// Training (coordinator.cpp): which batches are handed out and the losses reported.
 struct training_progress {
   std::optional<work_plan> work;   // which batches are handed out, done, or to be redone
   std::vector<double> epoch_loss;  // per epoch: summed batch losses reported so far
   std::vector<uint64_t> epoch_batches;
-  std::chrono::steady_clock::time_point started;
-  training_curve curve;   // the console's export-curve
-  job_scalars scalars;    // --tensorboard
-  progress_line display;  // progress on the terminal
 };
 
 // Evaluation (coordinator.cpp): the detached evaluator and the epochs it has scored.
@@ -214,16 +198,12 @@ struct evaluation_progress {
 
 struct coordinator_state {
   static inline const char* name = "troupe.coordinator";
-  job_phase phase = job_phase::joining;
+  job_shell shell;
   job_roster roster;
   bucket_directory directory;
   checkpoint_progress checkpoints;
   training_progress training;
   evaluation_progress evaluation;
-  job_report report;
-  std::vector<timeline_event> timeline;  // checkpoints, restarts, drains: the timeline view's
-  job_metrics metrics;
-  std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
   // --mode hybrid: this coordinator holds only the task's embedding tables for a group's
   // coordinator: it admits servers (no workers), places row-only buckets, answers the group's
   // `tables` request with them once placed, and then serves which/moved and recovers lost
@@ -232,9 +212,6 @@ struct coordinator_state {
   // `tables` requests held until the buckets are ready (the group's one; an app service's
   // owner and the nodes that connect to it).
   std::vector<caf::typed_response_promise<std::vector<bucket_actor>, std::string>> tables_wanted;
-  operator_gate operators{{}, {}};  // set from the options when the coordinator starts
-  succession_state succession;
-  stall_watch stall;  // --stall-timeout; only a coordinator with work of its own judges
 };
 
 coordinator_actor::behavior_type coordinator(

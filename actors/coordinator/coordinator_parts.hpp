@@ -7,7 +7,7 @@
 #include <string>
 
 #include "actors/coordinator/coordinator.hpp"
-#include "actors/job/timing.hpp"
+#include "actors/records/timing.hpp"
 
 namespace troupe::coordination {
 

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "actors/coordinator/coordinator_parts.hpp"
-#include "actors/job/report.hpp"
+#include "actors/records/report.hpp"
 #include "troupe/error.hpp"
 #include "troupe/metrics.hpp"
 #include "troupe/metrics_text.hpp"
@@ -43,7 +43,7 @@ table_view nodes(const coordinator_state& st, const coordinator_config& config) 
   const auto now = clock::now();
   const auto usage = current_process_usage();
   t.rows.push_back({"coordinator", "coordinator", to_string(config.opts.listen),
-                    phase_name(st.phase), fixed(seconds_since(st.created), 1), "-",
+                    phase_name(st.shell.phase), fixed(seconds_since(st.shell.created), 1), "-",
                     fixed(usage.cpu_seconds), fixed(double(usage.rss_bytes) / 1048576.0, 1)});
   auto add = [&](const member& m, const char* kind) {
     const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - m.heard).count();
@@ -97,7 +97,7 @@ table_view tree(const coordinator_state& st, size_t own_mailbox, const actor_val
   auto mailbox = [&](const member& m, const std::string& actor) {
     return value_of(boxes, m, actor);
   };
-  t.rows.push_back({"coordinator", "coordinator", "coordinator", phase_name(st.phase), "0",
+  t.rows.push_back({"coordinator", "coordinator", "coordinator", phase_name(st.shell.phase), "0",
                     std::to_string(own_mailbox)});
   for (size_t s = 0; s < st.roster.server_members.size(); ++s) {
     const auto& m = st.roster.server_members[s];
@@ -175,13 +175,13 @@ caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
   auto& st = self->state;
   if (view == "nodes") return encode(nodes(st, config));
   if (view == "workers") return encode(workers(st));
-  if (view == "curve") return encode(st.training.curve.table());
-  if (view == "timeline") return encode(timeline_table(st.report, st.timeline));
+  if (view == "curve") return encode(st.shell.curve.table());
+  if (view == "timeline") return encode(timeline_table(st.shell.report, st.shell.timeline));
   if (view != "tree" && view != "metrics" && view != "buckets" && view != "diag")
     return make_error(
         errc::bad_configuration,
         "no view '" + view + "' (nodes, tree, workers, buckets, metrics, diag, curve, timeline)");
-  if ((view == "buckets" || view == "diag") && st.phase != job_phase::training)
+  if ((view == "buckets" || view == "diag") && st.shell.phase != job_phase::training)
     return make_error(errc::job_failed, "no buckets to show before training starts");
   // (Only now: a promise made takes the request's answer over, and an error returned after it
   // would never reach the asker.)

@@ -21,19 +21,19 @@ bool anyone_draining(const coordinator_state& st) {
 }
 
 double training_seconds(const coordinator_state& st) {
-  const double at = st.phase == job_phase::training ? seconds_since(st.training.started) : 0.0;
-  return st.checkpoints.resumed_wall_s + at;
+  const double at = st.shell.phase == job_phase::training ? st.shell.training_s() : 0.0;
+  return st.shell.resumed_wall_s + at;
 }
 
 void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why) {
-  add(st.metrics.lost, 1);
-  set(st.metrics.workers, live_workers(st));
-  st.report.losses.push_back(loss_event{m.name, kind, training_seconds(st), unix_ms_now(), why});
+  add(st.shell.metrics.lost, 1);
+  set(st.shell.metrics.workers, live_workers(st));
+  st.shell.report.losses.push_back(loss_event{m.name, kind, training_seconds(st), unix_ms_now(), why});
 }
 
 // Whether another worker may join the running job: fewer than --max-workers are active.
 bool room_for_a_late_worker(const coordinator_state& st, const launch_options& o) {
-  return st.phase == job_phase::training &&
+  return st.shell.phase == job_phase::training &&
          live_workers(st) < double(std::max(o.workers, o.max_workers)) &&
          st.roster.worker_members.size() < (1u << 16);
 }
@@ -46,7 +46,7 @@ bool room_for_a_late_worker(const coordinator_state& st, const launch_options& o
 bool room_for_a_replacement_server(const coordinator_state& st, const launch_options& o) {
   const auto live = std::count_if(st.roster.server_members.begin(), st.roster.server_members.end(),
                                   [](const member& s) { return !s.lost && !s.drained; });
-  return st.phase == job_phase::training && !st.succession.rejoining && o.replication >= 2 &&
+  return st.shell.phase == job_phase::training && !st.shell.succession.rejoining && o.replication >= 2 &&
          static_cast<uint32_t>(live) < o.servers && st.roster.server_members.size() < (1u << 16);
 }
 
@@ -79,15 +79,15 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
     late = room_for_a_late_worker(self->state, config.opts);
   else
     late = room_for_a_replacement_server(self->state, config.opts);
-  if (!late && (self->state.phase != job_phase::joining || handles.size() >= wanted))
+  if (!late && (self->state.shell.phase != job_phase::joining || handles.size() >= wanted))
     return make_error(errc::job_failed,
                       fmt::format("the job already has its {} {}s", wanted, to_string(expected)));
   // A lost member's name coming back is a restarted process (or actor): it rejoins cold.
   if (std::any_of(members.begin(), members.end(),
                   [&](const member& m) { return m.lost && m.name == request->name; })) {
-    ++self->state.report.restarts;
-    add(self->state.metrics.restarts, 1);
-    note_event(self->state.timeline, training_seconds(self->state), "restart",
+    ++self->state.shell.report.restarts;
+    add(self->state.shell.metrics.restarts, 1);
+    note_event(self->state.shell.timeline, training_seconds(self->state), "restart",
                fmt::format("{} {} came back", to_string(expected), request->name));
   }
   self->monitor(handle);
@@ -97,7 +97,7 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   joined.data = request->data;
   joined.host = request->host_label;
   members.push_back(std::move(joined));
-  set(self->state.metrics.workers, live_workers(self->state));
+  set(self->state.shell.metrics.workers, live_workers(self->state));
   // A node in another process must send heartbeats from now on; one that never does is lost
   // as surely as one that stops (nodes of the coordinator's own process send none).
   if (handle.node() != self->node())
@@ -149,7 +149,7 @@ void lose_worker(self_ptr self, const coordinator_config& config, size_t i,
   st.roster.beats.forget(m.name);
   if (m.done) return;
   config.log.warn("lost worker '{}' ({}); going on without it", m.name, why);
-  st.report.workers_lost.push_back(m.name);
+  st.shell.report.workers_lost.push_back(m.name);
   record_loss(st, m, role::worker, why);
   retire_everywhere(self, static_cast<uint32_t>(i));
   if (std::all_of(st.roster.worker_members.begin(), st.roster.worker_members.end(),
@@ -165,8 +165,8 @@ void lose_worker(self_ptr self, const coordinator_config& config, size_t i,
 void lose_member(self_ptr self, const coordinator_config& config, const caf::actor_addr& who,
                  const std::string& why) {
   auto& st = self->state;
-  if (st.phase == job_phase::finishing) return;
-  const bool joining = st.phase == job_phase::joining;
+  if (st.shell.phase == job_phase::finishing) return;
+  const bool joining = st.shell.phase == job_phase::joining;
   if (auto i = find_live(st.roster.server_members, who)) {
     if (joining) return leave_roster(st.roster.servers, st.roster.server_members, *i, config.log);
     return lose_server(self, config, *i, why);
@@ -184,7 +184,7 @@ void on_down(self_ptr self, const coordinator_config& config, const caf::down_ms
 uint64_t on_heartbeat(self_ptr self, const wire& w) {
   auto& st = self->state;
   auto beat = decode<heartbeat>(w);
-  if (!beat) return st.succession.term;
+  if (!beat) return st.shell.succession.term;
   for (auto* members : {&st.roster.server_members, &st.roster.worker_members})
     for (auto& m : *members)
       if (m.name == beat->name && !m.lost && m.address) {  // not one yet to rejoin
@@ -194,7 +194,7 @@ uint64_t on_heartbeat(self_ptr self, const wire& w) {
         m.activity = std::move(beat->activity);
         st.roster.beats.heard(m.name, m.heard);
       }
-  return st.succession.term;
+  return st.shell.succession.term;
 }
 
 // Every heartbeat interval: members not heard from within the timeout are lost.
@@ -202,7 +202,7 @@ void check_heartbeats(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   const auto timeout = config.opts.heartbeat_timeout;
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
-  auto& heir = st.succession;
+  auto& heir = st.shell.succession;
   // Members still to rejoin a takeover are judged by its deadline, and a primary that was
   // paused with a standby following judges nobody until the standby has accepted its state
   // again (it may have been deposed meanwhile).
@@ -238,16 +238,16 @@ caf::result<wire> admit_worker(self_ptr self, const coordinator_config& config, 
 
 void check_stall(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (config.hands_out_buckets() || st.phase == job_phase::finishing) return;  // not ours to judge
+  if (config.hands_out_buckets() || st.shell.phase == job_phase::finishing) return;  // not ours to judge
   // Start-up, a checkpoint, an evaluation and a takeover may take long on purpose; each counts
   // as progress when it ends.
-  const bool busy = st.phase != job_phase::training || st.evaluation.running ||
-                    st.checkpoints.taking || st.succession.rejoining;
+  const bool busy = st.shell.phase != job_phase::training || st.evaluation.running ||
+                    st.checkpoints.taking || st.shell.succession.rejoining;
   std::vector<heard_activity> heard;
   for (const auto* members : {&st.roster.worker_members, &st.roster.server_members})
     for (const auto& m : *members)
       if (!m.lost) heard.push_back(heard_activity{m.activity, m.heard});
-  if (auto why = judge_stall(st.stall, busy, config.activity.get(), heard, st.report))
+  if (auto why = judge_stall(st.shell.stall, busy, config.activity.get(), heard, st.shell.report))
     fail(self, config, *why);
 }
 

@@ -49,9 +49,9 @@ caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& c
             }
             m.lost = m.drained = true;
             st.roster.beats.forget(m.name);
-            st.report.drained.push_back(m.name);
-            note_event(st.timeline, training_seconds(st), "drain", "worker " + m.name);
-            set(st.metrics.workers, live_workers(st));
+            st.shell.report.drained.push_back(m.name);
+            note_event(st.shell.timeline, training_seconds(st), "drain", "worker " + m.name);
+            set(st.shell.metrics.workers, live_workers(st));
             retire_everywhere(self, static_cast<uint32_t>(w));
             const uint64_t returned = st.training.work->release(static_cast<uint32_t>(w));
             self->request(st.roster.workers[w], config.opts.request_timeout, stop_atom_v, "")
@@ -136,7 +136,7 @@ caf::result<std::string> checkpoint_now(self_ptr self, const coordinator_config&
     return make_error(errc::bad_configuration,
                       "this job writes no checkpoints (start the coordinator with "
                       "--checkpoint-dir DIR)");
-  if (st.phase != job_phase::training)
+  if (st.shell.phase != job_phase::training)
     return make_error(errc::job_failed, "checkpoints are taken while the job trains");
   auto promise = self->make_response_promise<std::string>();
   st.checkpoints.waiters.push_back(
@@ -148,7 +148,7 @@ caf::result<std::string> checkpoint_now(self_ptr self, const coordinator_config&
 caf::result<std::string> drain(self_ptr self, const coordinator_config& config,
                                const std::string& name) {
   auto& st = self->state;
-  if (st.phase != job_phase::training)
+  if (st.shell.phase != job_phase::training)
     return make_error(errc::job_failed, "nodes are drained while the job trains");
   if (st.checkpoints.taking || anyone_draining(st))
     return make_error(errc::job_failed, "a checkpoint or another drain is under way; try again");

@@ -72,7 +72,7 @@ void served_again(self_ptr self, const coordinator_config& config, uint32_t b) {
   auto& st = self->state;
   st.directory.homes[b].recovering = false;
   const double took = seconds_since(st.directory.lost_at);
-  st.report.recovery_s = std::max(st.report.recovery_s, took);
+  st.shell.report.recovery_s = std::max(st.shell.report.recovery_s, took);
   if (--st.directory.recovering == 0)
     config.log.info("every bucket is served again, {:.2f} s after the loss", took);
   send_standing(self, config);
@@ -103,7 +103,7 @@ void restore_bucket(self_ptr self, const coordinator_config& config, uint32_t b,
 
 void placed_one(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (st.phase != job_phase::placing || ++st.directory.placed < st.directory.buckets.size()) return;
+  if (st.shell.phase != job_phase::placing || ++st.directory.placed < st.directory.buckets.size()) return;
   if (config.hands_out_buckets())
     tables_placed(self, config);
   else if (st.checkpoints.resume_from)
@@ -118,7 +118,7 @@ void place_one(self_ptr self, const coordinator_config& config, uint32_t b) {
       self, config, b, server,
       [=](bucket_actor& primary) {
         auto& st = self->state;
-        if (st.phase != job_phase::placing) return;
+        if (st.shell.phase != job_phase::placing) return;
         st.directory.buckets[b] = std::move(primary);
         st.directory.homes[b].primary_server = server;
         auto backed_up = [=] { fill_chain(self, config, b, [=] { placed_one(self, config); }); };
@@ -166,7 +166,7 @@ void restore_from_checkpoint(self_ptr self, const coordinator_config& config, si
     if (st.directory.homes[b].primary_server != s) continue;
     const auto server = server_for_copy(st, b);
     if (!server) return fail(self, config, what + "; no live server is left for its buckets");
-    st.report.updates_lost += since;
+    st.shell.report.updates_lost += since;
     st.directory.homes[b].recovering = true;
     ++st.directory.recovering;
     st.directory.specs[b] = st.checkpoints.resume_from->buckets[b][0];
@@ -222,7 +222,7 @@ void connect_servers(self_ptr self, const coordinator_config& config, std::funct
 }
 
 void place_buckets(self_ptr self, const coordinator_config& config) {
-  self->state.phase = job_phase::placing;
+  self->state.shell.phase = job_phase::placing;
   connect_servers(self, config, [=] { place_all(self, config); });
 }
 
@@ -263,7 +263,7 @@ caf::error lay_out_buckets(self_ptr self, const coordinator_config& config) {
 
 void place_all(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  if (st.phase != job_phase::placing) return;
+  if (st.shell.phase != job_phase::placing) return;
   if (auto err = lay_out_buckets(self, config)) return fail(self, config, describe(err));
   for (uint32_t b = 0; b < st.directory.buckets.size(); ++b) place_one(self, config, b);
 }
@@ -283,7 +283,7 @@ void lose_server(self_ptr self, const coordinator_config& config, size_t s,
                   "declared lost: " + why)
         .then([](bool) {}, [](caf::error&) {});
   const std::string what = fmt::format("lost server '{}' ({})", m.name, why);
-  if (st.phase != job_phase::training) return fail(self, config, what);
+  if (st.shell.phase != job_phase::training) return fail(self, config, what);
   if (config.opts.replication < 2 && config.opts.checkpoint_dir.empty())
     return fail(self, config,
                 what + (config.service ? "; its buckets are gone (a service's replication 2 "
@@ -307,8 +307,8 @@ void hand_over_server(self_ptr self, const coordinator_config& config, size_t s)
   m.lost = m.drained = true;
   m.draining = false;
   st.roster.beats.forget(m.name);
-  st.report.drained.push_back(m.name);
-  note_event(st.timeline, training_seconds(st), "drain", "server " + m.name);
+  st.shell.report.drained.push_back(m.name);
+  note_event(st.shell.timeline, training_seconds(st), "drain", "server " + m.name);
   st.directory.lost_at = std::chrono::steady_clock::now();
   ++st.evaluation.round;
   st.evaluation.running = false;
@@ -341,9 +341,9 @@ void moved(self_ptr self, const coordinator_config& config, uint32_t b, bucket_a
       st.roster.server_members[s].lost)
     return config.log.warn("ignored a moved bucket that is not from its server");
   auto& home = st.directory.homes[b];
-  ++st.report.restarts;
-  add(st.metrics.restarts, 1);
-  note_event(st.timeline, training_seconds(st), "restart",
+  ++st.shell.report.restarts;
+  add(st.shell.metrics.restarts, 1);
+  note_event(st.shell.timeline, training_seconds(st), "restart",
              fmt::format("bucket {}, by its server's supervisor", b));
   if (home.primary_server == s && !home.recovering) {
     config.log.warn("bucket {} was restarted by its server's supervisor", b);
@@ -362,7 +362,7 @@ void moved(self_ptr self, const coordinator_config& config, uint32_t b, bucket_a
 caf::expected<std::string> inject_fault(self_ptr self, const std::string& name) {
   auto& st = self->state;
   const std::string prefix = "bucket-";
-  if (name.rfind(prefix, 0) == 0 && st.phase == job_phase::training) {
+  if (name.rfind(prefix, 0) == 0 && st.shell.phase == job_phase::training) {
     uint32_t b = 0;
     try {
       b = static_cast<uint32_t>(std::stoul(name.substr(prefix.size())));

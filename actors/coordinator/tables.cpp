@@ -17,7 +17,7 @@ namespace {
 // Whether the group may have the tables: placed, no takeover under way, and a primary for
 // every bucket (after a takeover, a promotion may still be finding one).
 bool tables_ready(const coordinator_state& st) {
-  return st.phase == job_phase::training && !st.succession.rejoining &&
+  return st.shell.phase == job_phase::training && !st.shell.succession.rejoining &&
          std::all_of(st.directory.buckets.begin(), st.directory.buckets.end(),
                      [](const bucket_actor& b) { return bool(b); });
 }
@@ -35,8 +35,8 @@ std::string server_list(const coordinator_state& st) {
 
 void tables_placed(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  st.phase = job_phase::training;
-  st.training.started = std::chrono::steady_clock::now();
+  st.shell.phase = job_phase::training;
+  st.shell.started = std::chrono::steady_clock::now();
   config.log.info("{}: {} buckets on {} servers, {}", config.service ? "service" : "tables",
                   st.directory.buckets.size(), st.roster.servers.size(),
                   config.service ? "placed" : "handed to the group");

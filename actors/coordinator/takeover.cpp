@@ -28,21 +28,17 @@ void restore_member(member& m, const member_standing& x) {
 }
 
 void restore_report(coordinator_state& st, const coordinator_standing& x) {
-  job_report& r = st.report;
-  r.losses = x.losses;
-  r.takeovers = x.takeovers;
-  r.workers_lost = x.workers_lost;
+  restore_history(st.shell, x);
+  job_report& r = st.shell.report;
   r.drained = x.drained;
   r.restarts = x.restarts;
   r.escalations = x.escalations;
-  r.resumed_from_step = x.resumed_from_step;
   r.recovery_s = x.recovery_s;
   r.checkpoints = x.written.size();
   r.epochs = x.plan.history;
   st.checkpoints.written = x.written;
   st.checkpoints.since_last = x.since_last;
   st.checkpoints.chunks_done = x.chunks_done;
-  st.checkpoints.resumed_wall_s = x.resumed_wall_s;
 }
 
 // How many members have rejoined, and how many the standing names as live have not.
@@ -61,14 +57,14 @@ rejoined_count count_rejoined(const coordinator_state& st) {
 }
 
 join_reply reply_for(const coordinator_state& st, const coordinator_config& config, uint32_t rank) {
-  return join_reply{rank, config.opts.workers, config.opts.servers, st.succession.term};
+  return join_reply{rank, config.opts.workers, config.opts.servers, st.shell.succession.term};
 }
 
 // The rejoined workers' accounts: their chunks go back into the plan, and the losses of the
 // chunks the old primary never heard of into the epochs'.
 void reconcile_work(coordinator_state& st, const coordinator_config& config) {
   uint64_t counted_batches = 0;
-  for (const auto& account : st.succession.accounts) {
+  for (const auto& account : st.shell.succession.accounts) {
     const auto counted = st.training.work->adopt(account.rank, account.held, account.finished);
     for (size_t i : counted) {
       const auto& c = account.finished[i];
@@ -77,38 +73,24 @@ void reconcile_work(coordinator_state& st, const coordinator_config& config) {
       ++st.checkpoints.chunks_done;
     }
   }
-  st.succession.accounts.clear();
+  st.shell.succession.accounts.clear();
   config.log.info("the workers finished {} batches the old coordinator had not counted",
                   counted_batches);
 }
 
 void finish_takeover(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
-  auto& heir = st.succession;
-  heir.rejoining = false;
-  if (count_rejoined(st).back == 0) {
-    // Nobody followed: the members still reach the old primary (only the standby lost it). Its
-    // job is left alone: no report, no stop, no fence.
-    config.log.error(
-        "no member rejoined within {} ms: the old coordinator is still theirs; "
-        "this standby gives up",
-        std::chrono::duration_cast<std::chrono::milliseconds>(heir.deadline - heir.lost_at)
-            .count());
-    st.phase = job_phase::finishing;
-    return self->quit(make_error(errc::job_failed, "no member rejoined the takeover"));
-  }
+  auto& heir = st.shell.succession;
+  if (!conclude_takeover(self, count_rejoined(st).back, config.log)) return;
   const bool tables_only = config.opts.hybrid();  // no workers, no work plan: the group's
   if (!tables_only) reconcile_work(st, config);
-  const double took = seconds_since(heir.lost_at);
-  st.report.takeovers.push_back(takeover_event{heir.lost_at_s, took, heir.term});
-  config.log.info("took over as the coordinator of term {} in {:.2f} s", heir.term, took);
   for (auto& [reply, rank] : heir.replies) reply.deliver(encode(reply_for(st, config, rank)));
   heir.replies.clear();
   const std::string why = "did not rejoin after the takeover";
   for (size_t w = 0; w < st.roster.worker_members.size(); ++w)
     if (!st.roster.worker_members[w].lost && !st.roster.worker_members[w].address)
       lose_worker(self, config, w, why);
-  if (st.phase != job_phase::training) return;  // a loss ended the job
+  if (st.shell.phase != job_phase::training) return;  // a loss ended the job
   // Copies nobody named leave their chains first (those of servers not back, and any a server
   // back did not name: one being added when the old primary went), so that the promotions
   // below pick only copies that answer.
@@ -133,7 +115,7 @@ void finish_takeover(self_ptr self, const coordinator_config& config) {
     }
   for (size_t s : missing) {
     lose_server(self, config, s, why);
-    if (st.phase != job_phase::training) return;
+    if (st.shell.phase != job_phase::training) return;
   }
   for (uint32_t b = 0; b < st.directory.buckets.size(); ++b) {
     auto& home = st.directory.homes[b];
@@ -170,7 +152,7 @@ caf::expected<rejoin_request> check_rejoin(const coordinator_state& st, const wi
                                   request->name, request->rank));
   if (members[request->rank].lost)
     return make_error(errc::job_failed, "rejoin: this member was declared lost");
-  if (!st.succession.rejoining && !members[request->rank].address)
+  if (!st.shell.succession.rejoining && !members[request->rank].address)
     return make_error(errc::job_failed, "rejoin: too late, the takeover is over");
   return request;
 }
@@ -188,7 +170,7 @@ void readmit(self_ptr self, member& m, const Handle& handle) {
 void take_over(self_ptr self, const coordinator_config& config) {
   auto& st = self->state;
   const coordinator_standing& x = *config.takeover;
-  auto& heir = st.succession;
+  auto& heir = st.shell.succession;
   heir.term = x.term + 1;
   heir.rejoining = true;
   heir.lost_at = std::chrono::steady_clock::now();  // the standby has just judged it lost
@@ -196,7 +178,7 @@ void take_over(self_ptr self, const coordinator_config& config) {
   const double behind = std::chrono::duration<double>(heir.lost_at - config.takeover_heard).count();
   // Training time goes on from the old primary's, counted from when its last state came.
   const double trained = x.plan.wall_s - x.resumed_wall_s;
-  st.training.started =
+  st.shell.started =
       config.takeover_heard - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                   std::chrono::duration<double>(trained));
   heir.lost_at_s = x.plan.wall_s + behind;
@@ -209,7 +191,7 @@ void take_over(self_ptr self, const coordinator_config& config) {
   for (size_t i = 0; i < x.workers.size(); ++i)
     restore_member(st.roster.worker_members[i], x.workers[i]);
   restore_report(st, x);
-  st.phase = job_phase::training;
+  st.shell.phase = job_phase::training;
   if (auto err = lay_out_buckets(self, config)) return fail(self, config, describe(err));
   const bool tables_only = config.opts.hybrid();
   if (x.homes.size() != st.directory.homes.size() ||
@@ -229,10 +211,7 @@ void take_over(self_ptr self, const coordinator_config& config) {
     st.evaluation.rows.resize(config.task->sparse_tables().size());
     st.evaluation.evaluated = x.plan.evaluated;
   }
-  st.report.losses.push_back(loss_event{"coordinator (term " + std::to_string(x.term) + ")",
-                                        role::coordinator, heir.lost_at_s, unix_ms_now(),
-                                        config.takeover_why});
-  add(st.metrics.lost, 1);
+  note_primary_lost(st.shell, x, config.takeover_why);
   config.log.warn(
       "taking over from the coordinator of term {} ({}); waiting for {} servers and "
       "{} workers to rejoin",
@@ -279,9 +258,9 @@ caf::result<wire> rejoin_worker(self_ptr self, const coordinator_config& config,
   if (m.address) {
     if (m.address != handle.address())
       return make_error(errc::bad_configuration, "rejoin: another worker has that name");
-    if (!st.succession.rejoining) return encode(reply_for(st, config, r));
+    if (!st.shell.succession.rejoining) return encode(reply_for(st, config, r));
     auto again = self->make_response_promise<wire>();  // answered with the others
-    st.succession.replies.emplace_back(again, r);
+    st.shell.succession.replies.emplace_back(again, r);
     return again;
   }
   st.roster.workers[r] = handle;
@@ -293,15 +272,15 @@ caf::result<wire> rejoin_worker(self_ptr self, const coordinator_config& config,
   m.done = m.done || request->done;
   config.log.info("worker '{}' rejoined: {} batches, {} chunks held", m.name, m.steps,
                   request->held.size());
-  st.succession.accounts.push_back(std::move(*request));
+  st.shell.succession.accounts.push_back(std::move(*request));
   auto reply = self->make_response_promise<wire>();
-  st.succession.replies.emplace_back(reply, r);
+  st.shell.succession.replies.emplace_back(reply, r);
   if (count_rejoined(st).missing == 0) finish_takeover(self, config);
   return reply;
 }
 
 void check_takeover(self_ptr self, const coordinator_config& config) {
-  auto& heir = self->state.succession;
+  auto& heir = self->state.shell.succession;
   if (heir.rejoining && std::chrono::steady_clock::now() >= heir.deadline) {
     config.log.warn("the takeover's deadline passed: members not back are lost");
     finish_takeover(self, config);

@@ -10,7 +10,7 @@
 #include <caf/actor_addr.hpp>
 #include <caf/result.hpp>
 
-#include "actors/job/job_outcome.hpp"
+#include "actors/records/job_outcome.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/error.hpp"

@@ -1,5 +1,5 @@
 #include "actors/worker/worker.hpp"
-#include "actors/job/timing.hpp"
+#include "actors/records/timing.hpp"
 #include "actors/supervision/node_control.hpp"
 #include "actors/worker/worker_parts.hpp"
 #include "kernels/cpu/vector_ops.hpp"

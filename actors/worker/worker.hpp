@@ -19,7 +19,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "actors/client/bucket_client.hpp"
+#include "actors/transport/bucket_client.hpp"
 #include "actors/supervision/failure/coordinator_link.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"

@@ -2,7 +2,7 @@
 // bucket carries, where the answers go, and how a bucket that is gone is found again (the
 // coordinator names its successor).
 // worker_parts.hpp says who calls what.
-#include "actors/client/server_links.hpp"
+#include "actors/transport/server_links.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "actors/worker/worker_parts.hpp"
 #include "actors/worker/worker_setup.hpp"

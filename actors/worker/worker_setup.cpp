@@ -1,6 +1,6 @@
 #include "actors/worker/worker_setup.hpp"
 
-#include "actors/job/timing.hpp"
+#include "actors/records/timing.hpp"
 #include "kernels/cpu/compression.hpp"
 #include "troupe/error.hpp"
 

@@ -9,7 +9,7 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/lane/lane_client.hpp"
+#include "actors/transport/lane_client.hpp"
 #include "actors/worker/worker.hpp"
 #include "troupe/detail/layout.hpp"
 

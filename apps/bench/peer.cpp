@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "actors/bucket/parameter_bucket.hpp"
-#include "actors/lane/lane_socket.hpp"
+#include "actors/transport/lane_socket.hpp"
 #include "apps/bench/suites.hpp"
 #include "troupe/detail/auth.hpp"
 #include "troupe/net.hpp"

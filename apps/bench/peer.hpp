@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <optional>
 
-#include "actors/lane/lane_server.hpp"
+#include "actors/transport/lane_server.hpp"
 #include "apps/bench/suites.hpp"
 #include "messages/protocol.hpp"
 

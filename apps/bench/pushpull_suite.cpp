@@ -17,9 +17,9 @@
 #include <optional>
 #include <thread>
 
-#include "actors/client/bucket_channel.hpp"
-#include "actors/lane/lane_client.hpp"
-#include "actors/lane/lane_socket.hpp"
+#include "actors/transport/bucket_channel.hpp"
+#include "actors/transport/lane_client.hpp"
+#include "actors/transport/lane_socket.hpp"
 #include "apps/bench/peer.hpp"
 #include "apps/bench/suites.hpp"
 #include "troupe/net.hpp"

@@ -18,10 +18,10 @@
 #include <optional>
 #include <thread>
 
-#include "actors/client/bucket_channel.hpp"
-#include "actors/lane/lane_client.hpp"
-#include "actors/lane/lane_server.hpp"
-#include "actors/lane/lane_socket.hpp"
+#include "actors/transport/bucket_channel.hpp"
+#include "actors/transport/lane_client.hpp"
+#include "actors/transport/lane_server.hpp"
+#include "actors/transport/lane_socket.hpp"
 #include "tests/integration/bucket_fixture.hpp"
 #include "tests/support/progress.hpp"
 #include "tests/unit/expect_error.hpp"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# pip install of the package (runtime/python) into a fresh venv that sees Debian's torch
+# pip install of the package (apps/python) into a fresh venv that sees Debian's torch
 # (--system-site-packages), its extension built in this tree's build (TROUPE_BUILD_DIR), from
-# a copy of runtime/python so that pip leaves nothing in the tree; then the CNN example trains
+# a copy of apps/python so that pip leaves nothing in the tree; then the CNN example trains
 # from the installed package, with no PYTHONPATH. Leaves nothing behind.
 # usage: pip_install_test.sh BUILD_DIR SOURCE_DIR [PYTHON]
 set -euo pipefail
@@ -11,7 +11,7 @@ python=${3:-/usr/bin/python3}
 work=$(mktemp -d /tmp/troupe-pip.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-cp -r "$source/runtime/python" "$work/src"
+cp -r "$source/apps/python" "$work/src"
 "$python" -m venv --system-site-packages "$work/venv"
 TROUPE_BUILD_DIR="$build" "$work/venv/bin/pip" install --no-build-isolation --no-deps -q \
   "$work/src"

@@ -166,8 +166,9 @@ class WaitFor(unittest.TestCase):
     def test_pushes_that_never_come_raise_timeout_error(self):
         model = nn.Linear(4, 2)
         with troupe.ParameterService(model, clients=2, optimizer="sgd", lr=0.1) as service:
-            service.client(0).pull()
-            service.client(0).push(np.zeros(10, np.float32))
+            pusher = service.client(0)
+            pusher.pull()
+            pusher.push(np.zeros(10, np.float32))
             with self.assertRaises(TimeoutError) as raised:
                 service.client(1).wait_for(pushes=2, timeout=0.5)
             self.assertIn("1 of 2", str(raised.exception))

@@ -13,7 +13,7 @@
 
 #include "actors/bucket/bucket_store.hpp"
 #include "actors/coordinator/work_plan.hpp"
-#include "actors/job/checkpoint_file.hpp"
+#include "actors/records/checkpoint_file.hpp"
 #include "tests/support/scratch.hpp"
 #include "tests/unit/expect_error.hpp"
 

@@ -6,7 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/bucket/bucket_store.hpp"
-#include "actors/job/training_curve.hpp"
+#include "actors/records/training_curve.hpp"
 #include "troupe/log.hpp"
 #include "troupe/metrics.hpp"
 #include "troupe/metrics_text.hpp"

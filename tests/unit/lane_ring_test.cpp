@@ -1,4 +1,4 @@
-// The shared rings beside a same-host data lane (actors/lane/lane_ring.hpp): payloads come out
+// The shared rings beside a same-host data lane (actors/transport/lane_ring.hpp): payloads come out
 // as they went in, in order, across the ring's end; a full ring refuses (the frame then goes
 // on the socket) until its reader takes; a lent payload keeps its place until it and every
 // loan before it is let go; a reader refuses a frame its writer never put; a
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/lane/lane_ring.hpp"
+#include "actors/transport/lane_ring.hpp"
 #include "expect_error.hpp"
 
 using namespace troupe;

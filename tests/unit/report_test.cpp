@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/job/report.hpp"
+#include "actors/records/report.hpp"
 #include "messages/json.hpp"
 #include "tests/unit/expect_error.hpp"
 #include "troupe/options.hpp"

@@ -28,15 +28,15 @@ caf::error take_resume(dp_coordinator_state& st, const dp_coordinator_config& co
   if (job.batches_per_epoch != st.steps_per_epoch)
     return differs("steps per epoch", job.batches_per_epoch, st.steps_per_epoch);
   adopt_progress(st, job);
-  st.report.resumed_from_step = job.step;
-  st.resumed_wall_s = job.wall_s;
+  st.shell.report.resumed_from_step = job.step;
+  st.shell.resumed_wall_s = job.wall_s;
   config.log.info("resuming after step {} of {}", job.step, st.steps_per_epoch * job.epochs);
   return {};
 }
 
 void adopt_progress(dp_coordinator_state& st, const job_checkpoint& job) {
   st.steps = job.step;
-  st.report.epochs = job.history;
+  st.shell.report.epochs = job.history;
   st.evaluated = job.evaluated;
   for (uint32_t e = 0; e < job.evaluated && e < st.snapshot_taken.size(); ++e)
     st.snapshot_taken[e] = true;
@@ -63,8 +63,8 @@ job_checkpoint progress_of(const dp_coordinator_state& st, const dp_coordinator_
   job.epoch_loss = st.epoch_loss;
   job.epoch_batches = st.epoch_examples;
   job.evaluated = st.evaluated;
-  job.history = st.report.epochs;
-  job.wall_s = st.resumed_wall_s + seconds_since(st.started);
+  job.history = st.shell.report.epochs;
+  job.wall_s = st.shell.resumed_wall_s + st.shell.training_s();
   return job;
 }
 
@@ -87,8 +87,8 @@ void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, 
   auto written = write_checkpoint(config.opts.checkpoint_dir, c, config.opts.checkpoint_keep);
   if (!written)
     return config.log.error("checkpoint after step {}: {}", step, describe(written.error()));
-  ++st.report.checkpoints;
-  note_event(st.timeline, seconds_since(st.started), "checkpoint",
+  ++st.shell.report.checkpoints;
+  note_event(st.shell.timeline, st.shell.training_s(), "checkpoint",
              fmt::format("step {}: {}", step, *written));
   config.log.info("checkpoint after step {}: {}", step, *written);
 }

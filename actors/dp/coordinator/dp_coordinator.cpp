@@ -9,7 +9,7 @@
 #include "actors/dp/collective/two_level.hpp"
 #include "actors/dp/coordinator/generation_ranks.hpp"
 #include "actors/dp/trainer/dp_schedule.hpp"
-#include "actors/job/report.hpp"
+#include "actors/records/report.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
@@ -42,10 +42,10 @@ void refuse(self_ptr self, const dp_coordinator_config& config, dp_member& m) {
 }
 
 void fill_report(dp_coordinator_state& st) {
-  job_report& r = st.report;
+  job_report& r = st.shell.report;
 
   r.steps = st.steps;
-  r.wall_s = st.resumed_wall_s + (st.training ? seconds_since(st.started) : 0.0);
+  r.wall_s = st.shell.wall_s();
   r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
   r.generations = st.generation;
   r.overlap = r.allreduce_s > 0 ? std::clamp(1.0 - st.exposed_s / r.allreduce_s, 0.0, 1.0) : 0.0;
@@ -63,38 +63,23 @@ void fill_report(dp_coordinator_state& st) {
 // Asks every member to stop, then quits with `reason` once all answered (or timed out).
 void stop_all_and_quit(self_ptr self, const dp_coordinator_config& config, caf::error reason) {
   auto& st = self->state;
-  st.finishing = true;
-  const std::string why = reason ? describe(reason) : std::string{};
-  auto pending = std::make_shared<size_t>(1);
-  auto done = [=] {
-    if (--*pending == 0) self->quit(reason);
-  };
-  // A stalled job's members may be stuck in user code: a heartbeat timeout is theirs to answer.
-  const std::chrono::milliseconds bound =
-      st.report.stalled ? config.opts.heartbeat_timeout : config.opts.request_timeout;
-  for (const auto& m : st.members) {
-    if (m.lost) continue;
-    ++*pending;
-    self->request(m.handle, bound, stop_atom_v, why)
-        .then([=](bool) { done(); }, [=](caf::error&) { done(); });
-  }
-  done();
-}
-
-void write_report(const dp_coordinator_state& st, const dp_coordinator_config& config) {
-  if (config.opts.report.empty()) return;
-  if (auto err = write_report_file(config.opts.report, st.report, flag_settings(config.opts)))
-    config.log.error("{}", describe(err));
+  st.shell.phase = job_phase::finishing;
+  std::vector<caf::actor> members;
+  for (const auto& m : st.members)
+    if (!m.lost) members.push_back(caf::actor_cast<caf::actor>(m.handle));
+  stop_members_then(self, members, stop_bound(st.shell, config.opts),
+                    reason ? describe(reason) : std::string{},
+                    [self, reason] { self->quit(reason); });
 }
 
 void fail(self_ptr self, const dp_coordinator_config& config, const std::string& why) {
   auto& st = self->state;
-  if (st.finishing) return;
-  if (defer_end_while_overdue(st.succession, config.opts.takeover_timeout, why)) return;
+  if (st.shell.finishing()) return;
+  if (defer_end_while_overdue(st.shell.succession, config.opts.takeover_timeout, why)) return;
   config.log.error("the job failed: {}", why);
   fill_report(st);
-  st.report.failure = why;
-  write_report(st, config);
+  st.shell.report.failure = why;
+  write_report(st.shell, config.opts, config.log);
   if (config.tables) self->send(config.tables, stop_atom_v, why);
   release_follower(self, why);
   stop_all_and_quit(self, config, make_error(errc::job_failed, why));
@@ -102,31 +87,31 @@ void fail(self_ptr self, const dp_coordinator_config& config, const std::string&
 
 void check_stall(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
-  if (st.finishing) return;
+  if (st.shell.finishing()) return;
   // Start-up, an evaluation and a takeover may take long on purpose; each counts as progress
   // when it ends. (A checkpoint is written within the handler of its last part.)
-  const bool busy = !st.training || st.evaluating || st.succession.rejoining;
+  const bool busy = !st.shell.started.has_value() || st.evaluating || st.shell.succession.rejoining;
   std::vector<heard_activity> heard;
   for (const auto& m : st.members)
     if (!m.lost) heard.push_back(heard_activity{m.activity, m.heard});
-  if (auto why = judge_stall(st.stall, busy, config.activity.get(), heard, st.report))
+  if (auto why = judge_stall(st.shell.stall, busy, config.activity.get(), heard, st.shell.report))
     fail(self, config, *why);
 }
 
 void maybe_finish(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
-  if (st.finishing || st.succession.rejoining || st.evaluated < config.opts.epochs) return;
+  if (st.shell.finishing() || st.shell.succession.rejoining || st.evaluated < config.opts.epochs) return;
   if (!std::all_of(st.members.begin(), st.members.end(),
                    [](const dp_member& m) { return m.lost || m.done; }))
     return;
-  if (defer_end_while_overdue(st.succession, config.opts.takeover_timeout, std::nullopt)) return;
-  st.finishing = true;
+  if (defer_end_while_overdue(st.shell.succession, config.opts.takeover_timeout, std::nullopt)) return;
+  st.shell.phase = job_phase::finishing;
   release_follower(self, {});  // before the statistics: the standby must not take over now
   auto end = [=] {
     auto& st = self->state;
     fill_report(st);
-    write_report(st, config);
-    const auto& r = st.report;
+    write_report(st.shell, config.opts, config.log);
+    const auto& r = st.shell.report;
     config.log.info(
         "done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} skipped, allreduce {:.1f} MB in "
         "{:.2f} s (overlap {:.2f})",
@@ -164,9 +149,9 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
   ++st.generation;
   st.store.reset();
   st.checksums.clear();
-  if (!st.training) {
-    st.training = true;
-    st.started = std::chrono::steady_clock::now();
+  if (!st.shell.started.has_value()) {
+    st.shell.phase = job_phase::training;
+    st.shell.started = std::chrono::steady_clock::now();
     st.epoch_loss.assign(o.epochs, 0.0);
     st.epoch_examples.assign(o.epochs, 0);
     st.applied_examples.assign(o.epochs, 0);
@@ -195,10 +180,10 @@ void form_group(self_ptr self, const dp_coordinator_config& config, const std::s
   std::vector<std::string> members;
   for (const auto& m : st.members)
     if (!m.lost) members.push_back(m.name);
-  if (members != st.generation_members) st.stall.progress(stall_watch::clock::now());
+  if (members != st.generation_members) st.shell.stall.progress(stall_watch::clock::now());
   st.generation_members = std::move(members);
   set(st.group_metrics.members, double(size));
-  set(st.metrics.workers, double(size));
+  set(st.shell.metrics.workers, double(size));
   for (auto& [member, start] : rank_generation(st.members, live, st.generation)) {
     auto& m = *member;
     m.done = false;
@@ -244,7 +229,7 @@ caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, cons
   if (!request) return std::move(request.error());
   if (request->sender != role::worker)
     return make_error(errc::bad_configuration, "a data-parallel job has workers only");
-  if (st.succession.rejoining)
+  if (st.shell.succession.rejoining)
     return make_error(errc::not_rejoined, "a takeover is under way: join again in a moment");
   for (const auto& m : st.members)
     if (m.name == request->name || m.handle == handle)
@@ -252,7 +237,7 @@ caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, cons
                         fmt::format("a worker named '{}' has already {}", request->name,
                                     m.lost ? "been lost by this job" : "joined"));
   const size_t room =
-      st.training ? std::max(config.opts.workers, config.opts.max_workers) : config.opts.workers;
+      st.shell.started.has_value() ? std::max(config.opts.workers, config.opts.max_workers) : config.opts.workers;
   if (live_count(st) >= room || st.members.size() >= (1u << 16))
     return make_error(errc::job_failed, fmt::format("the job already has its {} workers", room));
   self->monitor(handle);
@@ -262,31 +247,31 @@ caf::result<wire> admit(self_ptr self, const dp_coordinator_config& config, cons
   st.members.back().host = request->host_label.empty() ? request->name : request->host_label;
   const auto live = static_cast<uint32_t>(live_count(st));
   config.log.info("worker '{}' joined ({} of {})", request->name, live, config.opts.workers);
-  if (st.training)
+  if (st.shell.started.has_value())
     form_group(self, config, "'" + request->name + "' joined");
   else if (live == config.opts.workers && (!config.tables || !st.table_buckets.empty()))
     form_group(self, config, "start");
-  return encode(join_reply{live - 1, config.opts.workers, 0, st.succession.term});
+  return encode(join_reply{live - 1, config.opts.workers, 0, st.shell.succession.term});
 }
 
 void record_loss(dp_coordinator_state& st, dp_member& m, const std::string& why) {
   m.lost = true;
   st.beats.forget(m.name);
-  st.report.losses.push_back(
-      loss_event{m.name, role::worker, seconds_since(st.started), unix_ms_now(), why});
-  st.report.workers_lost.push_back(m.name);
-  add(st.metrics.lost, 1);
+  st.shell.report.losses.push_back(
+      loss_event{m.name, role::worker, st.shell.training_s(), unix_ms_now(), why});
+  st.shell.report.workers_lost.push_back(m.name);
+  add(st.shell.metrics.lost, 1);
 }
 
 void lose(self_ptr self, const dp_coordinator_config& config, const std::string& name,
           const std::string& why) {
   auto& st = self->state;
-  if (st.finishing) return;
+  if (st.shell.finishing()) return;
   auto it = std::find_if(st.members.begin(), st.members.end(),
                          [&](const dp_member& m) { return m.name == name && !m.lost; });
   if (it == st.members.end()) return;
   st.beats.forget(name);
-  if (!st.training) {
+  if (!st.shell.started.has_value()) {
     config.log.warn("'{}' left before the job started", name);
     st.members.erase(it);
     return;
@@ -296,7 +281,7 @@ void lose(self_ptr self, const dp_coordinator_config& config, const std::string&
     return fail(self, config, "every worker was lost; the last, '" + name + "': " + why);
   close_open_steps(self, config);
   config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
-  if (st.succession.rejoining) return;  // the takeover's end forms the next generation
+  if (st.shell.succession.rejoining) return;  // the takeover's end forms the next generation
   if (!st.lost_at) st.lost_at = std::chrono::steady_clock::now();
   form_group(self, config, "'" + name + "' lost");
 }
@@ -311,10 +296,10 @@ void check_heartbeats(self_ptr self, const dp_coordinator_config& config) {
   check_takeover(self, config);
   send_standing(self, config);
   take_deferred_end(
-      st.succession, config.opts.takeover_timeout,
+      st.shell.succession, config.opts.takeover_timeout,
       [=](const std::string& why) { fail(self, config, why); },
       [=] { maybe_finish(self, config); });
-  auto& heir = st.succession;
+  auto& heir = st.shell.succession;
   if (heir.rejoining || (heir.follower && !heir.confirmed))
     return st.beats.keep_time(heartbeat_monitor::clock::now());
   const auto timeout = config.opts.heartbeat_timeout;
@@ -339,9 +324,9 @@ dp_coordinator_actor::behavior_type dp_coordinator(
   accept_exits_only_from(self, config.supervisor, config.log,
                          [=](const caf::error& why) { fail(self, config, describe(why)); });
   auto& gm = self->state.group_metrics;
-  self->state.metrics = job_metrics::of(config.metrics);
+  self->state.shell.metrics = job_metrics::of(config.metrics);
   self->state.beats = heartbeat_monitor{config.opts.heartbeat_interval};
-  self->state.scalars = job_scalars{config.opts, config.log};
+  self->state.shell.scalars = job_scalars{config.opts, config.log};
   if (config.metrics) {
     gm.bytes = config.metrics->counter("troupe_allreduce_bytes_total");
     gm.seconds = config.metrics->histogram("troupe_allreduce_seconds");
@@ -349,7 +334,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
     gm.members = config.metrics->gauge("troupe_group_members");
   }
   self->state.evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
-  self->state.report.mode = to_string(config.opts.mode);  // dp or hybrid
+  self->state.shell.report.mode = to_string(config.opts.mode);  // dp or hybrid
   if (config.tables) {  // --mode hybrid: the group starts once the tables are placed
     self->monitor(config.tables);
     const auto bound = 4 * config.opts.join_timeout + config.opts.request_timeout;
@@ -360,8 +345,8 @@ dp_coordinator_actor::behavior_type dp_coordinator(
               st.table_buckets = std::move(buckets);
               st.table_servers = std::move(servers);
               config.log.info("the tables are in {} buckets", st.table_buckets.size());
-              if (st.succession.rejoining) return check_takeover(self, config);
-              if (!st.training && live_count(st) == config.opts.workers)
+              if (st.shell.succession.rejoining) return check_takeover(self, config);
+              if (!st.shell.started.has_value() && live_count(st) == config.opts.workers)
                 form_group(self, config, "start");
             },
             [=](caf::error& err) { fail(self, config, "placing the tables: " + describe(err)); });
@@ -369,7 +354,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
   self->set_down_handler([=](caf::down_msg& msg) {
     const auto timeout = config.opts.takeover_timeout;
     const bool follower = forget_follower(self, msg, timeout, config.log, [=](caf::error err) {
-      self->state.finishing = true;
+      self->state.shell.phase = job_phase::finishing;
       self->quit(std::move(err));
     });
     if (follower || hold_down_while_overdue(self, msg, timeout)) return;
@@ -382,7 +367,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       }
   });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
-  self->state.stall = stall_watch{config.opts.stall_timeout, config.opts.heartbeat_interval};
+  self->state.shell.stall = stall_watch{config.opts.stall_timeout, config.opts.heartbeat_interval};
   if (config.takeover) {
     take_over(self, config);
   } else {
@@ -406,7 +391,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
             m.activity = std::move(beat->activity);
             self->state.beats.heard(m.name, m.heard);
           }
-        return self->state.succession.term;
+        return self->state.shell.succession.term;
       },
       [=](tick_atom) {
         check_heartbeats(self, config);
@@ -437,7 +422,7 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         auto* m = sender(self);
         if (!m) return;
         if (m->lost) return refuse(self, config, *m);
-        if (generation != self->state.generation || self->state.finishing) return;
+        if (generation != self->state.generation || self->state.shell.finishing()) return;
         config.log.warn("'{}': a collective of generation {} failed ({})", m->name, generation,
                         why);
         // A loss explains most failures and re-forms at once; give detection its time.
@@ -445,8 +430,8 @@ dp_coordinator_actor::behavior_type dp_coordinator(
       },
       [=](tick_atom, uint64_t generation) {
         auto& st = self->state;
-        if (!sent_by(self, self->address()) || generation != st.generation || st.finishing ||
-            st.succession.rejoining)
+        if (!sent_by(self, self->address()) || generation != st.generation || st.shell.finishing() ||
+            st.shell.succession.rejoining)
           return;
         form_group(self, config, "a collective failed with every member alive");
       },
@@ -462,8 +447,8 @@ dp_coordinator_actor::behavior_type dp_coordinator(
         // (Not in the members-lost metric: the tables' coordinator counted it there, in the
         // registry the two share.)
         auto& st = self->state;
-        st.report.losses.push_back(
-            loss_event{server, role::server, seconds_since(st.started), unix_ms_now(), why});
+        st.shell.report.losses.push_back(
+            loss_event{server, role::server, st.shell.training_s(), unix_ms_now(), why});
         send_standing(self, config);  // a standby's report lists it too
       },
       [=](which_atom, uint32_t bucket, bucket_actor failed) -> caf::result<bucket_actor> {

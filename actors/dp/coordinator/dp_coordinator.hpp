@@ -29,16 +29,10 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "actors/coordinator/evaluator.hpp"
-#include "actors/coordinator/succession.hpp"
 #include "actors/dp/collective/generation_store.hpp"
-#include "actors/job/checkpoint_file.hpp"
-#include "actors/job/job_scalars.hpp"
-#include "actors/job/progress_line.hpp"
-#include "actors/job/report.hpp"
+#include "actors/job/job_shell.hpp"
+#include "actors/records/checkpoint_file.hpp"
 #include "actors/supervision/failure/heartbeat.hpp"
-#include "actors/supervision/failure/stall_watch.hpp"
-#include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 #include "troupe/options.hpp"
@@ -89,8 +83,7 @@ struct dp_member {
 
 struct dp_coordinator_state {
   static inline const char* name = "troupe.dp_coordinator";
-  bool training = false;
-  bool finishing = false;
+  job_shell shell;
   uint64_t generation = 0;
   std::vector<dp_member> members;
   generation_store store;                                      // this generation's rendezvous keys
@@ -100,7 +93,6 @@ struct dp_coordinator_state {
   std::optional<std::chrono::steady_clock::time_point> lost_at;  // a loss not yet re-formed
   std::vector<bool> snapshot_taken;       // per epoch: parameters queued for evaluation
   std::optional<checkpoint> resume_from;  // --resume: the checkpoint to start from
-  double resumed_wall_s = 0;              // training time before it
   uint64_t saving_step = 0;               // the state member 0 is sending for a checkpoint
   std::vector<wire> saving;
   std::vector<double> epoch_loss;  // per epoch
@@ -114,7 +106,6 @@ struct dp_coordinator_state {
     uint64_t expected = 0;  // the step's examples over every member
   };
   std::map<uint64_t, open_step> open_steps;
-  job_scalars scalars;  // --tensorboard
   std::deque<std::pair<uint32_t, std::shared_ptr<eval_input>>> to_evaluate;
   std::vector<bucket_actor> table_buckets;  // --mode hybrid: placed by `tables`; empty before
   std::string table_servers;                // and the servers' HOST:PORT list
@@ -125,7 +116,6 @@ struct dp_coordinator_state {
   uint64_t steps_per_epoch = 0;
   double exposed_s = 0;
   heartbeat_monitor beats;
-  job_metrics metrics;  // steps (batches), epochs, accuracy, live members, losses
   struct {
     metric_value* bytes = nullptr;
     histogram_value* seconds = nullptr;
@@ -133,12 +123,6 @@ struct dp_coordinator_state {
     metric_value* members = nullptr;
   } group_metrics;
   evaluator_actor evaluator;
-  job_report report;
-  std::vector<timeline_event> timeline;  // checkpoints: the timeline view's
-  progress_line display;
-  std::chrono::steady_clock::time_point started;
-  succession_state succession;                  // the term, the standby, a takeover under way
-  stall_watch stall;                            // --stall-timeout
   std::vector<std::string> generation_members;  // the live members of the last generation
   uint64_t skipped_in_a_row = 0;  // the group's skipped steps since its last applied one
 };

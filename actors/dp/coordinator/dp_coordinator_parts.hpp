@@ -11,7 +11,7 @@
 #include <string>
 
 #include "actors/dp/coordinator/dp_coordinator.hpp"
-#include "actors/job/timing.hpp"
+#include "actors/records/timing.hpp"
 
 namespace troupe::dp_coordination {
 

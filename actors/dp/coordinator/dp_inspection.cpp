@@ -5,7 +5,7 @@
 
 #include "actors/coordinator/coordinator_parts.hpp"
 #include "actors/dp/coordinator/dp_coordinator_parts.hpp"
-#include "actors/job/report.hpp"
+#include "actors/records/report.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::dp_coordination {
@@ -17,7 +17,7 @@ std::string state_of(const dp_member& m) {
 }
 
 table_view group(const dp_coordinator_state& st) {
-  const auto& r = st.report;
+  const auto& r = st.shell.report;
   const double hidden =
       r.allreduce_s > 0 ? std::clamp(1.0 - st.exposed_s / r.allreduce_s, 0.0, 1.0) : 0.0;
   table_view t{{"member", "rank", "host", "state", "steps", "generation", "job_step",
@@ -36,8 +36,8 @@ table_view group(const dp_coordinator_state& st) {
 table_view tree(const dp_coordinator_state& st, size_t own_mailbox) {
   table_view t{{"actor", "kind", "node", "state", "restarts", "mailbox"}, {}};
   t.rows.push_back({"coordinator", "dp_coordinator", "coordinator",
-                    st.finishing  ? "finishing"
-                    : st.training ? "training"
+                    st.shell.finishing()  ? "finishing"
+                    : st.shell.started.has_value() ? "training"
                                   : "joining",
                     "0", std::to_string(own_mailbox)});
   t.rows.push_back({"  group", "generation " + std::to_string(st.generation), "coordinator",
@@ -67,7 +67,7 @@ caf::result<wire> inspect(self_ptr self, const dp_coordinator_config& config,
   if (view == "group") return encode(group(st));
   if (view == "tree") return encode(tree(st, self->mailbox().size()));
   if (view == "nodes") return encode(nodes(st));
-  if (view == "timeline") return encode(timeline_table(st.report, st.timeline));
+  if (view == "timeline") return encode(timeline_table(st.shell.report, st.shell.timeline));
   if (view == "metrics")
     return encode(
         coordination::metrics_table({{"coordinator", node_metrics_text(config.metrics)}}));

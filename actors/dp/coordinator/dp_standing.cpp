@@ -19,8 +19,8 @@ namespace {
 coordinator_standing standing_of(const dp_coordinator_state& st,
                                  const dp_coordinator_config& config) {
   coordinator_standing x;
-  x.term = st.succession.term;
-  x.training = st.training;
+  x.term = st.shell.succession.term;
+  x.training = st.shell.started.has_value();
   x.plan = progress_of(st, config, st.steps);
   dp_group_standing g;
   g.generation = st.generation;
@@ -32,7 +32,7 @@ coordinator_standing standing_of(const dp_coordinator_state& st,
     g.examples.push_back(m.examples);
     g.step_examples.push_back(m.step_examples);
   }
-  const job_report& r = st.report;
+  const job_report& r = st.shell.report;
   g.applied_examples = st.applied_examples;
   g.figures = r.figures;
   g.allreduce_bytes = r.allreduce_bytes;
@@ -51,18 +51,15 @@ coordinator_standing standing_of(const dp_coordinator_state& st,
   x.takeovers = r.takeovers;
   x.workers_lost = r.workers_lost;
   x.resumed_from_step = r.resumed_from_step;
-  x.resumed_wall_s = st.resumed_wall_s;
+  x.resumed_wall_s = st.shell.resumed_wall_s;
   x.dp = std::move(g);
   return x;
 }
 
 void restore_report(dp_coordinator_state& st, const coordinator_standing& x) {
   const dp_group_standing& g = *x.dp;
-  job_report& r = st.report;
-  r.losses = x.losses;
-  r.takeovers = x.takeovers;
-  r.workers_lost = x.workers_lost;
-  r.resumed_from_step = x.resumed_from_step;
+  restore_history(st.shell, x);
+  job_report& r = st.shell.report;
   r.figures = g.figures;
   r.allreduce_bytes = g.allreduce_bytes;
   r.allreduce_bytes_inter_host = g.bytes_inter_host;
@@ -104,30 +101,17 @@ size_t missing_count(const dp_coordinator_state& st) {
 
 join_reply reply_for(const dp_coordinator_state& st, const dp_coordinator_config& config,
                      const dp_member& m) {
-  return join_reply{m.rank, config.opts.workers, 0, st.succession.term};
+  return join_reply{m.rank, config.opts.workers, 0, st.shell.succession.term};
 }
 
 void finish_takeover(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
-  auto& heir = st.succession;
+  auto& heir = st.shell.succession;
   if (missing_count(st) > 0)
     config.log.warn("the takeover's deadline passed: workers not back are lost");
-  heir.rejoining = false;
   const size_t back = size_t(std::count_if(st.members.begin(), st.members.end(),
                                            [](const dp_member& m) { return bool(m.handle); }));
-  if (back == 0) {
-    // Nobody followed: the members still reach the old primary (only the standby lost it).
-    config.log.error(
-        "no member rejoined within {} ms: the old coordinator is still theirs; "
-        "this standby gives up",
-        std::chrono::duration_cast<std::chrono::milliseconds>(heir.deadline - heir.lost_at)
-            .count());
-    st.finishing = true;
-    return self->quit(make_error(errc::job_failed, "no member rejoined the takeover"));
-  }
-  const double took = seconds_since(heir.lost_at);
-  st.report.takeovers.push_back(takeover_event{heir.lost_at_s, took, heir.term});
-  config.log.info("took over as the coordinator of term {} in {:.2f} s", heir.term, took);
+  if (!conclude_takeover(self, back, config.log)) return;
   for (auto& m : st.members)
     if (!m.lost && !m.handle) record_loss(st, m, "did not rejoin after the takeover");
   form_group(self, config, "took over");  // the starts go before the replies
@@ -146,15 +130,15 @@ uint64_t follow(self_ptr self, const dp_coordinator_config& config, standby_acto
 
 void send_standing(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
-  if (st.finishing) return;
+  if (st.shell.finishing()) return;
   auto held = std::make_shared<const held_through>(held_now(st));
-  if (!st.succession.follower) return tell_held(self, *held);
+  if (!st.shell.succession.follower) return tell_held(self, *held);
   offer_standing(
-      self, config.opts.takeover_timeout, encode(standing_of(st, config)), st.training, config.log,
+      self, config.opts.takeover_timeout, encode(standing_of(st, config)), st.shell.started.has_value(), config.log,
       [=] { tell_held(self, *held); },
       [=](caf::error err) {
         // Not fail(): the report and the members are the new coordinator's now.
-        self->state.finishing = true;
+        self->state.shell.phase = job_phase::finishing;
         self->quit(std::move(err));
       });
 }
@@ -163,19 +147,19 @@ void take_over(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
   const coordinator_standing& x = *config.takeover;
   const auto& o = config.opts;
-  auto& heir = st.succession;
+  auto& heir = st.shell.succession;
   heir.term = x.term + 1;
   heir.rejoining = true;
   heir.lost_at = std::chrono::steady_clock::now();  // the standby has just judged it lost
   heir.deadline = heir.lost_at + 2 * o.takeover_timeout;
-  st.training = true;
+  st.shell.phase = job_phase::training;
   st.generation = x.dp->generation;
   st.global_batch = x.dp->global_batch;
   st.steps_per_epoch = dp_steps_per_epoch(config.task->batches_per_epoch(1), st.global_batch);
   if (x.plan.epochs != o.epochs || x.plan.batches_per_epoch != st.steps_per_epoch) {
     // Not fail(): the job is the old primary's members', and nobody has rejoined this one.
     config.log.error("the old primary's state does not fit this job's flags; giving up");
-    st.finishing = true;
+    st.shell.phase = job_phase::finishing;
     return self->quit(make_error(errc::bad_configuration, "the primary runs another job"));
   }
   st.epoch_loss.assign(o.epochs, 0.0);
@@ -187,8 +171,7 @@ void take_over(self_ptr self, const dp_coordinator_config& config) {
   restore_report(st, x);
   // Training time goes on from the old primary's, counted from when its last state came.
   const double behind = std::chrono::duration<double>(heir.lost_at - config.takeover_heard).count();
-  st.resumed_wall_s = x.resumed_wall_s;
-  st.started =
+  st.shell.started =
       config.takeover_heard - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                   std::chrono::duration<double>(x.plan.wall_s - x.resumed_wall_s));
   heir.lost_at_s = x.plan.wall_s + behind;
@@ -207,10 +190,7 @@ void take_over(self_ptr self, const dp_coordinator_config& config) {
     m.wall_s = w.wall_s;
     st.members.push_back(std::move(m));
   }
-  st.report.losses.push_back(loss_event{"coordinator (term " + std::to_string(x.term) + ")",
-                                        role::coordinator, heir.lost_at_s, unix_ms_now(),
-                                        config.takeover_why});
-  add(st.metrics.lost, 1);
+  note_primary_lost(st.shell, x, config.takeover_why);
   config.log.warn(
       "taking over from the coordinator of term {} ({}) after step {}, generation {}; "
       "waiting for {} workers to rejoin",
@@ -220,7 +200,7 @@ void take_over(self_ptr self, const dp_coordinator_config& config) {
 caf::result<wire> rejoin(self_ptr self, const dp_coordinator_config& config, const wire& w,
                          dp_worker_actor handle) {
   auto& st = self->state;
-  auto& heir = st.succession;
+  auto& heir = st.shell.succession;
   auto request = decode<rejoin_request>(w);
   if (!request) return std::move(request.error());
   if (request->sender != role::worker)
@@ -258,8 +238,8 @@ caf::result<wire> rejoin(self_ptr self, const dp_coordinator_config& config, con
 
 void check_takeover(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
-  if (!st.succession.rejoining) return;
-  if (missing_count(st) > 0 && std::chrono::steady_clock::now() < st.succession.deadline) return;
+  if (!st.shell.succession.rejoining) return;
+  if (missing_count(st) > 0 && std::chrono::steady_clock::now() < st.shell.succession.deadline) return;
   if (config.tables && st.table_buckets.empty()) return;  // the tables' takeover is not over
   finish_takeover(self, config);
 }

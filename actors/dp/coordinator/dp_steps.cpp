@@ -22,7 +22,7 @@ void compare_checksums(self_ptr self, const dp_coordinator_config& config, uint6
       if (!m.lost && m.rank == rank) by_value[sum].push_back(m.name);
   st.checksums.erase(it);
   if (by_value.size() == 1) return;
-  ++st.report.checksum_mismatches;
+  ++st.shell.report.checksum_mismatches;
   std::string groups;
   for (const auto& [sum, names] : by_value)
     groups += fmt::format("{}[{}]", groups.empty() ? "" : " vs ", fmt::join(names, ", "));
@@ -53,7 +53,7 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
     return config.log.warn("ignored a malformed step report from '{}'", m->name);
   if (report->step <= m->last_step) return;  // counted already (sent again after a takeover)
   if (m->compute_s > 0)  // this step's computing and collectives' time, not a pause between
-    st.stall.step_took(report->compute_s - m->compute_s + report->allreduce_s);
+    st.shell.stall.step_took(report->compute_s - m->compute_s + report->allreduce_s);
   if (report->own_non_finite) ++m->skipped_steps;
   m->last_step = report->step;
   ++m->steps;
@@ -61,7 +61,7 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   m->step_examples += report->step_examples;
   m->compute_s = report->compute_s;
   m->wall_s = report->wall_s;
-  auto& r = st.report;
+  auto& r = st.shell.report;
   r.allreduce_bytes += report->bytes;
   (report->compressed ? r.allreduce_bytes_compressed : r.allreduce_bytes_warmup) += report->bytes;
   add(st.group_metrics.bytes, double(report->bytes));
@@ -71,22 +71,22 @@ void on_step(self_ptr self, const dp_coordinator_config& config, const wire& w) 
   st.exposed_s += report->exposed_s;
   st.epoch_loss[report->epoch] += report->loss_sum;
   st.epoch_examples[report->epoch] += report->skipped ? 0 : report->examples;
-  st.scalars.loss(report->loss_sum, report->skipped ? 0 : report->examples);
-  st.scalars.allreduce(report->allreduce_s, report->bytes);
+  st.shell.scalars.loss(report->loss_sum, report->skipped ? 0 : report->examples);
+  st.shell.scalars.allreduce(report->allreduce_s, report->bytes);
   tally(self, config, *report);
   // Every member that applied a step reports it, in order; the first report counts it.
   if (report->step > st.steps) {
     st.applied_examples[report->epoch] += report->step_examples;
-    st.stall.progress(stall_watch::clock::now());
-    if (report->skipped) add(st.metrics.skipped, 1);
+    st.shell.stall.progress(stall_watch::clock::now());
+    if (report->skipped) add(st.shell.metrics.skipped, 1);
     if (auto why = count_skipped_step(report->skipped, "the group", st.skipped_in_a_row,
-                                      config.opts.max_consecutive_skipped_steps, st.report))
+                                      config.opts.max_consecutive_skipped_steps, st.shell.report))
       return fail(self, config, *why);
     (report->compressed ? r.steps_compressed : r.steps_warmup) += report->step - st.steps;
-    add(st.metrics.batches, double(report->step - st.steps));
+    add(st.shell.metrics.batches, double(report->step - st.steps));
     st.steps = report->step;
-    st.scalars.group(st.generation, static_cast<uint32_t>(live_count(st)));
-    st.scalars.at_step(st.steps, seconds_since(st.started), st.steps_per_epoch);
+    st.shell.scalars.group(st.generation, static_cast<uint32_t>(live_count(st)));
+    st.shell.scalars.at_step(st.steps, st.shell.training_s(), st.steps_per_epoch);
   }
   if (report->generation != st.generation) return;
   if (st.lost_at) {  // the first step of a generation formed after a loss
@@ -107,7 +107,7 @@ void close_open_steps(self_ptr self, const dp_coordinator_config& config) {
 void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
   auto& st = self->state;
   // During a takeover the epoch's losses are still coming from members yet to rejoin.
-  if (st.evaluating || st.to_evaluate.empty() || st.finishing || st.succession.rejoining) return;
+  if (st.evaluating || st.to_evaluate.empty() || st.shell.finishing() || st.shell.succession.rejoining) return;
   // Nor before every member's report of the epoch's steps is in: the first member's
   // parameters may come before another member's last report.
   const uint32_t epoch_due = st.to_evaluate.front().first;
@@ -133,20 +133,10 @@ void evaluate_next(self_ptr self, const dp_coordinator_config& config) {
             const double train_loss = st.epoch_examples[epoch]
                                           ? st.epoch_loss[epoch] / double(st.epoch_examples[epoch])
                                           : 0.0;
-            const double wall = seconds_since(st.started);
-            st.report.epochs.push_back(
-                epoch_entry{epoch + 1, out.result.accuracy, out.result.loss, train_loss, wall});
-            st.scalars.evaluation((epoch + 1) * st.steps_per_epoch, st.report.epochs.back());
-            if (!out.figures.empty()) st.report.figures = out.figures;
-            st.display.line(fmt::format(
-                "epoch {}/{}  test_accuracy {:.4f}  test_loss {:.4f}  train_loss {:.4f}  {:.1f} s"
-                "  {:.0f} steps/s",
-                epoch + 1, config.opts.epochs, out.result.accuracy, out.result.loss, train_loss,
-                wall, double(st.steps) / std::max(wall, 1e-9)));
+            record_epoch(st.shell, config.opts,
+                         evaluated_epoch{epoch, &out, train_loss, (epoch + 1) * st.steps_per_epoch,
+                                         st.steps, config.opts.epochs * st.steps_per_epoch});
             st.evaluated = std::max(st.evaluated, epoch + 1);
-            st.stall.progress(stall_watch::clock::now());
-            set(st.metrics.epochs, st.evaluated);
-            set(st.metrics.accuracy, out.result.accuracy);
             send_standing(self, config);
             evaluate_next(self, config);
             maybe_finish(self, config);

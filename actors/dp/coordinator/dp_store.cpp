@@ -7,7 +7,7 @@ namespace troupe::dp_coordination {
 
 // The entry's member, when its rank, token and generation are this group's.
 const dp_member* store_client(const dp_coordinator_state& st, const store_entry& e) {
-  if (!st.training || e.generation != st.generation) return nullptr;
+  if (!st.shell.started.has_value() || e.generation != st.generation) return nullptr;
   for (const auto& m : st.members)
     if (!m.lost && m.rank == e.rank && m.token == e.token) return &m;
   return nullptr;

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "actors/dp/coordinator/dp_coordinator_parts.hpp"
-#include "actors/job/report.hpp"
+#include "actors/records/report.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "troupe/error.hpp"
 
@@ -100,11 +100,11 @@ void pull_evaluation_rows(self_ptr self, const dp_coordinator_config& config,
 
 void tables_ended(self_ptr self, const dp_coordinator_config& config, const caf::error& reason) {
   auto& st = self->state;
-  if (st.finishing) return;
-  if (has_code(reason, errc::deposed) || st.succession.rejoining) {
+  if (st.shell.finishing()) return;
+  if (has_code(reason, errc::deposed) || st.shell.succession.rejoining) {
     // Not fail(): the job and its report are another coordinator's.
     config.log.error("the tables' coordinator ended ({}); so does this one", describe(reason));
-    st.finishing = true;
+    st.shell.phase = job_phase::finishing;
     return self->quit(reason);
   }
   fail(self, config,
@@ -118,7 +118,7 @@ void gather_table_stats(self_ptr self, const dp_coordinator_config& config,
   auto pending = std::make_shared<size_t>(st.table_buckets.size());
   auto one_done = [=] {
     if (--*pending > 0) return;
-    summarize_buckets(*stats, self->state.report);
+    summarize_buckets(*stats, self->state.shell.report);
     then();
   };
   if (st.table_buckets.empty()) return then();

@@ -29,7 +29,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/bucket/bucket_store.hpp"
-#include "actors/client/bucket_client.hpp"
+#include "actors/transport/bucket_client.hpp"
 #include "actors/dp/compression/adam_replica.hpp"
 #include "actors/dp/trainer/allreduce_group.hpp"
 #include "actors/dp/trainer/dp_schedule.hpp"

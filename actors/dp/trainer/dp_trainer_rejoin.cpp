@@ -5,7 +5,7 @@
 // then sends again, in order, all it holds; the new coordinator drops what it counted already.
 // Training goes on meanwhile: the group's collectives do not pass through the coordinator.
 #include "actors/dp/trainer/dp_trainer_parts.hpp"
-#include "actors/job/timing.hpp"
+#include "actors/records/timing.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::dp_parts {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "messages/codec.hpp"
 #include "troupe/detail/auth.hpp"
 #include "troupe/error.hpp"
 #include "troupe/tls.hpp"
@@ -68,6 +69,12 @@ caf::expected<std::vector<std::string>> operator_gate::check(const operator_acti
   if (!auth::proofs_match(auth::operator_proof(operator_secret_, text), a.proof))
     return refused("wrong operator secret");
   return a.action;
+}
+
+caf::expected<std::vector<std::string>> operator_gate::check(const wire& w) {
+  auto proven = decode<operator_action>(w);
+  if (!proven) return std::move(proven.error());
+  return check(*proven);
 }
 
 }  // namespace troupe

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "messages/codec.hpp"
 #include "messages/types.hpp"
 
 namespace troupe {
@@ -28,6 +29,9 @@ class operator_gate {
   // The action, when its nonce is pending (it is used up either way) and its proof holds;
   // errc::authentication_failed saying why otherwise.
   caf::expected<std::vector<std::string>> check(const operator_action& a);
+  // The same for an action as it came off the wire (an operate request's): a malformed one is
+  // refused as the codec says.
+  caf::expected<std::vector<std::string>> check(const wire& w);
 
   static constexpr size_t max_pending = 64;
   static constexpr std::chrono::seconds nonce_ttl{60};

@@ -3,7 +3,7 @@
 // the coordinator from it at each use. When a standby takes over, the watch switches the link to
 // the new term's coordinator and tells the subscribed members to rejoin it; from then on,
 // messages from the deposed coordinator fail every member's sender check. Created by the
-// launcher (actors/job/launch.cpp), one per process; thread-safe, since members run on
+// launcher (actors/launch/launch.cpp), one per process; thread-safe, since members run on
 // different threads. The link also holds the process's activity board (what its members are
 // doing, sent with the heartbeats).
 #pragma once

@@ -5,7 +5,7 @@
 // of the list (the handshake, by a detached helper), asks that coordinator's term, switches
 // the process's coordinator_link to it when the term is newer, and tells the link's members to
 // rejoin it. When no coordinator answers within --join-timeout, the members are told to stop.
-// Spawned by the launcher (actors/job/launch.cpp) after the members; accepts exit messages only
+// Spawned by the launcher (actors/launch/launch.cpp) after the members; accepts exit messages only
 // from `supervisor`.
 #pragma once
 
