@@ -251,7 +251,7 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
                                          caf::reacts_to<rejoin_atom, uint64_t>,
                                          caf::reacts_to<state_atom, uint64_t, uint32_t>>;
 
-// The coordinator of a data-parallel job (actors/dp/coordinator/dp_coordinator.hpp). The gatekeeper hands it
+// The coordinator of a data-parallel job (actors/dp/plan/dp_coordinator.hpp). The gatekeeper hands it
 // out as a coordinator_actor handle (heartbeat has the same signature in both); dp workers
 // cast it back.
 //   join:      join_request and the worker's handle -> join_reply
@@ -268,11 +268,8 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
 //              checkpoint (--checkpoint-dir)
 //   inspect:   a view ("group", "tree", "nodes", "metrics") -> table_view (the console's; the
 //              same signature as the parameter service coordinator's)
-//   which:     --mode hybrid: a member's table bucket failed; the tables' coordinator answers
+//   which:     --mode hybrid: a member's table bucket failed -> where it is now
 //   follow:    as above (--mode dp and hybrid)
-//   tables:    --mode hybrid, for its standby: the tables' coordinator, which it follows too
-//   event:     --mode hybrid, from the tables' coordinator: server name, why: it lost that
-//              server (the job's report lists it with the group's losses)
 //   rejoin:    after a takeover: rejoin_request and the worker's handle -> join_reply with the
 //              new term (held until every member is back or the takeover's deadline passes)
 using dp_coordinator_actor =
@@ -290,9 +287,21 @@ using dp_coordinator_actor =
                      caf::reacts_to<tick_atom, uint64_t>,
                      caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>,
                      caf::replies_to<follow_atom, standby_actor>::with<uint64_t>,
-                     caf::replies_to<tables_atom>::with<coordinator_actor>,
-                     caf::reacts_to<event_atom, std::string, std::string>,
                      caf::replies_to<rejoin_atom, wire, dp_worker_actor>::with<wire>>;
+
+// A job's coordinator (actors/coordinator): the job shell with the plans of its mode, one
+// actor for --mode ps, dp and hybrid. Its members see the part they use: servers, workers and
+// the console a coordinator_actor, dp members a dp_coordinator_actor (the same actor, cast).
+using job_actor = coordinator_actor::extend<
+    caf::replies_to<join_atom, wire, dp_worker_actor>::with<wire>,
+    caf::reacts_to<step_atom, wire>,
+    caf::reacts_to<eval_atom, uint32_t, wire>,
+    caf::replies_to<put_atom, wire>::with<bool>,
+    caf::replies_to<get_atom, wire>::with<wire>,
+    caf::reacts_to<broken_atom, uint64_t, std::string>,
+    caf::reacts_to<save_atom, uint64_t, uint32_t, uint32_t, wire>,
+    caf::reacts_to<tick_atom, uint64_t>,
+    caf::replies_to<rejoin_atom, wire, dp_worker_actor>::with<wire>>;
 
 // A member of a loop group (actors/dp/loops/loop_group.hpp): a process whose own training loop
 // reduces its gradients in the group (troupe.DistributedOptimizer).

@@ -471,7 +471,7 @@ struct home_standing {
   std::vector<uint32_t> backups;
 };
 
-// What a data-parallel coordinator (actors/dp/coordinator/dp_standing.cpp) adds to its standing:
+// What a data-parallel coordinator (actors/dp/plan/dp_standing.cpp) adds to its standing:
 // the group's generation and shape, the members' figures the parameter service has no place for
 // (parallel to coordinator_standing::workers) and the report's data-parallel figures.
 struct dp_group_standing {
@@ -487,7 +487,7 @@ struct dp_group_standing {
   double allreduce_s = 0, exposed_s = 0, reform_s = 0;
 };
 
-// The coordinator's state as its standby follows it (actors/coordinator/standing.cpp): enough
+// The coordinator's state as its standby follows it (actors/ps/standing.cpp): enough
 // to go on once the members rejoin with their handles. Sent after every change of membership
 // or placement and every heartbeat interval; the standby keeps the newest. A data-parallel
 // coordinator's names its members as workers (clock: the last step each reported) and plan

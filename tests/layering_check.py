@@ -49,8 +49,9 @@ ACTOR_FLOORS = [
     ("gpu", ["gpu"]),                    # the CUDA twins of bucket/ and dp/collective/
     ("dp trainer", ["dp/trainer"]),
     ("job shell", ["job"]),              # what a coordinator of every mode keeps and does
-    ("ps coordinator", ["coordinator"]),
-    ("dp coordinator", ["dp/coordinator"]),
+    ("ps plan", ["ps"]),                 # the parameter service's buckets, batches, evaluations
+    ("dp plan", ["dp/plan"]),            # the data-parallel group's generations and steps
+    ("coordinator", ["coordinator"]),    # the one coordinator actor: the shell with its plans
     ("dp loops", ["dp/loops"]),
     ("app", ["app"]),                    # the app API: parameter service, app node
     ("launch", ["launch"]),              # run_app: every role of a job

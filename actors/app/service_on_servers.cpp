@@ -105,8 +105,8 @@ caf::expected<parameter_service> parameter_service::start(caf::actor_system& sys
   service_buckets buckets{config.tensors, sh->plan, {}};
   for (const auto& spec : laid_out->specs) buckets.specs.push_back(encode(spec));
   auto admitted = admit_servers_for(node, [&](const launch_options& node_opts) {
-    coordinator_config c{coordinator_options(node_opts, config), nullptr, caf::actor_addr{},
-                         config.log.named(config.name + "/coordinator")};
+    job_config c{coordinator_options(node_opts, config), nullptr, caf::actor_addr{},
+                 config.log.named(config.name + "/coordinator")};
     c.service = std::move(buckets);
     return caf::actor_cast<caf::actor>(sys.spawn(coordinator, std::move(c)));
   });

@@ -1,480 +1,148 @@
 #include "actors/coordinator/coordinator.hpp"
 
-#include <fmt/format.h>
-
-#include <cmath>
-#include <cstdio>
-#include <fstream>
-
-#include "actors/coordinator/coordinator_parts.hpp"
-#include "actors/records/report.hpp"
+#include "actors/dp/plan/dp_coordinator_parts.hpp"
+#include "actors/ps/coordinator_parts.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
-#include "actors/worker/chunk_rows.hpp"
 #include "troupe/error.hpp"
-
-namespace troupe::coordination {
-
-// Tells every bucket that worker `rank` will push no more (finished or lost), so that ssp and
-// bsp stop waiting for it.
-void retire_everywhere(self_ptr self, uint32_t rank) {
-  for (auto& bucket : self->state.directory.buckets) self->send(bucket, retire_atom_v, rank);
-}
-
-void finish(self_ptr self, const coordinator_config& config);
-
-void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::error reason) {
-  auto& st = self->state;
-  st.shell.phase = job_phase::finishing;
-  const std::string why = reason ? describe(reason) : std::string{};
-  release_follower(self, why);
-  // Requests held for the buckets are answered now: a promise left behind answers nothing.
-  const caf::error ended = make_error(errc::job_failed, why.empty() ? "stopped" : why);
-  for (auto& promise : st.tables_wanted) promise.deliver(ended);
-  st.tables_wanted.clear();
-  for (auto& home : st.directory.homes) {
-    for (auto& promise : home.waiting) promise.deliver(ended);
-    home.waiting.clear();
-  }
-  std::vector<caf::actor> members;
-  for (size_t i = 0; i < st.roster.workers.size(); ++i)
-    if (!st.roster.worker_members[i].lost)
-      members.push_back(caf::actor_cast<caf::actor>(st.roster.workers[i]));
-  for (size_t i = 0; i < st.roster.servers.size(); ++i)
-    if (!st.roster.server_members[i].lost)
-      members.push_back(caf::actor_cast<caf::actor>(st.roster.servers[i]));
-  stop_members_then(self, members, stop_bound(st.shell, config.opts), why,
-                    [self, reason] { self->quit(reason); });
-}
-
-// What the report holds without bucket statistics: steps, time, epochs, workers.
-void fill_report(coordinator_state& st) {
-  job_report& r = st.shell.report;
-  r.steps = r.resumed_from_step;
-  for (const auto& m : st.roster.worker_members) r.steps += m.steps;
-  r.wall_s = st.shell.wall_s();
-  r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
-  r.workers.clear();
-  for (const auto& m : st.roster.worker_members)
-    r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0, 0,
-                                     m.skipped_steps});
-}
-
-void fail(self_ptr self, const coordinator_config& config, std::string why) {
-  auto& st = self->state;
-  if (st.shell.phase == job_phase::finishing) return;
-  if (defer_end_while_overdue(st.shell.succession, config.opts.takeover_timeout, why)) return;
-  config.log.error("the job failed: {}", why);
-  fill_report(st);
-  st.shell.report.failure = why;
-  write_report(st.shell, config.opts, config.log);
-  stop_all_and_quit(self, config, make_error(errc::job_failed, std::move(why)));
-}
-
-// Once no worker is active (every one finished or was lost), batches handed back by lost
-// workers will never be done: they are given up, so that the epochs can complete.
-void settle_work(self_ptr self, const coordinator_config& config) {
-  auto& st = self->state;
-  const bool anyone_working =
-      std::any_of(st.roster.worker_members.begin(), st.roster.worker_members.end(),
-                  [](const member& w) { return !w.lost && !w.done; });
-  if (!anyone_working)
-    if (const uint64_t lost = st.training.work->abandon_returned(); lost > 0)
-      config.log.warn("{} batches were lost with the workers that held them", lost);
-  maybe_evaluate(self, config);
-}
-
-// -- start ----------------------------------------------------------------------------------------
-
-start_job make_start(const coordinator_state& st, const launch_options& o, uint32_t rank) {
-  std::vector<endpoint> servers;
-  for (const auto& m : st.roster.server_members) servers.push_back(m.data);
-  start_job job{rank,     static_cast<uint32_t>(st.roster.workers.size()),
-                o.epochs, o.batch,
-                o.seed,   st.directory.plan,
-                servers};
-  job.accumulate = o.accumulate;
-  job.prefetch = o.prefetch;
-  job.compress_signs = o.compress_signs;
-  job.pulls_held = o.consistency.type != consistency_config::mode::async;
-  if (auto it = o.worker_delay_ms.find(rank); it != o.worker_delay_ms.end())
-    job.delay_ms = it->second;
-  // How many live workers share this one's host (and so its cores); unknown without a label.
-  const auto& workers = st.roster.worker_members;
-  if (rank < workers.size() && !workers[rank].host.empty())
-    job.workers_on_host =
-        static_cast<uint32_t>(std::count_if(workers.begin(), workers.end(), [&](const member& m) {
-          return !m.lost && m.host == workers[rank].host;
-        }));
-  return job;
-}
-
-void start_training(self_ptr self, const coordinator_config& config) {
-  auto& st = self->state;
-  st.shell.phase = job_phase::training;
-  st.shell.started = std::chrono::steady_clock::now();
-  const auto& o = config.opts;
-  st.training.epoch_loss.assign(o.epochs, 0.0);
-  st.training.epoch_batches.assign(o.epochs, 0);
-  st.evaluation.rows = config.task->evaluation_rows();
-  st.evaluation.rows.resize(config.task->sparse_tables().size());
-  st.training.work.emplace(o.epochs, config.task->batches_per_epoch(o.batch), o.accumulate,
-                           static_cast<uint32_t>(st.roster.workers.size()));
-  config.log.info("training: {} workers, {} servers, {} buckets, {} epochs",
-                  st.roster.workers.size(), st.roster.servers.size(), st.directory.buckets.size(),
-                  o.epochs);
-  for (uint32_t r = 0; r < st.roster.workers.size(); ++r)
-    self->send(st.roster.workers[r], start_atom_v, encode(make_start(st, o, r)),
-               st.directory.buckets);
-  send_standing(self, config);
-}
-
-// A worker joining a running (or resumed) job: every bucket makes room for it and names the
-// clock it starts at (the slowest live worker's); then it is started from the current
-// parameters.
-// Asks bucket b where worker `rank` starts; once every bucket answered, starts it. A bucket
-// that is restarting or being replaced is asked again once it is served.
-void admit_at(self_ptr self, const coordinator_config& config, uint32_t rank, uint32_t b,
-              std::shared_ptr<size_t> pending, std::shared_ptr<uint64_t> clock) {
-  const auto bucket = self->state.directory.buckets[b];
-  self->request(bucket, config.opts.request_timeout, admit_atom_v, rank)
-      .then(
-          [=](uint64_t start) {
-            *clock = std::min(*clock, start);
-            if (--*pending > 0) return;
-            auto& st = self->state;
-            if (st.checkpoints.taking) st.checkpoints.spoiled = true;  // it was never paused
-            start_job job = make_start(st, config.opts, rank);
-            job.clock = *clock;
-            self->send(st.roster.workers[rank], start_atom_v, encode(job), st.directory.buckets);
-            config.log.info("worker {} starts at clock {}", rank, *clock);
-          },
-          [=](caf::error& err) {
-            auto& st = self->state;
-            if (err.category() == error_category)
-              return fail(self, config,
-                          fmt::format("admitting worker {}: {}", rank, describe(err)));
-            auto again = [=] { admit_at(self, config, rank, b, pending, clock); };
-            if (st.directory.buckets[b] != bucket)
-              again();
-            else
-              st.directory.homes[b].when_served.push_back(again);
-          });
-}
-
-void start_at_slowest(self_ptr self, const coordinator_config& config, uint32_t rank) {
-  auto& st = self->state;
-  auto pending = std::make_shared<size_t>(st.directory.buckets.size());
-  auto clock = std::make_shared<uint64_t>(UINT64_MAX);
-  for (uint32_t b = 0; b < st.directory.buckets.size(); ++b)
-    admit_at(self, config, rank, b, pending, clock);
-}
-
-// -- progress and evaluation --------------------------------------------------------------------
-
-void record_evaluation(self_ptr self, const coordinator_config& config, uint32_t epoch,
-                       const eval_output& out) {
-  auto& st = self->state;
-  if (st.shell.phase != job_phase::training) return;
-  st.evaluation.running = false;
-  const double train_loss =
-      st.training.epoch_batches[epoch]
-          ? st.training.epoch_loss[epoch] / double(st.training.epoch_batches[epoch])
-          : 0.0;
-  const uint64_t per_epoch = st.training.work->batches_per_epoch();
-  record_epoch(st.shell, config.opts,
-               evaluated_epoch{epoch, &out, train_loss, uint64_t{epoch + 1} * per_epoch,
-                               st.training.work->finished_batches(),
-                               uint64_t{config.opts.epochs} * per_epoch});
-  st.evaluation.evaluated = epoch + 1;
-  if (st.evaluation.evaluated == config.opts.epochs) return finish(self, config);
-  maybe_evaluate(self, config);
-}
-
-// Pulls every bucket (as an observer) into one snapshot, with the embedding rows evaluation
-// reads, and hands it to the evaluator.
-void evaluate(self_ptr self, const coordinator_config& config, uint32_t epoch) {
-  auto& st = self->state;
-  st.evaluation.running = true;
-  const uint64_t round = ++st.evaluation.round;
-  auto input = std::make_shared<eval_input>();
-  input->params.assign(st.directory.layout->total, 0.0f);
-  input->figures = epoch + 1 == config.opts.epochs;
-  const auto tables = config.task->sparse_tables();
-  if (!tables.empty()) {
-    input->rows.ids = st.evaluation.rows;
-    for (size_t t = 0; t < tables.size(); ++t)
-      input->rows.values.emplace_back(input->rows.ids[t].size() * tables[t].row_dim, 0.0f);
-  }
-  auto pending = std::make_shared<size_t>(st.directory.buckets.size());
-  const auto buckets = static_cast<uint32_t>(st.directory.buckets.size());
-  for (uint32_t b = 0; b < buckets; ++b) {
-    pull_request request{b, observer_worker, 0};
-    if (!tables.empty()) request.rows = row_requests(tables, input->rows, b, buckets);
-    self->request(st.directory.buckets[b], config.opts.request_timeout, pull_atom_v,
-                  encode(request))
-        .then(
-            [=](const wire& w) {
-              auto& st = self->state;
-              if (st.shell.phase != job_phase::training || st.evaluation.round != round) return;
-              auto reply = decode<pull_reply>(w);
-              if (!reply || !matches(st.directory.plan.buckets[b], reply->tensors) ||
-                  fill_rows(tables, reply->rows, input->rows))
-                return fail(self, config, fmt::format("bucket {} sent a bad snapshot", b));
-              scatter(*st.directory.layout, reply->tensors, input->params);
-              if (--*pending > 0) return;
-              self->request(st.evaluation.actor, config.opts.request_timeout * 10, eval_atom_v,
-                            std::shared_ptr<const eval_input>{input})
-                  .then(
-                      [=](const eval_output& out) {
-                        if (self->state.evaluation.round == round)
-                          record_evaluation(self, config, epoch, out);
-                      },
-                      [=](caf::error& err) {
-                        fail(self, config, "evaluation failed: " + describe(err));
-                      });
-            },
-            [=](caf::error& err) {
-              auto& st = self->state;
-              if (st.evaluation.round != round) return;
-              if (err.category() == error_category)
-                return fail(self, config, fmt::format("pulling bucket {}: {}", b, describe(err)));
-              // The bucket is gone for now (restarting, or its backup is taking over): the
-              // heartbeat tick tries the evaluation again.
-              if (st.evaluation.running && st.shell.phase == job_phase::training)
-                config.log.warn("evaluation waits for bucket {} ({})", b, describe(err));
-              st.evaluation.running = false;
-            });
-  }
-}
-
-void maybe_evaluate(self_ptr self, const coordinator_config& config) {
-  auto& st = self->state;
-  if (st.shell.phase != job_phase::training || st.evaluation.running || !st.training.work ||
-      st.shell.succession.rejoining)
-    return;
-  if (st.evaluation.evaluated < config.opts.epochs &&
-      st.training.work->epoch_complete(st.evaluation.evaluated))
-    evaluate(self, config, st.evaluation.evaluated);
-}
-
-// The training curve and the terminal's progress line learn of a finished chunk.
-void show_progress(self_ptr self, const coordinator_config& config, const progress& report) {
-  auto& st = self->state;
-  const uint64_t done = st.training.work->finished_batches();
-  const double since = std::max(st.shell.training_s(), 1e-9);
-  const uint32_t epoch = report.chunk.epoch;
-  st.shell.curve.on_progress(st.shell.resumed_wall_s + since, done, epoch + 1,
-                                report.loss_sum, report.chunk.count, report.staleness);
-  st.shell.scalars.loss(report.loss_sum, report.chunk.count);
-  st.shell.scalars.staleness(report.staleness);
-  st.shell.scalars.at_step(done, st.shell.resumed_wall_s + since,
-                              st.training.work->batches_per_epoch());
-  if (!st.shell.display.terminal()) return;
-  const uint64_t total = uint64_t{config.opts.epochs} * st.training.work->batches_per_epoch();
-  const auto pace = throughput_of(done, st.shell.report.resumed_from_step, total, since);
-  st.shell.display.update(epoch + 1, config.opts.epochs, st.training.epoch_batches[epoch],
-                             st.training.work->batches_per_epoch(), pace.rate, pace.eta_s);
-}
-
-// A worker that rejoined a takeover finished a chunk before the takeover is over: its account
-// (reconciled then) gets it.
-void add_to_account(coordinator_state& st, const progress& report) {
-  for (auto& account : st.shell.succession.accounts) {
-    if (account.rank != report.worker) continue;
-    std::erase(account.held, report.chunk);
-    account.finished.push_back(report.chunk);
-    account.finished_loss.push_back(report.loss_sum);
-  }
-}
-
-void add_chunk_loss(coordinator_state& st, const work_chunk& chunk, double loss_sum) {
-  auto& loss = st.training.epoch_loss[chunk.epoch];
-  auto& batches = st.training.epoch_batches[chunk.epoch];
-  // A skipped chunk's loss is not finite: it counts as the epoch's mean so far.
-  if (!std::isfinite(loss_sum)) loss_sum = batches ? loss / double(batches) * chunk.count : 0.0;
-  loss += loss_sum;
-  batches += chunk.count;
-}
-
-// One finished chunk of a worker's batch of reports, already checked to come from that worker.
-void count_progress(self_ptr self, const coordinator_config& config, const progress& report) {
-  auto& st = self->state;
-  auto& m = st.roster.worker_members[report.worker];
-  if (st.shell.succession.rejoining) {
-    m.steps += report.chunk.count;
-    return add_to_account(st, report);
-  }
-  if (!st.training.work->finish(report.worker, report.chunk))
-    return config.log.warn("ignored progress on a chunk '{}' does not hold", m.name);
-  add_chunk_loss(st, report.chunk, report.loss_sum);
-  m.steps += report.chunk.count;
-  m.clock = report.clock;
-  st.shell.stall.progress(stall_watch::clock::now());
-  if (m.compute_s > 0) st.shell.stall.step_took(report.compute_s - m.compute_s);  // its computing
-  if (report.skipped) {
-    ++m.skipped_steps;
-    add(st.shell.metrics.skipped, 1);
-  }
-  if (auto why = count_skipped_step(report.skipped, m.name, m.skipped_in_a_row,
-                                    config.opts.max_consecutive_skipped_steps, st.shell.report))
-    return fail(self, config, *why);
-  add(st.shell.metrics.batches, report.chunk.count);
-  m.compute_s = report.compute_s;
-  m.wall_s = report.wall_s;
-  m.last_loss = report.loss_sum / std::max<uint32_t>(report.chunk.count, 1);
-  m.recent_losses.push_back(m.last_loss);
-  if (m.recent_losses.size() > recent_loss_count) m.recent_losses.pop_front();
-  show_progress(self, config, report);
-  maybe_evaluate(self, config);
-  ++st.checkpoints.chunks_done;
-  count_for_checkpoint(self, config, report.chunk.count);
-}
-
-void on_progress(self_ptr self, const coordinator_config& config, const wire& w) {
-  auto& st = self->state;
-  if (st.shell.phase != job_phase::training) return config.log.warn("ignored early progress");
-  auto batch = decode<progress_batch>(w);
-  if (!batch) return config.log.warn("ignored a malformed progress report");
-  for (const auto& report : batch->reports) {
-    if (report.worker >= st.roster.worker_members.size())
-      return config.log.warn("ignored a malformed progress report");
-    const auto& m = st.roster.worker_members[report.worker];
-    if (!sent_by(self, m.address) || m.lost)
-      return config.log.warn("ignored progress sent for another (or a lost) worker");
-    count_progress(self, config, report);
-    if (st.shell.phase != job_phase::training) return;  // the last report ended the training
-  }
-}
-
-// -- the end ------------------------------------------------------------------------------------
-
-void finish(self_ptr self, const coordinator_config& config) {
-  auto& st = self->state;
-  if (defer_end_while_overdue(st.shell.succession, config.opts.takeover_timeout, std::nullopt)) return;
-  st.shell.phase = job_phase::finishing;
-  release_follower(self, {});  // before the statistics: the standby must not take over now
-  auto stats = std::make_shared<std::vector<bucket_stats>>();
-  auto pending = std::make_shared<size_t>(st.directory.buckets.size());
-  auto complete = [=] {
-    auto& st = self->state;
-    job_report& r = st.shell.report;
-    summarize_buckets(*stats, r);
-    fill_report(st);
-    write_report(st.shell, config.opts, config.log);
-    config.log.info(
-        "done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} updates applied, {} rejected, "
-        "staleness mean {:.2f} p99 {} max {}, max clock gap {}",
-        r.test_accuracy, r.steps, r.wall_s, r.updates_applied, r.updates_rejected, r.mean_staleness,
-        r.staleness_p99, r.max_staleness, r.max_clock_gap);
-    stop_all_and_quit(self, config, caf::error{});
-  };
-  for (auto& bucket : st.directory.buckets) {
-    self->request(bucket, config.opts.request_timeout, stats_atom_v)
-        .then(
-            [=](const wire& w) {
-              if (auto s = decode<bucket_stats>(w)) stats->push_back(std::move(*s));
-              if (--*pending == 0) complete();
-            },
-            [=](caf::error& err) {
-              config.log.warn("no statistics from a bucket: {}", describe(err));
-              if (--*pending == 0) complete();
-            });
-  }
-}
-
-}  // namespace troupe::coordination
 
 namespace troupe {
 
-using namespace coordination;
+coordinator_state::coordinator_state() = default;
+coordinator_state::~coordinator_state() = default;
 
-coordinator_actor::behavior_type coordinator(
-    coordinator_actor::stateful_pointer<coordinator_state> self, coordinator_config config) {
+std::vector<job_plan*> coordinator_state::plans() const {
+  std::vector<job_plan*> out;
+  if (ps) out.push_back(ps.get());
+  if (dp) out.push_back(dp.get());
+  return out;
+}
+
+namespace {
+
+namespace psp = coordination;     // the parameter service's plan
+namespace dpp = dp_coordination;  // the data-parallel plan
+
+caf::error no_plan(const char* what) {
+  return make_error(errc::bad_configuration, std::string("this job has no ") + what);
+}
+
+// The shell's parts that come from the options, and the plans of the job's mode.
+void start_plans(coordinator_self self, const job_config& config) {
+  auto& st = self->state;
+  const auto& o = config.opts;
+  st.shell.metrics = job_metrics::of(config.metrics);
+  st.shell.scalars = job_scalars{o, config.log};
+  st.shell.operators = operator_gate{o.tls_dir, o.operator_secret};
+  st.shell.stall = stall_watch{o.stall_timeout, o.heartbeat_interval};
+  if (!o.data_parallel() || o.hybrid()) {
+    st.ps = std::make_unique<ps_state>();
+    st.ps->roster.beats = heartbeat_monitor{o.heartbeat_interval};
+    if (config.task && !o.data_parallel())  // (an app's service evaluates nothing)
+      st.ps->evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
+  }
+  if (o.data_parallel()) {
+    st.dp = std::make_unique<dp_state>();
+    st.dp->beats = heartbeat_monitor{o.heartbeat_interval};
+    if (config.metrics) {
+      auto& gm = st.dp->group_metrics;
+      gm.bytes = config.metrics->counter("troupe_allreduce_bytes_total");
+      gm.seconds = config.metrics->histogram("troupe_allreduce_seconds");
+      gm.generation = config.metrics->gauge("troupe_group_generation");
+      gm.members = config.metrics->gauge("troupe_group_members");
+    }
+    st.dp->evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
+    st.shell.report.mode = to_string(o.mode);  // dp or hybrid
+  }
+  if (o.hybrid()) st.on_tables_ready = [self, config] { dpp::on_tables_ready(self, config); };
+}
+
+// A member's down message goes to the plan it belongs to.
+void on_down(coordinator_self self, const job_config& config, const caf::down_msg& msg) {
+  auto& st = self->state;
+  if (st.ps) psp::on_down(self, config, msg);
+  if (!st.dp || st.shell.finishing()) return;
+  for (const auto& m : st.dp->members)
+    if (m.handle.address() == msg.source && !m.lost) {
+      const std::string why = msg.reason ? describe(msg.reason) : std::string("it ended");
+      return dpp::lose(self, config, m.name, why);
+    }
+}
+
+// Every heartbeat interval: losses, the stall watch, the takeover's deadline, the standing,
+// an end that waited, and what the ps plan retries (an evaluation, the tables).
+void on_tick(coordinator_self self, const job_config& config) {
+  auto& st = self->state;
+  self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
+  if (st.ps) psp::check_heartbeats(self, config);
+  if (st.dp) dpp::check_heartbeats(self, config);
+  if (st.dp)  // the plan with work of its own judges the job's progress
+    dpp::check_stall(self, config);
+  else if (st.ps)
+    psp::check_stall(self, config);
+  end_takeover_when_back(self, config);
+  send_standing(self, config);
+  take_deferred_end(
+      st.shell.succession, config.opts.takeover_timeout,
+      [=](const std::string& why) { fail_job(self, config, why); },
+      [=] { finish_job(self, config); });
+  if (!st.ps || st.shell.finishing()) return;
+  psp::maybe_evaluate(self, config);  // one that failed during a recovery is tried again
+  if (config.hands_out_buckets()) psp::hand_tables(self);  // once a takeover's promotions are done
+}
+
+void begin(coordinator_self self, const job_config& config) {
+  auto& st = self->state;
+  if (config.takeover) {
+    begin_takeover(self, config);
+    if (st.ps) psp::take_over(self, config);
+    if (st.dp && !st.shell.finishing()) dpp::take_over(self, config);
+    return;
+  }
+  if (!config.opts.resume.empty()) {
+    if (st.ps) resume_or_stop(self, st.ps->checkpoints.resume_from, config.opts.resume, config.log);
+    if (st.dp) resume_or_stop(self, st.dp->resume_from, config.opts.resume, config.log);
+  }
+  if (st.ps)
+    config.log.info("waiting for {} servers and {} workers", config.opts.servers,
+                    config.hands_out_buckets() ? 0 : config.opts.workers);
+  if (st.dp) config.log.info("waiting for {} workers (data parallel)", config.opts.workers);
+}
+
+}  // namespace
+
+job_actor::behavior_type coordinator(coordinator_self self, job_config config) {
   accept_exits_only_from(self, config.supervisor, config.log,
-                         [=](const caf::error& why) { fail(self, config, describe(why)); });
-  self->state.shell.metrics = job_metrics::of(config.metrics);
-  self->state.shell.scalars = job_scalars{config.opts, config.log};
-  self->state.shell.operators = operator_gate{config.opts.tls_dir, config.opts.operator_secret};
-  self->state.roster.beats = heartbeat_monitor{config.opts.heartbeat_interval};
-  self->state.shell.stall = stall_watch{config.opts.stall_timeout, config.opts.heartbeat_interval};
-  if (config.task)  // (an app's service evaluates nothing)
-    self->state.evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
+                         [=](const caf::error& why) { fail_job(self, config, describe(why)); });
+  start_plans(self, config);
   self->set_down_handler([=](caf::down_msg& msg) {
-    const bool follower =
-        forget_follower(self, msg, config.opts.takeover_timeout, config.log, [=](caf::error err) {
-          self->state.shell.phase = job_phase::finishing;
-          self->quit(std::move(err));
-        });
-    if (!follower && !hold_down_while_overdue(self, msg, config.opts.takeover_timeout))
-      on_down(self, config, msg);
+    const auto timeout = config.opts.takeover_timeout;
+    const bool follower = forget_follower(self, msg, timeout, config.log, [=](caf::error err) {
+      self->state.shell.phase = job_phase::finishing;
+      self->quit(std::move(err));
+    });
+    if (!follower && !hold_down_while_overdue(self, msg, timeout)) on_down(self, config, msg);
   });
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
-  if (config.takeover) {
-    take_over(self, config);
-  } else {
-    if (!config.opts.resume.empty())
-      resume_or_stop(self, self->state.checkpoints.resume_from, config.opts.resume, config.log);
-    config.log.info("waiting for {} servers and {} workers", config.opts.servers,
-                    config.opts.workers);
-  }
+  begin(self, config);
   return {
-      [=](join_atom, const wire& w, server_actor s) {
-        return admit_server(self, config, w, std::move(s));
+      // -- the shell's
+      [=](heartbeat_atom, const wire& w) -> uint64_t {
+        if (self->state.ps) psp::on_heartbeat(self, w);
+        if (self->state.dp) dpp::on_heartbeat(self, config, w);
+        return self->state.shell.succession.term;
       },
-      [=](join_atom, const wire& w, worker_actor x) {
-        return admit_worker(self, config, w, std::move(x));
-      },
-      [=](claim_atom, uint32_t rank, uint32_t most) -> caf::result<wire> {
-        auto& st = self->state;
-        if (st.shell.succession.rejoining ||
-            (rank < st.roster.worker_members.size() && !st.roster.worker_members[rank].address &&
-             !st.roster.worker_members[rank].lost))
-          return make_error(errc::not_rejoined, "this coordinator is taking over: rejoin first");
-        if (st.shell.phase != job_phase::training || rank >= st.roster.worker_members.size() ||
-            !sent_by(self, st.roster.worker_members[rank].address))
-          return make_error(errc::authentication_failed, "claims come from that worker only");
-        if (st.roster.worker_members[rank].lost)
-          return make_error(errc::job_failed, "this worker was declared lost");
-        auto lease = st.training.work->claim_lease(rank, std::min(most, max_lease_chunks));
-        if (!lease.chunks.empty()) st.shell.stall.progress(stall_watch::clock::now());
-        return encode(lease);
-      },
-      [=](progress_atom, const wire& w) { on_progress(self, config, w); },
-      [=](heartbeat_atom, const wire& w) { return on_heartbeat(self, w); },
-      [=](tick_atom) {
-        check_heartbeats(self, config);
-        check_stall(self, config);
-        check_takeover(self, config);
-        send_standing(self, config);
-        take_deferred_end(
-            self->state.shell.succession, config.opts.takeover_timeout,
-            [=](const std::string& why) { fail(self, config, why); },
-            [=] { finish(self, config); });
-        maybe_evaluate(self, config);  // one that failed during a recovery is tried again
-        if (config.hands_out_buckets()) hand_tables(self);  // once a takeover's promotions are done
-      },
-      [=](follow_atom, standby_actor standby) { return follow(self, config, std::move(standby)); },
-      [=](rejoin_atom, const wire& w, server_actor s, std::vector<bucket_actor> buckets) {
-        return rejoin_server(self, config, w, std::move(s), std::move(buckets));
-      },
-      [=](rejoin_atom, const wire& w, worker_actor x) {
-        return rejoin_worker(self, config, w, std::move(x));
-      },
-      [=](which_atom, uint32_t bucket, const bucket_actor& failed) {
-        return which(self, bucket, failed);
-      },
-      [=](backup_atom, uint32_t bucket, const bucket_actor& reporter, const bucket_actor& failed) {
-        backup_failed(self, config, bucket, reporter, failed);
-      },
-      [=](moved_atom, uint32_t bucket, bucket_actor handle) {
-        moved(self, config, bucket, std::move(handle));
+      [=](tick_atom) { on_tick(self, config); },
+      [=](follow_atom, standby_actor standby) {
+        return follow_job(self, config, std::move(standby));
       },
       [=](escalate_atom, const std::string& why) {
         ++self->state.shell.report.escalations;
         add(self->state.shell.metrics.escalations, 1);
         config.log.error("a node supervisor escalated: {}", why);
       },
-      [=](inspect_atom, const std::string& view) { return inspect(self, config, view); },
+      [=](inspect_atom, const std::string& view) {
+        return self->state.dp ? dpp::inspect(self, config, view) : psp::inspect(self, config, view);
+      },
       [=](nonce_atom) { return self->state.shell.operators.fresh_nonce(); },
       [=](operate_atom, const wire& w) -> caf::result<std::string> {
         auto action = self->state.shell.operators.check(w);
@@ -482,7 +150,59 @@ coordinator_actor::behavior_type coordinator(
           config.log.warn("{}", describe(action.error()));
           return std::move(action.error());
         }
-        return operate(self, config, *action);
+        if (!self->state.ps || config.opts.data_parallel())
+          return make_error(errc::bad_configuration,
+                            "a data-parallel job takes no operator actions yet");
+        return psp::operate(self, config, *action);
+      },
+      [=](done_atom, uint32_t rank) {
+        auto& st = self->state;
+        if (!st.dp) return psp::on_done(self, config, rank);
+        auto* m = dpp::sender(self);
+        if (!m) return config.log.warn("ignored a done message from a stranger");
+        if (m->lost) return dpp::refuse(self, config, *m);
+        m->done = true;
+        // Every report a member sends comes before its done: none is still to come.
+        if (std::all_of(st.dp->members.begin(), st.dp->members.end(),
+                        [](const dp_member& m) { return m.lost || m.done; }))
+          dpp::close_open_steps(self, config);
+        dpp::maybe_finish(self, config);
+      },
+      [=](which_atom, uint32_t bucket, const bucket_actor& failed) -> caf::result<bucket_actor> {
+        if (!self->state.ps) return no_plan("buckets");
+        return psp::which(self, bucket, failed);
+      },
+      // -- the parameter service's plan
+      [=](join_atom, const wire& w, server_actor s) -> caf::result<wire> {
+        if (!self->state.ps) return no_plan("servers: --mode dp");
+        return psp::admit_server(self, config, w, std::move(s));
+      },
+      [=](join_atom, const wire& w, worker_actor x) -> caf::result<wire> {
+        if (!self->state.ps || config.opts.data_parallel())
+          return no_plan("parameter-service workers: it is a data-parallel job");
+        return psp::admit_worker(self, config, w, std::move(x));
+      },
+      [=](claim_atom, uint32_t rank, uint32_t most) -> caf::result<wire> {
+        if (!self->state.ps) return no_plan("batches to claim");
+        return psp::claim(self, rank, most);
+      },
+      [=](progress_atom, const wire& w) {
+        if (self->state.ps) psp::on_progress(self, config, w);
+      },
+      [=](rejoin_atom, const wire& w, server_actor s,
+          std::vector<bucket_actor> buckets) -> caf::result<wire> {
+        if (!self->state.ps) return no_plan("servers: --mode dp");
+        return psp::rejoin_server(self, config, w, std::move(s), std::move(buckets));
+      },
+      [=](rejoin_atom, const wire& w, worker_actor x) -> caf::result<wire> {
+        if (!self->state.ps) return no_plan("parameter-service workers");
+        return psp::rejoin_worker(self, config, w, std::move(x));
+      },
+      [=](backup_atom, uint32_t bucket, const bucket_actor& reporter, const bucket_actor& failed) {
+        if (self->state.ps) psp::backup_failed(self, config, bucket, reporter, failed);
+      },
+      [=](moved_atom, uint32_t bucket, bucket_actor handle) {
+        if (self->state.ps) psp::moved(self, config, bucket, std::move(handle));
       },
       [=](service_atom,
           const std::string& name) -> caf::result<wire, caf::actor, std::vector<bucket_actor>> {
@@ -491,23 +211,49 @@ coordinator_actor::behavior_type coordinator(
                               "': a training job's parameters are its workers' (an app_node "
                               "serves services)");
       },
-      [=](tables_atom) { return want_tables(self, config); },
+      [=](tables_atom) -> caf::result<std::vector<bucket_actor>, std::string> {
+        if (!self->state.ps) return no_plan("tables");
+        return psp::want_tables(self, config);
+      },
       [=](group_atom, const std::string& name) -> caf::result<caf::actor> {
         return make_error(errc::bad_configuration, "no loop group '" + name +
                                                        "': a training job's coordinator serves "
                                                        "none (an app node serves them)");
       },
-      [=](stop_atom, const std::string& failure) { stop_for_group(self, config, failure); },
-      [=](done_atom, uint32_t rank) {
-        auto& st = self->state;
-        if (st.shell.phase != job_phase::training || rank >= st.roster.worker_members.size() ||
-            !sent_by(self, st.roster.worker_members[rank].address))
-          return config.log.warn("ignored a done message that is not from that worker");
-        st.roster.worker_members[rank].done = true;
-        if (st.shell.succession.rejoining) return;  // the takeover's end settles the work
-        set(st.shell.metrics.workers, live_workers(st));
-        retire_everywhere(self, rank);
-        settle_work(self, config);
+      [=](stop_atom, const std::string& failure) {
+        if (self->state.ps) psp::stop_for_group(self, config, failure);
+      },
+      // -- the data-parallel plan
+      [=](join_atom, const wire& w, dp_worker_actor handle) -> caf::result<wire> {
+        if (!self->state.dp) return no_plan("data-parallel workers: --mode ps");
+        return dpp::admit(self, config, w, std::move(handle));
+      },
+      [=](rejoin_atom, const wire& w, dp_worker_actor handle) -> caf::result<wire> {
+        if (!self->state.dp) return no_plan("data-parallel workers: --mode ps");
+        return dpp::rejoin(self, config, w, std::move(handle));
+      },
+      [=](step_atom, const wire& w) {
+        if (self->state.dp) dpp::on_step(self, config, w);
+      },
+      [=](eval_atom, uint32_t epoch, const wire& w) {
+        if (self->state.dp) dpp::on_snapshot(self, config, epoch, w);
+      },
+      [=](broken_atom, uint64_t generation, const std::string& why) {
+        if (self->state.dp) dpp::on_broken(self, config, generation, why);
+      },
+      [=](tick_atom, uint64_t generation) {
+        if (self->state.dp) dpp::on_broken_tick(self, config, generation);
+      },
+      [=](put_atom, const wire& w) -> caf::result<bool> {
+        if (!self->state.dp) return no_plan("rendezvous store");
+        return dpp::store_put(self, w);
+      },
+      [=](get_atom, const wire& w) -> caf::result<wire> {
+        if (!self->state.dp) return no_plan("rendezvous store");
+        return dpp::store_get(self, w);
+      },
+      [=](save_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
+        if (self->state.dp) dpp::on_save(self, config, step, index, count, part);
       },
   };
 }

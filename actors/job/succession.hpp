@@ -2,8 +2,8 @@
 // the follower handling both share: accepting a standby (follow), sending it the standing,
 // learning from its answer that it has taken over (errc::deposed), forgetting it when it goes
 // down, and letting it go at the end of the job. Called from the handlers of the parameter
-// service's coordinator (actors/coordinator/standing.cpp) and the data-parallel one
-// (actors/dp/coordinator/dp_standing.cpp); `Self` is a stateful actor pointer whose state has a
+// service's coordinator (actors/ps/standing.cpp) and the data-parallel one
+// (actors/dp/plan/dp_standing.cpp); `Self` is a stateful actor pointer whose state has a
 // `succession_state succession`.
 #pragma once
 
@@ -46,8 +46,6 @@ struct succession_state {
   std::chrono::steady_clock::time_point lost_at;   // when the old primary was judged lost
   double lost_at_s = 0;                            // the same, in training seconds
   std::chrono::steady_clock::time_point deadline;  // members not back by then are lost
-  std::vector<rejoin_request> accounts;            // the rejoined workers', reconciled at the end
-  std::vector<std::pair<caf::typed_response_promise<wire>, uint32_t>> replies;  // and ranks
   // Members' down messages that came while the standing was overdue (below), held until the
   // follower takes a standing again or is gone.
   std::vector<caf::down_msg> held_downs;

@@ -19,7 +19,6 @@
 #include "actors/bucket/dash_device.hpp"
 #include "actors/coordinator/coordinator.hpp"
 #include "actors/dp/collective/nccl_collective.hpp"
-#include "actors/dp/coordinator/dp_coordinator.hpp"
 #include "actors/dp/trainer/dp_trainer.hpp"
 #include "actors/launch/dashboard_state.hpp"
 #include "actors/launch/launch_parts.hpp"
@@ -231,11 +230,10 @@ caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
 std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
                                                    const launch_options& opts,
                                                    const coordinator_actor& coord,
-                                                   const app_description& app, const logger& log,
-                                                   const coordinator_actor& servers_join) {
+                                                   const app_description& app,
+                                                   const logger& log) {
   auto& sys = self->system();
   gatekeeper_config config{opts.secret, coord, self->address(), log.named("gatekeeper")};
-  if (servers_join) config.servers_join = [servers_join] { return servers_join; };
   if (opts.mode == job_mode::dp)
     config.no_servers =
         "a data-parallel job has no servers (--mode dp, or --mode hybrid with a task without "
@@ -277,18 +275,24 @@ using namespace launch_detail;
 
 namespace {
 
-// --mode dp, every member in this process: the coordinator and --workers trainers, whose
-// collectives still go over loopback TCP (Gloo).
+// --mode dp and hybrid, every member in this process: the coordinator, --workers trainers
+// (whose collectives still go over loopback TCP, Gloo) and, for hybrid, --servers servers.
 int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
                     const app_description& app, const logger& log) {
   return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
     auto& sys = self->system();
     size_blas(opts, opts.workers);
-    dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
-    config.metrics = metrics.registry;
+    job_config config{opts, task, self->address(), log.named("coordinator"), metrics.registry};
     config.activity = std::make_shared<activity_board>();
-    auto coord = sys.spawn(dp_coordinator, config);
-    const auto link = fixed_link(caf::actor_cast<coordinator_actor>(coord), config.activity);
+    const coordinator_actor coord = sys.spawn(coordinator, config);
+    for (uint32_t i = 0; opts.hybrid() && i < opts.servers; ++i) {
+      const std::string name = "server-" + std::to_string(i);
+      sys.spawn(server,
+                server_config{fixed_link(coord), name, opts.request_timeout, self->address(),
+                              log.named(name), endpoint{}, opts.max_restarts, opts.restart_period,
+                              metrics.registry, std::nullopt, app.rules});
+    }
+    const auto link = fixed_link(coord, config.activity);
     for (uint32_t i = 0; i < opts.workers; ++i) {
       const std::string name = "worker-" + std::to_string(i);
       spawn_trainer(sys, opts, task, link, name, self->address(), log.named(name), app.rules);
@@ -297,22 +301,20 @@ int run_dp_embedded(const launch_options& opts, std::shared_ptr<const training_t
   });
 }
 
-// --mode dp, the coordinator's process: it publishes the same gatekeeper, which hands out the
-// dp coordinator; under torchrun (RANK 0) it also runs one trainer.
+// --mode dp and hybrid, the coordinator's process: it publishes the gatekeeper, which hands out
+// the coordinator; under torchrun (RANK 0) it also runs one trainer.
 int run_dp_coordinator(const launch_options& opts, std::shared_ptr<const training_task> task,
                        const app_description& app, const logger& log) {
   return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
     auto& sys = self->system();
     size_blas(opts, 1);
-    dp_coordinator_config config{opts, task, self->address(), log.named("coordinator")};
-    config.metrics = metrics.registry;
+    job_config config{opts, task, self->address(), log.named("coordinator"), metrics.registry};
     config.activity = std::make_shared<activity_board>();
-    auto coord = sys.spawn(dp_coordinator, config);
-    auto gk = publish_gatekeeper(self, opts, caf::actor_cast<coordinator_actor>(coord), app, log);
+    const coordinator_actor coord = sys.spawn(coordinator, config);
+    auto gk = publish_gatekeeper(self, opts, coord, app, log);
     if (!gk) return 1;
     if (opts.dp.coordinator_trains)
-      spawn_trainer(sys, opts, task,
-                    fixed_link(caf::actor_cast<coordinator_actor>(coord), config.activity),
+      spawn_trainer(sys, opts, task, fixed_link(coord, config.activity),
                     node_name(opts) + "-trainer", self->address(), log.named("trainer"), app.rules);
     const int code = wait_for(self, coord.address(), app.name);
     self->send_exit(*gk, caf::exit_reason::user_shutdown);
@@ -330,10 +332,9 @@ int run_embedded(const launch_options& opts, std::shared_ptr<const training_task
       return 1;
     }
     size_blas(opts, opts.workers);
-    coordinator_config config{opts, task, self->address(), log.named("coordinator"),
-                              metrics.registry};
+    job_config config{opts, task, self->address(), log.named("coordinator"), metrics.registry};
     config.activity = std::make_shared<activity_board>();
-    auto coord = sys.spawn(coordinator, config);
+    const coordinator_actor coord = sys.spawn(coordinator, config);
     const auto link = fixed_link(coord, config.activity);
     for (uint32_t i = 0; i < opts.servers; ++i) {
       const std::string name = "server-" + std::to_string(i);
@@ -359,9 +360,9 @@ int run_coordinator(const launch_options& opts, std::shared_ptr<const training_t
   return with_node(opts, app, log, [&](caf::scoped_actor& self, node_metrics& metrics) {
     auto& sys = self->system();
     size_blas_for_coordinator(opts);
-    auto coord =
-        sys.spawn(coordinator, coordinator_config{opts, task, self->address(),
-                                                  log.named("coordinator"), metrics.registry});
+    const coordinator_actor coord = sys.spawn(
+        coordinator, job_config{opts, task, self->address(), log.named("coordinator"),
+                                metrics.registry});
     return serve_coordinator(self, opts, coord, app, log);
   });
 }
@@ -573,11 +574,6 @@ int run_app(int argc, char** argv, const app_description& app) {
     log.info("the task has no embedding tables: --mode hybrid trains as --mode dp");
     opts->mode = job_mode::dp;
   }
-  if (opts->hybrid() && opts->role == node_role::embedded)
-    return run_hybrid_embedded(*opts, task, app, log);
-  if (opts->hybrid() && opts->role == node_role::coordinator)
-    return opts->standby_of.port != 0 ? run_standby(*opts, task, app, log)
-                                      : run_hybrid_coordinator(*opts, task, app, log);
   if (opts->data_parallel()) {
     if (auto err = check_nccl(*opts)) {
       fmt::print(stderr, "{}: --collective nccl: {}\n", app.name, describe(err));

@@ -110,8 +110,7 @@ caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
 std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
                                                    const launch_options& opts,
                                                    const coordinator_actor& coord,
-                                                   const app_description& app, const logger& log,
-                                                   const coordinator_actor& servers_join = {});
+                                                   const app_description& app, const logger& log);
 
 // Publishes `coord`'s gatekeeper (publish_gatekeeper), waits for the coordinator to end and
 // closes the gatekeeper; the process's exit code (1 when the port cannot be opened).
@@ -127,37 +126,9 @@ struct handed_standing {
   std::string why;
 };
 
-// --mode hybrid (launch_hybrid.cpp): the two coordinators of the coordinator's process, the
-// tables' (which writes no report) and the group's, which asks it for the tables and writes
-// the report; `from`, when given, is a standby's takeover of both.
-struct hybrid_roots {
-  coordinator_actor tables;
-  dp_coordinator_actor group;
-  std::shared_ptr<activity_board> activity;  // the group's members in this process
-};
-struct hybrid_takeover {
-  handed_standing tables, group;
-};
-hybrid_roots spawn_hybrid_coordinators(caf::scoped_actor& self, const launch_options& opts,
-                                       std::shared_ptr<const training_task> task, const logger& log,
-                                       const node_metrics& metrics,
-                                       hybrid_takeover* from = nullptr);
-
-// Publishes the gatekeeper (servers get the tables' coordinator, workers the group's), waits
-// for the group's coordinator to end and closes the gatekeeper; the process's exit code.
-int serve_hybrid(caf::scoped_actor& self, const launch_options& opts, const hybrid_roots& roots,
-                 const app_description& app, const logger& log);
-
 }  // namespace troupe::launch_detail
 
 namespace troupe {
-
-// --mode hybrid (launch_hybrid.cpp): everything in this process, or the coordinator's process
-// (the tables' coordinator and the group's, one gatekeeper sending servers to the former).
-int run_hybrid_embedded(const launch_options& opts, std::shared_ptr<const training_task> task,
-                        const app_description& app, const logger& log);
-int run_hybrid_coordinator(const launch_options& opts, std::shared_ptr<const training_task> task,
-                           const app_description& app, const logger& log);
 
 // --standby-of (launch_standby.cpp): a standby coordinator's process. It follows the primary,
 // and once that is lost runs the coordinator that takes over from the primary's last state,

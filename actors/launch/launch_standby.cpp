@@ -1,13 +1,11 @@
-// --role coordinator --standby-of HOST:PORT: the standby coordinator's process, for a
-// parameter-service job's coordinator, a data-parallel one's, or both of a hybrid job's
-// (--mode). For a hybrid job it follows the group's coordinator and the tables' (which the
-// group names), and takes over from both or from neither: the two live and die in one process.
+// --role coordinator --standby-of HOST:PORT: the standby coordinator's process, for a job of
+// any --mode: it follows the primary's one coordinator (the shell and every plan of the job in
+// one standing), and takes over from it with one coordinator.
 #include <fmt/format.h>
 #include <caf/scoped_actor.hpp>
 
 #include "actors/coordinator/coordinator.hpp"
 #include "actors/job/standby.hpp"
-#include "actors/dp/coordinator/dp_coordinator.hpp"
 #include "actors/launch/launch_parts.hpp"
 #include "troupe/detail/join.hpp"
 #include "troupe/error.hpp"
@@ -90,17 +88,7 @@ bool wait_for_takeover(caf::scoped_actor& self, std::vector<follower>& all, int&
   return false;
 }
 
-// --mode hybrid: the tables' coordinator the group's names, to follow beside it.
-caf::expected<coordinator_actor> tables_of(caf::scoped_actor& self, const launch_options& opts,
-                                           const coordinator_actor& group) {
-  caf::expected<coordinator_actor> out{coordinator_actor{}};
-  self->request(caf::actor_cast<dp_coordinator_actor>(group), opts.request_timeout, tables_atom_v)
-      .receive([&](coordinator_actor& tables) { out = std::move(tables); },
-               [&](caf::error& err) { out = std::move(err); });
-  return out;
-}
-
-// Runs the coordinator(s) that take over from the handed standings; the exit code.
+// Runs the coordinator that takes over from the handed standing; the exit code.
 int take_over(caf::scoped_actor& self, const launch_options& opts,
               std::shared_ptr<const training_task> task, const app_description& app,
               const logger& log, node_metrics& metrics, std::vector<follower>& all) {
@@ -112,27 +100,11 @@ int take_over(caf::scoped_actor& self, const launch_options& opts,
     fmt::print(stderr, "{}: the primary runs another kind of job (--mode)\n", app.name);
     return 1;
   }
-  if (opts.hybrid()) {
-    hybrid_takeover from{std::move(*all[1].handed), std::move(first)};
-    return serve_hybrid(self, own, spawn_hybrid_coordinators(self, own, task, log, metrics, &from),
-                        app, log);
-  }
-  coordinator_actor coord;
-  if (opts.data_parallel()) {
-    dp_coordinator_config config{own, task, self->address(), log.named("coordinator")};
-    config.metrics = metrics.registry;
-    config.takeover = std::move(first.standing);
-    config.takeover_heard = first.heard;
-    config.takeover_why = first.why;
-    coord = caf::actor_cast<coordinator_actor>(sys.spawn(dp_coordinator, config));
-  } else {
-    coordinator_config config{own, task, self->address(), log.named("coordinator"),
-                              metrics.registry};
-    config.takeover = std::move(first.standing);
-    config.takeover_heard = first.heard;
-    config.takeover_why = first.why;
-    coord = sys.spawn(coordinator, config);
-  }
+  job_config config{own, task, self->address(), log.named("coordinator"), metrics.registry};
+  config.takeover = std::move(first.standing);
+  config.takeover_heard = first.heard;
+  config.takeover_why = first.why;
+  const coordinator_actor coord = sys.spawn(coordinator, config);
   return serve_coordinator(self, opts, coord, app, log);
 }
 
@@ -153,19 +125,6 @@ int run_standby(const launch_options& opts, std::shared_ptr<const training_task>
     }
     std::vector<follower> all;
     all.push_back(spawn_follower(self, opts, *primary, log.named("standby")));
-    if (opts.data_parallel()) {  // a hybrid job's group names its tables' coordinator
-      auto tables = tables_of(self, opts, *primary);
-      if (bool(tables) != opts.hybrid()) {
-        fmt::print(stderr, "{}: {}\n", app.name,
-                   tables
-                       ? std::string("the primary runs a --mode hybrid job")
-                       : "the primary names no tables' coordinator: " + describe(tables.error()));
-        self->send_exit(all[0].actor, caf::exit_reason::user_shutdown);
-        return 1;
-      }
-      if (tables)
-        all.push_back(spawn_follower(self, opts, std::move(*tables), log.named("standby-tables")));
-    }
     int code = 1;
     if (!wait_for_takeover(self, all, code)) return code;
     code = take_over(self, opts, task, app, log, metrics, all);

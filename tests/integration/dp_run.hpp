@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/dp/coordinator/dp_coordinator.hpp"
+#include "actors/coordinator/coordinator.hpp"
 #include "actors/dp/trainer/dp_trainer.hpp"
 #include "apps/fmnist/mlp_task.hpp"
 #include "child_process.hpp"
@@ -53,11 +53,11 @@ inline dp_run run_dp(std::shared_ptr<const training_task> task, uint32_t workers
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   const logger log{"test", opts->level};
-  dp_coordinator_config config{*opts, task, self->address(), log};
+  job_config config{*opts, task, self->address(), log};
   config.on_parameters = [&out](uint32_t, std::span<const float> p) {
     out.params.assign(p.begin(), p.end());
   };
-  auto coord = sys.spawn(dp_coordinator, config);
+  auto coord = sys.spawn(coordinator, config);
   const auto link = fixed_link(caf::actor_cast<coordinator_actor>(coord));
   for (uint32_t i = 0; i < workers; ++i)
     sys.spawn<caf::detached>(

@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "actors/bucket/bucket_store.hpp"
-#include "actors/coordinator/work_plan.hpp"
+#include "actors/ps/work_plan.hpp"
 #include "actors/records/checkpoint_file.hpp"
 #include "tests/support/scratch.hpp"
 #include "tests/unit/expect_error.hpp"

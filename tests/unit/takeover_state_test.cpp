@@ -4,7 +4,7 @@
 #define BOOST_TEST_MODULE takeover_state_test
 #include <boost/test/unit_test.hpp>
 
-#include "actors/coordinator/work_plan.hpp"
+#include "actors/ps/work_plan.hpp"
 #include "messages/codec.hpp"
 #include "tests/unit/expect_error.hpp"
 

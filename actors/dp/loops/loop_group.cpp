@@ -1,5 +1,5 @@
 #include "actors/dp/loops/loop_group.hpp"
-#include "actors/dp/coordinator/generation_ranks.hpp"
+#include "actors/dp/plan/generation_ranks.hpp"
 
 #include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/error.hpp"

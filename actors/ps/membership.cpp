@@ -3,21 +3,21 @@
 // stopped) and the heartbeat check.
 #include <fmt/format.h>
 
-#include "actors/coordinator/coordinator_parts.hpp"
+#include "actors/ps/coordinator_parts.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::coordination {
 
 // Workers that are training now (joined, not finished, not lost).
 double live_workers(const coordinator_state& st) {
-  return double(std::count_if(st.roster.worker_members.begin(), st.roster.worker_members.end(),
+  return double(std::count_if(st.ps->roster.worker_members.begin(), st.ps->roster.worker_members.end(),
                               [](const member& w) { return !w.lost && !w.done; }));
 }
 
 bool anyone_draining(const coordinator_state& st) {
   const auto draining = [](const member& m) { return m.draining; };
-  return std::any_of(st.roster.server_members.begin(), st.roster.server_members.end(), draining) ||
-         std::any_of(st.roster.worker_members.begin(), st.roster.worker_members.end(), draining);
+  return std::any_of(st.ps->roster.server_members.begin(), st.ps->roster.server_members.end(), draining) ||
+         std::any_of(st.ps->roster.worker_members.begin(), st.ps->roster.worker_members.end(), draining);
 }
 
 double training_seconds(const coordinator_state& st) {
@@ -27,7 +27,7 @@ double training_seconds(const coordinator_state& st) {
 
 void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why) {
   add(st.shell.metrics.lost, 1);
-  set(st.shell.metrics.workers, live_workers(st));
+  if (!st.ps->roster.worker_members.empty()) set(st.shell.metrics.workers, live_workers(st));
   st.shell.report.losses.push_back(loss_event{m.name, kind, training_seconds(st), unix_ms_now(), why});
 }
 
@@ -35,7 +35,7 @@ void record_loss(coordinator_state& st, const member& m, role kind, const std::s
 bool room_for_a_late_worker(const coordinator_state& st, const launch_options& o) {
   return st.shell.phase == job_phase::training &&
          live_workers(st) < double(std::max(o.workers, o.max_workers)) &&
-         st.roster.worker_members.size() < (1u << 16);
+         st.ps->roster.worker_members.size() < (1u << 16);
 }
 
 // Whether a server may join the running job in the place of a lost one: fewer than --servers
@@ -44,16 +44,16 @@ bool room_for_a_late_worker(const coordinator_state& st, const launch_options& o
 // Not while a takeover waits for the members to rejoin (the chains are not linked yet): the
 // takeover grows them once it is over.
 bool room_for_a_replacement_server(const coordinator_state& st, const launch_options& o) {
-  const auto live = std::count_if(st.roster.server_members.begin(), st.roster.server_members.end(),
+  const auto live = std::count_if(st.ps->roster.server_members.begin(), st.ps->roster.server_members.end(),
                                   [](const member& s) { return !s.lost && !s.drained; });
   return st.shell.phase == job_phase::training && !st.shell.succession.rejoining && o.replication >= 2 &&
-         static_cast<uint32_t>(live) < o.servers && st.roster.server_members.size() < (1u << 16);
+         static_cast<uint32_t>(live) < o.servers && st.ps->roster.server_members.size() < (1u << 16);
 }
 
 // -- membership ---------------------------------------------------------------------------------
 
 template <class Handle>
-caf::result<wire> admit(self_ptr self, const coordinator_config& config, const wire& w,
+caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w,
                         Handle handle, std::vector<Handle>& handles, std::vector<member>& members,
                         uint32_t wanted, role expected) {
   auto request = decode<join_request>(w);
@@ -101,7 +101,7 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   // A node in another process must send heartbeats from now on; one that never does is lost
   // as surely as one that stops (nodes of the coordinator's own process send none).
   if (handle.node() != self->node())
-    self->state.roster.beats.heard(request->name, heartbeat_monitor::clock::now());
+    self->state.ps->roster.beats.heard(request->name, heartbeat_monitor::clock::now());
   handles.push_back(std::move(handle));
   const auto rank = static_cast<uint32_t>(handles.size() - 1);
   if (late)
@@ -112,14 +112,14 @@ caf::result<wire> admit(self_ptr self, const coordinator_config& config, const w
   auto& st = self->state;
   if (late) {
     if constexpr (std::is_same_v<Handle, worker_actor>) {
-      st.training.work->add_worker();
+      st.ps->training.work->add_worker();
       start_at_slowest(self, config, rank);
     } else {  // a replacement server: the chains short of copies grow back onto it
-      for (uint32_t b = 0; b < st.directory.homes.size(); ++b) fill_chain(self, config, b);
+      for (uint32_t b = 0; b < st.ps->directory.homes.size(); ++b) fill_chain(self, config, b);
       send_standing(self, config);
     }
-  } else if (st.roster.servers.size() == config.opts.servers &&
-             (config.hands_out_buckets() || st.roster.workers.size() == config.opts.workers))
+  } else if (st.ps->roster.servers.size() == config.opts.servers &&
+             (config.hands_out_buckets() || st.ps->roster.workers.size() == config.opts.workers))
     place_buckets(self, config);
   return encode(join_reply{rank, config.opts.workers, config.opts.servers});
 }
@@ -141,43 +141,43 @@ void leave_roster(std::vector<Handle>& handles, std::vector<member>& members, si
   members.erase(members.begin() + i);
 }
 
-void lose_worker(self_ptr self, const coordinator_config& config, size_t i,
+void lose_worker(self_ptr self, const job_config& config, size_t i,
                  const std::string& why) {
   auto& st = self->state;
-  auto& m = st.roster.worker_members[i];
+  auto& m = st.ps->roster.worker_members[i];
   m.lost = true;
-  st.roster.beats.forget(m.name);
+  st.ps->roster.beats.forget(m.name);
   if (m.done) return;
   config.log.warn("lost worker '{}' ({}); going on without it", m.name, why);
   st.shell.report.workers_lost.push_back(m.name);
   record_loss(st, m, role::worker, why);
   retire_everywhere(self, static_cast<uint32_t>(i));
-  if (std::all_of(st.roster.worker_members.begin(), st.roster.worker_members.end(),
+  if (std::all_of(st.ps->roster.worker_members.begin(), st.ps->roster.worker_members.end(),
                   [](const member& w) { return w.lost; }))
-    return fail(self, config, "every worker was lost; the last, '" + m.name + "': " + why);
+    return fail_job(self, config, "every worker was lost; the last, '" + m.name + "': " + why);
   // Its unfinished batches go to the others; if nobody is left to do them, they are lost.
-  st.training.work->release(static_cast<uint32_t>(i));
+  st.ps->training.work->release(static_cast<uint32_t>(i));
   send_standing(self, config);
   settle_work(self, config);
 }
 
 // A member is gone: its process went down, or it stopped sending heartbeats.
-void lose_member(self_ptr self, const coordinator_config& config, const caf::actor_addr& who,
+void lose_member(self_ptr self, const job_config& config, const caf::actor_addr& who,
                  const std::string& why) {
   auto& st = self->state;
   if (st.shell.phase == job_phase::finishing) return;
   const bool joining = st.shell.phase == job_phase::joining;
-  if (auto i = find_live(st.roster.server_members, who)) {
-    if (joining) return leave_roster(st.roster.servers, st.roster.server_members, *i, config.log);
+  if (auto i = find_live(st.ps->roster.server_members, who)) {
+    if (joining) return leave_roster(st.ps->roster.servers, st.ps->roster.server_members, *i, config.log);
     return lose_server(self, config, *i, why);
   }
-  if (auto i = find_live(st.roster.worker_members, who)) {
-    if (joining) return leave_roster(st.roster.workers, st.roster.worker_members, *i, config.log);
+  if (auto i = find_live(st.ps->roster.worker_members, who)) {
+    if (joining) return leave_roster(st.ps->roster.workers, st.ps->roster.worker_members, *i, config.log);
     lose_worker(self, config, *i, why);
   }
 }
 
-void on_down(self_ptr self, const coordinator_config& config, const caf::down_msg& msg) {
+void on_down(self_ptr self, const job_config& config, const caf::down_msg& msg) {
   lose_member(self, config, msg.source, describe(msg.reason));
 }
 
@@ -185,36 +185,35 @@ uint64_t on_heartbeat(self_ptr self, const wire& w) {
   auto& st = self->state;
   auto beat = decode<heartbeat>(w);
   if (!beat) return st.shell.succession.term;
-  for (auto* members : {&st.roster.server_members, &st.roster.worker_members})
+  for (auto* members : {&st.ps->roster.server_members, &st.ps->roster.worker_members})
     for (auto& m : *members)
       if (m.name == beat->name && !m.lost && m.address) {  // not one yet to rejoin
         m.heard = heartbeat_monitor::clock::now();
         m.cpu_s = beat->cpu_seconds;
         m.rss = beat->rss_bytes;
         m.activity = std::move(beat->activity);
-        st.roster.beats.heard(m.name, m.heard);
+        st.ps->roster.beats.heard(m.name, m.heard);
       }
   return st.shell.succession.term;
 }
 
 // Every heartbeat interval: members not heard from within the timeout are lost.
-void check_heartbeats(self_ptr self, const coordinator_config& config) {
+void check_heartbeats(self_ptr self, const job_config& config) {
   auto& st = self->state;
   const auto timeout = config.opts.heartbeat_timeout;
-  self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
   auto& heir = st.shell.succession;
   // Members still to rejoin a takeover are judged by its deadline, and a primary that was
   // paused with a standby following judges nobody until the standby has accepted its state
   // again (it may have been deposed meanwhile).
   if (heir.rejoining || (heir.follower && !heir.confirmed))
-    return st.roster.beats.keep_time(heartbeat_monitor::clock::now());
-  const auto verdict = st.roster.beats.expired(heartbeat_monitor::clock::now(), timeout);
+    return st.ps->roster.beats.keep_time(heartbeat_monitor::clock::now());
+  const auto verdict = st.ps->roster.beats.expired(heartbeat_monitor::clock::now(), timeout);
   if (verdict.not_running.count() > 0) {
     log_own_pause(config.log, verdict.not_running);
     if (heir.follower) heir.confirmed = false;
   }
   for (const auto& name : verdict.lost) {
-    for (const auto* members : {&st.roster.server_members, &st.roster.worker_members})
+    for (const auto* members : {&st.ps->roster.server_members, &st.ps->roster.worker_members})
       for (const auto& m : *members)
         if (m.name == name && !m.lost)
           lose_member(self, config, m.address,
@@ -222,33 +221,33 @@ void check_heartbeats(self_ptr self, const coordinator_config& config) {
   }
 }
 
-caf::result<wire> admit_server(self_ptr self, const coordinator_config& config, const wire& w,
+caf::result<wire> admit_server(self_ptr self, const job_config& config, const wire& w,
                                server_actor handle) {
   auto& st = self->state;
-  return admit(self, config, w, std::move(handle), st.roster.servers, st.roster.server_members,
+  return admit(self, config, w, std::move(handle), st.ps->roster.servers, st.ps->roster.server_members,
                config.opts.servers, role::server);
 }
 
-caf::result<wire> admit_worker(self_ptr self, const coordinator_config& config, const wire& w,
+caf::result<wire> admit_worker(self_ptr self, const job_config& config, const wire& w,
                                worker_actor handle) {
   auto& st = self->state;
-  return admit(self, config, w, std::move(handle), st.roster.workers, st.roster.worker_members,
+  return admit(self, config, w, std::move(handle), st.ps->roster.workers, st.ps->roster.worker_members,
                config.opts.workers, role::worker);
 }
 
-void check_stall(self_ptr self, const coordinator_config& config) {
+void check_stall(self_ptr self, const job_config& config) {
   auto& st = self->state;
   if (config.hands_out_buckets() || st.shell.phase == job_phase::finishing) return;  // not ours to judge
   // Start-up, a checkpoint, an evaluation and a takeover may take long on purpose; each counts
   // as progress when it ends.
-  const bool busy = st.shell.phase != job_phase::training || st.evaluation.running ||
-                    st.checkpoints.taking || st.shell.succession.rejoining;
+  const bool busy = st.shell.phase != job_phase::training || st.ps->evaluation.running ||
+                    st.ps->checkpoints.taking || st.shell.succession.rejoining;
   std::vector<heard_activity> heard;
-  for (const auto* members : {&st.roster.worker_members, &st.roster.server_members})
+  for (const auto* members : {&st.ps->roster.worker_members, &st.ps->roster.server_members})
     for (const auto& m : *members)
       if (!m.lost) heard.push_back(heard_activity{m.activity, m.heard});
   if (auto why = judge_stall(st.shell.stall, busy, config.activity.get(), heard, st.shell.report))
-    fail(self, config, *why);
+    fail_job(self, config, *why);
 }
 
 }  // namespace troupe::coordination

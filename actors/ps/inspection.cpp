@@ -3,7 +3,7 @@
 // from what the coordinator tracks and what it asks the nodes and buckets at that moment.
 #include <fmt/format.h>
 
-#include "actors/coordinator/coordinator_parts.hpp"
+#include "actors/ps/coordinator_parts.hpp"
 #include "actors/records/report.hpp"
 #include "troupe/error.hpp"
 #include "troupe/metrics.hpp"
@@ -37,7 +37,7 @@ std::string phase_name(job_phase p) {
   return "unknown";
 }
 
-table_view nodes(const coordinator_state& st, const coordinator_config& config) {
+table_view nodes(const coordinator_state& st, const job_config& config) {
   table_view t{
       {"role", "name", "address", "state", "uptime_s", "heartbeat_age_ms", "cpu_s", "rss_mb"}, {}};
   const auto now = clock::now();
@@ -52,16 +52,16 @@ table_view nodes(const coordinator_state& st, const coordinator_config& config) 
          state_of(m), fixed(seconds_since(m.joined), 1), m.cpu_s > 0 ? std::to_string(age) : "-",
          fixed(m.cpu_s), fixed(double(m.rss) / 1048576.0, 1)});
   };
-  for (const auto& m : st.roster.server_members) add(m, "server");
-  for (const auto& m : st.roster.worker_members) add(m, "worker");
+  for (const auto& m : st.ps->roster.server_members) add(m, "server");
+  for (const auto& m : st.ps->roster.worker_members) add(m, "worker");
   return t;
 }
 
 table_view workers(const coordinator_state& st) {
   table_view t{
       {"name", "rank", "state", "clock", "steps", "steps_per_s", "utilization", "last_loss"}, {}};
-  for (size_t r = 0; r < st.roster.worker_members.size(); ++r) {
-    const auto& m = st.roster.worker_members[r];
+  for (size_t r = 0; r < st.ps->roster.worker_members.size(); ++r) {
+    const auto& m = st.ps->roster.worker_members[r];
     t.rows.push_back({m.name, std::to_string(r), state_of(m), std::to_string(m.clock),
                       std::to_string(m.steps),
                       fixed(m.wall_s > 0 ? double(m.steps) / m.wall_s : 0.0, 1),
@@ -99,11 +99,11 @@ table_view tree(const coordinator_state& st, size_t own_mailbox, const actor_val
   };
   t.rows.push_back({"coordinator", "coordinator", "coordinator", phase_name(st.shell.phase), "0",
                     std::to_string(own_mailbox)});
-  for (size_t s = 0; s < st.roster.server_members.size(); ++s) {
-    const auto& m = st.roster.server_members[s];
+  for (size_t s = 0; s < st.ps->roster.server_members.size(); ++s) {
+    const auto& m = st.ps->roster.server_members[s];
     t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name, state_of(m), "-", "-"});
-    for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
-      const auto& home = st.directory.homes[b];
+    for (uint32_t b = 0; b < st.ps->directory.homes.size(); ++b) {
+      const auto& home = st.ps->directory.homes[b];
       const bool primary = home.primary_server == s;
       const auto backup = home.backup_on(static_cast<uint32_t>(s));
       if (!primary && !backup) continue;
@@ -117,15 +117,15 @@ table_view tree(const coordinator_state& st, size_t own_mailbox, const actor_val
            mailbox(m, actor)});
     }
   }
-  for (size_t w = 0; w < st.roster.worker_members.size(); ++w) {
-    const auto& m = st.roster.worker_members[w];
+  for (size_t w = 0; w < st.ps->roster.worker_members.size(); ++w) {
+    const auto& m = st.ps->roster.worker_members[w];
     const bool seen_before =
-        std::any_of(st.roster.worker_members.begin(), st.roster.worker_members.begin() + w,
+        std::any_of(st.ps->roster.worker_members.begin(), st.ps->roster.worker_members.begin() + w,
                     [&](const member& o) { return o.name == m.name; });
     if (seen_before) continue;  // one line per worker node, its latest incarnation below
     size_t lives = 0;
     const member* latest = &m;
-    for (const auto& o : st.roster.worker_members)
+    for (const auto& o : st.ps->roster.worker_members)
       if (o.name == m.name) ++lives, latest = &o;
     t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name,
                       latest->drained ? "drained"
@@ -142,18 +142,18 @@ table_view tree(const coordinator_state& st, size_t own_mailbox, const actor_val
 std::string backup_names(const coordinator_state& st, const bucket_home& home) {
   std::string names;
   for (const auto& c : home.backups)
-    names += (names.empty() ? "" : ",") + st.roster.server_members[c.server].name;
+    names += (names.empty() ? "" : ",") + st.ps->roster.server_members[c.server].name;
   return names.empty() ? "-" : names;
 }
 
 std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_stats& s,
                                     const actor_values& bytes_in, const actor_values& bytes_out) {
-  const auto& home = st.directory.homes[s.bucket];
-  const auto& primary = st.roster.server_members[home.primary_server];
+  const auto& home = st.ps->directory.homes[s.bucket];
+  const auto& primary = st.ps->roster.server_members[home.primary_server];
   const std::string actor = fmt::format("bucket-{}", s.bucket);
   const std::string clock_text = fmt::format("{}", fmt::join(s.clock.entries(), " "));
   return {std::to_string(s.bucket),
-          st.roster.server_members[home.primary_server].name,
+          st.ps->roster.server_members[home.primary_server].name,
           backup_names(st, home),
           std::to_string(s.version),
           std::to_string(s.updates_applied),
@@ -170,7 +170,7 @@ std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_st
 
 }  // namespace
 
-caf::result<wire> inspect(self_ptr self, const coordinator_config& config,
+caf::result<wire> inspect(self_ptr self, const job_config& config,
                           const std::string& view) {
   auto& st = self->state;
   if (view == "nodes") return encode(nodes(st, config));

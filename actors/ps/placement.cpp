@@ -3,7 +3,7 @@
 // after a failure, restarted buckets, and fault injection.
 #include <fmt/format.h>
 
-#include "actors/coordinator/coordinator_parts.hpp"
+#include "actors/ps/coordinator_parts.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 #include "troupe/error.hpp"
@@ -31,17 +31,17 @@ uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
   return static_cast<uint32_t>(std::max(wanted, needed));
 }
 
-wire spec_of(const coordinator_state& st, const coordinator_config& config,
+wire spec_of(const coordinator_state& st, const job_config& config,
              const bucket_placement& b, const std::vector<float>& initial) {
   const auto& o = config.opts;
   // --mode hybrid: the tables' clients are the group's members, by join index.
   const uint32_t clients = o.hybrid() ? std::max(o.workers, o.max_workers) : o.workers;
   bucket_spec spec{b.bucket,          clients,
-                   optimizer_from(o), gather(*st.directory.layout, b, initial),
+                   optimizer_from(o), gather(*st.ps->directory.layout, b, initial),
                    o.consistency,     o.compensation};
   for (const auto& t : config.task->sparse_tables())
     spec.tables.push_back(table_config{t.name, t.row_dim, t.init_scale, t.capacity});
-  spec.bucket_count = static_cast<uint32_t>(st.directory.plan.buckets.size());
+  spec.bucket_count = static_cast<uint32_t>(st.ps->directory.plan.buckets.size());
   spec.seed = o.seed;
   spec.clip = o.clip;
   spec.sync_threshold = o.sync_threshold;
@@ -53,14 +53,14 @@ wire spec_of(const coordinator_state& st, const coordinator_config& config,
 // Bucket b is served by `handle` on server s from now on; held which() requests get it.
 void set_primary(self_ptr self, uint32_t b, bucket_actor handle, uint32_t s) {
   auto& st = self->state;
-  st.directory.buckets[b] = std::move(handle);
-  auto& home = st.directory.homes[b];
+  st.ps->directory.buckets[b] = std::move(handle);
+  auto& home = st.ps->directory.homes[b];
   home.primary_server = s;
   // Retirements the old actor may not have had (or passed on) reach the new one.
-  for (uint32_t r = 0; r < st.roster.worker_members.size(); ++r)
-    if (st.roster.worker_members[r].lost || st.roster.worker_members[r].done)
-      self->send(st.directory.buckets[b], retire_atom_v, r);
-  for (auto& promise : home.waiting) promise.deliver(st.directory.buckets[b]);
+  for (uint32_t r = 0; r < st.ps->roster.worker_members.size(); ++r)
+    if (st.ps->roster.worker_members[r].lost || st.ps->roster.worker_members[r].done)
+      self->send(st.ps->directory.buckets[b], retire_atom_v, r);
+  for (auto& promise : home.waiting) promise.deliver(st.ps->directory.buckets[b]);
   home.waiting.clear();
   auto again = std::move(home.when_served);
   home.when_served.clear();
@@ -68,12 +68,12 @@ void set_primary(self_ptr self, uint32_t b, bucket_actor handle, uint32_t s) {
 }
 
 // Bucket b has a live primary again after a server loss.
-void served_again(self_ptr self, const coordinator_config& config, uint32_t b) {
+void served_again(self_ptr self, const job_config& config, uint32_t b) {
   auto& st = self->state;
-  st.directory.homes[b].recovering = false;
-  const double took = seconds_since(st.directory.lost_at);
+  st.ps->directory.homes[b].recovering = false;
+  const double took = seconds_since(st.ps->directory.lost_at);
   st.shell.report.recovery_s = std::max(st.shell.report.recovery_s, took);
-  if (--st.directory.recovering == 0)
+  if (--st.ps->directory.recovering == 0)
     config.log.info("every bucket is served again, {:.2f} s after the loss", took);
   send_standing(self, config);
   maybe_evaluate(self, config);
@@ -82,70 +82,70 @@ void served_again(self_ptr self, const coordinator_config& config, uint32_t b) {
 namespace {
 
 // Sends a checkpoint's parts of bucket b to its new primary, then calls `then`.
-void restore_bucket(self_ptr self, const coordinator_config& config, uint32_t b,
+void restore_bucket(self_ptr self, const job_config& config, uint32_t b,
                     std::function<void()> then) {
   auto& st = self->state;
-  const auto& parts = st.checkpoints.resume_from->buckets[b];
+  const auto& parts = st.ps->checkpoints.resume_from->buckets[b];
   const auto total = static_cast<uint32_t>(parts.size());
   auto pending = std::make_shared<uint32_t>(total);
   for (uint32_t i = 0; i < total; ++i)
-    self->request(st.directory.buckets[b], config.opts.request_timeout, restore_atom_v, i, total,
+    self->request(st.ps->directory.buckets[b], config.opts.request_timeout, restore_atom_v, i, total,
                   parts[i])
         .then(
             [=](bool) {
               if (--*pending == 0) then();
             },
             [=](caf::error& err) {
-              fail(self, config,
+              fail_job(self, config,
                    fmt::format("restoring bucket {} from the checkpoint: {}", b, describe(err)));
             });
 }
 
-void placed_one(self_ptr self, const coordinator_config& config) {
+void placed_one(self_ptr self, const job_config& config) {
   auto& st = self->state;
-  if (st.shell.phase != job_phase::placing || ++st.directory.placed < st.directory.buckets.size()) return;
+  if (st.shell.phase != job_phase::placing || ++st.ps->directory.placed < st.ps->directory.buckets.size()) return;
   if (config.hands_out_buckets())
     tables_placed(self, config);
-  else if (st.checkpoints.resume_from)
+  else if (st.ps->checkpoints.resume_from)
     start_resumed(self, config);
   else
     start_training(self, config);
 }
 
-void place_one(self_ptr self, const coordinator_config& config, uint32_t b) {
-  const uint32_t server = self->state.directory.plan.buckets[b].server;
+void place_one(self_ptr self, const job_config& config, uint32_t b) {
+  const uint32_t server = self->state.ps->directory.plan.buckets[b].server;
   host_bucket(
       self, config, b, server,
       [=](bucket_actor& primary) {
         auto& st = self->state;
         if (st.shell.phase != job_phase::placing) return;
-        st.directory.buckets[b] = std::move(primary);
-        st.directory.homes[b].primary_server = server;
+        st.ps->directory.buckets[b] = std::move(primary);
+        st.ps->directory.homes[b].primary_server = server;
         auto backed_up = [=] { fill_chain(self, config, b, [=] { placed_one(self, config); }); };
-        if (st.checkpoints.resume_from)
+        if (st.ps->checkpoints.resume_from)
           restore_bucket(self, config, b, backed_up);
         else
           backed_up();
       },
       [=](caf::error& err) {
-        fail(self, config, fmt::format("placing bucket {}: {}", b, describe(err)));
+        fail_job(self, config, fmt::format("placing bucket {}: {}", b, describe(err)));
       });
 }
 
 // Without a backup, server s's buckets come back from the newest good checkpoint on live
 // servers; the pushes acknowledged since then are lost and counted. Async only: under ssp and
 // bsp the restored clocks would hold the workers back forever.
-void restore_from_checkpoint(self_ptr self, const coordinator_config& config, size_t s,
+void restore_from_checkpoint(self_ptr self, const job_config& config, size_t s,
                              const std::string& what) {
   auto& st = self->state;
   if (config.opts.consistency.type != consistency_config::mode::async)
-    return fail(self, config,
+    return fail_job(self, config,
                 what +
                     "; restoring buckets from a checkpoint mid-job needs --consistency async "
                     "(or --replication 2)");
   // Only checkpoints this job wrote: the directory may hold another run's.
   std::optional<checkpoint> saved;
-  for (auto path = st.checkpoints.written.rbegin(); path != st.checkpoints.written.rend(); ++path) {
+  for (auto path = st.ps->checkpoints.written.rbegin(); path != st.ps->checkpoints.written.rend(); ++path) {
     auto c = read_checkpoint(*path);
     if (c) {
       saved = std::move(*c);
@@ -154,40 +154,40 @@ void restore_from_checkpoint(self_ptr self, const coordinator_config& config, si
     config.log.warn("skipping a damaged checkpoint: {}", describe(c.error()));
   }
   if (!saved)
-    return fail(self, config, what + "; this job has no checkpoint to restore its buckets from");
-  auto it = st.checkpoints.chunks_at_step.find(saved->job.step);
+    return fail_job(self, config, what + "; this job has no checkpoint to restore its buckets from");
+  auto it = st.ps->checkpoints.chunks_at_step.find(saved->job.step);
   const uint64_t since =
-      st.checkpoints.chunks_done - (it == st.checkpoints.chunks_at_step.end() ? 0 : it->second);
-  st.checkpoints.resume_from = std::move(*saved);
+      st.ps->checkpoints.chunks_done - (it == st.ps->checkpoints.chunks_at_step.end() ? 0 : it->second);
+  st.ps->checkpoints.resume_from = std::move(*saved);
   config.log.warn(
       "{}; restoring its buckets from the checkpoint at step {} ({} updates each are lost)", what,
-      st.checkpoints.resume_from->job.step, since);
-  for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
-    if (st.directory.homes[b].primary_server != s) continue;
+      st.ps->checkpoints.resume_from->job.step, since);
+  for (uint32_t b = 0; b < st.ps->directory.homes.size(); ++b) {
+    if (st.ps->directory.homes[b].primary_server != s) continue;
     const auto server = server_for_copy(st, b);
-    if (!server) return fail(self, config, what + "; no live server is left for its buckets");
+    if (!server) return fail_job(self, config, what + "; no live server is left for its buckets");
     st.shell.report.updates_lost += since;
-    st.directory.homes[b].recovering = true;
-    ++st.directory.recovering;
-    st.directory.specs[b] = st.checkpoints.resume_from->buckets[b][0];
+    st.ps->directory.homes[b].recovering = true;
+    ++st.ps->directory.recovering;
+    st.ps->directory.specs[b] = st.ps->checkpoints.resume_from->buckets[b][0];
     host_bucket(
         self, config, b, *server,
         [=](bucket_actor& handle) {
-          self->state.directory.buckets[b] = handle;  // restore_bucket sends the parts there
+          self->state.ps->directory.buckets[b] = handle;  // restore_bucket sends the parts there
           restore_bucket(self, config, b, [=] {
             // Workers that joined after the checkpoint take their ranks again, in order.
             auto& st = self->state;
-            const auto spec = decode<bucket_spec>(st.directory.specs[b]);
-            for (uint32_t r = spec ? spec->workers : 0; r < st.roster.worker_members.size(); ++r)
+            const auto spec = decode<bucket_spec>(st.ps->directory.specs[b]);
+            for (uint32_t r = spec ? spec->workers : 0; r < st.ps->roster.worker_members.size(); ++r)
               self->request(handle, config.opts.request_timeout, admit_atom_v, r)
                   .then([](uint64_t) {}, [](caf::error&) {});
             set_primary(self, b, handle, *server);
             served_again(self, config, b);
-            if (self->state.directory.recovering == 0) self->state.checkpoints.resume_from.reset();
+            if (self->state.ps->directory.recovering == 0) self->state.ps->checkpoints.resume_from.reset();
           });
         },
         [=](caf::error& err) {
-          fail(self, config, fmt::format("restoring bucket {}: {}", b, describe(err)));
+          fail_job(self, config, fmt::format("restoring bucket {}: {}", b, describe(err)));
         });
   }
 }
@@ -197,19 +197,19 @@ void restore_from_checkpoint(self_ptr self, const coordinator_config& config, si
 // With replication, servers talk to each other: each pair connects directly before any bucket
 // is placed, so that a primary's messages to its backup take one hop and one route (CAF keeps
 // order on a route, not across a change of route). Then `then` runs.
-void connect_servers(self_ptr self, const coordinator_config& config, std::function<void()> then) {
+void connect_servers(self_ptr self, const job_config& config, std::function<void()> then) {
   auto& st = self->state;
   auto pending = std::make_shared<size_t>(1);  // held until every request is out
   auto connected = [=] {
     if (--*pending == 0) then();
   };
   if (config.opts.replication >= 2)
-    for (size_t s = 0; s < st.roster.servers.size(); ++s)
-      for (size_t t = s + 1; t < st.roster.servers.size(); ++t) {
-        const endpoint& peer = st.roster.server_members[t].data;
-        if (peer.port == 0 || st.roster.servers[s].node() == st.roster.servers[t].node()) continue;
+    for (size_t s = 0; s < st.ps->roster.servers.size(); ++s)
+      for (size_t t = s + 1; t < st.ps->roster.servers.size(); ++t) {
+        const endpoint& peer = st.ps->roster.server_members[t].data;
+        if (peer.port == 0 || st.ps->roster.servers[s].node() == st.ps->roster.servers[t].node()) continue;
         ++*pending;
-        self->request(st.roster.servers[s], config.opts.request_timeout, peer_atom_v, peer.host,
+        self->request(st.ps->roster.servers[s], config.opts.request_timeout, peer_atom_v, peer.host,
                       peer.port)
             .then([=](bool) { connected(); },
                   [=](caf::error& err) {
@@ -221,98 +221,97 @@ void connect_servers(self_ptr self, const coordinator_config& config, std::funct
   connected();
 }
 
-void place_buckets(self_ptr self, const coordinator_config& config) {
+void place_buckets(self_ptr self, const job_config& config) {
   self->state.shell.phase = job_phase::placing;
   connect_servers(self, config, [=] { place_all(self, config); });
 }
 
-caf::error lay_out_buckets(self_ptr self, const coordinator_config& config) {
+caf::error lay_out_buckets(self_ptr self, const job_config& config) {
   auto& st = self->state;
   const auto& o = config.opts;
   if (config.service) {  // an app's service: its buckets come ready-made
-    st.directory.layout.emplace(config.service->tensors);
-    st.directory.plan = config.service->plan;
-    st.directory.specs = config.service->specs;
-    st.directory.buckets.resize(st.directory.specs.size());
-    st.directory.homes.resize(st.directory.specs.size());
+    st.ps->directory.layout.emplace(config.service->tensors);
+    st.ps->directory.plan = config.service->plan;
+    st.ps->directory.specs = config.service->specs;
+    st.ps->directory.buckets.resize(st.ps->directory.specs.size());
+    st.ps->directory.homes.resize(st.ps->directory.specs.size());
     return {};
   }
   // --mode hybrid: the dense parameters are the group's; the buckets hold rows only.
-  st.directory.layout.emplace(o.hybrid() ? std::vector<tensor_spec>{} : config.task->parameters());
-  const uint32_t count = bucket_count(o, st.directory.layout->total);
-  st.directory.plan =
-      plan_buckets(*st.directory.layout, count, static_cast<uint32_t>(st.roster.servers.size()));
+  st.ps->directory.layout.emplace(o.hybrid() ? std::vector<tensor_spec>{} : config.task->parameters());
+  const uint32_t count = bucket_count(o, st.ps->directory.layout->total);
+  st.ps->directory.plan =
+      plan_buckets(*st.ps->directory.layout, count, static_cast<uint32_t>(st.ps->roster.servers.size()));
   if (auto err = check_resume(st, config)) return err;
   std::vector<float> initial;
-  if (!st.checkpoints.resume_from && st.directory.layout->total > 0) {  // (hybrid: rows only)
-    initial.resize(st.directory.layout->total);
+  if (!st.ps->checkpoints.resume_from && st.ps->directory.layout->total > 0) {  // (hybrid: rows only)
+    initial.resize(st.ps->directory.layout->total);
     config.task->initialize(o.seed, initial);
     if (!kernels::all_finite(initial))  // (a Python task's initialize that raised leaves NaN)
       return make_error(errc::task_failed, "the task's initialize left values that are not finite");
   }
-  const auto n = st.directory.plan.buckets.size();
-  st.directory.buckets.resize(n);
-  st.directory.homes.resize(n);
-  st.directory.specs.resize(n);
-  for (const auto& b : st.directory.plan.buckets)
-    st.directory.specs[b.bucket] = st.checkpoints.resume_from
-                                       ? st.checkpoints.resume_from->buckets[b.bucket][0]
+  const auto n = st.ps->directory.plan.buckets.size();
+  st.ps->directory.buckets.resize(n);
+  st.ps->directory.homes.resize(n);
+  st.ps->directory.specs.resize(n);
+  for (const auto& b : st.ps->directory.plan.buckets)
+    st.ps->directory.specs[b.bucket] = st.ps->checkpoints.resume_from
+                                       ? st.ps->checkpoints.resume_from->buckets[b.bucket][0]
                                        : spec_of(st, config, b, initial);
   return {};
 }
 
-void place_all(self_ptr self, const coordinator_config& config) {
+void place_all(self_ptr self, const job_config& config) {
   auto& st = self->state;
   if (st.shell.phase != job_phase::placing) return;
-  if (auto err = lay_out_buckets(self, config)) return fail(self, config, describe(err));
-  for (uint32_t b = 0; b < st.directory.buckets.size(); ++b) place_one(self, config, b);
+  if (auto err = lay_out_buckets(self, config)) return fail_job(self, config, describe(err));
+  for (uint32_t b = 0; b < st.ps->directory.buckets.size(); ++b) place_one(self, config, b);
 }
 
-void lose_server(self_ptr self, const coordinator_config& config, size_t s,
+void lose_server(self_ptr self, const job_config& config, size_t s,
                  const std::string& why) {
   auto& st = self->state;
-  auto& m = st.roster.server_members[s];
+  auto& m = st.ps->roster.server_members[s];
   m.lost = true;
   m.draining = false;  // a drain under way ends with the loss
-  st.roster.beats.forget(m.name);
+  st.ps->roster.beats.forget(m.name);
   record_loss(st, m, role::server, why);
-  tell_group_of_loss(self, m.name, why);
   // One declared lost while still running (frozen, cut off) must not serve again.
-  if (st.roster.servers[s])  // (one that did not rejoin a takeover has no handle here)
-    self->request(st.roster.servers[s], config.opts.request_timeout, stop_atom_v,
+  if (st.ps->roster.servers[s])  // (one that did not rejoin a takeover has no handle here)
+    self->request(st.ps->roster.servers[s], config.opts.request_timeout, stop_atom_v,
                   "declared lost: " + why)
         .then([](bool) {}, [](caf::error&) {});
   const std::string what = fmt::format("lost server '{}' ({})", m.name, why);
-  if (st.shell.phase != job_phase::training) return fail(self, config, what);
+  if (st.shell.phase != job_phase::training) return fail_job(self, config, what);
   if (config.opts.replication < 2 && config.opts.checkpoint_dir.empty())
-    return fail(self, config,
+    return fail_job(self, config,
                 what + (config.service ? "; its buckets are gone (a service's replication 2 "
                                          "keeps a backup of each)"
                                        : "; its buckets are gone (--replication 2 keeps a backup "
                                          "of each; --checkpoint-dir restores them from the last "
                                          "checkpoint)"));
-  st.directory.lost_at = std::chrono::steady_clock::now();
+  st.ps->directory.lost_at = std::chrono::steady_clock::now();
   // An evaluation pulling from the lost server would wait for its timeout: start it again.
-  ++st.evaluation.round;
-  st.evaluation.running = false;
+  ++st.ps->evaluation.round;
+  st.ps->evaluation.running = false;
   if (config.opts.replication < 2) return restore_from_checkpoint(self, config, s, what);
   config.log.warn("{}; its buckets' backups take over", what);
   take_over_from(self, config, s, what);
   send_standing(self, config);
 }
 
-void hand_over_server(self_ptr self, const coordinator_config& config, size_t s) {
+void hand_over_server(self_ptr self, const job_config& config, size_t s) {
   auto& st = self->state;
-  auto& m = st.roster.server_members[s];
+  auto& m = st.ps->roster.server_members[s];
   m.lost = m.drained = true;
   m.draining = false;
-  st.roster.beats.forget(m.name);
+  st.ps->roster.beats.forget(m.name);
   st.shell.report.drained.push_back(m.name);
   note_event(st.shell.timeline, training_seconds(st), "drain", "server " + m.name);
-  st.directory.lost_at = std::chrono::steady_clock::now();
-  ++st.evaluation.round;
-  st.evaluation.running = false;
-  self->request(st.roster.servers[s], config.opts.request_timeout, stop_atom_v, "")
+  st.ps->directory.lost_at = std::chrono::steady_clock::now();
+  ++st.ps->evaluation.round;
+  st.ps->evaluation.running = false;
+  self->request(st.ps->roster.servers[s], config.opts.request_timeout, stop_atom_v, "")
       .then([](bool) {}, [](caf::error&) {});
   config.log.info("drained server '{}': its buckets' copies take over", m.name);
   take_over_from(self, config, s, "drained server '" + m.name + "'");
@@ -320,27 +319,27 @@ void hand_over_server(self_ptr self, const coordinator_config& config, size_t s)
 
 caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_actor& failed) {
   auto& st = self->state;
-  if (bucket >= st.directory.buckets.size())
+  if (bucket >= st.ps->directory.buckets.size())
     return make_error(errc::unknown_bucket, fmt::format("there is no bucket {}", bucket));
-  auto& home = st.directory.homes[bucket];
+  auto& home = st.ps->directory.homes[bucket];
   // (While a takeover waits for its servers, a bucket may have no handle yet.)
-  if (!home.recovering && st.directory.buckets[bucket] && st.directory.buckets[bucket] != failed)
-    return st.directory.buckets[bucket];
+  if (!home.recovering && st.ps->directory.buckets[bucket] && st.ps->directory.buckets[bucket] != failed)
+    return st.ps->directory.buckets[bucket];
   if (home.waiting.size() >= max_waiting)
     return make_error(errc::message_too_large, "too many requests wait for this bucket");
   home.waiting.push_back(self->make_response_promise<bucket_actor>());
   return home.waiting.back();
 }
 
-void moved(self_ptr self, const coordinator_config& config, uint32_t b, bucket_actor handle) {
+void moved(self_ptr self, const job_config& config, uint32_t b, bucket_actor handle) {
   auto& st = self->state;
   size_t s = 0;
-  while (s < st.roster.server_members.size() && !sent_by(self, st.roster.server_members[s].address))
+  while (s < st.ps->roster.server_members.size() && !sent_by(self, st.ps->roster.server_members[s].address))
     ++s;
-  if (s == st.roster.server_members.size() || b >= st.directory.buckets.size() ||
-      st.roster.server_members[s].lost)
+  if (s == st.ps->roster.server_members.size() || b >= st.ps->directory.buckets.size() ||
+      st.ps->roster.server_members[s].lost)
     return config.log.warn("ignored a moved bucket that is not from its server");
-  auto& home = st.directory.homes[b];
+  auto& home = st.ps->directory.homes[b];
   ++st.shell.report.restarts;
   add(st.shell.metrics.restarts, 1);
   note_event(st.shell.timeline, training_seconds(st), "restart",
@@ -369,20 +368,20 @@ caf::expected<std::string> inject_fault(self_ptr self, const std::string& name) 
     } catch (const std::exception&) {
       b = UINT32_MAX;
     }
-    if (b >= st.directory.buckets.size())
+    if (b >= st.ps->directory.buckets.size())
       return make_error(errc::bad_configuration, fmt::format("there is no {}", name));
-    self->send(st.directory.buckets[b], fault_atom_v);
+    self->send(st.ps->directory.buckets[b], fault_atom_v);
     return fmt::format("crashed {} (primary on '{}')", name,
-                       st.roster.server_members[st.directory.homes[b].primary_server].name);
+                       st.ps->roster.server_members[st.ps->directory.homes[b].primary_server].name);
   }
-  for (size_t i = 0; i < st.roster.server_members.size(); ++i)
-    if (st.roster.server_members[i].name == name && !st.roster.server_members[i].lost) {
-      self->send(st.roster.servers[i], fault_atom_v);
+  for (size_t i = 0; i < st.ps->roster.server_members.size(); ++i)
+    if (st.ps->roster.server_members[i].name == name && !st.ps->roster.server_members[i].lost) {
+      self->send(st.ps->roster.servers[i], fault_atom_v);
       return "crashed server " + name;
     }
-  for (size_t i = 0; i < st.roster.worker_members.size(); ++i)
-    if (st.roster.worker_members[i].name == name && !st.roster.worker_members[i].lost) {
-      self->send(st.roster.workers[i], fault_atom_v);
+  for (size_t i = 0; i < st.ps->roster.worker_members.size(); ++i)
+    if (st.ps->roster.worker_members[i].name == name && !st.ps->roster.worker_members[i].lost) {
+      self->send(st.ps->roster.workers[i], fault_atom_v);
       return "crashed worker " + name;
     }
   return make_error(errc::bad_configuration,

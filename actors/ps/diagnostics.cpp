@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "actors/bucket/bucket_store.hpp"
-#include "actors/coordinator/coordinator_parts.hpp"
+#include "actors/ps/coordinator_parts.hpp"
 #include "troupe/error.hpp"
 #include "troupe/metrics_text.hpp"
 
@@ -16,7 +16,7 @@ namespace {
 
 // How long the console waits for a node's metrics: a node about to be declared lost should not
 // hold every other node's figures back for the full request timeout.
-std::chrono::seconds metrics_timeout(const coordinator_config& config) {
+std::chrono::seconds metrics_timeout(const job_config& config) {
   return std::min(config.opts.request_timeout, std::chrono::seconds(5));
 }
 
@@ -35,7 +35,7 @@ std::vector<std::string> diag_row(const char* name, double value, double thresho
 
 }  // namespace
 
-void gather_metrics(self_ptr self, const coordinator_config& config,
+void gather_metrics(self_ptr self, const job_config& config,
                     std::function<void(node_texts)> done) {
   auto& st = self->state;
   auto texts = std::make_shared<node_texts>();
@@ -59,24 +59,24 @@ void gather_metrics(self_ptr self, const coordinator_config& config,
               answered();
             });
   };
-  for (size_t i = 0; i < st.roster.servers.size(); ++i)
-    ask(st.roster.servers[i], st.roster.server_members[i]);
-  for (size_t i = 0; i < st.roster.workers.size(); ++i)
-    ask(st.roster.workers[i], st.roster.worker_members[i]);
+  for (size_t i = 0; i < st.ps->roster.servers.size(); ++i)
+    ask(st.ps->roster.servers[i], st.ps->roster.server_members[i]);
+  for (size_t i = 0; i < st.ps->roster.workers.size(); ++i)
+    ask(st.ps->roster.workers[i], st.ps->roster.worker_members[i]);
   answered();
 }
 
-void gather_stats(self_ptr self, const coordinator_config& config,
+void gather_stats(self_ptr self, const job_config& config,
                   std::function<void(std::vector<std::optional<bucket_stats>>)> done) {
   auto& st = self->state;
   using all_stats = std::vector<std::optional<bucket_stats>>;
-  auto stats = std::make_shared<all_stats>(st.directory.buckets.size());
-  auto pending = std::make_shared<size_t>(st.directory.buckets.size() + 1);
+  auto stats = std::make_shared<all_stats>(st.ps->directory.buckets.size());
+  auto pending = std::make_shared<size_t>(st.ps->directory.buckets.size() + 1);
   auto answered = [=] {
     if (--*pending == 0) done(std::move(*stats));
   };
-  for (uint32_t b = 0; b < st.directory.buckets.size(); ++b)
-    self->request(st.directory.buckets[b], metrics_timeout(config), stats_atom_v)
+  for (uint32_t b = 0; b < st.ps->directory.buckets.size(); ++b)
+    self->request(st.ps->directory.buckets[b], metrics_timeout(config), stats_atom_v)
         .then(
             [=](const wire& w) {
               if (auto s = decode<bucket_stats>(w); s && s->bucket == b) (*stats)[b] = *s;
@@ -112,7 +112,7 @@ table_view diagnose(const coordinator_state& st, const diag_thresholds& warn,
   double osc_sum = 0, osc_worst = 0;
   std::string osc_worker;
   size_t counted = 0;
-  for (const auto& m : st.roster.worker_members) {
+  for (const auto& m : st.ps->roster.worker_members) {
     const auto o = oscillation(m.recent_losses);
     if (!o) continue;
     osc_sum += *o;

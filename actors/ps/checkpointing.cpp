@@ -5,19 +5,19 @@
 // newest checkpoint that reads back whole.
 #include <fmt/format.h>
 
-#include "actors/coordinator/coordinator_parts.hpp"
+#include "actors/ps/coordinator_parts.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::coordination {
 
 job_checkpoint job_progress(const coordinator_state& st) {
   job_checkpoint job;
-  st.training.work->save(job);
-  job.buckets = static_cast<uint32_t>(st.directory.buckets.size());
-  job.model_values = st.directory.layout->total;
-  job.epoch_loss = st.training.epoch_loss;
-  job.epoch_batches = st.training.epoch_batches;
-  job.evaluated = st.evaluation.evaluated;
+  st.ps->training.work->save(job);
+  job.buckets = static_cast<uint32_t>(st.ps->directory.buckets.size());
+  job.model_values = st.ps->directory.layout->total;
+  job.epoch_loss = st.ps->training.epoch_loss;
+  job.epoch_batches = st.ps->training.epoch_batches;
+  job.evaluated = st.ps->evaluation.evaluated;
   job.history = st.shell.report.epochs;
   job.wall_s = st.shell.resumed_wall_s + st.shell.training_s();
   return job;
@@ -26,8 +26,8 @@ job_checkpoint job_progress(const coordinator_state& st) {
 namespace {
 
 void tell_waiters(coordinator_state& st, const caf::expected<std::string>& outcome) {
-  auto waiters = std::move(st.checkpoints.waiters);
-  st.checkpoints.waiters.clear();
+  auto waiters = std::move(st.ps->checkpoints.waiters);
+  st.ps->checkpoints.waiters.clear();
   for (auto& tell : waiters) tell(outcome);
 }
 
@@ -35,10 +35,10 @@ void tell_waiters(coordinator_state& st, const caf::expected<std::string>& outco
 // for it (the console) is told.
 void checkpoint_over(self_ptr self, caf::expected<std::string> outcome) {
   auto& st = self->state;
-  st.checkpoints.taking = false;
-  for (size_t i = 0; i < st.roster.workers.size(); ++i)  // a worker being drained stays paused
-    if (!st.roster.worker_members[i].lost && !st.roster.worker_members[i].draining)
-      self->send(st.roster.workers[i], resume_atom_v);
+  st.ps->checkpoints.taking = false;
+  for (size_t i = 0; i < st.ps->roster.workers.size(); ++i)  // a worker being drained stays paused
+    if (!st.ps->roster.worker_members[i].lost && !st.ps->roster.worker_members[i].draining)
+      self->send(st.ps->roster.workers[i], resume_atom_v);
   tell_waiters(st, std::move(outcome));
 }
 
@@ -47,7 +47,7 @@ caf::error skipped(std::string why) {
 }
 
 // Once every bucket is saved: the job's part, the file, and the workers go on.
-void write_out(self_ptr self, const coordinator_config& config, std::shared_ptr<checkpoint> c) {
+void write_out(self_ptr self, const job_config& config, std::shared_ptr<checkpoint> c) {
   auto& st = self->state;
   c->job = job_progress(st);
   const job_checkpoint& job = c->job;
@@ -58,10 +58,10 @@ void write_out(self_ptr self, const coordinator_config& config, std::shared_ptr<
     add(st.shell.metrics.checkpoints, 1);
     note_event(st.shell.timeline, training_seconds(st), "checkpoint",
                fmt::format("step {}: {}", job.step, *path));
-    st.checkpoints.written.push_back(*path);
-    st.checkpoints.chunks_at_step[job.step] = st.checkpoints.chunks_done;
-    while (st.checkpoints.chunks_at_step.size() > config.opts.checkpoint_keep + 1u)
-      st.checkpoints.chunks_at_step.erase(st.checkpoints.chunks_at_step.begin());
+    st.ps->checkpoints.written.push_back(*path);
+    st.ps->checkpoints.chunks_at_step[job.step] = st.ps->checkpoints.chunks_done;
+    while (st.ps->checkpoints.chunks_at_step.size() > config.opts.checkpoint_keep + 1u)
+      st.ps->checkpoints.chunks_at_step.erase(st.ps->checkpoints.chunks_at_step.begin());
     config.log.info("checkpoint at step {}: {} ({:.2f} s to write)", job.step, *path,
                     seconds_since(began));
   } else {
@@ -71,9 +71,9 @@ void write_out(self_ptr self, const coordinator_config& config, std::shared_ptr<
 }
 
 // Saves part `index` (and then the rest) of bucket b into c; calls done(error or none).
-void save_parts(self_ptr self, const coordinator_config& config, uint32_t b, uint32_t index,
+void save_parts(self_ptr self, const job_config& config, uint32_t b, uint32_t index,
                 std::shared_ptr<checkpoint> c, std::function<void(caf::error)> done) {
-  self->request(self->state.directory.buckets[b], config.opts.request_timeout, save_atom_v, index)
+  self->request(self->state.ps->directory.buckets[b], config.opts.request_timeout, save_atom_v, index)
       .then(
           [=](wire& part, uint32_t total) {
             c->buckets[b].push_back(std::move(part));
@@ -83,25 +83,25 @@ void save_parts(self_ptr self, const coordinator_config& config, uint32_t b, uin
           [=](caf::error& err) { done(std::move(err)); });
 }
 
-void save_buckets(self_ptr self, const coordinator_config& config) {
+void save_buckets(self_ptr self, const job_config& config) {
   auto& st = self->state;
-  if (st.shell.phase != job_phase::training || st.directory.recovering > 0 || st.checkpoints.spoiled) {
+  if (st.shell.phase != job_phase::training || st.ps->directory.recovering > 0 || st.ps->checkpoints.spoiled) {
     const std::string why =
-        st.checkpoints.spoiled ? "not every worker paused" : "a bucket is recovering";
+        st.ps->checkpoints.spoiled ? "not every worker paused" : "a bucket is recovering";
     config.log.warn("checkpoint skipped: {}", why);
     return checkpoint_over(self, skipped(why));
   }
   auto c = std::make_shared<checkpoint>();
-  c->buckets.resize(st.directory.buckets.size());
-  auto pending = std::make_shared<size_t>(st.directory.buckets.size());
+  c->buckets.resize(st.ps->directory.buckets.size());
+  auto pending = std::make_shared<size_t>(st.ps->directory.buckets.size());
   auto failure = std::make_shared<caf::error>();
-  for (uint32_t b = 0; b < st.directory.buckets.size(); ++b)
+  for (uint32_t b = 0; b < st.ps->directory.buckets.size(); ++b)
     save_parts(self, config, b, 0, c, [=](caf::error err) {
       if (err && !*failure) *failure = std::move(err);
       if (--*pending > 0) return;
       if (self->state.shell.phase != job_phase::training)
         return checkpoint_over(self, skipped("the job is ending"));
-      if (*failure || self->state.checkpoints.spoiled) {
+      if (*failure || self->state.ps->checkpoints.spoiled) {
         const std::string why = *failure ? describe(*failure) : "a worker started meanwhile";
         config.log.warn("checkpoint skipped: {}", why);
         return checkpoint_over(self, skipped(why));
@@ -113,49 +113,49 @@ void save_buckets(self_ptr self, const coordinator_config& config) {
 }  // namespace
 
 // Pauses every active worker; once none has a push in flight, saves the buckets.
-void take_checkpoint(self_ptr self, const coordinator_config& config) {
+void take_checkpoint(self_ptr self, const job_config& config) {
   auto& st = self->state;
   if (anyone_draining(st)) {
-    st.checkpoints.since_last = 0;  // the next one comes a full interval later
+    st.ps->checkpoints.since_last = 0;  // the next one comes a full interval later
     config.log.warn("checkpoint skipped: a node is being drained");
     return tell_waiters(st, skipped("a node is being drained"));  // nobody was paused
   }
-  st.checkpoints.taking = true;
-  st.checkpoints.spoiled = false;
-  st.checkpoints.since_last = 0;
+  st.ps->checkpoints.taking = true;
+  st.ps->checkpoints.spoiled = false;
+  st.ps->checkpoints.since_last = 0;
   auto pending = std::make_shared<size_t>(1);  // held until every request is out
   auto paused = [=] {
     if (--*pending == 0) save_buckets(self, config);
   };
-  for (size_t i = 0; i < st.roster.workers.size(); ++i) {
-    if (st.roster.worker_members[i].lost) continue;
+  for (size_t i = 0; i < st.ps->roster.workers.size(); ++i) {
+    if (st.ps->roster.worker_members[i].lost) continue;
     ++*pending;
-    self->request(st.roster.workers[i], config.opts.request_timeout, pause_atom_v)
+    self->request(st.ps->roster.workers[i], config.opts.request_timeout, pause_atom_v)
         .then([=](bool) { paused(); },
               [=](caf::error& err) {
                 // A worker that may still be pushing would make the snapshot inconsistent.
                 config.log.warn("worker {} did not pause ({})", i, describe(err));
-                self->state.checkpoints.spoiled = true;
+                self->state.ps->checkpoints.spoiled = true;
                 paused();
               });
   }
   paused();
 }
 
-void count_for_checkpoint(self_ptr self, const coordinator_config& config, uint64_t batches) {
+void count_for_checkpoint(self_ptr self, const job_config& config, uint64_t batches) {
   auto& st = self->state;
   if (config.opts.checkpoint_dir.empty()) return;
-  st.checkpoints.since_last += batches;
+  st.ps->checkpoints.since_last += batches;
   const uint64_t every = config.opts.checkpoint_every ? config.opts.checkpoint_every
-                                                      : st.training.work->batches_per_epoch();
-  if (st.checkpoints.since_last >= every && !st.checkpoints.taking &&
-      st.directory.recovering == 0 && st.shell.phase == job_phase::training)
+                                                      : st.ps->training.work->batches_per_epoch();
+  if (st.ps->checkpoints.since_last >= every && !st.ps->checkpoints.taking &&
+      st.ps->directory.recovering == 0 && st.shell.phase == job_phase::training)
     take_checkpoint(self, config);
 }
 
-caf::error check_resume(const coordinator_state& st, const coordinator_config& config) {
-  if (!st.checkpoints.resume_from) return {};
-  const auto& job = st.checkpoints.resume_from->job;
+caf::error check_resume(const coordinator_state& st, const job_config& config) {
+  if (!st.ps->checkpoints.resume_from) return {};
+  const auto& job = st.ps->checkpoints.resume_from->job;
   const auto& o = config.opts;
   auto differs = [](const char* what, uint64_t saved, uint64_t now) {
     return make_error(errc::bad_configuration,
@@ -163,11 +163,11 @@ caf::error check_resume(const coordinator_state& st, const coordinator_config& c
                                   "model and flags",
                                   saved, what, now));
   };
-  if (job.buckets != st.directory.plan.buckets.size() ||
-      st.checkpoints.resume_from->buckets.size() != job.buckets)
-    return differs("buckets", job.buckets, st.directory.plan.buckets.size());
-  if (job.model_values != st.directory.layout->total)
-    return differs("model values", job.model_values, st.directory.layout->total);
+  if (job.buckets != st.ps->directory.plan.buckets.size() ||
+      st.ps->checkpoints.resume_from->buckets.size() != job.buckets)
+    return differs("buckets", job.buckets, st.ps->directory.plan.buckets.size());
+  if (job.model_values != st.ps->directory.layout->total)
+    return differs("model values", job.model_values, st.ps->directory.layout->total);
   if (job.epochs != o.epochs) return differs("epochs", job.epochs, o.epochs);
   if (job.chunk != std::max<uint32_t>(o.accumulate, 1))
     return differs("batches per push", job.chunk, o.accumulate);
@@ -177,26 +177,26 @@ caf::error check_resume(const coordinator_state& st, const coordinator_config& c
   return {};
 }
 
-void start_resumed(self_ptr self, const coordinator_config& config) {
+void start_resumed(self_ptr self, const job_config& config) {
   auto& st = self->state;
-  const job_checkpoint& job = st.checkpoints.resume_from->job;
+  const job_checkpoint& job = st.ps->checkpoints.resume_from->job;
   st.shell.phase = job_phase::training;
   st.shell.started = std::chrono::steady_clock::now();
-  st.training.epoch_loss = job.epoch_loss;
-  st.training.epoch_batches = job.epoch_batches;
-  st.evaluation.evaluated = job.evaluated;
+  st.ps->training.epoch_loss = job.epoch_loss;
+  st.ps->training.epoch_batches = job.epoch_batches;
+  st.ps->evaluation.evaluated = job.evaluated;
   st.shell.report.epochs = job.history;
   st.shell.report.resumed_from_step = job.step;
   st.shell.resumed_wall_s = job.wall_s;
-  st.evaluation.rows = config.task->evaluation_rows();
-  st.evaluation.rows.resize(config.task->sparse_tables().size());
-  const auto workers = static_cast<uint32_t>(st.roster.workers.size());
-  st.training.work.emplace(work_plan::restore(job, workers));
-  auto spec = decode<bucket_spec>(st.directory.specs[0]);
+  st.ps->evaluation.rows = config.task->evaluation_rows();
+  st.ps->evaluation.rows.resize(config.task->sparse_tables().size());
+  const auto workers = static_cast<uint32_t>(st.ps->roster.workers.size());
+  st.ps->training.work.emplace(work_plan::restore(job, workers));
+  auto spec = decode<bucket_spec>(st.ps->directory.specs[0]);
   const uint32_t saved_workers = spec ? spec->workers : workers;
   config.log.info("training resumes at step {}: {} workers, {} buckets", job.step, workers,
-                  st.directory.buckets.size());
-  st.checkpoints.resume_from.reset();  // `job` is gone from here on
+                  st.ps->directory.buckets.size());
+  st.ps->checkpoints.resume_from.reset();  // `job` is gone from here on
   // Ranks the checkpoint knew that this job does not have hold nobody back.
   for (uint32_t r = workers; r < saved_workers; ++r) retire_everywhere(self, r);
   for (uint32_t r = 0; r < workers; ++r) start_at_slowest(self, config, r);

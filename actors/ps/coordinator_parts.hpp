@@ -6,58 +6,63 @@
 #include <optional>
 #include <string>
 
-#include "actors/coordinator/coordinator.hpp"
+#include "actors/ps/coordinator.hpp"
 #include "actors/records/timing.hpp"
 
 namespace troupe::coordination {
 
-using self_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
+using self_ptr = coordinator_self;
 
 // which() requests held per bucket (and tables requests held); more means someone asks in a
 // loop.
 constexpr size_t max_waiting = 1024;
 
 // -- coordinator.cpp
-void fail(self_ptr self, const coordinator_config& config, std::string why);
-void maybe_evaluate(self_ptr self, const coordinator_config& config);
-void start_training(self_ptr self, const coordinator_config& config);
-// Asks every live node to stop, then quits with `reason` once all answered (or timed out).
-void stop_all_and_quit(self_ptr self, const coordinator_config& config, caf::error reason);
+void maybe_evaluate(self_ptr self, const job_config& config);
+void start_training(self_ptr self, const job_config& config);
 // Starts worker `rank` at the clock every bucket agrees on (a late joiner, a resumed job).
-void start_at_slowest(self_ptr self, const coordinator_config& config, uint32_t rank);
+void start_at_slowest(self_ptr self, const job_config& config, uint32_t rank);
 void retire_everywhere(self_ptr self, uint32_t rank);
 // Gives up batches nobody is left to do, then evaluates what can be.
-void settle_work(self_ptr self, const coordinator_config& config);
+void settle_work(self_ptr self, const job_config& config);
+// Worker `rank` claims up to `most` chunks of batches: a work_lease.
+caf::result<wire> claim(self_ptr self, uint32_t rank, uint32_t most);
+// Worker `rank` has done every batch it will get.
+void on_done(self_ptr self, const job_config& config, uint32_t rank);
 
 // -- tables.cpp (--mode hybrid)
-void tables_placed(self_ptr self, const coordinator_config& config);
-// The group's `tables` request: the buckets and the servers' HOST:PORT list, held until the tables
-// are ready (placed, no takeover under way, a primary for every bucket); hand_tables answers a held
-// one.
+void tables_placed(self_ptr self, const job_config& config);
+// An app service's `tables` request: the buckets and the servers' HOST:PORT list, held until
+// they are ready (tables_ready); hand_tables answers the held ones, and tells the coordinator
+// (on_tables_ready: --mode hybrid's dp plan).
 caf::result<std::vector<bucket_actor>, std::string> want_tables(self_ptr self,
-                                                                const coordinator_config& config);
+                                                                const job_config& config);
 void hand_tables(self_ptr self);
-// Tells the group's coordinator (if any) that server `name` was lost, for the job's report.
-void tell_group_of_loss(self_ptr self, const std::string& name, const std::string& why);
-// The group's word that the job is over ("" or why it failed).
-void stop_for_group(self_ptr self, const coordinator_config& config, const std::string& failure);
+// An app service's owner says the service is over ("" or why it failed).
+void stop_for_group(self_ptr self, const job_config& config, const std::string& failure);
+// Whether the buckets may be handed out: placed, no takeover under way, and a primary for
+// every bucket (after a takeover, a promotion may still be finding one).
+bool tables_ready(const coordinator_state& st);
+// The live servers' data endpoints (to_server_list: "HOST:PORT[/LANE],..."), for the members
+// to connect to, over their data lanes where the servers have them.
+std::string server_list(const coordinator_state& st);
 
 // -- membership.cpp
-caf::result<wire> admit_server(self_ptr self, const coordinator_config& config, const wire& w,
+caf::result<wire> admit_server(self_ptr self, const job_config& config, const wire& w,
                                server_actor handle);
-caf::result<wire> admit_worker(self_ptr self, const coordinator_config& config, const wire& w,
+caf::result<wire> admit_worker(self_ptr self, const job_config& config, const wire& w,
                                worker_actor handle);
-void on_down(self_ptr self, const coordinator_config& config, const caf::down_msg& msg);
+void on_down(self_ptr self, const job_config& config, const caf::down_msg& msg);
 // Returns this coordinator's term (the members' watches learn from it whom they answer to).
 uint64_t on_heartbeat(self_ptr self, const wire& w);
-void lose_worker(self_ptr self, const coordinator_config& config, size_t i, const std::string& why);
-void check_heartbeats(self_ptr self, const coordinator_config& config);
+void lose_worker(self_ptr self, const job_config& config, size_t i, const std::string& why);
+void check_heartbeats(self_ptr self, const job_config& config);
 // Counts a finished chunk's batches and summed loss into its epoch's train loss (a loss that is
 // not finite, of a skipped chunk, as the epoch's mean so far).
 void add_chunk_loss(coordinator_state& st, const work_chunk& chunk, double loss_sum);
 // Every tick: the stall watchdog (--stall-timeout) judges the job's progress; a stalled job
 // ends with each member's last activity in its report.
-void check_stall(self_ptr self, const coordinator_config& config);
+void check_stall(self_ptr self, const job_config& config);
 double live_workers(const coordinator_state& st);
 // Whether a drain is under way (checkpoints and other drains wait for it).
 bool anyone_draining(const coordinator_state& st);
@@ -66,30 +71,30 @@ void record_loss(coordinator_state& st, const member& m, role kind, const std::s
 double training_seconds(const coordinator_state& st);
 
 // -- placement.cpp
-void place_buckets(self_ptr self, const coordinator_config& config);
-void place_all(self_ptr self, const coordinator_config& config);
+void place_buckets(self_ptr self, const job_config& config);
+void place_all(self_ptr self, const job_config& config);
 // The layout, the bucket plan over the servers that joined, and each bucket's spec (from the
 // initial values, or the checkpoint resumed from): everything placing needs but the servers.
-caf::error lay_out_buckets(self_ptr self, const coordinator_config& config);
+caf::error lay_out_buckets(self_ptr self, const job_config& config);
 // Server `s` is gone: its primaries' backups take over (or the job fails without them).
-void lose_server(self_ptr self, const coordinator_config& config, size_t s, const std::string& why);
+void lose_server(self_ptr self, const job_config& config, size_t s, const std::string& why);
 caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_actor& failed);
-void moved(self_ptr self, const coordinator_config& config, uint32_t bucket, bucket_actor handle);
+void moved(self_ptr self, const job_config& config, uint32_t bucket, bucket_actor handle);
 caf::expected<std::string> inject_fault(self_ptr self, const std::string& name);
 // Server s leaves cleanly (drained): its buckets' copies take over, and it stops.
-void hand_over_server(self_ptr self, const coordinator_config& config, size_t s);
+void hand_over_server(self_ptr self, const job_config& config, size_t s);
 // Bucket b is served by `handle` on server s from now on; held which() requests get it.
 void set_primary(self_ptr self, uint32_t b, bucket_actor handle, uint32_t s);
 // Bucket b has a live primary again after a server loss.
-void served_again(self_ptr self, const coordinator_config& config, uint32_t b);
+void served_again(self_ptr self, const job_config& config, uint32_t b);
 
 // Asks server `s` to host bucket b (from its spec as placed), then calls on_hosted.
 template <class OnHosted, class OnError>
-void host_bucket(self_ptr self, const coordinator_config& config, uint32_t b, uint32_t s,
+void host_bucket(self_ptr self, const job_config& config, uint32_t b, uint32_t s,
                  OnHosted on_hosted, OnError on_error) {
   auto& st = self->state;
-  self->request(st.roster.servers[s], config.opts.request_timeout, host_atom_v,
-                st.directory.specs[b])
+  self->request(st.ps->roster.servers[s], config.opts.request_timeout, host_atom_v,
+                st.ps->directory.specs[b])
       .then(on_hosted, on_error);
 }
 
@@ -98,48 +103,37 @@ void host_bucket(self_ptr self, const coordinator_config& config, uint32_t b, ui
 std::optional<uint32_t> server_for_copy(const coordinator_state& st, uint32_t b);
 // Makes a copy of bucket b at the end of its chain, on a live server that is not being drained
 // and holds no copy of it; `then` runs once it holds the state (or when none can be made).
-void add_backup(self_ptr self, const coordinator_config& config, uint32_t b,
+void add_backup(self_ptr self, const job_config& config, uint32_t b,
                 std::function<void()> then);
 // Adds backups until bucket b has --replication copies (or no server is left for one), then
 // runs `then`.
 void fill_chain(
-    self_ptr self, const coordinator_config& config, uint32_t b,
+    self_ptr self, const job_config& config, uint32_t b,
     std::function<void()> then = [] {});
 // Server s is gone: the first live backup of each of its primaries takes over, its backups
 // leave their chains, and every chain grows back to --replication copies.
-void take_over_from(self_ptr self, const coordinator_config& config, size_t s,
+void take_over_from(self_ptr self, const job_config& config, size_t s,
                     const std::string& what);
 // A copy of bucket b reports that `failed`, the copy after it, does not answer: unless the
 // chain has changed since, `failed` leaves it and the reporter forwards past it.
-void backup_failed(self_ptr self, const coordinator_config& config, uint32_t b,
+void backup_failed(self_ptr self, const job_config& config, uint32_t b,
                    const bucket_actor& reporter, const bucket_actor& failed);
 // The copy at chain position k of bucket b (0: the primary) was restarted by its server's
 // supervisor: it is linked to the copies after and before it again.
-void relink_restarted(self_ptr self, const coordinator_config& config, uint32_t b, size_t k);
-
-// -- standing.cpp
-// What a standby follows of this coordinator.
-coordinator_standing standing_of(const coordinator_state& st, const coordinator_config& config);
-// A standby asks to follow: it gets this coordinator's state from now on.
-uint64_t follow(self_ptr self, const coordinator_config& config, standby_actor standby);
-// Sends the follower the current state (every tick, and after changes that must not be lost:
-// placement, losses, promotions); a follower that answers errc::deposed ends this coordinator.
-void send_standing(self_ptr self, const coordinator_config& config);
+void relink_restarted(self_ptr self, const job_config& config, uint32_t b, size_t k);
 
 // -- takeover.cpp
 // Starts this coordinator from config.takeover: the old primary's state, its members to rejoin.
-void take_over(self_ptr self, const coordinator_config& config);
-caf::result<wire> rejoin_server(self_ptr self, const coordinator_config& config, const wire& w,
+void take_over(self_ptr self, const job_config& config);
+caf::result<wire> rejoin_server(self_ptr self, const job_config& config, const wire& w,
                                 server_actor handle, std::vector<bucket_actor> buckets);
-caf::result<wire> rejoin_worker(self_ptr self, const coordinator_config& config, const wire& w,
+caf::result<wire> rejoin_worker(self_ptr self, const job_config& config, const wire& w,
                                 worker_actor handle);
-// The takeover's deadline passed: members not back are lost, and the job goes on.
-void check_takeover(self_ptr self, const coordinator_config& config);
 
 // -- inspection.cpp
 // The console's views of the job: "nodes", "tree", "workers", "buckets", "metrics", "diag" or
 // "curve" as a table_view.
-caf::result<wire> inspect(self_ptr self, const coordinator_config& config, const std::string& view);
+caf::result<wire> inspect(self_ptr self, const job_config& config, const std::string& view);
 std::string state_of(const member& m);
 std::string fixed(double x, int digits = 2);
 
@@ -147,10 +141,10 @@ std::string fixed(double x, int digits = 2);
 using node_texts = std::vector<std::pair<std::string, std::string>>;  // node name, metrics text
 // Asks every live node in another process for its metrics; `done` gets them, the coordinator's
 // own process first. Nodes that do not answer within a few seconds are left out.
-void gather_metrics(self_ptr self, const coordinator_config& config,
+void gather_metrics(self_ptr self, const job_config& config,
                     std::function<void(node_texts)> done);
 // Every bucket's statistics (none for a bucket that did not answer), in bucket order.
-void gather_stats(self_ptr self, const coordinator_config& config,
+void gather_stats(self_ptr self, const job_config& config,
                   std::function<void(std::vector<std::optional<bucket_stats>>)> done);
 // The diagnostics table: update variance, loss oscillation, effective update ratio.
 table_view diagnose(const coordinator_state& st, const diag_thresholds& warn,
@@ -160,24 +154,24 @@ table_view metrics_table(const node_texts& texts);
 
 // -- operations.cpp
 // A console action the operator gate let through: its first word names it.
-caf::result<std::string> operate(self_ptr self, const coordinator_config& config,
+caf::result<std::string> operate(self_ptr self, const job_config& config,
                                  const std::vector<std::string>& action);
-caf::result<std::string> checkpoint_now(self_ptr self, const coordinator_config& config);
-caf::result<std::string> drain(self_ptr self, const coordinator_config& config,
+caf::result<std::string> checkpoint_now(self_ptr self, const job_config& config);
+caf::result<std::string> drain(self_ptr self, const job_config& config,
                                const std::string& name);
-caf::result<std::string> set_log_level(self_ptr self, const coordinator_config& config,
+caf::result<std::string> set_log_level(self_ptr self, const job_config& config,
                                        const std::string& level, const std::string& node);
 
 // -- checkpointing.cpp
 // The job's progress as a checkpoint holds it: the work plan, the losses, the evaluations.
 job_checkpoint job_progress(const coordinator_state& st);
 // Whether the checkpoint resumed from fits this job; a clear error when it does not.
-caf::error check_resume(const coordinator_state& st, const coordinator_config& config);
+caf::error check_resume(const coordinator_state& st, const job_config& config);
 // Starts the workers of a resumed job from the checkpoint's progress.
-void start_resumed(self_ptr self, const coordinator_config& config);
+void start_resumed(self_ptr self, const job_config& config);
 // Counts finished batches and takes a checkpoint when --checkpoint-every is reached.
-void count_for_checkpoint(self_ptr self, const coordinator_config& config, uint64_t batches);
+void count_for_checkpoint(self_ptr self, const job_config& config, uint64_t batches);
 // Pauses the workers, saves every bucket, writes the file; tells checkpoint_waiters.
-void take_checkpoint(self_ptr self, const coordinator_config& config);
+void take_checkpoint(self_ptr self, const job_config& config);
 
 }  // namespace troupe::coordination

@@ -1,4 +1,4 @@
-#include "actors/coordinator/work_plan.hpp"
+#include "actors/ps/work_plan.hpp"
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 // --resume's checks and the progress it restores (the same progress a standing carries).
 #include <fmt/format.h>
 
-#include "actors/dp/coordinator/dp_coordinator_parts.hpp"
+#include "actors/dp/plan/dp_coordinator_parts.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
 
@@ -10,8 +10,8 @@ namespace troupe::dp_coordination {
 
 // --resume: the checkpoint must be of this job (model, epochs, examples per step); the
 // report's history and the progress go on from it.
-caf::error take_resume(dp_coordinator_state& st, const dp_coordinator_config& config) {
-  const auto& job = st.resume_from->job;
+caf::error take_resume(coordinator_state& st, const job_config& config) {
+  const auto& job = st.dp->resume_from->job;
   const flat_layout layout{config.task->parameters()};
   auto differs = [](const char* what, uint64_t saved, uint64_t now) {
     return make_error(errc::bad_configuration,
@@ -19,71 +19,71 @@ caf::error take_resume(dp_coordinator_state& st, const dp_coordinator_config& co
                                   "with the same model, flags and workers",
                                   saved, what, now));
   };
-  if (job.buckets != 1 || st.resume_from->buckets.size() != 1)
+  if (job.buckets != 1 || st.dp->resume_from->buckets.size() != 1)
     return differs("buckets (a parameter-service checkpoint?)", job.buckets, 1);
   if (job.model_values != layout.total)
     return differs("model values", job.model_values, layout.total);
   if (job.epochs != config.opts.epochs) return differs("epochs", job.epochs, config.opts.epochs);
-  if (job.chunk != st.global_batch) return differs("examples per step", job.chunk, st.global_batch);
-  if (job.batches_per_epoch != st.steps_per_epoch)
-    return differs("steps per epoch", job.batches_per_epoch, st.steps_per_epoch);
+  if (job.chunk != st.dp->global_batch) return differs("examples per step", job.chunk, st.dp->global_batch);
+  if (job.batches_per_epoch != st.dp->steps_per_epoch)
+    return differs("steps per epoch", job.batches_per_epoch, st.dp->steps_per_epoch);
   adopt_progress(st, job);
   st.shell.report.resumed_from_step = job.step;
   st.shell.resumed_wall_s = job.wall_s;
-  config.log.info("resuming after step {} of {}", job.step, st.steps_per_epoch * job.epochs);
+  config.log.info("resuming after step {} of {}", job.step, st.dp->steps_per_epoch * job.epochs);
   return {};
 }
 
-void adopt_progress(dp_coordinator_state& st, const job_checkpoint& job) {
-  st.steps = job.step;
+void adopt_progress(coordinator_state& st, const job_checkpoint& job) {
+  st.dp->steps = job.step;
   st.shell.report.epochs = job.history;
-  st.evaluated = job.evaluated;
-  for (uint32_t e = 0; e < job.evaluated && e < st.snapshot_taken.size(); ++e)
-    st.snapshot_taken[e] = true;
-  for (size_t e = 0; e < job.epoch_loss.size() && e < st.epoch_loss.size(); ++e)
-    st.epoch_loss[e] = job.epoch_loss[e];
-  for (size_t e = 0; e < job.epoch_batches.size() && e < st.epoch_examples.size(); ++e)
-    st.epoch_examples[e] = job.epoch_batches[e];
+  st.dp->evaluated = job.evaluated;
+  for (uint32_t e = 0; e < job.evaluated && e < st.dp->snapshot_taken.size(); ++e)
+    st.dp->snapshot_taken[e] = true;
+  for (size_t e = 0; e < job.epoch_loss.size() && e < st.dp->epoch_loss.size(); ++e)
+    st.dp->epoch_loss[e] = job.epoch_loss[e];
+  for (size_t e = 0; e < job.epoch_batches.size() && e < st.dp->epoch_examples.size(); ++e)
+    st.dp->epoch_examples[e] = job.epoch_batches[e];
 }
 
-job_checkpoint progress_of(const dp_coordinator_state& st, const dp_coordinator_config& config,
+job_checkpoint progress_of(const coordinator_state& st, const job_config& config,
                            uint64_t step) {
   job_checkpoint job;
   job.step = step;
   job.epochs = config.opts.epochs;
-  job.batches_per_epoch = st.steps_per_epoch;
-  job.chunk = st.global_batch;
+  job.batches_per_epoch = st.dp->steps_per_epoch;
+  job.chunk = st.dp->global_batch;
   job.buckets = 1;
   job.model_values = flat_layout{config.task->parameters()}.total;
-  job.next_epoch = static_cast<uint32_t>(step / std::max<uint64_t>(st.steps_per_epoch, 1));
-  job.next_batch = step % std::max<uint64_t>(st.steps_per_epoch, 1);
+  job.next_epoch = static_cast<uint32_t>(step / std::max<uint64_t>(st.dp->steps_per_epoch, 1));
+  job.next_batch = step % std::max<uint64_t>(st.dp->steps_per_epoch, 1);
   for (uint32_t e = 0; e < job.epochs; ++e)  // steps of each epoch applied
     job.finished.push_back(std::min(job.batches_per_epoch,
                                     step - std::min(step, uint64_t{e} * job.batches_per_epoch)));
-  job.epoch_loss = st.epoch_loss;
-  job.epoch_batches = st.epoch_examples;
-  job.evaluated = st.evaluated;
+  job.epoch_loss = st.dp->epoch_loss;
+  job.epoch_batches = st.dp->epoch_examples;
+  job.evaluated = st.dp->evaluated;
   job.history = st.shell.report.epochs;
   job.wall_s = st.shell.resumed_wall_s + st.shell.training_s();
   return job;
 }
 
 // Member 0's state after `step`, part by part; the last part writes the checkpoint.
-void on_save(self_ptr self, const dp_coordinator_config& config, uint64_t step, uint32_t index,
+void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index,
              uint32_t count, const wire& part) {
   auto& st = self->state;
   auto* m = sender(self);
   if (!m || m->lost || m->rank != 0 || config.opts.checkpoint_dir.empty() || count == 0 ||
       count > 4096 || index >= count)
     return config.log.warn("ignored a checkpoint part that is not member 0's");
-  if (index == 0 || step != st.saving_step) st.saving.assign(count, wire{}), st.saving_step = step;
-  if (st.saving.size() != count) return;
-  st.saving[index] = part;
+  if (index == 0 || step != st.dp->saving_step) st.dp->saving.assign(count, wire{}), st.dp->saving_step = step;
+  if (st.dp->saving.size() != count) return;
+  st.dp->saving[index] = part;
   if (index + 1 < count) return;
   checkpoint c;
   c.job = progress_of(st, config, step);
-  c.buckets.push_back(std::move(st.saving));
-  st.saving.clear();
+  c.buckets.push_back(std::move(st.dp->saving));
+  st.dp->saving.clear();
   auto written = write_checkpoint(config.opts.checkpoint_dir, c, config.opts.checkpoint_keep);
   if (!written)
     return config.log.error("checkpoint after step {}: {}", step, describe(written.error()));

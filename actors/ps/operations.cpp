@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "actors/coordinator/coordinator_parts.hpp"
+#include "actors/ps/coordinator_parts.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::coordination {
@@ -20,9 +20,9 @@ void deliver(caf::typed_response_promise<std::string>& promise, caf::expected<T>
 
 // The worker finishes the push in flight (its progress arrives first), then leaves: its
 // unfinished batches go to the others.
-caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& config, size_t w) {
+caf::result<std::string> drain_worker(self_ptr self, const job_config& config, size_t w) {
   auto& st = self->state;
-  auto& m = st.roster.worker_members[w];
+  auto& m = st.ps->roster.worker_members[w];
   if (m.done) return make_error(errc::job_failed, "'" + m.name + "' has no work left to drain");
   if (live_workers(st) < 2)
     return make_error(
@@ -30,31 +30,31 @@ caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& c
         "'" + m.name + "' is the last worker training: draining it would stop the job");
   m.draining = true;
   auto promise = self->make_response_promise<std::string>();
-  self->request(st.roster.workers[w], config.opts.request_timeout, pause_atom_v)
+  self->request(st.ps->roster.workers[w], config.opts.request_timeout, pause_atom_v)
       .then(
           [=](bool) mutable {
             auto& st = self->state;
-            auto& m = st.roster.worker_members[w];
+            auto& m = st.ps->roster.worker_members[w];
             m.draining = false;
             if (m.lost) {
               promise.deliver(std::string{"'" + m.name + "' was lost meanwhile"});
               return;
             }
             if (live_workers(st) < 2) {  // the others were lost meanwhile: it stays
-              self->send(st.roster.workers[w], resume_atom_v);
+              self->send(st.ps->roster.workers[w], resume_atom_v);
               promise.deliver(make_error(errc::job_failed, "'" + m.name +
                                                                "' stays: it is the last worker "
                                                                "training now"));
               return;
             }
             m.lost = m.drained = true;
-            st.roster.beats.forget(m.name);
+            st.ps->roster.beats.forget(m.name);
             st.shell.report.drained.push_back(m.name);
             note_event(st.shell.timeline, training_seconds(st), "drain", "worker " + m.name);
             set(st.shell.metrics.workers, live_workers(st));
             retire_everywhere(self, static_cast<uint32_t>(w));
-            const uint64_t returned = st.training.work->release(static_cast<uint32_t>(w));
-            self->request(st.roster.workers[w], config.opts.request_timeout, stop_atom_v, "")
+            const uint64_t returned = st.ps->training.work->release(static_cast<uint32_t>(w));
+            self->request(st.ps->roster.workers[w], config.opts.request_timeout, stop_atom_v, "")
                 .then([](bool) {}, [](caf::error&) {});
             config.log.info("drained worker '{}'; {} batches go to the others", m.name, returned);
             promise.deliver(fmt::format(
@@ -62,34 +62,34 @@ caf::result<std::string> drain_worker(self_ptr self, const coordinator_config& c
             settle_work(self, config);
           },
           [=](caf::error& err) mutable {
-            auto& m = self->state.roster.worker_members[w];
+            auto& m = self->state.ps->roster.worker_members[w];
             m.draining = false;
             // It may have paused after all (its push was held up): let it go on.
-            if (!m.lost) self->send(self->state.roster.workers[w], resume_atom_v);
+            if (!m.lost) self->send(self->state.ps->roster.workers[w], resume_atom_v);
             promise.deliver(make_error(
                 errc::job_failed,
-                "draining '" + self->state.roster.worker_members[w].name + "': " + describe(err)));
+                "draining '" + self->state.ps->roster.worker_members[w].name + "': " + describe(err)));
           });
   return promise;
 }
 
 // Every bucket whose primary is on server s gets a copy elsewhere first (where it has none);
 // then the copies take over and s stops.
-caf::result<std::string> drain_server(self_ptr self, const coordinator_config& config, size_t s) {
+caf::result<std::string> drain_server(self_ptr self, const job_config& config, size_t s) {
   auto& st = self->state;
-  auto& m = st.roster.server_members[s];
+  auto& m = st.ps->roster.server_members[s];
   const bool another =
-      std::any_of(st.roster.server_members.begin(), st.roster.server_members.end(),
+      std::any_of(st.ps->roster.server_members.begin(), st.ps->roster.server_members.end(),
                   [&](const member& o) { return &o != &m && !o.lost && !o.draining; });
   if (!another)
     return make_error(errc::job_failed, "no other server could take over from '" + m.name + "'");
-  if (st.directory.recovering > 0)
+  if (st.ps->directory.recovering > 0)
     return make_error(errc::job_failed, "a bucket is recovering; try again in a moment");
   m.draining = true;
   std::vector<uint32_t> to_copy;
-  for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
-    const auto& home = st.directory.homes[b];
-    if (home.primary_server == s && !home.has_live_backup(st.roster.server_members))
+  for (uint32_t b = 0; b < st.ps->directory.homes.size(); ++b) {
+    const auto& home = st.ps->directory.homes[b];
+    if (home.primary_server == s && !home.has_live_backup(st.ps->roster.server_members))
       to_copy.push_back(b);
   }
   auto promise = self->make_response_promise<std::string>();
@@ -97,31 +97,31 @@ caf::result<std::string> drain_server(self_ptr self, const coordinator_config& c
   auto copied = [=]() mutable {
     if (--*pending > 0) return;
     auto& st = self->state;
-    auto& m = st.roster.server_members[s];
+    auto& m = st.ps->roster.server_members[s];
     m.draining = false;
     if (m.lost) {
       promise.deliver(std::string{"'" + m.name + "' was lost meanwhile"});
       return;
     }
-    if (st.directory.recovering >
+    if (st.ps->directory.recovering >
         0) {  // another server was lost meanwhile: its promotions come first
       promise.deliver(make_error(errc::job_failed,
                                  "'" + m.name + "' stays: a bucket is recovering; try again"));
       return;
     }
-    for (uint32_t b = 0; b < st.directory.homes.size(); ++b) {
-      const auto& home = st.directory.homes[b];
-      if (home.primary_server == s && !home.has_live_backup(st.roster.server_members)) {
+    for (uint32_t b = 0; b < st.ps->directory.homes.size(); ++b) {
+      const auto& home = st.ps->directory.homes[b];
+      if (home.primary_server == s && !home.has_live_backup(st.ps->roster.server_members)) {
         promise.deliver(make_error(
             errc::job_failed, fmt::format("'{}' stays: bucket {} could not be copied", m.name, b)));
         return;
       }
     }
     size_t moved = 0;
-    for (const auto& home : st.directory.homes) moved += home.primary_server == s;
+    for (const auto& home : st.ps->directory.homes) moved += home.primary_server == s;
     hand_over_server(self, config, s);
     promise.deliver(fmt::format("drained server '{}': {} buckets moved ({} copied first)",
-                                st.roster.server_members[s].name, moved, to_copy.size()));
+                                st.ps->roster.server_members[s].name, moved, to_copy.size()));
   };
   for (uint32_t b : to_copy) add_backup(self, config, b, copied);
   copied();
@@ -130,7 +130,7 @@ caf::result<std::string> drain_server(self_ptr self, const coordinator_config& c
 
 }  // namespace
 
-caf::result<std::string> checkpoint_now(self_ptr self, const coordinator_config& config) {
+caf::result<std::string> checkpoint_now(self_ptr self, const job_config& config) {
   auto& st = self->state;
   if (config.opts.checkpoint_dir.empty())
     return make_error(errc::bad_configuration,
@@ -139,30 +139,30 @@ caf::result<std::string> checkpoint_now(self_ptr self, const coordinator_config&
   if (st.shell.phase != job_phase::training)
     return make_error(errc::job_failed, "checkpoints are taken while the job trains");
   auto promise = self->make_response_promise<std::string>();
-  st.checkpoints.waiters.push_back(
+  st.ps->checkpoints.waiters.push_back(
       [promise](caf::expected<std::string> path) mutable { deliver(promise, std::move(path)); });
-  if (!st.checkpoints.taking) take_checkpoint(self, config);
+  if (!st.ps->checkpoints.taking) take_checkpoint(self, config);
   return promise;
 }
 
-caf::result<std::string> drain(self_ptr self, const coordinator_config& config,
+caf::result<std::string> drain(self_ptr self, const job_config& config,
                                const std::string& name) {
   auto& st = self->state;
   if (st.shell.phase != job_phase::training)
     return make_error(errc::job_failed, "nodes are drained while the job trains");
-  if (st.checkpoints.taking || anyone_draining(st))
+  if (st.ps->checkpoints.taking || anyone_draining(st))
     return make_error(errc::job_failed, "a checkpoint or another drain is under way; try again");
-  for (size_t w = 0; w < st.roster.worker_members.size(); ++w)
-    if (st.roster.worker_members[w].name == name && !st.roster.worker_members[w].lost)
+  for (size_t w = 0; w < st.ps->roster.worker_members.size(); ++w)
+    if (st.ps->roster.worker_members[w].name == name && !st.ps->roster.worker_members[w].lost)
       return drain_worker(self, config, w);
-  for (size_t s = 0; s < st.roster.server_members.size(); ++s)
-    if (st.roster.server_members[s].name == name && !st.roster.server_members[s].lost)
+  for (size_t s = 0; s < st.ps->roster.server_members.size(); ++s)
+    if (st.ps->roster.server_members[s].name == name && !st.ps->roster.server_members[s].lost)
       return drain_server(self, config, s);
   return make_error(errc::bad_configuration,
                     "no live server or worker named '" + name + "' (see `nodes`)");
 }
 
-caf::result<std::string> set_log_level(self_ptr self, const coordinator_config& config,
+caf::result<std::string> set_log_level(self_ptr self, const job_config& config,
                                        const std::string& level, const std::string& node) {
   auto& st = self->state;
   log_level to;
@@ -181,15 +181,15 @@ caf::result<std::string> set_log_level(self_ptr self, const coordinator_config& 
         ++told;
       }
   };
-  tell(st.roster.servers, st.roster.server_members);
-  tell(st.roster.workers, st.roster.worker_members);
+  tell(st.ps->roster.servers, st.ps->roster.server_members);
+  tell(st.ps->roster.workers, st.ps->roster.worker_members);
   if (told == 0)
     return make_error(errc::bad_configuration, "no live node named '" + node + "' (see `nodes`)");
   config.log.info("log level {} on {} node(s)", level, told);
   return fmt::format("log level {} on {} node{}", level, told, told == 1 ? "" : "s");
 }
 
-caf::result<std::string> operate(self_ptr self, const coordinator_config& config,
+caf::result<std::string> operate(self_ptr self, const job_config& config,
                                  const std::vector<std::string>& action) {
   const std::string& verb = action.front();
   auto word = [&](size_t i) { return i < action.size() ? action[i] : std::string{}; };

@@ -13,7 +13,7 @@
 // parameter service's format (one bucket: the whole replica); --resume DIR starts member 0
 // from the newest good one, and the others from member 0. A standby coordinator may follow it
 // (--standby-of) and take over when it is lost: the members rejoin the standby and form a new
-// generation there (actors/dp/coordinator/dp_standing.cpp).
+// generation there (actors/dp/plan/dp_standing.cpp).
 #pragma once
 
 #include <chrono>
@@ -30,7 +30,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/dp/collective/generation_store.hpp"
-#include "actors/job/job_shell.hpp"
+#include "actors/job/coordinator_state.hpp"
 #include "actors/records/checkpoint_file.hpp"
 #include "actors/supervision/failure/heartbeat.hpp"
 #include "messages/protocol.hpp"
@@ -39,27 +39,6 @@
 #include "troupe/task.hpp"
 
 namespace troupe {
-
-struct dp_coordinator_config {
-  launch_options opts;
-  std::shared_ptr<const training_task> task;
-  caf::actor_addr supervisor;
-  logger log;
-  std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
-  // Told member 0's parameters after each epoch (before they are evaluated); none: nobody.
-  std::function<void(uint32_t epoch, std::span<const float> params)> on_parameters;
-  // --mode hybrid: the coordinator of the task's embedding tables (actors/coordinator with
-  // coordinator_config::group set to this one); none otherwise.
-  coordinator_actor tables;
-  // What the members in this coordinator's own process are doing (the stall report); none
-  // when it has none.
-  std::shared_ptr<activity_board> activity;
-  // A standby taking over (actors/dp/coordinator/dp_standing.cpp): the old primary's last standing
-  // (with its `dp` part), when it arrived, and why the old primary was judged lost.
-  std::optional<coordinator_standing> takeover;
-  std::chrono::steady_clock::time_point takeover_heard;
-  std::string takeover_why;
-};
 
 struct dp_member {
   std::string name;
@@ -81,9 +60,9 @@ struct dp_member {
   stall_watch::clock::time_point heard = stall_watch::clock::now();  // that heartbeat
 };
 
-struct dp_coordinator_state {
-  static inline const char* name = "troupe.dp_coordinator";
-  job_shell shell;
+// The data-parallel plan: its members, their generation and rendezvous store, the steps and
+// the evaluations (the shell is the coordinator's, beside it).
+struct dp_state final : job_plan {
   uint64_t generation = 0;
   std::vector<dp_member> members;
   generation_store store;                                      // this generation's rendezvous keys
@@ -107,8 +86,6 @@ struct dp_coordinator_state {
   };
   std::map<uint64_t, open_step> open_steps;
   std::deque<std::pair<uint32_t, std::shared_ptr<eval_input>>> to_evaluate;
-  std::vector<bucket_actor> table_buckets;  // --mode hybrid: placed by `tables`; empty before
-  std::string table_servers;                // and the servers' HOST:PORT list
   bool evaluating = false;
   uint32_t evaluated = 0;
   uint64_t steps = 0;         // global steps applied
@@ -125,10 +102,23 @@ struct dp_coordinator_state {
   evaluator_actor evaluator;
   std::vector<std::string> generation_members;  // the live members of the last generation
   uint64_t skipped_in_a_row = 0;  // the group's skipped steps since its last applied one
-};
+  // Taking over: the rejoins' replies with each member's index, answered once the group forms;
+  // --mode hybrid: it forms once the tables are served again (on_tables_ready).
+  std::vector<std::pair<caf::typed_response_promise<wire>, uint32_t>> replies;
+  bool form_when_tables_ready = false;
 
-dp_coordinator_actor::behavior_type dp_coordinator(
-    dp_coordinator_actor::stateful_pointer<dp_coordinator_state> self,
-    dp_coordinator_config config);
+  void fill_report(coordinator_self self, const job_config& config) override;
+  void stand(coordinator_self self, const job_config& config, coordinator_standing& x,
+             std::vector<std::function<void()>>& held) override;
+  void without_standby(coordinator_self self) override;
+  void live_members(std::vector<caf::actor>& out) const override;
+  void end(const caf::error&) override {}
+  void wind_up(coordinator_self self, const job_config& config,
+               std::function<void()> then) override;
+  std::string summary(const job_report& r) const override;
+  size_t missing() const override;
+  size_t rejoined() const override;
+  void taken_over(coordinator_self self, const job_config& config) override;
+};
 
 }  // namespace troupe

@@ -1,0 +1,320 @@
+#include "actors/dp/plan/dp_coordinator.hpp"
+#include "actors/dp/plan/dp_coordinator_parts.hpp"
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "actors/dp/collective/rendezvous_store.hpp"
+#include "actors/dp/collective/two_level.hpp"
+#include "actors/dp/plan/generation_ranks.hpp"
+#include "actors/dp/trainer/dp_schedule.hpp"
+#include "actors/records/report.hpp"
+#include "actors/supervision/supervisors/guards.hpp"
+#include "troupe/detail/layout.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::dp_coordination {
+
+size_t live_count(const coordinator_state& st) {
+  return size_t(std::count_if(st.dp->members.begin(), st.dp->members.end(),
+                              [](const dp_member& m) { return !m.lost; }));
+}
+
+// The member that sent the message being handled, if it is one.
+dp_member* sender(self_ptr self) {
+  const auto from = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (!from) return nullptr;  // anonymous: not a member (nor one yet to rejoin)
+  for (auto& m : self->state.dp->members)
+    if (m.handle.address() == from) return &m;
+  return nullptr;
+}
+
+// A member declared lost that speaks again is told to stop (once): it is not part of the
+// group any more, and its process exits non-zero saying why.
+void refuse(self_ptr self, const job_config& config, dp_member& m) {
+  if (m.refused) return;
+  m.refused = true;
+  config.log.warn("'{}' was declared lost and spoke again: stopping it", m.name);
+  self->request(m.handle, config.opts.request_timeout, stop_atom_v,
+                std::string("this worker was declared lost and may not rejoin the job"))
+      .then([](bool) {}, [](caf::error&) {});
+}
+
+void check_stall(self_ptr self, const job_config& config) {
+  auto& st = self->state;
+  if (st.shell.finishing()) return;
+  // Start-up, an evaluation and a takeover may take long on purpose; each counts as progress
+  // when it ends. (A checkpoint is written within the handler of its last part.)
+  const bool busy = !st.shell.started.has_value() || st.dp->evaluating || st.shell.succession.rejoining;
+  std::vector<heard_activity> heard;
+  for (const auto& m : st.dp->members)
+    if (!m.lost) heard.push_back(heard_activity{m.activity, m.heard});
+  if (auto why = judge_stall(st.shell.stall, busy, config.activity.get(), heard, st.shell.report))
+    fail_job(self, config, *why);
+}
+
+void maybe_finish(self_ptr self, const job_config& config) {
+  auto& st = self->state;
+  if (st.shell.finishing() || st.shell.succession.rejoining || st.dp->evaluated < config.opts.epochs) return;
+  if (!std::all_of(st.dp->members.begin(), st.dp->members.end(),
+                   [](const dp_member& m) { return m.lost || m.done; }))
+    return;
+  finish_job(self, config);
+}
+
+// -- forming the group --------------------------------------------------------------------------
+
+// The compression flags, every default resolved against the job's `steps`.
+dp_compression compression_of(const launch_options& o, uint64_t steps) {
+  dp_compression c;
+  c.dtype = o.dp.dtype;
+  c.skip = o.dp.compress_skip;
+  c.adam = o.dp.adam;
+  c.freeze_step = o.dp.freeze_step ? o.dp.freeze_step : std::max<uint64_t>(1, steps * 15 / 100);
+  c.var_freeze_step = o.dp.var_freeze_step ? o.dp.var_freeze_step : c.freeze_step;
+  c.var_update_scaler = o.dp.var_update_scaler;
+  c.local_step_scaler =
+      o.dp.local_step_scaler ? o.dp.local_step_scaler : std::max<uint64_t>(1, steps / 20);
+  c.local_step_clipper = o.dp.local_step_clipper;
+  return c;
+}
+
+// A new generation of the live members: ranks in join order, a token each, the store and
+// pending checksums of the last generation dropped.
+void form_group(self_ptr self, const job_config& config, const std::string& why) {
+  auto& st = self->state;
+  const auto& o = config.opts;
+  ++st.dp->generation;
+  st.dp->store.reset();
+  st.dp->checksums.clear();
+  if (!st.shell.started.has_value()) {
+    st.shell.phase = job_phase::training;
+    st.shell.started = std::chrono::steady_clock::now();
+    st.dp->epoch_loss.assign(o.epochs, 0.0);
+    st.dp->epoch_examples.assign(o.epochs, 0);
+    st.dp->applied_examples.assign(o.epochs, 0);
+    st.dp->snapshot_taken.assign(o.epochs, false);
+    st.dp->global_batch = o.batch * o.accumulate * static_cast<uint32_t>(st.dp->members.size());
+    st.dp->steps_per_epoch = dp_steps_per_epoch(config.task->batches_per_epoch(1), st.dp->global_batch);
+    if (st.dp->resume_from)
+      if (auto err = take_resume(st, config)) return fail_job(self, config, describe(err));
+  }
+  const auto size = static_cast<uint32_t>(live_count(st));
+  const auto live = [](const dp_member& m) { return !m.lost; };
+  const bool fits = two_level_fits(live_hosts(st.dp->members, live));
+  const bool two_level = o.dp.reduction == reduction_kind::two_level
+                             ? fits
+                             : o.dp.reduction == reduction_kind::automatic && fits;
+  if (o.dp.reduction == reduction_kind::two_level && !fits)
+    config.log.warn(
+        "generation {}: the hosts' member counts do not allow two-level reduction; flat",
+        st.dp->generation);
+  config.log.info("generation {} ({}): {} workers, {} examples per step over {}{}", st.dp->generation,
+                  why, size, st.dp->global_batch, to_string(o.dp.collective),
+                  two_level ? ", two-level" : "");
+  set(st.dp->group_metrics.generation, double(st.dp->generation));
+  // A generation of other members is progress; the same members formed again after a failed
+  // collective are not (one stuck in user code would have them re-form for good).
+  std::vector<std::string> members;
+  for (const auto& m : st.dp->members)
+    if (!m.lost) members.push_back(m.name);
+  if (members != st.dp->generation_members) st.shell.stall.progress(stall_watch::clock::now());
+  st.dp->generation_members = std::move(members);
+  set(st.dp->group_metrics.members, double(size));
+  set(st.shell.metrics.workers, double(size));
+  for (auto& [member, start] : rank_generation(st.dp->members, live, st.dp->generation)) {
+    auto& m = *member;
+    m.done = false;
+    start.epochs = o.epochs;
+    start.global_batch = st.dp->global_batch;
+    start.seed = o.seed;
+    start.optimizer = optimizer_from(o);
+    start.bucket_bytes = static_cast<uint64_t>(o.dp.bucket_mb * double(1 << 20));
+    start.overlap = o.dp.overlap;
+    start.checksum_every = o.dp.checksum_every;
+    start.collective = o.dp.collective;
+    start.checkpoint_every = o.checkpoint_dir.empty()
+                                 ? 0
+                                 : (o.checkpoint_every ? o.checkpoint_every : st.dp->steps_per_epoch);
+    start.two_level = two_level;
+    start.compression = compression_of(o, st.dp->steps_per_epoch * o.epochs);
+    start.accumulate = o.accumulate;
+    start.balance = o.dp.balance;
+    if (auto it = o.dp.worker_slowdown.find(m.index); it != o.dp.worker_slowdown.end())
+      start.slowdown = it->second;
+    if (auto it = o.worker_delay_ms.find(m.index); it != o.worker_delay_ms.end())
+      start.delay_ms = it->second;
+    start.timeout_ms = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(o.request_timeout).count());
+    if (st.dp->resume_from && m.rank == 0) {  // before its start: it goes on from the checkpoint
+      const auto& parts = st.dp->resume_from->buckets[0];
+      for (uint32_t i = 0; i < parts.size(); ++i)
+        self->send(m.handle, restore_atom_v, st.dp->resume_from->job.step, i,
+                   static_cast<uint32_t>(parts.size()), parts[i]);
+      st.dp->resume_from.reset();
+    }
+    start.client = m.index;
+    if (config.opts.hybrid())
+      self->send(m.handle, tables_atom_v, st.ps->directory.buckets,
+                 coordination::server_list(st));
+    self->send(m.handle, start_atom_v, encode(start));
+  }
+  send_standing(self, config);
+}
+
+caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w,
+                        dp_worker_actor handle) {
+  auto& st = self->state;
+  auto request = decode<join_request>(w);
+  if (!request) return std::move(request.error());
+  if (request->sender != role::worker)
+    return make_error(errc::bad_configuration, "a data-parallel job has workers only");
+  if (st.shell.succession.rejoining)
+    return make_error(errc::not_rejoined, "a takeover is under way: join again in a moment");
+  for (const auto& m : st.dp->members)
+    if (m.name == request->name || m.handle == handle)
+      return make_error(errc::bad_configuration,
+                        fmt::format("a worker named '{}' has already {}", request->name,
+                                    m.lost ? "been lost by this job" : "joined"));
+  const size_t room =
+      st.shell.started.has_value() ? std::max(config.opts.workers, config.opts.max_workers) : config.opts.workers;
+  if (live_count(st) >= room || st.dp->members.size() >= (1u << 16))
+    return make_error(errc::job_failed, fmt::format("the job already has its {} workers", room));
+  self->monitor(handle);
+  if (handle.node() != self->node()) st.dp->beats.heard(request->name, heartbeat_monitor::clock::now());
+  st.dp->members.push_back(dp_member{request->name, std::move(handle)});
+  st.dp->members.back().index = static_cast<uint32_t>(st.dp->members.size() - 1);
+  st.dp->members.back().host = request->host_label.empty() ? request->name : request->host_label;
+  const auto live = static_cast<uint32_t>(live_count(st));
+  config.log.info("worker '{}' joined ({} of {})", request->name, live, config.opts.workers);
+  if (st.shell.started.has_value())
+    form_group(self, config, "'" + request->name + "' joined");
+  else if (live == config.opts.workers && (!config.opts.hybrid() || coordination::tables_ready(st)))
+    form_group(self, config, "start");
+  return encode(join_reply{live - 1, config.opts.workers, 0, st.shell.succession.term});
+}
+
+void record_loss(coordinator_state& st, dp_member& m, const std::string& why) {
+  m.lost = true;
+  st.dp->beats.forget(m.name);
+  st.shell.report.losses.push_back(
+      loss_event{m.name, role::worker, st.shell.training_s(), unix_ms_now(), why});
+  st.shell.report.workers_lost.push_back(m.name);
+  add(st.shell.metrics.lost, 1);
+}
+
+void lose(self_ptr self, const job_config& config, const std::string& name,
+          const std::string& why) {
+  auto& st = self->state;
+  if (st.shell.finishing()) return;
+  auto it = std::find_if(st.dp->members.begin(), st.dp->members.end(),
+                         [&](const dp_member& m) { return m.name == name && !m.lost; });
+  if (it == st.dp->members.end()) return;
+  st.dp->beats.forget(name);
+  if (!st.shell.started.has_value()) {
+    config.log.warn("'{}' left before the job started", name);
+    st.dp->members.erase(it);
+    return;
+  }
+  record_loss(st, *it, why);
+  if (live_count(st) == 0)
+    return fail_job(self, config, "every worker was lost; the last, '" + name + "': " + why);
+  close_open_steps(self, config);
+  config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
+  if (st.shell.succession.rejoining) return;  // the takeover's end forms the next generation
+  if (!st.dp->lost_at) st.dp->lost_at = std::chrono::steady_clock::now();
+  form_group(self, config, "'" + name + "' lost");
+}
+
+// Every heartbeat interval: a takeover's deadline, the standing, then members not heard from
+// within the timeout are lost. Members still to rejoin a takeover are judged by its deadline,
+// and a primary that was paused with a standby following judges nobody until the standby has
+// taken its standing again (it may have been deposed meanwhile).
+void check_heartbeats(self_ptr self, const job_config& config) {
+  auto& st = self->state;
+  auto& heir = st.shell.succession;
+  if (heir.rejoining || (heir.follower && !heir.confirmed))
+    return st.dp->beats.keep_time(heartbeat_monitor::clock::now());
+  const auto timeout = config.opts.heartbeat_timeout;
+  const auto verdict = st.dp->beats.expired(heartbeat_monitor::clock::now(), timeout);
+  if (verdict.not_running.count() > 0) {
+    log_own_pause(config.log, verdict.not_running);
+    if (heir.follower) heir.confirmed = false;
+  }
+  for (const auto& name : verdict.lost)
+    lose(self, config, name, fmt::format("no heartbeat for {} ms", timeout.count()));
+}
+
+void on_broken(self_ptr self, const job_config& config, uint64_t generation,
+               const std::string& why) {
+  auto* m = sender(self);
+  if (!m) return;
+  if (m->lost) return refuse(self, config, *m);
+  if (generation != self->state.dp->generation || self->state.shell.finishing()) return;
+  config.log.warn("'{}': a collective of generation {} failed ({})", m->name, generation, why);
+  // A loss explains most failures and re-forms at once; give detection its time.
+  self->delayed_send(self, config.opts.heartbeat_timeout, tick_atom_v, generation);
+}
+
+void on_broken_tick(self_ptr self, const job_config& config, uint64_t generation) {
+  auto& st = self->state;
+  if (!sent_by(self, self->address()) || generation != st.dp->generation ||
+      st.shell.finishing() || st.shell.succession.rejoining)
+    return;
+  form_group(self, config, "a collective failed with every member alive");
+}
+
+uint64_t on_heartbeat(self_ptr self, const job_config& config, const wire& w) {
+  if (auto beat = decode<heartbeat>(w))
+    for (auto& m : self->state.dp->members) {
+      if (m.name != beat->name) continue;
+      if (m.lost) {
+        refuse(self, config, m);
+        continue;
+      }
+      m.heard = heartbeat_monitor::clock::now();
+      m.activity = std::move(beat->activity);
+      self->state.dp->beats.heard(m.name, m.heard);
+    }
+  return self->state.shell.succession.term;
+}
+
+}  // namespace troupe::dp_coordination
+
+namespace troupe {
+
+void dp_state::fill_report(coordinator_self self, const job_config&) {
+  auto& st = self->state;
+  job_report& r = st.shell.report;
+  r.steps = steps;
+  r.wall_s = st.shell.wall_s();
+  r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
+  r.generations = generation;
+  r.overlap = r.allreduce_s > 0 ? std::clamp(1.0 - exposed_s / r.allreduce_s, 0.0, 1.0) : 0.0;
+  r.workers.clear();
+  for (const auto& m : members) {
+    r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0, 0,
+                                     m.skipped_steps});
+    r.workers.back().batch_share =
+        m.step_examples ? double(m.examples) / double(m.step_examples) : 0;
+  }
+  for (auto& e : r.epochs)
+    e.examples = e.epoch - 1 < applied_examples.size() ? applied_examples[e.epoch - 1] : 0;
+}
+
+void dp_state::live_members(std::vector<caf::actor>& out) const {
+  for (const auto& m : members)
+    if (!m.lost) out.push_back(caf::actor_cast<caf::actor>(m.handle));
+}
+
+void dp_state::wind_up(coordinator_self, const job_config&, std::function<void()> then) {
+  then();
+}
+
+std::string dp_state::summary(const job_report& r) const {
+  return fmt::format("allreduce {:.1f} MB in {:.2f} s (overlap {:.2f})",
+                     double(r.allreduce_bytes) / 1e6, r.allreduce_s, r.overlap);
+}
+
+}  // namespace troupe

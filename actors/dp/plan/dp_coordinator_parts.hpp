@@ -1,0 +1,103 @@
+// The dp coordinator's functions, shared by its files: dp_coordinator.cpp (forming groups,
+// membership, the end), dp_steps.cpp (step reports and evaluation), dp_store.cpp (the
+// rendezvous store), dp_checkpoints.cpp (checkpoints and --resume), dp_standing.cpp (the
+// standby and taking over) and dp_inspection.cpp (the console's views and the metrics).
+// Internal to actors/; called only from the dp coordinator's handlers.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "actors/dp/plan/dp_coordinator.hpp"
+#include "actors/ps/coordinator_parts.hpp"
+#include "actors/records/timing.hpp"
+
+namespace troupe::dp_coordination {
+
+using self_ptr = coordinator_self;
+
+size_t live_count(const coordinator_state& st);
+// The member that sent the message being handled, if it is one.
+dp_member* sender(self_ptr self);
+// A member declared lost that speaks again is told to stop, once.
+void refuse(self_ptr self, const job_config& config, dp_member& m);
+// Ends the job once every epoch is evaluated and every live member is done.
+void maybe_finish(self_ptr self, const job_config& config);
+// A new generation of the live members (`why` is logged).
+void form_group(self_ptr self, const job_config& config, const std::string& why);
+// Marks `m` lost (the report's losses, the metrics) without forming a new generation.
+void record_loss(coordinator_state& st, dp_member& m, const std::string& why);
+
+// A worker joins (join_request): admitted while the group forms, or late (--max-workers).
+caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w,
+                        dp_worker_actor handle);
+// Member `name` is lost (`why`): the group re-forms without it, or the job fails.
+void lose(self_ptr self, const job_config& config, const std::string& name,
+          const std::string& why);
+// Every tick: members not heard from within the heartbeat timeout are lost.
+void check_heartbeats(self_ptr self, const job_config& config);
+// A member's collective of `generation` failed (`why`): unless a loss explains it first, the
+// live members form a new generation after --heartbeat-timeout-ms (on_broken_tick).
+void on_broken(self_ptr self, const job_config& config, uint64_t generation,
+               const std::string& why);
+void on_broken_tick(self_ptr self, const job_config& config, uint64_t generation);
+// A member's heartbeat; returns this coordinator's term.
+uint64_t on_heartbeat(self_ptr self, const job_config& config, const wire& w);
+
+// Every tick: the stall watchdog (--stall-timeout) judges the group's progress; a stalled job
+// ends with each member's last activity in its report.
+void check_stall(self_ptr self, const job_config& config);
+
+// -- dp_steps.cpp
+// A member's step_report; a step counts once, a member's report of a step counted for it is
+// dropped.
+void on_step(self_ptr self, const job_config& config, const wire& w);
+// Evaluates the next parameters queued, unless one is under way (or a takeover is).
+void evaluate_next(self_ptr self, const job_config& config);
+// A member was lost: the steps still waiting for its reports are taken as they are.
+void close_open_steps(self_ptr self, const job_config& config);
+// A member's parameters after `epoch` (pull_reply): queued for evaluation, the first only.
+void on_snapshot(self_ptr self, const job_config& config, uint32_t epoch, const wire& w);
+
+// -- dp_store.cpp
+caf::result<bool> store_put(self_ptr self, const wire& w);
+caf::result<wire> store_get(self_ptr self, const wire& w);
+
+// -- dp_checkpoints.cpp
+caf::error take_resume(coordinator_state& st, const job_config& config);
+// The job's progress after `step` as a checkpoint holds it (and a standing).
+job_checkpoint progress_of(const coordinator_state& st, const job_config& config,
+                           uint64_t step);
+// Takes the progress `job` holds (steps, epoch losses, evaluations) into the state, whose
+// per-epoch vectors are sized already.
+void adopt_progress(coordinator_state& st, const job_checkpoint& job);
+void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index,
+             uint32_t count, const wire& part);
+
+// -- dp_standing.cpp
+// Starts this coordinator from config.takeover: the old primary's state, its members to rejoin.
+void take_over(self_ptr self, const job_config& config);
+// A member rejoins after the takeover (answered once all are back or at the deadline).
+caf::result<wire> rejoin(self_ptr self, const job_config& config, const wire& w,
+                         dp_worker_actor handle);
+// After a takeover (and, with --mode hybrid, once the tables are served again): the members
+// back form a new generation, and their rejoins are answered.
+void form_after_takeover(self_ptr self, const job_config& config);
+
+// -- dp_tables.cpp (--mode hybrid)
+// Pulls the rows evaluation reads from the table buckets into input->rows, then `then`; a
+// bucket that does not answer fails the job.
+void pull_evaluation_rows(self_ptr self, const job_config& config,
+                          std::shared_ptr<eval_input> input, std::function<void()> then);
+// The tables are ready (placed, or every bucket served again after a takeover): the group
+// forms once its members have joined, or the takeover ends once they are back.
+void on_tables_ready(self_ptr self, const job_config& config);
+
+// -- dp_inspection.cpp
+// The console's views of a dp job: "group", "tree", "nodes", "metrics".
+caf::result<wire> inspect(self_ptr self, const job_config& config,
+                          const std::string& view);
+
+}  // namespace troupe::dp_coordination

@@ -1,0 +1,144 @@
+// coordinator_state: a job's coordinator is one actor (actors/coordinator), the job shell with
+// the plans of its mode: the parameter service's (ps_state, actors/ps: placement, batches,
+// replicas, evaluation) for --mode ps, the data-parallel group's (dp_state, actors/dp/plan:
+// generations, steps, the rendezvous store) for --mode dp, and both for --mode hybrid, where
+// the ps plan holds only the embedding tables. This header gives the plans and the shell their
+// common types: the configuration, the state, the actor pointer, and job_plan, what the shell
+// asks of every plan (the report, the standing, the members, the end). Called by the plans,
+// the shell's functions and the coordinator actor.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/job/job_shell.hpp"
+#include "actors/supervision/failure/activity_board.hpp"
+#include "messages/protocol.hpp"
+#include "troupe/detail/layout.hpp"
+#include "troupe/log.hpp"
+#include "troupe/metrics.hpp"
+#include "troupe/options.hpp"
+#include "troupe/task.hpp"
+
+namespace troupe {
+
+// An app's parameter service placed on servers (parameter_service::start with servers): its
+// buckets, made ready by the service. Such a coordinator admits servers only, places the
+// buckets with opts.replication copies, hands them to whoever asks for the tables once placed,
+// serves which/moved and recovers lost servers until a stop from its own process.
+struct service_buckets {
+  std::vector<tensor_spec> tensors;
+  placement plan;           // each bucket's slices (and server: b % opts.servers)
+  std::vector<wire> specs;  // each bucket's spec, by bucket id
+};
+
+struct job_config {
+  launch_options opts;
+  std::shared_ptr<const training_task> task;  // none for an app's service
+  caf::actor_addr supervisor;
+  logger log;
+  std::shared_ptr<metrics_registry> metrics;  // the node's; none: no metrics
+  // A standby taking over: the old primary's last standing, when it arrived, and why the old
+  // primary was judged lost.
+  std::optional<coordinator_standing> takeover;
+  std::chrono::steady_clock::time_point takeover_heard;
+  std::string takeover_why;
+  std::optional<service_buckets> service;  // an app's service; none: a job's (task, flags)
+  // What the members in this coordinator's own process are doing (the stall report); none
+  // when it has none.
+  std::shared_ptr<activity_board> activity;
+  // --mode dp and hybrid: told member 0's parameters after each epoch (before they are
+  // evaluated); none: nobody.
+  std::function<void(uint32_t epoch, std::span<const float> params)> on_parameters;
+
+  // The ps plan's buckets go to others (a hybrid group's members, an app service's clients)
+  // instead of workers of its own.
+  bool hands_out_buckets() const { return opts.hybrid() || service.has_value(); }
+};
+
+struct coordinator_state;
+using coordinator_self = job_actor::stateful_pointer<coordinator_state>;
+
+// What the shell asks of each plan of the job (ps_state, dp_state).
+class job_plan {
+ public:
+  virtual ~job_plan() = default;
+  // Its figures in the report (steps, workers, bytes, ...), before the report is written.
+  virtual void fill_report(coordinator_self self, const job_config& config) = 0;
+  // Its part of the standing the standby follows; `held` gets what to tell its members once
+  // the standby has taken it (what they may stop holding for a takeover).
+  virtual void stand(coordinator_self self, const job_config& config, coordinator_standing& x,
+                     std::vector<std::function<void()>>& held) = 0;
+  // No standby follows: what `stand` would tell its members once held is told now.
+  virtual void without_standby(coordinator_self) {}
+  // Its live members, to be told to stop at the job's end.
+  virtual void live_members(std::vector<caf::actor>& out) const = 0;
+  // The job ends: requests it holds are answered with `ended` (a held promise answers nothing).
+  virtual void end(const caf::error& ended) = 0;
+  // The job's work is done: what the plan gathers for the report first (the buckets'
+  // statistics), then `then()`.
+  virtual void wind_up(coordinator_self self, const job_config& config,
+                       std::function<void()> then) = 0;
+  // Its figures in the log's last line ("updates applied ...", "allreduce ...").
+  virtual std::string summary(const job_report& r) const = 0;
+  // Taking over: its members the standing names as live that have not rejoined yet, and those
+  // back; once none is missing, or at the deadline, it goes on with those back.
+  virtual size_t missing() const = 0;
+  virtual size_t rejoined() const = 0;
+  virtual void taken_over(coordinator_self self, const job_config& config) = 0;
+};
+
+struct ps_state;  // actors/ps/coordinator.hpp
+struct dp_state;  // actors/dp/plan/dp_coordinator.hpp
+
+struct coordinator_state {
+  static inline const char* name = "troupe.coordinator";
+  job_shell shell;
+  std::unique_ptr<ps_state> ps;  // --mode ps and hybrid (the tables), an app's service
+  std::unique_ptr<dp_state> dp;  // --mode dp and hybrid
+  // --mode hybrid: the ps plan's tables are ready (placed, or served again after a takeover);
+  // the coordinator tells the dp plan.
+  std::function<void()> on_tables_ready;
+  coordinator_state();
+  ~coordinator_state();
+  // The plans this job has, ps first.
+  std::vector<job_plan*> plans() const;
+};
+
+// -- the shell's functions over every plan (actors/job/shell_end.cpp) ------------------------
+
+// Asks every live member of every plan to stop, then quits with `reason` (none: the job is
+// done). The standby following it stops too; requests the plans hold are answered.
+void end_job(coordinator_self self, const job_config& config, caf::error reason);
+
+// The job failed `why`: the report says so (written before anything is stopped), then
+// end_job. Waits while the standing is overdue (the standby may have taken over).
+void fail_job(coordinator_self self, const job_config& config, std::string why);
+
+// The job's work is done: the standby is let go, the plans wind up, the report is written and
+// the members are stopped.
+void finish_job(coordinator_self self, const job_config& config);
+
+// The standing, from the shell and every plan, to the standby (if one follows).
+void send_standing(coordinator_self self, const job_config& config);
+
+// A standby takes over from config.takeover: the term after the old primary's, the members'
+// deadline to rejoin, the training clock and the report's history go on from the standing, and
+// the old primary is a loss. Then each plan takes its part (actors/coordinator).
+void begin_takeover(coordinator_self self, const job_config& config);
+
+// Ends the takeover once no member of any plan is missing, or at its deadline: the takeover is
+// in the report, and each plan goes on (ps first: --mode hybrid's group needs its tables).
+void end_takeover_when_back(coordinator_self self, const job_config& config);
+
+// follow: `standby` follows this coordinator from now on; returns the term.
+uint64_t follow_job(coordinator_self self, const job_config& config, standby_actor standby);
+
+}  // namespace troupe
