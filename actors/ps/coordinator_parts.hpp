@@ -25,6 +25,8 @@ void start_at_slowest(self_ptr self, const job_config& config, uint32_t rank);
 void retire_everywhere(self_ptr self, uint32_t rank);
 // Gives up batches nobody is left to do, then evaluates what can be.
 void settle_work(self_ptr self, const job_config& config);
+// A worker's progress_batch: chunks finished, their losses and clocks.
+void on_progress(self_ptr self, const job_config& config, const wire& w);
 // Worker `rank` claims up to `most` chunks of batches: a work_lease.
 caf::result<wire> claim(self_ptr self, uint32_t rank, uint32_t most);
 // Worker `rank` has done every batch it will get.

@@ -98,9 +98,11 @@ void take_over(self_ptr self, const job_config& config) {
   st.ps->roster.server_members.resize(x.servers.size());
   for (size_t i = 0; i < x.servers.size(); ++i)
     restore_member(st.ps->roster.server_members[i], x.servers[i]);
-  st.ps->roster.workers.resize(x.workers.size());
-  st.ps->roster.worker_members.resize(x.workers.size());
-  for (size_t i = 0; i < x.workers.size(); ++i)
+  // --mode hybrid: the standing's workers are the dp plan's; this plan has servers only.
+  const size_t workers = config.hands_out_buckets() ? 0 : x.workers.size();
+  st.ps->roster.workers.resize(workers);
+  st.ps->roster.worker_members.resize(workers);
+  for (size_t i = 0; i < workers; ++i)
     restore_member(st.ps->roster.worker_members[i], x.workers[i]);
   restore_report(st, x);
   if (auto err = lay_out_buckets(self, config)) return fail_job(self, config, describe(err));
@@ -122,8 +124,7 @@ void take_over(self_ptr self, const job_config& config) {
     st.ps->evaluation.rows.resize(config.task->sparse_tables().size());
     st.ps->evaluation.evaluated = x.plan.evaluated;
   }
-  config.log.warn("waiting for {} servers and {} workers to rejoin", x.servers.size(),
-                  x.workers.size());
+  config.log.warn("waiting for {} servers and {} workers to rejoin", x.servers.size(), workers);
 }
 
 caf::result<wire> rejoin_server(self_ptr self, const job_config& config, const wire& w,
