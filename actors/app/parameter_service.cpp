@@ -13,9 +13,9 @@
 
 #include "actors/app/parameter_service_parts.hpp"
 #include "actors/bucket/parameter_bucket.hpp"
+#include "actors/supervision/supervisors/supervisor.hpp"
 #include "actors/transport/bucket_client.hpp"
 #include "actors/transport/server_links.hpp"
-#include "actors/supervision/supervisors/supervisor.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 #include "troupe/detail/layout.hpp"

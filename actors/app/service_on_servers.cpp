@@ -8,8 +8,8 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/app/parameter_service_parts.hpp"
-#include "actors/transport/server_links.hpp"
 #include "actors/coordinator/coordinator.hpp"
+#include "actors/transport/server_links.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe {

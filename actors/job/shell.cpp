@@ -20,13 +20,13 @@ void record_epoch(job_shell& shell, const launch_options& opts, const evaluated_
       epoch_entry{e.epoch + 1, out.result.accuracy, out.result.loss, e.train_loss, wall});
   shell.scalars.evaluation(e.epoch_end, shell.report.epochs.back());
   // Throughput of this run (a resumed job counts from where it resumed) and the time left.
-  const auto pace = throughput_of(e.done, shell.report.resumed_from_step, e.total,
-                                  shell.training_s());
+  const auto pace =
+      throughput_of(e.done, shell.report.resumed_from_step, e.total, shell.training_s());
   shell.display.line(fmt::format(
       "epoch {}/{}  test_accuracy {:.4f}  test_loss {:.4f}  train_loss {:.4f}  {:.1f} s  {:.0f} "
       "batches/s  eta {:.1f} s",
-      e.epoch + 1, opts.epochs, out.result.accuracy, out.result.loss, e.train_loss, wall,
-      pace.rate, pace.eta_s));
+      e.epoch + 1, opts.epochs, out.result.accuracy, out.result.loss, e.train_loss, wall, pace.rate,
+      pace.eta_s));
   shell.curve.on_evaluation(wall, e.done, e.epoch + 1, out.result.accuracy);
   shell.stall.progress(stall_watch::clock::now());
   set(shell.metrics.epochs, e.epoch + 1);
@@ -44,8 +44,8 @@ void restore_history(job_shell& shell, const coordinator_standing& x) {
 
 void note_primary_lost(job_shell& shell, const coordinator_standing& x, const std::string& why) {
   shell.report.losses.push_back(loss_event{"coordinator (term " + std::to_string(x.term) + ")",
-                                role::coordinator, shell.succession.lost_at_s, unix_ms_now(),
-                                why});
+                                           role::coordinator, shell.succession.lost_at_s,
+                                           unix_ms_now(), why});
   add(shell.metrics.lost, 1);
 }
 

@@ -125,7 +125,8 @@ void offer_standing(Self self, std::chrono::milliseconds timeout, wire standing,
   const auto follower = self->state.shell.succession.follower;
   if (!follower) return;
   const auto sent = std::chrono::steady_clock::now();  // an answer may wait out a pause
-  self->request(follower, timeout, state_atom_v, self->state.shell.succession.term, std::move(standing))
+  self->request(follower, timeout, state_atom_v, self->state.shell.succession.term,
+                std::move(standing))
       .then(
           [=](bool) {
             auto& heir = self->state.shell.succession;

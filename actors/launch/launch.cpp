@@ -230,8 +230,7 @@ caf::actor spawn_trainer(caf::actor_system& sys, const launch_options& opts,
 std::optional<gatekeeper_actor> publish_gatekeeper(caf::scoped_actor& self,
                                                    const launch_options& opts,
                                                    const coordinator_actor& coord,
-                                                   const app_description& app,
-                                                   const logger& log) {
+                                                   const app_description& app, const logger& log) {
   auto& sys = self->system();
   gatekeeper_config config{opts.secret, coord, self->address(), log.named("gatekeeper")};
   if (opts.mode == job_mode::dp)
@@ -361,8 +360,8 @@ int run_coordinator(const launch_options& opts, std::shared_ptr<const training_t
     auto& sys = self->system();
     size_blas_for_coordinator(opts);
     const coordinator_actor coord = sys.spawn(
-        coordinator, job_config{opts, task, self->address(), log.named("coordinator"),
-                                metrics.registry});
+        coordinator,
+        job_config{opts, task, self->address(), log.named("coordinator"), metrics.registry});
     return serve_coordinator(self, opts, coord, app, log);
   });
 }

@@ -73,7 +73,8 @@ void write_out(self_ptr self, const job_config& config, std::shared_ptr<checkpoi
 // Saves part `index` (and then the rest) of bucket b into c; calls done(error or none).
 void save_parts(self_ptr self, const job_config& config, uint32_t b, uint32_t index,
                 std::shared_ptr<checkpoint> c, std::function<void(caf::error)> done) {
-  self->request(self->state.ps->directory.buckets[b], config.opts.request_timeout, save_atom_v, index)
+  self->request(self->state.ps->directory.buckets[b], config.opts.request_timeout, save_atom_v,
+                index)
       .then(
           [=](wire& part, uint32_t total) {
             c->buckets[b].push_back(std::move(part));
@@ -85,7 +86,8 @@ void save_parts(self_ptr self, const job_config& config, uint32_t b, uint32_t in
 
 void save_buckets(self_ptr self, const job_config& config) {
   auto& st = self->state;
-  if (st.shell.phase != job_phase::training || st.ps->directory.recovering > 0 || st.ps->checkpoints.spoiled) {
+  if (st.shell.phase != job_phase::training || st.ps->directory.recovering > 0 ||
+      st.ps->checkpoints.spoiled) {
     const std::string why =
         st.ps->checkpoints.spoiled ? "not every worker paused" : "a bucket is recovering";
     config.log.warn("checkpoint skipped: {}", why);

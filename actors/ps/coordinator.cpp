@@ -39,9 +39,11 @@ void ps_state::fill_report(coordinator_self self, const job_config&) {
 
 void ps_state::live_members(std::vector<caf::actor>& out) const {
   for (size_t i = 0; i < roster.workers.size(); ++i)
-    if (!roster.worker_members[i].lost) out.push_back(caf::actor_cast<caf::actor>(roster.workers[i]));
+    if (!roster.worker_members[i].lost)
+      out.push_back(caf::actor_cast<caf::actor>(roster.workers[i]));
   for (size_t i = 0; i < roster.servers.size(); ++i)
-    if (!roster.server_members[i].lost) out.push_back(caf::actor_cast<caf::actor>(roster.servers[i]));
+    if (!roster.server_members[i].lost)
+      out.push_back(caf::actor_cast<caf::actor>(roster.servers[i]));
 }
 
 void ps_state::end(const caf::error& ended) {
@@ -136,10 +138,10 @@ void start_training(self_ptr self, const job_config& config) {
   st.ps->evaluation.rows = config.task->evaluation_rows();
   st.ps->evaluation.rows.resize(config.task->sparse_tables().size());
   st.ps->training.work.emplace(o.epochs, config.task->batches_per_epoch(o.batch), o.accumulate,
-                           static_cast<uint32_t>(st.ps->roster.workers.size()));
+                               static_cast<uint32_t>(st.ps->roster.workers.size()));
   config.log.info("training: {} workers, {} servers, {} buckets, {} epochs",
-                  st.ps->roster.workers.size(), st.ps->roster.servers.size(), st.ps->directory.buckets.size(),
-                  o.epochs);
+                  st.ps->roster.workers.size(), st.ps->roster.servers.size(),
+                  st.ps->directory.buckets.size(), o.epochs);
   for (uint32_t r = 0; r < st.ps->roster.workers.size(); ++r)
     self->send(st.ps->roster.workers[r], start_atom_v, encode(make_start(st, o, r)),
                st.ps->directory.buckets);
@@ -160,17 +162,19 @@ void admit_at(self_ptr self, const job_config& config, uint32_t rank, uint32_t b
             *clock = std::min(*clock, start);
             if (--*pending > 0) return;
             auto& st = self->state;
-            if (st.ps->checkpoints.taking) st.ps->checkpoints.spoiled = true;  // it was never paused
+            if (st.ps->checkpoints.taking)
+              st.ps->checkpoints.spoiled = true;  // it was never paused
             start_job job = make_start(st, config.opts, rank);
             job.clock = *clock;
-            self->send(st.ps->roster.workers[rank], start_atom_v, encode(job), st.ps->directory.buckets);
+            self->send(st.ps->roster.workers[rank], start_atom_v, encode(job),
+                       st.ps->directory.buckets);
             config.log.info("worker {} starts at clock {}", rank, *clock);
           },
           [=](caf::error& err) {
             auto& st = self->state;
             if (err.category() == error_category)
               return fail_job(self, config,
-                          fmt::format("admitting worker {}: {}", rank, describe(err)));
+                              fmt::format("admitting worker {}: {}", rank, describe(err)));
             auto again = [=] { admit_at(self, config, rank, b, pending, clock); };
             if (st.ps->directory.buckets[b] != bucket)
               again();
@@ -255,7 +259,8 @@ void evaluate(self_ptr self, const job_config& config, uint32_t epoch) {
               auto& st = self->state;
               if (st.ps->evaluation.round != round) return;
               if (err.category() == error_category)
-                return fail_job(self, config, fmt::format("pulling bucket {}: {}", b, describe(err)));
+                return fail_job(self, config,
+                                fmt::format("pulling bucket {}: {}", b, describe(err)));
               // The bucket is gone for now (restarting, or its backup is taking over): the
               // heartbeat tick tries the evaluation again.
               if (st.ps->evaluation.running && st.shell.phase == job_phase::training)
@@ -281,17 +286,17 @@ void show_progress(self_ptr self, const job_config& config, const progress& repo
   const uint64_t done = st.ps->training.work->finished_batches();
   const double since = std::max(st.shell.training_s(), 1e-9);
   const uint32_t epoch = report.chunk.epoch;
-  st.shell.curve.on_progress(st.shell.resumed_wall_s + since, done, epoch + 1,
-                                report.loss_sum, report.chunk.count, report.staleness);
+  st.shell.curve.on_progress(st.shell.resumed_wall_s + since, done, epoch + 1, report.loss_sum,
+                             report.chunk.count, report.staleness);
   st.shell.scalars.loss(report.loss_sum, report.chunk.count);
   st.shell.scalars.staleness(report.staleness);
   st.shell.scalars.at_step(done, st.shell.resumed_wall_s + since,
-                              st.ps->training.work->batches_per_epoch());
+                           st.ps->training.work->batches_per_epoch());
   if (!st.shell.display.terminal()) return;
   const uint64_t total = uint64_t{config.opts.epochs} * st.ps->training.work->batches_per_epoch();
   const auto pace = throughput_of(done, st.shell.report.resumed_from_step, total, since);
   st.shell.display.update(epoch + 1, config.opts.epochs, st.ps->training.epoch_batches[epoch],
-                             st.ps->training.work->batches_per_epoch(), pace.rate, pace.eta_s);
+                          st.ps->training.work->batches_per_epoch(), pace.rate, pace.eta_s);
 }
 
 // A worker that rejoined a takeover finished a chunk before the takeover is over: its account
@@ -365,7 +370,6 @@ void on_progress(self_ptr self, const job_config& config, const wire& w) {
 }
 
 // -- the end ------------------------------------------------------------------------------------
-
 
 caf::result<wire> claim(self_ptr self, uint32_t rank, uint32_t most) {
   auto& st = self->state;

@@ -26,8 +26,8 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "actors/ps/work_plan.hpp"
 #include "actors/job/coordinator_state.hpp"
+#include "actors/ps/work_plan.hpp"
 #include "actors/records/checkpoint_file.hpp"
 #include "actors/supervision/failure/heartbeat.hpp"
 #include "messages/protocol.hpp"

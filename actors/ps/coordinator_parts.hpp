@@ -105,17 +105,14 @@ void host_bucket(self_ptr self, const job_config& config, uint32_t b, uint32_t s
 std::optional<uint32_t> server_for_copy(const coordinator_state& st, uint32_t b);
 // Makes a copy of bucket b at the end of its chain, on a live server that is not being drained
 // and holds no copy of it; `then` runs once it holds the state (or when none can be made).
-void add_backup(self_ptr self, const job_config& config, uint32_t b,
-                std::function<void()> then);
+void add_backup(self_ptr self, const job_config& config, uint32_t b, std::function<void()> then);
 // Adds backups until bucket b has --replication copies (or no server is left for one), then
 // runs `then`.
 void fill_chain(
-    self_ptr self, const job_config& config, uint32_t b,
-    std::function<void()> then = [] {});
+    self_ptr self, const job_config& config, uint32_t b, std::function<void()> then = [] {});
 // Server s is gone: the first live backup of each of its primaries takes over, its backups
 // leave their chains, and every chain grows back to --replication copies.
-void take_over_from(self_ptr self, const job_config& config, size_t s,
-                    const std::string& what);
+void take_over_from(self_ptr self, const job_config& config, size_t s, const std::string& what);
 // A copy of bucket b reports that `failed`, the copy after it, does not answer: unless the
 // chain has changed since, `failed` leaves it and the reporter forwards past it.
 void backup_failed(self_ptr self, const job_config& config, uint32_t b,
@@ -143,8 +140,7 @@ std::string fixed(double x, int digits = 2);
 using node_texts = std::vector<std::pair<std::string, std::string>>;  // node name, metrics text
 // Asks every live node in another process for its metrics; `done` gets them, the coordinator's
 // own process first. Nodes that do not answer within a few seconds are left out.
-void gather_metrics(self_ptr self, const job_config& config,
-                    std::function<void(node_texts)> done);
+void gather_metrics(self_ptr self, const job_config& config, std::function<void(node_texts)> done);
 // Every bucket's statistics (none for a bucket that did not answer), in bucket order.
 void gather_stats(self_ptr self, const job_config& config,
                   std::function<void(std::vector<std::optional<bucket_stats>>)> done);
@@ -159,8 +155,7 @@ table_view metrics_table(const node_texts& texts);
 caf::result<std::string> operate(self_ptr self, const job_config& config,
                                  const std::vector<std::string>& action);
 caf::result<std::string> checkpoint_now(self_ptr self, const job_config& config);
-caf::result<std::string> drain(self_ptr self, const job_config& config,
-                               const std::string& name);
+caf::result<std::string> drain(self_ptr self, const job_config& config, const std::string& name);
 caf::result<std::string> set_log_level(self_ptr self, const job_config& config,
                                        const std::string& level, const std::string& node);
 

@@ -35,8 +35,7 @@ std::vector<std::string> diag_row(const char* name, double value, double thresho
 
 }  // namespace
 
-void gather_metrics(self_ptr self, const job_config& config,
-                    std::function<void(node_texts)> done) {
+void gather_metrics(self_ptr self, const job_config& config, std::function<void(node_texts)> done) {
   auto& st = self->state;
   auto texts = std::make_shared<node_texts>();
   texts->emplace_back("coordinator", node_metrics_text(config.metrics));

@@ -170,8 +170,7 @@ std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_st
 
 }  // namespace
 
-caf::result<wire> inspect(self_ptr self, const job_config& config,
-                          const std::string& view) {
+caf::result<wire> inspect(self_ptr self, const job_config& config, const std::string& view) {
   auto& st = self->state;
   if (view == "nodes") return encode(nodes(st, config));
   if (view == "workers") return encode(workers(st));

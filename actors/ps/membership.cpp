@@ -10,14 +10,17 @@ namespace troupe::coordination {
 
 // Workers that are training now (joined, not finished, not lost).
 double live_workers(const coordinator_state& st) {
-  return double(std::count_if(st.ps->roster.worker_members.begin(), st.ps->roster.worker_members.end(),
+  return double(std::count_if(st.ps->roster.worker_members.begin(),
+                              st.ps->roster.worker_members.end(),
                               [](const member& w) { return !w.lost && !w.done; }));
 }
 
 bool anyone_draining(const coordinator_state& st) {
   const auto draining = [](const member& m) { return m.draining; };
-  return std::any_of(st.ps->roster.server_members.begin(), st.ps->roster.server_members.end(), draining) ||
-         std::any_of(st.ps->roster.worker_members.begin(), st.ps->roster.worker_members.end(), draining);
+  return std::any_of(st.ps->roster.server_members.begin(), st.ps->roster.server_members.end(),
+                     draining) ||
+         std::any_of(st.ps->roster.worker_members.begin(), st.ps->roster.worker_members.end(),
+                     draining);
 }
 
 double training_seconds(const coordinator_state& st) {
@@ -28,7 +31,8 @@ double training_seconds(const coordinator_state& st) {
 void record_loss(coordinator_state& st, const member& m, role kind, const std::string& why) {
   add(st.shell.metrics.lost, 1);
   if (!st.ps->roster.worker_members.empty()) set(st.shell.metrics.workers, live_workers(st));
-  st.shell.report.losses.push_back(loss_event{m.name, kind, training_seconds(st), unix_ms_now(), why});
+  st.shell.report.losses.push_back(
+      loss_event{m.name, kind, training_seconds(st), unix_ms_now(), why});
 }
 
 // Whether another worker may join the running job: fewer than --max-workers are active.
@@ -44,18 +48,20 @@ bool room_for_a_late_worker(const coordinator_state& st, const launch_options& o
 // Not while a takeover waits for the members to rejoin (the chains are not linked yet): the
 // takeover grows them once it is over.
 bool room_for_a_replacement_server(const coordinator_state& st, const launch_options& o) {
-  const auto live = std::count_if(st.ps->roster.server_members.begin(), st.ps->roster.server_members.end(),
-                                  [](const member& s) { return !s.lost && !s.drained; });
-  return st.shell.phase == job_phase::training && !st.shell.succession.rejoining && o.replication >= 2 &&
-         static_cast<uint32_t>(live) < o.servers && st.ps->roster.server_members.size() < (1u << 16);
+  const auto live =
+      std::count_if(st.ps->roster.server_members.begin(), st.ps->roster.server_members.end(),
+                    [](const member& s) { return !s.lost && !s.drained; });
+  return st.shell.phase == job_phase::training && !st.shell.succession.rejoining &&
+         o.replication >= 2 && static_cast<uint32_t>(live) < o.servers &&
+         st.ps->roster.server_members.size() < (1u << 16);
 }
 
 // -- membership ---------------------------------------------------------------------------------
 
 template <class Handle>
-caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w,
-                        Handle handle, std::vector<Handle>& handles, std::vector<member>& members,
-                        uint32_t wanted, role expected) {
+caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w, Handle handle,
+                        std::vector<Handle>& handles, std::vector<member>& members, uint32_t wanted,
+                        role expected) {
   auto request = decode<join_request>(w);
   if (!request) return std::move(request.error());
   if (request->sender != expected)
@@ -141,8 +147,7 @@ void leave_roster(std::vector<Handle>& handles, std::vector<member>& members, si
   members.erase(members.begin() + i);
 }
 
-void lose_worker(self_ptr self, const job_config& config, size_t i,
-                 const std::string& why) {
+void lose_worker(self_ptr self, const job_config& config, size_t i, const std::string& why) {
   auto& st = self->state;
   auto& m = st.ps->roster.worker_members[i];
   m.lost = true;
@@ -168,11 +173,13 @@ void lose_member(self_ptr self, const job_config& config, const caf::actor_addr&
   if (st.shell.phase == job_phase::finishing) return;
   const bool joining = st.shell.phase == job_phase::joining;
   if (auto i = find_live(st.ps->roster.server_members, who)) {
-    if (joining) return leave_roster(st.ps->roster.servers, st.ps->roster.server_members, *i, config.log);
+    if (joining)
+      return leave_roster(st.ps->roster.servers, st.ps->roster.server_members, *i, config.log);
     return lose_server(self, config, *i, why);
   }
   if (auto i = find_live(st.ps->roster.worker_members, who)) {
-    if (joining) return leave_roster(st.ps->roster.workers, st.ps->roster.worker_members, *i, config.log);
+    if (joining)
+      return leave_roster(st.ps->roster.workers, st.ps->roster.worker_members, *i, config.log);
     lose_worker(self, config, *i, why);
   }
 }
@@ -224,20 +231,21 @@ void check_heartbeats(self_ptr self, const job_config& config) {
 caf::result<wire> admit_server(self_ptr self, const job_config& config, const wire& w,
                                server_actor handle) {
   auto& st = self->state;
-  return admit(self, config, w, std::move(handle), st.ps->roster.servers, st.ps->roster.server_members,
-               config.opts.servers, role::server);
+  return admit(self, config, w, std::move(handle), st.ps->roster.servers,
+               st.ps->roster.server_members, config.opts.servers, role::server);
 }
 
 caf::result<wire> admit_worker(self_ptr self, const job_config& config, const wire& w,
                                worker_actor handle) {
   auto& st = self->state;
-  return admit(self, config, w, std::move(handle), st.ps->roster.workers, st.ps->roster.worker_members,
-               config.opts.workers, role::worker);
+  return admit(self, config, w, std::move(handle), st.ps->roster.workers,
+               st.ps->roster.worker_members, config.opts.workers, role::worker);
 }
 
 void check_stall(self_ptr self, const job_config& config) {
   auto& st = self->state;
-  if (config.hands_out_buckets() || st.shell.phase == job_phase::finishing) return;  // not ours to judge
+  if (config.hands_out_buckets() || st.shell.phase == job_phase::finishing)
+    return;  // not ours to judge
   // Start-up, a checkpoint, an evaluation and a takeover may take long on purpose; each counts
   // as progress when it ends.
   const bool busy = st.shell.phase != job_phase::training || st.ps->evaluation.running ||

@@ -67,8 +67,8 @@ caf::result<std::string> drain_worker(self_ptr self, const job_config& config, s
             // It may have paused after all (its push was held up): let it go on.
             if (!m.lost) self->send(self->state.ps->roster.workers[w], resume_atom_v);
             promise.deliver(make_error(
-                errc::job_failed,
-                "draining '" + self->state.ps->roster.worker_members[w].name + "': " + describe(err)));
+                errc::job_failed, "draining '" + self->state.ps->roster.worker_members[w].name +
+                                      "': " + describe(err)));
           });
   return promise;
 }
@@ -145,8 +145,7 @@ caf::result<std::string> checkpoint_now(self_ptr self, const job_config& config)
   return promise;
 }
 
-caf::result<std::string> drain(self_ptr self, const job_config& config,
-                               const std::string& name) {
+caf::result<std::string> drain(self_ptr self, const job_config& config, const std::string& name) {
   auto& st = self->state;
   if (st.shell.phase != job_phase::training)
     return make_error(errc::job_failed, "nodes are drained while the job trains");

@@ -31,8 +31,8 @@ uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
   return static_cast<uint32_t>(std::max(wanted, needed));
 }
 
-wire spec_of(const coordinator_state& st, const job_config& config,
-             const bucket_placement& b, const std::vector<float>& initial) {
+wire spec_of(const coordinator_state& st, const job_config& config, const bucket_placement& b,
+             const std::vector<float>& initial) {
   const auto& o = config.opts;
   // --mode hybrid: the tables' clients are the group's members, by join index.
   const uint32_t clients = o.hybrid() ? std::max(o.workers, o.max_workers) : o.workers;
@@ -89,21 +89,24 @@ void restore_bucket(self_ptr self, const job_config& config, uint32_t b,
   const auto total = static_cast<uint32_t>(parts.size());
   auto pending = std::make_shared<uint32_t>(total);
   for (uint32_t i = 0; i < total; ++i)
-    self->request(st.ps->directory.buckets[b], config.opts.request_timeout, restore_atom_v, i, total,
-                  parts[i])
+    self->request(st.ps->directory.buckets[b], config.opts.request_timeout, restore_atom_v, i,
+                  total, parts[i])
         .then(
             [=](bool) {
               if (--*pending == 0) then();
             },
             [=](caf::error& err) {
-              fail_job(self, config,
-                   fmt::format("restoring bucket {} from the checkpoint: {}", b, describe(err)));
+              fail_job(
+                  self, config,
+                  fmt::format("restoring bucket {} from the checkpoint: {}", b, describe(err)));
             });
 }
 
 void placed_one(self_ptr self, const job_config& config) {
   auto& st = self->state;
-  if (st.shell.phase != job_phase::placing || ++st.ps->directory.placed < st.ps->directory.buckets.size()) return;
+  if (st.shell.phase != job_phase::placing ||
+      ++st.ps->directory.placed < st.ps->directory.buckets.size())
+    return;
   if (config.hands_out_buckets())
     tables_placed(self, config);
   else if (st.ps->checkpoints.resume_from)
@@ -140,12 +143,13 @@ void restore_from_checkpoint(self_ptr self, const job_config& config, size_t s,
   auto& st = self->state;
   if (config.opts.consistency.type != consistency_config::mode::async)
     return fail_job(self, config,
-                what +
-                    "; restoring buckets from a checkpoint mid-job needs --consistency async "
-                    "(or --replication 2)");
+                    what +
+                        "; restoring buckets from a checkpoint mid-job needs --consistency async "
+                        "(or --replication 2)");
   // Only checkpoints this job wrote: the directory may hold another run's.
   std::optional<checkpoint> saved;
-  for (auto path = st.ps->checkpoints.written.rbegin(); path != st.ps->checkpoints.written.rend(); ++path) {
+  for (auto path = st.ps->checkpoints.written.rbegin(); path != st.ps->checkpoints.written.rend();
+       ++path) {
     auto c = read_checkpoint(*path);
     if (c) {
       saved = std::move(*c);
@@ -154,10 +158,11 @@ void restore_from_checkpoint(self_ptr self, const job_config& config, size_t s,
     config.log.warn("skipping a damaged checkpoint: {}", describe(c.error()));
   }
   if (!saved)
-    return fail_job(self, config, what + "; this job has no checkpoint to restore its buckets from");
+    return fail_job(self, config,
+                    what + "; this job has no checkpoint to restore its buckets from");
   auto it = st.ps->checkpoints.chunks_at_step.find(saved->job.step);
-  const uint64_t since =
-      st.ps->checkpoints.chunks_done - (it == st.ps->checkpoints.chunks_at_step.end() ? 0 : it->second);
+  const uint64_t since = st.ps->checkpoints.chunks_done -
+                         (it == st.ps->checkpoints.chunks_at_step.end() ? 0 : it->second);
   st.ps->checkpoints.resume_from = std::move(*saved);
   config.log.warn(
       "{}; restoring its buckets from the checkpoint at step {} ({} updates each are lost)", what,
@@ -178,12 +183,14 @@ void restore_from_checkpoint(self_ptr self, const job_config& config, size_t s,
             // Workers that joined after the checkpoint take their ranks again, in order.
             auto& st = self->state;
             const auto spec = decode<bucket_spec>(st.ps->directory.specs[b]);
-            for (uint32_t r = spec ? spec->workers : 0; r < st.ps->roster.worker_members.size(); ++r)
+            for (uint32_t r = spec ? spec->workers : 0; r < st.ps->roster.worker_members.size();
+                 ++r)
               self->request(handle, config.opts.request_timeout, admit_atom_v, r)
                   .then([](uint64_t) {}, [](caf::error&) {});
             set_primary(self, b, handle, *server);
             served_again(self, config, b);
-            if (self->state.ps->directory.recovering == 0) self->state.ps->checkpoints.resume_from.reset();
+            if (self->state.ps->directory.recovering == 0)
+              self->state.ps->checkpoints.resume_from.reset();
           });
         },
         [=](caf::error& err) {
@@ -207,7 +214,8 @@ void connect_servers(self_ptr self, const job_config& config, std::function<void
     for (size_t s = 0; s < st.ps->roster.servers.size(); ++s)
       for (size_t t = s + 1; t < st.ps->roster.servers.size(); ++t) {
         const endpoint& peer = st.ps->roster.server_members[t].data;
-        if (peer.port == 0 || st.ps->roster.servers[s].node() == st.ps->roster.servers[t].node()) continue;
+        if (peer.port == 0 || st.ps->roster.servers[s].node() == st.ps->roster.servers[t].node())
+          continue;
         ++*pending;
         self->request(st.ps->roster.servers[s], config.opts.request_timeout, peer_atom_v, peer.host,
                       peer.port)
@@ -238,13 +246,15 @@ caf::error lay_out_buckets(self_ptr self, const job_config& config) {
     return {};
   }
   // --mode hybrid: the dense parameters are the group's; the buckets hold rows only.
-  st.ps->directory.layout.emplace(o.hybrid() ? std::vector<tensor_spec>{} : config.task->parameters());
+  st.ps->directory.layout.emplace(o.hybrid() ? std::vector<tensor_spec>{}
+                                             : config.task->parameters());
   const uint32_t count = bucket_count(o, st.ps->directory.layout->total);
-  st.ps->directory.plan =
-      plan_buckets(*st.ps->directory.layout, count, static_cast<uint32_t>(st.ps->roster.servers.size()));
+  st.ps->directory.plan = plan_buckets(*st.ps->directory.layout, count,
+                                       static_cast<uint32_t>(st.ps->roster.servers.size()));
   if (auto err = check_resume(st, config)) return err;
   std::vector<float> initial;
-  if (!st.ps->checkpoints.resume_from && st.ps->directory.layout->total > 0) {  // (hybrid: rows only)
+  if (!st.ps->checkpoints.resume_from &&
+      st.ps->directory.layout->total > 0) {  // (hybrid: rows only)
     initial.resize(st.ps->directory.layout->total);
     config.task->initialize(o.seed, initial);
     if (!kernels::all_finite(initial))  // (a Python task's initialize that raised leaves NaN)
@@ -256,8 +266,8 @@ caf::error lay_out_buckets(self_ptr self, const job_config& config) {
   st.ps->directory.specs.resize(n);
   for (const auto& b : st.ps->directory.plan.buckets)
     st.ps->directory.specs[b.bucket] = st.ps->checkpoints.resume_from
-                                       ? st.ps->checkpoints.resume_from->buckets[b.bucket][0]
-                                       : spec_of(st, config, b, initial);
+                                           ? st.ps->checkpoints.resume_from->buckets[b.bucket][0]
+                                           : spec_of(st, config, b, initial);
   return {};
 }
 
@@ -268,8 +278,7 @@ void place_all(self_ptr self, const job_config& config) {
   for (uint32_t b = 0; b < st.ps->directory.buckets.size(); ++b) place_one(self, config, b);
 }
 
-void lose_server(self_ptr self, const job_config& config, size_t s,
-                 const std::string& why) {
+void lose_server(self_ptr self, const job_config& config, size_t s, const std::string& why) {
   auto& st = self->state;
   auto& m = st.ps->roster.server_members[s];
   m.lost = true;
@@ -284,12 +293,13 @@ void lose_server(self_ptr self, const job_config& config, size_t s,
   const std::string what = fmt::format("lost server '{}' ({})", m.name, why);
   if (st.shell.phase != job_phase::training) return fail_job(self, config, what);
   if (config.opts.replication < 2 && config.opts.checkpoint_dir.empty())
-    return fail_job(self, config,
-                what + (config.service ? "; its buckets are gone (a service's replication 2 "
-                                         "keeps a backup of each)"
-                                       : "; its buckets are gone (--replication 2 keeps a backup "
-                                         "of each; --checkpoint-dir restores them from the last "
-                                         "checkpoint)"));
+    return fail_job(
+        self, config,
+        what + (config.service ? "; its buckets are gone (a service's replication 2 "
+                                 "keeps a backup of each)"
+                               : "; its buckets are gone (--replication 2 keeps a backup "
+                                 "of each; --checkpoint-dir restores them from the last "
+                                 "checkpoint)"));
   st.ps->directory.lost_at = std::chrono::steady_clock::now();
   // An evaluation pulling from the lost server would wait for its timeout: start it again.
   ++st.ps->evaluation.round;
@@ -323,7 +333,8 @@ caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_act
     return make_error(errc::unknown_bucket, fmt::format("there is no bucket {}", bucket));
   auto& home = st.ps->directory.homes[bucket];
   // (While a takeover waits for its servers, a bucket may have no handle yet.)
-  if (!home.recovering && st.ps->directory.buckets[bucket] && st.ps->directory.buckets[bucket] != failed)
+  if (!home.recovering && st.ps->directory.buckets[bucket] &&
+      st.ps->directory.buckets[bucket] != failed)
     return st.ps->directory.buckets[bucket];
   if (home.waiting.size() >= max_waiting)
     return make_error(errc::message_too_large, "too many requests wait for this bucket");
@@ -334,7 +345,8 @@ caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_act
 void moved(self_ptr self, const job_config& config, uint32_t b, bucket_actor handle) {
   auto& st = self->state;
   size_t s = 0;
-  while (s < st.ps->roster.server_members.size() && !sent_by(self, st.ps->roster.server_members[s].address))
+  while (s < st.ps->roster.server_members.size() &&
+         !sent_by(self, st.ps->roster.server_members[s].address))
     ++s;
   if (s == st.ps->roster.server_members.size() || b >= st.ps->directory.buckets.size() ||
       st.ps->roster.server_members[s].lost)

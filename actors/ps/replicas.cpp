@@ -65,8 +65,7 @@ void end_chain_at(self_ptr self, const job_config& config, const bucket_actor& a
       .then([](bool) {}, [](caf::error&) {});
 }
 
-void remove_backup(self_ptr self, const job_config& config, uint32_t b,
-                   const bucket_actor& handle);
+void remove_backup(self_ptr self, const job_config& config, uint32_t b, const bucket_actor& handle);
 
 // Position k of bucket b's chain forwards to position k + 1 again (after a restart, or a copy
 // taken out in between): k + 1 takes k's whole state. Without a position k + 1, k forwards to
@@ -107,8 +106,7 @@ void relink(
 // Adds one backup of bucket b at the end of its chain, on a live server that holds no copy of
 // it; `done(true)` once it holds the state, `done(false)` when none can be made. One addition
 // per bucket at a time: the others wait their turn.
-void add_copy(self_ptr self, const job_config& config, uint32_t b,
-              std::function<void(bool)> done) {
+void add_copy(self_ptr self, const job_config& config, uint32_t b, std::function<void(bool)> done) {
   auto& home = self->state.ps->directory.homes[b];
   if (home.adding) {
     home.after_adding.push_back([=] { add_copy(self, config, b, done); });
@@ -223,7 +221,7 @@ void promote(self_ptr self, const job_config& config, uint32_t b, size_t first_l
           [=](caf::error& err) {
             if (self->state.ps->directory.homes[b].promotion != promotion) return;
             fail_job(self, config,
-                 fmt::format("promoting the backup of bucket {}: {}", b, describe(err)));
+                     fmt::format("promoting the backup of bucket {}: {}", b, describe(err)));
           });
 }
 
@@ -238,19 +236,18 @@ std::optional<uint32_t> server_for_copy(const coordinator_state& st, uint32_t b)
   const auto& home = st.ps->directory.homes[b];
   std::optional<uint32_t> best;
   for (uint32_t s = 0; s < st.ps->roster.servers.size(); ++s)
-    if (!home.holds_copy_on(s) && !home.left_on_server(s) && !st.ps->roster.server_members[s].lost &&
-        !st.ps->roster.server_members[s].draining && (!best || load[s] < load[*best]))
+    if (!home.holds_copy_on(s) && !home.left_on_server(s) &&
+        !st.ps->roster.server_members[s].lost && !st.ps->roster.server_members[s].draining &&
+        (!best || load[s] < load[*best]))
       best = s;
   return best;
 }
 
-void add_backup(self_ptr self, const job_config& config, uint32_t b,
-                std::function<void()> then) {
+void add_backup(self_ptr self, const job_config& config, uint32_t b, std::function<void()> then) {
   add_copy(self, config, b, [then](bool) { then(); });
 }
 
-void fill_chain(self_ptr self, const job_config& config, uint32_t b,
-                std::function<void()> then) {
+void fill_chain(self_ptr self, const job_config& config, uint32_t b, std::function<void()> then) {
   auto& home = self->state.ps->directory.homes[b];
   if (home.adding) {  // counted again once that addition is done
     home.after_adding.push_back([=] { fill_chain(self, config, b, then); });
@@ -263,8 +260,7 @@ void fill_chain(self_ptr self, const job_config& config, uint32_t b,
   });
 }
 
-void take_over_from(self_ptr self, const job_config& config, size_t s,
-                    const std::string& what) {
+void take_over_from(self_ptr self, const job_config& config, size_t s, const std::string& what) {
   auto& st = self->state;
   const auto server = static_cast<uint32_t>(s);
   for (uint32_t b = 0; b < st.ps->directory.homes.size(); ++b) {

@@ -47,7 +47,8 @@ caf::result<std::vector<bucket_actor>, std::string> want_tables(self_ptr self,
   } else {
     return make_error(errc::bad_configuration, "a training job hands out no buckets");
   }
-  st.ps->tables_wanted.push_back(self->make_response_promise<std::vector<bucket_actor>, std::string>());
+  st.ps->tables_wanted.push_back(
+      self->make_response_promise<std::vector<bucket_actor>, std::string>());
   return st.ps->tables_wanted.back();
 }
 
@@ -56,7 +57,8 @@ void hand_tables(self_ptr self) {
   if (!tables_ready(st)) return;
   if (st.on_tables_ready) st.on_tables_ready();
   if (st.ps->tables_wanted.empty()) return;
-  for (auto& promise : st.ps->tables_wanted) promise.deliver(st.ps->directory.buckets, server_list(st));
+  for (auto& promise : st.ps->tables_wanted)
+    promise.deliver(st.ps->directory.buckets, server_list(st));
   st.ps->tables_wanted.clear();
 }
 
@@ -65,8 +67,7 @@ void stop_for_group(self_ptr self, const job_config& config, const std::string& 
   const auto sender = self->current_sender();
   const bool owner = config.service && sender && sender->node() == self->node();
   if (!owner) return config.log.warn("ignored a stop that is not from the buckets' owner");
-  end_job(self, config,
-                    failure.empty() ? caf::error{} : make_error(errc::job_failed, failure));
+  end_job(self, config, failure.empty() ? caf::error{} : make_error(errc::job_failed, failure));
 }
 
 }  // namespace troupe::coordination

@@ -62,7 +62,6 @@ void reconcile_work(coordinator_state& st, const job_config& config) {
                   counted_batches);
 }
 
-
 // Checks a rejoin against the standing: the member of that role and rank, by name, live.
 caf::expected<rejoin_request> check_rejoin(const coordinator_state& st, const wire& w, role as,
                                            const std::vector<member>& members) {
@@ -188,7 +187,6 @@ caf::result<wire> rejoin_worker(self_ptr self, const job_config& config, const w
   return reply;
 }
 
-
 }  // namespace troupe::coordination
 
 namespace troupe {
@@ -211,7 +209,8 @@ void ps_state::taken_over(coordinator_self self, const job_config& config) {
   auto& st = self->state;
   const bool tables_only = config.opts.hybrid();  // no workers, no work plan: the group's
   if (!tables_only) coordination::reconcile_work(st, config);
-  for (auto& [reply, rank] : st.ps->replies) reply.deliver(encode(coordination::reply_for(st, config, rank)));
+  for (auto& [reply, rank] : st.ps->replies)
+    reply.deliver(encode(coordination::reply_for(st, config, rank)));
   st.ps->replies.clear();
   const std::string why = "did not rejoin after the takeover";
   for (size_t w = 0; w < st.ps->roster.worker_members.size(); ++w)
@@ -249,16 +248,18 @@ void ps_state::taken_over(coordinator_self self, const job_config& config) {
     if (home.recovering) continue;  // its promotion links and fills the chain
     if (!st.ps->directory.buckets[b])
       return fail_job(self, config,
-                  fmt::format("bucket {}: its primary's server rejoined without it", b));
+                      fmt::format("bucket {}: its primary's server rejoined without it", b));
     if (!relink_after[b].empty()) {
       config.log.warn("bucket {}: copies nobody named left the chain", b);
       for (size_t k : relink_after[b]) coordination::relink_restarted(self, config, b, k);
     }
-    coordination::fill_chain(self, config, b);  // also onto a server that joined while the members rejoined
+    coordination::fill_chain(self, config,
+                             b);  // also onto a server that joined while the members rejoined
   }
   for (uint32_t r = 0; r < st.ps->roster.worker_members.size(); ++r)
     if (st.ps->roster.worker_members[r].lost || st.ps->roster.worker_members[r].done)
-      coordination::retire_everywhere(self, r);  // a done message may have gone with the old primary
+      coordination::retire_everywhere(self,
+                                      r);  // a done message may have gone with the old primary
   send_standing(self, config);
   if (tables_only)
     coordination::hand_tables(self);

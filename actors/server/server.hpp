@@ -14,9 +14,9 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/bucket/dash_device.hpp"
-#include "actors/transport/lane_server.hpp"
 #include "actors/supervision/failure/coordinator_link.hpp"
 #include "actors/supervision/supervisors/supervisor.hpp"
+#include "actors/transport/lane_server.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 #include "troupe/metrics.hpp"

@@ -19,9 +19,9 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "actors/transport/bucket_client.hpp"
 #include "actors/supervision/failure/coordinator_link.hpp"
 #include "actors/supervision/node_metrics.hpp"
+#include "actors/transport/bucket_client.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/log.hpp"

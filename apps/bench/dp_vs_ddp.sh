@@ -10,7 +10,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 reps=${1:-3}; epochs=${2:-3}; shift $(( $# > 2 ? 2 : $# )) || true
-bin=$here/build/bin/troupe-fmnist
+bin=${TROUPE_FMNIST:-$here/build/bin/troupe-fmnist}  # another build: TROUPE_FMNIST=path
 peer=${PEER:-$here/../shared/peers/torch_ddp_fmnist.py}
 export TROUPE_SECRET=${TROUPE_SECRET:-$(head -c 24 /dev/urandom | base64)}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

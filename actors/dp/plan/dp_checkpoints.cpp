@@ -24,7 +24,8 @@ caf::error take_resume(coordinator_state& st, const job_config& config) {
   if (job.model_values != layout.total)
     return differs("model values", job.model_values, layout.total);
   if (job.epochs != config.opts.epochs) return differs("epochs", job.epochs, config.opts.epochs);
-  if (job.chunk != st.dp->global_batch) return differs("examples per step", job.chunk, st.dp->global_batch);
+  if (job.chunk != st.dp->global_batch)
+    return differs("examples per step", job.chunk, st.dp->global_batch);
   if (job.batches_per_epoch != st.dp->steps_per_epoch)
     return differs("steps per epoch", job.batches_per_epoch, st.dp->steps_per_epoch);
   adopt_progress(st, job);
@@ -46,8 +47,7 @@ void adopt_progress(coordinator_state& st, const job_checkpoint& job) {
     st.dp->epoch_examples[e] = job.epoch_batches[e];
 }
 
-job_checkpoint progress_of(const coordinator_state& st, const job_config& config,
-                           uint64_t step) {
+job_checkpoint progress_of(const coordinator_state& st, const job_config& config, uint64_t step) {
   job_checkpoint job;
   job.step = step;
   job.epochs = config.opts.epochs;
@@ -69,14 +69,15 @@ job_checkpoint progress_of(const coordinator_state& st, const job_config& config
 }
 
 // Member 0's state after `step`, part by part; the last part writes the checkpoint.
-void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index,
-             uint32_t count, const wire& part) {
+void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index, uint32_t count,
+             const wire& part) {
   auto& st = self->state;
   auto* m = sender(self);
   if (!m || m->lost || m->rank != 0 || config.opts.checkpoint_dir.empty() || count == 0 ||
       count > 4096 || index >= count)
     return config.log.warn("ignored a checkpoint part that is not member 0's");
-  if (index == 0 || step != st.dp->saving_step) st.dp->saving.assign(count, wire{}), st.dp->saving_step = step;
+  if (index == 0 || step != st.dp->saving_step)
+    st.dp->saving.assign(count, wire{}), st.dp->saving_step = step;
   if (st.dp->saving.size() != count) return;
   st.dp->saving[index] = part;
   if (index + 1 < count) return;

@@ -46,7 +46,8 @@ void check_stall(self_ptr self, const job_config& config) {
   if (st.shell.finishing()) return;
   // Start-up, an evaluation and a takeover may take long on purpose; each counts as progress
   // when it ends. (A checkpoint is written within the handler of its last part.)
-  const bool busy = !st.shell.started.has_value() || st.dp->evaluating || st.shell.succession.rejoining;
+  const bool busy =
+      !st.shell.started.has_value() || st.dp->evaluating || st.shell.succession.rejoining;
   std::vector<heard_activity> heard;
   for (const auto& m : st.dp->members)
     if (!m.lost) heard.push_back(heard_activity{m.activity, m.heard});
@@ -56,7 +57,9 @@ void check_stall(self_ptr self, const job_config& config) {
 
 void maybe_finish(self_ptr self, const job_config& config) {
   auto& st = self->state;
-  if (st.shell.finishing() || st.shell.succession.rejoining || st.dp->evaluated < config.opts.epochs) return;
+  if (st.shell.finishing() || st.shell.succession.rejoining ||
+      st.dp->evaluated < config.opts.epochs)
+    return;
   if (!std::all_of(st.dp->members.begin(), st.dp->members.end(),
                    [](const dp_member& m) { return m.lost || m.done; }))
     return;
@@ -96,7 +99,8 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
     st.dp->applied_examples.assign(o.epochs, 0);
     st.dp->snapshot_taken.assign(o.epochs, false);
     st.dp->global_batch = o.batch * o.accumulate * static_cast<uint32_t>(st.dp->members.size());
-    st.dp->steps_per_epoch = dp_steps_per_epoch(config.task->batches_per_epoch(1), st.dp->global_batch);
+    st.dp->steps_per_epoch =
+        dp_steps_per_epoch(config.task->batches_per_epoch(1), st.dp->global_batch);
     if (st.dp->resume_from)
       if (auto err = take_resume(st, config)) return fail_job(self, config, describe(err));
   }
@@ -110,8 +114,8 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
     config.log.warn(
         "generation {}: the hosts' member counts do not allow two-level reduction; flat",
         st.dp->generation);
-  config.log.info("generation {} ({}): {} workers, {} examples per step over {}{}", st.dp->generation,
-                  why, size, st.dp->global_batch, to_string(o.dp.collective),
+  config.log.info("generation {} ({}): {} workers, {} examples per step over {}{}",
+                  st.dp->generation, why, size, st.dp->global_batch, to_string(o.dp.collective),
                   two_level ? ", two-level" : "");
   set(st.dp->group_metrics.generation, double(st.dp->generation));
   // A generation of other members is progress; the same members formed again after a failed
@@ -134,9 +138,10 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
     start.overlap = o.dp.overlap;
     start.checksum_every = o.dp.checksum_every;
     start.collective = o.dp.collective;
-    start.checkpoint_every = o.checkpoint_dir.empty()
-                                 ? 0
-                                 : (o.checkpoint_every ? o.checkpoint_every : st.dp->steps_per_epoch);
+    start.checkpoint_every =
+        o.checkpoint_dir.empty()
+            ? 0
+            : (o.checkpoint_every ? o.checkpoint_every : st.dp->steps_per_epoch);
     start.two_level = two_level;
     start.compression = compression_of(o, st.dp->steps_per_epoch * o.epochs);
     start.accumulate = o.accumulate;
@@ -156,8 +161,7 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
     }
     start.client = m.index;
     if (config.opts.hybrid())
-      self->send(m.handle, tables_atom_v, st.ps->directory.buckets,
-                 coordination::server_list(st));
+      self->send(m.handle, tables_atom_v, st.ps->directory.buckets, coordination::server_list(st));
     self->send(m.handle, start_atom_v, encode(start));
   }
   send_standing(self, config);
@@ -177,12 +181,14 @@ caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w,
       return make_error(errc::bad_configuration,
                         fmt::format("a worker named '{}' has already {}", request->name,
                                     m.lost ? "been lost by this job" : "joined"));
-  const size_t room =
-      st.shell.started.has_value() ? std::max(config.opts.workers, config.opts.max_workers) : config.opts.workers;
+  const size_t room = st.shell.started.has_value()
+                          ? std::max(config.opts.workers, config.opts.max_workers)
+                          : config.opts.workers;
   if (live_count(st) >= room || st.dp->members.size() >= (1u << 16))
     return make_error(errc::job_failed, fmt::format("the job already has its {} workers", room));
   self->monitor(handle);
-  if (handle.node() != self->node()) st.dp->beats.heard(request->name, heartbeat_monitor::clock::now());
+  if (handle.node() != self->node())
+    st.dp->beats.heard(request->name, heartbeat_monitor::clock::now());
   st.dp->members.push_back(dp_member{request->name, std::move(handle)});
   st.dp->members.back().index = static_cast<uint32_t>(st.dp->members.size() - 1);
   st.dp->members.back().host = request->host_label.empty() ? request->name : request->host_label;
@@ -259,8 +265,8 @@ void on_broken(self_ptr self, const job_config& config, uint64_t generation,
 
 void on_broken_tick(self_ptr self, const job_config& config, uint64_t generation) {
   auto& st = self->state;
-  if (!sent_by(self, self->address()) || generation != st.dp->generation ||
-      st.shell.finishing() || st.shell.succession.rejoining)
+  if (!sent_by(self, self->address()) || generation != st.dp->generation || st.shell.finishing() ||
+      st.shell.succession.rejoining)
     return;
   form_group(self, config, "a collective failed with every member alive");
 }

@@ -34,8 +34,7 @@ void record_loss(coordinator_state& st, dp_member& m, const std::string& why);
 caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w,
                         dp_worker_actor handle);
 // Member `name` is lost (`why`): the group re-forms without it, or the job fails.
-void lose(self_ptr self, const job_config& config, const std::string& name,
-          const std::string& why);
+void lose(self_ptr self, const job_config& config, const std::string& name, const std::string& why);
 // Every tick: members not heard from within the heartbeat timeout are lost.
 void check_heartbeats(self_ptr self, const job_config& config);
 // A member's collective of `generation` failed (`why`): unless a loss explains it first, the
@@ -68,13 +67,12 @@ caf::result<wire> store_get(self_ptr self, const wire& w);
 // -- dp_checkpoints.cpp
 caf::error take_resume(coordinator_state& st, const job_config& config);
 // The job's progress after `step` as a checkpoint holds it (and a standing).
-job_checkpoint progress_of(const coordinator_state& st, const job_config& config,
-                           uint64_t step);
+job_checkpoint progress_of(const coordinator_state& st, const job_config& config, uint64_t step);
 // Takes the progress `job` holds (steps, epoch losses, evaluations) into the state, whose
 // per-epoch vectors are sized already.
 void adopt_progress(coordinator_state& st, const job_checkpoint& job);
-void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index,
-             uint32_t count, const wire& part);
+void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index, uint32_t count,
+             const wire& part);
 
 // -- dp_standing.cpp
 // Starts this coordinator from config.takeover: the old primary's state, its members to rejoin.
@@ -97,7 +95,6 @@ void on_tables_ready(self_ptr self, const job_config& config);
 
 // -- dp_inspection.cpp
 // The console's views of a dp job: "group", "tree", "nodes", "metrics".
-caf::result<wire> inspect(self_ptr self, const job_config& config,
-                          const std::string& view);
+caf::result<wire> inspect(self_ptr self, const job_config& config, const std::string& view);
 
 }  // namespace troupe::dp_coordination

@@ -3,8 +3,8 @@
 // coordinator's metrics.
 #include <fmt/format.h>
 
-#include "actors/ps/coordinator_parts.hpp"
 #include "actors/dp/plan/dp_coordinator_parts.hpp"
+#include "actors/ps/coordinator_parts.hpp"
 #include "actors/records/report.hpp"
 #include "troupe/error.hpp"
 
@@ -36,9 +36,9 @@ table_view group(const coordinator_state& st) {
 table_view tree(const coordinator_state& st, size_t own_mailbox) {
   table_view t{{"actor", "kind", "node", "state", "restarts", "mailbox"}, {}};
   t.rows.push_back({"coordinator", "dp_coordinator", "coordinator",
-                    st.shell.finishing()  ? "finishing"
+                    st.shell.finishing()           ? "finishing"
                     : st.shell.started.has_value() ? "training"
-                                  : "joining",
+                                                   : "joining",
                     "0", std::to_string(own_mailbox)});
   t.rows.push_back({"  group", "generation " + std::to_string(st.dp->generation), "coordinator",
                     std::to_string(live_count(st)) + " members", "-", "-"});
@@ -61,8 +61,7 @@ table_view nodes(const coordinator_state& st) {
 
 }  // namespace
 
-caf::result<wire> inspect(self_ptr self, const job_config& config,
-                          const std::string& view) {
+caf::result<wire> inspect(self_ptr self, const job_config& config, const std::string& view) {
   const auto& st = self->state;
   if (view == "group") return encode(group(st));
   if (view == "tree") return encode(tree(st, self->mailbox().size()));

@@ -53,11 +53,9 @@ void tell_held(self_ptr self, const held_through& h) {
   for (const auto& [handle, step] : h.reports) self->send(handle, state_atom_v, step, h.evaluated);
 }
 
-join_reply reply_for(const coordinator_state& st, const job_config& config,
-                     const dp_member& m) {
+join_reply reply_for(const coordinator_state& st, const job_config& config, const dp_member& m) {
   return join_reply{m.rank, config.opts.workers, 0, st.shell.succession.term};
 }
-
 
 }  // namespace
 
@@ -77,7 +75,8 @@ void take_over(self_ptr self, const job_config& config) {
   const auto& o = config.opts;
   st.dp->generation = x.dp->generation;
   st.dp->global_batch = x.dp->global_batch;
-  st.dp->steps_per_epoch = dp_steps_per_epoch(config.task->batches_per_epoch(1), st.dp->global_batch);
+  st.dp->steps_per_epoch =
+      dp_steps_per_epoch(config.task->batches_per_epoch(1), st.dp->global_batch);
   if (x.plan.epochs != o.epochs || x.plan.batches_per_epoch != st.dp->steps_per_epoch) {
     // Not fail(): the job is the old primary's members', and nobody has rejoined this one.
     config.log.error("the old primary's state does not fit this job's flags; giving up");
@@ -149,7 +148,6 @@ caf::result<wire> rejoin(self_ptr self, const job_config& config, const wire& w,
   return reply;
 }
 
-
 }  // namespace troupe::dp_coordination
 
 namespace troupe {
@@ -185,7 +183,8 @@ void dp_state::stand(coordinator_self self, const job_config& config, coordinato
   g.exposed_s = exposed_s;
   g.reform_s = r.reform_s;
   x.dp = std::move(g);
-  held.push_back([self, h = dp_coordination::held_now(st)] { dp_coordination::tell_held(self, h); });
+  held.push_back(
+      [self, h = dp_coordination::held_now(st)] { dp_coordination::tell_held(self, h); });
 }
 
 void dp_state::without_standby(coordinator_self self) {
@@ -205,7 +204,8 @@ size_t dp_state::rejoined() const {
 void dp_state::taken_over(coordinator_self self, const job_config& config) {
   auto& st = self->state;
   for (auto& m : members)
-    if (!m.lost && !m.handle) dp_coordination::record_loss(st, m, "did not rejoin after the takeover");
+    if (!m.lost && !m.handle)
+      dp_coordination::record_loss(st, m, "did not rejoin after the takeover");
   // --mode hybrid: the group forms once the ps plan serves every table bucket again.
   if (config.opts.hybrid() && !coordination::tables_ready(st)) {
     form_when_tables_ready = true;

@@ -107,7 +107,9 @@ void close_open_steps(self_ptr self, const job_config& config) {
 void evaluate_next(self_ptr self, const job_config& config) {
   auto& st = self->state;
   // During a takeover the epoch's losses are still coming from members yet to rejoin.
-  if (st.dp->evaluating || st.dp->to_evaluate.empty() || st.shell.finishing() || st.shell.succession.rejoining) return;
+  if (st.dp->evaluating || st.dp->to_evaluate.empty() || st.shell.finishing() ||
+      st.shell.succession.rejoining)
+    return;
   // Nor before every member's report of the epoch's steps is in: the first member's
   // parameters may come before another member's last report.
   const uint32_t epoch_due = st.dp->to_evaluate.front().first;
@@ -130,12 +132,14 @@ void evaluate_next(self_ptr self, const job_config& config) {
           [=](const eval_output& out) {
             auto& st = self->state;
             st.dp->evaluating = false;
-            const double train_loss = st.dp->epoch_examples[epoch]
-                                          ? st.dp->epoch_loss[epoch] / double(st.dp->epoch_examples[epoch])
-                                          : 0.0;
-            record_epoch(st.shell, config.opts,
-                         evaluated_epoch{epoch, &out, train_loss, (epoch + 1) * st.dp->steps_per_epoch,
-                                         st.dp->steps, config.opts.epochs * st.dp->steps_per_epoch});
+            const double train_loss =
+                st.dp->epoch_examples[epoch]
+                    ? st.dp->epoch_loss[epoch] / double(st.dp->epoch_examples[epoch])
+                    : 0.0;
+            record_epoch(
+                st.shell, config.opts,
+                evaluated_epoch{epoch, &out, train_loss, (epoch + 1) * st.dp->steps_per_epoch,
+                                st.dp->steps, config.opts.epochs * st.dp->steps_per_epoch});
             st.dp->evaluated = std::max(st.dp->evaluated, epoch + 1);
             send_standing(self, config);
             evaluate_next(self, config);
@@ -144,8 +148,7 @@ void evaluate_next(self_ptr self, const job_config& config) {
           [=](caf::error& err) { fail_job(self, config, "evaluation failed: " + describe(err)); });
 }
 
-void on_snapshot(self_ptr self, const job_config& config, uint32_t epoch,
-                 const wire& w) {
+void on_snapshot(self_ptr self, const job_config& config, uint32_t epoch, const wire& w) {
   auto& st = self->state;
   auto* m = sender(self);
   if (!m) return config.log.warn("ignored parameters from a stranger");
@@ -156,7 +159,7 @@ void on_snapshot(self_ptr self, const job_config& config, uint32_t epoch,
   const placement whole = plan_buckets(layout, 1, 1);
   if (!snapshot || epoch >= config.opts.epochs || !matches(whole.buckets[0], snapshot->tensors))
     return fail_job(self, config,
-                fmt::format("'{}' sent bad parameters after epoch {}", m->name, epoch + 1));
+                    fmt::format("'{}' sent bad parameters after epoch {}", m->name, epoch + 1));
   st.dp->snapshot_taken[epoch] = true;
   auto input = std::make_shared<eval_input>();
   input->params.assign(layout.total, 0.0f);

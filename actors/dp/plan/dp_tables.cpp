@@ -27,9 +27,9 @@ void when_served_again(self_ptr self, uint32_t b, const bucket_actor& failed,
 
 // Bucket b's share of the evaluation rows; a bucket that fails is looked up again at the
 // tables' coordinator (its backup may have taken over) and asked again, a few times.
-void pull_for_evaluation(self_ptr self, const job_config& config, uint32_t b,
-                         int attempt, std::shared_ptr<eval_input> input,
-                         std::shared_ptr<uint32_t> pending, std::function<void()> then) {
+void pull_for_evaluation(self_ptr self, const job_config& config, uint32_t b, int attempt,
+                         std::shared_ptr<eval_input> input, std::shared_ptr<uint32_t> pending,
+                         std::function<void()> then) {
   auto& st = self->state;
   const auto tables = config.task->sparse_tables();
   const auto buckets = static_cast<uint32_t>(st.ps->directory.buckets.size());
@@ -48,9 +48,9 @@ void pull_for_evaluation(self_ptr self, const job_config& config, uint32_t b,
           [=](caf::error& err) {
             if (attempt + 1 >= max_attempts)
               return fail_job(self, config,
-                          fmt::format("reading the tables: bucket {}: {}", b, describe(err)));
-            config.log.warn("table bucket {} did not answer ({}); waiting until it is served",
-                            b, describe(err));
+                              fmt::format("reading the tables: bucket {}: {}", b, describe(err)));
+            config.log.warn("table bucket {} did not answer ({}); waiting until it is served", b,
+                            describe(err));
             when_served_again(self, b, target, [=] {
               pull_for_evaluation(self, config, b, attempt + 1, input, pending, then);
             });
@@ -77,8 +77,7 @@ void on_tables_ready(self_ptr self, const job_config& config) {
   if (st.shell.finishing()) return;
   if (st.shell.succession.rejoining) return;  // the takeover's end forms the group
   if (st.dp->form_when_tables_ready) return form_after_takeover(self, config);
-  if (!st.shell.started && live_count(st) == config.opts.workers)
-    form_group(self, config, "start");
+  if (!st.shell.started && live_count(st) == config.opts.workers) form_group(self, config, "start");
 }
 
 }  // namespace troupe::dp_coordination

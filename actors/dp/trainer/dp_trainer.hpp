@@ -29,11 +29,11 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/bucket/bucket_store.hpp"
-#include "actors/transport/bucket_client.hpp"
 #include "actors/dp/compression/adam_replica.hpp"
 #include "actors/dp/trainer/allreduce_group.hpp"
 #include "actors/dp/trainer/dp_schedule.hpp"
 #include "actors/supervision/failure/coordinator_link.hpp"
+#include "actors/transport/bucket_client.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/log.hpp"

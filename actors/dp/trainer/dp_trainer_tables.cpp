@@ -6,8 +6,8 @@
 // staleness counted by vector clock. The requests go through a bucket_client (actors/client):
 // a bucket that fails is looked up again through the coordinator (which asks the tables'
 // coordinator) and asked again, a few times.
-#include "actors/transport/server_links.hpp"
 #include "actors/dp/trainer/dp_trainer_parts.hpp"
+#include "actors/transport/server_links.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "troupe/error.hpp"
 #include "troupe/options.hpp"
