@@ -127,8 +127,9 @@ job_actor::behavior_type coordinator(coordinator_self self, job_config config) {
   return {
       // -- the shell's
       [=](heartbeat_atom, const wire& w) -> uint64_t {
-        if (self->state.ps) psp::on_heartbeat(self, w);
-        if (self->state.dp) dpp::on_heartbeat(self, config, w);
+        auto beat = decode<heartbeat>(w);  // once, for whichever plan the member is in
+        if (beat && self->state.ps) psp::on_heartbeat(self, *beat);
+        if (beat && self->state.dp) dpp::on_heartbeat(self, config, *beat);
         return self->state.shell.succession.term;
       },
       [=](tick_atom) { on_tick(self, config); },
@@ -221,7 +222,7 @@ job_actor::behavior_type coordinator(coordinator_self self, job_config config) {
                                                        "none (an app node serves them)");
       },
       [=](stop_atom, const std::string& failure) {
-        if (self->state.ps) psp::stop_for_group(self, config, failure);
+        if (self->state.ps) psp::stop_service(self, config, failure);
       },
       // -- the data-parallel plan
       [=](join_atom, const wire& w, dp_worker_actor handle) -> caf::result<wire> {

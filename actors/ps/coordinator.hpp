@@ -1,17 +1,18 @@
-// coordinator: the root of a job. It admits servers and workers (join), places the model's
-// buckets on the servers (with --replication R, a primary and a chain of R - 1 backups, each on its
-// own server), starts the workers, evaluates the model each time every live worker has finished an
-// epoch (on a detached evaluator), and at the end gathers bucket statistics, writes the report,
-// stops every node and quits: normally on success, with errc::job_failed when the job cannot
-// go on (a server lost without a backup, no live worker left). It is also the directory of
-// bucket handles that workers ask when a bucket restarts or a backup takes over, takes
-// checkpoints (--checkpoint-dir) and resumes from them (--resume), and injects faults.
-// The work is split over coordinator.cpp (start, progress, evaluation, the end),
+// The parameter service's plan (ps_state) of a job's coordinator (actors/coordinator), for
+// --mode ps, an app's service on servers and --mode hybrid's tables; the shell beside it is
+// actors/job. It admits servers and workers (join), places the model's buckets on the servers
+// (with --replication R, a primary and a chain of R - 1 backups, each on its own server),
+// starts the workers, evaluates the model each time every live worker has finished an epoch
+// (on a detached evaluator), and at the end gathers bucket statistics for the report. The job
+// fails when it cannot go on (a server lost without a backup, no live worker left). It is also
+// the directory of bucket handles that workers ask when a bucket restarts or a backup takes
+// over, takes checkpoints (--checkpoint-dir) and resumes from them (--resume), and injects
+// faults. The work is split over coordinator.cpp (start, progress, evaluation, wind-up),
 // membership.cpp (joins, losses, heartbeats), placement.cpp (placement, replication,
 // recovery, faults), checkpointing.cpp, inspection.cpp and diagnostics.cpp (the console's
-// views), and operations.cpp (the console's actions: checkpoint now, drain, log level).
-// With --mode hybrid it serves the tables of a data-parallel group instead (tables.cpp; the
-// group's side is actors/dp/plan/dp_tables.cpp).
+// views), operations.cpp (the console's actions: checkpoint now, drain, log level), standing.cpp
+// and takeover.cpp (its part of the standing and of a takeover). With --mode hybrid it holds
+// only the tables, which the dp plan beside it uses (tables.cpp, actors/dp/plan/dp_tables.cpp).
 #pragma once
 
 #include <algorithm>

@@ -1,6 +1,7 @@
-// The coordinator's functions shared between its source files (coordinator.cpp,
-// membership.cpp, placement.cpp, replicas.cpp, checkpointing.cpp, inspection.cpp). Internal to the
-// coordinator: nothing else may call them.
+// The parameter service plan's functions shared between its source files (coordinator.cpp,
+// membership.cpp, placement.cpp, replicas.cpp, checkpointing.cpp, inspection.cpp). Internal to
+// the plan: called by its own files, the coordinator (actors/coordinator) and, for --mode
+// hybrid's tables, the dp plan (actors/dp/plan/dp_tables.cpp).
 #pragma once
 
 #include <optional>
@@ -41,7 +42,7 @@ caf::result<std::vector<bucket_actor>, std::string> want_tables(self_ptr self,
                                                                 const job_config& config);
 void hand_tables(self_ptr self);
 // An app service's owner says the service is over ("" or why it failed).
-void stop_for_group(self_ptr self, const job_config& config, const std::string& failure);
+void stop_service(self_ptr self, const job_config& config, const std::string& failure);
 // Whether the buckets may be handed out: placed, no takeover under way, and a primary for
 // every bucket (after a takeover, a promotion may still be finding one).
 bool tables_ready(const coordinator_state& st);
@@ -56,7 +57,7 @@ caf::result<wire> admit_worker(self_ptr self, const job_config& config, const wi
                                worker_actor handle);
 void on_down(self_ptr self, const job_config& config, const caf::down_msg& msg);
 // Returns this coordinator's term (the members' watches learn from it whom they answer to).
-uint64_t on_heartbeat(self_ptr self, const wire& w);
+void on_heartbeat(self_ptr self, heartbeat& beat);
 void lose_worker(self_ptr self, const job_config& config, size_t i, const std::string& why);
 void check_heartbeats(self_ptr self, const job_config& config);
 // Counts a finished chunk's batches and summed loss into its epoch's train loss (a loss that is

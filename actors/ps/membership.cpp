@@ -188,20 +188,17 @@ void on_down(self_ptr self, const job_config& config, const caf::down_msg& msg) 
   lose_member(self, config, msg.source, describe(msg.reason));
 }
 
-uint64_t on_heartbeat(self_ptr self, const wire& w) {
+void on_heartbeat(self_ptr self, heartbeat& beat) {
   auto& st = self->state;
-  auto beat = decode<heartbeat>(w);
-  if (!beat) return st.shell.succession.term;
   for (auto* members : {&st.ps->roster.server_members, &st.ps->roster.worker_members})
     for (auto& m : *members)
-      if (m.name == beat->name && !m.lost && m.address) {  // not one yet to rejoin
+      if (m.name == beat.name && !m.lost && m.address) {  // not one yet to rejoin
         m.heard = heartbeat_monitor::clock::now();
-        m.cpu_s = beat->cpu_seconds;
-        m.rss = beat->rss_bytes;
-        m.activity = std::move(beat->activity);
+        m.cpu_s = beat.cpu_seconds;
+        m.rss = beat.rss_bytes;
+        m.activity = beat.activity;  // (a copy: in --mode hybrid the dp plan reads it next)
         st.ps->roster.beats.heard(m.name, m.heard);
       }
-  return st.shell.succession.term;
 }
 
 // Every heartbeat interval: members not heard from within the timeout are lost.

@@ -62,7 +62,7 @@ void hand_tables(self_ptr self) {
   st.ps->tables_wanted.clear();
 }
 
-void stop_for_group(self_ptr self, const job_config& config, const std::string& failure) {
+void stop_service(self_ptr self, const job_config& config, const std::string& failure) {
   // An app's service is stopped by its own process (a job ends by itself).
   const auto sender = self->current_sender();
   const bool owner = config.service && sender && sender->node() == self->node();

@@ -271,19 +271,17 @@ void on_broken_tick(self_ptr self, const job_config& config, uint64_t generation
   form_group(self, config, "a collective failed with every member alive");
 }
 
-uint64_t on_heartbeat(self_ptr self, const job_config& config, const wire& w) {
-  if (auto beat = decode<heartbeat>(w))
-    for (auto& m : self->state.dp->members) {
-      if (m.name != beat->name) continue;
-      if (m.lost) {
-        refuse(self, config, m);
-        continue;
-      }
-      m.heard = heartbeat_monitor::clock::now();
-      m.activity = std::move(beat->activity);
-      self->state.dp->beats.heard(m.name, m.heard);
+void on_heartbeat(self_ptr self, const job_config& config, heartbeat& beat) {
+  for (auto& m : self->state.dp->members) {
+    if (m.name != beat.name) continue;
+    if (m.lost) {
+      refuse(self, config, m);
+      continue;
     }
-  return self->state.shell.succession.term;
+    m.heard = heartbeat_monitor::clock::now();
+    m.activity = std::move(beat.activity);
+    self->state.dp->beats.heard(m.name, m.heard);
+  }
 }
 
 }  // namespace troupe::dp_coordination

@@ -1,4 +1,5 @@
-// dp_coordinator: the root of a data-parallel job (--mode dp). It admits --workers workers
+// The data-parallel plan (dp_state) of a job's coordinator (actors/coordinator), for --mode dp
+// and hybrid; the shell beside it is actors/job. It admits --workers workers
 // (join), forms their group (ranks, a generation, a token each) and serves the group's
 // rendezvous store to members only, records each step the members report (losses, collective
 // time and bytes, and compares their parameter checksums), evaluates member 0's parameters
@@ -11,9 +12,8 @@
 // does the job fail. With --checkpoint-dir, member 0 sends its state every
 // --checkpoint-every steps (0: each epoch) and the coordinator writes it as a checkpoint in the
 // parameter service's format (one bucket: the whole replica); --resume DIR starts member 0
-// from the newest good one, and the others from member 0. A standby coordinator may follow it
-// (--standby-of) and take over when it is lost: the members rejoin the standby and form a new
-// generation there (actors/dp/plan/dp_standing.cpp).
+// from the newest good one, and the others from member 0. When a standby takes over, the
+// members rejoin it and form a new generation there (actors/dp/plan/dp_standing.cpp).
 #pragma once
 
 #include <chrono>

@@ -2,7 +2,7 @@
 // membership, the end), dp_steps.cpp (step reports and evaluation), dp_store.cpp (the
 // rendezvous store), dp_checkpoints.cpp (checkpoints and --resume), dp_standing.cpp (the
 // standby and taking over) and dp_inspection.cpp (the console's views and the metrics).
-// Internal to actors/; called only from the dp coordinator's handlers.
+// Internal to actors/; called by the plan's own files and the coordinator (actors/coordinator).
 #pragma once
 
 #include <chrono>
@@ -43,7 +43,7 @@ void on_broken(self_ptr self, const job_config& config, uint64_t generation,
                const std::string& why);
 void on_broken_tick(self_ptr self, const job_config& config, uint64_t generation);
 // A member's heartbeat; returns this coordinator's term.
-uint64_t on_heartbeat(self_ptr self, const job_config& config, const wire& w);
+void on_heartbeat(self_ptr self, const job_config& config, heartbeat& beat);
 
 // Every tick: the stall watchdog (--stall-timeout) judges the group's progress; a stalled job
 // ends with each member's last activity in its report.

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <pybind11/pybind11.h>
@@ -55,6 +56,25 @@ class default_sigint {
 
 using flag_row = std::tuple<std::string, std::string, std::string, std::string, std::string>;
 
+// A script's flag as the app flag table has it.
+troupe::app_flag app_flag_of(const flag_row& row) {
+  const auto& [flag, metavar, help, fallback, kind] = row;
+  const auto type = kind == "whole"    ? troupe::app_flag::whole
+                    : kind == "number" ? troupe::app_flag::number
+                                       : troupe::app_flag::text;
+  return troupe::app_flag{flag, metavar, help, fallback, type};
+}
+
+// Why `text` is not a value of the script's flag `row` ("": it is), as the flags' parser
+// checks it when the job starts (a number or whole flag: a finite number >= 0, whole).
+std::string check_app_flag(const flag_row& row, const std::string& text) {
+  const auto flag = app_flag_of(row);
+  auto parsed = troupe::parse_launch_options(
+      {"--" + flag.name, text}, [](const std::string&) { return std::optional<std::string>{}; },
+      {flag});
+  return parsed ? std::string{} : troupe::describe(parsed.error());
+}
+
 // run_app for a Python task: `build(values)` gets the app flags' values (a dict of str) and
 // returns the task; `flags` are (name, metavar, help, default, "text"|"number"|"whole") of the
 // script's own flags; `defaults` are the script's values for flags (troupe.run's keyword
@@ -66,12 +86,7 @@ int run(py::object build, std::vector<std::string> argv, std::string name,
   app.defaults = std::move(defaults);
   app.in_library = true;
   app.summary = "train a PyTorch model with Troupe";
-  for (auto& [flag, metavar, help, fallback, kind] : flags) {
-    const auto type = kind == "whole"    ? troupe::app_flag::whole
-                      : kind == "number" ? troupe::app_flag::number
-                                         : troupe::app_flag::text;
-    app.flags.push_back(troupe::app_flag{flag, metavar, help, fallback, type});
-  }
+  for (const auto& row : flags) app.flags.push_back(app_flag_of(row));
   const auto flag_names = app.flags;
   app.make_task = [build, flag_names](const troupe::launch_options& opts)
       -> caf::expected<std::unique_ptr<troupe::training_task>> {
@@ -124,6 +139,8 @@ PYBIND11_MODULE(_native, m) {
   m.doc() = "Troupe's runtime for PyTorch tasks (use the troupe package, not this module)";
   m.def("run", &run, py::arg("build"), py::arg("argv"), py::arg("prog"), py::arg("flags"),
         py::arg("defaults"));
+  m.def("check_app_flag", &check_app_flag, py::arg("row"), py::arg("text"),
+        "why `text` is not a value of the script's flag `row` (\"\": it is)");
   m.def("common_flags", &troupe::common_flags,
         "(name, is_switch) of every flag of the Troupe binaries");
   m.def(

@@ -130,22 +130,12 @@ def defaults_of(options, declared):
             continue
         text = _text(name, value, common.get(name, False))
         if name in mine:
-            mine[name].read(text)
-            if isinstance(mine[name], _Row) and mine[name].kind != "text":
-                _check_number(mine[name], text)
+            if isinstance(mine[name], _Row):  # a kind the flags' parser checks
+                if (why := _native.check_app_flag(mine[name].row(), text)):
+                    raise ValueError(f"troupe.run: {key}={value!r}: {why}")
+            else:
+                mine[name].read(text)
         elif (why := _native.check_flag(name, text)):
             raise ValueError(f"troupe.run: {key}={value!r}: {why}")
         out[name] = text
     return out
-
-
-def _check_number(flag, text):
-    """A number or whole row's value as the native table will check it (>= 0, finite)."""
-    try:
-        number = float(text)
-    except ValueError:
-        number = float("nan")
-    if not (number >= 0 and number != float("inf")) or (flag.kind == "whole" and
-                                                         number != int(number)):
-        kind = "whole number" if flag.kind == "whole" else "number"
-        raise ValueError(f"troupe.run: --{flag.name} must be a {kind} >= 0, not {text!r}")
