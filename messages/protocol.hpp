@@ -242,6 +242,8 @@ using gatekeeper_actor =
 //          (0: none did); the member rejoins it and sends again what it holds
 //   state:  step, epochs: the coordinator's standby holds this member's step reports through
 //          that step and the evaluations of that many epochs; the member stops holding them
+//   save:   the console's `checkpoint`: member 0 sends its state after its next step
+//   log:    a log level for its node (the console's `log`)
 using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
                                          caf::reacts_to<tables_atom, std::vector<bucket_actor>, std::string>,
                                          caf::reacts_to<restore_atom, uint64_t, uint32_t, uint32_t, wire>,
@@ -249,7 +251,9 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
                                          caf::reacts_to<run_atom>,
                                          caf::reacts_to<tick_atom, uint64_t>,
                                          caf::reacts_to<rejoin_atom, uint64_t>,
-                                         caf::reacts_to<state_atom, uint64_t, uint32_t>>;
+                                         caf::reacts_to<state_atom, uint64_t, uint32_t>,
+                                         caf::reacts_to<save_atom>,
+                                         caf::reacts_to<log_atom, std::string>>;
 
 // The coordinator of a data-parallel job (actors/dp/plan/dp_coordinator.hpp). The gatekeeper hands it
 // out as a coordinator_actor handle (heartbeat has the same signature in both); dp workers

@@ -17,6 +17,10 @@ std::vector<job_plan*> coordinator_state::plans() const {
   return out;
 }
 
+job_plan* coordinator_state::trainer() const {
+  return dp ? static_cast<job_plan*>(dp.get()) : ps.get();
+}
+
 namespace {
 
 namespace psp = coordination;     // the parameter service's plan
@@ -34,15 +38,14 @@ void start_plans(coordinator_self self, const job_config& config) {
   st.shell.scalars = job_scalars{o, config.log};
   st.shell.operators = operator_gate{o.tls_dir, o.operator_secret};
   st.shell.stall = stall_watch{o.stall_timeout, o.heartbeat_interval};
+  st.shell.beats = heartbeat_monitor{o.heartbeat_interval};
   if (!o.data_parallel() || o.hybrid()) {
     st.ps = std::make_unique<ps_state>();
-    st.ps->roster.beats = heartbeat_monitor{o.heartbeat_interval};
     if (config.task && !o.data_parallel())  // (an app's service evaluates nothing)
       st.ps->evaluation.actor = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
   }
   if (o.data_parallel()) {
     st.dp = std::make_unique<dp_state>();
-    st.dp->beats = heartbeat_monitor{o.heartbeat_interval};
     if (config.metrics) {
       auto& gm = st.dp->group_metrics;
       gm.bytes = config.metrics->counter("troupe_allreduce_bytes_total");
@@ -73,12 +76,7 @@ void on_down(coordinator_self self, const job_config& config, const caf::down_ms
 void on_tick(coordinator_self self, const job_config& config) {
   auto& st = self->state;
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
-  if (st.ps) psp::check_heartbeats(self, config);
-  if (st.dp) dpp::check_heartbeats(self, config);
-  if (st.dp)  // the plan with work of its own judges the job's progress
-    dpp::check_stall(self, config);
-  else if (st.ps)
-    psp::check_stall(self, config);
+  check_members(self, config);
   end_takeover_when_back(self, config);
   send_standing(self, config);
   take_deferred_end(
@@ -126,12 +124,7 @@ job_actor::behavior_type coordinator(coordinator_self self, job_config config) {
   begin(self, config);
   return {
       // -- the shell's
-      [=](heartbeat_atom, const wire& w) -> uint64_t {
-        auto beat = decode<heartbeat>(w);  // once, for whichever plan the member is in
-        if (beat && self->state.ps) psp::on_heartbeat(self, *beat);
-        if (beat && self->state.dp) dpp::on_heartbeat(self, config, *beat);
-        return self->state.shell.succession.term;
-      },
+      [=](heartbeat_atom, const wire& w) { return on_heartbeat(self, config, w); },
       [=](tick_atom) { on_tick(self, config); },
       [=](follow_atom, standby_actor standby) {
         return follow_job(self, config, std::move(standby));
@@ -141,9 +134,7 @@ job_actor::behavior_type coordinator(coordinator_self self, job_config config) {
         add(self->state.shell.metrics.escalations, 1);
         config.log.error("a node supervisor escalated: {}", why);
       },
-      [=](inspect_atom, const std::string& view) {
-        return self->state.dp ? dpp::inspect(self, config, view) : psp::inspect(self, config, view);
-      },
+      [=](inspect_atom, const std::string& view) { return inspect_job(self, config, view); },
       [=](nonce_atom) { return self->state.shell.operators.fresh_nonce(); },
       [=](operate_atom, const wire& w) -> caf::result<std::string> {
         auto action = self->state.shell.operators.check(w);
@@ -151,10 +142,7 @@ job_actor::behavior_type coordinator(coordinator_self self, job_config config) {
           config.log.warn("{}", describe(action.error()));
           return std::move(action.error());
         }
-        if (!self->state.ps || config.opts.data_parallel())
-          return make_error(errc::bad_configuration,
-                            "a data-parallel job takes no operator actions yet");
-        return psp::operate(self, config, *action);
+        return operate_job(self, config, *action);
       },
       [=](done_atom, uint32_t rank) {
         auto& st = self->state;

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -17,11 +18,13 @@
 #include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
 
 #include "actors/job/job_shell.hpp"
 #include "actors/supervision/failure/activity_board.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/layout.hpp"
+#include "troupe/error.hpp"
 #include "troupe/log.hpp"
 #include "troupe/metrics.hpp"
 #include "troupe/options.hpp"
@@ -63,6 +66,26 @@ struct job_config {
   bool hands_out_buckets() const { return opts.hybrid() || service.has_value(); }
 };
 
+// One member of a plan as the shell shows and reaches it, whatever its plan: a row of the
+// console's `nodes`, a node whose metrics the console's `metrics` reads, a node told a new log
+// level.
+struct member_card {
+  std::string role;  // server, worker
+  std::string name;
+  std::string address;  // where its data is reached, "-" when nowhere
+  std::string state;    // live, lost, done, drained
+  double uptime_s = 0;
+  std::optional<heartbeat_monitor::clock::time_point> heard;  // none: it sends no heartbeats
+  double cpu_s = 0;                                           // its process's, from a heartbeat
+  uint64_t rss = 0;
+  caf::actor handle;       // a live member's: it takes log levels; none once lost
+  bool has_metrics = false;  // it answers metrics (its node's)
+};
+
+// (node, actor) -> one per-actor metric's value, e.g. mailbox sizes, read from the nodes'
+// metrics texts.
+using actor_values = std::map<std::pair<std::string, std::string>, std::string>;
+
 struct coordinator_state;
 using coordinator_self = job_actor::stateful_pointer<coordinator_state>;
 
@@ -93,6 +116,38 @@ class job_plan {
   virtual size_t missing() const = 0;
   virtual size_t rejoined() const = 0;
   virtual void taken_over(coordinator_self self, const job_config& config) = 0;
+
+  // -- membership: the shell's one heartbeat monitor judges, each plan keeps its members
+  // A heartbeat: whether it is from a live member of this plan (whose figures it takes).
+  virtual bool heard(coordinator_self self, const job_config& config, const heartbeat& beat) = 0;
+  // Its member `name` sent no heartbeat in time: lost `why` (a name not its own: nothing).
+  virtual void silent(coordinator_self self, const job_config& config, const std::string& name,
+                      const std::string& why) = 0;
+  // The stall watch: whether it waits on purpose now (an evaluation, a checkpoint being taken),
+  // and what its live members last did.
+  virtual bool busy() const = 0;
+  virtual void activity(std::vector<heard_activity>& out) const = 0;
+
+  // -- the console
+  // Its members, lost ones included, in its order.
+  virtual void cards(std::vector<member_card>& out) const = 0;
+  // Its rows of the supervision tree (below the coordinator's), with the mailbox sizes read
+  // from the nodes' metrics.
+  virtual void tree_rows(const actor_values& mailboxes, table_view& t) const = 0;
+  // Its own views beside the shell's (nodes, tree, metrics, timeline, curve).
+  virtual std::vector<std::string> views() const = 0;
+  virtual caf::result<wire> view(coordinator_self self, const job_config& config,
+                                 const std::string& name) = 0;
+  // The console's `checkpoint` while the job trains with --checkpoint-dir, asked of the plan
+  // that trains: the promise waits in shell.checkpoints.waiters for the next file.
+  virtual caf::result<std::string> checkpoint_now(coordinator_self self,
+                                                  const job_config& config) = 0;
+  // Its own operator actions (their first words), and one of them let through the gate.
+  virtual std::vector<std::string> actions() const { return {}; }
+  virtual caf::result<std::string> operate(coordinator_self, const job_config&,
+                                           const std::vector<std::string>& action) {
+    return make_error(errc::bad_configuration, "no operator action '" + action.front() + "'");
+  }
 };
 
 struct ps_state;  // actors/ps/coordinator.hpp
@@ -110,6 +165,9 @@ struct coordinator_state {
   ~coordinator_state();
   // The plans this job has, ps first.
   std::vector<job_plan*> plans() const;
+  // The plan whose work is the job's training: the group's when it has one (--mode hybrid's
+  // parameter service holds only tables), the parameter service's otherwise.
+  job_plan* trainer() const;
 };
 
 // -- the shell's functions over every plan (actors/job/shell_end.cpp) ------------------------
@@ -140,5 +198,45 @@ void end_takeover_when_back(coordinator_self self, const job_config& config);
 
 // follow: `standby` follows this coordinator from now on; returns the term.
 uint64_t follow_job(coordinator_self self, const job_config& config, standby_actor standby);
+
+// -- membership (actors/job/shell_members.cpp) --------------------------------------------------
+
+// A member in another process is heard from: from now on, silence longer than
+// --heartbeat-timeout-ms loses it. `forget_member` when it is lost or leaves.
+void expect_heartbeats(coordinator_self self, const std::string& name, const caf::node_id& node);
+void forget_member(coordinator_self self, const std::string& name);
+// A heartbeat, for whichever plan the member is in; returns this coordinator's term.
+uint64_t on_heartbeat(coordinator_self self, const job_config& config, const wire& w);
+// Every tick: members silent for longer than the timeout are lost (a pause of this process
+// judges nobody), and the stall watch judges the job's progress.
+void check_members(coordinator_self self, const job_config& config);
+
+// -- the console (actors/job/shell_console.cpp) -------------------------------------------------
+
+using node_texts = std::vector<std::pair<std::string, std::string>>;  // node name, metrics text
+// How long the console waits for one node's or bucket's figures: one about to be declared lost
+// should not hold every other's back for the full request timeout.
+std::chrono::seconds console_wait(const job_config& config);
+// Asks every live member in another process that has metrics for them; `done` gets them, the
+// coordinator's own process first. Nodes that do not answer within a few seconds are left out.
+void gather_metrics(coordinator_self self, const job_config& config,
+                    std::function<void(node_texts)> done);
+// One per-actor metric (e.g. troupe_actor_mailbox_size) of every node.
+actor_values per_actor(const node_texts& texts, const std::string& metric);
+// `actor`'s value on node `node` (or in the coordinator's process, whose nodes share its
+// metrics); "-" when it has none.
+std::string value_of(const actor_values& values, const std::string& node,
+                     const std::string& actor);
+// A view for the console: the shell's (nodes, tree, metrics, timeline, curve) or a plan's.
+caf::result<wire> inspect_job(coordinator_self self, const job_config& config,
+                              const std::string& view);
+// An action the operator gate let through: `log LEVEL [NODE]` (the shell's), `checkpoint`
+// (the plan that trains), or a plan's own.
+caf::result<std::string> operate_job(coordinator_self self, const job_config& config,
+                                     const std::vector<std::string>& action);
+// The console's `checkpoint`: answered with the next checkpoint's path, or why none was
+// written (a skip, the job's end).
+caf::result<std::string> next_checkpoint(coordinator_self self);
+std::string fixed(double x, int digits = 2);
 
 }  // namespace troupe

@@ -1,10 +1,11 @@
 // job_shell: what a job's coordinator keeps whatever its mode: its phase, the report and
-// timeline, metrics and curves, the stall watch, the operators' gate and its succession (the
-// standby following it, a takeover under way). The parameter service's coordinator
-// (actors/coordinator) and the data-parallel one (actors/dp/coordinator) each hold one as
-// `shell` in their state, and the shell's functions (shell.cpp) do for both what is the same:
-// write the report, count an evaluated epoch, note the old primary lost in a takeover, ask the
-// members to stop and quit. Called by those coordinators only.
+// timeline, metrics and curves, the heartbeats of every member, the stall watch, the
+// checkpoint schedule, the operators' gate and its succession (the standby following it, a
+// takeover under way). The coordinator (actors/coordinator) holds one as `shell` beside the
+// plans of its mode, and the shell's functions (shell.cpp, shell_end.cpp, shell_members.cpp,
+// shell_console.cpp) do for every plan what is the same: write the report, count an evaluated
+// epoch, judge silence and stalls, note a checkpoint written, answer the console, take over,
+// stop the members and quit. Called by the coordinator and its plans only.
 #pragma once
 
 #include <chrono>
@@ -21,6 +22,7 @@
 #include "actors/records/timing.hpp"
 #include "actors/records/training_curve.hpp"
 #include "actors/supervision/admission/operator_gate.hpp"
+#include "actors/supervision/failure/heartbeat.hpp"
 #include "actors/supervision/failure/stall_watch.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"
@@ -33,6 +35,26 @@ namespace troupe {
 // joining: members join; placing: the parameter service places its buckets; training; and
 // finishing: the end has begun (members are being stopped), nothing is judged any more.
 enum class job_phase { joining, placing, training, finishing };
+
+// The checkpoints a job writes, whatever its plan takes them from: how far apart (in the plan's
+// units: a parameter service's batches, a group's steps), the units since the last one, the
+// files written, and the console's `checkpoint` requests waiting for the next file.
+struct checkpoint_schedule {
+  uint64_t every = 0;  // 0: the job writes none (no --checkpoint-dir)
+  uint64_t since_last = 0;
+  std::vector<std::string> written;  // by this job, oldest first (a standing carries them)
+  std::vector<std::function<void(caf::expected<std::string>)>> waiters;
+
+  // `units` more are done: whether a checkpoint is due now.
+  bool count(uint64_t units) {
+    since_last += units;
+    return every > 0 && since_last >= every;
+  }
+};
+
+// Units between checkpoints: --checkpoint-every, or one epoch of `units_per_epoch` when it is
+// 0; none without --checkpoint-dir.
+uint64_t checkpoint_interval(const launch_options& o, uint64_t units_per_epoch);
 
 struct job_shell {
   job_phase phase = job_phase::joining;
@@ -50,6 +72,8 @@ struct job_shell {
   operator_gate operators{{}, {}};  // set from the options when the coordinator starts
   succession_state succession;      // the term, the standby, a takeover under way
   stall_watch stall;                // --stall-timeout
+  heartbeat_monitor beats;          // every member in another process, whatever its plan
+  checkpoint_schedule checkpoints;
 
   bool finishing() const { return phase == job_phase::finishing; }
   // Seconds of training on this coordinator's clock (0 before training).
@@ -76,6 +100,13 @@ struct evaluated_epoch {
 // curve point, the terminal's line with the rate and the time left, the metrics, and progress
 // for the stall watch.
 void record_epoch(job_shell& shell, const launch_options& opts, const evaluated_epoch& e);
+
+// A checkpoint after `step` is written at `path` (in `took_s`): the report's count, the metric,
+// the timeline, the log, and the console's requests are told.
+void checkpoint_written(job_shell& shell, const logger& log, uint64_t step,
+                        const std::string& path, double took_s);
+// No checkpoint was written (`why`): logged, and the console's requests are told.
+void checkpoint_missed(job_shell& shell, const logger& log, const caf::error& why);
 
 // Taking over: the report's history (losses, takeovers, workers lost, the step and training
 // time resumed from) is the standing's.

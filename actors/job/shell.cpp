@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "troupe/error.hpp"
 
 namespace troupe {
@@ -33,8 +35,41 @@ void record_epoch(job_shell& shell, const launch_options& opts, const evaluated_
   set(shell.metrics.accuracy, out.result.accuracy);
 }
 
+uint64_t checkpoint_interval(const launch_options& o, uint64_t units_per_epoch) {
+  if (o.checkpoint_dir.empty()) return 0;
+  return o.checkpoint_every ? o.checkpoint_every : std::max<uint64_t>(units_per_epoch, 1);
+}
+
+namespace {
+
+void tell_checkpoint_waiters(job_shell& shell, const caf::expected<std::string>& outcome) {
+  auto waiters = std::move(shell.checkpoints.waiters);
+  shell.checkpoints.waiters.clear();
+  for (auto& tell : waiters) tell(outcome);
+}
+
+}  // namespace
+
+void checkpoint_written(job_shell& shell, const logger& log, uint64_t step,
+                        const std::string& path, double took_s) {
+  ++shell.report.checkpoints;
+  add(shell.metrics.checkpoints, 1);
+  note_event(shell.timeline, shell.wall_s(), "checkpoint", fmt::format("step {}: {}", step, path));
+  shell.checkpoints.written.push_back(path);
+  log.info("checkpoint after step {}: {} ({:.2f} s to write)", step, path, took_s);
+  tell_checkpoint_waiters(shell, path);
+}
+
+void checkpoint_missed(job_shell& shell, const logger& log, const caf::error& why) {
+  log.warn("no checkpoint written: {}", describe(why));
+  tell_checkpoint_waiters(shell, why);
+}
+
 void restore_history(job_shell& shell, const coordinator_standing& x) {
   job_report& r = shell.report;
+  r.checkpoints = x.written.size();
+  shell.checkpoints.written = x.written;
+  shell.checkpoints.since_last = x.since_last;
   r.losses = x.losses;
   r.takeovers = x.takeovers;
   r.workers_lost = x.workers_lost;

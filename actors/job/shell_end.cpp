@@ -19,6 +19,7 @@ void end_job(coordinator_self self, const job_config& config, caf::error reason)
     plan->end(ended);
     plan->live_members(members);
   }
+  if (!st.shell.checkpoints.waiters.empty()) checkpoint_missed(st.shell, config.log, ended);
   stop_members_then(self, members, stop_bound(st.shell, config.opts), why,
                     [self, reason] { self->quit(reason); });
 }
@@ -81,6 +82,8 @@ void send_standing(coordinator_self self, const job_config& config) {
   x.workers_lost = r.workers_lost;
   x.resumed_from_step = r.resumed_from_step;
   x.resumed_wall_s = st.shell.resumed_wall_s;
+  x.written = st.shell.checkpoints.written;
+  x.since_last = st.shell.checkpoints.since_last;
   // In training once every plan is (--mode hybrid: the tables placed and the group formed).
   x.training = true;
   std::vector<std::function<void()>> held;

@@ -25,25 +25,20 @@ job_checkpoint job_progress(const coordinator_state& st) {
 
 namespace {
 
-void tell_waiters(coordinator_state& st, const caf::expected<std::string>& outcome) {
-  auto waiters = std::move(st.ps->checkpoints.waiters);
-  st.ps->checkpoints.waiters.clear();
-  for (auto& tell : waiters) tell(outcome);
-}
-
-// The checkpoint is written (its path) or skipped (why): the workers go on, and whoever asked
-// for it (the console) is told.
-void checkpoint_over(self_ptr self, caf::expected<std::string> outcome) {
+// The checkpoint is written or skipped: the workers go on.
+void resume_workers(self_ptr self) {
   auto& st = self->state;
   st.ps->checkpoints.taking = false;
   for (size_t i = 0; i < st.ps->roster.workers.size(); ++i)  // a worker being drained stays paused
     if (!st.ps->roster.worker_members[i].lost && !st.ps->roster.worker_members[i].draining)
       self->send(st.ps->roster.workers[i], resume_atom_v);
-  tell_waiters(st, std::move(outcome));
 }
 
-caf::error skipped(std::string why) {
-  return make_error(errc::job_failed, "checkpoint skipped: " + std::move(why));
+// No checkpoint this time (`why`): the workers go on, and whoever asked (the console) is told.
+void skip_checkpoint(self_ptr self, const job_config& config, const std::string& why) {
+  resume_workers(self);
+  checkpoint_missed(self->state.shell, config.log,
+                    make_error(errc::job_failed, "checkpoint skipped: " + why));
 }
 
 // Once every bucket is saved: the job's part, the file, and the workers go on.
@@ -53,21 +48,15 @@ void write_out(self_ptr self, const job_config& config, std::shared_ptr<checkpoi
   const job_checkpoint& job = c->job;
   const auto began = std::chrono::steady_clock::now();
   auto path = write_checkpoint(config.opts.checkpoint_dir, *c, config.opts.checkpoint_keep);
-  if (path) {
-    ++st.shell.report.checkpoints;
-    add(st.shell.metrics.checkpoints, 1);
-    note_event(st.shell.timeline, training_seconds(st), "checkpoint",
-               fmt::format("step {}: {}", job.step, *path));
-    st.ps->checkpoints.written.push_back(*path);
-    st.ps->checkpoints.chunks_at_step[job.step] = st.ps->checkpoints.chunks_done;
-    while (st.ps->checkpoints.chunks_at_step.size() > config.opts.checkpoint_keep + 1u)
-      st.ps->checkpoints.chunks_at_step.erase(st.ps->checkpoints.chunks_at_step.begin());
-    config.log.info("checkpoint at step {}: {} ({:.2f} s to write)", job.step, *path,
-                    seconds_since(began));
-  } else {
-    config.log.error("no checkpoint written: {}", describe(path.error()));
-  }
-  checkpoint_over(self, std::move(path));
+  resume_workers(self);
+  if (!path)
+    return checkpoint_missed(
+        st.shell, config.log,
+        make_error(errc::job_failed, "no checkpoint written: " + describe(path.error())));
+  st.ps->checkpoints.chunks_at_step[job.step] = st.ps->checkpoints.chunks_done;
+  while (st.ps->checkpoints.chunks_at_step.size() > config.opts.checkpoint_keep + 1u)
+    st.ps->checkpoints.chunks_at_step.erase(st.ps->checkpoints.chunks_at_step.begin());
+  checkpoint_written(st.shell, config.log, job.step, *path, seconds_since(began));
 }
 
 // Saves part `index` (and then the rest) of bucket b into c; calls done(error or none).
@@ -88,10 +77,9 @@ void save_buckets(self_ptr self, const job_config& config) {
   auto& st = self->state;
   if (st.shell.phase != job_phase::training || st.ps->directory.recovering > 0 ||
       st.ps->checkpoints.spoiled) {
-    const std::string why =
-        st.ps->checkpoints.spoiled ? "not every worker paused" : "a bucket is recovering";
-    config.log.warn("checkpoint skipped: {}", why);
-    return checkpoint_over(self, skipped(why));
+    return skip_checkpoint(self, config,
+                           st.ps->checkpoints.spoiled ? "not every worker paused"
+                                                      : "a bucket is recovering");
   }
   auto c = std::make_shared<checkpoint>();
   c->buckets.resize(st.ps->directory.buckets.size());
@@ -102,12 +90,10 @@ void save_buckets(self_ptr self, const job_config& config) {
       if (err && !*failure) *failure = std::move(err);
       if (--*pending > 0) return;
       if (self->state.shell.phase != job_phase::training)
-        return checkpoint_over(self, skipped("the job is ending"));
-      if (*failure || self->state.ps->checkpoints.spoiled) {
-        const std::string why = *failure ? describe(*failure) : "a worker started meanwhile";
-        config.log.warn("checkpoint skipped: {}", why);
-        return checkpoint_over(self, skipped(why));
-      }
+        return skip_checkpoint(self, config, "the job is ending");
+      if (*failure || self->state.ps->checkpoints.spoiled)
+        return skip_checkpoint(self, config,
+                               *failure ? describe(*failure) : "a worker started meanwhile");
       write_out(self, config, c);
     });
 }
@@ -117,14 +103,13 @@ void save_buckets(self_ptr self, const job_config& config) {
 // Pauses every active worker; once none has a push in flight, saves the buckets.
 void take_checkpoint(self_ptr self, const job_config& config) {
   auto& st = self->state;
-  if (anyone_draining(st)) {
-    st.ps->checkpoints.since_last = 0;  // the next one comes a full interval later
-    config.log.warn("checkpoint skipped: a node is being drained");
-    return tell_waiters(st, skipped("a node is being drained"));  // nobody was paused
-  }
+  st.shell.checkpoints.since_last = 0;  // (skipped: the next one comes a full interval later)
+  if (anyone_draining(st))  // nobody was paused
+    return checkpoint_missed(st.shell, config.log,
+                             make_error(errc::job_failed,
+                                        "checkpoint skipped: a node is being drained"));
   st.ps->checkpoints.taking = true;
   st.ps->checkpoints.spoiled = false;
-  st.ps->checkpoints.since_last = 0;
   auto pending = std::make_shared<size_t>(1);  // held until every request is out
   auto paused = [=] {
     if (--*pending == 0) save_buckets(self, config);
@@ -146,12 +131,10 @@ void take_checkpoint(self_ptr self, const job_config& config) {
 
 void count_for_checkpoint(self_ptr self, const job_config& config, uint64_t batches) {
   auto& st = self->state;
-  if (config.opts.checkpoint_dir.empty()) return;
-  st.ps->checkpoints.since_last += batches;
-  const uint64_t every = config.opts.checkpoint_every ? config.opts.checkpoint_every
-                                                      : st.ps->training.work->batches_per_epoch();
-  if (st.ps->checkpoints.since_last >= every && !st.ps->checkpoints.taking &&
-      st.ps->directory.recovering == 0 && st.shell.phase == job_phase::training)
+  auto& schedule = st.shell.checkpoints;
+  schedule.every = checkpoint_interval(config.opts, st.ps->training.work->batches_per_epoch());
+  if (schedule.count(batches) && !st.ps->checkpoints.taking && st.ps->directory.recovering == 0 &&
+      st.shell.phase == job_phase::training)
     take_checkpoint(self, config);
 }
 

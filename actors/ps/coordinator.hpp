@@ -115,13 +115,12 @@ struct bucket_home {
 };
 
 // The job's members (membership.cpp): every server and worker that joined, by rank, with
-// what the coordinator knows of each, and when remote nodes were last heard from.
+// what the coordinator knows of each (the shell's monitor judges their heartbeats).
 struct job_roster {
   std::vector<server_actor> servers;
   std::vector<member> server_members;  // parallel to servers
   std::vector<worker_actor> workers;
   std::vector<member> worker_members;  // parallel to workers
-  heartbeat_monitor beats;
 };
 
 // Where the model lives (placement.cpp): the flat layout, the buckets cut from it, each
@@ -137,18 +136,14 @@ struct bucket_directory {
   std::chrono::steady_clock::time_point lost_at;  // when the last server was lost
 };
 
-// Checkpoints (checkpointing.cpp, operations.cpp): the one resumed from, the ones written, and
-// the one being taken.
+// Checkpoints (checkpointing.cpp): the one resumed from and the one being taken (their
+// schedule, the files written and the console's requests are the shell's).
 struct checkpoint_progress {
   std::optional<checkpoint> resume_from;        // --resume: the checkpoint to start from
-  uint64_t since_last = 0;                      // batches finished since the last one
   uint64_t chunks_done = 0;                     // chunks finished: pushes acked per bucket
   std::map<uint64_t, uint64_t> chunks_at_step;  // chunks_done when each checkpoint was taken
   bool taking = false;
-  bool spoiled = false;              // a worker started while the others were paused
-  std::vector<std::string> written;  // by this job, oldest first
-  // The console's `checkpoint`: told the new file's path (or why none was written).
-  std::vector<std::function<void(caf::expected<std::string>)>> waiters;
+  bool spoiled = false;  // a worker started while the others were paused
 };
 
 // Training (coordinator.cpp): which batches are handed out and the losses reported.
@@ -194,6 +189,21 @@ struct ps_state final : job_plan {
   size_t missing() const override;
   size_t rejoined() const override;
   void taken_over(coordinator_self self, const job_config& config) override;
+  bool heard(coordinator_self self, const job_config& config, const heartbeat& beat) override;
+  void silent(coordinator_self self, const job_config& config, const std::string& name,
+              const std::string& why) override;
+  bool busy() const override;
+  void activity(std::vector<heard_activity>& out) const override;
+  void cards(std::vector<member_card>& out) const override;
+  void tree_rows(const actor_values& mailboxes, table_view& t) const override;
+  std::vector<std::string> views() const override;
+  caf::result<wire> view(coordinator_self self, const job_config& config,
+                         const std::string& name) override;
+  caf::result<std::string> checkpoint_now(coordinator_self self,
+                                          const job_config& config) override;
+  std::vector<std::string> actions() const override;
+  caf::result<std::string> operate(coordinator_self self, const job_config& config,
+                                   const std::vector<std::string>& action) override;
 };
 
 }  // namespace troupe

@@ -56,16 +56,10 @@ caf::result<wire> admit_server(self_ptr self, const job_config& config, const wi
 caf::result<wire> admit_worker(self_ptr self, const job_config& config, const wire& w,
                                worker_actor handle);
 void on_down(self_ptr self, const job_config& config, const caf::down_msg& msg);
-// Returns this coordinator's term (the members' watches learn from it whom they answer to).
-void on_heartbeat(self_ptr self, heartbeat& beat);
 void lose_worker(self_ptr self, const job_config& config, size_t i, const std::string& why);
-void check_heartbeats(self_ptr self, const job_config& config);
 // Counts a finished chunk's batches and summed loss into its epoch's train loss (a loss that is
 // not finite, of a skipped chunk, as the epoch's mean so far).
 void add_chunk_loss(coordinator_state& st, const work_chunk& chunk, double loss_sum);
-// Every tick: the stall watchdog (--stall-timeout) judges the job's progress; a stalled job
-// ends with each member's last activity in its report.
-void check_stall(self_ptr self, const job_config& config);
 double live_workers(const coordinator_state& st);
 // Whether a drain is under way (checkpoints and other drains wait for it).
 bool anyone_draining(const coordinator_state& st);
@@ -131,34 +125,18 @@ caf::result<wire> rejoin_worker(self_ptr self, const job_config& config, const w
                                 worker_actor handle);
 
 // -- inspection.cpp
-// The console's views of the job: "nodes", "tree", "workers", "buckets", "metrics", "diag" or
-// "curve" as a table_view.
-caf::result<wire> inspect(self_ptr self, const job_config& config, const std::string& view);
 std::string state_of(const member& m);
-std::string fixed(double x, int digits = 2);
 
 // -- diagnostics.cpp
-using node_texts = std::vector<std::pair<std::string, std::string>>;  // node name, metrics text
-// Asks every live node in another process for its metrics; `done` gets them, the coordinator's
-// own process first. Nodes that do not answer within a few seconds are left out.
-void gather_metrics(self_ptr self, const job_config& config, std::function<void(node_texts)> done);
 // Every bucket's statistics (none for a bucket that did not answer), in bucket order.
 void gather_stats(self_ptr self, const job_config& config,
                   std::function<void(std::vector<std::optional<bucket_stats>>)> done);
 // The diagnostics table: update variance, loss oscillation, effective update ratio.
 table_view diagnose(const coordinator_state& st, const diag_thresholds& warn,
                     const std::vector<std::optional<bucket_stats>>& stats);
-// Every node's metrics as rows: node, family, type, help, metric, labels, value.
-table_view metrics_table(const node_texts& texts);
-
 // -- operations.cpp
-// A console action the operator gate let through: its first word names it.
-caf::result<std::string> operate(self_ptr self, const job_config& config,
-                                 const std::vector<std::string>& action);
-caf::result<std::string> checkpoint_now(self_ptr self, const job_config& config);
+// Drains the live server or worker `name` (the console's `drain`).
 caf::result<std::string> drain(self_ptr self, const job_config& config, const std::string& name);
-caf::result<std::string> set_log_level(self_ptr self, const job_config& config,
-                                       const std::string& level, const std::string& node);
 
 // -- checkpointing.cpp
 // The job's progress as a checkpoint holds it: the work plan, the losses, the evaluations.

@@ -1,5 +1,5 @@
-// The coordinator's gathering for the console: every node's metrics, every bucket's statistics,
-// and the diagnostics of asynchrony built from them (update variance, loss oscillation,
+// The parameter service plan's gathering for the console: every bucket's statistics, and the
+// diagnostics of asynchrony built from them (update variance, loss oscillation,
 // effective update ratio), each against its warning threshold (--warn-*).
 #include <fmt/format.h>
 
@@ -13,12 +13,6 @@
 namespace troupe::coordination {
 
 namespace {
-
-// How long the console waits for a node's metrics: a node about to be declared lost should not
-// hold every other node's figures back for the full request timeout.
-std::chrono::seconds metrics_timeout(const job_config& config) {
-  return std::min(config.opts.request_timeout, std::chrono::seconds(5));
-}
 
 // Mean |difference| of successive chunk losses of one worker; none with fewer than two.
 std::optional<double> oscillation(const std::deque<double>& losses) {
@@ -35,36 +29,6 @@ std::vector<std::string> diag_row(const char* name, double value, double thresho
 
 }  // namespace
 
-void gather_metrics(self_ptr self, const job_config& config, std::function<void(node_texts)> done) {
-  auto& st = self->state;
-  auto texts = std::make_shared<node_texts>();
-  texts->emplace_back("coordinator", node_metrics_text(config.metrics));
-  auto pending = std::make_shared<size_t>(1);  // held until every request is out
-  auto answered = [=] {
-    if (--*pending == 0) done(std::move(*texts));
-  };
-  auto ask = [&](const auto& handle, const member& m) {
-    if (m.lost || handle.node() == self->node()) return;  // its metrics are the coordinator's
-    ++*pending;
-    const std::string name = m.name;
-    self->request(handle, metrics_timeout(config), metrics_atom_v)
-        .then(
-            [=](const std::string& text) {
-              texts->emplace_back(name, text);
-              answered();
-            },
-            [=](caf::error& err) {
-              config.log.warn("no metrics from '{}': {}", name, describe(err));
-              answered();
-            });
-  };
-  for (size_t i = 0; i < st.ps->roster.servers.size(); ++i)
-    ask(st.ps->roster.servers[i], st.ps->roster.server_members[i]);
-  for (size_t i = 0; i < st.ps->roster.workers.size(); ++i)
-    ask(st.ps->roster.workers[i], st.ps->roster.worker_members[i]);
-  answered();
-}
-
 void gather_stats(self_ptr self, const job_config& config,
                   std::function<void(std::vector<std::optional<bucket_stats>>)> done) {
   auto& st = self->state;
@@ -75,7 +39,7 @@ void gather_stats(self_ptr self, const job_config& config,
     if (--*pending == 0) done(std::move(*stats));
   };
   for (uint32_t b = 0; b < st.ps->directory.buckets.size(); ++b)
-    self->request(st.ps->directory.buckets[b], metrics_timeout(config), stats_atom_v)
+    self->request(st.ps->directory.buckets[b], console_wait(config), stats_atom_v)
         .then(
             [=](const wire& w) {
               if (auto s = decode<bucket_stats>(w); s && s->bucket == b) (*stats)[b] = *s;
@@ -130,14 +94,6 @@ table_view diagnose(const coordinator_state& st, const diag_thresholds& warn,
   t.rows.push_back(diag_row("effective_update_ratio", ratio, warn.update_ratio,
                             ratio < warn.update_ratio,
                             fmt::format("{} of {} pushes applied", applied, received)));
-  return t;
-}
-
-table_view metrics_table(const node_texts& texts) {
-  table_view t{{"node", "family", "type", "help", "metric", "labels", "value"}, {}};
-  for (const auto& [node, text] : texts)
-    for (auto& s : parse_prometheus_text(text))
-      t.rows.push_back({node, s.family, s.type, s.help, s.name, s.labels, s.value});
   return t;
 }
 

@@ -1,6 +1,7 @@
-// The coordinator's answers to the console: tables of the nodes, the supervision tree, the
-// workers, the buckets, every node's metrics, the diagnostics and the training curve, built
-// from what the coordinator tracks and what it asks the nodes and buckets at that moment.
+// The parameter service plan's part of the console: its members (the shell's nodes and
+// metrics), its rows of the supervision tree (each server's buckets and backups, each worker),
+// and its own views: the workers, the buckets and the diagnostics, built from what it tracks
+// and what it asks the nodes and buckets at that moment.
 #include <fmt/format.h>
 
 #include "actors/ps/coordinator_parts.hpp"
@@ -11,51 +12,11 @@
 
 namespace troupe::coordination {
 
-std::string fixed(double x, int digits) {
-  return fmt::format("{:.{}f}", x, digits);
-}
-
 std::string state_of(const member& m) {
   return m.drained ? "drained" : m.lost ? "lost" : m.done ? "done" : "live";
 }
 
 namespace {
-
-using clock = std::chrono::steady_clock;
-
-std::string phase_name(job_phase p) {
-  switch (p) {
-    case job_phase::joining:
-      return "joining";
-    case job_phase::placing:
-      return "placing";
-    case job_phase::training:
-      return "training";
-    case job_phase::finishing:
-      return "finishing";
-  }
-  return "unknown";
-}
-
-table_view nodes(const coordinator_state& st, const job_config& config) {
-  table_view t{
-      {"role", "name", "address", "state", "uptime_s", "heartbeat_age_ms", "cpu_s", "rss_mb"}, {}};
-  const auto now = clock::now();
-  const auto usage = current_process_usage();
-  t.rows.push_back({"coordinator", "coordinator", to_string(config.opts.listen),
-                    phase_name(st.shell.phase), fixed(seconds_since(st.shell.created), 1), "-",
-                    fixed(usage.cpu_seconds), fixed(double(usage.rss_bytes) / 1048576.0, 1)});
-  auto add = [&](const member& m, const char* kind) {
-    const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - m.heard).count();
-    t.rows.push_back(
-        {kind, m.name, m.data.port ? m.data.host + ":" + std::to_string(m.data.port) : "-",
-         state_of(m), fixed(seconds_since(m.joined), 1), m.cpu_s > 0 ? std::to_string(age) : "-",
-         fixed(m.cpu_s), fixed(double(m.rss) / 1048576.0, 1)});
-  };
-  for (const auto& m : st.ps->roster.server_members) add(m, "server");
-  for (const auto& m : st.ps->roster.worker_members) add(m, "worker");
-  return t;
-}
 
 table_view workers(const coordinator_state& st) {
   table_view t{
@@ -70,72 +31,9 @@ table_view workers(const coordinator_state& st) {
   return t;
 }
 
-// One per-actor metric of every node, e.g. mailbox sizes: (node, actor) -> value.
-using actor_values = std::map<std::pair<std::string, std::string>, std::string>;
-
-actor_values per_actor(const node_texts& texts, const std::string& metric) {
-  actor_values out;
-  for (const auto& [node, text] : texts)
-    for (const auto& s : parse_prometheus_text(text))
-      if (s.name == metric && s.labels.rfind("actor=\"", 0) == 0)
-        out[{node, s.labels.substr(7, s.labels.size() - 8)}] = s.value;
-  return out;
-}
-
-// `actor`'s value on node `m` (or in the coordinator's process, whose nodes share its
-// metrics); "-" when it is gone or has none.
+// `actor`'s value on member `m`'s node; "-" once it is lost.
 std::string value_of(const actor_values& values, const member& m, const std::string& actor) {
-  if (m.lost) return "-";
-  auto it = values.find({m.name, actor});
-  if (it == values.end()) it = values.find({"coordinator", actor});
-  return it == values.end() ? "-" : it->second;
-}
-
-// The supervision tree: the coordinator, each node's supervisor, and what it supervises.
-table_view tree(const coordinator_state& st, size_t own_mailbox, const actor_values& boxes) {
-  table_view t{{"actor", "kind", "node", "state", "restarts", "mailbox"}, {}};
-  auto mailbox = [&](const member& m, const std::string& actor) {
-    return value_of(boxes, m, actor);
-  };
-  t.rows.push_back({"coordinator", "coordinator", "coordinator", phase_name(st.shell.phase), "0",
-                    std::to_string(own_mailbox)});
-  for (size_t s = 0; s < st.ps->roster.server_members.size(); ++s) {
-    const auto& m = st.ps->roster.server_members[s];
-    t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name, state_of(m), "-", "-"});
-    for (uint32_t b = 0; b < st.ps->directory.homes.size(); ++b) {
-      const auto& home = st.ps->directory.homes[b];
-      const bool primary = home.primary_server == s;
-      const auto backup = home.backup_on(static_cast<uint32_t>(s));
-      if (!primary && !backup) continue;
-      const std::string actor = "bucket-" + std::to_string(b);
-      t.rows.push_back(
-          {"    " + actor, primary ? "bucket" : "backup", m.name,
-           m.lost            ? "lost"
-           : home.recovering ? "recovering"
-                             : "live",
-           std::to_string(primary ? home.primary_restarts : home.backups[*backup].restarts),
-           mailbox(m, actor)});
-    }
-  }
-  for (size_t w = 0; w < st.ps->roster.worker_members.size(); ++w) {
-    const auto& m = st.ps->roster.worker_members[w];
-    const bool seen_before =
-        std::any_of(st.ps->roster.worker_members.begin(), st.ps->roster.worker_members.begin() + w,
-                    [&](const member& o) { return o.name == m.name; });
-    if (seen_before) continue;  // one line per worker node, its latest incarnation below
-    size_t lives = 0;
-    const member* latest = &m;
-    for (const auto& o : st.ps->roster.worker_members)
-      if (o.name == m.name) ++lives, latest = &o;
-    t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name,
-                      latest->drained ? "drained"
-                      : latest->lost  ? "lost"
-                                      : "live",
-                      "-", "-"});
-    t.rows.push_back({"    " + m.name, "worker", m.name, state_of(*latest),
-                      std::to_string(lives - 1), mailbox(*latest, m.name)});
-  }
-  return t;
+  return m.lost ? "-" : troupe::value_of(values, m.name, actor);
 }
 
 // The servers of a bucket's backups in chain order ("-" for none).
@@ -168,40 +66,9 @@ std::vector<std::string> bucket_row(const coordinator_state& st, const bucket_st
           value_of(bytes_out, primary, actor)};
 }
 
-}  // namespace
-
-caf::result<wire> inspect(self_ptr self, const job_config& config, const std::string& view) {
-  auto& st = self->state;
-  if (view == "nodes") return encode(nodes(st, config));
-  if (view == "workers") return encode(workers(st));
-  if (view == "curve") return encode(st.shell.curve.table());
-  if (view == "timeline") return encode(timeline_table(st.shell.report, st.shell.timeline));
-  if (view != "tree" && view != "metrics" && view != "buckets" && view != "diag")
-    return make_error(
-        errc::bad_configuration,
-        "no view '" + view + "' (nodes, tree, workers, buckets, metrics, diag, curve, timeline)");
-  if ((view == "buckets" || view == "diag") && st.shell.phase != job_phase::training)
-    return make_error(errc::job_failed, "no buckets to show before training starts");
-  // (Only now: a promise made takes the request's answer over, and an error returned after it
-  // would never reach the asker.)
+caf::result<wire> buckets_view(self_ptr self, const job_config& config) {
   auto promise = self->make_response_promise<wire>();
-  if (view == "tree" || view == "metrics") {
-    gather_metrics(self, config, [=](node_texts texts) mutable {
-      if (view == "metrics") {
-        promise.deliver(encode(metrics_table(texts)));
-        return;
-      }
-      const auto own = self->mailbox().size();
-      promise.deliver(
-          encode(tree(self->state, own, per_actor(texts, "troupe_actor_mailbox_size"))));
-    });
-    return promise;
-  }
   gather_stats(self, config, [=](std::vector<std::optional<bucket_stats>> stats) mutable {
-    if (view == "diag") {
-      promise.deliver(encode(diagnose(self->state, config.opts.warn, stats)));
-      return;
-    }
     gather_metrics(self, config, [=](node_texts texts) mutable {  // bytes in and out
       table_view table{{"bucket", "primary", "backup", "version", "applied", "rejected",
                         "duplicates", "staleness_p50", "staleness_p99", "staleness_max", "clock",
@@ -223,4 +90,95 @@ caf::result<wire> inspect(self_ptr self, const job_config& config, const std::st
   return promise;
 }
 
+caf::result<wire> diag_view(self_ptr self, const job_config& config) {
+  auto promise = self->make_response_promise<wire>();
+  gather_stats(self, config, [=](std::vector<std::optional<bucket_stats>> stats) mutable {
+    promise.deliver(encode(diagnose(self->state, config.opts.warn, stats)));
+  });
+  return promise;
+}
+
+}  // namespace
+
 }  // namespace troupe::coordination
+
+namespace troupe {
+
+void ps_state::cards(std::vector<member_card>& out) const {
+  auto add = [&](const member& m, const char* kind, const caf::actor& handle) {
+    member_card c;
+    c.role = kind;
+    c.name = m.name;
+    c.address = m.data.port ? m.data.host + ":" + std::to_string(m.data.port) : "-";
+    c.state = coordination::state_of(m);
+    c.uptime_s = seconds_since(m.joined);
+    if (m.cpu_s > 0) c.heard = m.heard;  // (it has sent a heartbeat)
+    c.cpu_s = m.cpu_s;
+    c.rss = m.rss;
+    if (!m.lost) c.handle = handle;
+    c.has_metrics = true;
+    out.push_back(std::move(c));
+  };
+  for (size_t i = 0; i < roster.server_members.size(); ++i)
+    add(roster.server_members[i], "server", caf::actor_cast<caf::actor>(roster.servers[i]));
+  for (size_t i = 0; i < roster.worker_members.size(); ++i)
+    add(roster.worker_members[i], "worker", caf::actor_cast<caf::actor>(roster.workers[i]));
+}
+
+// Each server's supervisor with the buckets and backups it holds, then each worker node's
+// supervisor with its latest worker.
+void ps_state::tree_rows(const actor_values& boxes, table_view& t) const {
+  const auto& servers = roster.server_members;
+  const auto& workers = roster.worker_members;
+  for (size_t s = 0; s < servers.size(); ++s) {
+    const auto& m = servers[s];
+    t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name,
+                      coordination::state_of(m), "-", "-"});
+    for (uint32_t b = 0; b < directory.homes.size(); ++b) {
+      const auto& home = directory.homes[b];
+      const bool primary = home.primary_server == s;
+      const auto backup = home.backup_on(static_cast<uint32_t>(s));
+      if (!primary && !backup) continue;
+      const std::string actor = "bucket-" + std::to_string(b);
+      t.rows.push_back(
+          {"    " + actor, primary ? "bucket" : "backup", m.name,
+           m.lost            ? "lost"
+           : home.recovering ? "recovering"
+                             : "live",
+           std::to_string(primary ? home.primary_restarts : home.backups[*backup].restarts),
+           coordination::value_of(boxes, m, actor)});
+    }
+  }
+  for (size_t w = 0; w < workers.size(); ++w) {
+    const auto& m = workers[w];
+    const bool seen_before = std::any_of(workers.begin(), workers.begin() + w,
+                                         [&](const member& o) { return o.name == m.name; });
+    if (seen_before) continue;  // one line per worker node, its latest incarnation below
+    size_t lives = 0;
+    const member* latest = &m;
+    for (const auto& o : workers)
+      if (o.name == m.name) ++lives, latest = &o;
+    t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name,
+                      latest->drained ? "drained"
+                      : latest->lost  ? "lost"
+                                      : "live",
+                      "-", "-"});
+    t.rows.push_back({"    " + m.name, "worker", m.name, coordination::state_of(*latest),
+                      std::to_string(lives - 1), coordination::value_of(boxes, *latest, m.name)});
+  }
+}
+
+std::vector<std::string> ps_state::views() const {
+  return {"workers", "buckets", "diag"};
+}
+
+caf::result<wire> ps_state::view(coordinator_self self, const job_config& config,
+                                 const std::string& name) {
+  if (name == "workers") return encode(coordination::workers(self->state));
+  if (self->state.shell.phase != job_phase::training)
+    return make_error(errc::job_failed, "no buckets to show before training starts");
+  return name == "buckets" ? coordination::buckets_view(self, config)
+                           : coordination::diag_view(self, config);
+}
+
+}  // namespace troupe

@@ -104,10 +104,7 @@ caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w, 
   joined.host = request->host_label;
   members.push_back(std::move(joined));
   set(self->state.shell.metrics.workers, live_workers(self->state));
-  // A node in another process must send heartbeats from now on; one that never does is lost
-  // as surely as one that stops (nodes of the coordinator's own process send none).
-  if (handle.node() != self->node())
-    self->state.ps->roster.beats.heard(request->name, heartbeat_monitor::clock::now());
+  expect_heartbeats(self, request->name, handle.node());
   handles.push_back(std::move(handle));
   const auto rank = static_cast<uint32_t>(handles.size() - 1);
   if (late)
@@ -151,7 +148,7 @@ void lose_worker(self_ptr self, const job_config& config, size_t i, const std::s
   auto& st = self->state;
   auto& m = st.ps->roster.worker_members[i];
   m.lost = true;
-  st.ps->roster.beats.forget(m.name);
+  forget_member(self, m.name);
   if (m.done) return;
   config.log.warn("lost worker '{}' ({}); going on without it", m.name, why);
   st.shell.report.workers_lost.push_back(m.name);
@@ -188,43 +185,6 @@ void on_down(self_ptr self, const job_config& config, const caf::down_msg& msg) 
   lose_member(self, config, msg.source, describe(msg.reason));
 }
 
-void on_heartbeat(self_ptr self, heartbeat& beat) {
-  auto& st = self->state;
-  for (auto* members : {&st.ps->roster.server_members, &st.ps->roster.worker_members})
-    for (auto& m : *members)
-      if (m.name == beat.name && !m.lost && m.address) {  // not one yet to rejoin
-        m.heard = heartbeat_monitor::clock::now();
-        m.cpu_s = beat.cpu_seconds;
-        m.rss = beat.rss_bytes;
-        m.activity = beat.activity;  // (a copy: in --mode hybrid the dp plan reads it next)
-        st.ps->roster.beats.heard(m.name, m.heard);
-      }
-}
-
-// Every heartbeat interval: members not heard from within the timeout are lost.
-void check_heartbeats(self_ptr self, const job_config& config) {
-  auto& st = self->state;
-  const auto timeout = config.opts.heartbeat_timeout;
-  auto& heir = st.shell.succession;
-  // Members still to rejoin a takeover are judged by its deadline, and a primary that was
-  // paused with a standby following judges nobody until the standby has accepted its state
-  // again (it may have been deposed meanwhile).
-  if (heir.rejoining || (heir.follower && !heir.confirmed))
-    return st.ps->roster.beats.keep_time(heartbeat_monitor::clock::now());
-  const auto verdict = st.ps->roster.beats.expired(heartbeat_monitor::clock::now(), timeout);
-  if (verdict.not_running.count() > 0) {
-    log_own_pause(config.log, verdict.not_running);
-    if (heir.follower) heir.confirmed = false;
-  }
-  for (const auto& name : verdict.lost) {
-    for (const auto* members : {&st.ps->roster.server_members, &st.ps->roster.worker_members})
-      for (const auto& m : *members)
-        if (m.name == name && !m.lost)
-          lose_member(self, config, m.address,
-                      fmt::format("no heartbeat for {} ms", timeout.count()));
-  }
-}
-
 caf::result<wire> admit_server(self_ptr self, const job_config& config, const wire& w,
                                server_actor handle) {
   auto& st = self->state;
@@ -239,20 +199,41 @@ caf::result<wire> admit_worker(self_ptr self, const job_config& config, const wi
                st.ps->roster.worker_members, config.opts.workers, role::worker);
 }
 
-void check_stall(self_ptr self, const job_config& config) {
-  auto& st = self->state;
-  if (config.hands_out_buckets() || st.shell.phase == job_phase::finishing)
-    return;  // not ours to judge
-  // Start-up, a checkpoint, an evaluation and a takeover may take long on purpose; each counts
-  // as progress when it ends.
-  const bool busy = st.shell.phase != job_phase::training || st.ps->evaluation.running ||
-                    st.ps->checkpoints.taking || st.shell.succession.rejoining;
-  std::vector<heard_activity> heard;
-  for (const auto* members : {&st.ps->roster.worker_members, &st.ps->roster.server_members})
-    for (const auto& m : *members)
-      if (!m.lost) heard.push_back(heard_activity{m.activity, m.heard});
-  if (auto why = judge_stall(st.shell.stall, busy, config.activity.get(), heard, st.shell.report))
-    fail_job(self, config, *why);
+}  // namespace troupe::coordination
+
+namespace troupe {
+
+bool ps_state::heard(coordinator_self, const job_config&, const heartbeat& beat) {
+  bool ours = false;
+  for (auto* members : {&roster.server_members, &roster.worker_members})
+    for (auto& m : *members)
+      if (m.name == beat.name && !m.lost && m.address) {  // not one yet to rejoin
+        m.heard = heartbeat_monitor::clock::now();
+        m.cpu_s = beat.cpu_seconds;
+        m.rss = beat.rss_bytes;
+        m.activity = beat.activity;
+        ours = true;
+      }
+  return ours;
 }
 
-}  // namespace troupe::coordination
+void ps_state::silent(coordinator_self self, const job_config& config, const std::string& name,
+                      const std::string& why) {
+  caf::actor_addr who;  // (found first: losing it before the job starts erases it)
+  for (const auto* members : {&roster.server_members, &roster.worker_members})
+    for (const auto& m : *members)
+      if (m.name == name && !m.lost) who = m.address;
+  if (who) coordination::lose_member(self, config, who, why);
+}
+
+bool ps_state::busy() const {
+  return evaluation.running || checkpoints.taking;
+}
+
+void ps_state::activity(std::vector<heard_activity>& out) const {
+  for (const auto* members : {&roster.worker_members, &roster.server_members})
+    for (const auto& m : *members)
+      if (!m.lost) out.push_back(heard_activity{m.activity, m.heard});
+}
+
+}  // namespace troupe

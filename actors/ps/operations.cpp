@@ -1,5 +1,6 @@
-// The console's actions on a running job: take a checkpoint now, drain a node (it leaves
-// cleanly, nothing is lost), and set the log level of one node or all of them.
+// The parameter service plan's part of the console's actions: a checkpoint now (its workers
+// paused, its buckets saved), drain a node (it leaves cleanly, nothing is lost) and inject a
+// fault. (The log level and the dispatch are the shell's: actors/job/shell_console.cpp.)
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -9,14 +10,6 @@
 namespace troupe::coordination {
 
 namespace {
-
-template <class T>
-void deliver(caf::typed_response_promise<std::string>& promise, caf::expected<T> outcome) {
-  if (outcome)
-    promise.deliver(std::string{*outcome});
-  else
-    promise.deliver(std::move(outcome.error()));
-}
 
 // The worker finishes the push in flight (its progress arrives first), then leaves: its
 // unfinished batches go to the others.
@@ -48,7 +41,7 @@ caf::result<std::string> drain_worker(self_ptr self, const job_config& config, s
               return;
             }
             m.lost = m.drained = true;
-            st.ps->roster.beats.forget(m.name);
+            forget_member(self, m.name);
             st.shell.report.drained.push_back(m.name);
             note_event(st.shell.timeline, training_seconds(st), "drain", "worker " + m.name);
             set(st.shell.metrics.workers, live_workers(st));
@@ -130,21 +123,6 @@ caf::result<std::string> drain_server(self_ptr self, const job_config& config, s
 
 }  // namespace
 
-caf::result<std::string> checkpoint_now(self_ptr self, const job_config& config) {
-  auto& st = self->state;
-  if (config.opts.checkpoint_dir.empty())
-    return make_error(errc::bad_configuration,
-                      "this job writes no checkpoints (start the coordinator with "
-                      "--checkpoint-dir DIR)");
-  if (st.shell.phase != job_phase::training)
-    return make_error(errc::job_failed, "checkpoints are taken while the job trains");
-  auto promise = self->make_response_promise<std::string>();
-  st.ps->checkpoints.waiters.push_back(
-      [promise](caf::expected<std::string> path) mutable { deliver(promise, std::move(path)); });
-  if (!st.ps->checkpoints.taking) take_checkpoint(self, config);
-  return promise;
-}
-
 caf::result<std::string> drain(self_ptr self, const job_config& config, const std::string& name) {
   auto& st = self->state;
   if (st.shell.phase != job_phase::training)
@@ -161,48 +139,29 @@ caf::result<std::string> drain(self_ptr self, const job_config& config, const st
                     "no live server or worker named '" + name + "' (see `nodes`)");
 }
 
-caf::result<std::string> set_log_level(self_ptr self, const job_config& config,
-                                       const std::string& level, const std::string& node) {
-  auto& st = self->state;
-  log_level to;
-  if (!parse_log_level(level, to))
-    return make_error(errc::bad_configuration,
-                      "no log level '" + level + "' (error, warn, info, debug)");
-  size_t told = 0;
-  if (node.empty() || node == "coordinator") {
-    config.log.set_level(to);
-    ++told;
-  }
-  auto tell = [&](const auto& handles, const std::vector<member>& members) {
-    for (size_t i = 0; i < members.size(); ++i)
-      if (!members[i].lost && (node.empty() || members[i].name == node)) {
-        self->send(handles[i], log_atom_v, level);
-        ++told;
-      }
-  };
-  tell(st.ps->roster.servers, st.ps->roster.server_members);
-  tell(st.ps->roster.workers, st.ps->roster.worker_members);
-  if (told == 0)
-    return make_error(errc::bad_configuration, "no live node named '" + node + "' (see `nodes`)");
-  config.log.info("log level {} on {} node(s)", level, told);
-  return fmt::format("log level {} on {} node{}", level, told, told == 1 ? "" : "s");
-}
-
-caf::result<std::string> operate(self_ptr self, const job_config& config,
-                                 const std::vector<std::string>& action) {
-  const std::string& verb = action.front();
-  auto word = [&](size_t i) { return i < action.size() ? action[i] : std::string{}; };
-  config.log.info("operator action: {}", fmt::join(action, " "));
-  if (verb == "checkpoint") return checkpoint_now(self, config);
-  if (verb == "drain") return drain(self, config, word(1));
-  if (verb == "log") return set_log_level(self, config, word(1), word(2));
-  if (verb == "inject-fault") {
-    auto done = inject_fault(self, word(1));
-    if (!done) return std::move(done.error());
-    config.log.warn("fault injection: {}", *done);
-    return std::move(*done);
-  }
-  return make_error(errc::bad_configuration, "unknown operator action '" + verb + "'");
-}
-
 }  // namespace troupe::coordination
+
+namespace troupe {
+
+caf::result<std::string> ps_state::checkpoint_now(coordinator_self self,
+                                                  const job_config& config) {
+  auto next = next_checkpoint(self);
+  if (!checkpoints.taking) coordination::take_checkpoint(self, config);
+  return next;
+}
+
+std::vector<std::string> ps_state::actions() const {
+  return {"drain", "inject-fault"};
+}
+
+caf::result<std::string> ps_state::operate(coordinator_self self, const job_config& config,
+                                           const std::vector<std::string>& action) {
+  const std::string what = action.size() > 1 ? action[1] : std::string{};
+  if (action.front() == "drain") return coordination::drain(self, config, what);
+  auto done = coordination::inject_fault(self, what);  // inject-fault
+  if (!done) return std::move(done.error());
+  config.log.warn("fault injection: {}", *done);
+  return std::move(*done);
+}
+
+}  // namespace troupe

@@ -148,8 +148,8 @@ void restore_from_checkpoint(self_ptr self, const job_config& config, size_t s,
                         "(or --replication 2)");
   // Only checkpoints this job wrote: the directory may hold another run's.
   std::optional<checkpoint> saved;
-  for (auto path = st.ps->checkpoints.written.rbegin(); path != st.ps->checkpoints.written.rend();
-       ++path) {
+  const auto& written = st.shell.checkpoints.written;
+  for (auto path = written.rbegin(); path != written.rend(); ++path) {
     auto c = read_checkpoint(*path);
     if (c) {
       saved = std::move(*c);
@@ -283,7 +283,7 @@ void lose_server(self_ptr self, const job_config& config, size_t s, const std::s
   auto& m = st.ps->roster.server_members[s];
   m.lost = true;
   m.draining = false;  // a drain under way ends with the loss
-  st.ps->roster.beats.forget(m.name);
+  forget_member(self, m.name);
   record_loss(st, m, role::server, why);
   // One declared lost while still running (frozen, cut off) must not serve again.
   if (st.ps->roster.servers[s])  // (one that did not rejoin a takeover has no handle here)
@@ -315,7 +315,7 @@ void hand_over_server(self_ptr self, const job_config& config, size_t s) {
   auto& m = st.ps->roster.server_members[s];
   m.lost = m.drained = true;
   m.draining = false;
-  st.ps->roster.beats.forget(m.name);
+  forget_member(self, m.name);
   st.shell.report.drained.push_back(m.name);
   note_event(st.shell.timeline, training_seconds(st), "drain", "server " + m.name);
   st.ps->directory.lost_at = std::chrono::steady_clock::now();

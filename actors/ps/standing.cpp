@@ -32,10 +32,8 @@ void ps_state::stand(coordinator_self self, const job_config& config, coordinato
   }
   const job_report& r = st.shell.report;
   x.drained = r.drained;
-  x.written = checkpoints.written;
   x.restarts = r.restarts;
   x.escalations = r.escalations;
-  x.since_last = checkpoints.since_last;
   x.chunks_done = checkpoints.chunks_done;
   x.recovery_s = r.recovery_s;
   // Once the standby holds this standing, each worker may forget the chunks it counts. (Not

@@ -33,10 +33,7 @@ void restore_report(coordinator_state& st, const coordinator_standing& x) {
   r.restarts = x.restarts;
   r.escalations = x.escalations;
   r.recovery_s = x.recovery_s;
-  r.checkpoints = x.written.size();
   r.epochs = x.plan.history;
-  st.ps->checkpoints.written = x.written;
-  st.ps->checkpoints.since_last = x.since_last;
   st.ps->checkpoints.chunks_done = x.chunks_done;
 }
 
@@ -85,7 +82,7 @@ void readmit(self_ptr self, member& m, const Handle& handle) {
   m.address = handle.address();
   m.heard = heartbeat_monitor::clock::now();
   self->monitor(handle);
-  self->state.ps->roster.beats.heard(m.name, m.heard);
+  expect_heartbeats(self, m.name, handle.node());
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 
 using namespace troupe;
 using namespace troupe::testing;
+namespace fs = std::filesystem;
 
 // Gloo writes to its sockets without MSG_NOSIGNAL: a member that went away must give the
 // others an error, not kill the test with SIGPIPE (run_app ignores it for every node).
@@ -201,7 +202,8 @@ struct dp_cluster {
   std::string address = "127.0.0.1:" + std::to_string(free_port());
   std::string tag = address.substr(10);
   std::filesystem::path report = scratch("dp-cluster-" + tag + ".json");
-  std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests"};
+  std::vector<std::string> env = {"TROUPE_SECRET=a-long-random-secret-for-tests",
+                                  "TROUPE_OPERATOR_SECRET=an-operator-secret-for-tests"};
   std::vector<std::string> flags;
   std::unique_ptr<child_process> coordinator;
   std::vector<std::unique_ptr<child_process>> workers;
@@ -325,7 +327,6 @@ BOOST_AUTO_TEST_CASE(a_stopped_worker_is_left_behind_and_refused_when_it_resumes
 }
 
 BOOST_AUTO_TEST_CASE(a_checkpointed_job_killed_and_resumed_continues_from_the_checkpoint) {
-  namespace fs = std::filesystem;
   const auto dir = scratch("dp-checkpoints");
   fs::remove_all(dir);
   const std::vector<std::string> common = {"--batch", "64",           "--train-limit",
@@ -348,11 +349,14 @@ BOOST_AUTO_TEST_CASE(a_checkpointed_job_killed_and_resumed_continues_from_the_ch
   fs::remove_all(dir);
 }
 
-BOOST_AUTO_TEST_CASE(the_console_and_the_metrics_show_a_live_group) {
+BOOST_AUTO_TEST_CASE(the_console_and_the_metrics_show_a_live_group_and_act_on_it) {
   const uint16_t metrics_port = free_port();
+  const auto checkpoints = scratch("dp-console-checkpoints");
+  fs::remove_all(checkpoints);
   auto coordinator_flags = job_floor(2, 8);  // 12 epochs of 100 steps: 9.6 s, past the reads
   coordinator_flags.insert(coordinator_flags.end(),
-                           {"--metrics-port", std::to_string(metrics_port)});
+                           {"--metrics-port", std::to_string(metrics_port), "--checkpoint-dir",
+                            checkpoints.string(), "--checkpoint-every", "100000"});
   dp_cluster job(
       2, {"--batch", "64", "--train-limit", "12800", "--test-limit", "1000", "--epochs", "12"},
       coordinator_flags);
@@ -372,6 +376,22 @@ BOOST_AUTO_TEST_CASE(the_console_and_the_metrics_show_a_live_group) {
   const auto [tree_code, tree_text] = console("tree");
   BOOST_TEST(tree_code == 0);
   BOOST_TEST(tree_text.find("allreduce_group") != std::string::npos);
+  // The shell's views and actions, as in every mode: the nodes with their heartbeats, the log
+  // level of every node, a checkpoint now (none is due: --checkpoint-every is past the job).
+  const auto [nodes_code, nodes_text] = console("nodes");
+  BOOST_TEST(nodes_code == 0);
+  BOOST_TEST(nodes_text.find("heartbeat_age_ms") != std::string::npos, nodes_text);
+  BOOST_TEST(nodes_text.find("w1") != std::string::npos, nodes_text);
+  const auto [log_code, log_text] = console("log debug");
+  BOOST_TEST(log_code == 0);
+  BOOST_TEST(log_text.find("log level debug on 3 nodes") != std::string::npos, log_text);
+  const auto [checkpoint_code, checkpoint_text] = console("checkpoint");
+  BOOST_TEST(checkpoint_code == 0, checkpoint_text);
+  const std::string path = checkpoint_text.substr(0, checkpoint_text.find('\n'));
+  BOOST_TEST(fs::exists(path), path);
+  const auto [drain_code, drain_text] = console("drain w0");
+  BOOST_TEST(drain_code == 1);
+  BOOST_TEST(drain_text.find("no operator action 'drain'") != std::string::npos, drain_text);
   const std::string metrics = http_get(metrics_port, "/metrics");
   BOOST_TEST(metrics.find("troupe_group_generation 1") != std::string::npos);
   BOOST_TEST(metrics.find("troupe_group_members 2") != std::string::npos);

@@ -218,10 +218,10 @@ BOOST_AUTO_TEST_CASE(without_replication_a_lost_servers_buckets_come_back_from_a
   fs::remove_all(dir);
   fmnist_cluster cluster{
       full_ps_job({"--checkpoint-dir", dir.string(), "--checkpoint-every", "300"})};
-  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("checkpoint at step", full_job_time));
+  BOOST_TEST_REQUIRE(cluster.coordinator->wait_for_output("checkpoint after step", full_job_time));
   // Updates after the newest checkpoint, and well before the next one (300 batches on).
   const std::string log = cluster.coordinator->output();
-  const auto at = log.rfind("checkpoint at step ") + std::string("checkpoint at step ").size();
+  const auto at = log.rfind("checkpoint after step ") + std::string("checkpoint after step ").size();
   BOOST_TEST_REQUIRE(cluster.await_batches(std::stod(log.substr(at)) + 40));
   cluster.servers[0]->kill();
   const std::string report = finished_report(cluster);
@@ -272,7 +272,7 @@ BOOST_AUTO_TEST_CASE(a_killed_job_resumes_from_its_checkpoint_and_skips_a_damage
   {
     fmnist_cluster first{flags};
     // Two checkpoints, then every process of the job is killed.
-    BOOST_TEST_REQUIRE(first.coordinator->wait_for_output("checkpoint at step", full_job_time, 2));
+    BOOST_TEST_REQUIRE(first.coordinator->wait_for_output("checkpoint after step", full_job_time, 2));
     for (auto* p : {first.coordinator.get(), first.servers[0].get(), first.servers[1].get(),
                     first.workers[0].get(), first.workers[1].get()})
       p->kill();

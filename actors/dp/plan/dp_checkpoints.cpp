@@ -1,4 +1,5 @@
-// The dp coordinator's checkpoints: member 0's state written in the checkpoint format, and
+// The data-parallel plan's checkpoints: member 0's state written in the checkpoint format (when
+// the shell's schedule or the console asks member 0 for it), and
 // --resume's checks and the progress it restores (the same progress a standing carries).
 #include <fmt/format.h>
 
@@ -85,13 +86,15 @@ void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t in
   c.job = progress_of(st, config, step);
   c.buckets.push_back(std::move(st.dp->saving));
   st.dp->saving.clear();
+  const auto began = std::chrono::steady_clock::now();
   auto written = write_checkpoint(config.opts.checkpoint_dir, c, config.opts.checkpoint_keep);
   if (!written)
-    return config.log.error("checkpoint after step {}: {}", step, describe(written.error()));
-  ++st.shell.report.checkpoints;
-  note_event(st.shell.timeline, st.shell.training_s(), "checkpoint",
-             fmt::format("step {}: {}", step, *written));
-  config.log.info("checkpoint after step {}: {}", step, *written);
+    return checkpoint_missed(st.shell, config.log,
+                             make_error(errc::job_failed,
+                                        fmt::format("no checkpoint after step {}: {}", step,
+                                                    describe(written.error()))));
+  st.shell.checkpoints.since_last = 0;
+  checkpoint_written(st.shell, config.log, step, *written, seconds_since(began));
 }
 
 }  // namespace troupe::dp_coordination

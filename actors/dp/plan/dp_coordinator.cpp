@@ -41,20 +41,6 @@ void refuse(self_ptr self, const job_config& config, dp_member& m) {
       .then([](bool) {}, [](caf::error&) {});
 }
 
-void check_stall(self_ptr self, const job_config& config) {
-  auto& st = self->state;
-  if (st.shell.finishing()) return;
-  // Start-up, an evaluation and a takeover may take long on purpose; each counts as progress
-  // when it ends. (A checkpoint is written within the handler of its last part.)
-  const bool busy =
-      !st.shell.started.has_value() || st.dp->evaluating || st.shell.succession.rejoining;
-  std::vector<heard_activity> heard;
-  for (const auto& m : st.dp->members)
-    if (!m.lost) heard.push_back(heard_activity{m.activity, m.heard});
-  if (auto why = judge_stall(st.shell.stall, busy, config.activity.get(), heard, st.shell.report))
-    fail_job(self, config, *why);
-}
-
 void maybe_finish(self_ptr self, const job_config& config) {
   auto& st = self->state;
   if (st.shell.finishing() || st.shell.succession.rejoining ||
@@ -138,10 +124,7 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
     start.overlap = o.dp.overlap;
     start.checksum_every = o.dp.checksum_every;
     start.collective = o.dp.collective;
-    start.checkpoint_every =
-        o.checkpoint_dir.empty()
-            ? 0
-            : (o.checkpoint_every ? o.checkpoint_every : st.dp->steps_per_epoch);
+    start.checkpoint_every = checkpoint_interval(o, st.dp->steps_per_epoch);
     start.two_level = two_level;
     start.compression = compression_of(o, st.dp->steps_per_epoch * o.epochs);
     start.accumulate = o.accumulate;
@@ -187,8 +170,7 @@ caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w,
   if (live_count(st) >= room || st.dp->members.size() >= (1u << 16))
     return make_error(errc::job_failed, fmt::format("the job already has its {} workers", room));
   self->monitor(handle);
-  if (handle.node() != self->node())
-    st.dp->beats.heard(request->name, heartbeat_monitor::clock::now());
+  expect_heartbeats(self, request->name, handle.node());
   st.dp->members.push_back(dp_member{request->name, std::move(handle)});
   st.dp->members.back().index = static_cast<uint32_t>(st.dp->members.size() - 1);
   st.dp->members.back().host = request->host_label.empty() ? request->name : request->host_label;
@@ -203,7 +185,7 @@ caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w,
 
 void record_loss(coordinator_state& st, dp_member& m, const std::string& why) {
   m.lost = true;
-  st.dp->beats.forget(m.name);
+  st.shell.beats.forget(m.name);
   st.shell.report.losses.push_back(
       loss_event{m.name, role::worker, st.shell.training_s(), unix_ms_now(), why});
   st.shell.report.workers_lost.push_back(m.name);
@@ -217,7 +199,7 @@ void lose(self_ptr self, const job_config& config, const std::string& name,
   auto it = std::find_if(st.dp->members.begin(), st.dp->members.end(),
                          [&](const dp_member& m) { return m.name == name && !m.lost; });
   if (it == st.dp->members.end()) return;
-  st.dp->beats.forget(name);
+  forget_member(self, name);
   if (!st.shell.started.has_value()) {
     config.log.warn("'{}' left before the job started", name);
     st.dp->members.erase(it);
@@ -231,25 +213,6 @@ void lose(self_ptr self, const job_config& config, const std::string& name,
   if (st.shell.succession.rejoining) return;  // the takeover's end forms the next generation
   if (!st.dp->lost_at) st.dp->lost_at = std::chrono::steady_clock::now();
   form_group(self, config, "'" + name + "' lost");
-}
-
-// Every heartbeat interval: a takeover's deadline, the standing, then members not heard from
-// within the timeout are lost. Members still to rejoin a takeover are judged by its deadline,
-// and a primary that was paused with a standby following judges nobody until the standby has
-// taken its standing again (it may have been deposed meanwhile).
-void check_heartbeats(self_ptr self, const job_config& config) {
-  auto& st = self->state;
-  auto& heir = st.shell.succession;
-  if (heir.rejoining || (heir.follower && !heir.confirmed))
-    return st.dp->beats.keep_time(heartbeat_monitor::clock::now());
-  const auto timeout = config.opts.heartbeat_timeout;
-  const auto verdict = st.dp->beats.expired(heartbeat_monitor::clock::now(), timeout);
-  if (verdict.not_running.count() > 0) {
-    log_own_pause(config.log, verdict.not_running);
-    if (heir.follower) heir.confirmed = false;
-  }
-  for (const auto& name : verdict.lost)
-    lose(self, config, name, fmt::format("no heartbeat for {} ms", timeout.count()));
 }
 
 void on_broken(self_ptr self, const job_config& config, uint64_t generation,
@@ -269,19 +232,6 @@ void on_broken_tick(self_ptr self, const job_config& config, uint64_t generation
       st.shell.succession.rejoining)
     return;
   form_group(self, config, "a collective failed with every member alive");
-}
-
-void on_heartbeat(self_ptr self, const job_config& config, heartbeat& beat) {
-  for (auto& m : self->state.dp->members) {
-    if (m.name != beat.name) continue;
-    if (m.lost) {
-      refuse(self, config, m);
-      continue;
-    }
-    m.heard = heartbeat_monitor::clock::now();
-    m.activity = std::move(beat.activity);
-    self->state.dp->beats.heard(m.name, m.heard);
-  }
 }
 
 }  // namespace troupe::dp_coordination
@@ -305,6 +255,37 @@ void dp_state::fill_report(coordinator_self self, const job_config&) {
   }
   for (auto& e : r.epochs)
     e.examples = e.epoch - 1 < applied_examples.size() ? applied_examples[e.epoch - 1] : 0;
+}
+
+bool dp_state::heard(coordinator_self self, const job_config& config, const heartbeat& beat) {
+  bool ours = false;
+  for (auto& m : members) {
+    if (m.name != beat.name) continue;
+    if (m.lost) {  // declared lost, yet it speaks: it is told to stop
+      dp_coordination::refuse(self, config, m);
+      continue;
+    }
+    m.heard = heartbeat_monitor::clock::now();
+    m.cpu_s = beat.cpu_seconds;
+    m.rss = beat.rss_bytes;
+    m.activity = beat.activity;
+    ours = true;
+  }
+  return ours;
+}
+
+void dp_state::silent(coordinator_self self, const job_config& config, const std::string& name,
+                      const std::string& why) {
+  dp_coordination::lose(self, config, name, why);
+}
+
+bool dp_state::busy() const {
+  return evaluating;
+}
+
+void dp_state::activity(std::vector<heard_activity>& out) const {
+  for (const auto& m : members)
+    if (!m.lost) out.push_back(heard_activity{m.activity, m.heard});
 }
 
 void dp_state::live_members(std::vector<caf::actor>& out) const {

@@ -57,7 +57,10 @@ struct dp_member {
   double wall_s = 0;
   uint64_t skipped_steps = 0;             // steps skipped for its own non-finite loss or gradient
   std::vector<member_activity> activity;  // what its process's members did (last heartbeat)
-  stall_watch::clock::time_point heard = stall_watch::clock::now();  // that heartbeat
+  stall_watch::clock::time_point joined = stall_watch::clock::now();
+  stall_watch::clock::time_point heard = joined;  // that heartbeat
+  double cpu_s = 0;  // its process's CPU time and resident memory, from that heartbeat
+  uint64_t rss = 0;
 };
 
 // The data-parallel plan: its members, their generation and rendezvous store, the steps and
@@ -92,7 +95,6 @@ struct dp_state final : job_plan {
   uint32_t global_batch = 0;  // --batch x the members at the start, shared by the members
   uint64_t steps_per_epoch = 0;
   double exposed_s = 0;
-  heartbeat_monitor beats;
   struct {
     metric_value* bytes = nullptr;
     histogram_value* seconds = nullptr;
@@ -119,6 +121,18 @@ struct dp_state final : job_plan {
   size_t missing() const override;
   size_t rejoined() const override;
   void taken_over(coordinator_self self, const job_config& config) override;
+  bool heard(coordinator_self self, const job_config& config, const heartbeat& beat) override;
+  void silent(coordinator_self self, const job_config& config, const std::string& name,
+              const std::string& why) override;
+  bool busy() const override;
+  void activity(std::vector<heard_activity>& out) const override;
+  void cards(std::vector<member_card>& out) const override;
+  void tree_rows(const actor_values& mailboxes, table_view& t) const override;
+  std::vector<std::string> views() const override;
+  caf::result<wire> view(coordinator_self self, const job_config& config,
+                         const std::string& name) override;
+  caf::result<std::string> checkpoint_now(coordinator_self self,
+                                          const job_config& config) override;
 };
 
 }  // namespace troupe

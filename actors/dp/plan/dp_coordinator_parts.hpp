@@ -35,19 +35,11 @@ caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w,
                         dp_worker_actor handle);
 // Member `name` is lost (`why`): the group re-forms without it, or the job fails.
 void lose(self_ptr self, const job_config& config, const std::string& name, const std::string& why);
-// Every tick: members not heard from within the heartbeat timeout are lost.
-void check_heartbeats(self_ptr self, const job_config& config);
 // A member's collective of `generation` failed (`why`): unless a loss explains it first, the
 // live members form a new generation after --heartbeat-timeout-ms (on_broken_tick).
 void on_broken(self_ptr self, const job_config& config, uint64_t generation,
                const std::string& why);
 void on_broken_tick(self_ptr self, const job_config& config, uint64_t generation);
-// A member's heartbeat; returns this coordinator's term.
-void on_heartbeat(self_ptr self, const job_config& config, heartbeat& beat);
-
-// Every tick: the stall watchdog (--stall-timeout) judges the group's progress; a stalled job
-// ends with each member's last activity in its report.
-void check_stall(self_ptr self, const job_config& config);
 
 // -- dp_steps.cpp
 // A member's step_report; a step counts once, a member's report of a step counted for it is
@@ -93,8 +85,5 @@ void pull_evaluation_rows(self_ptr self, const job_config& config,
 // forms once its members have joined, or the takeover ends once they are back.
 void on_tables_ready(self_ptr self, const job_config& config);
 
-// -- dp_inspection.cpp
-// The console's views of a dp job: "group", "tree", "nodes", "metrics".
-caf::result<wire> inspect(self_ptr self, const job_config& config, const std::string& view);
 
 }  // namespace troupe::dp_coordination

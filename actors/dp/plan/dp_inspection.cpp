@@ -1,10 +1,10 @@
-// The console's views of a data-parallel job: the group (generation, members, hosts, steps,
-// collective bytes and time, the hidden fraction), the tree of its actors, the nodes, and the
-// coordinator's metrics.
+// The data-parallel plan's part of the console: its members (the shell's nodes), its rows of
+// the supervision tree (the group, each member's trainer and allreduce group), its own view
+// `group` (generation, members, hosts, steps, collective bytes and time, the hidden fraction),
+// and a checkpoint now (member 0 saves after its next step).
 #include <fmt/format.h>
 
 #include "actors/dp/plan/dp_coordinator_parts.hpp"
-#include "actors/ps/coordinator_parts.hpp"
 #include "actors/records/report.hpp"
 #include "troupe/error.hpp"
 
@@ -33,46 +33,58 @@ table_view group(const coordinator_state& st) {
   return t;
 }
 
-table_view tree(const coordinator_state& st, size_t own_mailbox) {
-  table_view t{{"actor", "kind", "node", "state", "restarts", "mailbox"}, {}};
-  t.rows.push_back({"coordinator", "dp_coordinator", "coordinator",
-                    st.shell.finishing()           ? "finishing"
-                    : st.shell.started.has_value() ? "training"
-                                                   : "joining",
-                    "0", std::to_string(own_mailbox)});
-  t.rows.push_back({"  group", "generation " + std::to_string(st.dp->generation), "coordinator",
-                    std::to_string(live_count(st)) + " members", "-", "-"});
-  for (const auto& m : st.dp->members) {
-    t.rows.push_back({"    " + m.name, "dp_trainer", m.name, state_of(m), "0", "-"});
-    t.rows.push_back(
-        {"      " + m.name + " allreduce_group", "allreduce_group", m.name, state_of(m), "0", "-"});
-  }
-  return t;
-}
-
-table_view nodes(const coordinator_state& st) {
-  table_view t{{"node", "role", "host", "state", "rank"}, {}};
-  t.rows.push_back({"coordinator", "coordinator", "-", "live", "-"});
-  for (const auto& m : st.dp->members)
-    t.rows.push_back(
-        {m.name, "worker", m.host, state_of(m), m.lost ? "-" : std::to_string(m.rank)});
-  return t;
-}
-
 }  // namespace
 
-caf::result<wire> inspect(self_ptr self, const job_config& config, const std::string& view) {
-  const auto& st = self->state;
-  if (view == "group") return encode(group(st));
-  if (view == "tree") return encode(tree(st, self->mailbox().size()));
-  if (view == "nodes") return encode(nodes(st));
-  if (view == "timeline") return encode(timeline_table(st.shell.report, st.shell.timeline));
-  if (view == "metrics")
-    return encode(
-        coordination::metrics_table({{"coordinator", node_metrics_text(config.metrics)}}));
-  return make_error(
-      errc::bad_configuration,
-      "no view '" + view + "' in a data-parallel job (group, tree, nodes, metrics, timeline)");
+}  // namespace troupe::dp_coordination
+
+namespace troupe {
+
+void dp_state::cards(std::vector<member_card>& out) const {
+  for (const auto& m : members) {
+    member_card c;
+    c.role = "worker";
+    c.name = m.name;
+    c.address = m.host;
+    c.state = dp_coordination::state_of(m);
+    c.uptime_s = seconds_since(m.joined);
+    if (m.cpu_s > 0) c.heard = m.heard;  // (it has sent a heartbeat)
+    c.cpu_s = m.cpu_s;
+    c.rss = m.rss;
+    if (!m.lost) c.handle = caf::actor_cast<caf::actor>(m.handle);
+    out.push_back(std::move(c));
+  }
 }
 
-}  // namespace troupe::dp_coordination
+void dp_state::tree_rows(const actor_values&, table_view& t) const {
+  const auto live = std::count_if(members.begin(), members.end(),
+                                  [](const dp_member& m) { return !m.lost; });
+  t.rows.push_back({"  group", "generation " + std::to_string(generation), "coordinator",
+                    std::to_string(live) + " members", "-", "-"});
+  for (const auto& m : members) {
+    const auto state = dp_coordination::state_of(m);
+    t.rows.push_back({"    " + m.name, "dp_trainer", m.name, state, "0", "-"});
+    t.rows.push_back(
+        {"      " + m.name + " allreduce_group", "allreduce_group", m.name, state, "0", "-"});
+  }
+}
+
+std::vector<std::string> dp_state::views() const {
+  return {"group"};
+}
+
+caf::result<wire> dp_state::view(coordinator_self self, const job_config&, const std::string&) {
+  return encode(dp_coordination::group(self->state));
+}
+
+// Member 0 saves its state after its next step that communicates; the promise waits for the
+// file (or the job's end).
+caf::result<std::string> dp_state::checkpoint_now(coordinator_self self, const job_config&) {
+  auto first = std::find_if(members.begin(), members.end(),
+                            [](const dp_member& m) { return !m.lost && m.rank == 0; });
+  if (first == members.end() || lost_at)
+    return make_error(errc::job_failed, "the group is forming again; try again in a moment");
+  self->send(first->handle, save_atom_v);
+  return next_checkpoint(self);
+}
+
+}  // namespace troupe

@@ -136,7 +136,7 @@ caf::result<wire> rejoin(self_ptr self, const job_config& config, const wire& w,
     return make_error(errc::job_failed, "rejoin: too late, the takeover is over");
   m.handle = std::move(handle);
   self->monitor(m.handle);
-  if (m.handle.node() != self->node()) st.dp->beats.heard(m.name, heartbeat_monitor::clock::now());
+  expect_heartbeats(self, m.name, m.handle.node());
   if (!request->host.empty()) m.host = request->host;
   // The next generation must be newer than any a member knows: the old primary may have
   // formed one its last standing did not name.

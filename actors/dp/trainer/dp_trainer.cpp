@@ -365,6 +365,12 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
         if (sent_by(self, config.coordinator->address()))
           drop_held(self->state, reports_through, evaluated);
       },
+      [=](save_atom) {
+        if (sent_by(self, config.coordinator->address())) self->state.checkpoint_due = true;
+      },
+      [=](log_atom, const std::string& level) {
+        set_level_from(self, config.coordinator->address(), level, config.log);
+      },
   };
 }
 
