@@ -255,7 +255,7 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
                                          caf::reacts_to<save_atom>,
                                          caf::reacts_to<log_atom, std::string>>;
 
-// The coordinator of a data-parallel job (actors/dp/plan/dp_coordinator.hpp). The gatekeeper hands it
+// The coordinator of a data-parallel job (actors/dp/plan/dp_plan.hpp). The gatekeeper hands it
 // out as a coordinator_actor handle (heartbeat has the same signature in both); dp workers
 // cast it back.
 //   join:      join_request and the worker's handle -> join_reply

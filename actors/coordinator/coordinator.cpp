@@ -1,7 +1,7 @@
 #include "actors/coordinator/coordinator.hpp"
 
-#include "actors/dp/plan/dp_coordinator_parts.hpp"
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/dp/plan/dp_plan_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/error.hpp"
 
@@ -23,8 +23,8 @@ job_plan* coordinator_state::trainer() const {
 
 namespace {
 
-namespace psp = coordination;     // the parameter service's plan
-namespace dpp = dp_coordination;  // the data-parallel plan
+namespace psp = ps_plan;  // the parameter service's plan
+namespace dpp = dp_plan;  // the data-parallel plan
 
 caf::error no_plan(const char* what) {
   return make_error(errc::bad_configuration, std::string("this job has no ") + what);

@@ -78,7 +78,7 @@ struct member_card {
   std::optional<heartbeat_monitor::clock::time_point> heard;  // none: it sends no heartbeats
   double cpu_s = 0;                                           // its process's, from a heartbeat
   uint64_t rss = 0;
-  caf::actor handle;       // a live member's: it takes log levels; none once lost
+  caf::actor handle;         // a live member's: it takes log levels; none once lost
   bool has_metrics = false;  // it answers metrics (its node's)
 };
 
@@ -150,8 +150,8 @@ class job_plan {
   }
 };
 
-struct ps_state;  // actors/ps/coordinator.hpp
-struct dp_state;  // actors/dp/plan/dp_coordinator.hpp
+struct ps_state;  // actors/ps/ps_plan.hpp
+struct dp_state;  // actors/dp/plan/dp_plan.hpp
 
 struct coordinator_state {
   static inline const char* name = "troupe.coordinator";
@@ -225,8 +225,7 @@ void gather_metrics(coordinator_self self, const job_config& config,
 actor_values per_actor(const node_texts& texts, const std::string& metric);
 // `actor`'s value on node `node` (or in the coordinator's process, whose nodes share its
 // metrics); "-" when it has none.
-std::string value_of(const actor_values& values, const std::string& node,
-                     const std::string& actor);
+std::string value_of(const actor_values& values, const std::string& node, const std::string& actor);
 // A view for the console: the shell's (nodes, tree, metrics, timeline, curve) or a plan's.
 caf::result<wire> inspect_job(coordinator_self self, const job_config& config,
                               const std::string& view);

@@ -57,8 +57,8 @@ table_view nodes(const coordinator_state& st, const job_config& config) {
         c.heard ? std::to_string(
                       std::chrono::duration_cast<std::chrono::milliseconds>(now - *c.heard).count())
                 : std::string{"-"};
-    t.rows.push_back({c.role, c.name, c.address, c.state, fixed(c.uptime_s, 1), age,
-                      fixed(c.cpu_s), fixed(double(c.rss) / 1048576.0, 1)});
+    t.rows.push_back({c.role, c.name, c.address, c.state, fixed(c.uptime_s, 1), age, fixed(c.cpu_s),
+                      fixed(double(c.rss) / 1048576.0, 1)});
   }
   return t;
 }

@@ -5,10 +5,10 @@
 // newest checkpoint that reads back whole.
 #include <fmt/format.h>
 
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::coordination {
+namespace troupe::ps_plan {
 
 job_checkpoint job_progress(const coordinator_state& st) {
   job_checkpoint job;
@@ -77,9 +77,9 @@ void save_buckets(self_ptr self, const job_config& config) {
   auto& st = self->state;
   if (st.shell.phase != job_phase::training || st.ps->directory.recovering > 0 ||
       st.ps->checkpoints.spoiled) {
-    return skip_checkpoint(self, config,
-                           st.ps->checkpoints.spoiled ? "not every worker paused"
-                                                      : "a bucket is recovering");
+    return skip_checkpoint(
+        self, config,
+        st.ps->checkpoints.spoiled ? "not every worker paused" : "a bucket is recovering");
   }
   auto c = std::make_shared<checkpoint>();
   c->buckets.resize(st.ps->directory.buckets.size());
@@ -104,10 +104,10 @@ void save_buckets(self_ptr self, const job_config& config) {
 void take_checkpoint(self_ptr self, const job_config& config) {
   auto& st = self->state;
   st.shell.checkpoints.since_last = 0;  // (skipped: the next one comes a full interval later)
-  if (anyone_draining(st))  // nobody was paused
-    return checkpoint_missed(st.shell, config.log,
-                             make_error(errc::job_failed,
-                                        "checkpoint skipped: a node is being drained"));
+  if (anyone_draining(st))              // nobody was paused
+    return checkpoint_missed(
+        st.shell, config.log,
+        make_error(errc::job_failed, "checkpoint skipped: a node is being drained"));
   st.ps->checkpoints.taking = true;
   st.ps->checkpoints.spoiled = false;
   auto pending = std::make_shared<size_t>(1);  // held until every request is out
@@ -188,4 +188,4 @@ void start_resumed(self_ptr self, const job_config& config) {
   maybe_evaluate(self, config);
 }
 
-}  // namespace troupe::coordination
+}  // namespace troupe::ps_plan

@@ -6,11 +6,11 @@
 #include <cmath>
 
 #include "actors/bucket/bucket_store.hpp"
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "troupe/error.hpp"
 #include "troupe/metrics_text.hpp"
 
-namespace troupe::coordination {
+namespace troupe::ps_plan {
 
 namespace {
 
@@ -97,4 +97,4 @@ table_view diagnose(const coordinator_state& st, const diag_thresholds& warn,
   return t;
 }
 
-}  // namespace troupe::coordination
+}  // namespace troupe::ps_plan

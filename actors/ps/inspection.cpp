@@ -4,13 +4,13 @@
 // and what it asks the nodes and buckets at that moment.
 #include <fmt/format.h>
 
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "actors/records/report.hpp"
 #include "troupe/error.hpp"
 #include "troupe/metrics.hpp"
 #include "troupe/metrics_text.hpp"
 
-namespace troupe::coordination {
+namespace troupe::ps_plan {
 
 std::string state_of(const member& m) {
   return m.drained ? "drained" : m.lost ? "lost" : m.done ? "done" : "live";
@@ -100,7 +100,7 @@ caf::result<wire> diag_view(self_ptr self, const job_config& config) {
 
 }  // namespace
 
-}  // namespace troupe::coordination
+}  // namespace troupe::ps_plan
 
 namespace troupe {
 
@@ -110,7 +110,7 @@ void ps_state::cards(std::vector<member_card>& out) const {
     c.role = kind;
     c.name = m.name;
     c.address = m.data.port ? m.data.host + ":" + std::to_string(m.data.port) : "-";
-    c.state = coordination::state_of(m);
+    c.state = ps_plan::state_of(m);
     c.uptime_s = seconds_since(m.joined);
     if (m.cpu_s > 0) c.heard = m.heard;  // (it has sent a heartbeat)
     c.cpu_s = m.cpu_s;
@@ -132,8 +132,8 @@ void ps_state::tree_rows(const actor_values& boxes, table_view& t) const {
   const auto& workers = roster.worker_members;
   for (size_t s = 0; s < servers.size(); ++s) {
     const auto& m = servers[s];
-    t.rows.push_back({"  " + m.name + " supervisor", "supervisor", m.name,
-                      coordination::state_of(m), "-", "-"});
+    t.rows.push_back(
+        {"  " + m.name + " supervisor", "supervisor", m.name, ps_plan::state_of(m), "-", "-"});
     for (uint32_t b = 0; b < directory.homes.size(); ++b) {
       const auto& home = directory.homes[b];
       const bool primary = home.primary_server == s;
@@ -146,7 +146,7 @@ void ps_state::tree_rows(const actor_values& boxes, table_view& t) const {
            : home.recovering ? "recovering"
                              : "live",
            std::to_string(primary ? home.primary_restarts : home.backups[*backup].restarts),
-           coordination::value_of(boxes, m, actor)});
+           ps_plan::value_of(boxes, m, actor)});
     }
   }
   for (size_t w = 0; w < workers.size(); ++w) {
@@ -163,8 +163,8 @@ void ps_state::tree_rows(const actor_values& boxes, table_view& t) const {
                       : latest->lost  ? "lost"
                                       : "live",
                       "-", "-"});
-    t.rows.push_back({"    " + m.name, "worker", m.name, coordination::state_of(*latest),
-                      std::to_string(lives - 1), coordination::value_of(boxes, *latest, m.name)});
+    t.rows.push_back({"    " + m.name, "worker", m.name, ps_plan::state_of(*latest),
+                      std::to_string(lives - 1), ps_plan::value_of(boxes, *latest, m.name)});
   }
 }
 
@@ -174,11 +174,10 @@ std::vector<std::string> ps_state::views() const {
 
 caf::result<wire> ps_state::view(coordinator_self self, const job_config& config,
                                  const std::string& name) {
-  if (name == "workers") return encode(coordination::workers(self->state));
+  if (name == "workers") return encode(ps_plan::workers(self->state));
   if (self->state.shell.phase != job_phase::training)
     return make_error(errc::job_failed, "no buckets to show before training starts");
-  return name == "buckets" ? coordination::buckets_view(self, config)
-                           : coordination::diag_view(self, config);
+  return name == "buckets" ? ps_plan::buckets_view(self, config) : ps_plan::diag_view(self, config);
 }
 
 }  // namespace troupe

@@ -3,10 +3,10 @@
 // stopped) and the heartbeat check.
 #include <fmt/format.h>
 
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::coordination {
+namespace troupe::ps_plan {
 
 // Workers that are training now (joined, not finished, not lost).
 double live_workers(const coordinator_state& st) {
@@ -199,7 +199,7 @@ caf::result<wire> admit_worker(self_ptr self, const job_config& config, const wi
                st.ps->roster.worker_members, config.opts.workers, role::worker);
 }
 
-}  // namespace troupe::coordination
+}  // namespace troupe::ps_plan
 
 namespace troupe {
 
@@ -223,7 +223,7 @@ void ps_state::silent(coordinator_self self, const job_config& config, const std
   for (const auto* members : {&roster.server_members, &roster.worker_members})
     for (const auto& m : *members)
       if (m.name == name && !m.lost) who = m.address;
-  if (who) coordination::lose_member(self, config, who, why);
+  if (who) ps_plan::lose_member(self, config, who, why);
 }
 
 bool ps_state::busy() const {

@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::coordination {
+namespace troupe::ps_plan {
 
 namespace {
 
@@ -139,14 +139,13 @@ caf::result<std::string> drain(self_ptr self, const job_config& config, const st
                     "no live server or worker named '" + name + "' (see `nodes`)");
 }
 
-}  // namespace troupe::coordination
+}  // namespace troupe::ps_plan
 
 namespace troupe {
 
-caf::result<std::string> ps_state::checkpoint_now(coordinator_self self,
-                                                  const job_config& config) {
+caf::result<std::string> ps_state::checkpoint_now(coordinator_self self, const job_config& config) {
   auto next = next_checkpoint(self);
-  if (!checkpoints.taking) coordination::take_checkpoint(self, config);
+  if (!checkpoints.taking) ps_plan::take_checkpoint(self, config);
   return next;
 }
 
@@ -157,8 +156,8 @@ std::vector<std::string> ps_state::actions() const {
 caf::result<std::string> ps_state::operate(coordinator_self self, const job_config& config,
                                            const std::vector<std::string>& action) {
   const std::string what = action.size() > 1 ? action[1] : std::string{};
-  if (action.front() == "drain") return coordination::drain(self, config, what);
-  auto done = coordination::inject_fault(self, what);  // inject-fault
+  if (action.front() == "drain") return ps_plan::drain(self, config, what);
+  auto done = ps_plan::inject_fault(self, what);  // inject-fault
   if (!done) return std::move(done.error());
   config.log.warn("fault injection: {}", *done);
   return std::move(*done);

@@ -3,12 +3,12 @@
 // after a failure, restarted buckets, and fault injection.
 #include <fmt/format.h>
 
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::coordination {
+namespace troupe::ps_plan {
 
 namespace {
 
@@ -400,4 +400,4 @@ caf::expected<std::string> inject_fault(self_ptr self, const std::string& name) 
                     "no running actor named '" + name + "' (bucket-N or a node's name)");
 }
 
-}  // namespace troupe::coordination
+}  // namespace troupe::ps_plan

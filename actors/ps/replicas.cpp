@@ -8,11 +8,11 @@
 
 #include <algorithm>
 
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::coordination {
+namespace troupe::ps_plan {
 
 namespace {
 
@@ -312,4 +312,4 @@ void relink_restarted(self_ptr self, const job_config& config, uint32_t b, size_
   });
 }
 
-}  // namespace troupe::coordination
+}  // namespace troupe::ps_plan

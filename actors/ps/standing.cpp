@@ -2,7 +2,7 @@
 // buckets live, its batches and checkpoints, and, once the standby holds it, the word to each
 // worker that it may forget the chunks the standing counts. (Sending it, and stopping when the
 // standby says it has taken over, is the shell's: actors/job/shell_end.cpp.)
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 
 namespace troupe {
 
@@ -22,7 +22,7 @@ void ps_state::stand(coordinator_self self, const job_config& config, coordinato
   const bool in_training =
       st.shell.phase == job_phase::training && (training.work || config.hands_out_buckets());
   x.training = x.training && in_training;
-  if (in_training && training.work) x.plan = coordination::job_progress(st);
+  if (in_training && training.work) x.plan = ps_plan::job_progress(st);
   for (const auto& m : roster.server_members) x.servers.push_back(standing_of(m));
   for (const auto& m : roster.worker_members) x.workers.push_back(standing_of(m));
   for (const auto& home : directory.homes) {

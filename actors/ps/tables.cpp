@@ -5,11 +5,11 @@
 // stops it.
 #include <algorithm>
 
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::coordination {
+namespace troupe::ps_plan {
 
 bool tables_ready(const coordinator_state& st) {
   return st.shell.phase == job_phase::training && !st.shell.succession.rejoining &&
@@ -70,4 +70,4 @@ void stop_service(self_ptr self, const job_config& config, const std::string& fa
   end_job(self, config, failure.empty() ? caf::error{} : make_error(errc::job_failed, failure));
 }
 
-}  // namespace troupe::coordination
+}  // namespace troupe::ps_plan

@@ -7,10 +7,10 @@
 // servers rejoin, and the group's coordinator that took over beside it gets the tables then.
 #include <fmt/format.h>
 
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::coordination {
+namespace troupe::ps_plan {
 
 namespace {
 
@@ -184,7 +184,7 @@ caf::result<wire> rejoin_worker(self_ptr self, const job_config& config, const w
   return reply;
 }
 
-}  // namespace troupe::coordination
+}  // namespace troupe::ps_plan
 
 namespace troupe {
 
@@ -205,14 +205,14 @@ size_t ps_state::rejoined() const {
 void ps_state::taken_over(coordinator_self self, const job_config& config) {
   auto& st = self->state;
   const bool tables_only = config.opts.hybrid();  // no workers, no work plan: the group's
-  if (!tables_only) coordination::reconcile_work(st, config);
+  if (!tables_only) ps_plan::reconcile_work(st, config);
   for (auto& [reply, rank] : st.ps->replies)
-    reply.deliver(encode(coordination::reply_for(st, config, rank)));
+    reply.deliver(encode(ps_plan::reply_for(st, config, rank)));
   st.ps->replies.clear();
   const std::string why = "did not rejoin after the takeover";
   for (size_t w = 0; w < st.ps->roster.worker_members.size(); ++w)
     if (!st.ps->roster.worker_members[w].lost && !st.ps->roster.worker_members[w].address)
-      coordination::lose_worker(self, config, w, why);
+      ps_plan::lose_worker(self, config, w, why);
   if (st.shell.phase != job_phase::training) return;  // a loss ended the job
   // Copies nobody named leave their chains first (those of servers not back, and any a server
   // back did not name: one being added when the old primary went), so that the promotions
@@ -237,7 +237,7 @@ void ps_state::taken_over(coordinator_self self, const job_config& config) {
       missing.push_back(s);
     }
   for (size_t s : missing) {
-    coordination::lose_server(self, config, s, why);
+    ps_plan::lose_server(self, config, s, why);
     if (st.shell.phase != job_phase::training) return;
   }
   for (uint32_t b = 0; b < st.ps->directory.buckets.size(); ++b) {
@@ -248,20 +248,20 @@ void ps_state::taken_over(coordinator_self self, const job_config& config) {
                       fmt::format("bucket {}: its primary's server rejoined without it", b));
     if (!relink_after[b].empty()) {
       config.log.warn("bucket {}: copies nobody named left the chain", b);
-      for (size_t k : relink_after[b]) coordination::relink_restarted(self, config, b, k);
+      for (size_t k : relink_after[b]) ps_plan::relink_restarted(self, config, b, k);
     }
-    coordination::fill_chain(self, config,
-                             b);  // also onto a server that joined while the members rejoined
+    ps_plan::fill_chain(self, config,
+                        b);  // also onto a server that joined while the members rejoined
   }
   for (uint32_t r = 0; r < st.ps->roster.worker_members.size(); ++r)
     if (st.ps->roster.worker_members[r].lost || st.ps->roster.worker_members[r].done)
-      coordination::retire_everywhere(self,
-                                      r);  // a done message may have gone with the old primary
+      ps_plan::retire_everywhere(self,
+                                 r);  // a done message may have gone with the old primary
   send_standing(self, config);
   if (tables_only)
-    coordination::hand_tables(self);
+    ps_plan::hand_tables(self);
   else
-    coordination::settle_work(self, config);
+    ps_plan::settle_work(self, config);
 }
 
 }  // namespace troupe

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "actors/dp/collective/nccl_collective.hpp"
-#include "actors/dp/plan/dp_coordinator.hpp"
+#include "actors/dp/plan/dp_plan.hpp"
 #include "actors/dp/trainer/dp_trainer.hpp"
 #include "apps/fmnist/mlp_task.hpp"
 #include "child_process.hpp"

@@ -2,7 +2,10 @@
 // coordinator_state.hpp), on their own, without a job: during a takeover, which members are
 // missing (live in the standing, not back yet) and which have rejoined, for the parameter
 // service's plan (servers and workers) and the data-parallel plan (members); the live members
-// the job's end stops (none that is lost); and each plan's figures in the job's last log line.
+// the job's end stops (none that is lost); each plan's figures in the job's last log line; and
+// what each gives the shell's membership and console: its busy states, its live members'
+// activity, its member cards (handles only while live), its rows of the tree, its views and
+// its operator actions.
 // The plans inside a running job (placement, generations, the standing sent and taken over)
 // are the job tests' (fmnist_job_test, dp_job_test, hybrid_job_test, the takeover tests).
 #define BOOST_TEST_MODULE job_plan
@@ -15,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/dp/plan/dp_coordinator.hpp"
-#include "actors/ps/coordinator.hpp"
+#include "actors/dp/plan/dp_plan.hpp"
+#include "actors/ps/ps_plan.hpp"
 
 using namespace troupe;
 
@@ -87,4 +90,75 @@ BOOST_AUTO_TEST_CASE(each_plan_adds_its_own_figures_to_the_last_log_line) {
   const dp_state dp;
   BOOST_TEST(ps.summary(r).find("120 updates applied, 3 rejected") != std::string::npos);
   BOOST_TEST(dp.summary(r).find("allreduce 2.5 MB in 1.50 s (overlap 0.25)") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_ps_plan_gives_the_shell_cards_tree_rows_views_and_activity) {
+  actors a;
+  ps_state ps;
+  ps.roster.server_members = {named("s0"), named("s1")};
+  ps.roster.servers = {caf::actor_cast<server_actor>(a.one()),
+                       caf::actor_cast<server_actor>(a.one())};
+  ps.roster.server_members[1].lost = true;
+  ps.roster.worker_members = {named("w0")};
+  ps.roster.workers = {caf::actor_cast<worker_actor>(a.one())};
+  ps.roster.worker_members[0].cpu_s = 1.5;  // it has sent a heartbeat
+  ps.roster.worker_members[0].activity = {member_activity{}};
+  ps.directory.homes.resize(1);
+  ps.directory.homes[0].primary_server = 0;
+  std::vector<member_card> cards;
+  ps.cards(cards);
+  BOOST_TEST_REQUIRE(cards.size() == 3u);
+  BOOST_TEST(cards[0].role == "server");
+  BOOST_TEST(bool(cards[0].handle));
+  BOOST_TEST(!cards[0].heard.has_value());  // no heartbeat yet
+  BOOST_TEST(cards[1].state == "lost");
+  BOOST_TEST(!cards[1].handle);  // a lost member is told nothing
+  BOOST_TEST(cards[2].role == "worker");
+  BOOST_TEST(cards[2].heard.has_value());
+  BOOST_TEST(cards[2].has_metrics);
+  table_view tree{{"actor", "kind", "node", "state", "restarts", "mailbox"}, {}};
+  ps.tree_rows({{{"s0", "bucket-0"}, "7"}}, tree);
+  BOOST_TEST_REQUIRE(tree.rows.size() == 5u);  // s0 and its bucket, s1, w0's node and w0
+  BOOST_TEST(tree.rows[1][0] == "    bucket-0");
+  BOOST_TEST(tree.rows[1][5] == "7");
+  BOOST_TEST(tree.rows[2][3] == "lost");
+  std::vector<heard_activity> heard;
+  ps.activity(heard);
+  BOOST_TEST(heard.size() == 2u);  // w0 and s0: not the lost server
+  BOOST_TEST(!ps.busy());
+  ps.checkpoints.taking = true;
+  BOOST_TEST(ps.busy());
+  BOOST_TEST((ps.views() == std::vector<std::string>{"workers", "buckets", "diag"}));
+  BOOST_TEST((ps.actions() == std::vector<std::string>{"drain", "inject-fault"}));
+}
+
+BOOST_AUTO_TEST_CASE(the_dp_plan_gives_the_shell_cards_tree_rows_views_and_activity) {
+  actors a;
+  dp_state dp;
+  dp.generation = 3;
+  dp.members = {dp_member{"w0"}, dp_member{"w1"}};
+  dp.members[0].handle = caf::actor_cast<dp_worker_actor>(a.one());
+  dp.members[0].host = "h0";
+  dp.members[1].handle = caf::actor_cast<dp_worker_actor>(a.one());
+  dp.members[1].lost = true;
+  std::vector<member_card> cards;
+  dp.cards(cards);
+  BOOST_TEST_REQUIRE(cards.size() == 2u);
+  BOOST_TEST(cards[0].address == "h0");
+  BOOST_TEST(bool(cards[0].handle));
+  BOOST_TEST(!cards[0].has_metrics);  // a member's node metrics are its own
+  BOOST_TEST(!cards[1].handle);
+  table_view tree{{"actor", "kind", "node", "state", "restarts", "mailbox"}, {}};
+  dp.tree_rows({}, tree);
+  BOOST_TEST_REQUIRE(tree.rows.size() == 5u);  // the group, and each member's two actors
+  BOOST_TEST(tree.rows[0][1] == "generation 3");
+  BOOST_TEST(tree.rows[0][3] == "1 member");
+  std::vector<heard_activity> heard;
+  dp.activity(heard);
+  BOOST_TEST(heard.size() == 1u);
+  BOOST_TEST(!dp.busy());
+  dp.evaluating = true;
+  BOOST_TEST(dp.busy());
+  BOOST_TEST((dp.views() == std::vector<std::string>{"group"}));
+  BOOST_TEST(dp.actions().empty());  // drain and fault injection are the parameter service's
 }

@@ -3,11 +3,11 @@
 // --resume's checks and the progress it restores (the same progress a standing carries).
 #include <fmt/format.h>
 
-#include "actors/dp/plan/dp_coordinator_parts.hpp"
+#include "actors/dp/plan/dp_plan_parts.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::dp_coordination {
+namespace troupe::dp_plan {
 
 // --resume: the checkpoint must be of this job (model, epochs, examples per step); the
 // report's history and the progress go on from it.
@@ -89,12 +89,12 @@ void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t in
   const auto began = std::chrono::steady_clock::now();
   auto written = write_checkpoint(config.opts.checkpoint_dir, c, config.opts.checkpoint_keep);
   if (!written)
-    return checkpoint_missed(st.shell, config.log,
-                             make_error(errc::job_failed,
-                                        fmt::format("no checkpoint after step {}: {}", step,
-                                                    describe(written.error()))));
+    return checkpoint_missed(
+        st.shell, config.log,
+        make_error(errc::job_failed, fmt::format("no checkpoint after step {}: {}", step,
+                                                 describe(written.error()))));
   st.shell.checkpoints.since_last = 0;
   checkpoint_written(st.shell, config.log, step, *written, seconds_since(began));
 }
 
-}  // namespace troupe::dp_coordination
+}  // namespace troupe::dp_plan

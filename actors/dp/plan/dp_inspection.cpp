@@ -4,11 +4,11 @@
 // and a checkpoint now (member 0 saves after its next step).
 #include <fmt/format.h>
 
-#include "actors/dp/plan/dp_coordinator_parts.hpp"
+#include "actors/dp/plan/dp_plan_parts.hpp"
 #include "actors/records/report.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::dp_coordination {
+namespace troupe::dp_plan {
 
 namespace {
 
@@ -35,7 +35,7 @@ table_view group(const coordinator_state& st) {
 
 }  // namespace
 
-}  // namespace troupe::dp_coordination
+}  // namespace troupe::dp_plan
 
 namespace troupe {
 
@@ -45,7 +45,7 @@ void dp_state::cards(std::vector<member_card>& out) const {
     c.role = "worker";
     c.name = m.name;
     c.address = m.host;
-    c.state = dp_coordination::state_of(m);
+    c.state = dp_plan::state_of(m);
     c.uptime_s = seconds_since(m.joined);
     if (m.cpu_s > 0) c.heard = m.heard;  // (it has sent a heartbeat)
     c.cpu_s = m.cpu_s;
@@ -56,12 +56,12 @@ void dp_state::cards(std::vector<member_card>& out) const {
 }
 
 void dp_state::tree_rows(const actor_values&, table_view& t) const {
-  const auto live = std::count_if(members.begin(), members.end(),
-                                  [](const dp_member& m) { return !m.lost; });
+  const auto live =
+      std::count_if(members.begin(), members.end(), [](const dp_member& m) { return !m.lost; });
   t.rows.push_back({"  group", "generation " + std::to_string(generation), "coordinator",
-                    std::to_string(live) + " members", "-", "-"});
+                    std::to_string(live) + (live == 1 ? " member" : " members"), "-", "-"});
   for (const auto& m : members) {
-    const auto state = dp_coordination::state_of(m);
+    const auto state = dp_plan::state_of(m);
     t.rows.push_back({"    " + m.name, "dp_trainer", m.name, state, "0", "-"});
     t.rows.push_back(
         {"      " + m.name + " allreduce_group", "allreduce_group", m.name, state, "0", "-"});
@@ -73,7 +73,7 @@ std::vector<std::string> dp_state::views() const {
 }
 
 caf::result<wire> dp_state::view(coordinator_self self, const job_config&, const std::string&) {
-  return encode(dp_coordination::group(self->state));
+  return encode(dp_plan::group(self->state));
 }
 
 // Member 0 saves its state after its next step that communicates; the promise waits for the

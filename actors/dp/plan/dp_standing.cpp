@@ -8,11 +8,11 @@
 // advanced member's state, as after any change of membership.
 #include <fmt/format.h>
 
-#include "actors/dp/plan/dp_coordinator_parts.hpp"
+#include "actors/dp/plan/dp_plan_parts.hpp"
 #include "actors/dp/trainer/dp_schedule.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::dp_coordination {
+namespace troupe::dp_plan {
 
 namespace {
 
@@ -148,7 +148,7 @@ caf::result<wire> rejoin(self_ptr self, const job_config& config, const wire& w,
   return reply;
 }
 
-}  // namespace troupe::dp_coordination
+}  // namespace troupe::dp_plan
 
 namespace troupe {
 
@@ -156,7 +156,7 @@ void dp_state::stand(coordinator_self self, const job_config& config, coordinato
                      std::vector<std::function<void()>>& held) {
   const auto& st = self->state;
   x.training = x.training && st.shell.started.has_value();
-  x.plan = dp_coordination::progress_of(st, config, steps);
+  x.plan = dp_plan::progress_of(st, config, steps);
   dp_group_standing g;
   g.generation = generation;
   g.global_batch = global_batch;
@@ -183,12 +183,11 @@ void dp_state::stand(coordinator_self self, const job_config& config, coordinato
   g.exposed_s = exposed_s;
   g.reform_s = r.reform_s;
   x.dp = std::move(g);
-  held.push_back(
-      [self, h = dp_coordination::held_now(st)] { dp_coordination::tell_held(self, h); });
+  held.push_back([self, h = dp_plan::held_now(st)] { dp_plan::tell_held(self, h); });
 }
 
 void dp_state::without_standby(coordinator_self self) {
-  dp_coordination::tell_held(self, dp_coordination::held_now(self->state));
+  dp_plan::tell_held(self, dp_plan::held_now(self->state));
 }
 
 size_t dp_state::missing() const {
@@ -204,14 +203,13 @@ size_t dp_state::rejoined() const {
 void dp_state::taken_over(coordinator_self self, const job_config& config) {
   auto& st = self->state;
   for (auto& m : members)
-    if (!m.lost && !m.handle)
-      dp_coordination::record_loss(st, m, "did not rejoin after the takeover");
+    if (!m.lost && !m.handle) dp_plan::record_loss(st, m, "did not rejoin after the takeover");
   // --mode hybrid: the group forms once the ps plan serves every table bucket again.
-  if (config.opts.hybrid() && !coordination::tables_ready(st)) {
+  if (config.opts.hybrid() && !ps_plan::tables_ready(st)) {
     form_when_tables_ready = true;
     return;
   }
-  dp_coordination::form_after_takeover(self, config);
+  dp_plan::form_after_takeover(self, config);
 }
 
 }  // namespace troupe

@@ -4,11 +4,11 @@
 // checksums, and member 0's parameters after each epoch, evaluated in turn.
 #include <fmt/format.h>
 
-#include "actors/dp/plan/dp_coordinator_parts.hpp"
+#include "actors/dp/plan/dp_plan_parts.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::dp_coordination {
+namespace troupe::dp_plan {
 
 namespace {
 
@@ -170,4 +170,4 @@ void on_snapshot(self_ptr self, const job_config& config, uint32_t epoch, const 
   evaluate_next(self, config);
 }
 
-}  // namespace troupe::dp_coordination
+}  // namespace troupe::dp_plan

@@ -1,9 +1,9 @@
 // The dp coordinator's rendezvous store: keys of the current generation, set and read only by
 // its members (rank and token), gets held until the key is set (bounded).
-#include "actors/dp/plan/dp_coordinator_parts.hpp"
+#include "actors/dp/plan/dp_plan_parts.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::dp_coordination {
+namespace troupe::dp_plan {
 
 // The entry's member, when its rank, token and generation are this group's.
 const dp_member* store_client(const coordinator_state& st, const store_entry& e) {
@@ -32,4 +32,4 @@ caf::result<wire> store_get(self_ptr self, const wire& w) {
   return st.dp->store.get(self, std::move(*entry));
 }
 
-}  // namespace troupe::dp_coordination
+}  // namespace troupe::dp_plan

@@ -4,13 +4,13 @@
 // them, and gathers their statistics for the report.
 #include <fmt/format.h>
 
-#include "actors/dp/plan/dp_coordinator_parts.hpp"
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/dp/plan/dp_plan_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "actors/records/report.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::dp_coordination {
+namespace troupe::dp_plan {
 
 namespace {
 
@@ -80,4 +80,4 @@ void on_tables_ready(self_ptr self, const job_config& config) {
   if (!st.shell.started && live_count(st) == config.opts.workers) form_group(self, config, "start");
 }
 
-}  // namespace troupe::dp_coordination
+}  // namespace troupe::dp_plan

@@ -1,4 +1,4 @@
-// The dp coordinator's functions, shared by its files: dp_coordinator.cpp (forming groups,
+// The dp coordinator's functions, shared by its files: dp_plan.cpp (forming groups,
 // membership, the end), dp_steps.cpp (step reports and evaluation), dp_store.cpp (the
 // rendezvous store), dp_checkpoints.cpp (checkpoints and --resume), dp_standing.cpp (the
 // standby and taking over) and dp_inspection.cpp (the console's views and the metrics).
@@ -10,11 +10,11 @@
 #include <memory>
 #include <string>
 
-#include "actors/dp/plan/dp_coordinator.hpp"
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/dp/plan/dp_plan.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "actors/records/timing.hpp"
 
-namespace troupe::dp_coordination {
+namespace troupe::dp_plan {
 
 using self_ptr = coordinator_self;
 
@@ -85,5 +85,4 @@ void pull_evaluation_rows(self_ptr self, const job_config& config,
 // forms once its members have joined, or the takeover ends once they are back.
 void on_tables_ready(self_ptr self, const job_config& config);
 
-
-}  // namespace troupe::dp_coordination
+}  // namespace troupe::dp_plan

@@ -131,8 +131,7 @@ struct dp_state final : job_plan {
   std::vector<std::string> views() const override;
   caf::result<wire> view(coordinator_self self, const job_config& config,
                          const std::string& name) override;
-  caf::result<std::string> checkpoint_now(coordinator_self self,
-                                          const job_config& config) override;
+  caf::result<std::string> checkpoint_now(coordinator_self self, const job_config& config) override;
 };
 
 }  // namespace troupe

@@ -1,5 +1,5 @@
-#include "actors/dp/plan/dp_coordinator.hpp"
-#include "actors/dp/plan/dp_coordinator_parts.hpp"
+#include "actors/dp/plan/dp_plan.hpp"
+#include "actors/dp/plan/dp_plan_parts.hpp"
 
 #include <fmt/format.h>
 
@@ -14,7 +14,7 @@
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::dp_coordination {
+namespace troupe::dp_plan {
 
 size_t live_count(const coordinator_state& st) {
   return size_t(std::count_if(st.dp->members.begin(), st.dp->members.end(),
@@ -144,7 +144,7 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
     }
     start.client = m.index;
     if (config.opts.hybrid())
-      self->send(m.handle, tables_atom_v, st.ps->directory.buckets, coordination::server_list(st));
+      self->send(m.handle, tables_atom_v, st.ps->directory.buckets, ps_plan::server_list(st));
     self->send(m.handle, start_atom_v, encode(start));
   }
   send_standing(self, config);
@@ -178,7 +178,7 @@ caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w,
   config.log.info("worker '{}' joined ({} of {})", request->name, live, config.opts.workers);
   if (st.shell.started.has_value())
     form_group(self, config, "'" + request->name + "' joined");
-  else if (live == config.opts.workers && (!config.opts.hybrid() || coordination::tables_ready(st)))
+  else if (live == config.opts.workers && (!config.opts.hybrid() || ps_plan::tables_ready(st)))
     form_group(self, config, "start");
   return encode(join_reply{live - 1, config.opts.workers, 0, st.shell.succession.term});
 }
@@ -234,7 +234,7 @@ void on_broken_tick(self_ptr self, const job_config& config, uint64_t generation
   form_group(self, config, "a collective failed with every member alive");
 }
 
-}  // namespace troupe::dp_coordination
+}  // namespace troupe::dp_plan
 
 namespace troupe {
 
@@ -262,7 +262,7 @@ bool dp_state::heard(coordinator_self self, const job_config& config, const hear
   for (auto& m : members) {
     if (m.name != beat.name) continue;
     if (m.lost) {  // declared lost, yet it speaks: it is told to stop
-      dp_coordination::refuse(self, config, m);
+      dp_plan::refuse(self, config, m);
       continue;
     }
     m.heard = heartbeat_monitor::clock::now();
@@ -276,7 +276,7 @@ bool dp_state::heard(coordinator_self self, const job_config& config, const hear
 
 void dp_state::silent(coordinator_self self, const job_config& config, const std::string& name,
                       const std::string& why) {
-  dp_coordination::lose(self, config, name, why);
+  dp_plan::lose(self, config, name, why);
 }
 
 bool dp_state::busy() const {

@@ -1,4 +1,4 @@
-#include "actors/ps/coordinator.hpp"
+#include "actors/ps/ps_plan.hpp"
 
 #include <fmt/format.h>
 
@@ -6,13 +6,13 @@
 #include <cstdio>
 #include <fstream>
 
-#include "actors/ps/coordinator_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "actors/records/report.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
 #include "actors/worker/chunk_rows.hpp"
 #include "troupe/error.hpp"
 
-namespace troupe::coordination {
+namespace troupe::ps_plan {
 
 // Tells every bucket that worker `rank` will push no more (finished or lost), so that ssp and
 // bsp stop waiting for it.
@@ -20,7 +20,7 @@ void retire_everywhere(self_ptr self, uint32_t rank) {
   for (auto& bucket : self->state.ps->directory.buckets) self->send(bucket, retire_atom_v, rank);
 }
 
-}  // namespace troupe::coordination
+}  // namespace troupe::ps_plan
 
 namespace troupe {
 
@@ -88,7 +88,7 @@ std::string ps_state::summary(const job_report& r) const {
 
 }  // namespace troupe
 
-namespace troupe::coordination {
+namespace troupe::ps_plan {
 
 // Once no worker is active (every one finished or was lost), batches handed back by lost
 // workers will never be done: they are given up, so that the epochs can complete.
@@ -398,4 +398,4 @@ void on_done(self_ptr self, const job_config& config, uint32_t rank) {
   settle_work(self, config);
 }
 
-}  // namespace troupe::coordination
+}  // namespace troupe::ps_plan

@@ -1,4 +1,4 @@
-// The parameter service plan's functions shared between its source files (coordinator.cpp,
+// The parameter service plan's functions shared between its source files (ps_plan.cpp,
 // membership.cpp, placement.cpp, replicas.cpp, checkpointing.cpp, inspection.cpp). Internal to
 // the plan: called by its own files, the coordinator (actors/coordinator) and, for --mode
 // hybrid's tables, the dp plan (actors/dp/plan/dp_tables.cpp).
@@ -7,10 +7,10 @@
 #include <optional>
 #include <string>
 
-#include "actors/ps/coordinator.hpp"
+#include "actors/ps/ps_plan.hpp"
 #include "actors/records/timing.hpp"
 
-namespace troupe::coordination {
+namespace troupe::ps_plan {
 
 using self_ptr = coordinator_self;
 
@@ -18,7 +18,7 @@ using self_ptr = coordinator_self;
 // loop.
 constexpr size_t max_waiting = 1024;
 
-// -- coordinator.cpp
+// -- ps_plan.cpp
 void maybe_evaluate(self_ptr self, const job_config& config);
 void start_training(self_ptr self, const job_config& config);
 // Starts worker `rank` at the clock every bucket agrees on (a late joiner, a resumed job).
@@ -150,4 +150,4 @@ void count_for_checkpoint(self_ptr self, const job_config& config, uint64_t batc
 // Pauses the workers, saves every bucket, writes the file; tells checkpoint_waiters.
 void take_checkpoint(self_ptr self, const job_config& config);
 
-}  // namespace troupe::coordination
+}  // namespace troupe::ps_plan

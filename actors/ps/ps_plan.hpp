@@ -7,7 +7,7 @@
 // fails when it cannot go on (a server lost without a backup, no live worker left). It is also
 // the directory of bucket handles that workers ask when a bucket restarts or a backup takes
 // over, takes checkpoints (--checkpoint-dir) and resumes from them (--resume), and injects
-// faults. The work is split over coordinator.cpp (start, progress, evaluation, wind-up),
+// faults. The work is split over ps_plan.cpp (start, progress, evaluation, wind-up),
 // membership.cpp (joins, losses, heartbeats), placement.cpp (placement, replication,
 // recovery, faults), checkpointing.cpp, inspection.cpp and diagnostics.cpp (the console's
 // views), operations.cpp (the console's actions: checkpoint now, drain, log level), standing.cpp
@@ -146,14 +146,14 @@ struct checkpoint_progress {
   bool spoiled = false;  // a worker started while the others were paused
 };
 
-// Training (coordinator.cpp): which batches are handed out and the losses reported.
+// Training (ps_plan.cpp): which batches are handed out and the losses reported.
 struct training_progress {
   std::optional<work_plan> work;   // which batches are handed out, done, or to be redone
   std::vector<double> epoch_loss;  // per epoch: summed batch losses reported so far
   std::vector<uint64_t> epoch_batches;
 };
 
-// Evaluation (coordinator.cpp): the detached evaluator and the epochs it has scored.
+// Evaluation (ps_plan.cpp): the detached evaluator and the epochs it has scored.
 struct evaluation_progress {
   std::vector<std::vector<uint64_t>> rows;  // per table: rows evaluation reads
   uint32_t evaluated = 0;                   // epochs evaluated so far
@@ -199,8 +199,7 @@ struct ps_state final : job_plan {
   std::vector<std::string> views() const override;
   caf::result<wire> view(coordinator_self self, const job_config& config,
                          const std::string& name) override;
-  caf::result<std::string> checkpoint_now(coordinator_self self,
-                                          const job_config& config) override;
+  caf::result<std::string> checkpoint_now(coordinator_self self, const job_config& config) override;
   std::vector<std::string> actions() const override;
   caf::result<std::string> operate(coordinator_self self, const job_config& config,
                                    const std::vector<std::string>& action) override;
