@@ -82,6 +82,43 @@ struct member_card {
   bool has_metrics = false;  // it answers metrics (its node's)
 };
 
+// What a plan keeps of each member's presence for the shell: when it joined, and its last
+// heartbeat (when, its process's CPU time and memory, what its actors were doing).
+struct member_presence {
+  heartbeat_monitor::clock::time_point joined = heartbeat_monitor::clock::now();
+  heartbeat_monitor::clock::time_point heard = joined;
+  bool beating = false;  // it has sent a heartbeat
+  double cpu_s = 0;
+  uint64_t rss = 0;
+  std::vector<member_activity> activity;
+
+  void take(const heartbeat& beat) {
+    heard = heartbeat_monitor::clock::now();
+    beating = true;
+    cpu_s = beat.cpu_seconds;
+    rss = beat.rss_bytes;
+    activity = beat.activity;
+  }
+  heard_activity last() const { return heard_activity{activity, heard}; }
+  // Its card: `handle` is left out when it is lost.
+  member_card card(std::string role, std::string name, std::string address, bool lost,
+                   std::string state, caf::actor handle, bool has_metrics) const {
+    member_card c{std::move(role),
+                  std::move(name),
+                  std::move(address),
+                  std::move(state),
+                  seconds_since(joined),
+                  std::nullopt,
+                  cpu_s,
+                  rss,
+                  {},
+                  has_metrics};
+    if (beating) c.heard = heard;
+    if (!lost) c.handle = std::move(handle);
+    return c;
+  }
+};
+
 // (node, actor) -> one per-actor metric's value, e.g. mailbox sizes, read from the nodes'
 // metrics texts.
 using actor_values = std::map<std::pair<std::string, std::string>, std::string>;

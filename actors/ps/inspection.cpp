@@ -106,18 +106,9 @@ namespace troupe {
 
 void ps_state::cards(std::vector<member_card>& out) const {
   auto add = [&](const member& m, const char* kind, const caf::actor& handle) {
-    member_card c;
-    c.role = kind;
-    c.name = m.name;
-    c.address = m.data.port ? m.data.host + ":" + std::to_string(m.data.port) : "-";
-    c.state = ps_plan::state_of(m);
-    c.uptime_s = seconds_since(m.joined);
-    if (m.cpu_s > 0) c.heard = m.heard;  // (it has sent a heartbeat)
-    c.cpu_s = m.cpu_s;
-    c.rss = m.rss;
-    if (!m.lost) c.handle = handle;
-    c.has_metrics = true;
-    out.push_back(std::move(c));
+    const auto address = m.data.port ? m.data.host + ":" + std::to_string(m.data.port) : "-";
+    out.push_back(
+        m.presence.card(kind, m.name, address, m.lost, ps_plan::state_of(m), handle, true));
   };
   for (size_t i = 0; i < roster.server_members.size(); ++i)
     add(roster.server_members[i], "server", caf::actor_cast<caf::actor>(roster.servers[i]));

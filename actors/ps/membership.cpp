@@ -208,10 +208,7 @@ bool ps_state::heard(coordinator_self, const job_config&, const heartbeat& beat)
   for (auto* members : {&roster.server_members, &roster.worker_members})
     for (auto& m : *members)
       if (m.name == beat.name && !m.lost && m.address) {  // not one yet to rejoin
-        m.heard = heartbeat_monitor::clock::now();
-        m.cpu_s = beat.cpu_seconds;
-        m.rss = beat.rss_bytes;
-        m.activity = beat.activity;
+        m.presence.take(beat);
         ours = true;
       }
   return ours;
@@ -233,7 +230,7 @@ bool ps_state::busy() const {
 void ps_state::activity(std::vector<heard_activity>& out) const {
   for (const auto* members : {&roster.worker_members, &roster.server_members})
     for (const auto& m : *members)
-      if (!m.lost) out.push_back(heard_activity{m.activity, m.heard});
+      if (!m.lost) out.push_back(m.presence.last());
 }
 
 }  // namespace troupe

@@ -44,21 +44,16 @@ struct member {
   caf::actor_addr address;
   bool lost = false;
   bool done = false;
-  endpoint data;         // a server's port for direct connections from workers
-  std::string host;      // a worker's host label (the cores it shares)
-  uint64_t steps = 0;    // a worker's batches so far
-  uint64_t clock = 0;    // a worker's logical clock (its pushes), from its last progress
-  double compute_s = 0;  // a worker's time in gradient computation so far
-  double wall_s = 0;     // a worker's time since it started training
-  // For the console:
-  std::chrono::steady_clock::time_point joined = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point heard = joined;  // last heartbeat
-  double cpu_s = 0;                       // its process's CPU time, from the last heartbeat
-  uint64_t rss = 0;                       // and resident memory
-  std::vector<member_activity> activity;  // what its members did, from its last heartbeat
-  uint64_t skipped_steps = 0;             // a worker's non-finite chunks (nothing pushed)
-  uint64_t skipped_in_a_row = 0;          // of those, since its last finite one
-  double last_loss = 0;                   // a worker's mean loss over its last chunk
+  endpoint data;                  // a server's port for direct connections from workers
+  std::string host;               // a worker's host label (the cores it shares)
+  uint64_t steps = 0;             // a worker's batches so far
+  uint64_t clock = 0;             // a worker's logical clock (its pushes), from its last progress
+  double compute_s = 0;           // a worker's time in gradient computation so far
+  double wall_s = 0;              // a worker's time since it started training
+  member_presence presence;       // joined, last heartbeat (the console, the stall watch)
+  uint64_t skipped_steps = 0;     // a worker's non-finite chunks (nothing pushed)
+  uint64_t skipped_in_a_row = 0;  // of those, since its last finite one
+  double last_loss = 0;           // a worker's mean loss over its last chunk
   std::deque<double> recent_losses;  // a worker's last chunk losses (loss oscillation), bounded
   bool draining = false;             // the console is draining it
   bool drained = false;              // it left cleanly (lost is set too: it is gone)

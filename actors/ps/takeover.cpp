@@ -80,7 +80,7 @@ caf::expected<rejoin_request> check_rejoin(const coordinator_state& st, const wi
 template <class Handle>
 void readmit(self_ptr self, member& m, const Handle& handle) {
   m.address = handle.address();
-  m.heard = heartbeat_monitor::clock::now();
+  m.presence.heard = heartbeat_monitor::clock::now();
   self->monitor(handle);
   expect_heartbeats(self, m.name, handle.node());
 }

@@ -101,8 +101,10 @@ BOOST_AUTO_TEST_CASE(the_ps_plan_gives_the_shell_cards_tree_rows_views_and_activ
   ps.roster.server_members[1].lost = true;
   ps.roster.worker_members = {named("w0")};
   ps.roster.workers = {caf::actor_cast<worker_actor>(a.one())};
-  ps.roster.worker_members[0].cpu_s = 1.5;  // it has sent a heartbeat
-  ps.roster.worker_members[0].activity = {member_activity{}};
+  heartbeat beat;
+  beat.cpu_seconds = 1.5;
+  beat.activity = {member_activity{}};
+  ps.roster.worker_members[0].presence.take(beat);  // it has sent a heartbeat
   ps.directory.homes.resize(1);
   ps.directory.homes[0].primary_server = 0;
   std::vector<member_card> cards;
@@ -115,6 +117,7 @@ BOOST_AUTO_TEST_CASE(the_ps_plan_gives_the_shell_cards_tree_rows_views_and_activ
   BOOST_TEST(!cards[1].handle);  // a lost member is told nothing
   BOOST_TEST(cards[2].role == "worker");
   BOOST_TEST(cards[2].heard.has_value());
+  BOOST_TEST(cards[2].cpu_s == 1.5);
   BOOST_TEST(cards[2].has_metrics);
   table_view tree{{"actor", "kind", "node", "state", "restarts", "mailbox"}, {}};
   ps.tree_rows({{{"s0", "bucket-0"}, "7"}}, tree);

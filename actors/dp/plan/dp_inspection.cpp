@@ -40,19 +40,9 @@ table_view group(const coordinator_state& st) {
 namespace troupe {
 
 void dp_state::cards(std::vector<member_card>& out) const {
-  for (const auto& m : members) {
-    member_card c;
-    c.role = "worker";
-    c.name = m.name;
-    c.address = m.host;
-    c.state = dp_plan::state_of(m);
-    c.uptime_s = seconds_since(m.joined);
-    if (m.cpu_s > 0) c.heard = m.heard;  // (it has sent a heartbeat)
-    c.cpu_s = m.cpu_s;
-    c.rss = m.rss;
-    if (!m.lost) c.handle = caf::actor_cast<caf::actor>(m.handle);
-    out.push_back(std::move(c));
-  }
+  for (const auto& m : members)  // (a member's node metrics are its own process's)
+    out.push_back(m.presence.card("worker", m.name, m.host, m.lost, dp_plan::state_of(m),
+                                  caf::actor_cast<caf::actor>(m.handle), false));
 }
 
 void dp_state::tree_rows(const actor_values&, table_view& t) const {

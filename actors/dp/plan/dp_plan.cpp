@@ -265,10 +265,7 @@ bool dp_state::heard(coordinator_self self, const job_config& config, const hear
       dp_plan::refuse(self, config, m);
       continue;
     }
-    m.heard = heartbeat_monitor::clock::now();
-    m.cpu_s = beat.cpu_seconds;
-    m.rss = beat.rss_bytes;
-    m.activity = beat.activity;
+    m.presence.take(beat);
     ours = true;
   }
   return ours;
@@ -285,7 +282,7 @@ bool dp_state::busy() const {
 
 void dp_state::activity(std::vector<heard_activity>& out) const {
   for (const auto& m : members)
-    if (!m.lost) out.push_back(heard_activity{m.activity, m.heard});
+    if (!m.lost) out.push_back(m.presence.last());
 }
 
 void dp_state::live_members(std::vector<caf::actor>& out) const {

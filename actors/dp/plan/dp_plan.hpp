@@ -55,12 +55,8 @@ struct dp_member {
   uint32_t index = 0;                        // in join order (--worker-slowdown)
   double compute_s = 0;
   double wall_s = 0;
-  uint64_t skipped_steps = 0;             // steps skipped for its own non-finite loss or gradient
-  std::vector<member_activity> activity;  // what its process's members did (last heartbeat)
-  stall_watch::clock::time_point joined = stall_watch::clock::now();
-  stall_watch::clock::time_point heard = joined;  // that heartbeat
-  double cpu_s = 0;  // its process's CPU time and resident memory, from that heartbeat
-  uint64_t rss = 0;
+  uint64_t skipped_steps = 0;  // steps skipped for its own non-finite loss or gradient
+  member_presence presence;    // joined, last heartbeat (the console, the stall watch)
 };
 
 // The data-parallel plan: its members, their generation and rendezvous store, the steps and
