@@ -33,16 +33,9 @@ caf::expected<troupe::ctr::ctr_options> ctr_options_of(const troupe::launch_opti
   read("fm-dim", o.fm_dim);
   read("data-seed", o.seed);
   if (err) return err;
-  const std::string& tower = opts.app_value("tower");  // "64,32": hidden widths
-  for (const auto& item : troupe::split_list(tower)) {
-    char* stop = nullptr;
-    const unsigned long width = std::strtoul(item.c_str(), &stop, 10);
-    if (item.empty() || *stop != '\0' || width == 0 || width > 4096)
-      return troupe::make_error(
-          troupe::errc::bad_configuration,
-          "--tower takes hidden widths 1 to 4096, W,W..., not '" + tower + "'");
-    o.tower.push_back(static_cast<uint32_t>(width));
-  }
+  auto tower = troupe::parse_widths("tower", opts.app_value("tower"), 4096);  // "64,32"
+  if (!tower) return std::move(tower.error());
+  o.tower = std::move(*tower);
   return o;
 }
 

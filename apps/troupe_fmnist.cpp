@@ -1,6 +1,7 @@
-// troupe-fmnist: an MLP (784-256-128-10) trained on Fashion-MNIST by Troupe's asynchronous
-// parameter service. Without --role everything runs in this process; with --role the same
-// binary is the coordinator, a server or a worker of a distributed job (see README.md).
+// troupe-fmnist: an MLP (784 -> --hidden widths -> 10, by default 784-256-128-10) trained on
+// Fashion-MNIST by Troupe (a parameter service, a data-parallel group, or both). Without --role
+// everything runs in this process; with --role the same binary is the coordinator, a server or a
+// worker of a distributed job (see README.md).
 #include "fmnist/mlp_task.hpp"
 #include "fmnist/mnist_data.hpp"
 #include "troupe/app.hpp"
@@ -25,6 +26,8 @@ troupe::app_description fmnist_app() {
        troupe::app_flag::whole},
       {"test-limit", "N", "use only the first N test examples (0: all)", "0",
        troupe::app_flag::whole},
+      {"hidden", "W1,W2,...", "the MLP's hidden layer widths (every process of a job the same)",
+       "256,128"},
   };
   app.make_task = [](const troupe::launch_options& opts)
       -> caf::expected<std::unique_ptr<troupe::training_task>> {
@@ -32,7 +35,10 @@ troupe::app_description fmnist_app() {
     if (!train) return std::move(train.error());
     auto test = limit_flag(opts, "test-limit");
     if (!test) return std::move(test.error());
-    return troupe::fmnist::make_fmnist_task(opts.app_value("data"), *train, *test);
+    auto hidden =
+        troupe::parse_widths("hidden", opts.app_value("hidden"), troupe::fmnist::max_hidden_width);
+    if (!hidden) return std::move(hidden.error());
+    return troupe::fmnist::make_fmnist_task(opts.app_value("data"), *train, *test, *hidden);
   };
   return app;
 }

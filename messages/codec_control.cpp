@@ -259,6 +259,7 @@ wire encode(const heartbeat& x) {
   out.setSentUnixMs(x.sent_unix_ms);
   out.setCpuSeconds(x.cpu_seconds);
   out.setRssBytes(x.rss_bytes);
+  out.setPeakRssBytes(x.peak_rss_bytes);
   auto activity = out.initActivity(std::min(x.activity.size(), max_activity_records));
   for (unsigned i = 0; i < activity.size(); ++i) {
     const auto& a = x.activity[i];
@@ -280,6 +281,7 @@ caf::expected<heartbeat> decode<heartbeat>(const wire& w, const codec_limits& li
         const double cpu = in.getCpuSeconds();
         heartbeat x{std::move(*name), in.getSequence(), in.getSentUnixMs(),
                     std::isfinite(cpu) && cpu >= 0 ? cpu : 0.0, in.getRssBytes()};
+        x.peak_rss_bytes = in.getPeakRssBytes();
         if (in.getActivity().size() > max_activity_records)
           return make_error(errc::message_too_large, "heartbeat: too many activity records");
         for (auto a : in.getActivity()) {

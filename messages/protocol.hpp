@@ -47,6 +47,7 @@ CAF_ADD_ATOM(troupe, troupe, resume_atom, "resume")
 CAF_ADD_ATOM(troupe, troupe, peer_atom, "peer")
 CAF_ADD_ATOM(troupe, troupe, inspect_atom, "inspect")
 CAF_ADD_ATOM(troupe, troupe, metrics_atom, "metrics")
+CAF_ADD_ATOM(troupe, troupe, usage_atom, "usage")
 CAF_ADD_ATOM(troupe, troupe, log_atom, "log")
 CAF_ADD_ATOM(troupe, troupe, drain_atom, "drain")
 CAF_ADD_ATOM(troupe, troupe, checkpoint_atom, "checkpoint")
@@ -119,6 +120,7 @@ using bucket_actor = caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wir
 //          reach their backups in one hop; coordinator only, before any bucket is placed)
 //   metrics: -> this node's metrics in the Prometheus text format (coordinator only)
 //   log:   a log level ("error", "warn", "info", "debug") for the whole node (coordinator only)
+//   usage: -> the most resident memory its process has held, in bytes (the job's report)
 //   rejoin: from this process's coordinator watch: a standby took over as the coordinator of
 //          this term; register with it again (term 0: no coordinator is left, stop)
 using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<bucket_actor>,
@@ -128,7 +130,8 @@ using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<buc
                                       caf::reacts_to<moved_atom, std::string, caf::actor>,
                                       caf::reacts_to<fault_atom>,
                                       caf::replies_to<metrics_atom>::with<std::string>,
-                                      caf::reacts_to<log_atom, std::string>>;
+                                      caf::reacts_to<log_atom, std::string>,
+                                      caf::replies_to<usage_atom>::with<uint64_t>>;
 
 // A worker: once started, claims chunks of batches from the coordinator (claim, several at a
 // time), pulls, computes and pushes each chunk, and reports finished chunks (progress, in
@@ -139,7 +142,7 @@ using server_actor = caf::typed_actor<caf::replies_to<host_atom, wire>::with<buc
 //   resume: go on after a pause
 //   state:  the coordinator's standby holds this worker's chunks through this clock: a rejoin
 //           needs none of them
-//   fault, metrics, log, rejoin: as for servers
+//   fault, metrics, log, usage, rejoin: as for servers
 using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vector<bucket_actor>>,
                                       caf::reacts_to<rejoin_atom, uint64_t>,
                                       caf::reacts_to<state_atom, uint64_t>,
@@ -148,7 +151,8 @@ using worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire, std::vect
                                       caf::reacts_to<resume_atom>,
                                       caf::reacts_to<fault_atom>,
                                       caf::replies_to<metrics_atom>::with<std::string>,
-                                      caf::reacts_to<log_atom, std::string>>;
+                                      caf::reacts_to<log_atom, std::string>,
+                                      caf::replies_to<usage_atom>::with<uint64_t>>;
 
 // A standby coordinator (actors/job/standby.hpp): it follows its primary's state.
 //   state: the primary's term and its coordinator_standing -> true; errc::deposed once this
@@ -244,6 +248,7 @@ using gatekeeper_actor =
 //          that step and the evaluations of that many epochs; the member stops holding them
 //   save:   the console's `checkpoint`: member 0 sends its state after its next step
 //   log:    a log level for its node (the console's `log`)
+//   usage:  as for servers
 using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
                                          caf::reacts_to<tables_atom, std::vector<bucket_actor>, std::string>,
                                          caf::reacts_to<restore_atom, uint64_t, uint32_t, uint32_t, wire>,
@@ -253,7 +258,8 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
                                          caf::reacts_to<rejoin_atom, uint64_t>,
                                          caf::reacts_to<state_atom, uint64_t, uint32_t>,
                                          caf::reacts_to<save_atom>,
-                                         caf::reacts_to<log_atom, std::string>>;
+                                         caf::reacts_to<log_atom, std::string>,
+                                         caf::replies_to<usage_atom>::with<uint64_t>>;
 
 // The coordinator of a data-parallel job (actors/dp/plan/dp_plan.hpp). The gatekeeper hands it
 // out as a coordinator_actor handle (heartbeat has the same signature in both); dp workers

@@ -267,6 +267,7 @@ struct Heartbeat {
   cpuSeconds @3 :Float64;   # user + system CPU time of the node's process so far
   rssBytes @4 :UInt64;      # its resident memory
   activity @5 :List(MemberActivity);  # what its members do now (the stall watchdog's report)
+  peakRssBytes @6 :UInt64;  # the most resident memory its process has held so far
 }
 
 struct MemberActivity {

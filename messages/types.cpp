@@ -122,7 +122,12 @@ std::string to_json(const job_report& r) {
                               {"steps", w.steps},
                               {"utilization", w.utilization},
                               {"batch_share", w.batch_share},
-                              {"skipped_steps", w.skipped_steps}});
+                              {"skipped_steps", w.skipped_steps},
+                              {"peak_rss_mb", w.peak_rss_mb}});
+  out["servers"] = json::array();
+  for (const auto& s : r.servers)
+    out["servers"].push_back({{"name", s.name}, {"peak_rss_mb", s.peak_rss_mb}});
+  out["coordinator_peak_rss_mb"] = r.coordinator_peak_rss_mb;
   out["epochs"] = json::array();
   for (const auto& e : r.epochs) {
     json epoch = {{"epoch", e.epoch},

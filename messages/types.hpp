@@ -182,6 +182,7 @@ struct heartbeat {
   double cpu_seconds = 0;                 // the node's process: CPU time so far
   uint64_t rss_bytes = 0;                 // and resident memory
   std::vector<member_activity> activity;  // its members' (at most max_activity_records)
+  uint64_t peak_rss_bytes = 0;            // the most resident memory its process has held
 };
 inline constexpr size_t max_activity_records = 64;
 
@@ -265,6 +266,13 @@ struct worker_entry {
   double utilization = 0;      // compute time / wall time
   double batch_share = 0;      // --mode dp: its share of the examples of the steps it took part in
   uint64_t skipped_steps = 0;  // steps skipped for its non-finite loss or gradient
+  double peak_rss_mb = 0;      // its process's most resident memory (MiB), at its last heartbeat
+};
+
+// A server of the job (--mode ps, hybrid's tables): its process's most resident memory.
+struct server_entry {
+  std::string name;
+  double peak_rss_mb = 0;
 };
 
 // A member the job lost: which, when (seconds since training began) and why.
@@ -302,6 +310,8 @@ struct job_report {
   double staleness_p99 = 0;
   uint64_t max_clock_gap = 0;
   std::vector<worker_entry> workers;
+  std::vector<server_entry> servers;
+  double coordinator_peak_rss_mb = 0;  // the coordinator's process (and its embedded members)
   std::vector<std::pair<std::string, double>> figures;  // the task's own (e.g. test_auc)
   // Fault tolerance (JSON only):
   std::string failure;  // why the job failed; empty when it finished

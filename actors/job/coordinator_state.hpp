@@ -244,6 +244,12 @@ void expect_heartbeats(coordinator_self self, const std::string& name, const caf
 void forget_member(coordinator_self self, const std::string& name);
 // A heartbeat, for whichever plan the member is in; returns this coordinator's term.
 uint64_t on_heartbeat(coordinator_self self, const job_config& config, const wire& w);
+// The most resident memory member `name`'s process held, in MiB: from its heartbeats and the
+// job's end (gather_peaks); a member in the coordinator's process (`here`) shares its figure.
+double peak_rss_mb(const job_shell& shell, const std::string& name, bool here);
+// Before the report of a finished job: asks every live member in another process for its
+// process's peak memory (each within the console's wait), then `then()`.
+void gather_peaks(coordinator_self self, const job_config& config, std::function<void()> then);
 // Every tick: members silent for longer than the timeout are lost (a pause of this process
 // judges nobody), and the stall watch judges the job's progress.
 void check_members(coordinator_self self, const job_config& config);

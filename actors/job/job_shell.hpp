@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,7 @@ struct job_shell {
   stall_watch stall;                // --stall-timeout
   heartbeat_monitor beats;          // every member in another process, whatever its plan
   checkpoint_schedule checkpoints;
+  std::map<std::string, uint64_t> peak_rss;  // by member: its process's most resident bytes
 
   bool finishing() const { return phase == job_phase::finishing; }
   // Seconds of training on this coordinator's clock (0 before training).
@@ -103,8 +105,8 @@ void record_epoch(job_shell& shell, const launch_options& opts, const evaluated_
 
 // A checkpoint after `step` is written at `path` (in `took_s`): the report's count, the metric,
 // the timeline, the log, and the console's requests are told.
-void checkpoint_written(job_shell& shell, const logger& log, uint64_t step,
-                        const std::string& path, double took_s);
+void checkpoint_written(job_shell& shell, const logger& log, uint64_t step, const std::string& path,
+                        double took_s);
 // No checkpoint was written (`why`): logged, and the console's requests are told.
 void checkpoint_missed(job_shell& shell, const logger& log, const caf::error& why);
 

@@ -50,8 +50,8 @@ void tell_checkpoint_waiters(job_shell& shell, const caf::expected<std::string>&
 
 }  // namespace
 
-void checkpoint_written(job_shell& shell, const logger& log, uint64_t step,
-                        const std::string& path, double took_s) {
+void checkpoint_written(job_shell& shell, const logger& log, uint64_t step, const std::string& path,
+                        double took_s) {
   ++shell.report.checkpoints;
   add(shell.metrics.checkpoints, 1);
   note_event(shell.timeline, shell.wall_s(), "checkpoint", fmt::format("step {}: {}", step, path));

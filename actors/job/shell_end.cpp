@@ -8,6 +8,17 @@
 
 namespace troupe {
 
+namespace {
+
+// The report's figures: each plan's, and the coordinator process's memory.
+void fill_report(coordinator_self self, const job_config& config) {
+  for (auto* plan : self->state.plans()) plan->fill_report(self, config);
+  self->state.shell.report.coordinator_peak_rss_mb =
+      double(current_process_usage().peak_rss_bytes) / 1048576.0;
+}
+
+}  // namespace
+
 void end_job(coordinator_self self, const job_config& config, caf::error reason) {
   auto& st = self->state;
   st.shell.phase = job_phase::finishing;
@@ -29,7 +40,7 @@ void fail_job(coordinator_self self, const job_config& config, std::string why) 
   if (st.shell.finishing()) return;
   if (defer_end_while_overdue(st.shell.succession, config.opts.takeover_timeout, why)) return;
   config.log.error("the job failed: {}", why);
-  for (auto* plan : st.plans()) plan->fill_report(self, config);
+  fill_report(self, config);
   st.shell.report.failure = why;
   write_report(st.shell, config.opts, config.log);
   end_job(self, config, make_error(errc::job_failed, std::move(why)));
@@ -54,9 +65,10 @@ void finish_job(coordinator_self self, const job_config& config) {
     return;
   st.shell.phase = job_phase::finishing;
   release_follower(self, {});  // before the statistics: the standby must not take over now
-  wind_up_from(self, config, 0, [=] {
+  // Every process's peak memory first, then each plan's wind-up, then the report.
+  auto report = [=] {
     auto& st = self->state;
-    for (auto* plan : st.plans()) plan->fill_report(self, config);
+    fill_report(self, config);
     write_report(st.shell, config.opts, config.log);
     const job_report& r = st.shell.report;
     std::string line = fmt::format("done: test_accuracy {:.4f}, {} steps, {:.1f} s, {} skipped",
@@ -64,7 +76,8 @@ void finish_job(coordinator_self self, const job_config& config) {
     for (auto* plan : st.plans()) line += ", " + plan->summary(r);
     config.log.info("{}", line);
     end_job(self, config, caf::error{});
-  });
+  };
+  gather_peaks(self, config, [=] { wind_up_from(self, config, 0, report); });
 }
 
 void send_standing(coordinator_self self, const job_config& config) {

@@ -3,6 +3,9 @@
 // over the members' last activity.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <memory>
+
 #include "actors/job/coordinator_state.hpp"
 #include "messages/codec.hpp"
 
@@ -24,8 +27,41 @@ uint64_t on_heartbeat(coordinator_self self, const job_config& config, const wir
   if (!beat) return st.shell.succession.term;
   bool member = false;
   for (auto* plan : st.plans()) member = plan->heard(self, config, *beat) || member;
-  if (member) st.shell.beats.heard(beat->name, heartbeat_monitor::clock::now());
+  if (!member) return st.shell.succession.term;
+  st.shell.beats.heard(beat->name, heartbeat_monitor::clock::now());
+  auto& peak = st.shell.peak_rss[beat->name];
+  peak = std::max(peak, beat->peak_rss_bytes);
   return st.shell.succession.term;
+}
+
+double peak_rss_mb(const job_shell& shell, const std::string& name, bool here) {
+  auto it = shell.peak_rss.find(name);
+  const uint64_t bytes = here                         ? current_process_usage().peak_rss_bytes
+                         : it != shell.peak_rss.end() ? it->second
+                                                      : 0;
+  return double(bytes) / 1048576.0;
+}
+
+void gather_peaks(coordinator_self self, const job_config& config, std::function<void()> then) {
+  std::vector<member_card> cards;
+  for (auto* plan : self->state.plans()) plan->cards(cards);
+  auto pending = std::make_shared<size_t>(1);  // held until every request is out
+  auto answered = [pending, then] {
+    if (--*pending == 0) then();
+  };
+  for (const auto& c : cards) {
+    if (!c.handle || c.handle.node() == self->node()) continue;
+    ++*pending;
+    self->request(c.handle, console_wait(config), usage_atom_v)
+        .then(
+            [=, name = c.name](uint64_t bytes) {
+              auto& peak = self->state.shell.peak_rss[name];
+              peak = std::max(peak, bytes);
+              answered();
+            },
+            [=](caf::error&) { answered(); });  // its last heartbeat's figure stands
+  }
+  answered();
 }
 
 namespace {

@@ -32,9 +32,15 @@ void ps_state::fill_report(coordinator_self self, const job_config&) {
   r.wall_s = st.shell.wall_s();
   r.test_accuracy = r.epochs.empty() ? 0.0 : r.epochs.back().test_accuracy;
   r.workers.clear();
-  for (const auto& m : roster.worker_members)
+  const auto here = [&](const member& m) { return m.address && m.address.node() == self->node(); };
+  for (const auto& m : roster.worker_members) {
     r.workers.push_back(worker_entry{m.name, m.steps, m.wall_s > 0 ? m.compute_s / m.wall_s : 0, 0,
                                      m.skipped_steps});
+    r.workers.back().peak_rss_mb = peak_rss_mb(st.shell, m.name, here(m));
+  }
+  r.servers.clear();
+  for (const auto& m : roster.server_members)
+    r.servers.push_back(server_entry{m.name, peak_rss_mb(st.shell, m.name, here(m))});
 }
 
 void ps_state::live_members(std::vector<caf::actor>& out) const {

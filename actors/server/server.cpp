@@ -188,6 +188,7 @@ server_actor::behavior_type server(self_ptr self, server_config config) {
       [=](log_atom, const std::string& level) {
         set_level_from(self, config.coordinator->address(), level, config.log);
       },
+      [=](usage_atom) -> uint64_t { return current_process_usage().peak_rss_bytes; },
       [=](stop_atom, const std::string& failure) {
         if (sent_by(self, config.coordinator->address())) {
           config.log.info("the job is over; stopping {} buckets", self->state.hosted);

@@ -337,6 +337,7 @@ worker_actor::behavior_type worker(worker_actor::stateful_pointer<worker_state> 
       [=](log_atom, const std::string& level) {
         set_level_from(self, config.coordinator->address(), level, config.log);
       },
+      [=](usage_atom) -> uint64_t { return current_process_usage().peak_rss_bytes; },
   };
 }
 

@@ -55,6 +55,7 @@ server_actor::behavior_type bucket_host(server_actor::pointer self,
       [=](fault_atom) { self->quit(); },
       [](metrics_atom) { return std::string{}; },  // the bench host keeps no metrics
       [](log_atom, const std::string&) {},
+      [](usage_atom) { return current_process_usage().peak_rss_bytes; },
       [](rejoin_atom, uint64_t) {},  // the bench host has no coordinator to rejoin
   };
 }

@@ -34,10 +34,16 @@ constexpr auto job_deadline = std::chrono::minutes(5);
 
 // Multiply-adds of one batch: the forward pass, the weights' gradients and the inputs'
 // gradients of every layer but the first (its input is the data).
+const std::vector<fmnist::dense_shape>& model_layers() {  // troupe-fmnist's default model
+  static const auto shape = *fmnist::mlp_shape::of(fmnist::default_hidden);
+  return shape.layers;
+}
+
 double flops_per_batch() {
   double flops = 0;
-  for (size_t l = 0; l < fmnist::mlp_layers.size(); ++l) {
-    const double mac = double(batch) * fmnist::mlp_layers[l].in * fmnist::mlp_layers[l].out;
+  const auto& layers = model_layers();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const double mac = double(batch) * layers[l].in * layers[l].out;
     flops += 2 * mac * (l == 0 ? 2 : 3);
   }
   return flops;
@@ -46,8 +52,9 @@ double flops_per_batch() {
 // One thread's sgemm calls on the job's shapes: each layer forward (batch x in by out x in,
 // transposed), the weights' gradient (out x batch by batch x in) and the inputs' gradient.
 void layer_sgemms(std::vector<std::vector<float>>& buffers) {
-  for (size_t l = 0; l < fmnist::mlp_layers.size(); ++l) {
-    const int in = int(fmnist::mlp_layers[l].in), out = int(fmnist::mlp_layers[l].out);
+  const auto& layers = model_layers();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const int in = int(layers[l].in), out = int(layers[l].out);
     float* x = buffers[0].data();
     float* w = buffers[1].data();
     float* y = buffers[2].data();

@@ -31,6 +31,12 @@ std::vector<double> dense(const std::vector<double>& p, const dense_shape& l,
   return y;
 }
 
+// The default model's shape (784-256-128-10).
+const mlp_shape& model() {
+  static const mlp_shape shape = *mlp_shape::of(default_hidden);
+  return shape;
+}
+
 // Mean softmax cross-entropy over the first `batch` training examples, all in double.
 double reference_loss(const std::vector<double>& p, const dataset& data) {
   double total = 0;
@@ -38,9 +44,9 @@ double reference_loss(const std::vector<double>& p, const dataset& data) {
   for (size_t n = 0; n < batch; ++n) {
     normalize_image(data.image(n), xf.data());
     std::vector<double> x(xf.begin(), xf.end());
-    auto h1 = dense(p, mlp_layers[0], x, true);
-    auto h2 = dense(p, mlp_layers[1], h1, true);
-    auto z = dense(p, mlp_layers[2], h2, false);
+    const auto& layers = model().layers;
+    for (size_t l = 0; l < layers.size(); ++l) x = dense(p, layers[l], x, l + 1 < layers.size());
+    const auto& z = x;
     double m = *std::max_element(z.begin(), z.end());
     double sum = 0;
     for (double v : z) sum += std::exp(v - m);
@@ -59,12 +65,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   const dataset train = data->train;
-  fmnist_task task(std::move(data->train), dataset{});
-  std::vector<float> params(mlp_parameter_count);
+  fmnist_task task(std::move(data->train), dataset{}, model());
+  std::vector<float> params(model().parameter_count);
   task.initialize(7, params);
   std::mt19937_64 gen(11);
   std::uniform_real_distribution<float> small(-0.1f, 0.1f);
-  for (const auto& l : mlp_layers)  // non-zero biases, so the check covers them too
+  for (const auto& l : model().layers)  // non-zero biases, so the check covers them too
     for (size_t o = 0; o < l.out; ++o) params[l.b_offset + o] = small(gen);
 
   // One worker whose single batch is the whole shard: the batch is the first `batch` examples.
@@ -82,7 +88,7 @@ int main(int argc, char** argv) {
   double max_abs = 0;
   const auto specs = task.parameters();
   for (size_t t = 0; t < specs.size(); ++t) {
-    const auto& l = mlp_layers[t / 2];
+    const auto& l = model().layers[t / 2];
     const size_t offset = t % 2 == 0 ? l.w_offset : l.b_offset;
     const size_t size = t % 2 == 0 ? size_t{l.in} * l.out : l.out;
     double tensor_rel = 0;

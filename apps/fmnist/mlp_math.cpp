@@ -5,23 +5,14 @@
 
 #include <cblas.h>
 
+#include "troupe/error.hpp"
+
 namespace troupe::fmnist {
 namespace {
 
 // Fashion-MNIST training-set statistics of pixel / 255.
 constexpr float pixel_mean = 0.2860f;
 constexpr float pixel_std = 0.3530f;
-
-constexpr bool layers_are_contiguous() {
-  size_t next = 0;
-  for (const auto& l : mlp_layers) {
-    if (l.w_offset != next || l.b_offset != next + size_t{l.in} * l.out) return false;
-    next = l.b_offset + l.out;
-  }
-  return next == mlp_parameter_count;
-}
-static_assert(layers_are_contiguous());
-static_assert(mlp_layers[1].in == mlp_layers[0].out && mlp_layers[2].in == mlp_layers[1].out);
 
 // y[rows, out] = x[rows, in] W^T + b.
 void dense_forward(const float* params, const dense_shape& l, const float* x, size_t rows,
@@ -63,17 +54,29 @@ void relu_backward(const float* h, float* dh, size_t n) {
 
 }  // namespace
 
-mlp_buffers::mlp_buffers(size_t rows, bool with_backward)
-    : capacity(rows),
-      x(rows * mlp_layers[0].in),
-      y(rows),
-      h1(rows * mlp_layers[0].out),
-      h2(rows * mlp_layers[1].out),
-      logits(rows * mlp_layers[2].out) {
-  if (!with_backward) return;
-  d1.resize(h1.size());
-  d2.resize(h2.size());
-  d3.resize(logits.size());
+caf::expected<mlp_shape> mlp_shape::of(const std::vector<uint32_t>& hidden) {
+  mlp_shape shape;
+  uint32_t in = image_size;
+  for (size_t i = 0; i <= hidden.size(); ++i) {
+    const uint32_t out = i < hidden.size() ? hidden[i] : class_count;
+    if (out == 0 || out > max_hidden_width)
+      return make_error(errc::bad_configuration, "a hidden layer of " + std::to_string(out) +
+                                                     " units (1 to " +
+                                                     std::to_string(max_hidden_width) + ")");
+    const size_t w = shape.parameter_count;
+    shape.layers.push_back(dense_shape{in, out, w, w + size_t{in} * out});
+    shape.parameter_count = w + size_t{in} * out + out;
+    in = out;
+  }
+  return shape;
+}
+
+mlp_buffers::mlp_buffers(const mlp_shape& shape, size_t rows, bool with_backward)
+    : capacity(rows), x(rows * image_size), y(rows) {
+  for (const auto& l : shape.layers) {
+    out.emplace_back(rows * l.out);
+    if (with_backward) d.emplace_back(rows * l.out);
+  }
 }
 
 void normalize_image(std::span<const uint8_t> pixels, float* x) {
@@ -82,22 +85,23 @@ void normalize_image(std::span<const uint8_t> pixels, float* x) {
   for (size_t i = 0; i < pixels.size(); ++i) x[i] = static_cast<float>(pixels[i]) * scale - shift;
 }
 
-void mlp_forward(const float* params, size_t rows, mlp_buffers& b) {
-  dense_forward(params, mlp_layers[0], b.x.data(), rows, b.h1.data());
-  relu(b.h1.data(), rows * mlp_layers[0].out);
-  dense_forward(params, mlp_layers[1], b.h1.data(), rows, b.h2.data());
-  relu(b.h2.data(), rows * mlp_layers[1].out);
-  dense_forward(params, mlp_layers[2], b.h2.data(), rows, b.logits.data());
+void mlp_forward(const mlp_shape& shape, const float* params, size_t rows, mlp_buffers& b) {
+  const float* in = b.x.data();
+  for (size_t l = 0; l < shape.layers.size(); ++l) {
+    dense_forward(params, shape.layers[l], in, rows, b.out[l].data());
+    if (l + 1 < shape.layers.size()) relu(b.out[l].data(), rows * shape.layers[l].out);
+    in = b.out[l].data();
+  }
 }
 
 // Per row: loss = log(sum_j exp(z_j - m)) + m - z_y with m = max_j z_j, and
 // d(mean loss)/dz_j = (softmax(z)_j - [j == y]) / rows.
 batch_score softmax_cross_entropy(size_t rows, mlp_buffers& b, bool with_grad) {
-  constexpr size_t k = mlp_layers[2].out;
+  constexpr size_t k = class_count;
   batch_score score;
   const float inv_rows = rows > 0 ? 1.0f / static_cast<float>(rows) : 0.0f;
   for (size_t r = 0; r < rows; ++r) {
-    const float* z = b.logits.data() + r * k;
+    const float* z = b.logits().data() + r * k;
     const size_t label = b.y[r];
     const size_t best = static_cast<size_t>(std::max_element(z, z + k) - z);
     const float m = z[best];
@@ -106,7 +110,7 @@ batch_score softmax_cross_entropy(size_t rows, mlp_buffers& b, bool with_grad) {
     score.loss_sum += std::log(sum) - static_cast<double>(z[label] - m);
     score.correct += best == label ? 1 : 0;
     if (!with_grad) continue;
-    float* dz = b.d3.data() + r * k;
+    float* dz = b.d.back().data() + r * k;
     for (size_t j = 0; j < k; ++j) {
       double p = std::exp(static_cast<double>(z[j] - m)) / sum;
       dz[j] = static_cast<float>(p - (j == label ? 1.0 : 0.0)) * inv_rows;
@@ -115,19 +119,15 @@ batch_score softmax_cross_entropy(size_t rows, mlp_buffers& b, bool with_grad) {
   return score;
 }
 
-void mlp_backward(const float* params, size_t rows, mlp_buffers& b, float* grad,
-                  const std::function<void(size_t layer)>& layer_done) {
-  const auto done = [&](size_t layer) {
-    if (layer_done) layer_done(layer);
-  };
-  dense_backward(params, mlp_layers[2], b.h2.data(), b.d3.data(), rows, grad, b.d2.data());
-  done(2);
-  relu_backward(b.h2.data(), b.d2.data(), rows * mlp_layers[1].out);
-  dense_backward(params, mlp_layers[1], b.h1.data(), b.d2.data(), rows, grad, b.d1.data());
-  done(1);
-  relu_backward(b.h1.data(), b.d1.data(), rows * mlp_layers[0].out);
-  dense_backward(params, mlp_layers[0], b.x.data(), b.d1.data(), rows, grad, nullptr);
-  done(0);
+void mlp_backward(const mlp_shape& shape, const float* params, size_t rows, mlp_buffers& b,
+                  float* grad, const std::function<void(size_t layer)>& layer_done) {
+  for (size_t l = shape.layers.size(); l-- > 0;) {
+    const float* in = l > 0 ? b.out[l - 1].data() : b.x.data();
+    float* d_in = l > 0 ? b.d[l - 1].data() : nullptr;  // the input's gradient: not the image's
+    dense_backward(params, shape.layers[l], in, b.d[l].data(), rows, grad, d_in);
+    if (layer_done) layer_done(l);
+    if (l > 0) relu_backward(b.out[l - 1].data(), d_in, rows * shape.layers[l - 1].out);
+  }
 }
 
 }  // namespace troupe::fmnist

@@ -27,11 +27,13 @@ void load_rows(const dataset& data, std::span<const uint32_t> indices, mlp_buffe
 // every replica of a job), and preallocated activations for one batch.
 class fmnist_replica : public task_replica {
  public:
-  fmnist_replica(std::shared_ptr<const dataset> train, uint32_t batch, uint64_t seed)
+  fmnist_replica(std::shared_ptr<const dataset> train, const mlp_shape& shape, uint32_t batch,
+                 uint64_t seed)
       : train_(std::move(train)),
+        shape_(shape),
         batch_(batch),
         seed_(seed),
-        buffers_(std::min<size_t>(batch, train_->size()), true) {
+        buffers_(shape, std::min<size_t>(batch, train_->size()), true) {
     order_.reserve(train_->size());
   }
 
@@ -48,7 +50,7 @@ class fmnist_replica : public task_replica {
   caf::expected<range_result> gradient_range(std::span<const float> params, uint32_t epoch,
                                              uint64_t first, uint32_t count, std::span<float> grad,
                                              const gradient_ready& ready) override {
-    if (params.size() != mlp_parameter_count || grad.size() != mlp_parameter_count)
+    if (params.size() != shape_.parameter_count || grad.size() != shape_.parameter_count)
       return make_error(errc::shape_mismatch, "fmnist: parameters or gradient of the wrong size");
     if (count > batch_)
       return make_error(errc::bad_configuration, "fmnist: a range of " + std::to_string(count) +
@@ -56,7 +58,7 @@ class fmnist_replica : public task_replica {
                                                      std::to_string(batch_));
     const size_t rows = load_range(epoch, first, count);
     if (rows == 0) return range_result{0, 0};
-    mlp_forward(params.data(), rows, buffers_);
+    mlp_forward(shape_, params.data(), rows, buffers_);
     batch_score score = softmax_cross_entropy(rows, buffers_, true);
     std::function<void(size_t)> layer_done;
     if (ready)
@@ -64,7 +66,7 @@ class fmnist_replica : public task_replica {
         ready(2 * layer + 1);
         ready(2 * layer);
       };
-    mlp_backward(params.data(), rows, buffers_, grad.data(), layer_done);
+    mlp_backward(shape_, params.data(), rows, buffers_, grad.data(), layer_done);
     return range_result{score.loss_sum / static_cast<double>(rows), rows};
   }
 
@@ -85,6 +87,7 @@ class fmnist_replica : public task_replica {
   }
 
   std::shared_ptr<const dataset> train_;
+  mlp_shape shape_;
   uint32_t batch_;
   uint64_t seed_;
   std::vector<uint32_t> order_;  // every example index, shuffled for epoch_
@@ -94,14 +97,15 @@ class fmnist_replica : public task_replica {
 
 }  // namespace
 
-fmnist_task::fmnist_task(dataset train, dataset test)
+fmnist_task::fmnist_task(dataset train, dataset test, mlp_shape shape)
     : train_(std::make_shared<const dataset>(std::move(train))),
-      test_(std::make_shared<const dataset>(std::move(test))) {}
+      test_(std::make_shared<const dataset>(std::move(test))),
+      shape_(std::move(shape)) {}
 
 std::vector<tensor_spec> fmnist_task::parameters() const {
   std::vector<tensor_spec> specs;
-  for (size_t i = 0; i < mlp_layers.size(); ++i) {
-    const auto& l = mlp_layers[i];
+  for (size_t i = 0; i < shape_.layers.size(); ++i) {
+    const auto& l = shape_.layers[i];
     const std::string name = "fc" + std::to_string(i + 1);
     specs.push_back({name + ".w", {l.out, l.in}});
     specs.push_back({name + ".b", {l.out}});
@@ -110,9 +114,9 @@ std::vector<tensor_spec> fmnist_task::parameters() const {
 }
 
 void fmnist_task::initialize(uint64_t seed, std::span<float> params) const {
-  if (params.size() != mlp_parameter_count) return;
+  if (params.size() != shape_.parameter_count) return;
   std::mt19937_64 gen(seed);
-  for (const auto& l : mlp_layers) {
+  for (const auto& l : shape_.layers) {
     const float bound = std::sqrt(6.0f / static_cast<float>(l.in));
     auto w = params.subspan(l.w_offset, size_t{l.out} * l.in);
     for (float& v : w) v = (2.0f * unit_float(gen()) - 1.0f) * bound;
@@ -131,21 +135,21 @@ caf::expected<std::unique_ptr<task_replica>> fmnist_task::make_replica(uint32_t 
     return make_error(errc::bad_configuration,
                       "fmnist: no training data loaded (task built for evaluation only)");
   if (batch == 0) return make_error(errc::bad_configuration, "fmnist: batch size 0");
-  return std::make_unique<fmnist_replica>(train_, batch, seed);
+  return std::make_unique<fmnist_replica>(train_, shape_, batch, seed);
 }
 
 evaluation fmnist_task::evaluate(std::span<const float> params) const {
   const size_t n = test_->size();
-  if (params.size() != mlp_parameter_count) return {0, std::numeric_limits<double>::quiet_NaN()};
+  if (params.size() != shape_.parameter_count) return {0, std::numeric_limits<double>::quiet_NaN()};
   if (n == 0) return {};
-  mlp_buffers buffers(std::min(eval_chunk, n), false);
+  mlp_buffers buffers(shape_, std::min(eval_chunk, n), false);
   std::vector<uint32_t> indices(buffers.capacity);
   batch_score total;
   for (size_t begin = 0; begin < n; begin += eval_chunk) {
     const size_t rows = std::min(eval_chunk, n - begin);
     for (size_t r = 0; r < rows; ++r) indices[r] = static_cast<uint32_t>(begin + r);
     load_rows(*test_, std::span<const uint32_t>(indices).first(rows), buffers);
-    mlp_forward(params.data(), rows, buffers);
+    mlp_forward(shape_, params.data(), rows, buffers);
     batch_score s = softmax_cross_entropy(rows, buffers, false);
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
@@ -154,12 +158,15 @@ evaluation fmnist_task::evaluate(std::span<const float> params) const {
           total.loss_sum / static_cast<double>(n)};
 }
 
-caf::expected<std::unique_ptr<training_task>> make_fmnist_task(const std::string& data_dir,
-                                                               size_t train_limit,
-                                                               size_t test_limit) {
+caf::expected<std::unique_ptr<training_task>> make_fmnist_task(
+    const std::string& data_dir, size_t train_limit, size_t test_limit,
+    const std::vector<uint32_t>& hidden) {
+  auto shape = mlp_shape::of(hidden);
+  if (!shape) return shape.error();
   auto data = load_fashion_mnist(data_dir, train_limit, test_limit);
   if (!data) return data.error();
-  return std::make_unique<fmnist_task>(std::move(data->train), std::move(data->test));
+  return std::make_unique<fmnist_task>(std::move(data->train), std::move(data->test),
+                                       std::move(*shape));
 }
 
 }  // namespace troupe::fmnist

@@ -1,4 +1,5 @@
-// The Fashion-MNIST training task: an MLP 784-256-128-10 with ReLU and softmax cross-entropy
+// The Fashion-MNIST training task: an MLP 784 -> hidden widths -> 10 (by default 784-256-128-10,
+// --hidden in troupe-fmnist) with ReLU and softmax cross-entropy
 // over data loaded by mnist_data.hpp. Built once per process by make_fmnist_task (from an app's
 // make_task); the task is immutable and its const methods may be called from any thread. Each
 // replica it makes belongs to one worker thread and shares the training set read-only.
@@ -13,18 +14,19 @@
 
 #include <caf/expected.hpp>
 
+#include "apps/fmnist/mlp_math.hpp"
 #include "apps/fmnist/mnist_data.hpp"
 #include "troupe/task.hpp"
 
 namespace troupe::fmnist {
 
-// Parameters, in this order: fc1.w [256,784], fc1.b [256], fc2.w [128,256], fc2.b [128],
-// fc3.w [10,128], fc3.b [10]. Inputs are pixel/255 standardised by the data set's mean/std.
+// Parameters, in this order: fc1.w [h1,784], fc1.b [h1], fc2.w [h2,h1], fc2.b [h2], ...,
+// fcN.w [10,hN-1], fcN.b [10]. Inputs are pixel/255 standardised by the data set's mean/std.
 class fmnist_task : public training_task {
  public:
   // Either set may be empty: a coordinator needs only `test`; without `train`, make_replica
   // returns errc::bad_configuration, and without `test`, evaluate returns {0, 0}.
-  fmnist_task(dataset train, dataset test);
+  fmnist_task(dataset train, dataset test, mlp_shape shape);
 
   std::vector<tensor_spec> parameters() const override;
 
@@ -46,12 +48,14 @@ class fmnist_task : public training_task {
  private:
   std::shared_ptr<const dataset> train_;
   std::shared_ptr<const dataset> test_;
+  mlp_shape shape_;
 };
 
 // Loads at most train_limit / test_limit examples of each split from `data_dir` (a limit of 0
-// loads none of that split, all_examples loads every one) and builds the task on them.
-caf::expected<std::unique_ptr<training_task>> make_fmnist_task(const std::string& data_dir,
-                                                               size_t train_limit,
-                                                               size_t test_limit);
+// loads none of that split, all_examples loads every one) and builds the task on them, with
+// the MLP's `hidden` widths.
+caf::expected<std::unique_ptr<training_task>> make_fmnist_task(
+    const std::string& data_dir, size_t train_limit, size_t test_limit,
+    const std::vector<uint32_t>& hidden = default_hidden);
 
 }  // namespace troupe::fmnist

@@ -144,9 +144,11 @@ histogram_value* metrics_registry::histogram(const std::string& name,
 process_usage current_process_usage() {
   process_usage out;
   rusage usage{};
-  if (::getrusage(RUSAGE_SELF, &usage) == 0)
+  if (::getrusage(RUSAGE_SELF, &usage) == 0) {
     out.cpu_seconds = double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
                       double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+    out.peak_rss_bytes = uint64_t(usage.ru_maxrss) * 1024;  // (KiB on Linux)
+  }
   std::ifstream statm("/proc/self/statm");
   uint64_t pages = 0, resident = 0;
   if (statm >> pages >> resident) out.rss_bytes = resident * uint64_t(::sysconf(_SC_PAGESIZE));

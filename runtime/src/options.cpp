@@ -487,6 +487,21 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+caf::expected<std::vector<uint32_t>> parse_widths(const std::string& flag, const std::string& text,
+                                                  uint32_t most) {
+  std::vector<uint32_t> widths;
+  for (const auto& item : split_list(text)) {
+    char* stop = nullptr;
+    const unsigned long width = std::strtoul(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || width == 0 || width > most)
+      return make_error(
+          errc::bad_configuration,
+          fmt::format("--{} takes widths 1 to {} as W,W,..., not '{}'", flag, most, text));
+    widths.push_back(static_cast<uint32_t>(width));
+  }
+  return widths;
+}
+
 caf::expected<std::map<uint32_t, uint32_t>> parse_worker_delays(const std::string& text) {
   return parse_rank_map<uint32_t>("worker-delay-ms", text);
 }

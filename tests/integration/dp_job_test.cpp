@@ -193,6 +193,10 @@ BOOST_AUTO_TEST_CASE(a_coordinator_and_two_worker_processes_finish_and_exit_zero
   const auto text = read_file(report.string());
   BOOST_TEST(json_number(text, "steps").value_or(0) == 20);
   BOOST_TEST(json_number(text, "test_accuracy").value_or(0) > 0.5);
+  const auto parsed = parse_json(text);  // each member's peak memory, and the coordinator's
+  BOOST_TEST(parsed.value("coordinator_peak_rss_mb", 0.0) > 1.0);
+  BOOST_TEST_REQUIRE(parsed["workers"].size() == 2u);
+  for (const auto& w : parsed["workers"]) BOOST_TEST(w.value("peak_rss_mb", 0.0) > 1.0, w.dump());
 }
 
 namespace {

@@ -53,6 +53,19 @@ BOOST_AUTO_TEST_CASE(embedded_job_trains_and_reports) {
   check_report(report.string(), 0.70);
 }
 
+BOOST_AUTO_TEST_CASE(the_mlps_hidden_widths_are_a_flag_and_bad_ones_are_refused) {
+  // Three hidden layers (784-128-64-32-10): the forward and backward passes of any depth learn.
+  const auto report = scratch("hidden.json");
+  child_process job(command({"--hidden", "128,64,32", "--report", report.string()}),
+                    scratch("hidden.log").string());
+  BOOST_TEST_REQUIRE(job.wait(std::chrono::seconds(240)).value_or(-1) == 0, job.output());
+  check_report(report.string(), 0.70);
+  child_process bad(command({"--hidden", "128,0"}), scratch("hidden-bad.log").string());
+  BOOST_TEST(bad.wait(std::chrono::seconds(60)).value_or(0) != 0);
+  BOOST_TEST(bad.output().find("--hidden takes widths 1 to 65536") != std::string::npos,
+             bad.output());
+}
+
 // Runs the embedded job with extra flags and returns the report's text.
 std::string embedded_report(const std::string& name, std::vector<std::string> flags) {
   const auto report = scratch(name + ".json");
@@ -130,6 +143,14 @@ BOOST_AUTO_TEST_CASE(five_processes_train_and_a_wrong_secret_is_refused) {
     BOOST_TEST(*node_code == 0);
   }
   check_report(report.string(), 0.70);
+  // Every process's peak memory: the coordinator's, and each server's and worker's (from its
+  // heartbeats).
+  const auto parsed = parse_json(read_file(report.string()));
+  BOOST_TEST(parsed.value("coordinator_peak_rss_mb", 0.0) > 1.0);
+  BOOST_TEST_REQUIRE(parsed["servers"].size() == 2u);
+  for (const char* list : {"servers", "workers"})
+    for (const auto& node : parsed[list])
+      BOOST_TEST(node.value("peak_rss_mb", 0.0) > 1.0, node.dump());
 }
 
 // A coordinator, two servers and two workers on the subset, for the fault tests below; each

@@ -1140,11 +1140,13 @@ BOOST_AUTO_TEST_CASE(console_tables_round_trip_and_ragged_rows_are_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(heartbeats_carry_cpu_and_memory_and_refuse_nonsense) {
-  const heartbeat beat{"server-1", 7, 1234, 2.5, 1u << 20};
+  heartbeat beat{"server-1", 7, 1234, 2.5, 1u << 20};
+  beat.peak_rss_bytes = uint64_t{3} << 30;
   auto back = decode<heartbeat>(encode(beat));
   BOOST_TEST_REQUIRE(static_cast<bool>(back));
   BOOST_TEST(back->cpu_seconds == 2.5);
   BOOST_TEST(back->rss_bytes == (1u << 20));
+  BOOST_TEST(back->peak_rss_bytes == (uint64_t{3} << 30));
   const heartbeat odd{"server-1", 8, 1235, -1.0, 0};
   BOOST_TEST(decode<heartbeat>(encode(odd))->cpu_seconds == 0.0);  // shown as 0, not trusted
 }

@@ -19,6 +19,7 @@ using troupe::flag_settings;
 using troupe::flag_table;
 using troupe::launch_options;
 using troupe::node_role;
+using troupe::parse_widths;
 using troupe::testing::fails_with;
 using troupe::testing::succeeded;
 
@@ -937,4 +938,17 @@ BOOST_AUTO_TEST_CASE(coordinator_takes_a_list_of_addresses) {
   BOOST_TEST(to_string(o->coordinators) == "10.0.0.1:7600,10.0.0.2:7601");
   BOOST_TEST(!parse({"--coordinator", "10.0.0.1:7600,"}));
   BOOST_TEST(!parse({"--coordinator", "10.0.0.1:7600,nonsense"}));
+}
+
+BOOST_AUTO_TEST_CASE(layer_widths_parse_as_a_list_and_refuse_a_bad_one) {
+  auto widths = parse_widths("hidden", "4096,4096,10", 1u << 16);
+  BOOST_TEST_REQUIRE(bool(widths));
+  BOOST_TEST((*widths == std::vector<uint32_t>{4096, 4096, 10}));
+  BOOST_TEST(parse_widths("hidden", "", 16)->empty());  // no hidden layer
+  for (const char* bad : {"0", "17", "8,,8", "8,x", "-1"}) {
+    auto refused = parse_widths("hidden", bad, 16);
+    BOOST_TEST_REQUIRE(!refused, bad);
+    BOOST_TEST(describe(refused.error()).find("--hidden takes widths 1 to 16") != std::string::npos,
+               describe(refused.error()));
+  }
 }

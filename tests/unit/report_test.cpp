@@ -72,6 +72,9 @@ job_report sample_report() {
   r.max_staleness = 6;
   r.max_clock_gap = 2;
   r.workers = {{"worker-0", 600, 0.9}, {"say \"hi\"\\", 600, 0.8}};
+  r.workers[0].peak_rss_mb = 512.5;
+  r.servers = {{"server-0", 2048.0}};
+  r.coordinator_peak_rss_mb = 96.25;
   r.epochs = {{1, 0.8, 0.5, 0.6, 10.0}, {2, 0.875, 0.4, 0.45, 20.0}};
   return r;
 }
@@ -171,6 +174,11 @@ BOOST_AUTO_TEST_CASE(write_report_file_writes_a_json_document) {
   BOOST_TEST(doc["max_clock_gap"].get<uint64_t>() == 2u);
   BOOST_TEST_REQUIRE(doc["workers"].size() == 2u);
   BOOST_TEST(doc["workers"][1]["name"].get<std::string>() == "say \"hi\"\\");  // escaped name
+  BOOST_TEST(doc["workers"][0]["peak_rss_mb"].get<double>() == 512.5);
+  BOOST_TEST_REQUIRE(doc["servers"].size() == 1u);
+  BOOST_TEST(doc["servers"][0]["name"].get<std::string>() == "server-0");
+  BOOST_TEST(doc["servers"][0]["peak_rss_mb"].get<double>() == 2048.0);
+  BOOST_TEST(doc["coordinator_peak_rss_mb"].get<double>() == 96.25);
   BOOST_TEST_REQUIRE(doc["epochs"].size() == 2u);
   BOOST_TEST(doc["epochs"][1]["test_accuracy"].get<double>() == 0.875);
   BOOST_TEST(doc["status"].get<std::string>() == "finished");

@@ -89,7 +89,9 @@ BOOST_AUTO_TEST_CASE(a_libtorch_mlp_steps_as_troupe_fmnists_hand_written_one) {
   auto test = fmnist::load_split(data_dir, "t10k", 100);
   BOOST_TEST_REQUIRE(bool(train));
   BOOST_TEST_REQUIRE(bool(test));
-  fmnist::fmnist_task hand(*train, *test);
+  const auto shape = fmnist::mlp_shape::of(fmnist::default_hidden);
+  BOOST_TEST_REQUIRE(bool(shape));
+  fmnist::fmnist_task hand(*train, *test, *shape);
   torch_task_options o;
   o.model = mlp;
   o.train = standardised(*train);
@@ -100,7 +102,7 @@ BOOST_AUTO_TEST_CASE(a_libtorch_mlp_steps_as_troupe_fmnists_hand_written_one) {
   BOOST_TEST_REQUIRE(torch_task.parameters().size() == hand.parameters().size());
   // Both from troupe-fmnist's initial parameters; every step is the whole set of 64 (so that
   // the two tasks' orders do not matter), plain SGD.
-  std::vector<float> theirs(fmnist::mlp_parameter_count);
+  std::vector<float> theirs(shape->parameter_count);
   hand.initialize(7, theirs);
   std::vector<float> ours = theirs, grad_ours(ours.size()), grad_theirs(ours.size());
   auto a = torch_task.make_replica(64, 7);

@@ -252,6 +252,8 @@ void dp_state::fill_report(coordinator_self self, const job_config&) {
                                      m.skipped_steps});
     r.workers.back().batch_share =
         m.step_examples ? double(m.examples) / double(m.step_examples) : 0;
+    r.workers.back().peak_rss_mb =
+        peak_rss_mb(st.shell, m.name, m.handle && m.handle.node() == self->node());
   }
   for (auto& e : r.epochs)
     e.examples = e.epoch - 1 < applied_examples.size() ? applied_examples[e.epoch - 1] : 0;

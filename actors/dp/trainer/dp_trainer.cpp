@@ -371,6 +371,7 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
       [=](log_atom, const std::string& level) {
         set_level_from(self, config.coordinator->address(), level, config.log);
       },
+      [=](usage_atom) -> uint64_t { return current_process_usage().peak_rss_bytes; },
   };
 }
 

@@ -54,7 +54,8 @@ heartbeat beat_of(self_ptr self, const coordinator_watch_config& config) {
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()),
       usage.cpu_seconds,
       usage.rss_bytes,
-      config.coordinator->activity().snapshot()};
+      config.coordinator->activity().snapshot(),
+      usage.peak_rss_bytes};
 }
 
 // The job is over for this process (its coordinator ended, and no standby took over): the

@@ -97,6 +97,7 @@ class metrics_registry {
 struct process_usage {
   double cpu_seconds = 0;
   uint64_t rss_bytes = 0;
+  uint64_t peak_rss_bytes = 0;  // the most resident memory the process has held so far
 };
 process_usage current_process_usage();
 

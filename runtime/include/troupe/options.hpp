@@ -236,6 +236,11 @@ caf::expected<compensation_config> parse_compensation(const std::string& text);
 // for the caller to refuse; a trailing comma ends the list), for list flags, an app's too.
 std::vector<std::string> split_list(const std::string& text);
 
+// "W1,W2,...": layer widths, each 1 to `most` (an app's --hidden, --tower); "" is none. A bad
+// item is errc::bad_configuration naming `flag`.
+caf::expected<std::vector<uint32_t>> parse_widths(const std::string& flag, const std::string& text,
+                                                  uint32_t most);
+
 // "i:D[,j:E...]": worker rank i is slower by D milliseconds per batch.
 caf::expected<std::map<uint32_t, uint32_t>> parse_worker_delays(const std::string& text);
 
