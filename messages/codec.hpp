@@ -136,6 +136,9 @@ struct codec_limits {
   size_t max_text = 256;
   size_t max_clock_entries = 1 << 16;
   size_t max_list = 1 << 20;  // ids, slices, epochs
+  // A saved bucket's spec whose values follow: the values its slices' shapes declare, which
+  // the receiver allocates (16 GiB of fp32).
+  uint64_t max_declared_values = uint64_t{1} << 32;
   bool require_finite = true;
 };
 

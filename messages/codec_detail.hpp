@@ -112,6 +112,10 @@ caf::expected<dense_tensor> read_dense(schema::DenseTensor::Reader in, decode_bu
 // A dense tensor's name, shape and row offset, checked; its values are left unread.
 caf::expected<dense_tensor> read_dense_header(schema::DenseTensor::Reader in,
                                               decode_budget& budget);
+// A dense tensor written with its shape only (no data): the values its shape declares count
+// against `declared`, which may not pass budget.limits.max_declared_values.
+caf::expected<dense_tensor> read_dense_shape_only(schema::DenseTensor::Reader in,
+                                                  decode_budget& budget, uint64_t& declared);
 
 void write_sparse(schema::SparseRows::Builder out, const sparse_rows& x, dtype storage);
 caf::expected<sparse_rows> read_sparse(schema::SparseRows::Reader in, decode_budget& budget);

@@ -319,9 +319,15 @@ wire encode(const bucket_spec& x) {
   out.setSeed(x.seed);
   out.setClip(x.clip);
   out.setSyncThreshold(x.sync_threshold);
+  out.setValuesFollow(x.values_follow);
   auto tensors = out.initTensors(x.tensors.size());
-  for (unsigned i = 0; i < x.tensors.size(); ++i)
-    detail::write_dense(tensors[i], x.tensors[i], dtype::f32);
+  for (unsigned i = 0; i < x.tensors.size(); ++i) {
+    const auto& t = x.tensors[i];
+    if (x.values_follow)  // the shape alone
+      detail::write_dense(tensors[i], dense_view{t.name, t.shape, t.row_offset, {}}, dtype::f32);
+    else
+      detail::write_dense(tensors[i], t, dtype::f32);
+  }
   return message.finish();
 }
 
@@ -357,9 +363,19 @@ caf::expected<bucket_spec> decode<bucket_spec>(const wire& w, const codec_limits
         x.sync_threshold = in.getSyncThreshold();
         if (!std::isfinite(x.sync_threshold) || x.sync_threshold < 0)
           return make_error(errc::malformed_message, "bucket spec: bad sync threshold");
-        auto tensors = read_dense_list(in.getTensors(), budget);
-        if (!tensors) return std::move(tensors.error());
-        x.tensors = std::move(*tensors);
+        x.values_follow = in.getValuesFollow();
+        if (!x.values_follow) {
+          auto tensors = read_dense_list(in.getTensors(), budget);
+          if (!tensors) return std::move(tensors.error());
+          x.tensors = std::move(*tensors);
+          return x;
+        }
+        uint64_t declared = 0;
+        for (auto t : in.getTensors()) {
+          auto shape = detail::read_dense_shape_only(t, budget, declared);
+          if (!shape) return std::move(shape.error());
+          x.tensors.push_back(std::move(*shape));
+        }
         return x;
       });
 }

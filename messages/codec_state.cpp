@@ -128,6 +128,7 @@ wire encode(const bucket_state_part& x) {
   out.setBucket(x.bucket);
   out.setKind(static_cast<schema::BucketStatePart::Kind>(static_cast<uint16_t>(x.type)));
   out.setWorker(x.worker);
+  out.setRanged(x.ranged);
   auto tensors = out.initTensors(x.tensors.size());
   for (unsigned i = 0; i < x.tensors.size(); ++i)
     detail::write_dense(tensors[i], x.tensors[i], dtype::f32);
@@ -146,10 +147,11 @@ caf::expected<bucket_state_part> decode<bucket_state_part>(const wire& w,
         bucket_state_part x;
         x.bucket = in.getBucket();
         const auto kind = static_cast<uint16_t>(in.getKind());
-        if (kind > static_cast<uint16_t>(bucket_state_part::kind::dash))
+        if (kind > static_cast<uint16_t>(bucket_state_part::kind::values))
           return make_error(errc::malformed_message, "unknown bucket state part");
         x.type = static_cast<bucket_state_part::kind>(kind);
         x.worker = in.getWorker();
+        x.ranged = in.getRanged();
         if (in.getTensors().size() > budget.limits.max_tensors)
           return make_error(errc::message_too_large, "too many tensors");
         for (auto t : in.getTensors()) {

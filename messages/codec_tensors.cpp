@@ -359,6 +359,29 @@ caf::expected<dense_tensor> read_dense_header(schema::DenseTensor::Reader in,
   return x;
 }
 
+caf::expected<dense_tensor> read_dense_shape_only(schema::DenseTensor::Reader in,
+                                                  decode_budget& budget, uint64_t& declared) {
+  if (++budget.tensors > budget.limits.max_tensors)
+    return make_error(errc::message_too_large, "too many tensors");
+  auto name = read_text(in.getName(), budget, "tensor name");
+  if (!name) return std::move(name.error());
+  if (in.getShape().size() > budget.limits.max_dims || in.getData().size() != 0)
+    return make_error(errc::malformed_message, *name + ": not a shape alone");
+  dense_tensor x;
+  x.name = std::move(*name);
+  x.shape = to_vector<uint32_t>(in.getShape());
+  uint64_t count = 1;
+  for (uint32_t d : x.shape) {
+    count *= d;
+    if (count > budget.limits.max_declared_values) break;
+  }
+  declared += count;
+  if (count > budget.limits.max_declared_values || declared > budget.limits.max_declared_values)
+    return make_error(errc::message_too_large, x.name + ": its shapes declare too many values");
+  x.row_offset = in.getRowOffset();
+  return x;
+}
+
 caf::expected<dense_tensor> read_dense(schema::DenseTensor::Reader in, decode_budget& budget) {
   auto x = read_dense_header(in, budget);
   if (!x) return x;

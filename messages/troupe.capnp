@@ -101,6 +101,7 @@ struct BucketSpec {
   seed @8 :UInt64;             # rows are initialised from (seed, table, id)
   clip @9 :Float32;            # clip each embedding row's gradient to this L2 norm (0: off)
   syncThreshold @10 :Float32;  # selective sync: a pull sends only rows that moved more (0: off)
+  valuesFollow @11 :Bool;      # tensors are shapes only: the values come in saved parts
 }
 
 struct TableSpec {
@@ -391,6 +392,7 @@ struct BucketStatePart {
   tensors @3 :List(DenseTensor);    # moments and read copies: one per slice
   counters @4 :BucketCounters;
   rows @5 :TableRows;
+  ranged @6 :Bool;                  # tensors are ranges of slices (name: the slice's index)
   enum Kind {
     counters @0;
     firstMoment @1;                 # Adam m, or the momentum velocity
@@ -401,6 +403,7 @@ struct BucketStatePart {
     rows @6;                        # embedding rows with their optimizer state
     roundRows @7;                   # bsp: this round's summed row gradients
     dash @8;                        # DASH statistics or roots of one slice (worker: the slice)
+    values @9;                      # the slices' values (after a spec whose values follow)
   }
 }
 

@@ -29,6 +29,9 @@ struct bucket_spec {
   uint64_t seed = 0;                 // rows are initialised from (seed, table, id)
   float clip = 0.0f;                 // clip each row's gradient to this L2 norm (0: off)
   float sync_threshold = 0.0f;       // a pull sends only rows that moved more than this (0: off)
+  // The tensors carry shapes only: their values come after, in `values` parts of a saved
+  // bucket (bucket_store::save), so that no message holds a whole slice.
+  bool values_follow = false;
 };
 
 struct bucket_stats {
@@ -88,14 +91,19 @@ struct bucket_state_part {
     read = 5,
     rows = 6,
     round_rows = 7,
-    dash = 8,  // one slice's DASH statistics or roots (worker: the slice), see bucket_store
+    dash = 8,    // one slice's DASH statistics or roots (worker: the slice), see bucket_store
+    values = 9,  // the slices' values (after a spec whose values follow)
   };
   uint32_t bucket = 0;
   kind type = kind::counters;
   uint32_t worker = 0;                // read: whose copy
-  std::vector<dense_tensor> tensors;  // moments and read copies: one per slice
+  std::vector<dense_tensor> tensors;  // values, moments and read copies: one per slice, or
+                                      // ranges (below)
   bucket_counters counters;
   table_rows rows;
+  // The tensors are ranges of slices: each named by its slice's index, its row_offset the
+  // first value of the range within the slice, its shape {count}.
+  bool ranged = false;
 };
 
 // The version of troupe.capnp's meaning that nodes speak. A gatekeeper refuses a node of

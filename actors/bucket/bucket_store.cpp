@@ -57,6 +57,9 @@ bucket_store::bucket_store(bucket_spec spec, const update_rules& rules)
       clock_(spec.workers),
       histogram_(staleness_histogram_size, 0) {
   config_.tensors.clear();
+  config_.values_follow = false;
+  if (spec.values_follow)  // a saved bucket's shapes: its values come in its saved parts
+    for (auto& s : slices_) s.values.assign(numel(s.shape), 0.0f);
   next_push_.assign(workers_, 0);
   const unsigned moments = moments_of(optimizer_, rule_);
   first_moment_ = zeros_like(slices_, moments >= 1);

@@ -228,7 +228,10 @@ class bucket_store {
   uint64_t apply_rows(const std::vector<sparse_rows>& rows, float lr_scale);
   void counted(const push_request& push);
   bucket_counters counters() const;
-  caf::error restore_part(bucket_state_part part);
+  // Where each slice's next saved range must begin, per (kind, worker) of ranged parts.
+  using range_cursors = std::map<std::pair<uint8_t, uint32_t>, std::vector<uint64_t>>;
+  caf::error restore_part(bucket_state_part part, range_cursors& cursors);
+  caf::error restore_ranges(bucket_state_part& part, range_cursors& cursors);
   void save_dash(std::vector<wire>& out) const;
   caf::error restore_dash(const bucket_state_part& part);
 

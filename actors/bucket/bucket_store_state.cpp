@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <map>
+#include <span>
 
 #include "actors/bucket/bucket_store.hpp"
 #include "actors/bucket/kernel_errors.hpp"
@@ -22,12 +25,37 @@ bool any_values(const std::vector<std::vector<float>>& xs) {
   return std::any_of(xs.begin(), xs.end(), [](const auto& x) { return !x.empty(); });
 }
 
-// One tensor per slice, named and shaped like the slice, holding `values[i]`.
-std::vector<dense_tensor> like_slices(const std::vector<dense_tensor>& slices,
-                                      const std::vector<std::vector<float>>& values) {
-  std::vector<dense_tensor> out;
-  for (size_t i = 0; i < slices.size(); ++i)
-    out.push_back(dense_tensor{slices[i].name, slices[i].shape, slices[i].row_offset, values[i]});
+// `values` (one vector per slice) as parts of at most values_per_part values each: ranges of
+// slices, each a tensor named by its slice's index with the range's first value as its offset.
+std::vector<bucket_state_part> ranges_of(uint32_t bucket, part_kind kind, uint32_t worker,
+                                         const std::vector<std::span<const float>>& values) {
+  std::vector<bucket_state_part> out;
+  uint64_t room = 0;
+  for (size_t s = 0; s < values.size(); ++s)
+    for (size_t first = 0; first < values[s].size();) {
+      if (room == 0) {
+        out.push_back(bucket_state_part{bucket, kind, worker, {}, {}, {}, true});
+        room = values_per_part;
+      }
+      const size_t count = std::min<size_t>(room, values[s].size() - first);
+      out.back().tensors.push_back(dense_tensor{
+          std::to_string(s),
+          {static_cast<uint32_t>(count)},
+          static_cast<uint32_t>(first),
+          std::vector<float>(values[s].begin() + first, values[s].begin() + first + count)});
+      first += count;
+      room -= count;
+    }
+  return out;
+}
+
+// Views of one vector per slice.
+std::vector<std::span<const float>> views_of(const std::vector<std::vector<float>>& values) {
+  return {values.begin(), values.end()};
+}
+std::vector<std::span<const float>> views_of(const std::vector<dense_tensor>& slices) {
+  std::vector<std::span<const float>> out;
+  for (const auto& s : slices) out.emplace_back(s.values);
   return out;
 }
 
@@ -45,6 +73,24 @@ caf::expected<std::vector<std::vector<float>>> take_values(const std::vector<den
     out.push_back(std::move(tensors[i].values));
   }
   return out;
+}
+
+// A ranged part's ranges into `target(slice)`, each where that slice's last one ended (`next`).
+caf::error fill_ranges(std::vector<dense_tensor>& ranges, std::vector<uint64_t>& next,
+                       const std::function<std::span<float>(size_t slice)>& target) {
+  for (auto& r : ranges) {
+    char* end = nullptr;
+    const unsigned long s = std::strtoul(r.name.c_str(), &end, 10);
+    if (r.name.empty() || *end != '\0' || s >= next.size())
+      return make_error(errc::shape_mismatch, "a saved range of a slice this bucket lacks");
+    auto into = target(s);
+    if (r.row_offset != next[s] || r.values.size() > into.size() - next[s])
+      return make_error(errc::shape_mismatch,
+                        fmt::format("a saved range of slice {} out of order or too long", s));
+    std::copy(r.values.begin(), r.values.end(), into.begin() + r.row_offset);
+    next[s] += r.values.size();
+  }
+  return {};
 }
 
 }  // namespace
@@ -68,26 +114,31 @@ bucket_counters bucket_store::counters() const {
                          counted_batches_.ranges()};
 }
 
+// The spec (shapes only, values_follow), the counters, then every dense kind the bucket keeps
+// as ranges (values first), DASH state, table rows and a bsp round's rows: no part holds more
+// than values_per_part values.
 std::vector<wire> bucket_store::save() const {
   bucket_spec spec = config_;
   spec.workers = workers_;
-  spec.tensors = slices_;
+  spec.values_follow = true;
+  for (const auto& s : slices_)
+    spec.tensors.push_back(dense_tensor{s.name, s.shape, s.row_offset, {}});
   std::vector<wire> out{encode(spec)};
-  auto add = [&](part_kind kind, uint32_t worker, std::vector<dense_tensor> tensors) {
-    bucket_state_part part{id_, kind, worker, std::move(tensors), {}, {}};
-    out.push_back(encode(part));
-  };
   bucket_state_part counters_part{id_, part_kind::counters};
   counters_part.counters = counters();
   out.push_back(encode(counters_part));
-  if (any_values(first_moment_))
-    add(part_kind::first_moment, 0, like_slices(slices_, first_moment_));
-  if (any_values(second_moment_))
-    add(part_kind::second_moment, 0, like_slices(slices_, second_moment_));
-  if (any_values(mean_square_)) add(part_kind::mean_square, 0, like_slices(slices_, mean_square_));
-  if (any_values(round_sum_)) add(part_kind::round_sum, 0, like_slices(slices_, round_sum_));
+  auto add = [&](part_kind kind, uint32_t worker,
+                 const std::vector<std::span<const float>>& values) {
+    for (const auto& part : ranges_of(id_, kind, worker, values)) out.push_back(encode(part));
+  };
+  add(part_kind::values, 0, views_of(slices_));
+  for (auto [kind, values] : {std::pair{part_kind::first_moment, &first_moment_},
+                              std::pair{part_kind::second_moment, &second_moment_},
+                              std::pair{part_kind::mean_square, &mean_square_},
+                              std::pair{part_kind::round_sum, &round_sum_}})
+    if (any_values(*values)) add(kind, 0, views_of(*values));
   for (uint32_t w = 0; w < read_.size(); ++w)
-    if (any_values(read_[w])) add(part_kind::read, w, like_slices(slices_, read_[w]));
+    if (any_values(read_[w])) add(part_kind::read, w, views_of(read_[w]));
   save_dash(out);
   for (const auto& t : tables_) {
     const size_t rows_per_part = std::max<size_t>(1, values_per_part / (3 * t.row_dim()));
@@ -147,10 +198,47 @@ caf::error bucket_store::restore_dash(const bucket_state_part& part) {
   return make_error(dash_[part.worker]->set_state(index, t.row_offset, t.values));
 }
 
-caf::error bucket_store::restore_part(bucket_state_part part) {
+caf::error bucket_store::restore_ranges(bucket_state_part& part, range_cursors& cursors) {
+  std::vector<std::vector<float>>* into = nullptr;  // none: the slices' own values
+  switch (part.type) {
+    case part_kind::values:
+      break;
+    case part_kind::first_moment:
+      into = &first_moment_;
+      break;
+    case part_kind::second_moment:
+      into = &second_moment_;
+      break;
+    case part_kind::mean_square:
+      into = &mean_square_;
+      break;
+    case part_kind::round_sum:
+      into = &round_sum_;
+      break;
+    case part_kind::read:
+      if (part.worker >= read_.size())
+        return make_error(errc::shape_mismatch, "a saved read copy this bucket does not keep");
+      into = &read_[part.worker];
+      break;
+    default:
+      return make_error(errc::malformed_message, "a saved part that has no ranges");
+  }
+  if (into && into->size() != slices_.size()) into->resize(slices_.size());
+  auto& next = cursors[{static_cast<uint8_t>(part.type), part.worker}];
+  next.resize(slices_.size(), 0);
+  return fill_ranges(part.tensors, next, [&](size_t s) -> std::span<float> {
+    if (!into) return slices_[s].values;
+    auto& v = (*into)[s];
+    v.resize(slices_[s].values.size(), 0.0f);  // (a kind the bucket did not keep yet)
+    return v;
+  });
+}
+
+caf::error bucket_store::restore_part(bucket_state_part part, range_cursors& cursors) {
   if (part.bucket != id_)
     return make_error(errc::unknown_bucket,
                       fmt::format("a part of bucket {} for bucket {}", part.bucket, id_));
+  if (part.ranged) return restore_ranges(part, cursors);
   auto values = [&](std::vector<std::vector<float>>& into) -> caf::error {
     auto taken = take_values(slices_, part.tensors);
     if (!taken) return std::move(taken.error());
@@ -194,6 +282,8 @@ caf::error bucket_store::restore_part(bucket_state_part part) {
       return values(read_[part.worker]);
     case part_kind::dash:
       return restore_dash(part);
+    case part_kind::values:
+      return make_error(errc::malformed_message, "saved values that are not ranges");
     case part_kind::rows: {
       auto* t = table(part.rows.table);
       if (!t) return make_error(errc::shape_mismatch, "saved rows of an unknown table");
@@ -221,12 +311,23 @@ caf::expected<bucket_store> bucket_store::restore(const std::vector<wire>& saved
   auto spec = decode<bucket_spec>(saved[0]);
   if (!spec) return std::move(spec.error());
   if (auto err = check_rule(spec->optimizer, rules)) return err;
+  const bool values_follow = spec->values_follow;
   bucket_store store{std::move(*spec), rules};
+  range_cursors cursors;
   for (size_t i = 1; i < saved.size(); ++i) {
     auto part = decode<bucket_state_part>(saved[i]);
     if (!part) return std::move(part.error());
-    if (auto err = store.restore_part(std::move(*part))) return err;
+    if (auto err = store.restore_part(std::move(*part), cursors)) return err;
   }
+  // Every kind saved in ranges came whole, the values too when the spec's follow.
+  if (values_follow)
+    cursors[{static_cast<uint8_t>(part_kind::values), 0}].resize(store.slices_.size(), 0);
+  for (const auto& [kind, next] : cursors)
+    for (size_t s = 0; s < next.size(); ++s)
+      if (next[s] != store.slices_[s].values.size())
+        return make_error(errc::corrupt_data,
+                          fmt::format("saved state of slice {} is incomplete ({} of {} values)", s,
+                                      next[s], store.slices_[s].values.size()));
   return store;
 }
 

@@ -1002,6 +1002,64 @@ BOOST_AUTO_TEST_CASE(restore_refuses_parts_that_do_not_fit) {
   BOOST_TEST(!bucket_store::restore(saved));
 }
 
+// One slice of 5 Mi values (20 MiB: over the codec's 16 MiB) and a small one, with Adam.
+bucket_spec large_spec() {
+  optimizer_config adam;
+  adam.lr = 0.01f;
+  bucket_spec spec{3, 1, adam, {}, {}, {}};
+  const uint32_t n = 5u << 20;
+  std::vector<float> values(n);
+  for (uint32_t i = 0; i < n; ++i) values[i] = float(i % 1000) * 1e-3f;
+  spec.tensors.push_back(dense_tensor{"big", {n}, 0, std::move(values)});
+  spec.tensors.push_back(dense_tensor{"b", {3}, 0, {0.1f, -0.2f, 0.3f}});
+  return spec;
+}
+
+BOOST_AUTO_TEST_CASE(a_bucket_larger_than_a_message_saves_in_parts_under_the_caps) {
+  const auto spec = large_spec();
+  const size_t total = spec.tensors[0].values.size() + 3;
+  bucket_store original{spec};
+  BOOST_TEST_REQUIRE(succeeded(original.apply(push_of(spec, 0, std::vector<float>(total, 0.5f)))));
+  const auto saved = original.save();
+  for (const auto& w : saved) BOOST_TEST(w.bytes.size() <= codec_limits{}.max_bytes);
+  auto restored = bucket_store::restore(saved);
+  BOOST_TEST_REQUIRE(static_cast<bool>(restored), (restored ? "" : describe(restored.error())));
+  BOOST_TEST(values_of(*restored) == values_of(original));
+  // The moments came across: the next push moves both the same way.
+  const auto next = push_of(spec, 0, std::vector<float>(total, -0.25f));
+  BOOST_TEST_REQUIRE(succeeded(original.apply(next)));
+  BOOST_TEST_REQUIRE(succeeded(restored->apply(next)));
+  BOOST_TEST(values_of(*restored) == values_of(original));
+}
+
+BOOST_AUTO_TEST_CASE(a_saved_bucket_missing_a_part_or_out_of_order_is_refused) {
+  bucket_store original{large_spec()};
+  const auto saved = original.save();
+  BOOST_TEST_REQUIRE(saved.size() >= 5u);  // spec, counters, the values in 3 parts, moments
+  auto missing = saved;
+  missing.erase(missing.begin() + 4);  // the values' last part: the slices end short
+  BOOST_TEST(fails_with(bucket_store::restore(missing), errc::corrupt_data));
+  missing = saved;
+  missing.erase(missing.begin() + 3);  // a middle part: the next one does not follow on
+  BOOST_TEST(fails_with(bucket_store::restore(missing), errc::shape_mismatch));
+  auto swapped = saved;
+  std::swap(swapped[2], swapped[3]);
+  BOOST_TEST(fails_with(bucket_store::restore(swapped), errc::shape_mismatch));
+  auto spec_alone = std::vector<wire>{saved[0], saved[1]};  // no values at all
+  BOOST_TEST(fails_with(bucket_store::restore(spec_alone), errc::corrupt_data));
+}
+
+BOOST_AUTO_TEST_CASE(a_saved_spec_may_not_declare_more_values_than_the_cap) {
+  bucket_spec spec{3, 1, sgd(), {}, {}, {}};
+  spec.values_follow = true;
+  spec.tensors.push_back(dense_tensor{"huge", {1u << 20, 1u << 13}, 0, {}});  // 2^33 values
+  BOOST_TEST(fails_with(decode<bucket_spec>(encode(spec)), errc::message_too_large));
+  spec.tensors[0].shape = {1u << 20, 1u << 10};  // 2^30: allowed, only a shape
+  auto decoded = decode<bucket_spec>(encode(spec));
+  BOOST_TEST_REQUIRE(static_cast<bool>(decoded));
+  BOOST_TEST(decoded->tensors[0].values.empty());
+}
+
 BOOST_AUTO_TEST_CASE(a_resumed_bsp_worker_goes_on_after_its_push_in_the_open_round) {
   const auto spec = spec_of(2, sgd(), {mode::bsp, 0});
   bucket_store original{spec};
