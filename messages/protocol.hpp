@@ -267,7 +267,8 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
 //   join:      join_request and the worker's handle -> join_reply
 //   heartbeat: as above; tick: internal, the heartbeat check
 //   step:      step_report (a member finished a step)
-//   eval:      epoch, pull_reply with every tensor (member 0's parameters after the epoch)
+//   eval:      epoch, part, pull_reply with that part's slices: a member's parameters after the
+//              epoch, in the parts of message_parts (detail/layout.hpp)
 //   done:      the rank of a member that has trained every step
 //   put:       store_entry -> true (a member sets a rendezvous key)
 //   get:       store_entry with no value -> the entry, held until the key is set
@@ -287,7 +288,7 @@ using dp_coordinator_actor =
                      caf::replies_to<heartbeat_atom, wire>::with<uint64_t>,
                      caf::reacts_to<tick_atom>,
                      caf::reacts_to<step_atom, wire>,
-                     caf::reacts_to<eval_atom, uint32_t, wire>,
+                     caf::reacts_to<eval_atom, uint32_t, uint32_t, wire>,
                      caf::reacts_to<done_atom, uint32_t>,
                      caf::replies_to<put_atom, wire>::with<bool>,
                      caf::replies_to<get_atom, wire>::with<wire>,
@@ -305,7 +306,7 @@ using dp_coordinator_actor =
 using job_actor = coordinator_actor::extend<
     caf::replies_to<join_atom, wire, dp_worker_actor>::with<wire>,
     caf::reacts_to<step_atom, wire>,
-    caf::reacts_to<eval_atom, uint32_t, wire>,
+    caf::reacts_to<eval_atom, uint32_t, uint32_t, wire>,
     caf::replies_to<put_atom, wire>::with<bool>,
     caf::replies_to<get_atom, wire>::with<wire>,
     caf::reacts_to<broken_atom, uint64_t, std::string>,

@@ -224,8 +224,8 @@ job_actor::behavior_type coordinator(coordinator_self self, job_config config) {
       [=](step_atom, const wire& w) {
         if (self->state.dp) dpp::on_step(self, config, w);
       },
-      [=](eval_atom, uint32_t epoch, const wire& w) {
-        if (self->state.dp) dpp::on_snapshot(self, config, epoch, w);
+      [=](eval_atom, uint32_t epoch, uint32_t part, const wire& w) {
+        if (self->state.dp) dpp::on_snapshot(self, config, epoch, part, w);
       },
       [=](broken_atom, uint64_t generation, const std::string& why) {
         if (self->state.dp) dpp::on_broken(self, config, generation, why);

@@ -69,7 +69,15 @@ struct dp_state final : job_plan {
   std::vector<uint64_t>
       applied_examples;  // per epoch: examples of the steps applied (first report)
   std::optional<std::chrono::steady_clock::time_point> lost_at;  // a loss not yet re-formed
-  std::vector<bool> snapshot_taken;       // per epoch: parameters queued for evaluation
+  std::vector<bool> snapshot_taken;  // per epoch: parameters queued for evaluation
+  // Epochs whose parameters are arriving in parts (message_parts): each part once, from
+  // whichever member sent it first.
+  struct snapshot_parts {
+    std::shared_ptr<eval_input> input;
+    std::vector<bool> got;
+    size_t missing = 0;
+  };
+  std::map<uint32_t, snapshot_parts> assembling;
   std::optional<checkpoint> resume_from;  // --resume: the checkpoint to start from
   uint64_t saving_step = 0;               // the state member 0 is sending for a checkpoint
   std::vector<wire> saving;

@@ -50,7 +50,8 @@ void evaluate_next(self_ptr self, const job_config& config);
 // A member was lost: the steps still waiting for its reports are taken as they are.
 void close_open_steps(self_ptr self, const job_config& config);
 // A member's parameters after `epoch` (pull_reply): queued for evaluation, the first only.
-void on_snapshot(self_ptr self, const job_config& config, uint32_t epoch, const wire& w);
+void on_snapshot(self_ptr self, const job_config& config, uint32_t epoch, uint32_t part,
+                 const wire& w);
 
 // -- dp_store.cpp
 caf::result<bool> store_put(self_ptr self, const wire& w);

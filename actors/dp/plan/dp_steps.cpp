@@ -148,22 +148,35 @@ void evaluate_next(self_ptr self, const job_config& config) {
           [=](caf::error& err) { fail_job(self, config, "evaluation failed: " + describe(err)); });
 }
 
-void on_snapshot(self_ptr self, const job_config& config, uint32_t epoch, const wire& w) {
+// Every member sends the same parameters; each part is taken from whichever member's comes
+// first, so a member lost while sending holds nobody up.
+void on_snapshot(self_ptr self, const job_config& config, uint32_t epoch, uint32_t part,
+                 const wire& w) {
   auto& st = self->state;
   auto* m = sender(self);
   if (!m) return config.log.warn("ignored parameters from a stranger");
   if (m->lost) return refuse(self, config, *m);
   if (epoch >= config.opts.epochs || st.dp->snapshot_taken[epoch]) return;
-  auto snapshot = decode<pull_reply>(w);
   const flat_layout layout{config.task->parameters()};
-  const placement whole = plan_buckets(layout, 1, 1);
-  if (!snapshot || epoch >= config.opts.epochs || !matches(whole.buckets[0], snapshot->tensors))
+  const placement parts = message_parts(layout);
+  auto& into = st.dp->assembling[epoch];
+  if (!into.input) {
+    into.input = std::make_shared<eval_input>();
+    into.input->params.assign(layout.total, 0.0f);
+    into.got.assign(parts.buckets.size(), false);
+    into.missing = parts.buckets.size();
+  }
+  if (part < into.got.size() && into.got[part]) return;  // another member's copy came first
+  auto snapshot = decode<pull_reply>(w);
+  if (!snapshot || part >= parts.buckets.size() || !matches(parts.buckets[part], snapshot->tensors))
     return fail_job(self, config,
                     fmt::format("'{}' sent bad parameters after epoch {}", m->name, epoch + 1));
+  scatter(layout, snapshot->tensors, into.input->params);
+  into.got[part] = true;
+  if (--into.missing > 0) return;
+  auto input = std::move(into.input);
+  st.dp->assembling.erase(epoch);
   st.dp->snapshot_taken[epoch] = true;
-  auto input = std::make_shared<eval_input>();
-  input->params.assign(layout.total, 0.0f);
-  scatter(layout, snapshot->tensors, input->params);
   input->figures = epoch + 1 == config.opts.epochs;
   if (config.on_parameters) config.on_parameters(epoch, input->params);
   st.dp->to_evaluate.emplace_back(epoch, std::move(input));

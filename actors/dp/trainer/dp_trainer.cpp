@@ -35,8 +35,12 @@ void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot) {
   auto& st = self->state;
   if (snapshot && st.step > 0 && st.step % st.steps_per_epoch == 0) {
     const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch - 1);
-    pull_reply parameters{0, st.step, vector_clock{}, st.optimizer->slices(), {}};
-    send_parameters(self, config, epoch, encode(parameters));
+    const auto parts = message_parts(*st.layout);
+    for (const auto& part : parts.buckets) {
+      pull_reply parameters{
+          part.bucket, st.step, vector_clock{}, gather(*st.layout, part, st.params), {}};
+      send_parameters(self, config, epoch, part.bucket, encode(parameters));
+    }
   }
   if (st.pending) {
     auto next = std::move(*st.pending);

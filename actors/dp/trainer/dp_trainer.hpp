@@ -144,8 +144,8 @@ struct dp_trainer_state {
   bool settling = false;  // the step is applied; it settles once its rows are acknowledged
   // With a standby listed: what a coordinator that takes over may not have heard, sent again
   // when this member rejoins it; dropped once the coordinator says its standby holds it.
-  std::deque<std::pair<uint64_t, wire>> held_reports;  // step, step_report
-  std::map<uint32_t, wire> held_parameters;            // epoch, pull_reply
+  std::deque<std::pair<uint64_t, wire>> held_reports;             // step, step_report
+  std::map<std::pair<uint32_t, uint32_t>, wire> held_parameters;  // (epoch, part): pull_reply
   bool told_held_full = false;
 };
 

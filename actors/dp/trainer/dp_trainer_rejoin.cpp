@@ -26,17 +26,18 @@ void send_report(self_ptr self, const dp_trainer_config& config, uint64_t step, 
   st.held_reports.emplace_back(step, std::move(report));
 }
 
-void send_parameters(self_ptr self, const dp_trainer_config& config, uint32_t epoch,
+void send_parameters(self_ptr self, const dp_trainer_config& config, uint32_t epoch, uint32_t part,
                      wire parameters) {
-  self->send(coordinator_of(config), eval_atom_v, epoch, parameters);
+  self->send(coordinator_of(config), eval_atom_v, epoch, part, parameters);
   if (config.coordinator->standby_listed())
-    self->state.held_parameters[epoch] = std::move(parameters);
+    self->state.held_parameters[{epoch, part}] = std::move(parameters);
 }
 
 void drop_held(dp_trainer_state& st, uint64_t reports_through, uint32_t evaluated) {
   while (!st.held_reports.empty() && st.held_reports.front().first <= reports_through)
     st.held_reports.pop_front();
-  st.held_parameters.erase(st.held_parameters.begin(), st.held_parameters.lower_bound(evaluated));
+  st.held_parameters.erase(st.held_parameters.begin(),
+                           st.held_parameters.lower_bound({evaluated, 0}));
 }
 
 void rejoin(self_ptr self, const dp_trainer_config& config, uint64_t term) {
@@ -65,11 +66,11 @@ void rejoin(self_ptr self, const dp_trainer_config& config, uint64_t term) {
           [=](caf::error& err) { fail(self, config, "rejoining the coordinator", err); });
   // After the rejoin, in order: what the old coordinator may not have passed on.
   for (const auto& [step, report] : st.held_reports) self->send(coordinator, step_atom_v, report);
-  for (const auto& [epoch, parameters] : st.held_parameters)
-    self->send(coordinator, eval_atom_v, epoch, parameters);
+  for (const auto& [at, parameters] : st.held_parameters)
+    self->send(coordinator, eval_atom_v, at.first, at.second, parameters);
   config.log.info(
       "rejoining the coordinator of term {} after step {}; sending again {} step "
-      "reports and {} epochs' parameters",
+      "reports and {} parts of epochs' parameters",
       term, st.step, st.held_reports.size(), st.held_parameters.size());
 }
 

@@ -34,6 +34,11 @@ uint64_t row_size(const std::vector<uint32_t>& shape);
 // Splits `layout` into `buckets` buckets placed round-robin on `servers` servers.
 placement plan_buckets(const flat_layout& layout, uint32_t buckets, uint32_t servers);
 
+// `layout` cut into parts that each fit one message, whatever the model's size: about 1 Mi
+// values each, at most 2 Mi plus one row (a dp member's parameters for evaluation). The same
+// layout gives the same parts in every process.
+placement message_parts(const flat_layout& layout);
+
 // Where slice `s` lives in the flat vector: its first value and its number of values; nullopt
 // when `s` is not a row range of one of the layout's tensors (unknown name, other trailing
 // dimensions, rows past the end).
