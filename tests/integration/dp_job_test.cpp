@@ -292,6 +292,28 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_of_a_one_bit_adam_job_leaves_the_others_com
   BOOST_TEST(read_file(job.log_of("w0")).find("error feedback reset") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(a_model_over_the_message_cap_trains_and_a_joiner_takes_its_state_over) {
+  // 784-4096-4096-10: 20 M parameters (80 MB, five times the codec's 16 MiB cap). The joiner
+  // takes the state over at the new generation (values and Adam's moments: 240 MB), and every
+  // epoch's parameters reach the coordinator in parts.
+  auto coordinator_flags = job_floor(3, 5);
+  coordinator_flags.insert(coordinator_flags.end(), {"--max-workers", "3"});
+  dp_cluster job(2,
+                 {"--batch", "32", "--train-limit", "7680", "--test-limit", "500", "--epochs",
+                  "2", "--hidden", "4096,4096"},
+                 coordinator_flags);
+  BOOST_TEST_REQUIRE(job.await_log("generation 1 ("));
+  job.add_worker();
+  const auto bound = std::chrono::seconds(600);
+  BOOST_TEST(job.coordinator->wait(bound).value_or(-1) == 0);
+  for (auto& w : job.workers) BOOST_TEST(w->wait(bound).value_or(-1) == 0);
+  const auto text = read_file(job.report.string());
+  BOOST_TEST(json_number(text, "generations").value_or(0) >= 2);
+  BOOST_TEST(json_number(text, "checksum_mismatches").value_or(1) == 0);
+  BOOST_TEST(json_number(text, "test_accuracy").value_or(0) > 0.5);
+  BOOST_TEST(read_file(job.log_of("w2")).find("member 2 of 3") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(a_worker_started_mid_job_joins_and_the_job_completes) {
   // A floor of 30 ms a step: the two epochs after the first (200 steps) outlast the new
   // process's start and join.
