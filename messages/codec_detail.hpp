@@ -76,8 +76,9 @@ void write_placement(schema::Placement::Builder out, const placement& x);
 caf::expected<placement> read_placement(schema::Placement::Reader in, decode_budget& budget);
 
 void write_shape(capnp::List<uint32_t>::Builder out, const std::vector<uint32_t>& shape);
+// A shape of at most `most` elements (0: the budget's max_elements).
 caf::expected<std::vector<uint32_t>> read_shape(capnp::List<uint32_t>::Reader in,
-                                                decode_budget& budget);
+                                                decode_budget& budget, uint64_t most = 0);
 
 // Stores `values` into `out`, which the caller sized as values.size() * dtype_size(storage).
 void write_values(capnp::Data::Builder out, std::span<const float> values, dtype storage);
@@ -109,9 +110,10 @@ bool referenceable(std::span<const float> values, dtype storage);
 // At most this many referenced blobs per message: each is a segment, and readers take 512.
 constexpr unsigned max_referenced = 64;
 caf::expected<dense_tensor> read_dense(schema::DenseTensor::Reader in, decode_budget& budget);
-// A dense tensor's name, shape and row offset, checked; its values are left unread.
-caf::expected<dense_tensor> read_dense_header(schema::DenseTensor::Reader in,
-                                              decode_budget& budget);
+// A dense tensor's name, shape (of at most `most` elements, as read_shape) and row offset,
+// checked; its values are left unread.
+caf::expected<dense_tensor> read_dense_header(schema::DenseTensor::Reader in, decode_budget& budget,
+                                              uint64_t most = 0);
 // A dense tensor written with its shape only (no data): the values its shape declares count
 // against `declared`, which may not pass budget.limits.max_declared_values.
 caf::expected<dense_tensor> read_dense_shape_only(schema::DenseTensor::Reader in,

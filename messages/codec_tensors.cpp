@@ -183,15 +183,15 @@ void write_shape(capnp::List<uint32_t>::Builder out, const std::vector<uint32_t>
 }
 
 caf::expected<std::vector<uint32_t>> read_shape(capnp::List<uint32_t>::Reader in,
-                                                decode_budget& budget) {
+                                                decode_budget& budget, uint64_t most) {
   if (in.size() > budget.limits.max_dims)
     return make_error(errc::message_too_large, "too many dimensions");
+  if (most == 0) most = budget.limits.max_elements;
   std::vector<uint32_t> shape = to_vector<uint32_t>(in);
   uint64_t count = 1;
   for (uint32_t d : shape) {
     count *= d;
-    if (count > budget.limits.max_elements)
-      return make_error(errc::message_too_large, "tensor has too many elements");
+    if (count > most) return make_error(errc::message_too_large, "tensor has too many elements");
   }
   return shape;
 }
@@ -344,15 +344,15 @@ void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype 
   write_dense(out, dense_view{x.name, x.shape, x.row_offset, x.values}, storage, reference);
 }
 
-caf::expected<dense_tensor> read_dense_header(schema::DenseTensor::Reader in,
-                                              decode_budget& budget) {
+caf::expected<dense_tensor> read_dense_header(schema::DenseTensor::Reader in, decode_budget& budget,
+                                              uint64_t most) {
   if (++budget.tensors > budget.limits.max_tensors)
     return make_error(errc::message_too_large, "too many tensors");
   auto name = read_text(in.getName(), budget, "tensor name");
   if (!name) return std::move(name.error());
   dense_tensor x;
   x.name = std::move(*name);
-  auto shape = read_shape(in.getShape(), budget);
+  auto shape = read_shape(in.getShape(), budget, most);
   if (!shape) return std::move(shape.error());
   x.shape = std::move(*shape);
   x.row_offset = in.getRowOffset();
@@ -361,24 +361,13 @@ caf::expected<dense_tensor> read_dense_header(schema::DenseTensor::Reader in,
 
 caf::expected<dense_tensor> read_dense_shape_only(schema::DenseTensor::Reader in,
                                                   decode_budget& budget, uint64_t& declared) {
-  if (++budget.tensors > budget.limits.max_tensors)
-    return make_error(errc::message_too_large, "too many tensors");
-  auto name = read_text(in.getName(), budget, "tensor name");
-  if (!name) return std::move(name.error());
-  if (in.getShape().size() > budget.limits.max_dims || in.getData().size() != 0)
-    return make_error(errc::malformed_message, *name + ": not a shape alone");
-  dense_tensor x;
-  x.name = std::move(*name);
-  x.shape = to_vector<uint32_t>(in.getShape());
-  uint64_t count = 1;
-  for (uint32_t d : x.shape) {
-    count *= d;
-    if (count > budget.limits.max_declared_values) break;
-  }
-  declared += count;
-  if (count > budget.limits.max_declared_values || declared > budget.limits.max_declared_values)
-    return make_error(errc::message_too_large, x.name + ": its shapes declare too many values");
-  x.row_offset = in.getRowOffset();
+  if (in.getData().size() != 0)
+    return make_error(errc::malformed_message, "a saved slice's shape came with values");
+  if (declared >= budget.limits.max_declared_values)
+    return make_error(errc::message_too_large, "a saved spec's shapes declare too many values");
+  auto x = read_dense_header(in, budget, budget.limits.max_declared_values - declared);
+  if (!x) return x;
+  declared += numel(x->shape);
   return x;
 }
 

@@ -256,6 +256,8 @@ void check_members(coordinator_self self, const job_config& config);
 
 // -- the console (actors/job/shell_console.cpp) -------------------------------------------------
 
+// Every plan's members, ps first.
+std::vector<member_card> member_cards(const coordinator_state& st);
 using node_texts = std::vector<std::pair<std::string, std::string>>;  // node name, metrics text
 // How long the console waits for one node's or bucket's figures: one about to be declared lost
 // should not hold every other's back for the full request timeout.

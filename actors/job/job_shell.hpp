@@ -37,17 +37,17 @@ namespace troupe {
 // finishing: the end has begun (members are being stopped), nothing is judged any more.
 enum class job_phase { joining, placing, training, finishing };
 
-// The checkpoints a job writes, whatever its plan takes them from: how far apart (in the plan's
-// units: a parameter service's batches, a group's steps), the units since the last one, the
-// files written, and the console's `checkpoint` requests waiting for the next file.
+// The checkpoints a job writes, whatever its plan takes them from: the units (a parameter
+// service's batches) since the last one, the files written, and the console's `checkpoint`
+// requests waiting for the next file.
 struct checkpoint_schedule {
-  uint64_t every = 0;  // 0: the job writes none (no --checkpoint-dir)
   uint64_t since_last = 0;
   std::vector<std::string> written;  // by this job, oldest first (a standing carries them)
   std::vector<std::function<void(caf::expected<std::string>)>> waiters;
 
-  // `units` more are done: whether a checkpoint is due now.
-  bool count(uint64_t units) {
+  // `units` more are done: whether a checkpoint is due now, one every `every` units
+  // (checkpoint_interval; 0: none).
+  bool count(uint64_t units, uint64_t every) {
     since_last += units;
     return every > 0 && since_last >= every;
   }

@@ -16,6 +16,12 @@
 
 namespace troupe {
 
+std::vector<member_card> member_cards(const coordinator_state& st) {
+  std::vector<member_card> out;
+  for (auto* plan : st.plans()) plan->cards(out);
+  return out;
+}
+
 std::string fixed(double x, int digits) {
   return fmt::format("{:.{}f}", x, digits);
 }
@@ -38,12 +44,6 @@ std::string phase_name(job_phase p) {
   return "unknown";
 }
 
-std::vector<member_card> cards_of(const coordinator_state& st) {
-  std::vector<member_card> out;
-  for (auto* plan : st.plans()) plan->cards(out);
-  return out;
-}
-
 table_view nodes(const coordinator_state& st, const job_config& config) {
   table_view t{
       {"role", "name", "address", "state", "uptime_s", "heartbeat_age_ms", "cpu_s", "rss_mb"}, {}};
@@ -52,7 +52,7 @@ table_view nodes(const coordinator_state& st, const job_config& config) {
   t.rows.push_back({"coordinator", "coordinator", to_string(config.opts.listen),
                     phase_name(st.shell.phase), fixed(seconds_since(st.shell.created), 1), "-",
                     fixed(usage.cpu_seconds), fixed(double(usage.rss_bytes) / 1048576.0, 1)});
-  for (const auto& c : cards_of(st)) {
+  for (const auto& c : member_cards(st)) {
     const auto age =
         c.heard ? std::to_string(
                       std::chrono::duration_cast<std::chrono::milliseconds>(now - *c.heard).count())
@@ -98,7 +98,7 @@ caf::result<std::string> set_log_level(coordinator_self self, const job_config& 
     config.log.set_level(to);
     ++told;
   }
-  for (const auto& c : cards_of(self->state))
+  for (const auto& c : member_cards(self->state))
     if (c.handle && (node.empty() || c.name == node)) {
       // (a request: a statically typed sender cannot send() to a handle of any type)
       self->request(c.handle, console_wait(config), log_atom_v, level)
@@ -148,7 +148,7 @@ void gather_metrics(coordinator_self self, const job_config& config,
   auto answered = [=] {
     if (--*pending == 0) done(std::move(*texts));
   };
-  for (const auto& c : cards_of(self->state)) {
+  for (const auto& c : member_cards(self->state)) {
     // A lost member has none; one in this process shares the coordinator's.
     if (!c.handle || !c.has_metrics || c.handle.node() == self->node()) continue;
     ++*pending;

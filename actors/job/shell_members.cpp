@@ -43,13 +43,11 @@ double peak_rss_mb(const job_shell& shell, const std::string& name, bool here) {
 }
 
 void gather_peaks(coordinator_self self, const job_config& config, std::function<void()> then) {
-  std::vector<member_card> cards;
-  for (auto* plan : self->state.plans()) plan->cards(cards);
   auto pending = std::make_shared<size_t>(1);  // held until every request is out
   auto answered = [pending, then] {
     if (--*pending == 0) then();
   };
-  for (const auto& c : cards) {
+  for (const auto& c : member_cards(self->state)) {
     if (!c.handle || c.handle.node() == self->node()) continue;
     ++*pending;
     self->request(c.handle, console_wait(config), usage_atom_v)

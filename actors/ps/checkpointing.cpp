@@ -131,10 +131,10 @@ void take_checkpoint(self_ptr self, const job_config& config) {
 
 void count_for_checkpoint(self_ptr self, const job_config& config, uint64_t batches) {
   auto& st = self->state;
-  auto& schedule = st.shell.checkpoints;
-  schedule.every = checkpoint_interval(config.opts, st.ps->training.work->batches_per_epoch());
-  if (schedule.count(batches) && !st.ps->checkpoints.taking && st.ps->directory.recovering == 0 &&
-      st.shell.phase == job_phase::training)
+  const uint64_t every =
+      checkpoint_interval(config.opts, st.ps->training.work->batches_per_epoch());
+  if (st.shell.checkpoints.count(batches, every) && !st.ps->checkpoints.taking &&
+      st.ps->directory.recovering == 0 && st.shell.phase == job_phase::training)
     take_checkpoint(self, config);
 }
 

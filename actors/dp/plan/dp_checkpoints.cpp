@@ -93,7 +93,6 @@ void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t in
         st.shell, config.log,
         make_error(errc::job_failed, fmt::format("no checkpoint after step {}: {}", step,
                                                  describe(written.error()))));
-  st.shell.checkpoints.since_last = 0;
   checkpoint_written(st.shell, config.log, step, *written, seconds_since(began));
 }
 

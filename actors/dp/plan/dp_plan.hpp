@@ -78,6 +78,9 @@ struct dp_state final : job_plan {
     size_t missing = 0;
   };
   std::map<uint32_t, snapshot_parts> assembling;
+  // The model's layout and the parts its parameters arrive in, made at the first part.
+  std::optional<flat_layout> model;
+  placement model_parts;
   std::optional<checkpoint> resume_from;  // --resume: the checkpoint to start from
   uint64_t saving_step = 0;               // the state member 0 is sending for a checkpoint
   std::vector<wire> saving;

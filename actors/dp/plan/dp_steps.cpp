@@ -157,8 +157,12 @@ void on_snapshot(self_ptr self, const job_config& config, uint32_t epoch, uint32
   if (!m) return config.log.warn("ignored parameters from a stranger");
   if (m->lost) return refuse(self, config, *m);
   if (epoch >= config.opts.epochs || st.dp->snapshot_taken[epoch]) return;
-  const flat_layout layout{config.task->parameters()};
-  const placement parts = message_parts(layout);
+  if (!st.dp->model) {
+    st.dp->model.emplace(config.task->parameters());
+    st.dp->model_parts = message_parts(*st.dp->model);
+  }
+  const flat_layout& layout = *st.dp->model;
+  const placement& parts = st.dp->model_parts;
   auto& into = st.dp->assembling[epoch];
   if (!into.input) {
     into.input = std::make_shared<eval_input>();
