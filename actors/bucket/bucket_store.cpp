@@ -37,6 +37,14 @@ std::vector<std::vector<float>> zeros_like(const std::vector<dense_tensor>& slic
   return out;
 }
 
+// `spec` without its tensors (copying their values would hold the model twice).
+bucket_spec configuration_of(bucket_spec& spec) {
+  auto tensors = std::move(spec.tensors);
+  bucket_spec out = spec;
+  spec.tensors = std::move(tensors);
+  return out;
+}
+
 }  // namespace
 
 std::optional<update_rule> rule_for(const optimizer_config& o, const update_rules& rules) {
@@ -46,7 +54,7 @@ std::optional<update_rule> rule_for(const optimizer_config& o, const update_rule
 }
 
 bucket_store::bucket_store(bucket_spec spec, const update_rules& rules)
-    : config_(spec),
+    : config_(configuration_of(spec)),
       id_(spec.bucket),
       workers_(spec.workers),
       optimizer_(spec.optimizer),
@@ -56,7 +64,6 @@ bucket_store::bucket_store(bucket_spec spec, const update_rules& rules)
       slices_(std::move(spec.tensors)),
       clock_(spec.workers),
       histogram_(staleness_histogram_size, 0) {
-  config_.tensors.clear();
   config_.values_follow = false;
   if (spec.values_follow)  // a saved bucket's shapes: its values come in its saved parts
     for (auto& s : slices_) s.values.assign(numel(s.shape), 0.0f);

@@ -19,6 +19,8 @@
 #include <caf/expected.hpp>
 
 #include <deque>
+#include <functional>
+#include <optional>
 #include <span>
 #include <unordered_map>
 
@@ -110,12 +112,24 @@ class bucket_store {
   uint64_t rejoin(uint32_t worker);
 
   // The whole state as messages, for a checkpoint or a new backup: first the bucket_spec
-  // (configuration, current values, worker count), then bucket_state_parts, each well under
-  // the codec's caps.
+  // (configuration, the slices' shapes, worker count), then bucket_state_parts, each well
+  // under the codec's caps.
   std::vector<wire> save() const;
 
-  // Rebuilds a bucket from save()'s messages; errc::shape_mismatch or malformed_message when a
-  // part does not fit the spec (nothing half-restored is returned).
+  // The same messages, each handed to `put` as soon as it is made, so that a checkpoint or a
+  // hand-over holds one part at a time; the first error `put` returns stops it. With
+  // `arrays_apart` the ranged parts of arrays() are left out: the caller moves those arrays
+  // as they are (bucket_restorer's arrays() on the other side).
+  caf::error save_each(const std::function<caf::error(wire)>& put, bool arrays_apart = false) const;
+
+  // Every per-slice array of the state that save() cuts into ranges, in one fixed order: the
+  // values, then each kind the bucket keeps (moments, compensation's running means, a bsp
+  // round's sums, each worker's read copies), slice by slice.
+  std::vector<std::span<const float>> arrays() const;
+
+  // Rebuilds a bucket from save()'s messages (bucket_restorer, one at a time);
+  // errc::shape_mismatch or malformed_message when a part does not fit the spec (nothing
+  // half-restored is returned).
   static caf::expected<bucket_store> restore(const std::vector<wire>& saved,
                                              const update_rules& rules = update_rules{});
   // The app rules this bucket was made with (its own, when it has one).
@@ -228,11 +242,18 @@ class bucket_store {
   uint64_t apply_rows(const std::vector<sparse_rows>& rows, float lr_scale);
   void counted(const push_request& push);
   bucket_counters counters() const;
+  friend class bucket_restorer;
   // Where each slice's next saved range must begin, per (kind, worker) of ranged parts.
   using range_cursors = std::map<std::pair<uint8_t, uint32_t>, std::vector<uint64_t>>;
+  // arrays()'s, to write into (a restorer's arrays apart).
+  std::vector<std::span<float>> mutable_arrays();
+  // Each ranged kind the bucket keeps, in arrays()'s order: its kind, worker and per-slice values.
+  using array_visitor =
+      std::function<void(bucket_state_part::kind, uint32_t, std::vector<std::span<const float>>)>;
+  void each_array_kind(const array_visitor& visit) const;
   caf::error restore_part(bucket_state_part part, range_cursors& cursors);
   caf::error restore_ranges(bucket_state_part& part, range_cursors& cursors);
-  void save_dash(std::vector<wire>& out) const;
+  caf::error save_dash(const std::function<caf::error(wire)>& put) const;
   caf::error restore_dash(const bucket_state_part& part);
 
   bucket_spec config_;  // as placed, without the values (saved with the state)
@@ -290,6 +311,29 @@ class bucket_store {
   // Diagnostics only (not saved: a restored bucket starts them afresh).
   std::vector<double> norms_;  // the last update_window gradient norms, a ring
   size_t next_norm_ = 0;
+};
+
+// Rebuilds a bucket from save_each()'s messages as they come, holding one at a time besides the
+// bucket it builds: begin() with the spec (the first message), add() each part in order, then
+// finish(). With `arrays_apart`, the caller fills arrays() (checked against what it was
+// sent) between the parts and finish().
+class bucket_restorer {
+ public:
+  static caf::expected<bucket_restorer> begin(const wire& spec, const update_rules& rules = {},
+                                              bool arrays_apart = false);
+  caf::error add(const wire& part);
+  // The new bucket's arrays, in bucket_store::arrays()'s order.
+  std::vector<std::span<float>> arrays() { return store_->mutable_arrays(); }
+  // The bucket, once every ranged kind came whole (errc::corrupt_data otherwise).
+  caf::expected<bucket_store> finish();
+
+ private:
+  bucket_restorer(bucket_store store, bool values_follow, bool arrays_apart)
+      : store_(std::move(store)), values_follow_(values_follow), arrays_apart_(arrays_apart) {}
+  std::optional<bucket_store> store_;
+  bucket_store::range_cursors cursors_;
+  bool values_follow_ = true;
+  bool arrays_apart_ = false;
 };
 
 }  // namespace troupe

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <span>
+#include <utility>
 
 #include "actors/bucket/bucket_store.hpp"
 #include "actors/bucket/kernel_errors.hpp"
@@ -25,28 +26,31 @@ bool any_values(const std::vector<std::vector<float>>& xs) {
   return std::any_of(xs.begin(), xs.end(), [](const auto& x) { return !x.empty(); });
 }
 
-// `values` (one vector per slice) as parts of at most values_per_part values each: ranges of
-// slices, each a tensor named by its slice's index with the range's first value as its offset.
-std::vector<bucket_state_part> ranges_of(uint32_t bucket, part_kind kind, uint32_t worker,
-                                         const std::vector<std::span<const float>>& values) {
-  std::vector<bucket_state_part> out;
-  uint64_t room = 0;
+// `values` (one vector per slice) as parts of at most values_per_part values each, handed to
+// `put` one by one: ranges of slices, each a tensor named by its slice's index with the range's
+// first value as its offset.
+caf::error put_ranges(uint32_t bucket, part_kind kind, uint32_t worker,
+                      const std::vector<std::span<const float>>& values,
+                      const std::function<caf::error(wire)>& put) {
+  bucket_state_part part{bucket, kind, worker, {}, {}, {}, true};
+  uint64_t room = values_per_part;
   for (size_t s = 0; s < values.size(); ++s)
     for (size_t first = 0; first < values[s].size();) {
-      if (room == 0) {
-        out.push_back(bucket_state_part{bucket, kind, worker, {}, {}, {}, true});
-        room = values_per_part;
-      }
       const size_t count = std::min<size_t>(room, values[s].size() - first);
-      out.back().tensors.push_back(dense_tensor{
-          std::to_string(s),
-          {static_cast<uint32_t>(count)},
-          static_cast<uint32_t>(first),
-          std::vector<float>(values[s].begin() + first, values[s].begin() + first + count)});
+      const auto range = values[s].subspan(first, count);
+      part.tensors.push_back(dense_tensor{std::to_string(s),
+                                          {static_cast<uint32_t>(count)},
+                                          static_cast<uint32_t>(first),
+                                          std::vector<float>(range.begin(), range.end())});
       first += count;
       room -= count;
+      if (room > 0) continue;
+      if (auto err = put(encode(part))) return err;
+      part.tensors.clear();
+      room = values_per_part;
     }
-  return out;
+  if (!part.tensors.empty()) return put(encode(part));
+  return {};
 }
 
 // Views of one vector per slice.
@@ -114,38 +118,68 @@ bucket_counters bucket_store::counters() const {
                          counted_batches_.ranges()};
 }
 
+void bucket_store::each_array_kind(const array_visitor& visit) const {
+  visit(part_kind::values, 0, views_of(slices_));
+  for (auto [kind, values] : {std::pair{part_kind::first_moment, &first_moment_},
+                              std::pair{part_kind::second_moment, &second_moment_},
+                              std::pair{part_kind::mean_square, &mean_square_},
+                              std::pair{part_kind::round_sum, &round_sum_}})
+    if (any_values(*values)) visit(kind, 0, views_of(*values));
+  for (uint32_t w = 0; w < read_.size(); ++w)
+    if (any_values(read_[w])) visit(part_kind::read, w, views_of(read_[w]));
+}
+
+std::vector<std::span<const float>> bucket_store::arrays() const {
+  std::vector<std::span<const float>> out;
+  each_array_kind([&](part_kind, uint32_t, std::vector<std::span<const float>> slices) {
+    out.insert(out.end(), slices.begin(), slices.end());
+  });
+  return out;
+}
+
+std::vector<std::span<float>> bucket_store::mutable_arrays() {
+  std::vector<std::span<float>> out;
+  for (auto a : std::as_const(*this).arrays())  // this bucket's own arrays, not const
+    out.emplace_back(const_cast<float*>(a.data()), a.size());
+  return out;
+}
+
+std::vector<wire> bucket_store::save() const {
+  std::vector<wire> out;
+  save_each([&](wire w) {
+    out.push_back(std::move(w));
+    return caf::error{};
+  });
+  return out;
+}
+
 // The spec (shapes only, values_follow), the counters, then every dense kind the bucket keeps
 // as ranges (values first), DASH state, table rows and a bsp round's rows: no part holds more
 // than values_per_part values.
-std::vector<wire> bucket_store::save() const {
+caf::error bucket_store::save_each(const std::function<caf::error(wire)>& put,
+                                   bool arrays_apart) const {
   bucket_spec spec = config_;
   spec.workers = workers_;
   spec.values_follow = true;
   for (const auto& s : slices_)
     spec.tensors.push_back(dense_tensor{s.name, s.shape, s.row_offset, {}});
-  std::vector<wire> out{encode(spec)};
+  if (auto err = put(encode(spec))) return err;
   bucket_state_part counters_part{id_, part_kind::counters};
   counters_part.counters = counters();
-  out.push_back(encode(counters_part));
-  auto add = [&](part_kind kind, uint32_t worker,
-                 const std::vector<std::span<const float>>& values) {
-    for (const auto& part : ranges_of(id_, kind, worker, values)) out.push_back(encode(part));
-  };
-  add(part_kind::values, 0, views_of(slices_));
-  for (auto [kind, values] : {std::pair{part_kind::first_moment, &first_moment_},
-                              std::pair{part_kind::second_moment, &second_moment_},
-                              std::pair{part_kind::mean_square, &mean_square_},
-                              std::pair{part_kind::round_sum, &round_sum_}})
-    if (any_values(*values)) add(kind, 0, views_of(*values));
-  for (uint32_t w = 0; w < read_.size(); ++w)
-    if (any_values(read_[w])) add(part_kind::read, w, views_of(read_[w]));
-  save_dash(out);
+  if (auto err = put(encode(counters_part))) return err;
+  caf::error failed;
+  if (!arrays_apart)
+    each_array_kind([&](part_kind kind, uint32_t worker, std::vector<std::span<const float>> xs) {
+      if (!failed) failed = put_ranges(id_, kind, worker, xs, put);
+    });
+  if (failed) return failed;
+  if (auto err = save_dash(put)) return err;
   for (const auto& t : tables_) {
     const size_t rows_per_part = std::max<size_t>(1, values_per_part / (3 * t.row_dim()));
     for (auto& rows : t.save(rows_per_part)) {
       bucket_state_part part{id_, part_kind::rows};
       part.rows = std::move(rows);
-      out.push_back(encode(part));
+      if (auto err = put(encode(part))) return err;
     }
   }
   for (size_t t = 0; t < round_rows_.size(); ++t) {
@@ -159,15 +193,16 @@ std::vector<wire> bucket_store::save() const {
     }
     bucket_state_part part{id_, part_kind::round_rows};
     part.rows = std::move(sums);
-    out.push_back(encode(part));  // one round's rows: bounded by what one round's pushes held
+    // one round's rows: bounded by what one round's pushes held
+    if (auto err = put(encode(part))) return err;
   }
-  return out;
+  return {};
 }
 
 // Each slice's DASH state in fp32: one tensor per part, named by its state index, holding
 // whole blocks from block `row_offset` on, at most values_per_part values (one block more
 // when a single block is larger).
-void bucket_store::save_dash(std::vector<wire>& out) const {
+caf::error bucket_store::save_dash(const std::function<caf::error(wire)>& put) const {
   for (uint32_t s = 0; s < dash_.size(); ++s) {
     if (!dash_[s]) continue;
     const auto& d = *dash_[s];
@@ -181,10 +216,13 @@ void bucket_store::save_dash(std::vector<wire>& out) const {
                        {static_cast<uint32_t>(end - first * per)},
                        static_cast<uint32_t>(first),
                        std::vector<float>(values.begin() + first * per, values.begin() + end)};
-        out.push_back(encode(bucket_state_part{id_, part_kind::dash, s, {std::move(t)}, {}, {}}));
+        if (auto err =
+                put(encode(bucket_state_part{id_, part_kind::dash, s, {std::move(t)}, {}, {}})))
+          return err;
       }
     }
   }
+  return {};
 }
 
 caf::error bucket_store::restore_dash(const bucket_state_part& part) {
@@ -308,27 +346,45 @@ caf::error bucket_store::restore_part(bucket_state_part part, range_cursors& cur
 caf::expected<bucket_store> bucket_store::restore(const std::vector<wire>& saved,
                                                   const update_rules& rules) {
   if (saved.empty()) return make_error(errc::malformed_message, "no saved bucket state");
-  auto spec = decode<bucket_spec>(saved[0]);
+  auto restorer = bucket_restorer::begin(saved[0], rules);
+  if (!restorer) return std::move(restorer.error());
+  for (size_t i = 1; i < saved.size(); ++i)
+    if (auto err = restorer->add(saved[i])) return err;
+  return restorer->finish();
+}
+
+caf::expected<bucket_restorer> bucket_restorer::begin(const wire& spec_message,
+                                                      const update_rules& rules,
+                                                      bool arrays_apart) {
+  auto spec = decode<bucket_spec>(spec_message);
   if (!spec) return std::move(spec.error());
   if (auto err = check_rule(spec->optimizer, rules)) return err;
-  const bool values_follow = spec->values_follow;
-  bucket_store store{std::move(*spec), rules};
-  range_cursors cursors;
-  for (size_t i = 1; i < saved.size(); ++i) {
-    auto part = decode<bucket_state_part>(saved[i]);
-    if (!part) return std::move(part.error());
-    if (auto err = store.restore_part(std::move(*part), cursors)) return err;
+  const bool values_follow = spec->values_follow;  // (older checkpoints hold them in the spec)
+  return bucket_restorer{bucket_store{std::move(*spec), rules}, values_follow, arrays_apart};
+}
+
+caf::error bucket_restorer::add(const wire& message) {
+  auto part = decode<bucket_state_part>(message);
+  if (!part) return std::move(part.error());
+  return store_->restore_part(std::move(*part), cursors_);
+}
+
+caf::expected<bucket_store> bucket_restorer::finish() {
+  // Every kind saved in ranges came whole, the values too (the spec's follow); arrays moved
+  // apart are the caller's to check.
+  using part_kind = bucket_state_part::kind;
+  const auto& slices = store_->slices_;
+  if (!arrays_apart_) {
+    if (values_follow_)
+      cursors_[{static_cast<uint8_t>(part_kind::values), 0}].resize(slices.size(), 0);
+    for (const auto& [kind, next] : cursors_)
+      for (size_t s = 0; s < next.size(); ++s)
+        if (next[s] != slices[s].values.size())
+          return make_error(errc::corrupt_data,
+                            fmt::format("saved state of slice {} is incomplete ({} of {} values)",
+                                        s, next[s], slices[s].values.size()));
   }
-  // Every kind saved in ranges came whole, the values too when the spec's follow.
-  if (values_follow)
-    cursors[{static_cast<uint8_t>(part_kind::values), 0}].resize(store.slices_.size(), 0);
-  for (const auto& [kind, next] : cursors)
-    for (size_t s = 0; s < next.size(); ++s)
-      if (next[s] != store.slices_[s].values.size())
-        return make_error(errc::corrupt_data,
-                          fmt::format("saved state of slice {} is incomplete ({} of {} values)", s,
-                                      next[s], store.slices_[s].values.size()));
-  return store;
+  return std::move(*store_);
 }
 
 uint64_t bucket_store::rejoin(uint32_t worker) {

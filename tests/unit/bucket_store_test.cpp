@@ -16,6 +16,7 @@
 #include "actors/bucket/clock_gate.hpp"
 #include "kernels/cpu/compression.hpp"
 #include "tests/unit/expect_error.hpp"
+#include "troupe/error.hpp"
 
 using namespace troupe;
 using troupe::testing::fails_with;
@@ -1030,6 +1031,60 @@ BOOST_AUTO_TEST_CASE(a_bucket_larger_than_a_message_saves_in_parts_under_the_cap
   BOOST_TEST_REQUIRE(succeeded(original.apply(next)));
   BOOST_TEST_REQUIRE(succeeded(restored->apply(next)));
   BOOST_TEST(values_of(*restored) == values_of(original));
+}
+
+BOOST_AUTO_TEST_CASE(a_bucket_streams_its_parts_and_a_restorer_takes_its_arrays_apart) {
+  const auto spec = large_spec();
+  const size_t total = spec.tensors[0].values.size() + 3;
+  bucket_store original{spec};
+  BOOST_TEST_REQUIRE(succeeded(original.apply(push_of(spec, 0, std::vector<float>(total, 0.5f)))));
+  // save_each hands over save()'s messages one by one, and stops at the first error.
+  std::vector<wire> streamed;
+  BOOST_TEST(!original.save_each([&](wire w) {
+    streamed.push_back(std::move(w));
+    return caf::error{};
+  }));
+  const auto saved = original.save();
+  BOOST_TEST_REQUIRE(streamed.size() == saved.size());
+  for (size_t i = 0; i < saved.size(); ++i) BOOST_TEST(streamed[i].bytes == saved[i].bytes);
+  size_t handed = 0;
+  const auto stopped = original.save_each([&](wire) {
+    return ++handed == 2 ? make_error(errc::io_failure, "disk full") : caf::error{};
+  });
+  BOOST_TEST(has_code(stopped, errc::io_failure));
+  BOOST_TEST(handed == 2u);
+  // With the arrays apart: the messages carry none of the values, which the caller moves.
+  std::vector<wire> small;
+  BOOST_TEST(!original.save_each(
+      [&](wire w) {
+        small.push_back(std::move(w));
+        return caf::error{};
+      },
+      true));
+  BOOST_TEST(small.size() == 2u);  // the spec and the counters
+  auto restorer = bucket_restorer::begin(small[0], {}, true);
+  BOOST_TEST_REQUIRE(static_cast<bool>(restorer));
+  for (size_t i = 1; i < small.size(); ++i) BOOST_TEST(!restorer->add(small[i]));
+  auto into = restorer->arrays();
+  const auto from = original.arrays();
+  BOOST_TEST_REQUIRE(into.size() == from.size());
+  BOOST_TEST(from.size() == 3 * spec.tensors.size());  // values and Adam's two moments
+  for (size_t i = 0; i < from.size(); ++i) {
+    BOOST_TEST_REQUIRE(into[i].size() == from[i].size());
+    std::copy(from[i].begin(), from[i].end(), into[i].begin());
+  }
+  auto restored = restorer->finish();
+  BOOST_TEST_REQUIRE(static_cast<bool>(restored));
+  BOOST_TEST(values_of(*restored) == values_of(original));
+  const auto next = push_of(spec, 0, std::vector<float>(total, -0.25f));
+  BOOST_TEST_REQUIRE(succeeded(original.apply(next)));
+  BOOST_TEST_REQUIRE(succeeded(restored->apply(next)));
+  BOOST_TEST(values_of(*restored) == values_of(original));
+  // Without arrays apart, a restorer given only those messages finds the values missing.
+  auto whole = bucket_restorer::begin(small[0]);
+  BOOST_TEST_REQUIRE(static_cast<bool>(whole));
+  BOOST_TEST(!whole->add(small[1]));
+  BOOST_TEST(fails_with(whole->finish(), errc::corrupt_data));
 }
 
 BOOST_AUTO_TEST_CASE(a_saved_bucket_missing_a_part_or_out_of_order_is_refused) {

@@ -234,15 +234,20 @@ std::future<caf::expected<sync_result>> loop_member::sync(uint64_t g, uint64_t s
   auto future = out->future();
   shared_->post([=, state = std::move(state)](self_ptr self) mutable {
     if (auto err = check_current(self, g)) return out->set(std::move(err));
-    auto order = std::make_shared<sync_order>(sync_order{steps, std::move(state)});
+    auto pieces = std::make_shared<byte_pieces>(std::move(state));
+    auto order = std::make_shared<sync_order>(sync_order{steps, pieces});
     const auto bound = 2 * std::chrono::milliseconds(self->state.current->timeout_ms);
     self->request(self->state.collective, bound, sync_atom_v,
                   std::shared_ptr<const sync_order>{order})
-        .then([=](const std::shared_ptr<sync_result>& agreed) { out->set(*agreed); },
-              [=](caf::error& err) {
-                report_broken(self, g, err);
-                out->set(make_error(errc::collective_failed, describe(err)));
-              });
+        .then(
+            [=](const std::shared_ptr<sync_result>& agreed) {
+              agreed->state = std::move(*pieces).taken();
+              out->set(*agreed);
+            },
+            [=](caf::error& err) {
+              report_broken(self, g, err);
+              out->set(make_error(errc::collective_failed, describe(err)));
+            });
   });
   return future;
 }

@@ -9,6 +9,11 @@
 
 namespace troupe::dp_plan {
 
+namespace {
+// The most parts of member 0's state one checkpoint takes (each about 8 MiB: 16 G values).
+constexpr uint32_t max_checkpoint_parts = uint32_t{1} << 16;
+}  // namespace
+
 // --resume: the checkpoint must be of this job (model, epochs, examples per step); the
 // report's history and the progress go on from it.
 caf::error take_resume(coordinator_state& st, const job_config& config) {
@@ -69,19 +74,21 @@ job_checkpoint progress_of(const coordinator_state& st, const job_config& config
   return job;
 }
 
-// Member 0's state after `step`, part by part; the last part writes the checkpoint.
+// Member 0's state after `step`, part by part in order (`count` 0 while more follow, the count
+// with the last); the last part writes the checkpoint.
 void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index, uint32_t count,
              const wire& part) {
   auto& st = self->state;
   auto* m = sender(self);
-  if (!m || m->lost || m->rank != 0 || config.opts.checkpoint_dir.empty() || count == 0 ||
-      count > 4096 || index >= count)
+  if (!m || m->lost || m->rank != 0 || config.opts.checkpoint_dir.empty() ||
+      index >= max_checkpoint_parts || (count != 0 && count != index + 1))
     return config.log.warn("ignored a checkpoint part that is not member 0's");
-  if (index == 0 || step != st.dp->saving_step)
-    st.dp->saving.assign(count, wire{}), st.dp->saving_step = step;
-  if (st.dp->saving.size() != count) return;
-  st.dp->saving[index] = part;
-  if (index + 1 < count) return;
+  if (index == 0) st.dp->saving.clear(), st.dp->saving_step = step;
+  if (step != st.dp->saving_step || index != st.dp->saving.size())
+    return config.log.warn("ignored a checkpoint part out of order (step {}, part {})", step,
+                           index);
+  st.dp->saving.push_back(part);
+  if (count == 0) return;
   checkpoint c;
   c.job = progress_of(st, config, step);
   c.buckets.push_back(std::move(st.dp->saving));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <caf/scoped_actor.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "actors/dp/collective/actor_collective.hpp"
@@ -110,32 +111,187 @@ uint64_t get_bits(const float* in) {
   return x;
 }
 
-caf::expected<std::shared_ptr<sync_result>> agree(collective& c, const sync_order& order,
-                                                  std::chrono::milliseconds timeout) {
-  const uint32_t n = c.size();
-  std::vector<float> steps(2 * n, 0.0f);
-  put_bits(order.steps, &steps[2 * c.rank()]);
-  if (auto err = c.all_gather(steps, collective_call{0xfffffff0u, timeout})) return err;
-  auto out = std::make_shared<sync_result>();
-  for (uint32_t r = 0; r < n; ++r)
-    if (get_bits(&steps[2 * r]) > out->steps) out->steps = get_bits(&steps[2 * r]), out->source = r;
-  const bool source = out->source == c.rank();
-  std::vector<float> size(2, 0.0f);
-  if (source) put_bits(order.state.size(), size.data());
-  if (auto err = c.broadcast(size, out->source, collective_call{0xfffffff1u, timeout})) return err;
-  const uint64_t bytes = get_bits(size.data());
-  if (bytes > (uint64_t{1} << 34))
-    return make_error(errc::message_too_large, "state to synchronise is over 16 GiB");
+// The agreement's calls, each with a tag of its own (every member makes the same calls).
+struct agreement_calls {
+  std::chrono::milliseconds timeout;
+  uint32_t next = 0x40000000u;
+  collective_call call() { return collective_call{next++, timeout}; }
+};
+
+// The largest message of a state that a member takes: the codec's cap on one message.
+constexpr uint64_t max_state_message = codec_limits{}.max_bytes + 4096;
+// Values of an array moved in one broadcast.
+constexpr size_t array_chunk = size_t{16} << 20;
+
+// One message from the source to every member (`into` on those that take it; none: dropped).
+caf::error move_message(collective& c, uint32_t source, agreement_calls& calls,
+                        std::span<const char> message, bool more, state_pieces* into,
+                        caf::error& refused, bool& more_out) {
+  std::vector<float> header(4, 0.0f);
+  if (c.rank() == source) put_bits(message.size(), &header[0]), put_bits(more, &header[2]);
+  if (auto err = c.broadcast(header, source, calls.call())) return err;
+  const uint64_t bytes = get_bits(&header[0]);
+  more_out = get_bits(&header[2]) != 0;
+  if (bytes == 0) return {};
+  if (bytes > max_state_message)  // no member allocates what a peer merely announced
+    return make_error(errc::message_too_large,
+                      fmt::format("a state message of {} bytes in the agreement", bytes));
   std::vector<float> payload((bytes + sizeof(float) - 1) / sizeof(float), 0.0f);
-  if (source) std::memcpy(payload.data(), order.state.data(), bytes);
-  if (auto err = c.broadcast(payload, out->source, collective_call{0xfffffff2u, timeout}))
-    return err;
-  if (!source) {
-    out->state.resize(bytes);
-    std::memcpy(out->state.data(), payload.data(), bytes);
+  if (c.rank() == source) std::memcpy(payload.data(), message.data(), bytes);
+  if (auto err = c.broadcast(payload, source, calls.call())) return err;
+  if (into && !refused)
+    refused = into->take({reinterpret_cast<const char*>(payload.data()), size_t(bytes)});
+  return {};
+}
+
+// Every member learns each one's steps and whether its state is spoiled.
+struct offers {
+  std::vector<uint64_t> steps;
+  std::vector<bool> spoiled;
+};
+caf::expected<offers> gather_offers(collective& c, const sync_order& order,
+                                    agreement_calls& calls) {
+  const uint32_t n = c.size();
+  std::vector<float> all(4 * n, 0.0f);
+  put_bits(order.steps, &all[4 * c.rank()]);
+  put_bits(order.state->spoiled() ? 1 : 0, &all[4 * c.rank() + 2]);
+  if (auto err = c.all_gather(all, calls.call())) return err;
+  offers out;
+  for (uint32_t r = 0; r < n; ++r) {
+    out.steps.push_back(get_bits(&all[4 * r]));
+    out.spoiled.push_back(get_bits(&all[4 * r + 2]) != 0);
   }
   return out;
 }
+
+// Whether every member can go on (each says so after it saw the arrays' sizes).
+caf::expected<bool> all_ready(collective& c, bool ready, agreement_calls& calls) {
+  std::vector<float> all(c.size(), 0.0f);
+  all[c.rank()] = ready ? 1.0f : 0.0f;
+  if (auto err = c.all_gather(all, calls.call())) return err;
+  return std::all_of(all.begin(), all.end(), [](float x) { return x == 1.0f; });
+}
+
+// The source's messages, then its arrays' sizes; a member that takes the state takes them.
+caf::error move_messages(collective& c, uint32_t source, const sync_order& order, bool takes,
+                         agreement_calls& calls, caf::error& refused) {
+  state_pieces* into = takes ? order.state.get() : nullptr;
+  bool more = true;
+  if (c.rank() == source) {
+    if (auto err = order.state->each_message([&](std::span<const char> m) {
+          return move_message(c, source, calls, m, true, into, refused, more);
+        }))
+      return err;
+    return move_message(c, source, calls, {}, false, into, refused, more);
+  }
+  while (more)
+    if (auto err = move_message(c, source, calls, {}, false, into, refused, more)) return err;
+  return {};
+}
+
+// The source's arrays, chunk by chunk, straight from its state into the takers' (the others
+// receive into a scratch chunk).
+caf::error move_arrays(collective& c, uint32_t source, const sync_order& order, bool takes,
+                       agreement_calls& calls, caf::error& refused) {
+  std::vector<float> count(2, 0.0f);
+  const auto mine =
+      c.rank() == source ? order.state->arrays() : std::vector<std::span<const float>>{};
+  put_bits(mine.size(), count.data());
+  if (auto err = c.broadcast(count, source, calls.call())) return err;
+  const uint64_t arrays = get_bits(count.data());
+  if (arrays > (uint64_t{1} << 20))
+    return make_error(errc::message_too_large, "over a million arrays in the agreement");
+  std::vector<float> sized(2 * arrays, 0.0f);
+  for (size_t i = 0; i < mine.size(); ++i) put_bits(mine[i].size(), &sized[2 * i]);
+  if (auto err = c.broadcast(sized, source, calls.call())) return err;
+  std::vector<uint64_t> sizes(arrays);
+  for (size_t i = 0; i < arrays; ++i) sizes[i] = get_bits(&sized[2 * i]);
+  std::vector<std::span<float>> targets;
+  if (takes && !refused) {
+    auto found = order.state->targets(sizes);
+    if (found)
+      targets = std::move(*found);
+    else
+      refused = std::move(found.error());
+  }
+  auto ready = all_ready(c, !refused, calls);
+  if (!ready) return std::move(ready.error());
+  if (!*ready)
+    return refused ? refused
+                   : make_error(errc::shape_mismatch, "a member cannot take the agreed state");
+  std::vector<float> scratch;
+  for (size_t i = 0; i < arrays; ++i)
+    for (uint64_t first = 0; first < sizes[i]; first += array_chunk) {
+      const size_t count = std::min<uint64_t>(array_chunk, sizes[i] - first);
+      std::span<float> chunk;
+      if (c.rank() == source)  // (the root's buffer is only read)
+        chunk = {const_cast<float*>(mine[i].data()) + first, count};
+      else if (takes)
+        chunk = targets[i].subspan(first, count);
+      else
+        scratch.resize(count), chunk = scratch;
+      if (auto err = c.broadcast(chunk, source, calls.call())) return err;
+    }
+  return {};
+}
+
+}  // namespace
+
+caf::expected<std::shared_ptr<sync_result>> agree_on_state(collective& c, const sync_order& order,
+                                                           std::chrono::milliseconds timeout) {
+  agreement_calls calls{timeout};
+  auto offered = gather_offers(c, order, calls);
+  if (!offered) return std::move(offered.error());
+  auto out = std::make_shared<sync_result>();
+  bool found = false;
+  for (uint32_t r = 0; r < c.size(); ++r)
+    if (!offered->spoiled[r] && (!found || offered->steps[r] > out->steps))
+      out->steps = offered->steps[r], out->source = r, found = true;
+  if (!found)
+    return make_error(errc::job_failed,
+                      "the model's state is lost: every member that held it left during a "
+                      "hand-over");
+  // Who takes the state: whoever is behind the source or spoiled; at step 0 everyone.
+  auto behind = [&](uint32_t r) {
+    return r != out->source &&
+           (offered->spoiled[r] || offered->steps[r] < out->steps || out->steps == 0);
+  };
+  bool anyone = false;
+  for (uint32_t r = 0; r < c.size(); ++r) anyone = anyone || behind(r);
+  if (!anyone) return out;
+  const bool takes = behind(c.rank());
+  caf::error refused;
+  if (auto err = move_messages(c, out->source, order, takes, calls, refused)) return err;
+  if (auto err = move_arrays(c, out->source, order, takes, calls, refused)) return err;
+  if (takes)
+    if (auto err = order.state->finish()) return err;
+  out->taken = takes;
+  return out;
+}
+
+caf::error byte_pieces::each_message(
+    const std::function<caf::error(std::span<const char>)>& put) const {
+  for (size_t first = 0; first < bytes_.size(); first += max_piece_bytes)
+    if (auto err = put(std::span<const char>(bytes_).subspan(
+            first, std::min(max_piece_bytes, bytes_.size() - first))))
+      return err;
+  return {};
+}
+
+caf::error byte_pieces::take(std::span<const char> message) {
+  if (!taking_) bytes_.clear(), taking_ = true;  // our own bytes give way to the source's
+  bytes_.insert(bytes_.end(), message.begin(), message.end());
+  return {};
+}
+
+caf::expected<std::vector<std::span<float>>> byte_pieces::targets(
+    const std::vector<uint64_t>& sizes) {
+  if (!sizes.empty()) return make_error(errc::shape_mismatch, "a state in bytes has no arrays");
+  if (!taking_) bytes_.clear(), taking_ = true;  // (an empty state: no message came)
+  return std::vector<std::span<float>>{};
+}
+
+namespace {
 
 // One reduce order: its plain values summed in fp32, the rest packed by its codec.
 caf::expected<wire_figures> reduce(allreduce_group_state& st, const reduce_order& order) {
@@ -204,7 +360,7 @@ allreduce_group_actor::behavior_type allreduce_group(
         auto& st = self->state;
         if (st.spoiled) return st.spoiled;
         if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
-        auto agreed = agree(*st.backend, *order, st.timeout);
+        auto agreed = agree_on_state(*st.backend, *order, st.timeout);
         if (!agreed) {
           st.spoiled = agreed.error();
           st.backend.reset();

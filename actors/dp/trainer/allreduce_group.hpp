@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -56,13 +57,63 @@ struct reduce_order {
   error_feedback errors;
 };
 
-// After forming a generation the members agree on one state: each says how many steps it
-// has applied and offers its state (bytes); the member with the most steps (the lowest rank
-// among equals) sends its state to every other one.
+// A member's state in the agreement after a generation forms (allreduce_group's sync), moved
+// in pieces: the messages of the state (each under the codec's caps), then its large arrays as
+// they are. The group calls it on its own thread while the member waits for the answer: as the
+// source, each_message() and arrays(); as a member that takes the state, take() each message,
+// targets() for the arrays (before any array moves), then finish(). Nothing ever holds the
+// whole state twice.
+class state_pieces {
+ public:
+  virtual ~state_pieces() = default;
+  virtual caf::error each_message(
+      const std::function<caf::error(std::span<const char>)>& put) const = 0;
+  virtual std::vector<std::span<const float>> arrays() const = 0;
+  virtual caf::error take(std::span<const char> message) = 0;
+  // Where the arrays go, `sizes` being the source's; an error when they do not fit this member.
+  virtual caf::expected<std::vector<std::span<float>>> targets(
+      const std::vector<uint64_t>& sizes) = 0;
+  virtual caf::error finish() = 0;
+  // This member's state is gone (it began taking another's and did not finish): it may not be
+  // the source of a later agreement.
+  virtual bool spoiled() const = 0;
+};
+
+// State held as bytes (a Python loop's): messages of at most max_piece_bytes, no arrays. The
+// bytes taken grow as the pieces come, never by a size a peer announced.
+class byte_pieces final : public state_pieces {
+ public:
+  static constexpr size_t max_piece_bytes = size_t{8} << 20;
+  explicit byte_pieces(std::vector<char> bytes) : bytes_(std::move(bytes)) {}
+  caf::error each_message(
+      const std::function<caf::error(std::span<const char>)>& put) const override;
+  std::vector<std::span<const float>> arrays() const override { return {}; }
+  caf::error take(std::span<const char> message) override;
+  caf::expected<std::vector<std::span<float>>> targets(const std::vector<uint64_t>& sizes) override;
+  caf::error finish() override { return {}; }
+  bool spoiled() const override { return taking_; }
+  // After the agreement: the state taken (empty when this member kept its own).
+  std::vector<char> taken() && { return taking_ ? std::move(bytes_) : std::vector<char>{}; }
+
+ private:
+  std::vector<char> bytes_;
+  bool taking_ = false;
+};
+
+// After forming a generation the members agree on one state: each says how many steps it has
+// applied and offers its state; the member with the most steps (the lowest rank among equals)
+// sends its state to each member that is behind it (all of them at step 0, so that every
+// replica starts from the same values). `state` is kept alive until the agreement is done.
 struct sync_order {
   uint64_t steps = 0;
-  std::vector<char> state;
+  std::shared_ptr<state_pieces> state;
 };
+
+// What the group's sync runs on its backend (public for its tests): the members' offers, then
+// the source's state to the members behind it; errc::job_failed when no member holds a state,
+// shape_mismatch when a member cannot take the source's.
+caf::expected<std::shared_ptr<sync_result>> agree_on_state(collective& c, const sync_order& order,
+                                                           std::chrono::milliseconds timeout);
 
 }  // namespace troupe
 

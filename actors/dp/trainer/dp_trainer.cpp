@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "actors/dp/trainer/dp_trainer_parts.hpp"
+#include "actors/dp/trainer/store_pieces.hpp"
 #include "actors/supervision/node_control.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
 #include "kernels/cpu/vector_ops.hpp"
@@ -83,6 +84,7 @@ void wait_for_generation(self_ptr self, const dp_trainer_config& config, const s
 void size_buffers(dp_trainer_state& st) {
   const auto& job = *st.job;
   st.meta_len = meta_size + job.size + st.model_buffer_values;
+  st.values.reset();  // (a reduce order still in flight keeps the old one until it is done)
   st.values = std::make_shared<std::vector<float>>(st.meta_len + st.layout->total, 0.0f);
   auto f = std::make_shared<feedback_buffers>();
   const bool onebit = job.compression.adam != compressed_adam::none;
@@ -98,46 +100,18 @@ void size_buffers(dp_trainer_state& st) {
 
 namespace {
 
-// Our whole state as bytes: bucket_store::save()'s messages, each after its length.
-std::vector<char> pack_state(const bucket_store& store) {
-  std::vector<char> out;
-  for (const auto& w : store.save()) {
-    const uint64_t n = w.bytes.size();
-    const auto* p = reinterpret_cast<const char*>(&n);
-    out.insert(out.end(), p, p + sizeof n);
-    out.insert(out.end(), w.bytes.begin(), w.bytes.end());
-  }
-  return out;
-}
-
-caf::expected<bucket_store> unpack_state(const std::vector<char>& bytes,
-                                         const update_rules& rules) {
-  std::vector<wire> saved;
-  size_t at = 0;
-  while (at < bytes.size()) {
-    uint64_t n = 0;
-    if (bytes.size() - at < sizeof n) return make_error(errc::corrupt_data, "state: cut short");
-    std::memcpy(&n, bytes.data() + at, sizeof n);
-    at += sizeof n;
-    if (n > bytes.size() - at) return make_error(errc::corrupt_data, "state: cut short");
-    saved.push_back(wire{wire_bytes(bytes.begin() + at, bytes.begin() + at + n)});
-    at += n;
-  }
-  return bucket_store::restore(saved, rules);
+// The agreement is over (or failed): the store comes back from it, the one this member goes on
+// with (its own or the source's); none when a hand-over into it failed (spoiled).
+void take_store_back(dp_trainer_state& st, store_pieces& pieces) {
+  st.agreeing = false;
+  st.optimizer = std::move(pieces).result();
+  st.spoiled = !st.optimizer;
+  if (!st.spoiled) bind_params(st);
 }
 
 // The new generation is formed: go on from the state the members agreed on.
 void synced(self_ptr self, const dp_trainer_config& config, const sync_result& agreed) {
   auto& st = self->state;
-  if (!agreed.state.empty()) {
-    auto restored = unpack_state(agreed.state, config.rules);
-    if (!restored) return fail(self, config, "taking over a member's state", restored.error());
-    if (restored->slices().size() != st.optimizer->slices().size())
-      return fail(self, config, "taking over a member's state",
-                  make_error(errc::shape_mismatch, "another model"));
-    st.optimizer.emplace(std::move(*restored));
-    scatter(*st.layout, st.optimizer->slices(), st.params);
-  }
   if (st.adam) st.adam->restart(*st.optimizer);
   const bool moved = agreed.steps != st.step;
   if (moved || st.job->generation > 1)
@@ -151,6 +125,33 @@ void synced(self_ptr self, const dp_trainer_config& config, const sync_result& a
   st.broken = false;
   st.forming = false;
   go_on(self, config, moved);
+}
+
+// The longest a hand-over of this member's state may take: a floor of 64 MiB/s.
+std::chrono::milliseconds hand_over_bound(const dp_trainer_state& st) {
+  uint64_t bytes = 0;
+  if (st.optimizer)
+    for (auto a : st.optimizer->arrays()) bytes += a.size_bytes();
+  return std::chrono::milliseconds(bytes / ((uint64_t{64} << 20) / 1000));
+}
+
+// The agreement of `generation` answered `agreed` (or failed with `err`): the store comes
+// back; a generation that came meanwhile is formed now, else this one goes on or waits.
+void agreement_over(self_ptr self, const dp_trainer_config& config, uint64_t generation,
+                    store_pieces& pieces, const sync_result* agreed, const caf::error& err) {
+  auto& st = self->state;
+  take_store_back(st, pieces);
+  if (st.spoiled)
+    config.log.warn(
+        "generation {}: taking another member's state failed ({}); this member "
+        "holds none until it takes one whole",
+        generation, describe(err));
+  if (st.pending) return go_on(self, config, false);
+  if (st.job->generation != generation) return;
+  if (agreed) return synced(self, config, *agreed);
+  if (has_code(err, errc::job_failed) || has_code(err, errc::shape_mismatch))
+    return fail(self, config, "agreeing on the model's state", err);
+  wait_for_generation(self, config, describe(err));
 }
 
 // Forms the generation `job` names and agrees on one state with its other members.
@@ -183,16 +184,19 @@ void apply_start(self_ptr self, const dp_trainer_config& config, group_start job
           [=](bool) {
             auto& st = self->state;
             if (st.job->generation != generation) return;
-            auto order =
-                std::make_shared<sync_order>(sync_order{st.step, pack_state(*st.optimizer)});
-            self->request(st.group, bound, sync_atom_v, std::shared_ptr<const sync_order>{order})
+            auto pieces = std::make_shared<store_pieces>(std::move(st.optimizer), st.store_shapes,
+                                                         config.rules);
+            st.optimizer.reset();
+            st.agreeing = true;
+            auto order = std::make_shared<sync_order>(sync_order{st.spoiled ? 0 : st.step, pieces});
+            self->request(st.group, bound + hand_over_bound(st), sync_atom_v,
+                          std::shared_ptr<const sync_order>{order})
                 .then(
                     [=](const std::shared_ptr<sync_result>& agreed) {
-                      if (self->state.job->generation == generation) synced(self, config, *agreed);
+                      agreement_over(self, config, generation, *pieces, agreed.get(), {});
                     },
                     [=](caf::error& err) {
-                      if (self->state.job->generation == generation)
-                        wait_for_generation(self, config, describe(err));
+                      agreement_over(self, config, generation, *pieces, nullptr, err);
                     });
           },
           [=](caf::error& err) {
@@ -210,15 +214,11 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   auto replica = config.task->make_replica(job.global_batch, job.seed);
   if (!replica) return std::move(replica.error());
   st.replica = std::move(*replica);
-  st.params.assign(st.layout->total, 0.0f);
-  config.task->initialize(job.seed, st.params);
-  if (!kernels::all_finite(st.params))  // (a Python task's initialize that raised leaves NaN)
-    return make_error(errc::task_failed, "the task's initialize left values that are not finite");
-  st.optimizer_plan = plan_buckets(*st.layout, 1, 1);
-  if (auto err = check_rule(job.optimizer, config.rules)) return err;
-  bucket_spec spec{0, 1, job.optimizer,
-                   gather(*st.layout, st.optimizer_plan.buckets[0], st.params)};
-  st.optimizer.emplace(std::move(spec), config.rules);
+  if (st.resume_failed) return make_error(errc::corrupt_data, describe(st.resume_failed));
+  if (st.resuming)
+    return make_error(errc::corrupt_data, "parts of the checkpoint's state are missing");
+  const bool resumed = st.resumed.has_value();
+  if (auto err = make_store(st, config, job)) return err;
   std::vector<bool> full_precision(st.layout->specs.size(), false);
   for (const auto& name : job.compression.skip) {
     const int t = st.layout->find(name);
@@ -248,27 +248,42 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   st.job = std::move(job);
   size_buffers(st);
   if (st.adam) st.adam->restart(*st.optimizer);
+  if (resumed) {  // a checkpoint's state: we go on from it (the other members from us, by sync)
+    st.step = st.restored_step;
+    config.log.info("resuming after step {}", st.step);
+  }
   return {};
 }
 
-// A checkpoint's state the coordinator sent before our first start: we go on from it (the
-// other members from us, through sync).
-caf::error take_restored(dp_trainer_state& st, const dp_trainer_config& config) {
-  if (st.restored.empty()) return {};
-  if (std::any_of(st.restored.begin(), st.restored.end(),
-                  [](const wire& w) { return w.bytes.empty(); }))
-    return make_error(errc::corrupt_data, "parts of the checkpoint's state are missing");
-  auto restored = bucket_store::restore(st.restored, config.rules);
-  st.restored.clear();
-  if (!restored) return std::move(restored.error());
-  if (restored->slices().size() != st.optimizer->slices().size())
-    return make_error(errc::shape_mismatch, "the checkpoint holds another model");
-  st.optimizer.emplace(std::move(*restored));
-  scatter(*st.layout, st.optimizer->slices(), st.params);
-  if (st.adam) st.adam->restart(*st.optimizer);
-  st.step = st.restored_step;
-  config.log.info("resuming after step {}", st.step);
-  return {};
+// Part `index` of `count` of a checkpoint's state (saved after `step`), which the coordinator
+// sends in order before our first start: restored as it comes, never held whole twice.
+void take_restore_part(dp_trainer_state& st, const dp_trainer_config& config, uint64_t step,
+                       uint32_t index, uint32_t count, const wire& part) {
+  auto failed = [&](caf::error err) {
+    st.resume_failed = std::move(err);
+    st.resuming.reset();
+    st.resumed.reset();
+  };
+  if (index == 0) {
+    auto begun = bucket_restorer::begin(part, config.rules);
+    if (!begun) return failed(std::move(begun.error()));
+    st.resuming.emplace(std::move(*begun));
+    st.resumed.reset();
+    st.resume_failed = caf::error{};
+    st.restored_step = step;
+  } else if (st.resume_failed) {
+    return;
+  } else if (!st.resuming || step != st.restored_step || index != st.resume_next) {
+    return failed(make_error(errc::corrupt_data, "the checkpoint's parts came out of order"));
+  } else if (auto err = st.resuming->add(part)) {
+    return failed(std::move(err));
+  }
+  st.resume_next = index + 1;
+  if (index + 1 < count) return;
+  auto done = st.resuming->finish();
+  st.resuming.reset();
+  if (!done) return failed(std::move(done.error()));
+  st.resumed.emplace(std::move(*done));
 }
 
 void start(self_ptr self, const dp_trainer_config& config, const wire& w) {
@@ -277,7 +292,6 @@ void start(self_ptr self, const dp_trainer_config& config, const wire& w) {
   auto& st = self->state;
   if (!st.job) {
     if (auto err = set_up(st, config, *job)) return fail(self, config, "starting", err);
-    if (auto err = take_restored(st, config)) return fail(self, config, "resuming", err);
     st.started = clock_type::now();
     config.log.info("member {} of {} (generation {}), {} gradient buckets", job->rank, job->size,
                     job->generation, st.buckets.size());
@@ -287,8 +301,8 @@ void start(self_ptr self, const dp_trainer_config& config, const wire& w) {
       !(st.pending && job->generation > st.pending->generation))
     return config.log.warn("ignored generation {} (we are in {})", job->generation,
                            st.job->generation);
-  if (st.in_step) {
-    st.pending = std::move(*job);  // formed once the step in flight settles
+  if (st.in_step || st.agreeing) {
+    st.pending = std::move(*job);  // formed once the step in flight (or the agreement) settles
     return;
   }
   apply_start(self, config, std::move(*job));
@@ -349,12 +363,10 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
       },
       [=](restore_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
         auto& st = self->state;
-        if (!sent_by(self, config.coordinator->address()) || st.job || count == 0 || count > 4096 ||
-            index >= count)
+        if (!sent_by(self, config.coordinator->address()) || st.job || count == 0 ||
+            count > (uint32_t{1} << 16) || index >= count)
           return config.log.warn("ignored a restore that is not the coordinator's, or late");
-        st.restored.resize(count);
-        st.restored[index] = part;
-        st.restored_step = step;
+        take_restore_part(st, config, step, index, count, part);
       },
       [=](tick_atom, uint64_t generation) {
         auto& st = self->state;

@@ -75,11 +75,17 @@ struct dp_trainer_state {
   std::optional<group_start> job;
   std::optional<flat_layout> layout;
   std::unique_ptr<task_replica> replica;
-  std::optional<bucket_store> optimizer;  // the parameters and the optimizer's state
-  placement optimizer_plan;               // its one bucket: every tensor whole
-  std::optional<adam_replica> adam;       // 1-bit / 0/1 Adam: their stages' steps
+  // The parameters and the optimizer's state (dp_trainer_store.cpp); none while a generation's
+  // agreement holds it, or after a hand-over into it failed (spoiled).
+  std::optional<bucket_store> optimizer;
+  placement optimizer_plan;                // one bucket: every tensor whole
+  bool flat_store = false;                 // the store is one flat slice, st.params its values
+  std::vector<dense_tensor> store_shapes;  // the store's slices, without values
+  bool spoiled = false;                    // the store was lost in a hand-over
+  std::optional<adam_replica> adam;        // 1-bit / 0/1 Adam: their stages' steps
   allreduce_group_actor group;
-  std::vector<float> params;
+  std::span<float> params;         // the model's values, flat, in the layout's order
+  std::vector<float> params_copy;  // a store per tensor: the flat values the task reads
   // [meta | gradient] of the step in flight; shared with the group's reduce orders, so that a
   // bucket still being sent when this trainer stops does not point into freed memory
   std::shared_ptr<std::vector<float>> values;
@@ -121,8 +127,14 @@ struct dp_trainer_state {
   bool broken = false;                 // a collective of this generation failed
   bool forming = false;                // this generation's group is forming and agreeing
   std::optional<group_start> pending;  // a new generation, formed once the step settles
-  std::vector<wire> restored;          // a checkpoint's state, before the first start
+  // --resume: the checkpoint's state, restored part by part as the coordinator sends it
+  // before the first start, and the step it was saved after.
+  std::optional<bucket_restorer> resuming;
+  std::optional<bucket_store> resumed;
+  caf::error resume_failed;
+  uint32_t resume_next = 0;  // the index of the part expected next
   uint64_t restored_step = 0;
+  bool agreeing = false;  // the store is with the group's agreement (store_pieces)
   bool stopping = false;
   bool checkpoint_due = false;  // member 0: a save waits for a step that communicated
   // --mode hybrid: the client of the task's embedding tables' buckets (it keeps each bucket's

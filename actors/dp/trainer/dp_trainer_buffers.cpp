@@ -67,7 +67,9 @@ void adopt_model_buffers(dp_trainer_state& st) {
     std::copy_n(meta.begin() + at, b.count, st.params.begin() + b.offset);
     at += b.count;
   }
-  // The store holds the values the next step starts from (and a checkpoint saves).
+  // A store per tensor holds its own values, which the next step starts from (and a checkpoint
+  // saves); a flat store's are st.params.
+  if (st.flat_store) return;
   for (size_t s = 0; s < st.optimizer->slices().size(); ++s) {
     const auto& t = st.optimizer->slices()[s];
     const int index = st.layout->find(t.name);

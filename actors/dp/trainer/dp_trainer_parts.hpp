@@ -43,6 +43,16 @@ void wait_for_generation(self_ptr self, const dp_trainer_config& config, const s
 // member) and the error feedback of 1-bit sums, which start at zero.
 void size_buffers(dp_trainer_state& st);
 
+// -- dp_trainer_store.cpp: the parameters and the optimizer's state
+// Makes the member's one-bucket store (flat for element-wise optimizers) and fills its
+// parameters with the task's initial values.
+caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
+                      const group_start& job);
+// Points st.params at the store's values (a flat store), or at a flat copy of its slices.
+void bind_params(dp_trainer_state& st);
+// Steps the store with the summed gradient (read where it is, never copied).
+caf::error step_store(dp_trainer_state& st, std::span<const float> grad);
+
 // -- dp_trainer_buffers.cpp: the model's buffers (tensor_spec::buffer), which follow DDP
 // Finds the layout's buffer tensors (st.model_buffers, st.is_model_buffer), before size_buffers.
 void find_model_buffers(dp_trainer_state& st);

@@ -353,12 +353,22 @@ caf::error apply_sum(dp_trainer_state& st) {
     }
     return st.adam->apply(st.stage, st.step + 1, grad, *st.optimizer);
   }
-  const auto& plan = st.optimizer_plan.buckets[0];
-  push_request push{0, 0, st.step, vector_clock{}};
-  push.dense = gather(*st.layout, plan, grad);
-  auto applied = st.optimizer->apply(std::move(push));
-  if (!applied) return std::move(applied.error());
-  return {};
+  return step_store(st, grad);
+}
+
+// Member 0's state after this step, to the coordinator part by part as each is made (only the
+// parts in flight are held): (save, step, index, 0, part), the last with its count.
+void send_checkpoint(self_ptr self, const dp_trainer_config& config) {
+  auto& st = self->state;
+  std::optional<wire> held;  // each part goes once the next is made, so the last is known
+  uint32_t index = 0;
+  auto coordinator = coordinator_of(config);
+  st.optimizer->save_each([&](wire w) {
+    if (held) self->send(coordinator, save_atom_v, st.step, index++, uint32_t{0}, std::move(*held));
+    held = std::move(w);
+    return caf::error{};
+  });
+  self->send(coordinator, save_atom_v, st.step, index, index + 1, std::move(*held));
 }
 
 // Every bucket is summed (or, in a local step, none was sent): step (or skip, when some
@@ -390,7 +400,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
                     st.step + 1, describe(err));
     skipped = true;
   }
-  scatter(*st.layout, st.optimizer->slices(), st.params);
+  if (!st.flat_store) bind_params(st);  // the task reads a flat copy of a store per tensor
   if (!skipped && !local) adopt_model_buffers(st);
   ++st.step;
   if (!st.rows_due.empty()) push_share_rows(self, config, skipped);  // the step is applied
@@ -419,9 +429,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   // Not after a local step of 0/1 Adam: that state is one member's (the next sync is).
   if (st.job->rank == 0 && st.checkpoint_due && !local) {
     st.checkpoint_due = false;
-    const auto parts = st.optimizer->save();
-    for (uint32_t i = 0; i < parts.size(); ++i)
-      self->send(coordinator_of(config), save_atom_v, st.step, i, uint32_t(parts.size()), parts[i]);
+    send_checkpoint(self, config);
   }
   // The step settles once its rows are in the tables: this member's next pull, its epoch's
   // parameters (and so the evaluation) and its done come after them. A new generation that

@@ -142,10 +142,14 @@ class member_binding {
     return std::make_shared<pending_reduce>(std::move(f), copy, std::move(values));
   }
 
-  std::tuple<uint64_t, uint32_t, py::bytes> sync(uint64_t generation, uint64_t steps,
-                                                 py::bytes state, double timeout_s) {
-    const std::string bytes = state;
-    auto f = member().sync(generation, steps, std::vector<char>(bytes.begin(), bytes.end()));
+  // (steps, source, state): the state is the source's bytes when this member took them, None
+  // when it keeps its own (it had as many steps as the source).
+  std::tuple<uint64_t, uint32_t, py::object> sync(uint64_t generation, uint64_t steps,
+                                                  const py::bytes& state, double timeout_s) {
+    char* data = nullptr;
+    ssize_t size = 0;
+    if (PyBytes_AsStringAndSize(state.ptr(), &data, &size) != 0) throw py::error_already_set();
+    auto f = member().sync(generation, steps, std::vector<char>(data, data + size));
     const bool ready = wait_releasing_gil(
         [&](std::chrono::milliseconds slice) {
           return f.wait_for(slice) == std::future_status::ready;
@@ -155,6 +159,7 @@ class member_binding {
       raise_error(make_error(errc::timeout, "no agreement in time"), "agreeing on a state");
     auto agreed = f.get();
     if (!agreed) raise_error(agreed.error(), "agreeing on a state");
+    if (!agreed->taken) return {agreed->steps, agreed->source, py::none()};
     return {agreed->steps, agreed->source, py::bytes(agreed->state.data(), agreed->state.size())};
   }
 

@@ -173,7 +173,7 @@ class State:
 
     def sync(self, timeout=None):
         """Every member of the current generation goes on from the commit of the member with
-        the most commits (its bytes go to the others)."""
+        the most commits (its bytes go, in pieces, to the members that are behind it)."""
         buffer = io.BytesIO()
         torch.save(self._committed, buffer)
         try:
@@ -181,7 +181,7 @@ class State:
                                                  float(timeout or 300))
         except RuntimeError as e:  # the group re-formed again meanwhile
             raise MembershipChanged(str(e)) from None
-        if source != rank():
+        if state is not None:  # this member was behind: it takes the source's commit
             self._load(torch.load(io.BytesIO(state), weights_only=False))
             object.__setattr__(self, "commits", steps)
         else:

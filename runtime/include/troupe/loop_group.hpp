@@ -59,7 +59,8 @@ struct reduce_done {
 struct sync_result {
   uint64_t steps = 0;       // the source's
   uint32_t source = 0;      // its rank
-  std::vector<char> state;  // what it sent (empty on the source itself)
+  bool taken = false;       // this member took the source's state (it was behind)
+  std::vector<char> state;  // what it took (empty when it kept its own)
 };
 
 class loop_member {

@@ -1,0 +1,108 @@
+// The dp_trainer's parameters and optimizer state: one bucket_store. For the optimizers that
+// update each value on its own (sgd, momentum, adam, adamw) it holds one flat slice, the whole
+// model in the layout's order, and the task computes on that slice's values in place: the
+// parameters are held once, so a member keeps values + moments + one gradient (16 bytes a
+// parameter with Adam, as DDP). DASH, an app's rule and 1-bit / 0/1 Adam work per tensor: their
+// store holds one slice per tensor and the task reads a flat copy of it (4 bytes more).
+#include <algorithm>
+#include <limits>
+
+#include "actors/dp/trainer/dp_trainer_parts.hpp"
+#include "kernels/cpu/vector_ops.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe::dp_parts {
+
+namespace {
+
+// The flat slice's name (never a tensor's: flat stores are never matched against the layout).
+const std::string flat_slice = "(flat)";
+
+bool elementwise(const optimizer_config& o, const dp_compression& compression) {
+  using kind = optimizer_config::kind;
+  const bool plain = o.type == kind::sgd || o.type == kind::momentum || o.type == kind::adam ||
+                     o.type == kind::adamw;
+  return plain && compression.adam == compressed_adam::none;
+}
+
+}  // namespace
+
+static caf::error take_resumed(dp_trainer_state& st);
+
+caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
+                      const group_start& job) {
+  if (auto err = check_rule(job.optimizer, config.rules)) return err;
+  st.optimizer_plan = plan_buckets(*st.layout, 1, 1);
+  st.flat_store = elementwise(job.optimizer, job.compression);
+  if (st.flat_store && st.layout->total > std::numeric_limits<uint32_t>::max())
+    return make_error(errc::bad_configuration, "a model of over 4 G parameters");
+  bucket_spec spec{0, 1, job.optimizer, {}};
+  spec.values_follow = true;  // allocated by the store, filled by the task below
+  if (st.flat_store)
+    spec.tensors.push_back(
+        dense_tensor{flat_slice, {static_cast<uint32_t>(st.layout->total)}, 0, {}});
+  else
+    for (const auto& s : st.optimizer_plan.buckets[0].slices)
+      spec.tensors.push_back(dense_tensor{s.tensor, s.shape, s.row_offset, {}});
+  st.store_shapes = spec.tensors;
+  if (st.resumed) return take_resumed(st);
+  st.optimizer.emplace(std::move(spec), config.rules);
+  bind_params(st);
+  config.task->initialize(job.seed, st.params);
+  if (!kernels::all_finite(st.params))  // (a Python task's initialize that raised leaves NaN)
+    return make_error(errc::task_failed, "the task's initialize left values that are not finite");
+  if (!st.flat_store) {  // the store's own values start where the task put them
+    auto values = gather(*st.layout, st.optimizer_plan.buckets[0], st.params);
+    for (size_t s = 0; s < values.size(); ++s) {
+      auto into = st.optimizer->set_values(s);
+      std::copy(values[s].values.begin(), values[s].values.end(), into.begin());
+    }
+  }
+  return {};
+}
+
+// A checkpoint's store, restored as its parts came (restore_atom), in place of a new one.
+static caf::error take_resumed(dp_trainer_state& st) {
+  auto& slices = st.resumed->slices();
+  bool same = slices.size() == st.store_shapes.size();
+  for (size_t i = 0; same && i < slices.size(); ++i)
+    same = slices[i].name == st.store_shapes[i].name && slices[i].shape == st.store_shapes[i].shape;
+  if (!same)
+    return make_error(errc::shape_mismatch,
+                      "the checkpoint holds another model, or its state in another form (saved by "
+                      "an earlier Troupe, or with another --optimizer)");
+  st.optimizer = std::move(st.resumed);
+  st.resumed.reset();
+  bind_params(st);
+  return {};
+}
+
+void bind_params(dp_trainer_state& st) {
+  if (st.flat_store) {
+    st.params = st.optimizer->set_values(0);
+    return;
+  }
+  st.params_copy.resize(st.layout->total, 0.0f);
+  scatter(*st.layout, st.optimizer->slices(), st.params_copy);
+  st.params = st.params_copy;
+}
+
+caf::error step_store(dp_trainer_state& st, std::span<const float> grad) {
+  push_request push{0, 0, st.step, vector_clock{}};
+  std::vector<std::span<const float>> views;
+  for (const auto& s : st.optimizer->slices()) {
+    push.dense.push_back(dense_tensor{s.name, s.shape, s.row_offset, {}});
+    if (st.flat_store) {
+      views.push_back(grad);
+      continue;
+    }
+    const auto range = locate(*st.layout, slice{s.name, s.row_offset, s.shape});
+    if (!range) return make_error(errc::shape_mismatch, "a slice of the store not in the model");
+    views.push_back(grad.subspan(range->offset, range->count));
+  }
+  auto applied = st.optimizer->apply(std::move(push), std::move(views));
+  if (!applied) return std::move(applied.error());
+  return {};
+}
+
+}  // namespace troupe::dp_parts
