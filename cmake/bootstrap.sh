@@ -17,7 +17,7 @@ packages=(cmake g++ make pkg-config libcaf-dev capnproto libcapnp-dev libfmt-dev
           libboost-test-dev libopenblas-dev libssl-dev zlib1g-dev dataset-fashion-mnist
           libgloo-dev nlohmann-json3-dev libedit-dev python3 clang-14 libfuzzer-14-dev
           iproute2 nftables python3-dev pybind11-dev python3-torch python3-numpy libtorch-dev
-          python3-venv slurm-wlm munge chromium)
+          python3-venv python3-torchvision slurm-wlm munge chromium)
 
 install_missing() {
   local missing=()

@@ -1,8 +1,8 @@
 // The coordinator's checkpoints: every --checkpoint-every batches it pauses the workers (each
-// finishes the push in flight), saves every bucket part by part, writes one file with the
-// job's progress, and lets the workers go on. The snapshot is consistent: the buckets hold
-// exactly the pushes of the chunks recorded as finished. --resume starts a job from the
-// newest checkpoint that reads back whole.
+// finishes the push in flight), writes one file with the job's progress and every bucket's
+// state, part by part as each bucket sends it, and lets the workers go on. The snapshot is
+// consistent: the buckets hold exactly the pushes of the chunks recorded as finished. --resume
+// starts a job from the newest checkpoint that reads back whole.
 #include <fmt/format.h>
 
 #include "actors/ps/ps_plan_parts.hpp"
@@ -41,33 +41,33 @@ void skip_checkpoint(self_ptr self, const job_config& config, const std::string&
                     make_error(errc::job_failed, "checkpoint skipped: " + why));
 }
 
-// Once every bucket is saved: the job's part, the file, and the workers go on.
-void write_out(self_ptr self, const job_config& config, std::shared_ptr<checkpoint> c) {
+// The checkpoint's file is written (or failed): the workers go on.
+void written_out(self_ptr self, const job_config& config, uint64_t step,
+                 caf::expected<std::string> path, std::chrono::steady_clock::time_point began) {
   auto& st = self->state;
-  c->job = job_progress(st);
-  const job_checkpoint& job = c->job;
-  const auto began = std::chrono::steady_clock::now();
-  auto path = write_checkpoint(config.opts.checkpoint_dir, *c, config.opts.checkpoint_keep);
   resume_workers(self);
   if (!path)
     return checkpoint_missed(
         st.shell, config.log,
         make_error(errc::job_failed, "no checkpoint written: " + describe(path.error())));
-  st.ps->checkpoints.chunks_at_step[job.step] = st.ps->checkpoints.chunks_done;
+  st.ps->checkpoints.chunks_at_step[step] = st.ps->checkpoints.chunks_done;
   while (st.ps->checkpoints.chunks_at_step.size() > config.opts.checkpoint_keep + 1u)
     st.ps->checkpoints.chunks_at_step.erase(st.ps->checkpoints.chunks_at_step.begin());
-  checkpoint_written(st.shell, config.log, job.step, *path, seconds_since(began));
+  checkpoint_written(st.shell, config.log, step, *path, seconds_since(began));
 }
 
-// Saves part `index` (and then the rest) of bucket b into c; calls done(error or none).
+// Writes part `index` (and then the rest) of bucket b to the file as each comes, then the
+// next bucket's; calls done(error or none) after the last bucket.
 void save_parts(self_ptr self, const job_config& config, uint32_t b, uint32_t index,
-                std::shared_ptr<checkpoint> c, std::function<void(caf::error)> done) {
+                std::shared_ptr<checkpoint_writer> file, std::function<void(caf::error)> done) {
   self->request(self->state.ps->directory.buckets[b], config.opts.request_timeout, save_atom_v,
                 index)
       .then(
           [=](wire& part, uint32_t total) {
-            c->buckets[b].push_back(std::move(part));
-            if (index + 1 < total) return save_parts(self, config, b, index + 1, c, done);
+            if (auto err = file->add(b, part)) return done(std::move(err));
+            if (index + 1 < total) return save_parts(self, config, b, index + 1, file, done);
+            if (b + 1 < self->state.ps->directory.buckets.size())
+              return save_parts(self, config, b + 1, 0, file, done);
             done(caf::error{});
           },
           [=](caf::error& err) { done(std::move(err)); });
@@ -81,21 +81,21 @@ void save_buckets(self_ptr self, const job_config& config) {
         self, config,
         st.ps->checkpoints.spoiled ? "not every worker paused" : "a bucket is recovering");
   }
-  auto c = std::make_shared<checkpoint>();
-  c->buckets.resize(st.ps->directory.buckets.size());
-  auto pending = std::make_shared<size_t>(st.ps->directory.buckets.size());
-  auto failure = std::make_shared<caf::error>();
-  for (uint32_t b = 0; b < st.ps->directory.buckets.size(); ++b)
-    save_parts(self, config, b, 0, c, [=](caf::error err) {
-      if (err && !*failure) *failure = std::move(err);
-      if (--*pending > 0) return;
-      if (self->state.shell.phase != job_phase::training)
-        return skip_checkpoint(self, config, "the job is ending");
-      if (*failure || self->state.ps->checkpoints.spoiled)
-        return skip_checkpoint(self, config,
-                               *failure ? describe(*failure) : "a worker started meanwhile");
-      write_out(self, config, c);
-    });
+  // The workers are paused: the progress now is the progress of the buckets' state.
+  const auto job = job_progress(st);
+  const auto began = std::chrono::steady_clock::now();
+  auto opened = checkpoint_writer::open(config.opts.checkpoint_dir, job,
+                                        static_cast<uint32_t>(st.ps->directory.buckets.size()),
+                                        config.opts.checkpoint_keep);
+  if (!opened) return skip_checkpoint(self, config, describe(opened.error()));
+  auto file = std::make_shared<checkpoint_writer>(std::move(*opened));
+  save_parts(self, config, 0, 0, file, [=](caf::error err) {
+    if (self->state.shell.phase != job_phase::training)
+      return skip_checkpoint(self, config, "the job is ending");
+    if (err || self->state.ps->checkpoints.spoiled)
+      return skip_checkpoint(self, config, err ? describe(err) : "a worker started meanwhile");
+    written_out(self, config, job.step, file->finish(), began);
+  });
 }
 
 }  // namespace

@@ -3,9 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <istream>
+#include <streambuf>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "troupe/detail/auth.hpp"
 #include "troupe/error.hpp"
@@ -40,32 +46,36 @@ void put_part(std::string& out, uint32_t owner, const wire& w) {
   out.append(w.bytes.data(), w.bytes.size());
 }
 
-// Reads little-endian integers and byte runs from a file's contents, tracking failures.
+// Reads little-endian integers and byte runs from a checkpoint's bytes (a file, read as it is
+// parsed, or bytes in memory), tracking failures.
 struct reader {
-  std::string_view data;
-  size_t at = 0;
+  std::istream& in;
   bool ok = true;
 
   uint64_t number(int bytes) {
-    if (at + bytes > data.size()) {
+    unsigned char raw[8] = {};
+    if (!in.read(reinterpret_cast<char*>(raw), bytes)) {
       ok = false;
       return 0;
     }
     uint64_t x = 0;
-    for (int i = 0; i < bytes; ++i)
-      x |= uint64_t{static_cast<unsigned char>(data[at + i])} << (8 * i);
-    at += bytes;
+    for (int i = 0; i < bytes; ++i) x |= uint64_t{raw[i]} << (8 * i);
     return x;
   }
 
-  std::string_view take(uint64_t n) {
-    if (n > data.size() - std::min(at, data.size())) {
-      ok = false;
-      return {};
-    }
-    std::string_view out{data.data() + at, n};
-    at += n;
-    return out;
+  // `n` bytes into `out` (sized by the caller, who checked n first).
+  void take(char* out, uint64_t n) {
+    if (!in.read(out, static_cast<std::streamsize>(n))) ok = false;
+  }
+
+  bool at_end() { return in.peek() == std::char_traits<char>::eof(); }
+};
+
+// Bytes in memory as a stream (parse_checkpoint of a fuzzer's input).
+struct view_buffer : std::streambuf {
+  explicit view_buffer(std::string_view v) {
+    char* p = const_cast<char*>(v.data());  // only read
+    setg(p, p, p + v.size());
   }
 };
 
@@ -91,66 +101,182 @@ std::vector<fs::path> checkpoint_files(const std::string& dir) {
 
 }  // namespace
 
-caf::expected<std::string> write_checkpoint(const std::string& dir, const checkpoint& c,
-                                            uint32_t keep) {
+caf::expected<checkpoint_writer> checkpoint_writer::open(const std::string& dir,
+                                                         const job_checkpoint& job,
+                                                         uint32_t buckets, uint32_t keep) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return make_error(errc::io_failure, "cannot create " + dir + ": " + ec.message());
-  std::string out(magic, sizeof magic);
-  put_u32(out, format_version);
-  put_u32(out, static_cast<uint32_t>(c.buckets.size()));
-  put_part(out, job_part, encode(c.job));
-  for (uint32_t b = 0; b < c.buckets.size(); ++b) {
-    put_u32(out, b);
-    put_u32(out, static_cast<uint32_t>(c.buckets[b].size()));
-    for (const auto& part : c.buckets[b]) put_part(out, b, part);
+  checkpoint_writer out;
+  out.dir_ = dir;
+  out.keep_ = keep;
+  out.buckets_ = buckets;
+  out.path_ = (fs::path(dir) / file_name(job.step)).string();
+  out.temporary_ = out.path_ + ".tmp";
+  out.fd_ = ::open(out.temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out.fd_ < 0)
+    return make_error(errc::io_failure,
+                      "cannot create " + out.temporary_ + ": " + std::strerror(errno));
+  std::string head(magic, sizeof magic);
+  put_u32(head, format_version);
+  put_u32(head, buckets);
+  put_part(head, job_part, encode(job));
+  if (auto err = out.write(head)) return err;
+  return out;
+}
+
+checkpoint_writer::checkpoint_writer(checkpoint_writer&& other) noexcept {
+  *this = std::move(other);
+}
+
+checkpoint_writer& checkpoint_writer::operator=(checkpoint_writer&& other) noexcept {
+  std::swap(dir_, other.dir_);
+  std::swap(path_, other.path_);
+  std::swap(temporary_, other.temporary_);
+  std::swap(fd_, other.fd_);
+  std::swap(keep_, other.keep_);
+  std::swap(buckets_, other.buckets_);
+  std::swap(bucket_, other.bucket_);
+  std::swap(parts_, other.parts_);
+  std::swap(count_at_, other.count_at_);
+  std::swap(written_, other.written_);
+  return *this;
+}
+
+checkpoint_writer::~checkpoint_writer() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(temporary_.c_str());  // never finished: no half-written file stays
+}
+
+caf::error checkpoint_writer::write(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return make_error(errc::io_failure,
+                        "cannot write " + temporary_ + ": " + std::strerror(errno));
+    bytes.remove_prefix(static_cast<size_t>(n));
+    written_ += static_cast<uint64_t>(n);
   }
-  const fs::path path = fs::path(dir) / file_name(c.job.step);
-  const fs::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    file.write(out.data(), static_cast<std::streamsize>(out.size()));
-    file.flush();
-    if (!file) return make_error(errc::io_failure, "cannot write " + temporary.string());
+  return {};
+}
+
+caf::error checkpoint_writer::end_bucket() {
+  if (bucket_ < 0) return {};
+  if (parts_ == 0)
+    return make_error(errc::io_failure, fmt::format("bucket {} has no parts", bucket_));
+  std::string count;
+  put_u32(count, parts_);
+  if (::pwrite(fd_, count.data(), count.size(), static_cast<off_t>(count_at_)) !=
+      static_cast<ssize_t>(count.size()))
+    return make_error(errc::io_failure, "cannot write " + temporary_ + ": " + std::strerror(errno));
+  return {};
+}
+
+caf::error checkpoint_writer::add(uint32_t bucket, const wire& part) {
+  if (fd_ < 0) return make_error(errc::io_failure, "the checkpoint is closed");
+  if (static_cast<int64_t>(bucket) != bucket_) {
+    if (static_cast<int64_t>(bucket) != bucket_ + 1 || bucket >= buckets_)
+      return make_error(errc::io_failure, fmt::format("bucket {} out of order", bucket));
+    if (auto err = end_bucket()) return err;
+    bucket_ = bucket;
+    parts_ = 0;
+    std::string head;
+    put_u32(head, bucket);
+    count_at_ = written_ + 4;
+    put_u32(head, 0);  // the count, written once the bucket's last part is in
+    if (auto err = write(head)) return err;
   }
-  fs::rename(temporary, path, ec);
-  if (ec) return make_error(errc::io_failure, "cannot rename to " + path.string());
-  const auto files = checkpoint_files(dir);
-  for (size_t i = keep; i < files.size(); ++i) fs::remove(files[i], ec);
-  return path.string();
+  if (part.bytes.size() > max_part_bytes)
+    return make_error(errc::message_too_large, "a checkpoint part over the codec's cap");
+  std::string head;
+  put_u32(head, bucket);
+  put_u64(head, part.bytes.size());
+  const auto digest = auth::sha256(part.bytes.data(), part.bytes.size());
+  head.append(reinterpret_cast<const char*>(digest.data()), digest.size());
+  if (auto err = write(head)) return err;
+  if (auto err = write({part.bytes.data(), part.bytes.size()})) return err;
+  ++parts_;
+  return {};
+}
+
+caf::expected<std::string> checkpoint_writer::finish() {
+  if (fd_ < 0) return make_error(errc::io_failure, "the checkpoint is closed");
+  if (bucket_ + 1 != static_cast<int64_t>(buckets_))
+    return make_error(errc::io_failure,
+                      fmt::format("{} of {} buckets written", bucket_ + 1, buckets_));
+  if (auto err = end_bucket()) return err;
+  // On disk before it takes the real name, and the name before older files go.
+  if (::fsync(fd_) != 0)
+    return make_error(errc::io_failure, "cannot sync " + temporary_ + ": " + std::strerror(errno));
+  ::close(fd_);
+  fd_ = -1;
+  std::error_code ec;
+  fs::rename(temporary_, path_, ec);
+  if (ec) {
+    ::unlink(temporary_.c_str());
+    return make_error(errc::io_failure, "cannot rename to " + path_);
+  }
+  if (const int d = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
+    ::fsync(d);
+    ::close(d);
+  }
+  const auto files = checkpoint_files(dir_);
+  for (size_t i = keep_; i < files.size(); ++i) fs::remove(files[i], ec);
+  return path_;
+}
+
+caf::expected<std::string> write_checkpoint(const std::string& dir, const checkpoint& c,
+                                            uint32_t keep) {
+  auto writer = checkpoint_writer::open(dir, c.job, static_cast<uint32_t>(c.buckets.size()), keep);
+  if (!writer) return std::move(writer.error());
+  for (uint32_t b = 0; b < c.buckets.size(); ++b)
+    for (const auto& part : c.buckets[b])
+      if (auto err = writer->add(b, part)) return err;
+  return writer->finish();
 }
 
 caf::expected<checkpoint> read_checkpoint(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return make_error(errc::io_failure, "cannot open " + path);
-  const std::string data{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  return parse_checkpoint(data, fs::path(path).filename().string());
+  return parse_checkpoint(file, fs::path(path).filename().string());
 }
 
 caf::expected<checkpoint> parse_checkpoint(std::string_view data, const std::string& name) {
+  view_buffer buffer{data};
+  std::istream in{&buffer};
+  return parse_checkpoint(in, name);
+}
+
+caf::expected<checkpoint> parse_checkpoint(std::istream& stream, const std::string& name) {
   auto corrupt = [&](const std::string& what) {
     return make_error(errc::corrupt_data, name + ": " + what);
   };
-  reader in{data};
-  if (in.take(sizeof magic) != std::string_view(magic, sizeof magic))
+  reader in{stream};
+  char head[sizeof magic] = {};
+  in.take(head, sizeof magic);
+  if (!in.ok || std::memcmp(head, magic, sizeof magic) != 0)
     return corrupt("not a Troupe checkpoint");
   if (in.number(4) != format_version) return corrupt("unknown format version");
   const uint64_t buckets = in.number(4);
   if (!in.ok || buckets > (1u << 16)) return corrupt("bad bucket count");
   auto part = [&](uint32_t owner, const std::string& what) -> caf::expected<wire> {
     const uint64_t found = in.number(4), size = in.number(8);
-    const auto digest = in.take(digest_bytes);
+    char digest[digest_bytes] = {};
+    in.take(digest, digest_bytes);
     if (!in.ok || found != owner || size > max_part_bytes) return corrupt(what + ": bad header");
-    const auto bytes = in.take(size);
+    wire w{wire_bytes(size)};  // (at most max_part_bytes, checked above)
+    in.take(w.bytes.data(), size);
     if (!in.ok) return corrupt(what + ": truncated");
 #ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION  // the fuzzer reaches the decoders behind it
-    const auto expected = auth::sha256(bytes.data(), bytes.size());
-    if (std::memcmp(expected.data(), digest.data(), digest_bytes) != 0)
+    const auto expected = auth::sha256(w.bytes.data(), w.bytes.size());
+    if (std::memcmp(expected.data(), digest, digest_bytes) != 0)
       return corrupt(what + ": checksum mismatch");
 #else
     (void)digest;
 #endif
-    return wire{wire_bytes(bytes.begin(), bytes.end())};
+    return w;
   };
   checkpoint c;
   auto job = part(job_part, "the job's part");
@@ -169,7 +295,7 @@ caf::expected<checkpoint> parse_checkpoint(std::string_view data, const std::str
       saved.push_back(std::move(*w));
     }
   }
-  if (in.at != data.size()) return corrupt("trailing bytes");
+  if (!in.at_end()) return corrupt("trailing bytes");
   return c;
 }
 

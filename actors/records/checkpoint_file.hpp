@@ -1,12 +1,13 @@
 // Checkpoint files: one file per checkpoint, `ckpt-<step>.troupe` in the checkpoint directory,
 // holding the job's part (job_checkpoint) and every bucket's saved state (bucket_store::save),
-// each part in Cap'n Proto with its own SHA-256. Files are written to a temporary name and
-// renamed, so a crash never leaves a half-written checkpoint under a real name; the newest
-// `keep` (by the time they were written) are kept. Reading checks every checksum and decodes the
-// job's part; a file that fails is skipped with one clear line, and the next older one is tried.
-// Pure file I/O, no actors; the coordinator calls it.
+// each part in Cap'n Proto with its own SHA-256. Files are written part by part to a temporary
+// name, synced to disk (fsync) and renamed, so a crash never leaves a half-written checkpoint
+// under a real name; the newest `keep` (by the time they were written) are kept. Reading checks
+// every checksum and decodes the job's part; a file that fails is skipped with one clear line, and
+// the next older one is tried. Pure file I/O, no actors; the coordinator calls it.
 #pragma once
 
+#include <istream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,16 +28,50 @@ struct checkpoint {
   std::vector<std::vector<wire>> buckets;  // [bucket]: its saved parts, spec first
 };
 
+// Writes one checkpoint as its parts come, so that a writer holds one part at a time: open()
+// with the job's part and the number of buckets, add() each bucket's parts in bucket order,
+// then finish(), which syncs the file to disk, gives it its real name (syncing the directory)
+// and keeps the newest `keep`. A writer dropped unfinished removes its temporary file.
+class checkpoint_writer {
+ public:
+  static caf::expected<checkpoint_writer> open(const std::string& dir, const job_checkpoint& job,
+                                               uint32_t buckets, uint32_t keep);
+  checkpoint_writer(checkpoint_writer&& other) noexcept;
+  checkpoint_writer& operator=(checkpoint_writer&& other) noexcept;
+  ~checkpoint_writer();
+
+  caf::error add(uint32_t bucket, const wire& part);
+  // The file's path.
+  caf::expected<std::string> finish();
+  uint64_t bytes_written() const { return written_; }
+
+ private:
+  checkpoint_writer() = default;
+  caf::error write(std::string_view bytes);
+  caf::error end_bucket();
+
+  std::string dir_, path_, temporary_;
+  int fd_ = -1;
+  uint32_t keep_ = 0;
+  uint32_t buckets_ = 0;
+  int64_t bucket_ = -1;  // the bucket being written
+  uint32_t parts_ = 0;   // its parts so far
+  uint64_t count_at_ = 0;
+  uint64_t written_ = 0;
+};
+
 // Writes `c` as the newest checkpoint in `dir` (created if missing); keeps the newest `keep`.
 // Returns the file's path.
 caf::expected<std::string> write_checkpoint(const std::string& dir, const checkpoint& c,
                                             uint32_t keep);
 
-// Reads one checkpoint file; errc::corrupt_data (with the part that failed) or io_failure.
+// Reads one checkpoint file part by part (never the whole file at once besides its parts);
+// errc::corrupt_data (with the part that failed) or io_failure.
 caf::expected<checkpoint> read_checkpoint(const std::string& path);
 
-// The checkpoint in a file's bytes (`name` for the errors); what read_checkpoint calls.
+// The checkpoint in a file's bytes (`name` for the errors), or in a stream of them.
 caf::expected<checkpoint> parse_checkpoint(std::string_view data, const std::string& name);
+caf::expected<checkpoint> parse_checkpoint(std::istream& in, const std::string& name);
 
 struct loaded_checkpoint {
   checkpoint data;

@@ -75,7 +75,7 @@ job_checkpoint progress_of(const coordinator_state& st, const job_config& config
 }
 
 // Member 0's state after `step`, part by part in order (`count` 0 while more follow, the count
-// with the last); the last part writes the checkpoint.
+// with the last), written to the checkpoint's file as each comes; the last part finishes it.
 void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index, uint32_t count,
              const wire& part) {
   auto& st = self->state;
@@ -83,23 +83,31 @@ void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t in
   if (!m || m->lost || m->rank != 0 || config.opts.checkpoint_dir.empty() ||
       index >= max_checkpoint_parts || (count != 0 && count != index + 1))
     return config.log.warn("ignored a checkpoint part that is not member 0's");
-  if (index == 0) st.dp->saving.clear(), st.dp->saving_step = step;
-  if (step != st.dp->saving_step || index != st.dp->saving.size())
+  auto& saving = st.dp->saving;
+  auto missed = [&](const caf::error& err) {
+    saving.reset();
+    checkpoint_missed(st.shell, config.log,
+                      make_error(errc::job_failed, fmt::format("no checkpoint after step {}: {}",
+                                                               step, describe(err))));
+  };
+  if (index == 0) {
+    saving.reset();  // (one member 0 never finished: its file goes)
+    auto opened = checkpoint_writer::open(config.opts.checkpoint_dir, progress_of(st, config, step),
+                                          1, config.opts.checkpoint_keep);
+    if (!opened) return missed(opened.error());
+    saving.emplace(dp_state::checkpoint_in_progress{std::move(*opened), step, 0,
+                                                    std::chrono::steady_clock::now()});
+  }
+  if (!saving || step != saving->step || index != saving->next)
     return config.log.warn("ignored a checkpoint part out of order (step {}, part {})", step,
                            index);
-  st.dp->saving.push_back(part);
+  if (auto err = saving->file.add(0, part)) return missed(err);
+  ++saving->next;
   if (count == 0) return;
-  checkpoint c;
-  c.job = progress_of(st, config, step);
-  c.buckets.push_back(std::move(st.dp->saving));
-  st.dp->saving.clear();
-  const auto began = std::chrono::steady_clock::now();
-  auto written = write_checkpoint(config.opts.checkpoint_dir, c, config.opts.checkpoint_keep);
-  if (!written)
-    return checkpoint_missed(
-        st.shell, config.log,
-        make_error(errc::job_failed, fmt::format("no checkpoint after step {}: {}", step,
-                                                 describe(written.error()))));
+  auto written = saving->file.finish();
+  const auto began = saving->began;
+  saving.reset();
+  if (!written) return missed(written.error());
   checkpoint_written(st.shell, config.log, step, *written, seconds_since(began));
 }
 

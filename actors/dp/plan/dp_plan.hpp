@@ -82,8 +82,14 @@ struct dp_state final : job_plan {
   std::optional<flat_layout> model;
   placement model_parts;
   std::optional<checkpoint> resume_from;  // --resume: the checkpoint to start from
-  uint64_t saving_step = 0;               // the state member 0 is sending for a checkpoint
-  std::vector<wire> saving;
+  // The checkpoint member 0 is sending its state for, written as the parts come.
+  struct checkpoint_in_progress {
+    checkpoint_writer file;
+    uint64_t step = 0;
+    uint32_t next = 0;  // the part expected next
+    std::chrono::steady_clock::time_point began;
+  };
+  std::optional<checkpoint_in_progress> saving;
   std::vector<double> epoch_loss;  // per epoch
   std::vector<uint64_t> epoch_examples;
   // Steps some of whose members' reports are still to come: an epoch is evaluated (its
