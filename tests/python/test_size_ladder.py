@@ -1,0 +1,88 @@
+"""Models of real size from Python, CI-sized (at most 20 steps a job): torchvision's ResNet-18
+(11 M parameters, BatchNorm's buffers; a message held its 44 MB whole and failed before) in
+--mode dp, and a wide MLP of 20 M parameters (80 MB, five times the codec's 16 MiB message cap)
+through TorchTask in --mode dp and --mode ps. Each job finishes with every step taken and, in
+dp, the members' checksums equal. The C++ ladder, with kills, joiners, a standby and resumes,
+is tests/integration/size_ladder_test.cpp. Run by ctest (python_size_ladder_test)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+BOUND_S = 600  # no job here comes near it
+EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
+
+WIDE_MLP = textwrap.dedent("""
+    import os, sys
+    from torch import nn
+    import troupe
+    sys.path.insert(0, os.environ["TROUPE_EXAMPLES"])
+    from fmnist_cnn import FLAGS, fashion_mnist
+
+    def wide():  # 784-4096-4096-10: 20 M parameters
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 4096), nn.ReLU(),
+                             nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 10))
+
+    def make_task(flags):
+        return troupe.TorchTask(wide, fashion_mnist(flags.data, "train", flags.train_limit),
+                                fashion_mnist(flags.data, "t10k", flags.test_limit))
+
+    sys.exit(troupe.run(make_task, flags=FLAGS, prog="wide-mlp"))
+""")
+
+
+def run(script, *args):
+    """Runs `script` with `args` and a report; (exit code, output, report or None)."""
+    with tempfile.TemporaryDirectory() as cwd:
+        report = os.path.join(cwd, "report.json")
+        done = subprocess.run([sys.executable, script, "--report", report, "--torch-threads", "1",
+                               "--log-level", "warn", *args],
+                              cwd=cwd, capture_output=True, text=True, timeout=BOUND_S)
+        out = done.stdout + done.stderr
+        if not os.path.exists(report):
+            return done.returncode, out, None
+        with open(report) as f:
+            return done.returncode, out, json.load(f)
+
+
+class SizeLadder(unittest.TestCase):
+    def finished(self, script, steps, *args):
+        code, out, report = run(script, *args)
+        self.assertEqual(code, 0, out)
+        self.assertIsNotNone(report, out)
+        self.assertEqual(report["status"], "finished")
+        self.assertEqual(report["steps"], steps)
+        return report
+
+    def test_resnet18_trains_in_dp(self):
+        report = self.finished(os.path.join(EXAMPLES, "fmnist_resnet.py"), 4, "--mode", "dp",
+                               "--workers", "2", "--epochs", "1", "--batch", "32",
+                               "--train-limit", "256", "--test-limit", "128")
+        self.assertEqual(report["checksum_mismatches"], 0)
+        self.assertEqual(report["epochs"][0]["examples"], 256)
+        self.assertGreater(report["test_accuracy"], 0.0)
+
+    def test_a_20m_parameter_mlp_trains_in_dp_and_in_ps(self):
+        with tempfile.TemporaryDirectory() as where:
+            script = os.path.join(where, "wide_mlp.py")
+            with open(script, "w") as f:
+                f.write(WIDE_MLP)
+            common = ["--workers", "2", "--epochs", "1", "--batch", "16", "--train-limit", "512",
+                      "--test-limit", "200"]
+            report = self.finished(script, 16, "--mode", "dp", *common)
+            self.assertEqual(report["checksum_mismatches"], 0)
+            self.assertGreater(report["test_accuracy"], 0.3)
+            for worker in report["workers"]:
+                self.assertGreater(worker["peak_rss_mb"], 0)
+            # In ps a step is one worker's batch: batches of 32 make the same 16.
+            report = self.finished(script, 16, "--mode", "ps", "--servers", "1", *common,
+                                   "--batch", "32")
+            self.assertEqual(report["updates_lost"], 0)
+            self.assertGreater(report["test_accuracy"], 0.3)
+
+
+if __name__ == "__main__":
+    unittest.main()
