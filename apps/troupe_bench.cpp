@@ -2,7 +2,8 @@
 // benchmarks and prints our figures beside the limit measured in the same run
 // (../shared/design/BENCHMARKS.md). Suites: apply, messages, pushpull, sparse, dash, allreduce
 // (--members N), train (the fmnist job embedded and as five processes; --reps defaults to 1
-// there), and dash-gpu in builds with CUDA. --tls-dir (or TROUPE_TLS_DIR) makes the
+// there), state (a dp member's state handed over and checkpointed), and dash-gpu in builds with
+// CUDA. --tls-dir (or TROUPE_TLS_DIR) makes the
 // cross-process suites (messages, pushpull, sparse) talk mutual TLS, to measure what it costs.
 // ("serve" and "allreduce-member" are the processes the others start.)
 #include <fmt/format.h>
@@ -31,7 +32,7 @@ std::string self_path(const char* argv0) {
 int usage() {
   fmt::print(
       stderr,
-      "usage: troupe-bench apply|messages|pushpull|sparse|dash|dash-gpu|allreduce|train [--size N] "
+      "usage: troupe-bench apply|messages|pushpull|sparse|dash|dash-gpu|allreduce|train|state [--size N] "
       "[--reps R] [--json FILE] [--tls-dir DIR] [--members N (allreduce)]\n");
   return 2;
 }
@@ -93,6 +94,8 @@ int main(int argc, char** argv) {
     result = run_allreduce(o, members);
   else if (suite == "train")
     result = run_train(o);
+  else if (suite == "state")
+    result = run_state(o);
 #ifdef TROUPE_BENCH_GPU
   else if (suite == "dash-gpu")
     result = run_dash_gpu(o);

@@ -122,6 +122,9 @@ class bucket_store {
   // as they are (bucket_restorer's arrays() on the other side).
   caf::error save_each(const std::function<caf::error(wire)>& put, bool arrays_apart = false) const;
 
+  // save()'s first message: the configuration and the slices' shapes (no values).
+  wire saved_spec() const;
+
   // Every per-slice array of the state that save() cuts into ranges, in one fixed order: the
   // values, then each kind the bucket keeps (moments, compensation's running means, a bsp
   // round's sums, each worker's read copies), slice by slice.
@@ -321,6 +324,11 @@ class bucket_restorer {
  public:
   static caf::expected<bucket_restorer> begin(const wire& spec, const update_rules& rules = {},
                                               bool arrays_apart = false);
+  // The same into `existing`, whose saved_spec() is `spec` byte for byte (the same
+  // configuration and shapes): its memory is reused, nothing new is allocated; its state is
+  // overwritten part by part.
+  static caf::expected<bucket_restorer> over(bucket_store existing, const wire& spec,
+                                             bool arrays_apart = false);
   caf::error add(const wire& part);
   // The new bucket's arrays, in bucket_store::arrays()'s order.
   std::vector<std::span<float>> arrays() { return store_->mutable_arrays(); }

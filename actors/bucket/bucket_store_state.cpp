@@ -156,14 +156,18 @@ std::vector<wire> bucket_store::save() const {
 // The spec (shapes only, values_follow), the counters, then every dense kind the bucket keeps
 // as ranges (values first), DASH state, table rows and a bsp round's rows: no part holds more
 // than values_per_part values.
-caf::error bucket_store::save_each(const std::function<caf::error(wire)>& put,
-                                   bool arrays_apart) const {
+wire bucket_store::saved_spec() const {
   bucket_spec spec = config_;
   spec.workers = workers_;
   spec.values_follow = true;
   for (const auto& s : slices_)
     spec.tensors.push_back(dense_tensor{s.name, s.shape, s.row_offset, {}});
-  if (auto err = put(encode(spec))) return err;
+  return encode(spec);
+}
+
+caf::error bucket_store::save_each(const std::function<caf::error(wire)>& put,
+                                   bool arrays_apart) const {
+  if (auto err = put(saved_spec())) return err;
   bucket_state_part counters_part{id_, part_kind::counters};
   counters_part.counters = counters();
   if (auto err = put(encode(counters_part))) return err;
@@ -361,6 +365,13 @@ caf::expected<bucket_restorer> bucket_restorer::begin(const wire& spec_message,
   if (auto err = check_rule(spec->optimizer, rules)) return err;
   const bool values_follow = spec->values_follow;  // (older checkpoints hold them in the spec)
   return bucket_restorer{bucket_store{std::move(*spec), rules}, values_follow, arrays_apart};
+}
+
+caf::expected<bucket_restorer> bucket_restorer::over(bucket_store existing, const wire& spec,
+                                                     bool arrays_apart) {
+  if (existing.saved_spec().bytes != spec.bytes)
+    return make_error(errc::shape_mismatch, "a saved bucket of another configuration");
+  return bucket_restorer{std::move(existing), true, arrays_apart};
 }
 
 caf::error bucket_restorer::add(const wire& message) {

@@ -64,7 +64,7 @@ void save_parts(self_ptr self, const job_config& config, uint32_t b, uint32_t in
                 index)
       .then(
           [=](wire& part, uint32_t total) {
-            if (auto err = file->add(b, part)) return done(std::move(err));
+            if (auto err = file->add(b, std::move(part))) return done(std::move(err));
             if (index + 1 < total) return save_parts(self, config, b, index + 1, file, done);
             if (b + 1 < self->state.ps->directory.buckets.size())
               return save_parts(self, config, b + 1, 0, file, done);

@@ -4,11 +4,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <istream>
+#include <mutex>
 #include <streambuf>
+#include <thread>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -101,6 +105,102 @@ std::vector<fs::path> checkpoint_files(const std::string& dir) {
 
 }  // namespace
 
+// The file a checkpoint_writer writes, and the thread that hashes and writes each part while
+// the caller makes the next one (at most two parts wait).
+struct checkpoint_writer::file_state {
+  std::string dir, path, temporary;
+  int fd = -1;
+  uint32_t keep = 0;
+  uint32_t buckets = 0;
+  int64_t bucket = -1;  // the bucket being written
+  uint32_t parts = 0;   // its parts so far
+  uint64_t count_at = 0;
+  uint64_t written = 0;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<std::pair<uint32_t, wire>> queue;
+  bool closing = false;
+  caf::error failed;  // the first error of the writing thread
+  std::thread writer;
+
+  caf::error write(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        return make_error(errc::io_failure,
+                          "cannot write " + temporary + ": " + std::strerror(errno));
+      bytes.remove_prefix(static_cast<size_t>(n));
+      written += static_cast<uint64_t>(n);
+    }
+    return {};
+  }
+
+  caf::error end_bucket() {
+    if (bucket < 0) return {};
+    if (parts == 0)
+      return make_error(errc::io_failure, fmt::format("bucket {} has no parts", bucket));
+    std::string count;
+    put_u32(count, parts);
+    if (::pwrite(fd, count.data(), count.size(), static_cast<off_t>(count_at)) !=
+        static_cast<ssize_t>(count.size()))
+      return make_error(errc::io_failure,
+                        "cannot write " + temporary + ": " + std::strerror(errno));
+    return {};
+  }
+
+  caf::error write_part(uint32_t b, const wire& part) {
+    if (static_cast<int64_t>(b) != bucket) {
+      if (static_cast<int64_t>(b) != bucket + 1 || b >= buckets)
+        return make_error(errc::io_failure, fmt::format("bucket {} out of order", b));
+      if (auto err = end_bucket()) return err;
+      bucket = b;
+      parts = 0;
+      std::string head;
+      put_u32(head, b);
+      count_at = written + 4;
+      put_u32(head, 0);  // the count, written once the bucket's last part is in
+      if (auto err = write(head)) return err;
+    }
+    if (part.bytes.size() > max_part_bytes)
+      return make_error(errc::message_too_large, "a checkpoint part over the codec's cap");
+    std::string head;
+    put_u32(head, b);
+    put_u64(head, part.bytes.size());
+    const auto digest = auth::sha256(part.bytes.data(), part.bytes.size());
+    head.append(reinterpret_cast<const char*>(digest.data()), digest.size());
+    if (auto err = write(head)) return err;
+    if (auto err = write({part.bytes.data(), part.bytes.size()})) return err;
+    ++parts;
+    return {};
+  }
+
+  void run() {
+    std::unique_lock<std::mutex> lock{mutex};
+    for (;;) {
+      changed.wait(lock, [&] { return !queue.empty() || closing; });
+      if (queue.empty()) return;
+      auto [b, part] = std::move(queue.front());
+      lock.unlock();
+      auto err = failed ? caf::error{} : write_part(b, part);
+      lock.lock();
+      queue.pop_front();
+      if (err && !failed) failed = std::move(err);
+      changed.notify_all();
+    }
+  }
+
+  // Waits for the writing thread to write everything queued and stop.
+  void drain() {
+    {
+      std::lock_guard<std::mutex> lock{mutex};
+      closing = true;
+    }
+    changed.notify_all();
+    if (writer.joinable()) writer.join();
+  }
+};
+
 caf::expected<checkpoint_writer> checkpoint_writer::open(const std::string& dir,
                                                          const job_checkpoint& job,
                                                          uint32_t buckets, uint32_t keep) {
@@ -108,123 +208,91 @@ caf::expected<checkpoint_writer> checkpoint_writer::open(const std::string& dir,
   fs::create_directories(dir, ec);
   if (ec) return make_error(errc::io_failure, "cannot create " + dir + ": " + ec.message());
   checkpoint_writer out;
-  out.dir_ = dir;
-  out.keep_ = keep;
-  out.buckets_ = buckets;
-  out.path_ = (fs::path(dir) / file_name(job.step)).string();
-  out.temporary_ = out.path_ + ".tmp";
-  out.fd_ = ::open(out.temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (out.fd_ < 0)
+  out.f_ = std::make_unique<file_state>();
+  auto& f = *out.f_;
+  f.dir = dir;
+  f.keep = keep;
+  f.buckets = buckets;
+  f.path = (fs::path(dir) / file_name(job.step)).string();
+  f.temporary = f.path + ".tmp";
+  f.fd = ::open(f.temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (f.fd < 0)
     return make_error(errc::io_failure,
-                      "cannot create " + out.temporary_ + ": " + std::strerror(errno));
+                      "cannot create " + f.temporary + ": " + std::strerror(errno));
   std::string head(magic, sizeof magic);
   put_u32(head, format_version);
   put_u32(head, buckets);
   put_part(head, job_part, encode(job));
-  if (auto err = out.write(head)) return err;
+  if (auto err = f.write(head)) return err;
+  f.writer = std::thread([&f] { f.run(); });
   return out;
 }
 
-checkpoint_writer::checkpoint_writer(checkpoint_writer&& other) noexcept {
-  *this = std::move(other);
-}
-
+checkpoint_writer::checkpoint_writer() = default;
+checkpoint_writer::checkpoint_writer(checkpoint_writer&&) noexcept = default;
 checkpoint_writer& checkpoint_writer::operator=(checkpoint_writer&& other) noexcept {
-  std::swap(dir_, other.dir_);
-  std::swap(path_, other.path_);
-  std::swap(temporary_, other.temporary_);
-  std::swap(fd_, other.fd_);
-  std::swap(keep_, other.keep_);
-  std::swap(buckets_, other.buckets_);
-  std::swap(bucket_, other.bucket_);
-  std::swap(parts_, other.parts_);
-  std::swap(count_at_, other.count_at_);
-  std::swap(written_, other.written_);
+  if (this != &other) {
+    close_unfinished();
+    f_ = std::move(other.f_);
+  }
   return *this;
 }
 
 checkpoint_writer::~checkpoint_writer() {
-  if (fd_ < 0) return;
-  ::close(fd_);
-  ::unlink(temporary_.c_str());  // never finished: no half-written file stays
+  close_unfinished();
 }
 
-caf::error checkpoint_writer::write(std::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      return make_error(errc::io_failure,
-                        "cannot write " + temporary_ + ": " + std::strerror(errno));
-    bytes.remove_prefix(static_cast<size_t>(n));
-    written_ += static_cast<uint64_t>(n);
+void checkpoint_writer::close_unfinished() {
+  if (!f_) return;
+  f_->drain();
+  if (f_->fd >= 0) {
+    ::close(f_->fd);
+    ::unlink(f_->temporary.c_str());  // never finished: no half-written file stays
   }
-  return {};
+  f_.reset();
 }
 
-caf::error checkpoint_writer::end_bucket() {
-  if (bucket_ < 0) return {};
-  if (parts_ == 0)
-    return make_error(errc::io_failure, fmt::format("bucket {} has no parts", bucket_));
-  std::string count;
-  put_u32(count, parts_);
-  if (::pwrite(fd_, count.data(), count.size(), static_cast<off_t>(count_at_)) !=
-      static_cast<ssize_t>(count.size()))
-    return make_error(errc::io_failure, "cannot write " + temporary_ + ": " + std::strerror(errno));
-  return {};
+uint64_t checkpoint_writer::bytes_written() const {
+  return f_ ? f_->written : 0;
 }
 
-caf::error checkpoint_writer::add(uint32_t bucket, const wire& part) {
-  if (fd_ < 0) return make_error(errc::io_failure, "the checkpoint is closed");
-  if (static_cast<int64_t>(bucket) != bucket_) {
-    if (static_cast<int64_t>(bucket) != bucket_ + 1 || bucket >= buckets_)
-      return make_error(errc::io_failure, fmt::format("bucket {} out of order", bucket));
-    if (auto err = end_bucket()) return err;
-    bucket_ = bucket;
-    parts_ = 0;
-    std::string head;
-    put_u32(head, bucket);
-    count_at_ = written_ + 4;
-    put_u32(head, 0);  // the count, written once the bucket's last part is in
-    if (auto err = write(head)) return err;
-  }
-  if (part.bytes.size() > max_part_bytes)
-    return make_error(errc::message_too_large, "a checkpoint part over the codec's cap");
-  std::string head;
-  put_u32(head, bucket);
-  put_u64(head, part.bytes.size());
-  const auto digest = auth::sha256(part.bytes.data(), part.bytes.size());
-  head.append(reinterpret_cast<const char*>(digest.data()), digest.size());
-  if (auto err = write(head)) return err;
-  if (auto err = write({part.bytes.data(), part.bytes.size()})) return err;
-  ++parts_;
+caf::error checkpoint_writer::add(uint32_t bucket, wire part) {
+  if (!f_ || f_->fd < 0) return make_error(errc::io_failure, "the checkpoint is closed");
+  std::unique_lock<std::mutex> lock{f_->mutex};
+  f_->changed.wait(lock, [&] { return f_->queue.size() < 2 || f_->failed; });
+  if (f_->failed) return f_->failed;
+  f_->queue.emplace_back(bucket, std::move(part));
+  f_->changed.notify_all();
   return {};
 }
 
 caf::expected<std::string> checkpoint_writer::finish() {
-  if (fd_ < 0) return make_error(errc::io_failure, "the checkpoint is closed");
-  if (bucket_ + 1 != static_cast<int64_t>(buckets_))
+  if (!f_ || f_->fd < 0) return make_error(errc::io_failure, "the checkpoint is closed");
+  auto& f = *f_;
+  f.drain();
+  if (f.failed) return f.failed;
+  if (f.bucket + 1 != static_cast<int64_t>(f.buckets))
     return make_error(errc::io_failure,
-                      fmt::format("{} of {} buckets written", bucket_ + 1, buckets_));
-  if (auto err = end_bucket()) return err;
+                      fmt::format("{} of {} buckets written", f.bucket + 1, f.buckets));
+  if (auto err = f.end_bucket()) return err;
   // On disk before it takes the real name, and the name before older files go.
-  if (::fsync(fd_) != 0)
-    return make_error(errc::io_failure, "cannot sync " + temporary_ + ": " + std::strerror(errno));
-  ::close(fd_);
-  fd_ = -1;
+  if (::fsync(f.fd) != 0)
+    return make_error(errc::io_failure, "cannot sync " + f.temporary + ": " + std::strerror(errno));
+  ::close(f.fd);
+  f.fd = -1;
   std::error_code ec;
-  fs::rename(temporary_, path_, ec);
+  fs::rename(f.temporary, f.path, ec);
   if (ec) {
-    ::unlink(temporary_.c_str());
-    return make_error(errc::io_failure, "cannot rename to " + path_);
+    ::unlink(f.temporary.c_str());
+    return make_error(errc::io_failure, "cannot rename to " + f.path);
   }
-  if (const int d = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
+  if (const int d = ::open(f.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
     ::fsync(d);
     ::close(d);
   }
-  const auto files = checkpoint_files(dir_);
-  for (size_t i = keep_; i < files.size(); ++i) fs::remove(files[i], ec);
-  return path_;
+  const auto files = checkpoint_files(f.dir);
+  for (size_t i = f.keep; i < files.size(); ++i) fs::remove(files[i], ec);
+  return f.path;
 }
 
 caf::expected<std::string> write_checkpoint(const std::string& dir, const checkpoint& c,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <istream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,24 +41,19 @@ class checkpoint_writer {
   checkpoint_writer& operator=(checkpoint_writer&& other) noexcept;
   ~checkpoint_writer();
 
-  caf::error add(uint32_t bucket, const wire& part);
+  // Queues `part` of `bucket`: a thread of the writer hashes and writes it while the caller
+  // makes the next (at most two wait). An error of an earlier part comes back here or from
+  // finish().
+  caf::error add(uint32_t bucket, wire part);
   // The file's path.
   caf::expected<std::string> finish();
-  uint64_t bytes_written() const { return written_; }
+  uint64_t bytes_written() const;  // (once finished)
 
  private:
-  checkpoint_writer() = default;
-  caf::error write(std::string_view bytes);
-  caf::error end_bucket();
-
-  std::string dir_, path_, temporary_;
-  int fd_ = -1;
-  uint32_t keep_ = 0;
-  uint32_t buckets_ = 0;
-  int64_t bucket_ = -1;  // the bucket being written
-  uint32_t parts_ = 0;   // its parts so far
-  uint64_t count_at_ = 0;
-  uint64_t written_ = 0;
+  struct file_state;
+  checkpoint_writer();
+  void close_unfinished();
+  std::unique_ptr<file_state> f_;
 };
 
 // Writes `c` as the newest checkpoint in `dir` (created if missing); keeps the newest `keep`.

@@ -33,6 +33,9 @@ int serve_peer(const std::string& tls_dir);  // `serve`: the peer of the cross-p
 // its step rate beside the FLOP limit at the sgemm rate measured in the same run.
 suite_result run_train(const options& o);
 
+// state: a dp member's state handed over and checkpointed, beside Gloo's broadcast and dd.
+suite_result run_state(const options& o);
+
 // allreduce: `members` processes of this program (allreduce-member) on loopback.
 suite_result run_allreduce(const options& o, uint32_t members);
 int serve_allreduce_member(const std::string& dir, uint32_t rank, uint32_t members, int reps);

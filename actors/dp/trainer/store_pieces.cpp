@@ -41,9 +41,17 @@ caf::error store_pieces::check_spec(std::span<const char> message) const {
 caf::error store_pieces::take(std::span<const char> message) {
   if (!taking_) {  // the first message: the source's spec
     if (auto err = check_spec(message)) return err;
-    own_.reset();  // ours gives way before the source's is allocated
-    auto begun =
-        bucket_restorer::begin(wire{wire_bytes(message.begin(), message.end())}, rules_, true);
+    const wire spec{wire_bytes(message.begin(), message.end())};
+    // Ours has the same configuration (the same job): its memory takes the source's state in
+    // place. Otherwise ours gives way before the source's is allocated.
+    caf::expected<bucket_restorer> begun = caf::error{};
+    if (own_ && own_->saved_spec().bytes == spec.bytes) {
+      begun = bucket_restorer::over(std::move(*own_), spec, true);
+      own_.reset();
+    } else {
+      own_.reset();
+      begun = bucket_restorer::begin(spec, rules_, true);
+    }
     if (!begun) return std::move(begun.error());
     taking_.emplace(std::move(*begun));
     return {};

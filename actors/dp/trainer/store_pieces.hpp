@@ -2,9 +2,10 @@
 // state_pieces): its one-bucket store, moved in here for the agreement and taken back after it.
 // As the source it sends the store's messages without its arrays (bucket_store::save_each with
 // arrays apart) and then the arrays as they are. As a member that is behind, it checks the
-// source's spec against its own model before it allocates anything, drops its own store (so
-// that it never holds two), and rebuilds the source's with a bucket_restorer, the arrays
-// broadcast straight into it. Used by the dp_trainer only.
+// source's spec against its own model before it allocates anything and rebuilds the source's
+// state with a bucket_restorer, the arrays broadcast straight into it: into its own store's
+// memory when the configuration is the same (the usual case), else into a new store after
+// dropping its own (it never holds two). Used by the dp_trainer only.
 #pragma once
 
 #include <optional>
