@@ -288,7 +288,7 @@ using dp_coordinator_actor =
                      caf::replies_to<heartbeat_atom, wire>::with<uint64_t>,
                      caf::reacts_to<tick_atom>,
                      caf::reacts_to<step_atom, wire>,
-                     caf::reacts_to<eval_atom, uint32_t, uint32_t, wire>,
+                     caf::replies_to<eval_atom, uint32_t, uint32_t, wire>::with<bool>,
                      caf::reacts_to<done_atom, uint32_t>,
                      caf::replies_to<put_atom, wire>::with<bool>,
                      caf::replies_to<get_atom, wire>::with<wire>,
@@ -306,7 +306,7 @@ using dp_coordinator_actor =
 using job_actor = coordinator_actor::extend<
     caf::replies_to<join_atom, wire, dp_worker_actor>::with<wire>,
     caf::reacts_to<step_atom, wire>,
-    caf::reacts_to<eval_atom, uint32_t, uint32_t, wire>,
+    caf::replies_to<eval_atom, uint32_t, uint32_t, wire>::with<bool>,
     caf::replies_to<put_atom, wire>::with<bool>,
     caf::replies_to<get_atom, wire>::with<wire>,
     caf::reacts_to<broken_atom, uint64_t, std::string>,

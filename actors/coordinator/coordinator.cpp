@@ -226,6 +226,7 @@ job_actor::behavior_type coordinator(coordinator_self self, job_config config) {
       },
       [=](eval_atom, uint32_t epoch, uint32_t part, const wire& w) {
         if (self->state.dp) dpp::on_snapshot(self, config, epoch, part, w);
+        return true;  // (the member sends the next part once this one is in)
       },
       [=](broken_atom, uint64_t generation, const std::string& why) {
         if (self->state.dp) dpp::on_broken(self, config, generation, why);

@@ -20,6 +20,7 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 void apply_start(self_ptr self, const dp_trainer_config& config, group_start job);
+void send_evaluation_part(self_ptr self, const dp_trainer_config& config, size_t index);
 }  // namespace
 
 void fail(self_ptr self, const dp_trainer_config& config, const std::string& doing,
@@ -35,13 +36,8 @@ void fail(self_ptr self, const dp_trainer_config& config, const std::string& doi
 void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot) {
   auto& st = self->state;
   if (snapshot && st.step > 0 && st.step % st.steps_per_epoch == 0) {
-    const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch - 1);
-    const auto parts = message_parts(*st.layout);
-    for (const auto& part : parts.buckets) {
-      pull_reply parameters{
-          part.bucket, st.step, vector_clock{}, gather(*st.layout, part, st.params), {}};
-      send_parameters(self, config, epoch, part.bucket, encode(parameters));
-    }
+    st.evaluation_parts = message_parts(*st.layout);
+    return send_evaluation_part(self, config, 0);  // goes on once the last part is in
   }
   if (st.pending) {
     auto next = std::move(*st.pending);
@@ -55,6 +51,27 @@ void go_on(self_ptr self, const dp_trainer_config& config, bool snapshot) {
   }
   self->send(self, run_atom_v);
 }
+
+namespace {
+
+// Part `index` of the epoch's parameters to the coordinator, the next once it has this one:
+// one part in flight, and no step meanwhile (the parameters stay those of the epoch's end).
+void send_evaluation_part(self_ptr self, const dp_trainer_config& config, size_t index) {
+  auto& st = self->state;
+  const auto& buckets = st.evaluation_parts.buckets;
+  if (index >= buckets.size()) {
+    st.evaluation_parts.buckets.clear();
+    return go_on(self, config, false);
+  }
+  const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch - 1);
+  const auto& part = buckets[index];
+  pull_reply parameters{
+      part.bucket, st.step, vector_clock{}, gather(*st.layout, part, st.params), {}};
+  auto next = [=] { send_evaluation_part(self, config, index + 1); };
+  send_parameters(self, config, epoch, part.bucket, encode(parameters), next);
+}
+
+}  // namespace
 
 void table_push_done(self_ptr self, const dp_trainer_config& config) {
   auto& st = self->state;
@@ -301,8 +318,8 @@ void start(self_ptr self, const dp_trainer_config& config, const wire& w) {
       !(st.pending && job->generation > st.pending->generation))
     return config.log.warn("ignored generation {} (we are in {})", job->generation,
                            st.job->generation);
-  if (st.in_step || st.agreeing) {
-    st.pending = std::move(*job);  // formed once the step in flight (or the agreement) settles
+  if (st.in_step || st.agreeing || !st.evaluation_parts.buckets.empty()) {
+    st.pending = std::move(*job);  // formed once the step, agreement or evaluation is done
     return;
   }
   apply_start(self, config, std::move(*job));

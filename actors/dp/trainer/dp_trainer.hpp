@@ -135,6 +135,9 @@ struct dp_trainer_state {
   uint32_t resume_next = 0;  // the index of the part expected next
   uint64_t restored_step = 0;
   bool agreeing = false;  // the store is with the group's agreement (store_pieces)
+  // The parts of the epoch's parameters being sent for evaluation, one at a time (no step
+  // meanwhile); empty when none are.
+  placement evaluation_parts;
   bool stopping = false;
   bool checkpoint_due = false;  // member 0: a save waits for a step that communicated
   // --mode hybrid: the client of the task's embedding tables' buckets (it keeps each bucket's

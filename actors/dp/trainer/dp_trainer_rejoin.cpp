@@ -27,10 +27,18 @@ void send_report(self_ptr self, const dp_trainer_config& config, uint64_t step, 
 }
 
 void send_parameters(self_ptr self, const dp_trainer_config& config, uint32_t epoch, uint32_t part,
-                     wire parameters) {
-  self->send(coordinator_of(config), eval_atom_v, epoch, part, parameters);
-  if (config.coordinator->standby_listed())
-    self->state.held_parameters[{epoch, part}] = std::move(parameters);
+                     wire parameters, std::function<void()> then) {
+  if (config.coordinator->standby_listed()) self->state.held_parameters[{epoch, part}] = parameters;
+  // A coordinator that does not answer is lost: with a standby, the part is sent again when
+  // this member rejoins it (held above); without, the trainer stops on the coordinator's loss.
+  self->request(coordinator_of(config), config.request_timeout, eval_atom_v, epoch, part,
+                std::move(parameters))
+      .then([then](bool) { then(); },
+            [=](caf::error& err) {
+              config.log.warn("part {} of epoch {}'s parameters not delivered: {}", part, epoch + 1,
+                              describe(err));
+              then();
+            });
 }
 
 void drop_held(dp_trainer_state& st, uint64_t reports_through, uint32_t evaluated) {
@@ -67,7 +75,8 @@ void rejoin(self_ptr self, const dp_trainer_config& config, uint64_t term) {
   // After the rejoin, in order: what the old coordinator may not have passed on.
   for (const auto& [step, report] : st.held_reports) self->send(coordinator, step_atom_v, report);
   for (const auto& [at, parameters] : st.held_parameters)
-    self->send(coordinator, eval_atom_v, at.first, at.second, parameters);
+    self->request(coordinator, config.request_timeout, eval_atom_v, at.first, at.second, parameters)
+        .then([](bool) {}, [](caf::error&) {});  // (a coordinator lost again: sent once more)
   config.log.info(
       "rejoining the coordinator of term {} after step {}; sending again {} step "
       "reports and {} parts of epochs' parameters",
