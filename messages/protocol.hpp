@@ -293,7 +293,7 @@ using dp_coordinator_actor =
                      caf::replies_to<put_atom, wire>::with<bool>,
                      caf::replies_to<get_atom, wire>::with<wire>,
                      caf::reacts_to<broken_atom, uint64_t, std::string>,
-                     caf::reacts_to<save_atom, uint64_t, uint32_t, uint32_t, wire>,
+                     caf::replies_to<save_atom, uint64_t, uint32_t, uint32_t, wire>::with<bool>,
                      caf::replies_to<inspect_atom, std::string>::with<wire>,
                      caf::reacts_to<tick_atom, uint64_t>,
                      caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>,
@@ -310,7 +310,7 @@ using job_actor = coordinator_actor::extend<
     caf::replies_to<put_atom, wire>::with<bool>,
     caf::replies_to<get_atom, wire>::with<wire>,
     caf::reacts_to<broken_atom, uint64_t, std::string>,
-    caf::reacts_to<save_atom, uint64_t, uint32_t, uint32_t, wire>,
+    caf::replies_to<save_atom, uint64_t, uint32_t, uint32_t, wire>::with<bool>,
     caf::reacts_to<tick_atom, uint64_t>,
     caf::replies_to<rejoin_atom, wire, dp_worker_actor>::with<wire>>;
 

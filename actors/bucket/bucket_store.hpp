@@ -122,6 +122,11 @@ class bucket_store {
   // as they are (bucket_restorer's arrays() on the other side).
   caf::error save_each(const std::function<caf::error(wire)>& put, bool arrays_apart = false) const;
 
+  // The same messages as functions that make each when called, in order: a sender that waits
+  // for each part to arrive holds one at a time. The bucket must not change, nor move, until
+  // the last is made.
+  std::vector<std::function<wire()>> save_plan(bool arrays_apart = false) const;
+
   // save()'s first message: the configuration and the slices' shapes (no values).
   wire saved_spec() const;
 
@@ -256,7 +261,7 @@ class bucket_store {
   void each_array_kind(const array_visitor& visit) const;
   caf::error restore_part(bucket_state_part part, range_cursors& cursors);
   caf::error restore_ranges(bucket_state_part& part, range_cursors& cursors);
-  caf::error save_dash(const std::function<caf::error(wire)>& put) const;
+  void plan_dash(std::vector<std::function<wire()>>& plan) const;
   caf::error restore_dash(const bucket_state_part& part);
 
   bucket_spec config_;  // as placed, without the values (saved with the state)

@@ -26,31 +26,42 @@ bool any_values(const std::vector<std::vector<float>>& xs) {
   return std::any_of(xs.begin(), xs.end(), [](const auto& x) { return !x.empty(); });
 }
 
-// `values` (one vector per slice) as parts of at most values_per_part values each, handed to
-// `put` one by one: ranges of slices, each a tensor named by its slice's index with the range's
-// first value as its offset.
-caf::error put_ranges(uint32_t bucket, part_kind kind, uint32_t worker,
-                      const std::vector<std::span<const float>>& values,
-                      const std::function<caf::error(wire)>& put) {
-  bucket_state_part part{bucket, kind, worker, {}, {}, {}, true};
+// `values` (one vector per slice) as parts of at most values_per_part values each, added to
+// `plan`: ranges of slices, each a tensor named by its slice's index with the range's first
+// value as its offset. Each part copies its ranges when it is made.
+void plan_ranges(uint32_t bucket, part_kind kind, uint32_t worker,
+                 const std::vector<std::span<const float>>& values,
+                 std::vector<std::function<wire()>>& plan) {
+  struct range {
+    size_t slice, first, count;
+  };
+  std::vector<range> part;
+  auto close = [&] {
+    plan.push_back([bucket, kind, worker, values, part] {
+      bucket_state_part out{bucket, kind, worker, {}, {}, {}, true};
+      for (const auto& r : part) {
+        const auto v = values[r.slice].subspan(r.first, r.count);
+        out.tensors.push_back(dense_tensor{std::to_string(r.slice),
+                                           {static_cast<uint32_t>(r.count)},
+                                           static_cast<uint32_t>(r.first),
+                                           std::vector<float>(v.begin(), v.end())});
+      }
+      return encode(out);
+    });
+    part.clear();
+  };
   uint64_t room = values_per_part;
   for (size_t s = 0; s < values.size(); ++s)
     for (size_t first = 0; first < values[s].size();) {
       const size_t count = std::min<size_t>(room, values[s].size() - first);
-      const auto range = values[s].subspan(first, count);
-      part.tensors.push_back(dense_tensor{std::to_string(s),
-                                          {static_cast<uint32_t>(count)},
-                                          static_cast<uint32_t>(first),
-                                          std::vector<float>(range.begin(), range.end())});
+      part.push_back(range{s, first, count});
       first += count;
       room -= count;
       if (room > 0) continue;
-      if (auto err = put(encode(part))) return err;
-      part.tensors.clear();
+      close();
       room = values_per_part;
     }
-  if (!part.tensors.empty()) return put(encode(part));
-  return {};
+  if (!part.empty()) close();
 }
 
 // Views of one vector per slice.
@@ -146,16 +157,10 @@ std::vector<std::span<float>> bucket_store::mutable_arrays() {
 
 std::vector<wire> bucket_store::save() const {
   std::vector<wire> out;
-  save_each([&](wire w) {
-    out.push_back(std::move(w));
-    return caf::error{};
-  });
+  for (const auto& make : save_plan()) out.push_back(make());
   return out;
 }
 
-// The spec (shapes only, values_follow), the counters, then every dense kind the bucket keeps
-// as ranges (values first), DASH state, table rows and a bsp round's rows: no part holds more
-// than values_per_part values.
 wire bucket_store::saved_spec() const {
   bucket_spec spec = config_;
   spec.workers = workers_;
@@ -167,66 +172,80 @@ wire bucket_store::saved_spec() const {
 
 caf::error bucket_store::save_each(const std::function<caf::error(wire)>& put,
                                    bool arrays_apart) const {
-  if (auto err = put(saved_spec())) return err;
-  bucket_state_part counters_part{id_, part_kind::counters};
-  counters_part.counters = counters();
-  if (auto err = put(encode(counters_part))) return err;
-  caf::error failed;
+  for (const auto& make : save_plan(arrays_apart))
+    if (auto err = put(make())) return err;
+  return {};
+}
+
+// The spec (shapes only, values_follow), the counters, then every dense kind the bucket keeps
+// as ranges (values first), DASH state, table rows and a bsp round's rows: no part holds more
+// than values_per_part values.
+std::vector<std::function<wire()>> bucket_store::save_plan(bool arrays_apart) const {
+  std::vector<std::function<wire()>> plan;
+  plan.push_back([this] { return saved_spec(); });
+  plan.push_back([this] {
+    bucket_state_part counters_part{id_, part_kind::counters};
+    counters_part.counters = counters();
+    return encode(counters_part);
+  });
   if (!arrays_apart)
     each_array_kind([&](part_kind kind, uint32_t worker, std::vector<std::span<const float>> xs) {
-      if (!failed) failed = put_ranges(id_, kind, worker, xs, put);
+      plan_ranges(id_, kind, worker, xs, plan);
     });
-  if (failed) return failed;
-  if (auto err = save_dash(put)) return err;
-  for (const auto& t : tables_) {
+  plan_dash(plan);
+  for (const auto& t : tables_) {  // (a table's rows are gathered when the plan is made)
     const size_t rows_per_part = std::max<size_t>(1, values_per_part / (3 * t.row_dim()));
-    for (auto& rows : t.save(rows_per_part)) {
-      bucket_state_part part{id_, part_kind::rows};
-      part.rows = std::move(rows);
-      if (auto err = put(encode(part))) return err;
-    }
+    auto parts = std::make_shared<std::vector<table_rows>>(t.save(rows_per_part));
+    for (size_t k = 0; k < parts->size(); ++k)
+      plan.push_back([this, parts, k] {
+        bucket_state_part part{id_, part_kind::rows};
+        part.rows = (*parts)[k];
+        return encode(part);
+      });
   }
   for (size_t t = 0; t < round_rows_.size(); ++t) {
     if (round_rows_[t].empty()) continue;
-    table_rows sums{tables_[t].name(), tables_[t].row_dim(), {}, {}, {}, {}, {}};
-    for (const auto& [id, sum] : round_rows_[t]) sums.ids.push_back(id);
-    std::sort(sums.ids.begin(), sums.ids.end());  // the same state saves to the same bytes
-    for (uint64_t id : sums.ids) {
-      const auto& sum = round_rows_[t].at(id);
-      sums.values.insert(sums.values.end(), sum.begin(), sum.end());
-    }
-    bucket_state_part part{id_, part_kind::round_rows};
-    part.rows = std::move(sums);
     // one round's rows: bounded by what one round's pushes held
-    if (auto err = put(encode(part))) return err;
+    plan.push_back([this, t] {
+      table_rows sums{tables_[t].name(), tables_[t].row_dim(), {}, {}, {}, {}, {}};
+      for (const auto& [id, sum] : round_rows_[t]) sums.ids.push_back(id);
+      std::sort(sums.ids.begin(), sums.ids.end());  // the same state saves to the same bytes
+      for (uint64_t id : sums.ids) {
+        const auto& sum = round_rows_[t].at(id);
+        sums.values.insert(sums.values.end(), sum.begin(), sum.end());
+      }
+      bucket_state_part part{id_, part_kind::round_rows};
+      part.rows = std::move(sums);
+      return encode(part);
+    });
   }
-  return {};
+  return plan;
 }
 
 // Each slice's DASH state in fp32: one tensor per part, named by its state index, holding
 // whole blocks from block `row_offset` on, at most values_per_part values (one block more
 // when a single block is larger).
-caf::error bucket_store::save_dash(const std::function<caf::error(wire)>& put) const {
+void bucket_store::plan_dash(std::vector<std::function<wire()>>& plan) const {
   for (uint32_t s = 0; s < dash_.size(); ++s) {
     if (!dash_[s]) continue;
     const auto& d = *dash_[s];
     for (size_t i = 0; i < d.state_count(); ++i) {
-      const auto values = d.state(i);
+      const size_t total = d.state(i).size();
       const size_t per = d.block_values(i);
       const size_t blocks_per_part = std::max<size_t>(1, values_per_part / per);
-      for (size_t first = 0; first * per < values.size(); first += blocks_per_part) {
-        const size_t end = std::min(values.size(), (first + blocks_per_part) * per);
-        dense_tensor t{std::to_string(i),
-                       {static_cast<uint32_t>(end - first * per)},
-                       static_cast<uint32_t>(first),
-                       std::vector<float>(values.begin() + first * per, values.begin() + end)};
-        if (auto err =
-                put(encode(bucket_state_part{id_, part_kind::dash, s, {std::move(t)}, {}, {}})))
-          return err;
+      for (size_t first = 0; first * per < total; first += blocks_per_part) {
+        const size_t end = std::min(total, (first + blocks_per_part) * per);
+        plan.push_back([this, s, i, first, per, end] {
+          const auto values = dash_[s]->state(i);
+          dense_tensor t{std::to_string(i),
+                         {static_cast<uint32_t>(end - first * per)},
+                         static_cast<uint32_t>(first),
+                         std::vector<float>(values.begin() + first * per, values.begin() + end)};
+          return encode(bucket_state_part{id_, part_kind::dash, s, {std::move(t)}, {}, {}});
+        });
       }
     }
   }
-  return {};
 }
 
 caf::error bucket_store::restore_dash(const bucket_state_part& part) {

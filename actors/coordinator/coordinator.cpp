@@ -244,6 +244,7 @@ job_actor::behavior_type coordinator(coordinator_self self, job_config config) {
       },
       [=](save_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
         if (self->state.dp) dpp::on_save(self, config, step, index, count, part);
+        return true;  // (member 0 sends the next part once this one is written)
       },
   };
 }

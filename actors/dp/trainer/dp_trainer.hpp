@@ -140,6 +140,8 @@ struct dp_trainer_state {
   placement evaluation_parts;
   bool stopping = false;
   bool checkpoint_due = false;  // member 0: a save waits for a step that communicated
+  // Member 0: the parts of a checkpoint being sent, made one at a time (no step meanwhile).
+  std::vector<std::function<wire()>> checkpoint_parts;
   // --mode hybrid: the client of the task's embedding tables' buckets (it keeps each bucket's
   // clock at the pull), the tables, and the rows of the step in flight (values pulled,
   // gradients computed)

@@ -17,6 +17,8 @@ namespace troupe::dp_parts {
 
 namespace {
 
+void settle_step(self_ptr self, const dp_trainer_config& config);
+
 using clock_type = std::chrono::steady_clock;
 using kernels::wire_codec;
 
@@ -356,19 +358,27 @@ caf::error apply_sum(dp_trainer_state& st) {
   return step_store(st, grad);
 }
 
-// Member 0's state after this step, to the coordinator part by part as each is made (only the
-// parts in flight are held): (save, step, index, 0, part), the last with its count.
-void send_checkpoint(self_ptr self, const dp_trainer_config& config) {
+// Part `index` of member 0's state after this step (st.checkpoint_parts, made now) to the
+// coordinator, the next once it has written this one: one part in flight, and no step
+// meanwhile. Then the step settles (`then`).
+void send_checkpoint_part(self_ptr self, const dp_trainer_config& config, size_t index,
+                          std::function<void()> then) {
   auto& st = self->state;
-  std::optional<wire> held;  // each part goes once the next is made, so the last is known
-  uint32_t index = 0;
-  auto coordinator = coordinator_of(config);
-  st.optimizer->save_each([&](wire w) {
-    if (held) self->send(coordinator, save_atom_v, st.step, index++, uint32_t{0}, std::move(*held));
-    held = std::move(w);
-    return caf::error{};
-  });
-  self->send(coordinator, save_atom_v, st.step, index, index + 1, std::move(*held));
+  if (index >= st.checkpoint_parts.size()) {
+    st.checkpoint_parts.clear();
+    return then();
+  }
+  const bool last = index + 1 == st.checkpoint_parts.size();
+  const auto i = static_cast<uint32_t>(index);
+  self->request(coordinator_of(config), config.request_timeout, save_atom_v, st.step, i,
+                last ? i + 1 : uint32_t{0}, st.checkpoint_parts[index]())
+      .then([=](bool) { send_checkpoint_part(self, config, index + 1, then); },
+            [=](caf::error& err) {
+              config.log.warn("checkpoint after step {} not sent: {}", self->state.step,
+                              describe(err));
+              self->state.checkpoint_parts.clear();
+              then();
+            });
 }
 
 // Every bucket is summed (or, in a local step, none was sent): step (or skip, when some
@@ -429,11 +439,17 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   // Not after a local step of 0/1 Adam: that state is one member's (the next sync is).
   if (st.job->rank == 0 && st.checkpoint_due && !local) {
     st.checkpoint_due = false;
-    send_checkpoint(self, config);
+    st.checkpoint_parts = st.optimizer->save_plan();
+    return send_checkpoint_part(self, config, 0, [=] { settle_step(self, config); });
   }
-  // The step settles once its rows are in the tables: this member's next pull, its epoch's
-  // parameters (and so the evaluation) and its done come after them. A new generation that
-  // arrives meanwhile waits as pending.
+  settle_step(self, config);
+}
+
+// The step settles once its rows are in the tables: this member's next pull, its epoch's
+// parameters (and so the evaluation) and its done come after them. A new generation that
+// arrives meanwhile waits as pending (st.in_step holds until then).
+void settle_step(self_ptr self, const dp_trainer_config& config) {
+  auto& st = self->state;
   if (st.table_pushes_due > 0) {
     st.settling = true;
     return;
