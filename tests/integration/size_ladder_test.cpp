@@ -53,6 +53,20 @@ void check_exits(std::vector<std::unique_ptr<child_process>>& nodes, size_t kill
   }
 }
 
+// A job of `servers` servers (0: dp) and 2 workers resumed from the newest checkpoint in `dir`
+// (one after step 7 or later), run to its end; its report.
+std::string resume_from(const fs::path& dir, const std::vector<std::string>& flags,
+                        uint32_t servers) {
+  fmnist_cluster resumed(flags, servers, 2,
+                         {"--checkpoint-dir", dir.string(), "--resume", dir.string()});
+  BOOST_TEST_INFO("coordinator: " << resumed.coordinator->output());
+  BOOST_TEST_REQUIRE(resumed.coordinator->wait(std::chrono::seconds(300)).value_or(-1) == 0);
+  check_exits(resumed.workers);
+  const auto report = read_file(resumed.report.string());
+  BOOST_TEST(json_number(report, "resumed_from_step").value_or(0) >= 7, report);
+  return report;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_ps_job_of_80_mb_survives_a_kill_takes_a_joiner_and_resumes) {
@@ -82,13 +96,8 @@ BOOST_AUTO_TEST_CASE(a_ps_job_of_80_mb_survives_a_kill_takes_a_joiner_and_resume
     BOOST_TEST(json_number(report, "checkpoints").value_or(0) >= 1);
     check_joiner_stepped(report);
   }
-  fmnist_cluster resumed(flags, 1, 2, {"--checkpoint-dir", dir.string(), "--resume", dir.string()});
-  BOOST_TEST_INFO("coordinator: " << resumed.coordinator->output());
-  BOOST_TEST_REQUIRE(resumed.coordinator->wait(std::chrono::seconds(300)).value_or(-1) == 0);
-  check_exits(resumed.workers);
-  const auto report = read_file(resumed.report.string());
+  const auto report = resume_from(dir, flags, 1);
   BOOST_TEST_INFO("report: " << report);
-  BOOST_TEST(json_number(report, "resumed_from_step").value_or(0) >= 7);
   BOOST_TEST(json_number(report, "updates_lost").value_or(-1) == 0);
   fs::remove_all(dir);
 }
@@ -124,13 +133,8 @@ BOOST_AUTO_TEST_CASE(a_dp_job_of_80_mb_survives_a_kill_a_joiner_and_its_coordina
     check_joiner_stepped(report);
     BOOST_TEST(json_number(report, "test_accuracy").value_or(0) > 0.3);
   }
-  fmnist_cluster resumed(flags, 0, 2, {"--checkpoint-dir", dir.string(), "--resume", dir.string()});
-  BOOST_TEST_INFO("coordinator: " << resumed.coordinator->output());
-  BOOST_TEST_REQUIRE(resumed.coordinator->wait(std::chrono::seconds(300)).value_or(-1) == 0);
-  check_exits(resumed.workers);
-  const auto report = read_file(resumed.report.string());
+  const auto report = resume_from(dir, flags, 0);
   BOOST_TEST_INFO("report: " << report);
-  BOOST_TEST(json_number(report, "resumed_from_step").value_or(0) >= 7);
   BOOST_TEST(json_number(report, "steps").value_or(0) == std::ceil(double(examples) / 32));
   BOOST_TEST(json_number(report, "checksum_mismatches").value_or(1) == 0);
   fs::remove_all(dir);

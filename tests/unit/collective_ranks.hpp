@@ -1,7 +1,7 @@
 // Test helpers for the collective backends: N members as threads of one process, each with
 // its own group made by `make` over one memory_store; the test's checks run on the test's
 // thread after every member has returned. Used by tests/unit/collective_test.cpp (gloo,
-// actors) and tests/gpu/nccl_collective_test.cpp (nccl).
+// actors), tests/unit/state_agreement_test.cpp and tests/gpu/nccl_collective_test.cpp (nccl).
 #pragma once
 
 #include <functional>
@@ -9,10 +9,33 @@
 #include <thread>
 #include <vector>
 
+#include <csignal>
+
+#include <caf/actor_system.hpp>
+
 #include "actors/dp/collective/collective.hpp"
 #include "actors/dp/collective/rendezvous_store.hpp"
+#include "troupe/node.hpp"
 
 namespace troupe::testing {
+
+// Gloo writes to its sockets without MSG_NOSIGNAL: a member that went away must give the
+// others an error, not kill the test with SIGPIPE (run_app ignores it for every node). A test
+// module registers it (using it, then BOOST_TEST_GLOBAL_FIXTURE(ignore_sigpipe)).
+struct ignore_sigpipe {
+  ignore_sigpipe() { std::signal(SIGPIPE, SIG_IGN); }
+};
+
+// The actor system the `actors` backend's members share (one per test process).
+inline caf::actor_system& collective_test_system() {
+  static caf::actor_system_config cfg = [] {
+    caf::actor_system_config c;
+    troupe::configure_actor_system(c, launch_options{});
+    return c;
+  }();
+  static caf::actor_system sys{cfg};
+  return sys;
+}
 
 using rank_body = std::function<void(collective&, uint32_t rank)>;
 using member_maker = std::function<caf::expected<std::unique_ptr<collective>>(

@@ -25,25 +25,10 @@ using troupe::testing::is_error;
 using troupe::testing::rank_body;
 using troupe::testing::value_of;
 
-// Gloo writes to its sockets without MSG_NOSIGNAL: a member that went away must give the
-// others an error, not kill the test with SIGPIPE (run_app ignores it for every node).
-struct ignore_sigpipe {
-  ignore_sigpipe() { std::signal(SIGPIPE, SIG_IGN); }
-};
+using troupe::testing::ignore_sigpipe;
 BOOST_TEST_GLOBAL_FIXTURE(ignore_sigpipe);
 
 namespace {
-
-// The actor system the `actors` backend's members share (one per test process).
-caf::actor_system& test_system() {
-  static caf::actor_system_config cfg = [] {
-    caf::actor_system_config c;
-    troupe::configure_actor_system(c, launch_options{});
-    return c;
-  }();
-  static caf::actor_system sys{cfg};
-  return sys;
-}
 
 caf::expected<std::unique_ptr<collective>> make_member(const std::string& backend,
                                                        rendezvous_store& store, uint32_t r,
@@ -51,7 +36,7 @@ caf::expected<std::unique_ptr<collective>> make_member(const std::string& backen
                                                        std::chrono::milliseconds timeout) {
   if (backend == "actors")
     return make_actor_collective(
-        test_system(), store,
+        testing::collective_test_system(), store,
         actor_collective_options{r, size, 1, 42, "127.0.0.1", "g1/", timeout});
   return make_gloo_collective(store, gloo_options{r, size, "127.0.0.1", "g1/", timeout});
 }

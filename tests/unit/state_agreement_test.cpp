@@ -22,22 +22,10 @@
 
 using namespace troupe;
 
-struct ignore_sigpipe {
-  ignore_sigpipe() { std::signal(SIGPIPE, SIG_IGN); }
-};
+using troupe::testing::ignore_sigpipe;
 BOOST_TEST_GLOBAL_FIXTURE(ignore_sigpipe);
 
 namespace {
-
-caf::actor_system& test_system() {
-  static caf::actor_system_config cfg = [] {
-    caf::actor_system_config c;
-    troupe::configure_actor_system(c, launch_options{});
-    return c;
-  }();
-  static caf::actor_system sys{cfg};
-  return sys;
-}
 
 const auto timeout = std::chrono::milliseconds(20000);
 
@@ -49,7 +37,7 @@ std::vector<std::string> run_ranks(uint32_t size, const testing::rank_body& body
           uint32_t n) -> caf::expected<std::unique_ptr<collective>> {
         if (backend == "actors")
           return make_actor_collective(
-              test_system(), store,
+              testing::collective_test_system(), store,
               actor_collective_options{r, n, 1, 42, "127.0.0.1", "g1/", timeout});
         return make_gloo_collective(store, gloo_options{r, n, "127.0.0.1", "g1/", timeout});
       },
