@@ -67,7 +67,20 @@ void send_evaluation_part(self_ptr self, const dp_trainer_config& config, size_t
   const auto& part = buckets[index];
   pull_reply parameters{
       part.bucket, st.step, vector_clock{}, gather(*st.layout, part, st.params), {}};
-  auto next = [=] { send_evaluation_part(self, config, index + 1); };
+  auto next = [=](bool delivered) {
+    if (delivered) return send_evaluation_part(self, config, index + 1);
+    // The coordinator did not answer (lost): the other parts are only held for its standby,
+    // sent when this member rejoins it, rather than each waiting out a request's timeout.
+    auto& st = self->state;
+    if (config.coordinator->standby_listed())
+      for (size_t k = index + 1; k < st.evaluation_parts.buckets.size(); ++k) {
+        const auto& rest = st.evaluation_parts.buckets[k];
+        st.held_parameters[{epoch, rest.bucket}] = encode(pull_reply{
+            rest.bucket, st.step, vector_clock{}, gather(*st.layout, rest, st.params), {}});
+      }
+    st.evaluation_parts.buckets.clear();
+    go_on(self, config, false);
+  };
   send_parameters(self, config, epoch, part.bucket, encode(parameters), next);
 }
 

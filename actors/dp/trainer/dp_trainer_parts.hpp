@@ -20,9 +20,9 @@ inline dp_coordinator_actor coordinator_of(const dp_trainer_config& config) {
 // Sends the step report of `step` to the coordinator, held for a takeover if a standby is listed.
 void send_report(self_ptr self, const dp_trainer_config& config, uint64_t step, wire report);
 // Sends part `part` of the parameters after `epoch` (a pull_reply) for evaluation, held
-// likewise; `then` runs once the coordinator has it (or is lost).
+// likewise; `then` runs once the coordinator has it (true) or did not answer (false).
 void send_parameters(self_ptr self, const dp_trainer_config& config, uint32_t epoch, uint32_t part,
-                     wire parameters, std::function<void()> then);
+                     wire parameters, std::function<void(bool delivered)> then);
 // The coordinator's standby holds the reports through `reports_through` and `evaluated` epochs.
 void drop_held(dp_trainer_state& st, uint64_t reports_through, uint32_t evaluated);
 // The process's watch found the coordinator of `term` (0: none): rejoin it and send again what

@@ -27,17 +27,17 @@ void send_report(self_ptr self, const dp_trainer_config& config, uint64_t step, 
 }
 
 void send_parameters(self_ptr self, const dp_trainer_config& config, uint32_t epoch, uint32_t part,
-                     wire parameters, std::function<void()> then) {
+                     wire parameters, std::function<void(bool delivered)> then) {
   if (config.coordinator->standby_listed()) self->state.held_parameters[{epoch, part}] = parameters;
   // A coordinator that does not answer is lost: with a standby, the part is sent again when
   // this member rejoins it (held above); without, the trainer stops on the coordinator's loss.
   self->request(coordinator_of(config), config.request_timeout, eval_atom_v, epoch, part,
                 std::move(parameters))
-      .then([then](bool) { then(); },
+      .then([then](bool) { then(true); },
             [=](caf::error& err) {
               config.log.warn("part {} of epoch {}'s parameters not delivered: {}", part, epoch + 1,
                               describe(err));
-              then();
+              then(false);
             });
 }
 
