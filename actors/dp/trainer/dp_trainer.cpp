@@ -157,11 +157,10 @@ void synced(self_ptr self, const dp_trainer_config& config, const sync_result& a
   go_on(self, config, moved);
 }
 
-// The longest a hand-over of this member's state may take: a floor of 64 MiB/s.
+// The longest a hand-over of the model's state may take: its values and up to two moments at
+// a floor of 64 MiB/s (from the model, so that a member whose state was spoiled waits as long).
 std::chrono::milliseconds hand_over_bound(const dp_trainer_state& st) {
-  uint64_t bytes = 0;
-  if (st.optimizer)
-    for (auto a : st.optimizer->arrays()) bytes += a.size_bytes();
+  const uint64_t bytes = 3 * st.layout->total * sizeof(float);
   return std::chrono::milliseconds(bytes / ((uint64_t{64} << 20) / 1000));
 }
 

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "actors/dp/trainer/dp_trainer_parts.hpp"
+#include "actors/dp/trainer/store_pieces.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 #include "troupe/error.hpp"
 
@@ -25,9 +26,26 @@ bool elementwise(const optimizer_config& o, const dp_compression& compression) {
   return plain && compression.adam == compressed_adam::none;
 }
 
-}  // namespace
+// A checkpoint's store, restored as its parts came (restore_atom), in place of a new one.
+caf::error take_resumed(dp_trainer_state& st) {
+  if (!same_slices(st.resumed->slices(), st.store_shapes))
+    return make_error(errc::shape_mismatch,
+                      "the checkpoint holds another model, or its state in another form (saved by "
+                      "an earlier Troupe, or with another --optimizer)");
+  st.optimizer = std::move(st.resumed);
+  st.resumed.reset();
+  bind_params(st);
+  return {};
+}
 
-static caf::error take_resumed(dp_trainer_state& st);
+// Where slice `s` of a store per tensor lies in the flat values.
+caf::expected<flat_range> range_of(const dp_trainer_state& st, const dense_tensor& s) {
+  const auto range = locate(*st.layout, slice{s.name, s.row_offset, s.shape});
+  if (!range) return make_error(errc::shape_mismatch, "a slice of the store not in the model");
+  return *range;
+}
+
+}  // namespace
 
 caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
                       const group_start& job) {
@@ -51,29 +69,13 @@ caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
   config.task->initialize(job.seed, st.params);
   if (!kernels::all_finite(st.params))  // (a Python task's initialize that raised leaves NaN)
     return make_error(errc::task_failed, "the task's initialize left values that are not finite");
-  if (!st.flat_store) {  // the store's own values start where the task put them
-    auto values = gather(*st.layout, st.optimizer_plan.buckets[0], st.params);
-    for (size_t s = 0; s < values.size(); ++s) {
-      auto into = st.optimizer->set_values(s);
-      std::copy(values[s].values.begin(), values[s].values.end(), into.begin());
+  if (!st.flat_store)  // the store's own values start where the task put them
+    for (size_t s = 0; s < st.optimizer->slices().size(); ++s) {
+      const auto range = range_of(st, st.optimizer->slices()[s]);
+      if (!range) return std::move(range.error());
+      std::copy_n(st.params.begin() + range->offset, range->count,
+                  st.optimizer->set_values(s).begin());
     }
-  }
-  return {};
-}
-
-// A checkpoint's store, restored as its parts came (restore_atom), in place of a new one.
-static caf::error take_resumed(dp_trainer_state& st) {
-  auto& slices = st.resumed->slices();
-  bool same = slices.size() == st.store_shapes.size();
-  for (size_t i = 0; same && i < slices.size(); ++i)
-    same = slices[i].name == st.store_shapes[i].name && slices[i].shape == st.store_shapes[i].shape;
-  if (!same)
-    return make_error(errc::shape_mismatch,
-                      "the checkpoint holds another model, or its state in another form (saved by "
-                      "an earlier Troupe, or with another --optimizer)");
-  st.optimizer = std::move(st.resumed);
-  st.resumed.reset();
-  bind_params(st);
   return {};
 }
 
@@ -96,8 +98,8 @@ caf::error step_store(dp_trainer_state& st, std::span<const float> grad) {
       views.push_back(grad);
       continue;
     }
-    const auto range = locate(*st.layout, slice{s.name, s.row_offset, s.shape});
-    if (!range) return make_error(errc::shape_mismatch, "a slice of the store not in the model");
+    const auto range = range_of(st, s);
+    if (!range) return std::move(range.error());
     views.push_back(grad.subspan(range->offset, range->count));
   }
   auto applied = st.optimizer->apply(std::move(push), std::move(views));

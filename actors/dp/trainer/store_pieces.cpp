@@ -2,9 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "troupe/error.hpp"
 
 namespace troupe {
+
+bool same_slices(const std::vector<dense_tensor>& a, const std::vector<dense_tensor>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.name == y.name && x.shape == y.shape && x.row_offset == y.row_offset;
+  });
+}
 
 store_pieces::store_pieces(std::optional<bucket_store> own, std::vector<dense_tensor> shapes,
                            update_rules rules)
@@ -26,11 +34,7 @@ caf::error store_pieces::check_spec(std::span<const char> message) const {
   auto spec = decode<bucket_spec>(wire{wire_bytes(message.begin(), message.end())});
   if (!spec) return std::move(spec.error());
   const auto& theirs = spec->tensors;
-  bool same = spec->values_follow && theirs.size() == shapes_.size();
-  for (size_t i = 0; same && i < theirs.size(); ++i)
-    same = theirs[i].name == shapes_[i].name && theirs[i].shape == shapes_[i].shape &&
-           theirs[i].row_offset == shapes_[i].row_offset;
-  if (!same)
+  if (!spec->values_follow || !same_slices(theirs, shapes_))
     return make_error(errc::shape_mismatch,
                       fmt::format("the agreed state is of another model ({} slices, this member "
                                   "{})",

@@ -16,6 +16,10 @@
 
 namespace troupe {
 
+// Whether two stores' slices are alike: the same names, shapes and row offsets, in order
+// (their values are not compared).
+bool same_slices(const std::vector<dense_tensor>& a, const std::vector<dense_tensor>& b);
+
 class store_pieces final : public state_pieces {
  public:
   // `own`: none when this member's state was lost in an earlier hand-over; `shapes`: the
