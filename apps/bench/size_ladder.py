@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Up the size ladder on this machine: troupe-fmnist's MLP 784-W-W-10 at each size asked for
-(default 10M and 100M parameters), in --mode ps (1 server + 1 worker, SGD) and --mode dp (2
-members, Adam), the dp rows beside PyTorch DDP (gloo, 2 processes, Adam) with the same model,
+(default 10M and 100M parameters), in --mode ps (1 server + 1 worker, SGD), --mode dp (2
+members, Adam) and, with --modes pydp, the same model as a troupe.TorchTask in --mode dp from
+Python; the dp rows beside PyTorch DDP (gloo, 2 processes, Adam) with the same model,
 batch and data; then `troupe-bench state` at the largest size: the state hand-over beside Gloo's
 broadcast of the same bytes, and checkpoint write/read beside dd. Batches are small (8 per
 member) so that compute stays short.
@@ -46,21 +47,31 @@ def parse_size(text):
 
 
 def troupe_job(mode, width, steps, tmp):
-    """One job of coordinator, servers and workers as processes; its report."""
+    """One job of coordinator, servers and workers as processes; its report. Mode pydp runs
+    WIDE_MLP (a troupe.TorchTask) with the same roles and flags as troupe-fmnist's."""
     members = 1 if mode == "ps" else 2
     examples = steps * BATCH * members
     port = 20000 + (os.getpid() * 7 + steps * 13 + width) % 20000
     address = f"127.0.0.1:{port}"
     report = os.path.join(tmp, f"r-{mode}-{width}-{steps}.json")
-    common = ["--mode", mode, "--epochs", "1", "--batch", str(BATCH), "--train-limit",
-              str(examples), "--test-limit", "64", "--hidden", f"{width},{width}",
-              "--blas-threads", "1", "--log-level", "warn", "--request-timeout", "300",
-              "--heartbeat-timeout-ms", "30000",
+    common = ["--mode", "dp" if mode == "pydp" else mode, "--epochs", "1", "--batch", str(BATCH),
+              "--train-limit", str(examples), "--test-limit", "64", "--log-level", "warn",
+              "--request-timeout", "300", "--heartbeat-timeout-ms", "30000",
               "--optimizer", "sgd" if mode == "ps" else "adam"]
     env = dict(os.environ, TROUPE_SECRET="a-long-random-secret-for-the-ladder")
-    fmnist = os.path.join(BIN, "troupe-fmnist")
-    head = [fmnist, "--role", "coordinator", "--listen", address, "--workers", str(members),
-            "--report", report]
+    if mode == "pydp":
+        script = os.path.join(tmp, "wide_mlp.py")
+        with open(script, "w") as f:
+            f.write(WIDE_MLP)
+        program = ["/usr/bin/python3", script]
+        common += ["--torch-threads", "1"]
+        env.update(LADDER_WIDTH=str(width), PYTHONPATH=os.path.join(os.path.dirname(BIN), "python"),
+                   TROUPE_EXAMPLES=os.path.join(ROOT, "apps", "examples", "python"))
+    else:
+        program = [os.path.join(BIN, "troupe-fmnist")]
+        common += ["--hidden", f"{width},{width}", "--blas-threads", "1"]
+    head = program + ["--role", "coordinator", "--listen", address, "--workers", str(members),
+                      "--report", report]
     if mode == "ps":
         head += ["--servers", "1"]
     procs = [subprocess.Popen(head + common, env=env, stdout=subprocess.DEVNULL,
@@ -69,7 +80,7 @@ def troupe_job(mode, width, steps, tmp):
     roles = (["server"] if mode == "ps" else []) + ["worker"] * members
     for i, role in enumerate(roles):
         procs.append(subprocess.Popen(
-            [fmnist, "--role", role, "--coordinator", address, "--name", f"{role[0]}{i}"] + common,
+            program + ["--role", role, "--coordinator", address, "--name", f"{role[0]}{i}"] + common,
             env=env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, f"{i}.log"), "w")))
     codes = [p.wait(timeout=3600) for p in procs]
     if any(codes) or not os.path.exists(report):
@@ -78,6 +89,27 @@ def troupe_job(mode, width, steps, tmp):
         raise RuntimeError(f"{mode} W={width}: exit codes {codes}\n{logs}")
     with open(report) as f:
         return json.load(f)
+
+
+WIDE_MLP = r"""
+import os, sys
+from torch import nn
+import troupe
+sys.path.insert(0, os.environ["TROUPE_EXAMPLES"])
+from fmnist_cnn import FLAGS, fashion_mnist
+
+W = int(os.environ["LADDER_WIDTH"])
+
+def wide():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, W), nn.ReLU(), nn.Linear(W, W), nn.ReLU(),
+                         nn.Linear(W, 10))
+
+def make_task(flags):
+    return troupe.TorchTask(wide, fashion_mnist(flags.data, "train", flags.train_limit),
+                            fashion_mnist(flags.data, "t10k", flags.test_limit))
+
+sys.exit(troupe.run(make_task, flags=FLAGS, prog="ladder-mlp"))
+"""
 
 
 DDP = r"""
@@ -152,7 +184,7 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         base = {m: troupe_job(m, 16, 2, tmp) for m in modes}
-        ddp_base = ddp_job(16, 2, tmp) if "dp" in modes else None
+        ddp_base = ddp_job(16, 2, tmp) if {"dp", "pydp"} & set(modes) else None
         for size in sizes:
             w = width_for(size)
             params = mlp_params(w)
@@ -162,7 +194,8 @@ def main():
                 rss = rss_of(long)
                 base_worker = max(rss_of(base[mode])["workers"])
                 row = {"mode": mode, "params": params, "width": w,
-                       "members": "1 server + 1 worker" if mode == "ps" else "2 members",
+                       "members": {"ps": "1 server + 1 worker", "dp": "2 members, C++",
+                                           "pydp": "2 members, Python"}[mode],
                        "optimizer": "sgd" if mode == "ps" else "adam",
                        "s_per_step": per_step(long, short, args.steps),
                        "bytes_per_param_worker": (max(rss["workers"]) - base_worker) * 2**20 / params,
@@ -170,7 +203,7 @@ def main():
                 if mode == "ps":
                     base_server = max(rss_of(base[mode])["servers"])
                     row["bytes_per_param_server"] = (max(rss["servers"]) - base_server) * 2**20 / params
-                if mode == "dp":
+                if mode in ("dp", "pydp"):
                     ddp = ddp_job(w, args.steps, tmp)
                     ddp_rss = max(r["rss_mb"] for r in ddp)
                     row["ddp"] = {"s_per_step": ddp[0]["step_s"],
@@ -180,7 +213,7 @@ def main():
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     print()
-    print(f"{'mode':<4} {'params':>10} {'members, optimizer':<28} {'s/step':>8} "
+    print(f"{'mode':<5} {'params':>10} {'members, optimizer':<28} {'s/step':>8} "
           f"{'B/param':>8} {'DDP s/step':>10} {'DDP B/param':>11}  peak RSS MB")
     for r in rows:
         ddp = r.get("ddp")
@@ -188,7 +221,7 @@ def main():
                  else f"{'':>10} {'':>11}")
         server = (f" server {r['bytes_per_param_server']:.1f} B/param" if "bytes_per_param_server"
                   in r else "")
-        print(f"{r['mode']:<4} {r['params'] / 1e6:>9.1f}M {r['members'] + ', ' + r['optimizer']:<28} "
+        print(f"{r['mode']:<5} {r['params'] / 1e6:>9.1f}M {r['members'] + ', ' + r['optimizer']:<28} "
               f"{r['s_per_step']:>8.3f} {r['bytes_per_param_worker']:>8.1f} {extra}  "
               f"{json.dumps(r['rss_mb'])}{server}")
     if not args.no_state:

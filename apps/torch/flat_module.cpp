@@ -66,16 +66,23 @@ flat_module::flat_module(torch_model model, torch::Device device)
   }
   if (params_.empty()) throw std::invalid_argument("the model has no parameters");
   for (const auto& t : tensors_) offsets_.push_back(offsets_.back() + t.numel());
-  flat_ = torch::zeros({static_cast<int64_t>(total())},
+  viewed_ = device_.is_cpu();
+  const auto own = viewed_ ? offsets_[first_param_] : total();
+  flat_ = torch::zeros({static_cast<int64_t>(own)},
                        torch::TensorOptions().dtype(torch::kFloat32).device(device_));
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < tensors_.size(); ++i) {
-    auto view = flat_.narrow(0, offsets_[i], tensors_[i].numel()).view(tensors_[i].sizes());
-    view.copy_(tensors_[i]);
-    if (tensors_[i].scalar_type() == torch::kFloat32)
-      tensors_[i].set_data(view);  // BatchNorm updates its statistics in place: in the flat
+    auto& t = tensors_[i];
+    if (viewed_ && i >= first_param_) {  // no memory until load() binds it
+      t.set_data(torch::zeros({}, t.options()).expand(t.sizes()));
+      continue;
+    }
+    auto view = flat_.narrow(0, offsets_[i], t.numel()).view(t.sizes());
+    view.copy_(t);
+    if (t.scalar_type() == torch::kFloat32)
+      t.set_data(view);  // BatchNorm updates its statistics in place: in the flat
     else
-      copied_.emplace_back(tensors_[i], view);
+      copied_.emplace_back(t, view);
   }
   for (const auto& m : module.modules())
     if (auto* table = m->as<torch_table_impl>()) tables_.push_back(table);
@@ -90,8 +97,30 @@ std::vector<tensor_spec> flat_module::specs() const {
 
 void flat_module::load(std::span<const float> values) {
   torch::NoGradGuard no_grad;
-  flat_.copy_(host_view(values));
+  const auto all = host_view(values);
+  flat_.copy_(all.narrow(0, 0, flat_.numel()));
+  if (viewed_ && bound_ != values.data()) {
+    for (size_t i = first_param_; i < tensors_.size(); ++i)
+      tensors_[i].set_data(
+          all.narrow(0, offsets_[i], tensors_[i].numel()).view(tensors_[i].sizes()));
+    bound_ = values.data();
+  }
   for (auto& [buffer, view] : copied_) buffer.copy_(view);
+}
+
+void flat_module::bind_grads(std::span<float> grad) {
+  release_grads();
+  if (!viewed_) return;
+  torch::NoGradGuard no_grad;
+  auto all = host_view(grad);
+  all.narrow(0, offsets_[first_param_], total() - offsets_[first_param_]).zero_();
+  for (size_t i = first_param_; i < tensors_.size(); ++i)
+    tensors_[i].mutable_grad() =
+        all.narrow(0, offsets_[i], tensors_[i].numel()).view(tensors_[i].sizes());
+}
+
+void flat_module::release_grads() {
+  for (const auto& p : params_) p.mutable_grad().reset();
 }
 
 void flat_module::report(size_t i, std::span<float> out) const {
@@ -102,7 +131,7 @@ void flat_module::report(size_t i, std::span<float> out) const {
     target.copy_(t.detach().reshape(-1));  // a buffer's value (cast to float32)
   else if (!t.grad().defined())
     target.zero_();
-  else
+  else if (t.grad().data_ptr() != target.data_ptr())
     target.copy_(t.grad().reshape(-1));
 }
 
@@ -128,11 +157,19 @@ void flat_module::release_rows() {
   for (auto* table : tables_) table->release();
 }
 
-void flat_module::save(std::span<float> out) const {
+void save_values(torch::nn::Module& module, std::span<float> out) {
   torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < tensors_.size(); ++i)
-    host_view(out.subspan(offsets_[i], offsets_[i + 1] - offsets_[i]))
-        .copy_(tensors_[i].detach().reshape(-1));
+  std::vector<torch::Tensor> tensors;
+  for (const auto& b : module.named_buffers()) tensors.push_back(b.value());
+  for (const auto& p : module.named_parameters()) tensors.push_back(p.value());
+  uint64_t at = 0;
+  for (const auto& t : tensors) {
+    const auto n = static_cast<uint64_t>(t.numel());
+    if (at + n > out.size()) throw std::length_error("another number of values");
+    host_view(out.subspan(at, n)).copy_(t.detach().reshape(-1).to(torch::kCPU));
+    at += n;
+  }
+  if (at != out.size()) throw std::length_error("another number of values");
 }
 
 }  // namespace troupe::torch_detail

@@ -1,6 +1,10 @@
-// flat_module: a libtorch model whose buffers and parameters are views of one flat float32
-// tensor on the task's device (buffers first: the layout of troupe/torch.hpp), so that loading
-// Troupe's values is one copy; and its troupe::torch_table modules. Internal to troupe_torch.
+// flat_module: a libtorch model laid out as Troupe's flat vector (buffers first: the layout of
+// troupe/torch.hpp), and its troupe::torch_table modules. On the CPU its parameters are views
+// of Troupe's parameter values and their gradients views of Troupe's gradient buffer
+// (bind_grads), so a member holds each value once, as under DDP; on another device they are
+// views of one flat tensor there, loaded with one copy. Buffers (BatchNorm's statistics, which
+// the forward pass updates in place) are the module's own, copied in at each load. Internal to
+// troupe_torch.
 #pragma once
 
 #include <torch/torch.h>
@@ -28,12 +32,16 @@ class flat_module {
   std::vector<tensor_spec> specs() const;
   uint64_t total() const { return offsets_.back(); }
 
-  // Every buffer and parameter from `values` (total() of them).
+  // Every buffer and parameter from `values` (total() of them), which must not change while
+  // the module computes with them: on the CPU the parameters view them.
   void load(std::span<const float> values);
-  // Tensor i's gradient (a buffer's value) into `out`: zeros when it has none.
+  // Each parameter's gradient undefined, or on the CPU a view of `grad` (zeroed; total()
+  // values), where backward accumulates in place. Call release_grads() before `grad` goes.
+  void bind_grads(std::span<float> grad);
+  void release_grads();
+  // Tensor i's gradient (a buffer's value) into `out`: zeros when it has none, nothing to copy
+  // when backward wrote it there.
   void report(size_t i, std::span<float> out) const;
-  // The current values of every tensor into `out` (total() of them).
-  void save(std::span<float> out) const;
 
   // Gives each table its rows (`rows` holds one entry per table), on the device; with `grad`,
   // as leaves whose .grad backward fills, returned. Throws when the rows do not fit.
@@ -56,10 +64,16 @@ class flat_module {
   std::vector<torch::Tensor> params_;
   size_t first_param_ = 0;
   std::vector<uint64_t> offsets_{0};
-  torch::Tensor flat_;
+  bool viewed_ = false;           // on the CPU: the parameters view Troupe's values
+  const float* bound_ = nullptr;  // the values they view
+  torch::Tensor flat_;            // the buffers' values (and, off the CPU, the parameters')
   std::vector<std::pair<torch::Tensor, torch::Tensor>> copied_;  // non-float32 buffers, views
   std::vector<torch_table_impl*> tables_;
 };
+
+// A freshly built model's buffers, then its parameters, into `out` (Troupe's layout); throws
+// when `out` holds another number of values.
+void save_values(torch::nn::Module& module, std::span<float> out);
 
 // A float32 CPU tensor over `values` (no copy; valid while they are).
 torch::Tensor host_view(std::span<const float> values);

@@ -196,12 +196,13 @@ class torch_replica : public range_replica {
       }
       model_.load(params);
       auto leaves = rows ? model_.hold_rows(*rows, true) : std::vector<torch::Tensor>{};
-      for (const auto& p : model_.parameters()) p.mutable_grad().reset();
+      model_.bind_grads(grad);
       const double loss = backward(*read.batch, grad, relay);
       add_row_gradients(rows, leaves);
       return {loss, static_cast<uint64_t>(read.batch->target.size(0))};
     });
     model_.release_rows();
+    model_.release_grads();  // no view of `grad` outlives the call
     step_->active = false;
     if (relay) relay->close(bool(out));
     if (out && out->count > count)
@@ -266,9 +267,8 @@ class torch_task : public training_task {
   // refuses, rather than values nobody chose.
   void initialize(uint64_t seed, std::span<float> params) const override {
     auto done = guarded("the task's model", [&] {
-      flat_module model(torch_detail::build_model(task_->options.model, seed), torch::kCPU);
-      if (model.total() != params.size()) throw std::length_error("another number of values");
-      model.save(params);
+      auto model = torch_detail::build_model(task_->options.model, seed);
+      torch_detail::save_values(*model.module, params);
       return true;
     });
     if (!done) std::fill(params.begin(), params.end(), std::numeric_limits<float>::quiet_NaN());

@@ -81,6 +81,20 @@ class TaskProtocol(unittest.TestCase):
             got = torch.frombuffer(grad, dtype=torch.float32)
             self.assertLess(float((got - expected).norm() / expected.norm()), 1e-6)
             self.assertAlmostEqual(loss, float(expected_loss), places=5)
+            # A step in place, as a dp member's: the next range sees it (views, not a copy).
+            torch.frombuffer(params, dtype=torch.float32).sub_(0.1 * got)
+
+    def test_a_replica_holds_no_copy_of_the_parameters_or_their_gradients(self):
+        params, grad = flat(self.total), flat(self.total)
+        self.task.initialize(3, params)
+        replica = self.task.make_replica(16, 7)
+        replica.gradient_range(params, 0, 0, 16, grad, None)
+        base = torch.frombuffer(params, dtype=torch.float32).data_ptr()
+        end = base + 4 * self.total
+        for p in replica.model.params:  # views of Troupe's parameters
+            self.assertTrue(base <= p.data_ptr() < end)
+            self.assertIsNone(p.grad)  # backward wrote into `grad`; no view of it is kept
+        self.assertEqual(replica.model.flat.numel(), 0)  # the MLP has no buffers to hold
 
     def test_a_range_past_the_epoch_uses_what_is_left(self):
         params, grad = flat(self.total), flat(self.total)

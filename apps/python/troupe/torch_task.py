@@ -129,6 +129,9 @@ class TorchTask:
         self._specs = [(n, tuple(b.shape), "buffer") for n, b in probe.named_buffers()]
         self._specs += [(n, tuple(p.shape)) for n, p in probe.named_parameters()]
         self._tables = [t.spec() for t in tables_of(probe)]
+        with torch.no_grad():
+            for p in probe.parameters():  # the evaluator loads its values: hold none meanwhile
+                p.data = _unbacked(p)
         if self._tables and ids is None:
             raise ValueError("TorchTask: the model has troupe.Tables; give ids=, the rows each "
                              "batch reads per table")
@@ -250,11 +253,16 @@ def _check_model(module):
 
 
 class _Model:
-    """A module whose parameters are views of one flat tensor, loaded with one copy, and whose
+    """A module as Troupe computes with it. On the CPU its parameters are views of Troupe's
+    parameter buffer and their .grad views of Troupe's gradient buffer (bind_grads), so a
+    member holds each value once, as under DDP; on another device they are views of one flat
+    tensor there, loaded with one copy. Buffers (BatchNorm's running statistics, which the
+    forward pass updates in place) are the module's own, copied in at each load. Its
     troupe.Tables read the rows Troupe pulled (hold)."""
 
     def __init__(self, module, device=None):
         self.device = torch.device(device or "cpu")
+        self.viewed = self.device.type == "cpu"
         self.module = module.to(self.device)
         self.params = list(module.parameters())
         self.first_param = len(list(module.buffers()))  # tensors: the buffers, then these
@@ -263,22 +271,55 @@ class _Model:
         self.offsets = [0]
         for n in self.sizes:
             self.offsets.append(self.offsets[-1] + n)
-        self.flat = torch.zeros(self.offsets[-1], device=self.device)
+        own = self.offsets[self.first_param] if self.viewed else self.offsets[-1]
+        self.flat = torch.zeros(own, device=self.device)  # the buffers (and, off the CPU, all)
         self.copied = []  # buffers that are not float32 (a step count): copied in at each load
+        self.bound = None  # the address of the Troupe buffer the parameters view
         with torch.no_grad():
-            for t, at, n in zip(self.tensors, self.offsets, self.sizes):
-                view = self.flat[at:at + n].view_as(t)
+            for i, t in enumerate(self.tensors):
+                if self.viewed and i >= self.first_param:
+                    t.data = _unbacked(t)  # no memory until load() binds it
+                    continue
+                view = self.flat[self.offsets[i]:self.offsets[i + 1]].view_as(t)
                 if t.dtype == torch.float32:
-                    t.data = view  # BatchNorm updates its statistics in place: in the flat
+                    t.data = view
                 else:
                     self.copied.append((t, view))
         self.tables = tables_of(module)
 
     def load(self, values):
+        """The buffers and parameters from `values` (a float32 tensor over Troupe's buffer, which
+        must not change while the module computes with it)."""
         with torch.no_grad():
-            self.flat.copy_(values)
+            if not self.viewed:
+                self.flat.copy_(values)
+            else:
+                self.flat.copy_(values[:len(self.flat)])
+                if self.bound != values.data_ptr():
+                    for t, at, n in self._parameter_ranges():
+                        t.data = values[at:at + n].view_as(t)
+                    self.bound = values.data_ptr()
             for t, view in self.copied:
                 t.copy_(view)
+
+    def bind_grads(self, grad):
+        """On the CPU, each parameter's .grad a view of `grad` (zeroed), where backward
+        accumulates in place; elsewhere no .grad (backward makes them on the device)."""
+        for p in self.params:
+            p.grad = None
+        if not self.viewed:
+            return
+        grad[self.offsets[self.first_param]:].zero_()
+        for t, at, n in self._parameter_ranges():
+            t.grad = grad[at:at + n].view_as(t)
+
+    def has_grad_in(self, t, target):
+        """Whether tensor t's .grad is `target` itself (backward wrote it there)."""
+        return t.grad is not None and t.grad.data_ptr() == target.data_ptr()
+
+    def _parameter_ranges(self):
+        for i in range(self.first_param, len(self.tensors)):
+            yield self.tensors[i], self.offsets[i], self.sizes[i]
 
     def to_device(self, tensors):
         return tuple(t.to(self.device) for t in tensors)
@@ -302,6 +343,11 @@ class _Model:
     def release(self):
         for table in self.tables:
             table.release()
+
+
+def _unbacked(t):
+    """A tensor of t's shape and type that holds no memory (one value, broadcast)."""
+    return torch.zeros((), dtype=t.dtype, device=t.device).expand(t.shape)
 
 
 class _Replica:
@@ -374,7 +420,7 @@ class _Replica:
             target.copy_(t.detach().reshape(-1))
         elif t.grad is None:
             target.zero_()
-        else:
+        elif not self.model.has_grad_in(t, target):
             target.copy_(t.grad.reshape(-1))
         if step["ready"] is not None:
             step["ready"](i)
@@ -402,12 +448,13 @@ class _Replica:
         *inputs, targets = self.model.to_device(examples)
         self.model.load(torch.frombuffer(params, dtype=torch.float32))
         leaves = self.model.hold(rows or [], grad=True)
-        for p in self.model.params:
-            p.grad = None
+        self.model.bind_grads(grad)
         try:
             loss = self._backward(inputs, targets, grad, ready)
         finally:
             self.model.release()
+            for p in self.model.params:  # no view of Troupe's buffer outlives the call
+                p.grad = None
         for (_, _, grads), values in zip(rows or [], leaves):
             if values.grad is not None:
                 _floats(grads).add_(values.grad.reshape(-1).cpu())
