@@ -31,14 +31,24 @@ uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
   return static_cast<uint32_t>(std::max(wanted, needed));
 }
 
+// How many buckets are being placed at once: each one's spec (with its values) is made when it
+// is sent, so that the coordinator and a server hold a few buckets' messages, not the model's.
+constexpr size_t placing_at_once = 4;
+
+// Bucket b's spec: with its `initial` values, or without them (null) as kept once placed,
+// shapes only (a new backup takes its state from the chain, a restored bucket from its parts).
 wire spec_of(const coordinator_state& st, const job_config& config, const bucket_placement& b,
-             const std::vector<float>& initial) {
+             const std::vector<float>* initial) {
   const auto& o = config.opts;
   // --mode hybrid: the tables' clients are the group's members, by join index.
   const uint32_t clients = o.hybrid() ? std::max(o.workers, o.max_workers) : o.workers;
-  bucket_spec spec{b.bucket,          clients,
-                   optimizer_from(o), gather(*st.ps->directory.layout, b, initial),
-                   o.consistency,     o.compensation};
+  bucket_spec spec{b.bucket, clients, optimizer_from(o), {}, o.consistency, o.compensation};
+  if (initial)
+    spec.tensors = gather(*st.ps->directory.layout, b, *initial);
+  else
+    for (const auto& s : b.slices)
+      spec.tensors.push_back(dense_tensor{s.tensor, s.shape, s.row_offset, {}});
+  spec.values_follow = !initial;
   for (const auto& t : config.task->sparse_tables())
     spec.tables.push_back(table_config{t.name, t.row_dim, t.init_scale, t.capacity});
   spec.bucket_count = static_cast<uint32_t>(st.ps->directory.plan.buckets.size());
@@ -102,11 +112,17 @@ void restore_bucket(self_ptr self, const job_config& config, uint32_t b,
             });
 }
 
+void place_one(self_ptr self, const job_config& config, uint32_t b);
+
+// Bucket b is placed (with its backups): the next one goes, and once all are, training starts.
 void placed_one(self_ptr self, const job_config& config) {
   auto& st = self->state;
-  if (st.shell.phase != job_phase::placing ||
-      ++st.ps->directory.placed < st.ps->directory.buckets.size())
-    return;
+  if (st.shell.phase != job_phase::placing) return;
+  auto& directory = st.ps->directory;
+  if (directory.next_to_place < directory.buckets.size())
+    place_one(self, config, directory.next_to_place++);
+  if (++directory.placed < directory.buckets.size()) return;
+  std::vector<float>().swap(directory.initial);  // every bucket holds its values now
   if (config.hands_out_buckets())
     tables_placed(self, config);
   else if (st.ps->checkpoints.resume_from)
@@ -116,9 +132,14 @@ void placed_one(self_ptr self, const job_config& config) {
 }
 
 void place_one(self_ptr self, const job_config& config, uint32_t b) {
-  const uint32_t server = self->state.ps->directory.plan.buckets[b].server;
-  host_bucket(
-      self, config, b, server,
+  auto& st = self->state;
+  const auto& placement = st.ps->directory.plan.buckets[b];
+  const uint32_t server = placement.server;
+  const bool new_values = !config.service && !st.ps->checkpoints.resume_from;
+  wire spec = new_values ? spec_of(st, config, placement, &st.ps->directory.initial)
+                         : st.ps->directory.specs[b];
+  host_spec(
+      self, config, std::move(spec), server,
       [=](bucket_actor& primary) {
         auto& st = self->state;
         if (st.shell.phase != job_phase::placing) return;
@@ -234,7 +255,7 @@ void place_buckets(self_ptr self, const job_config& config) {
   connect_servers(self, config, [=] { place_all(self, config); });
 }
 
-caf::error lay_out_buckets(self_ptr self, const job_config& config) {
+caf::error lay_out_buckets(self_ptr self, const job_config& config, bool new_values) {
   auto& st = self->state;
   const auto& o = config.opts;
   if (config.service) {  // an app's service: its buckets come ready-made
@@ -252,8 +273,8 @@ caf::error lay_out_buckets(self_ptr self, const job_config& config) {
   st.ps->directory.plan = plan_buckets(*st.ps->directory.layout, count,
                                        static_cast<uint32_t>(st.ps->roster.servers.size()));
   if (auto err = check_resume(st, config)) return err;
-  std::vector<float> initial;
-  if (!st.ps->checkpoints.resume_from &&
+  auto& initial = st.ps->directory.initial;
+  if (new_values && !st.ps->checkpoints.resume_from &&
       st.ps->directory.layout->total > 0) {  // (hybrid: rows only)
     initial.resize(st.ps->directory.layout->total);
     config.task->initialize(o.seed, initial);
@@ -267,15 +288,17 @@ caf::error lay_out_buckets(self_ptr self, const job_config& config) {
   for (const auto& b : st.ps->directory.plan.buckets)
     st.ps->directory.specs[b.bucket] = st.ps->checkpoints.resume_from
                                            ? st.ps->checkpoints.resume_from->buckets[b.bucket][0]
-                                           : spec_of(st, config, b, initial);
+                                           : spec_of(st, config, b, nullptr);
   return {};
 }
 
 void place_all(self_ptr self, const job_config& config) {
   auto& st = self->state;
   if (st.shell.phase != job_phase::placing) return;
-  if (auto err = lay_out_buckets(self, config)) return fail_job(self, config, describe(err));
-  for (uint32_t b = 0; b < st.ps->directory.buckets.size(); ++b) place_one(self, config, b);
+  if (auto err = lay_out_buckets(self, config, true)) return fail_job(self, config, describe(err));
+  const auto n = static_cast<uint32_t>(st.ps->directory.buckets.size());
+  st.ps->directory.next_to_place = std::min<uint32_t>(n, placing_at_once);
+  for (uint32_t b = 0; b < st.ps->directory.next_to_place; ++b) place_one(self, config, b);
 }
 
 void lose_server(self_ptr self, const job_config& config, size_t s, const std::string& why) {

@@ -218,62 +218,94 @@ void record_evaluation(self_ptr self, const job_config& config, uint32_t epoch,
   maybe_evaluate(self, config);
 }
 
-// Pulls every bucket (as an observer) into one snapshot, with the embedding rows evaluation
-// reads, and hands it to the evaluator.
+namespace {
+
+// How many buckets an evaluation pulls at once: the snapshot fills a few buckets at a time, so
+// that the servers and this coordinator hold a few pull replies, not the model's.
+constexpr uint32_t evaluation_pulls_at_once = 4;
+
+// An evaluation's snapshot as its buckets are pulled into it.
+struct evaluation_pulls {
+  std::shared_ptr<eval_input> input;
+  uint32_t epoch = 0;
+  uint64_t round = 0;
+  uint32_t next = 0;      // the next bucket to ask for
+  uint32_t answered = 0;  // buckets in the snapshot
+};
+
+void run_evaluation(self_ptr self, const job_config& config, std::shared_ptr<evaluation_pulls> e) {
+  const uint32_t epoch = e->epoch;
+  const uint64_t round = e->round;
+  self->request(self->state.ps->evaluation.actor, config.opts.request_timeout * 10, eval_atom_v,
+                std::shared_ptr<const eval_input>{e->input})
+      .then(
+          [=](const eval_output& out) {
+            if (self->state.ps->evaluation.round == round)
+              record_evaluation(self, config, epoch, out);
+          },
+          [=](caf::error& err) { fail_job(self, config, "evaluation failed: " + describe(err)); });
+}
+
+// Pulls the next bucket (as an observer) into the snapshot; once every bucket is in, hands the
+// snapshot to the evaluator.
+void pull_for_evaluation(self_ptr self, const job_config& config,
+                         std::shared_ptr<evaluation_pulls> e) {
+  auto& st = self->state;
+  const auto buckets = static_cast<uint32_t>(st.ps->directory.buckets.size());
+  const uint32_t b = e->next++;
+  const auto tables = config.task->sparse_tables();
+  pull_request request{b, observer_worker, 0};
+  if (!tables.empty()) request.rows = row_requests(tables, e->input->rows, b, buckets);
+  self->request(st.ps->directory.buckets[b], config.opts.request_timeout, pull_atom_v,
+                encode(request))
+      .then(
+          [=](const wire& w) {
+            auto& st = self->state;
+            if (st.shell.phase != job_phase::training || st.ps->evaluation.round != e->round)
+              return;
+            auto reply = decode<pull_reply>(w);
+            if (!reply || !matches(st.ps->directory.plan.buckets[b], reply->tensors) ||
+                fill_rows(tables, reply->rows, e->input->rows))
+              return fail_job(self, config, fmt::format("bucket {} sent a bad snapshot", b));
+            scatter(*st.ps->directory.layout, reply->tensors, e->input->params);
+            if (++e->answered == buckets) return run_evaluation(self, config, e);
+            if (e->next < buckets) pull_for_evaluation(self, config, e);
+          },
+          [=](caf::error& err) {
+            auto& st = self->state;
+            if (st.ps->evaluation.round != e->round) return;
+            if (err.category() == error_category)
+              return fail_job(self, config, fmt::format("pulling bucket {}: {}", b, describe(err)));
+            // The bucket is gone for now (restarting, or its backup is taking over): the
+            // heartbeat tick tries the evaluation again.
+            if (st.ps->evaluation.running && st.shell.phase == job_phase::training)
+              config.log.warn("evaluation waits for bucket {} ({})", b, describe(err));
+            st.ps->evaluation.running = false;
+          });
+}
+
+}  // namespace
+
+// Pulls every bucket (as an observer), a few at a time, into one snapshot, with the embedding
+// rows evaluation reads, and hands it to the evaluator.
 void evaluate(self_ptr self, const job_config& config, uint32_t epoch) {
   auto& st = self->state;
   st.ps->evaluation.running = true;
-  const uint64_t round = ++st.ps->evaluation.round;
-  auto input = std::make_shared<eval_input>();
-  input->params.assign(st.ps->directory.layout->total, 0.0f);
-  input->figures = epoch + 1 == config.opts.epochs;
+  auto e = std::make_shared<evaluation_pulls>();
+  e->epoch = epoch;
+  e->round = ++st.ps->evaluation.round;
+  e->input = std::make_shared<eval_input>();
+  e->input->params.assign(st.ps->directory.layout->total, 0.0f);
+  e->input->figures = epoch + 1 == config.opts.epochs;
   const auto tables = config.task->sparse_tables();
   if (!tables.empty()) {
-    input->rows.ids = st.ps->evaluation.rows;
+    e->input->rows.ids = st.ps->evaluation.rows;
     for (size_t t = 0; t < tables.size(); ++t)
-      input->rows.values.emplace_back(input->rows.ids[t].size() * tables[t].row_dim, 0.0f);
+      e->input->rows.values.emplace_back(e->input->rows.ids[t].size() * tables[t].row_dim, 0.0f);
   }
-  auto pending = std::make_shared<size_t>(st.ps->directory.buckets.size());
   const auto buckets = static_cast<uint32_t>(st.ps->directory.buckets.size());
-  for (uint32_t b = 0; b < buckets; ++b) {
-    pull_request request{b, observer_worker, 0};
-    if (!tables.empty()) request.rows = row_requests(tables, input->rows, b, buckets);
-    self->request(st.ps->directory.buckets[b], config.opts.request_timeout, pull_atom_v,
-                  encode(request))
-        .then(
-            [=](const wire& w) {
-              auto& st = self->state;
-              if (st.shell.phase != job_phase::training || st.ps->evaluation.round != round) return;
-              auto reply = decode<pull_reply>(w);
-              if (!reply || !matches(st.ps->directory.plan.buckets[b], reply->tensors) ||
-                  fill_rows(tables, reply->rows, input->rows))
-                return fail_job(self, config, fmt::format("bucket {} sent a bad snapshot", b));
-              scatter(*st.ps->directory.layout, reply->tensors, input->params);
-              if (--*pending > 0) return;
-              self->request(st.ps->evaluation.actor, config.opts.request_timeout * 10, eval_atom_v,
-                            std::shared_ptr<const eval_input>{input})
-                  .then(
-                      [=](const eval_output& out) {
-                        if (self->state.ps->evaluation.round == round)
-                          record_evaluation(self, config, epoch, out);
-                      },
-                      [=](caf::error& err) {
-                        fail_job(self, config, "evaluation failed: " + describe(err));
-                      });
-            },
-            [=](caf::error& err) {
-              auto& st = self->state;
-              if (st.ps->evaluation.round != round) return;
-              if (err.category() == error_category)
-                return fail_job(self, config,
-                                fmt::format("pulling bucket {}: {}", b, describe(err)));
-              // The bucket is gone for now (restarting, or its backup is taking over): the
-              // heartbeat tick tries the evaluation again.
-              if (st.ps->evaluation.running && st.shell.phase == job_phase::training)
-                config.log.warn("evaluation waits for bucket {} ({})", b, describe(err));
-              st.ps->evaluation.running = false;
-            });
-  }
+  for (uint32_t i = 0; i < std::min(buckets, evaluation_pulls_at_once); ++i)
+    pull_for_evaluation(self, config, e);
 }
 
 void maybe_evaluate(self_ptr self, const job_config& config) {

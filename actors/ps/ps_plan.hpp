@@ -126,6 +126,8 @@ struct bucket_directory {
   std::vector<bucket_actor> buckets;  // each bucket's primary
   std::vector<bucket_home> homes;     // parallel to buckets
   std::vector<wire> specs;            // each bucket's spec as placed (new backups start here)
+  std::vector<float> initial;         // a new job's initial values, until every bucket is placed
+  uint32_t next_to_place = 0;         // buckets are placed a few at a time, in order
   size_t placed = 0;
   size_t recovering = 0;                          // buckets with a backup being promoted
   std::chrono::steady_clock::time_point lost_at;  // when the last server was lost

@@ -70,9 +70,10 @@ double training_seconds(const coordinator_state& st);
 // -- placement.cpp
 void place_buckets(self_ptr self, const job_config& config);
 void place_all(self_ptr self, const job_config& config);
-// The layout, the bucket plan over the servers that joined, and each bucket's spec (from the
-// initial values, or the checkpoint resumed from): everything placing needs but the servers.
-caf::error lay_out_buckets(self_ptr self, const job_config& config);
+// The layout, the bucket plan over the servers that joined, and each bucket's spec as kept
+// (shapes only, or the checkpoint's resumed from); with `new_values` (a new job, not a
+// takeover), the task's initial values, which each bucket's spec carries when it is placed.
+caf::error lay_out_buckets(self_ptr self, const job_config& config, bool new_values);
 // Server `s` is gone: its primaries' backups take over (or the job fails without them).
 void lose_server(self_ptr self, const job_config& config, size_t s, const std::string& why);
 caf::result<bucket_actor> which(self_ptr self, uint32_t bucket, const bucket_actor& failed);
@@ -85,14 +86,21 @@ void set_primary(self_ptr self, uint32_t b, bucket_actor handle, uint32_t s);
 // Bucket b has a live primary again after a server loss.
 void served_again(self_ptr self, const job_config& config, uint32_t b);
 
-// Asks server `s` to host bucket b (from its spec as placed), then calls on_hosted.
+// Asks server `s` to host a bucket from `spec`, then calls on_hosted.
+template <class OnHosted, class OnError>
+void host_spec(self_ptr self, const job_config& config, wire spec, uint32_t s, OnHosted on_hosted,
+               OnError on_error) {
+  self->request(self->state.ps->roster.servers[s], config.opts.request_timeout, host_atom_v,
+                std::move(spec))
+      .then(on_hosted, on_error);
+}
+
+// Asks server `s` to host bucket b from its spec as placed (shapes only for a job's own
+// buckets: the caller gives it its state), then calls on_hosted.
 template <class OnHosted, class OnError>
 void host_bucket(self_ptr self, const job_config& config, uint32_t b, uint32_t s,
                  OnHosted on_hosted, OnError on_error) {
-  auto& st = self->state;
-  self->request(st.ps->roster.servers[s], config.opts.request_timeout, host_atom_v,
-                st.ps->directory.specs[b])
-      .then(on_hosted, on_error);
+  host_spec(self, config, self->state.ps->directory.specs[b], s, on_hosted, on_error);
 }
 
 // -- replicas.cpp

@@ -101,7 +101,7 @@ void take_over(self_ptr self, const job_config& config) {
   for (size_t i = 0; i < workers; ++i)
     restore_member(st.ps->roster.worker_members[i], x.workers[i]);
   restore_report(st, x);
-  if (auto err = lay_out_buckets(self, config)) return fail_job(self, config, describe(err));
+  if (auto err = lay_out_buckets(self, config, false)) return fail_job(self, config, describe(err));
   const bool tables_only = config.opts.hybrid();
   if (x.homes.size() != st.ps->directory.homes.size() ||
       (!tables_only && x.plan.epochs != config.opts.epochs))

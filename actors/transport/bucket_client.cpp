@@ -48,7 +48,27 @@ uint64_t bucket_client::track(const bucket_actor& target,
 }
 
 bool bucket_client::settle(uint64_t ticket) {
-  return in_flight_.erase(ticket) > 0;
+  if (in_flight_.erase(ticket) == 0) return false;
+  send_waiting();
+  return true;
+}
+
+bool bucket_client::window_has_room(size_t requests) const {
+  return config_.window == 0 || in_flight_.empty() ||
+         in_flight_.size() + requests <= config_.window;
+}
+
+void bucket_client::admit(size_t requests, std::function<void()> send) {
+  if (waiting_.empty() && window_has_room(requests)) return send();
+  waiting_.emplace_back(requests, std::move(send));
+}
+
+void bucket_client::send_waiting() {
+  while (!waiting_.empty() && window_has_room(waiting_.front().first)) {
+    auto send = std::move(waiting_.front().second);
+    waiting_.pop_front();
+    send();
+  }
 }
 
 void bucket_client::find_again(size_t b, const bucket_actor& target, int attempt,
@@ -135,14 +155,16 @@ void bucket_client::send_push(std::shared_ptr<push_call> call) {
 
 void bucket_client::pull(size_t b, pull_request request, value_place place, values_handler done,
                          failure_handler failed) {
-  send_pull(std::make_shared<pull_call>(
-      pull_call{b, std::move(request), std::move(place), std::move(done), std::move(failed)}));
+  auto call = std::make_shared<pull_call>(
+      pull_call{b, std::move(request), std::move(place), std::move(done), std::move(failed)});
+  admit(1, [this, call] { send_pull(call); });
 }
 
 void bucket_client::push(size_t b, std::shared_ptr<push_request> push, gradient_views grad,
                          ack_handler done, failure_handler failed) {
-  send_push(std::make_shared<push_call>(
-      push_call{b, std::move(push), std::move(grad), std::move(done), std::move(failed)}));
+  auto call = std::make_shared<push_call>(
+      push_call{b, std::move(push), std::move(grad), std::move(done), std::move(failed)});
+  admit(1, [this, call] { send_push(call); });
 }
 
 void bucket_client::push_then_pull(size_t b, std::shared_ptr<push_request> push,
@@ -153,6 +175,12 @@ void bucket_client::push_then_pull(size_t b, std::shared_ptr<push_request> push,
       push_call{b, std::move(push), std::move(grad), std::move(acked), std::move(push_failed)});
   auto pulling = std::make_shared<pull_call>(pull_call{b, std::move(request), std::move(place),
                                                        std::move(pulled), std::move(pull_failed)});
+  admit(2, [this, pushing, pulling] { send_pair(pushing, pulling); });
+}
+
+void bucket_client::send_pair(std::shared_ptr<push_call> pushing,
+                              std::shared_ptr<pull_call> pulling) {
+  const size_t b = pushing->b;
   if (is_down(b)) {
     send_push(pushing);
     return send_pull(pulling);
@@ -179,6 +207,7 @@ void bucket_client::on_down(const caf::down_msg& msg) {
     i = in_flight_.erase(i);
   }
   for (auto& resend : lost) resend(msg.reason);
+  send_waiting();
 }
 
 }  // namespace troupe

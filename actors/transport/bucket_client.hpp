@@ -11,12 +11,17 @@
 // applying it twice. After `max_attempts` tries, or when the bucket answers with a refusal, the
 // request fails with a bucket_failure.
 //
+// With a `window`, at most that many requests are in flight at once and the others wait their
+// turn in the order they were made (a bucket still sees one sender's requests in order), so
+// that a model of any size has at most a window of buckets' messages in flight from here.
+//
 // It lives in one actor's state and its calls are that actor's (`self`), made from its
 // handlers; an owner that monitors its buckets passes their down messages to on_down(), so that
 // a lost node's requests go again at once instead of timing out.
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,6 +61,10 @@ struct bucket_client_config {
   std::function<void(double out, double in)> count_bytes;
   // Monitor every bucket handle (the owner then passes their down messages to on_down()).
   bool monitor = false;
+  // Requests in flight at most (0: no bound). A pull a bucket holds (ssp, bsp) takes its place
+  // in the window until answered: set one only where every held pull waits for pushes that
+  // come before it (a ps worker's rounds), not for a push made after it.
+  size_t window = 0;
 };
 
 class bucket_client : public std::enable_shared_from_this<bucket_client> {
@@ -127,6 +136,7 @@ class bucket_client : public std::enable_shared_from_this<bucket_client> {
   bucket_client(caf::scheduled_actor* self, bucket_client_config config);
   void send_pull(std::shared_ptr<pull_call> call);
   void send_push(std::shared_ptr<push_call> call);
+  void send_pair(std::shared_ptr<push_call> pushing, std::shared_ptr<pull_call> pulling);
   // Records the request as in flight and attaches its handlers to response `id`.
   void expect_values(std::shared_ptr<pull_call> call, caf::message_id id);
   void expect_ack(std::shared_ptr<push_call> call, caf::message_id id);
@@ -141,11 +151,17 @@ class bucket_client : public std::enable_shared_from_this<bucket_client> {
   bool is_down(size_t b) const { return buckets_[b].down == buckets_[b].handle.address(); }
   uint64_t track(const bucket_actor& target, std::function<void(const caf::error&)> lost);
   bool settle(uint64_t ticket);
+  // Sends a new request of `requests` messages now if the window has room and none waits,
+  // else queues it; send_waiting() sends the queued ones the window has room for.
+  void admit(size_t requests, std::function<void()> send);
+  void send_waiting();
+  bool window_has_room(size_t requests) const;
 
   caf::scheduled_actor* self_;
   bucket_client_config config_;
   std::vector<bucket_route> buckets_;
   std::map<uint64_t, in_flight> in_flight_;
+  std::deque<std::pair<size_t, std::function<void()>>> waiting_;  // (requests, send)
   uint64_t tickets_ = 0;
 };
 

@@ -67,6 +67,11 @@ gradient_views gradient_of(const worker_state& st, size_t b, const push_request&
   return views(*st.layout, st.job->layout.buckets[b], st.grad);
 }
 
+// A worker's pushes and pulls in flight at most: a few buckets' messages (each at most 8 MiB),
+// whatever the model's size; enough to keep every server busy. Held pulls wait for pushes the
+// workers send before them (push_round), so the window never holds a round back.
+constexpr size_t requests_in_flight = 16;
+
 }  // namespace
 
 std::shared_ptr<bucket_client> connect_buckets(self_ptr self, const worker_config& config,
@@ -79,6 +84,7 @@ std::shared_ptr<bucket_client> connect_buckets(self_ptr self, const worker_confi
   c.timeout = config.request_timeout;
   c.log = config.log;
   c.monitor = true;
+  c.window = requests_in_flight;
   c.count_bytes = [self](double out, double in) {
     add(self->state.metrics.bytes_out, out);
     add(self->state.metrics.bytes_in, in);
