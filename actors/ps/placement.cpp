@@ -12,23 +12,14 @@ namespace troupe::ps_plan {
 
 namespace {
 
-// The most values one bucket holds: 8 MiB of fp32, so that a bucket's spec, pulls and pushes
-// each fit in one message well under the codec's 16 MiB cap.
-constexpr uint64_t max_bucket_values = uint64_t{2} << 20;
-
-// The values per bucket the default aims at: 4 MiB of f32. Each bucket costs a worker one
-// push and one pull per step, and on this 2-core machine the fmnist job (0.9 MiB of values)
-// ran 5-9% faster with one bucket per server than with two per worker, embedded and across
-// processes; the data lane moves 1-64 MiB messages at about the same share of raw TCP.
-constexpr uint64_t target_bucket_values = uint64_t{1} << 20;
-
 // --buckets, or by default one per server and one per 4 MiB of values where that is more; never
-// so few that a bucket outgrows one message.
+// so few that a bucket outgrows one message (fewest_parts). Each bucket costs a worker one push
+// and one pull per step, and on this 2-core machine the fmnist job (0.9 MiB of values) ran
+// 5-9% faster with one bucket per server than with two per worker, embedded and across
+// processes; the data lane moves 1-64 MiB messages at about the same share of raw TCP.
 uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
-  const uint64_t by_size = (total_values + target_bucket_values - 1) / target_bucket_values;
-  const uint64_t wanted = o.buckets ? o.buckets : std::max<uint64_t>(o.servers, by_size);
-  const uint64_t needed = (total_values + max_bucket_values - 1) / max_bucket_values;
-  return static_cast<uint32_t>(std::max(wanted, needed));
+  const uint32_t fewest = fewest_parts(total_values);
+  return std::max(o.buckets ? o.buckets : std::max(o.servers, fewest), fewest);
 }
 
 // How many buckets are being placed at once: each one's spec (with its values) is made when it

@@ -72,11 +72,13 @@ placement plan_buckets(const flat_layout& layout, uint32_t buckets, uint32_t ser
   return plan;
 }
 
+uint32_t fewest_parts(uint64_t total_values) {
+  return static_cast<uint32_t>(
+      std::max<uint64_t>(1, (total_values + part_values - 1) / part_values));
+}
+
 placement message_parts(const flat_layout& layout) {
-  constexpr uint64_t part_values = uint64_t{1} << 20;
-  // Each part is cut to at most part_values and gets at most one piece more than the average.
-  return plan_buckets(layout, static_cast<uint32_t>((layout.total + part_values - 1) / part_values),
-                      1);
+  return plan_buckets(layout, fewest_parts(layout.total), 1);
 }
 
 std::optional<flat_range> locate(const flat_layout& layout, const slice& s) {

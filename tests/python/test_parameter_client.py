@@ -55,6 +55,28 @@ class InOneProcess(unittest.TestCase):
             self.assertEqual(after.values.dtype, np.float32)
             self.assertEqual(len(after.clocks), 1)
 
+    def test_a_model_five_times_a_messages_cap_is_cut_into_buckets(self):
+        # 784-4096-4096-10: 20 M parameters, 80 MB; the codec caps a message at 16 MiB.
+        def wide():
+            torch.manual_seed(2)
+            return nn.Sequential(nn.Linear(784, 4096), nn.Linear(4096, 4096), nn.Linear(4096, 10))
+        model = wide()
+        start = torch.nn.utils.parameters_to_vector(model.parameters()).clone()
+        with troupe.ParameterService(model, clients=1, optimizer="sgd", lr=0.5) as service:
+            client, copy = service.client(0), wide()
+            with torch.no_grad():
+                for p in copy.parameters():
+                    p.zero_()
+            self.assertGreaterEqual(len(client.pull(copy).clocks), 20)  # a clock per bucket
+            self.assertTrue(torch.equal(torch.nn.utils.parameters_to_vector(copy.parameters()),
+                                        start))
+            for p in copy.parameters():
+                p.grad = torch.ones_like(p)
+            self.assertEqual(client.push(copy), 0)
+            client.pull(copy)
+            self.assertTrue(torch.equal(torch.nn.utils.parameters_to_vector(copy.parameters()),
+                                        start - 0.5))
+
     def test_bad_input_is_refused_and_changes_nothing(self):
         model = tiny()
         with troupe.ParameterService(model, clients=1, optimizer="sgd", lr=0.5) as service:

@@ -42,17 +42,17 @@ namespace troupe {
 class app_node;
 
 struct parameter_service_config {
-  std::vector<tensor_spec> tensors;          // dense; the first dimension is split across buckets
-  std::vector<float> initial;                // flat, in `tensors` order; empty: all zeros
-  optimizer_config optimizer;                // sgd, momentum, adam, adamw (dash: 2-D tensors)
-  update_rules rules;                        // optimizer kind app: its rule is one of these
-  consistency_config consistency;            // async, ssp (bound), bsp
-  compensation_config compensation;          // delay compensation of stale gradients
-  std::vector<table_spec> tables;            // embedding tables: rows hashed over the buckets
-  uint64_t seed = 0;                         // rows start from (seed, table, id)
-  float clip = 0;                            // clip each row gradient to this L2 norm (0: off)
-  uint32_t buckets = 1;                      // at most one per row of the tensors
-  uint32_t clients = 1;                      // the actors that push: client ids 0 .. clients - 1
+  std::vector<tensor_spec> tensors;  // dense; the first dimension is split across buckets
+  std::vector<float> initial;        // flat, in `tensors` order; empty: all zeros
+  optimizer_config optimizer;        // sgd, momentum, adam, adamw (dash: 2-D tensors)
+  update_rules rules;                // optimizer kind app: its rule is one of these
+  consistency_config consistency;    // async, ssp (bound), bsp
+  compensation_config compensation;  // delay compensation of stale gradients
+  std::vector<table_spec> tables;    // embedding tables: rows hashed over the buckets
+  uint64_t seed = 0;                 // rows start from (seed, table, id)
+  float clip = 0;                    // clip each row gradient to this L2 norm (0: off)
+  uint32_t buckets = 1;  // at most one per row; more where a bucket would outgrow a message
+  uint32_t clients = 1;  // the actors that push: client ids 0 .. clients - 1
   std::chrono::milliseconds timeout{10000};  // each pull or push of one bucket
   std::string name = "parameters";           // the supervisor's name; buckets: bucket-<b>
   logger log{"parameters"};

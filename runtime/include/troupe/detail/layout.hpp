@@ -34,6 +34,13 @@ uint64_t row_size(const std::vector<uint32_t>& shape);
 // Splits `layout` into `buckets` buckets placed round-robin on `servers` servers.
 placement plan_buckets(const flat_layout& layout, uint32_t buckets, uint32_t servers);
 
+// The values a bucket or a part aims at (4 MiB of f32). A plan of at least fewest_parts(total)
+// buckets holds at most twice that plus one row in each (plan_buckets cuts pieces of at most
+// the average and puts each on the emptiest bucket), so that each bucket's spec, pulls and
+// pushes fit one message under the codec's 16 MiB cap, whatever the model's size.
+constexpr uint64_t part_values = uint64_t{1} << 20;
+uint32_t fewest_parts(uint64_t total_values);
+
 // `layout` cut into parts that each fit one message, whatever the model's size: about 1 Mi
 // values each, at most 2 Mi plus one row (a dp member's parameters for evaluation). The same
 // layout gives the same parts in every process.
