@@ -3,17 +3,25 @@
 --mode dp, and a wide MLP of 20 M parameters (80 MB, five times the codec's 16 MiB message cap)
 through TorchTask in --mode dp and --mode ps. Each job finishes with every step taken and, in
 dp, the members' checksums equal. The C++ ladder, with kills, joiners, a standby and resumes,
-is tests/integration/size_ladder_test.cpp. Run by ctest (python_size_ladder_test)."""
+is tests/integration/size_ladder_test.cpp. A plain PyTorch loop of the same 20 M MLP on
+troupe.elastic (DistributedOptimizer): a third loop joins (it takes the model's state in
+pieces) once the first has committed a step, a second is killed once the third has, and the
+two left end with the same parameters. Run by ctest (python_size_ladder_test)."""
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
 import unittest
 
+from processes import Process
+
 BOUND_S = 600  # no job here comes near it
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
+SECRET = "a-long-random-secret-for-tests"
 
 WIDE_MLP = textwrap.dedent("""
     import os, sys
@@ -82,6 +90,37 @@ class SizeLadder(unittest.TestCase):
                                    "--batch", "32")
             self.assertEqual(report["updates_lost"], 0)
             self.assertGreater(report["test_accuracy"], 0.3)
+
+
+class ElasticLoop(unittest.TestCase):
+    def test_a_20m_parameter_loop_takes_a_joiner_and_loses_a_member(self):
+        # 20 steps of 2 x 16 examples, each at least 0.4 s: the acts below come after
+        # progress (a commit), while steps are still to come.
+        flags = ["--hidden", "4096,4096", "--epochs", "1", "--batch", "16", "--train-limit",
+                 "640", "--test-limit", "200", "--step-delay-ms", "400", "--timeout", "60"]
+        program = os.path.join(EXAMPLES, "elastic_loop.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            def loop(args, name):
+                return Process(program, args, os.path.join(tmp, name), SECRET)
+            driver = loop(["--serve", "127.0.0.1:0", "--min-size", "2"], "driver.log")
+            try:
+                self.assertTrue(driver.wait_for(r"serving at \S+"), driver.output())
+                address = re.search(r"serving at (\S+)", driver.output()).group(1)
+                a = loop(["--join", address, *flags], "a.log")
+                b = loop(["--join", address, *flags], "b.log")
+                self.assertTrue(a.wait_for(r"commit epoch 0 .* size 2"), a.output())
+                c = loop(["--join", address, *flags], "c.log")
+                self.assertTrue(c.wait_for(r"commit .* size 3"), c.output())
+                b.popen.send_signal(signal.SIGKILL)
+                b.finish()
+                self.assertEqual(a.finish(), 0, a.output())
+                self.assertEqual(c.finish(), 0, c.output())
+            finally:
+                driver.stop()
+            sums = [re.search(r"done: checksum (\S+)", p.output()) for p in (a, c)]
+            self.assertTrue(all(sums), a.output() + c.output())
+            self.assertEqual(sums[0].group(1), sums[1].group(1))
+            self.assertIn("size 2", a.output().split("size 3")[-1])  # two again after the kill
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ All need TROUPE_SECRET. The driver prints "serving at HOST:PORT" and serves unti
 Each loop prints a line per committed step ("commit epoch E position P size S generation G
 rank R loss L") and at the end "done: checksum C accuracy A" (the checksum of its parameters:
 the same in every loop). Other flags: --epochs, --batch (per member), --lr, --data DIR,
---train-limit N, --test-limit N, --step-delay-ms MS (a floor under each step).
+--train-limit N, --test-limit N, --step-delay-ms MS (a floor under each step), --hidden W1,W2,...
+(the MLP's hidden widths, the same in every process).
 """
 import argparse
 import signal
@@ -23,7 +24,7 @@ from torch import nn
 
 import troupe
 from fmnist_cnn import fashion_mnist
-from ps_loop import MLP
+from ps_loop import MLP, hidden_widths
 
 
 def checksum(model):
@@ -44,7 +45,7 @@ def serve(args):
 
 def join(args):
     torch.manual_seed(0)
-    model = MLP()
+    model = MLP(args.hidden)
     train_set = fashion_mnist(args.data, "train", args.train_limit)
     x_all, y_all = train_set.tensors
     troupe.elastic.init(args.join, timeout=args.timeout)
@@ -99,6 +100,8 @@ def main():
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--train-limit", type=int, default=0)
     p.add_argument("--test-limit", type=int, default=0)
+    p.add_argument("--hidden", type=hidden_widths, default=(128,),
+                   help="the MLP's hidden widths, W1,W2,... (the same in every process)")
     args = p.parse_args()
     return serve(args) if args.serve else join(args)
 

@@ -10,7 +10,8 @@ it; the buckets apply every push as it arrives (SGD here), counting its stalenes
 All need TROUPE_SECRET. The serving process prints "serving at HOST:PORT" once clients may
 join (port 0 takes a free one), waits until every client's pushes have been applied (the
 vector clocks say so), and prints the test accuracy of the result.
-Other flags: --epochs, --batch, --lr, --data DIR, --train-limit N, --test-limit N.
+Other flags: --epochs, --batch, --lr, --data DIR, --train-limit N, --test-limit N, --hidden
+W1,W2,... (the MLP's hidden widths, the same in every process).
 """
 import argparse
 import sys
@@ -23,13 +24,23 @@ from fmnist_cnn import fashion_mnist
 
 
 class MLP(nn.Module):
-    def __init__(self):
+    """784-W1-...-10 with ReLUs (default one hidden layer of 128)."""
+
+    def __init__(self, hidden=(128,)):
         super().__init__()
-        self.layers = nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(),
-                                    nn.Linear(128, 10))
+        layers, width = [nn.Flatten()], 784
+        for w in hidden:
+            layers += [nn.Linear(width, w), nn.ReLU()]
+            width = w
+        self.layers = nn.Sequential(*layers, nn.Linear(width, 10))
 
     def forward(self, x):
         return self.layers(x)
+
+
+def hidden_widths(text):
+    """--hidden "W1,W2,...": the MLP's hidden widths."""
+    return tuple(int(w) for w in text.split(","))
 
 
 def my_batches(count, clients, client):
@@ -76,9 +87,11 @@ def main():
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--train-limit", type=int, default=0)
     p.add_argument("--test-limit", type=int, default=0)
+    p.add_argument("--hidden", type=hidden_widths, default=(128,),
+                   help="the MLP's hidden widths, W1,W2,... (the same in every process)")
     args = p.parse_args()
     torch.manual_seed(0)
-    model = MLP()
+    model = MLP(args.hidden)
     train_set = fashion_mnist(args.data, "train", args.train_limit)
     if args.join:
         client = troupe.ParameterClient(args.join, client=args.client)
