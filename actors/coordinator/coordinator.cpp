@@ -77,6 +77,7 @@ void on_tick(coordinator_self self, const job_config& config) {
   auto& st = self->state;
   self->delayed_send(self, config.opts.heartbeat_interval, tick_atom_v);
   check_members(self, config);
+  if (st.dp) dpp::check_tables_deadline(self, config);
   end_takeover_when_back(self, config);
   send_standing(self, config);
   take_deferred_end(
@@ -97,8 +98,12 @@ void begin(coordinator_self self, const job_config& config) {
     return;
   }
   if (!config.opts.resume.empty()) {
-    if (st.ps) resume_or_stop(self, st.ps->checkpoints.resume_from, config.opts.resume, config.log);
-    if (st.dp) resume_or_stop(self, st.dp->resume_from, config.opts.resume, config.log);
+    if (st.dp) {  // (hybrid: one file, the model's state then the tables')
+      resume_or_stop(self, st.dp->resume_from, config.opts.resume, config.log);
+      if (st.ps && st.dp->resume_from) dpp::split_hybrid_checkpoint(st);
+    } else if (st.ps) {
+      resume_or_stop(self, st.ps->checkpoints.resume_from, config.opts.resume, config.log);
+    }
   }
   if (st.ps)
     config.log.info("waiting for {} servers and {} workers", config.opts.servers,
@@ -242,9 +247,11 @@ job_actor::behavior_type coordinator(coordinator_self self, job_config config) {
         if (!self->state.dp) return no_plan("rendezvous store");
         return dpp::store_get(self, w);
       },
-      [=](save_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
-        if (self->state.dp) dpp::on_save(self, config, step, index, count, part);
-        return true;  // (member 0 sends the next part once this one is written)
+      [=](save_atom, uint64_t step, uint32_t index, uint32_t count,
+          const wire& part) -> caf::result<bool> {
+        // (member 0 sends the next part once this one is written)
+        if (!self->state.dp) return true;
+        return dpp::on_save(self, config, step, index, count, part);
       },
   };
 }

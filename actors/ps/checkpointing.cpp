@@ -56,22 +56,24 @@ void written_out(self_ptr self, const job_config& config, uint64_t step,
   checkpoint_written(st.shell, config.log, step, *path, seconds_since(began));
 }
 
-// Writes part `index` (and then the rest) of bucket b to the file as each comes, then the
-// next bucket's; calls done(error or none) after the last bucket.
+}  // namespace
+
 void save_parts(self_ptr self, const job_config& config, uint32_t b, uint32_t index,
-                std::shared_ptr<checkpoint_writer> file, std::function<void(caf::error)> done) {
+                std::shared_ptr<checkpoint_writer> file, uint32_t first,
+                std::function<void(caf::error)> done) {
+  if (b >= self->state.ps->directory.buckets.size()) return done(caf::error{});
   self->request(self->state.ps->directory.buckets[b], config.opts.request_timeout, save_atom_v,
                 index)
       .then(
           [=](wire& part, uint32_t total) {
-            if (auto err = file->add(b, std::move(part))) return done(std::move(err));
-            if (index + 1 < total) return save_parts(self, config, b, index + 1, file, done);
-            if (b + 1 < self->state.ps->directory.buckets.size())
-              return save_parts(self, config, b + 1, 0, file, done);
-            done(caf::error{});
+            if (auto err = file->add(first + b, std::move(part))) return done(std::move(err));
+            if (index + 1 < total) return save_parts(self, config, b, index + 1, file, first, done);
+            save_parts(self, config, b + 1, 0, file, first, done);
           },
           [=](caf::error& err) { done(std::move(err)); });
 }
+
+namespace {
 
 void save_buckets(self_ptr self, const job_config& config) {
   auto& st = self->state;
@@ -89,7 +91,7 @@ void save_buckets(self_ptr self, const job_config& config) {
                                         config.opts.checkpoint_keep);
   if (!opened) return skip_checkpoint(self, config, describe(opened.error()));
   auto file = std::make_shared<checkpoint_writer>(std::move(*opened));
-  save_parts(self, config, 0, 0, file, [=](caf::error err) {
+  save_parts(self, config, 0, 0, file, 0, [=](caf::error err) {
     if (self->state.shell.phase != job_phase::training)
       return skip_checkpoint(self, config, "the job is ending");
     if (err || self->state.ps->checkpoints.spoiled)
@@ -151,6 +153,7 @@ caf::error check_resume(const coordinator_state& st, const job_config& config) {
   if (job.buckets != st.ps->directory.plan.buckets.size() ||
       st.ps->checkpoints.resume_from->buckets.size() != job.buckets)
     return differs("buckets", job.buckets, st.ps->directory.plan.buckets.size());
+  if (o.hybrid()) return {};  // the tables' buckets: the dp plan checks the rest
   if (job.model_values != st.ps->directory.layout->total)
     return differs("model values", job.model_values, st.ps->directory.layout->total);
   if (job.epochs != o.epochs) return differs("epochs", job.epochs, o.epochs);

@@ -114,9 +114,10 @@ void placed_one(self_ptr self, const job_config& config) {
     place_one(self, config, directory.next_to_place++);
   if (++directory.placed < directory.buckets.size()) return;
   std::vector<float>().swap(directory.initial);  // every bucket holds its values now
-  if (config.hands_out_buckets())
+  if (config.hands_out_buckets()) {
+    st.ps->checkpoints.resume_from.reset();  // (hybrid: restored; the dp plan has the rest)
     tables_placed(self, config);
-  else if (st.ps->checkpoints.resume_from)
+  } else if (st.ps->checkpoints.resume_from)
     start_resumed(self, config);
   else
     start_training(self, config);

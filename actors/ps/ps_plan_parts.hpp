@@ -157,5 +157,10 @@ void start_resumed(self_ptr self, const job_config& config);
 void count_for_checkpoint(self_ptr self, const job_config& config, uint64_t batches);
 // Pauses the workers, saves every bucket, writes the file; tells checkpoint_waiters.
 void take_checkpoint(self_ptr self, const job_config& config);
+// Adds part `index` and the rest of bucket b, then of every later bucket, to `file` as each
+// comes (bucket b as the file's bucket first + b); done(error or none) after the last.
+void save_parts(self_ptr self, const job_config& config, uint32_t b, uint32_t index,
+                std::shared_ptr<checkpoint_writer> file, uint32_t first,
+                std::function<void(caf::error)> done);
 
 }  // namespace troupe::ps_plan

@@ -177,8 +177,7 @@ caf::error validate(const launch_options& o) {
   if (o.dp.adam != compressed_adam::none && !o.data_parallel())
     return bad(fmt::format("--optimizer {} compresses an allreduce: it needs --mode dp",
                            to_string(o.dp.adam)));
-  if (o.hybrid() && (o.accumulate > 1 || !o.checkpoint_dir.empty() || !o.resume.empty()))
-    return bad("--mode hybrid does not yet take --accumulate, --checkpoint-dir or --resume");
+  if (o.hybrid() && o.accumulate > 1) return bad("--mode hybrid does not yet take --accumulate");
   if (o.hybrid() && o.consistency.type != consistency_config::mode::async)
     return bad(
         "--mode hybrid: the tables are asynchronous and the dense part is synchronous already: "

@@ -24,12 +24,17 @@
 
 namespace troupe::testing {
 
-// The binary, `head`, then `tail` (later flags win).
-inline std::vector<std::string> fmnist_command(std::vector<std::string> head,
-                                               const std::vector<std::string>& tail) {
-  head.insert(head.begin(), TROUPE_FMNIST_BIN);
+// `binary`, `head`, then `tail` (later flags win).
+inline std::vector<std::string> app_command(const std::string& binary,
+                                            std::vector<std::string> head,
+                                            const std::vector<std::string>& tail) {
+  head.insert(head.begin(), binary);
   head.insert(head.end(), tail.begin(), tail.end());
   return head;
+}
+inline std::vector<std::string> fmnist_command(std::vector<std::string> head,
+                                               const std::vector<std::string>& tail) {
+  return app_command(TROUPE_FMNIST_BIN, std::move(head), tail);
 }
 
 // How long the full job may take, and its flags (all of Fashion-MNIST, 3 epochs), then `extra`.
@@ -92,13 +97,18 @@ struct fmnist_cluster {
   std::vector<std::unique_ptr<child_process>> servers, workers;
   uint16_t metrics_port = free_port();  // the primary coordinator's
 
+  std::string binary;  // troupe-fmnist, or another app binary with the same roles (troupe-ctr)
+
   // `flags` go to every process; `coordinator_flags` to the coordinator (and its standby) only.
   // With a standby, the members are given both addresses. The job's floor is one millisecond
-  // per batch per worker unless `coordinator_flags` set --worker-delay-ms themselves.
+  // per batch per worker unless `coordinator_flags` set --worker-delay-ms themselves. Another
+  // `program` runs with its own flag for the training examples (`data_flag`, paced).
   fmnist_cluster(std::vector<std::string> flags, uint32_t server_count = 2,
                  uint32_t worker_count = 2, std::vector<std::string> coordinator_flags = {},
-                 bool with_standby = false) {
-    flags = paced_data(std::move(flags));
+                 bool with_standby = false, std::string program = TROUPE_FMNIST_BIN,
+                 const std::string& data_flag = "--train-limit")
+      : binary(std::move(program)) {
+    flags = paced_data(std::move(flags), data_flag);
     coordinator_flags = with_floor(std::move(coordinator_flags), worker_count);
     coordinator_flags.insert(coordinator_flags.end(),
                              {"--role", "coordinator", "--workers", std::to_string(worker_count),
@@ -109,14 +119,14 @@ struct fmnist_cluster {
     auto primary_flags = coordinator_flags;
     primary_flags.insert(primary_flags.end(),
                          {"--listen", address, "--metrics-port", std::to_string(metrics_port)});
-    coordinator = std::make_unique<child_process>(fmnist_command(primary_flags, flags),
+    coordinator = std::make_unique<child_process>(command(primary_flags, flags),
                                                   scratch("c-" + tag + ".log").string(), env);
     members_join = address;
     if (with_standby) {
       standby_address = "127.0.0.1:" + std::to_string(free_port());
       coordinator_flags.insert(coordinator_flags.end(),
                                {"--listen", standby_address, "--standby-of", address});
-      standby = std::make_unique<child_process>(fmnist_command(coordinator_flags, flags),
+      standby = std::make_unique<child_process>(command(coordinator_flags, flags),
                                                 scratch("c2-" + tag + ".log").string(), env);
       members_join += "," + standby_address;
     }
@@ -141,10 +151,15 @@ struct fmnist_cluster {
   void start_member(const std::string& role, std::vector<std::unique_ptr<child_process>>& into) {
     const size_t i = into.size();
     into.push_back(std::make_unique<child_process>(
-        fmnist_command({"--role", role, "--coordinator", members_join, "--name",
-                        fmt::format("{}-{}-{}", role, i, tag)},
-                       member_flags),
+        command({"--role", role, "--coordinator", members_join, "--name",
+                 fmt::format("{}-{}-{}", role, i, tag)},
+                member_flags),
         scratch(fmt::format("{}{}-{}.log", role[0], i, tag)).string(), env));
+  }
+
+  std::vector<std::string> command(std::vector<std::string> head,
+                                   const std::vector<std::string>& tail) const {
+    return app_command(binary, std::move(head), tail);
   }
 
   std::string secret() const { return env[0].substr(env[0].find('=') + 1); }

@@ -1,11 +1,13 @@
 // Models of real size through every fault a job meets, CI-sized: troupe-fmnist's MLP with hidden
 // widths 4096,4096 (20 M parameters, 80 MB: five times the codec's 16 MiB message cap) in
-// --mode ps and --mode dp, at most 20 steps a job. Each mode's first job has a worker killed and
-// a joiner (a state hand-over of the whole model), and writes checkpoints; in dp the primary
+// --mode ps and --mode dp, and troupe-ctr's tower 4096,4096 (17 M dense parameters, 67 MB, and
+// the embedding tables on a server) in --mode hybrid, at most 20 steps a job. Each mode's first
+// job has a worker killed and a joiner (a state hand-over of the whole model), and writes
+// checkpoints (hybrid: the model's state and the tables' buckets in one file); in dp the primary
 // coordinator is also killed under a standby. A second job resumes from the first's newest
 // checkpoint and finishes. The usual checks hold: in ps every push applied exactly once, in dp
-// every example used once per epoch and the members' checksums equal. (--mode hybrid has no
-// checkpoints yet: docs/limits.md. Python's models of this size: tests/python/test_size_ladder.py.)
+// and hybrid every example used once per epoch and the members' checksums equal. (Python's
+// models of this size: tests/python/test_size_ladder.py.)
 #define BOOST_TEST_MODULE size_ladder
 #include <boost/test/unit_test.hpp>
 
@@ -53,12 +55,22 @@ void check_exits(std::vector<std::unique_ptr<child_process>>& nodes, size_t kill
   }
 }
 
+// The hybrid jobs' binary and model: the embedding tables on the servers, the tower's dense
+// parameters (4096 x 4096 and the rest: 67 MB) on the members.
+const std::string ctr_bin = TROUPE_CTR_BIN;
+const std::vector<std::string> ctr_model = {
+    "--mode",   "hybrid", "--fm-dim",        "4",    "--tower",          "4096,4096",
+    "--epochs", "1",      "--test-examples", "500",  "--blas-threads",   "1",
+    "--batch",  "16",     "--vocabulary",    "5000", "--reference=false"};
+
 // A job of `servers` servers (0: dp) and 2 workers resumed from the newest checkpoint in `dir`
 // (one after step 7 or later), run to its end; its report.
 std::string resume_from(const fs::path& dir, const std::vector<std::string>& flags,
-                        uint32_t servers) {
+                        uint32_t servers, const std::string& program = TROUPE_FMNIST_BIN,
+                        const std::string& data_flag = "--train-limit") {
   fmnist_cluster resumed(flags, servers, 2,
-                         {"--checkpoint-dir", dir.string(), "--resume", dir.string()});
+                         {"--checkpoint-dir", dir.string(), "--resume", dir.string()}, false,
+                         program, data_flag);
   BOOST_TEST_INFO("coordinator: " << resumed.coordinator->output());
   BOOST_TEST_REQUIRE(resumed.coordinator->wait(std::chrono::seconds(300)).value_or(-1) == 0);
   check_exits(resumed.workers);
@@ -137,5 +149,42 @@ BOOST_AUTO_TEST_CASE(a_dp_job_of_80_mb_survives_a_kill_a_joiner_and_its_coordina
   BOOST_TEST_INFO("report: " << report);
   BOOST_TEST(json_number(report, "steps").value_or(0) == std::ceil(double(examples) / 32));
   BOOST_TEST(json_number(report, "checksum_mismatches").value_or(1) == 0);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_hybrid_job_of_67_mb_checkpoints_its_tables_takes_a_joiner_and_resumes) {
+  const auto dir = scratch("ladder-hybrid");
+  fs::remove_all(dir);
+  const uint64_t examples = paced_count(32 * steps);
+  const auto flags = with(ctr_model, {"--train-examples", std::to_string(32 * steps)});
+  {
+    fmnist_cluster job(flags, 1, 2,
+                       with(with(checkpoints_in(dir), job_floor(3, 300)), {"--max-workers", "3"}),
+                       false, ctr_bin, "--train-examples");
+    BOOST_TEST_REQUIRE(job.coordinator->wait_for_output("checkpoint after step "));
+    job.workers[1]->kill();
+    job.start_worker();  // takes the tower's state (values and moments) in pieces
+    BOOST_TEST_INFO("coordinator: " << job.coordinator->output());
+    BOOST_TEST_REQUIRE(job.coordinator->wait(std::chrono::seconds(300)).value_or(-1) == 0);
+    check_exits(job.workers, 1);
+    check_exits(job.servers);
+    const auto report = read_file(job.report.string());
+    BOOST_TEST_INFO("report: " << report);
+    BOOST_TEST(json_number(report, "steps").value_or(0) == std::ceil(double(examples) / 32));
+    BOOST_TEST(json_number(report, "checksum_mismatches").value_or(1) == 0);
+    BOOST_TEST(json_number(report, "generations").value_or(0) >= 2);
+    BOOST_TEST(json_number(report, "updates_applied").value_or(0) > 0);  // the rows
+    const auto epochs = report_array(report, "epochs");
+    BOOST_TEST_REQUIRE(epochs.size() == 1u);
+    BOOST_TEST(epochs[0].value("examples", 0.0) == double(examples));  // each example once
+    BOOST_TEST(json_number(report, "checkpoints").value_or(0) >= 1);
+    check_joiner_stepped(report);
+  }
+  const auto report = resume_from(dir, flags, 1, ctr_bin, "--train-examples");
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(json_number(report, "steps").value_or(0) == std::ceil(double(examples) / 32));
+  BOOST_TEST(json_number(report, "checksum_mismatches").value_or(1) == 0);
+  // The tables came back with the rows' updates of the steps before the checkpoint.
+  BOOST_TEST(json_number(report, "updates_applied").value_or(0) > 0);
   fs::remove_all(dir);
 }

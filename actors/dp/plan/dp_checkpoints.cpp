@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "actors/dp/plan/dp_plan_parts.hpp"
+#include "actors/ps/ps_plan_parts.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
 
@@ -12,7 +13,23 @@ namespace troupe::dp_plan {
 namespace {
 // The most parts of member 0's state one checkpoint takes (each about 8 MiB: 16 G values).
 constexpr uint32_t max_checkpoint_parts = uint32_t{1} << 16;
+
+// --mode hybrid: the tables' buckets, which a checkpoint holds after the model's state.
+uint64_t table_buckets(const coordinator_state& st, const job_config& config) {
+  return config.opts.hybrid() ? st.ps->directory.plan.buckets.size() : 0;
+}
 }  // namespace
+
+void split_hybrid_checkpoint(coordinator_state& st) {
+  auto& whole = *st.dp->resume_from;
+  checkpoint tables;
+  tables.job = whole.job;
+  tables.job.buckets = whole.buckets.empty() ? 0 : static_cast<uint32_t>(whole.buckets.size() - 1);
+  for (size_t b = 1; b < whole.buckets.size(); ++b)
+    tables.buckets.push_back(std::move(whole.buckets[b]));
+  whole.buckets.resize(std::min<size_t>(whole.buckets.size(), 1));
+  st.ps->checkpoints.resume_from = std::move(tables);
+}
 
 // --resume: the checkpoint must be of this job (model, epochs, examples per step); the
 // report's history and the progress go on from it.
@@ -25,8 +42,11 @@ caf::error take_resume(coordinator_state& st, const job_config& config) {
                                   "with the same model, flags and workers",
                                   saved, what, now));
   };
-  if (job.buckets != 1 || st.dp->resume_from->buckets.size() != 1)
-    return differs("buckets (a parameter-service checkpoint?)", job.buckets, 1);
+  const uint64_t buckets = 1 + table_buckets(st, config);
+  if (job.buckets != buckets || st.dp->resume_from->buckets.size() != 1)
+    return differs(config.opts.hybrid() ? "buckets (the model's, then the tables')"
+                                        : "buckets (a parameter-service checkpoint?)",
+                   job.buckets, buckets);
   if (job.model_values != layout.total)
     return differs("model values", job.model_values, layout.total);
   if (job.epochs != config.opts.epochs) return differs("epochs", job.epochs, config.opts.epochs);
@@ -59,7 +79,7 @@ job_checkpoint progress_of(const coordinator_state& st, const job_config& config
   job.epochs = config.opts.epochs;
   job.batches_per_epoch = st.dp->steps_per_epoch;
   job.chunk = st.dp->global_batch;
-  job.buckets = 1;
+  job.buckets = 1 + table_buckets(st, config);
   job.model_values = flat_layout{config.task->parameters()}.total;
   job.next_epoch = static_cast<uint32_t>(step / std::max<uint64_t>(st.dp->steps_per_epoch, 1));
   job.next_batch = step % std::max<uint64_t>(st.dp->steps_per_epoch, 1);
@@ -74,41 +94,117 @@ job_checkpoint progress_of(const coordinator_state& st, const job_config& config
   return job;
 }
 
+namespace {
+
+// How long the coordinator gives a hybrid checkpoint's tables, in request timeouts: less than
+// member 0 waits for its last part (10, dp_trainer_step.cpp), so that the file is never written
+// after member 0 went on (its next step's rows could be in the tables by then).
+constexpr int tables_save_timeouts = 8;
+
+void checkpoint_failed(coordinator_state& st, const job_config& config, uint64_t step,
+                       const caf::error& err) {
+  st.dp->saving.reset();
+  checkpoint_missed(st.shell, config.log,
+                    make_error(errc::job_failed, fmt::format("no checkpoint after step {}: {}",
+                                                             step, describe(err))));
+}
+
+// The file has every part: it is synced and named, and member 0 (waiting in hybrid) goes on.
+void finish_checkpoint(self_ptr self, const job_config& config) {
+  auto& st = self->state;
+  auto saving = std::move(*st.dp->saving);
+  st.dp->saving.reset();
+  auto written = saving.file->finish();
+  if (!written)
+    checkpoint_failed(st, config, saving.step, written.error());
+  else
+    checkpoint_written(st.shell, config.log, saving.step, *written, seconds_since(saving.began));
+  if (saving.last_part) saving.last_part->deliver(true);
+}
+
+}  // namespace
+
 // Member 0's state after `step`, part by part in order (`count` 0 while more follow, the count
-// with the last), written to the checkpoint's file as each comes; the last part finishes it.
-void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index, uint32_t count,
-             const wire& part) {
+// with the last), written to the checkpoint's file as each comes; the last part finishes it
+// (in hybrid, once the tables are saved after it).
+caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index,
+                          uint32_t count, const wire& part) {
   auto& st = self->state;
   auto* m = sender(self);
   if (!m || m->lost || m->rank != 0 || config.opts.checkpoint_dir.empty() ||
-      index >= max_checkpoint_parts || (count != 0 && count != index + 1))
-    return config.log.warn("ignored a checkpoint part that is not member 0's");
+      index >= max_checkpoint_parts || (count != 0 && count != index + 1)) {
+    config.log.warn("ignored a checkpoint part that is not member 0's");
+    return true;
+  }
   auto& saving = st.dp->saving;
-  auto missed = [&](const caf::error& err) {
-    saving.reset();
-    checkpoint_missed(st.shell, config.log,
-                      make_error(errc::job_failed, fmt::format("no checkpoint after step {}: {}",
-                                                               step, describe(err))));
-  };
   if (index == 0) {
+    if (saving && saving->last_part) abandon_tables_save(self, config, "member 0 began another");
     saving.reset();  // (one member 0 never finished: its file goes)
     auto opened = checkpoint_writer::open(config.opts.checkpoint_dir, progress_of(st, config, step),
-                                          1, config.opts.checkpoint_keep);
-    if (!opened) return missed(opened.error());
-    saving.emplace(dp_state::checkpoint_in_progress{std::move(*opened), step, 0,
-                                                    std::chrono::steady_clock::now()});
+                                          static_cast<uint32_t>(1 + table_buckets(st, config)),
+                                          config.opts.checkpoint_keep);
+    if (!opened) {
+      checkpoint_failed(st, config, step, opened.error());
+      return true;
+    }
+    saving.emplace(
+        dp_state::checkpoint_in_progress{std::make_shared<checkpoint_writer>(std::move(*opened)),
+                                         step, 0, std::chrono::steady_clock::now()});
   }
-  if (!saving || step != saving->step || index != saving->next)
-    return config.log.warn("ignored a checkpoint part out of order (step {}, part {})", step,
-                           index);
-  if (auto err = saving->file.add(0, part)) return missed(err);
+  if (!saving || step != saving->step || index != saving->next || saving->last_part) {
+    config.log.warn("ignored a checkpoint part out of order (step {}, part {})", step, index);
+    return true;
+  }
+  if (auto err = saving->file->add(0, part)) {
+    checkpoint_failed(st, config, step, err);
+    return true;
+  }
   ++saving->next;
-  if (count == 0) return;
-  auto written = saving->file.finish();
-  const auto began = saving->began;
-  saving.reset();
-  if (!written) return missed(written.error());
-  checkpoint_written(st.shell, config.log, step, *written, seconds_since(began));
+  if (count == 0) return true;
+  if (!config.opts.hybrid()) {
+    finish_checkpoint(self, config);
+    return true;
+  }
+  saving->last_part = self->make_response_promise<bool>();
+  saving->deadline =
+      std::chrono::steady_clock::now() + config.opts.request_timeout * tables_save_timeouts;
+  auto answer = *saving->last_part;
+  save_tables_when_settled(self, config);
+  return answer;
+}
+
+void save_tables_when_settled(self_ptr self, const job_config& config) {
+  auto& st = self->state;
+  auto& saving = st.dp->saving;
+  if (!saving || !saving->last_part || saving->saving_tables ||
+      st.dp->open_steps.count(saving->step))
+    return;
+  saving->saving_tables = true;
+  const uint64_t step = saving->step;
+  ps_plan::save_parts(self, config, 0, 0, saving->file, 1, [=](caf::error err) {
+    auto& saving = self->state.dp->saving;
+    if (!saving || saving->step != step || !saving->saving_tables) return;  // abandoned
+    if (!err && std::chrono::steady_clock::now() > saving->deadline)
+      err = make_error(errc::timeout, "the tables' buckets took past the checkpoint's bound");
+    if (!err) return finish_checkpoint(self, config);
+    auto answer = std::move(*saving->last_part);
+    checkpoint_failed(self->state, config, step, err);
+    answer.deliver(true);
+  });
+}
+
+void abandon_tables_save(self_ptr self, const job_config& config, const std::string& why) {
+  auto& saving = self->state.dp->saving;
+  if (!saving || !saving->last_part) return;
+  auto answer = std::move(*saving->last_part);
+  checkpoint_failed(self->state, config, saving->step, make_error(errc::job_failed, why));
+  answer.deliver(true);
+}
+
+void check_tables_deadline(self_ptr self, const job_config& config) {
+  auto& saving = self->state.dp->saving;
+  if (saving && saving->last_part && std::chrono::steady_clock::now() > saving->deadline)
+    abandon_tables_save(self, config, "not every member's rows reached the tables in time");
 }
 
 }  // namespace troupe::dp_plan

@@ -208,6 +208,7 @@ void lose(self_ptr self, const job_config& config, const std::string& name,
   record_loss(st, *it, why);
   if (live_count(st) == 0)
     return fail_job(self, config, "every worker was lost; the last, '" + name + "': " + why);
+  abandon_tables_save(self, config, "worker '" + name + "' was lost meanwhile");
   close_open_steps(self, config);
   config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
   if (st.shell.succession.rejoining) return;  // the takeover's end forms the next generation

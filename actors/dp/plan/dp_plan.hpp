@@ -84,10 +84,15 @@ struct dp_state final : job_plan {
   std::optional<checkpoint> resume_from;  // --resume: the checkpoint to start from
   // The checkpoint member 0 is sending its state for, written as the parts come.
   struct checkpoint_in_progress {
-    checkpoint_writer file;
+    std::shared_ptr<checkpoint_writer> file;
     uint64_t step = 0;
     uint32_t next = 0;  // the part expected next
     std::chrono::steady_clock::time_point began;
+    // --mode hybrid: member 0's last part, answered once the tables' buckets are saved too
+    // (they are once every member's report of the step is in), at the latest by the deadline.
+    std::optional<caf::typed_response_promise<bool>> last_part;
+    std::chrono::steady_clock::time_point deadline;
+    bool saving_tables = false;
   };
   std::optional<checkpoint_in_progress> saving;
   std::vector<double> epoch_loss;  // per epoch

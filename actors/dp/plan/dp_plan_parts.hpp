@@ -59,13 +59,26 @@ caf::result<wire> store_get(self_ptr self, const wire& w);
 
 // -- dp_checkpoints.cpp
 caf::error take_resume(coordinator_state& st, const job_config& config);
+// --mode hybrid's --resume: the checkpoint's tables' buckets (after the model's state, bucket 0)
+// go to the ps plan, which places them; the dp plan keeps the model's.
+void split_hybrid_checkpoint(coordinator_state& st);
 // The job's progress after `step` as a checkpoint holds it (and a standing).
 job_checkpoint progress_of(const coordinator_state& st, const job_config& config, uint64_t step);
 // Takes the progress `job` holds (steps, epoch losses, evaluations) into the state, whose
 // per-epoch vectors are sized already.
 void adopt_progress(coordinator_state& st, const job_checkpoint& job);
-void on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index, uint32_t count,
-             const wire& part);
+// Member 0's checkpoint part `index` of its state after `step` (count: 0 while more follow,
+// the number of parts with the last). In --mode hybrid the last is answered once the tables'
+// buckets are saved in the same file (save_tables_when_settled).
+caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index,
+                          uint32_t count, const wire& part);
+// --mode hybrid: saves the tables' buckets of the checkpoint whose last part came, once every
+// member's report of its step is in (a member reports a step once its rows are in the tables).
+void save_tables_when_settled(self_ptr self, const job_config& config);
+// A checkpoint waiting for its tables ends unwritten (`why`): a member was lost, the job is
+// ending, or (checked every tick) the deadline passed. Member 0 goes on.
+void abandon_tables_save(self_ptr self, const job_config& config, const std::string& why);
+void check_tables_deadline(self_ptr self, const job_config& config);
 
 // -- dp_standing.cpp
 // Starts this coordinator from config.takeover: the old primary's state, its members to rejoin.

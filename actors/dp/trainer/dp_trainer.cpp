@@ -90,8 +90,7 @@ void table_push_done(self_ptr self, const dp_trainer_config& config) {
   auto& st = self->state;
   if (--st.table_pushes_due > 0 || !st.settling) return;
   st.settling = false;
-  st.in_step = false;
-  go_on(self, config, true);
+  on_step_settled(self, config);
 }
 
 // A collective of this generation failed: the step is abandoned (nothing was applied) and

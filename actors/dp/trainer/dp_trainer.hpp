@@ -142,6 +142,8 @@ struct dp_trainer_state {
   bool checkpoint_due = false;  // member 0: a save waits for a step that communicated
   // Member 0: the parts of a checkpoint being sent, made one at a time (no step meanwhile).
   std::vector<std::function<wire()>> checkpoint_parts;
+  // The applied step's report, sent once the step settles (its rows in the tables).
+  std::optional<std::pair<uint64_t, wire>> report_due;
   // --mode hybrid: the client of the task's embedding tables' buckets (it keeps each bucket's
   // clock at the pull), the tables, and the rows of the step in flight (values pulled,
   // gradients computed)

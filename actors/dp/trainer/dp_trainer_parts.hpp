@@ -70,6 +70,9 @@ void run_step(self_ptr self, const dp_trainer_config& config);
 // --mode hybrid: a row push is acknowledged (or refused for good); the last one settles the
 // step that waits for them (dp_trainer.cpp).
 void table_push_done(self_ptr self, const dp_trainer_config& config);
+// The step's rows are in the tables (at once without tables): its report goes, then member 0's
+// checkpoint if one is due, then the next step (dp_trainer_step.cpp).
+void on_step_settled(self_ptr self, const dp_trainer_config& config);
 
 // -- dp_trainer_tables.cpp (--mode hybrid)
 // Opens a direct connection to each server in `servers` ("HOST:PORT,...") not yet connected,

@@ -358,9 +358,14 @@ caf::error apply_sum(dp_trainer_state& st) {
   return step_store(st, grad);
 }
 
+// How many request timeouts member 0 gives the last part of a checkpoint in --mode hybrid: the
+// coordinator answers it once the tables' buckets are saved too (the coordinator itself gives
+// up sooner, so that no step of this member's can reach the tables before their save ends).
+constexpr int tables_save_timeouts = 10;
+
 // Part `index` of member 0's state after this step (st.checkpoint_parts, made now) to the
 // coordinator, the next once it has written this one: one part in flight, and no step
-// meanwhile. Then the step settles (`then`).
+// meanwhile. Then `then`.
 void send_checkpoint_part(self_ptr self, const dp_trainer_config& config, size_t index,
                           std::function<void()> then) {
   auto& st = self->state;
@@ -370,8 +375,10 @@ void send_checkpoint_part(self_ptr self, const dp_trainer_config& config, size_t
   }
   const bool last = index + 1 == st.checkpoint_parts.size();
   const auto i = static_cast<uint32_t>(index);
-  self->request(coordinator_of(config), config.request_timeout, save_atom_v, st.step, i,
-                last ? i + 1 : uint32_t{0}, st.checkpoint_parts[index]())
+  const auto bound = last && !st.tables.empty() ? config.request_timeout * tables_save_timeouts
+                                                : config.request_timeout;
+  self->request(coordinator_of(config), bound, save_atom_v, st.step, i, last ? i + 1 : uint32_t{0},
+                st.checkpoint_parts[index]())
       .then([=](bool) { send_checkpoint_part(self, config, index + 1, then); },
             [=](caf::error& err) {
               config.log.warn("checkpoint after step {} not sent: {}", self->state.step,
@@ -434,30 +441,46 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   report.bytes_inter_host = st.step_bytes_inter_host;
   report.compressed = st.adam && compressed_stage(st.stage);
   report.own_non_finite = st.own_non_finite;
-  send_report(self, config, st.step, encode(report));
+  st.report_due.emplace(st.step, encode(report));
   if (st.job->checkpoint_every && st.step % st.job->checkpoint_every == 0) st.checkpoint_due = true;
   // Not after a local step of 0/1 Adam: that state is one member's (the next sync is).
   if (st.job->rank == 0 && st.checkpoint_due && !local) {
     st.checkpoint_due = false;
     st.checkpoint_parts = st.optimizer->save_plan();
-    return send_checkpoint_part(self, config, 0, [=] { settle_step(self, config); });
   }
   settle_step(self, config);
 }
 
-// The step settles once its rows are in the tables: this member's next pull, its epoch's
-// parameters (and so the evaluation) and its done come after them. A new generation that
-// arrives meanwhile waits as pending (st.in_step holds until then).
+// The step settles once its rows are in the tables (on_step_settled).
 void settle_step(self_ptr self, const dp_trainer_config& config) {
   auto& st = self->state;
   if (st.table_pushes_due > 0) {
     st.settling = true;
     return;
   }
-  st.in_step = false;
-  go_on(self, config, true);
+  on_step_settled(self, config);
 }
 
 }  // namespace
+
+// A settled step is reported, so that a step the coordinator has every report of has its rows
+// in the tables (what a --mode hybrid checkpoint waits for). Then member 0 sends a checkpoint
+// due, and this member's next pull, its epoch's parameters (and so the evaluation) and its
+// done come after. A new generation that arrives meanwhile waits as pending (st.in_step holds
+// until then).
+void on_step_settled(self_ptr self, const dp_trainer_config& config) {
+  auto& st = self->state;
+  if (st.report_due) {
+    auto [step, report] = std::move(*st.report_due);
+    st.report_due.reset();
+    send_report(self, config, step, std::move(report));
+  }
+  auto go = [=] {
+    self->state.in_step = false;
+    go_on(self, config, true);
+  };
+  if (st.checkpoint_parts.empty()) return go();
+  send_checkpoint_part(self, config, 0, go);
+}
 
 }  // namespace troupe::dp_parts
