@@ -251,7 +251,7 @@ using gatekeeper_actor =
 //   usage:  as for servers
 using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
                                          caf::reacts_to<tables_atom, std::vector<bucket_actor>, std::string>,
-                                         caf::reacts_to<restore_atom, uint64_t, uint32_t, uint32_t, wire>,
+                                         caf::replies_to<restore_atom, uint64_t, uint32_t, uint32_t, wire>::with<bool>,
                                          caf::replies_to<stop_atom, std::string>::with<bool>,
                                          caf::reacts_to<run_atom>,
                                          caf::reacts_to<tick_atom, uint64_t>,

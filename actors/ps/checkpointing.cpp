@@ -151,7 +151,7 @@ caf::error check_resume(const coordinator_state& st, const job_config& config) {
                                   saved, what, now));
   };
   if (job.buckets != st.ps->directory.plan.buckets.size() ||
-      st.ps->checkpoints.resume_from->buckets.size() != job.buckets)
+      st.ps->checkpoints.resume_from->buckets() != job.buckets)
     return differs("buckets", job.buckets, st.ps->directory.plan.buckets.size());
   if (o.hybrid()) return {};  // the tables' buckets: the dp plan checks the rest
   if (job.model_values != st.ps->directory.layout->total)

@@ -82,25 +82,29 @@ void served_again(self_ptr self, const job_config& config, uint32_t b) {
 
 namespace {
 
-// Sends a checkpoint's parts of bucket b to its new primary, then calls `then`.
-void restore_bucket(self_ptr self, const job_config& config, uint32_t b,
-                    std::function<void()> then) {
+// Sends the checkpoint's part `index` of bucket b (read from the file now) to its new
+// primary, then the next once it has taken it; after the last calls `then`.
+void restore_bucket(self_ptr self, const job_config& config, uint32_t b, std::function<void()> then,
+                    uint32_t index = 0) {
   auto& st = self->state;
-  const auto& parts = st.ps->checkpoints.resume_from->buckets[b];
-  const auto total = static_cast<uint32_t>(parts.size());
-  auto pending = std::make_shared<uint32_t>(total);
-  for (uint32_t i = 0; i < total; ++i)
-    self->request(st.ps->directory.buckets[b], config.opts.request_timeout, restore_atom_v, i,
-                  total, parts[i])
-        .then(
-            [=](bool) {
-              if (--*pending == 0) then();
-            },
-            [=](caf::error& err) {
-              fail_job(
-                  self, config,
-                  fmt::format("restoring bucket {} from the checkpoint: {}", b, describe(err)));
-            });
+  const auto& saved = *st.ps->checkpoints.resume_from;
+  const uint32_t total = saved.parts(b);
+  auto failed = [=](const caf::error& err) {
+    fail_job(self, config,
+             fmt::format("restoring bucket {} from the checkpoint: {}", b, describe(err)));
+  };
+  auto part = saved.part(b, index);
+  if (!part) return failed(part.error());
+  self->request(st.ps->directory.buckets[b], config.opts.request_timeout, restore_atom_v, index,
+                total, std::move(*part))
+      .then(
+          [=](bool) {
+            if (index + 1 == total) return then();
+            if (!self->state.ps->checkpoints.resume_from)
+              return failed(make_error(errc::job_failed, "the checkpoint was let go"));
+            restore_bucket(self, config, b, then, index + 1);
+          },
+          [=](caf::error& err) { failed(err); });
 }
 
 void place_one(self_ptr self, const job_config& config, uint32_t b);
@@ -160,10 +164,10 @@ void restore_from_checkpoint(self_ptr self, const job_config& config, size_t s,
                         "; restoring buckets from a checkpoint mid-job needs --consistency async "
                         "(or --replication 2)");
   // Only checkpoints this job wrote: the directory may hold another run's.
-  std::optional<checkpoint> saved;
+  std::optional<saved_checkpoint> saved;
   const auto& written = st.shell.checkpoints.written;
   for (auto path = written.rbegin(); path != written.rend(); ++path) {
-    auto c = read_checkpoint(*path);
+    auto c = saved_checkpoint::open(*path);
     if (c) {
       saved = std::move(*c);
       break;
@@ -187,7 +191,9 @@ void restore_from_checkpoint(self_ptr self, const job_config& config, size_t s,
     st.shell.report.updates_lost += since;
     st.ps->directory.homes[b].recovering = true;
     ++st.ps->directory.recovering;
-    st.ps->directory.specs[b] = st.ps->checkpoints.resume_from->buckets[b][0];
+    auto spec = st.ps->checkpoints.resume_from->part(b, 0);
+    if (!spec) return fail_job(self, config, what + "; the checkpoint: " + describe(spec.error()));
+    st.ps->directory.specs[b] = std::move(*spec);
     host_bucket(
         self, config, b, *server,
         [=](bucket_actor& handle) {
@@ -277,10 +283,15 @@ caf::error lay_out_buckets(self_ptr self, const job_config& config, bool new_val
   st.ps->directory.buckets.resize(n);
   st.ps->directory.homes.resize(n);
   st.ps->directory.specs.resize(n);
-  for (const auto& b : st.ps->directory.plan.buckets)
-    st.ps->directory.specs[b.bucket] = st.ps->checkpoints.resume_from
-                                           ? st.ps->checkpoints.resume_from->buckets[b.bucket][0]
-                                           : spec_of(st, config, b, nullptr);
+  for (const auto& b : st.ps->directory.plan.buckets) {
+    if (!st.ps->checkpoints.resume_from) {
+      st.ps->directory.specs[b.bucket] = spec_of(st, config, b, nullptr);
+      continue;
+    }
+    auto spec = st.ps->checkpoints.resume_from->part(b.bucket, 0);
+    if (!spec) return std::move(spec.error());
+    st.ps->directory.specs[b.bucket] = std::move(*spec);
+  }
   return {};
 }
 

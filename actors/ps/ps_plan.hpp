@@ -136,7 +136,7 @@ struct bucket_directory {
 // Checkpoints (checkpointing.cpp): the one resumed from and the one being taken (their
 // schedule, the files written and the console's requests are the shell's).
 struct checkpoint_progress {
-  std::optional<checkpoint> resume_from;        // --resume: the checkpoint to start from
+  std::optional<saved_checkpoint> resume_from;  // --resume: the checkpoint to start from
   uint64_t chunks_done = 0;                     // chunks finished: pushes acked per bucket
   std::map<uint64_t, uint64_t> chunks_at_step;  // chunks_done when each checkpoint was taken
   bool taking = false;

@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <istream>
 #include <mutex>
 #include <streambuf>
@@ -55,13 +57,12 @@ void put_part(std::string& out, uint32_t owner, const wire& w) {
 struct reader {
   std::istream& in;
   bool ok = true;
+  uint64_t position = 0;  // bytes read so far
 
   uint64_t number(int bytes) {
     unsigned char raw[8] = {};
-    if (!in.read(reinterpret_cast<char*>(raw), bytes)) {
-      ok = false;
-      return 0;
-    }
+    take(reinterpret_cast<char*>(raw), static_cast<uint64_t>(bytes));
+    if (!ok) return 0;
     uint64_t x = 0;
     for (int i = 0; i < bytes; ++i) x |= uint64_t{raw[i]} << (8 * i);
     return x;
@@ -70,6 +71,7 @@ struct reader {
   // `n` bytes into `out` (sized by the caller, who checked n first).
   void take(char* out, uint64_t n) {
     if (!in.read(out, static_cast<std::streamsize>(n))) ok = false;
+    position += n;
   }
 
   bool at_end() { return in.peek() == std::char_traits<char>::eof(); }
@@ -322,60 +324,161 @@ caf::expected<checkpoint> parse_checkpoint(std::string_view data, const std::str
   return parse_checkpoint(in, name);
 }
 
-caf::expected<checkpoint> parse_checkpoint(std::istream& stream, const std::string& name) {
-  auto corrupt = [&](const std::string& what) {
-    return make_error(errc::corrupt_data, name + ": " + what);
-  };
+namespace {
+
+// Where one part lies in a checkpoint file, and its SHA-256.
+struct part_place {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  std::array<unsigned char, digest_bytes> digest{};
+};
+
+caf::error part_corrupt(const std::string& name, const std::string& what) {
+  return make_error(errc::corrupt_data, name + ": " + what);
+}
+
+// Whether `w` has the digest its header gave.
+bool digest_matches(const wire& w, const unsigned char* digest) {
+#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION  // the fuzzer reaches the decoders behind it
+  const auto expected = auth::sha256(w.bytes.data(), w.bytes.size());
+  return std::memcmp(expected.data(), digest, digest_bytes) == 0;
+#else
+  (void)w;
+  (void)digest;
+  return true;
+#endif
+}
+
+// One record of `owner` (a bucket, or job_part): its header checked, its bytes read and
+// checked against their SHA-256; and where they lie.
+caf::expected<std::pair<part_place, wire>> read_record(reader& in, const std::string& name,
+                                                       uint32_t owner, const std::string& what) {
+  part_place at;
+  const uint64_t found = in.number(4);
+  at.size = in.number(8);
+  in.take(reinterpret_cast<char*>(at.digest.data()), digest_bytes);
+  if (!in.ok || found != owner || at.size > max_part_bytes)
+    return part_corrupt(name, what + ": bad header");
+  at.offset = in.position;
+  wire w{wire_bytes(at.size)};  // (at most max_part_bytes, checked above)
+  in.take(w.bytes.data(), at.size);
+  if (!in.ok) return part_corrupt(name, what + ": truncated");
+  if (!digest_matches(w, at.digest.data())) return part_corrupt(name, what + ": checksum mismatch");
+  return std::make_pair(at, std::move(w));
+}
+
+// Reads a checkpoint's records in order, each checked (one part in memory at a time): the
+// job's part, decoded and returned; before each bucket's parts `bucket(b)`, then each part to
+// `take(where, part)`.
+caf::expected<job_checkpoint> walk_checkpoint(
+    std::istream& stream, const std::string& name, const std::function<void(uint32_t)>& bucket,
+    const std::function<void(const part_place&, wire)>& take) {
   reader in{stream};
   char head[sizeof magic] = {};
   in.take(head, sizeof magic);
   if (!in.ok || std::memcmp(head, magic, sizeof magic) != 0)
-    return corrupt("not a Troupe checkpoint");
-  if (in.number(4) != format_version) return corrupt("unknown format version");
+    return part_corrupt(name, "not a Troupe checkpoint");
+  if (in.number(4) != format_version) return part_corrupt(name, "unknown format version");
   const uint64_t buckets = in.number(4);
-  if (!in.ok || buckets > (1u << 16)) return corrupt("bad bucket count");
-  auto part = [&](uint32_t owner, const std::string& what) -> caf::expected<wire> {
-    const uint64_t found = in.number(4), size = in.number(8);
-    char digest[digest_bytes] = {};
-    in.take(digest, digest_bytes);
-    if (!in.ok || found != owner || size > max_part_bytes) return corrupt(what + ": bad header");
-    wire w{wire_bytes(size)};  // (at most max_part_bytes, checked above)
-    in.take(w.bytes.data(), size);
-    if (!in.ok) return corrupt(what + ": truncated");
-#ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION  // the fuzzer reaches the decoders behind it
-    const auto expected = auth::sha256(w.bytes.data(), w.bytes.size());
-    if (std::memcmp(expected.data(), digest, digest_bytes) != 0)
-      return corrupt(what + ": checksum mismatch");
-#else
-    (void)digest;
-#endif
-    return w;
-  };
-  checkpoint c;
-  auto job = part(job_part, "the job's part");
-  if (!job) return std::move(job.error());
-  auto decoded = decode<job_checkpoint>(*job);
-  if (!decoded) return corrupt("the job's part: " + describe(decoded.error()));
-  c.job = std::move(*decoded);
+  if (!in.ok || buckets > (1u << 16)) return part_corrupt(name, "bad bucket count");
+  auto job_record = read_record(in, name, job_part, "the job's part");
+  if (!job_record) return std::move(job_record.error());
+  auto job = decode<job_checkpoint>(job_record->second);
+  if (!job) return part_corrupt(name, "the job's part: " + describe(job.error()));
   for (uint32_t b = 0; b < buckets; ++b) {
     const uint64_t owner = in.number(4), parts = in.number(4);
     if (!in.ok || owner != b || parts == 0 || parts > (1u << 20))
-      return corrupt(fmt::format("bucket {}: bad header", b));
-    auto& saved = c.buckets.emplace_back();
+      return part_corrupt(name, fmt::format("bucket {}: bad header", b));
+    bucket(b);
     for (uint64_t i = 0; i < parts; ++i) {
-      auto w = part(b, fmt::format("bucket {} part {}", b, i));
-      if (!w) return std::move(w.error());
-      saved.push_back(std::move(*w));
+      auto record = read_record(in, name, b, fmt::format("bucket {} part {}", b, i));
+      if (!record) return std::move(record.error());
+      take(record->first, std::move(record->second));
     }
   }
-  if (!in.at_end()) return corrupt("trailing bytes");
+  if (!in.at_end()) return part_corrupt(name, "trailing bytes");
+  return std::move(*job);
+}
+
+}  // namespace
+
+caf::expected<checkpoint> parse_checkpoint(std::istream& stream, const std::string& name) {
+  checkpoint c;
+  auto job = walk_checkpoint(
+      stream, name, [&](uint32_t) { c.buckets.emplace_back(); },
+      [&](const part_place&, wire w) { c.buckets.back().push_back(std::move(w)); });
+  if (!job) return std::move(job.error());
+  c.job = std::move(*job);
   return c;
+}
+
+// The open file a saved_checkpoint reads its parts from (closed with its last copy).
+struct saved_checkpoint::file {
+  int fd = -1;
+  std::string name;
+  std::vector<std::vector<part_place>> places;  // [bucket][part]
+  ~file() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+caf::expected<saved_checkpoint> saved_checkpoint::open(const std::string& path) {
+  auto f = std::make_shared<file>();
+  f->name = fs::path(path).filename().string();
+  f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f->fd < 0) return make_error(errc::io_failure, "cannot open " + path);
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream) return make_error(errc::io_failure, "cannot open " + path);
+  auto job = walk_checkpoint(
+      stream, f->name, [&](uint32_t) { f->places.emplace_back(); },
+      [&](const part_place& at, wire) { f->places.back().push_back(at); });
+  if (!job) return std::move(job.error());
+  saved_checkpoint out;
+  out.job = std::move(*job);
+  out.file_ = std::move(f);
+  for (uint32_t b = 0; b < out.file_->places.size(); ++b) out.buckets_.push_back(b);
+  return out;
+}
+
+uint32_t saved_checkpoint::parts(uint32_t b) const {
+  return b < buckets_.size() ? static_cast<uint32_t>(file_->places[buckets_[b]].size()) : 0;
+}
+
+caf::expected<wire> saved_checkpoint::part(uint32_t b, uint32_t i) const {
+  if (b >= buckets_.size() || i >= parts(b))
+    return make_error(errc::malformed_message,
+                      fmt::format("the checkpoint has no bucket {} part {}", b, i));
+  const auto& at = file_->places[buckets_[b]][i];
+  wire w{wire_bytes(at.size)};
+  uint64_t done = 0;
+  while (done < at.size) {
+    const ssize_t n = ::pread(file_->fd, w.bytes.data() + done, at.size - done,
+                              static_cast<off_t>(at.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return make_error(errc::io_failure, fmt::format("{}: cannot read bucket {} part {}",
+                                                      file_->name, buckets_[b], i));
+    done += static_cast<uint64_t>(n);
+  }
+  if (!digest_matches(w, at.digest.data()))
+    return part_corrupt(file_->name, fmt::format("bucket {} part {}: changed since it was checked",
+                                                 buckets_[b], i));
+  return w;
+}
+
+saved_checkpoint saved_checkpoint::from(uint32_t first) const {
+  saved_checkpoint out;
+  out.job = job;
+  out.file_ = file_;
+  for (uint32_t b = first; b < buckets_.size(); ++b) out.buckets_.push_back(buckets_[b]);
+  out.job.buckets = static_cast<uint32_t>(out.buckets_.size());
+  return out;
 }
 
 caf::expected<loaded_checkpoint> read_newest_checkpoint(const std::string& dir) {
   loaded_checkpoint out;
   for (const auto& path : checkpoint_files(dir)) {
-    auto c = read_checkpoint(path.string());
+    auto c = saved_checkpoint::open(path.string());
     if (!c) {
       out.skipped.push_back(describe(c.error()));
       continue;
@@ -389,7 +492,7 @@ caf::expected<loaded_checkpoint> read_newest_checkpoint(const std::string& dir) 
   return make_error(errc::io_failure, why);
 }
 
-caf::expected<checkpoint> read_resume_checkpoint(const std::string& dir, const logger& log) {
+caf::expected<saved_checkpoint> read_resume_checkpoint(const std::string& dir, const logger& log) {
   auto loaded = read_newest_checkpoint(dir);
   if (!loaded) return std::move(loaded.error());
   for (const auto& skipped : loaded->skipped)

@@ -69,8 +69,29 @@ caf::expected<checkpoint> read_checkpoint(const std::string& path);
 caf::expected<checkpoint> parse_checkpoint(std::string_view data, const std::string& name);
 caf::expected<checkpoint> parse_checkpoint(std::istream& in, const std::string& name);
 
+// A checkpoint file as a resumed job reads it: open() checks every part's SHA-256 in one pass,
+// one part in memory at a time, and keeps where each lies; part() reads one when asked (and
+// checks it again), so that a coordinator never holds more of a checkpoint than it sends.
+// Copies share the open file.
+class saved_checkpoint {
+ public:
+  static caf::expected<saved_checkpoint> open(const std::string& path);
+
+  job_checkpoint job;
+  uint32_t buckets() const { return static_cast<uint32_t>(buckets_.size()); }
+  uint32_t parts(uint32_t bucket) const;  // 0 for a bucket it does not have
+  caf::expected<wire> part(uint32_t bucket, uint32_t index) const;
+  // Its buckets from `first` on, as buckets 0, 1, ... (the tables of a --mode hybrid file).
+  saved_checkpoint from(uint32_t first) const;
+
+ private:
+  struct file;
+  std::shared_ptr<const file> file_;
+  std::vector<uint32_t> buckets_;  // the file's bucket of each of this one's
+};
+
 struct loaded_checkpoint {
-  checkpoint data;
+  saved_checkpoint data;
   std::string path;
   std::vector<std::string> skipped;  // one line per newer file that failed, with why
 };
@@ -80,12 +101,12 @@ caf::expected<loaded_checkpoint> read_newest_checkpoint(const std::string& dir);
 
 // --resume DIR: the newest checkpoint there, logging each damaged one skipped and the one
 // taken (both coordinators start from it).
-caf::expected<checkpoint> read_resume_checkpoint(const std::string& dir, const logger& log);
+caf::expected<saved_checkpoint> read_resume_checkpoint(const std::string& dir, const logger& log);
 
 // A coordinator's start with --resume DIR: `into` (in its state) gets the checkpoint, or the
 // coordinator stops (job_failed) saying why.
 template <class Self>
-void resume_or_stop(Self* self, std::optional<checkpoint>& into, const std::string& dir,
+void resume_or_stop(Self* self, std::optional<saved_checkpoint>& into, const std::string& dir,
                     const logger& log) {
   auto resumed = read_resume_checkpoint(dir, log);
   if (resumed) {

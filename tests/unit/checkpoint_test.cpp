@@ -1,5 +1,5 @@
 // Unit tests of checkpoint files and of the work plan's saved progress: a checkpoint reads
-// back exactly; only the newest `keep` files stay; a flipped byte, a truncated file or a
+// back exactly, whole or a part at a time (saved_checkpoint, what --resume reads); only the newest `keep` files stay; a flipped byte, a truncated file or a
 // foreign file is detected and reported with the part that failed, and the next older good
 // checkpoint is used; a restored work plan hands out exactly the batches not yet done.
 #define BOOST_TEST_MODULE checkpoint
@@ -73,6 +73,34 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_reads_back_exactly) {
       BOOST_TEST((back->buckets[b][i].bytes == c.buckets[b][i].bytes));
   }
   BOOST_TEST(!fs::exists(*path + ".tmp"));
+}
+
+BOOST_AUTO_TEST_CASE(a_saved_checkpoint_reads_each_part_when_asked_and_checks_it_again) {
+  const auto dir = fresh_dir("saved");
+  const auto c = make_checkpoint(4);
+  auto path = write_checkpoint(dir.string(), c, 3);
+  BOOST_TEST_REQUIRE(static_cast<bool>(path));
+  auto saved = saved_checkpoint::open(*path);
+  BOOST_TEST_REQUIRE(static_cast<bool>(saved));
+  BOOST_TEST(saved->job.step == 4u);
+  BOOST_TEST_REQUIRE(saved->buckets() == 2u);
+  for (uint32_t b = 0; b < 2; ++b) {
+    BOOST_TEST_REQUIRE(saved->parts(b) == c.buckets[b].size());
+    for (uint32_t i = 0; i < saved->parts(b); ++i) {
+      auto part = saved->part(b, i);
+      BOOST_TEST_REQUIRE(static_cast<bool>(part));
+      BOOST_TEST((part->bytes == c.buckets[b][i].bytes));
+    }
+  }
+  const auto tail = saved->from(1);  // (a hybrid file's tables)
+  BOOST_TEST(tail.buckets() == 1u);
+  BOOST_TEST(tail.job.buckets == 1u);
+  BOOST_TEST((tail.part(0, 0)->bytes == c.buckets[1][0].bytes));
+  BOOST_TEST(fails_with(saved->part(2, 0), errc::malformed_message));
+  // The file changed after it was checked: the part read now is refused, not used.
+  flip_byte(*path, static_cast<std::streamoff>(fs::file_size(*path) - 1));
+  BOOST_TEST(fails_with(saved->part(1, saved->parts(1) - 1), errc::corrupt_data));
+  BOOST_TEST(fails_with(saved_checkpoint::open(*path), errc::corrupt_data));
 }
 
 BOOST_AUTO_TEST_CASE(only_the_newest_checkpoints_are_kept) {

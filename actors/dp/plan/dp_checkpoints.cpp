@@ -21,14 +21,7 @@ uint64_t table_buckets(const coordinator_state& st, const job_config& config) {
 }  // namespace
 
 void split_hybrid_checkpoint(coordinator_state& st) {
-  auto& whole = *st.dp->resume_from;
-  checkpoint tables;
-  tables.job = whole.job;
-  tables.job.buckets = whole.buckets.empty() ? 0 : static_cast<uint32_t>(whole.buckets.size() - 1);
-  for (size_t b = 1; b < whole.buckets.size(); ++b)
-    tables.buckets.push_back(std::move(whole.buckets[b]));
-  whole.buckets.resize(std::min<size_t>(whole.buckets.size(), 1));
-  st.ps->checkpoints.resume_from = std::move(tables);
+  st.ps->checkpoints.resume_from = st.dp->resume_from->from(1);
 }
 
 // --resume: the checkpoint must be of this job (model, epochs, examples per step); the
@@ -43,7 +36,7 @@ caf::error take_resume(coordinator_state& st, const job_config& config) {
                                   saved, what, now));
   };
   const uint64_t buckets = 1 + table_buckets(st, config);
-  if (job.buckets != buckets || st.dp->resume_from->buckets.size() != 1)
+  if (job.buckets != buckets || st.dp->resume_from->buckets() != buckets)
     return differs(config.opts.hybrid() ? "buckets (the model's, then the tables')"
                                         : "buckets (a parameter-service checkpoint?)",
                    job.buckets, buckets);

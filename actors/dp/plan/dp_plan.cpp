@@ -69,6 +69,31 @@ dp_compression compression_of(const launch_options& o, uint64_t steps) {
   return c;
 }
 
+namespace {
+
+// Sends part `index` of the checkpoint's model state (its bucket 0, read from the file now) to
+// member `handle`, the next once it has taken it; after the last, `then` (its start). A part
+// that cannot be read fails the job; a member that does not answer is lost, and its start too.
+void restore_member(self_ptr self, const job_config& config, dp_worker_actor handle,
+                    std::shared_ptr<const saved_checkpoint> saved, uint32_t index,
+                    std::function<void()> then) {
+  const uint32_t total = saved->parts(0);
+  auto part = saved->part(0, index);
+  if (!part) return fail_job(self, config, "resuming: " + describe(part.error()));
+  self->request(handle, config.opts.request_timeout, restore_atom_v, saved->job.step, index, total,
+                std::move(*part))
+      .then(
+          [=](bool) {
+            if (index + 1 == total) return then();
+            restore_member(self, config, handle, saved, index + 1, then);
+          },
+          [=](caf::error& err) {
+            config.log.warn("the checkpoint's state did not reach member 0: {}", describe(err));
+          });
+}
+
+}  // namespace
+
 // A new generation of the live members: ranks in join order, a token each, the store and
 // pending checksums of the last generation dropped.
 void form_group(self_ptr self, const job_config& config, const std::string& why) {
@@ -135,17 +160,21 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
       start.delay_ms = it->second;
     start.timeout_ms = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(o.request_timeout).count());
-    if (st.dp->resume_from && m.rank == 0) {  // before its start: it goes on from the checkpoint
-      const auto& parts = st.dp->resume_from->buckets[0];
-      for (uint32_t i = 0; i < parts.size(); ++i)
-        self->send(m.handle, restore_atom_v, st.dp->resume_from->job.step, i,
-                   static_cast<uint32_t>(parts.size()), parts[i]);
-      st.dp->resume_from.reset();
-    }
     start.client = m.index;
-    if (config.opts.hybrid())
-      self->send(m.handle, tables_atom_v, st.ps->directory.buckets, ps_plan::server_list(st));
-    self->send(m.handle, start_atom_v, encode(start));
+    auto handle = m.handle;
+    auto go = [=, w = encode(start)] {
+      if (config.opts.hybrid())
+        self->send(handle, tables_atom_v, self->state.ps->directory.buckets,
+                   ps_plan::server_list(self->state));
+      self->send(handle, start_atom_v, w);
+    };
+    if (st.dp->resume_from && m.rank == 0) {  // before its start: it goes on from the checkpoint
+      auto saved = std::make_shared<const saved_checkpoint>(std::move(*st.dp->resume_from));
+      st.dp->resume_from.reset();
+      restore_member(self, config, handle, saved, 0, go);
+    } else {
+      go();
+    }
   }
   send_standing(self, config);
 }

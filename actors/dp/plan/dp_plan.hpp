@@ -81,7 +81,7 @@ struct dp_state final : job_plan {
   // The model's layout and the parts its parameters arrive in, made at the first part.
   std::optional<flat_layout> model;
   placement model_parts;
-  std::optional<checkpoint> resume_from;  // --resume: the checkpoint to start from
+  std::optional<saved_checkpoint> resume_from;  // --resume: the checkpoint to start from
   // The checkpoint member 0 is sending its state for, written as the parts come.
   struct checkpoint_in_progress {
     std::shared_ptr<checkpoint_writer> file;

@@ -389,12 +389,16 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
         if (st.pending) return go_on(self, config, false);
         if (!st.broken && !st.forming) run_step(self, config);
       },
-      [=](restore_atom, uint64_t step, uint32_t index, uint32_t count, const wire& part) {
+      [=](restore_atom, uint64_t step, uint32_t index, uint32_t count,
+          const wire& part) -> caf::result<bool> {
         auto& st = self->state;
         if (!sent_by(self, config.coordinator->address()) || st.job || count == 0 ||
-            count > (uint32_t{1} << 16) || index >= count)
-          return config.log.warn("ignored a restore that is not the coordinator's, or late");
-        take_restore_part(st, config, step, index, count, part);
+            count > (uint32_t{1} << 16) || index >= count) {
+          config.log.warn("ignored a restore that is not the coordinator's, or late");
+          return make_error(errc::malformed_message, "a restore that is not the coordinator's");
+        }
+        take_restore_part(st, config, step, index, count, part);  // (a failure shows at start)
+        return true;
       },
       [=](tick_atom, uint64_t generation) {
         auto& st = self->state;
