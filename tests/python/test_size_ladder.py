@@ -1,7 +1,7 @@
 """Models of real size from Python, CI-sized (at most 20 steps a job): torchvision's ResNet-18
 (11 M parameters, BatchNorm's buffers; a message held its 44 MB whole and failed before) in
 --mode dp, and a wide MLP of 20 M parameters (80 MB, five times the codec's 16 MiB message cap)
-through TorchTask in --mode dp and --mode ps. Each job finishes with every step taken and, in
+through TorchTask in --mode dp (with checkpoints, then resumed) and --mode ps. Each job finishes with every step taken and, in
 dp, the members' checksums equal. The C++ ladder, with kills, joiners, a standby and resumes,
 is tests/integration/size_ladder_test.cpp. A plain PyTorch loop of the same 20 M MLP on
 troupe.elastic (DistributedOptimizer): a third loop joins (it takes the model's state in
@@ -80,8 +80,13 @@ class SizeLadder(unittest.TestCase):
                 f.write(WIDE_MLP)
             common = ["--workers", "2", "--epochs", "1", "--batch", "16", "--train-limit", "512",
                       "--test-limit", "200"]
-            report = self.finished(script, 16, "--mode", "dp", *common)
+            saved = os.path.join(where, "checkpoints")  # after steps 5, 10 and 15
+            dp = ["--mode", "dp", *common, "--checkpoint-dir", saved, "--checkpoint-every", "5"]
+            report = self.finished(script, 16, *dp)
             self.assertEqual(report["checksum_mismatches"], 0)
+            resumed = self.finished(script, 16, *dp, "--resume", saved)
+            self.assertEqual(resumed["resumed_from_step"], 15)
+            self.assertEqual(resumed["checksum_mismatches"], 0)
             self.assertGreater(report["test_accuracy"], 0.3)
             for worker in report["workers"]:
                 self.assertGreater(worker["peak_rss_mb"], 0)
