@@ -55,6 +55,19 @@ void check_exits(std::vector<std::unique_ptr<child_process>>& nodes, size_t kill
   }
 }
 
+// Once `job` has written a checkpoint: its second worker killed and a joiner started; then the
+// job runs to its end, every process but the killed one exiting 0. Its report.
+std::string kill_join_and_finish(fmnist_cluster& job) {
+  BOOST_TEST_REQUIRE(job.coordinator->wait_for_output("checkpoint after step "));
+  job.workers[1]->kill();
+  job.start_worker();  // takes the whole model's state in pieces
+  BOOST_TEST_INFO("coordinator: " << job.coordinator->output());
+  BOOST_TEST_REQUIRE(job.coordinator->wait(std::chrono::seconds(300)).value_or(-1) == 0);
+  check_exits(job.workers, 1);
+  check_exits(job.servers);
+  return read_file(job.report.string());
+}
+
 // The hybrid jobs' binary and model: the embedding tables on the servers, the tower's dense
 // parameters (4096 x 4096 and the rest: 67 MB) on the members.
 const std::string ctr_bin = TROUPE_CTR_BIN;
@@ -87,14 +100,7 @@ BOOST_AUTO_TEST_CASE(a_ps_job_of_80_mb_survives_a_kill_takes_a_joiner_and_resume
   const auto flags = with(model, {"--batch", "16", "--train-limit", std::to_string(16 * steps)});
   {
     fmnist_cluster job(flags, 1, 2, with(checkpoints_in(dir), job_floor(2, 300)));
-    BOOST_TEST_REQUIRE(job.coordinator->wait_for_output("checkpoint after step "));
-    job.workers[1]->kill();
-    job.start_worker();
-    BOOST_TEST_INFO("coordinator: " << job.coordinator->output());
-    BOOST_TEST_REQUIRE(job.coordinator->wait(std::chrono::seconds(300)).value_or(-1) == 0);
-    check_exits(job.workers, 1);
-    check_exits(job.servers);
-    const auto report = read_file(job.report.string());
+    const auto report = kill_join_and_finish(job);
     BOOST_TEST_INFO("report: " << report);
     const double done = json_number(report, "steps").value_or(0);
     BOOST_TEST(done == double(paced_count(16 * steps) / 16));
@@ -161,14 +167,7 @@ BOOST_AUTO_TEST_CASE(a_hybrid_job_of_67_mb_checkpoints_its_tables_takes_a_joiner
     fmnist_cluster job(flags, 1, 2,
                        with(with(checkpoints_in(dir), job_floor(3, 300)), {"--max-workers", "3"}),
                        false, ctr_bin, "--train-examples");
-    BOOST_TEST_REQUIRE(job.coordinator->wait_for_output("checkpoint after step "));
-    job.workers[1]->kill();
-    job.start_worker();  // takes the tower's state (values and moments) in pieces
-    BOOST_TEST_INFO("coordinator: " << job.coordinator->output());
-    BOOST_TEST_REQUIRE(job.coordinator->wait(std::chrono::seconds(300)).value_or(-1) == 0);
-    check_exits(job.workers, 1);
-    check_exits(job.servers);
-    const auto report = read_file(job.report.string());
+    const auto report = kill_join_and_finish(job);
     BOOST_TEST_INFO("report: " << report);
     BOOST_TEST(json_number(report, "steps").value_or(0) == std::ceil(double(examples) / 32));
     BOOST_TEST(json_number(report, "checksum_mismatches").value_or(1) == 0);

@@ -2,6 +2,7 @@
 never on time; every wait has a bound. Shared by the tests that run the examples."""
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -58,3 +59,28 @@ class Process:
         if self.popen.poll() is None:
             self.popen.kill()
             self.popen.wait()
+
+
+def grow_then_lose(test, script, flags, tmp, secret, first_commits=1):
+    """The elastic_loop example (`script`) as a driver and loops with `flags`: two loops, a
+    third that joins once the first has committed `first_commits` steps at size 2, and the
+    second killed (kill -9) once the third has committed at size 3; the first and third run to
+    their end (exit 0, checked on `test`). Returns the three loops (a, b, c)."""
+    def loop(args, name):
+        return Process(script, args, os.path.join(tmp, name), secret)
+    driver = loop(["--serve", "127.0.0.1:0", "--min-size", "2"], "driver.log")
+    try:
+        test.assertTrue(driver.wait_for(r"serving at \S+"), driver.output())
+        address = re.search(r"serving at (\S+)", driver.output()).group(1)
+        a = loop(["--join", address, *flags], "a.log")
+        b = loop(["--join", address, *flags], "b.log")
+        test.assertTrue(a.wait_for(r"commit epoch 0 .* size 2", first_commits), a.output())
+        c = loop(["--join", address, *flags], "c.log")
+        test.assertTrue(c.wait_for(r"commit .* size 3"), c.output())
+        b.popen.send_signal(signal.SIGKILL)
+        b.finish()
+        test.assertEqual(a.finish(), 0, a.output())
+        test.assertEqual(c.finish(), 0, c.output())
+    finally:
+        driver.stop()
+    return a, b, c

@@ -10,7 +10,6 @@ line, on a job with a floor under each step (--step-delay-ms), never for a time.
 import math
 import os
 import re
-import signal
 import tempfile
 import unittest
 import warnings
@@ -19,16 +18,12 @@ import torch
 from torch import nn
 
 import troupe
-from processes import Process
+from processes import grow_then_lose
 
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
 LOOP = os.path.join(EXAMPLES, "elastic_loop.py")
 SECRET = "a-long-random-secret-for-tests"
 TRAIN, BATCH, EPOCHS = 4000, 32, 2
-
-
-def loop(args, log):
-    return Process(LOOP, args, log, SECRET)
 
 
 COMMIT = re.compile(r"commit epoch (\d+) position (\d+) size (\d+) generation (\d+)")
@@ -102,22 +97,7 @@ class Elastic(unittest.TestCase):
         flags = ["--epochs", str(EPOCHS), "--batch", str(BATCH), "--train-limit", str(TRAIN),
                  "--test-limit", "500", "--step-delay-ms", "30", "--timeout", "20"]
         with tempfile.TemporaryDirectory() as tmp:
-            driver = loop(["--serve", "127.0.0.1:0", "--min-size", "2"],
-                             os.path.join(tmp, "driver.log"))
-            try:
-                self.assertTrue(driver.wait_for(r"serving at \S+"), driver.output())
-                address = re.search(r"serving at (\S+)", driver.output()).group(1)
-                a = loop(["--join", address, *flags], os.path.join(tmp, "a.log"))
-                b = loop(["--join", address, *flags], os.path.join(tmp, "b.log"))
-                self.assertTrue(a.wait_for(r"commit epoch 0 .* size 2", 10), a.output())
-                c = loop(["--join", address, *flags], os.path.join(tmp, "c.log"))
-                self.assertTrue(c.wait_for(r"commit .* size 3"), c.output())
-                b.popen.send_signal(signal.SIGKILL)
-                b.finish()
-                self.assertEqual(a.finish(), 0, a.output())
-                self.assertEqual(c.finish(), 0, c.output())
-            finally:
-                driver.stop()
+            a, b, c = grow_then_lose(self, LOOP, flags, tmp, SECRET, first_commits=10)
             done_a = re.search(r"done: checksum (\S+)", a.output())
             done_c = re.search(r"done: checksum (\S+)", c.output())
             self.assertEqual(done_a.group(1), done_c.group(1))

@@ -10,14 +10,13 @@ two left end with the same parameters. Run by ctest (python_size_ladder_test).""
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
 import unittest
 
-from processes import Process
+from processes import grow_then_lose
 
 BOUND_S = 600  # no job here comes near it
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
@@ -103,25 +102,9 @@ class ElasticLoop(unittest.TestCase):
         # progress (a commit), while steps are still to come.
         flags = ["--hidden", "4096,4096", "--epochs", "1", "--batch", "16", "--train-limit",
                  "640", "--test-limit", "200", "--step-delay-ms", "400", "--timeout", "60"]
-        program = os.path.join(EXAMPLES, "elastic_loop.py")
         with tempfile.TemporaryDirectory() as tmp:
-            def loop(args, name):
-                return Process(program, args, os.path.join(tmp, name), SECRET)
-            driver = loop(["--serve", "127.0.0.1:0", "--min-size", "2"], "driver.log")
-            try:
-                self.assertTrue(driver.wait_for(r"serving at \S+"), driver.output())
-                address = re.search(r"serving at (\S+)", driver.output()).group(1)
-                a = loop(["--join", address, *flags], "a.log")
-                b = loop(["--join", address, *flags], "b.log")
-                self.assertTrue(a.wait_for(r"commit epoch 0 .* size 2"), a.output())
-                c = loop(["--join", address, *flags], "c.log")
-                self.assertTrue(c.wait_for(r"commit .* size 3"), c.output())
-                b.popen.send_signal(signal.SIGKILL)
-                b.finish()
-                self.assertEqual(a.finish(), 0, a.output())
-                self.assertEqual(c.finish(), 0, c.output())
-            finally:
-                driver.stop()
+            a, _, c = grow_then_lose(self, os.path.join(EXAMPLES, "elastic_loop.py"), flags, tmp,
+                                     SECRET)
             sums = [re.search(r"done: checksum (\S+)", p.output()) for p in (a, c)]
             self.assertTrue(all(sums), a.output() + c.output())
             self.assertEqual(sums[0].group(1), sums[1].group(1))
