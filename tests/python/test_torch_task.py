@@ -583,6 +583,27 @@ class ClickJobs(unittest.TestCase):
                 # it learned more than the click rate
                 self.assertLess(report["epochs"][-1]["test_loss"], rate_log_loss(out) - 0.02, out)
 
+    def test_a_hybrid_checkpoint_holds_the_tables_rows_and_a_job_resumes_from_it(self):
+        with tempfile.TemporaryDirectory() as cwd:
+            saved = os.path.join(cwd, "checkpoints")
+            flags = [*CLICKS_SMALL, "--mode", "hybrid", "--checkpoint-dir", saved]
+            code, out, first = run_cnn([*flags, "--checkpoint-every", "10"], cwd, CLICKS)
+            self.assertEqual(code, 0, out)
+            self.assertGreater(first["checkpoints"], 0, out)
+            newest = sorted(f for f in os.listdir(saved) if f.endswith(".troupe"))[-1]
+            step = int(newest[len("ckpt-"):-len(".troupe")])
+            os.remove(os.path.join(saved, newest))  # resume from the one before the last
+            code, out, resumed = run_cnn([*flags, "--resume", saved], cwd, CLICKS)
+            self.assertEqual(code, 0, out)
+            self.assertEqual(resumed["status"], "finished", out)
+            self.assertGreater(resumed["resumed_from_step"], 0, out)
+            self.assertLess(resumed["resumed_from_step"], step, out)
+            self.assertEqual(resumed["steps"], first["steps"])
+            # The tables came back: the rows' updates before the checkpoint are counted with
+            # the ones after, as in the job that was not stopped.
+            self.assertEqual(resumed["updates_applied"], first["updates_applied"], out)
+            self.assertLess(resumed["epochs"][-1]["test_loss"], rate_log_loss(out) - 0.02, out)
+
     def test_tables_are_refused_in_mode_dp(self):
         with tempfile.TemporaryDirectory() as cwd:
             code, out, _ = run_cnn([*CLICKS_SMALL, "--mode", "dp"], cwd, CLICKS)
