@@ -218,13 +218,12 @@ caf::expected<service_layout> lay_out_service(const parameter_service_config& co
                                 true,
                                 config.tables});
   sh->log = config.log;
-  uint64_t rows = 0;
-  for (const auto& t : config.tensors) rows += t.shape.empty() ? 1 : t.shape[0];
-  if (config.buckets > rows)
+  const uint64_t pieces = most_parts(sh->layout);
+  if (config.buckets > pieces)
     return make_error(errc::bad_configuration, "more buckets than rows to split");
-  // Never so few that a bucket outgrows one message (a tensor's row is never cut).
-  const uint32_t buckets =
-      std::max<uint32_t>(config.buckets, std::min<uint64_t>(fewest_parts(sh->layout.total), rows));
+  // Never so few that a bucket outgrows one message.
+  const uint32_t buckets = std::max<uint32_t>(
+      config.buckets, std::min<uint64_t>(fewest_parts(sh->layout.total), pieces));
   sh->plan = plan_buckets(sh->layout, buckets, servers);
   if (auto err = check_rule(config.optimizer, config.rules)) return err;
   auto specs = bucket_specs(config, sh->layout, sh->plan);

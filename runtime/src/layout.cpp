@@ -39,25 +39,45 @@ std::vector<uint32_t> with_rows(std::vector<uint32_t> shape, uint32_t rows) {
   return shape;
 }
 
+// Whether a tensor of this shape is cut inside its rows: one row holds more than a bucket's
+// message can carry. Such a tensor goes in flat pieces, slices of shape {n} whose row_offset
+// counts values (locate reads them so); one of over 4 G values cannot be (row_offset is 32-bit).
+bool cut_flat(const std::vector<uint32_t>& shape) {
+  return shape.size() > 1 && row_size(shape) > 2 * part_values && numel(shape) <= UINT32_MAX;
+}
+
+// The pieces of tensor `spec`, each of at most `share` values: row ranges, or flat pieces of
+// at most part_values (cut_flat).
+void cut(const tensor_spec& spec, uint64_t share, std::vector<slice>& pieces) {
+  if (cut_flat(spec.shape)) {
+    const uint64_t total = numel(spec.shape), step = std::min(share, part_values);
+    for (uint64_t at = 0; at < total; at += step)
+      pieces.push_back(slice{spec.name,
+                             static_cast<uint32_t>(at),
+                             {static_cast<uint32_t>(std::min(step, total - at))}});
+    return;
+  }
+  const uint64_t per_row = std::max<uint64_t>(1, row_size(spec.shape));
+  const uint32_t rows = rows_of(spec.shape);
+  const uint32_t rows_per_piece =
+      static_cast<uint32_t>(std::clamp<uint64_t>(share / per_row, 1, std::max(rows, 1u)));
+  for (uint32_t r = 0; r < rows; r += rows_per_piece) {
+    const uint32_t n = std::min(rows_per_piece, rows - r);
+    pieces.push_back(slice{spec.name, r, with_rows(spec.shape, n)});
+  }
+  if (rows == 0) pieces.push_back(slice{spec.name, 0, spec.shape});
+}
+
 }  // namespace
 
 placement plan_buckets(const flat_layout& layout, uint32_t buckets, uint32_t servers) {
   buckets = std::max<uint32_t>(buckets, 1);
   servers = std::max<uint32_t>(servers, 1);
   const uint64_t share = std::max<uint64_t>(1, (layout.total + buckets - 1) / buckets);
-  // Cut every tensor into row ranges of at most `share` values (at least one row each).
+  // Cut every tensor into pieces of at most `share` values (at least one row each, unless
+  // its rows are too large for a message).
   std::vector<slice> pieces;
-  for (const auto& spec : layout.specs) {
-    const uint64_t per_row = std::max<uint64_t>(1, row_size(spec.shape));
-    const uint32_t rows = rows_of(spec.shape);
-    const uint32_t rows_per_piece =
-        static_cast<uint32_t>(std::clamp<uint64_t>(share / per_row, 1, std::max(rows, 1u)));
-    for (uint32_t r = 0; r < rows; r += rows_per_piece) {
-      const uint32_t n = std::min(rows_per_piece, rows - r);
-      pieces.push_back(slice{spec.name, r, with_rows(spec.shape, n)});
-    }
-    if (rows == 0) pieces.push_back(slice{spec.name, 0, spec.shape});
-  }
+  for (const auto& spec : layout.specs) cut(spec, share, pieces);
   // Largest pieces first, each onto the bucket holding the fewest values so far.
   std::stable_sort(pieces.begin(), pieces.end(),
                    [](const slice& a, const slice& b) { return numel(a.shape) > numel(b.shape); });
@@ -77,6 +97,14 @@ uint32_t fewest_parts(uint64_t total_values) {
       std::max<uint64_t>(1, (total_values + part_values - 1) / part_values));
 }
 
+uint64_t most_parts(const flat_layout& layout) {
+  uint64_t n = 0;
+  for (const auto& spec : layout.specs)
+    n += cut_flat(spec.shape) ? (numel(spec.shape) + part_values - 1) / part_values
+                              : std::max<uint64_t>(rows_of(spec.shape), 1);
+  return n;
+}
+
 placement message_parts(const flat_layout& layout) {
   return plan_buckets(layout, fewest_parts(layout.total), 1);
 }
@@ -85,6 +113,11 @@ std::optional<flat_range> locate(const flat_layout& layout, const slice& s) {
   const int t = layout.find(s.tensor);
   if (t < 0) return std::nullopt;
   const auto& spec = layout.specs[t].shape;
+  if (cut_flat(spec)) {  // a flat piece: {n} values from value row_offset on
+    if (s.shape.size() != 1 || uint64_t{s.row_offset} + s.shape[0] > numel(spec))
+      return std::nullopt;
+    return flat_range{layout.offsets[t] + s.row_offset, s.shape[0]};
+  }
   if (s.shape.size() != spec.size()) return std::nullopt;
   for (size_t d = 1; d < spec.size(); ++d)
     if (s.shape[d] != spec[d]) return std::nullopt;

@@ -77,6 +77,19 @@ class InOneProcess(unittest.TestCase):
             self.assertTrue(torch.equal(torch.nn.utils.parameters_to_vector(copy.parameters()),
                                         start - 0.5))
 
+    def test_a_tensor_whose_rows_outgrow_a_message_is_cut_inside_them(self):
+        torch.manual_seed(4)
+        wide = torch.randn(2, 5 << 20)  # each row 20 MiB, over the codec's 16 MiB cap
+        with troupe.ParameterService({"wide": wide, "b": torch.zeros(3)}, clients=1,
+                                     optimizer="sgd", lr=0.5) as service:
+            client = service.client(0)
+            got = client.pull()
+            self.assertGreaterEqual(len(got.clocks), 10)  # buckets of 1 Mi values
+            self.assertTrue(np.array_equal(got.values[:wide.numel()], wide.reshape(-1).numpy()))
+            self.assertEqual(client.push(np.ones(wide.numel() + 3, np.float32)), 0)
+            after = client.pull().values
+            self.assertTrue(np.allclose(after[:wide.numel()], wide.reshape(-1).numpy() - 0.5))
+
     def test_bad_input_is_refused_and_changes_nothing(self):
         model = tiny()
         with troupe.ParameterService(model, clients=1, optimizer="sgd", lr=0.5) as service:

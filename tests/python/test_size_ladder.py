@@ -40,6 +40,30 @@ WIDE_MLP = textwrap.dedent("""
     sys.exit(troupe.run(make_task, flags=FLAGS, prog="wide-mlp"))
 """)
 
+WIDE_ROWS = textwrap.dedent("""
+    import os, sys
+    import torch
+    from torch import nn
+    import troupe
+    sys.path.insert(0, os.environ["TROUPE_EXAMPLES"])
+    from fmnist_cnn import FLAGS, fashion_mnist
+
+    class WideRows(nn.Module):  # a linear model and a parameter of rows of 5 Mi values
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Sequential(nn.Flatten(), nn.Linear(784, 10))
+            self.wide = nn.Parameter(torch.zeros(2, 5 << 20))
+
+        def forward(self, x):
+            return self.linear(x) + self.wide.mean()
+
+    def make_task(flags):
+        return troupe.TorchTask(WideRows, fashion_mnist(flags.data, "train", flags.train_limit),
+                                fashion_mnist(flags.data, "t10k", flags.test_limit))
+
+    sys.exit(troupe.run(make_task, flags=FLAGS, prog="wide-rows"))
+""")
+
 
 def run(script, *args):
     """Runs `script` with `args` and a report; (exit code, output, report or None)."""
@@ -94,6 +118,20 @@ class SizeLadder(unittest.TestCase):
                                    "--batch", "32")
             self.assertEqual(report["updates_lost"], 0)
             self.assertGreater(report["test_accuracy"], 0.3)
+
+    def test_a_model_whose_rows_outgrow_a_message_trains_in_ps_and_dp(self):
+        # A parameter of 2 rows of 5 Mi values: a row is 20 MiB, so buckets (and the dp
+        # evaluation's parts) cut inside it.
+        with tempfile.TemporaryDirectory() as where:
+            script = os.path.join(where, "wide_rows.py")
+            with open(script, "w") as f:
+                f.write(WIDE_ROWS)
+            common = ["--epochs", "1", "--batch", "16", "--train-limit", "256",
+                      "--test-limit", "100", "--workers", "2"]
+            report = self.finished(script, 16, "--mode", "ps", "--servers", "1", *common)
+            self.assertEqual(report["updates_lost"], 0)
+            report = self.finished(script, 8, "--mode", "dp", *common)
+            self.assertEqual(report["checksum_mismatches"], 0)
 
 
 class ElasticLoop(unittest.TestCase):

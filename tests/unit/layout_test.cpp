@@ -332,3 +332,26 @@ BOOST_AUTO_TEST_CASE(within_accepts_row_ranges_of_the_slices_only) {
   BOOST_TEST(!within(b, {dense_tensor{"fc3.b", {3}, 0, std::vector<float>(2)}}));
   BOOST_TEST(!within(b, {dense_tensor{"fc2.w", {1, 256}, 0, std::vector<float>(256)}}));
 }
+
+BOOST_AUTO_TEST_CASE(a_tensor_whose_rows_outgrow_a_message_is_cut_inside_its_rows) {
+  // Rows of 3 Mi values (12 MiB each, a bucket of two would pass the 16 MiB cap): flat pieces of
+  // at most 1 Mi values, every value in one bucket, each bucket under 2 Mi values plus a row of
+  // the small tensor; gather and scatter give back every value.
+  flat_layout layout{{{"wide", {3, 3u << 20}}, {"b", {3}}}};
+  const auto plan = troupe::plan_buckets(layout, troupe::fewest_parts(layout.total), 1);
+  const auto seen = coverage(layout, plan);
+  BOOST_TEST(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+  for (const auto& b : plan.buckets) {
+    BOOST_TEST(bucket_load(b) <= 2 * troupe::part_values + 3);
+    for (const auto& s : b.slices)
+      if (s.tensor == "wide") BOOST_TEST(s.shape.size() == 1u);  // a flat piece
+  }
+  const auto flat = iota_values(layout.total);
+  std::vector<float> back(layout.total, 0.0f);
+  for (const auto& b : plan.buckets) troupe::scatter(layout, troupe::gather(layout, b, flat), back);
+  BOOST_TEST((back == flat));
+  BOOST_TEST_REQUIRE(!troupe::validate_plan(layout, plan));
+  // A flat piece past the tensor's end, or a row range of it, is not the model's.
+  BOOST_TEST(!troupe::locate(layout, {"wide", (9u << 20) - 1, {2}}));
+  BOOST_TEST(!troupe::locate(layout, {"wide", 0, {1, 3u << 20}}));
+}

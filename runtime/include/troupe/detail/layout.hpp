@@ -31,7 +31,9 @@ struct flat_layout {
 // Values per row of a tensor of this shape (1 for a vector).
 uint64_t row_size(const std::vector<uint32_t>& shape);
 
-// Splits `layout` into `buckets` buckets placed round-robin on `servers` servers.
+// Splits `layout` into `buckets` buckets placed round-robin on `servers` servers: each tensor
+// in row ranges, or, when one row holds more than 2 Mi values, in flat pieces of at most 1 Mi
+// values (slices of shape {n} whose row_offset counts values; a bucket treats them as vectors).
 placement plan_buckets(const flat_layout& layout, uint32_t buckets, uint32_t servers);
 
 // The values a bucket or a part aims at (4 MiB of f32). A plan of at least fewest_parts(total)
@@ -40,6 +42,9 @@ placement plan_buckets(const flat_layout& layout, uint32_t buckets, uint32_t ser
 // pushes fit one message under the codec's 16 MiB cap, whatever the model's size.
 constexpr uint64_t part_values = uint64_t{1} << 20;
 uint32_t fewest_parts(uint64_t total_values);
+// The most buckets a plan of `layout` fills, none empty: its tensors' rows, and for a tensor cut
+// inside its rows its flat pieces of 1 Mi values.
+uint64_t most_parts(const flat_layout& layout);
 
 // `layout` cut into parts that each fit one message, whatever the model's size: about 1 Mi
 // values each, at most 2 Mi plus one row (a dp member's parameters for evaluation). The same
@@ -47,8 +52,8 @@ uint32_t fewest_parts(uint64_t total_values);
 placement message_parts(const flat_layout& layout);
 
 // Where slice `s` lives in the flat vector: its first value and its number of values; nullopt
-// when `s` is not a row range of one of the layout's tensors (unknown name, other trailing
-// dimensions, rows past the end).
+// when `s` is not a row range (or, for a tensor of rows over 2 Mi values, a flat piece) of one
+// of the layout's tensors (unknown name, other trailing dimensions, rows past the end).
 struct flat_range {
   uint64_t offset = 0;
   uint64_t count = 0;
