@@ -1,12 +1,14 @@
 """Models of real size from Python, CI-sized (at most 20 steps a job): torchvision's ResNet-18
 (11 M parameters, BatchNorm's buffers; a message held its 44 MB whole and failed before) in
---mode dp, and a wide MLP of 20 M parameters (80 MB, five times the codec's 16 MiB message cap)
-through TorchTask in --mode dp (with checkpoints, then resumed) and --mode ps. Each job finishes with every step taken and, in
-dp, the members' checksums equal. The C++ ladder, with kills, joiners, a standby and resumes,
-is tests/integration/size_ladder_test.cpp. A plain PyTorch loop of the same 20 M MLP on
+--mode dp; a wide MLP of 20 M parameters (80 MB, five times the codec's 16 MiB message cap)
+through TorchTask in --mode dp (with checkpoints, then resumed) and --mode ps, and its dp job
+as processes with a worker killed, a joiner, checkpoints and a resume; and a model whose rows
+hold 5 Mi values (20 MiB: cut inside them) in ps and dp. Each job finishes with every step
+taken and, in dp, the members' checksums equal. A plain PyTorch loop of the same 20 M MLP on
 troupe.elastic (DistributedOptimizer): a third loop joins (it takes the model's state in
 pieces) once the first has committed a step, a second is killed once the third has, and the
-two left end with the same parameters. Run by ctest (python_size_ladder_test)."""
+two left end with the same parameters. The C++ ladder, with a standby and hybrid jobs too, is
+tests/integration/size_ladder_test.cpp. Run by ctest (python_size_ladder_test)."""
 import json
 import os
 import re
@@ -16,7 +18,7 @@ import tempfile
 import textwrap
 import unittest
 
-from processes import grow_then_lose
+from processes import Process, free_port, grow_then_lose
 
 BOUND_S = 600  # no job here comes near it
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
@@ -132,6 +134,75 @@ class SizeLadder(unittest.TestCase):
             self.assertEqual(report["updates_lost"], 0)
             report = self.finished(script, 8, "--mode", "dp", *common)
             self.assertEqual(report["checksum_mismatches"], 0)
+
+
+class WideMlpCluster(unittest.TestCase):
+    """The 20 M MLP's dp job as processes: a coordinator and two workers, checkpoints every 5
+    steps; once one is written a worker is killed and a third joins (it takes the whole state
+    in pieces); then a second job resumes from the newest checkpoint."""
+
+    def start(self, where, script, name, args):
+        return Process(script, [*args, "--torch-threads", "1", "--log-level", "info"],
+                       os.path.join(where, name + ".log"), SECRET)
+
+    def job(self, where, script, tag, flags, workers=2):
+        address = f"127.0.0.1:{free_port()}"
+        report = os.path.join(where, tag + ".json")
+        coordinator = self.start(where, script, tag + "-c",
+                                 ["--role", "coordinator", "--listen", address, "--workers", "2",
+                                  "--report", report, *flags])
+        members = [self.start(where, script, f"{tag}-w{i}",
+                              ["--role", "worker", "--coordinator", address, *flags])
+                   for i in range(workers)]
+        return coordinator, members, address, report
+
+    def test_a_20m_parameter_dp_job_loses_a_worker_takes_a_joiner_and_resumes(self):
+        with tempfile.TemporaryDirectory() as where:
+            script = os.path.join(where, "wide_mlp.py")
+            with open(script, "w") as f:
+                f.write(WIDE_MLP)
+            saved = os.path.join(where, "checkpoints")
+            # 16 steps of 2 x 16 examples, each at least 0.3 s a worker.
+            flags = ["--mode", "dp", "--epochs", "1", "--batch", "16", "--train-limit", "512",
+                     "--test-limit", "200", "--checkpoint-dir", saved, "--checkpoint-every", "5",
+                     "--max-workers", "3", "--worker-delay-ms", "0:300,1:300,2:300"]
+            coordinator, members, address, report = self.job(where, script, "first", flags)
+            try:
+                self.assertTrue(coordinator.wait_for(r"checkpoint after step "),
+                                coordinator.output())
+                members[1].stop()  # kill -9
+                joiner = self.start(where, script, "joiner",
+                                    ["--role", "worker", "--coordinator", address, *flags])
+                self.assertEqual(coordinator.finish(), 0, coordinator.output())
+                self.assertEqual(members[0].finish(), 0, members[0].output())
+                self.assertEqual(joiner.finish(), 0, joiner.output())
+            finally:
+                for p in (coordinator, *members):
+                    p.stop()
+            with open(report) as f:
+                first = json.load(f)
+            self.assertEqual(first["status"], "finished")
+            self.assertEqual(first["steps"], 16)
+            self.assertEqual(first["checksum_mismatches"], 0)
+            self.assertGreaterEqual(first["generations"], 2)
+            self.assertEqual(first["epochs"][0]["examples"], 512)  # each example once
+            self.assertGreaterEqual(first["checkpoints"], 1)
+            # the joiner stepped too (beside the worker killed and the one that went on)
+            self.assertEqual(sum(1 for w in first["workers"] if w["steps"] > 0), 3, first)
+            coordinator, members, _, report = self.job(where, script, "resumed",
+                                                       [*flags, "--resume", saved])
+            try:
+                self.assertEqual(coordinator.finish(), 0, coordinator.output())
+                for m in members:
+                    self.assertEqual(m.finish(), 0, m.output())
+            finally:
+                for p in (coordinator, *members):
+                    p.stop()
+            with open(report) as f:
+                resumed = json.load(f)
+            self.assertGreaterEqual(resumed["resumed_from_step"], 5)
+            self.assertEqual(resumed["steps"], 16)
+            self.assertEqual(resumed["checksum_mismatches"], 0)
 
 
 class ElasticLoop(unittest.TestCase):
