@@ -2,7 +2,7 @@
 """Up the size ladder on this machine: troupe-fmnist's MLP 784-W-W-10 at each size asked for
 (default 10M and 100M parameters), in --mode ps (1 server + 1 worker, SGD), --mode dp (2
 members, Adam) and, with --modes pydp, the same model as a troupe.TorchTask in --mode dp from
-Python; the dp rows beside PyTorch DDP (gloo, 2 processes, Adam) with the same model,
+Python (pydp) or libtorch (torchdp, torch-cnn --mlp); the dp rows beside PyTorch DDP (gloo, 2 processes, Adam) with the same model,
 batch and data; then `troupe-bench state` at the largest size: the state hand-over beside Gloo's
 broadcast of the same bytes, and checkpoint write/read beside dd. Batches are small (8 per
 member) so that compute stays short.
@@ -48,13 +48,15 @@ def parse_size(text):
 
 def troupe_job(mode, width, steps, tmp):
     """One job of coordinator, servers and workers as processes; its report. Mode pydp runs
-    WIDE_MLP (a troupe.TorchTask) with the same roles and flags as troupe-fmnist's."""
+    WIDE_MLP (a troupe.TorchTask) and mode torchdp torch-cnn --mlp (a libtorch task), both in
+    --mode dp, with the same roles and flags as troupe-fmnist's."""
     members = 1 if mode == "ps" else 2
     examples = steps * BATCH * members
     port = 20000 + (os.getpid() * 7 + steps * 13 + width) % 20000
     address = f"127.0.0.1:{port}"
     report = os.path.join(tmp, f"r-{mode}-{width}-{steps}.json")
-    common = ["--mode", "dp" if mode == "pydp" else mode, "--epochs", "1", "--batch", str(BATCH),
+    common = ["--mode", "dp" if mode in ("pydp", "torchdp") else mode, "--epochs", "1",
+              "--batch", str(BATCH),
               "--train-limit", str(examples), "--test-limit", "64", "--log-level", "warn",
               "--request-timeout", "300", "--heartbeat-timeout-ms", "30000",
               "--optimizer", "sgd" if mode == "ps" else "adam"]
@@ -67,6 +69,9 @@ def troupe_job(mode, width, steps, tmp):
         common += ["--torch-threads", "1"]
         env.update(LADDER_WIDTH=str(width), PYTHONPATH=os.path.join(os.path.dirname(BIN), "python"),
                    TROUPE_EXAMPLES=os.path.join(ROOT, "apps", "examples", "python"))
+    elif mode == "torchdp":  # the same MLP in libtorch (apps/examples/torch_cnn --mlp)
+        program = [os.path.join(BIN, "torch-cnn")]
+        common += ["--mlp", f"{width},{width}", "--torch-threads", "1", "--blas-threads", "1"]
     else:
         program = [os.path.join(BIN, "troupe-fmnist")]
         common += ["--hidden", f"{width},{width}", "--blas-threads", "1"]
@@ -184,7 +189,7 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         base = {m: troupe_job(m, 16, 2, tmp) for m in modes}
-        ddp_base = ddp_job(16, 2, tmp) if {"dp", "pydp"} & set(modes) else None
+        ddp_base = ddp_job(16, 2, tmp) if {"dp", "pydp", "torchdp"} & set(modes) else None
         for size in sizes:
             w = width_for(size)
             params = mlp_params(w)
@@ -195,7 +200,8 @@ def main():
                 base_worker = max(rss_of(base[mode])["workers"])
                 row = {"mode": mode, "params": params, "width": w,
                        "members": {"ps": "1 server + 1 worker", "dp": "2 members, C++",
-                                           "pydp": "2 members, Python"}[mode],
+                                           "pydp": "2 members, Python",
+                                           "torchdp": "2 members, libtorch"}[mode],
                        "optimizer": "sgd" if mode == "ps" else "adam",
                        "s_per_step": per_step(long, short, args.steps),
                        "bytes_per_param_worker": (max(rss["workers"]) - base_worker) * 2**20 / params,
@@ -203,7 +209,7 @@ def main():
                 if mode == "ps":
                     base_server = max(rss_of(base[mode])["servers"])
                     row["bytes_per_param_server"] = (max(rss["servers"]) - base_server) * 2**20 / params
-                if mode in ("dp", "pydp"):
+                if mode in ("dp", "pydp", "torchdp"):
                     ddp = ddp_job(w, args.steps, tmp)
                     ddp_rss = max(r["rss_mb"] for r in ddp)
                     row["ddp"] = {"s_per_step": ddp[0]["step_s"],

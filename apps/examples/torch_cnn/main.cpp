@@ -1,13 +1,16 @@
 // The CNN of apps/examples/python/fmnist_cnn.py, written with libtorch and trained by Troupe:
 // every flag of troupe-fmnist works (--mode ps|dp|hybrid, --role, --workers, ...), and
 // --torch-threads N and --device cpu|cuda. Its own flags: --data DIR (Debian's
-// dataset-fashion-mnist by default), --train-limit N and --test-limit N (0: all).
+// dataset-fashion-mnist by default), --train-limit N and --test-limit N (0: all), and
+// --mlp W1,W2,... to train an MLP 784-W1-...-10 instead (apps/bench/size_ladder.py's model).
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "troupe/app.hpp"
 #include "troupe/error.hpp"
@@ -36,6 +39,33 @@ struct NetImpl : torch::nn::Module {
   }
 };
 TORCH_MODULE(Net);
+
+// 784 -> widths... -> 10 with ReLUs.
+torch::nn::Sequential mlp(const std::vector<int64_t>& widths) {
+  torch::nn::Sequential net{torch::nn::Flatten{}};
+  int64_t in = 784;
+  for (int64_t w : widths) {
+    net->push_back(torch::nn::Linear(in, w));
+    net->push_back(torch::nn::ReLU());
+    in = w;
+  }
+  net->push_back(torch::nn::Linear(in, 10));
+  return net;
+}
+
+// "W1,W2,..." as widths; throws std::invalid_argument for anything else.
+std::vector<int64_t> widths_of(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const int64_t w = std::stoll(text.substr(at, comma - at));
+    if (w <= 0) throw std::invalid_argument("--mlp: widths must be positive");
+    out.push_back(w);
+    at = comma + 1;
+  }
+  return out;
+}
 
 // An IDX file (gzip) as a uint8 tensor of its first `limit` items (0: all).
 torch::Tensor read_idx(const std::string& path, int64_t limit) {
@@ -87,6 +117,16 @@ caf::expected<std::unique_ptr<troupe::training_task>> make_task(const troupe::la
     return troupe::make_error(troupe::errc::io_failure, e.what());
   }
   options.model = [] { return troupe::single_input_model(Net()); };
+  if (const auto text = o.app_value("mlp"); !text.empty()) {
+    std::vector<int64_t> widths;
+    try {
+      widths = widths_of(text);
+    } catch (const std::exception&) {
+      return troupe::make_error(troupe::errc::bad_configuration,
+                                "--mlp takes widths W1,W2,..., not '" + text + "'");
+    }
+    options.model = [widths] { return troupe::single_input_model(mlp(widths)); };
+  }
   return troupe::make_torch_task(std::move(options));
 }
 
@@ -102,6 +142,7 @@ int main(int argc, char** argv) {
        troupe::app_flag::whole},
       {"test-limit", "N", "use only the first N test examples (0: all)", "0",
        troupe::app_flag::whole},
+      {"mlp", "W1,W2,...", "train an MLP 784-W1-...-10 instead of the CNN", ""},
   };
   for (auto& f : troupe::torch_flags()) app.flags.push_back(std::move(f));
   app.make_task = make_task;
