@@ -82,29 +82,23 @@ void served_again(self_ptr self, const job_config& config, uint32_t b) {
 
 namespace {
 
-// Sends the checkpoint's part `index` of bucket b (read from the file now) to its new
-// primary, then the next once it has taken it; after the last calls `then`.
-void restore_bucket(self_ptr self, const job_config& config, uint32_t b, std::function<void()> then,
-                    uint32_t index = 0) {
+// Sends the checkpoint's parts of bucket b to its new primary, a part at a time, then calls
+// `then`.
+void restore_bucket(self_ptr self, const job_config& config, uint32_t b,
+                    std::function<void()> then) {
   auto& st = self->state;
-  const auto& saved = *st.ps->checkpoints.resume_from;
-  const uint32_t total = saved.parts(b);
-  auto failed = [=](const caf::error& err) {
-    fail_job(self, config,
-             fmt::format("restoring bucket {} from the checkpoint: {}", b, describe(err)));
-  };
-  auto part = saved.part(b, index);
-  if (!part) return failed(part.error());
-  self->request(st.ps->directory.buckets[b], config.opts.request_timeout, restore_atom_v, index,
-                total, std::move(*part))
-      .then(
-          [=](bool) {
-            if (index + 1 == total) return then();
-            if (!self->state.ps->checkpoints.resume_from)
-              return failed(make_error(errc::job_failed, "the checkpoint was let go"));
-            restore_bucket(self, config, b, then, index + 1);
-          },
-          [=](caf::error& err) { failed(err); });
+  const bucket_actor primary = st.ps->directory.buckets[b];
+  send_saved_parts(
+      self, std::make_shared<const saved_checkpoint>(*st.ps->checkpoints.resume_from), b,
+      [=](uint32_t index, uint32_t total, wire part) {
+        return self->request(primary, config.opts.request_timeout, restore_atom_v, index, total,
+                             std::move(part));
+      },
+      then,
+      [=](const caf::error& err) {
+        fail_job(self, config,
+                 fmt::format("restoring bucket {} from the checkpoint: {}", b, describe(err)));
+      });
 }
 
 void place_one(self_ptr self, const job_config& config, uint32_t b);

@@ -7,6 +7,7 @@
 // the next older one is tried. Pure file I/O, no actors; the coordinator calls it.
 #pragma once
 
+#include <functional>
 #include <istream>
 #include <memory>
 #include <optional>
@@ -115,6 +116,26 @@ void resume_or_stop(Self* self, std::optional<saved_checkpoint>& into, const std
   }
   log.error("cannot resume: {}", describe(resumed.error()));
   self->quit(make_error(errc::job_failed, "cannot resume: " + describe(resumed.error())));
+}
+
+// Sends part `index` of bucket `bucket` of `saved` (read from the file now), then each later
+// part once the one before is answered (one part in flight): `send(index, total, part)` makes
+// the request, answered with a bool. After the last part `then`; `failed` when a part cannot be
+// read or a request fails.
+template <class Self, class Send>
+void send_saved_parts(Self* self, std::shared_ptr<const saved_checkpoint> saved, uint32_t bucket,
+                      Send send, std::function<void()> then,
+                      std::function<void(const caf::error&)> failed, uint32_t index = 0) {
+  const uint32_t total = saved->parts(bucket);
+  auto part = saved->part(bucket, index);
+  if (!part) return failed(part.error());
+  send(index, total, std::move(*part))
+      .then(
+          [=](bool) {
+            if (index + 1 == total) return then();
+            send_saved_parts(self, saved, bucket, send, then, failed, index + 1);
+          },
+          [=](caf::error& err) { failed(err); });
 }
 
 }  // namespace troupe

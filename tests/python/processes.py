@@ -11,6 +11,14 @@ import time
 BOUND_S = 300  # every wait's bound; none comes near it
 
 
+def write_script(folder, name, text):
+    """`text` as the script `name` in `folder`; its path."""
+    path = os.path.join(folder, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def free_port():
     """A port on 127.0.0.1 that nobody listens on now (for a process to listen on next)."""
     with socket.socket() as s:

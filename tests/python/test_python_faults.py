@@ -14,7 +14,7 @@ import tempfile
 import time
 import unittest
 
-from processes import free_port
+from processes import free_port, write_script
 
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
 CNN = os.path.join(EXAMPLES, "fmnist_cnn.py")
@@ -271,9 +271,7 @@ class PythonFaults(unittest.TestCase):
 
     def test_ctrl_c_ends_a_python_job_with_its_report_and_its_loader_processes(self):
         with tempfile.TemporaryDirectory() as folder:
-            script = os.path.join(folder, "map_style.py")
-            with open(script, "w") as f:
-                f.write(MAP_STYLE)
+            script = write_script(folder, "map_style.py", MAP_STYLE)
             report = os.path.join(folder, "report.json")
             job = Process([*JOB, *FLOOR, "--workers", "2", "--loader-workers", "2", "--report",
                            report], os.path.join(folder, "job.log"), (sys.executable, script))
@@ -298,9 +296,7 @@ class PythonFaults(unittest.TestCase):
 
     def test_troupe_run_returns_to_its_caller_50_times_in_one_process(self):
         with tempfile.TemporaryDirectory() as folder:
-            script = os.path.join(folder, "many_runs.py")
-            with open(script, "w") as f:
-                f.write(MANY_RUNS)
+            script = write_script(folder, "many_runs.py", MANY_RUNS)
             job = Process([], os.path.join(folder, "runs.log"), (sys.executable, script))
             try:
                 self.assertEqual(job.wait(), 0, job.output())

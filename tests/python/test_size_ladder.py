@@ -18,7 +18,7 @@ import tempfile
 import textwrap
 import unittest
 
-from processes import Process, free_port, grow_then_lose
+from processes import Process, free_port, grow_then_lose, write_script
 
 BOUND_S = 600  # no job here comes near it
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
@@ -100,9 +100,7 @@ class SizeLadder(unittest.TestCase):
 
     def test_a_20m_parameter_mlp_trains_in_dp_and_in_ps(self):
         with tempfile.TemporaryDirectory() as where:
-            script = os.path.join(where, "wide_mlp.py")
-            with open(script, "w") as f:
-                f.write(WIDE_MLP)
+            script = write_script(where, "wide_mlp.py", WIDE_MLP)
             common = ["--workers", "2", "--epochs", "1", "--batch", "16", "--train-limit", "512",
                       "--test-limit", "200"]
             saved = os.path.join(where, "checkpoints")  # after steps 5, 10 and 15
@@ -125,9 +123,7 @@ class SizeLadder(unittest.TestCase):
         # A parameter of 2 rows of 5 Mi values: a row is 20 MiB, so buckets (and the dp
         # evaluation's parts) cut inside it.
         with tempfile.TemporaryDirectory() as where:
-            script = os.path.join(where, "wide_rows.py")
-            with open(script, "w") as f:
-                f.write(WIDE_ROWS)
+            script = write_script(where, "wide_rows.py", WIDE_ROWS)
             common = ["--epochs", "1", "--batch", "16", "--train-limit", "256",
                       "--test-limit", "100", "--workers", "2"]
             report = self.finished(script, 16, "--mode", "ps", "--servers", "1", *common)
@@ -142,45 +138,46 @@ class WideMlpCluster(unittest.TestCase):
     in pieces); then a second job resumes from the newest checkpoint."""
 
     def start(self, where, script, name, args):
-        return Process(script, [*args, "--torch-threads", "1", "--log-level", "info"],
-                       os.path.join(where, name + ".log"), SECRET)
+        """A process of the job, killed at the test's end if it still runs."""
+        process = Process(script, [*args, "--torch-threads", "1", "--log-level", "info"],
+                          os.path.join(where, name + ".log"), SECRET)
+        self.addCleanup(process.stop)
+        return process
 
-    def job(self, where, script, tag, flags, workers=2):
+    def worker(self, where, script, name, address, flags):
+        return self.start(where, script, name,
+                          ["--role", "worker", "--coordinator", address, *flags])
+
+    def job(self, where, script, tag, flags):
+        """A coordinator and two workers; (coordinator, workers, its address, its report)."""
         address = f"127.0.0.1:{free_port()}"
         report = os.path.join(where, tag + ".json")
         coordinator = self.start(where, script, tag + "-c",
                                  ["--role", "coordinator", "--listen", address, "--workers", "2",
                                   "--report", report, *flags])
-        members = [self.start(where, script, f"{tag}-w{i}",
-                              ["--role", "worker", "--coordinator", address, *flags])
-                   for i in range(workers)]
-        return coordinator, members, address, report
+        workers = [self.worker(where, script, f"{tag}-w{i}", address, flags) for i in range(2)]
+        return coordinator, workers, address, report
+
+    def run_to_end(self, processes, report):
+        """Every one of `processes` exits 0; the job's report."""
+        for p in processes:
+            self.assertEqual(p.finish(), 0, p.output())
+        with open(report) as f:
+            return json.load(f)
 
     def test_a_20m_parameter_dp_job_loses_a_worker_takes_a_joiner_and_resumes(self):
         with tempfile.TemporaryDirectory() as where:
-            script = os.path.join(where, "wide_mlp.py")
-            with open(script, "w") as f:
-                f.write(WIDE_MLP)
+            script = write_script(where, "wide_mlp.py", WIDE_MLP)
             saved = os.path.join(where, "checkpoints")
             # 16 steps of 2 x 16 examples, each at least 0.3 s a worker.
             flags = ["--mode", "dp", "--epochs", "1", "--batch", "16", "--train-limit", "512",
                      "--test-limit", "200", "--checkpoint-dir", saved, "--checkpoint-every", "5",
                      "--max-workers", "3", "--worker-delay-ms", "0:300,1:300,2:300"]
-            coordinator, members, address, report = self.job(where, script, "first", flags)
-            try:
-                self.assertTrue(coordinator.wait_for(r"checkpoint after step "),
-                                coordinator.output())
-                members[1].stop()  # kill -9
-                joiner = self.start(where, script, "joiner",
-                                    ["--role", "worker", "--coordinator", address, *flags])
-                self.assertEqual(coordinator.finish(), 0, coordinator.output())
-                self.assertEqual(members[0].finish(), 0, members[0].output())
-                self.assertEqual(joiner.finish(), 0, joiner.output())
-            finally:
-                for p in (coordinator, *members):
-                    p.stop()
-            with open(report) as f:
-                first = json.load(f)
+            coordinator, workers, address, report = self.job(where, script, "first", flags)
+            self.assertTrue(coordinator.wait_for(r"checkpoint after step "), coordinator.output())
+            workers[1].stop()  # kill -9
+            joiner = self.worker(where, script, "joiner", address, flags)
+            first = self.run_to_end([coordinator, workers[0], joiner], report)
             self.assertEqual(first["status"], "finished")
             self.assertEqual(first["steps"], 16)
             self.assertEqual(first["checksum_mismatches"], 0)
@@ -189,17 +186,9 @@ class WideMlpCluster(unittest.TestCase):
             self.assertGreaterEqual(first["checkpoints"], 1)
             # the joiner stepped too (beside the worker killed and the one that went on)
             self.assertEqual(sum(1 for w in first["workers"] if w["steps"] > 0), 3, first)
-            coordinator, members, _, report = self.job(where, script, "resumed",
+            coordinator, workers, _, report = self.job(where, script, "resumed",
                                                        [*flags, "--resume", saved])
-            try:
-                self.assertEqual(coordinator.finish(), 0, coordinator.output())
-                for m in members:
-                    self.assertEqual(m.finish(), 0, m.output())
-            finally:
-                for p in (coordinator, *members):
-                    p.stop()
-            with open(report) as f:
-                resumed = json.load(f)
+            resumed = self.run_to_end([coordinator, *workers], report)
             self.assertGreaterEqual(resumed["resumed_from_step"], 5)
             self.assertEqual(resumed["steps"], 16)
             self.assertEqual(resumed["checksum_mismatches"], 0)

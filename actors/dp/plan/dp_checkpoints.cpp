@@ -131,7 +131,7 @@ caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step
   }
   auto& saving = st.dp->saving;
   if (index == 0) {
-    if (saving && saving->last_part) abandon_tables_save(self, config, "member 0 began another");
+    abandon_tables_save(self, config, make_error(errc::job_failed, "member 0 began another"));
     saving.reset();  // (one member 0 never finished: its file goes)
     auto opened = checkpoint_writer::open(config.opts.checkpoint_dir, progress_of(st, config, step),
                                           static_cast<uint32_t>(1 + table_buckets(st, config)),
@@ -180,24 +180,24 @@ void save_tables_when_settled(self_ptr self, const job_config& config) {
     if (!err && std::chrono::steady_clock::now() > saving->deadline)
       err = make_error(errc::timeout, "the tables' buckets took past the checkpoint's bound");
     if (!err) return finish_checkpoint(self, config);
-    auto answer = std::move(*saving->last_part);
-    checkpoint_failed(self->state, config, step, err);
-    answer.deliver(true);
+    abandon_tables_save(self, config, err);
   });
 }
 
-void abandon_tables_save(self_ptr self, const job_config& config, const std::string& why) {
+void abandon_tables_save(self_ptr self, const job_config& config, const caf::error& why) {
   auto& saving = self->state.dp->saving;
   if (!saving || !saving->last_part) return;
   auto answer = std::move(*saving->last_part);
-  checkpoint_failed(self->state, config, saving->step, make_error(errc::job_failed, why));
+  checkpoint_failed(self->state, config, saving->step, why);
   answer.deliver(true);
 }
 
 void check_tables_deadline(self_ptr self, const job_config& config) {
   auto& saving = self->state.dp->saving;
   if (saving && saving->last_part && std::chrono::steady_clock::now() > saving->deadline)
-    abandon_tables_save(self, config, "not every member's rows reached the tables in time");
+    abandon_tables_save(
+        self, config,
+        make_error(errc::job_failed, "not every member's rows reached the tables in time"));
 }
 
 }  // namespace troupe::dp_plan

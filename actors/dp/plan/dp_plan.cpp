@@ -71,25 +71,21 @@ dp_compression compression_of(const launch_options& o, uint64_t steps) {
 
 namespace {
 
-// Sends part `index` of the checkpoint's model state (its bucket 0, read from the file now) to
-// member `handle`, the next once it has taken it; after the last, `then` (its start). A part
-// that cannot be read fails the job; a member that does not answer is lost, and its start too.
+// Sends the checkpoint's model state (its bucket 0) to member `handle` a part at a time; after
+// the last, `then` (its start). A member that does not answer is lost, and its start too.
 void restore_member(self_ptr self, const job_config& config, dp_worker_actor handle,
-                    std::shared_ptr<const saved_checkpoint> saved, uint32_t index,
-                    std::function<void()> then) {
-  const uint32_t total = saved->parts(0);
-  auto part = saved->part(0, index);
-  if (!part) return fail_job(self, config, "resuming: " + describe(part.error()));
-  self->request(handle, config.opts.request_timeout, restore_atom_v, saved->job.step, index, total,
-                std::move(*part))
-      .then(
-          [=](bool) {
-            if (index + 1 == total) return then();
-            restore_member(self, config, handle, saved, index + 1, then);
-          },
-          [=](caf::error& err) {
-            config.log.warn("the checkpoint's state did not reach member 0: {}", describe(err));
-          });
+                    std::shared_ptr<const saved_checkpoint> saved, std::function<void()> then) {
+  const uint64_t step = saved->job.step;
+  send_saved_parts(
+      self, saved, 0,
+      [=](uint32_t index, uint32_t total, wire part) {
+        return self->request(handle, config.opts.request_timeout, restore_atom_v, step, index,
+                             total, std::move(part));
+      },
+      then,
+      [=](const caf::error& err) {
+        config.log.warn("the checkpoint's state did not reach member 0: {}", describe(err));
+      });
 }
 
 }  // namespace
@@ -171,7 +167,7 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
     if (st.dp->resume_from && m.rank == 0) {  // before its start: it goes on from the checkpoint
       auto saved = std::make_shared<const saved_checkpoint>(std::move(*st.dp->resume_from));
       st.dp->resume_from.reset();
-      restore_member(self, config, handle, saved, 0, go);
+      restore_member(self, config, handle, saved, go);
     } else {
       go();
     }
@@ -237,7 +233,8 @@ void lose(self_ptr self, const job_config& config, const std::string& name,
   record_loss(st, *it, why);
   if (live_count(st) == 0)
     return fail_job(self, config, "every worker was lost; the last, '" + name + "': " + why);
-  abandon_tables_save(self, config, "worker '" + name + "' was lost meanwhile");
+  abandon_tables_save(self, config,
+                      make_error(errc::job_failed, "worker '" + name + "' was lost meanwhile"));
   close_open_steps(self, config);
   config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
   if (st.shell.succession.rejoining) return;  // the takeover's end forms the next generation

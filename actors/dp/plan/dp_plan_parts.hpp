@@ -75,9 +75,9 @@ caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step
 // --mode hybrid: saves the tables' buckets of the checkpoint whose last part came, once every
 // member's report of its step is in (a member reports a step once its rows are in the tables).
 void save_tables_when_settled(self_ptr self, const job_config& config);
-// A checkpoint waiting for its tables ends unwritten (`why`): a member was lost, the job is
-// ending, or (checked every tick) the deadline passed. Member 0 goes on.
-void abandon_tables_save(self_ptr self, const job_config& config, const std::string& why);
+// A checkpoint waiting for its tables ends unwritten (`why`): a member was lost, a table bucket
+// failed, or (checked every tick) the deadline passed. Member 0 goes on.
+void abandon_tables_save(self_ptr self, const job_config& config, const caf::error& why);
 void check_tables_deadline(self_ptr self, const job_config& config);
 
 // -- dp_standing.cpp
