@@ -45,6 +45,7 @@ wire encode(const group_start& x) {
   out.setSlowdown(x.slowdown);
   out.setClient(x.client);
   out.setDelayMs(x.delay_ms);
+  out.setZeroStage(x.zero_stage);
   return detail::to_wire(message);
 }
 
@@ -130,10 +131,12 @@ caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits
         x.slowdown = in.getSlowdown();
         x.client = in.getClient();
         x.delay_ms = in.getDelayMs();
+        x.zero_stage = in.getZeroStage();
         if (x.accumulate == 0 || x.accumulate > 65536 || !(x.slowdown >= 1) || x.slowdown > 1000 ||
-            x.delay_ms > 60000)
-          return make_error(errc::malformed_message,
-                            "group start: accumulation, slowdown or delay out of range");
+            x.delay_ms > 60000 || x.zero_stage > 1)
+          return make_error(
+              errc::malformed_message,
+              "group start: accumulation, slowdown, delay or ZeRO stage out of range");
         return x;
       });
 }

@@ -518,6 +518,7 @@ struct GroupStart {
   slowdown @21 :Float64;        # this member computes F times slower (--worker-slowdown)
   client @22 :UInt32;           # --mode hybrid: its worker id at the table buckets
   delayMs @23 :UInt32;          # extra milliseconds per step (--worker-delay-ms)
+  zeroStage @24 :UInt32;        # 1: the optimizer's state sharded over the members
   enum Collective {
     gloo @0;
     actors @1;

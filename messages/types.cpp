@@ -81,6 +81,7 @@ std::string to_json(const job_report& r) {
   out["checkpoints"] = r.checkpoints;
   out["resumed_from_step"] = r.resumed_from_step;
   out["mode"] = r.mode;
+  if (r.mode != "ps") out["zero_stage"] = r.zero_stage;
   out["allreduce_bytes"] = r.allreduce_bytes;
   out["allreduce_bytes_inter_host"] = r.allreduce_bytes_inter_host;
   out["allreduce_s"] = r.allreduce_s;

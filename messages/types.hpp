@@ -335,6 +335,7 @@ struct job_report {
   std::vector<takeover_event> takeovers;  // by standby coordinators
   // --mode dp (JSON only; mode "ps" leaves these 0):
   std::string mode = "ps";
+  uint32_t zero_stage = 0;                  // --zero-stage
   uint64_t allreduce_bytes = 0;             // sent by all members
   uint64_t allreduce_bytes_inter_host = 0;  // of those, between hosts
   double allreduce_s = 0;                   // summed over members
@@ -435,6 +436,7 @@ struct group_start {
   double slowdown = 1;      // this member computes F times slower (--worker-slowdown)
   uint32_t client = 0;      // --mode hybrid: its worker id at the table buckets (join order)
   uint32_t delay_ms = 0;    // extra milliseconds per step (--worker-delay-ms)
+  uint32_t zero_stage = 0;  // 1: the optimizer's state sharded over the members (--zero-stage)
 };
 
 // A member finished a step (applied, or skipped by every member for a non-finite gradient).

@@ -55,6 +55,7 @@ void start_plans(coordinator_self self, const job_config& config) {
     }
     st.dp->evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
     st.shell.report.mode = to_string(o.mode);  // dp or hybrid
+    st.shell.report.zero_stage = o.dp.zero_stage;
   }
   if (o.hybrid()) st.on_tables_ready = [self, config] { dpp::on_tables_ready(self, config); };
 }

@@ -195,6 +195,12 @@ std::vector<flag_spec> data_parallel_flags() {
           "local-step-clipper", "H",
           "zero-one-adam: the most local steps between two synchronisations",
           [](auto& o) -> auto& { return o.dp.local_step_clipper; }, scope::dp),
+      number(
+          "zero-stage", "S",
+          "0: every member holds the optimizer's whole state (as DDP); 1: each holds its "
+          "pieces of it (ZeRO stage 1): gradients are reduce-scattered, each member steps its "
+          "pieces and the parameters are all-gathered",
+          [](auto& o) -> auto& { return o.dp.zero_stage; }, scope::dp),
       toggle(
           "balance",
           "share each step's examples by the members' measured throughput (re-estimated "

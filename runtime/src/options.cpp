@@ -149,6 +149,42 @@ caf::error validate_security(const launch_options& o) {
   return {};
 }
 
+// --zero-stage: what sharded optimizer state takes (docs/training.md#sharded-optimizer-state).
+// Every combination it does not take yet is refused here, at the start.
+caf::error validate_zero_stage(const launch_options& o) {
+  auto bad = [&](const std::string& what) {
+    return make_error(errc::bad_configuration,
+                      fmt::format("--zero-stage {}: {}", o.dp.zero_stage, what));
+  };
+  if (o.dp.zero_stage == 0) return {};
+  if (o.dp.zero_stage > 1)
+    return make_error(errc::bad_configuration,
+                      fmt::format("--zero-stage must be 0 or 1, not {} (stage 2, sharded "
+                                  "gradients, is not built yet; stage 3 is out of scope)",
+                                  o.dp.zero_stage));
+  if (o.dp.adam != compressed_adam::none)
+    return bad(fmt::format(
+        "--optimizer {} compresses every member's whole momentum, which sharded state does not "
+        "hold (DeepSpeed refuses the pair too); use --zero-stage 0",
+        to_string(o.dp.adam)));
+  using kind = optimizer_config::kind;
+  if (o.optimizer == kind::dash || o.optimizer == kind::app)
+    return bad(fmt::format(
+        "--optimizer {} steps whole tensors, and a member holds pieces of them; use adam, adamw, "
+        "momentum or sgd, or --zero-stage 0",
+        o.optimizer == kind::dash ? "dash" : o.optimizer_rule));
+  if (!o.checkpoint_dir.empty() || !o.resume.empty())
+    return bad(
+        "checkpoints of sharded state are not built yet: drop --checkpoint-dir and --resume, or "
+        "use --zero-stage 0");
+  if (o.max_workers > o.workers || o.standby_of.port != 0 || o.coordinators.size() > 1)
+    return bad(
+        "a group with sharded state does not re-form yet (a member lost, a worker joining "
+        "or a standby taking over stops the job), so --max-workers above --workers and "
+        "standby coordinators are refused; use --zero-stage 0");
+  return {};
+}
+
 caf::error validate(const launch_options& o) {
   auto bad = [](std::string text) { return make_error(errc::bad_configuration, std::move(text)); };
   if (o.workers == 0 || o.servers == 0) return bad("--workers and --servers must be at least 1");
@@ -178,6 +214,7 @@ caf::error validate(const launch_options& o) {
     return bad(fmt::format("--optimizer {} compresses an allreduce: it needs --mode dp",
                            to_string(o.dp.adam)));
   if (o.hybrid() && o.accumulate > 1) return bad("--mode hybrid does not yet take --accumulate");
+  if (auto e = validate_zero_stage(o)) return e;
   if (o.hybrid() && o.consistency.type != consistency_config::mode::async)
     return bad(
         "--mode hybrid: the tables are asynchronous and the dense part is synchronous already: "

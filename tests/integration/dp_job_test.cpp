@@ -21,6 +21,7 @@
 #include "child_process.hpp"
 #include "dp_run.hpp"
 #include "fmnist_cluster.hpp"
+#include "poisoned_task.hpp"
 #include "troupe/node.hpp"
 
 using namespace troupe;
@@ -33,59 +34,6 @@ struct ignore_sigpipe {
   ignore_sigpipe() { std::signal(SIGPIPE, SIG_IGN); }
 };
 BOOST_TEST_GLOBAL_FIXTURE(ignore_sigpipe);
-
-namespace {
-
-// fmnist, but the member that computes example `poisoned` of epoch 0 gets `bad` (NaN by
-// default) in its gradient.
-class poisoned_task : public training_task {
- public:
-  poisoned_task(std::shared_ptr<const training_task> inner, uint64_t poisoned,
-                float bad = std::numeric_limits<float>::quiet_NaN())
-      : inner_(std::move(inner)), poisoned_(poisoned), bad_(bad) {}
-  std::vector<tensor_spec> parameters() const override { return inner_->parameters(); }
-  void initialize(uint64_t seed, std::span<float> p) const override { inner_->initialize(seed, p); }
-  uint64_t batches_per_epoch(uint32_t b) const override { return inner_->batches_per_epoch(b); }
-  evaluation evaluate(std::span<const float> p) const override { return inner_->evaluate(p); }
-  caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t batch,
-                                                            uint64_t seed) const override;
-
- private:
-  std::shared_ptr<const training_task> inner_;
-  uint64_t poisoned_;
-  float bad_;
-};
-
-class poisoned_replica : public task_replica {
- public:
-  poisoned_replica(std::unique_ptr<task_replica> inner, uint64_t poisoned, float bad)
-      : inner_(std::move(inner)), poisoned_(poisoned), bad_(bad) {}
-  caf::expected<float> gradient(std::span<const float> p, uint32_t e, uint64_t b,
-                                std::span<float> g) override {
-    return inner_->gradient(p, e, b, g);
-  }
-  caf::expected<range_result> gradient_range(std::span<const float> p, uint32_t epoch,
-                                             uint64_t first, uint32_t count, std::span<float> g,
-                                             const gradient_ready& ready) override {
-    auto done = inner_->gradient_range(p, epoch, first, count, g, ready);
-    if (done && epoch == 0 && first <= poisoned_ && poisoned_ < first + count) g[12345] = bad_;
-    return done;
-  }
-
- private:
-  std::unique_ptr<task_replica> inner_;
-  uint64_t poisoned_;
-  float bad_;
-};
-
-caf::expected<std::unique_ptr<task_replica>> poisoned_task::make_replica(uint32_t batch,
-                                                                         uint64_t seed) const {
-  auto inner = inner_->make_replica(batch, seed);
-  if (!inner) return std::move(inner.error());
-  return std::unique_ptr<task_replica>(new poisoned_replica(std::move(*inner), poisoned_, bad_));
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(members_share_the_global_batch_and_compute_the_same_steps) {
   auto task = fmnist_task_of();
@@ -299,8 +247,8 @@ BOOST_AUTO_TEST_CASE(a_model_over_the_message_cap_trains_and_a_joiner_takes_its_
   auto coordinator_flags = job_floor(3, 5);
   coordinator_flags.insert(coordinator_flags.end(), {"--max-workers", "3"});
   dp_cluster job(2,
-                 {"--batch", "32", "--train-limit", "7680", "--test-limit", "500", "--epochs",
-                  "2", "--hidden", "4096,4096"},
+                 {"--batch", "32", "--train-limit", "7680", "--test-limit", "500", "--epochs", "2",
+                  "--hidden", "4096,4096"},
                  coordinator_flags);
   BOOST_TEST_REQUIRE(job.await_log("generation 1 ("));
   job.add_worker();
@@ -457,4 +405,29 @@ BOOST_AUTO_TEST_CASE(nccl_without_a_gpu_for_every_worker_is_refused_at_the_start
       log.string());
   BOOST_TEST(job.wait(std::chrono::seconds(60)).value_or(0) == 1);
   BOOST_TEST(read_file(log.string()).find("--collective nccl") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_pairing_sharded_state_does_not_take_is_refused_with_exit_code_2) {
+  const auto log = scratch("dp-zero-onebit.log");
+  child_process job(fmnist_command({"--mode", "dp", "--workers", "2", "--zero-stage", "1",
+                                    "--optimizer", "onebit-adam", "--epochs", "1"},
+                                   {}),
+                    log.string());
+  BOOST_TEST(job.wait(std::chrono::seconds(60)).value_or(0) == 2);
+  BOOST_TEST(read_file(log.string()).find("--zero-stage 1: --optimizer onebit-adam") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_member_of_a_sharded_group_ends_the_job_and_says_why) {
+  // Until sharded state re-forms (shard backups), a loss ends the job, with the reason.
+  dp_cluster job(3, {"--batch", "32", "--test-limit", "1000", "--zero-stage", "1"});
+  BOOST_TEST_REQUIRE(job.await_log("epoch 1/3"));
+  job.workers[1]->kill();
+  const auto bound = std::chrono::seconds(120);
+  BOOST_TEST(job.coordinator->wait(bound).value_or(0) != 0);
+  for (size_t i : {0u, 2u}) BOOST_TEST(job.workers[i]->wait(bound).has_value());
+  const auto parsed = parse_json(read_file(job.report.string()));
+  BOOST_TEST(parsed.value("status", "") == "failed");
+  BOOST_TEST(parsed.value("failure", "").find("does not re-form yet") != std::string::npos,
+             parsed.value("failure", ""));
 }

@@ -929,6 +929,37 @@ BOOST_AUTO_TEST_CASE(data_parallel_compression_flags_parse_and_are_checked) {
   BOOST_TEST(!parse({"--mode", "dp", "--compress-skip", "a,,b"}));
 }
 
+BOOST_AUTO_TEST_CASE(zero_stage_parses_and_refuses_what_sharded_state_does_not_take) {
+  auto o = parse({"--mode", "dp", "--zero-stage", "1", "--comm-dtype", "bf16", "--accumulate", "2",
+                  "--balance"});
+  BOOST_TEST_REQUIRE(bool(o));
+  BOOST_TEST(o->dp.zero_stage == 1u);
+  BOOST_TEST(parse({"--mode", "dp"})->dp.zero_stage == 0u);
+  BOOST_TEST(bool(parse({"--mode", "hybrid", "--zero-stage", "1"})));
+  // Each refusal says why, naming the flag.
+  auto refused = [](const std::vector<std::string>& args, const std::string& why) {
+    auto with = args;
+    with.insert(with.begin(), {"--mode", "dp", "--zero-stage", "1"});
+    auto p = parse(with);
+    BOOST_TEST_REQUIRE(!p);
+    BOOST_TEST(troupe::testing::is_error(p.error(), troupe::errc::bad_configuration));
+    BOOST_TEST(troupe::describe(p.error()).find(why) != std::string::npos,
+               troupe::describe(p.error()));
+  };
+  refused({"--optimizer", "onebit-adam"}, "onebit-adam");
+  refused({"--optimizer", "zero-one-adam"}, "zero-one-adam");
+  refused({"--optimizer", "dash"}, "--optimizer dash");
+  refused({"--checkpoint-dir", "/tmp/x"}, "checkpoints of sharded state");
+  refused({"--resume", "/tmp/x"}, "checkpoints of sharded state");
+  refused({"--max-workers", "3"}, "does not re-form yet");
+  refused(
+      {"--coordinator", "127.0.0.1:7600,127.0.0.1:7601", "--role", "worker", "--secret", "s3cret"},
+      "does not re-form yet");
+  BOOST_TEST(!parse({"--mode", "dp", "--zero-stage", "2"}));
+  BOOST_TEST(!parse({"--mode", "dp", "--zero-stage", "3"}));
+  BOOST_TEST(!parse({"--zero-stage", "1"}));  // the parameter service shards by buckets already
+}
+
 BOOST_AUTO_TEST_CASE(coordinator_takes_a_list_of_addresses) {
   auto o = parse({"--coordinator", "10.0.0.1:7600,10.0.0.2:7601"});
   BOOST_TEST_REQUIRE(static_cast<bool>(o));

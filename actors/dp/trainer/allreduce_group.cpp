@@ -296,12 +296,17 @@ namespace {
 // One reduce order: its plain values summed in fp32, the rest packed by its codec.
 caf::expected<wire_figures> reduce(allreduce_group_state& st, const reduce_order& order) {
   auto& c = *st.backend;
+  const collective_call call{order.tag, st.timeout};
+  if (order.op == reduce_op::reduce_scatter)
+    return sharded_reduce(c, order.data, order.codec, order.piece, call, st.hosts, st.scratch);
+  if (order.op == reduce_op::all_gather)
+    return sharded_gather(c, order.data, call, st.hosts, st.scratch);
   const bool packed = order.codec != kernels::wire_codec::fp32;
   auto plain =
       order.data.first(packed ? std::min(order.plain, order.data.size()) : order.data.size());
   wire_figures out;
   if (!plain.empty()) {
-    if (auto err = c.allreduce(plain, collective_call{order.tag, st.timeout})) return err;
+    if (auto err = c.allreduce(plain, call)) return err;
     out.bytes = c.allreduce_bytes(plain.size_bytes());
     out.bytes_inter_host = c.allreduce_bytes_inter_host(plain.size_bytes(), st.hosts);
   }

@@ -43,10 +43,15 @@ struct group_form {
   std::shared_ptr<rendezvous_store> store;
 };
 
-// Sum `data` over the members. The buffer belongs to the sender and must stay untouched
-// until the reply; `owner` keeps it alive while the order is in flight (a sender that stops
-// meanwhile must not leave the backend sending from freed memory), and the error buffers too.
-// Values [0, plain) are always summed in fp32; the rest travel packed by `codec`
+// What a reduce order does with its values: sum them on every member, or, for sharded state
+// (--zero-stage 1; sharded_reduce and sharded_gather), sum each member's piece on that member
+// only, into the order's `piece`, or give every member every member's piece of them.
+enum class reduce_op : uint8_t { allreduce, reduce_scatter, all_gather };
+
+// Sum `data` over the members (or, as `op` says, half of that). The buffer belongs to the sender
+// and must stay untouched until the reply; `owner` keeps it alive while the order is in flight (a
+// sender that stops meanwhile must not leave the backend sending from freed memory), and the error
+// buffers too. Values [0, plain) are always summed in fp32; the rest travel packed by `codec`
 // (actors/dp/compression/compressed_allreduce.hpp), with `errors` under 1-bit.
 struct reduce_order {
   std::span<float> data;
@@ -55,6 +60,8 @@ struct reduce_order {
   kernels::wire_codec codec = kernels::wire_codec::fp32;
   size_t plain = 0;
   error_feedback errors;
+  reduce_op op = reduce_op::allreduce;
+  std::span<float> piece;  // reduce_scatter: where this member's piece of the sum goes
 };
 
 // A member's state in the agreement after a generation forms (allreduce_group's sync), moved

@@ -150,6 +150,14 @@ void synced(self_ptr self, const dp_trainer_config& config, const sync_result& a
   // includes it) are pushed now; those of a step nobody finished are dropped.
   if (!st.rows_due.empty() && agreed.steps >= st.rows_step) push_share_rows(self, config, false);
   st.rows_due.clear();
+  if (st.job->zero_stage > 0) {  // the pieces are cut for this generation, at step 0
+    if (agreed.steps > 0)
+      return fail(self, config, "re-forming the group",
+                  make_error(errc::job_failed,
+                             "a group with sharded optimizer state (--zero-stage 1) does not "
+                             "re-form yet"));
+    if (auto err = make_shard(st, *st.job)) return fail(self, config, "cutting the pieces", err);
+  }
   st.step = agreed.steps;
   st.broken = false;
   st.forming = false;

@@ -60,7 +60,36 @@ struct dp_trainer_config {
 // travel in the last bucket, summed like the gradient, always in fp32. After the fixed ones
 // come one slot per member for its measured compute seconds per step (--balance): each member
 // fills its own, so the sum tells every member everyone's.
-enum step_meta : size_t { meta_examples = 0, meta_loss = 1, meta_non_finite = 2, meta_size = 3 };
+// meta_refused: members whose piece of a sharded sum (--zero-stage 1) is not usable.
+enum step_meta : size_t {
+  meta_examples = 0,
+  meta_loss = 1,
+  meta_non_finite = 2,
+  meta_refused = 3,
+  meta_size = 4
+};
+
+// --zero-stage 1 (dp_trainer_shards.cpp): this member's pieces of the optimizer's state. Each
+// gradient bucket is cut into one contiguous piece per member (compressed_chunk values, the
+// last shorter) and member r owns piece r of every bucket: it keeps their values, optimizer
+// state and summed gradient one after another, in bucket order, and steps them alone.
+struct shard_piece {
+  uint64_t offset = 0;  // in the model's flat values
+  uint64_t count = 0;
+  uint64_t at = 0;  // in the shard
+};
+struct sharded_state {
+  std::vector<shard_piece> pieces;    // per gradient bucket
+  uint64_t total = 0;                 // values in the shard
+  std::optional<bucket_store> store;  // the pieces' values and optimizer state (one flat slice)
+  // The pieces' summed gradient of the step in flight; shared with the reduce orders that
+  // write it, as st.values is.
+  std::shared_ptr<std::vector<float>> grad;
+  // While the parameters are all-gathered after a step: their store, shared with the gather
+  // orders that write into it (taken back into st.optimizer once they are done).
+  std::shared_ptr<bucket_store> gathering;
+  enum class phase : uint8_t { reducing, meta, gathering } now = phase::reducing;
+};
 
 // A generation's error-feedback buffers of 1-bit sums (shared with the reduce orders, as the
 // values are): per gradient value, and per bucket the chunk this member owns.
@@ -83,6 +112,9 @@ struct dp_trainer_state {
   std::vector<dense_tensor> store_shapes;  // the store's slices, without values
   bool spoiled = false;                    // the store was lost in a hand-over
   std::optional<adam_replica> adam;        // 1-bit / 0/1 Adam: their stages' steps
+  // --zero-stage 1: this member's pieces (st.optimizer then holds the parameters only)
+  std::optional<sharded_state> shard;
+  bool step_skipped = false;  // the step in flight was skipped by every member
   allreduce_group_actor group;
   std::span<float> params;         // the model's values, flat, in the layout's order
   std::vector<float> params_copy;  // a store per tensor: the flat values the task reads

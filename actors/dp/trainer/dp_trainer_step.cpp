@@ -36,10 +36,11 @@ void compute_and_send(self_ptr self, const dp_trainer_config& config, example_ra
                       uint32_t epoch);
 
 // Values [begin, end) of the step's [meta | gradient] that bucket b reduces: the last
-// bucket (the first tensors) also carries the meta.
+// bucket (the first tensors) also carries the meta, unless the sum is sharded (the meta then
+// goes alone, once every bucket is summed: send_meta).
 std::span<float> bucket_values(dp_trainer_state& st, size_t b) {
   const auto& bucket = st.buckets[b];
-  const size_t begin = bucket.begin == 0 ? 0 : st.meta_len + bucket.begin;
+  const size_t begin = bucket.begin == 0 && !st.shard ? 0 : st.meta_len + bucket.begin;
   return std::span<float>(*st.values).subspan(begin, st.meta_len + bucket.end - begin);
 }
 
@@ -57,50 +58,34 @@ wire_codec codec_for(const dp_trainer_state& st, const gradient_bucket& bucket) 
   return wire_codec::fp32;
 }
 
+void send_meta(self_ptr self, const dp_trainer_config& config);
+void step_done(self_ptr self, const dp_trainer_config& config);
+
+// Every order of the step sent so far is answered: the step goes on to its next phase.
 void step_settled(self_ptr self, const dp_trainer_config& config, const caf::error& err) {
-  if (!self->state.broken) return finish_step(self, config);
-  wait_for_generation(self, config, describe(err));
+  auto& st = self->state;
+  if (st.broken) return wait_for_generation(self, config, describe(err));
+  if (!st.shard) return finish_step(self, config);
+  using phase = sharded_state::phase;
+  switch (st.shard->now) {
+    case phase::reducing:
+      return send_meta(self, config);
+    case phase::meta:
+      return finish_step(self, config);
+    case phase::gathering:
+      st.optimizer = std::move(*st.shard->gathering);  // (the values stay where they were)
+      st.shard->gathering.reset();
+      return step_done(self, config);
+  }
 }
 
-// Sends bucket b to the group: its gradient weighted by this member's share of the step's
-// examples (so that the sum over the members is the step's mean gradient), prepared for the
-// stage of 1-bit / 0/1 Adam, and a note in the meta if any value is not finite. (A sync step
-// of 0/1 Adam sends the weighted accumulated update instead, already in place.)
-void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
+// Sends one order of the step to the group; the last answer settles the phase.
+void send_order(self_ptr self, const dp_trainer_config& config,
+                std::shared_ptr<const reduce_order> order) {
   auto& st = self->state;
-  const auto& bucket = st.buckets[b];
-  auto values = bucket_values(st, b);
-  const size_t plain = bucket.begin == 0 ? st.meta_len : 0;
-  if (st.stage != adam_stage::sync) {
-    const float weight = static_cast<float>(double(st.mine) / double(st.step_examples));
-    auto grad = values.subspan(plain);
-    if (!kernels::scale_within(grad, weight, std::numeric_limits<float>::max())) {
-      // NaN or Inf: every member skips the step; zeros travel instead, so that no error
-      // feedback (1-bit) takes the non-finite values in and keeps them.
-      (*st.values)[meta_non_finite] = 1.0f;
-      st.own_non_finite = true;
-      std::fill(grad.begin(), grad.end(), 0.0f);
-    } else if (st.adam)
-      st.adam->prepare(st.stage, grad, bucket.begin, weight, *st.optimizer);
-  }
-  auto order = std::make_shared<reduce_order>();
-  order->data = values;
-  order->tag = static_cast<uint32_t>(st.step * st.buckets.size() + b);
-  order->owner = std::make_shared<
-      std::pair<std::shared_ptr<std::vector<float>>, std::shared_ptr<feedback_buffers>>>(
-      st.values, st.feedback);
-  order->codec = codec_for(st, bucket);
-  order->plain = plain;
-  if (order->codec == wire_codec::onebit) {
-    auto& f = *st.feedback;
-    const size_t n = bucket.end - bucket.begin;
-    order->errors.worker = std::span<float>(f.worker).subspan(bucket.begin, n);
-    order->errors.server =
-        std::span<float>(f.server).subspan(f.server_offsets[b], compressed_chunk(n, st.job->size));
-  }
   ++st.replies_due;
   const auto timeout = std::chrono::milliseconds(st.job->timeout_ms) + config.request_timeout;
-  self->request(st.group, timeout, reduce_atom_v, std::shared_ptr<const reduce_order>{order})
+  self->request(st.group, timeout, reduce_atom_v, std::move(order))
       .then(
           [=](const reduce_done& done) {
             auto& st = self->state;
@@ -115,6 +100,91 @@ void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
             st.broken = true;
             if (--st.replies_due == 0) step_settled(self, config, err);
           });
+}
+
+// The collective tag of the step's order `k` (every member the same): per step, its buckets'
+// sums, the meta's, and (sharded) the buckets' gathers.
+uint32_t tag_of(const dp_trainer_state& st, size_t k) {
+  return static_cast<uint32_t>(st.step * (2 * st.buckets.size() + 1) + k);
+}
+
+// Sends bucket b to the group: its gradient weighted by this member's share of the step's
+// examples (so that the sum over the members is the step's mean gradient), prepared for the
+// stage of 1-bit / 0/1 Adam, and a note in the meta if any value is not finite. (A sync step
+// of 0/1 Adam sends the weighted accumulated update instead, already in place.)
+void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
+  auto& st = self->state;
+  const auto& bucket = st.buckets[b];
+  auto values = bucket_values(st, b);
+  const size_t plain = bucket.begin == 0 && !st.shard ? st.meta_len : 0;  // (the meta)
+  if (st.stage != adam_stage::sync) {
+    const float weight = static_cast<float>(double(st.mine) / double(st.step_examples));
+    auto grad = values.subspan(plain);
+    if (!kernels::scale_within(grad, weight, std::numeric_limits<float>::max())) {
+      // NaN or Inf: every member skips the step; zeros travel instead, so that no error
+      // feedback (1-bit) takes the non-finite values in and keeps them.
+      (*st.values)[meta_non_finite] = 1.0f;
+      st.own_non_finite = true;
+      std::fill(grad.begin(), grad.end(), 0.0f);
+    } else if (st.adam)
+      st.adam->prepare(st.stage, grad, bucket.begin, weight, *st.optimizer);
+  }
+  auto order = std::make_shared<reduce_order>();
+  order->data = values;
+  order->tag = tag_of(st, b);
+  order->owner = std::make_shared<
+      std::tuple<std::shared_ptr<std::vector<float>>, std::shared_ptr<feedback_buffers>,
+                 std::shared_ptr<std::vector<float>>>>(st.values, st.feedback,
+                                                       st.shard ? st.shard->grad : nullptr);
+  order->codec = codec_for(st, bucket);
+  order->plain = plain;
+  if (st.shard) {
+    order->op = reduce_op::reduce_scatter;
+    order->piece = summed_piece(st, b);
+  }
+  if (order->codec == wire_codec::onebit) {
+    auto& f = *st.feedback;
+    const size_t n = bucket.end - bucket.begin;
+    order->errors.worker = std::span<float>(f.worker).subspan(bucket.begin, n);
+    order->errors.server =
+        std::span<float>(f.server).subspan(f.server_offsets[b], compressed_chunk(n, st.job->size));
+  }
+  send_order(self, config, std::move(order));
+}
+
+// A sharded sum (--zero-stage 1): once every bucket's pieces are summed, the meta goes alone,
+// with this member's word on its pieces' sum (refused when not usable, so that every member
+// skips the step alike).
+void send_meta(self_ptr self, const dp_trainer_config& config) {
+  auto& st = self->state;
+  st.shard->now = sharded_state::phase::meta;
+  if (!shard_sum_usable(st)) (*st.values)[meta_refused] = 1.0f;
+  auto order = std::make_shared<reduce_order>();
+  order->data = std::span<float>(*st.values).first(st.meta_len);
+  order->tag = tag_of(st, st.buckets.size());
+  order->owner = st.values;
+  order->plain = st.meta_len;
+  send_order(self, config, std::move(order));
+}
+
+// A sharded step is applied to this member's pieces (in the parameters): every member's pieces
+// go to every member, bucket by bucket, into the parameters' store (shared with the orders
+// meanwhile, so that a trainer that stops leaves none writing into freed memory).
+void gather_parameters(self_ptr self, const dp_trainer_config& config) {
+  auto& st = self->state;
+  auto& shard = *st.shard;
+  shard.now = sharded_state::phase::gathering;
+  shard.gathering = std::make_shared<bucket_store>(std::move(*st.optimizer));
+  st.optimizer.reset();
+  for (size_t b = 0; b < st.buckets.size(); ++b) {
+    const auto& bucket = st.buckets[b];
+    auto order = std::make_shared<reduce_order>();
+    order->data = st.params.subspan(bucket.begin, bucket.end - bucket.begin);
+    order->tag = tag_of(st, st.buckets.size() + 1 + b);
+    order->owner = shard.gathering;
+    order->op = reduce_op::all_gather;
+    send_order(self, config, std::move(order));
+  }
 }
 
 // Sends, in order, every bucket whose values are all final.
@@ -258,8 +328,11 @@ void run_step(self_ptr self, const dp_trainer_config& config) {
   st.step_allreduce_s = 0;
   st.step_bytes = 0;
   st.step_bytes_inter_host = 0;
+  const bool meta_in_last = !st.shard;  // (a sharded sum sends the meta alone)
   for (size_t b = 0; b < st.buckets.size(); ++b)
-    st.waiting_for[b] = st.buckets[b].tensors.size() + (b + 1 == st.buckets.size() ? 1 : 0);
+    st.waiting_for[b] =
+        st.buckets[b].tensors.size() + (meta_in_last && b + 1 == st.buckets.size() ? 1 : 0);
+  if (st.shard) st.shard->now = sharded_state::phase::reducing;
   st.tensor_final.assign(st.layout->specs.size(), false);
   std::fill(st.values->begin(), st.values->begin() + st.meta_len, 0.0f);
   if (!st.tables.empty() && share.count > 0)  // --mode hybrid: the share's rows first
@@ -316,7 +389,7 @@ void compute_and_send(self_ptr self, const dp_trainer_config& config, example_ra
     st.adam->accumulated(
         grad, static_cast<float>(double(st.mine_since_sync) / double(st.examples_since_sync)));
   }
-  --st.waiting_for.back();  // the meta is in
+  if (!st.shard) --st.waiting_for.back();  // the meta is in
   send_ready(self, config);
 }
 
@@ -347,6 +420,7 @@ void reweigh(dp_trainer_state& st) {
 // errc::non_finite when every member refuses it alike.
 caf::error apply_sum(dp_trainer_state& st) {
   auto grad = std::span<float>(*st.values).subspan(st.meta_len);
+  if (st.shard) return step_shard(st);
   if (st.adam) {
     if (st.stage == adam_stage::local) return {};
     if (st.stage == adam_stage::sync) {
@@ -389,10 +463,9 @@ void send_checkpoint_part(self_ptr self, const dp_trainer_config& config, size_t
 }
 
 // Every bucket is summed (or, in a local step, none was sent): step (or skip, when some
-// member's gradient was not finite), report, and go on.
+// member's gradient was not finite); a sharded step then gathers the parameters.
 void finish_step(self_ptr self, const dp_trainer_config& config) {
   auto& st = self->state;
-  const double exposed = seconds_between(st.backward_done, clock_type::now());
   const bool local = st.stage == adam_stage::local;
   const float total = local ? float(st.step_examples) : (*st.values)[meta_examples];
   // A sync step goes on whatever one member's gradient was: each sent its finite update.
@@ -401,24 +474,44 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   if (!skipped && uint64_t(total) != st.step_examples)
     return fail(self, config, "summing the step",
                 make_error(errc::collective_failed, "the members disagree on the step's examples"));
-  const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch);
   if (!local) reweigh(st);
-  if (skipped) {
+  if (!skipped && (*st.values)[meta_refused] > 0) {
+    config.log.warn(
+        "step {}: a piece of the summed gradient is not usable (not finite, or above {}); "
+        "skipped by every member",
+        st.step + 1, max_abs_gradient);
+    skipped = true;
+  } else if (skipped) {
     if (const uint64_t n = st.skip_warning.count(clock_type::now()))
       config.log.warn(
           "step {}: a member's loss or gradient is not finite{}; skipped by every member "
           "(skipped steps since the last warning: {})",
           st.step + 1, st.own_non_finite ? " (this member's)" : "", n);
   } else if (auto err = apply_sum(st)) {
-    if (!has_code(err, errc::non_finite)) return fail(self, config, "applying the step", err);
+    // (A sharded sum was checked alike by every member first: a refusal now is this one's.)
+    if (!has_code(err, errc::non_finite) || st.shard)
+      return fail(self, config, "applying the step", err);
     // Finite gradients whose sum overflowed (or passed the optimizer's bound): every member
     // holds the same bits and refuses alike, leaving the parameters as they were.
     config.log.warn("step {}: the summed gradient is not usable ({}); skipped by every member",
                     st.step + 1, describe(err));
     skipped = true;
   }
+  st.step_skipped = skipped;
+  if (st.shard && !skipped) return gather_parameters(self, config);  // then step_done
+  step_done(self, config);
+}
+
+// The step is applied (or skipped) on every member: report it and go on.
+void step_done(self_ptr self, const dp_trainer_config& config) {
+  auto& st = self->state;
+  const double exposed = seconds_between(st.backward_done, clock_type::now());
+  const bool local = st.stage == adam_stage::local;
+  const bool skipped = st.step_skipped;
+  const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch);
   if (!st.flat_store) bind_params(st);  // the task reads a flat copy of a store per tensor
   if (!skipped && !local) adopt_model_buffers(st);
+  if (!skipped && st.shard && st.model_buffer_values > 0) refresh_shard_values(st);
   ++st.step;
   if (!st.rows_due.empty()) push_share_rows(self, config, skipped);  // the step is applied
   const bool last = st.step == st.total_steps;
@@ -444,6 +537,10 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   st.report_due.emplace(st.step, encode(report));
   if (st.job->checkpoint_every && st.step % st.job->checkpoint_every == 0) st.checkpoint_due = true;
   // Not after a local step of 0/1 Adam: that state is one member's (the next sync is).
+  if (st.checkpoint_due && st.shard) {  // (refused at the start: no member holds it all)
+    st.checkpoint_due = false;
+    config.log.warn("step {}: no checkpoint of sharded optimizer state (not built yet)", st.step);
+  }
   if (st.job->rank == 0 && st.checkpoint_due && !local) {
     st.checkpoint_due = false;
     st.checkpoint_parts = st.optimizer->save_plan();

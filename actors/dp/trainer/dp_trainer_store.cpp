@@ -51,10 +51,13 @@ caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
                       const group_start& job) {
   if (auto err = check_rule(job.optimizer, config.rules)) return err;
   st.optimizer_plan = plan_buckets(*st.layout, 1, 1);
-  st.flat_store = elementwise(job.optimizer, job.compression);
+  // --zero-stage 1: the store holds the parameters only; each member's pieces of the
+  // optimizer's state are in its shard (dp_trainer_shards.cpp).
+  const auto optimizer = job.zero_stage > 0 ? parameters_only(job.optimizer) : job.optimizer;
+  st.flat_store = elementwise(optimizer, job.compression);
   if (st.flat_store && st.layout->total > std::numeric_limits<uint32_t>::max())
     return make_error(errc::bad_configuration, "a model of over 4 G parameters");
-  bucket_spec spec{0, 1, job.optimizer, {}};
+  bucket_spec spec{0, 1, optimizer, {}};
   spec.values_follow = true;  // allocated by the store, filled by the task below
   if (st.flat_store)
     spec.tensors.push_back(

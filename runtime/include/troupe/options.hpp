@@ -87,6 +87,9 @@ struct dp_options {
   uint32_t local_step_clipper = 16;  // 0/1 Adam: the most steps between two synchronisations
   bool balance = false;  // share each step's examples by the members' measured throughput
   std::map<uint32_t, double> worker_slowdown;  // worker -> factor slower per example
+  // --zero-stage: 0 every member holds the optimizer's whole state; 1 each holds its pieces of
+  // it (ZeRO stage 1: gradients reduce-scattered, parameters all-gathered after the step)
+  uint32_t zero_stage = 0;
 };
 
 struct launch_options {

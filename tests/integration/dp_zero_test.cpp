@@ -1,0 +1,109 @@
+// Sharded optimizer state (--zero-stage 1) in data-parallel jobs of the Fashion-MNIST MLP, in
+// one process: stage 1 computes what stage 0 does step for step (Adam and SGD, uneven pieces
+// of many buckets, a model of 80 MB, with --accumulate and --balance), a NaN or a sum too large
+// to apply on one member's piece is skipped by every member, and bf16 halves the bytes.
+#define BOOST_TEST_MODULE dp_zero
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <csignal>
+
+#include "apps/fmnist/mlp_task.hpp"
+#include "dp_run.hpp"
+#include "poisoned_task.hpp"
+
+using namespace troupe;
+using namespace troupe::testing;
+
+// Gloo writes to its sockets without MSG_NOSIGNAL (as in dp_job_test).
+struct ignore_sigpipe {
+  ignore_sigpipe() { std::signal(SIGPIPE, SIG_IGN); }
+};
+BOOST_TEST_GLOBAL_FIXTURE(ignore_sigpipe);
+
+namespace {
+
+// Stage 0's and stage 1's runs of the same job agree within 1e-5 of the parameters' norm, and
+// each finished every step with equal replicas.
+void expect_same_steps(std::shared_ptr<const training_task> task, uint32_t workers, uint32_t batch,
+                       const std::vector<std::string>& flags) {
+  auto sharded_flags = flags;
+  sharded_flags.insert(sharded_flags.end(), {"--zero-stage", "1"});
+  const auto whole = run_dp(task, workers, batch, flags);
+  const auto sharded = run_dp(task, workers, batch, sharded_flags);
+  for (const auto* run : {&whole, &sharded}) {
+    BOOST_TEST_REQUIRE(run->finished);
+    BOOST_TEST(json_number(run->report, "checksum_mismatches").value_or(1) == 0);
+    BOOST_TEST(json_number(run->report, "skipped_steps").value_or(1) == 0);
+  }
+  BOOST_TEST(json_number(sharded.report, "steps").value_or(0) ==
+             json_number(whole.report, "steps").value_or(-1));
+  BOOST_TEST(json_number(sharded.report, "zero_stage").value_or(0) == 1);
+  BOOST_TEST(json_number(whole.report, "zero_stage").value_or(1) == 0);
+  BOOST_TEST_REQUIRE(sharded.params.size() == whole.params.size());
+  BOOST_TEST(relative_difference(sharded.params, whole.params) <= 1e-5);
+  // An allreduce's bytes, over a reduce-scatter and an all-gather (+ the meta's few).
+  const double bytes = json_number(whole.report, "allreduce_bytes").value_or(0);
+  BOOST_TEST(json_number(sharded.report, "allreduce_bytes").value_or(0) <= 1.01 * bytes);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(stage_one_takes_the_steps_of_stage_zero_with_adam_and_sgd) {
+  // Three members: a bucket's pieces are uneven; buckets of 0.05 MiB: many of them.
+  auto task = fmnist_task_of();
+  expect_same_steps(task, 3, 43, {"--bucket-mb", "0.05", "--checksum-every", "1"});
+  expect_same_steps(task, 2, 64, {"--optimizer", "sgd", "--lr", "0.05", "--checksum-every", "1"});
+  expect_same_steps(task, 2, 64,
+                    {"--optimizer", "adamw", "--weight-decay", "0.01", "--checksum-every", "5"});
+}
+
+BOOST_AUTO_TEST_CASE(stage_one_accumulates_and_balances_as_stage_zero) {
+  auto task = fmnist_task_of();
+  expect_same_steps(task, 2, 32, {"--accumulate", "2"});
+  expect_same_steps(task, 2, 64, {"--balance", "--worker-slowdown", "1:2"});
+}
+
+BOOST_AUTO_TEST_CASE(stage_one_trains_a_model_of_80_megabytes_as_stage_zero) {
+  // 784-4096-4096-10: 20 M parameters (80 MB), 4 steps of 2 members.
+  auto made = fmnist::make_fmnist_task(data_dir, 4 * 64, 200, {4096, 4096});
+  BOOST_TEST_REQUIRE(bool(made));
+  std::shared_ptr<const training_task> task(std::move(*made));
+  expect_same_steps(task, 2, 32, {"--checksum-every", "1"});
+}
+
+BOOST_AUTO_TEST_CASE(a_nan_on_one_member_is_skipped_by_every_member_of_a_sharded_group) {
+  auto task = std::make_shared<poisoned_task>(fmnist_task_of(), 5 * 128 + 100);
+  const auto run = run_dp(task, 2, 64, {"--checksum-every", "1", "--zero-stage", "1"});
+  BOOST_TEST_REQUIRE(run.finished);
+  BOOST_TEST(json_number(run.report, "skipped_steps").value_or(0) == 1);
+  BOOST_TEST(json_number(run.report, "steps").value_or(0) == 20);
+  BOOST_TEST(json_number(run.report, "checksum_mismatches").value_or(1) == 0);
+  for (float v : run.params) BOOST_TEST_REQUIRE(std::isfinite(v));
+}
+
+BOOST_AUTO_TEST_CASE(a_sum_too_large_for_one_members_piece_is_skipped_by_every_member) {
+  // Finite on the member, above the optimizer's bound once summed: only the member whose piece
+  // holds it sees that, and it tells the others in the meta.
+  auto task = std::make_shared<poisoned_task>(fmnist_task_of(), 5 * 128 + 100, 1e20f);
+  const auto run = run_dp(task, 3, 43, {"--checksum-every", "1", "--zero-stage", "1"});
+  BOOST_TEST_REQUIRE(run.finished);
+  BOOST_TEST(json_number(run.report, "skipped_steps").value_or(0) == 1);
+  BOOST_TEST(json_number(run.report, "checksum_mismatches").value_or(1) == 0);
+  for (float v : run.params) BOOST_TEST_REQUIRE(std::isfinite(v));
+}
+
+BOOST_AUTO_TEST_CASE(bf16_halves_what_the_reduce_scatter_sends) {
+  auto task = fmnist_task_of();
+  const auto fp32 = run_dp(task, 2, 64, {"--zero-stage", "1"});
+  const auto bf16 = run_dp(task, 2, 64, {"--zero-stage", "1", "--comm-dtype", "bf16"});
+  BOOST_TEST_REQUIRE(fp32.finished);
+  BOOST_TEST_REQUIRE(bf16.finished);
+  BOOST_TEST(json_number(bf16.report, "checksum_mismatches").value_or(1) == 0);
+  // The gradient's half travels packed; the parameters' half stays exact.
+  const double full = json_number(fp32.report, "allreduce_bytes").value_or(0);
+  const double packed = json_number(bf16.report, "allreduce_bytes").value_or(0);
+  BOOST_TEST(packed < 0.8 * full);
+  BOOST_TEST(packed > 0.7 * full);
+  BOOST_TEST(relative_difference(bf16.params, fp32.params) <= 1e-2);
+}
