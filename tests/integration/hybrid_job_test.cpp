@@ -30,23 +30,32 @@ double number(const std::string& report, const std::string& key) {
   return json_number(report, key).value_or(-1);
 }
 
+// An embedded hybrid job of 2 epochs with `flags`: its report, once it exited 0.
+std::string embedded_hybrid_job(const std::string& name, const std::vector<std::string>& flags) {
+  const auto report = scratch(name + ".json");
+  auto more = flags;
+  more.insert(more.end(), {"--train-examples", "30000", "--epochs", "2"});
+  child_process job(command({"--report", report.string()}, more), scratch(name + ".log").string());
+  BOOST_TEST_REQUIRE(job.wait(std::chrono::seconds(240)).value_or(-1) == 0);
+  return read_file(report.string());
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(an_embedded_hybrid_job_reaches_the_reference) {
-  const auto report = scratch("hybrid.json");
-  child_process job(
-      command({"--report", report.string()}, {"--train-examples", "30000", "--epochs", "2"}),
-      scratch("hybrid.log").string());
-  BOOST_TEST_REQUIRE(job.wait(std::chrono::seconds(240)).value_or(-1) == 0);
-  const std::string text = read_file(report.string());
-  BOOST_TEST_INFO("report: " << text);
-  BOOST_TEST(text.find("\"mode\": \"hybrid\"") != std::string::npos);
-  BOOST_TEST(number(text, "test_auc") > 0.65);
-  BOOST_TEST(number(text, "test_auc") >= number(text, "reference_auc") - 0.01);
-  BOOST_TEST(number(text, "allreduce_bytes") > 0);  // the tower, allreduced
-  BOOST_TEST(number(text, "updates_applied") > 0);  // the rows, pushed to the buckets
-  BOOST_TEST(number(text, "staleness.max") >= 0);
-  BOOST_TEST(number(text, "checksum_mismatches") == 0);
+  for (const char* stage : {"0", "1"}) {  // the dense part's optimizer state whole, or sharded
+    const auto text =
+        embedded_hybrid_job(std::string("hybrid-zero") + stage, {"--zero-stage", stage});
+    BOOST_TEST_INFO("--zero-stage " << stage << " report: " << text);
+    BOOST_TEST(text.find("\"mode\": \"hybrid\"") != std::string::npos);
+    BOOST_TEST(number(text, "zero_stage") == std::stod(stage));
+    BOOST_TEST(number(text, "test_auc") > 0.65);
+    BOOST_TEST(number(text, "test_auc") >= number(text, "reference_auc") - 0.01);
+    BOOST_TEST(number(text, "allreduce_bytes") > 0);  // the tower, allreduced
+    BOOST_TEST(number(text, "updates_applied") > 0);  // the rows, pushed to the buckets
+    BOOST_TEST(number(text, "staleness.max") >= 0);
+    BOOST_TEST(number(text, "checksum_mismatches") == 0);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_hybrid_cluster_survives_a_killed_server_and_a_killed_worker) {

@@ -507,14 +507,17 @@ class ModelBuffers(unittest.TestCase):
                         "--lr", "0.1", "--seed", "3", "--batch", "16", *args], cwd, script)
 
     def test_dp_takes_the_first_members_buffers_each_step_as_ddp_does(self):
+        # whether the optimizer's state is whole on each member or sharded (--zero-stage 1)
         expected = ddp_reference(self.task, 3, 2, 2, 16, 0.1)
-        with tempfile.TemporaryDirectory() as cwd:
-            code, out, report = self.run_bn(cwd, ["--mode", "dp", "--workers", "2",
-                                                  "--epochs", "2"])
-            self.assertEqual(code, 0, out)
-        got = [e["test_loss"] for e in report["epochs"]]
-        for a, b in zip(got, expected):
-            self.assertLess(abs(a - b) / b, 1e-5, (got, expected))
+        for stage in ("0", "1"):
+            with self.subTest(zero_stage=stage), tempfile.TemporaryDirectory() as cwd:
+                code, out, report = self.run_bn(cwd, ["--mode", "dp", "--workers", "2",
+                                                      "--epochs", "2", "--zero-stage", stage])
+                self.assertEqual(code, 0, out)
+                self.assertEqual(report["zero_stage"], int(stage))
+                got = [e["test_loss"] for e in report["epochs"]]
+                for a, b in zip(got, expected):
+                    self.assertLess(abs(a - b) / b, 1e-5, (got, expected))
 
     def test_under_accumulate_each_micro_batch_starts_from_the_last_ones_buffers(self):
         # --accumulate 2: each member computes 2 micro-batches of --batch (16) a step
