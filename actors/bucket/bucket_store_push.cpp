@@ -6,6 +6,7 @@
 // embedding rows: a gradient corrected towards the values it would have had at the bucket's
 // current values, from what the worker read (kernels/cpu/optimizers.hpp, compensation.hpp).
 #include <fmt/format.h>
+#include "actors/bucket/elementwise_step.hpp"
 
 #include <array>
 
@@ -318,34 +319,16 @@ bool bucket_store::elementwise() const {
 }
 
 kernels::adam_hyper bucket_store::adam_step_hyper(float lr) const {
-  const auto& o = optimizer_;
-  if (o.type == opt_kind::adamw)
-    return {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, version_ + 1};
-  // Adam's weight decay is an L2 term of the gradient.
-  return {lr, o.beta1, o.beta2, o.epsilon, 0.0f, version_ + 1, o.weight_decay};
+  return adam_hyper_of(optimizer_, lr, version_ + 1);
 }
 
 void bucket_store::step_elements(size_t slice, size_t first, std::span<const float> grad,
                                  float lr) {
-  const auto& o = optimizer_;
   const auto part = [&](std::vector<float>& all) {
-    return std::span<float>(all).subspan(first, grad.size());
+    return all.empty() ? std::span<float>{} : std::span<float>(all).subspan(first, grad.size());
   };
-  auto theta = part(slices_[slice].values);
-  switch (o.type) {
-    case opt_kind::sgd:
-      return kernels::sgd_momentum_step(theta, {}, grad, lr, 0.0f, o.weight_decay);
-    case opt_kind::momentum:
-      return kernels::sgd_momentum_step(theta, part(first_moment_[slice]), grad, lr, o.beta1,
-                                        o.weight_decay);
-    case opt_kind::adam:
-    case opt_kind::adamw:
-      return kernels::adam_step(theta, part(first_moment_[slice]), part(second_moment_[slice]),
-                                grad, adam_step_hyper(lr));
-    case opt_kind::dash:
-    case opt_kind::app:
-      return;
-  }
+  step_elementwise(optimizer_, lr, version_ + 1, part(slices_[slice].values),
+                   part(first_moment_[slice]), part(second_moment_[slice]), grad);
 }
 
 bool bucket_store::step(size_t slice, std::vector<float>& grad, uint64_t staleness) {

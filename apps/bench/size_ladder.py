@@ -46,20 +46,21 @@ def parse_size(text):
     return int(float(text.rstrip("KMGB")) * scale)
 
 
-def troupe_job(mode, width, steps, tmp):
+def troupe_job(mode, width, steps, tmp, members=None, extra=()):
     """One job of coordinator, servers and workers as processes; its report. Mode pydp runs
     WIDE_MLP (a troupe.TorchTask) and mode torchdp torch-cnn --mlp (a libtorch task), both in
-    --mode dp, with the same roles and flags as troupe-fmnist's."""
-    members = 1 if mode == "ps" else 2
+    --mode dp, with the same roles and flags as troupe-fmnist's. `members`: the workers (1 in
+    ps, 2 in the dp modes by default); `extra`: more flags for every process."""
+    members = members or (1 if mode == "ps" else 2)
     examples = steps * BATCH * members
-    port = 20000 + (os.getpid() * 7 + steps * 13 + width) % 20000
+    port = 20000 + (os.getpid() * 7 + steps * 13 + width + members * 101) % 20000
     address = f"127.0.0.1:{port}"
-    report = os.path.join(tmp, f"r-{mode}-{width}-{steps}.json")
+    report = os.path.join(tmp, f"r-{mode}-{width}-{steps}-{members}-{len(extra)}.json")
     common = ["--mode", "dp" if mode in ("pydp", "torchdp") else mode, "--epochs", "1",
               "--batch", str(BATCH),
               "--train-limit", str(examples), "--test-limit", "64", "--log-level", "warn",
               "--request-timeout", "300", "--heartbeat-timeout-ms", "30000",
-              "--optimizer", "sgd" if mode == "ps" else "adam"]
+              "--optimizer", "sgd" if mode == "ps" else "adam", *extra]
     env = dict(os.environ, TROUPE_SECRET="a-long-random-secret-for-the-ladder")
     if mode == "pydp":
         script = os.path.join(tmp, "wide_mlp.py")
@@ -149,19 +150,22 @@ def run(rank, world, width, steps, port, out):
     dist.destroy_process_group()
 
 if __name__ == "__main__":
-    width, steps, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    mp.spawn(run, args=(2, width, steps, 29500 + os.getpid() % 1000, out), nprocs=2)
+    width, steps, out, world = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    mp.spawn(run, args=(world, width, steps, 29500 + os.getpid() % 1000, out), nprocs=world)
 """
 
 
-def ddp_job(width, steps, tmp):
+def ddp_job(width, steps, tmp, world=2):
+    """PyTorch DDP (gloo, `world` processes, Adam) on the same MLP: per rank its median step
+    time and peak RSS."""
     script = os.path.join(tmp, "ddp_mlp.py")
     with open(script, "w") as f:
         f.write(DDP)
-    out = os.path.join(tmp, f"ddp-{width}")
-    subprocess.run([sys.executable, script, str(width), str(steps), out], check=True, timeout=3600)
+    out = os.path.join(tmp, f"ddp-{width}-{world}")
+    subprocess.run([sys.executable, script, str(width), str(steps), out, str(world)], check=True,
+                   timeout=3600)
     ranks = []
-    for r in range(2):
+    for r in range(world):
         with open(f"{out}.{r}") as f:
             ranks.append(json.load(f))
     return ranks

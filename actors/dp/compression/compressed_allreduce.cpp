@@ -101,33 +101,69 @@ caf::expected<wire_figures> compressed_allreduce(collective& c, std::span<float>
   return all_to_all_figures(words, n, r, hosts) + all_gather_figures(words, n, r, hosts);
 }
 
+shard_range sharded_piece(size_t n, uint32_t size, uint32_t j) {
+  const size_t each = size ? n / size : 0;
+  return {j * each, j + 1 < size ? each : n - j * each};
+}
+
 caf::expected<wire_figures> sharded_reduce(collective& c, std::span<float> data, wire_codec codec,
-                                           std::span<float> own_sum, const collective_call& call,
+                                           const collective_call& call,
                                            const std::vector<std::string>& hosts,
                                            std::vector<float>& scratch) {
   const uint32_t n = c.size(), r = c.rank();
   if (codec == wire_codec::onebit)
     return make_error(errc::bad_configuration, "a sharded sum does not take 1-bit values");
-  const size_t chunk = compressed_chunk(data.size(), n);
-  if (own_sum.size() != piece(data, chunk, r).size())
-    return make_error(errc::shape_mismatch, "sharded sum: the piece does not fit the values");
-  const size_t words = kernels::codec_words(codec, chunk);
+  const size_t each = data.size() / n, even = each * n;
+  if (codec == wire_codec::fp32) {  // in place: the backend's reduce-scatter, then the tail
+    wire_figures out;
+    if (even > 0) {
+      if (auto err = c.reduce_scatter(data.first(even), call)) return err;
+      out = all_to_all_figures(each, n, r, hosts);
+    }
+    if (even < data.size()) {
+      const auto tail = data.subspan(even);
+      if (auto err = c.allreduce(tail, collective_call{call.tag ^ 0x40000000u, call.timeout}))
+        return err;
+      out.bytes += c.allreduce_bytes(tail.size_bytes());
+      out.bytes_inter_host += c.allreduce_bytes_inter_host(tail.size_bytes(), hosts);
+    }
+    return out;
+  }
+  // Packed: piece j of every member to member j, whose sum in rank order goes in place.
+  const size_t words = kernels::codec_words(codec, data.size() - (n - 1) * each);
   scratch.assign(n * words, 0.0f);
-  if (auto err = sum_pieces(c, data, codec, {}, scratch, words, own_sum, call)) return err;
+  auto piece = [&](uint32_t j) {
+    const auto p = sharded_piece(data.size(), n, j);
+    return data.subspan(p.begin, p.count);
+  };
+  for (uint32_t j = 0; j < n; ++j)
+    kernels::encode_values(codec, piece(j), {},
+                           std::span<float>(scratch).subspan(j * words, words));
+  if (auto err = c.all_to_all(scratch, call)) return err;
+  auto own = piece(r);
+  std::fill(own.begin(), own.end(), 0.0f);
+  for (uint32_t j = 0; j < n; ++j)
+    kernels::add_decoded(codec, std::span<float>(scratch).subspan(j * words, words), own);
   return all_to_all_figures(words, n, r, hosts);
 }
 
 caf::expected<wire_figures> sharded_gather(collective& c, std::span<float> data,
                                            const collective_call& call,
-                                           const std::vector<std::string>& hosts,
-                                           std::vector<float>& scratch) {
+                                           const std::vector<std::string>& hosts) {
   const uint32_t n = c.size(), r = c.rank();
-  const size_t chunk = compressed_chunk(data.size(), n);
-  scratch.assign(n * chunk, 0.0f);
-  const auto own = piece(data, chunk, r);
-  std::copy(own.begin(), own.end(), scratch.begin() + r * chunk);
-  if (auto err = gather_pieces(c, data, wire_codec::fp32, scratch, chunk, call)) return err;
-  return all_gather_figures(chunk, n, r, hosts);
+  const size_t each = data.size() / n, even = each * n;
+  wire_figures out;
+  if (even > 0) {
+    if (auto err = c.all_gather(data.first(even), call)) return err;
+    out = all_gather_figures(each, n, r, hosts);
+  }
+  if (even < data.size()) {  // the tail is the last member's
+    const auto tail = data.subspan(even);
+    if (auto err = c.broadcast(tail, n - 1, collective_call{call.tag ^ 0x40000000u, call.timeout}))
+      return err;
+    if (r == n - 1) out.bytes += uint64_t{n - 1} * tail.size_bytes();
+  }
+  return out;
 }
 
 }  // namespace troupe

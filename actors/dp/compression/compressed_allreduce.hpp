@@ -47,20 +47,19 @@ caf::expected<wire_figures> compressed_allreduce(collective& c, std::span<float>
                                                  const std::vector<std::string>& hosts,
                                                  std::vector<float>& scratch);
 
-// ZeRO's two halves of an allreduce (--zero-stage 1), over `data` cut into size() pieces of
-// compressed_chunk(data.size(), size()) values (the last shorter), piece r being member r's.
-// sharded_reduce: every member's piece r, packed by `codec` (fp32, bf16 or fp16), is summed on
-// member r in rank order into `own_sum` (fp32, its piece's size), so that the sum is the same
-// bits whatever member computes it. sharded_gather: every member's piece r of `data` goes, exact,
-// to every member's piece r. Each sends (n - 1) pieces: an allreduce's bytes over the two.
+// ZeRO's two halves of an allreduce (--zero-stage 1), in place over `data` cut into size()
+// pieces (sharded_piece: n / size values each, the last also the rest), piece r being member
+// r's. sharded_reduce: member r's piece of `data` becomes the sum of every member's piece r
+// (the other pieces are left unspecified), summed in rank order in fp32, the pieces packed by
+// `codec` (fp32, bf16 or fp16) on the way. sharded_gather: every member's piece r of `data`
+// becomes member r's, exact. Each sends (n - 1) pieces: an allreduce's bytes over the two.
+shard_range sharded_piece(size_t n, uint32_t size, uint32_t j);
 caf::expected<wire_figures> sharded_reduce(collective& c, std::span<float> data,
-                                           kernels::wire_codec codec, std::span<float> own_sum,
-                                           const collective_call& call,
+                                           kernels::wire_codec codec, const collective_call& call,
                                            const std::vector<std::string>& hosts,
                                            std::vector<float>& scratch);
 caf::expected<wire_figures> sharded_gather(collective& c, std::span<float> data,
                                            const collective_call& call,
-                                           const std::vector<std::string>& hosts,
-                                           std::vector<float>& scratch);
+                                           const std::vector<std::string>& hosts);
 
 }  // namespace troupe

@@ -298,9 +298,8 @@ caf::expected<wire_figures> reduce(allreduce_group_state& st, const reduce_order
   auto& c = *st.backend;
   const collective_call call{order.tag, st.timeout};
   if (order.op == reduce_op::reduce_scatter)
-    return sharded_reduce(c, order.data, order.codec, order.piece, call, st.hosts, st.scratch);
-  if (order.op == reduce_op::all_gather)
-    return sharded_gather(c, order.data, call, st.hosts, st.scratch);
+    return sharded_reduce(c, order.data, order.codec, call, st.hosts, st.scratch);
+  if (order.op == reduce_op::all_gather) return sharded_gather(c, order.data, call, st.hosts);
   const bool packed = order.codec != kernels::wire_codec::fp32;
   auto plain =
       order.data.first(packed ? std::min(order.plain, order.data.size()) : order.data.size());

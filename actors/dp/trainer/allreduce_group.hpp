@@ -44,8 +44,8 @@ struct group_form {
 };
 
 // What a reduce order does with its values: sum them on every member, or, for sharded state
-// (--zero-stage 1; sharded_reduce and sharded_gather), sum each member's piece on that member
-// only, into the order's `piece`, or give every member every member's piece of them.
+// (--zero-stage 1; sharded_reduce and sharded_gather, in place), sum each member's piece on that
+// member only, or give every member every member's piece of them.
 enum class reduce_op : uint8_t { allreduce, reduce_scatter, all_gather };
 
 // Sum `data` over the members (or, as `op` says, half of that). The buffer belongs to the sender
@@ -61,7 +61,6 @@ struct reduce_order {
   size_t plain = 0;
   error_feedback errors;
   reduce_op op = reduce_op::allreduce;
-  std::span<float> piece;  // reduce_scatter: where this member's piece of the sum goes
 };
 
 // A member's state in the agreement after a generation forms (allreduce_group's sync), moved

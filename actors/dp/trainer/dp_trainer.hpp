@@ -70,21 +70,20 @@ enum step_meta : size_t {
 };
 
 // --zero-stage 1 (dp_trainer_shards.cpp): this member's pieces of the optimizer's state. Each
-// gradient bucket is cut into one contiguous piece per member (compressed_chunk values, the
-// last shorter) and member r owns piece r of every bucket: it keeps their values, optimizer
-// state and summed gradient one after another, in bucket order, and steps them alone.
+// gradient bucket is cut into one contiguous piece per member (sharded_piece: n / size values,
+// the last also the rest) and member r owns piece r of every bucket: it keeps their moments,
+// one after another in bucket order, and steps their values in the parameters, from their sum,
+// which the reduce-scatter leaves in place in the step's gradient.
 struct shard_piece {
   uint64_t offset = 0;  // in the model's flat values
   uint64_t count = 0;
-  uint64_t at = 0;  // in the shard
+  uint64_t at = 0;  // in the moments
 };
 struct sharded_state {
-  std::vector<shard_piece> pieces;    // per gradient bucket
-  uint64_t total = 0;                 // values in the shard
-  std::optional<bucket_store> store;  // the pieces' values and optimizer state (one flat slice)
-  // The pieces' summed gradient of the step in flight; shared with the reduce orders that
-  // write it, as st.values is.
-  std::shared_ptr<std::vector<float>> grad;
+  std::vector<shard_piece> pieces;  // per gradient bucket
+  uint64_t total = 0;               // values in the pieces
+  std::vector<float> m, v;          // the pieces' moments (as many as the optimizer keeps)
+  uint64_t version = 0;             // steps applied to them (Adam's bias correction)
   // While the parameters are all-gathered after a step: their store, shared with the gather
   // orders that write into it (taken back into st.optimizer once they are done).
   std::shared_ptr<bucket_store> gathering;

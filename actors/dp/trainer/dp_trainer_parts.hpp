@@ -56,16 +56,12 @@ caf::error step_store(dp_trainer_state& st, std::span<const float> grad);
 // -- dp_trainer_shards.cpp: sharded optimizer state (--zero-stage 1)
 // The optimizer whose store holds the parameters alone (their state is in the shard).
 optimizer_config parameters_only(optimizer_config o);
-// Cuts this member's pieces of every gradient bucket for `job` and makes their store, its
-// values the parameters' (at step 0: the optimizer's state starts empty).
+// Cuts this member's pieces of every gradient bucket for `job`; their moments start at zero (at
+// step 0: the optimizer's state starts empty).
 caf::error make_shard(dp_trainer_state& st, const group_start& job);
-// The pieces' values again from the parameters (after the model's buffers were set).
-void refresh_shard_values(dp_trainer_state& st);
-// Where this member's piece of bucket `bucket`'s sum goes.
-std::span<float> summed_piece(dp_trainer_state& st, size_t bucket);
 // Whether the pieces' summed gradient may be applied: finite and within max_abs_gradient.
 bool shard_sum_usable(const dp_trainer_state& st);
-// Steps the pieces with their summed gradient and writes their new values into the parameters.
+// Steps the pieces' values, in the parameters, with their summed gradient.
 caf::error step_shard(dp_trainer_state& st);
 
 // -- dp_trainer_buffers.cpp: the model's buffers (tensor_spec::buffer), which follow DDP

@@ -133,15 +133,11 @@ void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
   order->data = values;
   order->tag = tag_of(st, b);
   order->owner = std::make_shared<
-      std::tuple<std::shared_ptr<std::vector<float>>, std::shared_ptr<feedback_buffers>,
-                 std::shared_ptr<std::vector<float>>>>(st.values, st.feedback,
-                                                       st.shard ? st.shard->grad : nullptr);
+      std::pair<std::shared_ptr<std::vector<float>>, std::shared_ptr<feedback_buffers>>>(
+      st.values, st.feedback);
   order->codec = codec_for(st, bucket);
   order->plain = plain;
-  if (st.shard) {
-    order->op = reduce_op::reduce_scatter;
-    order->piece = summed_piece(st, b);
-  }
+  if (st.shard) order->op = reduce_op::reduce_scatter;  // the sum of our piece, in place
   if (order->codec == wire_codec::onebit) {
     auto& f = *st.feedback;
     const size_t n = bucket.end - bucket.begin;
@@ -511,7 +507,6 @@ void step_done(self_ptr self, const dp_trainer_config& config) {
   const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch);
   if (!st.flat_store) bind_params(st);  // the task reads a flat copy of a store per tensor
   if (!skipped && !local) adopt_model_buffers(st);
-  if (!skipped && st.shard && st.model_buffer_values > 0) refresh_shard_values(st);
   ++st.step;
   if (!st.rows_due.empty()) push_share_rows(self, config, skipped);  // the step is applied
   const bool last = st.step == st.total_steps;

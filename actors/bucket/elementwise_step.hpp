@@ -1,0 +1,24 @@
+// One step of an element-wise optimizer (sgd, momentum, adam, adamw) on a run of values and
+// their moments, for every store that steps such runs: the bucket_store's slices and a dp
+// member's pieces of sharded state (actors/dp/trainer/dp_trainer_shards.cpp).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/adam_hyper.hpp"
+#include "troupe/values.hpp"
+
+namespace troupe {
+
+// Adam's hyper-parameters for update number `t` (1-based: the bias correction) at rate `lr`:
+// adamw's weight decay decoupled, adam's an L2 term of the gradient.
+kernels::adam_hyper adam_hyper_of(const optimizer_config& o, float lr, uint64_t t);
+
+// Steps `theta` by `grad`: sgd takes no moment, momentum `m`, adam and adamw `m` and `v` (the
+// spans the optimizer does not use may be empty). False for an optimizer that does not step
+// each value on its own (dash, an app's rule): nothing is changed.
+bool step_elementwise(const optimizer_config& o, float lr, uint64_t t, std::span<float> theta,
+                      std::span<float> m, std::span<float> v, std::span<const float> grad);
+
+}  // namespace troupe
