@@ -46,6 +46,7 @@ wire encode(const group_start& x) {
   out.setClient(x.client);
   out.setDelayMs(x.delay_ms);
   out.setZeroStage(x.zero_stage);
+  out.setShardBackups(x.shard_backups);
   return detail::to_wire(message);
 }
 
@@ -132,8 +133,9 @@ caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits
         x.client = in.getClient();
         x.delay_ms = in.getDelayMs();
         x.zero_stage = in.getZeroStage();
+        x.shard_backups = in.getShardBackups();
         if (x.accumulate == 0 || x.accumulate > 65536 || !(x.slowdown >= 1) || x.slowdown > 1000 ||
-            x.delay_ms > 60000 || x.zero_stage > 1)
+            x.delay_ms > 60000 || x.zero_stage > 1 || x.shard_backups > 65536)
           return make_error(
               errc::malformed_message,
               "group start: accumulation, slowdown, delay or ZeRO stage out of range");

@@ -519,6 +519,7 @@ struct GroupStart {
   client @22 :UInt32;           # --mode hybrid: its worker id at the table buckets
   delayMs @23 :UInt32;          # extra milliseconds per step (--worker-delay-ms)
   zeroStage @24 :UInt32;        # 1: the optimizer's state sharded over the members
+  shardBackups @25 :UInt32;     # copies of other members' pieces each keeps
   enum Collective {
     gloo @0;
     actors @1;

@@ -201,6 +201,12 @@ std::vector<flag_spec> data_parallel_flags() {
           "pieces of it (ZeRO stage 1): gradients are reduce-scattered, each member steps its "
           "pieces and the parameters are all-gathered",
           [](auto& o) -> auto& { return o.dp.zero_stage; }, scope::dp),
+      number(
+          "shard-backups", "N",
+          "--zero-stage 1: each member also keeps the pieces of the N members before it, "
+          "stepped alike, so that the group re-forms after losing up to N members at once "
+          "(0: a loss fails the job)",
+          [](auto& o) -> auto& { return o.dp.shard_backups; }, scope::dp),
       toggle(
           "balance",
           "share each step's examples by the members' measured throughput (re-estimated "

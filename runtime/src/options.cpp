@@ -177,11 +177,6 @@ caf::error validate_zero_stage(const launch_options& o) {
     return bad(
         "checkpoints of sharded state are not built yet: drop --checkpoint-dir and --resume, or "
         "use --zero-stage 0");
-  if (o.max_workers > o.workers || o.standby_of.port != 0 || o.coordinators.size() > 1)
-    return bad(
-        "a group with sharded state does not re-form yet (a member lost, a worker joining "
-        "or a standby taking over stops the job), so --max-workers above --workers and "
-        "standby coordinators are refused; use --zero-stage 0");
   return {};
 }
 

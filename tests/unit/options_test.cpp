@@ -951,10 +951,12 @@ BOOST_AUTO_TEST_CASE(zero_stage_parses_and_refuses_what_sharded_state_does_not_t
   refused({"--optimizer", "dash"}, "--optimizer dash");
   refused({"--checkpoint-dir", "/tmp/x"}, "checkpoints of sharded state");
   refused({"--resume", "/tmp/x"}, "checkpoints of sharded state");
-  refused({"--max-workers", "3"}, "does not re-form yet");
-  refused(
-      {"--coordinator", "127.0.0.1:7600,127.0.0.1:7601", "--role", "worker", "--secret", "s3cret"},
-      "does not re-form yet");
+  // A group with sharded state re-forms: joiners and standbys are taken.
+  BOOST_TEST(bool(parse({"--mode", "dp", "--zero-stage", "1", "--max-workers", "3"})));
+  auto backups = parse({"--mode", "dp", "--zero-stage", "1", "--shard-backups", "2"});
+  BOOST_TEST_REQUIRE(bool(backups));
+  BOOST_TEST(backups->dp.shard_backups == 2u);
+  BOOST_TEST(parse({"--mode", "dp"})->dp.shard_backups == 1u);
   BOOST_TEST(!parse({"--mode", "dp", "--zero-stage", "2"}));
   BOOST_TEST(!parse({"--mode", "dp", "--zero-stage", "3"}));
   BOOST_TEST(!parse({"--zero-stage", "1"}));  // the parameter service shards by buckets already

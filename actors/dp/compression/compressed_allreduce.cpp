@@ -107,14 +107,15 @@ shard_range sharded_piece(size_t n, uint32_t size, uint32_t j) {
 }
 
 caf::expected<wire_figures> sharded_reduce(collective& c, std::span<float> data, wire_codec codec,
-                                           const collective_call& call,
+                                           uint32_t copies, const collective_call& call,
                                            const std::vector<std::string>& hosts,
                                            std::vector<float>& scratch) {
   const uint32_t n = c.size(), r = c.rank();
   if (codec == wire_codec::onebit)
     return make_error(errc::bad_configuration, "a sharded sum does not take 1-bit values");
+  copies = std::clamp<uint32_t>(copies, 1, n);
   const size_t each = data.size() / n, even = each * n;
-  if (codec == wire_codec::fp32) {  // in place: the backend's reduce-scatter, then the tail
+  if (codec == wire_codec::fp32 && copies == 1) {  // in place: the backend's, then the tail
     wire_figures out;
     if (even > 0) {
       if (auto err = c.reduce_scatter(data.first(even), call)) return err;
@@ -129,22 +130,28 @@ caf::expected<wire_figures> sharded_reduce(collective& c, std::span<float> data,
     }
     return out;
   }
-  // Packed: piece j of every member to member j, whose sum in rank order goes in place.
+  // Packed: member d gets pieces d, d - 1, ... (`copies` of them) of every member, and sums
+  // each in rank order, in place.
   const size_t words = kernels::codec_words(codec, data.size() - (n - 1) * each);
-  scratch.assign(n * words, 0.0f);
+  const size_t slot = copies * words;
+  scratch.assign(n * slot, 0.0f);
   auto piece = [&](uint32_t j) {
-    const auto p = sharded_piece(data.size(), n, j);
+    const auto p = sharded_piece(data.size(), n, j % n);
     return data.subspan(p.begin, p.count);
   };
-  for (uint32_t j = 0; j < n; ++j)
-    kernels::encode_values(codec, piece(j), {},
-                           std::span<float>(scratch).subspan(j * words, words));
+  auto packed = [&](uint32_t j, uint32_t k) {
+    return std::span<float>(scratch).subspan(j * slot + k * words, words);
+  };
+  for (uint32_t d = 0; d < n; ++d)
+    for (uint32_t k = 0; k < copies; ++k)
+      kernels::encode_values(codec, piece(d + n - k), {}, packed(d, k));
   if (auto err = c.all_to_all(scratch, call)) return err;
-  auto own = piece(r);
-  std::fill(own.begin(), own.end(), 0.0f);
-  for (uint32_t j = 0; j < n; ++j)
-    kernels::add_decoded(codec, std::span<float>(scratch).subspan(j * words, words), own);
-  return all_to_all_figures(words, n, r, hosts);
+  for (uint32_t k = 0; k < copies; ++k) {
+    auto sum = piece(r + n - k);
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (uint32_t j = 0; j < n; ++j) kernels::add_decoded(codec, packed(j, k), sum);
+  }
+  return all_to_all_figures(slot, n, r, hosts);
 }
 
 caf::expected<wire_figures> sharded_gather(collective& c, std::span<float> data,

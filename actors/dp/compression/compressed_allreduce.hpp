@@ -49,13 +49,16 @@ caf::expected<wire_figures> compressed_allreduce(collective& c, std::span<float>
 
 // ZeRO's two halves of an allreduce (--zero-stage 1), in place over `data` cut into size()
 // pieces (sharded_piece: n / size values each, the last also the rest), piece r being member
-// r's. sharded_reduce: member r's piece of `data` becomes the sum of every member's piece r
-// (the other pieces are left unspecified), summed in rank order in fp32, the pieces packed by
-// `codec` (fp32, bf16 or fp16) on the way. sharded_gather: every member's piece r of `data`
-// becomes member r's, exact. Each sends (n - 1) pieces: an allreduce's bytes over the two.
+// r's. sharded_reduce: member r's pieces r, r - 1, ... (`copies` of them, around the ring: its
+// own and its backups') of `data` become the sums of every member's (the other pieces are left
+// unspecified), summed in rank order in fp32, so that every member that sums a piece gets the
+// same bits; the pieces travel packed by `codec` (fp32, bf16 or fp16). sharded_gather: every
+// member's piece r of `data` becomes member r's, exact. Each sends (n - 1) x `copies` pieces,
+// then (n - 1): with one copy, an allreduce's bytes over the two.
 shard_range sharded_piece(size_t n, uint32_t size, uint32_t j);
 caf::expected<wire_figures> sharded_reduce(collective& c, std::span<float> data,
-                                           kernels::wire_codec codec, const collective_call& call,
+                                           kernels::wire_codec codec, uint32_t copies,
+                                           const collective_call& call,
                                            const std::vector<std::string>& hosts,
                                            std::vector<float>& scratch);
 caf::expected<wire_figures> sharded_gather(collective& c, std::span<float> data,

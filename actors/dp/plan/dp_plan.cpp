@@ -95,12 +95,6 @@ void restore_member(self_ptr self, const job_config& config, dp_worker_actor han
 void form_group(self_ptr self, const job_config& config, const std::string& why) {
   auto& st = self->state;
   const auto& o = config.opts;
-  if (o.dp.zero_stage > 0 && st.dp->generation > 0)
-    return fail_job(self, config,
-                    fmt::format("the group must re-form ({}), and a group with sharded optimizer "
-                                "state (--zero-stage {}) does not re-form yet: the pieces of the "
-                                "state are cut for its members",
-                                why, o.dp.zero_stage));
   ++st.dp->generation;
   st.dp->store.reset();
   st.dp->checksums.clear();
@@ -157,6 +151,7 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
     start.accumulate = o.accumulate;
     start.balance = o.dp.balance;
     start.zero_stage = o.dp.zero_stage;
+    start.shard_backups = o.dp.shard_backups;
     if (auto it = o.dp.worker_slowdown.find(m.index); it != o.dp.worker_slowdown.end())
       start.slowdown = it->second;
     if (auto it = o.worker_delay_ms.find(m.index); it != o.worker_delay_ms.end())
@@ -199,11 +194,6 @@ caf::result<wire> admit(self_ptr self, const job_config& config, const wire& w,
   const size_t room = st.shell.started.has_value()
                           ? std::max(config.opts.workers, config.opts.max_workers)
                           : config.opts.workers;
-  if (config.opts.dp.zero_stage > 0 && st.shell.started.has_value())
-    return make_error(errc::job_failed,
-                      fmt::format("the job has started, and a group with sharded optimizer state "
-                                  "(--zero-stage {}) takes no joiner yet",
-                                  config.opts.dp.zero_stage));
   if (live_count(st) >= room || st.dp->members.size() >= (1u << 16))
     return make_error(errc::job_failed, fmt::format("the job already has its {} workers", room));
   self->monitor(handle);
@@ -248,6 +238,13 @@ void lose(self_ptr self, const job_config& config, const std::string& name,
   abandon_tables_save(self, config,
                       make_error(errc::job_failed, "worker '" + name + "' was lost meanwhile"));
   close_open_steps(self, config);
+  const auto& o = config.opts;
+  if (o.dp.zero_stage > 0 && o.dp.shard_backups == 0 && st.dp->steps > 0)
+    return fail_job(self, config,
+                    fmt::format("lost worker '{}' ({}), and its pieces of the sharded optimizer "
+                                "state with it: --shard-backups 0 keeps no copy of them (and "
+                                "checkpoints of sharded state are not built yet)",
+                                name, why));
   config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
   if (st.shell.succession.rejoining) return;  // the takeover's end forms the next generation
   if (!st.dp->lost_at) st.dp->lost_at = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "actors/dp/collective/actor_collective.hpp"
+#include "actors/dp/collective/bits.hpp"
 #include "actors/dp/collective/gloo_collective.hpp"
 #include "actors/dp/collective/nccl_collective.hpp"
 #include "actors/dp/collective/two_level.hpp"
@@ -99,16 +100,6 @@ caf::expected<std::unique_ptr<collective>> connect(caf::actor_system& sys, const
   if (!cross) return std::move(cross.error());
   return std::unique_ptr<collective>(
       new two_level_collective(std::move(*flat), std::move(*local), std::move(*cross)));
-}
-
-// Values whose bits travel unchanged through all_gather and broadcast (no arithmetic).
-void put_bits(uint64_t x, float* out) {
-  std::memcpy(out, &x, sizeof x);
-}
-uint64_t get_bits(const float* in) {
-  uint64_t x = 0;
-  std::memcpy(&x, in, sizeof x);
-  return x;
 }
 
 // The agreement's calls, each with a tag of its own (every member makes the same calls).
@@ -298,7 +289,7 @@ caf::expected<wire_figures> reduce(allreduce_group_state& st, const reduce_order
   auto& c = *st.backend;
   const collective_call call{order.tag, st.timeout};
   if (order.op == reduce_op::reduce_scatter)
-    return sharded_reduce(c, order.data, order.codec, call, st.hosts, st.scratch);
+    return sharded_reduce(c, order.data, order.codec, order.copies, call, st.hosts, st.scratch);
   if (order.op == reduce_op::all_gather) return sharded_gather(c, order.data, call, st.hosts);
   const bool packed = order.codec != kernels::wire_codec::fp32;
   auto plain =
@@ -365,6 +356,19 @@ allreduce_group_actor::behavior_type allreduce_group(
         if (st.spoiled) return st.spoiled;
         if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
         auto agreed = agree_on_state(*st.backend, *order, st.timeout);
+        if (!agreed) {
+          st.spoiled = agreed.error();
+          st.backend.reset();
+          return std::move(agreed.error());
+        }
+        return std::move(*agreed);
+      },
+      [=](sync_atom,
+          std::shared_ptr<piece_exchange> pieces) -> caf::result<std::shared_ptr<sync_result>> {
+        auto& st = self->state;
+        if (st.spoiled) return st.spoiled;
+        if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
+        auto agreed = agree_on_pieces(*st.backend, *pieces, st.timeout);
         if (!agreed) {
           st.spoiled = agreed.error();
           st.backend.reset();

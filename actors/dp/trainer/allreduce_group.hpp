@@ -20,6 +20,7 @@
 #include "actors/dp/collective/collective.hpp"
 #include "actors/dp/collective/rendezvous_store.hpp"
 #include "actors/dp/compression/compressed_allreduce.hpp"
+#include "actors/dp/trainer/piece_agreement.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/log.hpp"
 #include "troupe/loop_group.hpp"  // reduce_done, sync_result
@@ -61,6 +62,7 @@ struct reduce_order {
   size_t plain = 0;
   error_feedback errors;
   reduce_op op = reduce_op::allreduce;
+  uint32_t copies = 1;  // reduce_scatter: the pieces this member sums (its own, its backups')
 };
 
 // A member's state in the agreement after a generation forms (allreduce_group's sync), moved
@@ -128,18 +130,22 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const troupe::reduce_order>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::reduce_done)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const troupe::sync_order>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<troupe::sync_result>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<troupe::piece_exchange>)
 
 namespace troupe {
 
 //   form:   connects this member to the others (blocking, at most the form's timeout)
 //   reduce: one bucket -> reduce_done, or the backend's error; the backend is then closed at
 //           once (its peers fail fast instead of waiting for their timeout) until formed again
-//   sync:   this member's steps and state -> the state every member goes on from
+//   sync:   this member's steps and state -> the state every member goes on from; or its
+//           pieces of sharded state -> cut anew for the generation (agree_on_pieces)
 using allreduce_group_actor = caf::typed_actor<
     caf::replies_to<form_atom, std::shared_ptr<const group_form>>::with<bool>,
     caf::replies_to<reduce_atom, std::shared_ptr<const reduce_order>>::with<reduce_done>,
     caf::replies_to<sync_atom,
-                    std::shared_ptr<const sync_order>>::with<std::shared_ptr<sync_result>>>;
+                    std::shared_ptr<const sync_order>>::with<std::shared_ptr<sync_result>>,
+    caf::replies_to<sync_atom,
+                    std::shared_ptr<piece_exchange>>::with<std::shared_ptr<sync_result>>>;
 
 struct allreduce_group_state {
   static inline const char* name = "troupe.allreduce_group";

@@ -99,6 +99,7 @@ void wait_for_generation(self_ptr self, const dp_trainer_config& config, const s
   auto& st = self->state;
   config.coordinator->activity().set(config.name, fmt::format("after step {}", st.step),
                                      "coordinator: a new generation");
+  if (st.shard) keep_pending_sums(st);  // (before a new generation's buffers replace the step's)
   st.in_step = false;
   st.forming = false;
   st.broken = true;
@@ -144,21 +145,22 @@ void synced(self_ptr self, const dp_trainer_config& config, const sync_result& a
   if (st.adam) st.adam->restart(*st.optimizer);
   const bool moved = agreed.steps != st.step;
   if (moved || st.job->generation > 1)
-    config.log.info("generation {}: member {} of {}, going on after step {} (member {}'s state)",
-                    st.job->generation, st.job->rank, st.job->size, agreed.steps, agreed.source);
+    config.log.info(
+        "generation {}: member {} of {}, going on after step {} ({})", st.job->generation,
+        st.job->rank, st.job->size, agreed.steps,
+        st.shard ? "the sharded state cut anew" : fmt::format("member {}'s state", agreed.source));
   // This member's rows of a step it abandoned but another member finished (the agreed state
   // includes it) are pushed now; those of a step nobody finished are dropped.
   if (!st.rows_due.empty() && agreed.steps >= st.rows_step) push_share_rows(self, config, false);
   st.rows_due.clear();
-  if (st.job->zero_stage > 0) {  // the pieces are cut for this generation, at step 0
-    if (agreed.steps > 0)
-      return fail(self, config, "re-forming the group",
-                  make_error(errc::job_failed,
-                             "a group with sharded optimizer state (--zero-stage 1) does not "
-                             "re-form yet"));
-    if (auto err = make_shard(st, *st.job)) return fail(self, config, "cutting the pieces", err);
-  }
+  // A sharded step this member computed, whose pieces every member took but whose gather
+  // failed (or which it took only now, rolled forward), was never reported: it is now.
+  const bool unreported =
+      st.shard && agreed.steps > st.step && st.shard->computed_step == agreed.steps;
   st.step = agreed.steps;
+  if (unreported)
+    send_report(self, config, st.step,
+                encode(report_of(st, !st.shard->pieces->last_applied, 0.0, 0)));
   st.broken = false;
   st.forming = false;
   go_on(self, config, moved);
@@ -173,6 +175,17 @@ std::chrono::milliseconds hand_over_bound(const dp_trainer_state& st) {
 
 // The agreement of `generation` answered `agreed` (or failed with `err`): the store comes
 // back; a generation that came meanwhile is formed now, else this one goes on or waits.
+void after_agreement(self_ptr self, const dp_trainer_config& config, uint64_t generation,
+                     const sync_result* agreed, const caf::error& err) {
+  auto& st = self->state;
+  if (st.pending) return go_on(self, config, false);
+  if (st.job->generation != generation) return;
+  if (agreed) return synced(self, config, *agreed);
+  if (has_code(err, errc::job_failed) || has_code(err, errc::shape_mismatch))
+    return fail(self, config, "agreeing on the model's state", err);
+  wait_for_generation(self, config, describe(err));
+}
+
 void agreement_over(self_ptr self, const dp_trainer_config& config, uint64_t generation,
                     store_pieces& pieces, const sync_result* agreed, const caf::error& err) {
   auto& st = self->state;
@@ -182,12 +195,34 @@ void agreement_over(self_ptr self, const dp_trainer_config& config, uint64_t gen
         "generation {}: taking another member's state failed ({}); this member "
         "holds none until it takes one whole",
         generation, describe(err));
-  if (st.pending) return go_on(self, config, false);
-  if (st.job->generation != generation) return;
-  if (agreed) return synced(self, config, *agreed);
-  if (has_code(err, errc::job_failed) || has_code(err, errc::shape_mismatch))
-    return fail(self, config, "agreeing on the model's state", err);
-  wait_for_generation(self, config, describe(err));
+  after_agreement(self, config, generation, agreed, err);
+}
+
+// --zero-stage 1: the members agree on the pieces of the sharded state (piece_agreement.hpp),
+// which writes every piece's values into the parameters; their store is lent to the group
+// meanwhile (so that a trainer that stops leaves it writing into no freed memory).
+void agree_on_shards(self_ptr self, const dp_trainer_config& config, uint64_t generation,
+                     std::chrono::milliseconds bound) {
+  auto& st = self->state;
+  auto& x = *st.shard->pieces;
+  x.next = piece_cut{generation, st.job->size, st.job->rank, st.job->shard_backups};
+  st.shard->borrowed = std::make_shared<bucket_store>(std::move(*st.optimizer));
+  st.optimizer.reset();
+  x.params = st.params;
+  x.params_owner = st.shard->borrowed;
+  st.agreeing = true;
+  auto over = [=](const sync_result* agreed, const caf::error& err) {
+    auto& st = self->state;
+    st.agreeing = false;
+    st.optimizer = std::move(*st.shard->borrowed);  // (the values stay where they were)
+    st.shard->borrowed.reset();
+    st.shard->pieces->params_owner.reset();
+    bind_params(st);
+    after_agreement(self, config, generation, agreed, err);
+  };
+  self->request(st.group, bound + hand_over_bound(st), sync_atom_v, st.shard->pieces)
+      .then([=](const std::shared_ptr<sync_result>& agreed) { over(agreed.get(), {}); },
+            [=](caf::error& err) { over(nullptr, err); });
 }
 
 // Forms the generation `job` names and agrees on one state with its other members.
@@ -220,6 +255,7 @@ void apply_start(self_ptr self, const dp_trainer_config& config, group_start job
           [=](bool) {
             auto& st = self->state;
             if (st.job->generation != generation) return;
+            if (st.shard) return agree_on_shards(self, config, generation, bound);
             auto pieces = std::make_shared<store_pieces>(std::move(st.optimizer), st.store_shapes,
                                                          config.rules);
             st.optimizer.reset();
@@ -265,6 +301,7 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   }
   st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes, full_precision);
   find_model_buffers(st);
+  if (job.zero_stage > 0) make_shard(st, job);
   if (st.table_buckets) st.tables = config.task->sparse_tables();  // --mode hybrid
   if (job.compression.adam != compressed_adam::none) {
     if (job.optimizer.type != optimizer_config::kind::adam)

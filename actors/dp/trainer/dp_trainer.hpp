@@ -32,6 +32,7 @@
 #include "actors/dp/compression/adam_replica.hpp"
 #include "actors/dp/trainer/allreduce_group.hpp"
 #include "actors/dp/trainer/dp_schedule.hpp"
+#include "actors/dp/trainer/piece_agreement.hpp"
 #include "actors/supervision/failure/coordinator_link.hpp"
 #include "actors/transport/bucket_client.hpp"
 #include "messages/protocol.hpp"
@@ -69,24 +70,17 @@ enum step_meta : size_t {
   meta_size = 4
 };
 
-// --zero-stage 1 (dp_trainer_shards.cpp): this member's pieces of the optimizer's state. Each
-// gradient bucket is cut into one contiguous piece per member (sharded_piece: n / size values,
-// the last also the rest) and member r owns piece r of every bucket: it keeps their moments,
-// one after another in bucket order, and steps their values in the parameters, from their sum,
-// which the reduce-scatter leaves in place in the step's gradient.
-struct shard_piece {
-  uint64_t offset = 0;  // in the model's flat values
-  uint64_t count = 0;
-  uint64_t at = 0;  // in the moments
-};
+// --zero-stage 1 (dp_trainer_shards.cpp): this member's pieces of the optimizer's state (its own
+// and, with --shard-backups, the ones it keeps for others; piece_agreement.hpp), which it
+// steps in place in the parameters from their sums, which the reduce-scatter leaves in place
+// in the step's gradient.
 struct sharded_state {
-  std::vector<shard_piece> pieces;  // per gradient bucket
-  uint64_t total = 0;               // values in the pieces
-  std::vector<float> m, v;          // the pieces' moments (as many as the optimizer keeps)
-  uint64_t version = 0;             // steps applied to them (Adam's bias correction)
-  // While the parameters are all-gathered after a step: their store, shared with the gather
-  // orders that write into it (taken back into st.optimizer once they are done).
-  std::shared_ptr<bucket_store> gathering;
+  // The pieces, their step and what a roll forward needs; with the group during an agreement.
+  std::shared_ptr<piece_exchange> pieces;
+  uint64_t computed_step = 0;  // the step whose share this member computed and sent
+  // While the parameters are all-gathered after a step, or written by an agreement: their
+  // store, shared with the orders that write into it (taken back into st.optimizer after).
+  std::shared_ptr<bucket_store> borrowed;
   enum class phase : uint8_t { reducing, meta, gathering } now = phase::reducing;
 };
 

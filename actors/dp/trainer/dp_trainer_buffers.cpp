@@ -55,6 +55,10 @@ bool send_model_buffers(dp_trainer_state& st, std::span<float> grad, bool comput
   return std::all_of(meta.begin(), meta.end(), [](float v) { return std::isfinite(v); });
 }
 
+std::span<const float> summed_model_buffers(const dp_trainer_state& st) {
+  return std::span<const float>(*st.values).subspan(buffers_at(st), st.model_buffer_values);
+}
+
 void adopt_model_buffers(dp_trainer_state& st) {
   if (st.model_buffers.empty()) return;
   const auto meta =

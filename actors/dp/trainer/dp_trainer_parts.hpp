@@ -56,13 +56,17 @@ caf::error step_store(dp_trainer_state& st, std::span<const float> grad);
 // -- dp_trainer_shards.cpp: sharded optimizer state (--zero-stage 1)
 // The optimizer whose store holds the parameters alone (their state is in the shard).
 optimizer_config parameters_only(optimizer_config o);
-// Cuts this member's pieces of every gradient bucket for `job`; their moments start at zero (at
-// step 0: the optimizer's state starts empty).
-caf::error make_shard(dp_trainer_state& st, const group_start& job);
-// Whether the pieces' summed gradient may be applied: finite and within max_abs_gradient.
+// Makes the member's sharded state, holding no pieces yet (the first agreement cuts them).
+void make_shard(dp_trainer_state& st, const group_start& job);
+// Whether the summed gradient of this member's own pieces may be applied: finite and within
+// max_abs_gradient (the holders of backups see the same sums, checked by their owners).
 bool shard_sum_usable(const dp_trainer_state& st);
-// Steps the pieces' values, in the parameters, with their summed gradient.
+// Steps every held piece, in the parameters, with its summed gradient.
 caf::error step_shard(dp_trainer_state& st);
+// The step in flight (st.step + 1) is taken by every member: applied, or skipped.
+void took_step(dp_trainer_state& st, bool applied);
+// A step broke: the sums of its held pieces, if complete, are kept for a roll forward.
+void keep_pending_sums(dp_trainer_state& st);
 
 // -- dp_trainer_buffers.cpp: the model's buffers (tensor_spec::buffer), which follow DDP
 // Finds the layout's buffer tensors (st.model_buffers, st.is_model_buffer), before size_buffers.
@@ -71,9 +75,15 @@ void find_model_buffers(dp_trainer_state& st);
 // sees zeros there); member 0 puts its own into the step's meta (its values before the step
 // when it computed no examples), the others zeros. False when member 0's are not finite.
 bool send_model_buffers(dp_trainer_state& st, std::span<float> grad, bool computed);
+// The model's buffers in the step's summed meta (member 0's).
+std::span<const float> summed_model_buffers(const dp_trainer_state& st);
 // After the sum is applied: every member's buffers become the meta's (member 0's), in the
 // parameters and in the optimizer's store.
 void adopt_model_buffers(dp_trainer_state& st);
+
+// The report of step st.step, which this member computed (st.mine, its loss and collectives).
+step_report report_of(const dp_trainer_state& st, bool skipped, double exposed_s,
+                      uint64_t checksum);
 
 // One step: compute this member's share, send its buckets, apply the sum (dp_trainer_step.cpp).
 void run_step(self_ptr self, const dp_trainer_config& config);

@@ -1,14 +1,13 @@
 // The dp_trainer's sharded optimizer state (--zero-stage 1, ZeRO stage 1): each member steps
-// only its pieces of every gradient bucket (sharded_state), in place in the parameters, from
-// their sum, which the reduce-scatter left in place in the step's gradient; the parameters,
-// whole on every member, are all-gathered after. A member holds the parameters (4 bytes a
-// parameter), its gradient (4) and its pieces' moments (8 / n with Adam), against 16 for a
-// replica.
+// only the pieces it holds of every gradient bucket (its own, and with --shard-backups the
+// ones it keeps for the members before it), in place in the parameters, from their sums,
+// which the reduce-scatter left in place in the step's gradient; the parameters, whole on every
+// member, are all-gathered after. A member holds the parameters (4 bytes a parameter), its
+// gradient (4) and its pieces' moments (8 / n with Adam, and 8 / n per backup), against 16 for
+// a replica. How a new generation agrees on the pieces: piece_agreement.cpp.
 #include <algorithm>
 #include <cmath>
 
-#include "actors/bucket/app_rule_step.hpp"
-#include "actors/bucket/elementwise_step.hpp"
 #include "actors/dp/trainer/dp_trainer_parts.hpp"
 #include "troupe/error.hpp"
 
@@ -16,9 +15,9 @@ namespace troupe::dp_parts {
 
 namespace {
 
-// The summed gradient of this member's piece `p`: in place in the step's gradient.
-std::span<const float> summed(const dp_trainer_state& st, const shard_piece& p) {
-  return std::span<const float>(*st.values).subspan(st.meta_len + p.offset, p.count);
+// The step's flat gradient (the sums of the pieces held, once reduce-scattered).
+std::span<const float> gradient(const dp_trainer_state& st) {
+  return std::span<const float>(*st.values).subspan(st.meta_len);
 }
 
 }  // namespace
@@ -28,42 +27,56 @@ optimizer_config parameters_only(optimizer_config o) {
   return o;
 }
 
-caf::error make_shard(dp_trainer_state& st, const group_start& job) {
-  sharded_state shard;
-  for (const auto& b : st.buckets) {
-    const auto p = sharded_piece(b.end - b.begin, job.size, job.rank);
-    shard.pieces.push_back(shard_piece{b.begin + p.begin, p.count, shard.total});
-    shard.total += p.count;
-  }
-  const unsigned moments = moments_of(job.optimizer, std::nullopt);
-  shard.m.assign(moments >= 1 ? shard.total : 0, 0.0f);
-  shard.v.assign(moments >= 2 ? shard.total : 0, 0.0f);
-  st.shard = std::move(shard);
-  return {};
+void make_shard(dp_trainer_state& st, const group_start& job) {
+  auto x = std::make_shared<piece_exchange>();
+  for (const auto& b : st.buckets) x->buckets.push_back(flat_range{b.begin, b.end - b.begin});
+  x->model_buffers = st.model_buffers;
+  x->optimizer = job.optimizer;
+  st.shard.emplace();
+  st.shard->pieces = std::move(x);
 }
 
 bool shard_sum_usable(const dp_trainer_state& st) {
-  for (const auto& p : st.shard->pieces)
-    for (float g : summed(st, p))
+  const auto grad = gradient(st);
+  for (const auto& p : st.shard->pieces->held.front().pieces)
+    for (float g : grad.subspan(p.offset, p.count))
       if (!std::isfinite(g) || std::fabs(g) > max_abs_gradient) return false;
   return true;
 }
 
 caf::error step_shard(dp_trainer_state& st) {
-  auto& shard = *st.shard;
-  const auto& o = st.job->optimizer;
-  const uint64_t t = shard.version + 1;
-  auto moment = [](std::vector<float>& all, const shard_piece& p) {
-    return all.empty() ? std::span<float>{} : std::span<float>(all).subspan(p.at, p.count);
-  };
-  for (const auto& p : shard.pieces)
-    if (!step_elementwise(o, o.lr, t, st.params.subspan(p.offset, p.count), moment(shard.m, p),
-                          moment(shard.v, p), summed(st, p)))
-      return make_error(errc::bad_configuration,
-                        "sharded state takes element-wise optimizers only (sgd, momentum, "
-                        "adam, adamw)");
-  shard.version = t;
-  return {};
+  auto& x = *st.shard->pieces;
+  x.params = st.params;
+  return step_held(x, [&](const held_pieces&, const shard_piece& p) {
+    return gradient(st).subspan(p.offset, p.count);
+  });
+}
+
+void took_step(dp_trainer_state& st, bool applied) {
+  auto& x = *st.shard->pieces;
+  x.at_step = st.step + 1;
+  x.last_applied = applied;
+  x.summed_step = 0;
+  x.pending.clear();
+  x.last_buffers.clear();
+  if (!applied) return;
+  const auto buffers = summed_model_buffers(st);
+  x.last_buffers.assign(buffers.begin(), buffers.end());
+}
+
+void keep_pending_sums(dp_trainer_state& st) {
+  auto& x = *st.shard->pieces;
+  if (!x.pending.empty()) return;  // kept already (st.values may be a new generation's now)
+  if (x.summed_step != x.at_step + 1) {
+    x.summed_step = 0;
+    x.pending.clear();
+    return;
+  }
+  x.pending.clear();
+  const auto grad = gradient(st);
+  for (const auto& h : x.held)
+    for (const auto& p : h.pieces)
+      x.pending.insert(x.pending.end(), grad.begin() + p.offset, grad.begin() + p.offset + p.count);
 }
 
 }  // namespace troupe::dp_parts

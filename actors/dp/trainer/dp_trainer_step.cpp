@@ -64,19 +64,17 @@ void step_done(self_ptr self, const dp_trainer_config& config);
 // Every order of the step sent so far is answered: the step goes on to its next phase.
 void step_settled(self_ptr self, const dp_trainer_config& config, const caf::error& err) {
   auto& st = self->state;
+  using phase = sharded_state::phase;
+  const bool gathered = st.shard && st.shard->now == phase::gathering;
+  if (gathered) {  // the parameters' store comes back, whatever the gather did
+    st.optimizer = std::move(*st.shard->borrowed);  // (the values stay where they were)
+    st.shard->borrowed.reset();
+  }
   if (st.broken) return wait_for_generation(self, config, describe(err));
   if (!st.shard) return finish_step(self, config);
-  using phase = sharded_state::phase;
-  switch (st.shard->now) {
-    case phase::reducing:
-      return send_meta(self, config);
-    case phase::meta:
-      return finish_step(self, config);
-    case phase::gathering:
-      st.optimizer = std::move(*st.shard->gathering);  // (the values stay where they were)
-      st.shard->gathering.reset();
-      return step_done(self, config);
-  }
+  if (gathered) return step_done(self, config);
+  if (st.shard->now == phase::reducing) return send_meta(self, config);
+  finish_step(self, config);
 }
 
 // Sends one order of the step to the group; the last answer settles the phase.
@@ -137,7 +135,10 @@ void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
       st.values, st.feedback);
   order->codec = codec_for(st, bucket);
   order->plain = plain;
-  if (st.shard) order->op = reduce_op::reduce_scatter;  // the sum of our piece, in place
+  if (st.shard) {  // the sums of the pieces we hold, in place
+    order->op = reduce_op::reduce_scatter;
+    order->copies = static_cast<uint32_t>(st.shard->pieces->held.size());
+  }
   if (order->codec == wire_codec::onebit) {
     auto& f = *st.feedback;
     const size_t n = bucket.end - bucket.begin;
@@ -154,6 +155,7 @@ void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
 void send_meta(self_ptr self, const dp_trainer_config& config) {
   auto& st = self->state;
   st.shard->now = sharded_state::phase::meta;
+  st.shard->pieces->summed_step = st.shard->computed_step = st.step + 1;
   if (!shard_sum_usable(st)) (*st.values)[meta_refused] = 1.0f;
   auto order = std::make_shared<reduce_order>();
   order->data = std::span<float>(*st.values).first(st.meta_len);
@@ -170,14 +172,14 @@ void gather_parameters(self_ptr self, const dp_trainer_config& config) {
   auto& st = self->state;
   auto& shard = *st.shard;
   shard.now = sharded_state::phase::gathering;
-  shard.gathering = std::make_shared<bucket_store>(std::move(*st.optimizer));
+  shard.borrowed = std::make_shared<bucket_store>(std::move(*st.optimizer));
   st.optimizer.reset();
   for (size_t b = 0; b < st.buckets.size(); ++b) {
     const auto& bucket = st.buckets[b];
     auto order = std::make_shared<reduce_order>();
     order->data = st.params.subspan(bucket.begin, bucket.end - bucket.begin);
     order->tag = tag_of(st, st.buckets.size() + 1 + b);
-    order->owner = shard.gathering;
+    order->owner = shard.borrowed;
     order->op = reduce_op::all_gather;
     send_order(self, config, std::move(order));
   }
@@ -494,6 +496,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
     skipped = true;
   }
   st.step_skipped = skipped;
+  if (st.shard) took_step(st, !skipped);
   if (st.shard && !skipped) return gather_parameters(self, config);  // then step_done
   step_done(self, config);
 }
@@ -504,7 +507,6 @@ void step_done(self_ptr self, const dp_trainer_config& config) {
   const double exposed = seconds_between(st.backward_done, clock_type::now());
   const bool local = st.stage == adam_stage::local;
   const bool skipped = st.step_skipped;
-  const auto epoch = static_cast<uint32_t>(st.step / st.steps_per_epoch);
   if (!st.flat_store) bind_params(st);  // the task reads a flat copy of a store per tensor
   if (!skipped && !local) adopt_model_buffers(st);
   ++st.step;
@@ -512,24 +514,8 @@ void step_done(self_ptr self, const dp_trainer_config& config) {
   const bool last = st.step == st.total_steps;
   const bool compare =
       !local && (last || (st.job->checksum_every && st.step % st.job->checksum_every == 0));
-  step_report report{st.job->rank,
-                     st.job->generation,
-                     epoch,
-                     st.step,
-                     skipped ? 0.0 : st.own_loss_sum,
-                     st.mine,
-                     skipped,
-                     st.step_allreduce_s,
-                     exposed,
-                     st.step_bytes,
-                     st.compute_s,
-                     seconds_between(st.started, clock_type::now()),
-                     compare ? std::max<uint64_t>(1, parameter_checksum(st.params)) : 0};
-  report.step_examples = st.step_examples;
-  report.bytes_inter_host = st.step_bytes_inter_host;
-  report.compressed = st.adam && compressed_stage(st.stage);
-  report.own_non_finite = st.own_non_finite;
-  st.report_due.emplace(st.step, encode(report));
+  const uint64_t checksum = compare ? std::max<uint64_t>(1, parameter_checksum(st.params)) : 0;
+  st.report_due.emplace(st.step, encode(report_of(st, skipped, exposed, checksum)));
   if (st.job->checkpoint_every && st.step % st.job->checkpoint_every == 0) st.checkpoint_due = true;
   // Not after a local step of 0/1 Adam: that state is one member's (the next sync is).
   if (st.checkpoint_due && st.shard) {  // (refused at the start: no member holds it all)
@@ -542,6 +528,32 @@ void step_done(self_ptr self, const dp_trainer_config& config) {
   }
   settle_step(self, config);
 }
+
+}  // namespace
+
+step_report report_of(const dp_trainer_state& st, bool skipped, double exposed_s,
+                      uint64_t checksum) {
+  step_report report{st.job->rank,
+                     st.job->generation,
+                     static_cast<uint32_t>((st.step - 1) / st.steps_per_epoch),
+                     st.step,
+                     skipped ? 0.0 : st.own_loss_sum,
+                     st.mine,
+                     skipped,
+                     st.step_allreduce_s,
+                     exposed_s,
+                     st.step_bytes,
+                     st.compute_s,
+                     seconds_between(st.started, clock_type::now()),
+                     checksum};
+  report.step_examples = st.step_examples;
+  report.bytes_inter_host = st.step_bytes_inter_host;
+  report.compressed = st.adam && compressed_stage(st.stage);
+  report.own_non_finite = st.own_non_finite;
+  return report;
+}
+
+namespace {
 
 // The step settles once its rows are in the tables (on_step_settled).
 void settle_step(self_ptr self, const dp_trainer_config& config) {

@@ -90,6 +90,7 @@ struct dp_options {
   // --zero-stage: 0 every member holds the optimizer's whole state; 1 each holds its pieces of
   // it (ZeRO stage 1: gradients reduce-scattered, parameters all-gathered after the step)
   uint32_t zero_stage = 0;
+  uint32_t shard_backups = 1;  // --shard-backups: copies of others' pieces each member keeps
 };
 
 struct launch_options {

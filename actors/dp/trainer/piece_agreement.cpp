@@ -1,0 +1,272 @@
+#include "actors/dp/trainer/piece_agreement.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "actors/bucket/app_rule_step.hpp"
+#include "actors/bucket/elementwise_step.hpp"
+#include "actors/dp/collective/bits.hpp"
+#include "actors/dp/compression/compressed_allreduce.hpp"
+#include "troupe/error.hpp"
+
+namespace troupe {
+
+std::vector<uint32_t> held_owners(const piece_cut& cut) {
+  std::vector<uint32_t> out;
+  const uint32_t copies = 1 + std::min(cut.backups, cut.size ? cut.size - 1 : 0);
+  for (uint32_t k = 0; k < copies; ++k) out.push_back((cut.rank + cut.size - k) % cut.size);
+  return out;
+}
+
+held_pieces cut_pieces(const std::vector<flat_range>& buckets, uint32_t size, uint32_t owner,
+                       const optimizer_config& optimizer) {
+  held_pieces out;
+  out.owner = owner;
+  for (const auto& b : buckets) {
+    const auto p = sharded_piece(b.count, size, owner);
+    out.pieces.push_back(shard_piece{b.offset + p.begin, p.count, out.total});
+    out.total += p.count;
+  }
+  const unsigned moments = moments_of(optimizer, std::nullopt);
+  out.m.assign(moments >= 1 ? out.total : 0, 0.0f);
+  out.v.assign(moments >= 2 ? out.total : 0, 0.0f);
+  return out;
+}
+
+namespace {
+
+std::span<float> part_of(std::vector<float>& all, const shard_piece& p) {
+  return all.empty() ? std::span<float>{} : std::span<float>(all).subspan(p.at, p.count);
+}
+
+}  // namespace
+
+caf::error step_held(piece_exchange& x, const sum_source& sum_of) {
+  using kind = optimizer_config::kind;
+  const auto type = x.optimizer.type;
+  if (type != kind::sgd && type != kind::momentum && type != kind::adam && type != kind::adamw)
+    return make_error(errc::bad_configuration,
+                      "sharded state takes element-wise optimizers only (sgd, momentum, adam, "
+                      "adamw)");
+  const uint64_t t = x.version + 1;
+  for (auto& h : x.held)
+    for (const auto& p : h.pieces)
+      step_elementwise(x.optimizer, x.optimizer.lr, t, x.params.subspan(p.offset, p.count),
+                       part_of(h.m, p), part_of(h.v, p), sum_of(h, p));
+  x.version = t;
+  return {};
+}
+
+namespace {
+
+// The agreement's calls, each with a tag of its own (every member makes the same calls).
+struct calls {
+  std::chrono::milliseconds timeout;
+  uint32_t next = 0x50000000u;
+  collective_call call() { return collective_call{next++, timeout}; }
+};
+
+// Values moved in one broadcast.
+constexpr size_t chunk_values = size_t{16} << 20;
+
+// `data` from `root` to every member, in chunks.
+caf::error broadcast_all(collective& c, std::span<float> data, uint32_t root, calls& k) {
+  for (size_t first = 0; first < data.size(); first += chunk_values)
+    if (auto err = c.broadcast(data.subspan(first, std::min(chunk_values, data.size() - first)),
+                               root, k.call()))
+      return err;
+  return {};
+}
+
+// What each member says it holds.
+struct offer {
+  uint64_t at_step = 0, summed_step = 0, version = 0;
+  piece_cut cut;
+};
+constexpr size_t offer_words = 14;  // 7 numbers of 64 bits
+
+caf::expected<std::vector<offer>> gather_offers(collective& c, const piece_exchange& x, calls& k) {
+  const uint32_t n = c.size();
+  std::vector<float> all(offer_words * n, 0.0f);
+  float* mine = &all[offer_words * c.rank()];
+  const uint64_t numbers[] = {x.at_step,  x.summed_step, x.version,    x.cut.generation,
+                              x.cut.size, x.cut.rank,    x.cut.backups};
+  for (size_t i = 0; i < 7; ++i) put_bits(numbers[i], mine + 2 * i);
+  if (auto err = c.all_gather(all, k.call())) return err;
+  std::vector<offer> out(n);
+  for (uint32_t r = 0; r < n; ++r) {
+    const float* w = &all[offer_words * r];
+    out[r].at_step = get_bits(w);
+    out[r].summed_step = get_bits(w + 2);
+    out[r].version = get_bits(w + 4);
+    out[r].cut =
+        piece_cut{get_bits(w + 6), static_cast<uint32_t>(get_bits(w + 8)),
+                  static_cast<uint32_t>(get_bits(w + 10)), static_cast<uint32_t>(get_bits(w + 12))};
+  }
+  return out;
+}
+
+// Generation 1 (no member holds a cut): member 0's parameters to every member, and moments
+// that start at zero.
+caf::expected<std::shared_ptr<sync_result>> start_fresh(collective& c, piece_exchange& x,
+                                                        const std::vector<offer>& offers,
+                                                        calls& k) {
+  for (const auto& o : offers)
+    if (o.at_step > 0)
+      return make_error(errc::job_failed,
+                        "the sharded optimizer state is lost: no member holds pieces of it");
+  if (auto err = broadcast_all(c, x.params, 0, k)) return err;
+  x.held.clear();
+  for (uint32_t owner : held_owners(x.next))
+    x.held.push_back(cut_pieces(x.buckets, x.next.size, owner, x.optimizer));
+  x.cut = x.next;
+  x.at_step = x.version = x.summed_step = 0;
+  x.pending.clear();
+  auto out = std::make_shared<sync_result>();
+  out->taken = c.rank() != 0;
+  return out;
+}
+
+// The members at step `s` - 1 that hold step s's sums take it as a member that took it did:
+// applied or skipped, and the model's buffers after it.
+caf::error roll_forward(collective& c, piece_exchange& x, uint32_t source, bool rolls, uint64_t s,
+                        calls& k) {
+  std::vector<float> head(4, 0.0f);
+  if (c.rank() == source)
+    put_bits(x.last_applied, &head[0]), put_bits(x.last_buffers.size(), &head[2]);
+  if (auto err = c.broadcast(head, source, k.call())) return err;
+  const bool applied = get_bits(&head[0]) != 0;
+  const uint64_t buffers = get_bits(&head[2]);
+  uint64_t expected = 0;
+  for (const auto& b : x.model_buffers) expected += b.count;
+  if (buffers != expected && buffers != 0)
+    return make_error(errc::shape_mismatch, "the roll forward's buffers are of another model");
+  std::vector<float> values = c.rank() == source ? x.last_buffers : std::vector<float>(buffers);
+  if (buffers > 0)
+    if (auto err = c.broadcast(values, source, k.call())) return err;
+  if (!rolls) return {};
+  if (applied) {
+    std::vector<size_t> base;  // where each holder's sums begin in x.pending
+    for (size_t at = 0; const auto& h : x.held) base.push_back(at), at += h.total;
+    if (auto err = step_held(x, [&](const held_pieces& h, const shard_piece& p) {
+          const size_t i = static_cast<size_t>(&h - x.held.data());
+          return std::span<const float>(x.pending).subspan(base[i] + p.at, p.count);
+        }))
+      return err;
+    size_t at = 0;
+    for (const auto& b : x.model_buffers) {
+      if (buffers > 0) std::copy_n(values.begin() + at, b.count, x.params.begin() + b.offset);
+      at += b.count;
+    }
+  }
+  x.at_step = s;
+  x.last_applied = applied;
+  x.last_buffers = std::move(values);
+  return {};
+}
+
+// Copies what lies in [offset, offset + count) of the flat values, `from` (its moments there),
+// into every piece of `into` that overlaps it.
+void copy_overlaps(uint64_t offset, std::span<const float> from, std::vector<held_pieces>& into,
+                   bool second) {
+  for (auto& h : into) {
+    auto& to = second ? h.v : h.m;
+    if (to.empty()) continue;
+    for (const auto& p : h.pieces) {
+      const uint64_t begin = std::max(offset, p.offset);
+      const uint64_t end = std::min(offset + from.size(), p.offset + p.count);
+      if (begin < end)
+        std::copy(from.begin() + (begin - offset), from.begin() + (end - offset),
+                  to.begin() + p.at + (begin - p.offset));
+    }
+  }
+}
+
+}  // namespace
+
+caf::expected<std::shared_ptr<sync_result>> agree_on_pieces(collective& c, piece_exchange& x,
+                                                            std::chrono::milliseconds timeout) {
+  calls k{timeout};
+  auto offered = gather_offers(c, x, k);
+  if (!offered) return std::move(offered.error());
+  const auto& offers = *offered;
+  const uint32_t n = c.size();
+  uint64_t newest = 0;
+  for (const auto& o : offers) newest = std::max(newest, o.cut.generation);
+  if (newest == 0) return start_fresh(c, x, offers, k);
+  // The holders of the newest cut, the step they reached, and who is one step behind it.
+  auto holds = [&](uint32_t r) { return offers[r].cut.generation == newest; };
+  uint64_t s = 0;
+  uint32_t source = n;
+  for (uint32_t r = 0; r < n; ++r)
+    if (holds(r) && (source == n || offers[r].at_step > s)) s = offers[r].at_step, source = r;
+  auto rolls = [&](uint32_t r) {
+    return holds(r) && offers[r].at_step + 1 == s && offers[r].summed_step == s;
+  };
+  auto ready = [&](uint32_t r) { return holds(r) && (offers[r].at_step == s || rolls(r)); };
+  bool any_rolls = false;
+  for (uint32_t r = 0; r < n; ++r) any_rolls = any_rolls || rolls(r);
+  if (any_rolls)
+    if (auto err = roll_forward(c, x, source, rolls(c.rank()), s, k)) return err;
+  // Who sends each old owner's pieces: its lowest ready holder.
+  const piece_cut old = offers[source].cut;
+  std::vector<uint32_t> sender(old.size, n);
+  for (uint32_t r = 0; r < n; ++r) {
+    if (!ready(r)) continue;
+    for (uint32_t owner : held_owners(offers[r].cut))
+      if (owner < old.size && sender[owner] == n) sender[owner] = r;
+  }
+  for (uint32_t owner = 0; owner < old.size; ++owner)
+    if (sender[owner] == n)
+      return make_error(
+          errc::job_failed,
+          fmt::format("the pieces of member {} of generation {} of the sharded optimizer state "
+                      "are lost: every member that held them is gone (--shard-backups {} "
+                      "covers that many members lost at once)",
+                      owner, newest, old.backups));
+  // The new cut's pieces, filled from every old owner's, bucket by bucket.
+  std::vector<held_pieces> fresh;
+  for (uint32_t owner : held_owners(x.next))
+    fresh.push_back(cut_pieces(x.buckets, x.next.size, owner, x.optimizer));
+  std::vector<float> scratch;
+  const unsigned moments = moments_of(x.optimizer, std::nullopt);
+  for (uint32_t owner = 0; owner < old.size; ++owner) {
+    const uint32_t root = sender[owner];
+    const held_pieces* mine = nullptr;  // the root's own copy
+    if (c.rank() == root)
+      for (const auto& h : x.held)
+        if (h.owner == owner) mine = &h;
+    if (c.rank() == root && !mine)
+      return make_error(errc::job_failed, "a member lost track of the pieces it holds");
+    const auto pieces = cut_pieces(x.buckets, old.size, owner, optimizer_config{});
+    for (const auto& p : pieces.pieces) {
+      if (auto err = broadcast_all(c, x.params.subspan(p.offset, p.count), root, k)) return err;
+      for (unsigned which = 0; which < moments; ++which) {
+        std::span<float> values;
+        if (mine) {
+          auto& all = const_cast<std::vector<float>&>(which == 0 ? mine->m : mine->v);
+          values = std::span<float>(all).subspan(p.at, p.count);
+        } else {
+          scratch.resize(p.count);
+          values = scratch;
+        }
+        if (auto err = broadcast_all(c, values, root, k)) return err;
+        copy_overlaps(p.offset, values, fresh, which == 1);
+      }
+    }
+  }
+  x.held = std::move(fresh);
+  x.cut = x.next;
+  x.at_step = s;
+  x.version = offers[source].version;
+  x.summed_step = 0;
+  x.pending.clear();
+  auto out = std::make_shared<sync_result>();
+  out->steps = s;
+  out->source = source;
+  out->taken = true;
+  return out;
+}
+
+}  // namespace troupe
