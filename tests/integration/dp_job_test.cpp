@@ -264,20 +264,28 @@ BOOST_AUTO_TEST_CASE(a_model_over_the_message_cap_trains_and_a_joiner_takes_its_
 
 BOOST_AUTO_TEST_CASE(a_worker_started_mid_job_joins_and_the_job_completes) {
   // A floor of 30 ms a step: the two epochs after the first (200 steps) outlast the new
-  // process's start and join.
-  auto coordinator_flags = job_floor(3, 30);
-  coordinator_flags.insert(coordinator_flags.end(), {"--max-workers", "3"});
-  dp_cluster job(2, {"--batch", "64", "--train-limit", "12800", "--test-limit", "1000"},
-                 coordinator_flags);
-  BOOST_TEST_REQUIRE(job.await_log("epoch 1/3"));
-  job.add_worker();
-  const auto bound = std::chrono::seconds(300);
-  BOOST_TEST(job.coordinator->wait(bound).value_or(-1) == 0);
-  for (auto& w : job.workers) BOOST_TEST(w->wait(bound).value_or(-1) == 0);
-  const auto text = read_file(job.report.string());
-  BOOST_TEST(json_number(text, "generations").value_or(0) >= 2);
-  BOOST_TEST(json_number(text, "steps").value_or(0) == steps_of(paced_count(12800), 128));
-  BOOST_TEST(read_file(job.log_of("w2")).find("member 2 of 3") != std::string::npos);
+  // process's start and join. Under --zero-stage 1 the joiner gets its pieces of the sharded
+  // state (and the others' are cut anew for three).
+  for (const char* stage : {"0", "1"}) {
+    BOOST_TEST_CONTEXT("--zero-stage " << stage) {
+      auto coordinator_flags = job_floor(3, 30);
+      coordinator_flags.insert(coordinator_flags.end(), {"--max-workers", "3"});
+      dp_cluster job(2,
+                     {"--batch", "64", "--train-limit", "12800", "--test-limit", "1000",
+                      "--zero-stage", stage, "--checksum-every", "10"},
+                     coordinator_flags);
+      BOOST_TEST_REQUIRE(job.await_log("epoch 1/3"));
+      job.add_worker();
+      const auto bound = std::chrono::seconds(300);
+      BOOST_TEST(job.coordinator->wait(bound).value_or(-1) == 0);
+      for (auto& w : job.workers) BOOST_TEST(w->wait(bound).value_or(-1) == 0);
+      const auto text = read_file(job.report.string());
+      BOOST_TEST(json_number(text, "generations").value_or(0) >= 2);
+      BOOST_TEST(json_number(text, "steps").value_or(0) == steps_of(paced_count(12800), 128));
+      BOOST_TEST(json_number(text, "checksum_mismatches").value_or(1) == 0);
+      BOOST_TEST(read_file(job.log_of("w2")).find("member 2 of 3") != std::string::npos);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_stopped_worker_is_left_behind_and_refused_when_it_resumes) {
