@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Sharded optimizer state beside replicas and DDP: troupe-fmnist's MLP 784-W-W-10 (default
-100M parameters) in --mode dp with Adam, at 2 and 4 members, --zero-stage 0 and 1, beside
+100M parameters) in --mode dp with Adam, at 2 and 4 members, --zero-stage 0 and 1 (with
+--shard-backups 0 and 1), beside
 PyTorch DDP (gloo, Adam) with the same model, batch and data, all measured in this run.
 
 For each row: model-state bytes per parameter per member (its peak RSS less that of the same
@@ -11,6 +12,7 @@ bytes per parameter: the members' and the coordinator's (which holds the evaluat
 4 bytes each) within the machine's memory less what the 16-wide job's processes hold.
 
     /usr/bin/python3 apps/bench/zero_ladder.py [--size 100M] [--steps 4] [--members 2,4]
+        [--configs 0,1:0,1:1]
 """
 import argparse
 import json
@@ -37,7 +39,8 @@ def main():
     parser.add_argument("--size", default="100M")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--members", default="2,4")
-    parser.add_argument("--stages", default="0,1")
+    parser.add_argument("--configs", default="0,1:0,1:1",
+                        help="STAGE[:BACKUPS],...: --zero-stage and --shard-backups")
     args = parser.parse_args()
     w = width_for(parse_size(args.size))
     params = mlp_params(w)
@@ -52,13 +55,15 @@ def main():
                          "rss_mb": ddp_rss, "fixed_mb": n * ddp_base,
                          "sent_per_step": 2 * (n - 1) / n * 4 * params})  # a ring allreduce's
             print(json.dumps(rows[-1]), flush=True)
-            for stage in args.stages.split(","):
-                flags = ["--zero-stage", stage]
+            for config in args.configs.split(","):
+                stage, _, backups = config.partition(":")
+                flags = ["--zero-stage", stage, "--shard-backups", backups or "0"]
                 base = troupe_job("dp", 16, 2, tmp, members=n, extra=flags)
                 short = troupe_job("dp", w, 2, tmp, members=n, extra=flags)
                 long = troupe_job("dp", w, 2 + args.steps, tmp, members=n, extra=flags)
                 rss, base_rss = rss_of(long), rss_of(base)
-                rows.append({"members": n, "config": f"stage {stage}",
+                name = f"stage {stage}" + (f", {backups} backup" if backups else "")
+                rows.append({"members": n, "config": name,
                              "s_per_step": per_step(long, short, args.steps),
                              "bytes_per_param": (max(rss["workers"]) - max(base_rss["workers"]))
                              * 2**20 / params,
@@ -69,11 +74,11 @@ def main():
                              "sent_per_step": sent_per_step(long, short, args.steps, n)})
                 print(json.dumps(rows[-1]), flush=True)
     print(f"\n784-{w}-{w}-10 MLP, {params / 1e6:.1f}M parameters, Adam, batch 8 per member")
-    print(f"{'members':>7} {'config':<8} {'s/step':>7} {'B/param':>8} {'x DDP':>6} "
+    print(f"{'members':>7} {'config':<18} {'s/step':>7} {'B/param':>8} {'x DDP':>6} "
           f"{'MB sent/step':>12}  peak RSS MB per member")
     for r in rows:
         ddp = next(d for d in rows if d["members"] == r["members"] and d["config"] == "DDP")
-        print(f"{r['members']:>7} {r['config']:<8} {r['s_per_step']:>7.3f} "
+        print(f"{r['members']:>7} {r['config']:<18} {r['s_per_step']:>7.3f} "
               f"{r['bytes_per_param']:>8.1f} {r['bytes_per_param'] / ddp['bytes_per_param']:>6.2f} "
               f"{r['sent_per_step'] / 1e6:>12.1f}  {[round(x) for x in r['rss_mb']]}")
     total = machine_bytes()
@@ -86,7 +91,7 @@ def main():
         fixed = r["fixed_mb"] * 2**20
         per_param = 4 * r["bytes_per_param"] + r.get("coordinator_bytes_per_param", 0)
         largest[r["config"]] = (total - fixed) / per_param
-        print(f"  {r['config']:<8} {largest[r['config']] / 1e6:>8.0f}M parameters "
+        print(f"  {r['config']:<18} {largest[r['config']] / 1e6:>8.0f}M parameters "
               f"({per_param:.1f} bytes a parameter in all)")
     if "DDP" in largest:
         for config, n in largest.items():
