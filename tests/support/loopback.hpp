@@ -7,22 +7,34 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <string>
 
 namespace troupe::testing {
 
-// A loopback port that was free a moment ago.
+// A loopback port that was free a moment ago, and not handed out before by this process (two
+// calls in a row may otherwise get the same port back from the kernel: a coordinator's
+// --listen and its --metrics-port once did).
 inline uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  static std::mutex guard;
+  static std::set<uint16_t> handed_out;
+  std::lock_guard<std::mutex> lock(guard);
+  uint16_t port = 0;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    ::close(fd);
+    port = ntohs(addr.sin_port);
+    if (handed_out.insert(port).second) break;
+  }
+  return port;
 }
 
 // A socket connected to 127.0.0.1:port, or -1 when nobody listens there.

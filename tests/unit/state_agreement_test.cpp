@@ -167,7 +167,7 @@ BOOST_AUTO_TEST_CASE(a_spoiled_state_is_never_a_source) {
 BOOST_AUTO_TEST_CASE(a_state_in_bytes_crosses_in_pieces) {
   const size_t size = byte_pieces::max_piece_bytes * 2 + 12345;
   std::vector<std::vector<char>> taken(3);
-  std::vector<bool> took(3);
+  bool took[3] = {false, false, false};  // (not a vector<bool>: each member's thread writes one)
   auto failures = run_ranks(
       3,
       [&](collective& c, uint32_t r) {
