@@ -61,8 +61,9 @@ void make_shard(dp_trainer_state& st, const group_start& job);
 // Whether the summed gradient of this member's own pieces may be applied: finite and within
 // max_abs_gradient (the holders of backups see the same sums, checked by their owners).
 bool shard_sum_usable(const dp_trainer_state& st);
-// Steps every held piece, in the parameters, with its summed gradient.
-caf::error step_shard(dp_trainer_state& st);
+// Steps the held pieces of gradient bucket `bucket`, in the parameters, with their summed
+// gradient, as the pieces' next update (their version moves once every bucket is stepped).
+void step_shard_bucket(dp_trainer_state& st, size_t bucket);
 // The step in flight (st.step + 1) is taken by every member: applied, or skipped.
 void took_step(dp_trainer_state& st, bool applied);
 // A step broke: the sums of its held pieces, if complete, are kept for a roll forward.

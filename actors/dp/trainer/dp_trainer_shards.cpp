@@ -44,10 +44,10 @@ bool shard_sum_usable(const dp_trainer_state& st) {
   return true;
 }
 
-caf::error step_shard(dp_trainer_state& st) {
+void step_shard_bucket(dp_trainer_state& st, size_t bucket) {
   auto& x = *st.shard->pieces;
   x.params = st.params;
-  return step_held(x, [&](const held_pieces&, const shard_piece& p) {
+  step_held_bucket(x, x.version + 1, bucket, [&](const held_pieces&, const shard_piece& p) {
     return gradient(st).subspan(p.offset, p.count);
   });
 }

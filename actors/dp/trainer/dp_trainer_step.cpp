@@ -165,16 +165,18 @@ void send_meta(self_ptr self, const dp_trainer_config& config) {
   send_order(self, config, std::move(order));
 }
 
-// A sharded step is applied to this member's pieces (in the parameters): every member's pieces
-// go to every member, bucket by bucket, into the parameters' store (shared with the orders
-// meanwhile, so that a trainer that stops leaves none writing into freed memory).
-void gather_parameters(self_ptr self, const dp_trainer_config& config) {
+// A sharded step, bucket by bucket: this member steps the pieces it holds (in the parameters),
+// then every member's pieces go to every member, while it steps the next bucket's. The
+// parameters' store is lent to the orders meanwhile, so that a trainer that stops leaves none
+// writing into freed memory.
+void step_and_gather(self_ptr self, const dp_trainer_config& config) {
   auto& st = self->state;
   auto& shard = *st.shard;
   shard.now = sharded_state::phase::gathering;
   shard.borrowed = std::make_shared<bucket_store>(std::move(*st.optimizer));
   st.optimizer.reset();
   for (size_t b = 0; b < st.buckets.size(); ++b) {
+    step_shard_bucket(st, b);
     const auto& bucket = st.buckets[b];
     auto order = std::make_shared<reduce_order>();
     order->data = st.params.subspan(bucket.begin, bucket.end - bucket.begin);
@@ -183,6 +185,7 @@ void gather_parameters(self_ptr self, const dp_trainer_config& config) {
     order->op = reduce_op::all_gather;
     send_order(self, config, std::move(order));
   }
+  ++shard.pieces->version;
 }
 
 // Sends, in order, every bucket whose values are all final.
@@ -418,7 +421,7 @@ void reweigh(dp_trainer_state& st) {
 // errc::non_finite when every member refuses it alike.
 caf::error apply_sum(dp_trainer_state& st) {
   auto grad = std::span<float>(*st.values).subspan(st.meta_len);
-  if (st.shard) return step_shard(st);
+  if (st.shard) return {};  // (stepped bucket by bucket as the gather goes: step_and_gather)
   if (st.adam) {
     if (st.stage == adam_stage::local) return {};
     if (st.stage == adam_stage::sync) {
@@ -497,7 +500,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
   }
   st.step_skipped = skipped;
   if (st.shard) took_step(st, !skipped);
-  if (st.shard && !skipped) return gather_parameters(self, config);  // then step_done
+  if (st.shard && !skipped) return step_and_gather(self, config);  // then step_done
   step_done(self, config);
 }
 

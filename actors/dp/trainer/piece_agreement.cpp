@@ -50,12 +50,17 @@ caf::error step_held(piece_exchange& x, const sum_source& sum_of) {
                       "sharded state takes element-wise optimizers only (sgd, momentum, adam, "
                       "adamw)");
   const uint64_t t = x.version + 1;
-  for (auto& h : x.held)
-    for (const auto& p : h.pieces)
-      step_elementwise(x.optimizer, x.optimizer.lr, t, x.params.subspan(p.offset, p.count),
-                       part_of(h.m, p), part_of(h.v, p), sum_of(h, p));
+  for (size_t b = 0; b < x.buckets.size(); ++b) step_held_bucket(x, t, b, sum_of);
   x.version = t;
   return {};
+}
+
+void step_held_bucket(piece_exchange& x, uint64_t t, size_t bucket, const sum_source& sum_of) {
+  for (auto& h : x.held) {
+    const auto& p = h.pieces[bucket];
+    step_elementwise(x.optimizer, x.optimizer.lr, t, x.params.subspan(p.offset, p.count),
+                     part_of(h.m, p), part_of(h.v, p), sum_of(h, p));
+  }
 }
 
 namespace {

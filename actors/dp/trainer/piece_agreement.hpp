@@ -85,6 +85,9 @@ struct piece_exchange {
 using sum_source =
     std::function<std::span<const float>(const held_pieces& holder, const shard_piece& piece)>;
 caf::error step_held(piece_exchange& x, const sum_source& sum_of);
+// The same for the pieces of gradient bucket `bucket` only, as update `t` (x.version is left
+// as it is): a member steps bucket by bucket while the buckets before are all-gathered.
+void step_held_bucket(piece_exchange& x, uint64_t t, size_t bucket, const sum_source& sum_of);
 
 // The members' agreement on one sharded state: the newest cut that a member holds, its pieces
 // at the last step any member took (a member one step behind that holds that step's sums is
