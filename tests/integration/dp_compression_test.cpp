@@ -9,13 +9,12 @@
 #include <csignal>
 
 #include "dp_run.hpp"
+#include "tests/support/sigpipe.hpp"
 
 using namespace troupe;
 using namespace troupe::testing;
 
-struct ignore_sigpipe {
-  ignore_sigpipe() { std::signal(SIGPIPE, SIG_IGN); }
-};
+using troupe::testing::ignore_sigpipe;
 BOOST_TEST_GLOBAL_FIXTURE(ignore_sigpipe);
 
 namespace {

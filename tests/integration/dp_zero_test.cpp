@@ -11,14 +11,12 @@
 #include "apps/fmnist/mlp_task.hpp"
 #include "dp_run.hpp"
 #include "poisoned_task.hpp"
+#include "tests/support/sigpipe.hpp"
 
 using namespace troupe;
 using namespace troupe::testing;
 
-// Gloo writes to its sockets without MSG_NOSIGNAL (as in dp_job_test).
-struct ignore_sigpipe {
-  ignore_sigpipe() { std::signal(SIGPIPE, SIG_IGN); }
-};
+using troupe::testing::ignore_sigpipe;
 BOOST_TEST_GLOBAL_FIXTURE(ignore_sigpipe);
 
 namespace {

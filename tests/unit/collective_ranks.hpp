@@ -15,16 +15,10 @@
 
 #include "actors/dp/collective/collective.hpp"
 #include "actors/dp/collective/rendezvous_store.hpp"
+#include "tests/support/sigpipe.hpp"
 #include "troupe/node.hpp"
 
 namespace troupe::testing {
-
-// Gloo writes to its sockets without MSG_NOSIGNAL: a member that went away must give the
-// others an error, not kill the test with SIGPIPE (run_app ignores it for every node). A test
-// module registers it (using it, then BOOST_TEST_GLOBAL_FIXTURE(ignore_sigpipe)).
-struct ignore_sigpipe {
-  ignore_sigpipe() { std::signal(SIGPIPE, SIG_IGN); }
-};
 
 // The actor system the `actors` backend's members share (one per test process).
 inline caf::actor_system& collective_test_system() {

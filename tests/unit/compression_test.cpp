@@ -20,9 +20,7 @@
 using namespace troupe;
 using kernels::wire_codec;
 
-struct ignore_sigpipe {
-  ignore_sigpipe() { std::signal(SIGPIPE, SIG_IGN); }
-};
+using troupe::testing::ignore_sigpipe;
 BOOST_TEST_GLOBAL_FIXTURE(ignore_sigpipe);
 
 namespace {
