@@ -311,6 +311,21 @@ caf::expected<wire_figures> reduce(allreduce_group_state& st, const reduce_order
   return out;
 }
 
+// Runs an agreement (`agree`) on the formed group; a failure closes the backend, as a failed
+// reduce does.
+template <class Agree>
+caf::result<std::shared_ptr<sync_result>> agreement(allreduce_group_state& st, Agree agree) {
+  if (st.spoiled) return st.spoiled;
+  if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
+  caf::expected<std::shared_ptr<sync_result>> agreed = agree(*st.backend, st.timeout);
+  if (!agreed) {
+    st.spoiled = agreed.error();
+    st.backend.reset();
+    return std::move(agreed.error());
+  }
+  return std::move(*agreed);
+}
+
 }  // namespace
 
 allreduce_group_actor::behavior_type allreduce_group(
@@ -352,29 +367,15 @@ allreduce_group_actor::behavior_type allreduce_group(
       },
       [=](sync_atom,
           std::shared_ptr<const sync_order> order) -> caf::result<std::shared_ptr<sync_result>> {
-        auto& st = self->state;
-        if (st.spoiled) return st.spoiled;
-        if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
-        auto agreed = agree_on_state(*st.backend, *order, st.timeout);
-        if (!agreed) {
-          st.spoiled = agreed.error();
-          st.backend.reset();
-          return std::move(agreed.error());
-        }
-        return std::move(*agreed);
+        return agreement(self->state, [&](collective& c, std::chrono::milliseconds timeout) {
+          return agree_on_state(c, *order, timeout);
+        });
       },
       [=](sync_atom,
           std::shared_ptr<piece_exchange> pieces) -> caf::result<std::shared_ptr<sync_result>> {
-        auto& st = self->state;
-        if (st.spoiled) return st.spoiled;
-        if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
-        auto agreed = agree_on_pieces(*st.backend, *pieces, st.timeout);
-        if (!agreed) {
-          st.spoiled = agreed.error();
-          st.backend.reset();
-          return std::move(agreed.error());
-        }
-        return std::move(*agreed);
+        return agreement(self->state, [&](collective& c, std::chrono::milliseconds timeout) {
+          return agree_on_pieces(c, *pieces, timeout);
+        });
       },
   };
 }
