@@ -1,8 +1,9 @@
-"""Models of real size from Python, CI-sized (at most 20 steps a job): torchvision's ResNet-18
+"""Models of real size from Python, CI-sized (at most 32 steps a job): torchvision's ResNet-18
 (11 M parameters, BatchNorm's buffers; a message held its 44 MB whole and failed before) in
 --mode dp; a wide MLP of 20 M parameters (80 MB, five times the codec's 16 MiB message cap)
 through TorchTask in --mode dp (with checkpoints, then resumed) and --mode ps, and its dp job
-as processes with a worker killed, a joiner, checkpoints and a resume; and a model whose rows
+as processes with a worker killed, a joiner, checkpoints and a resume, and the same with its
+optimizer's state sharded (--zero-stage 1, a backup each: 32 steps); and a model whose rows
 hold 5 Mi values (20 MiB: cut inside them) in ps and dp. Each job finishes with every step
 taken and, in dp, the members' checksums equal. A plain PyTorch loop of the same 20 M MLP on
 troupe.elastic (DistributedOptimizer): a third loop joins (it takes the model's state in
@@ -192,6 +193,29 @@ class WideMlpCluster(unittest.TestCase):
             self.assertGreaterEqual(resumed["resumed_from_step"], 5)
             self.assertEqual(resumed["steps"], 16)
             self.assertEqual(resumed["checksum_mismatches"], 0)
+
+    def test_a_20m_parameter_sharded_dp_job_loses_a_worker_and_takes_a_joiner(self):
+        # --zero-stage 1 with a backup: the killed worker's pieces live on with the other,
+        # which goes on alone; the joiner then gets its pieces, cut anew for two.
+        with tempfile.TemporaryDirectory() as where:
+            script = write_script(where, "wide_mlp.py", WIDE_MLP)
+            flags = ["--mode", "dp", "--epochs", "2", "--batch", "16", "--train-limit", "512",
+                     "--test-limit", "200", "--zero-stage", "1", "--shard-backups", "1",
+                     "--checksum-every", "4", "--max-workers", "3",
+                     "--worker-delay-ms", "0:300,1:300,2:300"]
+            coordinator, workers, address, report = self.job(where, script, "sharded", flags)
+            self.assertTrue(coordinator.wait_for(r"epoch 1/2"), coordinator.output())
+            workers[1].stop()  # kill -9
+            joiner = self.worker(where, script, "joiner", address, flags)
+            done = self.run_to_end([coordinator, workers[0], joiner], report)
+            self.assertEqual(done["status"], "finished")
+            self.assertEqual(done["zero_stage"], 1)
+            self.assertEqual(done["steps"], 32)
+            self.assertEqual(done["checksum_mismatches"], 0)
+            self.assertGreaterEqual(done["generations"], 3)  # the loss, then the joiner
+            for epoch in done["epochs"]:
+                self.assertEqual(epoch["examples"], 512)  # each example once
+            self.assertEqual(sum(1 for w in done["workers"] if w["steps"] > 0), 3, done)
 
 
 class ElasticLoop(unittest.TestCase):
