@@ -130,6 +130,11 @@ caf::expected<wire_figures> sharded_reduce(collective& c, std::span<float> data,
     }
     return out;
   }
+  if (codec == wire_codec::fp32 && copies == n) {  // every member sums every piece: an allreduce
+    if (auto err = c.allreduce(data, call)) return err;
+    return wire_figures{c.allreduce_bytes(data.size_bytes()),
+                        c.allreduce_bytes_inter_host(data.size_bytes(), hosts)};
+  }
   // Packed: member d gets pieces d, d - 1, ... (`copies` of them) of every member, and sums
   // each in rank order, in place.
   const size_t words = kernels::codec_words(codec, data.size() - (n - 1) * each);

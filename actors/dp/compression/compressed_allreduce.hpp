@@ -52,7 +52,8 @@ caf::expected<wire_figures> compressed_allreduce(collective& c, std::span<float>
 // r's. sharded_reduce: member r's pieces r, r - 1, ... (`copies` of them, around the ring: its
 // own and its backups') of `data` become the sums of every member's (the other pieces are left
 // unspecified), summed in rank order in fp32, so that every member that sums a piece gets the
-// same bits; the pieces travel packed by `codec` (fp32, bf16 or fp16). sharded_gather: every
+// same bits; the pieces travel packed by `codec` (fp32, bf16 or fp16); in fp32, one copy is the
+// backend's reduce-scatter and n copies its allreduce, in place. sharded_gather: every
 // member's piece r of `data` becomes member r's, exact. Each sends (n - 1) x `copies` pieces,
 // then (n - 1): with one copy, an allreduce's bytes over the two.
 shard_range sharded_piece(size_t n, uint32_t size, uint32_t j);
