@@ -3,7 +3,8 @@
 // the copies left (values from each piece's holder, whatever the others' parameters hold),
 // a member one step behind that holds the step's sums is rolled forward to the step the
 // others took, a joiner gets its pieces and the parameters, generation 1 takes member 0's
-// parameters, and a piece whose every holder is gone fails the agreement with the reason.
+// parameters, a piece whose every holder is gone fails the agreement with the reason, and
+// before any step a loss with no backup starts afresh.
 #define BOOST_TEST_MODULE piece_agreement
 #include <boost/test/unit_test.hpp>
 
@@ -194,5 +195,23 @@ BOOST_AUTO_TEST_CASE(a_piece_whose_holders_are_all_gone_fails_the_agreement_and_
     BOOST_TEST(has_code(m.agreed.error(), errc::job_failed));
     BOOST_TEST(describe(m.agreed.error()).find("pieces of member 1") != std::string::npos,
                describe(m.agreed.error()));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(before_any_step_a_loss_with_no_backup_starts_afresh) {
+  // The cut of generation 1 was made, no step taken: the pieces hold nothing but values.
+  const reference ref(0);
+  std::vector<member> members(2);
+  const uint32_t old_ranks[] = {0, 2};
+  for (uint32_t r = 0; r < 2; ++r)
+    members[r].x = member_of(ref, 0, 3, old_ranks[r], 0, members[r].params);
+  members[0].params = ref.params;  // (member 0's parameters are the job's)
+  members[0].x.params = members[0].params;
+  agree(members, 0);
+  for (const auto& m : members) {
+    BOOST_TEST_REQUIRE(bool(m.agreed));
+    BOOST_TEST((*m.agreed)->steps == 0u);
+    BOOST_TEST(m.params == ref.params, boost::test_tools::per_element());
+    BOOST_TEST(m.x.cut.generation == 2u);
   }
 }

@@ -168,6 +168,8 @@ caf::error roll_forward(collective& c, piece_exchange& x, uint32_t source, bool 
   x.at_step = s;
   x.last_applied = applied;
   x.last_buffers = std::move(values);
+  x.summed_step = 0;
+  x.pending.clear();
   return {};
 }
 
@@ -206,6 +208,7 @@ caf::expected<std::shared_ptr<sync_result>> agree_on_pieces(collective& c, piece
   uint32_t source = n;
   for (uint32_t r = 0; r < n; ++r)
     if (holds(r) && (source == n || offers[r].at_step > s)) s = offers[r].at_step, source = r;
+  if (s == 0) return start_fresh(c, x, offers, k);  // no step taken: nothing to keep but values
   auto rolls = [&](uint32_t r) {
     return holds(r) && offers[r].at_step + 1 == s && offers[r].summed_step == s;
   };
