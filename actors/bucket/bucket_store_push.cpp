@@ -305,17 +305,7 @@ float bucket_store::step_lr(uint64_t staleness) const {
 }
 
 bool bucket_store::elementwise() const {
-  switch (optimizer_.type) {
-    case opt_kind::sgd:
-    case opt_kind::momentum:
-    case opt_kind::adam:
-    case opt_kind::adamw:
-      return true;
-    case opt_kind::dash:
-    case opt_kind::app:
-      break;
-  }
-  return false;
+  return troupe::elementwise(optimizer_);
 }
 
 kernels::adam_hyper bucket_store::adam_step_hyper(float lr) const {

@@ -11,6 +11,10 @@
 
 namespace troupe {
 
+// Whether `o` steps each value on its own (sgd, momentum, adam, adamw), as step_elementwise
+// does; dash and an app's rule step whole slices.
+bool elementwise(const optimizer_config& o);
+
 // Adam's hyper-parameters for update number `t` (1-based: the bias correction) at rate `lr`:
 // adamw's weight decay decoupled, adam's an L2 term of the gradient.
 kernels::adam_hyper adam_hyper_of(const optimizer_config& o, float lr, uint64_t t);

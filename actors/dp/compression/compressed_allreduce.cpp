@@ -35,43 +35,6 @@ wire_figures operator+(wire_figures a, wire_figures b) {
   return {a.bytes + b.bytes, a.bytes_inter_host + b.bytes_inter_host};
 }
 
-// Piece j of `values` cut in pieces of `chunk` (the last shorter, or empty).
-std::span<float> piece(std::span<float> values, size_t chunk, uint32_t j) {
-  const size_t begin = std::min(values.size(), j * chunk);
-  return values.subspan(begin, std::min(chunk, values.size() - begin));
-}
-
-// The first phase: piece j of every member's `data`, packed by `codec` (`worker_errors` its
-// 1-bit errors, else empty), goes to member j, which sums the pieces it receives in rank order
-// into `own_sum` (fp32, as many values as its piece). `packed` holds size() pieces of `words`.
-caf::error sum_pieces(collective& c, std::span<float> data, wire_codec codec,
-                      std::span<float> worker_errors, std::span<float> packed, size_t words,
-                      std::span<float> own_sum, const collective_call& call) {
-  const uint32_t n = c.size();
-  const size_t chunk = compressed_chunk(data.size(), n);
-  for (uint32_t j = 0; j < n; ++j)
-    kernels::encode_values(codec, piece(data, chunk, j),
-                           worker_errors.empty() ? worker_errors : piece(worker_errors, chunk, j),
-                           packed.subspan(j * words, words));
-  if (auto err = c.all_to_all(packed, call)) return err;
-  std::fill(own_sum.begin(), own_sum.end(), 0.0f);
-  for (uint32_t j = 0; j < n; ++j)
-    kernels::add_decoded(codec, packed.subspan(j * words, words), own_sum);
-  return {};
-}
-
-// The second phase: every member's packed piece (at its rank in `packed`) to every member,
-// each unpacked into its place in `data`.
-caf::error gather_pieces(collective& c, std::span<float> data, wire_codec codec,
-                         std::span<float> packed, size_t words, const collective_call& call) {
-  const uint32_t n = c.size();
-  const size_t chunk = compressed_chunk(data.size(), n);
-  if (auto err = c.all_gather(packed, call)) return err;
-  for (uint32_t j = 0; j < n; ++j)
-    kernels::decode_values(codec, packed.subspan(j * words, words), piece(data, chunk, j));
-  return {};
-}
-
 }  // namespace
 
 caf::expected<wire_figures> compressed_allreduce(collective& c, std::span<float> data,
@@ -85,19 +48,29 @@ caf::expected<wire_figures> compressed_allreduce(collective& c, std::span<float>
   const bool feedback = codec == wire_codec::onebit;
   if (feedback && (errors.worker.size() < data.size() || errors.server.size() < chunk))
     return make_error(errc::shape_mismatch, "1-bit sum: error buffers do not fit the values");
+  auto piece = [&](std::span<float> values, uint32_t j) {
+    const size_t begin = std::min(values.size(), j * chunk);
+    return values.subspan(begin, std::min(chunk, values.size() - begin));
+  };
   scratch.assign(n * words + chunk, 0.0f);
   auto packed = std::span<float>(scratch).first(n * words);
-  const auto own = piece(data, chunk, r);
-  auto own_sum = std::span<float>(scratch).subspan(n * words, own.size());
-  if (auto err = sum_pieces(c, data, codec, feedback ? errors.worker : std::span<float>{}, packed,
-                            words, own_sum, call))
-    return err;
+  auto sum = std::span<float>(scratch).subspan(n * words, chunk);
+  for (uint32_t j = 0; j < n; ++j)
+    kernels::encode_values(codec, piece(data, j),
+                           feedback ? piece(errors.worker, j) : std::span<float>{},
+                           packed.subspan(j * words, words));
+  if (auto err = c.all_to_all(packed, call)) return err;
+  auto own = piece(data, r);
+  auto own_sum = sum.first(own.size());
+  for (uint32_t j = 0; j < n; ++j)
+    kernels::add_decoded(codec, packed.subspan(j * words, words), own_sum);
   kernels::encode_values(codec, own_sum,
                          feedback ? errors.server.first(own.size()) : std::span<float>{},
                          packed.subspan(r * words, words));
-  if (auto err = gather_pieces(c, data, codec, packed, words,
-                               collective_call{call.tag ^ 0x40000000u, call.timeout}))
+  if (auto err = c.all_gather(packed, collective_call{call.tag ^ 0x40000000u, call.timeout}))
     return err;
+  for (uint32_t j = 0; j < n; ++j)
+    kernels::decode_values(codec, packed.subspan(j * words, words), piece(data, j));
   return all_to_all_figures(words, n, r, hosts) + all_gather_figures(words, n, r, hosts);
 }
 

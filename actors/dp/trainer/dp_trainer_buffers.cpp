@@ -61,8 +61,7 @@ std::span<const float> summed_model_buffers(const dp_trainer_state& st) {
 
 void adopt_model_buffers(dp_trainer_state& st) {
   if (st.model_buffers.empty()) return;
-  const auto meta =
-      std::span<const float>(*st.values).subspan(buffers_at(st), st.model_buffer_values);
+  const auto meta = summed_model_buffers(st);
   // Every member holds the same sum, so all keep their buffers alike when it is not finite
   // (a 0/1 Adam sync step goes on whatever one member's gradient was: not its buffers).
   if (!std::all_of(meta.begin(), meta.end(), [](float v) { return std::isfinite(v); })) return;

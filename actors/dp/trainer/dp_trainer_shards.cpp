@@ -5,10 +5,8 @@
 // member, are all-gathered after. A member holds the parameters (4 bytes a parameter), its
 // gradient (4) and its pieces' moments (8 / n with Adam, and 8 / n per backup), against 16 for
 // a replica. How a new generation agrees on the pieces: piece_agreement.cpp.
-#include <algorithm>
-#include <cmath>
-
 #include "actors/dp/trainer/dp_trainer_parts.hpp"
+#include "kernels/cpu/vector_ops.hpp"
 #include "troupe/error.hpp"
 
 namespace troupe::dp_parts {
@@ -39,8 +37,7 @@ void make_shard(dp_trainer_state& st, const group_start& job) {
 bool shard_sum_usable(const dp_trainer_state& st) {
   const auto grad = gradient(st);
   for (const auto& p : st.shard->pieces->held.front().pieces)
-    for (float g : grad.subspan(p.offset, p.count))
-      if (!std::isfinite(g) || std::fabs(g) > max_abs_gradient) return false;
+    if (kernels::first_beyond(grad.subspan(p.offset, p.count), max_abs_gradient)) return false;
   return true;
 }
 
@@ -69,10 +66,8 @@ void keep_pending_sums(dp_trainer_state& st) {
   if (!x.pending.empty()) return;  // kept already (st.values may be a new generation's now)
   if (x.summed_step != x.at_step + 1) {
     x.summed_step = 0;
-    x.pending.clear();
     return;
   }
-  x.pending.clear();
   const auto grad = gradient(st);
   for (const auto& h : x.held)
     for (const auto& p : h.pieces)

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "actors/bucket/elementwise_step.hpp"
 #include "actors/dp/trainer/dp_trainer_parts.hpp"
 #include "actors/dp/trainer/store_pieces.hpp"
 #include "kernels/cpu/vector_ops.hpp"
@@ -19,11 +20,8 @@ namespace {
 // The flat slice's name (never a tensor's: flat stores are never matched against the layout).
 const std::string flat_slice = "(flat)";
 
-bool elementwise(const optimizer_config& o, const dp_compression& compression) {
-  using kind = optimizer_config::kind;
-  const bool plain = o.type == kind::sgd || o.type == kind::momentum || o.type == kind::adam ||
-                     o.type == kind::adamw;
-  return plain && compression.adam == compressed_adam::none;
+bool flat_state(const optimizer_config& o, const dp_compression& compression) {
+  return elementwise(o) && compression.adam == compressed_adam::none;
 }
 
 // A checkpoint's store, restored as its parts came (restore_atom), in place of a new one.
@@ -54,7 +52,7 @@ caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
   // --zero-stage 1: the store holds the parameters only; each member's pieces of the
   // optimizer's state are in its shard (dp_trainer_shards.cpp).
   const auto optimizer = job.zero_stage > 0 ? parameters_only(job.optimizer) : job.optimizer;
-  st.flat_store = elementwise(optimizer, job.compression);
+  st.flat_store = flat_state(optimizer, job.compression);
   if (st.flat_store && st.layout->total > std::numeric_limits<uint32_t>::max())
     return make_error(errc::bad_configuration, "a model of over 4 G parameters");
   bucket_spec spec{0, 1, optimizer, {}};

@@ -19,8 +19,7 @@ std::vector<uint32_t> held_owners(const piece_cut& cut) {
   return out;
 }
 
-held_pieces cut_pieces(const std::vector<flat_range>& buckets, uint32_t size, uint32_t owner,
-                       const optimizer_config& optimizer) {
+held_pieces piece_ranges(const std::vector<flat_range>& buckets, uint32_t size, uint32_t owner) {
   held_pieces out;
   out.owner = owner;
   for (const auto& b : buckets) {
@@ -28,6 +27,12 @@ held_pieces cut_pieces(const std::vector<flat_range>& buckets, uint32_t size, ui
     out.pieces.push_back(shard_piece{b.offset + p.begin, p.count, out.total});
     out.total += p.count;
   }
+  return out;
+}
+
+held_pieces cut_pieces(const std::vector<flat_range>& buckets, uint32_t size, uint32_t owner,
+                       const optimizer_config& optimizer) {
+  auto out = piece_ranges(buckets, size, owner);
   const unsigned moments = moments_of(optimizer, std::nullopt);
   out.m.assign(moments >= 1 ? out.total : 0, 0.0f);
   out.v.assign(moments >= 2 ? out.total : 0, 0.0f);
@@ -43,9 +48,7 @@ std::span<float> part_of(std::vector<float>& all, const shard_piece& p) {
 }  // namespace
 
 caf::error step_held(piece_exchange& x, const sum_source& sum_of) {
-  using kind = optimizer_config::kind;
-  const auto type = x.optimizer.type;
-  if (type != kind::sgd && type != kind::momentum && type != kind::adam && type != kind::adamw)
+  if (!elementwise(x.optimizer))
     return make_error(errc::bad_configuration,
                       "sharded state takes element-wise optimizers only (sgd, momentum, adam, "
                       "adamw)");
@@ -241,20 +244,19 @@ caf::expected<std::shared_ptr<sync_result>> agree_on_pieces(collective& c, piece
   const unsigned moments = moments_of(x.optimizer, std::nullopt);
   for (uint32_t owner = 0; owner < old.size; ++owner) {
     const uint32_t root = sender[owner];
-    const held_pieces* mine = nullptr;  // the root's own copy
+    held_pieces* mine = nullptr;  // the root's own copy
     if (c.rank() == root)
-      for (const auto& h : x.held)
+      for (auto& h : x.held)
         if (h.owner == owner) mine = &h;
     if (c.rank() == root && !mine)
       return make_error(errc::job_failed, "a member lost track of the pieces it holds");
-    const auto pieces = cut_pieces(x.buckets, old.size, owner, optimizer_config{});
+    const auto pieces = piece_ranges(x.buckets, old.size, owner);
     for (const auto& p : pieces.pieces) {
       if (auto err = broadcast_all(c, x.params.subspan(p.offset, p.count), root, k)) return err;
       for (unsigned which = 0; which < moments; ++which) {
         std::span<float> values;
         if (mine) {
-          auto& all = const_cast<std::vector<float>&>(which == 0 ? mine->m : mine->v);
-          values = std::span<float>(all).subspan(p.at, p.count);
+          values = std::span<float>(which == 0 ? mine->m : mine->v).subspan(p.at, p.count);
         } else {
           scratch.resize(p.count);
           values = scratch;

@@ -52,8 +52,9 @@ struct piece_cut {
 // The owners whose pieces member `cut.rank` holds, its own first.
 std::vector<uint32_t> held_owners(const piece_cut& cut);
 
-// The pieces of `owner` in a cut of `size` over `buckets` (each a range of the flat values),
-// their moments at zero.
+// The pieces of `owner` in a cut of `size` over `buckets` (each a range of the flat values):
+// where they lie, without moments (piece_ranges), or with their moments at zero (cut_pieces).
+held_pieces piece_ranges(const std::vector<flat_range>& buckets, uint32_t size, uint32_t owner);
 held_pieces cut_pieces(const std::vector<flat_range>& buckets, uint32_t size, uint32_t owner,
                        const optimizer_config& optimizer);
 
