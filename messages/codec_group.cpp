@@ -135,7 +135,7 @@ caf::expected<group_start> decode<group_start>(const wire& w, const codec_limits
         x.zero_stage = in.getZeroStage();
         x.shard_backups = in.getShardBackups();
         if (x.accumulate == 0 || x.accumulate > 65536 || !(x.slowdown >= 1) || x.slowdown > 1000 ||
-            x.delay_ms > 60000 || x.zero_stage > 1 || x.shard_backups > 65536)
+            x.delay_ms > 60000 || x.zero_stage > 2 || x.shard_backups > 65536)
           return make_error(
               errc::malformed_message,
               "group start: accumulation, slowdown, delay or ZeRO stage out of range");

@@ -199,11 +199,13 @@ std::vector<flag_spec> data_parallel_flags() {
           "zero-stage", "S",
           "0: every member holds the optimizer's whole state (as DDP); 1: each holds its "
           "pieces of it (ZeRO stage 1): gradients are reduce-scattered, each member steps its "
-          "pieces and the parameters are all-gathered",
+          "pieces and the parameters are all-gathered; 2: in addition no member keeps a whole "
+          "gradient (ZeRO stage 2): each bucket is reduce-scattered from a reused buffer as "
+          "backward fills it",
           [](auto& o) -> auto& { return o.dp.zero_stage; }, scope::dp),
       number(
           "shard-backups", "N",
-          "--zero-stage 1: each member also keeps the pieces of the N members before it, "
+          "--zero-stage 1 or 2: each member also keeps the pieces of the N members before it, "
           "stepped alike, so that the group re-forms after losing up to N members at once "
           "(0: a loss fails the job)",
           [](auto& o) -> auto& { return o.dp.shard_backups; }, scope::dp),

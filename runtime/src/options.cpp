@@ -157,10 +157,10 @@ caf::error validate_zero_stage(const launch_options& o) {
                       fmt::format("--zero-stage {}: {}", o.dp.zero_stage, what));
   };
   if (o.dp.zero_stage == 0) return {};
-  if (o.dp.zero_stage > 1)
+  if (o.dp.zero_stage > 2)
     return make_error(errc::bad_configuration,
-                      fmt::format("--zero-stage must be 0 or 1, not {} (stage 2, sharded "
-                                  "gradients, is not built yet; stage 3 is out of scope)",
+                      fmt::format("--zero-stage must be 0, 1 or 2, not {} (stage 3, sharded "
+                                  "parameters, is out of scope)",
                                   o.dp.zero_stage));
   if (o.dp.adam != compressed_adam::none)
     return bad(fmt::format(
@@ -173,6 +173,10 @@ caf::error validate_zero_stage(const launch_options& o) {
         "--optimizer {} steps whole tensors, and a member holds pieces of them; use adam, adamw, "
         "momentum or sgd, or --zero-stage 0",
         o.optimizer == kind::dash ? "dash" : o.optimizer_rule));
+  if (o.dp.zero_stage == 2 && o.accumulate > 1)
+    return bad(
+        "--accumulate sums micro-batches into a whole gradient, which stage 2 does not keep; "
+        "use --zero-stage 1 (sharded optimizer state, one gradient buffer)");
   if (!o.checkpoint_dir.empty() || !o.resume.empty())
     return bad(
         "checkpoints of sharded state are not built yet: drop --checkpoint-dir and --resume, or "

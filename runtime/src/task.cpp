@@ -20,6 +20,19 @@ caf::expected<range_result> task_replica::gradient_range(std::span<const float>,
                     "run in --mode hybrid");
 }
 
+caf::expected<range_result> task_replica::gradient_range_streamed(std::span<const float>, uint32_t,
+                                                                  uint64_t, uint32_t,
+                                                                  const gradient_put&) {
+  return make_error(errc::bad_configuration, "this task does not stream its gradient");
+}
+
+caf::expected<range_result> task_replica::gradient_range_streamed(std::span<const float>,
+                                                                  sparse_rows_view&, uint32_t,
+                                                                  uint64_t, uint32_t,
+                                                                  const gradient_put&) {
+  return make_error(errc::bad_configuration, "this task does not stream its gradient with rows");
+}
+
 caf::expected<float> range_replica::gradient(std::span<const float> params, uint32_t epoch,
                                              uint64_t batch, std::span<float> grad) {
   auto done = gradient_range(params, epoch, batch * batch_, batch_, grad, {});

@@ -1,7 +1,8 @@
-// Sharded optimizer state (--zero-stage 1) in data-parallel jobs of the Fashion-MNIST MLP, in
-// one process: stage 1 computes what stage 0 does step for step (Adam and SGD, uneven pieces
-// of many buckets, a model of 80 MB, with --accumulate and --balance), a NaN or a sum too large
-// to apply on one member's piece is skipped by every member, and bf16 halves the bytes.
+// Sharded optimizer state (--zero-stage 1) and sharded gradients (--zero-stage 2) in
+// data-parallel jobs of the Fashion-MNIST MLP, in one process: stages 1 and 2 compute what
+// stage 0 does step for step (Adam and SGD, uneven pieces of many buckets, a model of 80 MB,
+// with --balance, and stage 1 with --accumulate), a NaN or a sum too large to apply on one
+// member's piece is skipped by every member, and bf16 halves the bytes.
 #define BOOST_TEST_MODULE dp_zero
 #include <boost/test/unit_test.hpp>
 
@@ -21,40 +22,43 @@ BOOST_TEST_GLOBAL_FIXTURE(ignore_sigpipe);
 
 namespace {
 
-// Stage 0's and stage 1's runs of the same job (with --shard-backups 0 and 1) agree within
-// 1e-5 of the parameters' norm, and each finished every step with equal replicas.
+// Stage 0's run and each of `stages`' runs of the same job (with --shard-backups 0 and 1)
+// agree within 1e-5 of the parameters' norm, and each finished every step with equal replicas.
 void expect_same_steps(std::shared_ptr<const training_task> task, uint32_t workers, uint32_t batch,
-                       const std::vector<std::string>& flags) {
+                       const std::vector<std::string>& flags,
+                       const std::vector<std::string>& stages = {"1", "2"}) {
   const auto whole = run_dp(task, workers, batch, flags);
   BOOST_TEST_REQUIRE(whole.finished);
   BOOST_TEST(json_number(whole.report, "zero_stage").value_or(1) == 0);
   const double bytes = json_number(whole.report, "allreduce_bytes").value_or(0);
-  for (const char* backups : {"0", "1"}) {
-    BOOST_TEST_CONTEXT("--shard-backups " << backups) {
-      auto sharded_flags = flags;
-      sharded_flags.insert(sharded_flags.end(), {"--zero-stage", "1", "--shard-backups", backups});
-      const auto sharded = run_dp(task, workers, batch, sharded_flags);
-      for (const auto* run : {&whole, &sharded}) {
-        BOOST_TEST_REQUIRE(run->finished);
-        BOOST_TEST(json_number(run->report, "checksum_mismatches").value_or(1) == 0);
-        BOOST_TEST(json_number(run->report, "skipped_steps").value_or(1) == 0);
+  for (const auto& stage : stages)
+    for (const char* backups : {"0", "1"}) {
+      BOOST_TEST_CONTEXT("--zero-stage " << stage << " --shard-backups " << backups) {
+        auto sharded_flags = flags;
+        sharded_flags.insert(sharded_flags.end(),
+                             {"--zero-stage", stage, "--shard-backups", backups});
+        const auto sharded = run_dp(task, workers, batch, sharded_flags);
+        for (const auto* run : {&whole, &sharded}) {
+          BOOST_TEST_REQUIRE(run->finished);
+          BOOST_TEST(json_number(run->report, "checksum_mismatches").value_or(1) == 0);
+          BOOST_TEST(json_number(run->report, "skipped_steps").value_or(1) == 0);
+        }
+        BOOST_TEST(json_number(sharded.report, "steps").value_or(0) ==
+                   json_number(whole.report, "steps").value_or(-1));
+        BOOST_TEST(json_number(sharded.report, "zero_stage").value_or(0) == std::stod(stage));
+        BOOST_TEST_REQUIRE(sharded.params.size() == whole.params.size());
+        BOOST_TEST(relative_difference(sharded.params, whole.params) <= 1e-5);
+        // An allreduce's bytes over a reduce-scatter and an all-gather (+ the meta's few); a
+        // backup doubles what the reduce-scatter sends.
+        const double sent = json_number(sharded.report, "allreduce_bytes").value_or(0);
+        BOOST_TEST(sent <= (backups[0] == '0' ? 1.01 : 1.51) * bytes);
       }
-      BOOST_TEST(json_number(sharded.report, "steps").value_or(0) ==
-                 json_number(whole.report, "steps").value_or(-1));
-      BOOST_TEST(json_number(sharded.report, "zero_stage").value_or(0) == 1);
-      BOOST_TEST_REQUIRE(sharded.params.size() == whole.params.size());
-      BOOST_TEST(relative_difference(sharded.params, whole.params) <= 1e-5);
-      // An allreduce's bytes over a reduce-scatter and an all-gather (+ the meta's few); a
-      // backup doubles what the reduce-scatter sends.
-      const double sent = json_number(sharded.report, "allreduce_bytes").value_or(0);
-      BOOST_TEST(sent <= (backups[0] == '0' ? 1.01 : 1.51) * bytes);
     }
-  }
 }
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(stage_one_takes_the_steps_of_stage_zero_with_adam_and_sgd) {
+BOOST_AUTO_TEST_CASE(stages_one_and_two_take_the_steps_of_stage_zero_with_adam_and_sgd) {
   // Three members: a bucket's pieces are uneven; buckets of 0.05 MiB: many of them.
   auto task = fmnist_task_of();
   expect_same_steps(task, 3, 43, {"--bucket-mb", "0.05", "--checksum-every", "1"});
@@ -63,13 +67,13 @@ BOOST_AUTO_TEST_CASE(stage_one_takes_the_steps_of_stage_zero_with_adam_and_sgd) 
                     {"--optimizer", "adamw", "--weight-decay", "0.01", "--checksum-every", "5"});
 }
 
-BOOST_AUTO_TEST_CASE(stage_one_accumulates_and_balances_as_stage_zero) {
+BOOST_AUTO_TEST_CASE(stage_one_accumulates_and_both_balance_as_stage_zero) {
   auto task = fmnist_task_of();
-  expect_same_steps(task, 2, 32, {"--accumulate", "2"});
+  expect_same_steps(task, 2, 32, {"--accumulate", "2"}, {"1"});  // (stage 2 refuses it)
   expect_same_steps(task, 2, 64, {"--balance", "--worker-slowdown", "1:2"});
 }
 
-BOOST_AUTO_TEST_CASE(stage_one_trains_a_model_of_80_megabytes_as_stage_zero) {
+BOOST_AUTO_TEST_CASE(stages_one_and_two_train_a_model_of_80_megabytes_as_stage_zero) {
   // 784-4096-4096-10: 20 M parameters (80 MB), 4 steps of 2 members.
   auto made = fmnist::make_fmnist_task(data_dir, 4 * 64, 200, {4096, 4096});
   BOOST_TEST_REQUIRE(bool(made));
@@ -79,23 +83,31 @@ BOOST_AUTO_TEST_CASE(stage_one_trains_a_model_of_80_megabytes_as_stage_zero) {
 
 BOOST_AUTO_TEST_CASE(a_nan_on_one_member_is_skipped_by_every_member_of_a_sharded_group) {
   auto task = std::make_shared<poisoned_task>(fmnist_task_of(), 5 * 128 + 100);
-  const auto run = run_dp(task, 2, 64, {"--checksum-every", "1", "--zero-stage", "1"});
-  BOOST_TEST_REQUIRE(run.finished);
-  BOOST_TEST(json_number(run.report, "skipped_steps").value_or(0) == 1);
-  BOOST_TEST(json_number(run.report, "steps").value_or(0) == 20);
-  BOOST_TEST(json_number(run.report, "checksum_mismatches").value_or(1) == 0);
-  for (float v : run.params) BOOST_TEST_REQUIRE(std::isfinite(v));
+  for (const char* stage : {"1", "2"}) {
+    BOOST_TEST_CONTEXT("--zero-stage " << stage) {
+      const auto run = run_dp(task, 2, 64, {"--checksum-every", "1", "--zero-stage", stage});
+      BOOST_TEST_REQUIRE(run.finished);
+      BOOST_TEST(json_number(run.report, "skipped_steps").value_or(0) == 1);
+      BOOST_TEST(json_number(run.report, "steps").value_or(0) == 20);
+      BOOST_TEST(json_number(run.report, "checksum_mismatches").value_or(1) == 0);
+      for (float v : run.params) BOOST_TEST_REQUIRE(std::isfinite(v));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_sum_too_large_for_one_members_piece_is_skipped_by_every_member) {
   // Finite on the member, above the optimizer's bound once summed: only the member whose piece
   // holds it sees that, and it tells the others in the meta.
   auto task = std::make_shared<poisoned_task>(fmnist_task_of(), 5 * 128 + 100, 1e20f);
-  const auto run = run_dp(task, 3, 43, {"--checksum-every", "1", "--zero-stage", "1"});
-  BOOST_TEST_REQUIRE(run.finished);
-  BOOST_TEST(json_number(run.report, "skipped_steps").value_or(0) == 1);
-  BOOST_TEST(json_number(run.report, "checksum_mismatches").value_or(1) == 0);
-  for (float v : run.params) BOOST_TEST_REQUIRE(std::isfinite(v));
+  for (const char* stage : {"1", "2"}) {
+    BOOST_TEST_CONTEXT("--zero-stage " << stage) {
+      const auto run = run_dp(task, 3, 43, {"--checksum-every", "1", "--zero-stage", stage});
+      BOOST_TEST_REQUIRE(run.finished);
+      BOOST_TEST(json_number(run.report, "skipped_steps").value_or(0) == 1);
+      BOOST_TEST(json_number(run.report, "checksum_mismatches").value_or(1) == 0);
+      for (float v : run.params) BOOST_TEST_REQUIRE(std::isfinite(v));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bf16_halves_what_the_reduce_scatter_sends) {

@@ -358,6 +358,7 @@ allreduce_group_actor::behavior_type allreduce_group(
           st.backend.reset();  // closes its connections: the other members fail at once too
           return std::move(summed.error());
         }
+        if (order->summed) order->summed();
         reduce_done done;
         done.seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();

@@ -63,6 +63,9 @@ struct reduce_order {
   error_feedback errors;
   reduce_op op = reduce_op::allreduce;
   uint32_t copies = 1;  // reduce_scatter: the pieces this member sums (its own, its backups')
+  // Called on the group's thread once the values are summed (not when the collective failed),
+  // before the reply: --zero-stage 2 copies its pieces' sums out of a bucket buffer it reuses.
+  std::function<void()> summed;
 };
 
 // A member's state in the agreement after a generation forms (allreduce_group's sync), moved

@@ -115,7 +115,9 @@ void size_buffers(dp_trainer_state& st) {
   const auto& job = *st.job;
   st.meta_len = meta_size + job.size + st.model_buffer_values;
   st.values.reset();  // (a reduce order still in flight keeps the old one until it is done)
-  st.values = std::make_shared<std::vector<float>>(st.meta_len + st.layout->total, 0.0f);
+  const bool streamed = st.shard && st.shard->streamed;  // (its gradient is in buckets)
+  st.values =
+      std::make_shared<std::vector<float>>(st.meta_len + (streamed ? 0 : st.layout->total), 0.0f);
   auto f = std::make_shared<feedback_buffers>();
   const bool onebit = job.compression.adam != compressed_adam::none;
   f->worker.assign(onebit ? st.layout->total : 0, 0.0f);
@@ -302,6 +304,7 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes, full_precision);
   find_model_buffers(st);
   if (job.zero_stage > 0) make_shard(st, job);
+  if (job.zero_stage > 1) make_streamed(st);
   if (st.table_buckets) st.tables = config.task->sparse_tables();  // --mode hybrid
   if (job.compression.adam != compressed_adam::none) {
     if (job.optimizer.type != optimizer_config::kind::adam)

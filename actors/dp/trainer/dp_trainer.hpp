@@ -31,6 +31,7 @@
 #include "actors/bucket/bucket_store.hpp"
 #include "actors/dp/compression/adam_replica.hpp"
 #include "actors/dp/trainer/allreduce_group.hpp"
+#include "actors/dp/trainer/bucket_buffers.hpp"
 #include "actors/dp/trainer/dp_schedule.hpp"
 #include "actors/dp/trainer/piece_agreement.hpp"
 #include "actors/supervision/failure/coordinator_link.hpp"
@@ -70,10 +71,24 @@ enum step_meta : size_t {
   meta_size = 4
 };
 
+// --zero-stage 2 (dp_trainer_streamed.cpp): no whole gradient; each tensor's is put into the
+// buffer of its bucket (a few, reused: bucket_buffers) as backward finishes it, and each
+// bucket's sums of the pieces held are copied out (into the pieces' pending sums) once
+// reduce-scattered, and its buffer reused.
+struct streamed_gradient {
+  std::shared_ptr<bucket_buffers> pool;
+  std::vector<std::shared_ptr<bucket_buffers::lease>> leases;  // per bucket, while it fills
+  std::vector<bool> put;             // per tensor: put in the step in flight
+  std::vector<float> model_buffers;  // the buffer tensors' values put, in st.model_buffers order
+  std::vector<uint64_t> buffer_at;   // per tensor: where a buffer's values are in model_buffers
+  std::vector<float> whole;  // a task that does not stream: its whole gradient, put from here
+  caf::error failed;         // a put not taken (the step fails with it)
+};
+
 // --zero-stage 1 (dp_trainer_shards.cpp): this member's pieces of the optimizer's state (its own
 // and, with --shard-backups, the ones it keeps for others; piece_agreement.hpp), which it
 // steps in place in the parameters from their sums, which the reduce-scatter leaves in place
-// in the step's gradient.
+// in the step's gradient (or, under --zero-stage 2, copies into the pieces' pending sums).
 struct sharded_state {
   // The pieces, their step and what a roll forward needs; with the group during an agreement.
   std::shared_ptr<piece_exchange> pieces;
@@ -82,6 +97,7 @@ struct sharded_state {
   // store, shared with the orders that write into it (taken back into st.optimizer after).
   std::shared_ptr<bucket_store> borrowed;
   enum class phase : uint8_t { reducing, meta, gathering } now = phase::reducing;
+  std::optional<streamed_gradient> streamed;  // --zero-stage 2: the sums are in pieces->pending
 };
 
 // A generation's error-feedback buffers of 1-bit sums (shared with the reduce orders, as the

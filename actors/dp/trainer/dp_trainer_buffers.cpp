@@ -39,10 +39,12 @@ bool send_model_buffers(dp_trainer_state& st, std::span<float> grad, bool comput
   auto meta = std::span<float>(*st.values).subspan(buffers_at(st), st.model_buffer_values);
   const bool first = st.job->rank == 0;
   const std::span<const float> before(st.params);
+  const bool put_aside = st.shard && st.shard->streamed;  // (--zero-stage 2)
   size_t at = 0;
   for (const auto& b : st.model_buffers) {
     auto out = meta.subspan(at, b.count);
-    auto values = grad.subspan(b.offset, b.count);
+    auto values = put_aside ? streamed_model_buffers(st).subspan(at, b.count)
+                            : grad.subspan(b.offset, b.count);
     if (!first)
       std::fill(out.begin(), out.end(), 0.0f);
     else if (computed)

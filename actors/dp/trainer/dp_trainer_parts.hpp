@@ -69,12 +69,30 @@ void took_step(dp_trainer_state& st, bool applied);
 // A step broke: the sums of its held pieces, if complete, are kept for a roll forward.
 void keep_pending_sums(dp_trainer_state& st);
 
+// -- dp_trainer_streamed.cpp: --zero-stage 2, the gradient put into reused bucket buffers
+// Makes the member's bucket buffers (after make_shard and find_model_buffers).
+void make_streamed(dp_trainer_state& st);
+// This member's share's gradient, each tensor put into its buckets' buffers as the task
+// finishes it and then told to `tell` (the tensors not put are zeros); the pieces' pending
+// sums sized for the step. Returns the share's mean loss.
+caf::expected<double> streamed_share_gradient(self_ptr self, const dp_trainer_config& config,
+                                              example_range share, uint32_t epoch,
+                                              const std::function<void(size_t)>& tell);
+// Bucket b's values, in the buffer they were put in.
+std::span<float> streamed_bucket(dp_trainer_state& st, size_t b);
+// Bucket b's order (its data set) takes its buffer, and copies the sums of the pieces held
+// out of it once summed, on the group's thread.
+void hand_over_bucket(dp_trainer_state& st, size_t b, reduce_order& order);
+// The model buffers' values put in the step in flight, one after another.
+std::span<float> streamed_model_buffers(dp_trainer_state& st);
+
 // -- dp_trainer_buffers.cpp: the model's buffers (tensor_spec::buffer), which follow DDP
 // Finds the layout's buffer tensors (st.model_buffers, st.is_model_buffer), before size_buffers.
 void find_model_buffers(dp_trainer_state& st);
 // After the share's forward and backward: the buffers' new values leave `grad` (the optimizer
-// sees zeros there); member 0 puts its own into the step's meta (its values before the step
-// when it computed no examples), the others zeros. False when member 0's are not finite.
+// sees zeros there; under --zero-stage 2 they were put aside and `grad` is empty); member 0 puts
+// its own into the step's meta (its values before the step when it computed no examples), the
+// others zeros. False when member 0's are not finite.
 bool send_model_buffers(dp_trainer_state& st, std::span<float> grad, bool computed);
 // The model's buffers in the step's summed meta (member 0's).
 std::span<const float> summed_model_buffers(const dp_trainer_state& st);

@@ -35,8 +35,12 @@ void make_shard(dp_trainer_state& st, const group_start& job) {
 }
 
 bool shard_sum_usable(const dp_trainer_state& st) {
+  const auto& x = *st.shard->pieces;
+  if (st.shard->streamed)  // (the own pieces' sums come first)
+    return !kernels::first_beyond(std::span<const float>(x.pending).first(x.held.front().total),
+                                  max_abs_gradient);
   const auto grad = gradient(st);
-  for (const auto& p : st.shard->pieces->held.front().pieces)
+  for (const auto& p : x.held.front().pieces)
     if (kernels::first_beyond(grad.subspan(p.offset, p.count), max_abs_gradient)) return false;
   return true;
 }
@@ -44,6 +48,14 @@ bool shard_sum_usable(const dp_trainer_state& st) {
 void step_shard_bucket(dp_trainer_state& st, size_t bucket) {
   auto& x = *st.shard->pieces;
   x.params = st.params;
+  if (st.shard->streamed) {
+    const auto bases = pending_bases(x);
+    return step_held_bucket(
+        x, x.version + 1, bucket, [&](const held_pieces& h, const shard_piece& p) {
+          return std::span<const float>(
+              pending_sum(x, bases, static_cast<size_t>(&h - x.held.data()), p));
+        });
+  }
   step_held_bucket(x, x.version + 1, bucket, [&](const held_pieces&, const shard_piece& p) {
     return gradient(st).subspan(p.offset, p.count);
   });
@@ -63,11 +75,13 @@ void took_step(dp_trainer_state& st, bool applied) {
 
 void keep_pending_sums(dp_trainer_state& st) {
   auto& x = *st.shard->pieces;
-  if (!x.pending.empty()) return;  // kept already (st.values may be a new generation's now)
   if (x.summed_step != x.at_step + 1) {
     x.summed_step = 0;
+    if (st.shard->streamed) x.pending.clear();  // (sums of an unfinished step)
     return;
   }
+  // Kept already (st.values may be a new generation's now), or (--zero-stage 2) summed there.
+  if (!x.pending.empty()) return;
   const auto grad = gradient(st);
   for (const auto& h : x.held)
     for (const auto& p : h.pieces)

@@ -39,6 +39,7 @@ void compute_and_send(self_ptr self, const dp_trainer_config& config, example_ra
 // bucket (the first tensors) also carries the meta, unless the sum is sharded (the meta then
 // goes alone, once every bucket is summed: send_meta).
 std::span<float> bucket_values(dp_trainer_state& st, size_t b) {
+  if (st.shard && st.shard->streamed) return streamed_bucket(st, b);
   const auto& bucket = st.buckets[b];
   const size_t begin = bucket.begin == 0 && !st.shard ? 0 : st.meta_len + bucket.begin;
   return std::span<float>(*st.values).subspan(begin, st.meta_len + bucket.end - begin);
@@ -138,6 +139,7 @@ void send_bucket(self_ptr self, const dp_trainer_config& config, size_t b) {
   if (st.shard) {  // the sums of the pieces we hold, in place
     order->op = reduce_op::reduce_scatter;
     order->copies = static_cast<uint32_t>(st.shard->pieces->held.size());
+    if (st.shard->streamed) hand_over_bucket(st, b, *order);
   }
   if (order->codec == wire_codec::onebit) {
     auto& f = *st.feedback;
@@ -353,7 +355,14 @@ void compute_and_send(self_ptr self, const dp_trainer_config& config, example_ra
   auto grad = std::span<float>(*st.values).subspan(st.meta_len);
   double loss = 0;
   const auto began = clock_type::now();
-  if (share.count == 0) {
+  if (st.shard && st.shard->streamed) {  // (--zero-stage 2: no whole gradient)
+    config.coordinator->activity().set(config.name, fmt::format("step {}", st.step + 1),
+                                       "user code: gradient");
+    auto done = streamed_share_gradient(self, config, share, epoch,
+                                        [=](size_t t) { tensor_ready(self, config, t); });
+    if (!done) return fail(self, config, "computing the gradient", done.error());
+    loss = *done;
+  } else if (share.count == 0) {
     std::fill(grad.begin(), grad.end(), 0.0f);
   } else {
     config.coordinator->activity().set(config.name, fmt::format("step {}", st.step + 1),

@@ -47,6 +47,17 @@ std::span<float> part_of(std::vector<float>& all, const shard_piece& p) {
 
 }  // namespace
 
+std::vector<uint64_t> pending_bases(const piece_exchange& x) {
+  std::vector<uint64_t> bases;
+  for (uint64_t at = 0; const auto& h : x.held) bases.push_back(at), at += h.total;
+  return bases;
+}
+
+std::span<float> pending_sum(piece_exchange& x, const std::vector<uint64_t>& bases, size_t h,
+                             const shard_piece& p) {
+  return std::span<float>(x.pending).subspan(bases[h] + p.at, p.count);
+}
+
 caf::error step_held(piece_exchange& x, const sum_source& sum_of) {
   if (!elementwise(x.optimizer))
     return make_error(errc::bad_configuration,
@@ -155,11 +166,9 @@ caf::error roll_forward(collective& c, piece_exchange& x, uint32_t source, bool 
     if (auto err = c.broadcast(values, source, k.call())) return err;
   if (!rolls) return {};
   if (applied) {
-    std::vector<size_t> base;  // where each holder's sums begin in x.pending
-    for (size_t at = 0; const auto& h : x.held) base.push_back(at), at += h.total;
+    const auto bases = pending_bases(x);
     if (auto err = step_held(x, [&](const held_pieces& h, const shard_piece& p) {
-          const size_t i = static_cast<size_t>(&h - x.held.data());
-          return std::span<const float>(x.pending).subspan(base[i] + p.at, p.count);
+          return pending_sum(x, bases, static_cast<size_t>(&h - x.held.data()), p);
         }))
       return err;
     size_t at = 0;

@@ -80,6 +80,12 @@ struct piece_exchange {
   piece_cut next;                      // the new generation's cut, for this member
 };
 
+// Where each held owner's sums begin in x.pending (x.held order); and the sums of holder
+// `h`'s piece `p` there.
+std::vector<uint64_t> pending_bases(const piece_exchange& x);
+std::span<float> pending_sum(piece_exchange& x, const std::vector<uint64_t>& bases, size_t h,
+                             const shard_piece& p);
+
 // Steps every held piece by its sum (`sum_of` says where it is) at rate `x.optimizer.lr` as
 // update x.version + 1, in place in the parameters: a member's step and a roll forward alike.
 // bad_configuration for an optimizer that is not element-wise (nothing is stepped then).

@@ -60,6 +60,12 @@ struct range_result {
 // first, so that their allreduce can start while the rest of backward runs.
 using gradient_ready = std::function<void(size_t index)>;
 
+// Told, from inside gradient_range_streamed(), the final gradient of tensor `index` (a buffer's
+// value after the forward pass), its whole size; it is copied before the call returns, so the
+// task may free its own copy then (FSDP frees .grad so). Called once per tensor, on the
+// thread that called gradient_range_streamed(); a tensor never put counts as zeros.
+using gradient_put = std::function<void(size_t index, std::span<const float> gradient)>;
+
 struct evaluation {
   double accuracy = 0;
   double loss = 0;
@@ -87,6 +93,23 @@ class task_replica {
                                                      uint64_t first, uint32_t count,
                                                      std::span<float> grad,
                                                      const gradient_ready& ready = {});
+
+  // Data-parallel jobs under --zero-stage 2, where no member holds a whole gradient: as
+  // gradient_range(), but each tensor's gradient handed to `put` as backward finishes it (the
+  // task frees its own copy after). A task that does so says it in streams_gradients(); for
+  // any other, the trainer computes the whole gradient with gradient_range() into a vector of
+  // its own and puts it from there (right, without the memory saving). The rows version: the
+  // same for --mode hybrid. The defaults: errc::bad_configuration.
+  virtual bool streams_gradients() const { return false; }
+  virtual caf::expected<range_result> gradient_range_streamed(std::span<const float> params,
+                                                              uint32_t epoch, uint64_t first,
+                                                              uint32_t count,
+                                                              const gradient_put& put);
+  virtual caf::expected<range_result> gradient_range_streamed(std::span<const float> params,
+                                                              sparse_rows_view& rows,
+                                                              uint32_t epoch, uint64_t first,
+                                                              uint32_t count,
+                                                              const gradient_put& put);
 
   // Tasks with sparse tables: the ids of the rows batch `batch` of `epoch` reads, per table
   // (sorted, unique). The default reads none.
