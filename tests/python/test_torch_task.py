@@ -507,9 +507,10 @@ class ModelBuffers(unittest.TestCase):
                         "--lr", "0.1", "--seed", "3", "--batch", "16", *args], cwd, script)
 
     def test_dp_takes_the_first_members_buffers_each_step_as_ddp_does(self):
-        # whether the optimizer's state is whole on each member or sharded (--zero-stage 1)
+        # whether the optimizer's state is whole on each member or sharded (--zero-stage 1),
+        # and the gradient too, put tensor by tensor (--zero-stage 2)
         expected = ddp_reference(self.task, 3, 2, 2, 16, 0.1)
-        for stage in ("0", "1"):
+        for stage in ("0", "1", "2"):
             with self.subTest(zero_stage=stage), tempfile.TemporaryDirectory() as cwd:
                 code, out, report = self.run_bn(cwd, ["--mode", "dp", "--workers", "2",
                                                       "--epochs", "2", "--zero-stage", stage])

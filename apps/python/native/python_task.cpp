@@ -99,8 +99,8 @@ void release_python(py::object& object) {
 
 class python_replica : public range_replica {
  public:
-  python_replica(py::object replica, uint32_t batch, size_t tables)
-      : range_replica(batch), replica_(std::move(replica)), tables_(tables) {}
+  python_replica(py::object replica, uint32_t batch, size_t tables, bool streams)
+      : range_replica(batch), replica_(std::move(replica)), tables_(tables), streams_(streams) {}
   ~python_replica() override { release_python(replica_); }
 
   caf::expected<range_result> gradient_range(std::span<const float> params, uint32_t epoch,
@@ -117,6 +117,22 @@ class python_replica : public range_replica {
     });
     if (ready) relay->close(bool(out));
     return checked(std::move(out), count);
+  }
+
+  // --zero-stage 2: the replica's gradient_range_streamed, when it has one, hands each tensor's
+  // gradient to a put of ours (copied before the put returns, the GIL released meanwhile).
+  bool streams_gradients() const override { return streams_; }
+  caf::expected<range_result> gradient_range_streamed(std::span<const float> params, uint32_t epoch,
+                                                      uint64_t first, uint32_t count,
+                                                      const gradient_put& put) override {
+    return streamed(params, nullptr, epoch, first, count, put);
+  }
+  caf::expected<range_result> gradient_range_streamed(std::span<const float> params,
+                                                      sparse_rows_view& rows, uint32_t epoch,
+                                                      uint64_t first, uint32_t count,
+                                                      const gradient_put& put) override {
+    if (rows_error_) return std::exchange(rows_error_, caf::error{});
+    return streamed(params, &rows, epoch, first, count, put);
   }
 
   // Tables (ps and hybrid jobs): the rows a range reads, then its gradient with them. An
@@ -146,6 +162,33 @@ class python_replica : public range_replica {
   }
 
  private:
+  caf::expected<range_result> streamed(std::span<const float> params, sparse_rows_view* rows,
+                                       uint32_t epoch, uint64_t first, uint32_t count,
+                                       const gradient_put& put) {
+    auto relay = std::make_shared<put_relay>(put);
+    auto out = guarded("the task's gradient_range_streamed", [&] {
+      auto take = py::cpp_function([relay](size_t tensor, py::buffer values) {
+        const auto info = values.request();
+        if (info.format != py::format_descriptor<float>::format() || info.ndim != 1 ||
+            info.strides[0] != static_cast<py::ssize_t>(sizeof(float)))
+          throw std::invalid_argument("put takes a 1-D contiguous float32 buffer");
+        const std::span<const float> gradient(static_cast<const float*>(info.ptr),
+                                              static_cast<size_t>(info.shape[0]));
+        py::gil_scoped_release unlocked;  // (the put may wait for a bucket buffer)
+        relay->put(tensor, gradient);
+      });
+      py::object with_rows = py::none();
+      if (rows) with_rows = rows_for_python(*rows, true);
+      py::tuple r = replica_.attr("gradient_range_streamed")(view_of(params), epoch, first, count,
+                                                             take, with_rows);
+      if (r.size() != 2)
+        throw std::runtime_error("gradient_range_streamed must return (loss, count)");
+      return range_result{r[0].cast<double>(), r[1].cast<uint64_t>()};
+    });
+    relay->close(bool(out));
+    return checked(std::move(out), count);
+  }
+
   static caf::expected<range_result> checked(caf::expected<range_result> out, uint32_t count) {
     if (out && out->count > count)
       return failed("the task's gradient_range",
@@ -155,6 +198,7 @@ class python_replica : public range_replica {
 
   py::object replica_;
   size_t tables_;
+  bool streams_;           // the replica has gradient_range_streamed
   caf::error rows_error_;  // from the last rows_of_range, for the gradient that follows
 };
 
@@ -192,11 +236,13 @@ class python_task : public training_task {
 
   caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t batch,
                                                             uint64_t seed) const override {
-    auto replica =
-        guarded("the task's make_replica", [&] { return task_.attr("make_replica")(batch, seed); });
+    auto replica = guarded("the task's make_replica", [&] {
+      auto made = task_.attr("make_replica")(batch, seed);
+      return std::make_pair(made, py::hasattr(made, "gradient_range_streamed"));
+    });
     if (!replica) return std::move(replica.error());
     return std::unique_ptr<task_replica>(
-        new python_replica(std::move(*replica), batch, tables_.size()));
+        new python_replica(std::move(replica->first), batch, tables_.size(), replica->second));
   }
 
   evaluation evaluate(std::span<const float> params) const override {

@@ -15,7 +15,10 @@ class ReplicaProtocol(Protocol):
                        grad: memoryview, ready: Optional[Callable[[int], None]],
                        rows: Optional[Sequence[Any]] = None) -> Tuple[float, int]:
         """The mean gradient of examples first .. first + count - 1 of `epoch`'s order into
-        `grad`; returns (mean loss, examples used)."""
+        `grad`; returns (mean loss, examples used). A replica may also have
+        gradient_range_streamed(params, epoch, first, count, put, rows=None), which hands each
+        tensor's gradient to put(i, values) (a 1-D float32 buffer, copied at once) instead
+        (--zero-stage 2: no whole gradient is held; TorchTask's replicas have it)."""
 
     def rows_of_range(self, epoch: int, first: int, count: int) -> Sequence[Any]:
         """Per table, the sorted unique int64 ids the range reads (a model with tables)."""

@@ -413,8 +413,10 @@ class _Replica:
         if step["told"][i]:
             return
         step["told"][i] = True
-        at, n = self.model.offsets[i], self.model.sizes[i]
         t = self.model.tensors[i]
+        if step["put"] is not None:
+            return self._put(i, t, step["put"])
+        at, n = self.model.offsets[i], self.model.sizes[i]
         target = step["grad"][at:at + n]
         if i < self.model.first_param:
             target.copy_(t.detach().reshape(-1))
@@ -424,6 +426,20 @@ class _Replica:
             target.copy_(t.grad.reshape(-1))
         if step["ready"] is not None:
             step["ready"](i)
+
+    def _put(self, i, t, put):
+        """Tensor i's gradient (a buffer's value) handed to Troupe, which copies it; a
+        parameter's .grad is freed then (as FSDP's hooks do). A parameter backward did not
+        reach is not put (Troupe counts it as zeros)."""
+        if i < self.model.first_param:
+            values = t.detach()
+        elif t.grad is None:
+            return
+        else:
+            values = t.grad.detach()
+        put(i, values.reshape(-1).to("cpu", torch.float32).contiguous().numpy())
+        if i >= self.model.first_param:
+            t.grad = None
 
     def rows_of_range(self, epoch, first, count):
         """The ids each table reads for examples first .. first + count - 1 of `epoch`."""
@@ -437,20 +453,35 @@ class _Replica:
         into `grad`; returns (mean loss, examples used). A model with tables gets `rows`:
         (ids, values, grads) buffers per table, the rows rows_of_range named, and adds their
         gradients into grads."""
-        grad = torch.frombuffer(grad, dtype=torch.float32)
+        return self._range(params, epoch, first, count, torch.frombuffer(grad, dtype=torch.float32),
+                           ready, None, rows)
+
+    def gradient_range_streamed(self, params, epoch, first, count, put, rows=None):
+        """As gradient_range (--zero-stage 2), without Troupe's gradient buffer: each tensor's
+        gradient goes to put(i, values) as backward finishes it, and its .grad is freed, so the
+        replica holds a few tensors' gradients at once, not the model's (from its second step:
+        the first counts the accumulations, and puts after backward)."""
+        return self._range(params, epoch, first, count, None, None, put, rows)
+
+    def _range(self, params, epoch, first, count, grad, ready, put, rows):
         if self.model.tables and rows is None:
             raise RuntimeError("TorchTask: this model has troupe.Tables: it runs in --mode ps "
                                "or --mode hybrid, not --mode dp")
         examples, _ = self._examples(epoch, first, count)
         if examples is None:
-            grad.zero_()
+            if grad is not None:
+                grad.zero_()
             return (0.0, 0)
         *inputs, targets = self.model.to_device(examples)
         self.model.load(torch.frombuffer(params, dtype=torch.float32))
         leaves = self.model.hold(rows or [], grad=True)
-        self.model.bind_grads(grad)
+        if grad is not None:
+            self.model.bind_grads(grad)
+        else:
+            for p in self.model.params:
+                p.grad = None
         try:
-            loss = self._backward(inputs, targets, grad, ready)
+            loss = self._backward(inputs, targets, grad, ready, put)
         finally:
             self.model.release()
             for p in self.model.params:  # no view of Troupe's buffer outlives the call
@@ -460,13 +491,15 @@ class _Replica:
                 _floats(grads).add_(values.grad.reshape(-1).cpu())
         return (float(loss), len(targets))
 
-    def _backward(self, inputs, targets, grad, ready):
+    def _backward(self, inputs, targets, grad, ready, put):
         """Forward and backward of one range, each parameter's gradient into `grad` (told to
-        `ready` as it is final, once the first step has counted the accumulations)."""
+        `ready` as it is final, once the first step has counted the accumulations), or to
+        `put`."""
         k = len(self.model.tensors)
-        overlap = self.task.overlap and ready is not None and self.uses is not None
+        final = ready if put is None else put
+        overlap = self.task.overlap and final is not None and self.uses is not None
         self.step = {"fired": [0] * k, "told": [False] * k, "grad": grad, "ready": ready,
-                     "overlap": overlap}
+                     "put": put, "overlap": overlap}
         try:
             loss = self.task.loss(self.model.module(*inputs), targets)
             loss.backward()

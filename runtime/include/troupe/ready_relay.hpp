@@ -1,14 +1,17 @@
 // ready_relay: hands a task's "tensor i is final" (gradient_ready) from backward's threads to
-// the thread that runs the step. An autograd engine may run hooks on its own threads (libtorch
-// does on a GPU); Troupe's gradient_ready must be called on the step's thread. A call from the
-// step's thread goes through at once; others wait until the step returns and close() delivers
-// them. For task authors whose backward calls back from other threads (troupe/torch.hpp and the
-// Python package use it); thread-safe; one per step, shared with the hooks that outlive it.
+// the thread that runs the step; put_relay: the same for a tensor's gradient (gradient_put),
+// copied when it comes from another thread. An autograd engine may run hooks on its own threads
+// (libtorch does on a GPU); Troupe's gradient_ready must be called on the step's thread. A call
+// from the step's thread goes through at once; others wait until the step returns and close()
+// delivers them. For task authors whose backward calls back from other threads (troupe/torch.hpp
+// and the Python package use it); thread-safe; one per step, shared with the hooks that outlive it.
 #pragma once
 
 #include <cstddef>
 #include <mutex>
+#include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "troupe/task.hpp"
@@ -50,6 +53,43 @@ class ready_relay {
   std::thread::id owner_ = std::this_thread::get_id();
   std::mutex mutex_;
   std::vector<size_t> later_;
+  bool open_ = true;
+};
+
+class put_relay {
+ public:
+  // `put` must outlive the step (it is the gradient_range_streamed argument).
+  explicit put_relay(const gradient_put& put) : put_(&put) {}
+
+  void put(size_t tensor, std::span<const float> gradient) {
+    if (std::this_thread::get_id() == owner_) {
+      std::lock_guard lock(mutex_);
+      if (!open_) return;
+    } else {
+      std::lock_guard lock(mutex_);
+      if (open_) later_.emplace_back(tensor, std::vector<float>(gradient.begin(), gradient.end()));
+      return;
+    }
+    (*put_)(tensor, gradient);
+  }
+
+  // As ready_relay::close.
+  void close(bool deliver) {
+    std::vector<std::pair<size_t, std::vector<float>>> due;
+    {
+      std::lock_guard lock(mutex_);
+      open_ = false;
+      due.swap(later_);
+    }
+    if (deliver)
+      for (const auto& [t, gradient] : due) (*put_)(t, gradient);
+  }
+
+ private:
+  const gradient_put* put_;
+  std::thread::id owner_ = std::this_thread::get_id();
+  std::mutex mutex_;
+  std::vector<std::pair<size_t, std::vector<float>>> later_;
   bool open_ = true;
 };
 
