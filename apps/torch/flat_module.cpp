@@ -110,7 +110,7 @@ void flat_module::load(std::span<const float> values) {
 
 void flat_module::bind_grads(std::span<float> grad) {
   release_grads();
-  if (!viewed_) return;
+  if (!viewed_ || grad.empty()) return;
   torch::NoGradGuard no_grad;
   auto all = host_view(grad);
   all.narrow(0, offsets_[first_param_], total() - offsets_[first_param_]).zero_();
@@ -133,6 +133,17 @@ void flat_module::report(size_t i, std::span<float> out) const {
     target.zero_();
   else if (t.grad().data_ptr() != target.data_ptr())
     target.copy_(t.grad().reshape(-1));
+}
+
+void flat_module::put(size_t i, put_relay& to) const {
+  torch::NoGradGuard no_grad;
+  const auto& t = tensors_[i];
+  const bool buffer = i < first_param_;
+  if (!buffer && !t.grad().defined()) return;
+  const auto values = (buffer ? t.detach() : t.grad()).reshape(-1).to(torch::kCPU, torch::kFloat);
+  const auto host = values.contiguous();
+  to.put(i, std::span<const float>(host.data_ptr<float>(), static_cast<size_t>(host.numel())));
+  if (!buffer) t.mutable_grad().reset();
 }
 
 std::vector<torch::Tensor> flat_module::hold_rows(const sparse_rows_view& rows, bool grad) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "troupe/ready_relay.hpp"
 #include "troupe/task.hpp"
 #include "troupe/torch.hpp"
 
@@ -36,12 +37,16 @@ class flat_module {
   // the module computes with them: on the CPU the parameters view them.
   void load(std::span<const float> values);
   // Each parameter's gradient undefined, or on the CPU a view of `grad` (zeroed; total()
-  // values), where backward accumulates in place. Call release_grads() before `grad` goes.
+  // values), where backward accumulates in place (none when `grad` is empty). Call
+  // release_grads() before `grad` goes.
   void bind_grads(std::span<float> grad);
   void release_grads();
   // Tensor i's gradient (a buffer's value) into `out`: zeros when it has none, nothing to copy
   // when backward wrote it there.
   void report(size_t i, std::span<float> out) const;
+  // --zero-stage 2: tensor i's gradient (a buffer's value) to `to`, as float32 on the host, and
+  // a parameter's .grad freed; nothing when it has none (Troupe counts zeros).
+  void put(size_t i, put_relay& to) const;
 
   // Gives each table its rows (`rows` holds one entry per table), on the device; with `grad`,
   // as leaves whose .grad backward fills, returned. Throws when the rows do not fit.

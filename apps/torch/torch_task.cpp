@@ -73,6 +73,7 @@ struct step_state {
   flat_module* model = nullptr;
   std::span<float> grad;
   std::shared_ptr<ready_relay> relay;
+  std::shared_ptr<put_relay> puts;  // --zero-stage 2: each gradient put, not written to grad
   std::vector<uint32_t> fired, uses;
   std::vector<bool> told;
   bool overlap = false;
@@ -81,6 +82,7 @@ struct step_state {
   void report(size_t i) {
     if (told[i]) return;
     told[i] = true;
+    if (puts) return model->put(i, *puts);
     model->report(i, grad);
     if (relay) relay->tell(i);
   }
@@ -124,6 +126,23 @@ class torch_replica : public range_replica {
       return failed("the task's gradient_range",
                     "this model has troupe::torch_tables: it runs in --mode ps or --mode hybrid");
     return step(params, nullptr, epoch, first, count, grad, ready);
+  }
+
+  bool streams_gradients() const override { return true; }
+  caf::expected<range_result> gradient_range_streamed(std::span<const float> params, uint32_t epoch,
+                                                      uint64_t first, uint32_t count,
+                                                      const gradient_put& put) override {
+    if (!task_->tables.empty())
+      return failed("the task's gradient_range",
+                    "this model has troupe::torch_tables: it runs in --mode ps or --mode hybrid");
+    return step(params, nullptr, epoch, first, count, {}, {}, &put);
+  }
+  caf::expected<range_result> gradient_range_streamed(std::span<const float> params,
+                                                      sparse_rows_view& rows, uint32_t epoch,
+                                                      uint64_t first, uint32_t count,
+                                                      const gradient_put& put) override {
+    if (rows_error_) return std::exchange(rows_error_, caf::error{});
+    return step(params, &rows, epoch, first, count, {}, {}, &put);
   }
 
   std::vector<std::vector<uint64_t>> rows_of_range(uint32_t epoch, uint64_t first,
@@ -182,12 +201,16 @@ class torch_replica : public range_replica {
     return *cached_;
   }
 
-  // Forward and backward of one range (with `rows` for tables), told as tensors are final.
+  // Forward and backward of one range (with `rows` for tables), told as tensors are final;
+  // or, with `put` (--zero-stage 2), each tensor's gradient put and its .grad freed.
   caf::expected<range_result> step(std::span<const float> params, sparse_rows_view* rows,
                                    uint32_t epoch, uint64_t first, uint32_t count,
-                                   std::span<float> grad, const gradient_ready& ready) {
+                                   std::span<float> grad, const gradient_ready& ready,
+                                   const gradient_put* put = nullptr) {
     std::shared_ptr<ready_relay> relay;
     if (ready) relay = std::make_shared<ready_relay>(ready);
+    std::shared_ptr<put_relay> puts;
+    if (put) puts = std::make_shared<put_relay>(*put);
     auto out = guarded("the task's gradient_range", [&]() -> range_result {
       const auto& read = examples(epoch, first, count);
       if (!read.batch) {
@@ -196,29 +219,32 @@ class torch_replica : public range_replica {
       }
       model_.load(params);
       auto leaves = rows ? model_.hold_rows(*rows, true) : std::vector<torch::Tensor>{};
-      model_.bind_grads(grad);
-      const double loss = backward(*read.batch, grad, relay);
+      model_.bind_grads(grad);  // (an empty `grad` binds none)
+      const double loss = backward(*read.batch, grad, relay, puts);
       add_row_gradients(rows, leaves);
       return {loss, static_cast<uint64_t>(read.batch->target.size(0))};
     });
     model_.release_rows();
     model_.release_grads();  // no view of `grad` outlives the call
     step_->active = false;
+    step_->puts.reset();
     if (relay) relay->close(bool(out));
+    if (puts) puts->close(bool(out));
     if (out && out->count > count)
       return failed("the task's gradient_range", "more examples than asked");
     return out;
   }
 
   double backward(const torch_batch& batch, std::span<float> grad,
-                  std::shared_ptr<ready_relay> relay) {
+                  std::shared_ptr<ready_relay> relay, std::shared_ptr<put_relay> puts) {
     auto& s = *step_;
     const size_t k = model_.tensor_count();
     s.grad = grad;
     s.relay = std::move(relay);
+    s.puts = std::move(puts);
     s.fired.assign(k, 0);
     s.told.assign(k, false);
-    s.overlap = task_->options.overlap && s.relay && !s.uses.empty();
+    s.overlap = task_->options.overlap && (s.relay || s.puts) && !s.uses.empty();
     s.active = true;
     const auto& device = model_.device();
     std::vector<torch::Tensor> inputs;

@@ -1,6 +1,7 @@
 // Unit tests of troupe::torch (troupe/torch.hpp), no actors: a libtorch MLP takes the same
 // steps as troupe-fmnist's hand-written one; the flat layout (buffers first), each tensor told
-// final once, a buffer's value after the forward pass; a table's rows and their gradients
+// final once, a buffer's value after the forward pass; a streamed gradient (--zero-stage 2) puts
+// what gradient_range writes, tensor by tensor during backward; a table's rows and their gradients
 // against autograd's own; errors from user code and --device cuda without a GPU refused.
 #define BOOST_TEST_MODULE torch_task
 #include <boost/test/unit_test.hpp>
@@ -163,6 +164,47 @@ BOOST_AUTO_TEST_CASE(buffers_lead_the_layout_and_each_tensor_is_told_once) {
     if (step == 1) BOOST_TEST(told.front() >= 7u);  // overlapped: the last layer first
     BOOST_TEST(grad[8] == 1.0f);                    // one batch tracked, from the 0 it was given
     BOOST_TEST(std::abs(grad[0]) + std::abs(grad[1]) > 0.0f);  // the mean moved off 0
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_streamed_gradient_puts_each_tensor_once_with_gradient_ranges_values) {
+  torch_task_options o;
+  o.model = [] { return single_input_model(Bn()); };
+  auto g = at::detail::createCPUGenerator(3);
+  o.train = tensor_examples({torch::randn({32, 3}, g) * 3 + 1},
+                            torch::randint(0, 2, {32}, g, torch::kLong));
+  o.test = o.train;
+  auto made = make_torch_task(std::move(o));
+  BOOST_TEST_REQUIRE(bool(made));
+  std::vector<float> params(3 * 4 + 4 + 4 + 4 + 4 * 2 + 2 + 4 + 4 + 1);
+  (*made)->initialize(5, params);
+  auto whole = (*made)->make_replica(16, 5);
+  auto streamed = (*made)->make_replica(16, 5);
+  BOOST_TEST_REQUIRE(bool(whole));
+  BOOST_TEST_REQUIRE(bool(streamed));
+  BOOST_TEST((*streamed)->streams_gradients());
+  std::vector<uint64_t> offsets{0};
+  for (const auto& spec : (*made)->parameters()) {
+    uint64_t n = 1;
+    for (auto d : spec.shape) n *= d;
+    offsets.push_back(offsets.back() + n);
+  }
+  for (int step = 0; step < 2; ++step) {
+    std::vector<float> expected(params.size()), got(params.size(), -7.0f);
+    BOOST_TEST_REQUIRE(bool((*whole)->gradient_range(params, 0, 16 * step, 16, expected, {})));
+    std::vector<size_t> put;
+    auto done = (*streamed)->gradient_range_streamed(
+        params, 0, 16 * step, 16, [&](size_t t, std::span<const float> values) {
+          put.push_back(t);
+          BOOST_TEST_REQUIRE(values.size() == offsets[t + 1] - offsets[t]);
+          std::copy(values.begin(), values.end(), got.begin() + offsets[t]);
+        });
+    BOOST_TEST_REQUIRE(bool(done));
+    std::vector<size_t> sorted = put;
+    std::sort(sorted.begin(), sorted.end());
+    BOOST_TEST(sorted == (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+    if (step == 1) BOOST_TEST(put.front() >= 7u);  // during backward: the last layer first
+    for (size_t i = 0; i < params.size(); ++i) BOOST_TEST_REQUIRE(got[i] == expected[i]);
   }
 }
 
