@@ -31,13 +31,14 @@ DATA = "/usr/share/datasets/fashion-mnist"
 BATCH = 8
 
 
-def width_for(params):
-    """W such that 784-W-W-10 has about `params` parameters."""
-    return max(16, int((-796 + math.sqrt(796 ** 2 + 4 * params)) / 2))
+def width_for(params, hidden=2):
+    """W such that 784-W-...-W-10 (`hidden` layers of W) has about `params` parameters."""
+    a, b = hidden - 1, 784 + 1 + (hidden - 1) + 10
+    return max(16, int((-b + math.sqrt(b ** 2 + 4 * a * params)) / (2 * a)))
 
 
-def mlp_params(w):
-    return 784 * w + w + w * w + w + w * 10 + 10
+def mlp_params(w, hidden=2):
+    return 784 * w + w + (hidden - 1) * (w * w + w) + w * 10 + 10
 
 
 def parse_size(text):
@@ -46,16 +47,17 @@ def parse_size(text):
     return int(float(text.rstrip("KMGB")) * scale)
 
 
-def troupe_job(mode, width, steps, tmp, members=None, extra=()):
+def troupe_job(mode, width, steps, tmp, members=None, extra=(), hidden=2):
     """One job of coordinator, servers and workers as processes; its report. Mode pydp runs
     WIDE_MLP (a troupe.TorchTask) and mode torchdp torch-cnn --mlp (a libtorch task), both in
     --mode dp, with the same roles and flags as troupe-fmnist's. `members`: the workers (1 in
-    ps, 2 in the dp modes by default); `extra`: more flags for every process."""
+    ps, 2 in the dp modes by default); `extra`: more flags for every process; `hidden`: the
+    hidden layers of W (troupe-fmnist only)."""
     members = members or (1 if mode == "ps" else 2)
     examples = steps * BATCH * members
     port = 20000 + (os.getpid() * 7 + steps * 13 + width + members * 101) % 20000
     address = f"127.0.0.1:{port}"
-    report = os.path.join(tmp, f"r-{mode}-{width}-{steps}-{members}-{len(extra)}.json")
+    report = os.path.join(tmp, f"r-{mode}-{width}-{steps}-{members}-{len(extra)}-{hidden}.json")
     common = ["--mode", "dp" if mode in ("pydp", "torchdp") else mode, "--epochs", "1",
               "--batch", str(BATCH),
               "--train-limit", str(examples), "--test-limit", "64", "--log-level", "warn",
@@ -75,7 +77,7 @@ def troupe_job(mode, width, steps, tmp, members=None, extra=()):
         common += ["--mlp", f"{width},{width}", "--torch-threads", "1", "--blas-threads", "1"]
     else:
         program = [os.path.join(BIN, "troupe-fmnist")]
-        common += ["--hidden", f"{width},{width}", "--blas-threads", "1"]
+        common += ["--hidden", ",".join([str(width)] * hidden), "--blas-threads", "1"]
     head = program + ["--role", "coordinator", "--listen", address, "--workers", str(members),
                       "--report", report]
     if mode == "ps":
@@ -130,12 +132,14 @@ def train_images(n):
         y = np.frombuffer(f.read(), np.uint8, offset=8)[:n]
     return torch.tensor(x, dtype=torch.float32) / 255.0, torch.tensor(y, dtype=torch.long)
 
-def run(rank, world, width, steps, port, out):
+def run(rank, world, width, steps, port, out, hidden):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)); torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world); torch.manual_seed(0)
     x, y = train_images((steps + 1) * 8 * world)
-    net = nn.Sequential(nn.Flatten(), nn.Linear(784, width), nn.ReLU(), nn.Linear(width, width),
-                        nn.ReLU(), nn.Linear(width, 10))
+    layers = [nn.Flatten(), nn.Linear(784, width), nn.ReLU()]
+    for _ in range(hidden - 1):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    net = nn.Sequential(*layers, nn.Linear(width, 10))
     m = nn.parallel.DistributedDataParallel(net)
     opt = torch.optim.Adam(m.parameters(), lr=1e-3); lossf = nn.CrossEntropyLoss()
     times = []
@@ -151,19 +155,21 @@ def run(rank, world, width, steps, port, out):
 
 if __name__ == "__main__":
     width, steps, out, world = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-    mp.spawn(run, args=(world, width, steps, 29500 + os.getpid() % 1000, out), nprocs=world)
+    hidden = int(sys.argv[5])
+    mp.spawn(run, args=(world, width, steps, 29500 + os.getpid() % 1000, out, hidden),
+             nprocs=world)
 """
 
 
-def ddp_job(width, steps, tmp, world=2):
-    """PyTorch DDP (gloo, `world` processes, Adam) on the same MLP: per rank its median step
-    time and peak RSS."""
+def ddp_job(width, steps, tmp, world=2, hidden=2):
+    """PyTorch DDP (gloo, `world` processes, Adam) on the same MLP (`hidden` layers of W): per
+    rank its median step time and peak RSS."""
     script = os.path.join(tmp, "ddp_mlp.py")
     with open(script, "w") as f:
         f.write(DDP)
-    out = os.path.join(tmp, f"ddp-{width}-{world}")
-    subprocess.run([sys.executable, script, str(width), str(steps), out, str(world)], check=True,
-                   timeout=3600)
+    out = os.path.join(tmp, f"ddp-{width}-{world}-{hidden}")
+    subprocess.run([sys.executable, script, str(width), str(steps), out, str(world), str(hidden)],
+                   check=True, timeout=3600)
     ranks = []
     for r in range(world):
         with open(f"{out}.{r}") as f:

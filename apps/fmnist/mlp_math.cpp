@@ -31,13 +31,13 @@ void relu(float* y, size_t n) {
 
 // From dy[rows, out]: dW = dy^T x, db = column sums of dy, and (when dx) dx = dy W.
 void dense_backward(const float* params, const dense_shape& l, const float* x, const float* dy,
-                    size_t rows, float* grad, float* dx) {
+                    size_t rows, layer_gradient grad, float* dx) {
   const int m = static_cast<int>(rows);
   const int in = static_cast<int>(l.in);
   const int out = static_cast<int>(l.out);
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, m, 1.0f, dy, out, x, in, 0.0f,
-              grad + l.w_offset, in);
-  float* db = grad + l.b_offset;
+              grad.w, in);
+  float* db = grad.b;
   std::fill(db, db + l.out, 0.0f);
   for (size_t r = 0; r < rows; ++r)
     for (size_t o = 0; o < l.out; ++o) db[o] += dy[r * l.out + o];
@@ -121,10 +121,21 @@ batch_score softmax_cross_entropy(size_t rows, mlp_buffers& b, bool with_grad) {
 
 void mlp_backward(const mlp_shape& shape, const float* params, size_t rows, mlp_buffers& b,
                   float* grad, const std::function<void(size_t layer)>& layer_done) {
+  mlp_backward(
+      shape, params, rows, b,
+      [&](size_t l) {
+        return layer_gradient{grad + shape.layers[l].w_offset, grad + shape.layers[l].b_offset};
+      },
+      layer_done);
+}
+
+void mlp_backward(const mlp_shape& shape, const float* params, size_t rows, mlp_buffers& b,
+                  const std::function<layer_gradient(size_t layer)>& into,
+                  const std::function<void(size_t layer)>& layer_done) {
   for (size_t l = shape.layers.size(); l-- > 0;) {
     const float* in = l > 0 ? b.out[l - 1].data() : b.x.data();
     float* d_in = l > 0 ? b.d[l - 1].data() : nullptr;  // the input's gradient: not the image's
-    dense_backward(params, shape.layers[l], in, b.d[l].data(), rows, grad, d_in);
+    dense_backward(params, shape.layers[l], in, b.d[l].data(), rows, into(l), d_in);
     if (layer_done) layer_done(l);
     if (l > 0) relu_backward(b.out[l - 1].data(), d_in, rows * shape.layers[l - 1].out);
   }

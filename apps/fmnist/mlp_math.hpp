@@ -72,4 +72,15 @@ batch_score softmax_cross_entropy(size_t rows, mlp_buffers& b, bool with_grad);
 void mlp_backward(const mlp_shape& shape, const float* params, size_t rows, mlp_buffers& b,
                   float* grad, const std::function<void(size_t layer)>& layer_done = {});
 
+// Where layer l's gradient goes: its weights' (out x in) and its biases' (out).
+struct layer_gradient {
+  float* w = nullptr;
+  float* b = nullptr;
+};
+// The same, each layer's gradient where `into` says (so that it need not be the whole
+// gradient's), told to `layer_done` once written.
+void mlp_backward(const mlp_shape& shape, const float* params, size_t rows, mlp_buffers& b,
+                  const std::function<layer_gradient(size_t layer)>& into,
+                  const std::function<void(size_t layer)>& layer_done);
+
 }  // namespace troupe::fmnist

@@ -70,6 +70,40 @@ class fmnist_replica : public task_replica {
     return range_result{score.loss_sum / static_cast<double>(rows), rows};
   }
 
+  // --zero-stage 2: each layer's gradient into one scratch of the largest layer's size, put
+  // (tensors 2l + 1 and 2l) once backward has passed layer l.
+  bool streams_gradients() const override { return true; }
+  caf::expected<range_result> gradient_range_streamed(std::span<const float> params, uint32_t epoch,
+                                                      uint64_t first, uint32_t count,
+                                                      const gradient_put& put) override {
+    if (params.size() != shape_.parameter_count)
+      return make_error(errc::shape_mismatch, "fmnist: parameters of the wrong size");
+    if (count > batch_)
+      return make_error(errc::bad_configuration, "fmnist: a range of " + std::to_string(count) +
+                                                     " examples in a replica made for " +
+                                                     std::to_string(batch_));
+    const size_t rows = load_range(epoch, first, count);
+    if (rows == 0) return range_result{0, 0};
+    mlp_forward(shape_, params.data(), rows, buffers_);
+    batch_score score = softmax_cross_entropy(rows, buffers_, true);
+    size_t largest = 0;
+    for (const auto& l : shape_.layers) largest = std::max(largest, size_t{l.in} * l.out + l.out);
+    layer_scratch_.resize(largest);
+    auto into = [&](size_t l) {
+      return layer_gradient{
+          layer_scratch_.data(),
+          layer_scratch_.data() + size_t{shape_.layers[l].in} * shape_.layers[l].out};
+    };
+    auto layer_done = [&](size_t l) {
+      const auto& layer = shape_.layers[l];
+      const std::span<const float> scratch(layer_scratch_);
+      put(2 * l + 1, scratch.subspan(size_t{layer.in} * layer.out, layer.out));
+      put(2 * l, scratch.first(size_t{layer.in} * layer.out));
+    };
+    mlp_backward(shape_, params.data(), rows, buffers_, into, layer_done);
+    return range_result{score.loss_sum / static_cast<double>(rows), rows};
+  }
+
  private:
   // Fills the buffers with examples first .. first + count - 1 of `epoch`'s order (fewer past
   // its end) and returns how many it loaded.
@@ -88,6 +122,7 @@ class fmnist_replica : public task_replica {
 
   std::shared_ptr<const dataset> train_;
   mlp_shape shape_;
+  std::vector<float> layer_scratch_;  // --zero-stage 2: one layer's gradient at a time
   uint32_t batch_;
   uint64_t seed_;
   std::vector<uint32_t> order_;  // every example index, shuffled for epoch_

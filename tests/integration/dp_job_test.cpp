@@ -272,9 +272,9 @@ BOOST_AUTO_TEST_CASE(a_model_over_the_message_cap_trains_and_a_joiner_takes_its_
 
 BOOST_AUTO_TEST_CASE(a_worker_started_mid_job_joins_and_the_job_completes) {
   // A floor of 30 ms a step: the two epochs after the first (200 steps) outlast the new
-  // process's start and join. Under --zero-stage 1 the joiner gets its pieces of the sharded
+  // process's start and join. Under --zero-stage 2 the joiner gets its pieces of the sharded
   // state (and the others' are cut anew for three).
-  for (const char* stage : {"0", "1"}) {
+  for (const char* stage : {"0", "2"}) {
     BOOST_TEST_CONTEXT("--zero-stage " << stage) {
       auto coordinator_flags = job_floor(3, 30);
       coordinator_flags.insert(coordinator_flags.end(), {"--max-workers", "3"});
@@ -435,9 +435,9 @@ BOOST_AUTO_TEST_CASE(a_pairing_sharded_state_does_not_take_is_refused_with_exit_
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_member_of_a_sharded_group_leaves_the_others_training) {
-  // --zero-stage 1 with a shard backup: the killed member's pieces live on with the member
+  // --zero-stage 2 with a shard backup: the killed member's pieces live on with the member
   // after it, and the new generation cuts them anew from the copies left.
-  kill_one_of_four({"--zero-stage", "1", "--shard-backups", "1", "--checksum-every", "5"});
+  kill_one_of_four({"--zero-stage", "2", "--shard-backups", "1", "--checksum-every", "5"});
 }
 
 BOOST_AUTO_TEST_CASE(with_no_shard_backups_a_loss_ends_the_job_and_says_why) {

@@ -43,7 +43,8 @@ std::string embedded_hybrid_job(const std::string& name, const std::vector<std::
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(an_embedded_hybrid_job_reaches_the_reference) {
-  for (const char* stage : {"0", "1"}) {  // the dense part's optimizer state whole, or sharded
+  // the dense part's optimizer state whole, or sharded (and its gradient too: stage 2)
+  for (const char* stage : {"0", "1", "2"}) {
     const auto text =
         embedded_hybrid_job(std::string("hybrid-zero") + stage, {"--zero-stage", stage});
     BOOST_TEST_INFO("--zero-stage " << stage << " report: " << text);

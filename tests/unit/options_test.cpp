@@ -957,7 +957,13 @@ BOOST_AUTO_TEST_CASE(zero_stage_parses_and_refuses_what_sharded_state_does_not_t
   BOOST_TEST_REQUIRE(bool(backups));
   BOOST_TEST(backups->dp.shard_backups == 2u);
   BOOST_TEST(parse({"--mode", "dp"})->dp.shard_backups == 1u);
-  BOOST_TEST(!parse({"--mode", "dp", "--zero-stage", "2"}));
+  auto two = parse({"--mode", "dp", "--zero-stage", "2", "--comm-dtype", "bf16", "--balance"});
+  BOOST_TEST_REQUIRE(bool(two));
+  BOOST_TEST(two->dp.zero_stage == 2u);
+  auto accumulated = parse({"--mode", "dp", "--zero-stage", "2", "--accumulate", "2"});
+  BOOST_TEST_REQUIRE(!accumulated);
+  BOOST_TEST(troupe::describe(accumulated.error()).find("--zero-stage 2: --accumulate") !=
+             std::string::npos);
   BOOST_TEST(!parse({"--mode", "dp", "--zero-stage", "3"}));
   BOOST_TEST(!parse({"--zero-stage", "1"}));  // the parameter service shards by buckets already
 }
