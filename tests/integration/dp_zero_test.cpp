@@ -56,7 +56,52 @@ void expect_same_steps(std::shared_ptr<const training_task> task, uint32_t worke
     }
 }
 
+// fmnist, streamed (--zero-stage 2), but tensor 1's gradient put one value short.
+class short_put_task : public training_task {
+ public:
+  explicit short_put_task(std::shared_ptr<const training_task> inner) : inner_(std::move(inner)) {}
+  std::vector<tensor_spec> parameters() const override { return inner_->parameters(); }
+  void initialize(uint64_t seed, std::span<float> p) const override { inner_->initialize(seed, p); }
+  uint64_t batches_per_epoch(uint32_t b) const override { return inner_->batches_per_epoch(b); }
+  evaluation evaluate(std::span<const float> p) const override { return inner_->evaluate(p); }
+  caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t batch,
+                                                            uint64_t seed) const override {
+    auto inner = inner_->make_replica(batch, seed);
+    if (!inner) return std::move(inner.error());
+    return std::unique_ptr<task_replica>(new replica(std::move(*inner)));
+  }
+
+ private:
+  struct replica : task_replica {
+    explicit replica(std::unique_ptr<task_replica> r) : inner(std::move(r)) {}
+    caf::expected<float> gradient(std::span<const float> p, uint32_t e, uint64_t b,
+                                  std::span<float> g) override {
+      return inner->gradient(p, e, b, g);
+    }
+    bool streams_gradients() const override { return true; }
+    caf::expected<range_result> gradient_range_streamed(std::span<const float> p, uint32_t epoch,
+                                                        uint64_t first, uint32_t count,
+                                                        const gradient_put& put) override {
+      return inner->gradient_range_streamed(p, epoch, first, count,
+                                            [&](size_t t, std::span<const float> values) {
+                                              put(t, t == 1 ? values.first(values.size() - 1)
+                                                            : values);
+                                            });
+    }
+    std::unique_ptr<task_replica> inner;
+  };
+  std::shared_ptr<const training_task> inner_;
+};
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(a_tensor_put_at_the_wrong_size_fails_the_job_saying_which) {
+  auto task = std::make_shared<short_put_task>(fmnist_task_of());
+  const auto run = run_dp(task, 2, 64, {"--zero-stage", "2"});
+  BOOST_TEST(!run.finished);
+  BOOST_TEST(run.report.find("the task put 255 values for tensor 'fc1.b' of 256") != std::string::npos,
+             run.report);
+}
 
 BOOST_AUTO_TEST_CASE(stages_one_and_two_take_the_steps_of_stage_zero_with_adam_and_sgd) {
   // Three members: a bucket's pieces are uneven; buckets of 0.05 MiB: many of them.

@@ -3,7 +3,7 @@
 --mode dp; a wide MLP of 20 M parameters (80 MB, five times the codec's 16 MiB message cap)
 through TorchTask in --mode dp (with checkpoints, then resumed) and --mode ps, and its dp job
 as processes with a worker killed, a joiner, checkpoints and a resume, and the same with its
-optimizer's state sharded (--zero-stage 1, a backup each: 32 steps); and a model whose rows
+optimizer's state and gradient sharded (--zero-stage 2, a backup each: 32 steps); and a model whose rows
 hold 5 Mi values (20 MiB: cut inside them) in ps and dp. Each job finishes with every step
 taken and, in dp, the members' checksums equal. A plain PyTorch loop of the same 20 M MLP on
 troupe.elastic (DistributedOptimizer): a third loop joins (it takes the model's state in
@@ -195,12 +195,13 @@ class WideMlpCluster(unittest.TestCase):
             self.assertEqual(resumed["checksum_mismatches"], 0)
 
     def test_a_20m_parameter_sharded_dp_job_loses_a_worker_and_takes_a_joiner(self):
-        # --zero-stage 1 with a backup: the killed worker's pieces live on with the other,
-        # which goes on alone; the joiner then gets its pieces, cut anew for two.
+        # --zero-stage 2 (TorchTask puts each .grad, freed after) with a backup: the killed
+        # worker's pieces live on with the other, which goes on alone; the joiner then gets its
+        # pieces, cut anew for two.
         with tempfile.TemporaryDirectory() as where:
             script = write_script(where, "wide_mlp.py", WIDE_MLP)
             flags = ["--mode", "dp", "--epochs", "2", "--batch", "16", "--train-limit", "512",
-                     "--test-limit", "200", "--zero-stage", "1", "--shard-backups", "1",
+                     "--test-limit", "200", "--zero-stage", "2", "--shard-backups", "1",
                      "--checksum-every", "4", "--max-workers", "3",
                      "--worker-delay-ms", "0:300,1:300,2:300"]
             coordinator, workers, address, report = self.job(where, script, "sharded", flags)
@@ -209,7 +210,7 @@ class WideMlpCluster(unittest.TestCase):
             joiner = self.worker(where, script, "joiner", address, flags)
             done = self.run_to_end([coordinator, workers[0], joiner], report)
             self.assertEqual(done["status"], "finished")
-            self.assertEqual(done["zero_stage"], 1)
+            self.assertEqual(done["zero_stage"], 2)
             self.assertEqual(done["steps"], 32)
             self.assertEqual(done["checksum_mismatches"], 0)
             self.assertGreaterEqual(done["generations"], 3)  # the loss, then the joiner
