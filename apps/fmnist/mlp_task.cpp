@@ -50,16 +50,12 @@ class fmnist_replica : public task_replica {
   caf::expected<range_result> gradient_range(std::span<const float> params, uint32_t epoch,
                                              uint64_t first, uint32_t count, std::span<float> grad,
                                              const gradient_ready& ready) override {
-    if (params.size() != shape_.parameter_count || grad.size() != shape_.parameter_count)
-      return make_error(errc::shape_mismatch, "fmnist: parameters or gradient of the wrong size");
-    if (count > batch_)
-      return make_error(errc::bad_configuration, "fmnist: a range of " + std::to_string(count) +
-                                                     " examples in a replica made for " +
-                                                     std::to_string(batch_));
-    const size_t rows = load_range(epoch, first, count);
-    if (rows == 0) return range_result{0, 0};
-    mlp_forward(shape_, params.data(), rows, buffers_);
-    batch_score score = softmax_cross_entropy(rows, buffers_, true);
+    if (grad.size() != shape_.parameter_count)
+      return make_error(errc::shape_mismatch, "fmnist: a gradient of the wrong size");
+    auto forward = forward_range(params, epoch, first, count);
+    if (!forward) return std::move(forward.error());
+    if (forward->rows == 0) return range_result{0, 0};
+    const auto [rows, score] = *forward;
     std::function<void(size_t)> layer_done;
     if (ready)
       layer_done = [&](size_t layer) {
@@ -76,16 +72,10 @@ class fmnist_replica : public task_replica {
   caf::expected<range_result> gradient_range_streamed(std::span<const float> params, uint32_t epoch,
                                                       uint64_t first, uint32_t count,
                                                       const gradient_put& put) override {
-    if (params.size() != shape_.parameter_count)
-      return make_error(errc::shape_mismatch, "fmnist: parameters of the wrong size");
-    if (count > batch_)
-      return make_error(errc::bad_configuration, "fmnist: a range of " + std::to_string(count) +
-                                                     " examples in a replica made for " +
-                                                     std::to_string(batch_));
-    const size_t rows = load_range(epoch, first, count);
-    if (rows == 0) return range_result{0, 0};
-    mlp_forward(shape_, params.data(), rows, buffers_);
-    batch_score score = softmax_cross_entropy(rows, buffers_, true);
+    auto forward = forward_range(params, epoch, first, count);
+    if (!forward) return std::move(forward.error());
+    if (forward->rows == 0) return range_result{0, 0};
+    const auto [rows, score] = *forward;
     size_t largest = 0;
     for (const auto& l : shape_.layers) largest = std::max(largest, size_t{l.in} * l.out + l.out);
     layer_scratch_.resize(largest);
@@ -105,6 +95,29 @@ class fmnist_replica : public task_replica {
   }
 
  private:
+  struct forward_pass {
+    size_t rows = 0;  // examples loaded (0: the range is past the epoch's end)
+    batch_score score;
+  };
+
+  // The forward pass of examples first .. first + count - 1 of `epoch`'s order, with the
+  // loss's gradient in the buffers, ready for mlp_backward.
+  caf::expected<forward_pass> forward_range(std::span<const float> params, uint32_t epoch,
+                                            uint64_t first, uint32_t count) {
+    if (params.size() != shape_.parameter_count)
+      return make_error(errc::shape_mismatch, "fmnist: parameters of the wrong size");
+    if (count > batch_)
+      return make_error(errc::bad_configuration, "fmnist: a range of " + std::to_string(count) +
+                                                     " examples in a replica made for " +
+                                                     std::to_string(batch_));
+    forward_pass out;
+    out.rows = load_range(epoch, first, count);
+    if (out.rows == 0) return out;
+    mlp_forward(shape_, params.data(), out.rows, buffers_);
+    out.score = softmax_cross_entropy(out.rows, buffers_, true);
+    return out;
+  }
+
   // Fills the buffers with examples first .. first + count - 1 of `epoch`'s order (fewer past
   // its end) and returns how many it loaded.
   size_t load_range(uint32_t epoch, uint64_t first, uint32_t count) {

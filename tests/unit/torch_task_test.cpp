@@ -74,6 +74,17 @@ struct WideImpl : torch::nn::Module {
 };
 TORCH_MODULE(Wide);
 
+// The Bn model on 32 random examples (its buffers lead the layout).
+caf::expected<std::unique_ptr<training_task>> bn_task() {
+  torch_task_options o;
+  o.model = [] { return single_input_model(Bn()); };
+  auto g = at::detail::createCPUGenerator(3);
+  o.train = tensor_examples({torch::randn({32, 3}, g) * 3 + 1},
+                            torch::randint(0, 2, {32}, g, torch::kLong));
+  o.test = o.train;
+  return make_torch_task(std::move(o));
+}
+
 torch_examples random_examples(int64_t n, int64_t seed) {
   auto g = at::detail::createCPUGenerator(seed);
   auto x = torch::randn({n, 3}, g);
@@ -134,13 +145,7 @@ BOOST_AUTO_TEST_CASE(a_libtorch_mlp_steps_as_troupe_fmnists_hand_written_one) {
 }
 
 BOOST_AUTO_TEST_CASE(buffers_lead_the_layout_and_each_tensor_is_told_once) {
-  torch_task_options o;
-  o.model = [] { return single_input_model(Bn()); };
-  auto g = at::detail::createCPUGenerator(3);
-  o.train = tensor_examples({torch::randn({32, 3}, g) * 3 + 1},
-                            torch::randint(0, 2, {32}, g, torch::kLong));
-  o.test = o.train;
-  auto made = make_torch_task(std::move(o));
+  auto made = bn_task();
   BOOST_TEST_REQUIRE(bool(made));
   const auto specs = (*made)->parameters();
   BOOST_TEST_REQUIRE(specs.size() == 9u);
@@ -168,13 +173,7 @@ BOOST_AUTO_TEST_CASE(buffers_lead_the_layout_and_each_tensor_is_told_once) {
 }
 
 BOOST_AUTO_TEST_CASE(a_streamed_gradient_puts_each_tensor_once_with_gradient_ranges_values) {
-  torch_task_options o;
-  o.model = [] { return single_input_model(Bn()); };
-  auto g = at::detail::createCPUGenerator(3);
-  o.train = tensor_examples({torch::randn({32, 3}, g) * 3 + 1},
-                            torch::randint(0, 2, {32}, g, torch::kLong));
-  o.test = o.train;
-  auto made = make_torch_task(std::move(o));
+  auto made = bn_task();
   BOOST_TEST_REQUIRE(bool(made));
   std::vector<float> params(3 * 4 + 4 + 4 + 4 + 4 * 2 + 2 + 4 + 4 + 1);
   (*made)->initialize(5, params);
