@@ -311,19 +311,19 @@ caf::expected<wire_figures> reduce(allreduce_group_state& st, const reduce_order
   return out;
 }
 
-// Runs an agreement (`agree`) on the formed group; a failure closes the backend, as a failed
-// reduce does.
-template <class Agree>
-caf::result<std::shared_ptr<sync_result>> agreement(allreduce_group_state& st, Agree agree) {
+// Runs `work` (a reduce or an agreement) on the formed group's backend; a failure closes the
+// backend (its connections: the other members fail at once too), and the group refuses every
+// later order of this generation with that error.
+template <class Work>
+auto on_backend(allreduce_group_state& st, Work work) -> decltype(work(*st.backend, st.timeout)) {
   if (st.spoiled) return st.spoiled;
   if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
-  caf::expected<std::shared_ptr<sync_result>> agreed = agree(*st.backend, st.timeout);
-  if (!agreed) {
-    st.spoiled = agreed.error();
+  auto done = work(*st.backend, st.timeout);
+  if (!done) {
+    st.spoiled = done.error();
     st.backend.reset();
-    return std::move(agreed.error());
   }
-  return std::move(*agreed);
+  return done;
 }
 
 }  // namespace
@@ -349,15 +349,10 @@ allreduce_group_actor::behavior_type allreduce_group(
       },
       [=](reduce_atom, std::shared_ptr<const reduce_order> order) -> caf::result<reduce_done> {
         auto& st = self->state;
-        if (st.spoiled) return st.spoiled;
-        if (!st.backend) return make_error(errc::collective_failed, "the group is not formed");
         const auto began = std::chrono::steady_clock::now();
-        auto summed = reduce(st, *order);
-        if (!summed) {
-          st.spoiled = summed.error();
-          st.backend.reset();  // closes its connections: the other members fail at once too
-          return std::move(summed.error());
-        }
+        auto summed = on_backend(
+            st, [&](collective&, std::chrono::milliseconds) { return reduce(st, *order); });
+        if (!summed) return std::move(summed.error());
         if (order->summed) order->summed();
         reduce_done done;
         done.seconds =
@@ -368,15 +363,19 @@ allreduce_group_actor::behavior_type allreduce_group(
       },
       [=](sync_atom,
           std::shared_ptr<const sync_order> order) -> caf::result<std::shared_ptr<sync_result>> {
-        return agreement(self->state, [&](collective& c, std::chrono::milliseconds timeout) {
-          return agree_on_state(c, *order, timeout);
+        auto agreed = on_backend(self->state, [&](collective& c, std::chrono::milliseconds t) {
+          return agree_on_state(c, *order, t);
         });
+        if (!agreed) return std::move(agreed.error());
+        return std::move(*agreed);
       },
       [=](sync_atom,
           std::shared_ptr<piece_exchange> pieces) -> caf::result<std::shared_ptr<sync_result>> {
-        return agreement(self->state, [&](collective& c, std::chrono::milliseconds timeout) {
-          return agree_on_pieces(c, *pieces, timeout);
+        auto agreed = on_backend(self->state, [&](collective& c, std::chrono::milliseconds t) {
+          return agree_on_pieces(c, *pieces, t);
         });
+        if (!agreed) return std::move(agreed.error());
+        return std::move(*agreed);
       },
   };
 }

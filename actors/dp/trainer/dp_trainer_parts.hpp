@@ -60,7 +60,7 @@ optimizer_config parameters_only(optimizer_config o);
 void make_shard(dp_trainer_state& st, const group_start& job);
 // Whether the summed gradient of this member's own pieces may be applied: finite and within
 // max_abs_gradient (the holders of backups see the same sums, checked by their owners).
-bool shard_sum_usable(const dp_trainer_state& st);
+bool shard_sum_usable(dp_trainer_state& st);
 // Steps the held pieces of gradient bucket `bucket`, in the parameters, with their summed
 // gradient, as the pieces' next update (their version moves once every bucket is stepped).
 void step_shard_bucket(dp_trainer_state& st, size_t bucket);

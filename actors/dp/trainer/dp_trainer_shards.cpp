@@ -18,6 +18,20 @@ std::span<const float> gradient(const dp_trainer_state& st) {
   return std::span<const float>(*st.values).subspan(st.meta_len);
 }
 
+// Where the step's sums of the held pieces are: in place in its gradient, or (--zero-stage 2)
+// in the pieces' pending sums, copied out of the bucket buffers.
+sum_source sums_of(dp_trainer_state& st) {
+  auto& x = *st.shard->pieces;
+  if (!st.shard->streamed)
+    return [&st](const held_pieces&, const shard_piece& p) {
+      return gradient(st).subspan(p.offset, p.count);
+    };
+  return [&x, bases = pending_bases(x)](const held_pieces& h, const shard_piece& p) {
+    return std::span<const float>(
+        pending_sum(x, bases, static_cast<size_t>(&h - x.held.data()), p));
+  };
+}
+
 }  // namespace
 
 optimizer_config parameters_only(optimizer_config o) {
@@ -34,31 +48,18 @@ void make_shard(dp_trainer_state& st, const group_start& job) {
   st.shard->pieces = std::move(x);
 }
 
-bool shard_sum_usable(const dp_trainer_state& st) {
-  const auto& x = *st.shard->pieces;
-  if (st.shard->streamed)  // (the own pieces' sums come first)
-    return !kernels::first_beyond(std::span<const float>(x.pending).first(x.held.front().total),
-                                  max_abs_gradient);
-  const auto grad = gradient(st);
-  for (const auto& p : x.held.front().pieces)
-    if (kernels::first_beyond(grad.subspan(p.offset, p.count), max_abs_gradient)) return false;
+bool shard_sum_usable(dp_trainer_state& st) {
+  const auto& own = st.shard->pieces->held.front();
+  const auto sum_of = sums_of(st);
+  for (const auto& p : own.pieces)
+    if (kernels::first_beyond(sum_of(own, p), max_abs_gradient)) return false;
   return true;
 }
 
 void step_shard_bucket(dp_trainer_state& st, size_t bucket) {
   auto& x = *st.shard->pieces;
   x.params = st.params;
-  if (st.shard->streamed) {
-    const auto bases = pending_bases(x);
-    return step_held_bucket(
-        x, x.version + 1, bucket, [&](const held_pieces& h, const shard_piece& p) {
-          return std::span<const float>(
-              pending_sum(x, bases, static_cast<size_t>(&h - x.held.data()), p));
-        });
-  }
-  step_held_bucket(x, x.version + 1, bucket, [&](const held_pieces&, const shard_piece& p) {
-    return gradient(st).subspan(p.offset, p.count);
-  });
+  step_held_bucket(x, x.version + 1, bucket, sums_of(st));
 }
 
 void took_step(dp_trainer_state& st, bool applied) {

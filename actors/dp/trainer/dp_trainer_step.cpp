@@ -429,8 +429,8 @@ void reweigh(dp_trainer_state& st) {
 // Applies the step's sum: the one-bucket store's optimizer, or 1-bit / 0/1 Adam's stage.
 // errc::non_finite when every member refuses it alike.
 caf::error apply_sum(dp_trainer_state& st) {
-  auto grad = std::span<float>(*st.values).subspan(st.meta_len);
   if (st.shard) return {};  // (stepped bucket by bucket as the gather goes: step_and_gather)
+  auto grad = std::span<float>(*st.values).subspan(st.meta_len);
   if (st.adam) {
     if (st.stage == adam_stage::local) return {};
     if (st.stage == adam_stage::sync) {
