@@ -77,6 +77,19 @@ class InOneProcess(unittest.TestCase):
             self.assertTrue(torch.allclose(a, b, atol=1e-6))
         self.assertEqual(troupe.elastic.size(), 1)
 
+    def test_zero_stage_0_is_taken_and_a_sharded_stage_refused_saying_why(self):
+        model = nn.Linear(4, 2)
+        opt = troupe.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                          model.named_parameters(), zero_stage=0)
+        self.assertEqual(len(opt.params), 2)
+        for stage in (1, 2):
+            with self.assertRaisesRegex(ValueError, f"zero_stage={stage} is not built yet"):
+                troupe.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                            model.named_parameters(), zero_stage=stage)
+        with self.assertRaisesRegex(ValueError, "must be 0, 1 or 2"):
+            troupe.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                        model.named_parameters(), zero_stage=3)
+
     def test_a_non_finite_gradient_changes_nothing(self):
         model = nn.Linear(2, 1)
         before = [p.detach().clone() for p in model.parameters()]
