@@ -193,6 +193,7 @@ void write_job_checkpoint(schema::JobCheckpoint::Builder out, const job_checkpoi
   out.setEvaluated(x.evaluated);
   write_epochs(out.initHistory(x.history.size()), x.history);
   out.setWallS(x.wall_s);
+  out.setZeroStage(x.zero_stage);
 }
 
 caf::expected<job_checkpoint> read_job_checkpoint(schema::JobCheckpoint::Reader in,
@@ -210,7 +211,7 @@ caf::expected<job_checkpoint> read_job_checkpoint(schema::JobCheckpoint::Reader 
   if (x.epochs > cap || in.getPending().size() > cap || in.getFinished().size() != x.epochs ||
       in.getEpochLoss().size() != x.epochs || in.getEpochBatches().size() != x.epochs ||
       in.getHistory().size() > x.epochs || in.getEvaluated() > x.epochs ||
-      x.next_epoch > x.epochs || x.chunk == 0)
+      x.next_epoch > x.epochs || x.chunk == 0 || in.getZeroStage() > 2)
     return make_error(errc::malformed_message, "job checkpoint: inconsistent sizes");
   for (auto c : in.getPending()) {
     const work_chunk chunk = read_chunk(c);
@@ -225,6 +226,7 @@ caf::expected<job_checkpoint> read_job_checkpoint(schema::JobCheckpoint::Reader 
   x.evaluated = in.getEvaluated();
   x.history = read_epochs(in.getHistory());
   x.wall_s = in.getWallS();
+  x.zero_stage = in.getZeroStage();
   return x;
 }
 

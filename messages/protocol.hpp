@@ -37,6 +37,7 @@ CAF_ADD_ATOM(troupe, troupe, tick_atom, "tick")
 CAF_ADD_ATOM(troupe, troupe, fault_atom, "fault")
 CAF_ADD_ATOM(troupe, troupe, save_atom, "save")
 CAF_ADD_ATOM(troupe, troupe, restore_atom, "restore")
+CAF_ADD_ATOM(troupe, troupe, pieces_atom, "pieces")
 CAF_ADD_ATOM(troupe, troupe, backup_atom, "backup")
 CAF_ADD_ATOM(troupe, troupe, promote_atom, "promote")
 CAF_ADD_ATOM(troupe, troupe, mirror_atom, "mirror")
@@ -240,6 +241,9 @@ using gatekeeper_actor =
 //   tick:  internal, the bound on waiting for a new generation after a collective failed
 //   restore: step, part index, part count, part: a checkpoint's state (bucket_store::save),
 //          sent before a start; the member goes on from it (and the others from the member)
+//   pieces: step, part index, part count, part: with --zero-stage 1 or 2, the checkpoint's
+//          sharded optimizer state, after the restore and before the start: part 0 is the
+//          group_start that will follow (whose cut the member fills), then the piece records
 //   tables: --mode hybrid: the buckets that hold the task's embedding tables and the servers'
 //          HOST:PORT list (the member connects to them directly), before a start
 //   rejoin: from this process's coordinator watch: the coordinator of that term took over
@@ -252,6 +256,7 @@ using gatekeeper_actor =
 using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
                                          caf::reacts_to<tables_atom, std::vector<bucket_actor>, std::string>,
                                          caf::replies_to<restore_atom, uint64_t, uint32_t, uint32_t, wire>::with<bool>,
+                                         caf::replies_to<pieces_atom, uint64_t, uint32_t, uint32_t, wire>::with<bool>,
                                          caf::replies_to<stop_atom, std::string>::with<bool>,
                                          caf::reacts_to<run_atom>,
                                          caf::reacts_to<tick_atom, uint64_t>,
@@ -276,7 +281,10 @@ using dp_worker_actor = caf::typed_actor<caf::reacts_to<start_atom, wire>,
 //              first, the live members form a new generation after --heartbeat-timeout-ms
 //   tick(gen): internal, that check
 //   save:      step, part index, part count, part: member 0's state after that step, for a
-//              checkpoint (--checkpoint-dir)
+//              checkpoint (--checkpoint-dir); with --zero-stage 1 or 2 its parameters alone
+//   pieces:    step, part index, part count, part: with --zero-stage 1 or 2, a member's own
+//              pieces of the optimizer's state after that step (piece records), for the same
+//              checkpoint; every member sends its own at once
 //   inspect:   a view ("group", "tree", "nodes", "metrics") -> table_view (the console's; the
 //              same signature as the parameter service coordinator's)
 //   which:     --mode hybrid: a member's table bucket failed -> where it is now
@@ -294,6 +302,7 @@ using dp_coordinator_actor =
                      caf::replies_to<get_atom, wire>::with<wire>,
                      caf::reacts_to<broken_atom, uint64_t, std::string>,
                      caf::replies_to<save_atom, uint64_t, uint32_t, uint32_t, wire>::with<bool>,
+                     caf::replies_to<pieces_atom, uint64_t, uint32_t, uint32_t, wire>::with<bool>,
                      caf::replies_to<inspect_atom, std::string>::with<wire>,
                      caf::reacts_to<tick_atom, uint64_t>,
                      caf::replies_to<which_atom, uint32_t, bucket_actor>::with<bucket_actor>,
@@ -311,6 +320,7 @@ using job_actor = coordinator_actor::extend<
     caf::replies_to<get_atom, wire>::with<wire>,
     caf::reacts_to<broken_atom, uint64_t, std::string>,
     caf::replies_to<save_atom, uint64_t, uint32_t, uint32_t, wire>::with<bool>,
+    caf::replies_to<pieces_atom, uint64_t, uint32_t, uint32_t, wire>::with<bool>,
     caf::reacts_to<tick_atom, uint64_t>,
     caf::replies_to<rejoin_atom, wire, dp_worker_actor>::with<wire>>;
 

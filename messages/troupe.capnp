@@ -455,6 +455,7 @@ struct JobCheckpoint {
   evaluated @12 :UInt32;
   history @13 :List(EpochEntry);
   wallS @14 :Float64;               # training time before the checkpoint
+  zeroStage @15 :UInt32;            # dp: sharded state (1, 2): the model's parameters, then pieces
 }
 
 # -- the console ------------------------------------------------------------------------------------

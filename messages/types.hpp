@@ -370,6 +370,9 @@ struct job_checkpoint {
   uint32_t evaluated = 0;
   std::vector<epoch_entry> history;
   double wall_s = 0;
+  // --mode dp: the --zero-stage it was saved under. With 1 or 2 the model's state is two
+  // buckets: member 0's parameters, then every member's pieces (piece records).
+  uint32_t zero_stage = 0;
 };
 
 // -- an app's parameter service -------------------------------------------------------------------

@@ -254,6 +254,11 @@ job_actor::behavior_type coordinator(coordinator_self self, job_config config) {
         if (!self->state.dp) return true;
         return dpp::on_save(self, config, step, index, count, part);
       },
+      [=](pieces_atom, uint64_t step, uint32_t index, uint32_t count,
+          const wire& part) -> caf::result<bool> {
+        if (!self->state.dp) return true;
+        return dpp::on_save_pieces(self, config, step, index, count, part);
+      },
   };
 }
 

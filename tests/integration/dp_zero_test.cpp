@@ -170,3 +170,59 @@ BOOST_AUTO_TEST_CASE(bf16_halves_what_the_reduce_scatter_sends) {
   BOOST_TEST(packed > 0.7 * full);
   BOOST_TEST(relative_difference(bf16.params, fp32.params) <= 1e-2);
 }
+
+namespace {
+
+// The newest checkpoint in `dir` holds the state after `step`; a job resumed from it by
+// `workers` members at `batch` each, with `flags`, ends where `whole` (the job that wrote it,
+// run to its end) ended.
+void expect_resumed_as_whole(std::shared_ptr<const training_task> task, const dp_run& whole,
+                             const std::filesystem::path& dir, uint64_t step, uint32_t workers,
+                             uint32_t batch, std::vector<std::string> flags) {
+  flags.insert(flags.end(), {"--resume", dir.string()});
+  const auto resumed = run_dp(task, workers, batch, flags);
+  BOOST_TEST_REQUIRE(resumed.finished, resumed.report);
+  BOOST_TEST(json_number(resumed.report, "resumed_from_step").value_or(0) == double(step));
+  BOOST_TEST(json_number(resumed.report, "steps").value_or(0) ==
+             json_number(whole.report, "steps").value_or(-1));
+  BOOST_TEST(json_number(resumed.report, "checksum_mismatches").value_or(1) == 0);
+  BOOST_TEST_REQUIRE(resumed.params.size() == whole.params.size());
+  BOOST_TEST(relative_difference(resumed.params, whole.params) <= 1e-5);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_sharded_checkpoint_resumes_at_another_size_and_stage) {
+  // 14 steps of (up to) 192 examples; a checkpoint every 5 steps: the newest is the one after 10.
+  // Buckets of 0.05 MiB: every member's pieces of many buckets, uneven over 3.
+  auto task = fmnist_task_of();
+  const auto dir = scratch("dp-zero-checkpoints");
+  const std::vector<std::string> common = {"--bucket-mb", "0.05", "--checksum-every", "1"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), common.begin(), common.end());
+    return more;
+  };
+  const std::vector<std::string> saving = {"--checkpoint-dir", dir.string(), "--checkpoint-every",
+                                           "5", "--checkpoint-keep", "2"};
+  for (const char* stage : {"2", "0"}) {
+    BOOST_TEST_CONTEXT("saved under --zero-stage " << stage) {
+      std::filesystem::remove_all(dir);
+      auto flags = with({"--zero-stage", stage});
+      flags.insert(flags.end(), saving.begin(), saving.end());
+      const auto whole = run_dp(task, 4, 48, flags);
+      BOOST_TEST_REQUIRE(whole.finished, whole.report);
+      BOOST_TEST_REQUIRE(json_number(whole.report, "steps").value_or(0) == 14);
+      // 3 members at --batch 64 keep the 192 examples of a step; stages 1 and 2 take either.
+      expect_resumed_as_whole(task, whole, dir, 10, 3, 64, with({"--zero-stage", "1"}));
+      expect_resumed_as_whole(task, whole, dir, 10, 2, 96,
+                              with({"--zero-stage", "2", "--shard-backups", "0"}));
+      if (stage[0] == '2') {  // a whole state from the pieces is not built: refused, saying so
+        const auto refused = run_dp(task, 4, 48, with({"--resume", dir.string()}));
+        BOOST_TEST(!refused.finished);
+        BOOST_TEST(refused.report.find("resume with --zero-stage 1 or 2") != std::string::npos,
+                   refused.report);
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
+}

@@ -18,10 +18,17 @@ constexpr uint32_t max_checkpoint_parts = uint32_t{1} << 16;
 uint64_t table_buckets(const coordinator_state& st, const job_config& config) {
   return config.opts.hybrid() ? st.ps->directory.plan.buckets.size() : 0;
 }
+
+// The buckets of the model's state in a checkpoint saved under `zero_stage`: member 0's
+// state, or with sharded state its parameters and then every member's pieces.
+uint32_t model_buckets(uint32_t zero_stage) {
+  return zero_stage > 0 ? 2 : 1;
+}
 }  // namespace
 
 void split_hybrid_checkpoint(coordinator_state& st) {
-  st.ps->checkpoints.resume_from = st.dp->resume_from->from(1);
+  st.ps->checkpoints.resume_from =
+      st.dp->resume_from->from(model_buckets(st.dp->resume_from->job.zero_stage));
 }
 
 // --resume: the checkpoint must be of this job (model, epochs, examples per step); the
@@ -35,7 +42,13 @@ caf::error take_resume(coordinator_state& st, const job_config& config) {
                                   "with the same model, flags and workers",
                                   saved, what, now));
   };
-  const uint64_t buckets = 1 + table_buckets(st, config);
+  if (job.zero_stage > 0 && config.opts.dp.zero_stage == 0)
+    return make_error(errc::bad_configuration,
+                      fmt::format("cannot resume: the checkpoint holds sharded optimizer state "
+                                  "(saved with --zero-stage {}); resume with --zero-stage 1 or 2 "
+                                  "(a whole state from its pieces is not built yet)",
+                                  job.zero_stage));
+  const uint64_t buckets = model_buckets(job.zero_stage) + table_buckets(st, config);
   if (job.buckets != buckets || st.dp->resume_from->buckets() != buckets)
     return differs(config.opts.hybrid() ? "buckets (the model's, then the tables')"
                                         : "buckets (a parameter-service checkpoint?)",
@@ -72,7 +85,8 @@ job_checkpoint progress_of(const coordinator_state& st, const job_config& config
   job.epochs = config.opts.epochs;
   job.batches_per_epoch = st.dp->steps_per_epoch;
   job.chunk = st.dp->global_batch;
-  job.buckets = 1 + table_buckets(st, config);
+  job.zero_stage = config.opts.dp.zero_stage;
+  job.buckets = model_buckets(job.zero_stage) + table_buckets(st, config);
   job.model_values = flat_layout{config.task->parameters()}.total;
   job.next_epoch = static_cast<uint32_t>(step / std::max<uint64_t>(st.dp->steps_per_epoch, 1));
   job.next_batch = step % std::max<uint64_t>(st.dp->steps_per_epoch, 1);
@@ -115,7 +129,92 @@ void finish_checkpoint(self_ptr self, const job_config& config) {
   if (saving.last_part) saving.last_part->deliver(true);
 }
 
+// The file has every part but the tables': finished now, or in --mode hybrid once the tables
+// are saved after the step settles (member 0's last part waits until then).
+void model_state_written(self_ptr self, const job_config& config) {
+  if (config.opts.hybrid()) return save_tables_when_settled(self, config);
+  finish_checkpoint(self, config);
+}
+
+// Part `index` of member `rank`'s pieces into the file (the parameters are in): written, and
+// the last of every member's ends the model's state. Member 0's last part in --mode hybrid is
+// answered only once the file is finished.
+caf::result<bool> write_piece(self_ptr self, const job_config& config, uint32_t rank,
+                              uint32_t index, uint32_t count, wire part) {
+  auto& saving = *self->state.dp->saving;
+  if (rank >= saving.members || index != saving.pieces_next[rank] ||
+      (count != 0 && count != index + 1)) {
+    checkpoint_failed(self->state, config, saving.step,
+                      make_error(errc::malformed_message,
+                                 fmt::format("member {}'s pieces came out of order", rank)));
+    return true;
+  }
+  if (auto err = saving.file->add(1, std::move(part))) {
+    checkpoint_failed(self->state, config, saving.step, err);
+    return true;
+  }
+  ++saving.pieces_next[rank];
+  if (count == 0) return true;
+  --saving.pieces_left;
+  std::optional<caf::typed_response_promise<bool>> held;
+  if (rank == 0 && config.opts.hybrid()) {
+    saving.last_part = self->make_response_promise<bool>();
+    saving.deadline =
+        std::chrono::steady_clock::now() + config.opts.request_timeout * tables_save_timeouts;
+    held = *saving.last_part;
+  }
+  if (saving.pieces_left == 0) model_state_written(self, config);
+  if (held) return *held;
+  return true;
+}
+
+// The pieces that waited for the parameters of the checkpoint after `step`: written now (any
+// of another step answered and dropped).
+void write_waiting_pieces(self_ptr self, const job_config& config) {
+  auto waiting = std::move(self->state.dp->pieces_waiting);
+  self->state.dp->pieces_waiting.clear();
+  for (auto& w : waiting) {
+    auto& saving = self->state.dp->saving;
+    if (!saving || w.step != saving->step) {
+      w.answer.deliver(true);
+      continue;
+    }
+    write_piece(self, config, w.rank, w.index, w.count, std::move(w.part));
+    w.answer.deliver(true);  // (member 0's pieces come after its parameters: none waits)
+  }
+}
+
 }  // namespace
+
+void abandon_sharded_save(self_ptr self, const job_config& config, const std::string& why) {
+  auto& st = self->state;
+  for (auto& w : st.dp->pieces_waiting) w.answer.deliver(true);
+  st.dp->pieces_waiting.clear();
+  if (!st.dp->saving || st.dp->saving->members == 0) return;
+  if (st.dp->saving->last_part) st.dp->saving->last_part->deliver(true);
+  checkpoint_failed(st, config, st.dp->saving->step, make_error(errc::job_failed, why));
+}
+
+caf::result<bool> on_save_pieces(self_ptr self, const job_config& config, uint64_t step,
+                                 uint32_t index, uint32_t count, const wire& part) {
+  auto& st = self->state;
+  auto* m = sender(self);
+  if (!m || m->lost || config.opts.checkpoint_dir.empty() || config.opts.dp.zero_stage == 0) {
+    config.log.warn("ignored pieces of a checkpoint that are not a member's");
+    return true;
+  }
+  auto& saving = st.dp->saving;
+  if (saving && saving->step == step && saving->members > 0 && saving->parameters_done)
+    return write_piece(self, config, m->rank, index, count, part);
+  // (a checkpoint given up on, or one whose parameters member 0 never sent)
+  if ((saving && saving->step > step) || (!saving && step <= st.dp->save_opened_step) ||
+      st.dp->pieces_waiting.size() >= 4 * st.dp->members.size())
+    return true;
+  auto answer = self->make_response_promise<bool>();
+  st.dp->pieces_waiting.push_back(
+      dp_state::waiting_piece{static_cast<uint32_t>(m->rank), step, index, count, part, answer});
+  return answer;
+}
 
 // Member 0's state after `step`, part by part in order (`count` 0 while more follow, the count
 // with the last), written to the checkpoint's file as each comes; the last part finishes it
@@ -133,8 +232,9 @@ caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step
   if (index == 0) {
     abandon_tables_save(self, config, make_error(errc::job_failed, "member 0 began another"));
     saving.reset();  // (one member 0 never finished: its file goes)
-    auto opened = checkpoint_writer::open(config.opts.checkpoint_dir, progress_of(st, config, step),
-                                          static_cast<uint32_t>(1 + table_buckets(st, config)),
+    st.dp->save_opened_step = step;
+    const auto progress = progress_of(st, config, step);
+    auto opened = checkpoint_writer::open(config.opts.checkpoint_dir, progress, progress.buckets,
                                           config.opts.checkpoint_keep);
     if (!opened) {
       checkpoint_failed(st, config, step, opened.error());
@@ -143,6 +243,11 @@ caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step
     saving.emplace(
         dp_state::checkpoint_in_progress{std::make_shared<checkpoint_writer>(std::move(*opened)),
                                          step, 0, std::chrono::steady_clock::now()});
+    if (config.opts.dp.zero_stage > 0) {
+      saving->members = static_cast<uint32_t>(st.dp->generation_members.size());
+      saving->pieces_next.assign(saving->members, 0);
+      saving->pieces_left = saving->members;
+    }
   }
   if (!saving || step != saving->step || index != saving->next || saving->last_part) {
     config.log.warn("ignored a checkpoint part out of order (step {}, part {})", step, index);
@@ -154,6 +259,11 @@ caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step
   }
   ++saving->next;
   if (count == 0) return true;
+  if (saving->members > 0) {  // the pieces follow
+    saving->parameters_done = true;
+    write_waiting_pieces(self, config);
+    return true;
+  }
   if (!config.opts.hybrid()) {
     finish_checkpoint(self, config);
     return true;
@@ -169,7 +279,7 @@ caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step
 void save_tables_when_settled(self_ptr self, const job_config& config) {
   auto& st = self->state;
   auto& saving = st.dp->saving;
-  if (!saving || !saving->last_part || saving->saving_tables ||
+  if (!saving || !saving->last_part || saving->saving_tables || saving->pieces_left > 0 ||
       st.dp->open_steps.count(saving->step))
     return;
   saving->saving_tables = true;

@@ -71,21 +71,40 @@ dp_compression compression_of(const launch_options& o, uint64_t steps) {
 
 namespace {
 
-// Sends the checkpoint's model state (its bucket 0) to member `handle` a part at a time; after
-// the last, `then` (its start). A member that does not answer is lost, and its start too.
+// Sends the checkpoint's model state to member `handle` a part at a time: its bucket 0, and
+// with sharded state `start` (the start that follows, whose cut the member fills) and then the
+// pieces of its bucket 1; after the last, `then` (its start). A member that does not answer
+// is lost, and its start too.
 void restore_member(self_ptr self, const job_config& config, dp_worker_actor handle,
-                    std::shared_ptr<const saved_checkpoint> saved, std::function<void()> then) {
+                    std::shared_ptr<const saved_checkpoint> saved, wire start,
+                    std::function<void()> then) {
   const uint64_t step = saved->job.step;
+  const auto timeout = config.opts.request_timeout;
+  auto failed = [=](const caf::error& err) {
+    config.log.warn("the checkpoint's state did not reach a member: {}", describe(err));
+  };
+  auto pieces = [=] {
+    if (saved->job.zero_stage == 0) return then();
+    const uint32_t total = saved->parts(1) + 1;
+    self->request(handle, timeout, pieces_atom_v, step, uint32_t{0}, total, start)
+        .then(
+            [=](bool) {
+              send_saved_parts(
+                  self, saved, 1,
+                  [=](uint32_t index, uint32_t, wire part) {
+                    return self->request(handle, timeout, pieces_atom_v, step, index + 1, total,
+                                         std::move(part));
+                  },
+                  then, failed);
+            },
+            failed);
+  };
   send_saved_parts(
       self, saved, 0,
       [=](uint32_t index, uint32_t total, wire part) {
-        return self->request(handle, config.opts.request_timeout, restore_atom_v, step, index,
-                             total, std::move(part));
+        return self->request(handle, timeout, restore_atom_v, step, index, total, std::move(part));
       },
-      then,
-      [=](const caf::error& err) {
-        config.log.warn("the checkpoint's state did not reach member 0: {}", describe(err));
-      });
+      pieces, failed);
 }
 
 }  // namespace
@@ -96,6 +115,7 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
   auto& st = self->state;
   const auto& o = config.opts;
   ++st.dp->generation;
+  abandon_sharded_save(self, config, "the group formed again meanwhile");
   st.dp->store.reset();
   st.dp->checksums.clear();
   if (!st.shell.started.has_value()) {
@@ -134,6 +154,13 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
   st.dp->generation_members = std::move(members);
   set(st.dp->group_metrics.members, double(size));
   set(st.shell.metrics.workers, double(size));
+  // --resume: member 0 goes on from the checkpoint (the others from it, by sync); with
+  // sharded state every member gets the parameters and fills its own pieces.
+  std::shared_ptr<const saved_checkpoint> saved;
+  if (st.dp->resume_from) {
+    saved = std::make_shared<const saved_checkpoint>(std::move(*st.dp->resume_from));
+    st.dp->resume_from.reset();
+  }
   for (auto& [member, start] : rank_generation(st.dp->members, live, st.dp->generation)) {
     auto& m = *member;
     m.done = false;
@@ -166,10 +193,8 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
                    ps_plan::server_list(self->state));
       self->send(handle, start_atom_v, w);
     };
-    if (st.dp->resume_from && m.rank == 0) {  // before its start: it goes on from the checkpoint
-      auto saved = std::make_shared<const saved_checkpoint>(std::move(*st.dp->resume_from));
-      st.dp->resume_from.reset();
-      restore_member(self, config, handle, saved, go);
+    if (saved && (m.rank == 0 || o.dp.zero_stage > 0)) {  // before its start
+      restore_member(self, config, handle, saved, encode(start), go);
     } else {
       go();
     }
@@ -242,8 +267,8 @@ void lose(self_ptr self, const job_config& config, const std::string& name,
   if (o.dp.zero_stage > 0 && o.dp.shard_backups == 0 && st.dp->steps > 0)
     return fail_job(self, config,
                     fmt::format("lost worker '{}' ({}), and its pieces of the sharded optimizer "
-                                "state with it: --shard-backups 0 keeps no copy of them (and "
-                                "checkpoints of sharded state are not built yet)",
+                                "state with it: --shard-backups 0 keeps no copy of them; "
+                                "resume from the last checkpoint (--resume)",
                                 name, why));
   config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
   if (st.shell.succession.rejoining) return;  // the takeover's end forms the next generation

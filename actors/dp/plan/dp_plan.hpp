@@ -93,8 +93,24 @@ struct dp_state final : job_plan {
     std::optional<caf::typed_response_promise<bool>> last_part;
     std::chrono::steady_clock::time_point deadline;
     bool saving_tables = false;
+    // --zero-stage 1 and 2: the file's pieces (the bucket after member 0's parameters), every
+    // member's own, written as they come once the parameters are in.
+    uint32_t members = 0;  // the generation's members (0: member 0's state is all)
+    bool parameters_done = false;
+    std::vector<uint32_t> pieces_next;  // per rank: the index of its part expected next
+    uint32_t pieces_left = 0;           // members whose last part is still to come
   };
   std::optional<checkpoint_in_progress> saving;
+  // Pieces that came before member 0's parameters were in, each answered once written.
+  struct waiting_piece {
+    uint32_t rank = 0;
+    uint64_t step = 0;
+    uint32_t index = 0, count = 0;
+    wire part;
+    caf::typed_response_promise<bool> answer;
+  };
+  std::vector<waiting_piece> pieces_waiting;
+  uint64_t save_opened_step = 0;  // the step of the checkpoint member 0 began last
   std::vector<double> epoch_loss;  // per epoch
   std::vector<uint64_t> epoch_examples;
   // Steps some of whose members' reports are still to come: an epoch is evaluated (its

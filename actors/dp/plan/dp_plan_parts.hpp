@@ -72,6 +72,14 @@ void adopt_progress(coordinator_state& st, const job_checkpoint& job);
 // buckets are saved in the same file (save_tables_when_settled).
 caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index,
                           uint32_t count, const wire& part);
+// With --zero-stage 1 or 2: part `index` of member `rank`'s own pieces after `step` (count as
+// above), written into the same checkpoint as member 0's parameters once those are in; the
+// file is finished once every member's last part is.
+caf::result<bool> on_save_pieces(self_ptr self, const job_config& config, uint64_t step,
+                                 uint32_t index, uint32_t count, const wire& part);
+// A checkpoint of sharded state being written ends unwritten (`why`: the group re-formed),
+// and the pieces that wait are answered.
+void abandon_sharded_save(self_ptr self, const job_config& config, const std::string& why);
 // --mode hybrid: saves the tables' buckets of the checkpoint whose last part came, once every
 // member's report of its step is in (a member reports a step once its rows are in the tables).
 void save_tables_when_settled(self_ptr self, const job_config& config);

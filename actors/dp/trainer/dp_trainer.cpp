@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "actors/bucket/app_rule_step.hpp"
 #include "actors/dp/trainer/dp_trainer_parts.hpp"
 #include "actors/dp/trainer/store_pieces.hpp"
 #include "actors/supervision/node_control.hpp"
@@ -289,21 +290,16 @@ caf::error set_up(dp_trainer_state& st, const dp_trainer_config& config, group_s
   if (!replica) return std::move(replica.error());
   st.replica = std::move(*replica);
   if (st.resume_failed) return make_error(errc::corrupt_data, describe(st.resume_failed));
-  if (st.resuming)
+  if (st.resuming || st.restoring_pieces)
     return make_error(errc::corrupt_data, "parts of the checkpoint's state are missing");
   const bool resumed = st.resumed.has_value();
   if (auto err = make_store(st, config, job)) return err;
-  std::vector<bool> full_precision(st.layout->specs.size(), false);
-  for (const auto& name : job.compression.skip) {
-    const int t = st.layout->find(name);
-    if (t < 0)
-      return make_error(errc::bad_configuration,
-                        "--compress-skip: the model has no tensor '" + name + "'");
-    full_precision[t] = true;
-  }
-  st.buckets = plan_gradient_buckets(*st.layout, job.bucket_bytes, full_precision);
+  auto buckets = gradient_buckets_of(*st.layout, job);
+  if (!buckets) return std::move(buckets.error());
+  st.buckets = std::move(*buckets);
   find_model_buffers(st);
-  if (job.zero_stage > 0) make_shard(st, job);
+  if (job.zero_stage > 0)
+    if (auto err = make_shard(st, config, job)) return err;
   if (job.zero_stage > 1) make_streamed(st);
   if (st.table_buckets) st.tables = config.task->sparse_tables();  // --mode hybrid
   if (job.compression.adam != compressed_adam::none) {
@@ -360,6 +356,43 @@ void take_restore_part(dp_trainer_state& st, const dp_trainer_config& config, ui
   st.resuming.reset();
   if (!done) return failed(std::move(done.error()));
   st.resumed.emplace(std::move(*done));
+}
+
+// Part `index` of `count` of a checkpoint's sharded state (after the restore of its
+// parameters): part 0 is the start this member will get, whose cut says which pieces it
+// holds; every later part is a piece record, kept where it overlaps them.
+void take_pieces_part(dp_trainer_state& st, const dp_trainer_config& config, uint64_t step,
+                      uint32_t index, uint32_t count, const wire& part) {
+  auto failed = [&](caf::error err) {
+    if (!st.resume_failed) st.resume_failed = std::move(err);
+    st.restoring_pieces.reset();
+    st.pieces_restored.reset();
+  };
+  if (st.resume_failed) return;
+  if (index != (index == 0 ? 0 : st.pieces_next) || step != st.restored_step ||
+      (index > 0 && !st.restoring_pieces))
+    return failed(make_error(errc::corrupt_data, "the checkpoint's pieces came out of order"));
+  if (index == 0) {
+    auto job = decode<group_start>(part);
+    if (!job) return failed(std::move(job.error()));
+    const flat_layout layout{config.task->parameters()};
+    auto buckets = gradient_buckets_of(layout, *job);
+    if (!buckets) return failed(std::move(buckets.error()));
+    const piece_cut cut{job->generation, job->size, job->rank, job->shard_backups};
+    std::vector<held_pieces> held;
+    for (uint32_t owner : held_owners(cut))
+      held.push_back(cut_pieces(bucket_ranges(*buckets), cut.size, owner, job->optimizer));
+    st.restoring_pieces.emplace(cut, std::move(held), moments_of(job->optimizer, std::nullopt));
+    st.pieces_restored.reset();
+  } else if (auto err = st.restoring_pieces->add(part)) {
+    return failed(std::move(err));
+  }
+  st.pieces_next = index + 1;
+  if (index + 1 < count) return;
+  auto done = std::move(*st.restoring_pieces).finish();
+  st.restoring_pieces.reset();
+  if (!done) return failed(std::move(done.error()));
+  st.pieces_restored.emplace(std::move(*done));
 }
 
 void start(self_ptr self, const dp_trainer_config& config, const wire& w) {
@@ -446,6 +479,17 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
           return make_error(errc::malformed_message, "a restore that is not the coordinator's");
         }
         take_restore_part(st, config, step, index, count, part);  // (a failure shows at start)
+        return true;
+      },
+      [=](pieces_atom, uint64_t step, uint32_t index, uint32_t count,
+          const wire& part) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!sent_by(self, config.coordinator->address()) || st.job || count < 2 ||
+            count > (uint32_t{1} << 24) || index >= count) {
+          config.log.warn("ignored pieces that are not the coordinator's, or late");
+          return make_error(errc::malformed_message, "pieces that are not the coordinator's");
+        }
+        take_pieces_part(st, config, step, index, count, part);  // (a failure shows at start)
         return true;
       },
       [=](tick_atom, uint64_t generation) {

@@ -34,6 +34,7 @@
 #include "actors/dp/trainer/bucket_buffers.hpp"
 #include "actors/dp/trainer/dp_schedule.hpp"
 #include "actors/dp/trainer/piece_agreement.hpp"
+#include "actors/dp/trainer/piece_checkpoint.hpp"
 #include "actors/supervision/failure/coordinator_link.hpp"
 #include "actors/transport/bucket_client.hpp"
 #include "messages/protocol.hpp"
@@ -62,13 +63,16 @@ struct dp_trainer_config {
 // travel in the last bucket, summed like the gradient, always in fp32. After the fixed ones
 // come one slot per member for its measured compute seconds per step (--balance): each member
 // fills its own, so the sum tells every member everyone's.
-// meta_refused: members whose piece of a sharded sum (--zero-stage 1) is not usable.
+// meta_refused: members whose piece of a sharded sum (--zero-stage 1) is not usable;
+// meta_checkpoint: with sharded state, member 0 asks every member to save its pieces after
+// this step (the console's checkpoint), so that all save the same step.
 enum step_meta : size_t {
   meta_examples = 0,
   meta_loss = 1,
   meta_non_finite = 2,
   meta_refused = 3,
-  meta_size = 4
+  meta_checkpoint = 4,
+  meta_size = 5
 };
 
 // --zero-stage 2 (dp_trainer_streamed.cpp): no whole gradient; each tensor's is put into the
@@ -98,6 +102,7 @@ struct sharded_state {
   std::shared_ptr<bucket_store> borrowed;
   enum class phase : uint8_t { reducing, meta, gathering } now = phase::reducing;
   std::optional<streamed_gradient> streamed;  // --zero-stage 2: the sums are in pieces->pending
+  bool save_asked = false;  // the step's meta asked every member for a checkpoint after it
 };
 
 // A generation's error-feedback buffers of 1-bit sums (shared with the reduce orders, as the
@@ -175,14 +180,21 @@ struct dp_trainer_state {
   caf::error resume_failed;
   uint32_t resume_next = 0;  // the index of the part expected next
   uint64_t restored_step = 0;
+  // --resume with --zero-stage 1 or 2, a checkpoint of sharded state: the pieces of the cut the
+  // coordinator's header named (piece_checkpoint.hpp), filled record by record, and once whole.
+  std::optional<piece_restorer> restoring_pieces;
+  std::optional<restored_pieces> pieces_restored;
+  uint32_t pieces_next = 0;  // the index of the pieces' part expected next
   bool agreeing = false;  // the store is with the group's agreement (store_pieces)
   // The parts of the epoch's parameters being sent for evaluation, one at a time (no step
   // meanwhile); empty when none are.
   placement evaluation_parts;
   bool stopping = false;
   bool checkpoint_due = false;  // member 0: a save waits for a step that communicated
-  // Member 0: the parts of a checkpoint being sent, made one at a time (no step meanwhile).
+  // Member 0: the parts of a checkpoint being sent, made one at a time (no step meanwhile);
+  // with sharded state, member 0's parameters alone, and every member's own pieces after.
   std::vector<std::function<wire()>> checkpoint_parts;
+  std::vector<std::function<wire()>> checkpoint_pieces;
   // The applied step's report, sent once the step settles (its rows in the tables).
   std::optional<std::pair<uint64_t, wire>> report_due;
   // --mode hybrid: the client of the task's embedding tables' buckets (it keeps each bucket's

@@ -56,8 +56,22 @@ caf::error step_store(dp_trainer_state& st, std::span<const float> grad);
 // -- dp_trainer_shards.cpp: sharded optimizer state (--zero-stage 1)
 // The optimizer whose store holds the parameters alone (their state is in the shard).
 optimizer_config parameters_only(optimizer_config o);
-// Makes the member's sharded state, holding no pieces yet (the first agreement cuts them).
-void make_shard(dp_trainer_state& st, const group_start& job);
+// Makes the member's sharded state, holding no pieces yet (the first agreement cuts them), or
+// a resumed checkpoint's: the pieces restored (st.pieces_restored), or cut from the whole
+// moments of a store saved under --zero-stage 0.
+caf::error make_shard(dp_trainer_state& st, const dp_trainer_config& config,
+                      const group_start& job);
+// A checkpoint after this step: member 0's parameters (st.checkpoint_parts) and this member's
+// own pieces (st.checkpoint_pieces), to be sent once the step settles.
+void plan_sharded_checkpoint(dp_trainer_state& st);
+// The ranges of the flat values that the step's gradient buckets cover, in order.
+std::vector<flat_range> bucket_ranges(const std::vector<gradient_bucket>& buckets);
+// The gradient buckets of `job` (its bucket size, the tensors it keeps at fp32) over `layout`.
+caf::expected<std::vector<gradient_bucket>> gradient_buckets_of(const flat_layout& layout,
+                                                                const group_start& job);
+// A new flat store of the parameters alone (--zero-stage 1 and 2), holding `params`.
+void keep_parameters_only(dp_trainer_state& st, const dp_trainer_config& config,
+                          const group_start& job);
 // Whether the summed gradient of this member's own pieces may be applied: finite and within
 // max_abs_gradient (the holders of backups see the same sums, checked by their owners).
 bool shard_sum_usable(dp_trainer_state& st);

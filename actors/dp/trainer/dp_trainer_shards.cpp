@@ -39,13 +39,81 @@ optimizer_config parameters_only(optimizer_config o) {
   return o;
 }
 
-void make_shard(dp_trainer_state& st, const group_start& job) {
+caf::expected<std::vector<gradient_bucket>> gradient_buckets_of(const flat_layout& layout,
+                                                                const group_start& job) {
+  std::vector<bool> full_precision(layout.specs.size(), false);
+  for (const auto& name : job.compression.skip) {
+    const int t = layout.find(name);
+    if (t < 0)
+      return make_error(errc::bad_configuration,
+                        "--compress-skip: the model has no tensor '" + name + "'");
+    full_precision[t] = true;
+  }
+  return plan_gradient_buckets(layout, job.bucket_bytes, full_precision);
+}
+
+std::vector<flat_range> bucket_ranges(const std::vector<gradient_bucket>& buckets) {
+  std::vector<flat_range> out;
+  for (const auto& b : buckets) out.push_back(flat_range{b.begin, b.end - b.begin});
+  return out;
+}
+
+namespace {
+
+// The cut of `job` for this member.
+piece_cut cut_of(const group_start& job) {
+  return piece_cut{job.generation, job.size, job.rank, job.shard_backups};
+}
+
+// A store saved under --zero-stage 0 (its whole moments) resumed under stage 1 or 2: this
+// member's pieces of the cut of `job` cut from it, and the store kept with the parameters only.
+void cut_whole_moments(dp_trainer_state& st, const dp_trainer_config& config,
+                       const group_start& job) {
+  auto& x = *st.shard->pieces;
+  const auto whole = st.optimizer->adam_state(0);
+  x.cut = cut_of(job);
+  for (uint32_t owner : held_owners(x.cut))
+    x.held.push_back(cut_pieces(x.buckets, x.cut.size, owner, x.optimizer));
+  if (!x.held.front().m.empty()) copy_overlaps(0, whole.m, x.held, false);
+  if (!x.held.front().v.empty()) copy_overlaps(0, whole.v, x.held, true);
+  x.version = st.optimizer->stats().version;
+  x.at_step = st.restored_step;
+  x.last_applied = true;
+  keep_parameters_only(st, config, job);
+}
+
+}  // namespace
+
+caf::error make_shard(dp_trainer_state& st, const dp_trainer_config& config,
+                      const group_start& job) {
   auto x = std::make_shared<piece_exchange>();
-  for (const auto& b : st.buckets) x->buckets.push_back(flat_range{b.begin, b.end - b.begin});
+  x->buckets = bucket_ranges(st.buckets);
   x->model_buffers = st.model_buffers;
   x->optimizer = job.optimizer;
   st.shard.emplace();
   st.shard->pieces = std::move(x);
+  auto& pieces = *st.shard->pieces;
+  if (st.pieces_restored) {  // (the coordinator's cut: this generation's, or an earlier one's)
+    auto restored = std::move(*st.pieces_restored);
+    st.pieces_restored.reset();
+    if (restored.cut.size != job.size && restored.cut.generation == job.generation)
+      return make_error(errc::corrupt_data, "the restored pieces are of another cut");
+    pieces.cut = restored.cut;
+    pieces.held = std::move(restored.held);
+    pieces.version = restored.version;
+    pieces.at_step = st.restored_step;
+    pieces.last_applied = true;
+  } else if (st.restored_step > 0 && !st.optimizer->adam_state(0).m.empty()) {
+    cut_whole_moments(st, config, job);
+  }
+  return {};
+}
+
+void plan_sharded_checkpoint(dp_trainer_state& st) {
+  if (st.job->rank == 0) st.checkpoint_parts = st.optimizer->save_plan();
+  const auto& x = st.shard->pieces;
+  st.checkpoint_pieces =
+      piece_save_plan(std::shared_ptr<const held_pieces>(x, &x->held.front()), x->version);
 }
 
 bool shard_sum_usable(dp_trainer_state& st) {

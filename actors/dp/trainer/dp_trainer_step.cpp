@@ -385,6 +385,7 @@ void compute_and_send(self_ptr self, const dp_trainer_config& config, example_ra
   st.own_loss_sum = loss * st.mine;
   (*st.values)[meta_loss] = static_cast<float>(st.own_loss_sum);
   (*st.values)[meta_size + job.rank] = static_cast<float>(st.own_seconds);
+  if (st.shard && job.rank == 0 && st.checkpoint_due) (*st.values)[meta_checkpoint] = 1.0f;
   config.coordinator->activity().set(config.name, fmt::format("step {}", st.step + 1),
                                      "collective");
   st.mine_since_sync += st.mine;
@@ -447,29 +448,46 @@ caf::error apply_sum(dp_trainer_state& st) {
 // up sooner, so that no step of this member's can reach the tables before their save ends).
 constexpr int tables_save_timeouts = 10;
 
-// Part `index` of member 0's state after this step (st.checkpoint_parts, made now) to the
+// Part `index` of a checkpoint after this step (`parts`, st.checkpoint_parts for member 0's
+// state, or st.checkpoint_pieces for this member's own pieces, each made now) to the
 // coordinator, the next once it has written this one: one part in flight, and no step
-// meanwhile. Then `then`.
-void send_checkpoint_part(self_ptr self, const dp_trainer_config& config, size_t index,
-                          std::function<void()> then) {
+// meanwhile. Then `then`; after a failure, neither list is sent on.
+template <class Atom>
+void send_checkpoint_part(self_ptr self, const dp_trainer_config& config, Atom atom,
+                          std::vector<std::function<wire()>> dp_trainer_state::*parts,
+                          size_t index, std::function<void()> then) {
   auto& st = self->state;
-  if (index >= st.checkpoint_parts.size()) {
-    st.checkpoint_parts.clear();
+  auto& list = st.*parts;
+  if (index >= list.size()) {
+    list.clear();
     return then();
   }
-  const bool last = index + 1 == st.checkpoint_parts.size();
+  const bool last = index + 1 == list.size();
   const auto i = static_cast<uint32_t>(index);
-  const auto bound = last && !st.tables.empty() ? config.request_timeout * tables_save_timeouts
+  // The part that ends the file for this member: its state's last, or with sharded state
+  // member 0's last piece.
+  const bool ends = last && (st.shard ? st.job->rank == 0 && parts != &dp_trainer_state::checkpoint_parts
+                                      : true);
+  const auto bound = ends && !st.tables.empty() ? config.request_timeout * tables_save_timeouts
                                                 : config.request_timeout;
-  self->request(coordinator_of(config), bound, save_atom_v, st.step, i, last ? i + 1 : uint32_t{0},
-                st.checkpoint_parts[index]())
-      .then([=](bool) { send_checkpoint_part(self, config, index + 1, then); },
+  self->request(coordinator_of(config), bound, atom, st.step, i, last ? i + 1 : uint32_t{0},
+                list[index]())
+      .then([=](bool) { send_checkpoint_part(self, config, atom, parts, index + 1, then); },
             [=](caf::error& err) {
               config.log.warn("checkpoint after step {} not sent: {}", self->state.step,
                               describe(err));
               self->state.checkpoint_parts.clear();
+              self->state.checkpoint_pieces.clear();
               then();
             });
+}
+
+// Member 0's state (its parameters alone with sharded state), then this member's own pieces.
+void send_checkpoint(self_ptr self, const dp_trainer_config& config, std::function<void()> then) {
+  send_checkpoint_part(self, config, save_atom_v, &dp_trainer_state::checkpoint_parts, 0, [=] {
+    send_checkpoint_part(self, config, pieces_atom_v, &dp_trainer_state::checkpoint_pieces, 0,
+                         then);
+  });
 }
 
 // Every bucket is summed (or, in a local step, none was sent): step (or skip, when some
@@ -508,6 +526,7 @@ void finish_step(self_ptr self, const dp_trainer_config& config) {
     skipped = true;
   }
   st.step_skipped = skipped;
+  if (st.shard) st.shard->save_asked = (*st.values)[meta_checkpoint] > 0;
   if (st.shard) took_step(st, !skipped);
   if (st.shard && !skipped) return step_and_gather(self, config);  // then step_done
   step_done(self, config);
@@ -528,13 +547,16 @@ void step_done(self_ptr self, const dp_trainer_config& config) {
       !local && (last || (st.job->checksum_every && st.step % st.job->checksum_every == 0));
   const uint64_t checksum = compare ? std::max<uint64_t>(1, parameter_checksum(st.params)) : 0;
   st.report_due.emplace(st.step, encode(report_of(st, skipped, exposed, checksum)));
-  if (st.job->checkpoint_every && st.step % st.job->checkpoint_every == 0) st.checkpoint_due = true;
-  // Not after a local step of 0/1 Adam: that state is one member's (the next sync is).
-  if (st.checkpoint_due && st.shard) {  // (refused at the start: no member holds it all)
-    st.checkpoint_due = false;
-    config.log.warn("step {}: no checkpoint of sharded optimizer state (not built yet)", st.step);
+  const bool scheduled = st.job->checkpoint_every && st.step % st.job->checkpoint_every == 0;
+  if (st.shard) {  // every member saves its pieces after the same step
+    if (scheduled || st.shard->save_asked) plan_sharded_checkpoint(st);
+    if (st.shard->save_asked && st.job->rank == 0) st.checkpoint_due = false;
+    st.shard->save_asked = false;
+  } else if (scheduled) {
+    st.checkpoint_due = true;
   }
-  if (st.job->rank == 0 && st.checkpoint_due && !local) {
+  // Not after a local step of 0/1 Adam: that state is one member's (the next sync is).
+  if (st.job->rank == 0 && st.checkpoint_due && !local && !st.shard) {
     st.checkpoint_due = false;
     st.checkpoint_parts = st.optimizer->save_plan();
   }
@@ -595,8 +617,8 @@ void on_step_settled(self_ptr self, const dp_trainer_config& config) {
     self->state.in_step = false;
     go_on(self, config, true);
   };
-  if (st.checkpoint_parts.empty()) return go();
-  send_checkpoint_part(self, config, 0, go);
+  if (st.checkpoint_parts.empty() && st.checkpoint_pieces.empty()) return go();
+  send_checkpoint(self, config, go);
 }
 
 }  // namespace troupe::dp_parts

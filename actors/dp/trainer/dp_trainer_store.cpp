@@ -45,6 +45,23 @@ caf::expected<flat_range> range_of(const dp_trainer_state& st, const dense_tenso
 
 }  // namespace
 
+namespace {
+
+// The spec of a new store of `optimizer` (its values allocated by the store, filled after).
+bucket_spec store_spec(dp_trainer_state& st, const optimizer_config& optimizer) {
+  bucket_spec spec{0, 1, optimizer, {}};
+  spec.values_follow = true;
+  if (st.flat_store)
+    spec.tensors.push_back(
+        dense_tensor{flat_slice, {static_cast<uint32_t>(st.layout->total)}, 0, {}});
+  else
+    for (const auto& s : st.optimizer_plan.buckets[0].slices)
+      spec.tensors.push_back(dense_tensor{s.tensor, s.shape, s.row_offset, {}});
+  return spec;
+}
+
+}  // namespace
+
 caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
                       const group_start& job) {
   if (auto err = check_rule(job.optimizer, config.rules)) return err;
@@ -55,14 +72,7 @@ caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
   st.flat_store = flat_state(optimizer, job.compression);
   if (st.flat_store && st.layout->total > std::numeric_limits<uint32_t>::max())
     return make_error(errc::bad_configuration, "a model of over 4 G parameters");
-  bucket_spec spec{0, 1, optimizer, {}};
-  spec.values_follow = true;  // allocated by the store, filled by the task below
-  if (st.flat_store)
-    spec.tensors.push_back(
-        dense_tensor{flat_slice, {static_cast<uint32_t>(st.layout->total)}, 0, {}});
-  else
-    for (const auto& s : st.optimizer_plan.buckets[0].slices)
-      spec.tensors.push_back(dense_tensor{s.tensor, s.shape, s.row_offset, {}});
+  auto spec = store_spec(st, optimizer);
   st.store_shapes = spec.tensors;
   if (st.resumed) return take_resumed(st);
   st.optimizer.emplace(std::move(spec), config.rules);
@@ -78,6 +88,15 @@ caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
                   st.optimizer->set_values(s).begin());
     }
   return {};
+}
+
+void keep_parameters_only(dp_trainer_state& st, const dp_trainer_config& config,
+                          const group_start& job) {
+  const std::vector<float> params(st.params.begin(), st.params.end());
+  st.optimizer.reset();  // (never the whole state and a new store at once)
+  st.optimizer.emplace(store_spec(st, parameters_only(job.optimizer)), config.rules);
+  bind_params(st);
+  std::copy(params.begin(), params.end(), st.params.begin());
 }
 
 void bind_params(dp_trainer_state& st) {

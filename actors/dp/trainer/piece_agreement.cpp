@@ -39,6 +39,24 @@ held_pieces cut_pieces(const std::vector<flat_range>& buckets, uint32_t size, ui
   return out;
 }
 
+uint64_t copy_overlaps(uint64_t offset, std::span<const float> from, std::vector<held_pieces>& into,
+                       bool second) {
+  uint64_t copied = 0;
+  for (auto& h : into) {
+    auto& to = second ? h.v : h.m;
+    if (to.empty()) continue;
+    for (const auto& p : h.pieces) {
+      const uint64_t begin = std::max(offset, p.offset);
+      const uint64_t end = std::min(offset + from.size(), p.offset + p.count);
+      if (begin >= end) continue;
+      std::copy(from.begin() + (begin - offset), from.begin() + (end - offset),
+                to.begin() + p.at + (begin - p.offset));
+      copied += end - begin;
+    }
+  }
+  return copied;
+}
+
 namespace {
 
 std::span<float> part_of(std::vector<float>& all, const shard_piece& p) {
@@ -183,23 +201,6 @@ caf::error roll_forward(collective& c, piece_exchange& x, uint32_t source, bool 
   x.summed_step = 0;
   x.pending.clear();
   return {};
-}
-
-// Copies what lies in [offset, offset + count) of the flat values, `from` (its moments there),
-// into every piece of `into` that overlaps it.
-void copy_overlaps(uint64_t offset, std::span<const float> from, std::vector<held_pieces>& into,
-                   bool second) {
-  for (auto& h : into) {
-    auto& to = second ? h.v : h.m;
-    if (to.empty()) continue;
-    for (const auto& p : h.pieces) {
-      const uint64_t begin = std::max(offset, p.offset);
-      const uint64_t end = std::min(offset + from.size(), p.offset + p.count);
-      if (begin < end)
-        std::copy(from.begin() + (begin - offset), from.begin() + (end - offset),
-                  to.begin() + p.at + (begin - p.offset));
-    }
-  }
 }
 
 }  // namespace

@@ -58,6 +58,11 @@ held_pieces piece_ranges(const std::vector<flat_range>& buckets, uint32_t size, 
 held_pieces cut_pieces(const std::vector<flat_range>& buckets, uint32_t size, uint32_t owner,
                        const optimizer_config& optimizer);
 
+// Copies what lies in [offset, offset + from.size()) of the flat values, `from` (moment m, or v
+// when `second`), into every piece of `into` that overlaps it; returns the values copied.
+uint64_t copy_overlaps(uint64_t offset, std::span<const float> from, std::vector<held_pieces>& into,
+                       bool second);
+
 // A member's sharded state, and its side of an agreement (moved to the group's thread and back).
 struct piece_exchange {
   piece_cut cut;                    // what `held` was cut by
