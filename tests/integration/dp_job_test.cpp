@@ -392,6 +392,45 @@ BOOST_AUTO_TEST_CASE(the_console_and_the_metrics_show_a_live_group_and_act_on_it
   for (auto& w : job.workers) BOOST_TEST(w->wait(bound).value_or(-1) == 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_console_checkpoint_of_sharded_state_resumes_at_another_size) {
+  // 2 members at --batch 96 under stage 2 save when the console asks (member 0's flag in the
+  // step's meta: both save the same step); 3 at --batch 64 under stage 1 resume from it.
+  const auto checkpoints = scratch("dp-zero-console-checkpoints");
+  fs::remove_all(checkpoints);
+  const std::vector<std::string> data = {"--train-limit", "12800", "--test-limit", "1000",
+                                         "--epochs", "12"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.end(), data.begin(), data.end());
+    return more;
+  };
+  auto coordinator_flags = job_floor(2, 8);  // 12 epochs at 8 ms a step: past the save
+  coordinator_flags.insert(coordinator_flags.end(), {"--checkpoint-dir", checkpoints.string(),
+                                                     "--checkpoint-every", "100000"});
+  {
+    dp_cluster first(2, with({"--batch", "96", "--zero-stage", "2"}), coordinator_flags);
+    BOOST_TEST_REQUIRE(first.await_log("epoch 1/12"));
+    child_process console({TROUPE_CONSOLE_BIN, "--connect", first.address, "-c", "checkpoint"},
+                          first.log_of("console"), first.env);
+    BOOST_TEST_REQUIRE(console.wait(std::chrono::seconds(60)).value_or(-1) == 0,
+                       console.output());
+    const std::string path = console.output().substr(0, console.output().find('\n'));
+    BOOST_TEST_REQUIRE(fs::exists(path), path);
+    first.coordinator->kill();
+    for (auto& w : first.workers) w->kill();
+  }
+  dp_cluster second(3, with({"--batch", "64", "--zero-stage", "1"}),
+                    {"--resume", checkpoints.string()});
+  const auto bound = std::chrono::seconds(300);
+  BOOST_TEST(second.coordinator->wait(bound).value_or(-1) == 0);
+  for (auto& w : second.workers) BOOST_TEST(w->wait(bound).value_or(-1) == 0);
+  const auto text = read_file(second.report.string());
+  BOOST_TEST(json_number(text, "resumed_from_step").value_or(0) > 0, text);
+  BOOST_TEST(json_number(text, "steps").value_or(0) == steps_of(paced_count(12800), 192, 12));
+  BOOST_TEST(json_number(text, "checksum_mismatches").value_or(1) == 0);
+  BOOST_TEST(json_number(text, "test_accuracy").value_or(0) > 0.8);
+  fs::remove_all(checkpoints);
+}
+
 BOOST_AUTO_TEST_CASE(the_actors_backend_trains_and_survives_a_killed_worker) {
   dp_cluster job(3, {"--batch", "64", "--train-limit", "25600", "--test-limit", "1000",
                      "--collective", "actors"});

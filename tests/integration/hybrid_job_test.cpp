@@ -100,3 +100,21 @@ BOOST_AUTO_TEST_CASE(a_hybrid_cluster_survives_a_killed_server_and_a_killed_work
   BOOST_TEST(number(text, "test_auc") > 0.65);
   BOOST_TEST(number(text, "updates_applied") > 0);
 }
+
+BOOST_AUTO_TEST_CASE(a_sharded_hybrid_job_checkpoints_its_pieces_and_tables_and_resumes) {
+  // Saved under stage 2 (the pieces, then the tables, in one file), resumed under stage 1.
+  const auto dir = scratch("hybrid-zero-checkpoints");
+  std::filesystem::remove_all(dir);
+  const auto saved = embedded_hybrid_job(
+      "hybrid-zero-save",
+      {"--zero-stage", "2", "--checkpoint-dir", dir.string(), "--checkpoint-every", "41"});
+  const auto resumed =
+      embedded_hybrid_job("hybrid-zero-resume", {"--zero-stage", "1", "--resume", dir.string()});
+  BOOST_TEST_INFO("saved: " << saved << "\nresumed: " << resumed);
+  BOOST_TEST(number(resumed, "resumed_from_step") > 0);
+  BOOST_TEST(number(resumed, "resumed_from_step") < number(saved, "steps"));
+  BOOST_TEST(number(resumed, "steps") == number(saved, "steps"));
+  BOOST_TEST(number(resumed, "checksum_mismatches") == 0);
+  BOOST_TEST(number(resumed, "test_auc") > 0.65);
+  std::filesystem::remove_all(dir);
+}

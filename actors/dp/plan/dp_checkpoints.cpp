@@ -284,7 +284,7 @@ void save_tables_when_settled(self_ptr self, const job_config& config) {
     return;
   saving->saving_tables = true;
   const uint64_t step = saving->step;
-  ps_plan::save_parts(self, config, 0, 0, saving->file, 1, [=](caf::error err) {
+  ps_plan::save_parts(self, config, 0, 0, saving->file, model_buckets(config.opts.dp.zero_stage), [=](caf::error err) {
     auto& saving = self->state.dp->saving;
     if (!saving || saving->step != step || !saving->saving_tables) return;  // abandoned
     if (!err && std::chrono::steady_clock::now() > saving->deadline)
