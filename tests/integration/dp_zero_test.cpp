@@ -224,5 +224,15 @@ BOOST_AUTO_TEST_CASE(a_sharded_checkpoint_resumes_at_another_size_and_stage) {
       }
     }
   }
+  // SGD keeps no moments: a whole state of it resumes sharded from its step alone.
+  std::filesystem::remove_all(dir);
+  const std::vector<std::string> sgd = {"--optimizer", "sgd", "--lr", "0.05"};
+  auto flags = with(sgd);
+  flags.insert(flags.end(), saving.begin(), saving.end());
+  const auto whole = run_dp(task, 2, 96, flags);
+  BOOST_TEST_REQUIRE(whole.finished, whole.report);
+  auto sharded = with(sgd);
+  sharded.insert(sharded.end(), {"--zero-stage", "2"});
+  expect_resumed_as_whole(task, whole, dir, 10, 3, 64, sharded);
   std::filesystem::remove_all(dir);
 }

@@ -67,19 +67,25 @@ piece_cut cut_of(const group_start& job) {
 
 // A store saved under --zero-stage 0 (its whole moments) resumed under stage 1 or 2: this
 // member's pieces of the cut of `job` cut from it, and the store kept with the parameters only.
-void cut_whole_moments(dp_trainer_state& st, const dp_trainer_config& config,
-                       const group_start& job) {
+caf::error cut_whole_moments(dp_trainer_state& st, const dp_trainer_config& config,
+                             const group_start& job) {
   auto& x = *st.shard->pieces;
   const auto whole = st.optimizer->adam_state(0);
   x.cut = cut_of(job);
   for (uint32_t owner : held_owners(x.cut))
     x.held.push_back(cut_pieces(x.buckets, x.cut.size, owner, x.optimizer));
-  if (!x.held.front().m.empty()) copy_overlaps(0, whole.m, x.held, false);
-  if (!x.held.front().v.empty()) copy_overlaps(0, whole.v, x.held, true);
+  const auto& own = x.held.front();
+  if (own.m.empty() != whole.m.empty() || own.v.empty() != whole.v.empty())
+    return make_error(errc::shape_mismatch,
+                      "the checkpoint holds the state of another optimizer (saved with another "
+                      "--optimizer)");
+  if (!own.m.empty()) copy_overlaps(0, whole.m, x.held, false);
+  if (!own.v.empty()) copy_overlaps(0, whole.v, x.held, true);
   x.version = st.optimizer->stats().version;
   x.at_step = st.restored_step;
   x.last_applied = true;
   keep_parameters_only(st, config, job);
+  return {};
 }
 
 }  // namespace
@@ -103,8 +109,8 @@ caf::error make_shard(dp_trainer_state& st, const dp_trainer_config& config,
     pieces.version = restored.version;
     pieces.at_step = st.restored_step;
     pieces.last_applied = true;
-  } else if (st.restored_step > 0 && !st.optimizer->adam_state(0).m.empty()) {
-    cut_whole_moments(st, config, job);
+  } else if (st.restored_step > 0) {  // (a store of SGD has no moments, only its step)
+    return cut_whole_moments(st, config, job);
   }
   return {};
 }
