@@ -194,6 +194,9 @@ class bucket_store {
   adam_view adam_state(size_t s) {
     return {slices_[s].values, first_moment_[s], second_moment_[s]};
   }
+  // --mode dp: a whole state rebuilt from a checkpoint of sharded state goes on from the steps
+  // its moments took (Adam's bias correction).
+  void set_version(uint64_t applied) { version_ = applied; }
 
  private:
   // A push's dense gradients, one per slice.

@@ -42,12 +42,6 @@ caf::error take_resume(coordinator_state& st, const job_config& config) {
                                   "with the same model, flags and workers",
                                   saved, what, now));
   };
-  if (job.zero_stage > 0 && config.opts.dp.zero_stage == 0)
-    return make_error(errc::bad_configuration,
-                      fmt::format("cannot resume: the checkpoint holds sharded optimizer state "
-                                  "(saved with --zero-stage {}); resume with --zero-stage 1 or 2 "
-                                  "(a whole state from its pieces is not built yet)",
-                                  job.zero_stage));
   const uint64_t buckets = model_buckets(job.zero_stage) + table_buckets(st, config);
   if (job.buckets != buckets || st.dp->resume_from->buckets() != buckets)
     return differs(config.opts.hybrid() ? "buckets (the model's, then the tables')"

@@ -378,7 +378,10 @@ void take_pieces_part(dp_trainer_state& st, const dp_trainer_config& config, uin
     const flat_layout layout{config.task->parameters()};
     auto buckets = gradient_buckets_of(layout, *job);
     if (!buckets) return failed(std::move(buckets.error()));
-    const piece_cut cut{job->generation, job->size, job->rank, job->shard_backups};
+    // (under --zero-stage 0 the member holds every piece: one member's cut)
+    const piece_cut cut = job->zero_stage > 0
+                              ? piece_cut{job->generation, job->size, job->rank, job->shard_backups}
+                              : piece_cut{job->generation, 1, 0, 0};
     std::vector<held_pieces> held;
     for (uint32_t owner : held_owners(cut))
       held.push_back(cut_pieces(bucket_ranges(*buckets), cut.size, owner, job->optimizer));

@@ -36,6 +36,40 @@ caf::error take_resumed(dp_trainer_state& st) {
   return {};
 }
 
+// A checkpoint of sharded state resumed under --zero-stage 0: a whole store of `spec`, its
+// values the checkpoint's parameters (st.resumed) and its moments the pieces, which this member
+// restored as one member's cut (every value).
+caf::error take_whole_from_pieces(dp_trainer_state& st, const dp_trainer_config& config,
+                                  bucket_spec spec) {
+  if (!st.flat_store)
+    return make_error(errc::bad_configuration,
+                      "a checkpoint of sharded state resumes under --zero-stage 0 with adam, "
+                      "adamw, momentum or sgd only");
+  if (auto err = take_resumed(st)) return err;
+  const auto pieces = std::move(*st.pieces_restored);
+  st.pieces_restored.reset();
+  const std::vector<float> params(st.params.begin(), st.params.end());
+  st.optimizer.reset();  // (never two stores at once)
+  st.optimizer.emplace(std::move(spec), config.rules);
+  bind_params(st);
+  std::copy(params.begin(), params.end(), st.params.begin());
+  auto whole = st.optimizer->adam_state(0);
+  const auto& all = pieces.held.front();
+  if (pieces.held.size() != 1 || whole.m.empty() != all.m.empty() ||
+      whole.v.empty() != all.v.empty())
+    return make_error(errc::shape_mismatch,
+                      "the checkpoint holds the state of another optimizer (saved with another "
+                      "--optimizer)");
+  for (const auto& p : all.pieces) {
+    if (p.offset + p.count > whole.values.size())
+      return make_error(errc::shape_mismatch, "the checkpoint's pieces lie outside the model");
+    if (!all.m.empty()) std::copy_n(all.m.begin() + p.at, p.count, whole.m.begin() + p.offset);
+    if (!all.v.empty()) std::copy_n(all.v.begin() + p.at, p.count, whole.v.begin() + p.offset);
+  }
+  st.optimizer->set_version(pieces.version);
+  return {};
+}
+
 // Where slice `s` of a store per tensor lies in the flat values.
 caf::expected<flat_range> range_of(const dp_trainer_state& st, const dense_tensor& s) {
   const auto range = locate(*st.layout, slice{s.name, s.row_offset, s.shape});
@@ -74,6 +108,8 @@ caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
     return make_error(errc::bad_configuration, "a model of over 4 G parameters");
   auto spec = store_spec(st, optimizer);
   st.store_shapes = spec.tensors;
+  if (st.resumed && st.pieces_restored && job.zero_stage == 0)
+    return take_whole_from_pieces(st, config, std::move(spec));
   if (st.resumed) return take_resumed(st);
   st.optimizer.emplace(std::move(spec), config.rules);
   bind_params(st);
