@@ -492,3 +492,28 @@ BOOST_AUTO_TEST_CASE(with_no_shard_backups_a_loss_ends_the_job_and_says_why) {
   BOOST_TEST(parsed.value("failure", "").find("--shard-backups 0") != std::string::npos,
              parsed.value("failure", ""));
 }
+
+BOOST_AUTO_TEST_CASE(with_no_shard_backups_a_loss_goes_back_to_the_last_checkpoint) {
+  // Every member restores the newest checkpoint's parameters and pieces, cut for the two left,
+  // and the job's progress goes back to it; the job then trains to its end.
+  const auto dir = scratch("dp-zero-go-back");
+  fs::remove_all(dir);
+  dp_cluster job(3,
+                 {"--batch", "32", "--train-limit", "19200", "--test-limit", "1000",
+                  "--zero-stage", "2", "--shard-backups", "0", "--checksum-every", "5"},
+                 {"--checkpoint-dir", dir.string(), "--checkpoint-every", "20"});
+  BOOST_TEST_REQUIRE(job.await_log("checkpoint after step ", progress_bound, 2));
+  job.workers[1]->kill();
+  const auto bound = std::chrono::seconds(300);
+  BOOST_TEST(job.coordinator->wait(bound).value_or(-1) == 0);
+  for (size_t i : {0u, 2u}) BOOST_TEST(job.workers[i]->wait(bound).value_or(-1) == 0);
+  const auto text = read_file(job.report.string());
+  BOOST_TEST(json_number(text, "steps").value_or(0) == steps_of(paced_count(19200), 96), text);
+  BOOST_TEST(json_number(text, "checksum_mismatches").value_or(1) == 0);
+  BOOST_TEST(json_number(text, "test_accuracy").value_or(0) > 0.8);
+  BOOST_TEST(read_file(job.log_of("c")).find("go back to the checkpoint after step") !=
+             std::string::npos);
+  BOOST_TEST(read_file(job.log_of("w0")).find("going back to the checkpoint after step") !=
+             std::string::npos);
+  fs::remove_all(dir);
+}

@@ -31,19 +31,21 @@ void split_hybrid_checkpoint(coordinator_state& st) {
       st.dp->resume_from->from(model_buckets(st.dp->resume_from->job.zero_stage));
 }
 
-// --resume: the checkpoint must be of this job (model, epochs, examples per step); the
-// report's history and the progress go on from it.
-caf::error take_resume(coordinator_state& st, const job_config& config) {
-  const auto& job = st.dp->resume_from->job;
+namespace {
+
+// Whether checkpoint `job` is of this job (model, epochs, examples per step, steps per epoch,
+// its buckets): errc::bad_configuration saying what differs.
+caf::error check_job(const coordinator_state& st, const job_config& config,
+                     const job_checkpoint& job, uint32_t file_buckets) {
   const flat_layout layout{config.task->parameters()};
   auto differs = [](const char* what, uint64_t saved, uint64_t now) {
     return make_error(errc::bad_configuration,
-                      fmt::format("cannot resume: the checkpoint has {} {}, this job {}; resume "
+                      fmt::format("the checkpoint has {} {}, this job {}; resume "
                                   "with the same model, flags and workers",
                                   saved, what, now));
   };
   const uint64_t buckets = model_buckets(job.zero_stage) + table_buckets(st, config);
-  if (job.buckets != buckets || st.dp->resume_from->buckets() != buckets)
+  if (job.buckets != buckets || file_buckets != buckets)
     return differs(config.opts.hybrid() ? "buckets (the model's, then the tables')"
                                         : "buckets (a parameter-service checkpoint?)",
                    job.buckets, buckets);
@@ -54,11 +56,52 @@ caf::error take_resume(coordinator_state& st, const job_config& config) {
     return differs("examples per step", job.chunk, st.dp->global_batch);
   if (job.batches_per_epoch != st.dp->steps_per_epoch)
     return differs("steps per epoch", job.batches_per_epoch, st.dp->steps_per_epoch);
+  return {};
+}
+
+}  // namespace
+
+// --resume: the checkpoint must be of this job (model, epochs, examples per step); the
+// report's history and the progress go on from it.
+caf::error take_resume(coordinator_state& st, const job_config& config) {
+  const auto& job = st.dp->resume_from->job;
+  if (auto err = check_job(st, config, job, st.dp->resume_from->buckets()))
+    return make_error(errc::bad_configuration, "cannot resume: " + describe(err));
   adopt_progress(st, job);
   st.shell.report.resumed_from_step = job.step;
   st.shell.resumed_wall_s = job.wall_s;
   config.log.info("resuming after step {} of {}", job.step, st.dp->steps_per_epoch * job.epochs);
   return {};
+}
+
+caf::expected<uint64_t> go_back_to_checkpoint(self_ptr self, const job_config& config) {
+  auto& st = self->state;
+  if (config.opts.hybrid())
+    return make_error(errc::job_failed, "a hybrid job's tables do not go back with its model");
+  if (config.opts.checkpoint_dir.empty())
+    return make_error(errc::job_failed, "there is no checkpoint to go back to (--checkpoint-dir)");
+  auto loaded = read_newest_checkpoint(config.opts.checkpoint_dir);
+  if (!loaded) return std::move(loaded.error());
+  for (const auto& line : loaded->skipped) config.log.warn("{}", line);
+  const auto& job = loaded->data.job;
+  if (auto err = check_job(st, config, job, loaded->data.buckets())) return err;
+  if (job.step > st.dp->steps || job.zero_stage != config.opts.dp.zero_stage)
+    return make_error(errc::job_failed, "the newest checkpoint is not one of this job's");
+  abandon_sharded_save(self, config, "the group went back to an earlier checkpoint");
+  adopt_progress(st, job);
+  // What the steps after it counted goes: each member's reports count again from it, and the
+  // epochs after it are evaluated again.
+  const uint64_t examples = config.task->batches_per_epoch(1);
+  for (uint32_t e = 0; e < job.epochs && e < st.dp->applied_examples.size(); ++e)
+    st.dp->applied_examples[e] = std::min(examples, job.finished[e] * st.dp->global_batch);
+  for (auto& m : st.dp->members) m.last_step = std::min(m.last_step, job.step);
+  for (uint32_t e = job.evaluated; e < st.dp->snapshot_taken.size(); ++e) {
+    st.dp->snapshot_taken[e] = false;
+    st.dp->assembling.erase(e);
+  }
+  std::erase_if(st.dp->to_evaluate, [&](const auto& due) { return due.first >= job.evaluated; });
+  st.dp->resume_from = std::move(loaded->data);
+  return job.step;
 }
 
 void adopt_progress(coordinator_state& st, const job_checkpoint& job) {

@@ -264,13 +264,21 @@ void lose(self_ptr self, const job_config& config, const std::string& name,
                       make_error(errc::job_failed, "worker '" + name + "' was lost meanwhile"));
   close_open_steps(self, config);
   const auto& o = config.opts;
-  if (o.dp.zero_stage > 0 && o.dp.shard_backups == 0 && st.dp->steps > 0)
-    return fail_job(self, config,
-                    fmt::format("lost worker '{}' ({}), and its pieces of the sharded optimizer "
-                                "state with it: --shard-backups 0 keeps no copy of them; "
-                                "resume from the last checkpoint (--resume)",
-                                name, why));
-  config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
+  if (o.dp.zero_stage > 0 && o.dp.shard_backups == 0 && st.dp->steps > 0) {
+    auto step = go_back_to_checkpoint(self, config);
+    if (!step)
+      return fail_job(self, config,
+                      fmt::format("lost worker '{}' ({}), and its pieces of the sharded "
+                                  "optimizer state with it (--shard-backups 0 keeps no copy), "
+                                  "and {}",
+                                  name, why, describe(step.error())));
+    config.log.warn(
+        "lost worker '{}' ({}), and its pieces of the sharded optimizer state with it "
+        "(--shard-backups 0 keeps no copy); the others go back to the checkpoint after step {}",
+        name, why, *step);
+  } else {
+    config.log.warn("lost worker '{}' ({}); the others go on without it", name, why);
+  }
   if (st.shell.succession.rejoining) return;  // the takeover's end forms the next generation
   if (!st.dp->lost_at) st.dp->lost_at = std::chrono::steady_clock::now();
   form_group(self, config, "'" + name + "' lost");

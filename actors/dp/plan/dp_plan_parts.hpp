@@ -59,6 +59,10 @@ caf::result<wire> store_get(self_ptr self, const wire& w);
 
 // -- dp_checkpoints.cpp
 caf::error take_resume(coordinator_state& st, const job_config& config);
+// --zero-stage 1 or 2 with --shard-backups 0, a member lost: the newest checkpoint in
+// --checkpoint-dir becomes the state the next generation starts from (every member restored),
+// and the progress goes back to it; the step it was saved after, or why there is none.
+caf::expected<uint64_t> go_back_to_checkpoint(self_ptr self, const job_config& config);
 // --mode hybrid's --resume: the checkpoint's tables' buckets (after the model's state, bucket 0)
 // go to the ps plan, which places them; the dp plan keeps the model's.
 void split_hybrid_checkpoint(coordinator_state& st);

@@ -133,6 +133,10 @@ void evaluate_next(self_ptr self, const job_config& config) {
           [=](const eval_output& out) {
             auto& st = self->state;
             st.dp->evaluating = false;
+            if (!st.dp->snapshot_taken[epoch]) {  // the group went back before this epoch
+              evaluate_next(self, config);
+              return;
+            }
             const double train_loss =
                 st.dp->epoch_examples[epoch]
                     ? st.dp->epoch_loss[epoch] / double(st.dp->epoch_examples[epoch])

@@ -232,6 +232,9 @@ void agree_on_shards(self_ptr self, const dp_trainer_config& config, uint64_t ge
 void apply_start(self_ptr self, const dp_trainer_config& config, group_start job) {
   auto& st = self->state;
   st.job = std::move(job);
+  if (st.shard && (st.resumed || st.resuming || st.resume_failed))  // restored meanwhile
+    if (auto err = go_back(st, config))
+      return fail(self, config, "going back to the last checkpoint", err);
   st.broken = false;
   st.forming = true;   // no step until the members agree (a run already queued waits)
   size_buffers(st);    // a rate per member; 1-bit errors reset
@@ -476,8 +479,9 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
       [=](restore_atom, uint64_t step, uint32_t index, uint32_t count,
           const wire& part) -> caf::result<bool> {
         auto& st = self->state;
-        if (!sent_by(self, config.coordinator->address()) || st.job || count == 0 ||
-            count > (uint32_t{1} << 16) || index >= count) {
+        // (after the start: a sharded group going back to its last checkpoint)
+        if (!sent_by(self, config.coordinator->address()) || (st.job && !st.shard) ||
+            count == 0 || count > (uint32_t{1} << 16) || index >= count) {
           config.log.warn("ignored a restore that is not the coordinator's, or late");
           return make_error(errc::malformed_message, "a restore that is not the coordinator's");
         }
@@ -487,8 +491,8 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
       [=](pieces_atom, uint64_t step, uint32_t index, uint32_t count,
           const wire& part) -> caf::result<bool> {
         auto& st = self->state;
-        if (!sent_by(self, config.coordinator->address()) || st.job || count < 2 ||
-            count > (uint32_t{1} << 24) || index >= count) {
+        if (!sent_by(self, config.coordinator->address()) || (st.job && !st.shard) ||
+            count < 2 || count > (uint32_t{1} << 24) || index >= count) {
           config.log.warn("ignored pieces that are not the coordinator's, or late");
           return make_error(errc::malformed_message, "pieces that are not the coordinator's");
         }

@@ -50,6 +50,8 @@ caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
                       const group_start& job);
 // Points st.params at the store's values (a flat store), or at a flat copy of its slices.
 void bind_params(dp_trainer_state& st);
+// A checkpoint's store (st.resumed) in place of the member's own.
+caf::error take_resumed(dp_trainer_state& st);
 // Steps the store with the summed gradient (read where it is, never copied).
 caf::error step_store(dp_trainer_state& st, std::span<const float> grad);
 
@@ -61,6 +63,10 @@ optimizer_config parameters_only(optimizer_config o);
 // moments of a store saved under --zero-stage 0.
 caf::error make_shard(dp_trainer_state& st, const dp_trainer_config& config,
                       const group_start& job);
+// --shard-backups 0, a member lost: the coordinator restored the last checkpoint into this
+// member before the new generation's start; its parameters and pieces replace the member's,
+// and it goes on from that step.
+caf::error go_back(dp_trainer_state& st, const dp_trainer_config& config);
 // A checkpoint after this step: member 0's parameters (st.checkpoint_parts) and this member's
 // own pieces (st.checkpoint_pieces), to be sent once the step settles.
 void plan_sharded_checkpoint(dp_trainer_state& st);

@@ -88,7 +88,39 @@ caf::error cut_whole_moments(dp_trainer_state& st, const dp_trainer_config& conf
   return {};
 }
 
+// The pieces restored from a checkpoint (the cut the coordinator named: this generation's, or
+// an earlier one's if that one failed to form), at the step it was saved after.
+caf::error adopt_restored_pieces(dp_trainer_state& st, const group_start& job) {
+  auto restored = std::move(*st.pieces_restored);
+  st.pieces_restored.reset();
+  if (restored.cut.size != job.size && restored.cut.generation == job.generation)
+    return make_error(errc::corrupt_data, "the restored pieces are of another cut");
+  auto& x = *st.shard->pieces;
+  x.cut = restored.cut;
+  x.held = std::move(restored.held);
+  x.version = restored.version;
+  x.at_step = st.restored_step;
+  x.last_applied = true;
+  x.summed_step = 0;
+  x.pending.clear();
+  x.last_buffers.clear();
+  return {};
+}
+
 }  // namespace
+
+caf::error go_back(dp_trainer_state& st, const dp_trainer_config& config) {
+  if (st.resume_failed) return std::exchange(st.resume_failed, caf::error{});
+  if (st.resuming || st.restoring_pieces || !st.resumed || !st.pieces_restored)
+    return make_error(errc::corrupt_data, "parts of the checkpoint's state are missing");
+  if (auto err = take_resumed(st)) return err;
+  if (auto err = adopt_restored_pieces(st, *st.job)) return err;
+  st.shard->computed_step = 0;
+  st.step = st.restored_step;
+  st.restored_step = 0;
+  config.log.warn("going back to the checkpoint after step {}", st.step);
+  return {};
+}
 
 caf::error make_shard(dp_trainer_state& st, const dp_trainer_config& config,
                       const group_start& job) {
@@ -98,20 +130,9 @@ caf::error make_shard(dp_trainer_state& st, const dp_trainer_config& config,
   x->optimizer = job.optimizer;
   st.shard.emplace();
   st.shard->pieces = std::move(x);
-  auto& pieces = *st.shard->pieces;
-  if (st.pieces_restored) {  // (the coordinator's cut: this generation's, or an earlier one's)
-    auto restored = std::move(*st.pieces_restored);
-    st.pieces_restored.reset();
-    if (restored.cut.size != job.size && restored.cut.generation == job.generation)
-      return make_error(errc::corrupt_data, "the restored pieces are of another cut");
-    pieces.cut = restored.cut;
-    pieces.held = std::move(restored.held);
-    pieces.version = restored.version;
-    pieces.at_step = st.restored_step;
-    pieces.last_applied = true;
-  } else if (st.restored_step > 0) {  // (a store of SGD has no moments, only its step)
+  if (st.pieces_restored) return adopt_restored_pieces(st, job);  // (a checkpoint's pieces)
+  if (st.restored_step > 0)  // a checkpoint's whole state (SGD's has no moments, only a step)
     return cut_whole_moments(st, config, job);
-  }
   return {};
 }
 

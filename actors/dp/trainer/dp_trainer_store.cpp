@@ -24,17 +24,6 @@ bool flat_state(const optimizer_config& o, const dp_compression& compression) {
   return elementwise(o) && compression.adam == compressed_adam::none;
 }
 
-// A checkpoint's store, restored as its parts came (restore_atom), in place of a new one.
-caf::error take_resumed(dp_trainer_state& st) {
-  if (!same_slices(st.resumed->slices(), st.store_shapes))
-    return make_error(errc::shape_mismatch,
-                      "the checkpoint holds another model, or its state in another form (saved by "
-                      "an earlier Troupe, or with another --optimizer)");
-  st.optimizer = std::move(st.resumed);
-  st.resumed.reset();
-  bind_params(st);
-  return {};
-}
 
 // A checkpoint of sharded state resumed under --zero-stage 0: a whole store of `spec`, its
 // values the checkpoint's parameters (st.resumed) and its moments the pieces, which this member
@@ -95,6 +84,18 @@ bucket_spec store_spec(dp_trainer_state& st, const optimizer_config& optimizer) 
 }
 
 }  // namespace
+
+// A checkpoint's store, restored as its parts came (restore_atom), in place of a new one.
+caf::error take_resumed(dp_trainer_state& st) {
+  if (!same_slices(st.resumed->slices(), st.store_shapes))
+    return make_error(errc::shape_mismatch,
+                      "the checkpoint holds another model, or its state in another form (saved by "
+                      "an earlier Troupe, or with another --optimizer)");
+  st.optimizer = std::move(st.resumed);
+  st.resumed.reset();
+  bind_params(st);
+  return {};
+}
 
 caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
                       const group_start& job) {
