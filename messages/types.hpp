@@ -439,7 +439,8 @@ struct group_start {
   double slowdown = 1;      // this member computes F times slower (--worker-slowdown)
   uint32_t client = 0;      // --mode hybrid: its worker id at the table buckets (join order)
   uint32_t delay_ms = 0;    // extra milliseconds per step (--worker-delay-ms)
-  uint32_t zero_stage = 0;  // 1: the optimizer's state sharded over the members; 2: the gradient too (--zero-stage)
+  uint32_t zero_stage =
+      0;  // 1: the optimizer's state sharded over the members; 2: the gradient too (--zero-stage)
   uint32_t shard_backups = 0;  // copies of other members' pieces each keeps (--shard-backups)
 };
 

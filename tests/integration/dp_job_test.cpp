@@ -397,8 +397,8 @@ BOOST_AUTO_TEST_CASE(a_console_checkpoint_of_sharded_state_resumes_at_another_si
   // step's meta: both save the same step); 3 at --batch 64 under stage 1 resume from it.
   const auto checkpoints = scratch("dp-zero-console-checkpoints");
   fs::remove_all(checkpoints);
-  const std::vector<std::string> data = {"--train-limit", "12800", "--test-limit", "1000",
-                                         "--epochs", "12"};
+  const std::vector<std::string> data = {"--train-limit", "12800",    "--test-limit",
+                                         "1000",          "--epochs", "12"};
   auto with = [&](std::vector<std::string> more) {
     more.insert(more.end(), data.begin(), data.end());
     return more;
@@ -411,8 +411,7 @@ BOOST_AUTO_TEST_CASE(a_console_checkpoint_of_sharded_state_resumes_at_another_si
     BOOST_TEST_REQUIRE(first.await_log("epoch 1/12"));
     child_process console({TROUPE_CONSOLE_BIN, "--connect", first.address, "-c", "checkpoint"},
                           first.log_of("console"), first.env);
-    BOOST_TEST_REQUIRE(console.wait(std::chrono::seconds(60)).value_or(-1) == 0,
-                       console.output());
+    BOOST_TEST_REQUIRE(console.wait(std::chrono::seconds(60)).value_or(-1) == 0, console.output());
     const std::string path = console.output().substr(0, console.output().find('\n'));
     BOOST_TEST_REQUIRE(fs::exists(path), path);
     first.coordinator->kill();
@@ -499,8 +498,8 @@ BOOST_AUTO_TEST_CASE(with_no_shard_backups_a_loss_goes_back_to_the_last_checkpoi
   const auto dir = scratch("dp-zero-go-back");
   fs::remove_all(dir);
   dp_cluster job(3,
-                 {"--batch", "32", "--train-limit", "19200", "--test-limit", "1000",
-                  "--zero-stage", "2", "--shard-backups", "0", "--checksum-every", "5"},
+                 {"--batch", "32", "--train-limit", "19200", "--test-limit", "1000", "--zero-stage",
+                  "2", "--shard-backups", "0", "--checksum-every", "5"},
                  {"--checkpoint-dir", dir.string(), "--checkpoint-every", "20"});
   BOOST_TEST_REQUIRE(job.await_log("checkpoint after step ", progress_bound, 2));
   job.workers[1]->kill();

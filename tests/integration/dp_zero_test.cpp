@@ -82,11 +82,10 @@ class short_put_task : public training_task {
     caf::expected<range_result> gradient_range_streamed(std::span<const float> p, uint32_t epoch,
                                                         uint64_t first, uint32_t count,
                                                         const gradient_put& put) override {
-      return inner->gradient_range_streamed(p, epoch, first, count,
-                                            [&](size_t t, std::span<const float> values) {
-                                              put(t, t == 1 ? values.first(values.size() - 1)
-                                                            : values);
-                                            });
+      return inner->gradient_range_streamed(
+          p, epoch, first, count, [&](size_t t, std::span<const float> values) {
+            put(t, t == 1 ? values.first(values.size() - 1) : values);
+          });
     }
     std::unique_ptr<task_replica> inner;
   };
@@ -99,8 +98,9 @@ BOOST_AUTO_TEST_CASE(a_tensor_put_at_the_wrong_size_fails_the_job_saying_which) 
   auto task = std::make_shared<short_put_task>(fmnist_task_of());
   const auto run = run_dp(task, 2, 64, {"--zero-stage", "2"});
   BOOST_TEST(!run.finished);
-  BOOST_TEST(run.report.find("the task put 255 values for tensor 'fc1.b' of 256") != std::string::npos,
-             run.report);
+  BOOST_TEST(
+      run.report.find("the task put 255 values for tensor 'fc1.b' of 256") != std::string::npos,
+      run.report);
 }
 
 BOOST_AUTO_TEST_CASE(stages_one_and_two_take_the_steps_of_stage_zero_with_adam_and_sgd) {
@@ -202,8 +202,8 @@ BOOST_AUTO_TEST_CASE(a_sharded_checkpoint_resumes_at_another_size_and_stage) {
     more.insert(more.begin(), common.begin(), common.end());
     return more;
   };
-  const std::vector<std::string> saving = {"--checkpoint-dir", dir.string(), "--checkpoint-every",
-                                           "5", "--checkpoint-keep", "2"};
+  const std::vector<std::string> saving = {
+      "--checkpoint-dir", dir.string(), "--checkpoint-every", "5", "--checkpoint-keep", "2"};
   for (const char* stage : {"2", "0"}) {
     BOOST_TEST_CONTEXT("saved under --zero-stage " << stage) {
       std::filesystem::remove_all(dir);

@@ -950,8 +950,8 @@ BOOST_AUTO_TEST_CASE(zero_stage_parses_and_refuses_what_sharded_state_does_not_t
   refused({"--optimizer", "zero-one-adam"}, "zero-one-adam");
   refused({"--optimizer", "dash"}, "--optimizer dash");
   // Sharded state is checkpointed and resumed.
-  BOOST_TEST(bool(parse({"--mode", "dp", "--zero-stage", "2", "--checkpoint-dir", "/tmp/x",
-                         "--resume", "/tmp/x"})));
+  BOOST_TEST(bool(parse(
+      {"--mode", "dp", "--zero-stage", "2", "--checkpoint-dir", "/tmp/x", "--resume", "/tmp/x"})));
   // A group with sharded state re-forms: joiners and standbys are taken.
   BOOST_TEST(bool(parse({"--mode", "dp", "--zero-stage", "1", "--max-workers", "3"})));
   auto backups = parse({"--mode", "dp", "--zero-stage", "1", "--shard-backups", "2"});

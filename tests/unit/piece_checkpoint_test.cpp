@@ -52,8 +52,7 @@ BOOST_AUTO_TEST_CASE(four_members_pieces_refill_any_other_cut) {
   const auto records = saved_by(4);
   for (const piece_cut& cut : {piece_cut{1, 3, 1, 1}, piece_cut{1, 3, 0, 0}, piece_cut{1, 1, 0, 0},
                                piece_cut{1, 4, 3, 2}}) {
-    BOOST_TEST_CONTEXT("member " << cut.rank << " of " << cut.size << ", backups "
-                                 << cut.backups) {
+    BOOST_TEST_CONTEXT("member " << cut.rank << " of " << cut.size << ", backups " << cut.backups) {
       auto restorer = restorer_for(cut);
       for (const auto& w : records) BOOST_TEST_REQUIRE(!restorer.add(w));
       auto done = std::move(restorer).finish();

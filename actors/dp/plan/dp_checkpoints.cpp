@@ -321,14 +321,17 @@ void save_tables_when_settled(self_ptr self, const job_config& config) {
     return;
   saving->saving_tables = true;
   const uint64_t step = saving->step;
-  ps_plan::save_parts(self, config, 0, 0, saving->file, model_buckets(config.opts.dp.zero_stage), [=](caf::error err) {
-    auto& saving = self->state.dp->saving;
-    if (!saving || saving->step != step || !saving->saving_tables) return;  // abandoned
-    if (!err && std::chrono::steady_clock::now() > saving->deadline)
-      err = make_error(errc::timeout, "the tables' buckets took past the checkpoint's bound");
-    if (!err) return finish_checkpoint(self, config);
-    abandon_tables_save(self, config, err);
-  });
+  ps_plan::save_parts(self, config, 0, 0, saving->file, model_buckets(config.opts.dp.zero_stage),
+                      [=](caf::error err) {
+                        auto& saving = self->state.dp->saving;
+                        if (!saving || saving->step != step || !saving->saving_tables)
+                          return;  // abandoned
+                        if (!err && std::chrono::steady_clock::now() > saving->deadline)
+                          err = make_error(errc::timeout,
+                                           "the tables' buckets took past the checkpoint's bound");
+                        if (!err) return finish_checkpoint(self, config);
+                        abandon_tables_save(self, config, err);
+                      });
 }
 
 void abandon_tables_save(self_ptr self, const job_config& config, const caf::error& why) {

@@ -110,7 +110,7 @@ struct dp_state final : job_plan {
     caf::typed_response_promise<bool> answer;
   };
   std::vector<waiting_piece> pieces_waiting;
-  uint64_t save_opened_step = 0;  // the step of the checkpoint member 0 began last
+  uint64_t save_opened_step = 0;   // the step of the checkpoint member 0 began last
   std::vector<double> epoch_loss;  // per epoch
   std::vector<uint64_t> epoch_examples;
   // Steps some of whose members' reports are still to come: an epoch is evaluated (its

@@ -480,8 +480,8 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
           const wire& part) -> caf::result<bool> {
         auto& st = self->state;
         // (after the start: a sharded group going back to its last checkpoint)
-        if (!sent_by(self, config.coordinator->address()) || (st.job && !st.shard) ||
-            count == 0 || count > (uint32_t{1} << 16) || index >= count) {
+        if (!sent_by(self, config.coordinator->address()) || (st.job && !st.shard) || count == 0 ||
+            count > (uint32_t{1} << 16) || index >= count) {
           config.log.warn("ignored a restore that is not the coordinator's, or late");
           return make_error(errc::malformed_message, "a restore that is not the coordinator's");
         }
@@ -491,8 +491,8 @@ dp_worker_actor::behavior_type dp_trainer(dp_worker_actor::stateful_pointer<dp_t
       [=](pieces_atom, uint64_t step, uint32_t index, uint32_t count,
           const wire& part) -> caf::result<bool> {
         auto& st = self->state;
-        if (!sent_by(self, config.coordinator->address()) || (st.job && !st.shard) ||
-            count < 2 || count > (uint32_t{1} << 24) || index >= count) {
+        if (!sent_by(self, config.coordinator->address()) || (st.job && !st.shard) || count < 2 ||
+            count > (uint32_t{1} << 24) || index >= count) {
           config.log.warn("ignored pieces that are not the coordinator's, or late");
           return make_error(errc::malformed_message, "pieces that are not the coordinator's");
         }

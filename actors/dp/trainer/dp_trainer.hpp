@@ -185,7 +185,7 @@ struct dp_trainer_state {
   std::optional<piece_restorer> restoring_pieces;
   std::optional<restored_pieces> pieces_restored;
   uint32_t pieces_next = 0;  // the index of the pieces' part expected next
-  bool agreeing = false;  // the store is with the group's agreement (store_pieces)
+  bool agreeing = false;     // the store is with the group's agreement (store_pieces)
   // The parts of the epoch's parameters being sent for evaluation, one at a time (no step
   // meanwhile); empty when none are.
   placement evaluation_parts;

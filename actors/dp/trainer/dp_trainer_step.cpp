@@ -454,8 +454,8 @@ constexpr int tables_save_timeouts = 10;
 // meanwhile. Then `then`; after a failure, neither list is sent on.
 template <class Atom>
 void send_checkpoint_part(self_ptr self, const dp_trainer_config& config, Atom atom,
-                          std::vector<std::function<wire()>> dp_trainer_state::*parts,
-                          size_t index, std::function<void()> then) {
+                          std::vector<std::function<wire()>> dp_trainer_state::*parts, size_t index,
+                          std::function<void()> then) {
   auto& st = self->state;
   auto& list = st.*parts;
   if (index >= list.size()) {
@@ -466,8 +466,8 @@ void send_checkpoint_part(self_ptr self, const dp_trainer_config& config, Atom a
   const auto i = static_cast<uint32_t>(index);
   // The part that ends the file for this member: its state's last, or with sharded state
   // member 0's last piece.
-  const bool ends = last && (st.shard ? st.job->rank == 0 && parts != &dp_trainer_state::checkpoint_parts
-                                      : true);
+  const bool ends =
+      last && (!st.shard || (st.job->rank == 0 && parts == &dp_trainer_state::checkpoint_pieces));
   const auto bound = ends && !st.tables.empty() ? config.request_timeout * tables_save_timeouts
                                                 : config.request_timeout;
   self->request(coordinator_of(config), bound, atom, st.step, i, last ? i + 1 : uint32_t{0},

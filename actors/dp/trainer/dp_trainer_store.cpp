@@ -24,7 +24,6 @@ bool flat_state(const optimizer_config& o, const dp_compression& compression) {
   return elementwise(o) && compression.adam == compressed_adam::none;
 }
 
-
 // A checkpoint of sharded state resumed under --zero-stage 0: a whole store of `spec`, its
 // values the checkpoint's parameters (st.resumed) and its moments the pieces, which this member
 // restored as one member's cut (every value).
