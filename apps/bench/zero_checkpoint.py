@@ -8,9 +8,9 @@ state, as apps/bench/size_ladder.py measures it) and so a checkpoint's cost in s
 checkpoint file's bytes per parameter, and the peak RSS of the members and of the coordinator
 with and without checkpoints (under stage 2 every member sends its own pieces; no process
 ever holds the whole optimizer state). Then a resume of a stage 2 checkpoint under stage 1,
-with the members' and coordinator's peak RSS.
+with the members' and coordinator's peak RSS beside the same job not resumed.
 
-    /usr/bin/python3 apps/bench/zero_checkpoint.py [--size 100M] [--hidden 8] [--steps 3]
+    /usr/bin/python3 apps/bench/zero_checkpoint.py [--size 100M] [--hidden 8] [--steps 6]
 """
 import argparse
 import glob
@@ -30,7 +30,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", default="100M")
     parser.add_argument("--hidden", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=6)
     args = parser.parse_args()
     h, steps = args.hidden, args.steps
     w = width_for(parse_size(args.size), h)
@@ -57,10 +57,12 @@ def main():
         # The stage 2 checkpoint before the last step resumed under stage 1 (the last one's
         # file dropped, so that one step is left).
         os.remove(newest_checkpoint(os.path.join(tmp, "ckpt-2")))
+        stage_1 = ["--zero-stage", "1", "--shard-backups", "0"]
         resumed = troupe_job("dp", w, 2 + steps, tmp, members=4, hidden=h,
-                             extra=["--zero-stage", "1", "--resume", os.path.join(tmp, "ckpt-2")])
+                             extra=stage_1 + ["--resume", os.path.join(tmp, "ckpt-2")])
+        fresh = troupe_job("dp", w, 2 + steps, tmp, members=4, hidden=h, extra=stage_1)
         rows.append({"stage": "resume 2 -> 1", "resumed_from_step": resumed["resumed_from_step"],
-                     "rss_mb": rss_of(resumed)})
+                     "rss_mb": rss_of(resumed), "rss_mb_fresh": rss_of(fresh)})
         print(json.dumps(rows[-1]), flush=True)
     print(f"\n784-{'-'.join([str(w)] * h)}-10 MLP, {params / 1e6:.1f}M parameters, Adam, "
           "4 members, a checkpoint after every step")
@@ -75,7 +77,9 @@ def main():
     r = rows[2]
     print(f"\nstage 2's checkpoint resumed under stage 1 from step {r['resumed_from_step']}: "
           f"members' peak RSS {[round(x) for x in r['rss_mb']['workers']]} MB, coordinator "
-          f"{r['rss_mb']['coordinator']:.0f} MB")
+          f"{r['rss_mb']['coordinator']:.0f} MB; the same job not resumed: members "
+          f"{[round(x) for x in r['rss_mb_fresh']['workers']]} MB, coordinator "
+          f"{r['rss_mb_fresh']['coordinator']:.0f} MB")
 
 
 if __name__ == "__main__":
