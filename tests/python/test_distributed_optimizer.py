@@ -1,7 +1,9 @@
 """troupe.DistributedOptimizer and troupe.elastic: a data-parallel loop of one's own.
 
 In one process (a group of one): the optimizer steps exactly as the plain one, and a step whose
-gradient has NaN changes nothing. In several processes, the elastic_loop example: a driver and
+gradient has NaN changes nothing; with sharded state (zero_stage 1 and 2) it steps alike, each
+parameter owned by one member. In several processes, the elastic_loop example: sharded state
+takes zero_stage 0's steps bit for bit (Adam, two loops); and a driver and
 two loops; a third joins once the first has committed 10 steps (the group re-forms to 3); once
 the third has committed a step, the second is killed (kill -9; the group re-forms to 2); the
 loops carry on to the end with the same parameters (checksums), and every epoch's examples were
@@ -18,7 +20,7 @@ import torch
 from torch import nn
 
 import troupe
-from processes import grow_then_lose
+from processes import Process, grow_then_lose
 
 EXAMPLES = os.environ.get("TROUPE_EXAMPLES", "")
 LOOP = os.path.join(EXAMPLES, "elastic_loop.py")
@@ -77,15 +79,50 @@ class InOneProcess(unittest.TestCase):
             self.assertTrue(torch.allclose(a, b, atol=1e-6))
         self.assertEqual(troupe.elastic.size(), 1)
 
-    def test_zero_stage_0_is_taken_and_a_sharded_stage_refused_saying_why(self):
+    def test_sharded_stages_in_a_group_of_one_step_as_the_plain_optimizer(self):
+        # one member owns every parameter: Adam's state is all its own, stepped as the plain one
+        for stage in (1, 2):
+            with self.subTest(zero_stage=stage):
+                torch.manual_seed(3)
+                model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+                twin = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+                twin.load_state_dict(model.state_dict())
+                opt = troupe.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.1),
+                                                  model.named_parameters(), bucket_mb=0.00001,
+                                                  zero_stage=stage)
+                plain = torch.optim.Adam(twin.parameters(), lr=0.1)
+                state = troupe.elastic.State(model, opt, step=0)
+
+                @troupe.elastic.run
+                def train(state):
+                    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(5))
+                    for _ in range(3):
+                        for net, o in ((model, opt), (twin, plain)):
+                            o.zero_grad()
+                            net(x).square().sum().backward()
+                            o.step()
+                        state.step += 1
+                        state.commit()
+
+                train(state)
+                for a, b in zip(model.parameters(), twin.parameters()):
+                    self.assertTrue(torch.allclose(a, b, atol=1e-6))
+                self.assertEqual(len(opt.state), 4)  # every parameter's state, as its owner's
+                self.assertEqual(set(opt.state_dict()["state"]), {n for n, _ in
+                                                                   model.named_parameters()})
+
+    def test_each_parameter_has_one_owner_and_the_values_are_spread(self):
+        params = [torch.zeros(n) for n in (100, 10, 60, 50, 5)]
+        self.assertEqual(troupe.zero.owners(params, 1), [0] * 5)
+        owners = troupe.zero.owners(params, 2)
+        self.assertEqual(owners, [0, 0, 1, 1, 0])  # 100 + 10 + 5 | 60 + 50
+        self.assertEqual(troupe.zero.owners(params, 3), [0, 2, 1, 2, 1])
+
+    def test_a_zero_stage_other_than_0_1_or_2_is_refused(self):
         model = nn.Linear(4, 2)
         opt = troupe.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                           model.named_parameters(), zero_stage=0)
         self.assertEqual(len(opt.params), 2)
-        for stage in (1, 2):
-            with self.assertRaisesRegex(ValueError, f"zero_stage={stage} is not built yet"):
-                troupe.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                            model.named_parameters(), zero_stage=stage)
         with self.assertRaisesRegex(ValueError, "must be 0, 1 or 2"):
             troupe.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                         model.named_parameters(), zero_stage=3)
@@ -105,7 +142,60 @@ class InOneProcess(unittest.TestCase):
             self.assertTrue(torch.equal(a, b))
 
 
+def two_loops(test, flags, tmp):
+    """The elastic_loop example as a driver and two loops with `flags`, run to their end; their
+    outputs."""
+    driver = Process(LOOP, ["--serve", "127.0.0.1:0", "--min-size", "2"],
+                     os.path.join(tmp, "driver.log"), SECRET)
+    try:
+        test.assertTrue(driver.wait_for(r"serving at \S+"), driver.output())
+        address = re.search(r"serving at (\S+)", driver.output()).group(1)
+        loops = [Process(LOOP, ["--join", address, *flags], os.path.join(tmp, f"{n}.log"), SECRET)
+                 for n in ("a", "b")]
+        for loop in loops:
+            test.assertEqual(loop.finish(), 0, loop.output())
+        return [loop.output() for loop in loops]
+    finally:
+        driver.stop()
+
+
 class Elastic(unittest.TestCase):
+    def test_sharded_state_takes_the_steps_of_whole_state(self):
+        # Adam over two loops: each member steps the parameters it owns and the values are
+        # gathered (exactly), so the parameters are those of zero_stage 0, bit for bit.
+        flags = ["--epochs", "1", "--batch", str(BATCH), "--train-limit", "1600",
+                 "--test-limit", "200", "--optimizer", "adam", "--lr", "0.01", "--timeout", "20",
+                 "--hidden", "64,32"]
+        sums = {}
+        for stage in ("0", "1", "2"):
+            with tempfile.TemporaryDirectory() as tmp:
+                a, b = two_loops(self, [*flags, "--zero-stage", stage], tmp)
+            done = [re.search(r"done: checksum (\S+) .* state of (\d+)", out) for out in (a, b)]
+            self.assertEqual(done[0].group(1), done[1].group(1), stage)
+            sums[stage] = done[0].group(1)
+            held = [int(d.group(2)) for d in done]  # of the MLP's 6 parameters
+            self.assertEqual(held, [6, 6] if stage == "0" else [held[0], 6 - held[0]], held)
+            self.assertTrue(0 < held[0] < 6 or stage == "0", held)
+        self.assertEqual(sums["1"], sums["0"])
+        self.assertEqual(sums["2"], sums["0"])
+
+    def test_sharded_loops_go_on_as_members_join_and_are_lost(self):
+        # zero_stage=2 with Adam: the third loop's arrival cuts the shards anew (each handed to
+        # its new owner); the second's loss takes its shard with it, whose parameters' state
+        # starts again, with a warning; the two left end with the same parameters.
+        flags = ["--epochs", str(EPOCHS), "--batch", str(BATCH), "--train-limit", str(TRAIN),
+                 "--test-limit", "500", "--step-delay-ms", "30", "--timeout", "20",
+                 "--optimizer", "adam", "--lr", "0.005", "--zero-stage", "2"]
+        with tempfile.TemporaryDirectory() as tmp:
+            a, b, c = grow_then_lose(self, LOOP, flags, tmp, SECRET, first_commits=10)
+            done_a = re.search(r"done: checksum (\S+) accuracy (\S+)", a.output())
+            done_c = re.search(r"done: checksum (\S+)", c.output())
+            self.assertEqual(done_a.group(1), done_c.group(1))
+            self.assertGreater(float(done_a.group(2)), 0.7, a.output()[-2000:])
+            lost = "left with a member that was lost; it starts again"
+            self.assertTrue(lost in a.output() or lost in c.output(), c.output()[-3000:])
+            self.assertIn("size 2", a.output().split("size 3")[-1])
+
     def test_loops_go_on_as_members_join_and_are_lost(self):
         flags = ["--epochs", str(EPOCHS), "--batch", str(BATCH), "--train-limit", str(TRAIN),
                  "--test-limit", "500", "--step-delay-ms", "30", "--timeout", "20"]

@@ -520,6 +520,30 @@ class ModelBuffers(unittest.TestCase):
                 for a, b in zip(got, expected):
                     self.assertLess(abs(a - b) / b, 1e-5, (got, expected))
 
+    def test_a_sharded_checkpoint_resumes_at_another_stage(self):
+        # 2 members at --batch 16 under stage 2 save every 3 steps (each member its own
+        # pieces); 2 under stage 1 resume from the newest before the end and end where the
+        # whole job and DDP do, BatchNorm's buffers and all. (Not at another size: BatchNorm's
+        # statistics are over each member's batch, so 1 x 32 computes other gradients than
+        # 2 x 16; dp_zero_test resumes the MLP at other sizes.)
+        expected = ddp_reference(self.task, 3, 2, 2, 16, 0.1)
+        with tempfile.TemporaryDirectory() as cwd, tempfile.TemporaryDirectory() as again:
+            saved = os.path.join(cwd, "checkpoints")
+            code, out, whole = self.run_bn(cwd, ["--mode", "dp", "--workers", "2", "--epochs",
+                                                 "2", "--zero-stage", "2", "--checkpoint-dir",
+                                                 saved, "--checkpoint-every", "3"])
+            self.assertEqual(code, 0, out)
+            self.assertGreater(whole["checkpoints"], 1, out)
+            code, out, resumed = self.run_bn(again, ["--mode", "dp", "--workers", "2",
+                                                     "--epochs", "2", "--zero-stage", "1",
+                                                     "--resume", saved])
+            self.assertEqual(code, 0, out)
+        self.assertGreater(resumed["resumed_from_step"], 0, out)
+        self.assertLess(resumed["resumed_from_step"], whole["steps"], out)
+        got = [e["test_loss"] for e in resumed["epochs"]]
+        for a, b in zip(got, expected):
+            self.assertLess(abs(a - b) / b, 1e-5, (got, expected))
+
     def test_under_accumulate_each_micro_batch_starts_from_the_last_ones_buffers(self):
         # --accumulate 2: each member computes 2 micro-batches of --batch (16) a step
         expected = ddp_reference(self.task, 3, 2, 2, 32, 0.1, accumulate=2)

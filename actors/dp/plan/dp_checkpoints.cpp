@@ -87,7 +87,7 @@ caf::expected<uint64_t> go_back_to_checkpoint(self_ptr self, const job_config& c
   if (auto err = check_job(st, config, job, loaded->data.buckets())) return err;
   if (job.step > st.dp->steps || job.zero_stage != config.opts.dp.zero_stage)
     return make_error(errc::job_failed, "the newest checkpoint is not one of this job's");
-  abandon_sharded_save(self, config, "the group went back to an earlier checkpoint");
+  abandon_checkpoint(self, config, "the group went back to an earlier checkpoint");
   adopt_progress(st, job);
   // What the steps after it counted goes: each member's reports count again from it, and the
   // epochs after it are evaluated again.
@@ -223,8 +223,10 @@ void write_waiting_pieces(self_ptr self, const job_config& config) {
 
 }  // namespace
 
-void abandon_sharded_save(self_ptr self, const job_config& config, const std::string& why) {
+void abandon_checkpoint(self_ptr self, const job_config& config, const std::string& why) {
   auto& st = self->state;
+  if (st.dp->opening) st.dp->opening->answer.deliver(true);
+  st.dp->opening.reset();
   for (auto& w : st.dp->pieces_waiting) w.answer.deliver(true);
   st.dp->pieces_waiting.clear();
   if (!st.dp->saving || st.dp->saving->members == 0) return;
@@ -253,18 +255,17 @@ caf::result<bool> on_save_pieces(self_ptr self, const job_config& config, uint64
   return answer;
 }
 
-// Member 0's state after `step`, part by part in order (`count` 0 while more follow, the count
-// with the last), written to the checkpoint's file as each comes; the last part finishes it
-// (in hybrid, once the tables are saved after it).
-caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index,
-                          uint32_t count, const wire& part) {
+namespace {
+
+// Whether every member's report of `step` and of the steps before it is in.
+bool settled(const coordinator_state& st, uint64_t step) {
+  return st.dp->open_steps.empty() || st.dp->open_steps.begin()->first > step;
+}
+
+// Member 0's part `index`, checked to be its: written (part 0 opens the file).
+caf::result<bool> take_part(self_ptr self, const job_config& config, uint64_t step,
+                            uint32_t index, uint32_t count, const wire& part) {
   auto& st = self->state;
-  auto* m = sender(self);
-  if (!m || m->lost || m->rank != 0 || config.opts.checkpoint_dir.empty() ||
-      index >= max_checkpoint_parts || (count != 0 && count != index + 1)) {
-    config.log.warn("ignored a checkpoint part that is not member 0's");
-    return true;
-  }
   auto& saving = st.dp->saving;
   if (index == 0) {
     abandon_tables_save(self, config, make_error(errc::job_failed, "member 0 began another"));
@@ -311,6 +312,40 @@ caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step
   auto answer = *saving->last_part;
   save_tables_when_settled(self, config);
   return answer;
+}
+
+}  // namespace
+
+// Member 0's state after `step`, part by part in order (`count` 0 while more follow, the count
+// with the last), written to the checkpoint's file as each comes; the last part finishes it
+// (in hybrid, once the tables are saved after it).
+caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step, uint32_t index,
+                          uint32_t count, const wire& part) {
+  auto& st = self->state;
+  auto* m = sender(self);
+  if (!m || m->lost || m->rank != 0 || config.opts.checkpoint_dir.empty() ||
+      index >= max_checkpoint_parts || (count != 0 && count != index + 1)) {
+    config.log.warn("ignored a checkpoint part that is not member 0's");
+    return true;
+  }
+  // The file's job part holds the progress through `step`, so it is opened once every member's
+  // report of that step is in (member 0 waits for this answer, so none of a later step comes).
+  if (index == 0 && count == 0 && !settled(st, step)) {
+    if (st.dp->opening) st.dp->opening->answer.deliver(true);
+    auto answer = self->make_response_promise<bool>();
+    st.dp->opening.emplace(dp_state::checkpoint_opening{step, part, answer});
+    return answer;
+  }
+  return take_part(self, config, step, index, count, part);
+}
+
+void open_checkpoint_when_settled(self_ptr self, const job_config& config) {
+  auto& opening = self->state.dp->opening;
+  if (!opening || !settled(self->state, opening->step)) return;
+  auto held = std::move(*opening);
+  opening.reset();
+  take_part(self, config, held.step, 0, 0, held.part);  // (a first part of more: true)
+  held.answer.deliver(true);
 }
 
 void save_tables_when_settled(self_ptr self, const job_config& config) {

@@ -115,7 +115,7 @@ void form_group(self_ptr self, const job_config& config, const std::string& why)
   auto& st = self->state;
   const auto& o = config.opts;
   ++st.dp->generation;
-  abandon_sharded_save(self, config, "the group formed again meanwhile");
+  abandon_checkpoint(self, config, "the group formed again meanwhile");
   st.dp->store.reset();
   st.dp->checksums.clear();
   if (!st.shell.started.has_value()) {
@@ -263,6 +263,7 @@ void lose(self_ptr self, const job_config& config, const std::string& name,
   abandon_tables_save(self, config,
                       make_error(errc::job_failed, "worker '" + name + "' was lost meanwhile"));
   close_open_steps(self, config);
+  open_checkpoint_when_settled(self, config);
   const auto& o = config.opts;
   if (o.dp.zero_stage > 0 && o.dp.shard_backups == 0 && st.dp->steps > 0) {
     auto step = go_back_to_checkpoint(self, config);

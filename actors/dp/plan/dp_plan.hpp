@@ -101,6 +101,13 @@ struct dp_state final : job_plan {
     uint32_t pieces_left = 0;           // members whose last part is still to come
   };
   std::optional<checkpoint_in_progress> saving;
+  // Member 0's first part of a checkpoint whose step some member has not reported yet.
+  struct checkpoint_opening {
+    uint64_t step = 0;
+    wire part;
+    caf::typed_response_promise<bool> answer;
+  };
+  std::optional<checkpoint_opening> opening;
   // Pieces that came before member 0's parameters were in, each answered once written.
   struct waiting_piece {
     uint32_t rank = 0;

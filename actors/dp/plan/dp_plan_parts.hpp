@@ -82,8 +82,10 @@ caf::result<bool> on_save(self_ptr self, const job_config& config, uint64_t step
 caf::result<bool> on_save_pieces(self_ptr self, const job_config& config, uint64_t step,
                                  uint32_t index, uint32_t count, const wire& part);
 // A checkpoint of sharded state being written ends unwritten (`why`: the group re-formed),
-// and the pieces that wait are answered.
-void abandon_sharded_save(self_ptr self, const job_config& config, const std::string& why);
+// and so does one waiting to open; the parts that wait are answered.
+void abandon_checkpoint(self_ptr self, const job_config& config, const std::string& why);
+// Opens the checkpoint whose first part waits for its step's reports, once they are in.
+void open_checkpoint_when_settled(self_ptr self, const job_config& config);
 // --mode hybrid: saves the tables' buckets of the checkpoint whose last part came, once every
 // member's report of its step is in (a member reports a step once its rows are in the tables).
 void save_tables_when_settled(self_ptr self, const job_config& config);

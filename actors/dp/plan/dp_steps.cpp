@@ -38,6 +38,7 @@ void tally(self_ptr self, const job_config& config, const step_report& report) {
   open.reported += report.examples;
   if (open.reported < open.expected) return;
   self->state.dp->open_steps.erase(report.step);
+  open_checkpoint_when_settled(self, config);
   save_tables_when_settled(self, config);
   evaluate_next(self, config);
 }

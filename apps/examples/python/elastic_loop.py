@@ -8,8 +8,10 @@ then goes on from its last commit, and every example of an epoch is still used o
 
 All need TROUPE_SECRET. The driver prints "serving at HOST:PORT" and serves until killed.
 Each loop prints a line per committed step ("commit epoch E position P size S generation G
-rank R loss L") and at the end "done: checksum C accuracy A" (the checksum of its parameters:
-the same in every loop). Other flags: --epochs, --batch (per member), --lr, --data DIR,
+rank R loss L") and at the end "done: checksum C accuracy A optimizer state of N parameters"
+(the checksum of its parameters: the same in every loop; N: the parameters whose optimizer
+state it holds, all of them unless --zero-stage shards it). Other flags: --epochs, --batch (per member), --lr, --optimizer
+sgd|adam, --zero-stage 0|1|2 (DistributedOptimizer's sharded state), --data DIR,
 --train-limit N, --test-limit N, --step-delay-ms MS (a floor under each step), --hidden W1,W2,...
 (the MLP's hidden widths, the same in every process).
 """
@@ -49,8 +51,10 @@ def join(args):
     train_set = fashion_mnist(args.data, "train", args.train_limit)
     x_all, y_all = train_set.tensors
     troupe.elastic.init(args.join, timeout=args.timeout)
-    optimizer = troupe.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=args.lr),
-                                            model.named_parameters())
+    inner = (torch.optim.Adam(model.parameters(), lr=args.lr) if args.optimizer == "adam"
+             else torch.optim.SGD(model.parameters(), lr=args.lr))
+    optimizer = troupe.DistributedOptimizer(inner, model.named_parameters(),
+                                            zero_stage=args.zero_stage)
     state = troupe.elastic.State(model, optimizer, epoch=0, position=0)
     sampler = troupe.elastic.ElasticSampler(len(x_all), args.batch, seed=1)
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
@@ -81,7 +85,8 @@ def join(args):
     x, y = test_set.tensors
     with torch.no_grad():
         accuracy = (model(x).argmax(1) == y).float().mean().item()
-    print(f"done: checksum {checksum(model)} accuracy {accuracy:.4f}", flush=True)
+    print(f"done: checksum {checksum(model)} accuracy {accuracy:.4f} "
+          f"optimizer state of {len(optimizer.state)} parameters", flush=True)
     troupe.elastic.shutdown()
     return 0
 
@@ -95,6 +100,9 @@ def main():
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
+    p.add_argument("--zero-stage", type=int, choices=(0, 1, 2), default=0,
+                   help="the optimizer's state sharded over the members (1), the gradients too (2)")
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--step-delay-ms", type=int, default=0)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")

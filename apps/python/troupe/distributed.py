@@ -6,15 +6,20 @@ and each bucket is summed over the group's members as soon as backward has accum
 gradient in it, while backward goes on; step() waits for the sums, averages them (divides by
 the group's size) and steps the wrapped optimizer. A step whose summed gradient has NaN or Inf
 is skipped by every member alike (they all see the same sum), with a warning. If the group
-re-forms meanwhile, step() raises troupe.elastic.MembershipChanged before anything is changed:
-that step is discarded everywhere (troupe.elastic.run restores the last commit).
+re-forms meanwhile, step() raises troupe.elastic.MembershipChanged: that step is discarded
+everywhere (troupe.elastic.run restores the last commit).
+
+With zero_stage=1 the wrapped optimizer's state is sharded as ZeroRedundancyOptimizer shards it
+(troupe/zero.py): each member steps, and keeps state for, only the parameters it owns, and the
+new values are gathered to every member after. zero_stage=2 also frees each .grad once its
+bucket is sent and keeps, once summed, only the gradients of the parameters it owns.
 """
 import warnings
 
 import numpy as np
 import torch
 
-from . import elastic
+from . import elastic, zero
 from ._hooks import on_accumulated
 
 
@@ -24,21 +29,17 @@ class DistributedOptimizer:
 
     bucket_mb:  the size of a gradient bucket (one collective each).
     timeout:    the bound of each step's wait for its sums, in seconds.
-    zero_stage: 0, the wrapped optimizer's whole state on every member. Sharding it (1 and 2,
-                as ZeroRedundancyOptimizer) is not built yet and is refused (ValueError);
-                troupe.run(..., zero_stage=1 or 2) shards a TorchTask's already.
+    zero_stage: 0, the wrapped optimizer's whole state on every member; 1, sharded over the
+                members (each parameter's state on the member that owns it); 2, the gradients
+                too (each .grad freed once sent; only the owned ones kept once summed).
     """
 
     def __init__(self, optimizer, named_parameters, *, bucket_mb=4.0, timeout=120.0,
                  zero_stage=0):
-        if zero_stage in (1, 2):
-            raise ValueError(f"DistributedOptimizer: zero_stage={zero_stage} is not built yet "
-                             "(its commit and restore in troupe.elastic need the pieces agreed "
-                             "on); use zero_stage=0, or troupe.run(..., zero_stage="
-                             f"{zero_stage}) with a TorchTask")
-        if zero_stage != 0:
+        if zero_stage not in (0, 1, 2):
             raise ValueError(f"DistributedOptimizer: zero_stage must be 0, 1 or 2, not "
                              f"{zero_stage!r}")
+        self.zero_stage = zero_stage
         self.optimizer = optimizer
         pairs = [(n, p) for n, p in named_parameters if p.requires_grad]
         if not pairs:
@@ -68,10 +69,28 @@ class DistributedOptimizer:
         return self.optimizer.state
 
     def state_dict(self):
+        """The wrapped optimizer's; with zero_stage 1 or 2 this member's shard of it (by
+        parameter name, with the owners it was cut by)."""
+        if self.zero_stage:
+            return zero.shard_of(self)
         return self.optimizer.state_dict()
 
     def load_state_dict(self, state):
-        self.optimizer.load_state_dict(state)
+        if not self.zero_stage:
+            return self.optimizer.load_state_dict(state)
+        by_name = dict(zip(self.names, self.params))
+        self.optimizer.state.clear()
+        for name, entry in state["state"].items():
+            if name in by_name:
+                self.optimizer.state[by_name[name]] = {
+                    k: (v.clone() if torch.is_tensor(v) else v) for k, v in entry.items()}
+
+    def _after_sync(self, mine, commits):
+        """troupe.elastic.State, once the members agreed on a commit: with sharded state, the
+        shards cut anew for this generation (`mine`: this member's shard of it, None when it
+        took another member's commit)."""
+        if self.zero_stage:
+            zero.warn_lost(zero.reshard(self, mine, commits))
 
     def zero_grad(self, set_to_none=True):
         self.optimizer.zero_grad(set_to_none=set_to_none)
@@ -94,6 +113,7 @@ class DistributedOptimizer:
             self._reset()
             raise elastic.MembershipChanged(str(e)) from None
         size = elastic.size()
+        owned = self._owned()
         for b, members in enumerate(self.buckets):
             flat = torch.from_numpy(self._values[b])
             offset = 0
@@ -101,11 +121,13 @@ class DistributedOptimizer:
                 p = self.params[i]
                 n = p.numel()
                 grad = flat[offset:offset + n].view_as(p).to(p.dtype) / size
-                if p.grad is None:
+                offset += n
+                if self.zero_stage == 2 and not owned[i]:
+                    p.grad = None  # (only the owned parameters' sums are kept)
+                elif p.grad is None:
                     p.grad = grad.to(p.device)
                 else:
                     p.grad.copy_(grad)
-                offset += n
         if self.uses is None and any(self._fired):
             self.uses = list(self._fired)
             self._needed = [sum(1 for i in m if self.uses[i] > 0) for m in self.buckets]
@@ -117,13 +139,27 @@ class DistributedOptimizer:
         gradient has NaN or Inf). Returns the closure's loss, if any."""
         loss = closure() if closure is not None else None
         self.synchronize()
-        finite = all(bool(np.isfinite(v).all()) for v in self._values)
+        finite = zero.finite_sums(self._values)
+        generation = self._generation
         self._reset()
         if not finite:
             warnings.warn("troupe.DistributedOptimizer: the summed gradient has NaN or Inf; "
                           "every member skipped this step")
             return loss
+        if not self.zero_stage:
+            self.optimizer.step()
+            return loss
+        # Only the owned parameters are stepped (the others' gradients hidden meanwhile, so
+        # that the wrapped optimizer keeps no state for them), then every value is gathered.
+        owned = self._owned()
+        hidden = {}
+        for i, p in enumerate(self.params):
+            if not owned[i] and p.grad is not None:
+                hidden[i], p.grad = p.grad, None
         self.optimizer.step()
+        for i, grad in hidden.items():
+            self.params[i].grad = grad
+        zero.gather(self, generation, owned)
         return loss
 
     # -- inside
@@ -139,6 +175,14 @@ class DistributedOptimizer:
         if current:
             buckets.append(current)
         return buckets
+
+    def _owned(self):
+        """Whether this member owns each parameter in the current generation (all of them
+        without sharded state)."""
+        if not self.zero_stage:
+            return [True] * len(self.params)
+        rank = elastic.rank()
+        return [r == rank for r in zero.owners(self.params, elastic.size())]
 
     def _reset(self):
         self._fired = [0] * len(self.params)
@@ -163,6 +207,9 @@ class DistributedOptimizer:
             g = p.grad if p.grad is not None else torch.zeros_like(p)
             parts.append(g.detach().reshape(-1).to(torch.float32).cpu())
         values = torch.cat(parts).numpy().copy()
+        if self.zero_stage == 2:  # (copied: the member's own gradient is not kept)
+            for i in self.buckets[b]:
+                self.params[i].grad = None
         if self._generation is None:
             self._generation = elastic.generation()
         self._values[b] = values

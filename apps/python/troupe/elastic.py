@@ -163,11 +163,15 @@ class State:
         """Back to the last commit."""
         self._load(self._committed)
 
-    def _load(self, snapshot):
+    def _load(self, snapshot, own=True):
+        """Takes `snapshot`; one of another member's (own=False) leaves out a sharded
+        optimizer's state, which is its shard, not this member's."""
         self._values.clear()
         self._values.update(copy.deepcopy(snapshot["values"]))
         for key, obj in self._objects.items():
-            if obj is not None and key in snapshot:
+            if obj is None or key not in snapshot:
+                continue
+            if own or not getattr(obj, "zero_stage", 0):
                 obj.load_state_dict(snapshot[key])
         object.__setattr__(self, "_committed", snapshot)
 
@@ -182,10 +186,16 @@ class State:
         except RuntimeError as e:  # the group re-formed again meanwhile
             raise MembershipChanged(str(e)) from None
         if state is not None:  # this member was behind: it takes the source's commit
-            self._load(torch.load(io.BytesIO(state), weights_only=False))
+            self._load(torch.load(io.BytesIO(state), weights_only=False), own=False)
             object.__setattr__(self, "commits", steps)
         else:
             self.restore()
+        # A sharded optimizer cuts its shards anew (a member that took the source's commit
+        # holds no shard of it).
+        optimizer = self._objects.get("optimizer")
+        if optimizer is not None and hasattr(optimizer, "_after_sync"):
+            mine = self._committed.get("optimizer") if state is None else None
+            optimizer._after_sync(mine, self.commits)
 
 
 def run(fn, state=None, *args, **kwargs):
