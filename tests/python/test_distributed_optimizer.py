@@ -110,6 +110,11 @@ class InOneProcess(unittest.TestCase):
                 self.assertEqual(len(opt.state), 4)  # every parameter's state, as its owner's
                 self.assertEqual(set(opt.state_dict()["state"]), {n for n, _ in
                                                                    model.named_parameters()})
+                opt.param_groups[0]["lr"] = 0.5  # the hyper-parameters come back with a commit
+                state.restore()
+                self.assertEqual(opt.param_groups[0]["lr"], 0.1)
+                with self.assertRaisesRegex(ValueError, "its own state_dict"):
+                    opt.load_state_dict(torch.optim.Adam(model.parameters()).state_dict())
 
     def test_each_parameter_has_one_owner_and_the_values_are_spread(self):
         params = [torch.zeros(n) for n in (100, 10, 60, 50, 5)]

@@ -78,12 +78,7 @@ class DistributedOptimizer:
     def load_state_dict(self, state):
         if not self.zero_stage:
             return self.optimizer.load_state_dict(state)
-        by_name = dict(zip(self.names, self.params))
-        self.optimizer.state.clear()
-        for name, entry in state["state"].items():
-            if name in by_name:
-                self.optimizer.state[by_name[name]] = {
-                    k: (v.clone() if torch.is_tensor(v) else v) for k, v in entry.items()}
+        zero.load_shard(self, state)
 
     def _after_sync(self, mine, commits):
         """troupe.elastic.State, once the members agreed on a commit: with sharded state, the

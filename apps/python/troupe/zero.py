@@ -69,9 +69,26 @@ def shard_of(opt):
     by_param = {p: n for n, p in zip(opt.names, opt.params)}
     state = {by_param[p]: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()}
              for p, s in opt.optimizer.state.items() if p in by_param}
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in opt.optimizer.param_groups]
     size = elastic.size()
-    return {"state": state, "owners": dict(zip(opt.names, owners(opt.params, size))),
+    return {"state": state, "groups": groups,
+            "owners": dict(zip(opt.names, owners(opt.params, size))),
             "rank": elastic.rank(), "size": size}
+
+
+def load_shard(opt, shard):
+    """This member's shard_of() back into the wrapped optimizer (its hyper-parameters too)."""
+    if not isinstance(shard, dict) or "owners" not in shard or "state" not in shard:
+        raise ValueError("a DistributedOptimizer with zero_stage 1 or 2 loads its own "
+                         "state_dict() (its shard, by parameter name), not a whole optimizer's")
+    by_name = dict(zip(opt.names, opt.params))
+    opt.optimizer.state.clear()
+    for name, entry in shard["state"].items():
+        if name in by_name:
+            opt.optimizer.state[by_name[name]] = {
+                k: (v.clone() if torch.is_tensor(v) else v) for k, v in entry.items()}
+    for group, saved in zip(opt.optimizer.param_groups, shard.get("groups", [])):
+        group.update(saved)
 
 
 def reshard(opt, mine, commits):
@@ -81,7 +98,7 @@ def reshard(opt, mine, commits):
     parameters it owns in the current generation. Returns the names whose state was lost."""
     rank, size = elastic.rank(), elastic.size()
     now = owners(opt.params, size)
-    by_name = dict(zip(opt.names, opt.params))
+    index = {n: i for i, n in enumerate(opt.names)}
     kept = {}
     senders, old_owners = set(), {}
     for k in range(size):
@@ -102,12 +119,11 @@ def reshard(opt, mine, commits):
         senders.add(shard["rank"])
         old_owners.update(shard["owners"])
         for name, entry in shard["state"].items():
-            i = opt.names.index(name) if name in by_name else -1
-            if i >= 0 and now[i] == rank:
+            if name in index and now[index[name]] == rank:
                 kept[name] = entry
     opt.optimizer.state.clear()
     for name, entry in kept.items():
-        opt.optimizer.state[by_name[name]] = entry
+        opt.optimizer.state[opt.params[index[name]]] = entry
     if commits == 0:
         return []
     return [n for i, n in enumerate(opt.names)
