@@ -34,33 +34,45 @@ def owners(params, size):
     return out
 
 
+# Buckets of a gather in flight at once: each holds a bucket's values twice (here and in the
+# reduction), so a few in flight keep the gather's memory to a few buckets.
+GATHER_WINDOW = 2
+
+
 def gather(opt, generation, owned):
     """Every member's new values of the parameters it owns, to every member: each bucket summed
     over the group with the values a member owns and zeros elsewhere (exact: one member adds
-    each value). MembershipChanged if the group re-formed."""
-    pending = []
-    for b, members in enumerate(opt.buckets):
-        parts = [opt.params[i].detach().reshape(-1).to(torch.float32).cpu() if owned[i]
-                 else torch.zeros(opt.params[i].numel(), dtype=torch.float32)
-                 for i in members]
-        values = torch.cat(parts).numpy()
-        pending.append((values, elastic.member().reduce(generation, values, GATHER_TAG + b)))
-    try:
-        for _, p in pending:
-            p.wait(opt.timeout)
-    except RuntimeError as e:
-        raise elastic.MembershipChanged(str(e)) from None
-    # (the reduction sums a copy; the binding writes the sums back into `values`)
-    with torch.no_grad():
-        for (values, _), members in zip(pending, opt.buckets):
-            flat = torch.from_numpy(values)
-            offset = 0
+    each value), GATHER_WINDOW buckets in flight. MembershipChanged if the group re-formed."""
+    in_flight = []
+
+    def take_oldest():
+        values, pending, members = in_flight.pop(0)
+        try:
+            pending.wait(opt.timeout)  # (the sums are written back into `values`)
+        except RuntimeError as e:
+            raise elastic.MembershipChanged(str(e)) from None
+        flat = torch.from_numpy(values)
+        offset = 0
+        with torch.no_grad():
             for i in members:
                 p = opt.params[i]
                 n = p.numel()
                 if not owned[i]:
                     p.copy_(flat[offset:offset + n].view_as(p).to(p.dtype))
                 offset += n
+
+    for b, members in enumerate(opt.buckets):
+        parts = [opt.params[i].detach().reshape(-1).to(torch.float32).cpu() if owned[i]
+                 else torch.zeros(opt.params[i].numel(), dtype=torch.float32)
+                 for i in members]
+        values = torch.cat(parts).numpy()
+        del parts
+        in_flight.append((values, elastic.member().reduce(generation, values, GATHER_TAG + b),
+                          members))
+        if len(in_flight) >= GATHER_WINDOW:
+            take_oldest()
+    while in_flight:
+        take_oldest()
 
 
 def shard_of(opt):
