@@ -51,14 +51,18 @@ class InOneProcess(unittest.TestCase):
         troupe.elastic.shutdown()
         cls.group.stop()
 
-    def test_a_group_of_one_steps_as_the_plain_optimizer(self):
+    def beside_plain(self, optimizer_class, zero_stage=0):
+        """A model stepped 3 times by DistributedOptimizer (in a group of one, each step
+        committed) beside its twin stepped by the plain optimizer; the two models agree.
+        Returns (model, optimizer, state)."""
         torch.manual_seed(3)
         model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
         twin = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
         twin.load_state_dict(model.state_dict())
-        opt = troupe.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                          model.named_parameters(), bucket_mb=0.00001)
-        plain = torch.optim.SGD(twin.parameters(), lr=0.1)
+        opt = troupe.DistributedOptimizer(optimizer_class(model.parameters(), lr=0.1),
+                                          model.named_parameters(), bucket_mb=0.00001,
+                                          zero_stage=zero_stage)
+        plain = optimizer_class(twin.parameters(), lr=0.1)
         self.assertGreater(len(opt.buckets), 1)
         state = troupe.elastic.State(model, opt, step=0)
 
@@ -77,36 +81,17 @@ class InOneProcess(unittest.TestCase):
         self.assertEqual(train(state), 3)
         for a, b in zip(model.parameters(), twin.parameters()):
             self.assertTrue(torch.allclose(a, b, atol=1e-6))
+        return model, opt, state
+
+    def test_a_group_of_one_steps_as_the_plain_optimizer(self):
+        self.beside_plain(torch.optim.SGD)
         self.assertEqual(troupe.elastic.size(), 1)
 
     def test_sharded_stages_in_a_group_of_one_step_as_the_plain_optimizer(self):
         # one member owns every parameter: Adam's state is all its own, stepped as the plain one
         for stage in (1, 2):
             with self.subTest(zero_stage=stage):
-                torch.manual_seed(3)
-                model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
-                twin = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
-                twin.load_state_dict(model.state_dict())
-                opt = troupe.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.1),
-                                                  model.named_parameters(), bucket_mb=0.00001,
-                                                  zero_stage=stage)
-                plain = torch.optim.Adam(twin.parameters(), lr=0.1)
-                state = troupe.elastic.State(model, opt, step=0)
-
-                @troupe.elastic.run
-                def train(state):
-                    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(5))
-                    for _ in range(3):
-                        for net, o in ((model, opt), (twin, plain)):
-                            o.zero_grad()
-                            net(x).square().sum().backward()
-                            o.step()
-                        state.step += 1
-                        state.commit()
-
-                train(state)
-                for a, b in zip(model.parameters(), twin.parameters()):
-                    self.assertTrue(torch.allclose(a, b, atol=1e-6))
+                model, opt, state = self.beside_plain(torch.optim.Adam, stage)
                 self.assertEqual(len(opt.state), 4)  # every parameter's state, as its owner's
                 self.assertEqual(set(opt.state_dict()["state"]), {n for n, _ in
                                                                    model.named_parameters()})
@@ -188,28 +173,29 @@ class Elastic(unittest.TestCase):
         # zero_stage=2 with Adam: the third loop's arrival cuts the shards anew (each handed to
         # its new owner); the second's loss takes its shard with it, whose parameters' state
         # starts again, with a warning; the two left end with the same parameters.
-        flags = ["--epochs", str(EPOCHS), "--batch", str(BATCH), "--train-limit", str(TRAIN),
-                 "--test-limit", "500", "--step-delay-ms", "30", "--timeout", "20",
-                 "--optimizer", "adam", "--lr", "0.005", "--zero-stage", "2"]
         with tempfile.TemporaryDirectory() as tmp:
-            a, b, c = grow_then_lose(self, LOOP, flags, tmp, SECRET, first_commits=10)
-            done_a = re.search(r"done: checksum (\S+) accuracy (\S+)", a.output())
-            done_c = re.search(r"done: checksum (\S+)", c.output())
-            self.assertEqual(done_a.group(1), done_c.group(1))
-            self.assertGreater(float(done_a.group(2)), 0.7, a.output()[-2000:])
+            a, _, c = self.grow_then_lose(tmp, ["--optimizer", "adam", "--lr", "0.005",
+                                                "--zero-stage", "2"])
+            accuracy = re.search(r"done: checksum \S+ accuracy (\S+)", a.output()).group(1)
+            self.assertGreater(float(accuracy), 0.7, a.output()[-2000:])
             lost = "left with a member that was lost; it starts again"
             self.assertTrue(lost in a.output() or lost in c.output(), c.output()[-3000:])
-            self.assertIn("size 2", a.output().split("size 3")[-1])
+
+    def grow_then_lose(self, tmp, more=()):
+        """processes.grow_then_lose with the elastic_loop example and `more` flags; the first
+        and third loops end with the same parameters, the group back to two after the kill."""
+        flags = ["--epochs", str(EPOCHS), "--batch", str(BATCH), "--train-limit", str(TRAIN),
+                 "--test-limit", "500", "--step-delay-ms", "30", "--timeout", "20", *more]
+        a, b, c = grow_then_lose(self, LOOP, flags, tmp, SECRET, first_commits=10)
+        done_a = re.search(r"done: checksum (\S+)", a.output())
+        done_c = re.search(r"done: checksum (\S+)", c.output())
+        self.assertEqual(done_a.group(1), done_c.group(1))
+        self.assertIn("size 2", a.output().split("size 3")[-1])  # back to two after the kill
+        return a, b, c
 
     def test_loops_go_on_as_members_join_and_are_lost(self):
-        flags = ["--epochs", str(EPOCHS), "--batch", str(BATCH), "--train-limit", str(TRAIN),
-                 "--test-limit", "500", "--step-delay-ms", "30", "--timeout", "20"]
         with tempfile.TemporaryDirectory() as tmp:
-            a, b, c = grow_then_lose(self, LOOP, flags, tmp, SECRET, first_commits=10)
-            done_a = re.search(r"done: checksum (\S+)", a.output())
-            done_c = re.search(r"done: checksum (\S+)", c.output())
-            self.assertEqual(done_a.group(1), done_c.group(1))
-            self.assertIn("size 2", a.output().split("size 3")[-1])  # back to two after the kill
+            a, b, c = self.grow_then_lose(tmp)
             seen = commits(a.output(), b.output(), c.output())
             for epoch in range(EPOCHS):
                 position, walked = 0, set()

@@ -263,8 +263,8 @@ bool settled(const coordinator_state& st, uint64_t step) {
 }
 
 // Member 0's part `index`, checked to be its: written (part 0 opens the file).
-caf::result<bool> take_part(self_ptr self, const job_config& config, uint64_t step,
-                            uint32_t index, uint32_t count, const wire& part) {
+caf::result<bool> take_part(self_ptr self, const job_config& config, uint64_t step, uint32_t index,
+                            uint32_t count, const wire& part) {
   auto& st = self->state;
   auto& saving = st.dp->saving;
   if (index == 0) {
