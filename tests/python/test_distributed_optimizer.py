@@ -95,6 +95,16 @@ class InOneProcess(unittest.TestCase):
                 self.assertEqual(len(opt.state), 4)  # every parameter's state, as its owner's
                 self.assertEqual(set(opt.state_dict()["state"]), {n for n, _ in
                                                                    model.named_parameters()})
+                # Cut anew from the commit (as after a re-form), then stepped: the commit
+                # itself stays as it was.
+                committed = state._committed["optimizer"]["state"]
+                before = {n: e["exp_avg"].clone() for n, e in committed.items()}
+                opt._after_sync(state._committed["optimizer"], state.commits)
+                opt.zero_grad()
+                model(torch.ones(2, 4)).sum().backward()
+                opt.step()
+                for n, e in committed.items():
+                    self.assertTrue(torch.equal(e["exp_avg"], before[n]), n)
                 opt.param_groups[0]["lr"] = 0.5  # the hyper-parameters come back with a commit
                 state.restore()
                 self.assertEqual(opt.param_groups[0]["lr"], 0.1)

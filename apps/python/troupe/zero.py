@@ -131,8 +131,9 @@ def reshard(opt, mine, commits):
         senders.add(shard["rank"])
         old_owners.update(shard["owners"])
         for name, entry in shard["state"].items():
-            if name in index and now[index[name]] == rank:
-                kept[name] = entry
+            if name in index and now[index[name]] == rank:  # (mine is the commit's: copied)
+                kept[name] = {key: (v.clone() if torch.is_tensor(v) and k == rank else v)
+                              for key, v in entry.items()}
     opt.optimizer.state.clear()
     for name, entry in kept.items():
         opt.optimizer.state[opt.params[index[name]]] = entry
