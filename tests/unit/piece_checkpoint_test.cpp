@@ -40,10 +40,7 @@ std::vector<wire> saved_by(uint32_t size) {
 }
 
 piece_restorer restorer_for(const piece_cut& cut) {
-  std::vector<held_pieces> held;
-  for (uint32_t owner : held_owners(cut))
-    held.push_back(cut_pieces(buckets, cut.size, owner, adam()));
-  return piece_restorer(cut, std::move(held), 2);
+  return piece_restorer(cut, cut_held(buckets, cut, adam()), 2);
 }
 
 }  // namespace

@@ -208,7 +208,7 @@ void agree_on_shards(self_ptr self, const dp_trainer_config& config, uint64_t ge
                      std::chrono::milliseconds bound) {
   auto& st = self->state;
   auto& x = *st.shard->pieces;
-  x.next = piece_cut{generation, st.job->size, st.job->rank, st.job->shard_backups};
+  x.next = cut_of(*st.job);
   st.shard->borrowed = std::make_shared<bucket_store>(std::move(*st.optimizer));
   st.optimizer.reset();
   x.params = st.params;
@@ -382,13 +382,9 @@ void take_pieces_part(dp_trainer_state& st, const dp_trainer_config& config, uin
     auto buckets = gradient_buckets_of(layout, *job);
     if (!buckets) return failed(std::move(buckets.error()));
     // (under --zero-stage 0 the member holds every piece: one member's cut)
-    const piece_cut cut = job->zero_stage > 0
-                              ? piece_cut{job->generation, job->size, job->rank, job->shard_backups}
-                              : piece_cut{job->generation, 1, 0, 0};
-    std::vector<held_pieces> held;
-    for (uint32_t owner : held_owners(cut))
-      held.push_back(cut_pieces(bucket_ranges(*buckets), cut.size, owner, job->optimizer));
-    st.restoring_pieces.emplace(cut, std::move(held), moments_of(job->optimizer, std::nullopt));
+    const piece_cut cut = job->zero_stage > 0 ? cut_of(*job) : piece_cut{job->generation, 1, 0, 0};
+    st.restoring_pieces.emplace(cut, cut_held(bucket_ranges(*buckets), cut, job->optimizer),
+                                moments_of(job->optimizer, std::nullopt));
     st.pieces_restored.reset();
   } else if (auto err = st.restoring_pieces->add(part)) {
     return failed(std::move(err));

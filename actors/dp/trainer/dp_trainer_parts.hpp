@@ -70,6 +70,8 @@ caf::error go_back(dp_trainer_state& st, const dp_trainer_config& config);
 // A checkpoint after this step: member 0's parameters (st.checkpoint_parts) and this member's
 // own pieces (st.checkpoint_pieces), to be sent once the step settles.
 void plan_sharded_checkpoint(dp_trainer_state& st);
+// The cut of the pieces that `job` gives this member.
+piece_cut cut_of(const group_start& job);
 // The ranges of the flat values that the step's gradient buckets cover, in order.
 std::vector<flat_range> bucket_ranges(const std::vector<gradient_bucket>& buckets);
 // The gradient buckets of `job` (its bucket size, the tensors it keeps at fp32) over `layout`.

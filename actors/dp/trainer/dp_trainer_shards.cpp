@@ -58,12 +58,11 @@ std::vector<flat_range> bucket_ranges(const std::vector<gradient_bucket>& bucket
   return out;
 }
 
-namespace {
-
-// The cut of `job` for this member.
 piece_cut cut_of(const group_start& job) {
   return piece_cut{job.generation, job.size, job.rank, job.shard_backups};
 }
+
+namespace {
 
 // A store saved under --zero-stage 0 (its whole moments) resumed under stage 1 or 2: this
 // member's pieces of the cut of `job` cut from it, and the store kept with the parameters only.
@@ -72,8 +71,7 @@ caf::error cut_whole_moments(dp_trainer_state& st, const dp_trainer_config& conf
   auto& x = *st.shard->pieces;
   const auto whole = st.optimizer->adam_state(0);
   x.cut = cut_of(job);
-  for (uint32_t owner : held_owners(x.cut))
-    x.held.push_back(cut_pieces(x.buckets, x.cut.size, owner, x.optimizer));
+  x.held = cut_held(x.buckets, x.cut, x.optimizer);
   const auto& own = x.held.front();
   if (own.m.empty() != whole.m.empty() || own.v.empty() != whole.v.empty())
     return make_error(errc::shape_mismatch,

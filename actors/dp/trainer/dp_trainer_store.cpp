@@ -24,6 +24,29 @@ bool flat_state(const optimizer_config& o, const dp_compression& compression) {
   return elementwise(o) && compression.adam == compressed_adam::none;
 }
 
+// The spec of a new store of `optimizer` (its values allocated by the store, filled after).
+bucket_spec store_spec(dp_trainer_state& st, const optimizer_config& optimizer) {
+  bucket_spec spec{0, 1, optimizer, {}};
+  spec.values_follow = true;
+  if (st.flat_store)
+    spec.tensors.push_back(
+        dense_tensor{flat_slice, {static_cast<uint32_t>(st.layout->total)}, 0, {}});
+  else
+    for (const auto& s : st.optimizer_plan.buckets[0].slices)
+      spec.tensors.push_back(dense_tensor{s.tensor, s.shape, s.row_offset, {}});
+  return spec;
+}
+
+// The store replaced by a new one of `spec` that holds the same parameters (the old one goes
+// first: never two stores at once).
+void replace_store(dp_trainer_state& st, const dp_trainer_config& config, bucket_spec spec) {
+  const std::vector<float> params(st.params.begin(), st.params.end());
+  st.optimizer.reset();
+  st.optimizer.emplace(std::move(spec), config.rules);
+  bind_params(st);
+  std::copy(params.begin(), params.end(), st.params.begin());
+}
+
 // A checkpoint of sharded state resumed under --zero-stage 0: a whole store of `spec`, its
 // values the checkpoint's parameters (st.resumed) and its moments the pieces, which this member
 // restored as one member's cut (every value).
@@ -36,11 +59,7 @@ caf::error take_whole_from_pieces(dp_trainer_state& st, const dp_trainer_config&
   if (auto err = take_resumed(st)) return err;
   const auto pieces = std::move(*st.pieces_restored);
   st.pieces_restored.reset();
-  const std::vector<float> params(st.params.begin(), st.params.end());
-  st.optimizer.reset();  // (never two stores at once)
-  st.optimizer.emplace(std::move(spec), config.rules);
-  bind_params(st);
-  std::copy(params.begin(), params.end(), st.params.begin());
+  replace_store(st, config, std::move(spec));
   auto whole = st.optimizer->adam_state(0);
   const auto& all = pieces.held.front();
   if (pieces.held.size() != 1 || whole.m.empty() != all.m.empty() ||
@@ -63,23 +82,6 @@ caf::expected<flat_range> range_of(const dp_trainer_state& st, const dense_tenso
   const auto range = locate(*st.layout, slice{s.name, s.row_offset, s.shape});
   if (!range) return make_error(errc::shape_mismatch, "a slice of the store not in the model");
   return *range;
-}
-
-}  // namespace
-
-namespace {
-
-// The spec of a new store of `optimizer` (its values allocated by the store, filled after).
-bucket_spec store_spec(dp_trainer_state& st, const optimizer_config& optimizer) {
-  bucket_spec spec{0, 1, optimizer, {}};
-  spec.values_follow = true;
-  if (st.flat_store)
-    spec.tensors.push_back(
-        dense_tensor{flat_slice, {static_cast<uint32_t>(st.layout->total)}, 0, {}});
-  else
-    for (const auto& s : st.optimizer_plan.buckets[0].slices)
-      spec.tensors.push_back(dense_tensor{s.tensor, s.shape, s.row_offset, {}});
-  return spec;
 }
 
 }  // namespace
@@ -128,11 +130,7 @@ caf::error make_store(dp_trainer_state& st, const dp_trainer_config& config,
 
 void keep_parameters_only(dp_trainer_state& st, const dp_trainer_config& config,
                           const group_start& job) {
-  const std::vector<float> params(st.params.begin(), st.params.end());
-  st.optimizer.reset();  // (never the whole state and a new store at once)
-  st.optimizer.emplace(store_spec(st, parameters_only(job.optimizer)), config.rules);
-  bind_params(st);
-  std::copy(params.begin(), params.end(), st.params.begin());
+  replace_store(st, config, store_spec(st, parameters_only(job.optimizer)));
 }
 
 void bind_params(dp_trainer_state& st) {

@@ -39,6 +39,14 @@ held_pieces cut_pieces(const std::vector<flat_range>& buckets, uint32_t size, ui
   return out;
 }
 
+std::vector<held_pieces> cut_held(const std::vector<flat_range>& buckets, const piece_cut& cut,
+                                  const optimizer_config& optimizer) {
+  std::vector<held_pieces> out;
+  for (uint32_t owner : held_owners(cut))
+    out.push_back(cut_pieces(buckets, cut.size, owner, optimizer));
+  return out;
+}
+
 uint64_t copy_overlaps(uint64_t offset, std::span<const float> from, std::vector<held_pieces>& into,
                        bool second) {
   uint64_t copied = 0;
@@ -154,9 +162,7 @@ caf::expected<std::shared_ptr<sync_result>> start_fresh(collective& c, piece_exc
       return make_error(errc::job_failed,
                         "the sharded optimizer state is lost: no member holds pieces of it");
   if (auto err = broadcast_all(c, x.params, 0, k)) return err;
-  x.held.clear();
-  for (uint32_t owner : held_owners(x.next))
-    x.held.push_back(cut_pieces(x.buckets, x.next.size, owner, x.optimizer));
+  x.held = cut_held(x.buckets, x.next, x.optimizer);
   x.cut = x.next;
   x.at_step = x.version = x.summed_step = 0;
   x.pending.clear();
@@ -247,9 +253,7 @@ caf::expected<std::shared_ptr<sync_result>> agree_on_pieces(collective& c, piece
                       "covers that many members lost at once)",
                       owner, newest, old.backups));
   // The new cut's pieces, filled from every old owner's, bucket by bucket.
-  std::vector<held_pieces> fresh;
-  for (uint32_t owner : held_owners(x.next))
-    fresh.push_back(cut_pieces(x.buckets, x.next.size, owner, x.optimizer));
+  auto fresh = cut_held(x.buckets, x.next, x.optimizer);
   std::vector<float> scratch;
   const unsigned moments = moments_of(x.optimizer, std::nullopt);
   for (uint32_t owner = 0; owner < old.size; ++owner) {

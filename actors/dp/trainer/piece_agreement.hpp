@@ -57,6 +57,10 @@ std::vector<uint32_t> held_owners(const piece_cut& cut);
 held_pieces piece_ranges(const std::vector<flat_range>& buckets, uint32_t size, uint32_t owner);
 held_pieces cut_pieces(const std::vector<flat_range>& buckets, uint32_t size, uint32_t owner,
                        const optimizer_config& optimizer);
+// Every owner's pieces that member `cut.rank` holds under `cut` (held_owners order), their
+// moments at zero.
+std::vector<held_pieces> cut_held(const std::vector<flat_range>& buckets, const piece_cut& cut,
+                                  const optimizer_config& optimizer);
 
 // Copies what lies in [offset, offset + from.size()) of the flat values, `from` (moment m, or v
 // when `second`), into every piece of `into` that overlaps it; returns the values copied.

@@ -40,6 +40,7 @@ class DistributedOptimizer:
             raise ValueError(f"DistributedOptimizer: zero_stage must be 0, 1 or 2, not "
                              f"{zero_stage!r}")
         self.zero_stage = zero_stage
+        self._owners = (0, [])  # (size, each parameter's owner at that size)
         self.optimizer = optimizer
         pairs = [(n, p) for n, p in named_parameters if p.requires_grad]
         if not pairs:
@@ -134,7 +135,7 @@ class DistributedOptimizer:
         gradient has NaN or Inf). Returns the closure's loss, if any."""
         loss = closure() if closure is not None else None
         self.synchronize()
-        finite = zero.finite_sums(self._values)
+        finite = all(bool(np.isfinite(v).all()) for v in self._values)
         generation = self._generation
         self._reset()
         if not finite:
@@ -176,8 +177,10 @@ class DistributedOptimizer:
         without sharded state)."""
         if not self.zero_stage:
             return [True] * len(self.params)
-        rank = elastic.rank()
-        return [r == rank for r in zero.owners(self.params, elastic.size())]
+        rank, size = elastic.rank(), elastic.size()
+        if self._owners[0] != size:  # (cut once per generation size)
+            self._owners = (size, zero.owners(self.params, size))
+        return [r == rank for r in self._owners[1]]
 
     def _reset(self):
         self._fired = [0] * len(self.params)

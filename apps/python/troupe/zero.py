@@ -13,7 +13,6 @@ member keeps a copy of another's.
 import io
 import warnings
 
-import numpy as np
 import torch
 
 from . import elastic
@@ -149,7 +148,3 @@ def warn_lost(names):
         warnings.warn(f"troupe.DistributedOptimizer: the optimizer state of {len(names)} "
                       f"parameter{'s' if len(names) > 1 else ''} ({some}) left with a member "
                       "that was lost; it starts again")
-
-
-def finite_sums(values):
-    return all(bool(np.isfinite(v).all()) for v in values)
