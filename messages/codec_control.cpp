@@ -313,6 +313,22 @@ caf::expected<placement> decode<placement>(const wire& w, const codec_limits& li
 
 // -- progress and report ------------------------------------------------------------------------
 
+namespace {
+
+caf::expected<local_rounds> read_local_rounds(schema::LocalRounds::Reader in,
+                                              decode_budget& budget) {
+  auto inner = detail::read_optimizer(in.getInner(), budget);
+  if (!inner) return std::move(inner.error());
+  local_rounds x{std::move(*inner), in.getFragments(), comm_dtype::fp32, in.getSlowdown()};
+  if (x.fragments == 0 || x.fragments > (1u << 16) || in.getCommDtype() > 3 ||
+      !(x.slowdown >= 1) || x.slowdown > 1000)
+    return make_error(errc::malformed_message, "start: bad local rounds");
+  x.storage = static_cast<comm_dtype>(in.getCommDtype());
+  return x;
+}
+
+}  // namespace
+
 wire encode(const start_job& x) {
   capnp::MallocMessageBuilder message;
   auto out = message.initRoot<schema::StartJob>();
@@ -331,6 +347,13 @@ wire encode(const start_job& x) {
   out.setDelayMs(x.delay_ms);
   out.setWorkersOnHost(x.workers_on_host);
   out.setPullsHeld(x.pulls_held);
+  if (x.rounds) {
+    auto rounds = out.initRounds();
+    detail::write_optimizer(rounds.initInner(), x.rounds->inner);
+    rounds.setFragments(x.rounds->fragments);
+    rounds.setCommDtype(static_cast<uint8_t>(x.rounds->storage));
+    rounds.setSlowdown(x.rounds->slowdown);
+  }
   return detail::to_wire(message);
 }
 
@@ -367,6 +390,11 @@ caf::expected<start_job> decode<start_job>(const wire& w, const codec_limits& li
         x.delay_ms = in.getDelayMs();
         x.workers_on_host = in.getWorkersOnHost();
         x.pulls_held = in.getPullsHeld();
+        if (in.hasRounds()) {
+          auto rounds = read_local_rounds(in.getRounds(), budget);
+          if (!rounds) return std::move(rounds.error());
+          x.rounds = std::move(*rounds);
+        }
         return x;
       });
 }
@@ -402,6 +430,7 @@ wire encode(const progress_batch& x) {
     out.setStaleness(p.staleness);
     out.setClock(p.clock);
     out.setSkipped(p.skipped);
+    out.setPushedBytes(p.pushed_bytes);
   }
   return detail::to_wire(message);
 }
@@ -419,7 +448,8 @@ caf::expected<progress_batch> decode<progress_batch>(const wire& w, const codec_
         for (auto p : reports)
           x.reports.push_back(progress{p.getWorker(), detail::read_chunk(p.getChunk()),
                                        p.getLossSum(), p.getComputeS(), p.getWallS(),
-                                       p.getStaleness(), p.getClock(), p.getSkipped()});
+                                       p.getStaleness(), p.getClock(), p.getSkipped(),
+                                       p.getPushedBytes()});
         return x;
       });
 }

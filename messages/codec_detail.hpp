@@ -80,7 +80,7 @@ void write_shape(capnp::List<uint32_t>::Builder out, const std::vector<uint32_t>
 caf::expected<std::vector<uint32_t>> read_shape(capnp::List<uint32_t>::Reader in,
                                                 decode_budget& budget, uint64_t most = 0);
 
-// Stores `values` into `out`, which the caller sized as values.size() * dtype_size(storage).
+// Stores `values` into `out`, which the caller sized as stored_bytes(values.size(), storage).
 void write_values(capnp::Data::Builder out, std::span<const float> values, dtype storage);
 // Widens `data` (stored as `type`) into `count` fp32 values, checking size and finiteness.
 caf::expected<std::vector<float>> read_values(capnp::Data::Reader data, schema::DType type,
@@ -224,7 +224,7 @@ unsigned first_segment_words(const Tensors& tensors, dtype storage,
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     const bool out_of_line = i < skip.size() && skip[i];
-    bytes += (out_of_line ? 0 : t.values.size() * dtype_size(storage)) + 64 + t.name.size();
+    bytes += (out_of_line ? 0 : stored_bytes(t.values.size(), storage)) + 64 + t.name.size();
   }
   return static_cast<unsigned>(std::min<uint64_t>(bytes / 8 + 1, uint64_t{1} << 28));
 }

@@ -37,7 +37,7 @@ caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in,
                                                const decode_budget& budget) {
   optimizer_config x;
   const auto kind = static_cast<uint16_t>(in.getKind());
-  if (kind > static_cast<uint16_t>(optimizer_config::kind::app))
+  if (kind > static_cast<uint16_t>(optimizer_config::kind::delayed_nesterov))
     return make_error(errc::malformed_message, "unknown optimizer kind");
   x.type = static_cast<optimizer_config::kind>(kind);
   auto rule = read_text(in.getRule(), budget, "update rule");
@@ -51,6 +51,7 @@ caf::expected<optimizer_config> read_optimizer(schema::Optimizer::Reader in,
   x.beta2 = in.getBeta2();
   x.epsilon = in.getEpsilon();
   x.weight_decay = in.getWeightDecay();
+  x.delay = std::max<uint32_t>(in.getDelay(), 1);
   for (float v : {x.lr, x.beta1, x.beta2, x.epsilon, x.weight_decay})
     if (!std::isfinite(v)) return make_error(errc::non_finite, "optimizer hyper-parameter");
   x.dash_block = in.getDashBlock();
@@ -83,6 +84,7 @@ void write_optimizer(schema::Optimizer::Builder out, const optimizer_config& x) 
   out.setWeightDecay(x.weight_decay);
   out.setLrStaleness(x.lr_staleness);
   out.setRule(x.rule);
+  out.setDelay(x.delay);
   out.setDashBlock(x.dash_block);
   out.setDashFreq(x.dash_freq);
   out.setDashSolver(static_cast<schema::Optimizer::RootSolver>(x.dash_solver));

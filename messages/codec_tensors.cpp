@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/half.hpp"
+#include "kernels/cpu/int8_blocks.hpp"
 #include "kernels/cpu/vector_ops.hpp"
 #include "messages/codec_detail.hpp"
 
@@ -24,6 +25,8 @@ caf::expected<dtype> to_dtype(schema::DType type) {
       return dtype::bf16;
     case schema::DType::F16:
       return dtype::f16;
+    case schema::DType::I8:
+      return dtype::i8;
   }
   return make_error(errc::malformed_message, "unknown dtype");
 }
@@ -34,6 +37,8 @@ schema::DType to_schema(dtype type) {
       return schema::DType::BF16;
     case dtype::f16:
       return schema::DType::F16;
+    case dtype::i8:
+      return schema::DType::I8;
     case dtype::f32:
       break;
   }
@@ -210,6 +215,15 @@ void write_values(capnp::Data::Builder out, std::span<const float> values, dtype
         std::memcpy(out.begin() + 2 * i, &v, sizeof v);
       }
       return;
+    case dtype::i8: {  // the block scales, then a byte per value
+      const size_t blocks = kernels::int8_blocks(values.size());
+      std::vector<float> scales(blocks);
+      const std::span<int8_t> q{reinterpret_cast<int8_t*>(out.begin() + blocks * sizeof(float)),
+                                values.size()};
+      kernels::int8_quantize(values, q, scales);
+      if (blocks) std::memcpy(out.begin(), scales.data(), blocks * sizeof(float));
+      return;
+    }
   }
 }
 
@@ -223,7 +237,7 @@ caf::expected<dtype> checked_storage(capnp::Data::Reader data, schema::DType typ
   budget.elements += count;
   if (budget.elements > budget.limits.max_elements)
     return make_error(errc::message_too_large, "too many tensor elements in one message");
-  if (data.size() != count * dtype_size(*storage))
+  if (data.size() != stored_bytes(count, *storage))
     return make_error(errc::shape_mismatch, what + ": " + std::to_string(data.size()) +
                                                 " bytes for " + std::to_string(count) +
                                                 " elements");
@@ -243,6 +257,14 @@ bool copy_checked(const float* in, float* out, uint64_t count, const codec_limit
 }
 
 void widen(capnp::Data::Reader data, dtype storage, std::span<float> out) {
+  if (storage == dtype::i8) {
+    const size_t blocks = kernels::int8_blocks(out.size());
+    std::vector<float> scales(blocks);
+    if (blocks) std::memcpy(scales.data(), data.begin(), blocks * sizeof(float));
+    const std::span<const int8_t> q{
+        reinterpret_cast<const int8_t*>(data.begin() + blocks * sizeof(float)), out.size()};
+    return kernels::int8_dequantize(q, scales, out);
+  }
   for (uint64_t i = 0; i < out.size(); ++i) {
     uint16_t v;
     std::memcpy(&v, data.begin() + 2 * i, sizeof v);
@@ -336,7 +358,7 @@ void write_dense(schema::DenseTensor::Builder out, const dense_view& x, dtype st
     out.adoptData(capnp::Orphanage::getForMessageContaining(out).referenceExternalData(blob));
     return;
   }
-  write_values(out.initData(x.values.size() * dtype_size(storage)), x.values, storage);
+  write_values(out.initData(stored_bytes(x.values.size(), storage)), x.values, storage);
 }
 
 void write_dense(schema::DenseTensor::Builder out, const dense_tensor& x, dtype storage,
@@ -386,7 +408,7 @@ void write_sparse(schema::SparseRows::Builder out, const sparse_rows& x, dtype s
   auto ids = out.initIds(x.ids.size());
   for (unsigned i = 0; i < x.ids.size(); ++i) ids.set(i, x.ids[i]);
   out.setDtype(to_schema(storage));
-  write_values(out.initData(x.values.size() * dtype_size(storage)), x.values, storage);
+  write_values(out.initData(stored_bytes(x.values.size(), storage)), x.values, storage);
 }
 
 caf::expected<sparse_rows> read_sparse(schema::SparseRows::Reader in, decode_budget& budget) {

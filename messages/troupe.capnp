@@ -12,6 +12,7 @@ enum DType {
   f32 @0;
   bf16 @1;   # storage only: widened to fp32 on decode
   f16 @2;    # storage only: widened to fp32 on decode
+  i8 @3;     # storage only: a fp32 scale per block of 256 values, then a byte per value
 }
 
 # A dense tensor, or a row range of one (rowOffset > 0 when it is a slice of a larger matrix).
@@ -178,7 +179,10 @@ struct Optimizer {
     adamw @3;               # decoupled weight decay
     dash @4;                # block Shampoo (DASH) with Adam grafting
     app @5;                 # an update rule the app registered, named by `rule`
+    nesterov @6;            # DiLoCo's outer optimizer: Nesterov momentum beta1
+    delayedNesterov @7;     # Nesterov's momentum on every `delay`-th update only
   }
+  delay @17 :UInt32;        # delayedNesterov: updates per momentum step (0 from before: 1)
 }
 
 struct BucketStats {
@@ -313,6 +317,16 @@ struct StartJob {
   clock @11 :UInt64;        # the worker's starting clock (a late joiner starts at the slowest's)
   workersOnHost @12 :UInt32;  # the job's workers on this worker's host (0: unknown)
   pullsHeld @13 :Bool;      # buckets may hold a pull until the others catch up (ssp, bsp)
+  rounds @14 :LocalRounds;  # --mode diloco (absent otherwise)
+}
+
+# --mode diloco: each chunk a worker claims is a round of local steps with `inner`, then one
+# push of its pseudo-gradient per bucket, fragment by fragment.
+struct LocalRounds {
+  inner @0 :Optimizer;
+  fragments @1 :UInt32;     # groups of buckets synced at staggered steps (>= 1)
+  commDtype @2 :UInt8;      # 0 fp32, 1 bf16, 2 fp16, 3 int8 (per-block scales, error feedback)
+  slowdown @3 :Float64;     # this worker's factor per batch (>= 1)
 }
 
 # Batches first .. first+count-1 of one epoch, handed to a worker; count 0: no work is left.
@@ -337,6 +351,7 @@ struct Progress {
   staleness @5 :Float64;    # mean staleness the buckets reported for the chunk's pushes
   clock @6 :UInt64;         # the worker's logical clock after this chunk's push
   skipped @7 :Bool;         # its loss or gradient was not finite: nothing was pushed
+  pushedBytes @8 :UInt64;   # --mode diloco: the bytes of the round's pseudo-gradient
 }
 
 # A worker's reports on the chunks it finished since its last batch, oldest first.

@@ -68,10 +68,14 @@ std::string to_json(const job_report& r) {
   out["duplicate_pushes"] = r.duplicate_pushes;
   out["max_staleness"] = r.max_staleness;
   out["mean_staleness"] = r.mean_staleness;
+  const bool data_parallel = r.mode == "dp" || r.mode == "hybrid";
+  // Counted in updates a bucket applied between a worker's read and its push: in diloco each
+  // update is a round.
   out["staleness"] = {{"mean", r.mean_staleness},
                       {"p50", r.staleness_p50},
                       {"p99", r.staleness_p99},
-                      {"max", r.max_staleness}};
+                      {"max", r.max_staleness},
+                      {"unit", r.mode == "diloco" ? "rounds" : "updates"}};
   out["max_clock_gap"] = r.max_clock_gap;
   for (const auto& [name, value] : r.figures) out[name] = value;
   out["restarts"] = r.restarts;
@@ -81,11 +85,15 @@ std::string to_json(const job_report& r) {
   out["checkpoints"] = r.checkpoints;
   out["resumed_from_step"] = r.resumed_from_step;
   out["mode"] = r.mode;
-  if (r.mode != "ps") out["zero_stage"] = r.zero_stage;
+  if (data_parallel) out["zero_stage"] = r.zero_stage;
+  if (r.mode == "diloco") {
+    out["rounds"] = r.rounds;
+    out["pseudo_gradient_bytes"] = r.pseudo_gradient_bytes;
+  }
   out["allreduce_bytes"] = r.allreduce_bytes;
   out["allreduce_bytes_inter_host"] = r.allreduce_bytes_inter_host;
   out["allreduce_s"] = r.allreduce_s;
-  if (r.mode != "ps") {
+  if (data_parallel) {
     out["allreduce_bytes_by_stage"] = {{"warmup", r.allreduce_bytes_warmup},
                                        {"compressed", r.allreduce_bytes_compressed}};
     out["steps_by_stage"] = {{"warmup", r.steps_warmup}, {"compressed", r.steps_compressed}};
@@ -136,7 +144,7 @@ std::string to_json(const job_report& r) {
                   {"test_loss", e.test_loss},
                   {"train_loss", e.train_loss},
                   {"wall_s", e.wall_s}};
-    if (r.mode != "ps") epoch["examples"] = e.examples;
+    if (data_parallel) epoch["examples"] = e.examples;
     out["epochs"].push_back(std::move(epoch));
   }
   return to_text(out);

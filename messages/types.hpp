@@ -114,7 +114,9 @@ struct bucket_state_part {
 // lane. 7: the tables' server list that hybrid members get names each server's data lane
 // (to_server_list). 8: a service's directory names the server nodes that hold its buckets.
 // 9: heartbeats carry the members' activity; progress and step reports say who skipped.
-constexpr uint32_t wire_schema_version = 9;
+// 10: DiLoCo: a start's local rounds, the outer optimizers (nesterov, delayed-nesterov) and
+// int8 storage of tensor values.
+constexpr uint32_t wire_schema_version = 10;
 
 struct hello {
   role sender = role::worker;
@@ -217,6 +219,16 @@ struct placement {
   std::vector<bucket_placement> buckets;
 };
 
+// --mode diloco: what a worker's rounds need (actors/worker/local_rounds.hpp). A round is one
+// claimed chunk of batches, each a local step of `inner`; the worker then pushes its
+// pseudo-gradient (start values - its own), fragment by fragment.
+struct local_rounds {
+  optimizer_config inner;                // stepped on the worker; its state stays there
+  uint32_t fragments = 1;                // groups of buckets synced at staggered steps
+  comm_dtype storage = comm_dtype::fp32;  // how pseudo-gradients travel (int8: error feedback)
+  double slowdown = 1;                   // --worker-slowdown: this worker's factor per batch
+};
+
 struct start_job {
   uint32_t worker = 0;
   uint32_t workers = 0;
@@ -232,6 +244,7 @@ struct start_job {
   uint64_t clock = 0;             // starting clock: a late joiner starts at the slowest's
   uint32_t workers_on_host = 0;   // the job's workers on this worker's host (0: unknown)
   bool pulls_held = false;        // buckets may hold a pull until the others catch up (ssp, bsp)
+  std::optional<local_rounds> rounds;  // --mode diloco; none: a push per chunk of gradients
 };
 
 // Batches first .. first + count - 1 of one epoch; count 0 means no work is left.
@@ -252,6 +265,7 @@ struct progress {
   double staleness = 0;  // mean staleness the buckets reported for the chunk's pushes
   uint64_t clock = 0;    // the worker's logical clock after this chunk's push
   bool skipped = false;  // its loss or gradient was not finite: nothing was pushed
+  uint64_t pushed_bytes = 0;  // --mode diloco: the bytes of the round's pseudo-gradient
 };
 
 // One worker's reports on the chunks it finished since its last batch, oldest first.
@@ -333,8 +347,12 @@ struct job_report {
   uint64_t resumed_from_step = 0;  // the checkpoint's step when the job was resumed
   uint64_t checkpoints = 0;        // checkpoints written
   std::vector<takeover_event> takeovers;  // by standby coordinators
-  // --mode dp (JSON only; mode "ps" leaves these 0):
-  std::string mode = "ps";
+  std::string mode = "ps";  // ps | dp | hybrid | diloco
+  // --mode diloco (JSON only): pseudo-gradients pushed (each a worker's round), and their bytes
+  // as they travel (--comm-dtype).
+  uint64_t rounds = 0;
+  uint64_t pseudo_gradient_bytes = 0;
+  // --mode dp (JSON only; modes "ps" and "diloco" leave these 0):
   uint32_t zero_stage = 0;                  // --zero-stage
   uint64_t allreduce_bytes = 0;             // sent by all members
   uint64_t allreduce_bytes_inter_host = 0;  // of those, between hosts

@@ -10,10 +10,12 @@ unsigned moments_of(const optimizer_config& o, const std::optional<update_rule>&
     case kind::sgd:
       return 0;
     case kind::momentum:
+    case kind::nesterov:
       return 1;
     case kind::adam:
     case kind::adamw:
     case kind::dash:
+    case kind::delayed_nesterov:
       return 2;
     case kind::app:
       return rule ? rule->moments : 0;

@@ -330,6 +330,8 @@ bool bucket_store::step(size_t slice, std::vector<float>& grad, uint64_t stalene
     case opt_kind::momentum:
     case opt_kind::adam:
     case opt_kind::adamw:
+    case opt_kind::nesterov:
+    case opt_kind::delayed_nesterov:
       step_elements(slice, 0, grad, lr);
       return true;
     case opt_kind::dash:

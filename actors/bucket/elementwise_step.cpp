@@ -7,7 +7,7 @@ namespace troupe {
 bool elementwise(const optimizer_config& o) {
   using kind = optimizer_config::kind;
   return o.type == kind::sgd || o.type == kind::momentum || o.type == kind::adam ||
-         o.type == kind::adamw;
+         o.type == kind::adamw || o.type == kind::nesterov || o.type == kind::delayed_nesterov;
 }
 
 kernels::adam_hyper adam_hyper_of(const optimizer_config& o, float lr, uint64_t t) {
@@ -22,6 +22,10 @@ bool step_elementwise(const optimizer_config& o, float lr, uint64_t t, std::span
   if (!elementwise(o)) return false;
   if (o.type == kind::adam || o.type == kind::adamw)
     kernels::adam_step(theta, m, v, grad, adam_hyper_of(o, lr, t));
+  else if (o.type == kind::nesterov)
+    kernels::nesterov_step(theta, m, grad, lr, o.beta1);
+  else if (o.type == kind::delayed_nesterov)  // v: the pseudo-gradients since the last momentum
+    kernels::delayed_nesterov_step(theta, m, v, grad, lr, o.beta1, o.delay, t);
   else  // sgd: no moment; momentum: m is the velocity
     kernels::sgd_momentum_step(theta, o.type == kind::sgd ? std::span<float>{} : m, grad, lr,
                                o.type == kind::sgd ? 0.0f : o.beta1, o.weight_decay);

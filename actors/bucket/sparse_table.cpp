@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "actors/bucket/app_rule_step.hpp"
+#include "actors/bucket/elementwise_step.hpp"
 #include "kernels/cpu/optimizers.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
@@ -118,26 +119,10 @@ uint64_t sparse_table::apply(const sparse_rows& grads, float lr_scale) {
         for (float& x : g) x *= static_cast<float>(clip_ / norm);
     }
     ++r.steps;
-    switch (o.type) {
-      case opt_kind::sgd:
-        kernels::sgd_momentum_step(r.value, {}, g, lr, 0.0f, o.weight_decay);
-        break;
-      case opt_kind::momentum:
-        kernels::sgd_momentum_step(r.value, r.m, g, lr, o.beta1, o.weight_decay);
-        break;
-      case opt_kind::adam:
-        kernels::adam_step(r.value, r.m, r.v, g,
-                           {lr, o.beta1, o.beta2, o.epsilon, 0.0f, r.steps, o.weight_decay});
-        break;
-      case opt_kind::adamw:
-        kernels::adam_step(r.value, r.m, r.v, g,
-                           {lr, o.beta1, o.beta2, o.epsilon, o.weight_decay, r.steps});
-        break;
-      case opt_kind::dash:  // rows take AdamW (the constructor)
-        break;
-      case opt_kind::app:
-        if (!step_app_rule(rule_, o, r.value, r.m, r.v, g, r.steps, lr)) ++refused;
-        break;
+    if (o.type == opt_kind::app) {
+      if (!step_app_rule(rule_, o, r.value, r.m, r.v, g, r.steps, lr)) ++refused;
+    } else {  // dash: rows take AdamW (the constructor)
+      step_elementwise(o, lr, r.steps, r.value, r.m, r.v, g);
     }
   }
   return refused;

@@ -38,6 +38,7 @@ void start_plans(coordinator_self self, const job_config& config) {
   st.shell.scalars = job_scalars{o, config.log};
   st.shell.operators = operator_gate{o.tls_dir, o.operator_secret};
   st.shell.stall = stall_watch{o.stall_timeout, o.heartbeat_interval};
+  st.shell.report.mode = to_string(o.mode);
   st.shell.beats = heartbeat_monitor{o.heartbeat_interval};
   if (!o.data_parallel() || o.hybrid()) {
     st.ps = std::make_unique<ps_state>();
@@ -54,7 +55,6 @@ void start_plans(coordinator_self self, const job_config& config) {
       gm.members = config.metrics->gauge("troupe_group_members");
     }
     st.dp->evaluator = self->spawn<caf::detached + caf::linked>(evaluator, config.task);
-    st.shell.report.mode = to_string(o.mode);  // dp or hybrid
     st.shell.report.zero_stage = o.dp.zero_stage;
   }
   if (o.hybrid()) st.on_tables_ready = [self, config] { dpp::on_tables_ready(self, config); };

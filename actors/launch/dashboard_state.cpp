@@ -30,7 +30,8 @@ std::string dashboard_state(caf::actor_system& sys, const coordinator_actor& coo
   json& shown = out["views"] = json::object();
   json& errors = out["errors"] = json::object();
   caf::scoped_actor self{sys};
-  for (const auto& name : mode == "ps" ? ps_views : dp_views) {
+  const bool servers_hold_the_model = mode == "ps" || mode == "diloco";
+  for (const auto& name : servers_hold_the_model ? ps_views : dp_views) {
     self->request(coordinator, bound, inspect_atom_v, name)
         .receive(
             [&](const wire& w) {

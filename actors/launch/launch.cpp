@@ -477,9 +477,14 @@ caf::error check_task_fits_mode(const training_task& task, const launch_options&
   const auto specs = task.parameters();
   const bool buffers =
       std::any_of(specs.begin(), specs.end(), [](const tensor_spec& t) { return t.buffer; });
-  if (opts.mode == job_mode::ps && buffers)
+  if (opts.diloco_mode() && !task.sparse_tables().empty())
     return make_error(errc::bad_configuration,
-                      "--mode ps: this model has buffers (BatchNorm's running statistics), which "
+                      "--mode diloco: this task's embedding tables are sparse, and a round's "
+                      "pseudo-gradient is dense; run it with --mode ps or --mode hybrid");
+  if (opts.parameter_service() && buffers)
+    return make_error(errc::bad_configuration,
+                      std::string{"--mode "} + to_string(opts.mode) +
+                      ": this model has buffers (BatchNorm's running statistics), which "
                       "follow DDP (every member takes the first member's each step); run it with "
                       "--mode dp or --mode hybrid");
   return {};

@@ -157,8 +157,9 @@ caf::error check_resume(const coordinator_state& st, const job_config& config) {
   if (job.model_values != st.ps->directory.layout->total)
     return differs("model values", job.model_values, st.ps->directory.layout->total);
   if (job.epochs != o.epochs) return differs("epochs", job.epochs, o.epochs);
-  if (job.chunk != std::max<uint32_t>(o.accumulate, 1))
-    return differs("batches per push", job.chunk, o.accumulate);
+  if (job.chunk != chunk_of(o))
+    return differs(o.diloco_mode() ? "local steps per round" : "batches per push", job.chunk,
+                   chunk_of(o));
   if (job.batches_per_epoch != config.task->batches_per_epoch(o.batch))
     return differs("batches per epoch", job.batches_per_epoch,
                    config.task->batches_per_epoch(o.batch));

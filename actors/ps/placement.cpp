@@ -17,8 +17,10 @@ namespace {
 // and one pull per step, and on this 2-core machine the fmnist job (0.9 MiB of values) ran
 // 5-9% faster with one bucket per server than with two per worker, embedded and across
 // processes; the data lane moves 1-64 MiB messages at about the same share of raw TCP.
+// --mode diloco: at least one bucket per fragment.
 uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
-  const uint32_t fewest = fewest_parts(total_values);
+  const uint32_t fewest = std::max(fewest_parts(total_values),
+                                   o.diloco_mode() ? o.diloco.fragments : 1u);
   return std::max(o.buckets ? o.buckets : std::max(o.servers, fewest), fewest);
 }
 
@@ -264,6 +266,11 @@ caf::error lay_out_buckets(self_ptr self, const job_config& config, bool new_val
   const uint32_t count = bucket_count(o, st.ps->directory.layout->total);
   st.ps->directory.plan = plan_buckets(*st.ps->directory.layout, count,
                                        static_cast<uint32_t>(st.ps->roster.servers.size()));
+  if (o.diloco_mode() && st.ps->directory.plan.buckets.size() < o.diloco.fragments)
+    return make_error(errc::bad_configuration,
+                      fmt::format("--fragments {}: the model fills only {} buckets, and a "
+                                  "fragment is a group of them",
+                                  o.diloco.fragments, st.ps->directory.plan.buckets.size()));
   if (auto err = check_resume(st, config)) return err;
   auto& initial = st.ps->directory.initial;
   if (new_values && !st.ps->checkpoints.resume_from &&

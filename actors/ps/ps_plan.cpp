@@ -111,6 +111,10 @@ void settle_work(self_ptr self, const job_config& config) {
 
 // -- start ----------------------------------------------------------------------------------------
 
+uint32_t chunk_of(const launch_options& o) {
+  return o.diloco_mode() ? o.diloco.sync_every : std::max<uint32_t>(o.accumulate, 1);
+}
+
 start_job make_start(const coordinator_state& st, const launch_options& o, uint32_t rank) {
   std::vector<endpoint> servers;
   for (const auto& m : st.ps->roster.server_members) servers.push_back(m.data);
@@ -124,6 +128,11 @@ start_job make_start(const coordinator_state& st, const launch_options& o, uint3
   job.pulls_held = o.consistency.type != consistency_config::mode::async;
   if (auto it = o.worker_delay_ms.find(rank); it != o.worker_delay_ms.end())
     job.delay_ms = it->second;
+  if (o.diloco_mode()) {
+    job.rounds = local_rounds{inner_optimizer_from(o), o.diloco.fragments, o.dp.dtype};
+    if (auto it = o.dp.worker_slowdown.find(rank); it != o.dp.worker_slowdown.end())
+      job.rounds->slowdown = it->second;
+  }
   // How many live workers share this one's host (and so its cores); unknown without a label.
   const auto& workers = st.ps->roster.worker_members;
   if (rank < workers.size() && !workers[rank].host.empty())
@@ -143,7 +152,7 @@ void start_training(self_ptr self, const job_config& config) {
   st.ps->training.epoch_batches.assign(o.epochs, 0);
   st.ps->evaluation.rows = config.task->evaluation_rows();
   st.ps->evaluation.rows.resize(config.task->sparse_tables().size());
-  st.ps->training.work.emplace(o.epochs, config.task->batches_per_epoch(o.batch), o.accumulate,
+  st.ps->training.work.emplace(o.epochs, config.task->batches_per_epoch(o.batch), chunk_of(o),
                                static_cast<uint32_t>(st.ps->roster.workers.size()));
   config.log.info("training: {} workers, {} servers, {} buckets, {} epochs",
                   st.ps->roster.workers.size(), st.ps->roster.servers.size(),
@@ -370,6 +379,10 @@ void count_progress(self_ptr self, const job_config& config, const progress& rep
   add_chunk_loss(st, report.chunk, report.loss_sum);
   m.steps += report.chunk.count;
   m.clock = report.clock;
+  if (config.opts.diloco_mode()) {
+    ++st.shell.report.rounds;
+    st.shell.report.pseudo_gradient_bytes += report.pushed_bytes;
+  }
   st.shell.stall.progress(stall_watch::clock::now());
   if (m.compute_s > 0) st.shell.stall.step_took(report.compute_s - m.compute_s);  // its computing
   if (report.skipped) {

@@ -19,6 +19,9 @@ using self_ptr = coordinator_self;
 constexpr size_t max_waiting = 1024;
 
 // -- ps_plan.cpp
+// The batches of one chunk of work: --accumulate's (one push) in ps, --sync-every's (a round of
+// local steps) in diloco.
+uint32_t chunk_of(const launch_options& o);
 void maybe_evaluate(self_ptr self, const job_config& config);
 void start_training(self_ptr self, const job_config& config);
 // Starts worker `rank` at the clock every bucket agrees on (a late joiner, a resumed job).

@@ -64,7 +64,8 @@ class caf_channel final : public bucket_channel {
 
   caf::message_id push(caf::local_actor* self, const bucket_actor& target, const push_request& push,
                        const gradient_views& grad, size_t& bytes) override {
-    wire w = grad ? encode(push, *grad) : encode(push);
+    const encode_options storage{push.storage};
+    wire w = grad ? encode(push, *grad, storage) : encode(push, storage);
     bytes = w.bytes.size();
     return ask(self, target, push_message(std::move(w)), timeout_);
   }

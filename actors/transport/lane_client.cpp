@@ -113,8 +113,9 @@ void lane_link::send(const caf::strong_actor_ptr& requester, caf::message_id req
 
 size_t lane_link::write_push(const push_request& push, const gradient_views& grad,
                              const std::function<void(byte_parts)>& write) {
-  if (grad) return encode_to(push, *grad, write);
-  const wire w = encode(push);
+  const encode_options storage{push.storage};
+  if (grad) return encode_to(push, *grad, write, storage);
+  const wire w = encode(push, storage);
   const std::span<const char> whole{w.bytes.data(), w.bytes.size()};
   write(byte_parts{&whole, 1});
   return w.bytes.size();

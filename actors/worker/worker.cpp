@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <thread>
 
 #include <caf/io/middleman.hpp>
@@ -45,12 +46,15 @@ void claim_work(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   // Paused (a checkpoint, a drain): no new work, which a drained worker could not finish.
   // Rejoining a standby that takes over: it hands out work once it knows what we did.
-  if (st.claim_pending || st.exhausted || st.paused || st.rejoining ||
-      st.queue.size() >= claim_below)
+  // A round (--mode diloco) is many batches: one in reserve, one per claim, so that a slow
+  // worker does not hold back batches a faster one could do.
+  const size_t reserve = st.rounds ? 1 : claim_below;
+  if (st.claim_pending || st.exhausted || st.paused || st.rejoining || st.queue.size() >= reserve)
     return;
   st.claim_pending = true;
   const auto to = config.coordinator->handle();
-  self->request(to, config.request_timeout, claim_atom_v, st.job->worker, lease_chunks)
+  self->request(to, config.request_timeout, claim_atom_v, st.job->worker,
+                st.rounds ? 1u : lease_chunks)
       .then(
           [=](const wire& w) {
             auto& st = self->state;
@@ -94,7 +98,8 @@ void pushed(self_ptr self, const worker_config& config) {
   if (st.unreported.empty()) st.unreported_since = now;
   st.unreported.push_back(progress{st.job->worker, st.current, st.current_loss, st.compute_s,
                                    seconds_since(st.started), staleness, st.clock,
-                                   st.current_skipped});
+                                   st.current_skipped,
+                                   st.rounds ? st.rounds->pushed_bytes : 0});
   st.finished_steps += st.current.count;
   if (config.coordinator->standby_listed())
     st.reported.push_back({st.current, st.current_loss, st.clock});
@@ -131,6 +136,80 @@ caf::expected<double> compute_chunk(worker_state& st, const work_chunk& chunk) {
   return loss_sum;
 }
 
+// Whether a step's loss and gradient are finite (rows included): a step that is not is never
+// applied or pushed.
+bool finite_step(const worker_state& st, double loss, const std::vector<float>& grad) {
+  bool finite = std::isfinite(loss) && kernels::all_finite(grad);
+  for (const auto& g : st.rows.grads) finite = finite && kernels::all_finite(g);
+  return finite;
+}
+
+void warn_skipped(worker_state& st, const worker_config& config, const work_chunk& chunk,
+                  uint64_t batch) {
+  if (const uint64_t n = st.skip_warning.count(std::chrono::steady_clock::now()))
+    config.log.warn(
+        "non-finite loss or gradient in epoch {} batch {}; {} (skipped steps since the last "
+        "warning: {})",
+        chunk.epoch + 1, batch, st.rounds ? "the local step skipped" : "nothing pushed", n);
+}
+
+// --mode diloco: the current chunk's batches as local steps of the inner optimizer, each
+// fragment pushed once its sync step is done (local_rounds.hpp); returns the summed loss of the
+// steps taken (the round's mean for each skipped one), or the task's error.
+caf::expected<double> compute_round(self_ptr self, const worker_config& config) {
+  auto& st = self->state;
+  auto& r = *st.rounds;
+  const work_chunk chunk = st.current;
+  begin_pushes(self, config);
+  r.next_fragment = 0;
+  r.skipped_steps = 0;
+  r.pushed_bytes = 0;
+  st.batch_grad.resize(st.grad.size());
+  double loss_sum = 0;
+  const auto fragments = static_cast<uint32_t>(r.fragments.size());
+  for (uint32_t i = 0; i < chunk.count; ++i) {
+    const auto began = std::chrono::steady_clock::now();
+    record_activity(self, config, chunk, "user code: gradient");
+    auto loss = st.replica->gradient(st.params, chunk.epoch, chunk.first + i, st.batch_grad);
+    if (!loss) return std::move(loss.error());
+    if (finite_step(st, *loss, st.batch_grad)) {
+      inner_step(r, st.params, st.batch_grad);
+      loss_sum += *loss;
+    } else {
+      ++r.skipped_steps;
+      warn_skipped(st, config, chunk, chunk.first + i);
+    }
+    const double took = seconds_since(began);
+    const double slower = (r.config.slowdown - 1) * took + st.job->delay_ms / 1000.0;
+    if (slower > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slower));
+    st.compute_s += seconds_since(began);
+    while (r.next_fragment < fragments && sync_step(r.next_fragment, fragments, chunk.count) <= i + 1)
+      push_fragment(self, config, r.next_fragment++);
+  }
+  const uint32_t taken = chunk.count - r.skipped_steps;
+  if (taken == 0) return std::numeric_limits<double>::quiet_NaN();
+  return loss_sum * chunk.count / taken;
+}
+
+// --mode diloco: the values the round's pulls brought become the worker's (merge_pulled), then
+// the current chunk runs as a round. Every fragment has been pushed when it returns.
+void run_round(self_ptr self, const worker_config& config) {
+  auto& st = self->state;
+  merge_pulled(*st.rounds, *st.layout, st.job->layout, st.params);
+  auto loss = compute_round(self, config);
+  if (!loss)
+    return fail(self, config,
+                fmt::format("the task's gradient in the round of epoch {} batches {}-{}",
+                            st.current.epoch + 1, st.current.first,
+                            st.current.first + st.current.count - 1),
+                loss.error());
+  st.current_loss = *loss;
+  st.current_skipped = st.rounds->skipped_steps == st.current.count;
+  add(st.metrics.steps, st.current.count);
+  if (!st.current_skipped)
+    set(st.metrics.loss, st.current_loss / std::max<uint32_t>(st.current.count, 1));
+}
+
 // Moves the loop on: says done when no work is left, pulls when values are missing, and
 // computes and pushes the next chunk once its values are in and no push is in flight.
 void maybe_compute(self_ptr self, const worker_config& config) {
@@ -162,6 +241,7 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   st.current_reported = false;
   st.queue.pop_front();
   claim_work(self, config);
+  if (st.rounds) return run_round(self, config);
   // A prefetch asks for the values after this chunk's own push (clock + 1): ssp and bsp hold
   // it until that push has landed, so prefetching never loosens their bounds.
   if (st.job->prefetch && (!st.queue.empty() || !st.exhausted)) pull_round(self, config, 1);
@@ -175,15 +255,10 @@ void maybe_compute(self_ptr self, const worker_config& config) {
   st.current_loss = *loss;
   add(st.metrics.steps, st.current.count);
   set(st.metrics.loss, st.current_loss / std::max<uint32_t>(st.current.count, 1));
-  bool finite = std::isfinite(st.current_loss) && kernels::all_finite(st.grad);
-  for (const auto& g : st.rows.grads) finite = finite && kernels::all_finite(g);
+  const bool finite = finite_step(st, st.current_loss, st.grad);
   st.current_skipped = !finite;
   if (!finite)  // never send a poisoned gradient: the buckets only count the step
-    if (const uint64_t n = st.skip_warning.count(std::chrono::steady_clock::now()))
-      config.log.warn(
-          "non-finite loss or gradient in epoch {} batch {}; nothing pushed (skipped steps "
-          "since the last warning: {})",
-          st.current.epoch + 1, st.current.first, n);
+    warn_skipped(st, config, st.current, st.current.first);
   push_round(self, config, !finite);
 }
 
@@ -201,6 +276,14 @@ void start(self_ptr self, const worker_config& config, const wire& w,
   if (!replica) return fail(self, config, std::move(replica.error()));
   st.params.assign(st.layout->total, 0.0f);
   st.grad.assign(st.layout->total, 0.0f);
+  if (job->rounds) {
+    if (!config.task->sparse_tables().empty())
+      return fail(self, config,
+                  make_error(errc::bad_configuration,
+                             "--mode diloco takes no embedding tables (use --mode ps or hybrid)"));
+    st.rounds.emplace(*job->rounds, st.layout->total,
+                      static_cast<uint32_t>(job->layout.buckets.size()));
+  }
   st.residual.assign(job->compress_signs ? st.layout->total : 0, 0.0f);
   st.replica = std::move(*replica);
   st.buckets = connect_buckets(self, config, std::move(buckets), job->servers);

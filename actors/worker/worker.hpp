@@ -1,7 +1,8 @@
 // worker: one training worker. It joins the coordinator, and once started claims chunks of
 // batches from the coordinator (one chunk in reserve) and for each: pulls every bucket,
 // computes the chunk's averaged gradient, pushes each bucket its slice stamped with the bucket
-// clock it read, and reports the chunk done. With prefetch the next pull is in flight while a
+// clock it read, and reports the chunk done. Under --mode diloco a chunk is a round of local
+// steps instead, and what it pushes is a pseudo-gradient (actors/worker/local_rounds.hpp). With prefetch the next pull is in flight while a
 // chunk computes. When no work is left it says done. Its pulls and pushes go through a
 // bucket_client (actors/client), which sends a request whose bucket is gone (restarted, or its
 // server lost) again to the handle the coordinator names now (a push marked as a resend, so it
@@ -22,6 +23,7 @@
 #include "actors/supervision/failure/coordinator_link.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "actors/transport/bucket_client.hpp"
+#include "actors/worker/local_rounds.hpp"
 #include "messages/protocol.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/log.hpp"
@@ -69,6 +71,7 @@ struct worker_state {
   std::vector<float> grad;         // the gradient being pushed
   std::vector<float> batch_grad;   // one batch's gradient, averaged into grad when accumulating
   std::vector<float> residual;     // sign compression: what earlier pushes have not yet sent
+  std::optional<round_state> rounds;  // --mode diloco: a chunk is a round of local steps
   std::vector<table_spec> tables;  // the task's embedding tables (none for dense models)
   sparse_rows_view rows;           // the rows of the chunk at the front of the queue
   std::deque<work_chunk> queue;    // claimed, not yet computed (< claim_below + lease_chunks)

@@ -36,6 +36,10 @@ std::shared_ptr<bucket_client> connect_buckets(self_ptr self, const worker_confi
 // the pull of the values after it where the worker pulls at once: as one pair of frames where
 // no bucket holds a pull (bucket_client::push_then_pull).
 void push_round(self_ptr self, const worker_config& config, bool skipped);
+// --mode diloco: readies a round's pushes (each bucket's ack, and the pull behind it, due), then
+// pushes fragment k's pseudo-gradient once its sync step is done (local_rounds.hpp).
+void begin_pushes(self_ptr self, const worker_config& config);
+void push_fragment(self_ptr self, const worker_config& config, uint32_t k);
 // Pulls every bucket's values and, for models with embedding tables, the rows the chunk at the
 // front of the queue reads. `ahead`: 1 for a pull of the values after this worker's push of
 // the current chunk.

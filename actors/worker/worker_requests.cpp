@@ -33,11 +33,13 @@ bucket_client::failure_handler on_pull_failed(self_ptr self, const worker_config
   };
 }
 
-// Where bucket b's values go: straight into st.params, only the slices of its plan.
+// Where bucket b's values go: straight into st.params, only the slices of its plan (under
+// --mode diloco into the values the next round starts from, merged once all are in).
 value_place values_of(self_ptr self, size_t b) {
   return [self, b](const dense_tensor& t) {
     auto& st = self->state;
-    return place_of(*st.layout, st.job->layout.buckets[b], t, st.params);
+    auto& into = st.rounds ? st.rounds->start : st.params;
+    return place_of(*st.layout, st.job->layout.buckets[b], t, into);
   };
 }
 
@@ -97,28 +99,43 @@ std::shared_ptr<bucket_client> connect_buckets(self_ptr self, const worker_confi
   return bucket_client::make(self, std::move(c));
 }
 
-void push_round(self_ptr self, const worker_config& config, bool skipped) {
+// Whether the next values are asked for behind this round's pushes: a bucket handles one
+// sender's messages in order, so its pull reply already holds the push, and the step saves a
+// round trip. (Rows need the next chunk, and --prefetch pulls before computing instead.) Not
+// behind the worker's last push.
+bool pulls_behind(const worker_state& st) {
+  const bool last = st.queue.empty() && st.exhausted;
+  return !last && st.tables.empty() && !st.job->prefetch;
+}
+
+void begin_pushes(self_ptr self, const worker_config& config) {
   auto& st = self->state;
   record_activity(self, config, st.current, "push");
   st.pushes_pending = st.buckets->size();
   st.chunk_staleness = 0;
   st.chunk_acks = 0;
+  if (pulls_behind(st)) st.pulls_pending = st.buckets->size();
+}
+
+namespace {
+
+// Pushes buckets [first, end) of the current chunk, from st.grad.
+void push_buckets(self_ptr self, const worker_config& config, bool skipped, size_t first,
+                  size_t end) {
+  auto& st = self->state;
   const bool last = st.queue.empty() && st.exhausted;
-  // The next values are asked for at once, behind each push: a bucket handles one sender's
-  // messages in order, so its pull reply already holds this push, and the step saves a round
-  // trip. (Rows need the next chunk, and --prefetch pulls before computing instead.) A pair's
-  // push is answered with its pull, so pairs only go where no bucket holds a pull (async): a
-  // held pull would hold the push's ack, and with it a pause that waits for the ack.
-  const bool pull_behind = !last && st.tables.empty() && !st.job->prefetch;
+  // A pair's push is answered with its pull, so pairs only go where no bucket holds a pull
+  // (async): a held pull would hold the push's ack, and with it a pause that waits for the ack.
+  const bool pull_behind = pulls_behind(st);
   const bool paired = pull_behind && !st.job->pulls_held;
-  if (pull_behind) st.pulls_pending = st.buckets->size();
-  for (size_t b = 0; b < st.buckets->size(); ++b) {
+  for (size_t b = first; b < end; ++b) {
     const auto& plan = st.job->layout.buckets[b];
     auto push = std::make_shared<push_request>(
         push_request{plan.bucket, st.job->worker, st.clock, st.buckets->read_clock(b)});
     push->last = last;
     push->skipped = skipped;
     push->batches = st.current;  // a bucket applies these batches once, whoever pushes them
+    if (st.rounds) push->storage = push_storage(*st.rounds);
     if (skipped)
       ;  // no tensors: the bucket counts the step only
     else if (st.job->compress_signs)
@@ -143,6 +160,20 @@ void push_round(self_ptr self, const worker_config& config, bool skipped) {
                        values_of(self, b), on_values(self, config, b),
                        on_pull_failed(self, config, b));
   }
+}
+
+}  // namespace
+
+void push_round(self_ptr self, const worker_config& config, bool skipped) {
+  begin_pushes(self, config);
+  push_buckets(self, config, skipped, 0, self->state.buckets->size());
+}
+
+void push_fragment(self_ptr self, const worker_config& config, uint32_t k) {
+  auto& st = self->state;
+  auto& r = *st.rounds;
+  r.pushed_bytes += take_pseudo_gradient(r, *st.layout, st.job->layout, k, st.params, st.grad);
+  push_buckets(self, config, false, r.fragments[k].first, r.fragments[k].second);
 }
 
 // Pulls every bucket's values and, for models with embedding tables, the rows the chunk at the

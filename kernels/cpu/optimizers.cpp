@@ -82,4 +82,43 @@ TROUPE_CPU_CLONES void sgd_momentum_step(std::span<float> theta, std::span<float
   }
 }
 
+TROUPE_CPU_CLONES void nesterov_step(std::span<float> theta, std::span<float> velocity,
+                                     std::span<const float> grad, float lr, float momentum) {
+  float* __restrict th = theta.data();
+  float* __restrict u = velocity.data();
+  const float* __restrict gp = grad.data();
+  const size_t n = theta.size();
+  for (size_t i = 0; i < n; ++i) {
+    const float ui = momentum * u[i] + gp[i];
+    u[i] = ui;
+    th[i] -= lr * (gp[i] + momentum * ui);
+  }
+}
+
+TROUPE_CPU_CLONES void delayed_nesterov_step(std::span<float> theta, std::span<float> velocity,
+                                             std::span<float> buffer, std::span<const float> grad,
+                                             float lr, float momentum, uint32_t delay,
+                                             uint64_t t) {
+  float* __restrict th = theta.data();
+  float* __restrict u = velocity.data();
+  float* __restrict b = buffer.data();
+  const float* __restrict gp = grad.data();
+  const size_t n = theta.size();
+  const uint32_t every = delay == 0 ? 1 : delay;
+  const float inv = 1.0f / static_cast<float>(every);
+  if (t % every != 0) {  // between momentum steps: the arrival alone, buffered
+    for (size_t i = 0; i < n; ++i) {
+      b[i] += gp[i];
+      th[i] -= lr * inv * gp[i];
+    }
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const float ui = momentum * u[i] + (b[i] + gp[i]) * inv;
+    u[i] = ui;
+    th[i] -= lr * (inv * gp[i] + momentum * ui);
+    b[i] = 0.0f;
+  }
+}
+
 }  // namespace troupe::kernels

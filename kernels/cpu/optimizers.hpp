@@ -31,4 +31,19 @@ void adam_dcasgd_step(std::span<float> theta, std::span<float> m, std::span<floa
 void sgd_momentum_step(std::span<float> theta, std::span<float> velocity,
                        std::span<const float> grad, float lr, float momentum, float weight_decay);
 
+// Nesterov momentum (Sutskever et al. 2013, as torch.optim.SGD(nesterov=True)), DiLoCo's outer
+// optimizer on pseudo-gradients:  u <- mu u + g;  theta <- theta - lr (g + mu u).
+void nesterov_step(std::span<float> theta, std::span<float> velocity, std::span<const float> grad,
+                   float lr, float momentum);
+
+// Delayed Nesterov (Liu et al. 2024, "Asynchronous Local-SGD Training for Language Modeling",
+// with c = 0): for stale pseudo-gradients arriving one at a time. Each arrival g of update
+// number t (1-based) is added to `buffer` and applied at once as theta <- theta - lr g / N;
+// every N-th arrival the momentum takes the buffer's mean and is applied too:
+//   u <- mu u + buffer / N;  theta <- theta - lr mu u;  buffer <- 0.
+// Over N arrivals that is one Nesterov step on their mean; N = 1 is nesterov_step.
+void delayed_nesterov_step(std::span<float> theta, std::span<float> velocity,
+                           std::span<float> buffer, std::span<const float> grad, float lr,
+                           float momentum, uint32_t delay, uint64_t t);
+
 }  // namespace troupe::kernels

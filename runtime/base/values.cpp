@@ -2,8 +2,17 @@
 
 namespace troupe {
 
-size_t dtype_size(dtype type) {
-  return type == dtype::f32 ? 4 : 2;
+size_t stored_bytes(uint64_t count, dtype type) {
+  switch (type) {
+    case dtype::f32:
+      return count * 4;
+    case dtype::bf16:
+    case dtype::f16:
+      return count * 2;
+    case dtype::i8:
+      return count + 4 * ((count + int8_block_values - 1) / int8_block_values);
+  }
+  return count * 4;
 }
 
 uint64_t numel(const std::vector<uint32_t>& shape) {
@@ -76,6 +85,8 @@ const char* to_string(comm_dtype d) {
       return "bf16";
     case comm_dtype::fp16:
       return "fp16";
+    case comm_dtype::int8:
+      return "int8";
   }
   return "?";
 }
@@ -107,6 +118,10 @@ const char* to_string(optimizer_config::kind k) {
       return "dash";
     case kind::app:
       return "app";
+    case kind::nesterov:
+      return "nesterov";
+    case kind::delayed_nesterov:
+      return "delayed-nesterov";
   }
   return "?";
 }

@@ -109,8 +109,11 @@ std::vector<flag_spec> contract_flags() {
       choice("mode", "MODE",
              "ps (parameter service: servers hold the parameters) | dp (data parallel: every "
              "worker holds a replica and gradients are allreduced) | hybrid (embedding tables "
-             "on the servers, dense parameters allreduced)",
-             field(&launch_options::mode), {job_mode::ps, job_mode::dp, job_mode::hybrid}),
+             "on the servers, dense parameters allreduced) | diloco (the parameter service; each "
+             "worker takes --sync-every local steps with --optimizer, then pushes its "
+             "pseudo-gradient for the buckets' --outer-optimizer)",
+             field(&launch_options::mode),
+             {job_mode::ps, job_mode::dp, job_mode::hybrid, job_mode::diloco}),
   };
 }
 
@@ -163,10 +166,12 @@ std::vector<flag_spec> data_parallel_flags() {
           [](auto& o) -> auto& { return o.dp.checksum_every; }, scope::dp),
       choice(
           "comm-dtype", "T",
-          "fp32 | bf16 | fp16: how gradient buckets travel (summed in fp32; fp16 scaled so "
-          "that nothing overflows)",
+          "fp32 | bf16 | fp16 | int8: how gradient buckets travel (summed in fp32; fp16 scaled "
+          "so that nothing overflows), or DiLoCo's pseudo-gradients (int8, --mode diloco only: "
+          "a scale per 256 values, what rounding lost sent with the next push)",
           [](auto& o) -> auto& { return o.dp.dtype; },
-          {comm_dtype::fp32, comm_dtype::bf16, comm_dtype::fp16}, scope::dp),
+          {comm_dtype::fp32, comm_dtype::bf16, comm_dtype::fp16, comm_dtype::int8},
+          scope::dp_or_diloco),
       custom("compress-skip", "NAME,...",
              "tensors kept at fp32 under --comm-dtype and 1-bit compression (e.g. the first layer)",
              scope::dp, parse_compress_skip,
@@ -217,7 +222,7 @@ std::vector<flag_spec> data_parallel_flags() {
       custom("worker-slowdown", "I:F",
              "make worker I (numbered as in --worker-delay-ms) F times slower per example "
              "(I:F,J:G...)",
-             scope::dp,
+             scope::dp_or_diloco,
              parsed_by(&parse_worker_slowdowns,
                        [](launch_options& o, std::map<uint32_t, double> d) {
                          o.dp.worker_slowdown = std::move(d);
@@ -252,6 +257,45 @@ caf::error parse_optimizer(const std::string& text, launch_options& o) {
   return {};
 }
 
+caf::error parse_outer_optimizer(const std::string& text, launch_options& o) {
+  using kind = optimizer_config::kind;
+  for (auto k : {kind::sgd, kind::nesterov, kind::delayed_nesterov})
+    if (text == to_string(k)) {
+      o.diloco.outer = k;
+      return {};
+    }
+  return make_error(
+      errc::bad_configuration,
+      fmt::format("--outer-optimizer must be sgd, nesterov or delayed-nesterov, not '{}'", text));
+}
+
+std::vector<flag_spec> diloco_flags() {
+  return {
+      number(
+          "sync-every", "H", "local steps (batches) per round: one push of the pseudo-gradient",
+          [](auto& o) -> auto& { return o.diloco.sync_every; }, scope::diloco),
+      custom("outer-optimizer", "NAME",
+             "what the buckets apply to pseudo-gradients: sgd | nesterov | delayed-nesterov "
+             "(momentum once per --workers arrivals; default under async and ssp, nesterov "
+             "under bsp)",
+             scope::diloco, parse_outer_optimizer,
+             [](const launch_options& o) {
+               return o.diloco.outer ? std::string{to_string(*o.diloco.outer)} : std::string{};
+             }),
+      number(
+          "outer-lr", "X", "the outer optimizer's learning rate",
+          [](auto& o) -> auto& { return o.diloco.outer_lr; }, scope::diloco),
+      number(
+          "outer-momentum", "MU", "the outer optimizer's momentum (nesterov, delayed-nesterov)",
+          [](auto& o) -> auto& { return o.diloco.outer_momentum; }, scope::diloco),
+      number(
+          "fragments", "F",
+          "groups of buckets synced at staggered steps: group k (1..F) at local step k x H / F "
+          "of each round, pushed while the next local steps run (streaming DiLoCo)",
+          [](auto& o) -> auto& { return o.diloco.fragments; }, scope::diloco),
+  };
+}
+
 std::vector<flag_spec> job_flags() {
   using kind = optimizer_config::kind;
   return {
@@ -270,7 +314,8 @@ std::vector<flag_spec> job_flags() {
       custom("optimizer", "NAME",
              "adam | adamw | sgd | momentum (heavy ball, --momentum) | dash (block Shampoo) | "
              "onebit-adam | zero-one-adam (--mode dp: 1-bit compressed Adam), or an update "
-             "rule the app registers",
+             "rule the app registers; --mode diloco: the inner optimizer each worker steps "
+             "locally, adam, adamw (its default there), sgd or momentum",
              scope::any, parse_optimizer,
              [](const launch_options& o) {
                if (o.dp.adam != compressed_adam::none) return std::string{to_string(o.dp.adam)};
@@ -462,7 +507,8 @@ const std::vector<flag_spec>& flag_table() {
   static const std::vector<flag_spec> table = [] {  // a constant, built once
     std::vector<flag_spec> all;
     for (auto part :
-         {contract_flags(), data_parallel_flags(), job_flags(), node_flags(), dash_flags()})
+         {contract_flags(), data_parallel_flags(), diloco_flags(), job_flags(), node_flags(),
+          dash_flags()})
       for (auto& f : part) all.push_back(std::move(f));
     return all;
   }();

@@ -21,9 +21,11 @@
 
 namespace troupe {
 
-// Which job a flag means something to: the parameter service (--mode ps), data parallel
-// (--mode dp), or both. A flag given for the other job is refused.
-enum class flag_scope { any, ps, dp };
+// Which job a flag means something to: the parameter service (--mode ps, diloco and hybrid's
+// tables), data parallel (--mode dp, hybrid), DiLoCo alone, what data parallel and DiLoCo share
+// (how workers send and how fast they are made to run), or every job. A flag given for another
+// job is refused.
+enum class flag_scope { any, ps, dp, diloco, dp_or_diloco };
 
 struct flag_spec {
   std::string name;

@@ -77,6 +77,12 @@ caf::error check_scopes(const std::map<std::string, std::string>& given, const l
     if (!given.count(f.name)) continue;
     if (f.scope == flag_scope::dp && !o.data_parallel())
       return make_error(errc::bad_configuration, fmt::format("--{} is for --mode dp", f.name));
+    if (f.scope == flag_scope::diloco && !o.diloco_mode())
+      return make_error(errc::bad_configuration,
+                        fmt::format("--{} is for --mode diloco", f.name));
+    if (f.scope == flag_scope::dp_or_diloco && o.mode == job_mode::ps)
+      return make_error(errc::bad_configuration,
+                        fmt::format("--{} is for --mode dp, hybrid or diloco", f.name));
     if (f.scope == flag_scope::ps && o.mode == job_mode::dp)
       return make_error(errc::bad_configuration,
                         fmt::format("--{} belongs to the parameter service (--mode ps); a "
@@ -180,6 +186,38 @@ caf::error validate_zero_stage(const launch_options& o) {
   return {};
 }
 
+// --mode diloco's flags, and what it does not take (docs/training.md#diloco).
+caf::error validate_diloco(const launch_options& o) {
+  auto bad = [](std::string text) {
+    return make_error(errc::bad_configuration, "--mode diloco: " + std::move(text));
+  };
+  if (o.dp.dtype == comm_dtype::int8 && !o.diloco_mode())
+    return make_error(errc::bad_configuration,
+                      "--comm-dtype int8 is for --mode diloco: an allreduce sums the values it "
+                      "sends, and int8 blocks with their own scales do not sum");
+  if (!o.diloco_mode()) return {};
+  using kind = optimizer_config::kind;
+  if (o.diloco.sync_every == 0 || o.diloco.sync_every > 1000000)
+    return bad("--sync-every must be 1 to 1000000");
+  if (o.diloco.fragments == 0 || o.diloco.fragments > o.diloco.sync_every)
+    return bad("--fragments must be 1 to --sync-every (each fragment syncs at its own step)");
+  if (o.buckets != 0 && o.buckets < o.diloco.fragments)
+    return bad("--fragments needs at least as many --buckets (a fragment is a group of them)");
+  if (!(o.diloco.outer_lr > 0)) return bad("--outer-lr must be positive");
+  if (o.diloco.outer_momentum < 0 || o.diloco.outer_momentum >= 1)
+    return bad("--outer-momentum must be in [0, 1)");
+  if (o.compensation.type != compensation_config::kind::none)
+    return bad(
+        "--dc corrects a gradient for the values it was computed at; a pseudo-gradient is H "
+        "local steps, which that term does not describe");
+  if (o.optimizer == kind::dash || o.optimizer == kind::app || o.dp.adam != compressed_adam::none)
+    return bad("the inner --optimizer must be adam, adamw, sgd or momentum");
+  if (o.prefetch) return bad("--prefetch: a round starts from the values its push brought back");
+  if (o.compress_signs) return bad("--compress sign: use --comm-dtype int8 (error feedback too)");
+  if (o.accumulate > 1) return bad("--accumulate: each batch is a local step; raise --batch");
+  return {};
+}
+
 caf::error validate(const launch_options& o) {
   auto bad = [](std::string text) { return make_error(errc::bad_configuration, std::move(text)); };
   if (o.workers == 0 || o.servers == 0) return bad("--workers and --servers must be at least 1");
@@ -210,6 +248,7 @@ caf::error validate(const launch_options& o) {
                            to_string(o.dp.adam)));
   if (o.hybrid() && o.accumulate > 1) return bad("--mode hybrid does not yet take --accumulate");
   if (auto e = validate_zero_stage(o)) return e;
+  if (auto e = validate_diloco(o)) return e;
   if (o.hybrid() && o.consistency.type != consistency_config::mode::async)
     return bad(
         "--mode hybrid: the tables are asynchronous and the dense part is synchronous already: "
@@ -359,6 +398,7 @@ caf::expected<launch_options> parse_launch_options(
     if (auto it = v.find(f.name); it != v.end())
       if (auto err = f.apply(it->second, o)) return err;
   if (auto err = check_scopes(v, o)) return err;
+  if (o.diloco_mode() && !v.count("optimizer")) o.optimizer = optimizer_config::kind::adamw;
   auto get = [&](const char* name) -> const std::string* {
     auto it = v.find(name);
     return it == v.end() ? nullptr : &it->second;
@@ -388,6 +428,24 @@ caf::expected<launch_options> parse_launch_options(
 }
 
 optimizer_config optimizer_from(const launch_options& o) {
+  return o.diloco_mode() ? outer_optimizer_from(o) : inner_optimizer_from(o);
+}
+
+optimizer_config outer_optimizer_from(const launch_options& o) {
+  using kind = optimizer_config::kind;
+  const bool bsp = o.consistency.type == consistency_config::mode::bsp;
+  optimizer_config x;
+  x.type = o.diloco.outer.value_or(bsp ? kind::nesterov : kind::delayed_nesterov);
+  x.lr = o.diloco.outer_lr;
+  x.beta1 = x.type == kind::sgd ? 0.0f : o.diloco.outer_momentum;
+  x.weight_decay = 0.0f;
+  x.lr_staleness = o.lr_staleness;
+  // bsp applies one averaged pseudo-gradient a round: no arrivals to wait for.
+  x.delay = x.type == kind::delayed_nesterov && !bsp ? std::max(o.workers, 1u) : 1;
+  return x;
+}
+
+optimizer_config inner_optimizer_from(const launch_options& o) {
   optimizer_config x;
   x.type = o.optimizer;
   if (x.type == optimizer_config::kind::app) x.rule = o.optimizer_rule;
@@ -429,7 +487,17 @@ caf::error check_flag_value(const std::string& flag, const std::string& text) {
 }
 
 const char* to_string(job_mode m) {
-  return m == job_mode::dp ? "dp" : m == job_mode::hybrid ? "hybrid" : "ps";
+  switch (m) {
+    case job_mode::ps:
+      return "ps";
+    case job_mode::dp:
+      return "dp";
+    case job_mode::hybrid:
+      return "hybrid";
+    case job_mode::diloco:
+      return "diloco";
+  }
+  return "?";
 }
 
 const char* to_string(reduction_kind k) {
@@ -564,7 +632,10 @@ std::string launch_usage(const std::string& program, const std::string& summary,
   };
   const launch_options defaults_of_the_struct;
   for (const auto& f : flag_table()) {
-    const char* job = f.scope == flag_scope::dp ? "--mode dp, hybrid: " : "";
+    const char* job = f.scope == flag_scope::dp             ? "--mode dp, hybrid: "
+                      : f.scope == flag_scope::diloco       ? "--mode diloco: "
+                      : f.scope == flag_scope::dp_or_diloco ? "--mode dp, hybrid, diloco: "
+                                                            : "";
     const std::string shown = f.show(defaults_of_the_struct);
     add(f.name, f.value_name, job + f.help, f.value_name.empty() ? "" : shown);  // switches: off
   }

@@ -84,6 +84,8 @@ precision precision_of(dtype type) {
       return {std::ldexp(1.0, -8), 0};
     case dtype::f16:
       return {std::ldexp(1.0, -10), std::ldexp(1.0, -24)};
+    case dtype::i8:  // relative to its block's largest value (check_values)
+      return {1.0 / 254 * 1.001, 0};
   }
   return {};
 }
@@ -91,9 +93,18 @@ precision precision_of(dtype type) {
 void check_values(const std::vector<float>& got, const std::vector<float>& want, dtype storage) {
   BOOST_TEST_REQUIRE(got.size() == want.size());
   const precision p = precision_of(storage);
+  // int8 rounds each value to a 254th of its block's largest.
+  auto scale_of = [&](size_t i) -> double {
+    if (storage != dtype::i8) return std::abs(want[i]);
+    const size_t first = i / int8_block_values * int8_block_values;
+    double most = 0;
+    for (size_t k = first; k < std::min<size_t>(first + int8_block_values, want.size()); ++k)
+      most = std::max(most, double{std::abs(want[k])});
+    return most;
+  };
   for (size_t i = 0; i < got.size(); ++i) {
     const double error = std::abs(double{got[i]} - double{want[i]});
-    if (error > p.rel * std::abs(want[i]) + p.abs) {
+    if (error > p.rel * scale_of(i) + p.abs) {
       BOOST_TEST(got[i] == want[i], "element " << i << " in " << int(storage));
       return;
     }
@@ -567,6 +578,27 @@ BOOST_AUTO_TEST_CASE(dense_f16_large_odd) {
   dense_round_trip({1001}, dtype::f16);
 }
 
+BOOST_AUTO_TEST_CASE(dense_i8_size_0) {
+  dense_round_trip({0}, dtype::i8);
+}
+BOOST_AUTO_TEST_CASE(dense_i8_size_1) {
+  dense_round_trip({1}, dtype::i8);
+}
+BOOST_AUTO_TEST_CASE(dense_i8_blocks_and_a_short_one) {
+  dense_round_trip({1001}, dtype::i8);
+}
+
+BOOST_AUTO_TEST_CASE(i8_storage_is_a_byte_a_value_and_a_scale_a_block) {
+  const push_request x = make_push({make_dense("t", {1000})});
+  const size_t f32 = encode(x).bytes.size();
+  const size_t i8 = encode(x, encode_options{dtype::i8}).bytes.size();
+  BOOST_TEST(f32 - i8 == 4000u - (1000u + 4 * 4));
+  const dense_tensor zeros{"z", {300}, 0, std::vector<float>(300, 0.0f)};
+  auto y = decode<pull_reply>(encode(pull_reply{0, 0, {}, {zeros}}, encode_options{dtype::i8}));
+  BOOST_TEST_REQUIRE(succeeded(y));
+  BOOST_TEST(y->tensors.at(0).values == zeros.values, tt::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(f32_round_trip_is_bit_exact) {
   dense_tensor t{"t", {6}, 0, {0.0f, -0.0f, 1e-38f, -3.4e38f, 1.0f / 3.0f, 1e-45f}};
   auto y = decode<pull_reply>(encode(pull_reply{0, 0, {}, {t}}));
@@ -1018,8 +1050,11 @@ BOOST_AUTO_TEST_CASE(nan_allowed_without_require_finite_in_f16) {
 BOOST_AUTO_TEST_CASE(unknown_dtype) {
   BOOST_TEST(fails_with(decode<push_request>(raw_dense_push({2}, static_cast<schema::DType>(7), 8)),
                         errc::malformed_message));
-  BOOST_TEST(fails_with(decode<push_request>(raw_dense_push({2}, static_cast<schema::DType>(3), 4)),
+  BOOST_TEST(fails_with(decode<push_request>(raw_dense_push({2}, static_cast<schema::DType>(4), 4)),
                         errc::malformed_message));
+  // i8 (3) is known: 2 values take 2 bytes and a block's scale, not 4 bytes.
+  BOOST_TEST(fails_with(decode<push_request>(raw_dense_push({2}, schema::DType::I8, 4)),
+                        errc::shape_mismatch));
 }
 
 BOOST_AUTO_TEST_CASE(unknown_role) {

@@ -54,6 +54,7 @@ wire_codec codec_for(const dp_trainer_state& st, const gradient_bucket& bucket) 
     case comm_dtype::fp16:
       return wire_codec::fp16;
     case comm_dtype::fp32:
+    case comm_dtype::int8:  // --mode diloco's alone: the options refuse it here
       break;
   }
   return wire_codec::fp32;

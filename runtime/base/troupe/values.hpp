@@ -15,9 +15,13 @@
 
 namespace troupe {
 
-enum class dtype : uint8_t { f32 = 0, bf16 = 1, f16 = 2 };
+// How tensor values are stored on the wire (always fp32 in memory): i8 holds a fp32 scale per
+// block of 256 values, then a byte per value (kernels/cpu/int8_blocks.hpp).
+enum class dtype : uint8_t { f32 = 0, bf16 = 1, f16 = 2, i8 = 3 };
+constexpr uint64_t int8_block_values = 256;  // values that share one scale under dtype::i8
 
-size_t dtype_size(dtype type);
+// Bytes that `count` values take stored as `type`.
+size_t stored_bytes(uint64_t count, dtype type);
 
 // Number of elements of a shape; 1 for the empty shape (a scalar).
 uint64_t numel(const std::vector<uint32_t>& shape);
@@ -101,6 +105,7 @@ struct push_request {
   bool skipped = false;  // this step produced nothing to apply: only its clock counts
   bool resend = false;   // sent again after a failure: ignored if the bucket already counted it
   std::optional<batch_range> batches;  // none: not tracked (an app's push without an identity)
+  dtype storage = dtype::f32;  // how its dense values travel (the encoding, not a field)
 };
 
 struct push_ack {
@@ -125,7 +130,8 @@ const char* to_string(collective_kind k);
 
 // --comm-dtype: how data-parallel gradient buckets travel (fp32 | bf16 | fp16); they are summed
 // in fp32 either way and the parameters stay fp32.
-enum class comm_dtype : uint8_t { fp32 = 0, bf16 = 1, fp16 = 2 };
+// int8 (--mode diloco only): per-block scales, error feedback kept on the worker.
+enum class comm_dtype : uint8_t { fp32 = 0, bf16 = 1, fp16 = 2, int8 = 3 };
 const char* to_string(comm_dtype d);
 
 // --optimizer onebit-adam | zero-one-adam: data-parallel Adam whose communication is one bit
@@ -137,9 +143,22 @@ const char* to_string(compressed_adam c);  // "adam" for none, "onebit-adam", "z
 struct optimizer_config {
   // adam: weight decay as L2; adamw: decoupled; sgd: plain; momentum: heavy ball (beta1);
   // dash: block Shampoo with Adam grafting on 2-D slices, AdamW on the others; app: the rule
-  // an app registered under `rule` (troupe/update_rule.hpp).
-  enum class kind : uint8_t { adam = 0, sgd = 1, momentum = 2, adamw = 3, dash = 4, app = 5 };
-  kind type = kind::adam;  // named adam | sgd | momentum | adamw | dash (to_string), or `rule`
+  // an app registered under `rule` (troupe/update_rule.hpp). nesterov and delayed_nesterov are
+  // DiLoCo's outer optimizers (--outer-optimizer): Nesterov momentum (beta1) on each update,
+  // or only on every `delay`-th with the updates between applied at lr / delay (Liu et al.
+  // 2024, for stale pseudo-gradients); kernels/cpu/optimizers.hpp has both.
+  enum class kind : uint8_t {
+    adam = 0,
+    sgd = 1,
+    momentum = 2,
+    adamw = 3,
+    dash = 4,
+    app = 5,
+    nesterov = 6,
+    delayed_nesterov = 7
+  };
+  kind type = kind::adam;  // named adam | sgd | momentum | adamw | dash | nesterov |
+                           // delayed-nesterov (to_string), or `rule`
   float lr = 1e-3f;
   float beta1 = 0.9f;  // Adam's first moment; the momentum coefficient
   float beta2 = 0.999f;
@@ -153,6 +172,7 @@ struct optimizer_config {
   bool dash_nesterov = false;  // dash: precondition Adam's look-ahead moment
   root_scaling dash_scaling = root_scaling::power_iteration;  // dash: bound on lambda_max
   std::string rule;  // kind app: the rule's name; empty otherwise
+  uint32_t delay = 1;  // delayed_nesterov: updates per momentum step (N >= 1)
 };
 
 const char* to_string(optimizer_config::kind k);

@@ -60,10 +60,12 @@ enum class reduction_kind : uint8_t { flat, two_level, automatic };
 // --dash-device: where this node's buckets step DASH.
 enum class dash_device_kind : uint8_t { cpu, gpu };
 // --mode: the parameter service (servers hold the parameters), data parallel (every worker
-// holds a replica and gradients are allreduced), or hybrid (a task's embedding tables on the
-// servers, its dense parameters replicated on the workers and allreduced).
-enum class job_mode : uint8_t { ps, dp, hybrid };
-// The names the flags use: flat | two-level | auto, cpu | gpu, ps | dp.
+// holds a replica and gradients are allreduced), hybrid (a task's embedding tables on the
+// servers, its dense parameters replicated on the workers and allreduced), or diloco (the
+// parameter service, each worker taking --sync-every local steps between its pushes of a
+// pseudo-gradient, which the buckets apply with the outer optimizer).
+enum class job_mode : uint8_t { ps, dp, hybrid, diloco };
+// The names the flags use: flat | two-level | auto, cpu | gpu, ps | dp | hybrid | diloco.
 const char* to_string(reduction_kind k);
 const char* to_string(job_mode m);
 const char* to_string(dash_device_kind k);
@@ -93,12 +95,28 @@ struct dp_options {
   uint32_t shard_backups = 1;  // --shard-backups: copies of others' pieces each member keeps
 };
 
+// --mode diloco: what local rounds add (docs/training.md#diloco). The inner optimizer is
+// --optimizer (default adamw here) with --lr, --momentum and --weight-decay.
+struct diloco_options {
+  uint32_t sync_every = 100;  // --sync-every H: local steps per round (one push per round)
+  // --outer-optimizer sgd | nesterov | delayed-nesterov; none: delayed-nesterov under async and
+  // ssp (whose pseudo-gradients arrive one at a time, stale), nesterov under bsp.
+  std::optional<optimizer_config::kind> outer;
+  float outer_lr = 0.7f;        // --outer-lr
+  float outer_momentum = 0.9f;  // --outer-momentum
+  uint32_t fragments = 1;       // --fragments F: groups of buckets synced at staggered steps
+};
+
 struct launch_options {
   node_role role = node_role::embedded;
   job_mode mode = job_mode::ps;
-  bool data_parallel() const { return mode != job_mode::ps; }  // workers allreduce
-  bool hybrid() const { return mode == job_mode::hybrid; }     // and servers hold the tables
+  bool data_parallel() const { return mode == job_mode::dp || hybrid(); }  // workers allreduce
+  bool hybrid() const { return mode == job_mode::hybrid; }  // and servers hold the tables
+  // Servers hold every parameter and workers push to them (ps, diloco).
+  bool parameter_service() const { return mode == job_mode::ps || diloco_mode(); }
+  bool diloco_mode() const { return mode == job_mode::diloco; }
   dp_options dp;
+  diloco_options diloco;
   host_port listen{"127.0.0.1", 7600};
   // --coordinator: where a member joins, in order of preference (a coordinator and its
   // standbys); the first that admits it is its coordinator.
@@ -227,8 +245,14 @@ caf::expected<std::vector<std::string>> expand_hostlist(const std::string& text)
 uint16_t slurm_port_of_job(uint64_t job_id);
 
 // The update rule every bucket (or data-parallel replica) applies, from --optimizer, --lr,
-// --momentum, --weight-decay, --lr-staleness and the --dash-* flags.
+// --momentum, --weight-decay, --lr-staleness and the --dash-* flags; under --mode diloco the
+// outer optimizer instead (outer_optimizer_from).
 optimizer_config optimizer_from(const launch_options& o);
+// --mode diloco: the rule each worker steps locally (--optimizer and its flags), and the one
+// the buckets apply to pseudo-gradients (--outer-optimizer, --outer-lr, --outer-momentum; a
+// delayed-nesterov's momentum steps once per --workers arrivals).
+optimizer_config inner_optimizer_from(const launch_options& o);
+optimizer_config outer_optimizer_from(const launch_options& o);
 
 // "async", "ssp:S" or "bsp".
 caf::expected<consistency_config> parse_consistency(const std::string& text);
