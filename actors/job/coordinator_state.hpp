@@ -57,8 +57,8 @@ struct job_config {
   // What the members in this coordinator's own process are doing (the stall report); none
   // when it has none.
   std::shared_ptr<activity_board> activity;
-  // --mode dp and hybrid: told member 0's parameters after each epoch (before they are
-  // evaluated); none: nobody.
+  // Told the parameters after each epoch, before they are evaluated: member 0's (--mode dp and
+  // hybrid), or the buckets' snapshot (ps, diloco); none: nobody.
   std::function<void(uint32_t epoch, std::span<const float> params)> on_parameters;
 
   // The ps plan's buckets go to others (a hybrid group's members, an app service's clients)

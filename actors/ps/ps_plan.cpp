@@ -245,6 +245,7 @@ struct evaluation_pulls {
 void run_evaluation(self_ptr self, const job_config& config, std::shared_ptr<evaluation_pulls> e) {
   const uint32_t epoch = e->epoch;
   const uint64_t round = e->round;
+  if (config.on_parameters) config.on_parameters(epoch, e->input->params);
   self->request(self->state.ps->evaluation.actor, config.opts.request_timeout * 10, eval_atom_v,
                 std::shared_ptr<const eval_input>{e->input})
       .then(

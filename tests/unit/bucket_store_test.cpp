@@ -618,6 +618,41 @@ BOOST_AUTO_TEST_CASE(optimizer_momentum_is_heavy_ball) {
   check_values(actual, theta);
 }
 
+BOOST_AUTO_TEST_CASE(optimizer_nesterov_is_diloco_s_outer_step) {
+  optimizer_config opt;
+  opt.type = opt_kind::nesterov;
+  opt.lr = 0.7f;
+  opt.beta1 = 0.9f;
+  std::vector<float> g1, g2;
+  const auto actual = two_steps(opt, g1, g2);
+  auto theta = initial_values();
+  std::vector<double> u(theta.size(), 0.0);
+  for (const auto* g : {&g1, &g2}) {
+    for (size_t i = 0; i < theta.size(); ++i) {
+      u[i] = double(opt.beta1) * u[i] + (*g)[i];
+      theta[i] -= double(opt.lr) * ((*g)[i] + double(opt.beta1) * u[i]);
+    }
+  }
+  check_values(actual, theta);
+}
+
+BOOST_AUTO_TEST_CASE(optimizer_delayed_nesterov_steps_its_momentum_every_delay_updates) {
+  optimizer_config opt;
+  opt.type = opt_kind::delayed_nesterov;
+  opt.lr = 0.7f;
+  opt.beta1 = 0.9f;
+  opt.delay = 2;
+  std::vector<float> g1, g2;
+  const auto actual = two_steps(opt, g1, g2);
+  // Update 1: g1 at lr / 2, buffered; update 2: g2 at lr / 2 and the momentum on their mean.
+  auto theta = initial_values();
+  for (size_t i = 0; i < theta.size(); ++i) {
+    const double mean = (double(g1[i]) + g2[i]) / 2;
+    theta[i] -= double(opt.lr) * (mean + double(opt.beta1) * mean);
+  }
+  check_values(actual, theta);
+}
+
 // Adam in double precision; `l2` adds the decay to the gradient, otherwise it is decoupled.
 std::vector<double> adam_reference(const optimizer_config& o, bool l2, const std::vector<float>& g1,
                                    const std::vector<float>& g2) {
@@ -969,6 +1004,16 @@ BOOST_AUTO_TEST_CASE(save_and_restore_keep_adam_and_compensation_state) {
   optimizer_config adam;
   adam.lr = 0.01f;
   check_restored_copy_matches(spec_of(2, adam, {}, {dc_kind::dcasgd_adaptive, 0.5f}));
+}
+
+BOOST_AUTO_TEST_CASE(save_and_restore_keep_the_outer_optimizers_momentum_and_buffer) {
+  for (auto kind : {opt_kind::nesterov, opt_kind::delayed_nesterov}) {
+    optimizer_config outer;
+    outer.type = kind;
+    outer.lr = 0.7f;
+    outer.delay = 3;  // three updates from the copy's point: one lands in the buffer
+    check_restored_copy_matches(spec_of(2, outer, {}, {}));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(save_and_restore_keep_a_half_done_bsp_round) {
