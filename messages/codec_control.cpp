@@ -431,6 +431,8 @@ wire encode(const progress_batch& x) {
     out.setClock(p.clock);
     out.setSkipped(p.skipped);
     out.setPushedBytes(p.pushed_bytes);
+    auto skipped = out.initSkippedLocal(p.skipped_local.size());
+    for (unsigned k = 0; k < p.skipped_local.size(); ++k) skipped.set(k, p.skipped_local[k]);
   }
   return detail::to_wire(message);
 }
@@ -445,11 +447,19 @@ caf::expected<progress_batch> decode<progress_batch>(const wire& w, const codec_
           return make_error(errc::message_too_large, "progress: too many reports");
         progress_batch x;
         // A diverged worker may report a non-finite loss: that is information, not corruption.
-        for (auto p : reports)
+        for (auto p : reports) {
           x.reports.push_back(progress{p.getWorker(), detail::read_chunk(p.getChunk()),
                                        p.getLossSum(), p.getComputeS(), p.getWallS(),
                                        p.getStaleness(), p.getClock(), p.getSkipped(),
                                        p.getPushedBytes()});
+          uint32_t after = 0;  // the indexes rise, inside the chunk
+          for (uint32_t k : p.getSkippedLocal()) {
+            if (k < after || k >= x.reports.back().chunk.count)
+              return make_error(errc::malformed_message, "progress: bad skipped local steps");
+            x.reports.back().skipped_local.push_back(k);
+            after = k + 1;
+          }
+        }
         return x;
       });
 }

@@ -352,6 +352,7 @@ struct Progress {
   clock @6 :UInt64;         # the worker's logical clock after this chunk's push
   skipped @7 :Bool;         # its loss or gradient was not finite: nothing was pushed
   pushedBytes @8 :UInt64;   # --mode diloco: the bytes of the round's pseudo-gradient
+  skippedLocal @9 :List(UInt32);  # --mode diloco: the round's skipped local steps (0-based)
 }
 
 # A worker's reports on the chunks it finished since its last batch, oldest first.

@@ -266,6 +266,9 @@ struct progress {
   uint64_t clock = 0;    // the worker's logical clock after this chunk's push
   bool skipped = false;  // its loss or gradient was not finite: nothing was pushed
   uint64_t pushed_bytes = 0;  // --mode diloco: the bytes of the round's pseudo-gradient
+  // --mode diloco: the local steps of the round (0-based) whose loss or gradient was not
+  // finite, skipped; `skipped` when that is all of them.
+  std::vector<uint32_t> skipped_local;
 };
 
 // One worker's reports on the chunks it finished since its last batch, oldest first.

@@ -368,6 +368,30 @@ void add_chunk_loss(coordinator_state& st, const work_chunk& chunk, double loss_
 }
 
 // One finished chunk of a worker's batch of reports, already checked to come from that worker.
+// Counts the skipped steps of a report into its worker's and the report's: the chunk's, or
+// under --mode diloco each local step of the round in turn. The reason the job fails with once
+// --max-consecutive-skipped-steps are skipped in a row, or none.
+std::optional<std::string> count_skipped(self_ptr self, const job_config& config, member& m,
+                                         const progress& report) {
+  auto& st = self->state;
+  const uint64_t limit = config.opts.max_consecutive_skipped_steps;
+  auto one = [&](bool skipped) {
+    if (skipped) {
+      ++m.skipped_steps;
+      add(st.shell.metrics.skipped, 1);
+    }
+    return count_skipped_step(skipped, m.name, m.skipped_in_a_row, limit, st.shell.report);
+  };
+  if (!config.opts.diloco_mode()) return one(report.skipped);
+  auto skipped = report.skipped_local.begin();
+  for (uint32_t i = 0; i < report.chunk.count; ++i) {
+    const bool this_one = skipped != report.skipped_local.end() && *skipped == i;
+    if (this_one) ++skipped;
+    if (auto why = one(this_one)) return why;
+  }
+  return std::nullopt;
+}
+
 void count_progress(self_ptr self, const job_config& config, const progress& report) {
   auto& st = self->state;
   auto& m = st.ps->roster.worker_members[report.worker];
@@ -386,13 +410,7 @@ void count_progress(self_ptr self, const job_config& config, const progress& rep
   }
   st.shell.stall.progress(stall_watch::clock::now());
   if (m.compute_s > 0) st.shell.stall.step_took(report.compute_s - m.compute_s);  // its computing
-  if (report.skipped) {
-    ++m.skipped_steps;
-    add(st.shell.metrics.skipped, 1);
-  }
-  if (auto why = count_skipped_step(report.skipped, m.name, m.skipped_in_a_row,
-                                    config.opts.max_consecutive_skipped_steps, st.shell.report))
-    return fail_job(self, config, *why);
+  if (auto why = count_skipped(self, config, m, report)) return fail_job(self, config, *why);
   add(st.shell.metrics.batches, report.chunk.count);
   m.compute_s = report.compute_s;
   m.wall_s = report.wall_s;

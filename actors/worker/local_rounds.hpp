@@ -33,7 +33,7 @@ struct round_state {
   uint64_t inner_steps = 0;     // the inner optimizer's updates (Adam's bias correction)
   std::vector<std::pair<uint32_t, uint32_t>> fragments;  // each fragment's buckets [first, end)
   uint32_t next_fragment = 0;   // the next fragment to sync in this round
-  uint32_t skipped_steps = 0;   // this round's steps whose loss or gradient was not finite
+  std::vector<uint32_t> skipped;  // this round's steps whose loss or gradient was not finite
   uint64_t pushed_bytes = 0;    // pseudo-gradient bytes this round's pushes carry
 
   // For `values` parameters in `buckets` buckets.

@@ -100,6 +100,7 @@ void pushed(self_ptr self, const worker_config& config) {
                                    seconds_since(st.started), staleness, st.clock,
                                    st.current_skipped,
                                    st.rounds ? st.rounds->pushed_bytes : 0});
+  if (st.rounds) st.unreported.back().skipped_local = st.rounds->skipped;
   st.finished_steps += st.current.count;
   if (config.coordinator->standby_listed())
     st.reported.push_back({st.current, st.current_loss, st.clock});
@@ -162,7 +163,7 @@ caf::expected<double> compute_round(self_ptr self, const worker_config& config) 
   const work_chunk chunk = st.current;
   begin_pushes(self, config);
   r.next_fragment = 0;
-  r.skipped_steps = 0;
+  r.skipped.clear();
   r.pushed_bytes = 0;
   st.batch_grad.resize(st.grad.size());
   double loss_sum = 0;
@@ -176,7 +177,7 @@ caf::expected<double> compute_round(self_ptr self, const worker_config& config) 
       inner_step(r, st.params, st.batch_grad);
       loss_sum += *loss;
     } else {
-      ++r.skipped_steps;
+      r.skipped.push_back(i);
       warn_skipped(st, config, chunk, chunk.first + i);
     }
     const double took = seconds_since(began);
@@ -186,7 +187,7 @@ caf::expected<double> compute_round(self_ptr self, const worker_config& config) 
     while (r.next_fragment < fragments && sync_step(r.next_fragment, fragments, chunk.count) <= i + 1)
       push_fragment(self, config, r.next_fragment++);
   }
-  const uint32_t taken = chunk.count - r.skipped_steps;
+  const auto taken = static_cast<uint32_t>(chunk.count - r.skipped.size());
   if (taken == 0) return std::numeric_limits<double>::quiet_NaN();
   return loss_sum * chunk.count / taken;
 }
@@ -204,7 +205,7 @@ void run_round(self_ptr self, const worker_config& config) {
                             st.current.first + st.current.count - 1),
                 loss.error());
   st.current_loss = *loss;
-  st.current_skipped = st.rounds->skipped_steps == st.current.count;
+  st.current_skipped = st.rounds->skipped.size() == st.current.count;
   add(st.metrics.steps, st.current.count);
   if (!st.current_skipped)
     set(st.metrics.loss, st.current_loss / std::max<uint32_t>(st.current.count, 1));

@@ -186,7 +186,7 @@ run_result run(const std::string& mode, fault what, std::vector<std::string> ext
   return out;
 }
 
-const std::vector<std::string> modes{"ps", "dp", "hybrid"};
+const std::vector<std::string> modes{"ps", "dp", "hybrid", "diloco"};
 
 // One row of the matrix: a failure point, the flags it runs with, and the outcome every mode
 // documents for it (docs/fault-tolerance.md, "Every job ends").

@@ -40,7 +40,7 @@ def fault_of(argv):
 
 FAULT = fault_of(sys.argv)
 MODE = sys.argv[sys.argv.index("--mode") + 1] if "--mode" in sys.argv[:-1] else "ps"
-TABLES = FAULT != "no-tables" and MODE != "dp"
+TABLES = FAULT != "no-tables" and MODE not in ("dp", "diloco")  # (diloco: dense only)
 calls = {"forward": 0, "ids": 0}
 never = threading.Event()
 

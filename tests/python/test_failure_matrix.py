@@ -26,20 +26,20 @@ ENV = dict(os.environ, TROUPE_SECRET="a-long-random-secret-for-tests")
 # Each failure point: the modes it applies to, and its outcome: (status, text in the reason,
 # or for a refused start the text on stderr). status "refused": exit code 2, no report.
 OUTCOMES = {
-    "parameters": (("ps", "dp", "hybrid"), "refused", "parameters raised"),
-    "initialize": (("ps", "dp", "hybrid"), "refused", "initialize raised"),
-    "forward": (("ps", "dp", "hybrid"), "failed", "forward raised at step 8"),
+    "parameters": (("ps", "dp", "hybrid", "diloco"), "refused", "parameters raised"),
+    "initialize": (("ps", "dp", "hybrid", "diloco"), "refused", "initialize raised"),
+    "forward": (("ps", "dp", "hybrid", "diloco"), "failed", "forward raised at step 8"),
     "ids": (("ps", "hybrid"), "failed", "ids raised at step 8"),
-    "malformed-example": (("ps", "dp", "hybrid"), "failed", "the task's gradient"),
-    "nan-loss": (("ps", "dp", "hybrid"), "finished", ""),
-    "evaluate": (("ps", "dp", "hybrid"), "finished", ""),
-    "deadlock": (("ps", "dp", "hybrid"), "stalled", "user code: gradient"),
-    "deadlock-holding-gil": (("ps", "dp", "hybrid"), "stalled", "user code: gradient"),
+    "malformed-example": (("ps", "dp", "hybrid", "diloco"), "failed", "the task's gradient"),
+    "nan-loss": (("ps", "dp", "hybrid", "diloco"), "finished", ""),
+    "evaluate": (("ps", "dp", "hybrid", "diloco"), "finished", ""),
+    "deadlock": (("ps", "dp", "hybrid", "diloco"), "stalled", "user code: gradient"),
+    "deadlock-holding-gil": (("ps", "dp", "hybrid", "diloco"), "stalled", "user code: gradient"),
     "no-tables": (("hybrid",), "finished", ""),
 }
-MODES = ("ps", "dp", "hybrid")
+MODES = ("ps", "dp", "hybrid", "diloco")
 # Rows run embedded as well (the C++ half runs every failure point embedded).
-EMBEDDED_TOO = {"deadlock": "dp", "deadlock-holding-gil": "ps", "nan-loss": "ps"}
+EMBEDDED_TOO = {"deadlock": "dp", "deadlock-holding-gil": "ps", "nan-loss": "ps", "forward": "diloco"}
 
 
 def pairwise_cells():
