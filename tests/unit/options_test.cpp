@@ -992,3 +992,52 @@ BOOST_AUTO_TEST_CASE(layer_widths_parse_as_a_list_and_refuse_a_bad_one) {
                describe(refused.error()));
   }
 }
+
+BOOST_AUTO_TEST_CASE(diloco_takes_its_flags_and_refuses_what_a_pseudo_gradient_does_not_fit) {
+  using kind = troupe::optimizer_config::kind;
+  auto o = parse({"--mode", "diloco", "--sync-every", "20", "--fragments", "4", "--outer-lr",
+                  "0.5", "--outer-momentum", "0.8", "--comm-dtype", "int8", "--worker-slowdown",
+                  "1:3", "--consistency", "ssp:2"});
+  BOOST_TEST_REQUIRE(bool(o), (o ? "" : troupe::describe(o.error())));
+  BOOST_TEST(o->parameter_service());
+  BOOST_TEST(!o->data_parallel());
+  BOOST_TEST(o->diloco.sync_every == 20u);
+  BOOST_TEST(o->diloco.fragments == 4u);
+  BOOST_TEST(o->dp.worker_slowdown.at(1) == 3.0);
+  // The inner optimizer defaults to adamw here; the outer to delayed Nesterov (async, ssp),
+  // its momentum stepping once per --workers arrivals.
+  BOOST_TEST((o->optimizer == kind::adamw));
+  const auto outer = troupe::optimizer_from(*o);
+  BOOST_TEST((outer.type == kind::delayed_nesterov));
+  BOOST_TEST(outer.lr == 0.5f);
+  BOOST_TEST(outer.beta1 == 0.8f);
+  BOOST_TEST(outer.delay == o->workers);
+  BOOST_TEST((troupe::inner_optimizer_from(*o).type == kind::adamw));
+  auto bsp = parse({"--mode", "diloco", "--consistency", "bsp", "--optimizer", "sgd"});
+  BOOST_TEST_REQUIRE(bool(bsp));
+  BOOST_TEST((troupe::optimizer_from(*bsp).type == kind::nesterov));  // one update a round
+  BOOST_TEST((troupe::inner_optimizer_from(*bsp).type == kind::sgd));
+  auto chosen = parse({"--mode", "diloco", "--outer-optimizer", "delayed-nesterov", "--consistency",
+                       "bsp"});
+  BOOST_TEST(troupe::optimizer_from(*chosen).delay == 1u);
+  BOOST_TEST((parse({"--mode", "ps"})->optimizer == kind::adam));  // elsewhere adam, as before
+  auto refused = [](const std::vector<std::string>& args, const std::string& why) {
+    auto p = parse(args);
+    BOOST_TEST_REQUIRE(!p);
+    BOOST_TEST(troupe::testing::is_error(p.error(), troupe::errc::bad_configuration));
+    BOOST_TEST(troupe::describe(p.error()).find(why) != std::string::npos,
+               troupe::describe(p.error()));
+  };
+  refused({"--mode", "diloco", "--dc", "dcasgd:0.1"}, "--dc corrects a gradient");
+  refused({"--mode", "diloco", "--optimizer", "dash"}, "inner --optimizer");
+  refused({"--mode", "diloco", "--prefetch"}, "--prefetch");
+  refused({"--mode", "diloco", "--compress", "sign"}, "--comm-dtype int8");
+  refused({"--mode", "diloco", "--sync-every", "0"}, "--sync-every");
+  refused({"--mode", "diloco", "--sync-every", "2", "--fragments", "3"}, "--fragments");
+  refused({"--mode", "diloco", "--buckets", "2", "--fragments", "4"}, "--buckets");
+  refused({"--mode", "diloco", "--outer-momentum", "1"}, "--outer-momentum");
+  refused({"--mode", "diloco", "--outer-optimizer", "adam"}, "sgd, nesterov or delayed-nesterov");
+  refused({"--mode", "dp", "--comm-dtype", "int8"}, "int8 is for --mode diloco");
+  refused({"--sync-every", "5"}, "--sync-every is for --mode diloco");
+  refused({"--comm-dtype", "bf16"}, "--comm-dtype is for --mode dp, hybrid or diloco");
+}
