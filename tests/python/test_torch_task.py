@@ -234,6 +234,31 @@ class CnnJobs(unittest.TestCase):
             self.assertGreater(report["updates_applied"], 0)
             self.assertGreater(report["test_accuracy"], 0.5, out)
 
+    def test_the_cnn_trains_in_diloco_rounds_with_int8_pseudo_gradients(self):
+        with tempfile.TemporaryDirectory() as cwd:
+            code, out, report = run_cnn([*SMALL, "--mode", "diloco", "--epochs", "2",
+                                         "--workers", "2", "--batch", "32", "--sync-every", "10",
+                                         "--comm-dtype", "int8"], cwd)
+            self.assertEqual(code, 0, out)
+            self.assertEqual(report["status"], "finished", out)
+            self.assertEqual(report["mode"], "diloco")
+            self.assertEqual(report["steps"], 2 * 2560 // 32)
+            self.assertGreaterEqual(report["rounds"], 2 * 2560 // 32 // 10)
+            self.assertGreater(report["pseudo_gradient_bytes"], 0)
+            self.assertEqual(report["staleness"]["unit"], "rounds")
+            self.assertGreater(report["test_accuracy"], 0.5, out)
+
+    def test_the_libtorch_cnn_trains_in_diloco_rounds(self):
+        with tempfile.TemporaryDirectory() as cwd:
+            code, out, report = run_cnn(["--train-limit", "2560", "--test-limit", "500",
+                                         "--mode", "diloco", "--epochs", "2", "--workers", "2",
+                                         "--sync-every", "10", "--blas-threads", "1"], cwd,
+                                        (os.path.join(BIN, "torch-cnn"),))
+            self.assertEqual(code, 0, out)
+            self.assertEqual(report["mode"], "diloco")
+            self.assertEqual(report["steps"], 2 * 2560 // 64)
+            self.assertGreater(report["test_accuracy"], 0.5, out)
+
     def test_dp_with_two_workers_equals_one_worker_with_the_same_global_batch(self):
         with tempfile.TemporaryDirectory() as cwd:
             common = [*SMALL, "--mode", "dp", "--epochs", "1", "--optimizer", "sgd",
