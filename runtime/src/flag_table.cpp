@@ -282,9 +282,19 @@ std::vector<flag_spec> diloco_flags() {
              [](const launch_options& o) {
                return o.diloco.outer ? std::string{to_string(*o.diloco.outer)} : std::string{};
              }),
-      number(
-          "outer-lr", "X", "the outer optimizer's learning rate",
-          [](auto& o) -> auto& { return o.diloco.outer_lr; }, scope::diloco),
+      custom(
+          "outer-lr", "X",
+          "the outer optimizer's learning rate (default 0.5 under async and ssp, 0.7 under bsp)",
+          scope::diloco,
+          [](const std::string& t, launch_options& o) {
+            float lr = 0;
+            if (auto err = parse_number("outer-lr", t, lr)) return err;
+            o.diloco.outer_lr = lr;
+            return caf::error{};
+          },
+          [](const launch_options& o) {
+            return o.diloco.outer_lr ? fmt::format("{}", *o.diloco.outer_lr) : std::string{};
+          }),
       number(
           "outer-momentum", "MU", "the outer optimizer's momentum (nesterov, delayed-nesterov)",
           [](auto& o) -> auto& { return o.diloco.outer_momentum; }, scope::diloco),

@@ -203,7 +203,7 @@ caf::error validate_diloco(const launch_options& o) {
     return bad("--fragments must be 1 to --sync-every (each fragment syncs at its own step)");
   if (o.buckets != 0 && o.buckets < o.diloco.fragments)
     return bad("--fragments needs at least as many --buckets (a fragment is a group of them)");
-  if (!(o.diloco.outer_lr > 0)) return bad("--outer-lr must be positive");
+  if (o.diloco.outer_lr && !(*o.diloco.outer_lr > 0)) return bad("--outer-lr must be positive");
   if (o.diloco.outer_momentum < 0 || o.diloco.outer_momentum >= 1)
     return bad("--outer-momentum must be in [0, 1)");
   if (o.compensation.type != compensation_config::kind::none)
@@ -436,7 +436,7 @@ optimizer_config outer_optimizer_from(const launch_options& o) {
   const bool bsp = o.consistency.type == consistency_config::mode::bsp;
   optimizer_config x;
   x.type = o.diloco.outer.value_or(bsp ? kind::nesterov : kind::delayed_nesterov);
-  x.lr = o.diloco.outer_lr;
+  x.lr = o.diloco.outer_lr.value_or(bsp ? 0.7f : 0.5f);
   x.beta1 = x.type == kind::sgd ? 0.0f : o.diloco.outer_momentum;
   x.weight_decay = 0.0f;
   x.lr_staleness = o.lr_staleness;

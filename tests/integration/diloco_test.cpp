@@ -3,12 +3,15 @@
 // four fragments each syncs after its own step of the round; a non-finite local step is skipped
 // and nothing poisoned; int8 pseudo-gradients take a quarter of fp32's bytes and train as well;
 // a model of 80 MB trains; and with real processes, a worker killed mid-round has its round
-// done again by the other while nothing else is lost, and a server killed under --replication 2
-// loses nothing.
+// done again by the other while nothing else is lost, a server killed under --replication 2
+// loses nothing, a killed job resumes from its checkpoint (the outer momentum in it), and a
+// standby coordinator takes over.
 #define BOOST_TEST_MODULE diloco
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <algorithm>
+#include <filesystem>
 #include <functional>
 
 #include "dp_run.hpp"
@@ -224,4 +227,62 @@ BOOST_AUTO_TEST_CASE(a_server_killed_under_replication_two_loses_nothing) {
   const std::string report = read_file(cluster.report.string());
   BOOST_TEST(parse_json(report)["mode"] == "diloco");
   check_every_round_applied_once(report);
+}
+
+namespace {
+
+std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".troupe") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string finished_report(fmnist_cluster& cluster, child_process& coordinator) {
+  const auto code = coordinator.wait(full_job_time);
+  BOOST_TEST_INFO("coordinator: " << coordinator.output());
+  BOOST_TEST_REQUIRE(code.value_or(-1) == 0);
+  return read_file(cluster.report.string());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_killed_job_resumes_its_rounds_and_outer_momentum_from_a_checkpoint) {
+  const auto dir = scratch("diloco-checkpoints");
+  std::filesystem::remove_all(dir);
+  const auto flags = full_ps_job({"--mode", "diloco", "--sync-every", "20", "--checkpoint-every",
+                                  "400", "--checkpoint-dir", dir.string(), "--resume", ""});
+  {
+    fmnist_cluster first{flags};
+    BOOST_TEST_REQUIRE(first.coordinator->wait_for_output("checkpoint after step", full_job_time));
+    for (auto* p : {first.coordinator.get(), first.servers[0].get(), first.servers[1].get(),
+                    first.workers[0].get(), first.workers[1].get()})
+      p->kill();
+  }
+  const auto files = checkpoint_files(dir);
+  BOOST_TEST_REQUIRE(!files.empty());
+  const double newest = std::stod(files.back().stem().string().substr(5));
+  auto resume_flags = flags;
+  resume_flags.back() = dir.string();  // --resume DIR
+  fmnist_cluster resumed{resume_flags};
+  const std::string report = finished_report(resumed, *resumed.coordinator);
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(json_number(report, "resumed_from_step").value_or(0) == newest);
+  BOOST_TEST(json_number(report, "steps").value_or(0) == 3 * full_job_batches_per_epoch());
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= full_job_accuracy_bar() - 0.02);
+}
+
+BOOST_AUTO_TEST_CASE(a_standby_coordinator_takes_over_a_diloco_job_and_loses_nothing) {
+  fmnist_cluster cluster{full_ps_job({"--mode", "diloco", "--sync-every", "20"}), 2, 2,
+                         job_floor(2, 2), true};
+  BOOST_TEST_REQUIRE(cluster.standby->wait_for_output("following the coordinator", full_job_time));
+  BOOST_TEST_REQUIRE(cluster.await_batches(full_job_batches_per_epoch()));
+  cluster.coordinator->kill();
+  const std::string report = finished_report(cluster, *cluster.standby);
+  BOOST_TEST_INFO("report: " << report);
+  BOOST_TEST(report_array(report, "takeovers").size() == 1u);
+  BOOST_TEST(json_number(report, "updates_lost").value_or(-1) == 0);
+  BOOST_TEST(json_number(report, "steps").value_or(0) == 3 * full_job_batches_per_epoch());
+  BOOST_TEST(json_number(report, "test_accuracy").value_or(0) >= full_job_accuracy_bar() - 0.02);
 }

@@ -102,8 +102,10 @@ struct diloco_options {
   // --outer-optimizer sgd | nesterov | delayed-nesterov; none: delayed-nesterov under async and
   // ssp (whose pseudo-gradients arrive one at a time, stale), nesterov under bsp.
   std::optional<optimizer_config::kind> outer;
-  float outer_lr = 0.7f;        // --outer-lr
-  float outer_momentum = 0.9f;  // --outer-momentum
+  // --outer-lr; none: 0.5 under async and ssp, 0.7 under bsp (docs/training.md#diloco has the
+  // measurements these defaults come from).
+  std::optional<float> outer_lr;
+  float outer_momentum = 0.5f;  // --outer-momentum
   uint32_t fragments = 1;       // --fragments F: groups of buckets synced at staggered steps
 };
 
