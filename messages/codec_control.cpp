@@ -320,8 +320,8 @@ caf::expected<local_rounds> read_local_rounds(schema::LocalRounds::Reader in,
   auto inner = detail::read_optimizer(in.getInner(), budget);
   if (!inner) return std::move(inner.error());
   local_rounds x{std::move(*inner), in.getFragments(), comm_dtype::fp32, in.getSlowdown()};
-  if (x.fragments == 0 || x.fragments > (1u << 16) || in.getCommDtype() > 3 ||
-      !(x.slowdown >= 1) || x.slowdown > 1000)
+  if (x.fragments == 0 || x.fragments > (1u << 16) || in.getCommDtype() > 3 || !(x.slowdown >= 1) ||
+      x.slowdown > 1000)
     return make_error(errc::malformed_message, "start: bad local rounds");
   x.storage = static_cast<comm_dtype>(in.getCommDtype());
   return x;
@@ -448,10 +448,9 @@ caf::expected<progress_batch> decode<progress_batch>(const wire& w, const codec_
         progress_batch x;
         // A diverged worker may report a non-finite loss: that is information, not corruption.
         for (auto p : reports) {
-          x.reports.push_back(progress{p.getWorker(), detail::read_chunk(p.getChunk()),
-                                       p.getLossSum(), p.getComputeS(), p.getWallS(),
-                                       p.getStaleness(), p.getClock(), p.getSkipped(),
-                                       p.getPushedBytes()});
+          x.reports.push_back(progress{
+              p.getWorker(), detail::read_chunk(p.getChunk()), p.getLossSum(), p.getComputeS(),
+              p.getWallS(), p.getStaleness(), p.getClock(), p.getSkipped(), p.getPushedBytes()});
           uint32_t after = 0;  // the indexes rise, inside the chunk
           for (uint32_t k : p.getSkippedLocal()) {
             if (k < after || k >= x.reports.back().chunk.count)

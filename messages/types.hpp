@@ -223,10 +223,10 @@ struct placement {
 // claimed chunk of batches, each a local step of `inner`; the worker then pushes its
 // pseudo-gradient (start values - its own), fragment by fragment.
 struct local_rounds {
-  optimizer_config inner;                // stepped on the worker; its state stays there
-  uint32_t fragments = 1;                // groups of buckets synced at staggered steps
+  optimizer_config inner;                 // stepped on the worker; its state stays there
+  uint32_t fragments = 1;                 // groups of buckets synced at staggered steps
   comm_dtype storage = comm_dtype::fp32;  // how pseudo-gradients travel (int8: error feedback)
-  double slowdown = 1;                   // --worker-slowdown: this worker's factor per batch
+  double slowdown = 1;                    // --worker-slowdown: this worker's factor per batch
 };
 
 struct start_job {
@@ -259,12 +259,12 @@ struct work_lease {
 struct progress {
   uint32_t worker = 0;
   work_chunk chunk;
-  double loss_sum = 0;   // sum of the chunk's batch losses
-  double compute_s = 0;  // seconds the worker spent computing gradients so far
-  double wall_s = 0;     // seconds since the worker started training
-  double staleness = 0;  // mean staleness the buckets reported for the chunk's pushes
-  uint64_t clock = 0;    // the worker's logical clock after this chunk's push
-  bool skipped = false;  // its loss or gradient was not finite: nothing was pushed
+  double loss_sum = 0;        // sum of the chunk's batch losses
+  double compute_s = 0;       // seconds the worker spent computing gradients so far
+  double wall_s = 0;          // seconds since the worker started training
+  double staleness = 0;       // mean staleness the buckets reported for the chunk's pushes
+  uint64_t clock = 0;         // the worker's logical clock after this chunk's push
+  bool skipped = false;       // its loss or gradient was not finite: nothing was pushed
   uint64_t pushed_bytes = 0;  // --mode diloco: the bytes of the round's pseudo-gradient
   // --mode diloco: the local steps of the round (0-based) whose loss or gradient was not
   // finite, skipped; `skipped` when that is all of them.
@@ -350,7 +350,7 @@ struct job_report {
   uint64_t resumed_from_step = 0;  // the checkpoint's step when the job was resumed
   uint64_t checkpoints = 0;        // checkpoints written
   std::vector<takeover_event> takeovers;  // by standby coordinators
-  std::string mode = "ps";  // ps | dp | hybrid | diloco
+  std::string mode = "ps";                // ps | dp | hybrid | diloco
   // --mode diloco (JSON only): pseudo-gradients pushed (each a worker's round), and their bytes
   // as they travel (--comm-dtype).
   uint64_t rounds = 0;

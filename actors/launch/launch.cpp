@@ -482,11 +482,12 @@ caf::error check_task_fits_mode(const training_task& task, const launch_options&
                       "--mode diloco: this task's embedding tables are sparse, and a round's "
                       "pseudo-gradient is dense; run it with --mode ps or --mode hybrid");
   if (opts.parameter_service() && buffers)
-    return make_error(errc::bad_configuration,
-                      std::string{"--mode "} + to_string(opts.mode) +
-                      ": this model has buffers (BatchNorm's running statistics), which "
-                      "follow DDP (every member takes the first member's each step); run it with "
-                      "--mode dp or --mode hybrid");
+    return make_error(
+        errc::bad_configuration,
+        std::string{"--mode "} + to_string(opts.mode) +
+            ": this model has buffers (BatchNorm's running statistics), which "
+            "follow DDP (every member takes the first member's each step); run it with "
+            "--mode dp or --mode hybrid");
   return {};
 }
 

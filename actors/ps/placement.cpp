@@ -19,8 +19,8 @@ namespace {
 // processes; the data lane moves 1-64 MiB messages at about the same share of raw TCP.
 // --mode diloco: at least one bucket per fragment.
 uint32_t bucket_count(const launch_options& o, uint64_t total_values) {
-  const uint32_t fewest = std::max(fewest_parts(total_values),
-                                   o.diloco_mode() ? o.diloco.fragments : 1u);
+  const uint32_t fewest =
+      std::max(fewest_parts(total_values), o.diloco_mode() ? o.diloco.fragments : 1u);
   return std::max(o.buckets ? o.buckets : std::max(o.servers, fewest), fewest);
 }
 

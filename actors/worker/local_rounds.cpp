@@ -13,8 +13,8 @@ namespace {
 
 // Calls f(offset, count) for each slice of the buckets [first, end) of `plan`.
 template <class F>
-void for_each_range(const flat_layout& layout, const placement& plan, uint32_t first,
-                    uint32_t end, F&& f) {
+void for_each_range(const flat_layout& layout, const placement& plan, uint32_t first, uint32_t end,
+                    F&& f) {
   for (uint32_t b = first; b < end; ++b)
     for (const auto& s : plan.buckets[b].slices)
       if (const auto range = locate(layout, s))  // validated when the job started

@@ -32,9 +32,9 @@ struct round_state {
   std::vector<float> residual;  // int8: what rounding earlier pushes lost (error feedback)
   uint64_t inner_steps = 0;     // the inner optimizer's updates (Adam's bias correction)
   std::vector<std::pair<uint32_t, uint32_t>> fragments;  // each fragment's buckets [first, end)
-  uint32_t next_fragment = 0;   // the next fragment to sync in this round
+  uint32_t next_fragment = 0;                            // the next fragment to sync in this round
   std::vector<uint32_t> skipped;  // this round's steps whose loss or gradient was not finite
-  uint64_t pushed_bytes = 0;    // pseudo-gradient bytes this round's pushes carry
+  uint64_t pushed_bytes = 0;      // pseudo-gradient bytes this round's pushes carry
 
   // For `values` parameters in `buckets` buckets.
   round_state(local_rounds config, uint64_t values, uint32_t buckets);

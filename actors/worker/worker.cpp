@@ -98,8 +98,7 @@ void pushed(self_ptr self, const worker_config& config) {
   if (st.unreported.empty()) st.unreported_since = now;
   st.unreported.push_back(progress{st.job->worker, st.current, st.current_loss, st.compute_s,
                                    seconds_since(st.started), staleness, st.clock,
-                                   st.current_skipped,
-                                   st.rounds ? st.rounds->pushed_bytes : 0});
+                                   st.current_skipped, st.rounds ? st.rounds->pushed_bytes : 0});
   if (st.rounds) st.unreported.back().skipped_local = st.rounds->skipped;
   st.finished_steps += st.current.count;
   if (config.coordinator->standby_listed())
@@ -184,7 +183,8 @@ caf::expected<double> compute_round(self_ptr self, const worker_config& config) 
     const double slower = (r.config.slowdown - 1) * took + st.job->delay_ms / 1000.0;
     if (slower > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slower));
     st.compute_s += seconds_since(began);
-    while (r.next_fragment < fragments && sync_step(r.next_fragment, fragments, chunk.count) <= i + 1)
+    while (r.next_fragment < fragments &&
+           sync_step(r.next_fragment, fragments, chunk.count) <= i + 1)
       push_fragment(self, config, r.next_fragment++);
   }
   const auto taken = static_cast<uint32_t>(chunk.count - r.skipped.size());

@@ -2,12 +2,13 @@
 // batches from the coordinator (one chunk in reserve) and for each: pulls every bucket,
 // computes the chunk's averaged gradient, pushes each bucket its slice stamped with the bucket
 // clock it read, and reports the chunk done. Under --mode diloco a chunk is a round of local
-// steps instead, and what it pushes is a pseudo-gradient (actors/worker/local_rounds.hpp). With prefetch the next pull is in flight while a
-// chunk computes. When no work is left it says done. Its pulls and pushes go through a
-// bucket_client (actors/client), which sends a request whose bucket is gone (restarted, or its
-// server lost) again to the handle the coordinator names now (a push marked as a resend, so it
-// is never applied twice). Spawn it detached: gradient() runs inside its handler and must not
-// hold a CAF scheduler thread, and a data lane writes from the worker's thread.
+// steps instead, and what it pushes is a pseudo-gradient (actors/worker/local_rounds.hpp). With
+// prefetch the next pull is in flight while a chunk computes. When no work is left it says done.
+// Its pulls and pushes go through a bucket_client (actors/client), which sends a request whose
+// bucket is gone (restarted, or its server lost) again to the handle the coordinator names now (a
+// push marked as a resend, so it is never applied twice). Spawn it detached: gradient() runs inside
+// its handler and must not hold a CAF scheduler thread, and a data lane writes from the worker's
+// thread.
 #pragma once
 
 #include <chrono>
@@ -68,18 +69,18 @@ struct worker_state {
   // The buckets, through the data lane of each server node that has one (actors/client).
   std::shared_ptr<bucket_client> buckets;
   std::vector<float> params;
-  std::vector<float> grad;         // the gradient being pushed
-  std::vector<float> batch_grad;   // one batch's gradient, averaged into grad when accumulating
-  std::vector<float> residual;     // sign compression: what earlier pushes have not yet sent
+  std::vector<float> grad;            // the gradient being pushed
+  std::vector<float> batch_grad;      // one batch's gradient, averaged into grad when accumulating
+  std::vector<float> residual;        // sign compression: what earlier pushes have not yet sent
   std::optional<round_state> rounds;  // --mode diloco: a chunk is a round of local steps
-  std::vector<table_spec> tables;  // the task's embedding tables (none for dense models)
-  sparse_rows_view rows;           // the rows of the chunk at the front of the queue
-  std::deque<work_chunk> queue;    // claimed, not yet computed (< claim_below + lease_chunks)
-  work_chunk current;              // the chunk whose gradient is being pushed
-  double current_loss = 0;         // its summed batch losses
-  bool current_skipped = false;    // its loss or gradient was not finite: nothing pushed
-  throttled_warning skip_warning;  // says skipped chunks at the first, then once a minute
-  bool current_reported = true;    // it is among the finished (or no chunk is being pushed)
+  std::vector<table_spec> tables;     // the task's embedding tables (none for dense models)
+  sparse_rows_view rows;              // the rows of the chunk at the front of the queue
+  std::deque<work_chunk> queue;       // claimed, not yet computed (< claim_below + lease_chunks)
+  work_chunk current;                 // the chunk whose gradient is being pushed
+  double current_loss = 0;            // its summed batch losses
+  bool current_skipped = false;       // its loss or gradient was not finite: nothing pushed
+  throttled_warning skip_warning;     // says skipped chunks at the first, then once a minute
+  bool current_reported = true;       // it is among the finished (or no chunk is being pushed)
   // The chunks this worker finished that its coordinator's standby may not know of yet, with
   // their summed losses and the worker's clock after each: a coordinator that took over from
   // one that died learns from them what was done (rejoin). Kept only with a standby listed,

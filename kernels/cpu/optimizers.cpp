@@ -97,8 +97,7 @@ TROUPE_CPU_CLONES void nesterov_step(std::span<float> theta, std::span<float> ve
 
 TROUPE_CPU_CLONES void delayed_nesterov_step(std::span<float> theta, std::span<float> velocity,
                                              std::span<float> buffer, std::span<const float> grad,
-                                             float lr, float momentum, uint32_t delay,
-                                             uint64_t t) {
+                                             float lr, float momentum, uint32_t delay, uint64_t t) {
   float* __restrict th = theta.data();
   float* __restrict u = velocity.data();
   float* __restrict b = buffer.data();

@@ -516,9 +516,8 @@ std::vector<flag_spec> dash_flags() {
 const std::vector<flag_spec>& flag_table() {
   static const std::vector<flag_spec> table = [] {  // a constant, built once
     std::vector<flag_spec> all;
-    for (auto part :
-         {contract_flags(), data_parallel_flags(), diloco_flags(), job_flags(), node_flags(),
-          dash_flags()})
+    for (auto part : {contract_flags(), data_parallel_flags(), diloco_flags(), job_flags(),
+                      node_flags(), dash_flags()})
       for (auto& f : part) all.push_back(std::move(f));
     return all;
   }();

@@ -78,8 +78,7 @@ caf::error check_scopes(const std::map<std::string, std::string>& given, const l
     if (f.scope == flag_scope::dp && !o.data_parallel())
       return make_error(errc::bad_configuration, fmt::format("--{} is for --mode dp", f.name));
     if (f.scope == flag_scope::diloco && !o.diloco_mode())
-      return make_error(errc::bad_configuration,
-                        fmt::format("--{} is for --mode diloco", f.name));
+      return make_error(errc::bad_configuration, fmt::format("--{} is for --mode diloco", f.name));
     if (f.scope == flag_scope::dp_or_diloco && o.mode == job_mode::ps)
       return make_error(errc::bad_configuration,
                         fmt::format("--{} is for --mode dp, hybrid or diloco", f.name));

@@ -10,7 +10,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build_dir=${1:-$here/build}
-programs=(adam_cuda_test dash_cuda_test gpu_stream_test dash_device_test nccl_collective_test troupe-bench)
+programs=(adam_cuda_test nesterov_cuda_test dash_cuda_test gpu_stream_test dash_device_test nccl_collective_test troupe-bench)
 
 # An existing build is used as it is configured (it must have found nvcc); a new one is made
 # with CUDA required.

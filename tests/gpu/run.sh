@@ -11,7 +11,7 @@
 # TROUPE_REQUIRE_GPU=1 (the default here) makes a missing GPU a failure instead of a skip.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-tests=(adam_cuda_test dash_cuda_test gpu_stream_test dash_device_test nccl_collective_test)
+tests=(adam_cuda_test nesterov_cuda_test dash_cuda_test gpu_stream_test dash_device_test nccl_collective_test)
 export TROUPE_REQUIRE_GPU=${TROUPE_REQUIRE_GPU:-1}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 

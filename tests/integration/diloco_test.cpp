@@ -9,8 +9,8 @@
 #define BOOST_TEST_MODULE diloco
 #include <boost/test/unit_test.hpp>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 
@@ -75,8 +75,8 @@ double epoch_loss(const std::string& report, int epoch) {
 BOOST_AUTO_TEST_CASE(one_sgd_step_a_round_under_outer_sgd_of_rate_one_is_ps_step_for_step) {
   // One batch an epoch, so that each epoch's train loss is one step's loss.
   auto task = fmnist_task_of(64);
-  const std::vector<std::string> job = {"--workers", "1", "--servers", "2", "--batch", "64",
-                                        "--epochs", "12", "--optimizer", "sgd", "--lr", "0.1"};
+  const std::vector<std::string> job = {"--workers", "1",  "--servers",   "2",   "--batch", "64",
+                                        "--epochs",  "12", "--optimizer", "sgd", "--lr",    "0.1"};
   const auto ps = run_ps(task, job);
   auto local = job;
   local.insert(local.end(), {"--sync-every", "1", "--outer-optimizer", "sgd", "--outer-lr", "1"});
@@ -104,16 +104,15 @@ BOOST_AUTO_TEST_CASE(with_four_fragments_each_syncs_after_its_own_step_of_the_ro
   // steps, one worker, outer SGD of rate 1, four buckets. Fragment k (bucket k) pushes the k + 1
   // steps before its sync, keeps the 3 - k after it, and pushes those with the next round's
   // k + 1: after the job its values moved by 0.01 (k + 1) + 0.04.
-  auto task = std::make_shared<rigged_task>(fmnist_task_of(8 * 64), [](uint64_t, float loss,
-                                                                       std::span<float> g) {
-    std::fill(g.begin(), g.end(), 1.0f);
-    return loss;
-  });
+  auto task = std::make_shared<rigged_task>(fmnist_task_of(8 * 64),
+                                            [](uint64_t, float loss, std::span<float> g) {
+                                              std::fill(g.begin(), g.end(), 1.0f);
+                                              return loss;
+                                            });
   const std::vector<std::string> job = {
-      "--workers", "1",          "--servers",    "2",          "--buckets",    "4",
-      "--batch",   "64",         "--epochs",     "1",          "--optimizer",  "sgd",
-      "--lr",      "0.01",       "--sync-every", "4",          "--outer-optimizer", "sgd",
-      "--outer-lr", "1",         "--fragments",  "4"};
+      "--workers",         "1",   "--servers",   "2",   "--buckets",   "4",    "--batch",      "64",
+      "--epochs",          "1",   "--optimizer", "sgd", "--lr",        "0.01", "--sync-every", "4",
+      "--outer-optimizer", "sgd", "--outer-lr",  "1",   "--fragments", "4"};
   const auto run = run_ps(task, diloco(job));
   BOOST_TEST_REQUIRE(run.finished, run.report);
   const flat_layout layout{task->parameters()};
@@ -134,13 +133,14 @@ BOOST_AUTO_TEST_CASE(with_four_fragments_each_syncs_after_its_own_step_of_the_ro
 }
 
 BOOST_AUTO_TEST_CASE(a_non_finite_local_step_is_skipped_and_poisons_nothing) {
-  auto task = std::make_shared<rigged_task>(fmnist_task_of(), [](uint64_t batch, float loss,
-                                                                 std::span<float> g) {
-    if (batch == 7) g[12345] = std::numeric_limits<float>::quiet_NaN();
-    return loss;
-  });
-  const auto run = run_ps(task, diloco({"--workers", "2", "--batch", "128", "--epochs", "2",
-                                        "--sync-every", "5"}));
+  auto task = std::make_shared<rigged_task>(fmnist_task_of(),
+                                            [](uint64_t batch, float loss, std::span<float> g) {
+                                              if (batch == 7)
+                                                g[12345] = std::numeric_limits<float>::quiet_NaN();
+                                              return loss;
+                                            });
+  const auto run = run_ps(
+      task, diloco({"--workers", "2", "--batch", "128", "--epochs", "2", "--sync-every", "5"}));
   BOOST_TEST_REQUIRE(run.finished, run.report);
   for (float v : run.params) BOOST_TEST_REQUIRE(std::isfinite(v));
   BOOST_TEST(json_number(run.report, "steps").value_or(0) == 40);
@@ -149,8 +149,8 @@ BOOST_AUTO_TEST_CASE(a_non_finite_local_step_is_skipped_and_poisons_nothing) {
 
 BOOST_AUTO_TEST_CASE(int8_pseudo_gradients_take_a_quarter_of_the_bytes_and_train_as_well) {
   auto task = fmnist_task_of(60 * 128);
-  const std::vector<std::string> job = {"--workers", "2", "--batch", "128", "--epochs", "2",
-                                        "--sync-every", "10"};
+  const std::vector<std::string> job = {"--workers", "2", "--batch",      "128",
+                                        "--epochs",  "2", "--sync-every", "10"};
   const auto fp32 = run_ps(task, diloco(job));
   auto int8_job = job;
   int8_job.insert(int8_job.end(), {"--comm-dtype", "int8"});

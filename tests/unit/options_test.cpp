@@ -995,9 +995,9 @@ BOOST_AUTO_TEST_CASE(layer_widths_parse_as_a_list_and_refuse_a_bad_one) {
 
 BOOST_AUTO_TEST_CASE(diloco_takes_its_flags_and_refuses_what_a_pseudo_gradient_does_not_fit) {
   using kind = troupe::optimizer_config::kind;
-  auto o = parse({"--mode", "diloco", "--sync-every", "20", "--fragments", "4", "--outer-lr",
-                  "0.5", "--outer-momentum", "0.8", "--comm-dtype", "int8", "--worker-slowdown",
-                  "1:3", "--consistency", "ssp:2"});
+  auto o = parse({"--mode", "diloco", "--sync-every", "20", "--fragments", "4", "--outer-lr", "0.5",
+                  "--outer-momentum", "0.8", "--comm-dtype", "int8", "--worker-slowdown", "1:3",
+                  "--consistency", "ssp:2"});
   BOOST_TEST_REQUIRE(bool(o), (o ? "" : troupe::describe(o.error())));
   BOOST_TEST(o->parameter_service());
   BOOST_TEST(!o->data_parallel());
@@ -1017,8 +1017,8 @@ BOOST_AUTO_TEST_CASE(diloco_takes_its_flags_and_refuses_what_a_pseudo_gradient_d
   BOOST_TEST_REQUIRE(bool(bsp));
   BOOST_TEST((troupe::optimizer_from(*bsp).type == kind::nesterov));  // one update a round
   BOOST_TEST((troupe::inner_optimizer_from(*bsp).type == kind::sgd));
-  auto chosen = parse({"--mode", "diloco", "--outer-optimizer", "delayed-nesterov", "--consistency",
-                       "bsp"});
+  auto chosen =
+      parse({"--mode", "diloco", "--outer-optimizer", "delayed-nesterov", "--consistency", "bsp"});
   BOOST_TEST(troupe::optimizer_from(*chosen).delay == 1u);
   BOOST_TEST((parse({"--mode", "ps"})->optimizer == kind::adam));  // elsewhere adam, as before
   auto refused = [](const std::vector<std::string>& args, const std::string& why) {

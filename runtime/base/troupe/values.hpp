@@ -105,7 +105,7 @@ struct push_request {
   bool skipped = false;  // this step produced nothing to apply: only its clock counts
   bool resend = false;   // sent again after a failure: ignored if the bucket already counted it
   std::optional<batch_range> batches;  // none: not tracked (an app's push without an identity)
-  dtype storage = dtype::f32;  // how its dense values travel (the encoding, not a field)
+  dtype storage = dtype::f32;          // how its dense values travel (the encoding, not a field)
 };
 
 struct push_ack {
@@ -171,7 +171,7 @@ struct optimizer_config {
   troupe::dash_storage dash_storage = troupe::dash_storage::fp32;  // dash: the statistics
   bool dash_nesterov = false;  // dash: precondition Adam's look-ahead moment
   root_scaling dash_scaling = root_scaling::power_iteration;  // dash: bound on lambda_max
-  std::string rule;  // kind app: the rule's name; empty otherwise
+  std::string rule;    // kind app: the rule's name; empty otherwise
   uint32_t delay = 1;  // delayed_nesterov: updates per momentum step (N >= 1)
 };
 
