@@ -34,7 +34,7 @@ void fail(self_ptr self, const worker_config& config, const std::string& doing,
   fail(self, config, make_error(errc::job_failed, doing + ": " + describe(err)));
 }
 
-void record_activity(self_ptr self, const worker_config& config, const work_chunk& chunk,
+void record_activity(self_ptr, const worker_config& config, const work_chunk& chunk,
                      const char* waiting_on) {
   config.coordinator->activity().set(
       config.name, fmt::format("epoch {} batch {}", chunk.epoch + 1, chunk.first), waiting_on);

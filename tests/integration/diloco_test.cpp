@@ -16,6 +16,7 @@
 
 #include "dp_run.hpp"
 #include "fmnist_cluster.hpp"
+#include "forwarding_task.hpp"
 #include "ps_run.hpp"
 #include "tests/support/sigpipe.hpp"
 #include "troupe/detail/layout.hpp"
@@ -30,14 +31,10 @@ namespace {
 
 // fmnist, with each batch's gradient (and loss) rewritten by `rig` after the model's.
 using rigging = std::function<float(uint64_t batch, float loss, std::span<float> grad)>;
-class rigged_task : public training_task {
+class rigged_task : public forwarding_task {
  public:
   rigged_task(std::shared_ptr<const training_task> inner, rigging rig)
-      : inner_(std::move(inner)), rig_(std::move(rig)) {}
-  std::vector<tensor_spec> parameters() const override { return inner_->parameters(); }
-  void initialize(uint64_t seed, std::span<float> p) const override { inner_->initialize(seed, p); }
-  uint64_t batches_per_epoch(uint32_t b) const override { return inner_->batches_per_epoch(b); }
-  evaluation evaluate(std::span<const float> p) const override { return inner_->evaluate(p); }
+      : forwarding_task(std::move(inner)), rig_(std::move(rig)) {}
   caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t batch,
                                                             uint64_t seed) const override {
     auto inner = inner_->make_replica(batch, seed);
@@ -57,7 +54,6 @@ class rigged_task : public training_task {
     std::unique_ptr<task_replica> inner;
     rigging rig;
   };
-  std::shared_ptr<const training_task> inner_;
   rigging rig_;
 };
 

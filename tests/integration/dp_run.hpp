@@ -17,6 +17,7 @@
 #include "actors/dp/trainer/dp_trainer.hpp"
 #include "apps/fmnist/mlp_task.hpp"
 #include "child_process.hpp"
+#include "in_process_job.hpp"
 #include "troupe/node.hpp"
 
 namespace troupe::testing {
@@ -64,12 +65,7 @@ inline dp_run run_dp(std::shared_ptr<const training_task> task, uint32_t workers
         dp_trainer, dp_trainer_config{link, task, "worker-" + std::to_string(i), "127.0.0.1",
                                       labels.empty() ? "here" : labels[i], opts->request_timeout,
                                       self->address(), log});
-  self->monitor(coord);
-  self->receive(
-      [&](caf::down_msg& msg) {
-        out.finished = !msg.reason || msg.reason == caf::exit_reason::normal;
-      },
-      caf::after(std::chrono::seconds(300)) >> [] {});
+  out.finished = await_job_end(self, coord);
   out.report = read_file(report.string());
   return out;
 }

@@ -11,6 +11,7 @@
 
 #include "apps/fmnist/mlp_task.hpp"
 #include "dp_run.hpp"
+#include "forwarding_task.hpp"
 #include "poisoned_task.hpp"
 #include "tests/support/sigpipe.hpp"
 
@@ -57,13 +58,9 @@ void expect_same_steps(std::shared_ptr<const training_task> task, uint32_t worke
 }
 
 // fmnist, streamed (--zero-stage 2), but tensor 1's gradient put one value short.
-class short_put_task : public training_task {
+class short_put_task : public forwarding_task {
  public:
-  explicit short_put_task(std::shared_ptr<const training_task> inner) : inner_(std::move(inner)) {}
-  std::vector<tensor_spec> parameters() const override { return inner_->parameters(); }
-  void initialize(uint64_t seed, std::span<float> p) const override { inner_->initialize(seed, p); }
-  uint64_t batches_per_epoch(uint32_t b) const override { return inner_->batches_per_epoch(b); }
-  evaluation evaluate(std::span<const float> p) const override { return inner_->evaluate(p); }
+  using forwarding_task::forwarding_task;
   caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t batch,
                                                             uint64_t seed) const override {
     auto inner = inner_->make_replica(batch, seed);
@@ -89,7 +86,6 @@ class short_put_task : public training_task {
     }
     std::unique_ptr<task_replica> inner;
   };
-  std::shared_ptr<const training_task> inner_;
 };
 
 }  // namespace

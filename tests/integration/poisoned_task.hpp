@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 
+#include "forwarding_task.hpp"
 #include "troupe/task.hpp"
 
 namespace troupe::testing {
@@ -12,20 +13,15 @@ namespace troupe::testing {
 // fmnist, but the member that computes example `poisoned` of epoch 0 gets `bad` (NaN by
 // default) in its gradient. Its replicas tell no tensor final during backward (so that no
 // bucket goes out before the poison is in).
-class poisoned_task : public training_task {
+class poisoned_task : public forwarding_task {
  public:
   poisoned_task(std::shared_ptr<const training_task> inner, uint64_t poisoned,
                 float bad = std::numeric_limits<float>::quiet_NaN())
-      : inner_(std::move(inner)), poisoned_(poisoned), bad_(bad) {}
-  std::vector<tensor_spec> parameters() const override { return inner_->parameters(); }
-  void initialize(uint64_t seed, std::span<float> p) const override { inner_->initialize(seed, p); }
-  uint64_t batches_per_epoch(uint32_t b) const override { return inner_->batches_per_epoch(b); }
-  evaluation evaluate(std::span<const float> p) const override { return inner_->evaluate(p); }
+      : forwarding_task(std::move(inner)), poisoned_(poisoned), bad_(bad) {}
   caf::expected<std::unique_ptr<task_replica>> make_replica(uint32_t batch,
                                                             uint64_t seed) const override;
 
  private:
-  std::shared_ptr<const training_task> inner_;
   uint64_t poisoned_;
   float bad_;
 };

@@ -16,6 +16,7 @@
 #include "actors/server/server.hpp"
 #include "actors/worker/worker.hpp"
 #include "child_process.hpp"
+#include "in_process_job.hpp"
 #include "troupe/node.hpp"
 
 namespace troupe::testing {
@@ -53,12 +54,7 @@ inline ps_run run_ps(std::shared_ptr<const training_task> task, std::vector<std:
   for (uint32_t i = 0; i < opts->workers; ++i)
     sys.spawn<caf::detached>(worker, worker_config{link, task, "worker-" + std::to_string(i),
                                                    opts->request_timeout, self->address(), log});
-  self->monitor(coord);
-  self->receive(
-      [&](caf::down_msg& msg) {
-        out.finished = !msg.reason || msg.reason == caf::exit_reason::normal;
-      },
-      caf::after(std::chrono::seconds(300)) >> [] {});
+  out.finished = await_job_end(self, coord);
   out.report = read_file(report.string());
   return out;
 }
