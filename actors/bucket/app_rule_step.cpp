@@ -24,8 +24,8 @@ unsigned moments_of(const optimizer_config& o, const std::optional<update_rule>&
 }
 
 bool step_app_rule(const std::optional<update_rule>& rule, const optimizer_config& o,
-                   std::vector<float>& theta, std::vector<float>& m, std::vector<float>& v,
-                   const std::vector<float>& grad, uint64_t step, float lr) {
+                   std::span<float> theta, std::span<float> m, std::span<float> v,
+                   std::span<const float> grad, uint64_t step, float lr) {
   if (!rule) return false;
   rule->apply(update_args{theta, grad, m, v, step, lr, &o});
   return kernels::all_finite(theta) && kernels::all_finite(m) && kernels::all_finite(v);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "troupe/update_rule.hpp"
@@ -17,7 +18,7 @@ unsigned moments_of(const optimizer_config& o, const std::optional<update_rule>&
 // Runs `rule` on theta, m and v in place; false when a value came out non-finite, or when
 // there is no rule. The caller undoes a refused push whole (bucket_store's rule_undo).
 bool step_app_rule(const std::optional<update_rule>& rule, const optimizer_config& o,
-                   std::vector<float>& theta, std::vector<float>& m, std::vector<float>& v,
-                   const std::vector<float>& grad, uint64_t step, float lr);
+                   std::span<float> theta, std::span<float> m, std::span<float> v,
+                   std::span<const float> grad, uint64_t step, float lr);
 
 }  // namespace troupe

@@ -36,8 +36,11 @@ sparse_table::sparse_table(table_config config, uint32_t bucket, uint32_t bucket
       optimizer_(optimizer),
       clip_(clip),
       rule_(std::move(rule)),
-      capacity_(share_of(config_.capacity, buckets_)) {
-  // Rows are vectors: DASH's blocks need matrices, so rows take AdamW, as 1-D slices do.
+      capacity_(share_of(config_.capacity, buckets_)),
+      moments_(moments_of(optimizer_, rule_)),
+      rows_(config_.row_dim * (1 + moments_)) {
+  // Rows are vectors: DASH's blocks need matrices, so rows take AdamW (two moments as DASH's),
+  // as 1-D slices do.
   if (optimizer_.type == opt_kind::dash) optimizer_.type = opt_kind::adamw;
 }
 
@@ -52,7 +55,7 @@ caf::error sparse_table::check_ids(const std::vector<uint64_t>& ids) const {
     if (row_bucket(config_.name, id, buckets_) != bucket_)
       return make_error(errc::unknown_bucket,
                         fmt::format("row {} of {} belongs to another bucket", id, config_.name));
-    fresh += rows_.count(id) ? 0 : 1;
+    fresh += rows_.find(id) ? 0 : 1;
   }
   if (rows_.size() + fresh > capacity_)
     return make_error(
@@ -61,17 +64,16 @@ caf::error sparse_table::check_ids(const std::vector<uint64_t>& ids) const {
   return {};
 }
 
-sparse_table::row& sparse_table::find_or_create(uint64_t id) {
-  auto [it, created] = rows_.try_emplace(id);
-  if (created) {
-    auto& r = it->second;
-    r.value.resize(config_.row_dim);
-    init_row(seed_, config_.name, id, config_.init_scale, r.value);
-    const unsigned moments = moments_of(optimizer_, rule_);
-    if (moments >= 1) r.m.assign(config_.row_dim, 0.0f);
-    if (moments >= 2) r.v.assign(config_.row_dim, 0.0f);
-  }
-  return it->second;
+uint32_t sparse_table::slot_of(uint64_t id) {
+  if (const auto slot = rows_.find(id)) return *slot;
+  const uint32_t slot = rows_.add(id);  // zeros: the moments' start
+  init_row(seed_, config_.name, id, config_.init_scale, value_of(slot));
+  return slot;
+}
+
+std::span<float> sparse_table::moment_of(uint32_t slot, unsigned k) {
+  if (k > moments_) return {};
+  return rows_.floats(slot).subspan(size_t{k} * config_.row_dim, config_.row_dim);
 }
 
 caf::expected<sparse_rows> sparse_table::read(const std::vector<uint64_t>& ids) {
@@ -79,7 +81,7 @@ caf::expected<sparse_rows> sparse_table::read(const std::vector<uint64_t>& ids) 
   sparse_rows out{config_.name, config_.row_dim, ids, {}};
   out.values.reserve(ids.size() * config_.row_dim);
   for (uint64_t id : ids) {
-    const auto& value = find_or_create(id).value;
+    const auto value = value_of(slot_of(id));
     out.values.insert(out.values.end(), value.begin(), value.end());
   }
   return out;
@@ -109,7 +111,7 @@ uint64_t sparse_table::apply(const sparse_rows& grads, float lr_scale) {
   const float lr = o.lr * lr_scale;
   std::vector<float> g(config_.row_dim);
   for (size_t i = 0; i < grads.ids.size(); ++i) {
-    auto& r = find_or_create(grads.ids[i]);
+    const uint32_t slot = slot_of(grads.ids[i]);
     std::copy_n(grads.values.begin() + i * config_.row_dim, config_.row_dim, g.begin());
     if (clip_ > 0) {
       double norm = 0;
@@ -118,11 +120,12 @@ uint64_t sparse_table::apply(const sparse_rows& grads, float lr_scale) {
       if (norm > clip_)
         for (float& x : g) x *= static_cast<float>(clip_ / norm);
     }
-    ++r.steps;
+    const uint64_t steps = ++rows_.steps(slot);
+    const auto value = value_of(slot), m = moment_of(slot, 1), v = moment_of(slot, 2);
     if (o.type == opt_kind::app) {
-      if (!step_app_rule(rule_, o, r.value, r.m, r.v, g, r.steps, lr)) ++refused;
+      if (!step_app_rule(rule_, o, value, m, v, g, steps, lr)) ++refused;
     } else {  // dash: rows take AdamW (the constructor)
-      step_elementwise(o, lr, r.steps, r.value, r.m, r.v, g);
+      step_elementwise(o, lr, steps, value, m, v, g);
     }
   }
   return refused;
@@ -131,18 +134,28 @@ uint64_t sparse_table::apply(const sparse_rows& grads, float lr_scale) {
 sparse_table::row_copies sparse_table::copy_rows(const std::vector<uint64_t>& ids) const {
   row_copies out{ids, {}};
   for (uint64_t id : ids) {
-    auto it = rows_.find(id);
-    out.rows.push_back(it == rows_.end() ? std::nullopt : std::optional<row>{it->second});
+    const auto slot = rows_.find(id);
+    if (!slot) {
+      out.rows.emplace_back();
+      continue;
+    }
+    const auto floats = rows_.floats(*slot);
+    out.rows.push_back(row{{floats.begin(), floats.end()}, rows_.steps(*slot)});
   }
   return out;
 }
 
 void sparse_table::restore_rows(row_copies copies) {
   for (size_t i = 0; i < copies.ids.size(); ++i) {
-    if (copies.rows[i])
-      rows_[copies.ids[i]] = std::move(*copies.rows[i]);
-    else
+    if (!copies.rows[i]) {
       rows_.erase(copies.ids[i]);
+      continue;
+    }
+    const auto slot = rows_.find(copies.ids[i]);
+    const uint32_t at = slot ? *slot : rows_.add(copies.ids[i]);
+    std::copy(copies.rows[i]->floats.begin(), copies.rows[i]->floats.end(),
+              rows_.floats(at).begin());
+    rows_.steps(at) = copies.rows[i]->steps;
   }
 }
 
@@ -151,21 +164,22 @@ void sparse_table::restore_rows(row_copies copies) {
 namespace troupe {
 
 std::vector<table_rows> sparse_table::save(size_t rows_per_part) const {
-  std::vector<uint64_t> ids;
-  ids.reserve(rows_.size());
-  for (const auto& [id, r] : rows_) ids.push_back(id);
+  std::vector<uint64_t> ids = rows_.ids();
   std::sort(ids.begin(), ids.end());
   std::vector<table_rows> out;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i % std::max<size_t>(rows_per_part, 1) == 0)
       out.push_back(table_rows{config_.name, config_.row_dim, {}, {}, {}, {}, {}});
-    const row& r = rows_.at(ids[i]);
+    const uint32_t slot = *rows_.find(ids[i]);
+    const auto floats = rows_.floats(slot);
+    const size_t dim = config_.row_dim;
     auto& part = out.back();
     part.ids.push_back(ids[i]);
-    part.values.insert(part.values.end(), r.value.begin(), r.value.end());
-    part.m.insert(part.m.end(), r.m.begin(), r.m.end());
-    part.v.insert(part.v.end(), r.v.begin(), r.v.end());
-    part.steps.push_back(r.steps);
+    part.values.insert(part.values.end(), floats.begin(), floats.begin() + dim);
+    if (moments_ >= 1) part.m.insert(part.m.end(), floats.begin() + dim, floats.begin() + 2 * dim);
+    if (moments_ >= 2)
+      part.v.insert(part.v.end(), floats.begin() + 2 * dim, floats.begin() + 3 * dim);
+    part.steps.push_back(rows_.steps(slot));
   }
   return out;
 }
@@ -173,21 +187,20 @@ std::vector<table_rows> sparse_table::save(size_t rows_per_part) const {
 caf::error sparse_table::restore(const table_rows& saved) {
   const size_t dim = config_.row_dim;
   const size_t n = saved.ids.size();
-  const unsigned moments = moments_of(optimizer_, rule_);
-  const bool has_m = moments >= 1;
-  const bool has_v = moments >= 2;
+  const bool has_m = moments_ >= 1;
+  const bool has_v = moments_ >= 2;
   if (saved.row_dim != dim || saved.values.size() != n * dim || saved.steps.size() != n ||
       saved.m.size() != (has_m ? n * dim : 0) || saved.v.size() != (has_v ? n * dim : 0))
     return make_error(errc::shape_mismatch,
                       fmt::format("saved rows of {} do not match its row width", config_.name));
   if (auto err = check_ids(saved.ids)) return err;
   for (size_t i = 0; i < n; ++i) {
-    row& r = find_or_create(saved.ids[i]);
+    const uint32_t slot = slot_of(saved.ids[i]);
     const auto at = [&](const std::vector<float>& xs) { return xs.begin() + i * dim; };
-    r.value.assign(at(saved.values), at(saved.values) + dim);
-    if (has_m) r.m.assign(at(saved.m), at(saved.m) + dim);
-    if (has_v) r.v.assign(at(saved.v), at(saved.v) + dim);
-    r.steps = saved.steps[i];
+    std::copy_n(at(saved.values), dim, value_of(slot).begin());
+    if (has_m) std::copy_n(at(saved.m), dim, moment_of(slot, 1).begin());
+    if (has_v) std::copy_n(at(saved.v), dim, moment_of(slot, 2).begin());
+    rows_.steps(slot) = saved.steps[i];
   }
   return {};
 }

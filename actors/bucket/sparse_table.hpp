@@ -1,6 +1,7 @@
 // One bucket's share of an embedding table: the rows hashed to this bucket, created on first
 // read with the deterministic init of troupe/layout.hpp, each with its own optimizer state
-// (lazy: a row's Adam step count advances only when the row is updated). Pushed row
+// (lazy: a row's Adam step count advances only when the row is updated), compact in a
+// row_arena (a row's value, then its moments, in one slot). Pushed row
 // gradients are checked before anything changes; each may be clipped to an L2 norm. Owned by
 // a bucket_store; not thread-safe.
 #pragma once
@@ -8,8 +9,8 @@
 #include <caf/expected.hpp>
 
 #include <optional>
-#include <unordered_map>
 
+#include "actors/bucket/row_arena.hpp"
 #include "messages/types.hpp"
 #include "troupe/update_rule.hpp"
 
@@ -24,6 +25,7 @@ class sparse_table {
   const std::string& name() const { return config_.name; }
   uint32_t row_dim() const { return config_.row_dim; }
   size_t size() const { return rows_.size(); }
+  uint32_t moments() const { return moments_; }  // the optimizer's moments a row holds
 
   // The values of `ids`, creating missing rows; errc::unknown_bucket for an id another bucket
   // owns, errc::message_too_large when the table would outgrow its share of the capacity.
@@ -44,10 +46,10 @@ class sparse_table {
   // Returns the rows an app's update rule made non-finite (the bucket undoes the push whole).
   uint64_t apply(const sparse_rows& grads, float lr_scale);
 
+  // A row's copy: its slot's floats (the value, then momentum velocity, Adam's moments or an
+  // app rule's) and its update count.
   struct row {
-    std::vector<float> value;
-    std::vector<float> m;  // momentum velocity, Adam's first moment or an app rule's
-    std::vector<float> v;  // Adam's second moment or an app rule's
+    std::vector<float> floats;
     uint64_t steps = 0;
   };
   // Rows `ids` as they are now (none for a row not created yet), and putting them back: an
@@ -60,7 +62,11 @@ class sparse_table {
   void restore_rows(row_copies copies);
 
  private:
-  row& find_or_create(uint64_t id);
+  // The slot of `id`'s row, created (its initial value, zero moments) when it has none.
+  uint32_t slot_of(uint64_t id);
+  // The parts of a slot's floats: the value and moment k (1 or 2; empty without it).
+  std::span<float> value_of(uint32_t slot) { return rows_.floats(slot).first(config_.row_dim); }
+  std::span<float> moment_of(uint32_t slot, unsigned k);
   caf::error check_ids(const std::vector<uint64_t>& ids) const;
 
   table_config config_;
@@ -71,7 +77,8 @@ class sparse_table {
   float clip_;
   std::optional<update_rule> rule_;  // --optimizer NAME: the app's rule
   uint64_t capacity_;                // this bucket's share of the table's capacity
-  std::unordered_map<uint64_t, row> rows_;
+  unsigned moments_;                 // moments_of(optimizer_, rule_)
+  row_arena rows_;
 };
 
 }  // namespace troupe

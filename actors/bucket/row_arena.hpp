@@ -1,0 +1,58 @@
+// row_arena: the rows of one bucket's share of an embedding table, compact. Each row is
+// `floats_per_row` floats (its value, then the optimizer's moments) and an update count, kept in
+// slabs of slab_rows rows; an id finds its row's slot through an open-addressing index (linear
+// probing, at most 3/4 full, deletion by backward shift), 12 bytes a position. A row costs its
+// floats, 8 bytes of count and 16 to 32 bytes of index, and never a heap node of its own (the
+// hash map of vectors it replaces cost about 470 bytes a row of 140 bytes of data: issue 59).
+// A slot freed by erase is reused. Owned by a sparse_table; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace troupe {
+
+class row_arena {
+ public:
+  explicit row_arena(uint32_t floats_per_row);
+
+  size_t size() const { return rows_; }
+  uint32_t floats_per_row() const { return floats_per_row_; }
+
+  // The slot holding `id`'s row, if there is one.
+  std::optional<uint32_t> find(uint64_t id) const;
+  // Adds a row of zeros for `id`, which must not have one, and returns its slot.
+  uint32_t add(uint64_t id);
+  // Drops `id`'s row, if there is one; its slot is reused.
+  void erase(uint64_t id);
+
+  std::span<float> floats(uint32_t slot);
+  std::span<const float> floats(uint32_t slot) const;
+  uint64_t& steps(uint32_t slot);
+  uint64_t steps(uint32_t slot) const;
+
+  // Every id that has a row, in no particular order.
+  std::vector<uint64_t> ids() const;
+
+ private:
+  static constexpr uint32_t slab_rows = 4096;
+  size_t home_of(uint64_t id) const;
+  // The index position of `id`, or of the empty position where it would go.
+  size_t position_of(uint64_t id) const;
+  void grow_index();
+  uint32_t new_slot();
+
+  uint32_t floats_per_row_;
+  std::vector<uint64_t> keys_;   // the index: the id at each position
+  std::vector<uint32_t> slots_;  // the index: its slot + 1 (0: the position is empty)
+  std::vector<std::unique_ptr<float[]>> slabs_;
+  std::vector<std::unique_ptr<uint64_t[]>> step_slabs_;
+  std::vector<uint32_t> free_;  // slots erase freed
+  uint32_t next_slot_ = 0;      // slots handed out so far (freed ones included)
+  size_t rows_ = 0;
+};
+
+}  // namespace troupe
