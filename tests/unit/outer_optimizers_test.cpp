@@ -11,18 +11,12 @@
 
 #include "kernels/cpu/int8_blocks.hpp"
 #include "kernels/cpu/optimizers.hpp"
+#include "tests/unit/random_values.hpp"
 
 namespace k = troupe::kernels;
+using troupe::testing::random_values;
 
 namespace {
-
-std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> out(n);
-  for (auto& x : out) x = d(gen);
-  return out;
-}
 
 bool near(double a, double b) {
   return std::abs(a - b) <= 1e-5 + 1e-5 * std::abs(b);
@@ -30,7 +24,7 @@ bool near(double a, double b) {
 
 void nesterov_matches_reference(size_t n) {
   const float lr = 0.7f, mu = 0.9f;
-  auto theta = random_values(n, 1);
+  auto theta = random_values(n, 1, 1.0f);
   std::vector<float> u(n, 0.0f);
   std::vector<double> ref_theta(theta.begin(), theta.end()), ref_u(n, 0.0);
   for (uint32_t step = 0; step < 5; ++step) {
@@ -57,7 +51,7 @@ BOOST_AUTO_TEST_CASE(nesterov_sizes) {
 
 BOOST_AUTO_TEST_CASE(delayed_nesterov_of_one_is_nesterov_bit_for_bit) {
   const size_t n = 1000;
-  auto a = random_values(n, 2), b = a;
+  auto a = random_values(n, 2, 1.0f), b = a;
   std::vector<float> ua(n, 0.0f), ub(n, 0.0f), buffer(n, 0.0f);
   for (uint64_t t = 1; t <= 6; ++t) {
     const auto g = random_values(n, 20 + t, 0.1f);
@@ -72,7 +66,7 @@ BOOST_AUTO_TEST_CASE(delayed_nesterov_applies_each_arrival_and_the_momentum_ever
   const size_t n = 7;
   const uint32_t delay = 3;
   const float lr = 0.7f, mu = 0.9f;
-  auto theta = random_values(n, 3);
+  auto theta = random_values(n, 3, 1.0f);
   std::vector<float> u(n, 0.0f), buffer(n, 0.0f);
   std::vector<double> ref_theta(theta.begin(), theta.end()), ref_u(n, 0.0), ref_b(n, 0.0);
   for (uint64_t t = 1; t <= 7; ++t) {
@@ -96,7 +90,7 @@ BOOST_AUTO_TEST_CASE(delayed_nesterov_applies_each_arrival_and_the_momentum_ever
 
 BOOST_AUTO_TEST_CASE(int8_blocks_are_within_half_a_step_and_zeros_stay_zero) {
   const size_t n = 1001;  // three full blocks and a short one
-  auto x = random_values(n, 4);
+  auto x = random_values(n, 4, 1.0f);
   x[300] = 40.0f;  // one block with a large value: its others round coarsely, others do not
   std::vector<int8_t> q(n);
   std::vector<float> scales(k::int8_blocks(n)), back(n);
