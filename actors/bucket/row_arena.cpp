@@ -47,9 +47,9 @@ uint32_t row_arena::new_slot() {
     free_.pop_back();
     return slot;
   }
-  if (next_slot_ % slab_rows == 0) {
-    slabs_.push_back(std::make_unique<float[]>(size_t{slab_rows} * floats_per_row_));
-    step_slabs_.push_back(std::make_unique<uint64_t[]>(slab_rows));
+  if (next_slot_ % slab_rows == 0) {  // (left uninitialised: add() clears each slot it hands out)
+    slabs_.push_back(std::make_unique_for_overwrite<float[]>(size_t{slab_rows} * floats_per_row_));
+    step_slabs_.push_back(std::make_unique_for_overwrite<uint64_t[]>(slab_rows));
   }
   return next_slot_++;
 }

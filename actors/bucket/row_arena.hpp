@@ -20,7 +20,6 @@ class row_arena {
   explicit row_arena(uint32_t floats_per_row);
 
   size_t size() const { return rows_; }
-  uint32_t floats_per_row() const { return floats_per_row_; }
 
   // The slot holding `id`'s row, if there is one.
   std::optional<uint32_t> find(uint64_t id) const;

@@ -8,7 +8,6 @@
 
 #include "actors/bucket/app_rule_step.hpp"
 #include "actors/bucket/elementwise_step.hpp"
-#include "kernels/cpu/optimizers.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
 
@@ -73,7 +72,7 @@ uint32_t sparse_table::slot_of(uint64_t id) {
 
 std::span<float> sparse_table::moment_of(uint32_t slot, unsigned k) {
   if (k > moments_) return {};
-  return rows_.floats(slot).subspan(size_t{k} * config_.row_dim, config_.row_dim);
+  return part(rows_.floats(slot), k);
 }
 
 caf::expected<sparse_rows> sparse_table::read(const std::vector<uint64_t>& ids) {
@@ -172,14 +171,16 @@ std::vector<table_rows> sparse_table::save(size_t rows_per_part) const {
       out.push_back(table_rows{config_.name, config_.row_dim, {}, {}, {}, {}, {}});
     const uint32_t slot = *rows_.find(ids[i]);
     const auto floats = rows_.floats(slot);
-    const size_t dim = config_.row_dim;
-    auto& part = out.back();
-    part.ids.push_back(ids[i]);
-    part.values.insert(part.values.end(), floats.begin(), floats.begin() + dim);
-    if (moments_ >= 1) part.m.insert(part.m.end(), floats.begin() + dim, floats.begin() + 2 * dim);
-    if (moments_ >= 2)
-      part.v.insert(part.v.end(), floats.begin() + 2 * dim, floats.begin() + 3 * dim);
-    part.steps.push_back(rows_.steps(slot));
+    auto& saved = out.back();
+    auto keep = [&](std::vector<float>& into, unsigned k) {
+      const auto values = part(floats, k);
+      into.insert(into.end(), values.begin(), values.end());
+    };
+    saved.ids.push_back(ids[i]);
+    keep(saved.values, 0);
+    if (moments_ >= 1) keep(saved.m, 1);
+    if (moments_ >= 2) keep(saved.v, 2);
+    saved.steps.push_back(rows_.steps(slot));
   }
   return out;
 }

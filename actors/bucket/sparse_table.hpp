@@ -25,7 +25,6 @@ class sparse_table {
   const std::string& name() const { return config_.name; }
   uint32_t row_dim() const { return config_.row_dim; }
   size_t size() const { return rows_.size(); }
-  uint32_t moments() const { return moments_; }  // the optimizer's moments a row holds
 
   // The values of `ids`, creating missing rows; errc::unknown_bucket for an id another bucket
   // owns, errc::message_too_large when the table would outgrow its share of the capacity.
@@ -64,8 +63,13 @@ class sparse_table {
  private:
   // The slot of `id`'s row, created (its initial value, zero moments) when it has none.
   uint32_t slot_of(uint64_t id);
-  // The parts of a slot's floats: the value and moment k (1 or 2; empty without it).
-  std::span<float> value_of(uint32_t slot) { return rows_.floats(slot).first(config_.row_dim); }
+  // Part k of a row's floats: 0 its value, 1 and 2 its moments.
+  template <class Floats>
+  Floats part(Floats floats, unsigned k) const {
+    return floats.subspan(size_t{k} * config_.row_dim, config_.row_dim);
+  }
+  std::span<float> value_of(uint32_t slot) { return part(rows_.floats(slot), 0); }
+  // Moment k (1 or 2) of a slot's row; empty when the optimizer keeps no such moment.
   std::span<float> moment_of(uint32_t slot, unsigned k);
   caf::error check_ids(const std::vector<uint64_t>& ids) const;
 

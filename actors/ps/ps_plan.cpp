@@ -367,7 +367,6 @@ void add_chunk_loss(coordinator_state& st, const work_chunk& chunk, double loss_
   batches += chunk.count;
 }
 
-// One finished chunk of a worker's batch of reports, already checked to come from that worker.
 // Counts the skipped steps of a report into its worker's and the report's: the chunk's, or
 // under --mode diloco each local step of the round in turn. The reason the job fails with once
 // --max-consecutive-skipped-steps are skipped in a row, or none.
@@ -392,6 +391,7 @@ std::optional<std::string> count_skipped(self_ptr self, const job_config& config
   return std::nullopt;
 }
 
+// One finished chunk of a worker's batch of reports, already checked to come from that worker.
 void count_progress(self_ptr self, const job_config& config, const progress& report) {
   auto& st = self->state;
   auto& m = st.ps->roster.worker_members[report.worker];

@@ -99,6 +99,8 @@ std::shared_ptr<bucket_client> connect_buckets(self_ptr self, const worker_confi
   return bucket_client::make(self, std::move(c));
 }
 
+namespace {
+
 // Whether the next values are asked for behind this round's pushes: a bucket handles one
 // sender's messages in order, so its pull reply already holds the push, and the step saves a
 // round trip. (Rows need the next chunk, and --prefetch pulls before computing instead.) Not
@@ -107,6 +109,8 @@ bool pulls_behind(const worker_state& st) {
   const bool last = st.queue.empty() && st.exhausted;
   return !last && st.tables.empty() && !st.job->prefetch;
 }
+
+}  // namespace
 
 void begin_pushes(self_ptr self, const worker_config& config) {
   auto& st = self->state;

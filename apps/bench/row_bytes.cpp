@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <numeric>
 #include <vector>
 
 #include "actors/bucket/sparse_table.hpp"
@@ -32,8 +31,7 @@ double bytes_per_row(const row_case& c, uint64_t rows) {
   std::vector<uint64_t> ids(4096);
   for (uint64_t first = 0; first < rows; first += ids.size()) {
     ids.resize(std::min<uint64_t>(4096, rows - first));
-    std::iota(ids.begin(), ids.end(), first * 7 + 12345);  // (any distinct ids)
-    for (auto& id : ids) id = id * 7;                      // spread, still sorted
+    for (size_t j = 0; j < ids.size(); ++j) ids[j] = (first + j) * 7;  // distinct, sorted
     if (!table.read(ids)) return -1;
   }
   const uint64_t after = troupe::current_process_usage().rss_bytes;

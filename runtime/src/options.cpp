@@ -436,7 +436,7 @@ optimizer_config outer_optimizer_from(const launch_options& o) {
   optimizer_config x;
   x.type = o.diloco.outer.value_or(bsp ? kind::nesterov : kind::delayed_nesterov);
   x.lr = o.diloco.outer_lr.value_or(bsp ? 0.7f : 0.5f);
-  x.beta1 = x.type == kind::sgd ? 0.0f : o.diloco.outer_momentum;
+  x.beta1 = o.diloco.outer_momentum;  // (sgd takes none)
   x.weight_decay = 0.0f;
   x.lr_staleness = o.lr_staleness;
   // bsp applies one averaged pseudo-gradient a round: no arrivals to wait for.

@@ -21,6 +21,11 @@ from . import elastic
 GATHER_TAG = 1 << 20
 
 
+def _copied(entry):
+    """A state entry (a parameter's: step, exp_avg, ...) with its tensors cloned."""
+    return {k: (v.clone() if torch.is_tensor(v) else v) for k, v in entry.items()}
+
+
 def owners(params, size):
     """The member that owns each parameter in a generation of `size`: the largest first, each
     to the member that owns the fewest values so far (the lowest rank among equals)."""
@@ -78,8 +83,7 @@ def shard_of(opt):
     """What this member's commit keeps of the optimizer: its shard (state by parameter name),
     the ranks that owned each parameter then, and its own rank then."""
     by_param = {p: n for n, p in zip(opt.names, opt.params)}
-    state = {by_param[p]: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()}
-             for p, s in opt.optimizer.state.items() if p in by_param}
+    state = {by_param[p]: _copied(s) for p, s in opt.optimizer.state.items() if p in by_param}
     groups = [{k: v for k, v in g.items() if k != "params"} for g in opt.optimizer.param_groups]
     size = elastic.size()
     return {"state": state, "groups": groups,
@@ -96,8 +100,7 @@ def load_shard(opt, shard):
     opt.optimizer.state.clear()
     for name, entry in shard["state"].items():
         if name in by_name:
-            opt.optimizer.state[by_name[name]] = {
-                k: (v.clone() if torch.is_tensor(v) else v) for k, v in entry.items()}
+            opt.optimizer.state[by_name[name]] = _copied(entry)
     for group, saved in zip(opt.optimizer.param_groups, shard.get("groups", [])):
         group.update(saved)
 
@@ -131,8 +134,7 @@ def reshard(opt, mine, commits):
         old_owners.update(shard["owners"])
         for name, entry in shard["state"].items():
             if name in index and now[index[name]] == rank:  # (mine is the commit's: copied)
-                kept[name] = {key: (v.clone() if torch.is_tensor(v) and k == rank else v)
-                              for key, v in entry.items()}
+                kept[name] = _copied(entry) if k == rank else entry
     opt.optimizer.state.clear()
     for name, entry in kept.items():
         opt.optimizer.state[opt.params[index[name]]] = entry
