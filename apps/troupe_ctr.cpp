@@ -14,6 +14,15 @@
 
 namespace {
 
+// A flag that takes no value, or true/false (yes/no, 1/0).
+caf::expected<bool> switch_value(const troupe::launch_options& opts, const std::string& flag) {
+  const auto& value = opts.app_value(flag);
+  if (value == "true" || value == "1" || value == "yes") return true;
+  if (value == "false" || value == "0" || value == "no") return false;
+  return troupe::make_error(troupe::errc::bad_configuration,
+                            "--" + flag + " takes no value, or true/false, not '" + value + "'");
+}
+
 caf::expected<troupe::ctr::ctr_options> ctr_options_of(const troupe::launch_options& opts) {
   troupe::ctr::ctr_options o;
   caf::error err;
@@ -32,7 +41,13 @@ caf::expected<troupe::ctr::ctr_options> ctr_options_of(const troupe::launch_opti
   read("test-examples", o.test);
   read("fm-dim", o.fm_dim);
   read("data-seed", o.seed);
+  read("capacity", o.capacity);
+  read("admit-after", o.admit_after);
   if (err) return err;
+  o.evict = opts.app_value("evict");
+  auto stream = switch_value(opts, "stream");
+  if (!stream) return std::move(stream.error());
+  o.stream = *stream;
   auto tower = troupe::parse_widths("tower", opts.app_value("tower"), 4096);  // "64,32"
   if (!tower) return std::move(tower.error());
   o.tower = std::move(*tower);
@@ -58,6 +73,17 @@ troupe::app_description ctr_app() {
        "hidden widths of a dense ReLU tower over the fields' embeddings (table v, --fm-dim), "
        "DeepFM style (empty: none)",
        ""},
+      {"stream", "",
+       "stream the training log from its seed, batch by batch, new examples every epoch "
+       "(--train-examples an epoch; nothing held in memory)",
+       "false"},
+      {"capacity", "N", "rows per embedding table (0: fields x vocabulary, every id there is)",
+       "0", troupe::app_flag::whole},
+      {"evict", "POLICY",
+       "the tables' eviction: none (a full table refuses new rows), lru, lfu or ttl:SECONDS",
+       "none"},
+      {"admit-after", "K", "an id gets a row from its K-th read on (1..255)", "1",
+       troupe::app_flag::whole},
       {"reference", "",
        "also train the same model sequentially in the coordinator's process and report "
        "reference_auc (--reference=false: not)",
@@ -68,13 +94,10 @@ troupe::app_description ctr_app() {
       -> caf::expected<std::unique_ptr<troupe::training_task>> {
     auto o = ctr_options_of(opts);
     if (!o) return std::move(o.error());
+    auto reference = switch_value(opts, "reference");
+    if (!reference) return std::move(reference.error());
     auto task = troupe::ctr::make_ctr_task(*o);
-    const auto& reference = opts.app_value("reference");
-    if (!task || reference == "false" || reference == "0" || reference == "no") return task;
-    if (reference != "true" && reference != "1" && reference != "yes")
-      return troupe::make_error(
-          troupe::errc::bad_configuration,
-          "--reference takes no value, or true/false, not '" + reference + "'");
+    if (!task || !*reference) return task;
     return troupe::ctr::with_reference(std::move(*task), troupe::ctr::reference_settings_of(opts),
                                        troupe::logger{"reference", opts.level});
   };

@@ -100,6 +100,9 @@ void write_tables(capnp::List<schema::TableSpec>::Builder out,
     out[i].setRowDim(tables[i].row_dim);
     out[i].setInitScale(tables[i].init_scale);
     out[i].setCapacity(tables[i].capacity);
+    out[i].setEvict(static_cast<schema::TableSpec::Evict>(tables[i].evict.type));
+    out[i].setTtlSeconds(tables[i].evict.ttl_seconds);
+    out[i].setAdmitAfter(tables[i].admit_after);
   }
 }
 
@@ -111,9 +114,16 @@ caf::expected<std::vector<table_config>> read_tables(capnp::List<schema::TableSp
   for (auto t : in) {
     auto name = read_text(t.getName(), budget, "table name");
     if (!name) return std::move(name.error());
-    if (t.getRowDim() == 0 || t.getRowDim() > (1u << 16) || !std::isfinite(t.getInitScale()))
+    const auto evict = static_cast<uint16_t>(t.getEvict());
+    const bool ttl = evict == static_cast<uint16_t>(eviction_policy::kind::ttl);
+    if (t.getRowDim() == 0 || t.getRowDim() > (1u << 16) || !std::isfinite(t.getInitScale()) ||
+        evict > static_cast<uint16_t>(eviction_policy::kind::ttl) ||
+        (ttl && t.getTtlSeconds() == 0) || t.getAdmitAfter() > max_admit_after)
       return make_error(errc::malformed_message, "bad table " + *name);
-    out.push_back(table_config{std::move(*name), t.getRowDim(), t.getInitScale(), t.getCapacity()});
+    const eviction_policy policy{static_cast<eviction_policy::kind>(evict),
+                                 ttl ? t.getTtlSeconds() : 0};
+    out.push_back(table_config{std::move(*name), t.getRowDim(), t.getInitScale(), t.getCapacity(),
+                               policy, std::max<uint32_t>(t.getAdmitAfter(), 1)});
   }
   return out;
 }
@@ -125,18 +135,45 @@ using detail::write_optimizer;
 
 // -- pull ---------------------------------------------------------------------------------------
 
+namespace {
+
+void write_row_requests(capnp::List<schema::RowRequest>::Builder out,
+                        const std::vector<row_request>& rows) {
+  for (unsigned i = 0; i < rows.size(); ++i) {
+    out[i].setTable(rows[i].table);
+    auto ids = out[i].initIds(rows[i].ids.size());
+    for (unsigned k = 0; k < rows[i].ids.size(); ++k) ids.set(k, rows[i].ids[k]);
+  }
+}
+
+caf::expected<std::vector<row_request>> read_row_requests(
+    capnp::List<schema::RowRequest>::Reader in, decode_budget& budget) {
+  if (in.size() > budget.limits.max_tensors)
+    return make_error(errc::message_too_large, "pull: too many tables");
+  std::vector<row_request> out;
+  uint64_t total = 0;
+  for (auto r : in) {
+    auto table = detail::read_text(r.getTable(), budget, "table name");
+    if (!table) return std::move(table.error());
+    const auto ids = r.getIds();
+    total += ids.size();
+    if (total > budget.limits.max_list)
+      return make_error(errc::message_too_large, "pull: too many rows");
+    out.push_back(row_request{std::move(*table), detail::to_vector<uint64_t>(ids)});
+  }
+  return out;
+}
+
+}  // namespace
+
 wire encode(const pull_request& x) {
   capnp::MallocMessageBuilder message;
   auto out = message.initRoot<schema::PullRequest>();
   out.setBucket(x.bucket);
   out.setWorker(x.worker);
   out.setWorkerClock(x.worker_clock);
-  auto rows = out.initRows(x.rows.size());
-  for (unsigned i = 0; i < x.rows.size(); ++i) {
-    rows[i].setTable(x.rows[i].table);
-    auto ids = rows[i].initIds(x.rows[i].ids.size());
-    for (unsigned k = 0; k < x.rows[i].ids.size(); ++k) ids.set(k, x.rows[i].ids[k]);
-  }
+  write_row_requests(out.initRows(x.rows.size()), x.rows);
+  write_row_requests(out.initEvicted(x.evicted.size()), x.evicted);
   return detail::to_wire(message);
 }
 
@@ -146,19 +183,12 @@ caf::expected<pull_request> decode<pull_request>(const wire& w, const codec_limi
       w, limits,
       [](schema::PullRequest::Reader in, decode_budget& budget) -> caf::expected<pull_request> {
         pull_request x{in.getBucket(), in.getWorker(), in.getWorkerClock()};
-        const auto rows = in.getRows();
-        if (rows.size() > budget.limits.max_tensors)
-          return make_error(errc::message_too_large, "pull: too many tables");
-        uint64_t total = 0;
-        for (auto r : rows) {
-          auto table = detail::read_text(r.getTable(), budget, "table name");
-          if (!table) return std::move(table.error());
-          const auto ids = r.getIds();
-          total += ids.size();
-          if (total > budget.limits.max_list)
-            return make_error(errc::message_too_large, "pull: too many rows");
-          x.rows.push_back(row_request{std::move(*table), detail::to_vector<uint64_t>(ids)});
-        }
+        auto rows = read_row_requests(in.getRows(), budget);
+        if (!rows) return std::move(rows.error());
+        x.rows = std::move(*rows);
+        auto evicted = read_row_requests(in.getEvicted(), budget);
+        if (!evicted) return std::move(evicted.error());
+        x.evicted = std::move(*evicted);
         return x;
       });
 }
@@ -322,6 +352,9 @@ wire encode(const bucket_spec& x) {
   out.setClip(x.clip);
   out.setSyncThreshold(x.sync_threshold);
   out.setValuesFollow(x.values_follow);
+  out.setExportDir(x.export_dir);
+  out.setExportEverySeconds(x.export_every_s);
+  out.setExportSnapshotEvery(x.export_snapshot_every);
   auto tensors = out.initTensors(x.tensors.size());
   for (unsigned i = 0; i < x.tensors.size(); ++i) {
     const auto& t = x.tensors[i];
@@ -366,6 +399,11 @@ caf::expected<bucket_spec> decode<bucket_spec>(const wire& w, const codec_limits
         if (!std::isfinite(x.sync_threshold) || x.sync_threshold < 0)
           return make_error(errc::malformed_message, "bucket spec: bad sync threshold");
         x.values_follow = in.getValuesFollow();
+        auto export_dir = detail::read_text(in.getExportDir(), budget, "export directory");
+        if (!export_dir) return std::move(export_dir.error());
+        x.export_dir = std::move(*export_dir);
+        x.export_every_s = std::max<uint32_t>(in.getExportEverySeconds(), 1);
+        x.export_snapshot_every = std::max<uint32_t>(in.getExportSnapshotEvery(), 1);
         if (!x.values_follow) {
           auto tensors = read_dense_list(in.getTensors(), budget);
           if (!tensors) return std::move(tensors.error());
@@ -399,6 +437,15 @@ wire encode(const bucket_stats& x) {
   out.setUpdatesSkipped(x.updates_skipped);
   out.setUpdateVariance(x.update_variance);
   out.setDuplicatePushes(x.duplicate_pushes);
+  auto tables = out.initTables(x.tables.size());
+  for (unsigned i = 0; i < x.tables.size(); ++i) {
+    const auto& t = x.tables[i];
+    tables[i].setTable(t.table);
+    tables[i].setRows(t.rows);
+    tables[i].setRowsEvicted(t.rows_evicted);
+    tables[i].setIdsNotAdmitted(t.ids_not_admitted);
+    tables[i].setGradsDropped(t.grads_dropped);
+  }
   return detail::to_wire(message);
 }
 
@@ -425,6 +472,14 @@ caf::expected<bucket_stats> decode<bucket_stats>(const wire& w, const codec_limi
         x.updates_skipped = in.getUpdatesSkipped();
         x.update_variance = in.getUpdateVariance();
         x.duplicate_pushes = in.getDuplicatePushes();
+        if (in.getTables().size() > budget.limits.max_tensors)
+          return make_error(errc::message_too_large, "bucket stats: too many tables");
+        for (auto t : in.getTables()) {
+          auto name = detail::read_text(t.getTable(), budget, "table name");
+          if (!name) return std::move(name.error());
+          x.tables.push_back(table_counters{std::move(*name), t.getRows(), t.getRowsEvicted(),
+                                            t.getIdsNotAdmitted(), t.getGradsDropped()});
+        }
         return x;
       });
 }

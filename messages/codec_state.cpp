@@ -88,6 +88,38 @@ void write_rows(schema::TableRows::Builder out, const table_rows& x) {
   write_f32(out.initV(x.v.size() * 4), x.v);
   auto steps = out.initSteps(x.steps.size());
   for (unsigned i = 0; i < x.steps.size(); ++i) steps.set(i, x.steps[i]);
+  auto marks = out.initMarks(x.marks.size());
+  for (unsigned i = 0; i < x.marks.size(); ++i) marks.set(i, x.marks[i]);
+}
+
+void write_table_state(schema::TableState::Builder out, const table_state& x) {
+  out.setTable(x.table);
+  out.setSightings(kj::arrayPtr(x.sightings.data(), x.sightings.size()));
+  out.setSinceHalving(x.since_halving);
+  out.setTick(x.tick);
+  out.setReadsSinceAging(x.reads_since_aging);
+  out.setLastSweep(x.last_sweep);
+  out.setRowsEvicted(x.rows_evicted);
+  out.setIdsNotAdmitted(x.ids_not_admitted);
+  out.setGradsDropped(x.grads_dropped);
+}
+
+caf::expected<table_state> read_table_state(schema::TableState::Reader in,
+                                            decode_budget& budget) {
+  table_state x;
+  auto name = detail::read_text(in.getTable(), budget, "table name");
+  if (!name) return std::move(name.error());
+  x.table = std::move(*name);
+  const auto sightings = in.getSightings();
+  x.sightings.assign(sightings.begin(), sightings.end());
+  x.since_halving = in.getSinceHalving();
+  x.tick = in.getTick();
+  x.reads_since_aging = in.getReadsSinceAging();
+  x.last_sweep = in.getLastSweep();
+  x.rows_evicted = in.getRowsEvicted();
+  x.ids_not_admitted = in.getIdsNotAdmitted();
+  x.grads_dropped = in.getGradsDropped();
+  return x;
 }
 
 caf::expected<table_rows> read_rows(schema::TableRows::Reader in, decode_budget& budget) {
@@ -98,10 +130,12 @@ caf::expected<table_rows> read_rows(schema::TableRows::Reader in, decode_budget&
   x.row_dim = in.getRowDim();
   if (x.row_dim == 0 || x.row_dim > (1u << 16))
     return make_error(errc::malformed_message, "saved rows: bad row width");
-  if (in.getIds().size() > budget.limits.max_list || in.getSteps().size() > in.getIds().size())
+  if (in.getIds().size() > budget.limits.max_list || in.getSteps().size() > in.getIds().size() ||
+      in.getMarks().size() > in.getIds().size())
     return make_error(errc::message_too_large, "saved rows: too many ids");
   x.ids = detail::to_vector<uint64_t>(in.getIds());
   x.steps = detail::to_vector<uint64_t>(in.getSteps());
+  x.marks = detail::to_vector<uint32_t>(in.getMarks());
   const uint64_t count = x.ids.size() * uint64_t{x.row_dim};
   auto values = read_f32(in.getValues(), count, budget, x.table);
   auto m = read_f32(in.getM(), count, budget, x.table + " m");
@@ -122,7 +156,8 @@ caf::expected<table_rows> read_rows(schema::TableRows::Reader in, decode_budget&
 wire encode(const bucket_state_part& x) {
   unsigned words = 1024;
   for (const auto& t : x.tensors) words += static_cast<unsigned>(t.values.size() / 2 + 16);
-  words += static_cast<unsigned>(x.rows.values.size() * 3 / 2 + x.rows.ids.size() * 2);
+  words += static_cast<unsigned>(x.rows.values.size() * 3 / 2 + x.rows.ids.size() * 3 +
+                                 x.state.sightings.size() / 8);
   detail::wire_builder message(words);
   auto out = message.initRoot<schema::BucketStatePart>();
   out.setBucket(x.bucket);
@@ -134,6 +169,8 @@ wire encode(const bucket_state_part& x) {
     detail::write_dense(tensors[i], x.tensors[i], dtype::f32);
   write_counters(out.initCounters(), x.counters);
   write_rows(out.initRows(), x.rows);
+  if (x.type == bucket_state_part::kind::table_state)
+    write_table_state(out.initTableState(), x.state);
   return message.finish();
 }
 
@@ -147,7 +184,7 @@ caf::expected<bucket_state_part> decode<bucket_state_part>(const wire& w,
         bucket_state_part x;
         x.bucket = in.getBucket();
         const auto kind = static_cast<uint16_t>(in.getKind());
-        if (kind > static_cast<uint16_t>(bucket_state_part::kind::values))
+        if (kind > static_cast<uint16_t>(bucket_state_part::kind::table_state))
           return make_error(errc::malformed_message, "unknown bucket state part");
         x.type = static_cast<bucket_state_part::kind>(kind);
         x.worker = in.getWorker();
@@ -166,6 +203,11 @@ caf::expected<bucket_state_part> decode<bucket_state_part>(const wire& w,
           auto rows = read_rows(in.getRows(), budget);
           if (!rows) return std::move(rows.error());
           x.rows = std::move(*rows);
+        }
+        if (x.type == bucket_state_part::kind::table_state) {
+          auto state = read_table_state(in.getTableState(), budget);
+          if (!state) return std::move(state.error());
+          x.state = std::move(*state);
         }
         return x;
       });

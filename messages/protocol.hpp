@@ -99,6 +99,8 @@ namespace troupe {
 //   mirror:  pull_request; a backup records what its primary let a worker read (primary only)
 //   primary: -> true; the primary whose state this backup is to take (restore, mirror, pushes):
 //            coordinator only, sent before that primary is told of its backup
+//   tick:    from the bucket itself, every --export-every seconds: a primary writes the next
+//            file of its tables' changed rows (troupe/table_deltas.hpp)
 using bucket_actor = caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wire>,
                                       caf::replies_to<push_atom, wire>::with<wire>,
                                       caf::replies_to<stats_atom>::with<wire>,
@@ -110,7 +112,8 @@ using bucket_actor = caf::typed_actor<caf::replies_to<pull_atom, wire>::with<wir
                                       caf::replies_to<backup_atom, caf::actor>::with<bool>,
                                       caf::replies_to<promote_atom>::with<bool>,
                                       caf::reacts_to<mirror_atom, wire>,
-                                      caf::replies_to<primary_atom, caf::actor>::with<bool>>;
+                                      caf::replies_to<primary_atom, caf::actor>::with<bool>,
+                                      caf::reacts_to<tick_atom>>;
 
 // The host of a server node: its supervisor spawns and restarts the buckets placed on it.
 //   host:  bucket_spec -> the new bucket

@@ -54,6 +54,9 @@ struct PullRequest {
   worker @1 :UInt32;
   workerClock @2 :UInt64;   # steps the worker has pushed; ssp/bsp hold the reply until allowed
   rows @3 :List(RowRequest);  # embedding rows wanted, per table (ids this bucket owns)
+  # Since schema 11, a primary's mirror to its backup only: the rows it evicted before this
+  # read, per table, for the backup to evict first.
+  evicted @4 :List(RowRequest);
 }
 
 struct RowRequest {
@@ -103,13 +106,26 @@ struct BucketSpec {
   clip @9 :Float32;            # clip each embedding row's gradient to this L2 norm (0: off)
   syncThreshold @10 :Float32;  # selective sync: a pull sends only rows that moved more (0: off)
   valuesFollow @11 :Bool;      # tensors are shapes only: the values come in saved parts
+  # Since schema 11: --export-dir (empty: none), its period and snapshot spacing.
+  exportDir @12 :Text;
+  exportEverySeconds @13 :UInt32;
+  exportSnapshotEvery @14 :UInt32;
 }
 
 struct TableSpec {
   name @0 :Text;
   rowDim @1 :UInt32;
   initScale @2 :Float32;
-  capacity @3 :UInt64;       # rows the whole table may hold
+  capacity @3 :UInt64;       # rows the whole table may hold (a soft bound with eviction)
+  evict @4 :Evict;           # since schema 11
+  ttlSeconds @5 :UInt32;     # evict ttl: rows not read for this long go
+  admitAfter @6 :UInt32;     # an id gets a row from its admitAfter-th read on (0 reads as 1)
+  enum Evict {
+    none @0;
+    lru @1;
+    lfu @2;
+    ttl @3;
+  }
 }
 
 # How far workers may drift apart: async (no bound), ssp (a worker's clock at most `bound`
@@ -198,6 +214,15 @@ struct BucketStats {
   updatesSkipped @9 :UInt64;  # pushes with nothing to apply (the worker's gradient was not finite)
   updateVariance @10 :Float64;  # variance / mean^2 of the applied gradients' norms, recent pushes
   duplicatePushes @11 :UInt64;  # pushes of batches already counted here, acknowledged only
+  tables @12 :List(TableCounters);  # since schema 11: per embedding table
+}
+
+struct TableCounters {
+  table @0 :Text;
+  rows @1 :UInt64;            # rows held now
+  rowsEvicted @2 :UInt64;
+  idsNotAdmitted @3 :UInt64;  # reads of ids not admitted yet
+  gradsDropped @4 :UInt64;    # row gradients for ids without a row
 }
 
 # -- membership ---------------------------------------------------------------------------------
@@ -409,6 +434,7 @@ struct BucketStatePart {
   counters @4 :BucketCounters;
   rows @5 :TableRows;
   ranged @6 :Bool;                  # tensors are ranges of slices (name: the slice's index)
+  tableState @7 :TableState;        # since schema 11
   enum Kind {
     counters @0;
     firstMoment @1;                 # Adam m, or the momentum velocity
@@ -420,6 +446,7 @@ struct BucketStatePart {
     roundRows @7;                   # bsp: this round's summed row gradients
     dash @8;                        # DASH statistics or roots of one slice (worker: the slice)
     values @9;                      # the slices' values (after a spec whose values follow)
+    tableState @10;                 # one table's admission and eviction state (tableState)
   }
 }
 
@@ -450,6 +477,20 @@ struct TableRows {
   m @4 :Data;                       # fp32 first moments (empty when the optimizer has none)
   v @5 :Data;                       # fp32 second moments (empty when the optimizer has none)
   steps @6 :List(UInt64);           # per row: Adam steps taken
+  marks @7 :List(UInt32);           # per row: its eviction mark (empty: no eviction); schema 11
+}
+
+# One table's admission and eviction state besides its rows (actors/bucket/sparse_table.hpp).
+struct TableState {
+  table @0 :Text;
+  sightings @1 :Data;               # the admission sketch's byte counters (empty: admit_after 1)
+  sinceHalving @2 :UInt64;
+  tick @3 :UInt32;                  # lru: reads so far
+  readsSinceAging @4 :UInt64;       # lfu: row reads since the marks were halved
+  lastSweep @5 :UInt32;             # ttl: when rows were last expired (seconds)
+  rowsEvicted @6 :UInt64;
+  idsNotAdmitted @7 :UInt64;
+  gradsDropped @8 :UInt64;
 }
 
 # -- checkpoints ------------------------------------------------------------------------------------

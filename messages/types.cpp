@@ -77,6 +77,15 @@ std::string to_json(const job_report& r) {
                       {"max", r.max_staleness},
                       {"unit", r.mode == "diloco" ? "rounds" : "updates"}};
   out["max_clock_gap"] = r.max_clock_gap;
+  if (!r.tables.empty()) {
+    json tables = json::object();
+    for (const auto& t : r.tables)
+      tables[t.table] = {{"rows", t.rows},
+                         {"rows_evicted", t.rows_evicted},
+                         {"ids_not_admitted", t.ids_not_admitted},
+                         {"grads_dropped", t.grads_dropped}};
+    out["tables"] = std::move(tables);
+  }
   for (const auto& [name, value] : r.figures) out[name] = value;
   out["restarts"] = r.restarts;
   out["escalations"] = r.escalations;

@@ -32,6 +32,20 @@ struct bucket_spec {
   // The tensors carry shapes only: their values come after, in `values` parts of a saved
   // bucket (bucket_store::save), so that no message holds a whole slice.
   bool values_follow = false;
+  // --export-dir: where a primary writes its tables' changed rows every export_every_s
+  // seconds, a snapshot every export_snapshot_every files (troupe/table_deltas.hpp); empty: no.
+  std::string export_dir;
+  uint32_t export_every_s = 10;
+  uint32_t export_snapshot_every = 10;
+};
+
+// One embedding table's share in a bucket: rows held, and what eviction and admission did.
+struct table_counters {
+  std::string table;
+  uint64_t rows = 0;
+  uint64_t rows_evicted = 0;
+  uint64_t ids_not_admitted = 0;  // reads of ids not admitted yet
+  uint64_t grads_dropped = 0;     // row gradients for ids without a row
 };
 
 struct bucket_stats {
@@ -47,6 +61,7 @@ struct bucket_stats {
   uint64_t updates_skipped = 0;   // pushes with nothing to apply (non-finite at the worker)
   double update_variance = 0;     // variance / mean^2 of the recent applied gradients' norms
   uint64_t duplicate_pushes = 0;  // pushes of batches already counted here (acknowledged only)
+  std::vector<table_counters> tables;
 };
 
 // -- saved bucket state (checkpoints, new backups) ---------------------------------------------
@@ -78,6 +93,20 @@ struct table_rows {
   std::vector<float> m;       // empty when the optimizer keeps no first moment
   std::vector<float> v;       // empty when the optimizer keeps no second moment
   std::vector<uint64_t> steps;
+  std::vector<uint32_t> marks;  // per row: its eviction mark (empty: a table without eviction)
+};
+
+// The admission and eviction state of one table's share besides its rows (sparse_table).
+struct table_state {
+  std::string table;
+  std::vector<uint8_t> sightings;  // the admission sketch's counters (empty: admit_after 1)
+  uint64_t since_halving = 0;      // sightings since the sketch's counters were halved
+  uint32_t tick = 0;               // lru: reads so far
+  uint64_t reads_since_aging = 0;  // lfu: row reads since the marks were halved
+  uint32_t last_sweep = 0;         // ttl: when rows were last expired (seconds)
+  uint64_t rows_evicted = 0;
+  uint64_t ids_not_admitted = 0;
+  uint64_t grads_dropped = 0;
 };
 
 // One part of a bucket's saved state; see bucket_store::save().
@@ -93,6 +122,7 @@ struct bucket_state_part {
     round_rows = 7,
     dash = 8,    // one slice's DASH statistics or roots (worker: the slice), see bucket_store
     values = 9,  // the slices' values (after a spec whose values follow)
+    table_state = 10,  // one table's admission and eviction state (state)
   };
   uint32_t bucket = 0;
   kind type = kind::counters;
@@ -104,6 +134,7 @@ struct bucket_state_part {
   // The tensors are ranges of slices: each named by its slice's index, its row_offset the
   // first value of the range within the slice, its shape {count}.
   bool ranged = false;
+  table_state state;  // table_state parts only
 };
 
 // The version of troupe.capnp's meaning that nodes speak. A gatekeeper refuses a node of
@@ -115,8 +146,9 @@ struct bucket_state_part {
 // (to_server_list). 8: a service's directory names the server nodes that hold its buckets.
 // 9: heartbeats carry the members' activity; progress and step reports say who skipped.
 // 10: DiLoCo: a start's local rounds, the outer optimizers (nesterov, delayed-nesterov) and
-// int8 storage of tensor values.
-constexpr uint32_t wire_schema_version = 10;
+// int8 storage of tensor values. 11: tables' eviction and admission (their spec, saved state
+// and counters; a mirrored pull's evictions).
+constexpr uint32_t wire_schema_version = 11;
 
 struct hello {
   role sender = role::worker;
@@ -331,6 +363,7 @@ struct job_report {
   std::vector<std::string> workers_lost;
   std::vector<std::string> drained;  // nodes the console drained (they left cleanly)
   std::vector<epoch_entry> epochs;
+  std::vector<table_counters> tables;  // per embedding table, summed over its buckets
   double staleness_p50 = 0;
   double staleness_p99 = 0;
   uint64_t max_clock_gap = 0;

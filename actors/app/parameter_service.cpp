@@ -171,7 +171,7 @@ caf::expected<std::vector<bucket_spec>> bucket_specs(const parameter_service_con
                      config.optimizer,   gather(layout, b, initial),
                      config.consistency, config.compensation};
     for (const auto& t : config.tables)
-      spec.tables.push_back(table_config{t.name, t.row_dim, t.init_scale, t.capacity});
+      spec.tables.push_back(config_of(t));
     spec.bucket_count = static_cast<uint32_t>(plan.buckets.size());
     spec.seed = config.seed;
     spec.clip = config.clip;
@@ -208,6 +208,8 @@ caf::expected<service_layout> lay_out_service(const parameter_service_config& co
   if (config.tensors.empty() || config.clients == 0 || config.buckets == 0)
     return make_error(errc::bad_configuration,
                       "a parameter service needs tensors, a bucket and a client");
+  for (const auto& t : config.tables)
+    if (auto err = check_table(t)) return err;
   auto sh = std::make_shared<parameter_service::shared>(
       parameter_service::shared{flat_layout{config.tensors},
                                 {},
@@ -288,7 +290,7 @@ service_directory directory_of(const parameter_service::shared& service) {
   out.clients = service.clients;
   out.timeout_ms = static_cast<uint64_t>(service.timeout.count());
   for (const auto& t : service.tables)
-    out.tables.push_back(table_config{t.name, t.row_dim, t.init_scale, t.capacity});
+    out.tables.push_back(config_of(t));
   return out;
 }
 
@@ -311,7 +313,7 @@ caf::expected<parameter_service> parameter_service::connect(caf::actor_system& s
             for (auto& t : dir->tensors) tensors.push_back(tensor_spec{t.name, t.shape});
             std::vector<table_spec> tables;
             for (auto& t : dir->tables)
-              tables.push_back(table_spec{t.name, t.row_dim, t.init_scale, t.capacity});
+              tables.push_back(spec_of(t));
             auto sh = std::make_shared<shared>(
                 shared{flat_layout{std::move(tensors)}, std::move(dir->plan), dir->clients,
                        std::chrono::milliseconds(dir->timeout_ms), supervisor, std::move(buckets),

@@ -84,6 +84,12 @@ bucket_store::bucket_store(bucket_spec spec, const update_rules& rules)
   if (bsp) round_rows_.resize(tables_.size());
 }
 
+delta_file bucket_store::cut_delta(uint64_t generation, uint64_t sequence, bool snapshot) {
+  delta_file out{id_, generation, sequence, version_, snapshot, {}};
+  for (auto& t : tables_) out.tables.push_back(t.cut(snapshot));
+  return out;
+}
+
 sparse_table* bucket_store::table(const std::string& name) {
   for (auto& t : tables_)
     if (t.name() == name) return &t;
@@ -97,19 +103,44 @@ const sparse_table* bucket_store::table(const std::string& name) const {
 }
 
 caf::expected<std::vector<sparse_rows>> bucket_store::read_rows(
-    const std::vector<row_request>& requests, uint32_t worker) {
+    const std::vector<row_request>& requests, uint32_t worker, bool mirrored) {
+  const row_reader reader = worker == observer_worker ? row_reader::observer
+                            : mirrored                ? row_reader::mirror
+                                                      : row_reader::primary;
   std::vector<sparse_rows> out;
   for (const auto& r : requests) {
     auto* t = table(r.table);
     if (!t)
       return make_error(errc::shape_mismatch,
                         fmt::format("bucket {} has no table {}", id_, r.table));
-    auto rows = t->read(r.ids);
+    auto rows = t->read(r.ids, reader);
     if (!rows) return std::move(rows.error());
     out.push_back(std::move(*rows));
   }
   remember_rows(worker, out);
   return out;
+}
+
+std::vector<std::string> bucket_store::table_names() const {
+  std::vector<std::string> out;
+  for (const auto& t : tables_) out.push_back(t.name());
+  return out;
+}
+
+std::vector<row_request> bucket_store::take_evictions() {
+  std::vector<row_request> out;
+  for (auto& t : tables_)
+    if (auto ids = t.take_evicted(); !ids.empty()) out.push_back(row_request{t.name(), std::move(ids)});
+  return out;
+}
+
+caf::error bucket_store::evict_rows(const std::vector<row_request>& evicted) {
+  for (const auto& r : evicted)
+    if (!table(r.table))
+      return make_error(errc::shape_mismatch,
+                        fmt::format("bucket {} has no table {}", id_, r.table));
+  for (const auto& r : evicted) table(r.table)->evict(r.ids);
+  return {};
 }
 
 uint64_t bucket_store::apply_rows(const std::vector<sparse_rows>& rows, float lr_scale) {
@@ -213,9 +244,10 @@ pull_reply bucket_store::snapshot() const {
 }
 
 bucket_stats bucket_store::stats() const {
-  return bucket_stats{
-      id_,    version_,   applied_,       rejected_, max_staleness_,    staleness_sum_,
-      clock_, histogram_, max_clock_gap_, skipped_,  update_variance(), duplicates_};
+  bucket_stats out{id_,    version_,   applied_,       rejected_, max_staleness_,    staleness_sum_,
+                   clock_, histogram_, max_clock_gap_, skipped_,  update_variance(), duplicates_};
+  for (const auto& t : tables_) out.tables.push_back(t.counters());
+  return out;
 }
 
 }  // namespace troupe

@@ -52,6 +52,7 @@ class bucket_store {
   uint32_t id() const { return id_; }
   uint32_t workers() const { return workers_; }
   bool has_tables() const { return !tables_.empty(); }
+  std::vector<std::string> table_names() const;
 
   // Applies (async, ssp) or collects (bsp) one gradient push, dense or sign-compressed (one
   // sign tensor per slice); errc::unknown_bucket,
@@ -143,12 +144,25 @@ class bucket_store {
   // The app rules this bucket was made with (its own, when it has one).
   update_rules rules() const;
 
-  // The embedding rows a pull asks for (created on first read); errc::unknown_bucket or
-  // message_too_large for rows this bucket does not own or has no room for. With delay
-  // compensation, what `worker` read is remembered (replacing what it read before), so that
-  // its next push of those rows is compensated as dense slices are; an observer's read is not.
+  // The embedding rows a pull asks for (created on first read, as each table's admission
+  // allows); errc::unknown_bucket or message_too_large for rows this bucket does not own or has
+  // no room for. With delay compensation, what `worker` read is remembered (replacing what it
+  // read before), so that its next push of those rows is compensated as dense slices are; an
+  // observer's read is not, and changes nothing. A primary's read may evict rows
+  // (take_evictions); a backup's `mirrored` read of the same pull never does: it evicts what
+  // its primary did first (evict_rows).
   caf::expected<std::vector<sparse_rows>> read_rows(const std::vector<row_request>& requests,
-                                                    uint32_t worker = observer_worker);
+                                                    uint32_t worker = observer_worker,
+                                                    bool mirrored = false);
+  // --export-dir (config().export_dir): the tables' rows changed since the last cut, and the
+  // ids evicted, as file `sequence` of `generation` (every row with `snapshot`).
+  delta_file cut_delta(uint64_t generation, uint64_t sequence, bool snapshot);
+  const bucket_spec& config() const { return config_; }
+
+  // The rows evicted since the last call, per table (for the pull's mirror to the backups).
+  std::vector<row_request> take_evictions();
+  // A backup evicting what its primary did; errc::shape_mismatch for an unknown table.
+  caf::error evict_rows(const std::vector<row_request>& evicted);
 
   pull_reply snapshot() const;
   bucket_stats stats() const;

@@ -202,12 +202,17 @@ std::vector<std::function<wire()>> bucket_store::save_plan(bool arrays_apart) co
         part.rows = (*parts)[k];
         return encode(part);
       });
+    plan.push_back([this, &t] {  // after the rows: restoring rows does not count as reads
+      bucket_state_part part{id_, part_kind::table_state};
+      part.state = t.save_state();
+      return encode(part);
+    });
   }
   for (size_t t = 0; t < round_rows_.size(); ++t) {
     if (round_rows_[t].empty()) continue;
     // one round's rows: bounded by what one round's pushes held
     plan.push_back([this, t] {
-      table_rows sums{tables_[t].name(), tables_[t].row_dim(), {}, {}, {}, {}, {}};
+      table_rows sums{tables_[t].name(), tables_[t].row_dim(), {}, {}, {}, {}, {}, {}};
       for (const auto& [id, sum] : round_rows_[t]) sums.ids.push_back(id);
       std::sort(sums.ids.begin(), sums.ids.end());  // the same state saves to the same bytes
       for (uint64_t id : sums.ids) {
@@ -349,6 +354,11 @@ caf::error bucket_store::restore_part(bucket_state_part part, range_cursors& cur
       auto* t = table(part.rows.table);
       if (!t) return make_error(errc::shape_mismatch, "saved rows of an unknown table");
       return t->restore(part.rows);
+    }
+    case part_kind::table_state: {
+      auto* t = table(part.state.table);
+      if (!t) return make_error(errc::shape_mismatch, "saved state of an unknown table");
+      return t->restore_state(part.state);
     }
     case part_kind::round_rows: {
       auto* t = table(part.rows.table);

@@ -28,18 +28,39 @@ reply_form form_for(const wire& request) {
   return request.reply_unwritten ? reply_form::unwritten : reply_form::encoded;
 }
 
-// The reply to an allowed pull: the bucket's values and the embedding rows asked for. A
-// backup is told what the worker read, so that its compensation memory stays the same.
+// The tables' counters into their metrics.
+void publish_tables(bucket_actor_state& st) {
+  const auto& series = st.metrics.tables;
+  if (series.empty()) return;
+  const auto stats = st.store->stats();
+  for (size_t t = 0; t < series.size() && t < stats.tables.size(); ++t) {
+    const auto& c = stats.tables[t];
+    set(series[t].rows, double(c.rows));
+    set(series[t].evicted, double(c.rows_evicted));
+    set(series[t].not_admitted, double(c.ids_not_admitted));
+    set(series[t].dropped, double(c.grads_dropped));
+  }
+}
+
+// Tells the backup what a worker read (so that its compensation memory and its tables' rows
+// stay the same), with the rows this read evicted, which the backup evicts first.
+void mirror_read(self_ptr self, pull_request request) {
+  auto& st = self->state;
+  request.evicted = st.store->take_evictions();
+  publish_tables(st);
+  if (st.backup && request.worker != observer_worker)
+    self->send(*st.backup, mirror_atom_v, encode(request));
+}
+
+// The reply to an allowed pull: the bucket's values and the embedding rows asked for.
 caf::expected<wire> answer(self_ptr self, const pull_request& request, reply_form form) {
   auto& st = self->state;
   auto [reply, whole] = st.store->grant(request.worker, request.worker_clock);
-  if (st.backup && request.worker != observer_worker)
-    self->send(*st.backup, mirror_atom_v, encode(request));
-  if (!request.rows.empty()) {
-    auto rows = st.store->read_rows(request.rows, request.worker);
-    if (!rows) return std::move(rows.error());
-    reply.rows = std::move(*rows);
-  }
+  caf::expected<std::vector<sparse_rows>> rows{std::vector<sparse_rows>{}};
+  if (!request.rows.empty()) rows = st.store->read_rows(request.rows, request.worker);
+  mirror_read(self, request);
+  if (!rows) return std::move(rows.error());
+  reply.rows = std::move(*rows);
   wire out;
   if (form == reply_form::local) {  // a copy of the values, handed over as it is
     if (whole) reply.tensors = st.store->slices();
@@ -167,6 +188,7 @@ void step_down(self_ptr self, const bucket_actor_config& config, const caf::erro
   auto& st = self->state;
   config.log.error("bucket {}: its backup was promoted; stepping down", st.store->id());
   st.deposed = true;
+  if (st.exporter) st.exporter->stop();
   for (auto& [seq, a] : st.awaiting) a.reply = why;
   acknowledge_through(self, st.forwarded);
 }
@@ -311,6 +333,7 @@ caf::result<wire> on_push(self_ptr self, const wire& w, const bucket_actor_confi
   if (ack && !duplicate && m.staleness) m.staleness->observe(double(ack->staleness));
   set(m.mailbox, double(self->mailbox().size()));
   if (ack) set(m.variance, store.update_variance());
+  if (ack) publish_tables(st);
   auto promise = self->make_response_promise<wire>();
   if (!store.dash_pending()) {
     finish_push(self, w, config, std::move(ack), promise);
@@ -345,6 +368,7 @@ caf::result<bool> on_restore(self_ptr self, const bucket_actor_config& config, u
   if (restored->id() != st.store->id())
     return make_error(errc::unknown_bucket, "the state of another bucket");
   *st.store = std::move(*restored);
+  if (st.exporter) st.exporter->snapshot_next();  // the rows it held before may be gone
   if (st.device_backoff == 0) use_dash_device(self, config);
   size_limits(st);
   config.log.debug("bucket {} restored from {} parts", st.store->id(), total);
@@ -397,6 +421,28 @@ caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, ca
   return copied;
 }
 
+// --export-dir: a primary writes its next file of changed rows (a backup waits for its turn),
+// then the next tick is due; the last file is written when the bucket ends.
+void export_rows(self_ptr self, const bucket_actor_config& config) {
+  auto& st = self->state;
+  if (!st.primary && !st.deposed)
+    if (auto err = st.exporter->write_next(*st.store))
+      config.log.warn("bucket {}: --export-dir: {}", st.store->id(), describe(err));
+  self->delayed_send(self, std::chrono::seconds(st.store->config().export_every_s), tick_atom_v);
+}
+
+void start_export(self_ptr self, const bucket_actor_config& config) {
+  auto& st = self->state;
+  if (st.store->config().export_dir.empty() || !st.store->has_tables()) return;
+  st.exporter = std::make_shared<row_exporter>(st.store->config());
+  self->attach_functor([exporter = st.exporter, store = st.store, log = config.log] {
+    if (!exporter->writing()) return;
+    if (auto err = exporter->write_next(*store))
+      log.warn("bucket {}: --export-dir, its last file: {}", store->id(), describe(err));
+  });
+  self->delayed_send(self, std::chrono::seconds(st.store->config().export_every_s), tick_atom_v);
+}
+
 // Whether the message came from the coordinator or (for a backup) from its primary.
 bool from_controller_or_primary(self_ptr self, const bucket_actor_config& config) {
   return sent_by(self, config.controller->address()) ||
@@ -409,9 +455,11 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
                                              bucket_actor_config config) {
   accept_exits_only_from(self, config.supervisor, config.log);
   self->state.store = std::move(store);
-  self->state.metrics = bucket_metrics::of(config.metrics, self->state.store->id());
+  self->state.metrics =
+      bucket_metrics::of(config.metrics, self->state.store->id(), self->state.store->table_names());
   use_dash_device(self, config);
   size_limits(self->state);
+  start_export(self, config);
   self->set_down_handler([=](caf::down_msg& msg) {
     const auto& backup = self->state.backup;
     if (backup && msg.source == backup->address()) hold_for_backup(self, config, msg.reason);
@@ -493,10 +541,18 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
         if (auto request = decode<pull_request>(w);
             request && request->worker < st.store->workers()) {
           st.store->grant_pull(request->worker, request->worker_clock);
-          if (!request->rows.empty())  // the same rows' memory for delay compensation
-            (void)st.store->read_rows(request->rows, request->worker);
+          // The primary's evictions, then the same read: the same rows, the same memory for
+          // delay compensation.
+          if (auto err = st.store->evict_rows(request->evicted))
+            config.log.warn("bucket {}: a mirrored eviction: {}", st.store->id(), describe(err));
+          if (!request->rows.empty())
+            (void)st.store->read_rows(request->rows, request->worker, /*mirrored=*/true);
           if (st.backup) self->send(*st.backup, mirror_atom_v, w);  // down the chain
         }
+      },
+      [=](tick_atom) {
+        if (sent_by(self, self->address()) && self->state.exporter)
+          export_rows(self, config);
       },
   };
 }

@@ -13,7 +13,9 @@
 // With a DASH device, the DASH steps a push (or a round) makes are stepped on the GPU before
 // the push is forwarded and acknowledged, each awaited, so that nothing reads half-stepped
 // parameters; any device failure steps them on the CPU instead (the same result up to fp32
-// rounding), and so do the next 100 applied pushes before the device is tried again. Spawned by a
+// rounding), and so do the next 100 applied pushes before the device is tried again. With
+// --export-dir, a primary with tables writes its changed rows every --export-every seconds and
+// once more when it ends (row_export.hpp); the writes block the bucket while they run. Spawned by a
 // server's supervisor; `controller` (the coordinator) may retire and admit
 // workers, save and restore state, set backups, promote, and inject faults.
 #pragma once
@@ -28,6 +30,7 @@
 
 #include "actors/bucket/bucket_store.hpp"
 #include "actors/bucket/dash_device.hpp"
+#include "actors/bucket/row_export.hpp"
 #include "actors/supervision/failure/coordinator_link.hpp"
 #include "actors/supervision/node_metrics.hpp"
 #include "messages/protocol.hpp"
@@ -69,6 +72,7 @@ struct bucket_actor_state {
   uint64_t device_failures = 0;    // DASH steps the device failed (then stepped on the CPU)
   uint32_t device_backoff = 0;     // pushes left that step on the CPU after a failure
   uint32_t told_cpu_slices = 0;    // times it warned of DASH slices the GPU cannot step
+  std::shared_ptr<row_exporter> exporter;  // --export-dir with tables (shared with the exit hook)
 };
 
 struct bucket_actor_config {

@@ -49,7 +49,7 @@ uint32_t row_arena::new_slot() {
   }
   if (next_slot_ % slab_rows == 0) {  // (left uninitialised: add() clears each slot it hands out)
     slabs_.push_back(std::make_unique_for_overwrite<float[]>(size_t{slab_rows} * floats_per_row_));
-    step_slabs_.push_back(std::make_unique_for_overwrite<uint64_t[]>(slab_rows));
+    meta_slabs_.push_back(std::make_unique_for_overwrite<row_meta[]>(slab_rows));
   }
   return next_slot_++;
 }
@@ -58,7 +58,7 @@ uint32_t row_arena::add(uint64_t id) {
   if ((rows_ + 1) * 4 > keys_.size() * 3) grow_index();
   const uint32_t slot = new_slot();
   std::fill_n(floats(slot).begin(), floats_per_row_, 0.0f);
-  steps(slot) = 0;
+  meta(slot) = row_meta{};
   const size_t at = position_of(id);
   keys_[at] = id;
   slots_[at] = slot + 1;
@@ -108,12 +108,26 @@ std::span<const float> row_arena::floats(uint32_t slot) const {
           floats_per_row_};
 }
 
-uint64_t& row_arena::steps(uint32_t slot) {
-  return step_slabs_[slot / slab_rows][slot % slab_rows];
+row_meta& row_arena::meta(uint32_t slot) {
+  return meta_slabs_[slot / slab_rows][slot % slab_rows];
 }
 
-uint64_t row_arena::steps(uint32_t slot) const {
-  return step_slabs_[slot / slab_rows][slot % slab_rows];
+const row_meta& row_arena::meta(uint32_t slot) const {
+  return meta_slabs_[slot / slab_rows][slot % slab_rows];
+}
+
+std::vector<uint32_t> row_arena::sample(size_t count) const {
+  std::vector<uint32_t> out;
+  if (rows_ == 0 || count == 0) return out;
+  out.reserve(count + 1);
+  const size_t stride = std::max<size_t>(keys_.size() / count, 1);
+  for (size_t start = 0; start < keys_.size(); start += stride)
+    for (size_t i = start; i < std::min(start + stride, keys_.size()); ++i)
+      if (slots_[i] != 0) {  // the first row at or after each stride's start
+        out.push_back(slots_[i] - 1);
+        break;
+      }
+  return out;
 }
 
 std::vector<uint64_t> row_arena::ids() const {

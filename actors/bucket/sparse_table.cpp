@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <unordered_set>
 
@@ -16,15 +17,56 @@ namespace troupe {
 namespace {
 
 using opt_kind = optimizer_config::kind;
+using evict_kind = eviction_policy::kind;
 
-// Hashing spreads rows unevenly; a quarter more than the even share (and a little extra for
-// small tables) keeps honest jobs clear of the bound.
-uint64_t share_of(uint64_t capacity, uint32_t buckets) {
-  const uint64_t even = (capacity + buckets - 1) / buckets;
+// Hashing spreads rows unevenly; without eviction, a quarter more than the even share (and a
+// little extra for small tables) keeps honest jobs clear of the bound. With eviction the even
+// share is what eviction keeps to.
+uint64_t share_of(const table_config& config, uint32_t buckets) {
+  const uint64_t even = (config.capacity + buckets - 1) / buckets;
+  if (config.evict.type != evict_kind::none) return std::max<uint64_t>(even, 1);
   return even + even / 4 + 1024;
 }
 
+uint32_t system_seconds() {
+  return static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// An eviction frees a sixteenth of the share besides the rows it must, so that it runs once per
+// that many new rows rather than on every read.
+constexpr uint64_t evict_slack_divisor = 16;
+// Rows whose marks estimate the eviction threshold.
+constexpr size_t eviction_sample = 4096;
+
 }  // namespace
+
+caf::error check_table(const table_spec& spec) {
+  if (!parse_eviction(spec.evict))
+    return make_error(errc::bad_configuration,
+                      fmt::format("table {}: evict must be none, lru, lfu or ttl:SECONDS, not '{}'",
+                                  spec.name, spec.evict));
+  if (spec.admit_after < 1 || spec.admit_after > max_admit_after)
+    return make_error(errc::bad_configuration,
+                      fmt::format("table {}: admit_after must be in [1, {}], not {}", spec.name,
+                                  max_admit_after, spec.admit_after));
+  if (spec.row_dim == 0 || spec.capacity == 0)
+    return make_error(errc::bad_configuration,
+                      fmt::format("table {}: dim and capacity must be at least 1", spec.name));
+  return {};
+}
+
+table_config config_of(const table_spec& spec) {
+  return table_config{spec.name,     spec.row_dim,
+                      spec.init_scale, spec.capacity,
+                      parse_eviction(spec.evict).value_or(eviction_policy{}), spec.admit_after};
+}
+
+table_spec spec_of(const table_config& config) {
+  return table_spec{config.name,     config.row_dim,         config.init_scale,
+                    config.capacity, to_string(config.evict), config.admit_after};
+}
 
 sparse_table::sparse_table(table_config config, uint32_t bucket, uint32_t buckets, uint64_t seed,
                            optimizer_config optimizer, float clip, std::optional<update_rule> rule)
@@ -35,15 +77,21 @@ sparse_table::sparse_table(table_config config, uint32_t bucket, uint32_t bucket
       optimizer_(optimizer),
       clip_(clip),
       rule_(std::move(rule)),
-      capacity_(share_of(config_.capacity, buckets_)),
+      capacity_(share_of(config_, buckets_)),
       moments_(moments_of(optimizer_, rule_)),
-      rows_(config_.row_dim * (1 + moments_)) {
+      rows_(config_.row_dim * (1 + moments_)),
+      now_(system_seconds) {
+  if (config_.admit_after > 1) sightings_.emplace(capacity_);
   // Rows are vectors: DASH's blocks need matrices, so rows take AdamW (two moments as DASH's),
   // as 1-D slices do.
   if (optimizer_.type == opt_kind::dash) optimizer_.type = opt_kind::adamw;
 }
 
-caf::error sparse_table::check_ids(const std::vector<uint64_t>& ids) const {
+bool sparse_table::creates_on_push() const {
+  return config_.evict.type == evict_kind::none && config_.admit_after <= 1;
+}
+
+caf::error sparse_table::check_ids(const std::vector<uint64_t>& ids, bool creates) const {
   // Workers send ids sorted and unique; anything else could make one message build many rows.
   if (!std::is_sorted(ids.begin(), ids.end()) ||
       std::adjacent_find(ids.begin(), ids.end()) != ids.end())
@@ -56,7 +104,8 @@ caf::error sparse_table::check_ids(const std::vector<uint64_t>& ids) const {
                         fmt::format("row {} of {} belongs to another bucket", id, config_.name));
     fresh += rows_.find(id) ? 0 : 1;
   }
-  if (rows_.size() + fresh > capacity_)
+  // With eviction the capacity is kept by evicting; without, a full table refuses new rows.
+  if (creates && config_.evict.type == evict_kind::none && rows_.size() + fresh > capacity_)
     return make_error(
         errc::message_too_large,
         fmt::format("table {} is full in this bucket ({} rows)", config_.name, capacity_));
@@ -67,6 +116,7 @@ uint32_t sparse_table::slot_of(uint64_t id) {
   if (const auto slot = rows_.find(id)) return *slot;
   const uint32_t slot = rows_.add(id);  // zeros: the moments' start
   init_row(seed_, config_.name, id, config_.init_scale, value_of(slot));
+  changed(slot);
   return slot;
 }
 
@@ -75,14 +125,143 @@ std::span<float> sparse_table::moment_of(uint32_t slot, unsigned k) {
   return part(rows_.floats(slot), k);
 }
 
-caf::expected<sparse_rows> sparse_table::read(const std::vector<uint64_t>& ids) {
-  if (auto err = check_ids(ids)) return err;
+caf::expected<sparse_rows> sparse_table::read(const std::vector<uint64_t>& ids,
+                                              row_reader reader) {
+  if (auto err = check_ids(ids, reader != row_reader::observer)) return err;
   sparse_rows out{config_.name, config_.row_dim, ids, {}};
-  out.values.reserve(ids.size() * config_.row_dim);
+  out.values.resize(ids.size() * config_.row_dim);
+  const auto value_at = [&](size_t i) {
+    return std::span<float>(out.values).subspan(i * config_.row_dim, config_.row_dim);
+  };
+  if (reader != row_reader::observer) {
+    const uint32_t now = config_.evict.type == evict_kind::ttl ? now_() : 0;
+    const auto fresh = admitted(ids);
+    if (reader == row_reader::primary) make_room(fresh.size(), ids);
+    if (reader == row_reader::primary && config_.evict.type == evict_kind::ttl) expire(now, ids);
+    for (uint64_t id : fresh) slot_of(id);
+    ++tick_;
+    for (uint64_t id : ids)
+      if (const auto slot = rows_.find(id)) touch(*slot, now);
+    if (config_.evict.type == evict_kind::lfu && reads_since_aging_ >= capacity_ * 8) age_marks();
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (const auto slot = rows_.find(ids[i])) {
+      const auto value = value_of(*slot);
+      std::copy(value.begin(), value.end(), value_at(i).begin());
+    } else {  // not admitted yet, or an observer's read of a row nobody created
+      init_row(seed_, config_.name, ids[i], config_.init_scale, value_at(i));
+    }
+  }
+  return out;
+}
+
+std::vector<uint64_t> sparse_table::admitted(const std::vector<uint64_t>& ids) {
+  std::vector<uint64_t> fresh;
   for (uint64_t id : ids) {
-    const auto value = value_of(slot_of(id));
+    if (rows_.find(id)) continue;
+    if (!sightings_ || sightings_->see(id) >= config_.admit_after)
+      fresh.push_back(id);
+    else
+      ++counted_.ids_not_admitted;
+  }
+  return fresh;
+}
+
+void sparse_table::touch(uint32_t slot, uint32_t now) {
+  auto& mark = rows_.meta(slot).mark;
+  switch (config_.evict.type) {
+    case evict_kind::lru:
+      mark = tick_;
+      break;
+    case evict_kind::lfu:
+      mark += mark < UINT32_MAX ? 1 : 0;
+      ++reads_since_aging_;
+      break;
+    case evict_kind::ttl:
+      mark = now;
+      break;
+    case evict_kind::none:
+      break;
+  }
+}
+
+void sparse_table::age_marks() {
+  rows_.each([&](uint64_t, uint32_t slot) { rows_.meta(slot).mark >>= 1; });
+  reads_since_aging_ = 0;
+}
+
+void sparse_table::make_room(size_t fresh, const std::vector<uint64_t>& ids) {
+  if (config_.evict.type == evict_kind::none || rows_.size() + fresh <= capacity_) return;
+  const uint64_t spare = fresh + capacity_ / evict_slack_divisor;
+  const uint64_t target = capacity_ > spare ? capacity_ - spare : 0;
+  const uint64_t need = rows_.size() - std::min<uint64_t>(rows_.size(), target);
+  // The mark below which about `need` rows lie, from a sample of marks; rows under it go first,
+  // then rows at it, until `need` went.
+  std::vector<uint32_t> marks;
+  for (uint32_t slot : rows_.sample(eviction_sample)) marks.push_back(rows_.meta(slot).mark);
+  std::sort(marks.begin(), marks.end());
+  const uint32_t threshold =
+      marks[std::min(marks.size() - 1, size_t(need * marks.size() / rows_.size()))];
+  std::vector<uint64_t> victims;
+  for (bool at_threshold : {false, true})
+    rows_.each([&](uint64_t id, uint32_t slot) {
+      const uint32_t mark = rows_.meta(slot).mark;
+      if (victims.size() >= need || (at_threshold ? mark != threshold : mark >= threshold)) return;
+      if (!std::binary_search(ids.begin(), ids.end(), id)) victims.push_back(id);
+    });
+  drop(victims);
+}
+
+void sparse_table::expire(uint32_t now, const std::vector<uint64_t>& ids) {
+  const uint32_t ttl = config_.evict.ttl_seconds;
+  if (now - last_sweep_ < std::max<uint32_t>(ttl / 8, 1)) return;
+  last_sweep_ = now;
+  std::vector<uint64_t> victims;
+  rows_.each([&](uint64_t id, uint32_t slot) {
+    if (now - rows_.meta(slot).mark > ttl && !std::binary_search(ids.begin(), ids.end(), id))
+      victims.push_back(id);
+  });
+  drop(victims);
+}
+
+void sparse_table::drop(const std::vector<uint64_t>& victims) {
+  for (uint64_t id : victims) rows_.erase(id);
+  evicted_.insert(evicted_.end(), victims.begin(), victims.end());
+  if (tracking_) evicted_since_cut_.insert(evicted_since_cut_.end(), victims.begin(), victims.end());
+  counted_.rows_evicted += victims.size();
+}
+
+void sparse_table::evict(const std::vector<uint64_t>& ids) {
+  for (uint64_t id : ids)
+    if (rows_.find(id)) {
+      rows_.erase(id);
+      ++counted_.rows_evicted;
+      if (tracking_) evicted_since_cut_.push_back(id);
+    }
+}
+
+table_delta sparse_table::cut(bool every_row) {
+  table_delta out{config_.name, config_.row_dim, {}, {}, {}};
+  tracking_ = true;
+  if (!every_row) out.evicted = std::exchange(evicted_since_cut_, {});
+  evicted_since_cut_.clear();
+  rows_.each([&](uint64_t id, uint32_t slot) {
+    if (every_row || rows_.meta(slot).changed == delta_) out.ids.push_back(id);
+  });
+  std::sort(out.ids.begin(), out.ids.end());
+  out.values.reserve(out.ids.size() * config_.row_dim);
+  for (uint64_t id : out.ids) {
+    const auto value = part(rows_.floats(*rows_.find(id)), 0);
     out.values.insert(out.values.end(), value.begin(), value.end());
   }
+  ++delta_;
+  return out;
+}
+
+table_counters sparse_table::counters() const {
+  table_counters out = counted_;
+  out.table = config_.name;
+  out.rows = rows_.size();
   return out;
 }
 
@@ -101,7 +280,7 @@ caf::error sparse_table::check(const sparse_rows& grads, float max_abs) const {
     if (!(std::abs(g) <= max_abs))
       return make_error(errc::non_finite, fmt::format("row gradient value {} in {} (limit {:g})", g,
                                                       config_.name, max_abs));
-  return check_ids(grads.ids);
+  return check_ids(grads.ids, creates_on_push());
 }
 
 uint64_t sparse_table::apply(const sparse_rows& grads, float lr_scale) {
@@ -109,8 +288,14 @@ uint64_t sparse_table::apply(const sparse_rows& grads, float lr_scale) {
   uint64_t refused = 0;
   const float lr = o.lr * lr_scale;
   std::vector<float> g(config_.row_dim);
+  const bool creates = creates_on_push();
   for (size_t i = 0; i < grads.ids.size(); ++i) {
-    const uint32_t slot = slot_of(grads.ids[i]);
+    const auto found = rows_.find(grads.ids[i]);
+    if (!found && !creates) {  // not admitted, or evicted since it was read
+      ++counted_.grads_dropped;
+      continue;
+    }
+    const uint32_t slot = found ? *found : slot_of(grads.ids[i]);
     std::copy_n(grads.values.begin() + i * config_.row_dim, config_.row_dim, g.begin());
     if (clip_ > 0) {
       double norm = 0;
@@ -120,6 +305,7 @@ uint64_t sparse_table::apply(const sparse_rows& grads, float lr_scale) {
         for (float& x : g) x *= static_cast<float>(clip_ / norm);
     }
     const uint64_t steps = ++rows_.steps(slot);
+    changed(slot);
     const auto value = value_of(slot), m = moment_of(slot, 1), v = moment_of(slot, 2);
     if (o.type == opt_kind::app) {
       if (!step_app_rule(rule_, o, value, m, v, g, steps, lr)) ++refused;
@@ -155,6 +341,7 @@ void sparse_table::restore_rows(row_copies copies) {
     std::copy(copies.rows[i]->floats.begin(), copies.rows[i]->floats.end(),
               rows_.floats(at).begin());
     rows_.steps(at) = copies.rows[i]->steps;
+    changed(at);
   }
 }
 
@@ -181,8 +368,33 @@ std::vector<table_rows> sparse_table::save(size_t rows_per_part) const {
     if (moments_ >= 1) keep(saved.m, 1);
     if (moments_ >= 2) keep(saved.v, 2);
     saved.steps.push_back(rows_.steps(slot));
+    if (config_.evict.type != evict_kind::none) saved.marks.push_back(rows_.meta(slot).mark);
   }
   return out;
+}
+
+table_state sparse_table::save_state() const {
+  table_state out{config_.name, {}, 0, tick_, reads_since_aging_, last_sweep_,
+                  counted_.rows_evicted, counted_.ids_not_admitted, counted_.grads_dropped};
+  if (sightings_) {
+    out.sightings = sightings_->counters();
+    out.since_halving = sightings_->since_halving();
+  }
+  return out;
+}
+
+caf::error sparse_table::restore_state(const table_state& saved) {
+  if (sightings_ ? !sightings_->restore(saved.sightings, saved.since_halving)
+                 : !saved.sightings.empty())
+    return make_error(errc::shape_mismatch,
+                      fmt::format("the saved admission state of {} has {} counters", config_.name,
+                                  saved.sightings.size()));
+  tick_ = saved.tick;
+  reads_since_aging_ = saved.reads_since_aging;
+  last_sweep_ = saved.last_sweep;
+  counted_ = table_counters{config_.name, 0, saved.rows_evicted, saved.ids_not_admitted,
+                            saved.grads_dropped};
+  return {};
 }
 
 caf::error sparse_table::restore(const table_rows& saved) {
@@ -191,10 +403,11 @@ caf::error sparse_table::restore(const table_rows& saved) {
   const bool has_m = moments_ >= 1;
   const bool has_v = moments_ >= 2;
   if (saved.row_dim != dim || saved.values.size() != n * dim || saved.steps.size() != n ||
-      saved.m.size() != (has_m ? n * dim : 0) || saved.v.size() != (has_v ? n * dim : 0))
+      saved.m.size() != (has_m ? n * dim : 0) || saved.v.size() != (has_v ? n * dim : 0) ||
+      (!saved.marks.empty() && saved.marks.size() != n))
     return make_error(errc::shape_mismatch,
                       fmt::format("saved rows of {} do not match its row width", config_.name));
-  if (auto err = check_ids(saved.ids)) return err;
+  if (auto err = check_ids(saved.ids, true)) return err;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t slot = slot_of(saved.ids[i]);
     const auto at = [&](const std::vector<float>& xs) { return xs.begin() + i * dim; };
@@ -202,6 +415,7 @@ caf::error sparse_table::restore(const table_rows& saved) {
     if (has_m) std::copy_n(at(saved.m), dim, moment_of(slot, 1).begin());
     if (has_v) std::copy_n(at(saved.v), dim, moment_of(slot, 2).begin());
     rows_.steps(slot) = saved.steps[i];
+    if (!saved.marks.empty()) rows_.meta(slot).mark = saved.marks[i];
   }
   return {};
 }

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "actors/bucket/dash_device.hpp"
+#include "actors/bucket/sparse_table.hpp"
 #include "actors/coordinator/coordinator.hpp"
 #include "actors/dp/collective/nccl_collective.hpp"
 #include "actors/dp/trainer/dp_trainer.hpp"
@@ -468,8 +469,11 @@ caf::actor spawn_worker_node(caf::actor_system& sys, const launch_options& opts,
 }
 
 // errc::bad_configuration when the task has what --mode cannot train: embedding tables live on
-// the parameter service (not --mode dp), and model buffers follow DDP (not --mode ps).
+// the parameter service (not --mode dp), and model buffers follow DDP (not --mode ps); or a
+// table that cannot be held (check_table).
 caf::error check_task_fits_mode(const training_task& task, const launch_options& opts) {
+  for (const auto& t : task.sparse_tables())
+    if (auto err = check_table(t)) return err;
   if (opts.mode == job_mode::dp && !task.sparse_tables().empty())
     return make_error(errc::bad_configuration,
                       "--mode dp: this task's embedding tables live on the parameter service; run "

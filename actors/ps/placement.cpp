@@ -3,6 +3,7 @@
 // after a failure, restarted buckets, and fault injection.
 #include <fmt/format.h>
 
+#include "actors/bucket/sparse_table.hpp"
 #include "actors/ps/ps_plan_parts.hpp"
 #include "actors/supervision/supervisors/guards.hpp"
 #include "kernels/cpu/vector_ops.hpp"
@@ -43,11 +44,13 @@ wire spec_of(const coordinator_state& st, const job_config& config, const bucket
       spec.tensors.push_back(dense_tensor{s.tensor, s.shape, s.row_offset, {}});
   spec.values_follow = !initial;
   for (const auto& t : config.task->sparse_tables())
-    spec.tables.push_back(table_config{t.name, t.row_dim, t.init_scale, t.capacity});
+    spec.tables.push_back(config_of(t));
   spec.bucket_count = static_cast<uint32_t>(st.ps->directory.plan.buckets.size());
   spec.seed = o.seed;
   spec.clip = o.clip;
   spec.sync_threshold = o.sync_threshold;
+  spec.export_dir = o.export_dir;
+  spec.export_every_s = o.export_every;
   return encode(spec);
 }
 

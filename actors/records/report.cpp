@@ -36,6 +36,15 @@ void summarize_buckets(const std::vector<bucket_stats>& buckets, job_report& rep
     staleness_sum += s.staleness_sum;
     if (merged.size() < s.staleness_histogram.size()) merged.resize(s.staleness_histogram.size());
     for (size_t t = 0; t < s.staleness_histogram.size(); ++t) merged[t] += s.staleness_histogram[t];
+    for (const auto& t : s.tables) {
+      auto at = std::find_if(report.tables.begin(), report.tables.end(),
+                             [&](const table_counters& c) { return c.table == t.table; });
+      if (at == report.tables.end()) at = report.tables.insert(at, table_counters{t.table});
+      at->rows += t.rows;
+      at->rows_evicted += t.rows_evicted;
+      at->ids_not_admitted += t.ids_not_admitted;
+      at->grads_dropped += t.grads_dropped;
+    }
   }
   report.mean_staleness =
       report.updates_applied ? double(staleness_sum) / double(report.updates_applied) : 0.0;

@@ -20,6 +20,17 @@ void declare_node_metrics(metrics_registry& r) {
             "DASH steps a bucket ran on the GPU (--dash-device gpu)", {"bucket"});
   r.declare("troupe_dash_device_failures_total", metric_kind::counter,
             "DASH steps the GPU failed, which the bucket then ran on the CPU", {"bucket"});
+  r.declare("troupe_table_rows", metric_kind::gauge,
+            "rows a bucket holds of an embedding table", {"bucket", "table"});
+  r.declare("troupe_table_rows_evicted_total", metric_kind::counter,
+            "rows a bucket evicted from an embedding table (or, a backup, was told to)",
+            {"bucket", "table"});
+  r.declare("troupe_table_ids_not_admitted_total", metric_kind::counter,
+            "reads of ids an embedding table had not admitted yet (admit_after)",
+            {"bucket", "table"});
+  r.declare("troupe_table_grads_dropped_total", metric_kind::counter,
+            "row gradients a bucket dropped: their id had no row (not admitted, or evicted)",
+            {"bucket", "table"});
   r.declare("troupe_bytes_received_total", metric_kind::counter,
             "message bytes an actor received (pushes, pull replies)", {"actor"});
   r.declare("troupe_bytes_sent_total", metric_kind::counter,
@@ -69,10 +80,17 @@ job_metrics job_metrics::of(const std::shared_ptr<metrics_registry>& r) {
       r->counter("troupe_job_skipped_steps_total")};
 }
 
-bucket_metrics bucket_metrics::of(const std::shared_ptr<metrics_registry>& r, uint32_t bucket) {
+bucket_metrics bucket_metrics::of(const std::shared_ptr<metrics_registry>& r, uint32_t bucket,
+                                  const std::vector<std::string>& tables) {
   if (!r) return {};
   const std::string id = std::to_string(bucket);
   const std::string actor = "bucket-" + id;
+  std::vector<table_series> series;
+  for (const auto& t : tables)
+    series.push_back(table_series{r->gauge("troupe_table_rows", {id, t}),
+                                  r->counter("troupe_table_rows_evicted_total", {id, t}),
+                                  r->counter("troupe_table_ids_not_admitted_total", {id, t}),
+                                  r->counter("troupe_table_grads_dropped_total", {id, t})});
   return bucket_metrics{r->counter("troupe_bucket_updates_total", {id}),
                         r->counter("troupe_bucket_rejected_total", {id}),
                         r->counter("troupe_bucket_duplicate_pushes_total", {id}),
@@ -82,7 +100,8 @@ bucket_metrics bucket_metrics::of(const std::shared_ptr<metrics_registry>& r, ui
                         r->gauge("troupe_actor_mailbox_size", {actor}),
                         r->gauge("troupe_bucket_update_variance", {id}),
                         r->counter("troupe_dash_device_steps_total", {id}),
-                        r->counter("troupe_dash_device_failures_total", {id})};
+                        r->counter("troupe_dash_device_failures_total", {id}),
+                        std::move(series)};
 }
 
 worker_metrics worker_metrics::of(const std::shared_ptr<metrics_registry>& r,

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "troupe/metrics.hpp"
 
@@ -29,8 +30,16 @@ struct bucket_metrics {
   metric_value* variance = nullptr;         // troupe_bucket_update_variance
   metric_value* device_steps = nullptr;     // troupe_dash_device_steps_total
   metric_value* device_failures = nullptr;  // troupe_dash_device_failures_total
+  // Per embedding table, in `tables` order: troupe_table_rows, troupe_table_rows_evicted_total,
+  // troupe_table_ids_not_admitted_total, troupe_table_grads_dropped_total.
+  struct table_series {
+    metric_value *rows = nullptr, *evicted = nullptr, *not_admitted = nullptr,
+                 *dropped = nullptr;
+  };
+  std::vector<table_series> tables;
 
-  static bucket_metrics of(const std::shared_ptr<metrics_registry>& registry, uint32_t bucket);
+  static bucket_metrics of(const std::shared_ptr<metrics_registry>& registry, uint32_t bucket,
+                           const std::vector<std::string>& tables = {});
 };
 
 // The series of one worker.

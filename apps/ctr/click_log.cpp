@@ -14,7 +14,8 @@ namespace troupe::ctr {
 namespace {
 
 constexpr uint32_t max_fields = 256;
-constexpr uint32_t max_vocabulary = uint32_t{1} << 24;
+constexpr uint32_t max_table_vocabulary = uint32_t{1} << 24;  // zipf_sampler's table (128 MiB)
+constexpr uint64_t max_streamed = uint64_t{1} << 40;           // examples an epoch, streamed
 constexpr uint32_t max_truth_fm_dim = 64;
 constexpr uint64_t max_slots = uint64_t{1} << 28;  // examples * fields per split (1 GiB)
 constexpr double max_scale = 10.0;
@@ -22,9 +23,11 @@ constexpr double max_scale = 10.0;
 // Stream tags, so train and test draw from unrelated generators of the same seed.
 constexpr uint64_t train_stream = 1;
 constexpr uint64_t test_stream = 2;
-// Hash tags, so w*_id and v*_id,c are unrelated draws.
+// Hash tags, so w*_id and v*_id,c are unrelated draws (and a streamed example's label draw is
+// unrelated to its fields').
 constexpr uint64_t weight_tag = 0x77;
 constexpr uint64_t factor_tag = 0x76;
+constexpr uint64_t label_tag = 0x6c;
 
 uint64_t mix(uint64_t a, uint64_t b) {
   return splitmix64(splitmix64(a) ^ b);
@@ -46,26 +49,45 @@ double sigmoid(double x) {
   return 1.0 / (1.0 + std::exp(-x));
 }
 
-// Inverse-CDF sampling of Zipf(s) over 0..n-1 from a table of the cumulative probabilities:
-// one raw mt19937_64 output and one binary search per draw.
+}  // namespace
+
+// Inverse-CDF sampling of Zipf(s) over 0..n-1: up to 2^24 ids from a table of the cumulative
+// probabilities (one binary search per draw), beyond from the continuous distribution's inverse
+// CDF (x^-s on [1, n + 1], floored): the same long tail, with no table.
 class zipf_sampler {
  public:
-  zipf_sampler(uint32_t n, double s) : cdf_(n) {
+  zipf_sampler(uint32_t n, double s) : n_(n), s_(s) {
+    if (n > max_table_vocabulary) return;
+    cdf_.resize(n);
     double total = 0;
     for (uint32_t i = 0; i < n; ++i) cdf_[i] = total += std::pow(static_cast<double>(i) + 1, -s);
     for (double& c : cdf_) c /= total;
   }
 
-  uint32_t operator()(std::mt19937_64& gen) const {
-    const double u = unit_double(gen());
-    const auto it = std::upper_bound(cdf_.begin(), cdf_.end(), u);
-    const auto last = static_cast<uint32_t>(cdf_.size() - 1);
-    return std::min(static_cast<uint32_t>(it - cdf_.begin()), last);
+  // The index of the uniform draw u in [0, 1).
+  uint32_t operator()(double u) const {
+    const auto last = n_ - 1;
+    if (!cdf_.empty()) {
+      const auto it = std::upper_bound(cdf_.begin(), cdf_.end(), u);
+      return std::min(static_cast<uint32_t>(it - cdf_.begin()), last);
+    }
+    const double top = static_cast<double>(n_) + 1;
+    double x;
+    if (std::abs(s_ - 1) < 1e-9)
+      x = std::pow(top, u);
+    else
+      x = std::pow(1 + u * (std::pow(top, 1 - s_) - 1), 1 / (1 - s_));
+    return static_cast<uint32_t>(std::clamp(x - 1, 0.0, static_cast<double>(last)));
   }
+  uint32_t operator()(std::mt19937_64& gen) const { return (*this)(unit_double(gen())); }
 
  private:
+  uint32_t n_;
+  double s_;
   std::vector<double> cdf_;
 };
+
+namespace {
 
 // b* + sum_i w*_i + sum_{i<j} <v*_i, v*_j>, the last by the identity
 // 0.5 * sum_c ((sum_i v*_i,c)^2 - sum_i v*_i,c^2).
@@ -143,9 +165,8 @@ caf::error check_click_log_options(const click_log_options& opts) {
   if (opts.fields < 1 || opts.fields > max_fields)
     return refuse("fields must be 1.." + std::to_string(max_fields) + " (got " +
                   std::to_string(opts.fields) + ")");
-  if (opts.vocabulary < 1 || opts.vocabulary > max_vocabulary)
-    return refuse("vocabulary must be 1.." + std::to_string(max_vocabulary) +
-                  " ids per field (got " + std::to_string(opts.vocabulary) + ")");
+  if (opts.vocabulary < 1)
+    return refuse("vocabulary must be at least 1 id per field");
   if (!in_range(opts.zipf_exponent, 0, max_scale))
     return refuse("zipf exponent must be a finite number in [0, 10]");
   if (!in_range(opts.sigma, 0, max_scale))
@@ -153,9 +174,12 @@ caf::error check_click_log_options(const click_log_options& opts) {
   if (opts.truth_fm_dim > max_truth_fm_dim)
     return refuse("truth_fm_dim must be at most " + std::to_string(max_truth_fm_dim));
   const uint64_t max_examples = max_slots / opts.fields;
-  if (opts.train > max_examples || opts.test > max_examples)
+  if ((!opts.stream && opts.train > max_examples) || opts.test > max_examples)
     return refuse("at most " + std::to_string(max_examples) + " examples per split with " +
-                  std::to_string(opts.fields) + " fields");
+                  std::to_string(opts.fields) + " fields held in memory (--stream: " +
+                  std::to_string(max_streamed) + " training examples an epoch)");
+  if (opts.stream && opts.train > max_streamed)
+    return refuse("at most " + std::to_string(max_streamed) + " streamed examples an epoch");
   return {};
 }
 
@@ -163,9 +187,34 @@ caf::expected<click_data> make_click_log(const click_log_options& opts) {
   if (auto err = check_click_log_options(opts)) return err;
   const zipf_sampler zipf(opts.vocabulary, opts.zipf_exponent);
   click_data data;
-  data.train = generate(opts, zipf, opts.train, train_stream, false);
+  if (!opts.stream) data.train = generate(opts, zipf, opts.train, train_stream, false);
   data.test = generate(opts, zipf, opts.test, test_stream, true);
   return data;
+}
+
+click_stream::click_stream(const click_log_options& opts)
+    : opts_(opts), zipf_(std::make_unique<const zipf_sampler>(opts.vocabulary, opts.zipf_exponent)) {}
+
+click_stream::~click_stream() = default;
+
+click_log click_stream::examples(uint64_t epoch, uint64_t first, uint64_t count) const {
+  click_log log;
+  log.fields = opts_.fields;
+  if (first >= opts_.train) return log;
+  count = std::min(count, opts_.train - first);
+  log.indices.resize(count * opts_.fields);
+  log.labels.resize(count);
+  const uint64_t epoch_key = mix(mix(opts_.seed, train_stream), epoch);
+  std::vector<uint64_t> ids(opts_.fields);
+  for (uint64_t n = 0; n < count; ++n) {
+    const uint64_t key = mix(epoch_key, first + n);
+    uint32_t* row = log.indices.data() + n * opts_.fields;
+    for (uint32_t f = 0; f < opts_.fields; ++f) row[f] = (*zipf_)(unit_double(mix(key, f)));
+    log.ids_of(n, ids);
+    const double p = sigmoid(truth_logit(opts_, ids));
+    log.labels[n] = unit_double(mix(key, label_tag)) < p ? 1 : 0;
+  }
+  return log;
 }
 
 }  // namespace troupe::ctr

@@ -22,20 +22,22 @@ bucket_spec spec_of(const training_task& task, const flat_layout& layout, const 
   spec.optimizer = s.optimizer;
   spec.tensors = gather(layout, plan.buckets[0], params);
   for (const auto& t : task.sparse_tables())
-    spec.tables.push_back(table_config{t.name, t.row_dim, t.init_scale, t.capacity});
+    spec.tables.push_back(config_of(t));
   spec.bucket_count = 1;
   spec.seed = s.seed;
   spec.clip = s.clip;
   return spec;
 }
 
-// The current values of `ids` (one list per table) from `store`, with zeroed gradients.
+// The current values of `ids` (one list per table) from `store`, with zeroed gradients, read
+// by `reader`: the one worker (rows are created, admitted and evicted as in a job), or an
+// observer (evaluation: nothing changes).
 caf::expected<sparse_rows_view> read(bucket_store& store, const std::vector<table_spec>& tables,
-                                     std::vector<std::vector<uint64_t>> ids) {
+                                     std::vector<std::vector<uint64_t>> ids, uint32_t reader) {
   sparse_rows_view rows;
   rows.ids = std::move(ids);
   size_rows(tables, rows);
-  auto got = store.read_rows(row_requests(tables, rows, 0, 1));
+  auto got = store.read_rows(row_requests(tables, rows, 0, 1), reader);
   if (!got) return std::move(got.error());
   if (auto err = fill_rows(tables, *got, rows)) return err;
   return rows;
@@ -65,7 +67,7 @@ caf::expected<std::vector<std::pair<std::string, double>>> train(const training_
       if (std::chrono::steady_clock::now() > deadline)
         return make_error(errc::timeout,
                           "it took more than " + std::to_string(s.budget.count()) + " s; given up");
-      auto rows = read(store, tables, (*replica)->rows_of(e, b));
+      auto rows = read(store, tables, (*replica)->rows_of(e, b), 0);
       if (!rows) return std::move(rows.error());
       const vector_clock read_clock = store.snapshot().clock;
       auto loss = (*replica)->gradient(params, *rows, e, b, grad);
@@ -78,7 +80,7 @@ caf::expected<std::vector<std::pair<std::string, double>>> train(const training_
         return std::move(applied.error());
       scatter(layout, store.slices(), params);
     }
-  auto rows = read(store, tables, task.evaluation_rows());
+  auto rows = read(store, tables, task.evaluation_rows(), observer_worker);
   if (!rows) return std::move(rows.error());
   const auto figures = task.report_figures(params, *rows);
   return std::vector<std::pair<std::string, double>>{

@@ -75,9 +75,10 @@ example_rows rows_at(const std::vector<uint32_t>& w_rows, const std::vector<uint
 // replica of a job), and scratch buffers for one batch.
 class ctr_replica : public task_replica {
  public:
-  ctr_replica(std::shared_ptr<const click_log> train, uint32_t k, tower_shape tower, uint32_t batch,
-              uint64_t seed)
+  ctr_replica(std::shared_ptr<const click_log> train, std::shared_ptr<const click_stream> stream,
+              uint32_t k, tower_shape tower, uint32_t batch, uint64_t seed)
       : train_(std::move(train)),
+        stream_(std::move(stream)),
         k_(k),
         tower_(std::move(tower)),
         batch_(batch),
@@ -124,9 +125,10 @@ class ctr_replica : public task_replica {
  private:
   // The sorted unique ids `examples` read, per table.
   std::vector<std::vector<uint64_t>> rows_in(std::span<const uint32_t> examples) const {
-    std::vector<uint64_t> ids(examples.size() * train_->fields);
+    const click_log& log = log_in_use();
+    std::vector<uint64_t> ids(examples.size() * log.fields);
     for (size_t i = 0; i < examples.size(); ++i)
-      train_->ids_of(examples[i], std::span(ids).subspan(i * train_->fields, train_->fields));
+      log.ids_of(examples[i], std::span(ids).subspan(i * log.fields, log.fields));
     std::vector<std::vector<uint64_t>> per_table{sorted_unique(std::move(ids))};
     if (k_) per_table.push_back(per_table.front());
     return per_table;
@@ -139,7 +141,8 @@ class ctr_replica : public task_replica {
     const size_t dense = 1 + tower_values(tower_);
     if (params.size() != dense || grad.size() != dense || !rows_fit(rows, k_, true))
       return make_error(errc::shape_mismatch, "ctr: parameters or rows of the wrong shape");
-    if (!locate(*train_, examples, rows, k_, ids_, w_rows_, v_rows_))
+    const click_log& log = log_in_use();
+    if (!locate(log, examples, rows, k_, ids_, w_rows_, v_rows_))
       return make_error(errc::shape_mismatch, "ctr: the rows do not hold the batch's ids");
     const ctr_model_view m = model_view(params[0], rows, k_);
     const std::span<float> v_grad = k_ ? std::span<float>(rows.grads[1]) : std::span<float>{};
@@ -147,9 +150,9 @@ class ctr_replica : public task_replica {
     double loss = 0, bias_grad = 0;
     std::fill(grad.begin(), grad.end(), 0.0f);
     for (size_t i = 0; i < examples.size(); ++i) {
-      const example_rows ex = rows_at(w_rows_, v_rows_, i, train_->fields);
+      const example_rows ex = rows_at(w_rows_, v_rows_, i, log.fields);
       const double y = full_logit(m, tower_, params, ex, sums_, input_, acts_);
-      const uint8_t label = train_->labels[examples[i]];
+      const uint8_t label = log.labels[examples[i]];
       loss += logistic_loss(y, label);
       const double dy = (sigmoid(y) - label) * scale;
       bias_grad += dy;
@@ -175,8 +178,18 @@ class ctr_replica : public task_replica {
     return examples_in(epoch, batch * batch_, batch_);
   }
 
-  // Examples first .. first + count - 1 of `epoch`'s order (fewer past the end).
+  // The log examples_in() indexes: the training split, or the streamed batch it last made.
+  const click_log& log_in_use() const { return stream_ ? batch_log_ : *train_; }
+
+  // Examples first .. first + count - 1 of `epoch`'s order (fewer past the end): indices into
+  // log_in_use().
   std::span<const uint32_t> examples_in(uint32_t epoch, uint64_t first, uint32_t count) {
+    if (stream_) {
+      batch_log_ = stream_->examples(epoch, first, count);
+      order_.resize(batch_log_.size());
+      for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
+      return order_;
+    }
     if (epoch_ != epoch) {
       order_.resize(train_->size());
       for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
@@ -189,11 +202,13 @@ class ctr_replica : public task_replica {
   }
 
   std::shared_ptr<const click_log> train_;
+  std::shared_ptr<const click_stream> stream_;  // set: examples come from here, batch by batch
+  click_log batch_log_;                         // streamed: the examples examples_in() made
   uint32_t k_;
   tower_shape tower_;
   uint32_t batch_;
   uint64_t seed_;
-  std::vector<uint32_t> order_;  // every example index, shuffled for epoch_
+  std::vector<uint32_t> order_;  // every example index, shuffled for epoch_ (streamed: 0..n-1)
   int64_t epoch_ = no_epoch;
   std::vector<uint64_t> ids_;     // one example's ids
   std::vector<uint32_t> w_rows_;  // the batch's rows in table w, `fields` per example
@@ -248,15 +263,20 @@ click_log_options click_log_options_of(const ctr_options& opts) {
   log.seed = opts.seed;
   log.sigma = opts.sigma;
   log.truth_fm_dim = opts.truth_fm_dim;
+  log.stream = opts.stream;
   return log;
 }
 
 ctr_task::ctr_task(click_data data, const ctr_options& opts)
     : train_(std::make_shared<const click_log>(std::move(data.train))),
+      stream_(opts.stream ? std::make_shared<const click_stream>(click_log_options_of(opts))
+                          : nullptr),
       test_(std::make_shared<const click_log>(std::move(data.test))),
       fm_dim_(opts.fm_dim),
       tower_{opts.fields * opts.fm_dim, opts.tower},
-      capacity_(uint64_t{opts.fields} * opts.vocabulary),
+      table_{"w", 1, 0.0f,
+             opts.capacity ? opts.capacity : uint64_t{opts.fields} * opts.vocabulary, opts.evict,
+             opts.admit_after},
       test_ids_(ids_of_log(*test_)),
       truth_auc_(truth_auc_of(*test_)),
       truth_logloss_(truth_logloss_of(*test_)) {}
@@ -274,16 +294,17 @@ void ctr_task::initialize(uint64_t seed, std::span<float> params) const {
 }
 
 uint64_t ctr_task::batches_per_epoch(uint32_t batch) const {
-  return batch ? (train_->size() + batch - 1) / batch : 0;
+  const uint64_t examples = stream_ ? stream_->size() : train_->size();
+  return batch ? (examples + batch - 1) / batch : 0;
 }
 
 caf::expected<std::unique_ptr<task_replica>> ctr_task::make_replica(uint32_t batch,
                                                                     uint64_t seed) const {
-  if (train_->empty())
+  if (stream_ ? stream_->size() == 0 : train_->empty())
     return make_error(errc::bad_configuration,
                       "ctr: no training examples (task built for evaluation only)");
   if (batch == 0) return make_error(errc::bad_configuration, "ctr: batch size 0");
-  return std::make_unique<ctr_replica>(train_, fm_dim_, tower_, batch, seed);
+  return std::make_unique<ctr_replica>(train_, stream_, fm_dim_, tower_, batch, seed);
 }
 
 evaluation ctr_task::evaluate(std::span<const float>) const {
@@ -291,8 +312,14 @@ evaluation ctr_task::evaluate(std::span<const float>) const {
 }
 
 std::vector<table_spec> ctr_task::sparse_tables() const {
-  std::vector<table_spec> tables{table_spec{"w", 1, 0.0f, capacity_}};
-  if (fm_dim_) tables.push_back(table_spec{"v", fm_dim_, fm_init_scale, capacity_});
+  std::vector<table_spec> tables{table_};
+  if (fm_dim_) {
+    table_spec v = table_;
+    v.name = "v";
+    v.row_dim = fm_dim_;
+    v.init_scale = fm_init_scale;
+    tables.push_back(std::move(v));
+  }
   return tables;
 }
 

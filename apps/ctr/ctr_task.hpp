@@ -34,6 +34,10 @@ struct ctr_options {
   double sigma = 0.5;            // the hidden model's weights are N(0, sigma^2)
   uint32_t truth_fm_dim = 0;     // k of the hidden model's FM term; 0: none
   std::vector<uint32_t> tower;   // hidden widths of the dense tower over table v; empty: none
+  bool stream = false;           // stream the training split (click_stream): `train` an epoch
+  uint64_t capacity = 0;         // rows per table; 0: fields * vocabulary (every id there is)
+  std::string evict = "none";    // the tables' eviction policy (table_spec's evict)
+  uint32_t admit_after = 1;      // the tables' admission (table_spec's admit_after)
 };
 
 // The click log that `opts` describes.
@@ -53,7 +57,8 @@ class ctr_task : public training_task {
   // unless it is as long as parameters() says.
   void initialize(uint64_t seed, std::span<float> params) const override;
 
-  // Batches of `batch` examples over the whole training split (the last may be smaller).
+  // Batches of `batch` examples over the whole training split (the last may be smaller); when
+  // streamed, over each epoch's `train` fresh examples.
   uint64_t batches_per_epoch(uint32_t batch) const override;
 
   // Any batch of any epoch: epoch e visits every training example in an order shuffled from
@@ -85,11 +90,12 @@ class ctr_task : public training_task {
   std::vector<double> test_logits(std::span<const float> params,
                                   const sparse_rows_view& rows) const;
 
-  std::shared_ptr<const click_log> train_;
+  std::shared_ptr<const click_log> train_;      // held in memory (empty when streamed)
+  std::shared_ptr<const click_stream> stream_;  // --stream: the training split, made on demand
   std::shared_ptr<const click_log> test_;
   uint32_t fm_dim_;
   tower_shape tower_;
-  uint64_t capacity_;               // fields * vocabulary: every id the log can name
+  table_spec table_;                // w's capacity, eviction and admission (v's too)
   std::vector<uint64_t> test_ids_;  // sorted unique ids of the test split
   double truth_auc_;                // AUC of the true click probabilities on the test split
   double truth_logloss_;            // their mean log loss: the best any model can do on average

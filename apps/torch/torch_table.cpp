@@ -6,7 +6,7 @@
 namespace troupe {
 
 torch_table_impl::torch_table_impl(std::string name, int64_t dim, double init_scale,
-                                   int64_t capacity) {
+                                   int64_t capacity, std::string evict, int64_t admit_after) {
   if (name.empty()) throw std::invalid_argument("troupe::torch_table: the name is empty");
   if (dim < 1 || dim > (int64_t{1} << 31))
     throw std::invalid_argument("troupe::torch_table '" + name + "': dim must be at least 1");
@@ -15,8 +15,19 @@ torch_table_impl::torch_table_impl(std::string name, int64_t dim, double init_sc
                                 "': init_scale must be finite and >= 0");
   if (capacity < 1)
     throw std::invalid_argument("troupe::torch_table '" + name + "': capacity must be >= 1");
-  spec_ = table_spec{std::move(name), static_cast<uint32_t>(dim), static_cast<float>(init_scale),
-                     static_cast<uint64_t>(capacity)};
+  if (!parse_eviction(evict))
+    throw std::invalid_argument("troupe::torch_table '" + name +
+                                "': evict must be none, lru, lfu or ttl:SECONDS, not '" + evict +
+                                "'");
+  if (admit_after < 1 || admit_after > max_admit_after)
+    throw std::invalid_argument("troupe::torch_table '" + name +
+                                "': admit_after must be in [1, 255]");
+  spec_ = table_spec{std::move(name),
+                     static_cast<uint32_t>(dim),
+                     static_cast<float>(init_scale),
+                     static_cast<uint64_t>(capacity),
+                     std::move(evict),
+                     static_cast<uint32_t>(admit_after)};
 }
 
 void torch_table_impl::hold(torch::Tensor ids, torch::Tensor rows) {

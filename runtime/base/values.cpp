@@ -21,6 +21,38 @@ uint64_t numel(const std::vector<uint32_t>& shape) {
   return n;
 }
 
+std::optional<eviction_policy> parse_eviction(const std::string& text) {
+  using kind = eviction_policy::kind;
+  if (text == "none") return eviction_policy{};
+  if (text == "lru") return eviction_policy{kind::lru, 0};
+  if (text == "lfu") return eviction_policy{kind::lfu, 0};
+  const std::string prefix = "ttl:";
+  if (text.rfind(prefix, 0) != 0 || text.size() == prefix.size() ||
+      text.size() > prefix.size() + 9)
+    return std::nullopt;
+  uint64_t seconds = 0;
+  for (char c : text.substr(prefix.size())) {
+    if (c < '0' || c > '9') return std::nullopt;
+    seconds = seconds * 10 + uint64_t(c - '0');
+  }
+  if (seconds == 0) return std::nullopt;
+  return eviction_policy{kind::ttl, static_cast<uint32_t>(seconds)};
+}
+
+std::string to_string(eviction_policy policy) {
+  switch (policy.type) {
+    case eviction_policy::kind::none:
+      return "none";
+    case eviction_policy::kind::lru:
+      return "lru";
+    case eviction_policy::kind::lfu:
+      return "lfu";
+    case eviction_policy::kind::ttl:
+      return "ttl:" + std::to_string(policy.ttl_seconds);
+  }
+  return "none";
+}
+
 std::string to_string(role r) {
   switch (r) {
     case role::coordinator:

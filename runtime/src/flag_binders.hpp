@@ -51,11 +51,12 @@ flag_spec duration(std::string name, std::string value, std::string help, Get ge
 }
 
 template <class Get>
-flag_spec text(std::string name, std::string value, std::string help, Get get) {
+flag_spec text(std::string name, std::string value, std::string help, Get get,
+               scope s = scope::any) {
   return {std::move(name),
           std::move(value),
           std::move(help),
-          scope::any,
+          s,
           [get](const std::string& text, launch_options& o) {
             get(o) = text;
             return caf::error{};

@@ -350,6 +350,12 @@ std::vector<flag_spec> job_flags() {
              field(&launch_options::clip)),
       number("sync-threshold", "X", "a pull sends only rows that moved more than X (0: all)",
              field(&launch_options::sync_threshold), scope::ps),
+      text("export-dir", "DIR",
+           "each server writes its embedding tables' changed rows here for serving "
+           "(troupe.table.read_deltas), every --export-every seconds",
+           field(&launch_options::export_dir), scope::ps),
+      number("export-every", "S", "seconds between files of changed rows (--export-dir)",
+             field(&launch_options::export_every), scope::ps),
       number("accumulate", "N",
              "batches whose gradients are averaged into one push (--mode dp: micro-batches of "
              "--batch averaged before one allreduce)",

@@ -258,6 +258,7 @@ caf::error validate(const launch_options& o) {
   if (o.weight_decay < 0) return bad("--weight-decay must not be negative");
   if (o.clip < 0 || o.sync_threshold < 0)
     return bad("--clip and --sync-threshold must not be negative");
+  if (o.export_every < 1) return bad("--export-every must be at least 1 second");
   if (o.buckets > (1u << 16)) return bad("--buckets must be at most 65536");
   if (o.join_timeout.count() <= 0 || o.request_timeout.count() <= 0)
     return bad("--join-timeout and --request-timeout must be positive");

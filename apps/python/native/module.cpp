@@ -21,6 +21,7 @@
 #include "dash_binding.hpp"
 #include "group_binding.hpp"
 #include "parameter_binding.hpp"
+#include "table_binding.hpp"
 #include "python_task.hpp"
 #include "troupe/app.hpp"
 #include "troupe/error.hpp"
@@ -153,4 +154,5 @@ PYBIND11_MODULE(_native, m) {
   troupe::python::bind_dash(m);
   troupe::python::bind_parameters(m);
   troupe::python::bind_groups(m);
+  troupe::python::bind_tables(m);
 }

@@ -321,16 +321,22 @@ caf::expected<std::vector<tensor_spec>> specs_of(const py::object& task) {
 }
 
 // The task's tables() (none when it has no such method) as table specs: a list of
-// (name, dim, init_scale, capacity).
+// (name, dim, init_scale, capacity[, evict, admit_after]).
 caf::expected<std::vector<table_spec>> tables_of(const py::object& task) {
   return guarded("the task's tables", [&] {
     std::vector<table_spec> tables;
     if (!py::hasattr(task, "tables")) return tables;
     for (auto item : task.attr("tables")()) {
       auto t = item.cast<py::tuple>();
-      if (t.size() != 4) throw std::runtime_error("a table is (name, dim, init_scale, capacity)");
+      if (t.size() != 4 && t.size() != 6)
+        throw std::runtime_error(
+            "a table is (name, dim, init_scale, capacity[, evict, admit_after])");
       table_spec spec{t[0].cast<std::string>(), t[1].cast<uint32_t>(), t[2].cast<float>(),
                       t[3].cast<uint64_t>()};
+      if (t.size() == 6) {
+        spec.evict = t[4].cast<std::string>();
+        spec.admit_after = t[5].cast<uint32_t>();
+      }
       if (spec.row_dim == 0 || spec.capacity == 0 || !(spec.init_scale >= 0.0f) ||
           !std::isfinite(spec.init_scale))
         throw std::runtime_error(

@@ -71,6 +71,8 @@ struct pull_request {
   uint32_t worker = 0;
   uint64_t worker_clock = 0;      // pushes done; ssp/bsp hold the reply until the clock is allowed
   std::vector<row_request> rows;  // embedding rows wanted, per table
+  // A primary's mirror of this pull to its backup only: the rows it evicted before the read.
+  std::vector<row_request> evicted;
 };
 
 struct pull_reply {
@@ -189,12 +191,31 @@ struct compensation_config {
   float lambda = 0.0f;
 };
 
+// Which rows a table drops to stay within its capacity: none (a full table refuses new rows),
+// the least recently read (lru), the least often read (lfu, counts halved at each eviction so
+// that old fame fades), or, with ttl, rows not read for `ttl_seconds` (and the least recently
+// read when the table is full).
+struct eviction_policy {
+  enum class kind : uint8_t { none = 0, lru = 1, lfu = 2, ttl = 3 };
+  kind type = kind::none;
+  uint32_t ttl_seconds = 0;  // ttl only
+};
+
+// "none", "lru", "lfu" or "ttl:SECONDS" (SECONDS at least 1); nothing for anything else.
+std::optional<eviction_policy> parse_eviction(const std::string& text);
+std::string to_string(eviction_policy policy);
+
+// The most sightings admit_after may ask for (the admission counters are bytes).
+constexpr uint32_t max_admit_after = 255;
+
 // An embedding table as a bucket holds it (see troupe/task.hpp's table_spec).
 struct table_config {
   std::string name;
   uint32_t row_dim = 1;
   float init_scale = 0.0f;
-  uint64_t capacity = 0;  // rows the whole table may hold
+  uint64_t capacity = 0;  // rows the whole table may hold (a soft bound with an eviction policy)
+  eviction_policy evict;
+  uint32_t admit_after = 1;  // an id gets a row from its admit_after-th sighting on
 };
 
 enum class role : uint8_t { coordinator = 0, server = 1, worker = 2, console = 3 };

@@ -151,6 +151,10 @@ struct launch_options {
   bool lr_staleness = false;    // scale each update by 1 / (1 + staleness)
   float clip = 0.0f;            // clip each embedding row's gradient to this L2 norm (0: off)
   float sync_threshold = 0.0f;  // a pull sends only rows that moved more than this (0: off)
+  // Where each primary bucket writes its tables' changed rows, every export_every seconds
+  // (troupe/table_deltas.hpp); empty: nowhere.
+  std::string export_dir;
+  uint32_t export_every = 10;
   consistency_config consistency;
   compensation_config compensation;
   uint32_t accumulate = 1;                       // batches averaged into one push

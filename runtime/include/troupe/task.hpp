@@ -31,12 +31,19 @@ struct tensor_spec {
 
 // An embedding table: rows of `row_dim` values keyed by 64-bit ids, created on first use with
 // values uniform in [-init_scale, init_scale] drawn from (seed, table, id), so every bucket
-// creates the same row. A job refuses rows beyond `capacity` (the table's memory bound).
+// creates the same row. Without eviction, a job refuses rows beyond `capacity` (the table's
+// memory bound); with `evict` "lru", "lfu" or "ttl:SECONDS" the table keeps to about
+// `capacity` rows by dropping the least recently or least often read ones (or those not read
+// for SECONDS), and an evicted id that comes back starts again from its initial value. An id
+// gets a row only from its `admit_after`-th sighting (read) on, at most 255: before that it
+// reads as its initial value and its gradients are dropped (docs/tables.md).
 struct table_spec {
   std::string name;
   uint32_t row_dim = 1;
   float init_scale = 0.0f;
   uint64_t capacity = uint64_t{1} << 22;
+  std::string evict = "none";
+  uint32_t admit_after = 1;
 };
 
 // The rows a batch (or the test set) reads, one entry per table in sparse_tables() order:

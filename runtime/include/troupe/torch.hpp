@@ -86,8 +86,10 @@ caf::expected<std::unique_ptr<training_task>> make_torch_task(torch_task_options
 // did not name for the batch throws (the step fails with that message).
 class torch_table_impl : public torch::nn::Module {
  public:
+  // evict and admit_after as table_spec's (troupe/task.hpp).
   torch_table_impl(std::string name, int64_t dim, double init_scale = 0.01,
-                   int64_t capacity = int64_t{1} << 22);
+                   int64_t capacity = int64_t{1} << 22, std::string evict = "none",
+                   int64_t admit_after = 1);
   torch::Tensor forward(const torch::Tensor& ids);
 
   const table_spec& spec() const { return spec_; }
