@@ -517,6 +517,7 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
         if (!sent_by(self, config.controller->address()))
           return make_error(errc::authentication_failed, "only the coordinator assigns primaries");
         self->state.primary = primary.address();
+        if (self->state.exporter) self->state.exporter->set_backup(true);
         return true;
       },
       [=](restore_atom, uint32_t index, uint32_t total, const wire& part) -> caf::result<bool> {
@@ -532,6 +533,7 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
           return make_error(errc::authentication_failed, "only the coordinator promotes");
         self->state.former_primary = self->state.primary;
         self->state.primary = caf::actor_addr{};
+        if (self->state.exporter) self->state.exporter->set_backup(false);
         config.log.info("bucket {}: promoted to primary", self->state.store->id());
         return true;
       },
@@ -551,8 +553,7 @@ bucket_actor::behavior_type parameter_bucket(self_ptr self, std::shared_ptr<buck
         }
       },
       [=](tick_atom) {
-        if (sent_by(self, self->address()) && self->state.exporter)
-          export_rows(self, config);
+        if (sent_by(self, self->address()) && self->state.exporter) export_rows(self, config);
       },
   };
 }

@@ -27,10 +27,12 @@ class row_exporter {
   // The store was replaced (restored): its next file is a snapshot.
   void snapshot_next() { force_snapshot_ = true; }
 
+  // This bucket is a backup (its primary writes), or was promoted (it writes from now on).
+  void set_backup(bool backup) { backup_ = backup; }
   // This bucket stopped being the primary (deposed): it writes no more.
   void stop() { stopped_ = true; }
-  bool stopped() const { return stopped_; }
-  bool writing() const { return generation_ != 0 && !stopped_; }
+  // Whether it is the bucket's writer now (its last file is due when it ends).
+  bool writing() const { return !backup_ && !stopped_; }
 
  private:
   std::string dir_;
@@ -38,6 +40,7 @@ class row_exporter {
   uint64_t generation_ = 0;  // 0: not a writer yet
   uint64_t sequence_ = 0;
   bool force_snapshot_ = false;
+  bool backup_ = false;
   bool stopped_ = false;
 };
 

@@ -11,6 +11,8 @@ import sys
 import tempfile
 import unittest
 
+import numpy
+
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
@@ -142,7 +144,7 @@ class TableProtocol(unittest.TestCase):
         self.total = 6 * 3 + 3
 
     def test_the_rows_and_their_gradients_are_torchs(self):
-        self.assertEqual(self.task.tables(), [("rows", 2, 0.1, 1 << 22)])
+        self.assertEqual(self.task.tables(), [("rows", 2, 0.1, 1 << 22, "none", 1)])
         params, grad = flat(self.total), flat(self.total)
         self.task.initialize(3, params)
         replica = self.task.make_replica(16, 7)
@@ -202,6 +204,42 @@ class TableProtocol(unittest.TestCase):
                              ids=lambda x, ids: {"rows": -ids}).evaluation_rows()
         with self.assertRaisesRegex(ValueError, "dim must be at least 1"):
             troupe.Table("t", 0)
+        with self.assertRaisesRegex(ValueError, "evict must be"):
+            troupe.Table("t", 2, evict="fifo")
+        with self.assertRaisesRegex(ValueError, "admit_after"):
+            troupe.Table("t", 2, admit_after=0)
+        with self.assertRaisesRegex(ValueError, "bf16 rows are not built"):
+            troupe.Table("t", 2, dtype="bf16")
+        self.assertEqual(troupe.Table("t", 2, evict="ttl:30", admit_after=3).spec()[4:],
+                         ("ttl:30", 3))
+
+    def test_read_deltas_gives_a_jobs_exported_rows_as_arrays(self):
+        import troupe.table
+        with tempfile.TemporaryDirectory() as folder:
+            export = os.path.join(folder, "rows")
+            report = os.path.join(folder, "report.json")
+            ctr = os.path.join(os.environ.get("TROUPE_BIN", ""), "troupe-ctr")
+            done = subprocess.run(
+                [ctr, "--stream", "--train-examples", "20000", "--test-examples", "2000",
+                 "--vocabulary", "3000", "--fm-dim", "2", "--epochs", "1", "--evict", "lfu",
+                 "--capacity", "4000", "--admit-after", "2", "--reference=false",
+                 "--export-dir", export, "--report", report, "--log-level", "warn"],
+                capture_output=True, text=True, timeout=BOUND_S)
+            self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+            tables = troupe.table.read_deltas(export)
+            with open(report) as f:
+                counted = json.load(f)["tables"]
+            self.assertEqual(sorted(tables), ["v", "w"])
+            for name, dim in (("w", 1), ("v", 2)):
+                ids, values = tables[name]
+                self.assertEqual(ids.dtype, numpy.uint64)
+                self.assertEqual(values.shape, (len(ids), dim))
+                self.assertEqual(len(ids), counted[name]["rows"])
+                self.assertTrue(bool((numpy.diff(ids.astype(numpy.float64)) > 0).all()))
+                self.assertGreater(counted[name]["rows_evicted"], 0)
+                self.assertGreater(counted[name]["ids_not_admitted"], 0)
+            with self.assertRaisesRegex(ValueError, "no table delta directory"):
+                troupe.table.read_deltas(os.path.join(folder, "absent"))
 
 
 def run_cnn(args, cwd, script=CNN):
