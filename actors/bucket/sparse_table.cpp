@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <unordered_set>
 
 #include "actors/bucket/app_rule_step.hpp"
 #include "actors/bucket/elementwise_step.hpp"
@@ -39,6 +38,17 @@ uint32_t system_seconds() {
 constexpr uint64_t evict_slack_divisor = 16;
 // Rows whose marks estimate the eviction threshold.
 constexpr size_t eviction_sample = 4096;
+// The mark of a row that a read names while the read evicts: kept.
+constexpr uint32_t kept_mark = UINT32_MAX;
+
+// splitmix64's finaliser: which of the rows at an eviction's threshold go.
+uint64_t row_draw(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 
 }  // namespace
 
@@ -58,13 +68,16 @@ caf::error check_table(const table_spec& spec) {
 }
 
 table_config config_of(const table_spec& spec) {
-  return table_config{spec.name,     spec.row_dim,
-                      spec.init_scale, spec.capacity,
-                      parse_eviction(spec.evict).value_or(eviction_policy{}), spec.admit_after};
+  return table_config{spec.name,
+                      spec.row_dim,
+                      spec.init_scale,
+                      spec.capacity,
+                      parse_eviction(spec.evict).value_or(eviction_policy{}),
+                      spec.admit_after};
 }
 
 table_spec spec_of(const table_config& config) {
-  return table_spec{config.name,     config.row_dim,         config.init_scale,
+  return table_spec{config.name,     config.row_dim,          config.init_scale,
                     config.capacity, to_string(config.evict), config.admit_after};
 }
 
@@ -97,15 +110,16 @@ caf::error sparse_table::check_ids(const std::vector<uint64_t>& ids, bool create
       std::adjacent_find(ids.begin(), ids.end()) != ids.end())
     return make_error(errc::malformed_message,
                       fmt::format("rows of {} must come sorted and without repeats", config_.name));
-  uint64_t fresh = 0;
-  for (uint64_t id : ids) {
+  for (uint64_t id : ids)
     if (row_bucket(config_.name, id, buckets_) != bucket_)
       return make_error(errc::unknown_bucket,
                         fmt::format("row {} of {} belongs to another bucket", id, config_.name));
-    fresh += rows_.find(id) ? 0 : 1;
-  }
   // With eviction the capacity is kept by evicting; without, a full table refuses new rows.
-  if (creates && config_.evict.type == evict_kind::none && rows_.size() + fresh > capacity_)
+  const bool bounded = creates && config_.evict.type == evict_kind::none;
+  if (!bounded || rows_.size() + ids.size() <= capacity_) return {};
+  uint64_t fresh = 0;
+  for (uint64_t id : ids) fresh += rows_.find(id) ? 0 : 1;
+  if (rows_.size() + fresh > capacity_)
     return make_error(
         errc::message_too_large,
         fmt::format("table {} is full in this bucket ({} rows)", config_.name, capacity_));
@@ -125,56 +139,64 @@ std::span<float> sparse_table::moment_of(uint32_t slot, unsigned k) {
   return part(rows_.floats(slot), k);
 }
 
-caf::expected<sparse_rows> sparse_table::read(const std::vector<uint64_t>& ids,
-                                              row_reader reader) {
+caf::expected<sparse_rows> sparse_table::read(const std::vector<uint64_t>& ids, row_reader reader) {
   if (auto err = check_ids(ids, reader != row_reader::observer)) return err;
+  std::vector<std::optional<uint32_t>> slots(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) slots[i] = rows_.find(ids[i]);
+  if (reader != row_reader::observer) take_in(ids, slots, reader);
   sparse_rows out{config_.name, config_.row_dim, ids, {}};
   out.values.resize(ids.size() * config_.row_dim);
-  const auto value_at = [&](size_t i) {
-    return std::span<float>(out.values).subspan(i * config_.row_dim, config_.row_dim);
-  };
-  if (reader != row_reader::observer) {
-    const uint32_t now = config_.evict.type == evict_kind::ttl ? now_() : 0;
-    const auto fresh = admitted(ids);
-    if (reader == row_reader::primary) make_room(fresh.size(), ids);
-    if (reader == row_reader::primary && config_.evict.type == evict_kind::ttl) expire(now, ids);
-    for (uint64_t id : fresh) slot_of(id);
-    ++tick_;
-    for (uint64_t id : ids)
-      if (const auto slot = rows_.find(id)) touch(*slot, now);
-    if (config_.evict.type == evict_kind::lfu && reads_since_aging_ >= capacity_ * 8) age_marks();
-  }
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (const auto slot = rows_.find(ids[i])) {
-      const auto value = value_of(*slot);
-      std::copy(value.begin(), value.end(), value_at(i).begin());
+    const auto into = std::span<float>(out.values).subspan(i * config_.row_dim, config_.row_dim);
+    if (slots[i]) {
+      const auto value = value_of(*slots[i]);
+      std::copy(value.begin(), value.end(), into.begin());
     } else {  // not admitted yet, or an observer's read of a row nobody created
-      init_row(seed_, config_.name, ids[i], config_.init_scale, value_at(i));
+      init_row(seed_, config_.name, ids[i], config_.init_scale, into);
     }
   }
   return out;
 }
 
-std::vector<uint64_t> sparse_table::admitted(const std::vector<uint64_t>& ids) {
-  std::vector<uint64_t> fresh;
-  for (uint64_t id : ids) {
-    if (rows_.find(id)) continue;
-    if (!sightings_ || sightings_->see(id) >= config_.admit_after)
-      fresh.push_back(id);
+void sparse_table::take_in(const std::vector<uint64_t>& ids,
+                           std::vector<std::optional<uint32_t>>& slots, row_reader reader) {
+  const uint32_t now = config_.evict.type == evict_kind::ttl ? now_() : 0;
+  std::vector<size_t> fresh;  // the ids admitted now, by their place in `ids`
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (slots[i]) continue;
+    if (!sightings_ || sightings_->see(ids[i]) >= config_.admit_after)
+      fresh.push_back(i);
     else
       ++counted_.ids_not_admitted;
   }
-  return fresh;
+  if (reader == row_reader::primary && config_.evict.type != evict_kind::none) {
+    // The rows the read names are kept from eviction (their slots stay theirs): their marks
+    // say so while it runs.
+    std::vector<uint32_t> marks;
+    for (const auto& slot : slots)
+      if (slot) marks.push_back(std::exchange(rows_.mark(*slot), kept_mark));
+    make_room(fresh.size());
+    if (config_.evict.type == evict_kind::ttl) expire(now);
+    auto mark = marks.begin();
+    for (const auto& slot : slots)
+      if (slot) rows_.mark(*slot) = *mark++;
+  }
+  for (size_t i : fresh) slots[i] = slot_of(ids[i]);
+  if (config_.evict.type == evict_kind::none) return;
+  ++tick_;
+  for (const auto& slot : slots)
+    if (slot) touch(*slot, now);
+  if (config_.evict.type == evict_kind::lfu && reads_since_aging_ >= capacity_ * 8) age_marks();
 }
 
 void sparse_table::touch(uint32_t slot, uint32_t now) {
-  auto& mark = rows_.meta(slot).mark;
+  auto& mark = rows_.mark(slot);
   switch (config_.evict.type) {
     case evict_kind::lru:
       mark = tick_;
       break;
     case evict_kind::lfu:
-      mark += mark < UINT32_MAX ? 1 : 0;
+      mark += mark < kept_mark - 1 ? 1 : 0;
       ++reads_since_aging_;
       break;
     case evict_kind::ttl:
@@ -186,40 +208,58 @@ void sparse_table::touch(uint32_t slot, uint32_t now) {
 }
 
 void sparse_table::age_marks() {
-  rows_.each([&](uint64_t, uint32_t slot) { rows_.meta(slot).mark >>= 1; });
+  rows_.each([&](uint64_t, uint32_t slot) { rows_.mark(slot) >>= 1; });
   reads_since_aging_ = 0;
 }
 
-void sparse_table::make_room(size_t fresh, const std::vector<uint64_t>& ids) {
-  if (config_.evict.type == evict_kind::none || rows_.size() + fresh <= capacity_) return;
+void sparse_table::make_room(size_t fresh) {
+  if (rows_.size() + fresh <= capacity_ || rows_.size() == 0) return;
   const uint64_t spare = fresh + capacity_ / evict_slack_divisor;
   const uint64_t target = capacity_ > spare ? capacity_ - spare : 0;
-  const uint64_t need = rows_.size() - std::min<uint64_t>(rows_.size(), target);
-  // The mark below which about `need` rows lie, from a sample of marks; rows under it go first,
-  // then rows at it, until `need` went.
+  // The mark below which about the rows to go lie, from a sample of marks; a higher one when
+  // too few went (the sample erred, or the rows are kept).
   std::vector<uint32_t> marks;
-  for (uint32_t slot : rows_.sample(eviction_sample)) marks.push_back(rows_.meta(slot).mark);
+  for (uint32_t slot : rows_.sample(eviction_sample)) marks.push_back(rows_.mark(slot));
   std::sort(marks.begin(), marks.end());
-  const uint32_t threshold =
-      marks[std::min(marks.size() - 1, size_t(need * marks.size() / rows_.size()))];
-  std::vector<uint64_t> victims;
-  for (bool at_threshold : {false, true})
-    rows_.each([&](uint64_t id, uint32_t slot) {
-      const uint32_t mark = rows_.meta(slot).mark;
-      if (victims.size() >= need || (at_threshold ? mark != threshold : mark >= threshold)) return;
-      if (!std::binary_search(ids.begin(), ids.end(), id)) victims.push_back(id);
-    });
-  drop(victims);
+  size_t k =
+      std::min<size_t>(marks.size() - 1, (rows_.size() - std::min<uint64_t>(rows_.size(), target)) *
+                                             marks.size() / std::max<size_t>(rows_.size(), 1));
+  while (rows_.size() > target && k < marks.size() && marks[k] != kept_mark) {
+    drop(victims_at(marks[k], rows_.size() - target));
+    k = std::upper_bound(marks.begin(), marks.end(), marks[k]) - marks.begin();
+  }
 }
 
-void sparse_table::expire(uint32_t now, const std::vector<uint64_t>& ids) {
+std::vector<uint64_t> sparse_table::victims_at(uint32_t threshold, uint64_t need) const {
+  // Rows under the threshold go first, then rows at it, these drawn by a hash of their id and
+  // the evictions so far: never by where they lie in the index (taking the first ones would
+  // empty its start and crowd the rest, and linear probing's runs there would grow without
+  // bound), and the same in a restored copy.
+  std::vector<std::pair<uint64_t, uint64_t>> candidates;  // (order, id)
+  rows_.each([&](uint64_t id, uint32_t slot) {
+    const uint32_t mark = rows_.mark(slot);
+    if (mark > threshold) return;
+    const uint64_t draw = row_draw(id ^ counted_.rows_evicted) >> 1;
+    candidates.emplace_back(mark < threshold ? draw : draw | (uint64_t{1} << 63), id);
+  });
+  if (candidates.size() > need) {
+    std::nth_element(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(need),
+                     candidates.end());
+    candidates.resize(need);
+  }
+  std::vector<uint64_t> victims;
+  for (const auto& c : candidates) victims.push_back(c.second);
+  return victims;
+}
+
+void sparse_table::expire(uint32_t now) {
   const uint32_t ttl = config_.evict.ttl_seconds;
   if (now - last_sweep_ < std::max<uint32_t>(ttl / 8, 1)) return;
   last_sweep_ = now;
   std::vector<uint64_t> victims;
   rows_.each([&](uint64_t id, uint32_t slot) {
-    if (now - rows_.meta(slot).mark > ttl && !std::binary_search(ids.begin(), ids.end(), id))
-      victims.push_back(id);
+    const uint32_t mark = rows_.mark(slot);
+    if (mark != kept_mark && now - mark > ttl) victims.push_back(id);
   });
   drop(victims);
 }
@@ -227,7 +267,8 @@ void sparse_table::expire(uint32_t now, const std::vector<uint64_t>& ids) {
 void sparse_table::drop(const std::vector<uint64_t>& victims) {
   for (uint64_t id : victims) rows_.erase(id);
   evicted_.insert(evicted_.end(), victims.begin(), victims.end());
-  if (tracking_) evicted_since_cut_.insert(evicted_since_cut_.end(), victims.begin(), victims.end());
+  if (tracking_)
+    evicted_since_cut_.insert(evicted_since_cut_.end(), victims.begin(), victims.end());
   counted_.rows_evicted += victims.size();
 }
 
@@ -271,11 +312,6 @@ caf::error sparse_table::check(const sparse_rows& grads, float max_abs) const {
     return make_error(errc::shape_mismatch,
                       fmt::format("rows for {} ({} values per row) do not fit table {} ({})",
                                   grads.name, grads.row_dim, config_.name, config_.row_dim));
-  std::unordered_set<uint64_t> seen;
-  for (uint64_t id : grads.ids)
-    if (!seen.insert(id).second)
-      return make_error(errc::malformed_message,
-                        fmt::format("row {} of {} appears twice", id, config_.name));
   for (float g : grads.values)
     if (!(std::abs(g) <= max_abs))
       return make_error(errc::non_finite, fmt::format("row gradient value {} in {} (limit {:g})", g,
@@ -304,7 +340,9 @@ uint64_t sparse_table::apply(const sparse_rows& grads, float lr_scale) {
       if (norm > clip_)
         for (float& x : g) x *= static_cast<float>(clip_ / norm);
     }
-    const uint64_t steps = ++rows_.steps(slot);
+    auto& count = rows_.steps(slot);
+    count += count < UINT32_MAX ? 1 : 0;  // (saturates: Adam's bias correction is 1 long before)
+    const uint64_t steps = count;
     changed(slot);
     const auto value = value_of(slot), m = moment_of(slot, 1), v = moment_of(slot, 2);
     if (o.type == opt_kind::app) {
@@ -340,7 +378,7 @@ void sparse_table::restore_rows(row_copies copies) {
     const uint32_t at = slot ? *slot : rows_.add(copies.ids[i]);
     std::copy(copies.rows[i]->floats.begin(), copies.rows[i]->floats.end(),
               rows_.floats(at).begin());
-    rows_.steps(at) = copies.rows[i]->steps;
+    rows_.steps(at) = static_cast<uint32_t>(copies.rows[i]->steps);
     changed(at);
   }
 }
@@ -368,14 +406,21 @@ std::vector<table_rows> sparse_table::save(size_t rows_per_part) const {
     if (moments_ >= 1) keep(saved.m, 1);
     if (moments_ >= 2) keep(saved.v, 2);
     saved.steps.push_back(rows_.steps(slot));
-    if (config_.evict.type != evict_kind::none) saved.marks.push_back(rows_.meta(slot).mark);
+    if (config_.evict.type != evict_kind::none) saved.marks.push_back(rows_.mark(slot));
   }
   return out;
 }
 
 table_state sparse_table::save_state() const {
-  table_state out{config_.name, {}, 0, tick_, reads_since_aging_, last_sweep_,
-                  counted_.rows_evicted, counted_.ids_not_admitted, counted_.grads_dropped};
+  table_state out{config_.name,
+                  {},
+                  0,
+                  tick_,
+                  reads_since_aging_,
+                  last_sweep_,
+                  counted_.rows_evicted,
+                  counted_.ids_not_admitted,
+                  counted_.grads_dropped};
   if (sightings_) {
     out.sightings = sightings_->counters();
     out.since_halving = sightings_->since_halving();
@@ -414,8 +459,8 @@ caf::error sparse_table::restore(const table_rows& saved) {
     std::copy_n(at(saved.values), dim, value_of(slot).begin());
     if (has_m) std::copy_n(at(saved.m), dim, moment_of(slot, 1).begin());
     if (has_v) std::copy_n(at(saved.v), dim, moment_of(slot, 2).begin());
-    rows_.steps(slot) = saved.steps[i];
-    if (!saved.marks.empty()) rows_.meta(slot).mark = saved.marks[i];
+    rows_.steps(slot) = static_cast<uint32_t>(std::min<uint64_t>(saved.steps[i], UINT32_MAX));
+    if (!saved.marks.empty()) rows_.mark(slot) = saved.marks[i];
   }
   return {};
 }

@@ -112,11 +112,17 @@ class sparse_table {
   uint32_t slot_of(uint64_t id);
   // Whether a push may create rows (no eviction, no admission): else it drops their gradients.
   bool creates_on_push() const;
-  // The ids of a read that get a new row now (counting each other one as not admitted).
-  std::vector<uint64_t> admitted(const std::vector<uint64_t>& ids);
-  // Evicts rows not among `ids` until `fresh` more rows fit (expiring old ones under ttl).
-  void make_room(size_t fresh, const std::vector<uint64_t>& ids);
-  void expire(uint32_t now, const std::vector<uint64_t>& ids);
+  // A worker's read (primary or mirrored) of `ids`, whose rows are at `slots` (none: no row):
+  // admits ids, makes room (a primary), creates the admitted rows into `slots`, marks the
+  // rows read.
+  void take_in(const std::vector<uint64_t>& ids, std::vector<std::optional<uint32_t>>& slots,
+               row_reader reader);
+  // Evicts rows until `fresh` more fit (rows marked kept stay); under ttl, expires old ones.
+  void make_room(size_t fresh);
+  void expire(uint32_t now);
+  // `need` rows with marks at most `threshold`, the lower first (fewer when there are not that
+  // many).
+  std::vector<uint64_t> victims_at(uint32_t threshold, uint64_t need) const;
   void drop(const std::vector<uint64_t>& victims);
   void touch(uint32_t slot, uint32_t now);
   void changed(uint32_t slot) { rows_.meta(slot).changed = delta_; }
@@ -148,8 +154,8 @@ class sparse_table {
   std::vector<uint64_t> evicted_;             // primary: evicted, not yet taken
   table_counters counted_;
   std::function<uint32_t()> now_;
-  bool tracking_ = false;               // cut() was called: keep evicted ids for the next
-  uint32_t delta_ = 1;                  // the delta being gathered (rows' meta.changed)
+  bool tracking_ = false;  // cut() was called: keep evicted ids for the next
+  uint32_t delta_ = 1;     // the delta being gathered (rows' meta.changed)
   std::vector<uint64_t> evicted_since_cut_;
 };
 
