@@ -3,20 +3,13 @@
 #include <algorithm>
 #include <new>
 
+#include "troupe/random.hpp"
+
 namespace troupe {
 
 namespace {
 
 constexpr size_t first_index_size = 1024;
-
-// splitmix64's finaliser: ids that differ in a bit land far apart.
-uint64_t mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
@@ -26,7 +19,7 @@ row_arena::row_arena(uint32_t floats_per_row)
       index_(first_index_size) {}
 
 size_t row_arena::home_of(uint64_t id) const {
-  return mix(id) & (index_.size() - 1);
+  return splitmix64_finalize(id) & (index_.size() - 1);  // ids a bit apart land far apart
 }
 
 size_t row_arena::position_of(uint64_t id) const {

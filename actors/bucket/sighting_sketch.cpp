@@ -3,18 +3,14 @@
 #include <algorithm>
 #include <bit>
 
+#include "troupe/random.hpp"
+
 namespace troupe {
 
 namespace {
 
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser, salted apart from row_arena's index
-  x ^= 0x6a09e667f3bcc909ull;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// Salts the counters' hash apart from row_arena's index.
+constexpr uint64_t sketch_salt = 0x6a09e667f3bcc909ull;
 
 }  // namespace
 
@@ -22,7 +18,7 @@ sighting_sketch::sighting_sketch(uint64_t ids)
     : counters_(std::bit_ceil(std::max<uint64_t>(ids * 2, 4096)), 0) {}
 
 std::pair<size_t, size_t> sighting_sketch::positions(uint64_t id) const {
-  const uint64_t h = mix(id);
+  const uint64_t h = splitmix64_finalize(id ^ sketch_salt);
   const size_t mask = counters_.size() - 1;
   return {h & mask, (h >> 32) & mask};
 }

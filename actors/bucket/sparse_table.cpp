@@ -10,6 +10,7 @@
 #include "actors/bucket/elementwise_step.hpp"
 #include "troupe/detail/layout.hpp"
 #include "troupe/error.hpp"
+#include "troupe/random.hpp"
 
 namespace troupe {
 
@@ -40,15 +41,6 @@ constexpr uint64_t evict_slack_divisor = 16;
 constexpr size_t eviction_sample = 4096;
 // The mark of a row that a read names while the read evicts: kept.
 constexpr uint32_t kept_mark = UINT32_MAX;
-
-// splitmix64's finaliser: which of the rows at an eviction's threshold go.
-uint64_t row_draw(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
@@ -239,7 +231,7 @@ std::vector<uint64_t> sparse_table::victims_at(uint32_t threshold, uint64_t need
   rows_.each([&](uint64_t id, uint32_t slot) {
     const uint32_t mark = rows_.mark(slot);
     if (mark > threshold) return;
-    const uint64_t draw = row_draw(id ^ counted_.rows_evicted) >> 1;
+    const uint64_t draw = splitmix64_finalize(id ^ counted_.rows_evicted) >> 1;
     candidates.emplace_back(mark < threshold ? draw : draw | (uint64_t{1} << 63), id);
   });
   if (candidates.size() > need) {

@@ -13,21 +13,16 @@
 #include "actors/worker/chunk_rows.hpp"
 #include "messages/codec.hpp"
 #include "tests/unit/expect_error.hpp"
+#include "tests/unit/optimizer_configs.hpp"
 #include "troupe/detail/layout.hpp"
 
 using namespace troupe;
 using troupe::testing::fails_with;
 using troupe::testing::is_error;
+using troupe::testing::sgd;
 using troupe::testing::succeeded;
 
 namespace {
-
-optimizer_config sgd(float lr) {
-  optimizer_config o;
-  o.type = optimizer_config::kind::sgd;
-  o.lr = lr;
-  return o;
-}
 
 // The ids among 0..n-1 that bucket `bucket` of `buckets` owns in table `table`.
 std::vector<uint64_t> owned(const std::string& table, uint32_t bucket, uint32_t buckets,

@@ -13,21 +13,16 @@
 #include "actors/bucket/row_export.hpp"
 #include "tests/support/scratch.hpp"
 #include "tests/unit/expect_error.hpp"
+#include "tests/unit/optimizer_configs.hpp"
 #include "troupe/table_deltas.hpp"
 
 using namespace troupe;
 using troupe::testing::fails_with;
+using troupe::testing::sgd;
 using troupe::testing::succeeded;
 namespace fs = std::filesystem;
 
 namespace {
-
-optimizer_config sgd(float lr) {
-  optimizer_config o;
-  o.type = optimizer_config::kind::sgd;
-  o.lr = lr;
-  return o;
-}
 
 bucket_spec exporting(const std::string& dir, const std::string& evict, uint64_t capacity) {
   bucket_spec spec{0, 1, sgd(0.5f), {}, {}};

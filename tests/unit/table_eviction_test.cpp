@@ -12,21 +12,16 @@
 #include "actors/bucket/sparse_table.hpp"
 #include "messages/codec.hpp"
 #include "tests/unit/expect_error.hpp"
+#include "tests/unit/optimizer_configs.hpp"
 #include "troupe/detail/layout.hpp"
 
 using namespace troupe;
 using troupe::testing::fails_with;
 using troupe::testing::is_error;
+using troupe::testing::sgd;
 using troupe::testing::succeeded;
 
 namespace {
-
-optimizer_config sgd(float lr) {
-  optimizer_config o;
-  o.type = optimizer_config::kind::sgd;
-  o.lr = lr;
-  return o;
-}
 
 table_config table(const std::string& evict, uint64_t capacity, uint32_t admit_after = 1) {
   return table_config{"emb", 2, 0.1f, capacity, *parse_eviction(evict), admit_after};
