@@ -56,8 +56,8 @@ class sparse_table {
   caf::expected<sparse_rows> read(const std::vector<uint64_t>& ids,
                                   row_reader reader = row_reader::primary);
 
-  // The ids a primary evicted since the last call, to send its backups; and a backup applying
-  // them.
+  // The ids a primary evicted since the last call, to send its backups (whoever reads as a
+  // primary takes them, or they pile up); and a backup applying them.
   std::vector<uint64_t> take_evicted() { return std::exchange(evicted_, {}); }
   void evict(const std::vector<uint64_t>& ids);
 

@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
     const double rate = pushes_per_second(drawn, [&](const std::vector<uint64_t>& ids) {
       auto rows = table.read(ids);
       if (!rows) std::abort();
+      (void)table.take_evicted();  // (a bucket hands them to its backup)
       table.apply(
           troupe::sparse_rows{
               "t", dim, ids, {grads_of_push.begin(), grads_of_push.begin() + ids.size() * dim}},

@@ -21,8 +21,7 @@ bucket_spec spec_of(const training_task& task, const flat_layout& layout, const 
   spec.workers = 1;
   spec.optimizer = s.optimizer;
   spec.tensors = gather(layout, plan.buckets[0], params);
-  for (const auto& t : task.sparse_tables())
-    spec.tables.push_back(config_of(t));
+  for (const auto& t : task.sparse_tables()) spec.tables.push_back(config_of(t));
   spec.bucket_count = 1;
   spec.seed = s.seed;
   spec.clip = s.clip;
@@ -38,6 +37,7 @@ caf::expected<sparse_rows_view> read(bucket_store& store, const std::vector<tabl
   rows.ids = std::move(ids);
   size_rows(tables, rows);
   auto got = store.read_rows(row_requests(tables, rows, 0, 1), reader);
+  (void)store.take_evictions();  // no backup to tell
   if (!got) return std::move(got.error());
   if (auto err = fill_rows(tables, *got, rows)) return err;
   return rows;
