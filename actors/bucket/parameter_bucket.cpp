@@ -56,6 +56,7 @@ void mirror_read(self_ptr self, pull_request request) {
 caf::expected<wire> answer(self_ptr self, const pull_request& request, reply_form form) {
   auto& st = self->state;
   auto [reply, whole] = st.store->grant(request.worker, request.worker_clock);
+  if (st.exporter && !st.primary && request.worker != observer_worker) st.exporter->served();
   caf::expected<std::vector<sparse_rows>> rows{std::vector<sparse_rows>{}};
   if (!request.rows.empty()) rows = st.store->read_rows(request.rows, request.worker);
   mirror_read(self, request);
@@ -425,7 +426,7 @@ caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, ca
 // then the next tick is due; the last file is written when the bucket ends.
 void export_rows(self_ptr self, const bucket_actor_config& config) {
   auto& st = self->state;
-  if (!st.primary && !st.deposed)
+  if (!st.primary && !st.deposed && st.exporter->writing())
     if (auto err = st.exporter->write_next(*st.store))
       config.log.warn("bucket {}: --export-dir: {}", st.store->id(), describe(err));
   self->delayed_send(self, std::chrono::seconds(st.store->config().export_every_s), tick_atom_v);

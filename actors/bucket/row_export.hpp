@@ -2,7 +2,8 @@
 // (troupe/table_deltas.hpp has the format and the reader). A writer takes a new generation
 // (one past the newest in the directory) at its first file, which is a snapshot, as is every
 // snapshot_every-th after; the others hold what changed since the file before. A bucket that
-// becomes primary (started, restarted, promoted) is a new writer; a backup writes nothing.
+// serves as primary (started, restarted, promoted) is a new writer from its first answered
+// pull; a backup writes nothing.
 // Owned by one parameter_bucket actor (shared with its exit hook, which writes the last file);
 // not thread-safe.
 #pragma once
@@ -29,10 +30,13 @@ class row_exporter {
 
   // This bucket is a backup (its primary writes), or was promoted (it writes from now on).
   void set_backup(bool backup) { backup_ = backup; }
+  // It answered a worker's pull as a primary: from now on it writes. (A bucket about to be made
+  // a backup never does, however late the coordinator says so.)
+  void served() { served_ = true; }
   // This bucket stopped being the primary (deposed): it writes no more.
   void stop() { stopped_ = true; }
   // Whether it is the bucket's writer now (its last file is due when it ends).
-  bool writing() const { return !backup_ && !stopped_; }
+  bool writing() const { return served_ && !backup_ && !stopped_; }
 
  private:
   std::string dir_;
@@ -41,6 +45,7 @@ class row_exporter {
   uint64_t sequence_ = 0;
   bool force_snapshot_ = false;
   bool backup_ = false;
+  bool served_ = false;
   bool stopped_ = false;
 };
 

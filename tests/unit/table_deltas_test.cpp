@@ -96,6 +96,7 @@ BOOST_AUTO_TEST_CASE(a_follower_of_every_file_ends_equal_to_the_bucket) {
   fs::remove_all(dir);
   bucket_store store{exporting(dir.string(), "lru", 40)};
   row_exporter exporter{store.config()};
+  exporter.served();  // (a primary that answered a pull)
   delta_follower follower{dir.string()};
   uint64_t clock = 0;
   for (int round = 0; round < 11; ++round) {
@@ -130,6 +131,7 @@ BOOST_AUTO_TEST_CASE(an_id_evicted_and_created_again_within_one_file_ends_presen
   fs::remove_all(dir);
   bucket_store store{exporting(dir.string(), "lru", 10)};
   row_exporter exporter{store.config()};
+  exporter.served();  // (a primary that answered a pull)
   BOOST_TEST_REQUIRE(succeeded(store.read_rows(rows(0, 10), 0)));
   BOOST_TEST_REQUIRE(!exporter.write_next(store));                  // the snapshot: 0..9
   BOOST_TEST_REQUIRE(succeeded(store.read_rows(rows(10, 10), 0)));  // 0..9 evicted
