@@ -187,6 +187,7 @@ caf::expected<double> compute_round(self_ptr self, const worker_config& config) 
            sync_step(r.next_fragment, fragments, chunk.count) <= i + 1)
       push_fragment(self, config, r.next_fragment++);
   }
+  record_activity(self, config, chunk, "push");  // the last fragment's pushes are in flight
   const auto taken = static_cast<uint32_t>(chunk.count - r.skipped.size());
   if (taken == 0) return std::numeric_limits<double>::quiet_NaN();
   return loss_sum * chunk.count / taken;
