@@ -130,7 +130,8 @@ std::vector<std::string> bucket_store::table_names() const {
 std::vector<row_request> bucket_store::take_evictions() {
   std::vector<row_request> out;
   for (auto& t : tables_)
-    if (auto ids = t.take_evicted(); !ids.empty()) out.push_back(row_request{t.name(), std::move(ids)});
+    if (auto ids = t.take_evicted(); !ids.empty())
+      out.push_back(row_request{t.name(), std::move(ids)});
   return out;
 }
 
@@ -246,7 +247,13 @@ pull_reply bucket_store::snapshot() const {
 bucket_stats bucket_store::stats() const {
   bucket_stats out{id_,    version_,   applied_,       rejected_, max_staleness_,    staleness_sum_,
                    clock_, histogram_, max_clock_gap_, skipped_,  update_variance(), duplicates_};
-  for (const auto& t : tables_) out.tables.push_back(t.counters());
+  out.tables = tables_counted();
+  return out;
+}
+
+std::vector<table_counters> bucket_store::tables_counted() const {
+  std::vector<table_counters> out;
+  for (const auto& t : tables_) out.push_back(t.counters());
   return out;
 }
 

@@ -166,6 +166,8 @@ class bucket_store {
 
   pull_reply snapshot() const;
   bucket_stats stats() const;
+  // stats()'s tables alone (for metrics after every pull and push, without the rest).
+  std::vector<table_counters> tables_counted() const;
 
   // The update-variance diagnostic: the variance of the norms of the last update_window
   // applied gradients over their squared mean (0 with fewer than two). High values mean that

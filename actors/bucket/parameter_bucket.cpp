@@ -32,9 +32,9 @@ reply_form form_for(const wire& request) {
 void publish_tables(bucket_actor_state& st) {
   const auto& series = st.metrics.tables;
   if (series.empty()) return;
-  const auto stats = st.store->stats();
-  for (size_t t = 0; t < series.size() && t < stats.tables.size(); ++t) {
-    const auto& c = stats.tables[t];
+  const auto tables = st.store->tables_counted();
+  for (size_t t = 0; t < series.size() && t < tables.size(); ++t) {
+    const auto& c = tables[t];
     set(series[t].rows, double(c.rows));
     set(series[t].evicted, double(c.rows_evicted));
     set(series[t].not_admitted, double(c.ids_not_admitted));
@@ -422,11 +422,12 @@ caf::result<bool> on_backup(self_ptr self, const bucket_actor_config& config, ca
   return copied;
 }
 
-// --export-dir: a primary writes its next file of changed rows (a backup waits for its turn),
-// then the next tick is due; the last file is written when the bucket ends.
+// --export-dir: the writer writes its next file of changed rows (a backup, or a bucket that
+// has not served as primary yet, writes nothing: row_exporter::writing), then the next tick is
+// due; the last file is written when the bucket ends.
 void export_rows(self_ptr self, const bucket_actor_config& config) {
   auto& st = self->state;
-  if (!st.primary && !st.deposed && st.exporter->writing())
+  if (st.exporter->writing())
     if (auto err = st.exporter->write_next(*st.store))
       config.log.warn("bucket {}: --export-dir: {}", st.store->id(), describe(err));
   self->delayed_send(self, std::chrono::seconds(st.store->config().export_every_s), tick_atom_v);

@@ -278,13 +278,16 @@ table_delta sparse_table::cut(bool every_row) {
   tracking_ = true;
   if (!every_row) out.evicted = std::exchange(evicted_since_cut_, {});
   evicted_since_cut_.clear();
+  std::vector<std::pair<uint64_t, uint32_t>> changed_rows;  // (id, slot), in id order
   rows_.each([&](uint64_t id, uint32_t slot) {
-    if (every_row || rows_.meta(slot).changed == delta_) out.ids.push_back(id);
+    if (every_row || rows_.meta(slot).changed == delta_) changed_rows.emplace_back(id, slot);
   });
-  std::sort(out.ids.begin(), out.ids.end());
-  out.values.reserve(out.ids.size() * config_.row_dim);
-  for (uint64_t id : out.ids) {
-    const auto value = part(rows_.floats(*rows_.find(id)), 0);
+  std::sort(changed_rows.begin(), changed_rows.end());
+  out.ids.reserve(changed_rows.size());
+  out.values.reserve(changed_rows.size() * config_.row_dim);
+  for (const auto& [id, slot] : changed_rows) {
+    const auto value = part(rows_.floats(slot), 0);
+    out.ids.push_back(id);
     out.values.insert(out.values.end(), value.begin(), value.end());
   }
   ++delta_;

@@ -44,8 +44,9 @@ class map_table {
 
   void apply(const troupe::sparse_rows& grads) {
     for (size_t i = 0; i < grads.ids.size(); ++i) {
-      auto& r = rows_[grads.ids[i]];
-      if (r.value.empty()) continue;
+      const auto at = rows_.find(grads.ids[i]);
+      if (at == rows_.end()) continue;
+      auto& r = at->second;
       const std::span<const float> g(grads.values.data() + i * dim_, dim_);
       troupe::step_elementwise(optimizer_, optimizer_.lr, ++r.steps, r.value, r.m, r.v, g);
     }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <string_view>
 
 #include "troupe/error.hpp"
 #include "troupe/tensorboard.hpp"
@@ -63,7 +64,7 @@ std::string encoded(const delta_file& file) {
 // Reads the fields of an encoded file in order; every read checks that the bytes are there.
 class reader {
  public:
-  explicit reader(const std::string& bytes) : bytes_(bytes) {}
+  explicit reader(std::string_view bytes) : bytes_(bytes) {}
 
   template <class T>
   bool get(T& x) {
@@ -89,7 +90,7 @@ class reader {
   bool done() const { return at_ == bytes_.size(); }
 
  private:
-  const std::string& bytes_;
+  std::string_view bytes_;
   size_t at_ = 0;
 };
 
@@ -184,13 +185,13 @@ caf::expected<delta_file> read_delta(const std::string& path) {
   std::memcpy(&stored_crc, bytes.data() + bytes.size() - sizeof(stored_crc), sizeof(stored_crc));
   if (crc32c(bytes.data(), bytes.size() - sizeof(stored_crc)) != stored_crc)
     return corrupt(path, "its checksum does not match (damaged or cut short)");
-  const std::string body = bytes.substr(sizeof(magic), bytes.size() - sizeof(magic) - 4);
-  reader r(body);
+  reader r(std::string_view(bytes).substr(sizeof(magic),
+                                          bytes.size() - sizeof(magic) - sizeof(stored_crc)));
   delta_file out;
   uint32_t version = 0, flags = 0, tables = 0;
   if (!r.get(version) || version != format_version)
-    return corrupt(path, fmt::format("format version {} (this reader knows {})", version,
-                                     format_version));
+    return corrupt(
+        path, fmt::format("format version {} (this reader knows {})", version, format_version));
   if (!r.get(flags) || !r.get(out.bucket) || !r.get(tables) || !r.get(out.generation) ||
       !r.get(out.sequence) || !r.get(out.clock))
     return corrupt(path, "its header is cut short");
@@ -236,8 +237,8 @@ size_t delta_follower::follow(uint32_t bucket, const std::string& folder) {
     }
   size_t applied = 0;
   for (const auto& [key, path] : files) {
-    const bool next_in_line = key.generation == stream.generation &&
-                              key.sequence == stream.sequence + 1;
+    const bool next_in_line =
+        key.generation == stream.generation && key.sequence == stream.sequence + 1;
     if (!key.snapshot && !next_in_line) break;  // a gap: wait for the snapshot that fills it
     auto file = read_delta(path.string());
     if (!file || file->bucket != bucket) break;  // being replaced: the next poll sees
@@ -263,28 +264,24 @@ void delta_follower::apply(bucket_stream& stream, const delta_file& file) {
 }
 
 std::map<std::string, followed_table> delta_follower::tables() const {
+  // Each id lives in one bucket: every bucket's rows of a table, in id order.
+  std::map<std::string, std::vector<std::pair<uint64_t, const std::vector<float>*>>> rows;
   std::map<std::string, followed_table> out;
   for (const auto& [bucket, stream] : buckets_)
     for (const auto& [name, table] : stream.tables) {
-      auto& merged = out[name];
-      merged.row_dim = table.row_dim;
-      for (const auto& [id, values] : table.rows) merged.ids.push_back(id);
+      out[name].row_dim = table.row_dim;
+      for (const auto& [id, values] : table.rows) rows[name].emplace_back(id, &values);
     }
   for (auto& [name, merged] : out) {
-    std::sort(merged.ids.begin(), merged.ids.end());
-    merged.values.reserve(merged.ids.size() * merged.row_dim);
+    auto& of_table = rows[name];
+    std::sort(of_table.begin(), of_table.end());
+    merged.ids.reserve(of_table.size());
+    merged.values.reserve(of_table.size() * merged.row_dim);
+    for (const auto& [id, values] : of_table) {
+      merged.ids.push_back(id);
+      merged.values.insert(merged.values.end(), values->begin(), values->end());
+    }
   }
-  // Each id lives in one bucket: look it up in the bucket that holds it.
-  for (auto& [name, merged] : out)
-    for (uint64_t id : merged.ids)
-      for (const auto& [bucket, stream] : buckets_) {
-        const auto table = stream.tables.find(name);
-        if (table == stream.tables.end()) continue;
-        const auto row = table->second.rows.find(id);
-        if (row == table->second.rows.end()) continue;
-        merged.values.insert(merged.values.end(), row->second.begin(), row->second.end());
-        break;
-      }
   return out;
 }
 

@@ -47,6 +47,20 @@ push_request push_of(const std::vector<row_request>& read, uint64_t clock, float
   return push;
 }
 
+// An empty folder `name` in the test's scratch folder.
+std::string fresh_dir(const std::string& name) {
+  const auto dir = troupe::testing::scratch(name);
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+// The exporter of a bucket that answered a pull as its primary: it writes.
+row_exporter writer_of(const bucket_store& store) {
+  row_exporter exporter{store.config()};
+  exporter.served();
+  return exporter;
+}
+
 // Every row `store` holds, as a follower would show it.
 followed_table held(const bucket_store& store) {
   followed_table out;
@@ -63,11 +77,10 @@ followed_table held(const bucket_store& store) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_file_comes_back_as_written_and_a_damaged_one_is_refused) {
-  const auto dir = troupe::testing::scratch("deltas-format");
-  fs::remove_all(dir);
+  const auto dir = fresh_dir("deltas-format");
   delta_file file{3, 2, 7, 1234, false, {table_delta{"emb", 2, {9, 10}, {4, 5}, {1, 2, 3, 4}}}};
-  BOOST_TEST_REQUIRE(!write_delta(dir.string(), file));
-  const std::string path = delta_path(dir.string(), file);
+  BOOST_TEST_REQUIRE(!write_delta(dir, file));
+  const std::string path = delta_path(dir, file);
   BOOST_TEST(fs::path(path).filename().string() == "0000000002-000000000007.delta");
   auto back = read_delta(path);
   BOOST_TEST_REQUIRE(succeeded(back));
@@ -75,8 +88,8 @@ BOOST_AUTO_TEST_CASE(a_file_comes_back_as_written_and_a_damaged_one_is_refused) 
   BOOST_TEST(back->clock == 1234u);
   BOOST_TEST(back->tables[0].evicted == file.tables[0].evicted, boost::test_tools::per_element());
   BOOST_TEST(back->tables[0].values == file.tables[0].values, boost::test_tools::per_element());
-  BOOST_TEST(next_generation(dir.string(), 3) == 3u);
-  BOOST_TEST(next_generation(dir.string(), 4) == 1u);
+  BOOST_TEST(next_generation(dir, 3) == 3u);
+  BOOST_TEST(next_generation(dir, 4) == 1u);
   {  // one byte flipped
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(40);
@@ -85,19 +98,17 @@ BOOST_AUTO_TEST_CASE(a_file_comes_back_as_written_and_a_damaged_one_is_refused) 
   BOOST_TEST(fails_with(read_delta(path), errc::corrupt_data));
   fs::resize_file(path, 20);
   BOOST_TEST(fails_with(read_delta(path), errc::corrupt_data));
-  BOOST_TEST(fails_with(read_delta((dir / "absent.delta").string()), errc::io_failure));
-  BOOST_TEST(fails_with(read_deltas((dir / "absent").string()), errc::io_failure));
+  BOOST_TEST(fails_with(read_delta((fs::path(dir) / "absent.delta").string()), errc::io_failure));
+  BOOST_TEST(fails_with(read_deltas((fs::path(dir) / "absent").string()), errc::io_failure));
 }
 
 // A bucket exporting while it trains, evicts and admits: a follower that polls after every
 // file ends with exactly the bucket's rows, and so does one that reads the directory once.
 BOOST_AUTO_TEST_CASE(a_follower_of_every_file_ends_equal_to_the_bucket) {
-  const auto dir = troupe::testing::scratch("deltas-follow");
-  fs::remove_all(dir);
-  bucket_store store{exporting(dir.string(), "lru", 40)};
-  row_exporter exporter{store.config()};
-  exporter.served();  // (a primary that answered a pull)
-  delta_follower follower{dir.string()};
+  const auto dir = fresh_dir("deltas-follow");
+  bucket_store store{exporting(dir, "lru", 40)};
+  auto exporter = writer_of(store);
+  delta_follower follower{dir};
   uint64_t clock = 0;
   for (int round = 0; round < 11; ++round) {
     for (int step = 0; step < 5; ++step) {
@@ -117,33 +128,31 @@ BOOST_AUTO_TEST_CASE(a_follower_of_every_file_ends_equal_to_the_bucket) {
   BOOST_TEST(store.stats().tables[0].rows_evicted > 0u);
   // Snapshots every 4th file (1, 5, 9) remove the files before them: 9, 10 and 11 are left.
   size_t files = 0;
-  for (const auto& f : fs::directory_iterator(dir / "bucket-00000"))
+  for (const auto& f : fs::directory_iterator(fs::path(dir) / "bucket-00000"))
     files += f.path().extension() != ".tmp";
   BOOST_TEST(files == 3u);
-  auto once = read_deltas(dir.string());
+  auto once = read_deltas(dir);
   BOOST_TEST_REQUIRE(succeeded(once));
   BOOST_TEST((*once)["emb"].ids == held(store).ids, boost::test_tools::per_element());
   BOOST_TEST(follower.clocks()[0] == store.stats().version);
 }
 
 BOOST_AUTO_TEST_CASE(an_id_evicted_and_created_again_within_one_file_ends_present) {
-  const auto dir = troupe::testing::scratch("deltas-readd");
-  fs::remove_all(dir);
-  bucket_store store{exporting(dir.string(), "lru", 10)};
-  row_exporter exporter{store.config()};
-  exporter.served();  // (a primary that answered a pull)
+  const auto dir = fresh_dir("deltas-readd");
+  bucket_store store{exporting(dir, "lru", 10)};
+  auto exporter = writer_of(store);
   BOOST_TEST_REQUIRE(succeeded(store.read_rows(rows(0, 10), 0)));
   BOOST_TEST_REQUIRE(!exporter.write_next(store));                  // the snapshot: 0..9
   BOOST_TEST_REQUIRE(succeeded(store.read_rows(rows(10, 10), 0)));  // 0..9 evicted
   BOOST_TEST_REQUIRE(succeeded(store.read_rows(rows(0, 1), 0)));    // 0 back again
   BOOST_TEST_REQUIRE(!exporter.write_next(store));
   delta_file last{0, 1, 2, 0, false, {}};
-  auto delta = read_delta(delta_path(dir.string(), last));
+  auto delta = read_delta(delta_path(dir, last));
   BOOST_TEST_REQUIRE(succeeded(delta));
   const auto& t = delta->tables[0];
   BOOST_TEST((std::find(t.evicted.begin(), t.evicted.end(), 0u) != t.evicted.end()));
   BOOST_TEST((std::find(t.ids.begin(), t.ids.end(), 0u) != t.ids.end()));
-  auto followed = read_deltas(dir.string());
+  auto followed = read_deltas(dir);
   BOOST_TEST_REQUIRE(succeeded(followed));
   BOOST_TEST((*followed)["emb"].ids == held(store).ids, boost::test_tools::per_element());
 }
@@ -151,8 +160,7 @@ BOOST_AUTO_TEST_CASE(an_id_evicted_and_created_again_within_one_file_ends_presen
 // A new writer (a promoted backup) starts a generation with a snapshot; a follower behind it
 // goes to that snapshot, and one that finds a gap in a generation waits for a snapshot.
 BOOST_AUTO_TEST_CASE(a_new_generation_starts_from_a_snapshot_and_a_gap_waits) {
-  const auto dir = troupe::testing::scratch("deltas-generations").string();
-  fs::remove_all(dir);
+  const auto dir = fresh_dir("deltas-generations");
   const table_delta one{"emb", 1, {}, {1}, {1.0f}}, two{"emb", 1, {}, {2}, {2.0f}};
   BOOST_TEST_REQUIRE(!write_delta(dir, delta_file{0, 1, 1, 10, true, {one}}));
   delta_follower follower{dir};

@@ -6,6 +6,7 @@
 
 #include "troupe/error.hpp"
 #include "troupe/table_deltas.hpp"
+#include "troupe/values.hpp"
 
 namespace py = pybind11;
 
@@ -19,8 +20,8 @@ py::dict as_arrays(const std::map<std::string, followed_table>& tables) {
   for (const auto& [name, t] : tables) {
     py::array_t<uint64_t> ids(static_cast<py::ssize_t>(t.ids.size()));
     std::copy(t.ids.begin(), t.ids.end(), ids.mutable_data());
-    py::array_t<float> values({static_cast<py::ssize_t>(t.ids.size()),
-                               static_cast<py::ssize_t>(t.row_dim)});
+    py::array_t<float> values(
+        {static_cast<py::ssize_t>(t.ids.size()), static_cast<py::ssize_t>(t.row_dim)});
     std::copy(t.values.begin(), t.values.end(), values.mutable_data());
     out[py::str(name)] = py::make_tuple(ids, values);
   }
@@ -30,6 +31,9 @@ py::dict as_arrays(const std::map<std::string, followed_table>& tables) {
 }  // namespace
 
 void bind_tables(py::module_& m) {
+  m.def(
+      "is_eviction", [](const std::string& text) { return parse_eviction(text).has_value(); },
+      py::arg("text"), "whether `text` is a table's evict policy (troupe/values.hpp)");
   m.def(
       "read_deltas",
       [](const std::string& dir) {

@@ -42,7 +42,7 @@ class Table(torch.nn.Module):
             raise ValueError(f"troupe.Table '{name}': init_scale must be finite and >= 0")
         if int(capacity) < 1:
             raise ValueError(f"troupe.Table '{name}': capacity must be at least 1")
-        if not _is_eviction(evict):
+        if not isinstance(evict, str) or not _native.is_eviction(evict):
             raise ValueError(f"troupe.Table '{name}': evict must be 'none', 'lru', 'lfu' or "
                              f"'ttl:SECONDS', not {evict!r}")
         if not 1 <= int(admit_after) <= 255:
@@ -84,15 +84,6 @@ class Table(torch.nn.Module):
             raise KeyError(f"troupe.Table '{self.name}': ids {missing[:5].tolist()} were not "
                            "named by the task's ids() for this batch")
         return self._rows[at].reshape(*torch.as_tensor(ids).shape, self.dim)
-
-
-def _is_eviction(evict):
-    if evict in ("none", "lru", "lfu"):
-        return True
-    if not isinstance(evict, str) or not evict.startswith("ttl:"):
-        return False
-    seconds = evict[4:]
-    return seconds.isdigit() and 1 <= int(seconds) < 10**9
 
 
 def tables_of(module):
